@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The README's test command (`make check`) after install-deps: every suite in the normal
+# build and in the ASan+UBSan build, the fuzz-corpus replays, a bounded run of every fuzz
+# target, and the engine-backed suites with a real Docker engine. Ends with one line
+# "N passed, N failed" counted over every Check test and every other test program.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+status=0
+logs=()
+
+step() { echo "== $*" >&2; }
+
+# Engine-backed tests need a Docker engine and the test images; the script starts and
+# builds what is missing (and caches images between runs).
+if [ -x scripts/docker-env.sh ]; then
+  step "docker engine and test images"
+  if ! scripts/docker-env.sh up; then
+    echo "check: the Docker engine could not be started (see above)" >&2
+    status=1
+  fi
+  export CAE_TEST_DOCKER=1
+fi
+if [ -x scripts/npm-deps.sh ]; then
+  step "npm test clients"
+  scripts/npm-deps.sh || status=1
+fi
+
+for b in "$BUILD" "$ASAN_BUILD"; do
+  if [ ! -f "$b/build.ninja" ]; then
+    if [ "$b" = "$ASAN_BUILD" ]; then
+      meson setup "$b" --werror -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
+    else
+      meson setup "$b" --werror >/dev/null || status=1
+    fi
+  fi
+  step "build $b"
+  ninja -C "$b" || { status=1; continue; }
+  step "test $b"
+  # LeakSanitizer is part of ASan; UBSan must abort so that a finding fails the test.
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C "$b" --print-errorlogs --num-processes 2 || status=1
+  logs+=("$b/meson-logs/testlog.json")
+done
+
+if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
+  step "fuzz targets, ${FUZZ_SECONDS}s each"
+  make --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS" || status=1
+fi
+
+if [ -x scripts/lint.sh ]; then
+  step "lint"
+  scripts/lint.sh || status=1
+fi
+
+python3 - "${logs[@]}" <<'PY'
+import json, re, sys
+passed = failed = 0
+pat = re.compile(r'(\d+)%: Checks: (\d+), Failures: (\d+), Errors: (\d+)')
+for path in sys.argv[1:]:
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        failed += 1
+        continue
+    for line in lines:
+        t = json.loads(line)
+        m = pat.findall(t.get('stdout') or '')
+        ok = t.get('result') in ('OK', 'EXPECTEDFAIL')
+        if m:
+            for _, checks, fails, errs in m:
+                bad = int(fails) + int(errs)
+                passed += int(checks) - bad
+                failed += bad
+            if not ok and sum(int(f) + int(e) for _, _, f, e in m) == 0:
+                failed += 1  # crashed or timed out outside Check's accounting
+        elif ok:
+            passed += 1
+        else:
+            failed += 1
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
+PY
+[ $? -eq 0 ] || status=1
+exit $status

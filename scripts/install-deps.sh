@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian packages cae needs that are missing. `build`: what building needs;
+# `test`: also what the test suite needs (bubblewrap, git, clang for fuzzing, valgrind,
+# Docker, the loopback git server, Node for the MCP clients). Needs root to install; as
+# another user it only names what is missing.
+set -euo pipefail
+what=${1:-build}
+pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
+      check git musl-tools)
+if [ "$what" = test ]; then
+  pkgs+=(bubblewrap clang libclang-rt-14-dev valgrind procps python3 jq
+         docker.io debootstrap nginx fcgiwrap nodejs npm)
+fi
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]} (run as root, or apt-get install them)" >&2
+  exit 1
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq >&2
+apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2

@@ -1,0 +1,42 @@
+/* File and path helpers (libc + Linux syscalls only). All fds are O_CLOEXEC from birth. */
+#ifndef CAE_BASE_FS_H
+#define CAE_BASE_FS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+/* openat2(dirfd, path, flags, mode) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS: the path
+ * (relative, or "" / "." for dirfd itself) and every symlink on the way must stay below
+ * dirfd. Returns an fd or -errno (-EXDEV when the path escapes). O_CLOEXEC is added. */
+int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+
+/* Writes data to path (relative to dirfd, AT_FDCWD allowed) atomically: a temporary file
+ * in the same directory, fsync, rename over, fsync of the directory. mode is applied to
+ * the new file (mode & 07777). With beneath=true, the directory is opened with
+ * cae_open_beneath. Returns 0 or -errno. */
+int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
+			  bool beneath);
+
+/* Reads a whole file (at most max bytes; -EFBIG when larger). *out is NUL-terminated and
+ * owned by the caller. */
+int cae_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len);
+/* Same from an open fd (not closed). */
+int cae_read_fd(int fd, size_t max, char **out, size_t *len);
+/* write() all of it, retrying on EINTR and short writes. */
+int cae_write_all(int fd, const void *data, size_t len);
+
+/* mkdir -p. Returns 0 if the directory exists afterwards. */
+int cae_mkdir_p(const char *path, mode_t mode);
+/* rm -rf without following symlinks and without crossing into other mounts' symlinks.
+ * A missing path is success. */
+int cae_rm_rf(const char *path);
+/* rm -rf of the entries below dirfd/name (name removed too). */
+int cae_rm_rf_at(int dirfd, const char *name);
+
+/* Joins two path parts with one '/'. Returns a new string or NULL. */
+char *cae_path_join(const char *a, const char *b);
+/* True if path is a directory (following symlinks). */
+bool cae_is_dir(const char *path);
+
+#endif

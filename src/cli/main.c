@@ -1,0 +1,48 @@
+/* cae: the command-line program. One file per subcommand; this file is the dispatch table. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+static const struct cae_cli_command commands[] = {
+	{ "version", "print the version", cae_cli_version },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: cae <command> [options]\n\ncommands:\n");
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		fprintf(f, "  %-14s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\nRun 'cae <command> --help' for a command's options.\n");
+}
+
+int cae_cli_version(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	printf("cae %s\n", CAE_VERSION);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+	    strcmp(argv[1], "help") == 0) {
+		usage(stdout);
+		return 0;
+	}
+	if (strcmp(argv[1], "--version") == 0)
+		return cae_cli_version(argc - 1, argv + 1);
+	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (strcmp(argv[1], commands[i].name) == 0)
+			return commands[i].run(argc - 1, argv + 1);
+	fprintf(stderr, "cae: unknown command '%s'\n", argv[1]);
+	usage(stderr);
+	return 2;
+}
