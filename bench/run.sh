@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every benchmark that was built; each prints its figure next to its baseline.
+# usage: bench/run.sh [BUILD_DIR]   (make bench)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+status=0
+for b in runner exec editor mcp docker; do
+  bin="$build/bench/bench-$b"
+  [ -x "$bin" ] || continue
+  echo "== bench-$b" >&2
+  "$bin" "$build" || status=1
+done
+exit $status
