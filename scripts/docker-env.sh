@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The Docker engine and the test images for `make check` and .ci/run.
+#
+#   scripts/docker-env.sh up       install docker.io if missing, start dockerd if no engine
+#                                  answers, build the base image and the test image(s)
+#   scripts/docker-env.sh status   say whether an engine answers, list the cae images, and
+#                                  check that --network none and --network host both run
+#   scripts/docker-env.sh down     stop the dockerd this script started (and nothing else)
+#
+# The engine is started as `dockerd --iptables=false --bridge=none`: no bridge, no NAT, no
+# firewall rules. Containers can then use only `--network none` or `--network host`; the
+# default bridge network does not exist. Images are cached between runs (see
+# scripts/build-images.sh), so `up` takes about a second when everything is in place.
+#
+# Environment: CAE_TEST_IMAGES (default "python") names the language images the tests need;
+# CAE_DOCKERD_LOG overrides the engine's log file.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SOCK=/var/run/docker.sock
+case "${DOCKER_HOST:-}" in
+  unix://*) SOCK=${DOCKER_HOST#unix://} ;;
+esac
+PIDFILE=/run/cae-dockerd.pid
+LOCK=/run/lock/cae-docker-env.lock
+[ -d /run/lock ] && [ -w /run/lock ] || LOCK=${TMPDIR:-/tmp}/cae-docker-env.lock
+if [ -n "${CAE_DOCKERD_LOG:-}" ]; then
+  LOG=$CAE_DOCKERD_LOG
+elif [ -w /var/log ]; then
+  LOG=/var/log/cae-dockerd.log
+else
+  LOG=${TMPDIR:-/tmp}/cae-dockerd.log
+fi
+IMAGES=${CAE_TEST_IMAGES:-python}
+
+say() { echo "docker-env: $*" >&2; }
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
+
+# True when an engine answers on the socket (or on DOCKER_HOST when it is tcp://).
+engine_answers() {
+  case "${DOCKER_HOST:-}" in
+    tcp://*)
+      [ "$(curl -sf --max-time 2 "http://${DOCKER_HOST#tcp://}/_ping" 2>/dev/null)" = OK ] ;;
+    *)
+      [ -S "$SOCK" ] &&
+        [ "$(curl -sf --max-time 2 --unix-socket "$SOCK" http://localhost/_ping 2>/dev/null)" = OK ] ;;
+  esac
+}
+
+wait_engine() {
+  local deadline=$(( $(date +%s) + $1 ))
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    engine_answers && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+install_docker() {
+  command -v dockerd >/dev/null && command -v docker >/dev/null && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    say "docker.io is not installed and this is not root: apt-get install docker.io"
+    return 1
+  fi
+  say "installing docker.io"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >&2
+  apt-get install -y -qq --no-install-recommends docker.io >&2
+}
+
+start_engine() {
+  if engine_answers; then
+    return 0
+  fi
+  case "${DOCKER_HOST:-}" in
+    tcp://*) say "no engine answers at DOCKER_HOST=$DOCKER_HOST"; return 1 ;;
+  esac
+  if pidof dockerd >/dev/null; then
+    say "dockerd is running (pid $(pidof dockerd)) but does not answer yet; waiting"
+    wait_engine 60 && return 0
+    say "dockerd (pid $(pidof dockerd)) does not answer on $SOCK after 60 s; see its log"
+    return 1
+  fi
+  if [ "$(id -u)" -ne 0 ]; then
+    say "no Docker engine answers on $SOCK and starting one needs root"
+    return 1
+  fi
+  local t0; t0=$(now)
+  say "starting dockerd --iptables=false --bridge=none (log: $LOG)"
+  # setsid: the engine outlives this script and the terminal or CI step that ran it.
+  setsid dockerd --iptables=false --bridge=none --host "unix://$SOCK" \
+    </dev/null >>"$LOG" 2>&1 &
+  echo $! >"$PIDFILE"
+  if ! wait_engine 60; then
+    say "dockerd did not answer within 60 s; last lines of $LOG:"
+    tail -n 20 "$LOG" >&2 || true
+    return 1
+  fi
+  say "engine up in $(since "$t0")"
+}
+
+cmd_up() {
+  local t0; t0=$(now)
+  install_docker
+  exec 9>"$LOCK"
+  flock 9
+  start_engine
+  local t1; t1=$(now)
+  # shellcheck disable=SC2086
+  scripts/build-images.sh $IMAGES
+  say "images ready in $(since "$t1") (total $(since "$t0"))"
+}
+
+cmd_down() {
+  if [ ! -f "$PIDFILE" ]; then
+    say "no dockerd started by this script (no $PIDFILE)"
+    return 0
+  fi
+  local pid; pid=$(cat "$PIDFILE")
+  if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
+    say "pid $pid from $PIDFILE is not a dockerd; nothing to stop"
+    rm -f "$PIDFILE"
+    return 0
+  fi
+  say "stopping dockerd (pid $pid)"
+  kill -TERM "$pid"
+  for _ in $(seq 1 150); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    say "dockerd (pid $pid) still running after 30 s"
+    return 1
+  fi
+  rm -f "$PIDFILE"
+}
+
+cmd_status() {
+  if ! engine_answers; then
+    say "no engine answers on ${DOCKER_HOST:-unix://$SOCK}"
+    return 1
+  fi
+  docker version --format 'engine {{.Server.Version}} (API {{.Server.APIVersion}}), client {{.Client.Version}}'
+  docker image ls --format '{{.Repository}}:{{.Tag}}  {{.Size}}  {{.CreatedSince}}' \
+    --filter 'reference=coding-agent-executor-*'
+  local img=coding-agent-executor-base:latest rc=0 net
+  if docker image inspect "$img" >/dev/null 2>&1; then
+    for net in none host; do
+      if docker run --rm --network "$net" "$img" true; then
+        echo "docker run --network $net: ok"
+      else
+        echo "docker run --network $net: FAILED"; rc=1
+      fi
+    done
+  fi
+  return $rc
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
