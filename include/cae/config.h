@@ -1,0 +1,257 @@
+/* cae's configuration: config.yaml (the seeds' keys) + environment variables.
+ *
+ * A cae_config is a plain struct that owns everything it points to (strings, lists);
+ * cae_config_free() releases it all. Modules read it directly; nothing in it changes after
+ * loading unless a caller changes it (use cae_config_set() to change a value by key).
+ *
+ * Where the config comes from, in order (later wins):
+ *   1. built-in defaults (cae_config_defaults(), documented per field below);
+ *   2. a YAML file: the `path` argument; else $CAE_CONFIG; else ./config.yaml if it exists;
+ *      else $XDG_CONFIG_HOME/cae/config.yaml (XDG_CONFIG_HOME defaults to ~/.config) if it
+ *      exists; else none. An explicit path or $CAE_CONFIG that does not exist is an error.
+ *   3. environment variables (a set but empty variable counts as unset):
+ *        COMMAND_EXECUTOR_ENABLED   command_executor.enabled
+ *        EXECUTOR_BACKEND           command_executor.backend (auto|docker|local)
+ *        DOCKER_HOST                command_executor.docker_host
+ *        EXECUTOR_BASE_IMAGE        command_executor.docker.base_image
+ *        EXECUTOR_CPU_LIMIT         command_executor.docker.resources.cpu_limit
+ *        EXECUTOR_MEMORY_LIMIT      command_executor.docker.resources.memory_limit
+ *        EXECUTOR_TIMEOUT           command_executor.execution.timeout_seconds
+ *        CAE_STATE_DIR              command_executor.state_dir
+ *        TEXT_EDITOR_MCP_ENABLED    text_editor_mcp.enabled
+ *        PICOCLAW_WORKER_AUTO_COMMIT, PICOCLAW_WORKER_COMMIT_PREFIX,
+ *        PICOCLAW_WORKER_COMMAND_TIMEOUT, PICOCLAW_WORKER_GIT_TIMEOUT,
+ *        PICOCLAW_WORKER_STOP_ON_ERROR (seed 002 §3), and PICOCLAW_WORKER_ENABLED,
+ *        PICOCLAW_WORKER_DRY_RUN, PICOCLAW_WORKER_ROLLBACK      worker.*
+ *        GITHUB_PERSONAL_ACCESS_TOKEN github.token
+ *        GITLAB_PERSONAL_ACCESS_TOKEN gitlab.token, GITLAB_API_URL gitlab.api_url
+ *
+ * Value syntax (file, environment and cae_config_set() alike):
+ *   booleans  true/false, yes/no, on/off, 1/0 (any case)
+ *   sizes     a number of bytes, or a number with a binary suffix k/m/g/t (optionally
+ *             followed by b or ib, any case): "4g" = 4 GiB, "512m", "1.5g"
+ *   lists     a YAML sequence; from the environment or cae_config_set(): comma-separated
+ *   maps      (environments) a YAML mapping; otherwise "name=image,name2=image2"
+ *   A YAML null (`key:` with no value, `~`, `null`) keeps the default (an empty list for
+ *   lists and maps).
+ *
+ * Errors name the key, the file and the line, e.g.
+ *   config.yaml:12: command_executor.execution.timeout_seconds: expected a positive integer, got "abc"
+ * and for the environment the variable:
+ *   environment variable EXECUTOR_TIMEOUT: expected a positive integer, got "abc"
+ * Unknown keys are not errors: each gives a line in cfg->warnings ("config.yaml:7: unknown
+ * key "command_executor.foo" (ignored)"). A key given twice in one mapping is an error.
+ * The file is at most CAE_CONFIG_MAX_BYTES, nested at most CAE_CONFIG_MAX_DEPTH deep, holds
+ * one YAML document; anchors and aliases are allowed.
+ *
+ * Depends on base, jansson and libyaml only (no logger: the caller logs cfg->warnings).
+ */
+#ifndef CAE_CONFIG_H
+#define CAE_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cae/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAE_CONFIG_MAX_BYTES (1024 * 1024)
+#define CAE_CONFIG_MAX_DEPTH 64
+
+typedef enum cae_config_backend {
+	CAE_CONFIG_BACKEND_AUTO = 0, /* docker when an engine answers, else local */
+	CAE_CONFIG_BACKEND_DOCKER,
+	CAE_CONFIG_BACKEND_LOCAL,
+} cae_config_backend;
+
+typedef enum cae_config_network_mode {
+	CAE_CONFIG_NETWORK_BRIDGE = 0, /* external access (default) */
+	CAE_CONFIG_NETWORK_NONE,       /* no network at all */
+	CAE_CONFIG_NETWORK_HOST,       /* the host's network namespace */
+} cae_config_network_mode;
+
+typedef enum cae_config_truncate {
+	CAE_CONFIG_TRUNCATE_HEAD = 0,  /* keep the beginning (seed 000) */
+	CAE_CONFIG_TRUNCATE_HEAD_TAIL, /* keep beginning and end with an omission marker */
+} cae_config_truncate;
+
+typedef enum cae_config_sandbox {
+	CAE_CONFIG_SANDBOX_AUTO = 0, /* bubblewrap when installed, else none with a warning */
+	CAE_CONFIG_SANDBOX_BUBBLEWRAP,
+	CAE_CONFIG_SANDBOX_NONE,
+} cae_config_sandbox;
+
+typedef enum cae_config_editor_mode {
+	CAE_CONFIG_EDITOR_NATIVE = 0, /* cae's own editor (cae-helper) */
+	CAE_CONFIG_EDITOR_MCP,        /* the configured MCP stdio server inside the environment */
+} cae_config_editor_mode;
+
+/* An owned list of owned strings. */
+typedef struct cae_config_strlist {
+	char **items;
+	size_t n;
+} cae_config_strlist;
+
+/* One entry of command_executor.environments. */
+typedef struct cae_config_environment {
+	char *name;  /* [a-z0-9][a-z0-9_.-]*, at most 63 characters */
+	char *image; /* e.g. coding-agent-executor-python:latest */
+} cae_config_environment;
+
+typedef struct cae_config {
+	struct {
+		bool enabled;                 /* true (cae is the product; seed 000 had false) */
+		cae_config_backend backend;   /* auto */
+		char *docker_host;            /* "unix:///var/run/docker.sock" */
+		cae_config_environment *environments; /* python, miniforge, node, java, go ->
+						       * coding-agent-executor-<name>:latest */
+		size_t n_environments;        /* at most 64 */
+		char *default_environment;    /* "python"; must name one of environments */
+		/* Absolute path of cae's state (local workspaces, metadata). Default:
+		 * $XDG_STATE_HOME/cae, else $HOME/.local/state/cae, else /var/lib/cae when HOME
+		 * is unset — the same rule for root and other users. A leading "~/" is expanded. */
+		char *state_dir;
+		struct {
+			char *name;           /* "command-executor" (seed 000; informative) */
+			cae_config_strlist command;  /* seed 000's npx command; cae does not run it */
+		} mcp_server;
+		struct {
+			/* Image for an environment name missing from `environments` (and the only
+			 * image when the map is empty). "coding-agent-executor-python:latest" */
+			char *base_image;
+			struct {
+				double cpu_limit;      /* 2 (CPUs, fractions allowed) */
+				char *memory_limit;    /* "4g" as written */
+				uint64_t memory_bytes; /* 4294967296, from memory_limit (>= 6 MiB) */
+				char *disk_limit;      /* "10g" as written; "0" = no limit */
+				uint64_t disk_bytes;   /* 10737418240, from disk_limit */
+				int pids_limit;        /* 1024 */
+			} resources;
+			struct {
+				/* bridge (default). `external_access: false` without an explicit
+				 * mode means none; mode none means external_access false. */
+				cae_config_network_mode mode;
+				bool external_access;      /* true */
+				bool whitelist_mode;       /* false: only allowed_domains reachable */
+				cae_config_strlist allowed_domains; /* [] */
+			} network;
+			bool mount_docker_socket; /* false (a warning is due when true) */
+		} docker;
+		struct {
+			bool shallow;           /* true */
+			int depth;              /* 1 */
+			bool auto_install_deps; /* true */
+			int timeout_seconds;    /* 300 */
+		} clone;
+		struct {
+			int timeout_seconds;          /* 1800 */
+			uint64_t max_output_size;     /* 1048576 bytes per stream */
+			cae_config_truncate truncate; /* head */
+		} execution;
+		struct {
+			int interval_hours;        /* 24 */
+			int stale_threshold_hours; /* 24 */
+		} cleanup;
+		struct {
+			bool use_default;        /* true */
+			cae_config_strlist additional;  /* [] */
+			cae_config_strlist exclude;     /* [] */
+			cae_config_strlist custom_list; /* [] (used when use_default is false) */
+			bool enforce;            /* false: only the deny-list is enforced */
+		} allowed_commands;
+		struct {
+			cae_config_sandbox sandbox; /* auto */
+			bool network;               /* false: no network inside the sandbox */
+		} local;
+	} command_executor;
+
+	struct {
+		bool enabled;                /* true */
+		cae_config_editor_mode mode; /* native */
+		struct {
+			char *name;          /* "text-editor" */
+			cae_config_strlist command; /* ["npx", "-y", "mcp-server-text-editor"] (mode mcp);
+					      * `text_editor_mcp.command` is accepted as an alias */
+		} mcp_server;
+		uint64_t max_file_size;  /* 10 MiB: larger files are refused for view and edit */
+		int undo_depth;          /* 10 edits per file (0 = no undo) */
+		uint64_t undo_max_bytes; /* 64 MiB of undo history per environment */
+		int view_max_chars;      /* 16000 characters per view result */
+	} text_editor_mcp;
+
+	struct {
+		bool enabled;                /* true */
+		bool auto_commit;            /* false */
+		char *commit_message_prefix; /* "[Worker Auto-Commit]" (alias: commit_prefix) */
+		int command_timeout;         /* 300 s for shell commands (alias: shell_timeout) */
+		int git_timeout;             /* 30 s */
+		bool stop_on_error;          /* false: continue mode */
+		bool dry_run;                /* false */
+		bool rollback;               /* false */
+	} worker;
+
+	struct {
+		char *token; /* NULL; secret */
+	} github;
+	struct {
+		char *token;     /* NULL; secret */
+		char *api_url;   /* "https://gitlab.com/api/v4" */
+		bool ssl_verify; /* true */
+	} gitlab;
+
+	char *source;         /* the file loaded, NULL for built-in defaults only */
+	cae_config_strlist warnings; /* unknown keys etc., at most 101 lines */
+} cae_config;
+
+/* Built-in defaults (no file, no environment overrides). envp (NULL = environ) is read only
+ * for the default state_dir (XDG_STATE_HOME, HOME). Returns a new config, NULL on ENOMEM. */
+cae_config *cae_config_defaults(char *const *envp);
+
+/* Loads the effective config: defaults, the file (see the top of this header; path NULL =
+ * the default lookup), then the environment envp (NULL = environ). On success *out is a new
+ * config. On failure returns -errno (-EINVAL for a bad value or bad YAML, -ENOENT for a
+ * missing explicit file, -EFBIG for a file over CAE_CONFIG_MAX_BYTES) with err set. */
+int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_error *err);
+
+/* Same from a document in memory (text need not be NUL-terminated; len bytes). filename is
+ * used in messages and as cfg->source (NULL: "<string>"). envp NULL = environ; pass an
+ * empty array ({NULL}) for no environment overrides. */
+int cae_config_load_string(cae_config **out, const char *text, size_t len, const char *filename,
+			   char *const *envp, cae_error *err);
+
+/* Sets one value by its dotted key ("command_executor.execution.timeout_seconds") from its
+ * text form (the environment-variable syntax above), with the same validation. Returns 0,
+ * or -EINVAL (bad value or unknown key) / -ENOMEM with err set. */
+int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_error *err);
+
+/* The image configured for an environment name, NULL if the name is not in the map.
+ * Borrowed from cfg. */
+const char *cae_config_environment_image(const cae_config *cfg, const char *name);
+
+/* The effective config as a new JSON object with the same keys as config.yaml (the output
+ * is itself a valid config file). With redact_secrets, tokens become "***" (null when unset)
+ * and the user:password part of URLs becomes *** (user:pw@host -> ***@host).
+ * NULL on ENOMEM. */
+json_t *cae_config_to_json(const cae_config *cfg, bool redact_secrets);
+
+/* Parses a size ("4g", "512m", "1048576", "1.5GiB") into bytes. Returns 0 or -EINVAL. */
+int cae_config_parse_size(const char *s, uint64_t *out);
+/* Parses a boolean (true/false/yes/no/on/off/1/0, any case). Returns 0 or -EINVAL. */
+int cae_config_parse_bool(const char *s, bool *out);
+
+/* Names of enum values as written in config.yaml ("auto", "bridge", "head_tail", ...). */
+const char *cae_config_backend_name(cae_config_backend b);
+const char *cae_config_network_mode_name(cae_config_network_mode m);
+
+void cae_config_strlist_clear(cae_config_strlist *l); /* frees the items, leaves an empty list */
+void cae_config_free(cae_config *cfg); /* accepts NULL */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,94 @@
+/* cae's logger: JSON lines with levels, stable event names and secret redaction.
+ *
+ * The CLI or the server creates one logger (on stderr: stdout belongs to results and to the
+ * MCP protocol) and hands it to library code, which never writes by itself. Every function
+ * accepts a NULL logger and then does nothing (the redaction helpers still redact URLs).
+ *
+ * One event is one line, written with a single write(2) under the logger's mutex, so lines
+ * from concurrent threads never interleave:
+ *   {"ts":"2026-11-22T02:25:36.123Z","level":"info","event":"worker.command_executed",
+ *    "msg":"...","duration_ms":12,...}
+ * "ts", "level" and "event" come first; "msg" is present when a message was given; the
+ * fields follow (a field named ts, level, event or msg is dropped). Event names are stable
+ * dotted identifiers ("module.what_happened"); the message is for people.
+ *
+ * Redaction, applied to the message and to every string in the fields (object keys and
+ * nested values too): every occurrence of a registered secret becomes "***", and the
+ * credentials of any URL become "***": https://user:token@host/x -> https:// ***@host/x
+ * (without the space, which only keeps this comment a comment).
+ * Strings are made valid UTF-8 and each is capped at CAE_LOG_MAX_STRING bytes.
+ *
+ * Thread-safe: one logger may be used from any number of threads.
+ */
+#ifndef CAE_LOG_H
+#define CAE_LOG_H
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAE_LOG_MAX_STRING (64 * 1024) /* bytes per string in a line; longer: cut, marked */
+#define CAE_LOG_MIN_SECRET 4           /* shorter secrets are refused (they would mangle logs) */
+
+typedef enum cae_log_level {
+	CAE_LOG_DEBUG = 0,
+	CAE_LOG_INFO,
+	CAE_LOG_WARN,
+	CAE_LOG_ERROR,
+} cae_log_level;
+
+typedef struct cae_log cae_log;
+
+/* A logger writing to fd (borrowed: not closed by cae_log_free) the events at min_level or
+ * above. Returns NULL on ENOMEM. */
+cae_log *cae_log_new(int fd, cae_log_level min_level);
+void cae_log_free(cae_log *log); /* accepts NULL */
+
+void cae_log_set_level(cae_log *log, cae_log_level min_level);
+/* True when an event of this level would be written (to skip building costly fields). */
+bool cae_log_enabled(const cae_log *log, cae_log_level level);
+
+/* "debug", "info", "warn" (or "warning"), "error", any case. Returns 0 or -EINVAL. */
+int cae_log_level_parse(const char *s, cae_log_level *out);
+const char *cae_log_level_name(cae_log_level level);
+
+/* Registers a secret (copied). NULL or "" is ignored (returns 0); a secret shorter than
+ * CAE_LOG_MIN_SECRET is refused with -EINVAL; -ENOMEM. Adding the same secret twice is
+ * harmless. Longer secrets are replaced first. */
+int cae_log_add_secret(cae_log *log, const char *secret);
+
+/* Writes an event. fmt (may be NULL) gives the "msg" field, printf-style. */
+void cae_log_event(cae_log *log, cae_log_level level, const char *event, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+void cae_log_eventv(cae_log *log, cae_log_level level, const char *event, const char *fmt,
+		    va_list ap) __attribute__((format(printf, 4, 0)));
+/* Same with structured fields: `fields` is a JSON object and is STOLEN (its reference is
+ * released in every case, also when log is NULL, the level is filtered or fields is not an
+ * object), so `cae_log_fields(log, CAE_LOG_INFO, "x.y", json_pack(...), NULL)` does not
+ * leak. fields may be NULL. */
+void cae_log_fields(cae_log *log, cae_log_level level, const char *event, json_t *fields,
+		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Returns a new string in which the credentials of every URL in text are replaced by ***
+ * ("scheme://" then the userinfo up to the last '@' of the authority):
+ * clone https://x-access-token:abc@github.com/o/r.git -> clone https:// ***@github.com/o/r.git
+ * NULL only on ENOMEM (or text NULL). */
+char *cae_redact_url(const char *text);
+/* Returns a new string with URL credentials and every secret registered in log replaced
+ * by *** (log may be NULL: URLs only). For other modules, e.g. command output before it
+ * reaches the model. NULL only on ENOMEM (or text NULL). */
+char *cae_redact(const cae_log *log, const char *text);
+/* Same for a byte string of len bytes (may contain NULs); *out_len receives the length. */
+char *cae_redactn(const cae_log *log, const char *text, size_t len, size_t *out_len);
+/* A new deep copy of a JSON value with every string (keys included) redacted as above.
+ * NULL on ENOMEM. value is borrowed. */
+json_t *cae_redact_json(const cae_log *log, const json_t *value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
