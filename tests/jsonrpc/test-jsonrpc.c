@@ -1,0 +1,329 @@
+/* JSON-RPC 2.0 framing, parsing, validation and encoding. */
+#include "cae/jsonrpc.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+
+#define MIN_STEP(a, b) ((a) < (b) ? (a) : (b))
+
+/* Feeds all of s (in pieces of `step` bytes) and collects the lines and oversize reports
+ * into out as "L:<line>|" and "BIG|". */
+static void run_framer(cae_jsonrpc_framer *f, const char *s, size_t step, char *out, size_t cap,
+		       bool finish)
+{
+	size_t n = strlen(s), off = 0;
+	out[0] = '\0';
+	for (;;) {
+		const char *line;
+		size_t len;
+		int r;
+		while ((r = cae_jsonrpc_framer_next(f, &line, &len)) != 0) {
+			size_t o = strlen(out);
+			if (r == 1) {
+				ck_assert_uint_eq(strlen(line), len);
+				snprintf(out + o, cap - o, "L:%s|", line);
+			} else {
+				ck_assert_int_eq(r, -E2BIG);
+				snprintf(out + o, cap - o, "BIG|");
+			}
+		}
+		if (off == n)
+			break;
+		size_t k = MIN_STEP(step, n - off);
+		long took = cae_jsonrpc_framer_feed(f, s + off, k);
+		ck_assert_int_gt(took, 0);
+		off += (size_t)took;
+	}
+	if (finish) {
+		const char *line;
+		size_t len;
+		int r;
+		while ((r = cae_jsonrpc_framer_finish(f, &line, &len)) != 0) {
+			size_t o = strlen(out);
+			snprintf(out + o, cap - o, r == 1 ? "END:%s|" : "ENDBIG|", r == 1 ? line : "");
+		}
+	}
+}
+
+START_TEST(framer_lines_in_pieces)
+{
+	static const char input[] = "{\"a\":1}\n\n  \r\n{\"b\":2}\r\n{\"c\":3}\n{\"partial\"";
+	char out[512];
+	for (size_t step = 1; step <= sizeof(input); step++) {
+		cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(100);
+		run_framer(f, input, step, out, sizeof(out), true);
+		ck_assert_str_eq(out, "L:{\"a\":1}|L:{\"b\":2}|L:{\"c\":3}|END:{\"partial\"|");
+		cae_jsonrpc_framer_free(f);
+	}
+}
+END_TEST
+
+START_TEST(framer_oversized_line_is_dropped_and_stream_continues)
+{
+	char input[4096];
+	char big[1000];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	snprintf(input, sizeof(input), "{\"ok\":1}\n%s\n{\"ok\":2}\n%s", big, big);
+	char out[512];
+	for (size_t step = 1; step <= 2048; step *= 2) {
+		cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(64);
+		run_framer(f, input, step, out, sizeof(out), true);
+		/* One report per oversized line, however it was cut; the trailing oversized
+		 * line without a newline is reported too. */
+		ck_assert_msg(strcmp(out, "L:{\"ok\":1}|BIG|L:{\"ok\":2}|BIG|") == 0 ||
+				      strcmp(out, "L:{\"ok\":1}|BIG|L:{\"ok\":2}|ENDBIG|") == 0,
+			      "step %zu: %s", step, out);
+		cae_jsonrpc_framer_free(f);
+	}
+}
+END_TEST
+
+START_TEST(framer_exact_limit)
+{
+	cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(5);
+	char out[256];
+	run_framer(f, "12345\n123456\nabc\n", 3, out, sizeof(out), true);
+	ck_assert_str_eq(out, "L:12345|BIG|L:abc|");
+	cae_jsonrpc_framer_free(f);
+}
+END_TEST
+
+START_TEST(framer_feed_is_bounded)
+{
+	/* Without draining, feed takes only what fits under the bound. */
+	cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(16);
+	size_t n = 1 << 20;
+	char *junk = malloc(n);
+	memset(junk, 'y', n);
+	long took = cae_jsonrpc_framer_feed(f, junk, n);
+	ck_assert_int_gt(took, 0);
+	ck_assert_int_lt(took, 128 << 10);
+	ck_assert_int_eq(cae_jsonrpc_framer_feed(f, junk, n), 0);
+	const char *line;
+	size_t len;
+	ck_assert_int_eq(cae_jsonrpc_framer_next(f, &line, &len), -E2BIG);
+	ck_assert_int_eq(cae_jsonrpc_framer_next(f, &line, &len), 0);
+	ck_assert_int_gt(cae_jsonrpc_framer_feed(f, "yy\n{}\n", 6), 0);
+	ck_assert_int_eq(cae_jsonrpc_framer_next(f, &line, &len), 1);
+	ck_assert_str_eq(line, "{}");
+	free(junk);
+	cae_jsonrpc_framer_free(f);
+}
+END_TEST
+
+START_TEST(framer_reads_fd)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	const char *msgs = "{\"x\":1}\n{\"y\":2}\n";
+	ck_assert_int_eq(write(p[1], msgs, strlen(msgs)), (ssize_t)strlen(msgs));
+	close(p[1]);
+	cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(0);
+	int lines = 0;
+	for (;;) {
+		const char *line;
+		size_t len;
+		int r;
+		while ((r = cae_jsonrpc_framer_next(f, &line, &len)) == 1)
+			lines++;
+		long n = cae_jsonrpc_framer_read(f, p[0]);
+		ck_assert_int_ge(n, 0);
+		if (n == 0)
+			break;
+	}
+	ck_assert_int_eq(lines, 2);
+	close(p[0]);
+	cae_jsonrpc_framer_free(f);
+}
+END_TEST
+
+static int parse_code(const char *s, unsigned depth)
+{
+	json_t *v = NULL;
+	cae_jsonrpc_err e = { 0 };
+	int r = cae_jsonrpc_parse(s, strlen(s), depth, &v, &e);
+	if (r == 0) {
+		ck_assert_ptr_nonnull(v);
+		json_decref(v);
+		return 0;
+	}
+	ck_assert_int_eq(r, -EINVAL);
+	ck_assert_ptr_null(v);
+	ck_assert(e.message[0] != '\0');
+	return e.code;
+}
+
+START_TEST(parse_garbage_truncated_and_deep)
+{
+	ck_assert_int_eq(parse_code("{\"jsonrpc\":\"2.0\"}", 0), 0);
+	ck_assert_int_eq(parse_code("[{}, {}]", 0), 0);
+	ck_assert_int_eq(parse_code("hello", 0), CAE_JSONRPC_PARSE_ERROR);
+	ck_assert_int_eq(parse_code("\x01\xff\xfe", 0), CAE_JSONRPC_PARSE_ERROR);
+	ck_assert_int_eq(parse_code("{\"jsonrpc\":\"2.0\",\"method\":\"pi", 0),
+			 CAE_JSONRPC_PARSE_ERROR);
+	ck_assert_int_eq(parse_code("{\"a\":1} trailing", 0), CAE_JSONRPC_PARSE_ERROR);
+	ck_assert_int_eq(parse_code("{\"a\":1,\"a\":2}", 0), CAE_JSONRPC_PARSE_ERROR);
+	ck_assert_int_eq(parse_code("\"just a string\"", 0), CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(parse_code("42", 0), CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(parse_code("null", 0), CAE_JSONRPC_INVALID_REQUEST);
+
+	/* Depth: exactly at the limit passes, one more is refused before parsing. Brackets
+	 * inside strings do not count. */
+	char deep[512];
+	size_t n = 0;
+	for (int i = 0; i < 8; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 8; i++)
+		deep[n++] = ']';
+	deep[n] = '\0';
+	ck_assert_int_eq(parse_code(deep, 8), 0);
+	ck_assert_int_eq(parse_code(deep, 7), CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(parse_code("{\"s\":\"[[[[[[[[[[[[\\\"[[[[[[\"}", 2), 0);
+	/* Far deeper than jansson's own limit, and unterminated: still a clean error. */
+	char *abyss = malloc(100001);
+	memset(abyss, '[', 100000);
+	abyss[100000] = '\0';
+	ck_assert_int_eq(parse_code(abyss, 0), CAE_JSONRPC_INVALID_REQUEST);
+	free(abyss);
+}
+END_TEST
+
+static int validate_code(const char *s, cae_jsonrpc_msg *m, json_t **keep)
+{
+	json_t *v;
+	cae_jsonrpc_err e = { 0 };
+	ck_assert_int_eq(cae_jsonrpc_parse(s, strlen(s), 0, &v, &e), 0);
+	int r = cae_jsonrpc_validate(v, m, &e);
+	if (keep)
+		*keep = v;
+	else
+		json_decref(v);
+	return r == 0 ? 0 : e.code;
+}
+
+START_TEST(validate_kinds)
+{
+	cae_jsonrpc_msg m;
+	json_t *v;
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}", &m, &v), 0);
+	ck_assert_int_eq(m.kind, CAE_JSONRPC_REQUEST);
+	ck_assert_str_eq(m.method, "ping");
+	ck_assert_int_eq(json_integer_value(m.id), 7);
+	ck_assert_ptr_null(m.params);
+	json_decref(v);
+
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":\"abc\",\"method\":\"x\","
+				       "\"params\":{\"k\":1}}",
+				       &m, &v),
+			 0);
+	ck_assert_str_eq(json_string_value(m.id), "abc");
+	ck_assert(json_is_object(m.params));
+	json_decref(v);
+
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}", &m,
+				       NULL),
+			 0);
+	ck_assert_int_eq(m.kind, CAE_JSONRPC_NOTIFICATION);
+
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &m, NULL), 0);
+	ck_assert_int_eq(m.kind, CAE_JSONRPC_RESPONSE);
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-1,"
+				       "\"message\":\"m\"}}",
+				       &m, NULL),
+			 0);
+	ck_assert_int_eq(m.kind, CAE_JSONRPC_RESPONSE);
+}
+END_TEST
+
+START_TEST(validate_rejects)
+{
+	cae_jsonrpc_msg m;
+	json_t *v;
+	const char *bad[] = {
+		"[]",
+		"{\"id\":1,\"method\":\"ping\"}",                             /* no jsonrpc */
+		"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}",         /* wrong version */
+		"{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}",             /* not a string */
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}",                /* method type */
+		"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",      /* MCP: no null id */
+		"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",       /* fractional id */
+		"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\",\"params\":3}", /* params type */
+		"{\"jsonrpc\":\"2.0\",\"id\":1}",                             /* nothing */
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1,\"error\":{}}",   /* both */
+		"{\"jsonrpc\":\"2.0\",\"result\":1}",                         /* response without id */
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\"}}",  /* bad error object */
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		ck_assert_msg(validate_code(bad[i], &m, NULL) == CAE_JSONRPC_INVALID_REQUEST, "%s",
+			      bad[i]);
+	/* A request that is invalid for another reason keeps its valid id for the answer. */
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"1.0\",\"id\":9,\"method\":\"ping\"}", &m, &v),
+			 CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(json_integer_value(m.id), 9);
+	json_decref(v);
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", &m,
+				       NULL),
+			 CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_ptr_null(m.id);
+}
+END_TEST
+
+START_TEST(build_and_encode)
+{
+	json_t *id = json_integer(5);
+	json_t *r = cae_jsonrpc_result(id, json_pack("{s:s}", "text", "line1\nline2"));
+	size_t n;
+	char *s = cae_jsonrpc_encode(r, &n);
+	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"text\":\"line1\\nline2\"}}\n");
+	ck_assert_uint_eq(n, strlen(s));
+	ck_assert_ptr_null(memchr(s, '\n', n - 1));
+	free(s);
+	json_decref(r);
+
+	/* null id, data, and an error message that is not UTF-8 gets repaired */
+	json_t *e = cae_jsonrpc_error(NULL, CAE_JSONRPC_PARSE_ERROR, "bad \xff byte",
+				      json_string("d"));
+	s = cae_jsonrpc_encode(e, NULL);
+	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,"
+			    "\"message\":\"bad \xef\xbf\xbd byte\",\"data\":\"d\"}}\n");
+	free(s);
+	json_decref(e);
+
+	json_t *note = cae_jsonrpc_notification("notifications/progress", json_pack("{s:i}", "p", 1));
+	s = cae_jsonrpc_encode(note, NULL);
+	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
+			    "\"params\":{\"p\":1}}\n");
+	free(s);
+	json_decref(note);
+	json_decref(id);
+
+	/* result(NULL) is an allocation failure path: no leak, NULL back */
+	ck_assert_ptr_null(cae_jsonrpc_result(NULL, NULL));
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("jsonrpc");
+	TCase *tc = tcase_create("core");
+	tcase_add_test(tc, framer_lines_in_pieces);
+	tcase_add_test(tc, framer_oversized_line_is_dropped_and_stream_continues);
+	tcase_add_test(tc, framer_exact_limit);
+	tcase_add_test(tc, framer_feed_is_bounded);
+	tcase_add_test(tc, framer_reads_fd);
+	tcase_add_test(tc, parse_garbage_truncated_and_deep);
+	tcase_add_test(tc, validate_kinds);
+	tcase_add_test(tc, validate_rejects);
+	tcase_add_test(tc, build_and_encode);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(make_suite());
+}
