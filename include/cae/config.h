@@ -224,9 +224,13 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 int cae_config_load_string(cae_config **out, const char *text, size_t len, const char *filename,
 			   char *const *envp, cae_error *err);
 
+/* A new deep copy of cfg (NULL on ENOMEM). */
+cae_config *cae_config_dup(const cae_config *cfg);
+
 /* Sets one value by its dotted key ("command_executor.execution.timeout_seconds") from its
- * text form (the environment-variable syntax above), with the same validation. Returns 0,
- * or -EINVAL (bad value or unknown key) / -ENOMEM with err set. */
+ * text form (the environment-variable syntax above), with the same validation; all or
+ * nothing (cfg is unchanged on failure). Aliases are accepted. Returns 0, or -EINVAL (bad
+ * value, unknown key, or an inconsistent result) / -ENOMEM with err set. */
 int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_error *err);
 
 /* The image configured for an environment name, NULL if the name is not in the map.

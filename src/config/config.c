@@ -858,8 +858,10 @@ static int set_from_node(struct ctx *c, int idx, size_t node, int key_line)
 			const cfg_ynode *kn = &c->doc->nodes[v->items[i]];
 			const cfg_ynode *vn = &c->doc->nodes[v->items[i + 1]];
 			struct where iw = { .file = c->file, .line = kn->line };
-			if (kn->type != CFG_YSCALAR || vn->type != CFG_YSCALAR || cfg_ynode_is_null(vn))
+			if (kn->type != CFG_YSCALAR || vn->type != CFG_YSCALAR)
 				r = key_error(c, &iw, idx, "%s", expected(k, ebuf, sizeof(ebuf)));
+			else if (cfg_ynode_is_null(vn))
+				r = envmap_push(c, &iw, idx, &map, &n, kn->value, kn->len, "", 0);
 			else
 				r = envmap_push(c, &iw, idx, &map, &n, kn->value, kn->len, vn->value,
 						vn->len);
@@ -1184,6 +1186,74 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 	return load_common(out, text, len, found ? file : NULL, envp, err);
 }
 
+static int strlist_copy(cae_config_strlist *dst, const cae_config_strlist *src)
+{
+	*dst = (cae_config_strlist){ 0 };
+	for (size_t i = 0; i < src->n; i++)
+		if (strlist_push(dst, src->items[i], strlen(src->items[i])) < 0)
+			return -ENOMEM;
+	return 0;
+}
+
+cae_config *cae_config_dup(const cae_config *src)
+{
+	if (!src)
+		return NULL;
+	cae_config *cfg = malloc(sizeof(*cfg));
+	if (!cfg)
+		return NULL;
+	memcpy(cfg, src, sizeof(*cfg));
+	/* first detach every owned pointer, so that a failure half-way frees only copies */
+	for (size_t i = 0; i < N_KEYS; i++) {
+		const struct key *k = &keys[i];
+		if (k->alias_of)
+			continue;
+		if (k->type == V_STRING || k->type == V_MEMSIZE)
+			*(char **)field(cfg, k->off) = NULL;
+		else if (k->type == V_STRLIST)
+			*(cae_config_strlist *)field(cfg, k->off) = (cae_config_strlist){ 0 };
+	}
+	cfg->command_executor.environments = NULL;
+	cfg->command_executor.n_environments = 0;
+	cfg->warnings = (cae_config_strlist){ 0 };
+	cfg->source = NULL;
+
+	int r = 0;
+	for (size_t i = 0; i < N_KEYS && r >= 0; i++) {
+		const struct key *k = &keys[i];
+		if (k->alias_of)
+			continue;
+		if (k->type == V_STRING || k->type == V_MEMSIZE)
+			r = set_string_field(cfg, k->off, *(char *const *)cfield(src, k->off));
+		else if (k->type == V_STRLIST)
+			r = strlist_copy(field(cfg, k->off), cfield(src, k->off));
+	}
+	for (size_t i = 0; i < src->command_executor.n_environments && r >= 0; i++) {
+		const cae_config_environment *e = &src->command_executor.environments[i];
+		cae_config_environment *m = realloc(cfg->command_executor.environments,
+						    (i + 1) * sizeof(*m));
+		if (!m) {
+			r = -ENOMEM;
+			break;
+		}
+		cfg->command_executor.environments = m;
+		m[i].name = strdup(e->name);
+		m[i].image = strdup(e->image);
+		cfg->command_executor.n_environments = i + 1;
+		if (!m[i].name || !m[i].image)
+			r = -ENOMEM;
+	}
+	if (r >= 0)
+		r = strlist_copy(&cfg->warnings, &src->warnings);
+	if (r >= 0 && src->source && !(cfg->source = strdup(src->source)))
+		r = -ENOMEM;
+	if (r < 0) {
+		cae_config_free(cfg);
+		return NULL;
+	}
+	return cfg;
+}
+
 int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_error *err)
 {
 	if (!cfg || !key || !value)
@@ -1191,28 +1261,35 @@ int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_erro
 	int idx = canonical(find_key(key));
 	if (idx < 0)
 		return cae_error_set(err, -EINVAL, "unknown config key \"%.200s\"", key);
-	struct ctx c = { .cfg = cfg, .envp = environ, .err = err };
-	/* Keep network mode and external_access consistent with the key just set. */
-	bool ext_before = cfg->command_executor.docker.network.external_access;
-	cae_config_network_mode mode_before = cfg->command_executor.docker.network.mode;
+	/* all or nothing: change a copy, validate it, then swap it in */
+	cae_config *tmp = cae_config_dup(cfg);
+	if (!tmp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	struct ctx c = { .cfg = tmp, .envp = environ, .err = err };
 	int r = set_from_text(&c, idx, value, strlen(value), NULL, false);
+	if (r >= 0) {
+		/* keep network mode and external_access consistent with the key just set */
+		if (strcmp(keys[idx].path, CE "docker.network.mode") == 0)
+			c.origin[idx].line = 1;
+		else if (strcmp(keys[idx].path, CE "docker.network.external_access") == 0 &&
+			 tmp->command_executor.docker.network.external_access &&
+			 tmp->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE)
+			tmp->command_executor.docker.network.mode = CAE_CONFIG_NETWORK_BRIDGE;
+		r = validate(&c, false);
+	}
 	if (r < 0) {
 		if (r == -ENOMEM)
 			cae_error_set(err, r, "out of memory");
+		cae_config_free(tmp);
 		return r;
 	}
-	if (strcmp(keys[idx].path, CE "docker.network.mode") == 0)
-		c.origin[idx].line = 1;
-	else if (strcmp(keys[idx].path, CE "docker.network.external_access") == 0 &&
-		 cfg->command_executor.docker.network.external_access &&
-		 cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE)
-		cfg->command_executor.docker.network.mode = CAE_CONFIG_NETWORK_BRIDGE;
-	r = validate(&c, false);
-	if (r < 0) {
-		cfg->command_executor.docker.network.external_access = ext_before;
-		cfg->command_executor.docker.network.mode = mode_before;
-	}
-	return r;
+	/* swap: cfg gets tmp's contents, tmp (now holding the old ones) is freed */
+	cae_config old;
+	memcpy(&old, cfg, sizeof(old));
+	memcpy(cfg, tmp, sizeof(*cfg));
+	memcpy(tmp, &old, sizeof(*tmp));
+	cae_config_free(tmp);
+	return 0;
 }
 
 const char *cae_config_environment_image(const cae_config *cfg, const char *name)
