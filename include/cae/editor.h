@@ -1,0 +1,123 @@
+/* The native text editor: `view`, `create`, `str_replace`, `insert`, `undo_edit` on the files of
+ * one workspace directory (SPEC.md §5).
+ *
+ * Wire format: the text of Anthropic's reference text editor (`str_replace_based_edit_tool` /
+ * `str_replace_editor`): a file view is numbered like `cat -n` ("%6d\t") under
+ * "Here's the result of running `cat -n` on {path}:", an edit answers with a ±4-line snippet and
+ * a review hint, errors are sentences an agent can act on. A compatibility rendering gives the
+ * result shape of the npm `mcp-server-text-editor` (bhouston): one JSON text
+ * {"success","message","content"}.
+ *
+ * Beyond the reference:
+ *  - every path is confined to the workspace with openat2(RESOLVE_BENEATH) from a directory fd
+ *    opened once; relative paths resolve against the workspace, absolute ones must lie under
+ *    the display root (how the agent sees the workspace, e.g. "/workspace/project");
+ *  - tabs are never expanded, CRLF files and a missing final newline are preserved, new_str is
+ *    taken literally, binary and non-UTF-8 files are refused;
+ *  - writes are atomic (temporary file, fsync, rename) and keep the file's mode;
+ *  - file size, output length and undo memory are bounded (cae_editor_limits).
+ *
+ * Line model: a file is split at "\n"; a final "\n" ends the last line (it does not start an
+ * empty one), so "a\nb\n" and "a\nb" both have 2 lines. In a file whose every line ends in
+ * "\r\n", the "\r" is part of the line ending: views do not show it, old_str/new_str may use
+ * "\n" (or "\r\n"), and edits write "\r\n".
+ *
+ * A cae_editor serialises its calls with an internal mutex, so it may be shared by threads.
+ */
+#ifndef CAE_EDITOR_H
+#define CAE_EDITOR_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cae/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cae_editor cae_editor;
+
+typedef struct cae_editor_limits {
+	size_t max_file_bytes;    /* largest file viewed or edited, and largest result of an edit */
+	size_t max_output_chars;  /* a view (file or directory) is clipped after this many characters */
+	unsigned undo_depth;      /* edits remembered per file (0: undo disabled) */
+	size_t undo_budget_bytes; /* bytes of previous contents kept over all files */
+	size_t max_dir_entries;   /* entries read per directory in a directory view */
+} cae_editor_limits;
+
+#define CAE_EDITOR_DEFAULT_MAX_FILE_BYTES ((size_t)32 << 20)
+#define CAE_EDITOR_DEFAULT_MAX_OUTPUT_CHARS ((size_t)16000)
+#define CAE_EDITOR_DEFAULT_UNDO_DEPTH 10u
+#define CAE_EDITOR_DEFAULT_UNDO_BUDGET_BYTES ((size_t)64 << 20)
+#define CAE_EDITOR_DEFAULT_MAX_DIR_ENTRIES ((size_t)10000)
+
+/* Fills *limits with the defaults above. */
+void cae_editor_limits_default(cae_editor_limits *limits);
+
+typedef enum cae_editor_command {
+	CAE_EDITOR_CMD_UNKNOWN = 0,
+	CAE_EDITOR_CMD_VIEW,
+	CAE_EDITOR_CMD_CREATE,
+	CAE_EDITOR_CMD_STR_REPLACE,
+	CAE_EDITOR_CMD_INSERT,
+	CAE_EDITOR_CMD_UNDO_EDIT,
+} cae_editor_command;
+
+/* The name of a command ("view", ...), or "unknown". Static string. */
+const char *cae_editor_command_name(cae_editor_command cmd);
+
+typedef struct cae_editor_result {
+	bool is_error;              /* a tool error: text says what was wrong and what is valid */
+	char *text;                 /* owned; the reference's output or error text (valid UTF-8) */
+	char *summary;              /* owned; one-line summary (the bhouston "message") */
+	char *path;                 /* owned; the path in display form, NULL if none was usable */
+	cae_editor_command command; /* the command run, CAE_EDITOR_CMD_UNKNOWN if none */
+} cae_editor_result;
+
+/* Frees the strings and zeroes the struct. Accepts a zeroed struct. */
+void cae_editor_result_clear(cae_editor_result *res);
+
+/* The bhouston `mcp-server-text-editor` shape of a result: a new JSON text
+ * {"success":true,"message":summary,"content":text} or {"success":false,"message":text}.
+ * NULL on allocation failure. */
+char *cae_editor_result_compat_text(const cae_editor_result *res);
+
+/* Opens the workspace `root_path` (a host directory, opened once as O_PATH|O_DIRECTORY).
+ * display_root (absolute; NULL = root_path) is how the agent sees that directory; paths in
+ * outputs use it. limits is copied (NULL = defaults). Returns a new editor, or NULL with err
+ * set. */
+cae_editor *cae_editor_new(const char *root_path, const char *display_root,
+			   const cae_editor_limits *limits, cae_error *err);
+/* Frees the editor and its undo history. Accepts NULL. */
+void cae_editor_free(cae_editor *ed);
+
+/* Runs one call. args (borrowed) is the tool's argument object: command, path, file_text,
+ * old_str, new_str, insert_line, view_range; other keys (e.g. bhouston's description) are
+ * ignored. Returns 0 with *res filled (res->is_error for tool errors, including bad
+ * arguments), or -ENOMEM with *res cleared. */
+int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res);
+
+/* Direct entry points, same semantics and return values as cae_editor_call. Strings are
+ * borrowed; lengths are byte counts (the strings may not contain NUL). */
+/* view_range: NULL, or {start, end} (end -1 = end of file). */
+int cae_editor_view(cae_editor *ed, const char *path, const long long *view_range,
+		    cae_editor_result *res);
+int cae_editor_create(cae_editor *ed, const char *path, const char *file_text, size_t len,
+		      cae_editor_result *res);
+/* new_str NULL = "" (delete old_str). */
+int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str, size_t old_len,
+			   const char *new_str, size_t new_len, cae_editor_result *res);
+/* Inserts new_str as whole lines after line insert_line (0 = at the top). */
+int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, const char *new_str,
+		      size_t new_len, cae_editor_result *res);
+int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *res);
+
+/* Bytes of previous contents currently held for undo (for tests and metrics). */
+size_t cae_editor_undo_bytes(cae_editor *ed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,309 @@
+/* Text scanning for the editor: validity, line counting, `cat -n` numbering, CRLF
+ * conversion and the whitespace-insensitive search behind the "did you mean" hint.
+ * Everything here is one pass over the data, word-at-a-time where it matters: str_replace
+ * on a 10 MB file must stay within a few milliseconds. */
+#include "editor-internal.h"
+
+#include "base/utf8.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+static inline uint64_t load64(const char *p)
+{
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return v;
+}
+
+/* Non-zero iff some byte of v is zero (exact as a yes/no test). */
+static inline uint64_t has_zero(uint64_t v)
+{
+	return (v - ONES) & ~v & HIGHS;
+}
+
+/* Number of zero bytes of v (exact). */
+static inline unsigned count_zero(uint64_t v)
+{
+	uint64_t t = ((v & ~HIGHS) + ~HIGHS) | v;
+	return (unsigned)__builtin_popcountll(~t & HIGHS);
+}
+
+void ed_text_scan(const char *s, size_t n, ed_text_info *info)
+{
+	const uint64_t cr = ONES * (unsigned char)'\r';
+	info->nul_at = SIZE_MAX;
+	info->bad_at = SIZE_MAX;
+	info->has_cr = false;
+	size_t i = 0;
+	while (i < n) {
+		if (i + 8 <= n) {
+			uint64_t v = load64(s + i);
+			if (!((v & HIGHS) | has_zero(v) | has_zero(v ^ cr))) {
+				i += 8;
+				continue;
+			}
+		}
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x80) {
+			if (c == 0) {
+				info->nul_at = i;
+				return;
+			}
+			if (c == '\r')
+				info->has_cr = true;
+			i++;
+			continue;
+		}
+		size_t l = cae_utf8_seq_len((const unsigned char *)s + i, n - i);
+		if (l == 0) {
+			info->bad_at = i;
+			/* Binary beats "not UTF-8" in the message: look on for a NUL. */
+			const char *z = memchr(s + i, 0, n - i);
+			if (z)
+				info->nul_at = (size_t)(z - s);
+			return;
+		}
+		i += l;
+	}
+}
+
+size_t ed_count_newlines(const char *s, size_t n)
+{
+	const uint64_t nl = ONES * (unsigned char)'\n';
+	size_t count = 0, i = 0;
+	/* Blocks of at most 255 words could use byte-wise sums; popcount is simpler and fast. */
+	for (; i + 8 <= n; i += 8)
+		count += count_zero(load64(s + i) ^ nl);
+	for (; i < n; i++)
+		count += s[i] == '\n';
+	return count;
+}
+
+size_t ed_count_lines(const char *s, size_t n)
+{
+	if (n == 0)
+		return 0;
+	return ed_count_newlines(s, n) + (s[n - 1] != '\n');
+}
+
+size_t ed_skip_lines(const char *s, size_t n, size_t from, size_t count)
+{
+	size_t off = from;
+	while (count > 0 && off < n) {
+		const char *nl = memchr(s + off, '\n', n - off);
+		if (!nl)
+			return n;
+		off = (size_t)(nl - s) + 1;
+		count--;
+	}
+	return off;
+}
+
+size_t ed_line_offset(const char *s, size_t n, size_t idx)
+{
+	return ed_skip_lines(s, n, 0, idx);
+}
+
+size_t ed_back_lines(const char *s, size_t off, size_t back)
+{
+	/* Start of the line holding off. */
+	size_t p = off;
+	while (p > 0 && s[p - 1] != '\n')
+		p--;
+	while (back > 0 && p > 0) {
+		p--; /* onto the "\n" ending the previous line */
+		while (p > 0 && s[p - 1] != '\n')
+			p--;
+		back--;
+	}
+	return p;
+}
+
+bool ed_is_crlf(const char *s, size_t n)
+{
+	const char *p = s, *end = s + n;
+	bool any = false;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		if (!nl)
+			break;
+		if (nl == s || nl[-1] != '\r')
+			return false;
+		any = true;
+		p = nl + 1;
+	}
+	return any;
+}
+
+char *ed_crlf_to_lf(const char *s, size_t n, size_t *out_len)
+{
+	char *r = malloc(n + 1);
+	if (!r)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] == '\r' && i + 1 < n && s[i + 1] == '\n')
+			continue;
+		r[o++] = s[i];
+	}
+	r[o] = '\0';
+	*out_len = o;
+	return r;
+}
+
+int ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
+{
+	const char *p = s, *end = s + n;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t seg = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		int r = cae_buf_append(out, p, seg);
+		if (r < 0)
+			return r;
+		if (!nl)
+			break;
+		r = cae_buf_append(out, "\r\n", 2);
+		if (r < 0)
+			return r;
+		p = nl + 1;
+	}
+	return out->truncated ? -EFBIG : 0;
+}
+
+size_t ed_count_chars(const char *s, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += ((unsigned char)s[i] & 0xC0) != 0x80;
+	return c;
+}
+
+/* "%6zu\t" without printf: the line-number prefix written once per line. */
+static size_t format_number(char *buf, size_t no)
+{
+	char digits[24];
+	size_t d = 0;
+	do {
+		digits[d++] = (char)('0' + no % 10);
+		no /= 10;
+	} while (no);
+	size_t o = 0;
+	for (size_t pad = d; pad < 6; pad++)
+		buf[o++] = ' ';
+	while (d)
+		buf[o++] = digits[--d];
+	buf[o++] = '\t';
+	return o;
+}
+
+int ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no, size_t max_chars,
+		    bool strip_cr, ed_numbered *res)
+{
+	memset(res, 0, sizeof(*res));
+	size_t used = 0, off = 0, no = first_no;
+	while (off < n) {
+		const char *nl = memchr(s + off, '\n', n - off);
+		size_t end = nl ? (size_t)(nl - s) : n;
+		size_t next = nl ? end + 1 : n;
+		size_t len = end - off;
+		if (strip_cr && len > 0 && s[end - 1] == '\r')
+			len--;
+		char prefix[32];
+		size_t plen = format_number(prefix, no);
+		size_t chars = plen + ed_count_chars(s + off, len) + 1;
+		if (used + chars > max_chars) {
+			res->clipped = true;
+			if (res->lines_shown > 0)
+				return 0;
+			/* A first line longer than the whole budget: show its beginning. */
+			size_t room = max_chars > plen + 1 ? max_chars - plen - 1 : 0;
+			size_t keep = cae_utf8_prefix_chars(s + off, len, room, NULL);
+			int r = cae_buf_append(out, prefix, plen);
+			if (r == 0)
+				r = cae_buf_append(out, s + off, keep);
+			if (r == 0)
+				r = cae_buf_append(out, "\n", 1);
+			res->lines_shown = 1;
+			res->line_cut = true;
+			return r;
+		}
+		int r = cae_buf_append(out, prefix, plen);
+		if (r == 0)
+			r = cae_buf_append(out, s + off, len);
+		if (r == 0)
+			r = cae_buf_append(out, "\n", 1);
+		if (r < 0)
+			return r;
+		used += chars;
+		res->lines_shown++;
+		no++;
+		off = next;
+	}
+	return 0;
+}
+
+static inline bool is_ws(unsigned char c)
+{
+	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
+}
+
+size_t ed_ws_find(const char *hay, size_t n, const char *needle, size_t m, ed_ws_match *out,
+		  size_t max_out, bool *gave_up)
+{
+	*gave_up = false;
+	char *key = malloc(m + 1);
+	if (!key)
+		return 0;
+	size_t k = 0;
+	for (size_t i = 0; i < m; i++)
+		if (!is_ws((unsigned char)needle[i]))
+			key[k++] = needle[i];
+	if (k == 0) {
+		free(key);
+		return 0;
+	}
+	/* Bounded effort: this only runs on the error path, but the inputs are the agent's. */
+	uint64_t budget = 256ULL << 20;
+	size_t found = 0, pos = 0, line = 1, counted_to = 0;
+	while (pos < n) {
+		const char *c = memchr(hay + pos, key[0], n - pos);
+		if (!c)
+			break;
+		size_t i = (size_t)(c - hay), p = i + 1, j = 1;
+		while (j < k) {
+			while (p < n && is_ws((unsigned char)hay[p]))
+				p++;
+			if (p == n || hay[p] != key[j])
+				break;
+			p++;
+			j++;
+		}
+		uint64_t cost = (uint64_t)(p - i) + 1;
+		if (cost >= budget) {
+			*gave_up = true;
+			break;
+		}
+		budget -= cost;
+		if (j < k) {
+			pos = i + 1;
+			continue;
+		}
+		line += ed_count_newlines(hay + counted_to, i - counted_to);
+		counted_to = i;
+		if (found < max_out) {
+			out[found].first_line = line;
+			out[found].last_line = line + ed_count_newlines(hay + i, p - i);
+		}
+		found++;
+		pos = p;
+	}
+	free(key);
+	return found;
+}

@@ -1,0 +1,181 @@
+/* The editor's undo history: per file, the contents before each edit (newest last), at most
+ * `depth` per file and `budget` bytes over all files; when over budget the oldest entries of
+ * any file go first. Every entry is charged its data plus a fixed overhead and its key, so
+ * that many empty entries (files created from nothing) are bounded too. */
+#include "editor-internal.h"
+
+#include "base/macro.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+#define ENTRY_OVERHEAD 64
+/* Files with a history at the same time; the oldest entries go first beyond this. */
+#define MAX_HISTORIES 4096
+
+typedef struct entry {
+	char *data;
+	size_t len;
+	size_t cost;
+	uint64_t seq;
+	bool existed;
+} entry;
+
+typedef struct history {
+	char *key;
+	entry *e; /* e[0] oldest; capacity depth */
+	size_t n;
+} history;
+
+struct ed_undo {
+	history *h;
+	size_t nh, caph;
+	size_t bytes;
+	size_t budget;
+	unsigned depth;
+	uint64_t seq;
+};
+
+ed_undo *ed_undo_new(unsigned depth, size_t budget)
+{
+	ed_undo *u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->depth = depth;
+	u->budget = budget;
+	return u;
+}
+
+static void history_free(history *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		free(h->e[i].data);
+	free(h->e);
+	free(h->key);
+}
+
+void ed_undo_free(ed_undo *u)
+{
+	if (!u)
+		return;
+	for (size_t i = 0; i < u->nh; i++)
+		history_free(&u->h[i]);
+	free(u->h);
+	free(u);
+}
+
+size_t ed_undo_bytes(const ed_undo *u)
+{
+	return u->bytes;
+}
+
+static history *find(ed_undo *u, const char *key)
+{
+	for (size_t i = 0; i < u->nh; i++)
+		if (strcmp(u->h[i].key, key) == 0)
+			return &u->h[i];
+	return NULL;
+}
+
+/* Drops the oldest entry of h. */
+static void drop_oldest(ed_undo *u, history *h)
+{
+	u->bytes -= h->e[0].cost;
+	free(h->e[0].data);
+	memmove(h->e, h->e + 1, (h->n - 1) * sizeof(entry));
+	h->n--;
+}
+
+/* Removes empty histories (keeps the array compact). */
+static void compact(ed_undo *u)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < u->nh; i++) {
+		if (u->h[i].n == 0) {
+			history_free(&u->h[i]);
+			continue;
+		}
+		u->h[o++] = u->h[i];
+	}
+	u->nh = o;
+}
+
+/* Evicts the globally oldest entry. Returns false when there is nothing to evict. */
+static bool evict_one(ed_undo *u)
+{
+	history *oldest = NULL;
+	for (size_t i = 0; i < u->nh; i++)
+		if (u->h[i].n > 0 && (!oldest || u->h[i].e[0].seq < oldest->e[0].seq))
+			oldest = &u->h[i];
+	if (!oldest)
+		return false;
+	drop_oldest(u, oldest);
+	return true;
+}
+
+int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed)
+{
+	size_t cost = len + ENTRY_OVERHEAD + strlen(key);
+	if (u->depth == 0 || cost > u->budget || cost < len) {
+		free(data);
+		return 0;
+	}
+	history *h = find(u, key);
+	if (!h) {
+		while (u->nh >= MAX_HISTORIES && evict_one(u))
+			compact(u);
+		if (u->nh == u->caph) {
+			size_t nc = u->caph ? u->caph * 2 : 8;
+			history *nh = realloc(u->h, nc * sizeof(history));
+			if (!nh) {
+				free(data);
+				return -ENOMEM;
+			}
+			u->h = nh;
+			u->caph = nc;
+		}
+		h = &u->h[u->nh];
+		memset(h, 0, sizeof(*h));
+		h->key = strdup(key);
+		h->e = calloc(u->depth, sizeof(entry));
+		if (!h->key || !h->e) {
+			free(h->key);
+			free(h->e);
+			free(data);
+			return -ENOMEM;
+		}
+		u->nh++;
+	}
+	if (h->n == u->depth)
+		drop_oldest(u, h);
+	while (u->bytes + cost > u->budget && evict_one(u))
+		;
+	h->e[h->n++] = (entry){
+		.data = data,
+		.len = len,
+		.cost = cost,
+		.seq = ++u->seq,
+		.existed = existed,
+	};
+	u->bytes += cost;
+	/* h stays valid until here; compaction may move histories. */
+	compact(u);
+	return 1;
+}
+
+int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed)
+{
+	history *h = find(u, key);
+	if (!h || h->n == 0)
+		return 0;
+	entry *e = &h->e[--h->n];
+	*data = e->data;
+	*len = e->len;
+	*existed = e->existed;
+	u->bytes -= e->cost;
+	compact(u);
+	return 1;
+}
