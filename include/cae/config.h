@@ -125,7 +125,7 @@ typedef struct cae_config {
 			 * image when the map is empty). "coding-agent-executor-python:latest" */
 			char *base_image;
 			struct {
-				double cpu_limit;      /* 2 (CPUs, fractions allowed) */
+				double cpu_limit;      /* 2 (CPUs, 0.01 to 1024) */
 				char *memory_limit;    /* "4g" as written */
 				uint64_t memory_bytes; /* 4294967296, from memory_limit (>= 6 MiB) */
 				char *disk_limit;      /* "10g" as written; "0" = no limit */

@@ -34,7 +34,7 @@ enum vtype {
 	V_INT,     /* int, bounded by min/max */
 	V_SIZE,    /* uint64_t bytes, bounded */
 	V_MEMSIZE, /* char * as written + uint64_t bytes at off2, bounded */
-	V_DOUBLE,  /* double, > 0 and <= max */
+	V_DOUBLE,  /* double, from 0.01 to max; decimal notation, 9 fraction digits */
 	V_STRING,  /* char * */
 	V_ENUM,    /* an enum stored as int; names[] */
 	V_STRLIST, /* cae_config_strlist */
@@ -315,11 +315,25 @@ static int parse_decimal(const char **pp, unsigned long long *ip, unsigned long 
 		p++;
 		if (!isdigit((unsigned char)*p))
 			return -EINVAL;
-		for (; isdigit((unsigned char)*p); p++)
+		bool first_dropped = true;
+		for (; isdigit((unsigned char)*p); p++) {
 			if (scale > 1) {
 				scale /= 10;
 				f += (unsigned long long)(*p - '0') * scale;
+			} else if (first_dropped) {
+				/* round at the 10th digit, so that "0.12345678899999999" (a double
+				 * printed back with 17 digits) reads as 0.123456789 */
+				first_dropped = false;
+				if (*p >= '5')
+					f++;
 			}
+		}
+		if (f >= 1000000000ull) {
+			if (v == UINT64_MAX)
+				return -ERANGE;
+			v++;
+			f -= 1000000000ull;
+		}
 	}
 	*pp = p;
 	*ip = v;
@@ -701,12 +715,12 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 	}
 	case V_DOUBLE: {
 		double v;
-		if (parse_positive_double(trim(copy), &v) < 0 || !(v > 0))
+		if (parse_positive_double(trim(copy), &v) < 0)
 			return bad_value(c, w, idx, text, len);
-		if (v > (double)k->max) {
+		if (v < 0.01 || v > (double)k->max) {
 			char vbuf[128];
 			show_value(vbuf, sizeof(vbuf), text, len);
-			return key_error(c, w, idx, "expected a positive number at most %lld, got %s",
+			return key_error(c, w, idx, "expected a number from 0.01 to %lld, got %s",
 					 k->max, vbuf);
 		}
 		*(double *)field(cfg, k->off) = v;

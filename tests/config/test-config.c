@@ -404,6 +404,8 @@ START_TEST(env_errors_name_the_variable)
 	ck_assert_contains(m, "expected a size from");
 	m = load_err("", ENVP((char *)"EXECUTOR_CPU_LIMIT=-1"), -EINVAL);
 	ck_assert_contains(m, "EXECUTOR_CPU_LIMIT");
+	m = load_err("", ENVP((char *)"EXECUTOR_CPU_LIMIT=0.001"), -EINVAL);
+	ck_assert_contains(m, "expected a number from 0.01 to 1024, got \"0.001\"");
 	m = load_err("", ENVP((char *)"CAE_STATE_DIR=relative/dir"), -EINVAL);
 	ck_assert_contains(m, "expected an absolute path");
 	m = load_err("", ENVP((char *)"PICOCLAW_WORKER_GIT_TIMEOUT=0"), -EINVAL);
@@ -635,6 +637,8 @@ START_TEST(parse_sizes_and_bools)
 	ck_assert_uint_eq(v, 10240);
 	ck_assert_int_eq(cae_config_parse_size("1048576", &v), 0);
 	ck_assert_uint_eq(v, 1048576);
+	ck_assert_int_eq(cae_config_parse_size("0.99999999999g", &v), 0); /* rounded at 9 digits */
+	ck_assert_uint_eq(v, 1ull << 30);
 	ck_assert_int_eq(cae_config_parse_size("7b", &v), 0);
 	ck_assert_uint_eq(v, 7);
 	ck_assert_int_eq(cae_config_parse_size("", &v), -EINVAL);
