@@ -11,13 +11,18 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+#include "cae/backend.h"
+#include "cae/config.h"
 #include "cae/error.h"
+#include "cae/log.h"
+#include "cae/policy.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct cae_session cae_session;
+
 
 /* Per-call context supplied by the interface. All fields optional (zero = absent). */
 typedef struct cae_call_ctx {
@@ -53,6 +58,33 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema);
  * negative errno for a protocol-level failure with err set. */
 int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
 			  cae_tool_result *res, cae_error *err);
+
+/* A new session over cfg (STOLEN: freed with the session) and log (borrowed, may be NULL,
+ * must outlive the session). The backend is created from the config (auto: docker when an
+ * engine answers, else local). */
+int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error *err);
+void cae_session_free(cae_session *s); /* accepts NULL */
+
+/* Makes an existing directory the current environment (local backend, used as is). */
+int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err);
+/* Prepares an environment for task and makes it current; *info (may be NULL) receives its
+ * ContainerInfo as JSON (new reference). ctx (may be NULL) carries progress/cancellation. */
+int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
+			const cae_call_ctx *ctx, json_t **info, cae_error *err);
+/* Makes an environment prepared earlier (maybe by another process) current. */
+int cae_session_set_current(cae_session *s, const char *task_uuid, cae_error *err);
+/* Removes an environment (NULL: the current one). */
+int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err);
+/* The current environment's task uuid (borrowed, NULL when none). */
+const char *cae_session_current(cae_session *s);
+/* Borrowed accessors. */
+cae_backend *cae_session_backend(cae_session *s);
+const cae_config *cae_session_config(const cae_session *s);
+/* The command policy configured by cfg->command_executor.allowed_commands (new, or NULL with
+ * err set). */
+cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err);
+/* Text editor results in the npm mcp-server-text-editor (bhouston) shape. */
+void cae_session_set_editor_compat(cae_session *s, bool on);
 
 #ifdef __cplusplus
 }

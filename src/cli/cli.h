@@ -1,7 +1,15 @@
-/* Internal to the CLI: the subcommand table. Each subcommand lives in its own file,
- * takes argv with argv[0] = its own name, and returns the process exit status. */
+/* Internal to the CLI: the subcommand table and what subcommands share. Each subcommand lives
+ * in its own file, takes argv with argv[0] = its own name, and returns the exit status:
+ * 0 success, 1 failure (or the command's own status for exec/run), 2 usage error. */
 #ifndef CAE_CLI_H
 #define CAE_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+
+#include "cae/config.h"
+#include "cae/log.h"
+#include "cae/session.h"
 
 struct cae_cli_command {
 	const char *name;
@@ -10,5 +18,104 @@ struct cae_cli_command {
 };
 
 int cae_cli_version(int argc, char **argv);
+int cae_cli_env(int argc, char **argv);
+int cae_cli_prepare(int argc, char **argv);
+int cae_cli_exec(int argc, char **argv);
+int cae_cli_cleanup(int argc, char **argv);
+int cae_cli_gc(int argc, char **argv);
+int cae_cli_run(int argc, char **argv);
+int cae_cli_tools(int argc, char **argv);
+int cae_cli_prompt(int argc, char **argv);
+
+/* Options every subcommand that opens a session accepts. */
+enum {
+	CAE_CLI_OPT_CONFIG = 1000,
+	CAE_CLI_OPT_BACKEND,
+	CAE_CLI_OPT_STATE_DIR,
+	CAE_CLI_OPT_FIRST_LOCAL, /* subcommands number their own long options from here */
+};
+#define CAE_CLI_COMMON_LONGOPTS                                                                    \
+	{ "config", required_argument, NULL, CAE_CLI_OPT_CONFIG },                                 \
+		{ "backend", required_argument, NULL, CAE_CLI_OPT_BACKEND },                       \
+		{ "state-dir", required_argument, NULL, CAE_CLI_OPT_STATE_DIR },                   \
+	{                                                                                          \
+		"help", no_argument, NULL, 'h'                                                     \
+	}
+#define CAE_CLI_COMMON_HELP                                                                        \
+	"  --config FILE      config.yaml to use (default: $CAE_CONFIG, ./config.yaml, ...)\n"      \
+	"  --backend NAME     auto, docker or local (default: command_executor.backend)\n"          \
+	"  --state-dir DIR    where local environments and their metadata live\n"                   \
+	"  -h, --help         this help\n"
+
+typedef struct cae_cli_common {
+	const char *config;
+	const char *backend;
+	const char *state_dir;
+} cae_cli_common;
+
+/* Returns 1 when opt was a common option (recorded in c), else 0. */
+int cae_cli_common_option(cae_cli_common *c, int opt, const char *arg);
+/* Loads the config with the common overrides; prints the error and returns < 0 on failure. */
+int cae_cli_load_config(const cae_cli_common *c, cae_config **out);
+/* Opens a session (prints the error on failure). */
+int cae_cli_open(const cae_cli_common *c, cae_session **out);
+/* The CLI's logger (JSON lines on stderr, level from CAE_LOG_LEVEL, default warn). */
+cae_log *cae_cli_log(void);
+void cae_cli_log_free(void);
+/* For `cae mcp`: a session from a config path, made current on a workspace directory or a
+ * task file (either may be NULL). NULL with err set on failure. */
+cae_session *cae_cli_session_open(const char *config_path, const char *workspace,
+				  const char *task_file, cae_error *err);
+/* Reads a JSON document from a file or "-" (stdin). New reference or NULL with err set. */
+json_t *cae_cli_read_json(const char *path, cae_error *err);
+/* Pretty-prints JSON on stdout. */
+void cae_cli_print_json(json_t *j);
+
+
+/* Task options shared by prepare and run. */
+enum {
+	OPT_TASK = CAE_CLI_OPT_FIRST_LOCAL,
+	OPT_REPO,
+	OPT_UUID,
+	OPT_KIND,
+	OPT_BRANCH,
+	OPT_TARGET,
+	OPT_PLATFORM,
+	OPT_ENV,
+	OPT_WORKSPACE,
+	OPT_HOURS,
+};
+
+/* Options that describe a task, shared by prepare and run. */
+typedef struct task_opts {
+	const char *task_file, *repo, *uuid, *kind, *branch, *target, *platform, *env, *workspace;
+} task_opts;
+
+#define TASK_LONGOPTS                                                                              \
+	{ "task", required_argument, NULL, OPT_TASK }, { "repo", required_argument, NULL, OPT_REPO }, \
+		{ "uuid", required_argument, NULL, OPT_UUID },                                     \
+		{ "kind", required_argument, NULL, OPT_KIND },                                     \
+		{ "branch", required_argument, NULL, OPT_BRANCH },                                 \
+		{ "target-branch", required_argument, NULL, OPT_TARGET },                          \
+		{ "platform", required_argument, NULL, OPT_PLATFORM },                             \
+		{ "env", required_argument, NULL, OPT_ENV },                                       \
+		{ "workspace", required_argument, NULL, OPT_WORKSPACE }
+
+#define TASK_HELP                                                                                  \
+	"  --task FILE        the task as JSON ({uuid, repo, kind, branch, target_branch}; - = stdin)\n" \
+	"  --repo URL|PATH    repository to clone (a URL or a local path)\n"                        \
+	"  --uuid UUID        task uuid (default for run: a random one)\n"                          \
+	"  --kind KIND        issue (default) or pull_request\n"                                    \
+	"  --branch B         pull request: the source branch\n"                                    \
+	"  --target-branch T  pull request: the target branch\n"                                    \
+	"  --platform P       github or gitlab (selects the token)\n"                               \
+	"  --env NAME         environment (python, node, java, go, miniforge; default python)\n"    \
+	"  --workspace DIR    use an existing directory as is (local backend, no clone)\n"
+
+int cae_cli_task_option(task_opts *t, int opt, const char *arg);
+/* Builds the task from --task or the flags; *generated receives a uuid it made (free it). */
+int cae_cli_build_task(const task_opts *t, bool gen_uuid, cae_task *task, char **generated);
+/* Prepares the task (with --workspace: registers the directory); *info gets ContainerInfo. */
+int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task, json_t **info);
 
 #endif

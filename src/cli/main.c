@@ -7,6 +7,14 @@
 #include "base/banned.h"
 
 static const struct cae_cli_command commands[] = {
+	{ "env", "list environments (env list)", cae_cli_env },
+	{ "prepare", "prepare an environment for a task", cae_cli_prepare },
+	{ "exec", "run a command in an environment", cae_cli_exec },
+	{ "cleanup", "remove a task's environment", cae_cli_cleanup },
+	{ "gc", "remove stale environments", cae_cli_gc },
+	{ "run", "prepare, run one command, clean up", cae_cli_run },
+	{ "tools", "print the tool definitions for an agent", cae_cli_tools },
+	{ "prompt", "print a system-prompt section", cae_cli_prompt },
 	{ "version", "print the version", cae_cli_version },
 };
 
@@ -41,7 +49,11 @@ int main(int argc, char **argv)
 		return cae_cli_version(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
 		if (strcmp(argv[1], commands[i].name) == 0)
-			return commands[i].run(argc - 1, argv + 1);
+		{
+			int status = commands[i].run(argc - 1, argv + 1);
+			cae_cli_log_free();
+			return status;
+		}
 	fprintf(stderr, "cae: unknown command '%s'\n", argv[1]);
 	usage(stderr);
 	return 2;

@@ -1,0 +1,136 @@
+/* Backends: where an environment lives. One interface, two implementations:
+ *   local  — a directory under the state directory, commands confined with bubblewrap when
+ *            it is installed (src/backend/local.c);
+ *   docker — one container per task through the Engine API (src/backend/docker.c).
+ * Both return the same ContainerInfo and the same command results (SPEC §2).
+ *
+ * Ownership: cae_task and cae_env_info own their strings; *_clear frees them and accepts a
+ * zeroed struct. Backends are opaque; cae_backend_free accepts NULL.
+ */
+#ifndef CAE_BACKEND_H
+#define CAE_BACKEND_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cae/error.h"
+#include "cae/runner.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct cae_config;
+struct cae_log;
+
+typedef enum cae_task_kind { CAE_TASK_ISSUE = 0, CAE_TASK_PULL_REQUEST } cae_task_kind;
+
+/* A task: {uuid, repo (URL, local path, or platform+owner+name), kind, branch?, target_branch?} */
+typedef struct cae_task {
+	char *uuid;
+	char *repo;     /* URL or local path; NULL when platform/owner/name are given */
+	char *platform; /* "github" | "gitlab" | NULL */
+	char *owner;
+	char *name;
+	cae_task_kind kind;
+	char *branch;        /* pull request: the source branch */
+	char *target_branch; /* pull request: the branch it merges into */
+} cae_task;
+
+/* Parses {uuid, repo | (platform, owner, name), kind?, branch?, target_branch?}. A missing
+ * uuid is an error; repo given as "owner/name" with a platform is accepted. */
+int cae_task_from_json(json_t *j, cae_task *t, cae_error *err);
+json_t *cae_task_to_json(const cae_task *t); /* new reference */
+void cae_task_clear(cae_task *t);
+/* True for a syntactically acceptable task uuid: 1-64 of [A-Za-z0-9_.-], not starting
+ * with '.' or '-' (it becomes a container and a directory name). */
+bool cae_task_uuid_valid(const char *uuid);
+
+/* ContainerInfo (SPEC §2 step 7). */
+typedef struct cae_env_info {
+	char *container_id;
+	char *task_uuid;
+	char *environment_name;
+	char *workspace_path; /* where the project is, as commands see it */
+	char *host_path;      /* local backend: the project directory on this host; else NULL */
+	char *created_at;     /* ISO 8601 UTC */
+	char *status;         /* "ready", "creating", ... */
+	char *backend;        /* "local" | "docker" */
+	char *sandbox;        /* local: "bubblewrap" | "none"; docker: NULL */
+	json_t *warnings;     /* array of strings (owned reference) */
+	json_t *deps;         /* array of {manifest, command, success, exit_code, duration_ms, error?} */
+} cae_env_info;
+
+json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
+int cae_env_info_from_json(json_t *j, cae_env_info *info, cae_error *err);
+void cae_env_info_clear(cae_env_info *info);
+
+/* One command in an environment. Paths are as commands see them. */
+typedef struct cae_exec_request {
+	const char *const *argv; /* borrowed, >= 1 */
+	const char *cwd;         /* NULL: the workspace (project) directory */
+	const char *const *extra_env; /* borrowed, "K=V" entries added to the environment */
+	const char *stdin_data;
+	size_t stdin_len;
+	bool has_stdin;
+	int64_t timeout_ms;
+	size_t max_stdout;
+	size_t max_stderr;
+	cae_truncate_mode truncate;
+	int cancel_fd;
+	bool has_cancel_fd;
+	bool network; /* local sandbox: allow network for this command (prepare steps) */
+} cae_exec_request;
+
+/* Progress callback for prepare (steps: "validate", "remove", "create", "clone", "deps",
+ * "editor", "ready"). */
+typedef void (*cae_progress_fn)(void *userdata, int step, int total, const char *message);
+
+typedef struct cae_prepare_options {
+	const char *workspace;    /* local only: use this existing directory as is (no clone) */
+	cae_progress_fn progress; /* may be NULL */
+	void *progress_userdata;
+	int cancel_fd;
+	bool has_cancel_fd;
+} cae_prepare_options;
+
+typedef struct cae_backend cae_backend;
+
+/* Creates the backend named by cfg->command_executor.backend ("auto" picks docker when an
+ * engine answers, else local). log may be NULL. cfg and log are borrowed and must outlive
+ * the backend. */
+int cae_backend_new(const struct cae_config *cfg, struct cae_log *log, cae_backend **out,
+		    cae_error *err);
+/* Creates a specific backend: "local" or "docker". */
+int cae_backend_new_named(const char *name, const struct cae_config *cfg, struct cae_log *log,
+			  cae_backend **out, cae_error *err);
+void cae_backend_free(cae_backend *b);
+const char *cae_backend_name(const cae_backend *b);
+
+/* SPEC §2 prepare(task, environment_name): steps 1-7. On failure nothing is left behind and
+ * err names the step. environment_name may be NULL (the default environment). */
+int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *environment_name,
+			const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+/* Runs one command. -ENOENT: no such environment ("environment not found"), or the program
+ * was not found; -ENOTDIR: bad cwd; the result otherwise. */
+int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
+		     cae_run_result *res, cae_error *err);
+/* Removes the environment (retrying up to 3 times). A missing environment is success. */
+int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
+/* Removes every environment older than threshold_s seconds; *removed gets the count. */
+int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
+/* The environments this backend knows: a JSON array of ContainerInfo (new reference). */
+int cae_backend_list(cae_backend *b, json_t **out, cae_error *err);
+/* ContainerInfo of one environment; -ENOENT when there is none. */
+int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
+
+/* The environment name actually used: name when it is configured, else the default
+ * environment; *warning (new string or NULL) explains a fallback. */
+const char *cae_backend_select_environment(const struct cae_config *cfg, const char *name,
+					   char **warning);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

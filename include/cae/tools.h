@@ -1,0 +1,56 @@
+/* Tool definitions for agents (SPEC §9, seed 000 §11.2, seed 001 §4.4, seed 004 §3.2):
+ * the functions form, the OpenAI `tools` form and the MCP `tools/list` form of every tool
+ * that is enabled by the configuration. */
+#ifndef CAE_TOOLS_H
+#define CAE_TOOLS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "cae/config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum cae_tools_format {
+	CAE_TOOLS_FUNCTIONS = 0, /* [{name, description, parameters}] */
+	CAE_TOOLS_OPENAI,        /* [{type: "function", function: {name, description, parameters}}] */
+	CAE_TOOLS_MCP,           /* [{name, description, inputSchema, outputSchema?}] */
+} cae_tools_format;
+
+typedef struct cae_tools_options {
+	cae_tools_format format;
+	bool split_editor;        /* text_editor_<command> functions instead of one text_editor */
+	bool environment_tools;   /* environment_list / _prepare / _cleanup (the MCP server's) */
+	bool output_schema;       /* MCP: include outputSchema */
+	bool patch_tool;          /* apply_patch */
+} cae_tools_options;
+
+/* Every enabled tool in the requested form (new reference): command-executor_execute_command
+ * and exec_command when command_executor.enabled, the text editor when
+ * text_editor_mcp.enabled, apply_patch when asked and worker.enabled, the environment tools
+ * when asked. */
+json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *opts);
+
+/* seed 000 get_function_calling_functions(): command-executor_execute_command in the
+ * functions form; [] when the command executor is disabled. New reference. */
+json_t *cae_tools_command_executor_functions(const cae_config *cfg);
+/* seed 000 get_text_editor_functions(): the text editor (one tool, or split); [] when the
+ * text editor is disabled. New reference. */
+json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split);
+/* Wraps a functions-form array in the OpenAI tools form. tools is borrowed; new reference. */
+json_t *cae_tools_to_openai(json_t *functions);
+
+/* seed 004 §5 (_should_exclude_git_platform_tools): when the text editor is enabled, the
+ * GitHub/GitLab file tools are removed from a tool list offered to the model. tools is a
+ * JSON array in any of the forms above (borrowed); returns a new array. */
+json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools);
+/* True for a GitHub/GitLab MCP file tool name (e.g. "github_create_or_update_file",
+ * "create_or_update_file", "push_files", "get_file_contents", "gitlab_create_or_update_file"). */
+bool cae_tools_is_platform_file_tool(const char *name);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,62 @@
+/* Internal to src/backend: the vtable every backend implements, and the shared steps of
+ * prepare (clone, dependency install) that run through a backend's own exec. */
+#ifndef CAE_BACKEND_INTERNAL_H
+#define CAE_BACKEND_INTERNAL_H
+
+#include "cae/backend.h"
+#include "cae/config.h"
+
+struct cae_log;
+
+typedef struct cae_backend_ops {
+	const char *name;
+	int (*prepare)(cae_backend *b, const cae_task *task, const char *env_name,
+		       const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+	int (*exec)(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
+		    cae_run_result *res, cae_error *err);
+	int (*cleanup)(cae_backend *b, const char *task_uuid, cae_error *err);
+	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
+	int (*list)(cae_backend *b, json_t **out, cae_error *err);
+	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
+	void (*free)(cae_backend *b);
+} cae_backend_ops;
+
+struct cae_backend {
+	const cae_backend_ops *ops;
+	const cae_config *cfg;
+	struct cae_log *log;
+	void *impl;
+};
+
+int cae_local_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
+			  cae_error *err);
+int cae_docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
+			   cae_error *err);
+/* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
+bool cae_docker_backend_available(const cae_config *cfg);
+
+/* Runs one command in the environment being prepared. */
+typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_result *res,
+			       cae_error *err);
+
+/* The URL to clone (token-free) and, when a token applies, the token (borrowed from cfg) and
+ * the user name git must send with it ("x-access-token" for GitHub, "oauth2" for GitLab).
+ * *url is new. */
+int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
+			 const char **token, const char **user, cae_error *err);
+
+/* Clones task's repository into dest (a path as commands see it; its parent must exist),
+ * per SPEC §2 step 4: shallow unless configured, pull requests with the source branch checked
+ * out and origin/<target> fetched deep enough for `git diff origin/<target>...HEAD`. The
+ * token reaches git only through the environment of each git process (a credential helper
+ * that reads it from there); the remote URL stays token-free. */
+int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct cae_log *log,
+		  const cae_task *task, const char *dest, cae_error *err);
+
+/* SPEC §2 step 5: detects manifests in project (a path as commands see it) and runs each
+ * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
+ * each failure also as a line to warnings. Never fails the preparation. */
+void cae_deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
+		      json_t *deps, json_t *warnings, int cancel_fd, bool has_cancel_fd);
+
+#endif

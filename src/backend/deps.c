@@ -1,0 +1,164 @@
+/* Dependency installation (SPEC §2 step 5), shared by every backend. */
+#include "backend/backend-internal.h"
+
+#include "base/macro.h"
+#include "cae/log.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+#define DEPS_TIMEOUT_MS (600 * 1000)
+
+struct installer {
+	const char *manifest; /* file that triggers it */
+	const char *tool;     /* program that must exist */
+	const char *command;  /* sh -c text */
+};
+
+/* Lock file decides the Node package manager; the first matching row wins per group. */
+static const struct installer node_installers[] = {
+	{ "pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile" },
+	{ "yarn.lock", "yarn", "yarn install --frozen-lockfile" },
+	{ "package-lock.json", "npm", "npm ci" },
+	{ "package.json", "npm", "npm install" },
+};
+
+static const struct installer other_installers[] = {
+	{ "requirements.txt", "python3", "python3 -m pip install -r requirements.txt" },
+	{ "environment.yml", "mamba", "mamba env update -n base -f environment.yml" },
+	{ "condaenv.yaml", "mamba", "mamba env update -n base -f condaenv.yaml" },
+	{ "Gemfile", "bundle", "bundle install" },
+	{ "pom.xml", "mvn", "mvn -q -B dependency:resolve" },
+	{ "build.gradle", "gradle", "gradle --quiet dependencies" },
+	{ "build.gradle.kts", "gradle", "gradle --quiet dependencies" },
+	{ "go.mod", "go", "go mod download" },
+};
+
+static bool has_line(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t l = nl ? (size_t)(nl - p) : strlen(p);
+		if (l == n && strncmp(p, name, n) == 0)
+			return true;
+		if (!nl)
+			break;
+		p = nl + 1;
+	}
+	return false;
+}
+
+static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
+			const struct installer *in, json_t *deps, json_t *warnings, int cancel_fd,
+			bool has_cancel_fd)
+{
+	char script[512];
+	/* 127 with a marker: the tool is missing in this environment. */
+	snprintf(script, sizeof(script),
+		 "command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit 127; }; %s",
+		 in->tool, in->tool, in->command);
+	const char *argv[] = { "sh", "-c", script, NULL };
+	cae_exec_request req = {
+		.argv = argv,
+		.cwd = project,
+		.timeout_ms = DEPS_TIMEOUT_MS,
+		.max_stdout = 64 * 1024,
+		.max_stderr = 64 * 1024,
+		.truncate = CAE_TRUNCATE_HEAD_TAIL,
+		.cancel_fd = cancel_fd,
+		.has_cancel_fd = has_cancel_fd,
+		.network = true,
+	};
+	cae_run_result res;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = exec(ctx, &req, &res, &err);
+	json_t *d = json_pack("{s:s, s:s}", "manifest", in->manifest, "command", in->command);
+	char warn[1400];
+	if (r < 0) {
+		json_object_set_new(d, "success", json_false());
+		json_object_set_new(d, "error", json_string(err.message));
+		snprintf(warn, sizeof(warn), "dependency install for %s failed: %.1100s",
+			 in->manifest, err.message);
+		json_array_append_new(warnings, json_string(warn));
+	} else {
+		bool missing = res.exit_code == 127 && res.err && strstr(res.err, "cae: ") &&
+			       strstr(res.err, " not found");
+		bool ok = res.exit_code == 0 && !res.timed_out;
+		json_object_set_new(d, "success", json_boolean(ok));
+		json_object_set_new(d, "exit_code", json_integer(res.exit_code));
+		json_object_set_new(d, "duration_ms", json_integer(res.duration_ms));
+		if (missing) {
+			json_object_set_new(d, "skipped", json_true());
+			snprintf(warn, sizeof(warn), "%s found but %s is not installed: skipped",
+				 in->manifest, in->tool);
+			json_object_set_new(d, "error", json_string(warn));
+			json_array_append_new(warnings, json_string(warn));
+		} else if (!ok) {
+			if (res.timed_out)
+				snprintf(warn, sizeof(warn),
+					 "dependency install `%s` timed out after 600 s", in->command);
+			else
+				snprintf(warn, sizeof(warn),
+					 "dependency install `%s` failed with exit code %d",
+					 in->command, res.exit_code);
+			json_object_set_new(d, "error", json_string(warn));
+			/* The tail of the output says why; keep a bounded piece. */
+			const char *tail = res.err && *res.err ? res.err : res.out ? res.out : "";
+			size_t tl = strlen(tail);
+			json_object_set_new(d, "output",
+					    json_string(tl > 2000 ? tail + tl - 2000 : tail));
+			json_array_append_new(warnings, json_string(warn));
+		}
+		cae_run_result_clear(&res);
+	}
+	cae_log_fields(log, json_is_true(json_object_get(d, "success")) ? CAE_LOG_INFO : CAE_LOG_WARN,
+		       "deps.install", json_deep_copy(d), NULL);
+	json_array_append_new(deps, d);
+}
+
+void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
+		      json_t *deps, json_t *warnings, int cancel_fd, bool has_cancel_fd)
+{
+	/* One round trip lists the manifests present. */
+	static const char list_script[] =
+		"for f in package.json pnpm-lock.yaml yarn.lock package-lock.json requirements.txt "
+		"environment.yml condaenv.yaml Gemfile pom.xml build.gradle build.gradle.kts go.mod; "
+		"do [ -f \"$f\" ] && echo \"$f\"; done; exit 0";
+	const char *argv[] = { "sh", "-c", list_script, NULL };
+	cae_exec_request req = { .argv = argv, .cwd = project, .timeout_ms = 30000,
+				 .max_stdout = 4096, .max_stderr = 4096 };
+	cae_run_result res;
+	cae_error err;
+	if (exec(ctx, &req, &res, &err) < 0) {
+		char warn[1200];
+		snprintf(warn, sizeof(warn), "could not look for dependency manifests: %.1100s",
+			 err.message);
+		json_array_append_new(warnings, json_string(warn));
+		return;
+	}
+	if (has_line(res.out, "package.json"))
+		for (size_t i = 0; i < ARRAY_SIZE(node_installers); i++)
+			if (has_line(res.out, node_installers[i].manifest)) {
+				install_one(exec, ctx, log, project, &node_installers[i], deps,
+					    warnings, cancel_fd, has_cancel_fd);
+				break;
+			}
+	for (size_t i = 0; i < ARRAY_SIZE(other_installers); i++) {
+		const struct installer *in = &other_installers[i];
+		if (!has_line(res.out, in->manifest))
+			continue;
+		/* environment.yml wins over condaenv.yaml; build.gradle over its .kts twin. */
+		if (strcmp(in->manifest, "condaenv.yaml") == 0 && has_line(res.out, "environment.yml"))
+			continue;
+		if (strcmp(in->manifest, "build.gradle.kts") == 0 && has_line(res.out, "build.gradle"))
+			continue;
+		install_one(exec, ctx, log, project, in, deps, warnings, cancel_fd, has_cancel_fd);
+	}
+	cae_run_result_clear(&res);
+}

@@ -1,0 +1,302 @@
+/* Clone (SPEC §2 step 4, §3), shared by every backend through its exec callback. */
+#include "backend/backend-internal.h"
+
+#include "base/macro.h"
+#include "cae/log.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+#define GIT_TIMEOUT_DEFAULT_S 300
+
+static bool host_is(const char *url, const char *host)
+{
+	const char *p = strstr(url, "://");
+	if (!p)
+		return false;
+	p += 3;
+	const char *at = strchr(p, '@');
+	const char *slash = strchr(p, '/');
+	if (at && (!slash || at < slash))
+		p = at + 1;
+	size_t n = strlen(host);
+	return strncmp(p, host, n) == 0 && (p[n] == '/' || p[n] == ':' || p[n] == '\0');
+}
+
+/* scheme://host[:port] of GITLAB_API_URL, new string. */
+static char *url_origin(const char *url)
+{
+	const char *p = strstr(url, "://");
+	if (!p)
+		return NULL;
+	const char *slash = strchr(p + 3, '/');
+	return slash ? strndup(url, (size_t)(slash - url)) : strdup(url);
+}
+
+static bool is_local_path(const char *repo)
+{
+	return !strstr(repo, "://") && !(strchr(repo, '@') && strchr(repo, ':'));
+}
+
+int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
+			 const char **token, const char **user, cae_error *err)
+{
+	*url = NULL;
+	*token = NULL;
+	*user = NULL;
+	const char *platform = task->platform;
+	if (task->repo) {
+		if (is_local_path(task->repo)) {
+			char real[PATH_MAX];
+			if (!realpath(task->repo, real))
+				return cae_error_set(err, -ENOENT, "repository not found: %s",
+						     task->repo);
+			size_t n = strlen(real) + 8;
+			*url = malloc(n);
+			if (!*url)
+				return -ENOMEM;
+			snprintf(*url, n, "file://%s", real);
+			return 0;
+		}
+		if (strchr(task->repo, '@') && strstr(task->repo, "://")) {
+			/* Credentials in the task's URL would end up in .git/config and logs. */
+			return cae_error_set(err, -EINVAL,
+					     "repository URL must not contain credentials; configure "
+					     "a token instead");
+		}
+		*url = strdup(task->repo);
+		if (!*url)
+			return -ENOMEM;
+		if (!platform) {
+			if (host_is(task->repo, "github.com"))
+				platform = "github";
+			else if (cfg->gitlab.api_url) {
+				_cleanup_free_ char *origin = url_origin(cfg->gitlab.api_url);
+				const char *h = origin ? strstr(origin, "://") : NULL;
+				if (h && host_is(task->repo, h + 3))
+					platform = "gitlab";
+			}
+		}
+	} else if (platform && strcmp(platform, "github") == 0) {
+		size_t n = strlen(task->owner) + strlen(task->name) + 32;
+		*url = malloc(n);
+		if (!*url)
+			return -ENOMEM;
+		snprintf(*url, n, "https://github.com/%s/%s.git", task->owner, task->name);
+	} else {
+		/* GitLab: {protocol}://{host}/{path_with_namespace}.git with protocol and host taken
+		 * from GITLAB_API_URL; the namespace path is owner/name as given. */
+		_cleanup_free_ char *origin = url_origin(cfg->gitlab.api_url ? cfg->gitlab.api_url
+									    : "https://gitlab.com");
+		if (!origin)
+			return cae_error_set(err, -EINVAL, "gitlab.api_url is not a URL");
+		size_t n = strlen(origin) + strlen(task->owner) + strlen(task->name) + 16;
+		*url = malloc(n);
+		if (!*url)
+			return -ENOMEM;
+		snprintf(*url, n, "%s/%s/%s.git", origin, task->owner, task->name);
+	}
+	if (platform && strcmp(platform, "github") == 0 && cfg->github.token) {
+		*token = cfg->github.token;
+		*user = "x-access-token";
+	} else if (platform && strcmp(platform, "gitlab") == 0 && cfg->gitlab.token) {
+		*token = cfg->gitlab.token;
+		*user = "oauth2";
+	}
+	return 0;
+}
+
+struct git_ctx {
+	cae_env_exec_fn exec;
+	void *ctx;
+	cae_log *log;
+	const char *token;
+	const char *user;
+	bool ssl_verify;
+	int timeout_s;
+};
+
+/* Runs git with argv in cwd; the token (if any) only in this process's environment. */
+static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv,
+		   cae_run_result *res, cae_error *err)
+{
+	char tokvar[4096], uservar[256];
+	const char *env[16];
+	size_t n = 0;
+	env[n++] = "GIT_TERMINAL_PROMPT=0";
+	env[n++] = "GIT_ASKPASS=";
+	env[n++] = "SSH_ASKPASS=";
+	if (g->token) {
+		snprintf(tokvar, sizeof(tokvar), "CAE_GIT_TOKEN=%s", g->token);
+		snprintf(uservar, sizeof(uservar), "CAE_GIT_USER=%s", g->user);
+		env[n++] = tokvar;
+		env[n++] = uservar;
+		/* Reset inherited helpers, then answer from the environment of this process. */
+		env[n++] = "GIT_CONFIG_COUNT=2";
+		env[n++] = "GIT_CONFIG_KEY_0=credential.helper";
+		env[n++] = "GIT_CONFIG_VALUE_0=";
+		env[n++] = "GIT_CONFIG_KEY_1=credential.helper";
+		env[n++] = "GIT_CONFIG_VALUE_1=!f() { test \"$1\" = get || exit 0; "
+			   "echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f";
+	}
+	if (!g->ssl_verify)
+		env[n++] = "GIT_SSL_NO_VERIFY=1";
+	env[n] = NULL;
+	cae_exec_request req = {
+		.argv = argv,
+		.cwd = cwd,
+		.extra_env = env,
+		.timeout_ms = (int64_t)g->timeout_s * 1000,
+		.max_stdout = 64 * 1024,
+		.max_stderr = 64 * 1024,
+		.network = true,
+	};
+	int r = g->exec(g->ctx, &req, res, err);
+	return r;
+}
+
+/* Last non-empty line of git's stderr, redacted, for error messages. */
+static char *git_error_text(cae_run_result *res)
+{
+	const char *s = res->err && *res->err ? res->err : res->out ? res->out : "";
+	size_t len = strlen(s);
+	while (len > 0 && (s[len - 1] == '\n' || s[len - 1] == '\r'))
+		len--;
+	const char *start = s;
+	for (size_t i = len; i > 0; i--)
+		if (s[i - 1] == '\n') {
+			start = s + i;
+			break;
+		}
+	/* Prefer a "fatal:" line when there is one. */
+	const char *fatal = strstr(s, "fatal: ");
+	if (fatal) {
+		start = fatal;
+		const char *nl = strchr(fatal, '\n');
+		len = nl ? (size_t)(nl - s) : len;
+	}
+	_cleanup_free_ char *line = strndup(start, (size_t)(s + len - start));
+	char *red = cae_redact_url(line ? line : "");
+	return red;
+}
+
+static int git_step(struct git_ctx *g, const char *cwd, const char *const *argv, const char *what,
+		    cae_error *err)
+{
+	cae_run_result res;
+	int r = run_git(g, cwd, argv, &res, err);
+	if (r < 0)
+		return cae_error_prefix(err, "%s", what);
+	if (res.exit_code != 0) {
+		_cleanup_free_ char *msg = git_error_text(&res);
+		r = cae_error_set(err, -EIO, "%s: %s%s", what, res.timed_out ? "timed out: " : "",
+				  msg ? msg : "git failed");
+		cae_run_result_clear(&res);
+		return r;
+	}
+	cae_run_result_clear(&res);
+	return 0;
+}
+
+int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
+		  const cae_task *task, const char *dest, cae_error *err)
+{
+	_cleanup_free_ char *url = NULL;
+	const char *token, *user;
+	int r = cae_git_clone_source(cfg, task, &url, &token, &user, err);
+	if (r < 0)
+		return r;
+	struct git_ctx g = {
+		.exec = exec,
+		.ctx = ctx,
+		.log = log,
+		.token = token,
+		.user = user,
+		.ssl_verify = cfg->gitlab.ssl_verify ||
+			      !(task->platform && strcmp(task->platform, "gitlab") == 0),
+		.timeout_s = cfg->command_executor.clone.timeout_seconds > 0
+				     ? cfg->command_executor.clone.timeout_seconds
+				     : GIT_TIMEOUT_DEFAULT_S,
+	};
+	bool shallow = cfg->command_executor.clone.shallow;
+	char depth[32];
+	snprintf(depth, sizeof(depth), "--depth=%d",
+		 cfg->command_executor.clone.depth > 0 ? cfg->command_executor.clone.depth : 1);
+	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
+	const char *branch = pr ? task->branch : task->branch; /* issue: default branch unless given */
+	if (!pr)
+		branch = NULL;
+
+	const char *argv[16];
+	size_t n = 0;
+	argv[n++] = "git";
+	argv[n++] = "clone";
+	argv[n++] = "--quiet";
+	if (shallow)
+		argv[n++] = depth;
+	if (branch) {
+		argv[n++] = "--branch";
+		argv[n++] = branch;
+	}
+	argv[n++] = "--";
+	argv[n++] = url;
+	argv[n++] = dest;
+	argv[n] = NULL;
+	_cleanup_free_ char *red = cae_redact_url(url);
+	cae_log_fields(log, CAE_LOG_INFO, "git.clone_start",
+		       json_pack("{s:s, s:b, s:s?}", "url", red ? red : "", "shallow", shallow,
+				 "branch", branch),
+		       NULL);
+	r = git_step(&g, NULL, argv, "git clone", err);
+	if (r < 0)
+		return r;
+
+	if (pr && task->target_branch) {
+		char refspec[1024], srcspec[1024], mb_ref[600];
+		snprintf(refspec, sizeof(refspec), "+refs/heads/%s:refs/remotes/origin/%s",
+			 task->target_branch, task->target_branch);
+		snprintf(srcspec, sizeof(srcspec), "+refs/heads/%s:refs/remotes/origin/%s",
+			 task->branch, task->branch);
+		snprintf(mb_ref, sizeof(mb_ref), "origin/%s", task->target_branch);
+		const char *fetch[] = { "git", "fetch", "--quiet", shallow ? depth : "--no-tags",
+					"origin", refspec, NULL };
+		r = git_step(&g, dest, fetch, "git fetch of the target branch", err);
+		if (r < 0)
+			return r;
+		/* Deepen until the merge base is present, so that origin/<target>...HEAD works. */
+		int deepen = 16;
+		for (int round = 0; shallow; round++) {
+			const char *mb[] = { "git", "merge-base", "HEAD", mb_ref, NULL };
+			cae_run_result res;
+			cae_error e2;
+			if (run_git(&g, dest, mb, &res, &e2) == 0 && res.exit_code == 0) {
+				cae_run_result_clear(&res);
+				break;
+			}
+			cae_run_result_clear(&res);
+			if (round >= 8) {
+				const char *unshallow[] = { "git", "fetch", "--quiet", "--unshallow",
+							    "origin", srcspec, refspec, NULL };
+				r = git_step(&g, dest, unshallow, "git fetch --unshallow", err);
+				if (r < 0)
+					return r;
+				break;
+			}
+			char deep[32];
+			snprintf(deep, sizeof(deep), "--deepen=%d", deepen);
+			deepen *= 2;
+			const char *more[] = { "git", "fetch", "--quiet", deep, "origin", srcspec,
+					       refspec, NULL };
+			r = git_step(&g, dest, more, "git fetch --deepen", err);
+			if (r < 0)
+				return r;
+		}
+	}
+	cae_log_event(log, CAE_LOG_INFO, "git.clone_done", NULL);
+	return 0;
+}

@@ -1,0 +1,658 @@
+/* The local backend (SPEC §2): an environment is a directory under the state directory,
+ *   <state_dir>/local/<uuid>/meta.json          ContainerInfo + where the workspace is
+ *   <state_dir>/local/<uuid>/workspace/project  the clone
+ *   <state_dir>/local/<uuid>/workspace/tmp      scratch
+ * or an existing directory used as is (prepare option `workspace`). Commands run on this host,
+ * confined with bubblewrap when it is installed: the workspace read-write, everything else
+ * read-only, a private /tmp, own PID namespace, no network unless configured. */
+#include "backend/backend-internal.h"
+
+#include "base/fs.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "cae/log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+extern char **environ;
+
+#define META_MAX (1024 * 1024)
+
+struct local_impl {
+	char *root; /* <state_dir>/local */
+	pthread_mutex_t probe_lock;
+	bool probed;
+	bool bwrap_ok;
+	char *bwrap; /* path of bwrap, when usable */
+};
+
+/* An environment as exec needs it. */
+struct local_env {
+	char *root;    /* the directory commands may write: workspace root (realpath) */
+	char *project; /* the project directory (realpath) */
+	const char *default_cwd;
+	bool sandbox;  /* confine with bubblewrap */
+	bool network;  /* network inside the sandbox */
+	struct local_impl *impl;
+};
+
+static void local_env_clear(struct local_env *e)
+{
+	free(e->root);
+	free(e->project);
+	memset(e, 0, sizeof(*e));
+}
+
+static struct local_impl *impl_of(cae_backend *b)
+{
+	return b->impl;
+}
+
+/* Probing bubblewrap costs a process start: done once per backend, on first use. */
+static void probe_bwrap(struct local_impl *li)
+{
+	char *path = NULL;
+	if (cae_runner_find_program("bwrap", NULL, &path) < 0)
+		return;
+	const char *argv[] = { path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+			       "--unshare-pid", "--die-with-parent", "--", "true", NULL };
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 10000 };
+	cae_run_result res;
+	if (cae_runner_run(&spec, &res, NULL) == 0 && res.exit_code == 0) {
+		li->bwrap_ok = true;
+		li->bwrap = path;
+		path = NULL;
+	}
+	cae_run_result_clear(&res);
+	free(path);
+}
+
+static bool use_sandbox(cae_backend *b, cae_error *err, bool *required_missing)
+{
+	struct local_impl *li = impl_of(b);
+	*required_missing = false;
+	cae_config_sandbox mode = b->cfg->command_executor.local.sandbox;
+	if (mode == CAE_CONFIG_SANDBOX_NONE)
+		return false;
+	pthread_mutex_lock(&li->probe_lock);
+	if (!li->probed) {
+		probe_bwrap(li);
+		li->probed = true;
+	}
+	pthread_mutex_unlock(&li->probe_lock);
+	if (!li->bwrap_ok && mode == CAE_CONFIG_SANDBOX_BUBBLEWRAP) {
+		*required_missing = true;
+		cae_error_set(err, -ENOSYS,
+			      "command_executor.local.sandbox is bubblewrap but bwrap is not usable");
+	}
+	return li->bwrap_ok;
+}
+
+static char *task_dir(struct local_impl *li, const char *uuid)
+{
+	return cae_path_join(li->root, uuid);
+}
+
+/* envp = the caller's environment with extra "K=V" entries replacing or adding. */
+static char **build_env(const char *const *extra)
+{
+	size_t n = 0, m = 0;
+	for (char **e = environ; e && *e; e++)
+		n++;
+	for (const char *const *e = extra; e && *e; e++)
+		m++;
+	char **out = calloc(n + m + 1, sizeof(char *));
+	if (!out)
+		return NULL;
+	size_t k = 0;
+	for (char **e = environ; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t kl = eq ? (size_t)(eq - *e) : strlen(*e);
+		bool replaced = false;
+		for (const char *const *x = extra; x && *x && !replaced; x++)
+			if (strncmp(*x, *e, kl) == 0 && (*x)[kl] == '=')
+				replaced = true;
+		if (!replaced)
+			out[k++] = *e;
+	}
+	for (const char *const *x = extra; x && *x; x++)
+		out[k++] = (char *)*x;
+	out[k] = NULL;
+	return out;
+}
+
+/* Resolves a command's working directory inside the environment: relative paths against the
+ * project, absolute ones must lie in the workspace root; '\' accepted as a separator. The
+ * confinement is openat2(RESOLVE_BENEATH); the result is the real path of what was opened. */
+static int resolve_cwd(const struct local_env *env, const char *cwd, char **out, cae_error *err)
+{
+	if (!cwd || !*cwd) {
+		*out = strdup(env->default_cwd ? env->default_cwd : env->project);
+		return *out ? 0 : -ENOMEM;
+	}
+	_cleanup_free_ char *p = strdup(cwd);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p; *s; s++)
+		if (*s == '\\')
+			*s = '/';
+	_cleanup_free_ char *rel = NULL;
+	size_t rl = strlen(env->root);
+	if (p[0] == '/') {
+		if (strncmp(p, env->root, rl) == 0 && (p[rl] == '/' || p[rl] == '\0')) {
+			rel = strdup(p[rl] ? p + rl + 1 : ".");
+		} else {
+			return cae_error_set(err, -ENOTDIR,
+					     "working directory is outside the workspace: %s", cwd);
+		}
+	} else {
+		/* Relative to the project directory. */
+		const char *proj_rel = env->project + rl;
+		while (*proj_rel == '/')
+			proj_rel++;
+		rel = *proj_rel ? cae_path_join(proj_rel, p) : strdup(p);
+	}
+	if (!rel)
+		return -ENOMEM;
+	_cleanup_close_ int rootfd = open(env->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (rootfd < 0)
+		return cae_error_set(err, -ENOENT, "environment gone: %s: %s", env->root,
+				     strerror(errno));
+	_cleanup_close_ int fd = cae_open_beneath(rootfd, rel, O_PATH | O_DIRECTORY, 0);
+	if (fd < 0) {
+		if (fd == -EXDEV)
+			return cae_error_set(err, -ENOTDIR,
+					     "working directory is outside the workspace: %s", cwd);
+		return cae_error_set(err, -ENOTDIR, "not a directory: %s", cwd);
+	}
+	char link[64], real[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, real, sizeof(real) - 1);
+	if (n <= 0)
+		return cae_error_set(err, -errno, "cannot resolve %s", cwd);
+	real[n] = '\0';
+	*out = strdup(real);
+	return *out ? 0 : -ENOMEM;
+}
+
+static int local_env_exec(struct local_env *env, const cae_exec_request *req, cae_run_result *res,
+			  cae_error *err)
+{
+	_cleanup_free_ char *cwd = NULL;
+	int r = resolve_cwd(env, req->cwd, &cwd, err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char **envp = build_env(req->extra_env);
+	if (!envp)
+		return -ENOMEM;
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	_cleanup_free_ const char **argv = calloc(argc + 40, sizeof(char *));
+	if (!argv)
+		return -ENOMEM;
+	size_t k = 0;
+	if (env->sandbox) {
+		argv[k++] = env->impl->bwrap;
+		const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+					"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
+					env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+					"--die-with-parent", "--new-session" };
+		for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+			argv[k++] = fixed[i];
+		if (!(env->network || req->network))
+			argv[k++] = "--unshare-net";
+		argv[k++] = "--chdir";
+		argv[k++] = cwd;
+		argv[k++] = "--";
+	}
+	for (size_t i = 0; i < argc; i++)
+		argv[k++] = req->argv[i];
+	argv[k] = NULL;
+	cae_run_spec spec = {
+		.argv = argv,
+		.envp = (const char *const *)envp,
+		.cwd = cwd,
+		.stdin_data = req->stdin_data,
+		.stdin_len = req->stdin_len,
+		.has_stdin = req->has_stdin,
+		.timeout_ms = req->timeout_ms,
+		.max_stdout = req->max_stdout,
+		.max_stderr = req->max_stderr,
+		.truncate = req->truncate,
+		.cancel_fd = req->cancel_fd,
+		.has_cancel_fd = req->has_cancel_fd,
+	};
+	return cae_runner_run(&spec, res, err);
+}
+
+static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	return local_env_exec(ctx, req, res, err);
+}
+
+static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_error *err)
+{
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	if (!path)
+		return -ENOMEM;
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	int r = cae_read_file(AT_FDCWD, path, META_MAX, &text, &len);
+	if (r == -ENOENT)
+		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot read %s: %s", path, strerror(-r));
+	json_error_t je;
+	*out = json_loadb(text, len, 0, &je);
+	if (!*out)
+		return cae_error_set(err, -EINVAL, "%s:%d: %s", path, je.line, je.text);
+	return 0;
+}
+
+static int write_meta(struct local_impl *li, const char *uuid, json_t *meta, cae_error *err)
+{
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	_cleanup_free_ char *text = json_dumps(meta, JSON_INDENT(2) | JSON_SORT_KEYS);
+	if (!path || !text)
+		return -ENOMEM;
+	int r = cae_write_file_atomic(AT_FDCWD, path, text, strlen(text), 0600, false);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot write %s: %s", path, strerror(-r));
+	return 0;
+}
+
+static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	memset(env, 0, sizeof(*env));
+	json_t *meta = NULL;
+	int r = read_meta(li, uuid, &meta, err);
+	if (r < 0)
+		return r;
+	const char *root = json_string_value(json_object_get(meta, "workspace_root"));
+	const char *project = json_string_value(json_object_get(meta, "host_path"));
+	const char *status = json_string_value(json_object_get(meta, "status"));
+	if (!root || !project) {
+		json_decref(meta);
+		return cae_error_set(err, -EINVAL, "environment %s: metadata incomplete", uuid);
+	}
+	if (!status || strcmp(status, "ready") != 0) {
+		r = cae_error_set(err, -EAGAIN, "environment %s is not ready (status %s)", uuid,
+				  status ? status : "unknown");
+		json_decref(meta);
+		return r;
+	}
+	env->root = strdup(root);
+	env->project = strdup(project);
+	json_decref(meta);
+	if (!env->root || !env->project) {
+		local_env_clear(env);
+		return -ENOMEM;
+	}
+	if (!cae_is_dir(env->project)) {
+		local_env_clear(env);
+		return cae_error_set(err, -ENOENT,
+				     "environment gone: the workspace of task %s no longer exists",
+				     uuid);
+	}
+	bool missing;
+	env->sandbox = use_sandbox(b, err, &missing);
+	if (missing) {
+		local_env_clear(env);
+		return -ENOSYS;
+	}
+	env->network = b->cfg->command_executor.local.network;
+	env->impl = li;
+	return 0;
+}
+
+static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		      cae_run_result *res, cae_error *err)
+{
+	struct local_env env;
+	int r = load_env(b, uuid, &env, err);
+	if (r < 0)
+		return r;
+	r = local_env_exec(&env, req, res, err);
+	local_env_clear(&env);
+	return r;
+}
+
+static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	if (!dir)
+		return -ENOMEM;
+	int r = 0;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		r = cae_rm_rf(dir);
+		if (r == 0 && !cae_is_dir(dir))
+			return 0;
+		usleep(100000);
+	}
+	return cae_error_set(err, r < 0 ? r : -EBUSY, "could not remove %s: %s", dir,
+			     strerror(r < 0 ? -r : EBUSY));
+}
+
+static int local_cleanup(cae_backend *b, const char *uuid, cae_error *err)
+{
+	int r = remove_task_dir(b, uuid, err);
+	if (r == 0)
+		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "local"), NULL);
+	return r;
+}
+
+static void progress(const cae_prepare_options *o, int step, const char *msg)
+{
+	if (o && o->progress)
+		o->progress(o->progress_userdata, step, 7, msg);
+}
+
+static int local_prepare(cae_backend *b, const cae_task *task, const char *env_name,
+			 const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	const cae_config *cfg = b->cfg;
+	int r;
+	/* 1. environment name */
+	progress(opts, 1, "validate");
+	_cleanup_free_ char *warning = NULL;
+	const char *used = cae_backend_select_environment(cfg, env_name, &warning);
+	json_t *warnings = json_array();
+	json_t *deps = json_array();
+	if (warning) {
+		json_array_append_new(warnings, json_string(warning));
+		cae_log_fields(b->log, CAE_LOG_WARN, "environment.fallback",
+			       json_pack("{s:s, s:s?}", "task_uuid", task->uuid, "requested",
+					 env_name),
+			       "%s", warning);
+	}
+	bool missing;
+	cae_error serr;
+	cae_error_clear(&serr);
+	bool sandbox = use_sandbox(b, &serr, &missing);
+	if (missing) {
+		json_decref(warnings);
+		json_decref(deps);
+		return cae_error_set(err, -ENOSYS, "prepare: %s", serr.message);
+	}
+	if (!sandbox)
+		json_array_append_new(warnings,
+				      json_string("bubblewrap is not available: commands run "
+						  "unconfined on this host"));
+	/* 2. clean start */
+	progress(opts, 2, "remove");
+	remove_task_dir(b, task->uuid, NULL);
+	/* 3. create */
+	progress(opts, 3, "create");
+	_cleanup_free_ char *dir = task_dir(li, task->uuid);
+	_cleanup_free_ char *wsroot = dir ? cae_path_join(dir, "workspace") : NULL;
+	_cleanup_free_ char *tmp = wsroot ? cae_path_join(wsroot, "tmp") : NULL;
+	_cleanup_free_ char *project = NULL;
+	char created_at[40];
+	cae_iso8601_now(created_at, sizeof(created_at));
+	if (!tmp) {
+		r = -ENOMEM;
+		goto fail_nodir;
+	}
+	r = cae_mkdir_p(opts->workspace ? dir : tmp, 0700);
+	if (r < 0) {
+		r = cae_error_set(err, r, "create: cannot create %s: %s", tmp, strerror(-r));
+		goto fail;
+	}
+	char real[PATH_MAX];
+	struct local_env env = { .impl = li, .sandbox = sandbox, .network = true };
+	if (opts->workspace) {
+		if (!realpath(opts->workspace, real) || !cae_is_dir(real)) {
+			r = cae_error_set(err, -ENOTDIR, "create: workspace is not a directory: %s",
+					  opts->workspace);
+			goto fail;
+		}
+		project = strdup(real);
+		env.root = strdup(real);
+	} else {
+		if (!realpath(wsroot, real)) {
+			r = cae_error_set(err, -errno, "create: %s: %s", wsroot, strerror(errno));
+			goto fail;
+		}
+		env.root = strdup(real);
+		project = cae_path_join(real, "project");
+	}
+	env.project = project ? strdup(project) : NULL;
+	if (!env.root || !env.project) {
+		local_env_clear(&env);
+		r = -ENOMEM;
+		goto fail;
+	}
+	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "task_uuid",
+				 task->uuid, "environment_name", used, "workspace_path", project,
+				 "host_path", project, "workspace_root", env.root, "created_at",
+				 created_at, "status", "creating", "backend", "local", "sandbox",
+				 sandbox ? "bubblewrap" : "none", "external", opts->workspace != NULL);
+	char cid[128];
+	snprintf(cid, sizeof(cid), "local-%s", task->uuid);
+	json_object_set_new(meta, "container_id", json_string(cid));
+	r = write_meta(li, task->uuid, meta, err);
+	if (r < 0) {
+		json_decref(meta);
+		local_env_clear(&env);
+		goto fail;
+	}
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.create",
+		       json_pack("{s:s, s:s, s:s}", "task_uuid", task->uuid, "backend", "local",
+				 "sandbox", sandbox ? "bubblewrap" : "none"),
+		       NULL);
+	if (!opts->workspace) {
+		/* 4. clone: git runs on the host (the source may be a local path the sandbox
+		 * hides); nothing of the repository runs during a clone. */
+		progress(opts, 4, "clone");
+		struct local_env genv = env;
+		genv.sandbox = false;
+		genv.default_cwd = genv.root;
+		r = cae_git_clone(env_exec_cb, &genv, cfg, b->log, task, project, err);
+		if (r < 0) {
+			cae_error_prefix(err, "clone");
+			json_decref(meta);
+			local_env_clear(&env);
+			goto fail;
+		}
+		/* 5. dependencies, inside the sandbox (they run the project's code), network on */
+		progress(opts, 5, "deps");
+		if (cfg->command_executor.clone.auto_install_deps)
+			cae_deps_install(env_exec_cb, &env, b->log, project, deps, warnings,
+					 opts->cancel_fd, opts->has_cancel_fd);
+	}
+	local_env_clear(&env);
+	/* 6. the text editor is native and in-process for this backend: nothing to start. */
+	progress(opts, 6, "editor");
+	/* 7. ready */
+	json_object_set_new(meta, "status", json_string("ready"));
+	json_object_set(meta, "warnings", warnings);
+	json_object_set(meta, "deps", deps);
+	r = write_meta(li, task->uuid, meta, err);
+	if (r == 0)
+		r = cae_env_info_from_json(meta, info, err);
+	json_decref(meta);
+	if (r < 0)
+		goto fail;
+	progress(opts, 7, "ready");
+	json_decref(warnings);
+	json_decref(deps);
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",
+		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "local"), NULL);
+	return 0;
+fail:
+	remove_task_dir(b, task->uuid, NULL);
+fail_nodir:
+	json_decref(warnings);
+	json_decref(deps);
+	cae_log_fields(b->log, CAE_LOG_ERROR, "environment.prepare_failed",
+		       json_pack("{s:s}", "task_uuid", task->uuid), "%s", err ? err->message : "");
+	return r;
+}
+
+static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_error *err)
+{
+	json_t *meta = NULL;
+	int r = read_meta(impl_of(b), uuid, &meta, err);
+	if (r < 0)
+		return r;
+	r = cae_env_info_from_json(meta, info, err);
+	json_decref(meta);
+	return r;
+}
+
+typedef int (*each_fn)(cae_backend *b, const char *uuid, json_t *meta, void *ud);
+
+static int for_each_env(cae_backend *b, each_fn fn, void *ud)
+{
+	struct local_impl *li = impl_of(b);
+	DIR *d = opendir(li->root);
+	if (!d)
+		return errno == ENOENT ? 0 : -errno;
+	struct dirent *de;
+	int r = 0;
+	while ((de = readdir(d))) {
+		if (!cae_task_uuid_valid(de->d_name))
+			continue;
+		json_t *meta = NULL;
+		if (read_meta(li, de->d_name, &meta, NULL) < 0)
+			continue;
+		r = fn(b, de->d_name, meta, ud);
+		json_decref(meta);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	return r;
+}
+
+static int list_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
+{
+	cae_env_info info;
+	if (cae_env_info_from_json(meta, &info, NULL) == 0) {
+		json_array_append_new(ud, cae_env_info_to_json(&info));
+		cae_env_info_clear(&info);
+	}
+	return 0;
+}
+
+static int local_list(cae_backend *b, json_t **out, cae_error *err)
+{
+	*out = json_array();
+	int r = for_each_env(b, list_one, *out);
+	if (r < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return cae_error_set(err, r, "cannot list environments: %s", strerror(-r));
+	}
+	return 0;
+}
+
+struct stale_ctx {
+	int64_t cutoff;
+	int removed;
+	int failed;
+};
+
+static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
+{
+	struct stale_ctx *s = ud;
+	int64_t t = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
+	if (t >= 0 && t > s->cutoff)
+		return 0;
+	if (remove_task_dir(b, uuid, NULL) == 0)
+		s->removed++;
+	else
+		s->failed++;
+	return 0;
+}
+
+static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
+{
+	struct stale_ctx s = { .cutoff = (int64_t)time(NULL) - threshold_s };
+	int r = for_each_env(b, stale_one, &s);
+	*removed = s.removed;
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
+		       json_pack("{s:i, s:i, s:I}", "removed", s.removed, "failed", s.failed,
+				 "threshold_s", (json_int_t)threshold_s),
+		       NULL);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot list environments: %s", strerror(-r));
+	if (s.failed)
+		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
+				     s.failed);
+	return 0;
+}
+
+static void local_free(cae_backend *b)
+{
+	struct local_impl *li = impl_of(b);
+	if (li) {
+		free(li->root);
+		free(li->bwrap);
+		pthread_mutex_destroy(&li->probe_lock);
+		free(li);
+	}
+	free(b);
+}
+
+static const cae_backend_ops local_ops = {
+	.name = "local",
+	.prepare = local_prepare,
+	.exec = local_exec,
+	.cleanup = local_cleanup,
+	.cleanup_stale = local_cleanup_stale,
+	.list = local_list,
+	.info = local_info,
+	.free = local_free,
+};
+
+int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
+{
+	const char *state = cfg->command_executor.state_dir;
+	if (!state || state[0] != '/')
+		return cae_error_set(err, -EINVAL, "command_executor.state_dir must be an absolute path");
+	cae_backend *b = calloc(1, sizeof(*b));
+	struct local_impl *li = calloc(1, sizeof(*li));
+	if (!b || !li) {
+		free(b);
+		free(li);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&li->probe_lock, NULL);
+	li->root = cae_path_join(state, "local");
+	b->ops = &local_ops;
+	b->cfg = cfg;
+	b->log = log;
+	b->impl = li;
+	if (!li->root) {
+		local_free(b);
+		return -ENOMEM;
+	}
+	int r = cae_mkdir_p(li->root, 0700);
+	if (r < 0) {
+		cae_error_set(err, r, "cannot create state directory %s: %s", li->root,
+			      strerror(-r));
+		local_free(b);
+		return r;
+	}
+	*out = b;
+	return 0;
+}

@@ -1,0 +1,313 @@
+/* cae env list | prepare | cleanup | gc */
+#include "cli/cli.h"
+
+#include "base/macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+int cae_cli_task_option(task_opts *t, int opt, const char *arg)
+{
+	switch (opt) {
+	case OPT_TASK:
+		t->task_file = arg;
+		return 1;
+	case OPT_REPO:
+		t->repo = arg;
+		return 1;
+	case OPT_UUID:
+		t->uuid = arg;
+		return 1;
+	case OPT_KIND:
+		t->kind = arg;
+		return 1;
+	case OPT_BRANCH:
+		t->branch = arg;
+		return 1;
+	case OPT_TARGET:
+		t->target = arg;
+		return 1;
+	case OPT_PLATFORM:
+		t->platform = arg;
+		return 1;
+	case OPT_ENV:
+		t->env = arg;
+		return 1;
+	case OPT_WORKSPACE:
+		t->workspace = arg;
+		return 1;
+	}
+	return 0;
+}
+
+static char *random_uuid(const char *prefix)
+{
+	unsigned char b[8];
+	if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
+		return NULL;
+	char *s = malloc(40);
+	if (s)
+		snprintf(s, 40, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1], b[2], b[3],
+			 b[4], b[5], b[6], b[7]);
+	return s;
+}
+
+int cae_cli_build_task(const task_opts *t, bool gen_uuid, cae_task *task, char **generated)
+{
+	cae_error err;
+	cae_error_clear(&err);
+	*generated = NULL;
+	json_t *j;
+	if (t->task_file) {
+		j = cae_cli_read_json(t->task_file, &err);
+		if (!j) {
+			fprintf(stderr, "cae: %s\n", err.message);
+			return -EINVAL;
+		}
+	} else {
+		j = json_object();
+	}
+	const char *uuid = t->uuid;
+	if (!uuid && !json_object_get(j, "uuid") && gen_uuid) {
+		*generated = random_uuid(t->workspace ? "ws-" : "run-");
+		uuid = *generated;
+	}
+	if (uuid)
+		json_object_set_new(j, "uuid", json_string(uuid));
+	if (t->repo)
+		json_object_set_new(j, "repo", json_string(t->repo));
+	else if (t->workspace && !json_object_get(j, "repo"))
+		json_object_set_new(j, "repo", json_string(t->workspace));
+	if (t->kind)
+		json_object_set_new(j, "kind", json_string(t->kind));
+	if (t->branch)
+		json_object_set_new(j, "branch", json_string(t->branch));
+	if (t->target)
+		json_object_set_new(j, "target_branch", json_string(t->target));
+	if (t->platform)
+		json_object_set_new(j, "platform", json_string(t->platform));
+	int r = cae_task_from_json(j, task, &err);
+	json_decref(j);
+	if (r < 0)
+		fprintf(stderr, "cae: %s\n", err.message);
+	return r;
+}
+
+struct progress_tty {
+	bool tty;
+};
+
+static void progress_print(void *ud, double step, double total, const char *msg)
+{
+	struct progress_tty *p = ud;
+	if (p->tty)
+		fprintf(stderr, "\r\033[K[%g/%g] %s%s", step, total, msg, step >= total ? "\n" : "");
+}
+
+int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task, json_t **info)
+{
+	cae_error err;
+	cae_error_clear(&err);
+	int r;
+	if (t->workspace) {
+		cae_backend *b = NULL;
+		r = cae_backend_new_named("local", cae_session_config(s), cae_cli_log(), &b, &err);
+		if (r == 0) {
+			cae_prepare_options o = { .workspace = t->workspace, .cancel_fd = -1 };
+			cae_env_info ei;
+			r = cae_backend_prepare(b, task, t->env, &o, &ei, &err);
+			if (r == 0) {
+				*info = cae_env_info_to_json(&ei);
+				cae_env_info_clear(&ei);
+			}
+			cae_backend_free(b);
+		}
+	} else {
+		struct progress_tty p = { isatty(STDERR_FILENO) };
+		cae_call_ctx ctx = { .cancel_fd = -1, .progress = progress_print,
+				     .progress_userdata = &p };
+		r = cae_session_prepare(s, task, t->env, &ctx, info, &err);
+	}
+	if (r < 0)
+		fprintf(stderr, "cae: prepare: %s\n", err.message);
+	return r;
+}
+
+static int usage_env(FILE *f)
+{
+	fprintf(f, "usage: cae env list [options]\n\nLists the environments (JSON array of "
+		   "ContainerInfo).\n\noptions:\n" CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+int cae_cli_env(int argc, char **argv)
+{
+	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 } };
+	cae_cli_common c = { 0 };
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_env(stdout);
+		if (!cae_cli_common_option(&c, opt, optarg))
+			return usage_env(stderr);
+	}
+	if (optind >= argc || strcmp(argv[optind], "list") != 0)
+		return usage_env(stderr);
+	cae_session *s;
+	if (cae_cli_open(&c, &s) < 0)
+		return 1;
+	json_t *list = NULL;
+	cae_error err;
+	int r = cae_backend_list(cae_session_backend(s), &list, &err);
+	if (r == 0)
+		cae_cli_print_json(list);
+	else
+		fprintf(stderr, "cae: %s\n", err.message);
+	json_decref(list);
+	cae_session_free(s);
+	return r == 0 ? 0 : 1;
+}
+
+static int usage_prepare(FILE *f)
+{
+	fprintf(f, "usage: cae prepare (--task FILE | --repo URL|PATH --uuid UUID | --workspace DIR) "
+		   "[options]\n\nPrepares an environment for a task (clone, dependencies) and prints "
+		   "its ContainerInfo.\n\noptions:\n" TASK_HELP CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+int cae_cli_prepare(int argc, char **argv)
+{
+	static const struct option longopts[] = { TASK_LONGOPTS, CAE_CLI_COMMON_LONGOPTS,
+						  { 0, 0, 0, 0 } };
+	cae_cli_common c = { 0 };
+	task_opts t = { 0 };
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_prepare(stdout);
+		if (!cae_cli_common_option(&c, opt, optarg) && !cae_cli_task_option(&t, opt, optarg))
+			return usage_prepare(stderr);
+	}
+	if (optind < argc)
+		return usage_prepare(stderr);
+	cae_task task;
+	_cleanup_free_ char *gen = NULL;
+	if (cae_cli_build_task(&t, t.workspace != NULL, &task, &gen) < 0)
+		return 2;
+	cae_session *s;
+	if (cae_cli_open(&c, &s) < 0) {
+		cae_task_clear(&task);
+		return 1;
+	}
+	json_t *info = NULL;
+	int r = cae_cli_do_prepare(s, &t, &task, &info);
+	if (r == 0)
+		cae_cli_print_json(info);
+	json_decref(info);
+	cae_task_clear(&task);
+	cae_session_free(s);
+	return r == 0 ? 0 : 1;
+}
+
+static int usage_cleanup(FILE *f)
+{
+	fprintf(f, "usage: cae cleanup [--uuid] UUID [options]\n\nRemoves a task's environment.\n\n"
+		   "options:\n" CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+int cae_cli_cleanup(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "uuid", required_argument, NULL, OPT_UUID }, CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 }
+	};
+	cae_cli_common c = { 0 };
+	const char *uuid = NULL;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_cleanup(stdout);
+		if (opt == OPT_UUID)
+			uuid = optarg;
+		else if (!cae_cli_common_option(&c, opt, optarg))
+			return usage_cleanup(stderr);
+	}
+	if (!uuid && optind < argc)
+		uuid = argv[optind++];
+	if (!uuid || optind < argc)
+		return usage_cleanup(stderr);
+	cae_session *s;
+	if (cae_cli_open(&c, &s) < 0)
+		return 1;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae_backend_cleanup(cae_session_backend(s), uuid, &err);
+	if (r == 0) {
+		json_t *j = json_pack("{s:s, s:b}", "task_uuid", uuid, "removed", 1);
+		cae_cli_print_json(j);
+		json_decref(j);
+	} else {
+		fprintf(stderr, "cae: cleanup: %s\n", err.message);
+	}
+	cae_session_free(s);
+	return r == 0 ? 0 : 1;
+}
+
+static int usage_gc(FILE *f)
+{
+	fprintf(f, "usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
+		   "than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
+		   "prints how many.\n\noptions:\n  --older-than-hours H  threshold in hours (0 = "
+		   "all)\n" CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+int cae_cli_gc(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "older-than-hours", required_argument, NULL, OPT_HOURS }, CAE_CLI_COMMON_LONGOPTS,
+		{ 0, 0, 0, 0 }
+	};
+	cae_cli_common c = { 0 };
+	double hours = -1;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_gc(stdout);
+		if (opt == OPT_HOURS) {
+			char *end;
+			hours = strtod(optarg, &end);
+			if (*end || hours < 0)
+				return usage_gc(stderr);
+		} else if (!cae_cli_common_option(&c, opt, optarg)) {
+			return usage_gc(stderr);
+		}
+	}
+	if (optind < argc)
+		return usage_gc(stderr);
+	cae_session *s;
+	if (cae_cli_open(&c, &s) < 0)
+		return 1;
+	if (hours < 0)
+		hours = cae_session_config(s)->command_executor.cleanup.stale_threshold_hours;
+	int removed = 0;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae_backend_cleanup_stale(cae_session_backend(s), (int64_t)(hours * 3600), &removed,
+					  &err);
+	json_t *j = json_pack("{s:i, s:s}", "removed", removed, "backend",
+			      cae_backend_name(cae_session_backend(s)));
+	if (r < 0)
+		json_object_set_new(j, "error", json_string(err.message));
+	cae_cli_print_json(j);
+	json_decref(j);
+	cae_session_free(s);
+	return r == 0 ? 0 : 1;
+}

@@ -1,0 +1,49 @@
+#include "cae/prompt.h"
+
+#include "base/buf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+extern const char cae_embedded_system_prompt_command_executor[];
+
+char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
+{
+	char key[128];
+	size_t kl = strlen(name) + 2;
+	if (kl >= sizeof(key))
+		return NULL;
+	key[0] = '{';
+	memcpy(key + 1, name, kl - 2);
+	key[kl - 1] = '}';
+	key[kl] = '\0';
+	cae_buf b;
+	cae_buf_init(&b, 16u << 20);
+	const char *p = tpl;
+	for (;;) {
+		const char *hit = strstr(p, key);
+		if (!hit) {
+			cae_buf_puts(&b, p);
+			break;
+		}
+		cae_buf_append(&b, p, (size_t)(hit - p));
+		cae_buf_puts(&b, value);
+		p = hit + kl;
+	}
+	return cae_buf_steal(&b, NULL);
+}
+
+char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy)
+{
+	if (!cfg->command_executor.enabled)
+		return strdup("");
+	char *list = cae_policy_allowed_text(policy);
+	if (!list)
+		return NULL;
+	char *out = cae_prompt_fill(cae_embedded_system_prompt_command_executor,
+				    "allowed_commands_list", list);
+	free(list);
+	return out;
+}

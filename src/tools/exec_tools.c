@@ -1,0 +1,419 @@
+/* The two command tools: exec_command (seed 001) and command-executor_execute_command
+ * (seed 000 §6). Both run through the backend, so they behave the same on every backend. */
+#include "tools/tools-internal.h"
+
+#include "base/macro.h"
+#include "base/utf8.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+json_t *cae_tool_error(const char *code, const char *fmt, ...)
+{
+	char msg[2048];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	_cleanup_free_ char *clean = cae_utf8_sanitize(msg, strlen(msg), NULL);
+	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean ? clean : "");
+}
+
+static bool shell_safe(const char *s)
+{
+	if (!*s)
+		return false;
+	for (const char *p = s; *p; p++) {
+		char c = *p;
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      strchr("@%+=:,./-_", c)))
+			return false;
+	}
+	return true;
+}
+
+char *cae_shell_join(const char *const *argv, size_t argc)
+{
+	size_t cap = 1;
+	for (size_t i = 0; i < argc; i++)
+		cap += strlen(argv[i]) * 4 + 3;
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	for (size_t i = 0; i < argc; i++) {
+		if (i)
+			out[o++] = ' ';
+		if (shell_safe(argv[i])) {
+			size_t l = strlen(argv[i]);
+			memcpy(out + o, argv[i], l);
+			o += l;
+			continue;
+		}
+		out[o++] = '\'';
+		for (const char *p = argv[i]; *p; p++) {
+			if (*p == '\'') {
+				memcpy(out + o, "'\\''", 4);
+				o += 4;
+			} else {
+				out[o++] = *p;
+			}
+		}
+		out[o++] = '\'';
+	}
+	out[o] = '\0';
+	return out;
+}
+
+char *cae_path_normalize(const char *base, const char *path)
+{
+	size_t bl = base ? strlen(base) : 0, pl = strlen(path);
+	char *in = malloc(bl + pl + 2);
+	char *out = malloc(bl + pl + 2);
+	if (!in || !out) {
+		free(in);
+		free(out);
+		return NULL;
+	}
+	bool abs = path[0] == '/' || path[0] == '\\';
+	size_t n = 0;
+	if (!abs && base) {
+		memcpy(in, base, bl);
+		n = bl;
+		in[n++] = '/';
+	}
+	memcpy(in + n, path, pl + 1);
+	for (char *p = in; *p; p++)
+		if (*p == '\\')
+			*p = '/';
+	/* Walk components. */
+	size_t o = 0;
+	out[o++] = '/';
+	const char *p = in;
+	while (*p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		const char *e = strchr(p, '/');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (l == 1 && p[0] == '.') {
+			/* skip */
+		} else if (l == 2 && p[0] == '.' && p[1] == '.') {
+			if (o > 1) {
+				o--; /* drop the trailing slash */
+				while (o > 1 && out[o - 1] != '/')
+					o--;
+			}
+		} else {
+			memcpy(out + o, p, l);
+			o += l;
+			out[o++] = '/';
+		}
+		p += l;
+	}
+	if (o > 1)
+		o--;
+	out[o] = '\0';
+	free(in);
+	return out;
+}
+
+/* Cuts valid UTF-8 to max_chars characters. */
+static void cut_chars(char *s, size_t max_chars, bool *truncated)
+{
+	size_t len = strlen(s);
+	size_t chars;
+	size_t b = cae_utf8_prefix_chars(s, len, max_chars, &chars);
+	if (b < len) {
+		s[b] = '\0';
+		*truncated = true;
+	}
+}
+
+/* Output that reaches the model: known secrets become ***. */
+static json_t *redacted_string(cae_log *log, const char *s)
+{
+	_cleanup_free_ char *r = cae_redact(log, s ? s : "");
+	return json_string(r ? r : "");
+}
+
+static bool get_int_arg(json_t *args, const char *key, long long lo, long long hi, long long def,
+			long long *out, json_t **error)
+{
+	json_t *v = json_object_get(args, key);
+	if (!v || json_is_null(v)) {
+		*out = def;
+		return true;
+	}
+	double d;
+	if (json_is_integer(v))
+		d = (double)json_integer_value(v);
+	else if (json_is_real(v))
+		d = json_real_value(v);
+	else {
+		*error = cae_tool_error("INVALID_ARGUMENT", "%s must be a number", key);
+		return false;
+	}
+	if (!isfinite(d) || d < (double)lo || d > (double)hi || d != floor(d)) {
+		*error = cae_tool_error("INVALID_ARGUMENT", "%s must be an integer from %lld to %lld",
+					key, lo, hi);
+		return false;
+	}
+	*out = (long long)d;
+	return true;
+}
+
+static bool cancelled_ctx(const cae_tool_env *env, int *fd)
+{
+	if (env->ctx && env->ctx->has_cancel_fd) {
+		*fd = env->ctx->cancel_fd;
+		return true;
+	}
+	*fd = -1;
+	return false;
+}
+
+json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error)
+{
+	*is_error = true;
+	if (!json_is_object(args))
+		return cae_tool_error("INVALID_ARGUMENT", "arguments must be an object");
+	json_t *jcwd = json_object_get(args, "cwd");
+	if (!json_is_string(jcwd) || json_string_length(jcwd) == 0)
+		return cae_tool_error("INVALID_ARGUMENT", "cwd must be a non-empty string");
+	json_t *jcmd = json_object_get(args, "command");
+	if (!json_is_array(jcmd) || json_array_size(jcmd) == 0)
+		return cae_tool_error("INVALID_ARGUMENT",
+				      "command must be an array of at least one string");
+	size_t argc = json_array_size(jcmd);
+	if (argc > 4096)
+		return cae_tool_error("INVALID_ARGUMENT", "command has too many elements");
+	for (size_t i = 0; i < argc; i++)
+		if (!json_is_string(json_array_get(jcmd, i)))
+			return cae_tool_error("INVALID_ARGUMENT",
+					      "command[%zu] must be a string", i);
+	if (json_string_length(json_array_get(jcmd, 0)) == 0)
+		return cae_tool_error("INVALID_ARGUMENT", "command[0] must not be empty");
+	const char *mode = "default";
+	json_t *jmode = json_object_get(args, "shell_mode");
+	if (jmode && !json_is_null(jmode)) {
+		mode = json_string_value(jmode);
+		if (!mode || (strcmp(mode, "default") != 0 && strcmp(mode, "direct") != 0))
+			return cae_tool_error("INVALID_ARGUMENT",
+					      "shell_mode must be \"default\" or \"direct\"");
+	}
+	json_t *jstdin = json_object_get(args, "stdin");
+	if (jstdin && !json_is_null(jstdin) && !json_is_string(jstdin))
+		return cae_tool_error("INVALID_ARGUMENT", "stdin must be a string");
+	long long timeout_ms, max_chars;
+	json_t *error = NULL;
+	if (!get_int_arg(args, "timeout_ms", 1, 120000, 30000, &timeout_ms, &error) ||
+	    !get_int_arg(args, "max_output_chars", 1000, 1000000, 200000, &max_chars, &error))
+		return error;
+	if (!env->task_uuid)
+		return cae_tool_error("INTERNAL",
+				      "no environment is ready: prepare one first (environment_prepare)");
+	/* Strings of the argument array: borrowed from args for the call. */
+	_cleanup_free_ const char **argv = calloc(argc + 1, sizeof(char *));
+	if (!argv)
+		return cae_tool_error("INTERNAL", "out of memory");
+	for (size_t i = 0; i < argc; i++)
+		argv[i] = json_string_value(json_array_get(jcmd, i));
+	bool direct = strcmp(mode, "direct") == 0;
+	_cleanup_free_ char *cwd = cae_path_normalize(env->workspace_path, json_string_value(jcwd));
+	if (!cwd)
+		return cae_tool_error("INTERNAL", "out of memory");
+
+	/* The policy's deny-list holds for both tools. */
+	cae_policy_verdict v;
+	_cleanup_free_ char *script = NULL;
+	if (!direct)
+		script = argc == 1 ? strdup(argv[0]) : cae_shell_join(argv, argc);
+	if (!direct && !script)
+		return cae_tool_error("INTERNAL", "out of memory");
+	if (env->policy) {
+		if (direct)
+			cae_policy_check_argv(env->policy, argv, &v);
+		else
+			cae_policy_check(env->policy, script, &v);
+		if (!v.allowed) {
+			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
+			cae_log_fields(env->log, CAE_LOG_WARN, "policy.denied",
+				       json_pack("{s:s, s:s}", "tool", "exec_command", "program",
+						 v.program),
+				       "%s", v.reason);
+			*is_error = false;
+			return json_pack("{s:s, s:O, s:i, s:s, s:s, s:b, s:b, s:b, s:i}", "cwd", cwd,
+					 "command", jcmd, "exit_code", 126, "stdout", "", "stderr",
+					 serr ? serr : v.reason, "stdout_truncated", 0,
+					 "stderr_truncated", 0, "timed_out", 0, "duration_ms", 0);
+		}
+	}
+	if (direct) {
+		/* COMMAND_NOT_FOUND is decided here, on the PATH the command would get. */
+		char *found = NULL;
+		if (cae_runner_find_program(argv[0], NULL, &found) < 0)
+			return cae_tool_error("COMMAND_NOT_FOUND", "command not found: %s", argv[0]);
+		free(found);
+	}
+	const char *sh_argv[] = { "sh", "-c", script, NULL };
+	int cancel_fd;
+	bool has_cancel = cancelled_ctx(env, &cancel_fd);
+	size_t cap = (size_t)max_chars * 4;
+	cae_exec_request req = {
+		.argv = direct ? argv : sh_argv,
+		.cwd = cwd,
+		.stdin_data = json_string_value(jstdin),
+		.stdin_len = jstdin ? json_string_length(jstdin) : 0,
+		.has_stdin = json_is_string(jstdin),
+		.timeout_ms = timeout_ms,
+		.max_stdout = cap,
+		.max_stderr = cap,
+		.cancel_fd = cancel_fd,
+		.has_cancel_fd = has_cancel,
+	};
+	cae_run_result res;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
+	if (r == -ENOTDIR)
+		return cae_tool_error("NOT_DIRECTORY", "%s", err.message);
+	if (r == -ENOENT && direct)
+		return cae_tool_error("COMMAND_NOT_FOUND", "command not found: %s (%s)", argv[0],
+				      err.message);
+	if (r < 0)
+		return cae_tool_error("INTERNAL", "%s", err.message);
+	if (res.cancelled) {
+		cae_run_result_clear(&res);
+		return cae_tool_error("CANCELLED", "the command was cancelled");
+	}
+	bool out_tr = res.out_truncated, err_tr = res.err_truncated;
+	cut_chars(res.out, (size_t)max_chars, &out_tr);
+	cut_chars(res.err, (size_t)max_chars, &err_tr);
+	json_t *out = json_pack("{s:s, s:O, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "cwd", cwd,
+				"command", jcmd, "exit_code", res.timed_out ? 124 : res.exit_code,
+				"stdout", redacted_string(env->log, res.out), "stderr",
+				redacted_string(env->log, res.err), "stdout_truncated", out_tr,
+				"stderr_truncated", err_tr, "timed_out", res.timed_out,
+				"duration_ms", (json_int_t)res.duration_ms);
+	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
+		       json_pack("{s:i, s:b, s:I}", "exit_code", res.timed_out ? 124 : res.exit_code,
+				 "timed_out", res.timed_out, "duration_ms",
+				 (json_int_t)res.duration_ms),
+		       NULL);
+	cae_run_result_clear(&res);
+	*is_error = false;
+	return out;
+}
+
+static json_t *exec_result(int exit_code, json_t *out, json_t *err, int64_t duration_ms,
+			   bool out_tr, bool err_tr, bool timed_out)
+{
+	return json_pack("{s:i, s:o, s:o, s:I, s:b, s:b, s:b}", "exit_code", exit_code, "stdout",
+			 out, "stderr", err, "duration_ms", (json_int_t)duration_ms,
+			 "stdout_truncated", out_tr, "stderr_truncated", err_tr, "timed_out",
+			 timed_out);
+}
+
+json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error)
+{
+	*is_error = true;
+	if (!json_is_object(args))
+		return cae_tool_error("INVALID_ARGUMENT", "arguments must be an object");
+	json_t *jcmd = json_object_get(args, "command");
+	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
+		return cae_tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
+	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
+		return cae_tool_error("INVALID_ARGUMENT", "command must not contain NUL characters");
+	json_t *jwd = json_object_get(args, "working_directory");
+	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
+		return cae_tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+	long long timeout_s;
+	json_t *error = NULL;
+	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
+					? env->cfg->command_executor.execution.timeout_seconds
+					: 1800;
+	if (!get_int_arg(args, "timeout_seconds", 1, 86400, def_timeout, &timeout_s, &error))
+		return error;
+	if (!env->task_uuid)
+		return cae_tool_error("INTERNAL",
+				      "Execution environment not ready: prepare one first "
+				      "(environment_prepare)");
+	const char *command = json_string_value(jcmd);
+	*is_error = false;
+	if (env->policy) {
+		cae_policy_verdict v;
+		cae_policy_check(env->policy, command, &v);
+		if (!v.allowed) {
+			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
+			cae_log_fields(env->log, CAE_LOG_WARN, "policy.denied",
+				       json_pack("{s:s, s:s}", "tool",
+						 "command-executor_execute_command", "program",
+						 v.program),
+				       "%s", v.reason);
+			return exec_result(126, json_string(""),
+					   json_string(serr ? serr : v.reason), 0, false, false,
+					   false);
+		}
+	}
+	const char *wd = jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd)
+									  : NULL;
+	_cleanup_free_ char *cwd = cae_path_normalize(env->workspace_path, wd ? wd : ".");
+	const char *argv[] = { "sh", "-c", command, NULL };
+	int cancel_fd;
+	bool has_cancel = cancelled_ctx(env, &cancel_fd);
+	size_t cap = (size_t)env->cfg->command_executor.execution.max_output_size;
+	cae_exec_request req = {
+		.argv = argv,
+		.cwd = cwd,
+		.timeout_ms = timeout_s * 1000,
+		.max_stdout = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
+		.max_stderr = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
+		.truncate = env->cfg->command_executor.execution.truncate ==
+					    CAE_CONFIG_TRUNCATE_HEAD_TAIL
+				    ? CAE_TRUNCATE_HEAD_TAIL
+				    : CAE_TRUNCATE_HEAD,
+		.cancel_fd = cancel_fd,
+		.has_cancel_fd = has_cancel,
+	};
+	cae_run_result res;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
+	if (r < 0) {
+		char msg[1200];
+		snprintf(msg, sizeof(msg), "Command execution error: %s", err.message);
+		return exec_result(-1, json_string(""), redacted_string(env->log, msg), 0, false,
+				   false, false);
+	}
+	json_t *out;
+	if (res.cancelled) {
+		*is_error = true;
+		out = cae_tool_error("CANCELLED", "the command was cancelled");
+	} else if (res.timed_out) {
+		char msg[128];
+		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);
+		out = exec_result(-1, redacted_string(env->log, res.out), json_string(msg),
+				  res.duration_ms, res.out_truncated, false, true);
+	} else {
+		out = exec_result(res.exit_code, redacted_string(env->log, res.out),
+				  redacted_string(env->log, res.err), res.duration_ms,
+				  res.out_truncated, res.err_truncated, false);
+		if (res.term_signal == 9)
+			json_object_set_new(out, "killed_by_signal", json_integer(9));
+	}
+	cae_log_fields(env->log, CAE_LOG_INFO, "tool.execute_command",
+		       json_pack("{s:i, s:b, s:I}", "exit_code",
+				 res.timed_out ? -1 : res.exit_code, "timed_out", res.timed_out,
+				 "duration_ms", (json_int_t)res.duration_ms),
+		       NULL);
+	cae_run_result_clear(&res);
+	return out;
+}
