@@ -15,6 +15,7 @@ static const struct cae_cli_command commands[] = {
 	{ "run", "prepare, run one command, clean up", cae_cli_run },
 	{ "tools", "print the tool definitions for an agent", cae_cli_tools },
 	{ "prompt", "print a system-prompt section", cae_cli_prompt },
+	{ "config", "show the effective configuration (config show)", cae_cli_config },
 	{ "version", "print the version", cae_cli_version },
 };
 
