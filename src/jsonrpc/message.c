@@ -145,13 +145,15 @@ int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e)
 	return 0;
 }
 
+/* The id is copied, not shared: an answer may be written by another thread than the one
+ * that owns the request. */
 static json_t *envelope(json_t *id)
 {
 	json_t *o = json_object();
 	if (!o)
 		return NULL;
 	if (json_object_set_new(o, "jsonrpc", json_string("2.0")) < 0 ||
-	    json_object_set_new(o, "id", id ? json_incref(id) : json_null()) < 0) {
+	    json_object_set_new(o, "id", id ? json_deep_copy(id) : json_null()) < 0) {
 		json_decref(o);
 		return NULL;
 	}

@@ -1,0 +1,85 @@
+/* The MCP server core: Model Context Protocol over newline-delimited JSON-RPC 2.0 (the stdio
+ * transport). It knows the protocol (initialize and version negotiation, ping, tools/list,
+ * tools/call, progress, cancellation, batches where the version has them) and nothing about
+ * the tools: those come through a cae_mcp_handler, normally a cae_session (session.h).
+ *
+ * Threads: cae_mcp_serve reads on the calling thread; tools/list and tools/call run on worker
+ * threads (at most opts->max_calls at once, a bounded queue behind them), so that ping and
+ * notifications/cancelled are handled while a tool runs. Every message written is one line,
+ * written whole under a lock. The handler's functions are called from worker threads, several
+ * at once: the handler serializes what must be serial.
+ *
+ * Output is written with write(2) (send(2) with MSG_NOSIGNAL on sockets): a process serving a
+ * pipe should ignore SIGPIPE so that a vanished client is an error, not a signal.
+ */
+#ifndef CAE_MCP_H
+#define CAE_MCP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cae/error.h"
+#include "cae/session.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Protocol versions spoken, newest first. A client asking for one of them gets it; any other
+ * request is answered with the newest, which the client may refuse. */
+#define CAE_MCP_PROTOCOL_LATEST "2025-11-25"
+extern const char *const cae_mcp_protocol_versions[]; /* NULL-terminated */
+
+/* What a protocol version has: outputSchema and structuredContent (2025-06-18 on), JSON-RPC
+ * batches (2024-11-05 and 2025-03-26; 2025-06-18 removed them), a message in progress
+ * notifications (2025-03-26 on). NULL or an unknown version behaves as the newest. */
+bool cae_mcp_version_has_structured(const char *version);
+bool cae_mcp_version_has_batches(const char *version);
+bool cae_mcp_version_has_progress_message(const char *version);
+/* The version to answer an initialize request asking for `requested` (may be NULL). Static. */
+const char *cae_mcp_negotiate(const char *requested);
+
+/* The tools behind the server. Both functions are called from worker threads. */
+typedef struct cae_mcp_handler {
+	/* The tools as MCP tools/list entries: a JSON array (new reference) of {name,
+	 * description, inputSchema, outputSchema?}; NULL on failure. */
+	json_t *(*list_tools)(void *userdata, bool with_output_schema);
+	/* Runs a tool; args (an object) is borrowed. Returns 0 with *res filled (the server
+	 * frees it: text with free(), structured with json_decref()), or < 0 with err set for a
+	 * protocol failure: -ENOENT unknown tool, -EINVAL invalid arguments (JSON-RPC -32602),
+	 * -ECANCELED after ctx->cancel_fd became readable, anything else -32603. */
+	int (*call_tool)(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
+			 cae_tool_result *res, cae_error *err);
+	void *userdata;
+} cae_mcp_handler;
+
+typedef struct cae_mcp_options {
+	size_t max_message_size; /* bytes per incoming line; 0: 4 MiB */
+	unsigned max_depth;      /* JSON nesting; 0: 64 */
+	unsigned max_calls;      /* tool calls running at once; 0: 4 */
+	unsigned max_queued;     /* requests waiting for a worker; 0: 64 (more: -32000) */
+	const char *server_name;    /* serverInfo.name; NULL: "cae" */
+	const char *server_version; /* serverInfo.version; NULL: the cae version */
+	const char *instructions;   /* initialize result's instructions; NULL: none */
+	/* When readable (a signal's self-pipe, say): cancel running calls, drop queued ones,
+	 * and return. Ignored unless has_shutdown_fd. */
+	int shutdown_fd;
+	bool has_shutdown_fd;
+	/* Diagnostics (the server itself never prints): level "debug"|"info"|"warning"|"error",
+	 * a stable event name ("mcp.parse_error", "mcp.tool_call", ...) and a message. Called
+	 * from any of the server's threads. */
+	void (*log)(void *userdata, const char *level, const char *event, const char *message);
+	void *log_userdata;
+} cae_mcp_options;
+
+/* Serves MCP on in_fd/out_fd until end of input (calls still running are finished and
+ * answered first) or shutdown_fd. opts may be NULL. Returns 0, or -errno with err set: a read
+ * error, -EPIPE when out_fd closed, -ENOMEM. */
+int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp_options *opts,
+		  cae_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

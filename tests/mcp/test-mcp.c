@@ -1,0 +1,768 @@
+/* The MCP server driven over a socketpair with a fake tool handler: negotiation, tools,
+ * errors, progress, cancellation, concurrency, batches and robustness. */
+#include "cae/jsonrpc.h"
+#include "cae/mcp.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+
+/* ---- the fake handler ---------------------------------------------------------------- */
+
+static int release_pipe[2] = { -1, -1 }; /* readable: "slow" returns normally */
+static int observed_pipe[2] = { -1, -1 }; /* "slow" writes 'C' when it saw its cancel fd */
+static int entered_pipe[2] = { -1, -1 };  /* "slow" writes 'E' when it starts */
+static atomic_int list_calls;
+
+static json_t *fake_list(void *ud, bool with_output_schema)
+{
+	(void)ud;
+	atomic_fetch_add(&list_calls, 1);
+	json_t *tools = json_array();
+	const char *names[] = { "echo", "fail", "slow", "progress", "sleep" };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		json_t *t = json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}}}", "name", names[i],
+				      "description", "a test tool", "inputSchema", "type", "object",
+				      "properties", "text", "type", "string");
+		if (with_output_schema)
+			json_object_set_new(t, "outputSchema",
+					    json_pack("{s:s}", "type", "object"));
+		json_array_append_new(tools, t);
+	}
+	return tools;
+}
+
+static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ctx *ctx,
+		     cae_tool_result *res, cae_error *err)
+{
+	(void)ud;
+	ck_assert(json_is_object(args));
+	ck_assert(ctx->has_cancel_fd);
+	if (strcmp(name, "echo") == 0) {
+		json_t *text = json_object_get(args, "text");
+		if (!json_is_string(text))
+			return cae_error_set(err, -EINVAL, "\"text\" must be a string");
+		res->text = strdup(json_string_value(text));
+		res->structured = json_pack("{s:O}", "text", text);
+		return 0;
+	}
+	if (strcmp(name, "fail") == 0) {
+		res->text = strdup("boom");
+		res->structured = json_pack("{s:s}", "error", "boom");
+		res->is_error = true;
+		return 0;
+	}
+	if (strcmp(name, "progress") == 0) {
+		if (ctx->progress) {
+			ctx->progress(ctx->progress_userdata, 1, 3, "cloning");
+			ctx->progress(ctx->progress_userdata, 2, 3, "installing");
+			ctx->progress(ctx->progress_userdata, 2, 3, "not increasing: dropped");
+			ctx->progress(ctx->progress_userdata, 3, 3, NULL);
+		}
+		res->text = strdup("prepared");
+		return 0;
+	}
+	if (strcmp(name, "sleep") == 0) {
+		usleep(100 * 1000);
+		res->text = strdup("slept");
+		return 0;
+	}
+	if (strcmp(name, "slow") == 0) {
+		ck_assert_int_eq(write(entered_pipe[1], "E", 1), 1);
+		struct pollfd p[2] = { { .fd = ctx->cancel_fd, .events = POLLIN },
+				       { .fd = release_pipe[0], .events = POLLIN } };
+		int r = poll(p, 2, 20000);
+		ck_assert_int_gt(r, 0);
+		if (p[0].revents & POLLIN) {
+			ck_assert_int_eq(write(observed_pipe[1], "C", 1), 1);
+			return cae_error_set(err, -ECANCELED, "cancelled");
+		}
+		char c;
+		ck_assert_int_eq(read(release_pipe[0], &c, 1), 1);
+		res->text = strdup("released");
+		return 0;
+	}
+	return cae_error_set(err, -ENOENT, "no tool named %s", name);
+}
+
+static const cae_mcp_handler handler = { fake_list, fake_call, NULL };
+
+/* ---- the client side ----------------------------------------------------------------- */
+
+struct client {
+	int fd;        /* the test's end */
+	int server_fd; /* the server's end */
+	pthread_t thread;
+	cae_mcp_options opts;
+	int result;
+	bool running;
+	char buf[1 << 16];
+	size_t len;
+};
+
+static void *serve_thread(void *arg)
+{
+	struct client *c = arg;
+	cae_error err = { 0 };
+	c->result = cae_mcp_serve(&handler, c->server_fd, c->server_fd, &c->opts, &err);
+	return NULL;
+}
+
+static void client_start(struct client *c, const cae_mcp_options *opts)
+{
+	memset(c, 0, sizeof(*c));
+	if (opts)
+		c->opts = *opts;
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	c->fd = sv[0];
+	c->server_fd = sv[1];
+	ck_assert_int_eq(pipe2(release_pipe, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(observed_pipe, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(entered_pipe, O_CLOEXEC), 0);
+	ck_assert_int_eq(pthread_create(&c->thread, NULL, serve_thread, c), 0);
+	c->running = true;
+}
+
+static void client_send(struct client *c, const char *s)
+{
+	size_t n = strlen(s);
+	ck_assert_int_eq(write(c->fd, s, n), (ssize_t)n);
+}
+
+/* The next line from the server (NULL when the server closed or the time ran out). */
+static char *client_line(struct client *c, int timeout_ms)
+{
+	for (;;) {
+		char *nl = memchr(c->buf, '\n', c->len);
+		if (nl) {
+			size_t n = (size_t)(nl - c->buf);
+			char *line = strndup(c->buf, n);
+			memmove(c->buf, nl + 1, c->len - n - 1);
+			c->len -= n + 1;
+			return line;
+		}
+		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return NULL;
+		ck_assert_uint_lt(c->len, sizeof(c->buf));
+		ssize_t k = read(c->fd, c->buf + c->len, sizeof(c->buf) - c->len);
+		if (k <= 0)
+			return NULL;
+		c->len += (size_t)k;
+	}
+}
+
+static json_t *client_recv(struct client *c)
+{
+	char *line = client_line(c, 10000);
+	ck_assert_msg(line != NULL, "no message from the server");
+	json_error_t je;
+	json_t *v = json_loads(line, 0, &je);
+	ck_assert_msg(v != NULL, "server wrote a line that is not JSON: %s", line);
+	free(line);
+	return v;
+}
+
+static void close_fds(struct client *c)
+{
+	close(c->server_fd);
+	close(c->fd);
+	int *fds[] = { release_pipe, observed_pipe, entered_pipe };
+	for (size_t i = 0; i < 3; i++) {
+		close(fds[i][0]);
+		close(fds[i][1]);
+	}
+}
+
+/* Ends the session: end of input, the server drains and returns. */
+static void client_stop(struct client *c)
+{
+	if (!c->running)
+		return;
+	shutdown(c->fd, SHUT_WR);
+	pthread_join(c->thread, NULL);
+	c->running = false;
+	close_fds(c);
+}
+
+/* End of input; once the server returned, its end is closed so that the test reads
+ * everything it wrote and then end of file. */
+static void client_finish(struct client *c)
+{
+	shutdown(c->fd, SHUT_WR);
+	pthread_join(c->thread, NULL);
+	c->running = false;
+	close(c->server_fd);
+	c->server_fd = -1;
+}
+
+/* Waits until the "slow" tool has started. */
+static void wait_entered(void)
+{
+	struct pollfd p = { .fd = entered_pipe[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	char ch;
+	ck_assert_int_eq(read(entered_pipe[0], &ch, 1), 1);
+	ck_assert_int_eq(ch, 'E');
+}
+
+static json_t *request(struct client *c, const char *line)
+{
+	client_send(c, line);
+	return client_recv(c);
+}
+
+static void initialize(struct client *c, const char *version)
+{
+	char msg[256];
+	snprintf(msg, sizeof(msg),
+		 "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+		 "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+		 "\"version\":\"1\"}}}\n",
+		 version);
+	json_t *r = request(c, msg);
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"),
+							   "protocolVersion")),
+			 version);
+	json_decref(r);
+	client_send(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+}
+
+static json_int_t error_code(json_t *r)
+{
+	json_t *e = json_object_get(r, "error");
+	ck_assert_msg(json_is_object(e), "expected an error");
+	return json_integer_value(json_object_get(e, "code"));
+}
+
+static json_t *result_of(json_t *r)
+{
+	json_t *res = json_object_get(r, "result");
+	ck_assert_msg(json_is_object(res), "expected a result");
+	return res;
+}
+
+/* ---- tests --------------------------------------------------------------------------- */
+
+START_TEST(initialize_negotiates_versions)
+{
+	struct client c;
+	const char *ours[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
+	for (size_t i = 0; i < 4; i++) {
+		client_start(&c, NULL);
+		char msg[256];
+		snprintf(msg, sizeof(msg),
+			 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			 "\"protocolVersion\":\"%s\",\"capabilities\":{},\"clientInfo\":{}}}\n",
+			 ours[i]);
+		json_t *r = request(&c, msg);
+		json_t *res = result_of(r);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
+		ck_assert_str_eq(json_string_value(json_object_get(res, "protocolVersion")), ours[i]);
+		json_t *tools = json_object_get(json_object_get(res, "capabilities"), "tools");
+		ck_assert(json_is_false(json_object_get(tools, "listChanged")));
+		ck_assert_str_eq(json_string_value(json_object_get(
+					 json_object_get(res, "serverInfo"), "name")),
+				 "cae");
+		json_decref(r);
+		client_stop(&c);
+	}
+	/* A version we do not speak: we answer with our latest. */
+	client_start(&c, NULL);
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{"
+				"\"protocolVersion\":\"1999-01-01\",\"capabilities\":{}}}\n");
+	ck_assert_str_eq(json_string_value(json_object_get(result_of(r), "protocolVersion")),
+			 CAE_MCP_PROTOCOL_LATEST);
+	json_decref(r);
+	/* No version at all: invalid params. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"initialize\",\"params\":{}}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_PARAMS);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 3);
+	json_decref(r);
+	client_stop(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(tools_list_output_schema_by_version)
+{
+	const char *versions[] = { "2025-06-18", "2025-03-26", "2024-11-05" };
+	for (size_t i = 0; i < 3; i++) {
+		struct client c;
+		client_start(&c, NULL);
+		initialize(&c, versions[i]);
+		json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"method\":\"tools/list\"}\n");
+		json_t *tools = json_object_get(result_of(r), "tools");
+		ck_assert_uint_eq(json_array_size(tools), 5);
+		json_t *t = json_array_get(tools, 0);
+		ck_assert_str_eq(json_string_value(json_object_get(t, "name")), "echo");
+		ck_assert(json_is_object(json_object_get(t, "inputSchema")));
+		ck_assert_int_eq(json_object_get(t, "outputSchema") != NULL, i == 0);
+		json_decref(r);
+		/* A cursor we never gave is refused. */
+		r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\","
+				"\"params\":{\"cursor\":\"x\"}}\n");
+		ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_PARAMS);
+		json_decref(r);
+		client_stop(&c);
+	}
+}
+END_TEST
+
+START_TEST(tools_call_results_and_errors)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+				"{\"name\":\"echo\",\"arguments\":{\"text\":\"h\\u00e9llo\\nworld\"}}}\n");
+	json_t *res = result_of(r);
+	json_t *item = json_array_get(json_object_get(res, "content"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(item, "type")), "text");
+	ck_assert_str_eq(json_string_value(json_object_get(item, "text")), "h\xc3\xa9llo\nworld");
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(res, "structuredContent"),
+							   "text")),
+			 "h\xc3\xa9llo\nworld");
+	ck_assert(json_is_false(json_object_get(res, "isError")));
+	json_decref(r);
+
+	/* A tool failure is a result with isError. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"fail\",\"arguments\":{}}}\n");
+	res = result_of(r);
+	ck_assert(json_is_true(json_object_get(res, "isError")));
+	ck_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(res, "content"), 0), "text")),
+			 "boom");
+	json_decref(r);
+
+	/* Protocol failures are JSON-RPC errors. */
+	const char *bad[] = {
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+		"{\"name\":\"nope\",\"arguments\":{}}}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+		"{\"name\":\"echo\",\"arguments\":{\"text\":5}}}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+		"{\"name\":\"echo\",\"arguments\":[1]}}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\"}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":[\"echo\"]}\n",
+		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+		"{\"name\":\"echo\",\"_meta\":{\"progressToken\":{}}}}\n",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		r = request(&c, bad[i]);
+		ck_assert_msg(error_code(r) == CAE_JSONRPC_INVALID_PARAMS, "%s", bad[i]);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 3);
+		json_decref(r);
+	}
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"nope\"}}\n");
+	ck_assert(strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+			 "Unknown tool: nope") != NULL);
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(structured_content_only_where_the_version_has_it)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2024-11-05");
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+				"{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}}\n");
+	ck_assert_ptr_null(json_object_get(result_of(r), "structuredContent"));
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(ping_unknown_methods_and_notifications)
+{
+	struct client c;
+	client_start(&c, NULL);
+	/* ping works even before initialize */
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n");
+	ck_assert_uint_eq(json_object_size(result_of(r)), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "id")), "p");
+	json_decref(r);
+	initialize(&c, "2025-06-18");
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"resources/list\"}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_METHOD_NOT_FOUND);
+	json_decref(r);
+	/* Notifications, known or not, and responses to nothing are never answered: the
+	 * next line is the answer to the ping after them. */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/whatever\"}\n");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+			"\"params\":{\"requestId\":12345}}\n");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}\n");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":78,\"error\":{\"code\":1,\"message\":\"m\"}}\n");
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{}}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 6);
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+	client_stop(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+static void check_progress(const char *version, bool with_message)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, version);
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":\"tok\"}}}\n");
+	double expect[] = { 1, 2, 3 };
+	for (int i = 0; i < 3; i++) {
+		json_t *n = client_recv(&c);
+		ck_assert_str_eq(json_string_value(json_object_get(n, "method")),
+				 "notifications/progress");
+		ck_assert_ptr_null(json_object_get(n, "id"));
+		json_t *p = json_object_get(n, "params");
+		ck_assert_str_eq(json_string_value(json_object_get(p, "progressToken")), "tok");
+		ck_assert(json_number_value(json_object_get(p, "progress")) == expect[i]);
+		ck_assert(json_number_value(json_object_get(p, "total")) == 3);
+		if (with_message && i < 2)
+			ck_assert_str_eq(json_string_value(json_object_get(p, "message")),
+					 i == 0 ? "cloning" : "installing");
+		else
+			ck_assert_ptr_null(json_object_get(p, "message"));
+		json_decref(n);
+	}
+	json_t *r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 9);
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+
+	/* Without a progress token: no notifications, just the answer. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"progress\",\"arguments\":{}}}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 10);
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+	client_stop(&c);
+}
+
+START_TEST(progress_notifications)
+{
+	check_progress("2025-06-18", true);
+	check_progress("2024-11-05", false);
+}
+END_TEST
+
+START_TEST(cancellation_signals_the_call)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	/* The call is running when ping is answered... */
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 11);
+	json_decref(r);
+	wait_entered();
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+			"\"params\":{\"requestId\":10,\"reason\":\"user\"}}\n");
+	/* ...and the handler sees its cancel fd become readable. */
+	struct pollfd p = { .fd = observed_pipe[0], .events = POLLIN };
+	ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	char ch;
+	ck_assert_int_eq(read(observed_pipe[0], &ch, 1), 1);
+	ck_assert_int_eq(ch, 'C');
+	/* No answer for the cancelled request: the next line is the next ping's answer. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 12);
+	json_decref(r);
+	/* The call returned: the server ends cleanly at end of input, having written nothing
+	 * more. */
+	client_finish(&c);
+	ck_assert_ptr_null(client_line(&c, 10000));
+	close_fds(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(requests_answered_during_a_slow_call)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":21,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 21);
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":22,\"method\":\"tools/list\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 22);
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":23,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"meanwhile\"}}}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 23);
+	json_decref(r);
+	/* The same id again while it runs is refused. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":20,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"dup\"}}}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	json_decref(r);
+	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 20);
+	ck_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
+			 "released");
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(bounded_calls_and_queue)
+{
+	cae_mcp_options o = { .max_calls = 1, .max_queued = 1 };
+	struct client c;
+	client_start(&c, &o);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	/* once the first runs on the only worker, the next one waits in the queue */
+	wait_entered();
+	json_t *r;
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"queued\"}}}\n");
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"too many\"}}}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 3);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_SERVER_BUSY);
+	json_decref(r);
+	/* Cancelling the queued one drops it without an answer. */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+			"\"params\":{\"requestId\":2}}\n");
+	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 4);
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(survives_garbage)
+{
+	cae_mcp_options o = { .max_message_size = 1024, .max_depth = 32 };
+	struct client c;
+	client_start(&c, &o);
+	initialize(&c, "2025-06-18");
+	struct {
+		const char *line;
+		json_int_t code;
+	} cases[] = {
+		{ "garbage\n", CAE_JSONRPC_PARSE_ERROR },
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\n", CAE_JSONRPC_PARSE_ERROR },
+		{ "\x01\x02\xff\xfe}{\n", CAE_JSONRPC_PARSE_ERROR },
+		{ "\"str\"\n", CAE_JSONRPC_INVALID_REQUEST },
+		{ "{\"jsonrpc\":\"2.0\"}\n", CAE_JSONRPC_INVALID_REQUEST },
+		{ "[1,2]\n", CAE_JSONRPC_INVALID_REQUEST }, /* no batches in 2025-06-18 */
+		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}\n",
+		  CAE_JSONRPC_INVALID_PARAMS },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		json_t *r = request(&c, cases[i].line);
+		ck_assert_msg(error_code(r) == cases[i].code, "%s", cases[i].line);
+		json_decref(r);
+	}
+	/* A wrong version with a valid id is answered with that id. */
+	json_t *r = request(&c, "{\"jsonrpc\":\"1.0\",\"id\":42,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 42);
+	json_decref(r);
+	/* Oversized: one error with id null, then the stream goes on. */
+	char big[5000];
+	memset(big, ' ', sizeof(big));
+	memcpy(big, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"pad\":\"", 56);
+	big[sizeof(big) - 4] = '"';
+	big[sizeof(big) - 3] = '}';
+	big[sizeof(big) - 2] = '\n';
+	big[sizeof(big) - 1] = '\0';
+	r = request(&c, big);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert(json_is_null(json_object_get(r, "id")));
+	json_decref(r);
+	/* Deeply nested: refused. */
+	char deep[3000];
+	size_t n = 0;
+	for (int i = 0; i < 1000; i++)
+		deep[n++] = '[';
+	for (int i = 0; i < 1000; i++)
+		deep[n++] = ']';
+	deep[n++] = '\n';
+	deep[n] = '\0';
+	r = request(&c, deep);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	json_decref(r);
+	/* Still serving. */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 99);
+	json_decref(r);
+	/* A truncated last message at end of input gets its error too. */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":100,\"meth");
+	shutdown(c.fd, SHUT_WR);
+	r = client_recv(&c);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_PARSE_ERROR);
+	json_decref(r);
+	client_stop(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(batches_under_older_versions)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-03-26");
+	json_t *r = request(&c, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+				"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"},"
+				"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+				"{\"name\":\"echo\",\"arguments\":{\"text\":\"b\"}}},"
+				"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"},"
+				"5]\n");
+	ck_assert(json_is_array(r));
+	ck_assert_uint_eq(json_array_size(r), 4);
+	int seen = 0;
+	size_t i;
+	json_t *m;
+	json_array_foreach(r, i, m) {
+		json_t *id = json_object_get(m, "id");
+		if (json_is_null(id)) {
+			ck_assert_int_eq(error_code(m), CAE_JSONRPC_INVALID_REQUEST);
+			seen |= 1;
+		} else if (json_integer_value(id) == 1) {
+			seen |= 2;
+		} else if (json_integer_value(id) == 2) {
+			ck_assert_ptr_null(json_object_get(result_of(m), "structuredContent"));
+			seen |= 4;
+		} else if (json_integer_value(id) == 4) {
+			ck_assert_ptr_nonnull(json_object_get(result_of(m), "tools"));
+			seen |= 8;
+		}
+	}
+	ck_assert_int_eq(seen, 15);
+	json_decref(r);
+	r = request(&c, "[]\n");
+	ck_assert(json_is_object(r));
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	json_decref(r);
+	/* A batch of notifications only: nothing comes back. */
+	client_send(&c, "[{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}]\n");
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 7);
+	json_decref(r);
+	/* initialize inside a batch is refused */
+	r = request(&c, "[{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"initialize\",\"params\":"
+			"{\"protocolVersion\":\"2025-03-26\"}}]\n");
+	ck_assert_int_eq(error_code(json_array_get(r, 0)), CAE_JSONRPC_INVALID_REQUEST);
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(end_of_input_finishes_running_calls)
+{
+	struct client c;
+	client_start(&c, NULL);
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-06-18\"}}\n"
+			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"sleep\",\"arguments\":{}}}\n");
+	client_finish(&c);
+	json_t *r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
+	json_decref(r);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 2);
+	ck_assert_str_eq(json_string_value(json_object_get(
+				 json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
+			 "slept");
+	json_decref(r);
+	ck_assert_ptr_null(client_line(&c, 10000));
+	close_fds(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(shutdown_fd_cancels_and_returns)
+{
+	int sd[2];
+	ck_assert_int_eq(pipe2(sd, O_CLOEXEC), 0);
+	cae_mcp_options o = { .shutdown_fd = sd[0], .has_shutdown_fd = true };
+	struct client c;
+	client_start(&c, &o);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n");
+	json_decref(r);
+	wait_entered();
+	ck_assert_int_eq(write(sd[1], "x", 1), 1);
+	pthread_join(c.thread, NULL);
+	c.running = false;
+	ck_assert_int_eq(c.result, 0);
+	char ch;
+	ck_assert_int_eq(read(observed_pipe[0], &ch, 1), 1);
+	ck_assert_int_eq(ch, 'C');
+	close_fds(&c);
+	close(sd[0]);
+	close(sd[1]);
+}
+END_TEST
+
+START_TEST(client_gone_is_an_error)
+{
+	struct client c;
+	client_start(&c, NULL);
+	/* The client sends a request and goes away completely. */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"sleep\",\"arguments\":{}}}\n");
+	close(c.fd);
+	pthread_join(c.thread, NULL);
+	ck_assert_int_eq(c.result, -EPIPE);
+	c.fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	close_fds(&c);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("mcp");
+	TCase *tc = tcase_create("server");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, initialize_negotiates_versions);
+	tcase_add_test(tc, tools_list_output_schema_by_version);
+	tcase_add_test(tc, tools_call_results_and_errors);
+	tcase_add_test(tc, structured_content_only_where_the_version_has_it);
+	tcase_add_test(tc, ping_unknown_methods_and_notifications);
+	tcase_add_test(tc, progress_notifications);
+	tcase_add_test(tc, cancellation_signals_the_call);
+	tcase_add_test(tc, requests_answered_during_a_slow_call);
+	tcase_add_test(tc, bounded_calls_and_queue);
+	tcase_add_test(tc, survives_garbage);
+	tcase_add_test(tc, batches_under_older_versions);
+	tcase_add_test(tc, end_of_input_finishes_running_calls);
+	tcase_add_test(tc, shutdown_fd_cancels_and_returns);
+	tcase_add_test(tc, client_gone_is_an_error);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(make_suite());
+}
