@@ -1,0 +1,4 @@
+if x:
+	pass
+if x:
+	pass
