@@ -1,0 +1,427 @@
+/* The local backend: prepare (clone, PR branches, dependency warnings, fallbacks, failures
+ * leaving nothing), exec confinement with and without bubblewrap, state seen by a second
+ * process, cleanup and stale GC. Uses real git on repositories made here. */
+#include "base/macro.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+static char *state;
+#define C(s) ((char *)(s))
+
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[4096];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	const char *argv[] = { "sh", "-c", cmd, NULL };
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000 };
+	cae_run_result r;
+	cae_error err;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
+	ck_assert_msg(r.exit_code == 0, "%s failed: %s%s", cmd, r.out, r.err);
+	cae_run_result_clear(&r);
+}
+
+#define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
+
+/* A repository whose main has 20 commits, then feature branches off with 40 commits of its
+ * own while main gets 40 more: a depth-1 clone of feature lacks the merge base, and reaching
+ * it does not need the whole history. */
+static char *make_repo(void)
+{
+	char *d = tu_mkdtemp();
+	sh("cd %s && " GIT " init -q && for i in $(seq 1 20); do echo c$i >> a.txt && " GIT
+	   " add . && " GIT " commit -qm c$i; done && " GIT " checkout -qb feature && for i in "
+	   "$(seq 1 40); do echo f$i >> f.txt && " GIT " add . && " GIT " commit -qm f$i; done && " GIT
+	   " checkout -q main && for i in $(seq 1 40); do echo m$i >> a.txt && " GIT
+	   " commit -qam m$i; done",
+	   d);
+	return d;
+}
+
+static cae_config *config(const char *extra)
+{
+	state = tu_mkdtemp();
+	char yaml[2048];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n%s",
+		 state, extra ? extra : "");
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", envp, &err) == 0,
+		      "%s", err.message);
+	return cfg;
+}
+
+static cae_backend *backend(cae_config *cfg)
+{
+	cae_backend *b;
+	cae_error err;
+	ck_assert_msg(cae_backend_new_named("local", cfg, NULL, &b, &err) == 0, "%s", err.message);
+	return b;
+}
+
+static cae_run_result run(cae_backend *b, const char *uuid, const char *script)
+{
+	const char *argv[] = { "sh", "-c", script, NULL };
+	cae_exec_request req = { .argv = argv, .timeout_ms = 30000 };
+	cae_run_result r;
+	cae_error err;
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
+	return r;
+}
+
+START_TEST(prepare_issue_shallow_clone)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("t1"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert_str_eq(info.task_uuid, "t1");
+	ck_assert_str_eq(info.environment_name, "python");
+	ck_assert_str_eq(info.backend, "local");
+	ck_assert_uint_eq(json_array_size(info.deps), 0);
+	cae_run_result r = run(b, "t1", "git rev-parse --is-shallow-repository; git rev-parse "
+				       "--abbrev-ref HEAD; cat a.txt | wc -l");
+	ck_assert_str_eq(r.out, "true\nmain\n60\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(strncmp(info.workspace_path, state, strlen(state)), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(prepare_pull_request_diff_against_target)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("pr1"), .repo = repo, .kind = CAE_TASK_PULL_REQUEST,
+		       .branch = C("feature"), .target_branch = C("main") };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	cae_run_result r = run(b, "pr1", "git rev-parse --abbrev-ref HEAD; "
+					 "git diff --name-only origin/main...HEAD; "
+					 "git rev-parse --is-shallow-repository");
+	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
+	cae_run_result_clear(&r);
+	/* no environment given -> default, with a warning */
+	ck_assert_uint_ge(json_array_size(info.warnings), 1);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(info.warnings, 0)), "python"));
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(unknown_environment_falls_back)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("fb"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert(cae_backend_prepare(b, &t, "cobol", NULL, &info, &err) == 0);
+	ck_assert_str_eq(info.environment_name, "python");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(info.warnings, 0)), "cobol"));
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(failed_clone_leaves_nothing)
+{
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("bad"), .repo = C("http://127.0.0.1:9/nothing.git") };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_int_lt(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), 0);
+	ck_assert_msg(strncmp(err.message, "clone", 5) == 0, "%s", err.message);
+	_cleanup_free_ char *dir = cae_path_join(state, "local/bad");
+	ck_assert(!cae_is_dir(dir));
+	json_t *list;
+	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+	ck_assert_uint_eq(json_array_size(list), 0);
+	json_decref(list);
+	/* a missing local path, and credentials in the URL, are refused */
+	cae_task t2 = { .uuid = C("bad2"), .repo = C("/nonexistent/repo") };
+	ck_assert_int_lt(cae_backend_prepare(b, &t2, NULL, NULL, &info, &err), 0);
+	cae_task t3 = { .uuid = C("bad3"), .repo = C("https://user:secret@example.invalid/r.git") };
+	ck_assert_int_lt(cae_backend_prepare(b, &t3, NULL, NULL, &info, &err), 0);
+	ck_assert_ptr_null(strstr(err.message, "secret"));
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(reprepare_starts_clean_and_second_process_sees_it)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("same"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	cae_run_result r = run(b, "same", "echo junk > junk.txt");
+	cae_run_result_clear(&r);
+	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	r = run(b, "same", "ls");
+	ck_assert_str_eq(r.out, "a.txt\n");
+	cae_run_result_clear(&r);
+	/* A second process reads the state the first wrote. */
+	pid_t pid = fork();
+	if (pid == 0) {
+		cae_backend *b2;
+		cae_env_info i2;
+		int ok = cae_backend_new_named("local", cfg, NULL, &b2, NULL) == 0 &&
+			 cae_backend_info(b2, "same", &i2, NULL) == 0 &&
+			 strcmp(i2.status, "ready") == 0;
+		_exit(ok ? 0 : 1);
+	}
+	int st;
+	waitpid(pid, &st, 0);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "same", &err), 0);
+	ck_assert_int_eq(cae_backend_info(b, "same", &info, &err), -ENOENT);
+	/* cleanup of a missing environment is fine */
+	ck_assert_int_eq(cae_backend_cleanup(b, "same", &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(cleanup_stale_by_age)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	cae_task old = { .uuid = C("old"), .repo = repo }, fresh = { .uuid = C("fresh"), .repo = repo };
+	ck_assert(cae_backend_prepare(b, &old, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	ck_assert(cae_backend_prepare(b, &fresh, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	/* age "old" by two days */
+	sh("cd %s/local/old && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
+	   "\"2020-01-01T00:00:00.000Z\"/' meta.json",
+	   state);
+	int removed = -1;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	ck_assert_int_eq(cae_backend_info(b, "old", &info, &err), -ENOENT);
+	ck_assert_int_eq(cae_backend_info(b, "fresh", &info, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(bubblewrap_confines)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("bw"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.sandbox, "bubblewrap");
+	char outside[64];
+	snprintf(outside, sizeof(outside), "/var/tmp/cae-outside-%d", (int)getpid());
+	char script[2048];
+	snprintf(script, sizeof(script),
+		 "echo in > inside.txt && echo ok-inside; "
+		 "echo x > %s 2>/dev/null && echo wrote-outside; "
+		 "echo x > /etc/cae-test 2>/dev/null && echo wrote-etc; "
+		 "echo t > /tmp/cae-private-test && echo tmp-ok; "
+		 "awk 'NR>2{print $1}' /proc/net/dev; echo x > ../tmp/scratch && echo scratch-ok",
+		 outside);
+	cae_run_result r = run(b, "bw", script);
+	ck_assert_str_eq(r.out, "ok-inside\ntmp-ok\nlo:\nscratch-ok\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_ne(access(outside, F_OK), 0);
+	ck_assert_int_ne(access("/tmp/cae-private-test", F_OK), 0);
+	unlink(outside);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(plain_mode_warns_and_is_unconfined)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: none\n");
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("plain"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
+	ck_assert_str_eq(info.sandbox, "none");
+	bool warned = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) if (strstr(json_string_value(w), "unconfined"))
+		warned = true;
+	ck_assert(warned);
+	_cleanup_free_ char *outside = cae_path_join(state, "outside.txt");
+	char script[1024];
+	snprintf(script, sizeof(script), "echo x > %s && echo wrote-outside", outside);
+	cae_run_result r = run(b, "plain", script);
+	ck_assert_str_eq(r.out, "wrote-outside\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(access(outside, F_OK), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(dependency_failure_is_a_warning)
+{
+	_cleanup_free_ char *repo = make_repo();
+	sh("cd %s && printf 'no-such-package-cae-test==0.0.0\\n' > requirements.txt && " GIT
+	   " add . && " GIT " commit -qm deps",
+	   repo);
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("deps"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert_uint_eq(json_array_size(info.deps), 1);
+	json_t *d = json_array_get(info.deps, 0);
+	ck_assert_str_eq(json_string_value(json_object_get(d, "manifest")), "requirements.txt");
+	ck_assert(json_is_false(json_object_get(d, "success")));
+	bool warned = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) if (strstr(json_string_value(w), "requirements.txt") ||
+						     strstr(json_string_value(w), "pip"))
+		warned = true;
+	ck_assert(warned);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(environment_gone_is_clear)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("gone"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
+	cae_rm_rf(info.workspace_path);
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv };
+	cae_run_result r;
+	ck_assert_int_eq(cae_backend_exec(b, "gone", &req, &r, &err), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err.message, "gone"));
+	ck_assert_int_eq(cae_backend_exec(b, "never", &req, &r, &err), -ENOENT);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(external_workspace_used_as_is)
+{
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	tu_write(dir, "keep.txt", "precious");
+	cae_task t = { .uuid = C("ext"), .repo = dir };
+	cae_prepare_options o = { .workspace = dir, .cancel_fd = -1 };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_run_result r = run(b, "ext", "cat keep.txt");
+	ck_assert_str_eq(r.out, "precious");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, "ext", &err), 0);
+	_cleanup_free_ char *kept = cae_path_join(dir, "keep.txt");
+	ck_assert_int_eq(access(kept, F_OK), 0); /* the directory itself is left alone */
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(dir);
+}
+END_TEST
+
+START_TEST(task_json_parsing)
+{
+	cae_task t;
+	cae_error err;
+	json_t *j = json_loads("{\"uuid\": \"a-1\", \"repo\": \"o/r\", \"platform\": \"github\", "
+			       "\"kind\": \"pull_request\", \"branch\": \"f\", \"target_branch\": \"m\"}",
+			       0, NULL);
+	ck_assert_int_eq(cae_task_from_json(j, &t, &err), 0);
+	ck_assert_str_eq(t.owner, "o");
+	ck_assert_str_eq(t.name, "r");
+	ck_assert_int_eq(t.kind, CAE_TASK_PULL_REQUEST);
+	cae_task_clear(&t);
+	json_decref(j);
+	const char *bad[] = { "{}", "{\"uuid\": \"../x\", \"repo\": \"r\"}",
+			      "{\"uuid\": \"x\"}", "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pr\"}",
+			      "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pull_request\"}", "[]" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		j = json_loads(bad[i], 0, NULL);
+		ck_assert_msg(cae_task_from_json(j, &t, &err) == -EINVAL, "%s accepted", bad[i]);
+		json_decref(j);
+	}
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("backend-local");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, prepare_issue_shallow_clone);
+	tcase_add_test(tc, prepare_pull_request_diff_against_target);
+	tcase_add_test(tc, unknown_environment_falls_back);
+	tcase_add_test(tc, failed_clone_leaves_nothing);
+	tcase_add_test(tc, reprepare_starts_clean_and_second_process_sees_it);
+	tcase_add_test(tc, cleanup_stale_by_age);
+	tcase_add_test(tc, bubblewrap_confines);
+	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
+	tcase_add_test(tc, dependency_failure_is_a_warning);
+	tcase_add_test(tc, environment_gone_is_clear);
+	tcase_add_test(tc, external_workspace_used_as_is);
+	tcase_add_test(tc, task_json_parsing);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(make_suite());
+}

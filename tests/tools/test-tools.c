@@ -1,0 +1,465 @@
+/* The agent tools through the session on the local backend: exec_command (seed 001 §11
+ * acceptance lines for Linux), command-executor_execute_command (seed 000 §6 / SPEC §7.1),
+ * tool definitions (seed 001 §4.4 strings). */
+#include "base/macro.h"
+#include "cae/session.h"
+#include "cae/tools.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+static char *state, *ws;
+
+static cae_session *open_session(const char *extra_yaml)
+{
+	state = tu_mkdtemp();
+	ws = tu_mkdtemp();
+	char yaml[4096];
+	snprintf(yaml, sizeof(yaml),
+		 "command_executor:\n  backend: local\n  state_dir: %s\n%s", state,
+		 extra_yaml ? extra_yaml : "");
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "test.yaml", envp, &err) == 0,
+		      "%s", err.message);
+	cae_session *s;
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
+	return s;
+}
+
+static void close_session(cae_session *s)
+{
+	cae_session_free(s);
+	cae_rm_rf(state);
+	cae_rm_rf(ws);
+	free(state);
+	free(ws);
+}
+
+/* Calls a tool with arguments given as JSON text; returns the structured result. */
+static json_t *call(cae_session *s, const char *tool, const char *args_json, bool *is_error)
+{
+	json_error_t je;
+	json_t *args = json_loads(args_json, 0, &je);
+	ck_assert_msg(args != NULL, "bad test JSON: %s", je.text);
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_msg(cae_session_call_tool(s, tool, args, NULL, &res, &err) == 0, "%s", err.message);
+	json_decref(args);
+	ck_assert_ptr_nonnull(res.text);
+	*is_error = res.is_error;
+	json_t *out = json_incref(res.structured);
+	cae_tool_result_clear(&res);
+	return out;
+}
+
+static const char *error_code(json_t *r)
+{
+	return json_string_value(json_object_get(json_object_get(r, "error"), "code"));
+}
+
+#define S(j, k) json_string_value(json_object_get((j), (k)))
+#define I(j, k) json_integer_value(json_object_get((j), (k)))
+#define B(j, k) json_is_true(json_object_get((j), (k)))
+
+START_TEST(exec_command_echo_hello)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"echo\", \"hello\"]}", &e);
+	ck_assert(!e);
+	ck_assert_int_eq(I(r, "exit_code"), 0);
+	ck_assert_str_eq(S(r, "stdout"), "hello\n");
+	ck_assert(!B(r, "timed_out"));
+	/* command and cwd reflected as given/run (absolute). */
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "command"), 1)), "hello");
+	char real[4096];
+	ck_assert_ptr_nonnull(realpath(ws, real));
+	ck_assert_str_eq(S(r, "cwd"), real);
+	ck_assert_int_ge(I(r, "duration_ms"), 0);
+	json_decref(r);
+	/* direct mode and the default shell mode quote arguments properly */
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"printf\", \"%s|\", \"a b\", \"$HOME\", \"it's\"]}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "a b|$HOME|it's|");
+	json_decref(r);
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"printf\", \"%s|\", "
+		 "\"a b\", \"$HOME\"]}",
+		 &e);
+	ck_assert_str_eq(S(r, "stdout"), "a b|$HOME|");
+	json_decref(r);
+	/* one element in default mode is a shell command line */
+	r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"echo a && echo b\"]}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "a\nb\n");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_invalid_arguments)
+{
+	cae_session *s = open_session(NULL);
+	const char *bad[] = {
+		"{\"cwd\": \".\", \"command\": []}",
+		"{\"cwd\": \".\", \"command\": [\"echo\", 1]}",
+		"{\"cwd\": \".\", \"command\": \"echo\"}",
+		"{\"cwd\": \"\", \"command\": [\"echo\"]}",
+		"{\"command\": [\"echo\"]}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 0}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 120001}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 999}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 1000001}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"shell_mode\": \"zsh\"}",
+		"{\"cwd\": \".\", \"command\": [\"echo\"], \"stdin\": 5}",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		bool e;
+		json_t *r = call(s, "exec_command", bad[i], &e);
+		ck_assert_msg(e, "%s accepted", bad[i]);
+		ck_assert_str_eq(error_code(r), "INVALID_ARGUMENT");
+		json_decref(r);
+	}
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_not_directory)
+{
+	cae_session *s = open_session(NULL);
+	tu_write(ws, "file.txt", "x");
+	_cleanup_free_ char *link = cae_path_join(ws, "up");
+	ck_assert_int_eq(symlink("/etc", link), 0);
+	const char *cwds[] = { "missing", "file.txt", "..", "/etc", "../../..", "up", "a\\\\..\\\\..\\\\.." };
+	for (size_t i = 0; i < sizeof(cwds) / sizeof(cwds[0]); i++) {
+		char args[512];
+		snprintf(args, sizeof(args), "{\"cwd\": \"%s\", \"command\": [\"pwd\"]}", cwds[i]);
+		bool e;
+		json_t *r = call(s, "exec_command", args, &e);
+		ck_assert_msg(e, "cwd %s accepted", cwds[i]);
+		ck_assert_str_eq(error_code(r), "NOT_DIRECTORY");
+		json_decref(r);
+	}
+	/* backslash separators are accepted */
+	_cleanup_free_ char *sub = cae_path_join(ws, "a/b");
+	cae_mkdir_p(sub, 0755);
+	bool e;
+	json_t *r = call(s, "exec_command", "{\"cwd\": \"a\\\\b\", \"command\": [\"pwd\"]}", &e);
+	ck_assert(!e);
+	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "/a/b\n"));
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_not_found)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "exec_command",
+			 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"no-such-cmd-xyz\"]}",
+			 &e);
+	ck_assert(e);
+	ck_assert_str_eq(error_code(r), "COMMAND_NOT_FOUND");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
+								       "message")),
+				     "no-such-cmd-xyz"));
+	json_decref(r);
+	/* default mode: the shell says so, exit 127 */
+	r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"no-such-cmd-xyz\"]}", &e);
+	ck_assert(!e);
+	ck_assert_int_eq(I(r, "exit_code"), 127);
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_timeout_keeps_output)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "exec_command",
+			 "{\"cwd\": \".\", \"command\": [\"echo started; echo err >&2; sleep 30\"], "
+			 "\"timeout_ms\": 300}",
+			 &e);
+	ck_assert(!e);
+	ck_assert(B(r, "timed_out"));
+	ck_assert_int_eq(I(r, "exit_code"), 124);
+	ck_assert_str_eq(S(r, "stdout"), "started\n");
+	ck_assert_str_eq(S(r, "stderr"), "err\n");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_truncates_chars)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	/* 3000 two-byte characters; the limit counts characters, not bytes. */
+	json_t *r = call(s, "exec_command",
+			 "{\"cwd\": \".\", \"command\": [\"i=0; while [ $i -lt 3000 ]; do printf "
+			 "'\\\\303\\\\251'; i=$((i+1)); done\"], \"max_output_chars\": 1000}",
+			 &e);
+	ck_assert(!e);
+	ck_assert(B(r, "stdout_truncated"));
+	ck_assert(!B(r, "stderr_truncated"));
+	ck_assert_uint_eq(strlen(S(r, "stdout")), 2000);
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(exec_command_stdin_and_env)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "exec_command",
+			 "{\"cwd\": \".\", \"command\": [\"cat\"], \"stdin\": \"h\\u00e9llo\\n\"}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "h\xc3\xa9llo\n");
+	json_decref(r);
+	/* environment inherited unchanged */
+	setenv("CAE_TEST_MARKER", "marker-42", 1);
+	r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"echo $CAE_TEST_MARKER\"]}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "marker-42\n");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(execute_command_semantics)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command",
+			 "{\"command\": \"echo out; echo err >&2; exit 3\"}", &e);
+	ck_assert(!e);
+	ck_assert_int_eq(I(r, "exit_code"), 3);
+	ck_assert_str_eq(S(r, "stdout"), "out\n");
+	ck_assert_str_eq(S(r, "stderr"), "err\n");
+	json_decref(r);
+	/* timeout: -1, the seed's message, output so far kept */
+	r = call(s, "command-executor_execute_command",
+		 "{\"command\": \"echo partial; sleep 30\", \"timeout_seconds\": 1}", &e);
+	ck_assert_int_eq(I(r, "exit_code"), -1);
+	ck_assert_str_eq(S(r, "stderr"), "Command timeout after 1 seconds");
+	ck_assert_str_eq(S(r, "stdout"), "partial\n");
+	ck_assert(B(r, "timed_out"));
+	json_decref(r);
+	/* other failures: -1 and "Command execution error: ..." */
+	r = call(s, "command-executor_execute_command",
+		 "{\"command\": \"pwd\", \"working_directory\": \"/nonexistent\"}", &e);
+	ck_assert_int_eq(I(r, "exit_code"), -1);
+	ck_assert_int_eq(strncmp(S(r, "stderr"), "Command execution error: ", 25), 0);
+	json_decref(r);
+	/* working directory */
+	_cleanup_free_ char *sub = cae_path_join(ws, "sub");
+	mkdir(sub, 0755);
+	r = call(s, "command-executor_execute_command",
+		 "{\"command\": \"basename $(pwd)\", \"working_directory\": \"sub\"}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "sub\n");
+	json_decref(r);
+	/* stdin is /dev/null */
+	r = call(s, "command-executor_execute_command", "{\"command\": \"cat; echo done\"}", &e);
+	ck_assert_str_eq(S(r, "stdout"), "done\n");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(execute_command_policy_denies_before_running)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command",
+			 "{\"command\": \"touch ran; sudo ls\"}", &e);
+	ck_assert(!e);
+	ck_assert_int_eq(I(r, "exit_code"), 126);
+	ck_assert_ptr_nonnull(strstr(S(r, "stderr"), "sudo"));
+	_cleanup_free_ char *ran = cae_path_join(ws, "ran");
+	ck_assert_int_ne(access(ran, F_OK), 0); /* nothing ran */
+	json_decref(r);
+	r = call(s, "command-executor_execute_command", "{\"command\": \"rm -fr x\"}", &e);
+	ck_assert_int_eq(I(r, "exit_code"), 126);
+	ck_assert_ptr_nonnull(strstr(S(r, "stderr"), "rm"));
+	json_decref(r);
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"/usr/bin/sudo\", \"ls\"]}",
+		 &e);
+	ck_assert_int_eq(I(r, "exit_code"), 126);
+	json_decref(r);
+	r = call(s, "command-executor_execute_command", "{\"command\": \"echo \\\"sudo is a word\\\"\"}",
+		 &e);
+	ck_assert_int_eq(I(r, "exit_code"), 0);
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+START_TEST(execute_command_redacts_secrets_and_caps)
+{
+	setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_secret_value_123", 1);
+	state = tu_mkdtemp();
+	ws = tu_mkdtemp();
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "command_executor:\n  backend: local\n  state_dir: %s\n  execution:\n"
+		 "    max_output_size: 1000\n    truncate: head_tail\n",
+		 state);
+	cae_config *cfg;
+	cae_error err;
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", NULL, &err) == 0);
+	cae_log *log = cae_log_new(open("/dev/null", O_WRONLY), CAE_LOG_DEBUG);
+	cae_session *s;
+	ck_assert(cae_session_new(cfg, log, &s, &err) == 0);
+	ck_assert(cae_session_use_workspace(s, ws, &err) == 0);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command",
+			 "{\"command\": \"echo token=$GITHUB_PERSONAL_ACCESS_TOKEN; seq 1 5000\"}", &e);
+	const char *out = S(r, "stdout");
+	ck_assert_ptr_null(strstr(out, "ghp_secret_value_123"));
+	ck_assert_ptr_nonnull(strstr(out, "token=***"));
+	ck_assert(B(r, "stdout_truncated"));
+	ck_assert_ptr_nonnull(strstr(out, "bytes omitted"));
+	ck_assert_ptr_nonnull(strstr(out, "5000\n"));
+	json_decref(r);
+	cae_session_free(s);
+	cae_log_free(log);
+	cae_rm_rf(state);
+	cae_rm_rf(ws);
+}
+END_TEST
+
+START_TEST(no_environment_is_an_error)
+{
+	state = tu_mkdtemp();
+	char yaml[512];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n", state);
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
+	cae_session *s;
+	ck_assert(cae_session_new(cfg, NULL, &s, &err) == 0);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command", "{\"command\": \"true\"}", &e);
+	ck_assert(e);
+	json_decref(r);
+	cae_tool_result res;
+	ck_assert_int_eq(cae_session_call_tool(s, "no_such_tool", NULL, NULL, &res, &err), -ENOENT);
+	cae_session_free(s);
+	cae_rm_rf(state);
+}
+END_TEST
+
+START_TEST(definitions_exec_command_exact)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	cae_tools_options o = { .format = CAE_TOOLS_FUNCTIONS };
+	json_t *defs = cae_tools_definitions(cfg, &o);
+	json_t *ec = NULL;
+	size_t i;
+	json_t *d;
+	json_array_foreach(defs, i, d) if (strcmp(S(d, "name"), "exec_command") == 0) ec = d;
+	ck_assert_ptr_nonnull(ec);
+	/* seed 001 §4.4, verbatim */
+	const char *expected =
+		"{\"name\": \"exec_command\", \"description\": \"Runs a command once in the workspace "
+		"and returns stdout, stderr, and exit code.\", \"parameters\": {\"type\": \"object\", "
+		"\"properties\": {\"cwd\": {\"type\": \"string\", \"description\": \"Working directory "
+		"path in workspace.\"}, \"command\": {\"type\": \"array\", \"items\": {\"type\": "
+		"\"string\"}, \"description\": \"Only the target command tokens to run (e.g. bun run "
+		"dev).\"}, \"shell_mode\": {\"type\": \"string\", \"enum\": [\"default\", \"direct\"], "
+		"\"default\": \"default\", \"description\": \"Use default to apply OS shell wrapper "
+		"automatically (default: default).\"}, \"stdin\": {\"type\": \"string\", "
+		"\"description\": \"UTF-8 stdin text.\"}, \"timeout_ms\": {\"type\": \"number\", "
+		"\"default\": 30000, \"description\": \"Execution timeout in milliseconds (default: "
+		"30000).\"}, \"max_output_chars\": {\"type\": \"number\", \"default\": 200000, "
+		"\"description\": \"Per-stream output char limit (default: 200000).\"}}, "
+		"\"required\": [\"cwd\", \"command\"]}}";
+	json_t *want = json_loads(expected, 0, NULL);
+	ck_assert_ptr_nonnull(want);
+	ck_assert(json_equal(ec, want));
+	json_decref(want);
+	json_decref(defs);
+	/* OpenAI form wraps; disabled feature -> empty */
+	o.format = CAE_TOOLS_OPENAI;
+	defs = cae_tools_definitions(cfg, &o);
+	ck_assert_str_eq(S(json_array_get(defs, 0), "type"), "function");
+	ck_assert_str_eq(S(json_object_get(json_array_get(defs, 0), "function"), "name"),
+			 "command-executor_execute_command");
+	json_decref(defs);
+	cfg->command_executor.enabled = false;
+	json_t *f = cae_tools_command_executor_functions(cfg);
+	ck_assert_uint_eq(json_array_size(f), 0);
+	json_decref(f);
+	cfg->text_editor_mcp.enabled = false;
+	o.format = CAE_TOOLS_FUNCTIONS;
+	defs = cae_tools_definitions(cfg, &o);
+	ck_assert_uint_eq(json_array_size(defs), 0);
+	json_decref(defs);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(definitions_editor_forms_and_platform_filter)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	json_t *one = cae_tools_text_editor_functions(cfg, false);
+	ck_assert_uint_eq(json_array_size(one), 1);
+	ck_assert_str_eq(S(json_array_get(one, 0), "name"), "text_editor");
+	json_t *cmd = json_object_get(
+		json_object_get(json_object_get(json_array_get(one, 0), "parameters"), "properties"),
+		"command");
+	ck_assert_uint_eq(json_array_size(json_object_get(cmd, "enum")), 5);
+	json_decref(one);
+	json_t *split = cae_tools_text_editor_functions(cfg, true);
+	ck_assert_uint_eq(json_array_size(split), 5);
+	ck_assert_str_eq(S(json_array_get(split, 2), "name"), "text_editor_str_replace");
+	json_decref(split);
+	json_t *tools = json_pack("[{s:s}, {s:s}, {s:s}, {s:{s:s}}]", "name",
+				  "github_create_or_update_file", "name", "text_editor", "name",
+				  "gitlab_push_files", "function", "name", "github_get_file_contents");
+	json_t *f = cae_tools_filter_platform_tools(cfg, tools);
+	ck_assert_uint_eq(json_array_size(f), 1);
+	json_decref(f);
+	cfg->text_editor_mcp.enabled = false;
+	f = cae_tools_filter_platform_tools(cfg, tools);
+	ck_assert_uint_eq(json_array_size(f), 4);
+	json_decref(f);
+	json_decref(tools);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("tools");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, exec_command_echo_hello);
+	tcase_add_test(tc, exec_command_invalid_arguments);
+	tcase_add_test(tc, exec_command_not_directory);
+	tcase_add_test(tc, exec_command_not_found);
+	tcase_add_test(tc, exec_command_timeout_keeps_output);
+	tcase_add_test(tc, exec_command_truncates_chars);
+	tcase_add_test(tc, exec_command_stdin_and_env);
+	tcase_add_test(tc, execute_command_semantics);
+	tcase_add_test(tc, execute_command_policy_denies_before_running);
+	tcase_add_test(tc, execute_command_redacts_secrets_and_caps);
+	tcase_add_test(tc, no_environment_is_an_error);
+	tcase_add_test(tc, definitions_exec_command_exact);
+	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(make_suite());
+}
