@@ -81,10 +81,11 @@ typedef enum ed_path_error {
 
 #define ED_PATH_MAX 4096
 
-/* Turns the agent's path into a workspace-relative path without ".", ".." or empty
- * components ("" for the workspace itself), lexically. Confinement itself is done by openat2
- * when the path is used; this only gives the display form and refuses what is plainly
- * outside. *rel is new. */
+/* Turns the agent's path into a workspace-relative path (empty and "." components dropped,
+ * ".." kept for openat2 to judge, "" for the workspace itself); also the display form's
+ * tail. An absolute path must start with the display root's components. Confinement itself
+ * is done by openat2 when the path is used; this only refuses what is plainly outside (an
+ * absolute path elsewhere). *rel is new. */
 ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel);
 /* root + "/" + rel (root alone for ""). New string, NULL on allocation failure. */
 char *ed_path_display(const char *root, const char *rel);

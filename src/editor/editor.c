@@ -288,6 +288,16 @@ static const char *file_type_name(mode_t m)
 	return "not a regular file";
 }
 
+/* cae_open_beneath, retried when openat2 asks for it (-EAGAIN: a concurrent rename or mount
+ * while ".." was being resolved). */
+static int open_beneath(int dirfd, const char *path, int flags)
+{
+	int fd = -EAGAIN;
+	for (int i = 0; i < 64 && fd == -EAGAIN; i++)
+		fd = cae_open_beneath(dirfd, path, flags, 0);
+	return fd;
+}
+
 /* The error for a failed openat2/fstatat during resolution. Returns 1 (error set) or
  * -ENOMEM. */
 static int resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e)
@@ -345,7 +355,7 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 			continue;
 		char saved = p[i];
 		p[i] = '\0';
-		int fd = cae_open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY, 0);
+		int fd = open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY);
 		if (fd == -ENOENT) {
 			char *slash = strrchr(p, '/');
 			const char *name = slash ? slash + 1 : p;
@@ -353,7 +363,7 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 			bool owned = false;
 			if (slash) {
 				*slash = '\0';
-				pfd = cae_open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY, 0);
+				pfd = open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY);
 				*slash = '/';
 				if (pfd < 0)
 					return pfd;
@@ -364,7 +374,7 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 				close(pfd);
 			if (r < 0)
 				return r;
-			fd = cae_open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY, 0);
+			fd = open_beneath(ed->root_fd, p, O_PATH | O_DIRECTORY);
 		}
 		if (fd < 0)
 			return fd;
@@ -372,6 +382,14 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 		p[i] = saved;
 	}
 	return 0;
+}
+
+static bool has_dotdot(const char *rel)
+{
+	for (const char *p = rel; (p = strstr(p, "..")); p += 2)
+		if ((p == rel || p[-1] == '/') && (p[2] == '/' || p[2] == '\0'))
+			return true;
+	return false;
 }
 
 /* Resolves the agent's path. Returns 0 (t filled), 1 (error result set), or -ENOMEM.
@@ -435,12 +453,12 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 		t->dfd_owned = false;
 		if (slash) {
 			*slash = '\0';
-			int fd = cae_open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY, 0);
-			if (fd == -ENOENT && create && follow == 0) {
+			int fd = open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY);
+			if (fd == -ENOENT && create && follow == 0 && !has_dotdot(cur)) {
 				int m = mkdir_beneath(ed, cur);
 				if (m < 0 && m != -ENOENT && m != -ENOTDIR)
 					return resolve_error(ed, res, t->display, m);
-				fd = cae_open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY, 0);
+				fd = open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY);
 			}
 			*slash = '/';
 			if (fd < 0)
@@ -453,7 +471,7 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 		if (strcmp(name, "..") == 0 || strcmp(name, ".") == 0) {
 			/* Only after following a link ("l -> .."): a directory, resolved by the
 			 * kernel; it is then the target itself (dfd, no base). */
-			int fd = cae_open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY, 0);
+			int fd = open_beneath(ed->root_fd, cur, O_PATH | O_DIRECTORY);
 			if (fd < 0)
 				return resolve_error(ed, res, t->display, fd);
 			if (t->dfd_owned)
@@ -474,14 +492,16 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 			t->exists = true;
 		}
 		if (!t->exists || !S_ISLNK(t->st.st_mode)) {
-			char *rel2 = NULL;
-			/* The undo key: lexical form of where we ended up. */
-			ed_path_error pe = ed_path_to_rel(ed->root, cur, strlen(cur), &rel2);
-			if (pe == ED_PATH_NOMEM)
+			/* The undo key: the parent directory's identity and the name, so every
+			 * spelling of the path (links, "..") shares one history. */
+			struct stat dst;
+			if (fstat(t->dfd, &dst) < 0)
+				return resolve_error(ed, res, t->display, -errno);
+			if (asprintf(&t->key, "%llu:%llu/%s", (unsigned long long)dst.st_dev,
+				     (unsigned long long)dst.st_ino, name) < 0) {
+				t->key = NULL;
 				return -ENOMEM;
-			if (pe != ED_PATH_OK)
-				return resolve_error(ed, res, t->display, -EXDEV);
-			t->key = rel2;
+			}
 			t->base = strdup(name);
 			return t->base ? 0 : -ENOMEM;
 		}
@@ -907,8 +927,8 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 			goto out;
 		if (depth < 2 && ents[i].is_dir && !ls->clipped) {
 			/* O_NOFOLLOW: a symlink is listed, never descended (find -P). */
-			int sub = cae_open_beneath(dirfd(d), ents[i].name,
-						   O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+			int sub = open_beneath(dirfd(d), ents[i].name,
+						   O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
 			if (sub >= 0) {
 				r = list_dir(ls, sub, child, depth + 1);
 				if (r < 0)
@@ -926,9 +946,9 @@ out:
 
 static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 {
-	int fd = t->base   ? cae_open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
-		 : t->dfd >= 0 ? cae_open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY, 0)
-			       : cae_open_beneath(ed->root_fd, ".", O_RDONLY | O_DIRECTORY, 0);
+	int fd = t->base   ? open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+		 : t->dfd >= 0 ? open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY)
+			       : open_beneath(ed->root_fd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
 		return resolve_error(ed, res, t->display, fd);
 	cae_buf out;
@@ -968,7 +988,7 @@ static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 static int view_file(cae_editor *ed, const target *t, const long long *range,
 		     cae_editor_result *res)
 {
-	_cleanup_(loaded_clear) loaded l;
+	_cleanup_(loaded_clear) loaded l = {0};
 	int r = load_file(ed, t, false, &l, res);
 	if (r != 0)
 		return r;
@@ -1029,7 +1049,7 @@ static int view_file(cae_editor *ed, const target *t, const long long *range,
 static int do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,
 		   cae_editor_result *res)
 {
-	_cleanup_(target_clear) target t;
+	_cleanup_(target_clear) target t = {.dfd = -1};
 	int r = resolve(ed, path, plen, false, &t, res);
 	if (r == 0)
 		res->path = strdup(t.display);
@@ -1095,7 +1115,7 @@ static int do_create(cae_editor *ed, const char *path, size_t plen, const char *
 	int r = text_arg_check(res, "file_text", text, len);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(target_clear) target t;
+	_cleanup_(target_clear) target t = {.dfd = -1};
 	if (len > ed->lim.max_file_bytes) {
 		r = res_error(res,
 			      "Parameter `file_text` is too large (%zu bytes; the limit is %zu "
@@ -1328,7 +1348,7 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 				   "identical, so the file would not change.");
 		return r < 0 ? r : 0;
 	}
-	_cleanup_(target_clear) target t;
+	_cleanup_(target_clear) target t = {.dfd = -1};
 	r = resolve(ed, path, plen, false, &t, res);
 	if (r == 0)
 		res->path = strdup(t.display);
@@ -1338,7 +1358,7 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(loaded_clear) loaded l;
+	_cleanup_(loaded_clear) loaded l = {0};
 	if ((r = load_file(ed, &t, true, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_free_ char *old_own = NULL, *new_own = NULL;
@@ -1407,7 +1427,7 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 	int r = text_arg_check(res, "new_str", new, nlen);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(target_clear) target t;
+	_cleanup_(target_clear) target t = {.dfd = -1};
 	r = resolve(ed, path, plen, false, &t, res);
 	if (r == 0)
 		res->path = strdup(t.display);
@@ -1417,7 +1437,7 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(loaded_clear) loaded l;
+	_cleanup_(loaded_clear) loaded l = {0};
 	if ((r = load_file(ed, &t, true, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	const char *text = l.text;
@@ -1493,7 +1513,7 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 
 static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
 {
-	_cleanup_(target_clear) target t;
+	_cleanup_(target_clear) target t = {.dfd = -1};
 	int r = resolve(ed, path, plen, false, &t, res);
 	if (r == 0)
 		res->path = strdup(t.display);
@@ -1635,8 +1655,10 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 	size_t cmd_n, plen, n1, n2;
 	int k = get_str(args, "command", &cmd_s, &cmd_n);
 	if (k <= 0)
-		return arg_error(res, "Parameter `command` is required: one of view, create, "
-				      "str_replace, insert, undo_edit.");
+		return arg_error(res,
+				 "Parameter `command` %s: one of view, create, str_replace, insert, "
+				 "undo_edit.",
+				 k == 0 ? "is required" : "must be a string");
 	cae_editor_command cmd = CAE_EDITOR_CMD_UNKNOWN;
 	for (size_t i = 0; i < ARRAY_SIZE(COMMANDS); i++)
 		if (strlen(COMMANDS[i].name) == cmd_n && strcmp(COMMANDS[i].name, cmd_s) == 0)

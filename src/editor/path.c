@@ -1,7 +1,7 @@
 /* Lexical path handling for the editor: the agent's path becomes a workspace-relative path
  * and a display form. This never decides confinement on its own: every access goes through
- * openat2(RESOLVE_BENEATH) from the workspace fd (editor.c). It only refuses early what is
- * plainly outside (an absolute path not under the display root, ".." above the top). */
+ * openat2(RESOLVE_BENEATH) from the workspace fd (editor.c), which also judges every "..". It
+ * only refuses early what is plainly outside: an absolute path not under the display root. */
 #include "editor-internal.h"
 
 #include "base/macro.h"
@@ -17,9 +17,9 @@ typedef struct comp {
 	size_t n;
 } comp;
 
-/* Splits s[0..len) at "/" and resolves "." and ".." on a stack. Returns the number of
- * components, or -1 when ".." goes above the top and !clamp_at_top. */
-static long normalize(const char *s, size_t len, comp *stack, bool clamp_at_top)
+/* Splits s[0..len) at "/" and resolves "." and ".." on a stack (".." at the top stays at the
+ * top, as for "/.."). Returns the number of components. */
+static long normalize(const char *s, size_t len, comp *stack)
 {
 	long top = 0;
 	size_t i = 0;
@@ -33,12 +33,8 @@ static long normalize(const char *s, size_t len, comp *stack, bool clamp_at_top)
 		if (n == 0 || (n == 1 && s[start] == '.'))
 			continue;
 		if (n == 2 && s[start] == '.' && s[start + 1] == '.') {
-			if (top == 0) {
-				if (clamp_at_top)
-					continue;
-				return -1;
-			}
-			top--;
+			if (top > 0)
+				top--;
 			continue;
 		}
 		stack[top].p = s + start;
@@ -77,8 +73,29 @@ char *ed_path_root_normalize(const char *display_root)
 	_cleanup_free_ comp *stack = calloc(len / 2 + 2, sizeof(comp));
 	if (!stack)
 		return NULL;
-	long n = normalize(display_root, len, stack, true);
+	long n = normalize(display_root, len, stack);
 	return join(stack, n, true);
+}
+
+/* Splits s[0..len) at "/", dropping empty and "." components (".." kept). */
+static long split(const char *s, size_t len, comp *out)
+{
+	long n = 0;
+	size_t i = 0;
+	while (i < len) {
+		while (i < len && s[i] == '/')
+			i++;
+		size_t start = i;
+		while (i < len && s[i] != '/')
+			i++;
+		size_t k = i - start;
+		if (k == 0 || (k == 1 && s[start] == '.'))
+			continue;
+		out[n].p = s + start;
+		out[n].n = k;
+		n++;
+	}
+	return n;
 }
 
 ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
@@ -92,31 +109,23 @@ ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, cha
 		return ED_PATH_NUL;
 	if (!cae_utf8_is_valid(path, len))
 		return ED_PATH_NOT_UTF8;
-	_cleanup_free_ comp *stack = calloc(len / 2 + 2, sizeof(comp));
-	if (!stack)
+	size_t rlen = strlen(root);
+	_cleanup_free_ comp *c = calloc(len / 2 + 2, sizeof(comp));
+	_cleanup_free_ comp *rc = calloc(rlen / 2 + 2, sizeof(comp));
+	if (!c || !rc)
 		return ED_PATH_NOMEM;
-	if (path[0] != '/') {
-		long n = normalize(path, len, stack, false);
-		if (n < 0)
+	long n = split(path, len, c), skip = 0;
+	if (path[0] == '/') {
+		/* Under the display root, component by component (root has no ".."). */
+		long k = split(root, rlen, rc);
+		if (n < k)
 			return ED_PATH_OUTSIDE;
-		*rel = join(stack, n, false);
-		return *rel ? ED_PATH_OK : ED_PATH_NOMEM;
+		for (long i = 0; i < k; i++)
+			if (c[i].n != rc[i].n || memcmp(c[i].p, rc[i].p, c[i].n) != 0)
+				return ED_PATH_OUTSIDE;
+		skip = k;
 	}
-	long n = normalize(path, len, stack, true);
-	_cleanup_free_ char *abs = join(stack, n, true);
-	if (!abs)
-		return ED_PATH_NOMEM;
-	size_t rl = strlen(root);
-	const char *rest;
-	if (strcmp(root, "/") == 0)
-		rest = abs + 1;
-	else if (strncmp(abs, root, rl) == 0 && abs[rl] == '\0')
-		rest = abs + rl;
-	else if (strncmp(abs, root, rl) == 0 && abs[rl] == '/')
-		rest = abs + rl + 1;
-	else
-		return ED_PATH_OUTSIDE;
-	*rel = strdup(rest);
+	*rel = join(c + skip, n - skip, false);
 	return *rel ? ED_PATH_OK : ED_PATH_NOMEM;
 }
 
