@@ -831,7 +831,9 @@ typedef struct listing {
 	cae_buf *out;
 	size_t chars;
 	bool clipped;
-	bool entries_capped;
+	char *capped_dir; /* the first directory with more entries than max_dir_entries */
+	size_t capped_total;
+	size_t capped_more; /* other such directories */
 } listing;
 
 typedef struct dent {
@@ -870,6 +872,87 @@ static int list_line(listing *ls, const char *path)
 	return r < 0 ? r : cae_buf_append(ls->out, "\n", 1);
 }
 
+static bool dent_is_dir(DIR *d, const struct dirent *de)
+{
+	if (de->d_type != DT_UNKNOWN)
+		return de->d_type == DT_DIR;
+	struct stat st;
+	return fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* Reads the visible entries of d: all of them, or the max_dir_entries first in name order
+ * (memory stays bounded for huge directories). Sorted. */
+static int read_entries(listing *ls, DIR *d, const char *shown, dent **out, size_t *count)
+{
+	size_t max = ls->ed->lim.max_dir_entries, n = 0, cap = 0, total = 0;
+	dent *ents = NULL;
+	bool sorted = false;
+	int r = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue; /* ".", "..", hidden */
+		total++;
+		size_t pos = n;
+		if (n == max) {
+			/* Full: keep the entry only if it sorts before the current last one. */
+			if (!sorted) {
+				qsort(ents, n, sizeof(dent), dent_cmp);
+				sorted = true;
+			}
+			if (strcmp(de->d_name, ents[n - 1].name) >= 0)
+				continue;
+			size_t lo = 0, hi = n - 1;
+			while (lo < hi) {
+				size_t mid = (lo + hi) / 2;
+				if (strcmp(ents[mid].name, de->d_name) < 0)
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			pos = lo;
+			free(ents[n - 1].name);
+			memmove(ents + pos + 1, ents + pos, (n - 1 - pos) * sizeof(dent));
+			n--;
+		} else if (n == cap) {
+			size_t nc = cap ? cap * 2 : 32;
+			if (nc > max)
+				nc = max;
+			dent *ne = realloc(ents, nc * sizeof(dent));
+			if (!ne) {
+				r = -ENOMEM;
+				break;
+			}
+			ents = ne;
+			cap = nc;
+		}
+		ents[pos].name = strdup(de->d_name);
+		if (!ents[pos].name) {
+			if (pos != n)
+				memmove(ents + pos, ents + pos + 1, (n - pos) * sizeof(dent));
+			r = -ENOMEM;
+			break;
+		}
+		ents[pos].is_dir = dent_is_dir(d, de);
+		n++;
+	}
+	if (r == 0 && !sorted && n > 1)
+		qsort(ents, n, sizeof(dent), dent_cmp);
+	if (r == 0 && total > n) {
+		if (!ls->capped_dir) {
+			ls->capped_dir = strdup(shown);
+			ls->capped_total = total;
+			if (!ls->capped_dir)
+				r = -ENOMEM;
+		} else {
+			ls->capped_more++;
+		}
+	}
+	*out = ents;
+	*count = n;
+	return r;
+}
+
 /* Lists the entries of the directory dfd (consumed), shown as `shown`, depth 1 or 2. */
 static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 {
@@ -879,64 +962,24 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 		return 0; /* unreadable: listed without entries, like find's stderr-only case */
 	}
 	dent *ents = NULL;
-	size_t n = 0, cap = 0;
-	int r = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (de->d_name[0] == '.')
-			continue; /* ".", "..", hidden */
-		if (n == ls->ed->lim.max_dir_entries) {
-			ls->entries_capped = true;
-			break;
-		}
-		if (n == cap) {
-			size_t nc = cap ? cap * 2 : 32;
-			dent *ne = realloc(ents, nc * sizeof(dent));
-			if (!ne) {
-				r = -ENOMEM;
-				goto out;
-			}
-			ents = ne;
-			cap = nc;
-		}
-		bool is_dir = de->d_type == DT_DIR;
-		if (de->d_type == DT_UNKNOWN) {
-			struct stat st;
-			is_dir = fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-				 S_ISDIR(st.st_mode);
-		}
-		ents[n].name = strdup(de->d_name);
-		if (!ents[n].name) {
-			r = -ENOMEM;
-			goto out;
-		}
-		ents[n].is_dir = is_dir;
-		n++;
-	}
-	if (n)
-		qsort(ents, n, sizeof(dent), dent_cmp);
-	for (size_t i = 0; i < n && !ls->clipped; i++) {
+	size_t n = 0;
+	int r = read_entries(ls, d, shown, &ents, &n);
+	for (size_t i = 0; r == 0 && i < n && !ls->clipped; i++) {
 		_cleanup_free_ char *dn = display_name(ents[i].name);
 		_cleanup_free_ char *child = dn ? cae_path_join(shown, dn) : NULL;
 		if (!child) {
 			r = -ENOMEM;
-			goto out;
+			break;
 		}
 		r = list_line(ls, child);
-		if (r < 0)
-			goto out;
-		if (depth < 2 && ents[i].is_dir && !ls->clipped) {
+		if (r == 0 && depth < 2 && ents[i].is_dir && !ls->clipped) {
 			/* O_NOFOLLOW: a symlink is listed, never descended (find -P). */
 			int sub = open_beneath(dirfd(d), ents[i].name,
-						   O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
-			if (sub >= 0) {
+					       O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+			if (sub >= 0)
 				r = list_dir(ls, sub, child, depth + 1);
-				if (r < 0)
-					goto out;
-			}
 		}
 	}
-out:
 	for (size_t i = 0; i < n; i++)
 		free(ents[i].name);
 	free(ents);
@@ -971,11 +1014,18 @@ static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 				   "subdirectory, or use a shell command such as `find %s -maxdepth 1` "
 				   "or `ls`, to see the rest.</NOTE>\n",
 				   ed->lim.max_output_chars, t->display);
-	if (r == 0 && ls.entries_capped)
+	if (r == 0 && ls.capped_dir) {
 		r = cae_buf_printf(&out,
-				   "Note: a directory has more than %zu entries; only the first %zu "
-				   "of it were read. Use a shell command such as `ls` to see all.\n",
-				   ed->lim.max_dir_entries, ed->lim.max_dir_entries);
+				   "Note: %s has %zu entries; only the first %zu in name order are "
+				   "listed",
+				   ls.capped_dir, ls.capped_total, ed->lim.max_dir_entries);
+		if (r == 0 && ls.capped_more)
+			r = cae_buf_printf(&out, " (%zu more director%s cut the same way)",
+					   ls.capped_more, ls.capped_more == 1 ? "y was" : "ies were");
+		if (r == 0)
+			r = cae_buf_puts(&out, ". Use a shell command such as `ls` to see all.\n");
+	}
+	free(ls.capped_dir);
 	if (r == 0)
 		r = cae_buf_append(&out, "\n", 1);
 	if (r < 0) {
