@@ -48,6 +48,13 @@ engine_answers() {
   esac
 }
 
+# True while process $1 runs (a zombie waiting for its new parent to reap it does not).
+alive() {
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
 wait_engine() {
   local deadline=$(( $(date +%s) + $1 ))
   while [ "$(date +%s)" -lt "$deadline" ]; do
@@ -126,10 +133,10 @@ cmd_down() {
   say "stopping dockerd (pid $pid)"
   kill -TERM "$pid"
   for _ in $(seq 1 150); do
-    kill -0 "$pid" 2>/dev/null || break
+    alive "$pid" || break
     sleep 0.2
   done
-  if kill -0 "$pid" 2>/dev/null; then
+  if alive "$pid"; then
     say "dockerd (pid $pid) still running after 30 s"
     return 1
   fi

@@ -53,6 +53,13 @@ free_port() {
   return 1
 }
 
+# True while process $1 runs (a zombie waiting for its new parent to reap it does not).
+alive() {
+  local st
+  st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$st" ] && [ "$st" != Z ]
+}
+
 # Sends TERM to the pid in file $1 when that process is named $2, waits up to 5 s.
 stop_pidfile() {
   local f=$1 name=$2 pid i
@@ -61,10 +68,10 @@ stop_pidfile() {
   if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
     kill -TERM "$pid" 2>/dev/null || true
     for i in $(seq 1 50); do
-      kill -0 "$pid" 2>/dev/null || break
+      alive "$pid" || break
       sleep 0.1
     done
-    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null || true
+    alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
   fi
   rm -f "$f"
 }
@@ -82,7 +89,8 @@ running() {
   local f name
   for f in nginx fcgiwrap daemon; do
     name=$f; [ $f = daemon ] && name=git-daemon
-    [ -f "$state/$f.pid" ] && [ "$(cat "/proc/$(cat "$state/$f.pid")/comm" 2>/dev/null)" = "$name" ] || return 1
+    [ -f "$state/$f.pid" ] && alive "$(cat "$state/$f.pid")" &&
+      [ "$(cat "/proc/$(cat "$state/$f.pid")/comm" 2>/dev/null)" = "$name" ] || return 1
   done
 }
 
@@ -104,10 +112,10 @@ install_missing() {
 wait_port() {
   local port=$1 pid=$2 i
   for i in $(seq 1 100); do
-    kill -0 "$pid" 2>/dev/null || return 1
+    alive "$pid" || return 1
     if port_open "$port"; then
       sleep 0.1
-      kill -0 "$pid" 2>/dev/null
+      alive "$pid"
       return
     fi
     sleep 0.1
