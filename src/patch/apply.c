@@ -373,6 +373,8 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 			snprintf(where, sizeof(where), "near line %zu", hint + 1);
 		} else if (h->end_of_file) {
 			snprintf(where, sizeof(where), "at the end of the file");
+		} else if (from == 0) {
+			snprintf(where, sizeof(where), "in the file");
 		} else {
 			snprintf(where, sizeof(where), "after line %zu", from);
 		}

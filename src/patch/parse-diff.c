@@ -127,7 +127,7 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 			no_nl = op->hunks[i].new_no_newline;
 		}
 		if (no_nl && b.len)
-			b.len--;
+			b.data[--b.len] = '\0';
 		free(c->content);
 		c->content = cae_buf_steal(&b, &c->content_len);
 		if (!c->content)

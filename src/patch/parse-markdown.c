@@ -328,6 +328,15 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		bool *ops = NULL;
 		size_t nw = 0;
 		r = patch_shell_split(s, sn, &w, &ops, &nw);
+		/* a quoted message may span lines: git commit -m "title<NL><NL>body" */
+		while (r == -EINVAL && patch_lines_next(&it, &l)) {
+			size_t at = (size_t)(s - cmd.data);
+			cae_buf_append(&cmd, "\n", 1);
+			cae_buf_append(&cmd, l.p, l.len);
+			s = cmd.data + at;
+			sn = cmd.len - at;
+			r = patch_shell_split(s, sn, &w, &ops, &nw);
+		}
 		if (r == -EINVAL) {
 			patch_warn(p, "line %zu: skipped a git command with an unterminated quote",
 				   start_line);
