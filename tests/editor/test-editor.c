@@ -194,7 +194,8 @@ static void walk(const char *root, const char *rel, json_t *modes, lines *out)
 
 static char *manifest_of(lines *l)
 {
-	qsort(l->v, l->n, sizeof(char *), str_cmp);
+	if (l->n)
+		qsort(l->v, l->n, sizeof(char *), str_cmp);
 	size_t total = 1;
 	for (size_t i = 0; i < l->n; i++)
 		total += strlen(l->v[i]) + 1;
