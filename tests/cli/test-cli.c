@@ -1,0 +1,247 @@
+/* The command-line program, driven as a user drives it: build/cae as a subprocess. JSON on
+ * stdout, logs on stderr, exit statuses that reflect the outcome, --help everywhere, and state
+ * shared between separate invocations (processes). */
+#include "base/macro.h"
+#include "cae/runner.h"
+#include "testutil.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+
+static const char *cae_path;
+static char *state;
+
+typedef struct out {
+	int status;
+	char *out;
+	char *err;
+	json_t *json;
+} out;
+
+static void out_clear(out *o)
+{
+	free(o->out);
+	free(o->err);
+	json_decref(o->json);
+}
+
+/* Runs cae with the arguments (NULL-terminated) and CAE_STATE_DIR set to the test's state. */
+static out cae(const char *first, ...)
+{
+	const char *argv[64];
+	size_t n = 0;
+	argv[n++] = cae_path;
+	va_list ap;
+	va_start(ap, first);
+	for (const char *a = first; a && n < 63; a = va_arg(ap, const char *))
+		argv[n++] = a;
+	va_end(ap);
+	argv[n] = NULL;
+	setenv("CAE_STATE_DIR", state, 1);
+	setenv("EXECUTOR_BACKEND", "local", 1);
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20 };
+	cae_run_result r;
+	cae_error err;
+	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
+	out o = { .status = r.exit_code, .out = r.out, .err = r.err };
+	o.json = json_loads(r.out, 0, NULL);
+	return o;
+}
+
+static char *make_repo(void)
+{
+	char *d = tu_mkdtemp();
+	char script[1024];
+	snprintf(script, sizeof(script),
+		 "cd %s && git init -q -b main && echo 'hello' > readme.txt && git add . && "
+		 "git -c user.email=t@e -c user.name=t commit -qm init",
+		 d);
+	const char *argv[] = { "sh", "-c", script, NULL };
+	cae_run_spec spec = { .argv = argv };
+	cae_run_result r;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	return d;
+}
+
+static void setup(void)
+{
+	state = tu_mkdtemp();
+}
+
+static void teardown(void)
+{
+	cae_rm_rf(state);
+	free(state);
+}
+
+START_TEST(help_everywhere)
+{
+	out o = cae("--help", NULL);
+	ck_assert_int_eq(o.status, 0);
+	const char *subs[] = { "env", "prepare", "exec", "cleanup", "gc", "run", "tools", "prompt" };
+	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
+		ck_assert_msg(strstr(o.out, subs[i]), "--help does not list %s", subs[i]);
+		out h = cae(subs[i], "--help", NULL);
+		ck_assert_msg(h.status == 0, "%s --help exited %d", subs[i], h.status);
+		char want[64];
+		snprintf(want, sizeof(want), "usage: cae %s", subs[i]);
+		ck_assert_msg(strstr(h.out, want), "%s --help: %s", subs[i], h.out);
+		out_clear(&h);
+	}
+	out_clear(&o);
+	o = cae("frobnicate", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("exec", "--no-such-flag", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+}
+END_TEST
+
+START_TEST(prepare_exec_cleanup_across_processes)
+{
+	_cleanup_free_ char *repo = make_repo();
+	out o = cae("prepare", "--repo", repo, "--uuid", "cli-1", "--env", "python", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	ck_assert_ptr_nonnull(o.json);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "status")), "ready");
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "environment_name")), "python");
+	out_clear(&o);
+	/* a shell string through command-executor_execute_command */
+	o = cae("exec", "--uuid", "cli-1", "--", "cat readme.txt; echo oops >&2; exit 3", NULL);
+	ck_assert_int_eq(o.status, 3);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "hello\n");
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stderr")), "oops\n");
+	out_clear(&o);
+	/* argv through exec_command, direct mode */
+	o = cae("exec", "--uuid", "cli-1", "--direct", "--", "printf", "%s|", "a b", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "a b|");
+	out_clear(&o);
+	/* refused by the policy: 126, naming the command */
+	o = cae("exec", "--uuid", "cli-1", "--", "sudo id", NULL);
+	ck_assert_int_eq(o.status, 126);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "stderr")), "sudo"));
+	out_clear(&o);
+	/* timeout: 124 */
+	o = cae("exec", "--uuid", "cli-1", "--timeout", "1", "--", "sleep 30", NULL);
+	ck_assert_int_eq(o.status, 124);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stderr")),
+			 "Command timeout after 1 seconds");
+	out_clear(&o);
+	/* the only environment is the default for exec */
+	o = cae("exec", "--", "echo default", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+	/* another process lists it */
+	o = cae("env", "list", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_uint_eq(json_array_size(o.json), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(o.json, 0), "task_uuid")),
+			 "cli-1");
+	out_clear(&o);
+	o = cae("cleanup", "cli-1", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+	o = cae("env", "list", NULL);
+	ck_assert_uint_eq(json_array_size(o.json), 0);
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-1", "--", "true", NULL);
+	ck_assert_int_ne(o.status, 0);
+	out_clear(&o);
+}
+END_TEST
+
+START_TEST(run_one_shot)
+{
+	_cleanup_free_ char *repo = make_repo();
+	out o = cae("run", "--repo", repo, "--", "wc -l < readme.txt; exit 7", NULL);
+	ck_assert_int_eq(o.status, 7);
+	ck_assert_ptr_nonnull(o.json);
+	json_t *res = json_object_get(o.json, "result");
+	ck_assert_str_eq(json_string_value(json_object_get(res, "stdout")), "1\n");
+	ck_assert(json_is_true(json_object_get(json_object_get(o.json, "cleanup"), "removed")));
+	/* logs are JSON lines on stderr, never on stdout */
+	ck_assert_ptr_nonnull(strstr(o.err, "\"event\":\"environment.fallback\""));
+	out_clear(&o);
+	o = cae("env", "list", NULL);
+	ck_assert_uint_eq(json_array_size(o.json), 0);
+	out_clear(&o);
+	/* a repository that cannot be cloned: failure, nothing left */
+	o = cae("run", "--repo", "/nonexistent/repo", "--", "true", NULL);
+	ck_assert_int_ne(o.status, 0);
+	ck_assert_ptr_nonnull(strstr(o.err, "prepare"));
+	out_clear(&o);
+	o = cae("env", "list", NULL);
+	ck_assert_uint_eq(json_array_size(o.json), 0);
+	out_clear(&o);
+}
+END_TEST
+
+START_TEST(gc_removes_old)
+{
+	_cleanup_free_ char *repo = make_repo();
+	out o = cae("prepare", "--repo", repo, "--uuid", "gc-1", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+	o = cae("gc", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(o.json, "removed")), 0);
+	out_clear(&o);
+	o = cae("gc", "--older-than-hours", "0", NULL);
+	ck_assert_int_eq(json_integer_value(json_object_get(o.json, "removed")), 1);
+	out_clear(&o);
+}
+END_TEST
+
+START_TEST(tools_and_prompt)
+{
+	out o = cae("tools", "--format", "openai", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert(json_is_array(o.json));
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(o.json, 0), "type")),
+			 "function");
+	out_clear(&o);
+	o = cae("tools", "--format", "functions", "--split-editor", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_ptr_nonnull(strstr(o.out, "text_editor_str_replace"));
+	ck_assert_ptr_nonnull(strstr(o.out, "exec_command"));
+	out_clear(&o);
+	o = cae("prompt", "command-executor", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_ptr_nonnull(strstr(o.out, "## Command Execution Feature"));
+	ck_assert_ptr_nonnull(strstr(o.out, "Build/Package Management: npm, yarn, pnpm"));
+	ck_assert_ptr_null(strstr(o.out, "{allowed_commands_list}"));
+	out_clear(&o);
+	setenv("COMMAND_EXECUTOR_ENABLED", "false", 1);
+	o = cae("tools", "--format", "openai", NULL);
+	ck_assert_ptr_null(strstr(o.out, "exec"));
+	out_clear(&o);
+	o = cae("prompt", "command-executor", NULL);
+	ck_assert_str_eq(o.out, "");
+	out_clear(&o);
+	unsetenv("COMMAND_EXECUTOR_ENABLED");
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: test-cli PATH-TO-CAE\n");
+		return 2;
+	}
+	cae_path = argv[1];
+	Suite *s = suite_create("cli");
+	TCase *tc = tcase_create("core");
+	tcase_set_timeout(tc, 180);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, help_everywhere);
+	tcase_add_test(tc, prepare_exec_cleanup_across_processes);
+	tcase_add_test(tc, run_one_shot);
+	tcase_add_test(tc, gc_removes_old);
+	tcase_add_test(tc, tools_and_prompt);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
