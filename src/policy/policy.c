@@ -1032,9 +1032,153 @@ static int analyze(struct check *ck, const cae_sh_word *w, size_t n, const char 
 	return check_program(ck, w + i, n - i, src, src_len, depth);
 }
 
+/* ---- bash brace expansion: {sudo,x} ls runs sudo, rm -{r,f} x is rm -r -f x ---- */
+
+#define BRACE_MAX_WORD 4096u /* longer words are left as they are */
+#define BRACE_MAX_WORDS 256u /* words a simple command may expand to */
+
+struct word_list {
+	cae_sh_word *w;
+	size_t n, cap;
+};
+
+static void word_list_free(struct word_list *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->w[i].text);
+	free(l->w);
+	*l = (struct word_list){0};
+}
+
+/* Appends a copy of proto whose text is a + b + c. */
+static int word_list_add(struct word_list *l, const cae_sh_word *proto, const char *a, size_t al,
+			 const char *b, size_t bl, const char *c, size_t cl)
+{
+	if (l->n == l->cap) {
+		size_t ncap = l->cap ? l->cap * 2 : 16;
+		cae_sh_word *nw = realloc(l->w, ncap * sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		l->w = nw;
+		l->cap = ncap;
+	}
+	char *t = malloc(al + bl + cl + 1);
+	if (!t)
+		return -ENOMEM;
+	memcpy(t, a, al);
+	memcpy(t + al, b, bl);
+	memcpy(t + al + bl, c, cl);
+	t[al + bl + cl] = '\0';
+	cae_sh_word *w = &l->w[l->n++];
+	*w = *proto;
+	w->text = t;
+	w->len = al + bl + cl;
+	if (w->assign_len > w->len)
+		w->assign_len = 0;
+	return 0;
+}
+
+/* The leftmost brace group with a top-level comma: s[*open] == '{', s[*close] == '}'.
+ * One pass with a stack of open braces. Returns 1 when found, 0 when not, -ENOMEM. */
+static int find_brace_group(const char *s, size_t len, size_t *open, size_t *close)
+{
+	struct brace {
+		size_t pos;
+		bool comma, valid;
+	} *stack = malloc((len + 1) * sizeof(*stack));
+	if (!stack)
+		return -ENOMEM;
+	size_t top = 0;
+	int found = 0;
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] == '{') {
+			/* ${...} is no brace group */
+			stack[top++] = (struct brace){i, false, !(i > 0 && s[i - 1] == '$')};
+		} else if (s[i] == ',' && top > 0) {
+			stack[top - 1].comma = true;
+		} else if (s[i] == '}' && top > 0) {
+			top--;
+			if (stack[top].comma && stack[top].valid && (!found || stack[top].pos < *open)) {
+				*open = stack[top].pos;
+				*close = i;
+				found = 1;
+			}
+		}
+	}
+	free(stack);
+	return found;
+}
+
+/* Expands brace groups in the words that have an unquoted '{' (bash: s{u,x}do is "sudo" and
+ * "sxdo"). Returns 1 with *out filled when a word has braces, 0 when none has, or -ENOMEM.
+ * Bounded: words longer than BRACE_MAX_WORD are kept as they are, and so is every word once
+ * BRACE_MAX_WORDS words came out; a word whose expansion is cut short there is followed by
+ * its unexpanded self; at most 4 * BRACE_MAX_WORDS partial words are made in all. */
+static int expand_braces(const cae_sh_word *w, size_t n, struct word_list *out)
+{
+	bool any = false;
+	for (size_t i = 0; i < n && !any; i++)
+		any = w[i].brace && w[i].len <= BRACE_MAX_WORD;
+	if (!any)
+		return 0;
+	struct word_list stack = {0};
+	size_t budget = 4 * BRACE_MAX_WORDS;
+	int r = 0;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		if (!w[i].brace || w[i].len > BRACE_MAX_WORD || out->n >= BRACE_MAX_WORDS) {
+			r = word_list_add(out, &w[i], w[i].text, w[i].len, "", 0, "", 0);
+			continue;
+		}
+		/* depth first, alternatives pushed in reverse: the output keeps bash's order */
+		r = word_list_add(&stack, &w[i], w[i].text, w[i].len, "", 0, "", 0);
+		while (r == 0 && stack.n > 0 && out->n < BRACE_MAX_WORDS) {
+			cae_sh_word cur = stack.w[--stack.n];
+			size_t open = 0, close = 0;
+			r = budget > 0 ? find_brace_group(cur.text, cur.len, &open, &close) : 0;
+			if (r == 0) {
+				/* no group left (or no budget): a finished word */
+				r = word_list_add(out, &cur, cur.text, cur.len, "", 0, "", 0);
+			} else if (r > 0) {
+				r = 0;
+				size_t level = 0, end = close;
+				for (size_t j = close; j > open && r == 0 && budget > 0; j--) {
+					char c = cur.text[j - 1];
+					if (c == '}') {
+						level++;
+					} else if (c == '{' && level > 0) {
+						level--;
+					} else if ((c == ',' && level == 0) || j - 1 == open) {
+						budget--;
+						r = word_list_add(&stack, &cur, cur.text, open,
+								  cur.text + j, end - j,
+								  cur.text + close + 1,
+								  cur.len - close - 1);
+						end = j - 1;
+					}
+				}
+			}
+			free(cur.text);
+		}
+		/* cut short: the word as written stays too (its flags still count for rm) */
+		if (r == 0 && stack.n > 0)
+			r = word_list_add(out, &w[i], w[i].text, w[i].len, "", 0, "", 0);
+		word_list_free(&stack);
+	}
+	word_list_free(&stack);
+	return r < 0 ? r : 1;
+}
+
 static int on_command(const cae_sh_command *cmd, void *userdata)
 {
-	return analyze(userdata, cmd->words, cmd->n_words, cmd->src, cmd->src_len, cmd->depth);
+	struct word_list ex = {0};
+	int r = expand_braces(cmd->words, cmd->n_words, &ex);
+	if (r == 0)
+		return analyze(userdata, cmd->words, cmd->n_words, cmd->src, cmd->src_len,
+			       cmd->depth);
+	if (r > 0)
+		r = ex.n ? analyze(userdata, ex.w, ex.n, cmd->src, cmd->src_len, cmd->depth) : 0;
+	word_list_free(&ex);
+	return r;
 }
 
 /* ---- entry points ---- */

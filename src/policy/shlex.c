@@ -38,7 +38,7 @@ struct heredoc {
 struct word_acc {
 	char *p;
 	size_t len, cap;
-	bool quoted, dynamic, glob;
+	bool quoted, dynamic, glob, brace;
 	bool plain;       /* only plain unquoted characters so far */
 	size_t plain_len; /* length of the plain prefix */
 };
@@ -54,6 +54,7 @@ struct lexer {
 	size_t start;  /* where this lexer started (for messages) */
 	bool closed;   /* MODE_SUBST: the closing ')' was seen */
 	bool at_start; /* command position: reserved words are recognised */
+	bool after_time; /* just after the `time` keyword: -p is its option */
 
 	cae_sh_word *words;
 	size_t n_words, cap_words;
@@ -204,6 +205,7 @@ static int push_word(struct lexer *lx, struct word_acc *wa, size_t start)
 	w->quoted = wa->quoted;
 	w->dynamic = wa->dynamic;
 	w->glob = wa->glob;
+	w->brace = wa->brace;
 	/* NAME=... or NAME+=... with the name and the '=' unquoted */
 	const char *eq = memchr(w->text, '=', wa->plain_len);
 	if (eq && eq > w->text && is_name_start(w->text[0])) {
@@ -239,6 +241,7 @@ static int finish(struct lexer *lx)
 	}
 	free_words(lx);
 	lx->have_start = false;
+	lx->after_time = false;
 	return r;
 }
 
@@ -768,12 +771,11 @@ static int scan_word(struct lexer *lx, struct word_acc *wa)
 		case '`':
 			r = scan_backtick(lx, wa, false);
 			break;
-		case '*':
-		case '?':
-		case '[':
-			wa->glob = true;
-			/* fall through */
 		default:
+			if (c == '*' || c == '?' || c == '[')
+				wa->glob = true;
+			else if (c == '{')
+				wa->brace = true;
 			r = wa_putc(wa, c);
 			lx->pos++;
 			break;
@@ -1131,7 +1133,15 @@ static int lex_word(struct lexer *lx)
 			return lex_redirect(lx, start);
 		}
 	}
+	bool after_time = lx->after_time;
+	lx->after_time = false;
 	if (lx->at_start && !wa.quoted && !wa.dynamic) {
+		/* bash's `time [-p]` times a whole pipeline, compound commands included */
+		if (strcmp(wa.p, "time") == 0 || (after_time && strcmp(wa.p, "-p") == 0)) {
+			wa_free(&wa);
+			lx->after_time = true;
+			return 0;
+		}
 		static const char *const skip_kw[] = {"if", "then", "else", "elif", "fi",
 						      "do", "done", "while", "until", "!",
 						      "{", "}", "coproc"};

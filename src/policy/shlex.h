@@ -33,6 +33,7 @@ typedef struct cae_sh_word {
 	bool quoted;       /* some part was quoted or backslash-escaped */
 	bool dynamic;      /* some part is an expansion */
 	bool glob;         /* an unquoted * ? or [ appears */
+	bool brace;        /* an unquoted { appears (bash brace expansion may apply) */
 	size_t assign_len; /* > 0: an assignment NAME=... or NAME+=...; length up to the '=' incl. */
 } cae_sh_word;
 

@@ -144,6 +144,14 @@ static const struct {
 	{"trap 'sudo ls' EXIT", "sudo", "sudo"},
 	{"! sudo ls", "sudo", "sudo"},
 	{"coproc sudo ls", "sudo", "sudo"},
+	/* bash: the time keyword, brace expansion */
+	{"time { sudo ls; }", "sudo", "sudo"},
+	{"time -p ( sudo ls )", "sudo", "sudo"},
+	{"{sudo,x} ls", "sudo", "sudo"},
+	{"s{u,x}do ls", "sudo", "sudo"},
+	{"{{su,x}do,y} ls", "sudo", "sudo"},
+	{"rm -{r,f} x", "rm -rf", "rm"},
+	{"rm x{,.bak} -{f,r}", "rm -rf", "rm"},
 	/* operators, compound commands, substitutions */
 	{"false || sudo ls", "sudo", "sudo"},
 	{"sleep 1 & sudo ls", "sudo", "sudo"},
@@ -330,6 +338,12 @@ static const char *const allowed[] = {
 	"echo a \\\n  b",
 	"$CMD ls",
 	"`echo ls`",
+	"echo {a,b}{c,d} {1..3} {} {x",
+	"{x,sudo} ls",
+	"\"{sudo,x}\" ls",
+	"rm -{r,v} x",
+	"echo ${x,,} ${y:+{a,b}}",
+	"time make",
 };
 
 START_TEST(allowed_no_false_positives)
@@ -733,12 +747,41 @@ START_TEST(long_input)
 	static const char *const units[] = {
 		"( ", "$(", "`", "\"", "'", "\\", "${", "$((", "{ ", "if ", "x=(", "<<E\n", ";;",
 		"\n", ")", "$'\\", "@(", "a() ", "for x in ", "[[ ", "sh -c ", "|", "&", "#",
+		"{", "{a,b}", "{a,{b,", "time ",
 	};
 	for (size_t u = 0; u < ARRAY_SIZE(units); u++) {
 		_cleanup_free_ char *s = repeat("", units[u], (1u << 20) / strlen(units[u]), "");
 		ck_assert_int_eq(cae_policy_check(q, s, &v), 0);
 		ck_assert_msg(cae_utf8_is_valid(v.reason, strlen(v.reason)), "unit %s", units[u]);
 	}
+}
+END_TEST
+
+START_TEST(brace_expansion_is_bounded)
+{
+	_cleanup_policy_ cae_policy *p = new_default();
+	cae_policy_verdict v;
+	/* 2^20 words if expanded in full: expansion stops, but nothing after it is lost */
+	_cleanup_free_ char *many = repeat("s{u,x}do ", "{a,b}", 20, " ls");
+	check(p, many, &v);
+	ck_assert_str_eq(v.program, "sudo");
+	_cleanup_free_ char *after = repeat("rm ", "{a,b}", 20, " -rf x");
+	check(p, after, &v);
+	ck_assert_str_eq(v.program, "rm");
+	_cleanup_free_ char *within = repeat("rm -{r,f}", "{a,b}", 20, " x");
+	check(p, within, &v);
+	ck_assert_str_eq(v.program, "rm");
+	_cleanup_free_ char *name = repeat("s{u,x}do", "{,}", 20, " ls");
+	check(p, name, &v);
+	ck_assert_str_eq(v.program, "sudo");
+	/* deep nesting of groups, and a word past the expansion bound */
+	_cleanup_free_ char *open = repeat("echo ", "{a,", 3000, "b");
+	_cleanup_free_ char *deep = repeat(open, "}", 3000, "");
+	check(p, deep, &v);
+	ck_assert(v.allowed);
+	_cleanup_free_ char *huge = repeat("echo ", "{a,b}", 20000, "");
+	check(p, huge, &v);
+	ck_assert(v.allowed);
 }
 END_TEST
 
@@ -821,6 +864,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, unterminated_quote_reason);
 	tcase_add_test(tc, deep_nesting_is_denied);
 	tcase_add_test(tc, long_input);
+	tcase_add_test(tc, brace_expansion_is_bounded);
 	tcase_add_test(tc, nul_and_binary_input);
 	tcase_add_test(tc, bad_arguments);
 	suite_add_tcase(s, tc);
