@@ -16,6 +16,7 @@ static const struct cae_cli_command commands[] = {
 	{ "tools", "print the tool definitions for an agent", cae_cli_tools },
 	{ "prompt", "print a system-prompt section", cae_cli_prompt },
 	{ "config", "show the effective configuration (config show)", cae_cli_config },
+	{ "mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp },
 	{ "version", "print the version", cae_cli_version },
 };
 

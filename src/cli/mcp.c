@@ -1,0 +1,197 @@
+/* cae mcp: the MCP server on stdin/stdout over a session.
+ *
+ * Stdout carries only protocol messages: the server writes to a private duplicate of fd 1,
+ * and fd 1 itself is pointed at stderr, so that nothing else (a library, a child process
+ * that inherits it by mistake) can put a stray byte into the protocol stream. Likewise the
+ * protocol input is a private duplicate of fd 0, and fd 0 becomes /dev/null. Logs are JSON
+ * lines on stderr. SIGTERM, SIGINT and SIGHUP cancel the running calls and end the server.
+ */
+#include "cli/cli.h"
+
+#include "cae/backend.h"
+#include "cae/mcp.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK };
+
+static int usage_mcp(FILE *f)
+{
+	fprintf(f,
+		"usage: cae mcp [--workspace DIR | --task FILE] [options]\n\n"
+		"Serves the agent tools over the Model Context Protocol: JSON-RPC 2.0, one message\n"
+		"per line on stdin/stdout (protocol versions 2025-11-25, 2025-06-18, 2025-03-26,\n"
+		"2024-11-05). Logs go to stderr (level: CAE_LOG_LEVEL).\n\n"
+		"The current environment, which the command and editor tools act on:\n"
+		"  --workspace DIR    an existing directory, used as is (local backend)\n"
+		"  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
+		"                     target_branch, environment}; - = stdin is not allowed here)\n"
+		"  (neither)          none until the environment_prepare tool makes one\n\n"
+		"options:\n" CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+static json_t *session_list(void *userdata, bool with_output_schema)
+{
+	return cae_session_tool_list(userdata, with_output_schema);
+}
+
+static int session_call(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
+			cae_tool_result *res, cae_error *err)
+{
+	return cae_session_call_tool(userdata, name, args, ctx, res, err);
+}
+
+static void server_log(void *userdata, const char *level, const char *event, const char *message)
+{
+	cae_log_level lvl = CAE_LOG_INFO;
+	(void)userdata;
+	(void)cae_log_level_parse(level, &lvl);
+	cae_log_event(cae_cli_log(), lvl, event, "%s", message);
+}
+
+static int shutdown_pipe[2] = { -1, -1 };
+
+static void on_signal(int sig)
+{
+	int saved = errno;
+	char c = (char)sig;
+	ssize_t k = write(shutdown_pipe[1], &c, 1);
+	(void)k;
+	errno = saved;
+}
+
+static int install_signals(void)
+{
+	if (pipe2(shutdown_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
+	sigemptyset(&sa.sa_mask);
+	int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL) < 0)
+			return -errno;
+	/* A vanished client is a write error, not a signal. */
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+/* Takes fds 0 and 1 for the protocol: returns private duplicates in *in / *out and points
+ * 0 at /dev/null and 1 at stderr. */
+static int take_stdio(int *in, int *out)
+{
+	*in = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+	*out = fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+	if (*in < 0 || *out < 0)
+		return -errno;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0)
+		return -errno;
+	int r = dup2(null, STDIN_FILENO) < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0 ? -errno : 0;
+	close(null);
+	return r;
+}
+
+static int prepare_task(cae_session *s, const char *task_file, cae_error *err)
+{
+	json_t *j = cae_cli_read_json(task_file, err);
+	if (!j)
+		return -EINVAL;
+	cae_task task;
+	int r = cae_task_from_json(j, &task, err);
+	if (r == 0) {
+		json_t *info = NULL;
+		r = cae_session_prepare(s, &task, json_string_value(json_object_get(j, "environment")),
+					NULL, &info, err);
+		if (r == 0)
+			cae_log_fields(cae_cli_log(), CAE_LOG_INFO, "mcp.task_prepared", info,
+				       "environment ready for task %s", task.uuid ? task.uuid : "");
+		else
+			json_decref(info);
+		cae_task_clear(&task);
+	}
+	json_decref(j);
+	return r;
+}
+
+int cae_cli_mcp(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "workspace", required_argument, NULL, OPT_MCP_WORKSPACE },
+		{ "task", required_argument, NULL, OPT_MCP_TASK },
+		CAE_CLI_COMMON_LONGOPTS,
+		{ 0, 0, 0, 0 },
+	};
+	cae_cli_common c = { 0 };
+	const char *workspace = NULL, *task_file = NULL;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_mcp(stdout);
+		if (opt == OPT_MCP_WORKSPACE)
+			workspace = optarg;
+		else if (opt == OPT_MCP_TASK)
+			task_file = optarg;
+		else if (!cae_cli_common_option(&c, opt, optarg))
+			return usage_mcp(stderr);
+	}
+	if (optind < argc || (workspace && task_file)) {
+		fprintf(stderr, "cae mcp: %s\n", optind < argc ? "unexpected argument"
+							      : "--workspace and --task exclude each other");
+		return usage_mcp(stderr);
+	}
+	if (task_file && strcmp(task_file, "-") == 0) {
+		fprintf(stderr, "cae mcp: --task -: stdin carries the protocol; give a file\n");
+		return 2;
+	}
+
+	int in_fd = -1, out_fd = -1;
+	int r = take_stdio(&in_fd, &out_fd);
+	if (r < 0) {
+		fprintf(stderr, "cae mcp: cannot set up stdio: %s\n", strerror(-r));
+		return 1;
+	}
+	if ((r = install_signals()) < 0) {
+		fprintf(stderr, "cae mcp: cannot install signal handlers: %s\n", strerror(-r));
+		return 1;
+	}
+
+	cae_session *s = NULL;
+	if (cae_cli_open(&c, &s) < 0)
+		return 1;
+	cae_error err;
+	cae_error_clear(&err);
+	if (workspace && (r = cae_session_use_workspace(s, workspace, &err)) < 0) {
+		fprintf(stderr, "cae mcp: --workspace %s: %s\n", workspace, err.message);
+		cae_session_free(s);
+		return 1;
+	}
+	if (task_file && (r = prepare_task(s, task_file, &err)) < 0) {
+		fprintf(stderr, "cae mcp: --task %s: %s\n", task_file, err.message);
+		cae_session_free(s);
+		return 1;
+	}
+
+	cae_mcp_handler h = { session_list, session_call, s };
+	cae_mcp_options o = {
+		.shutdown_fd = shutdown_pipe[0],
+		.has_shutdown_fd = true,
+		.log = server_log,
+	};
+	r = cae_mcp_serve(&h, in_fd, out_fd, &o, &err);
+	if (r < 0 && r != -EPIPE)
+		cae_log_event(cae_cli_log(), CAE_LOG_ERROR, "mcp.error", "%s", err.message);
+	cae_session_free(s);
+	close(in_fd);
+	close(out_fd);
+	cae_cli_log_free();
+	return r < 0 && r != -EPIPE ? 1 : 0;
+}
