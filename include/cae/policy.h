@@ -3,20 +3,22 @@
  * A command line is lexed as sh would lex it (nothing is run): quotes and escapes, ; && ||
  * | & newlines, ( ) subshells, { } groups, if/while/until/for/case, here-documents (their
  * bodies are data), redirections, $(...) and `...` (also inside double quotes and unquoted
- * here-documents), <(...) >(...), leading VAR=x assignments. Every simple command found is
+ * here-documents), <(...) >(...), leading VAR=x assignments, bash's `time` keyword and
+ * brace expansion ({sudo,x} ls, rm -{r,f} x; bounded). Every simple command found is
  * checked; the program is compared by basename (/usr/bin/sudo is sudo). Wrappers are
  * transparent, the command they run is what is checked: env [-i] [-u N] [VAR=x]..., command
  * [-p], exec, nohup, time, nice, timeout, stdbuf, setsid, xargs, busybox, builtin, eval
  * (its arguments are lexed), sh/bash/dash/zsh/ksh -c STRING (the string is lexed), and
  * find's -exec/-execdir/-ok commands; alias and trap bodies are lexed too.
  *
- * The deny list (seed §6.3.7) always applies: sudo (and doas, pkexec), su, rm with both a
- * recursive and a force flag in any spelling (-rf, -fr, -r -f, -Rf, --recursive --force,
- * --rec --for, ...), chmod with mode 777 in any numeric spelling (777, 0777, 1777...) or a
- * symbolic mode giving rwx to everyone (a+rwx, ugo=rwx), chown, mount/umount,
- * iptables/ip6tables, systemctl/service, kill/killall/pkill, reboot/shutdown/halt/poweroff,
- * dd, mkfs and mkfs.*, fdisk/sfdisk/cfdisk/parted, nc/netcat/ncat, nmap, ssh, scp/sftp/rsync.
- * A program name with an unquoted glob (/usr/bin/su?o) that matches a denied name is denied.
+ * The deny list (seed §6.3.7) always applies: sudo (and doas, pkexec), su (and runuser),
+ * rm with both a recursive and a force flag in any spelling (-rf, -fr, -r -f, -Rf,
+ * --recursive --force, --rec --for, ...), chmod with mode 777 in any numeric spelling (777,
+ * 0777, 1777...) or a symbolic mode giving rwx to everyone (a+rwx, ugo=rwx), chown,
+ * mount/umount, iptables/ip6tables, systemctl/service, kill/killall/pkill,
+ * reboot/shutdown/halt/poweroff, dd, mkfs and mkfs.*, fdisk/sfdisk/cfdisk/parted,
+ * nc/netcat/ncat, nmap, ssh, scp/sftp/rsync. A program name with an unquoted glob
+ * (/usr/bin/su?o) that matches a denied name is denied.
  * The allow list (seed §6.3.1-6.3.6, by category, shaped by use_default / additional /
  * exclude / custom_list) is what the prompt shows; with `enforce` it is also enforced: a
  * program outside it is refused (shell builtins and keywords such as cd, export, true, test,
@@ -61,13 +63,13 @@ typedef struct cae_policy_list {
 /* The seed's allowed_commands keys (§6.3.8) plus the bounds. Borrowed: cae_policy_new()
  * copies what it needs. Entries are program names or "program subcommand" phrases. */
 typedef struct cae_policy_options {
-	bool use_default;            /* true: start from the seed's default list */
+	bool use_default;	     /* true: start from the seed's default list */
 	cae_policy_list additional;  /* added (after exclude) */
 	cae_policy_list exclude;     /* removed; a one-word entry also removes "word ..." entries */
 	cae_policy_list custom_list; /* the starting list when use_default is false */
-	bool enforce;                /* false: only the deny list refuses */
-	size_t max_length;           /* 0: CAE_POLICY_DEFAULT_MAX_LENGTH */
-	unsigned max_depth;          /* 0: CAE_POLICY_DEFAULT_MAX_DEPTH */
+	bool enforce;		     /* false: only the deny list refuses */
+	size_t max_length;	     /* 0: CAE_POLICY_DEFAULT_MAX_LENGTH */
+	unsigned max_depth;	     /* 0: CAE_POLICY_DEFAULT_MAX_DEPTH */
 } cae_policy_options;
 
 /* Fills *o with the defaults: use_default true, empty lists, enforce false. */
@@ -77,12 +79,12 @@ void cae_policy_options_init(cae_policy_options *o);
  * entries that are not in the seed's list. */
 typedef enum cae_policy_category {
 	CAE_POLICY_CAT_BUILD_PACKAGE = 0, /* "build_package", "Build/Package Management" */
-	CAE_POLICY_CAT_TEST,              /* "test", "Test Execution" */
+	CAE_POLICY_CAT_TEST,		  /* "test", "Test Execution" */
 	CAE_POLICY_CAT_LINTER_FORMATTER,  /* "linter_formatter", "Linter/Formatter" */
-	CAE_POLICY_CAT_FILE_OPERATIONS,   /* "file_operations", "File Operations" */
-	CAE_POLICY_CAT_VERSION_CONTROL,   /* "version_control", "Version Control" */
-	CAE_POLICY_CAT_UTILITIES,         /* "utilities", "Utilities" */
-	CAE_POLICY_CAT_CUSTOM,            /* "custom", "Custom" */
+	CAE_POLICY_CAT_FILE_OPERATIONS,	  /* "file_operations", "File Operations" */
+	CAE_POLICY_CAT_VERSION_CONTROL,	  /* "version_control", "Version Control" */
+	CAE_POLICY_CAT_UTILITIES,	  /* "utilities", "Utilities" */
+	CAE_POLICY_CAT_CUSTOM,		  /* "custom", "Custom" */
 	CAE_POLICY_CAT_COUNT,
 } cae_policy_category;
 
@@ -95,8 +97,8 @@ typedef enum cae_policy_rule {
 	CAE_POLICY_RULE_NONE = 0,    /* allowed */
 	CAE_POLICY_RULE_DENY_LIST,   /* a denied program or flag combination */
 	CAE_POLICY_RULE_NOT_ALLOWED, /* enforce: not in the allow list, or only known at run time */
-	CAE_POLICY_RULE_PARSE,       /* the command line could not be parsed */
-	CAE_POLICY_RULE_LIMIT,       /* too long or nested too deeply */
+	CAE_POLICY_RULE_PARSE,	     /* the command line could not be parsed */
+	CAE_POLICY_RULE_LIMIT,	     /* too long or nested too deeply */
 } cae_policy_rule;
 
 #define CAE_POLICY_PROGRAM_MAX 128
@@ -127,8 +129,7 @@ void cae_policy_free(cae_policy *p); /* accepts NULL */
  * simple command. */
 int cae_policy_check(const cae_policy *p, const char *cmdline, cae_policy_verdict *v);
 /* The same for a command line of `len` bytes (NUL bytes are ordinary characters). */
-int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len,
-		       cae_policy_verdict *v);
+int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len, cae_policy_verdict *v);
 /* Checks an argv executed directly, without a shell (NULL-terminated, argv[0] the program):
  * the same rules on the words as given (no quote removal, no operators); a wrapped sh -c
  * string is lexed. An empty argv is refused. */

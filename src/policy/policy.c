@@ -19,6 +19,8 @@
 
 /* ---- the seed's lists (000 §6.3) ---- */
 
+/* clang-format off */
+
 static const char *const default_build[] = {
 	"npm",    "yarn",  "pnpm", "pip",   "pip3",   "conda", "mamba",    "python",
 	"python3", "cargo", "make", "cmake", "bundle", "gem",   "composer", "dotnet",
@@ -68,6 +70,7 @@ static const struct {
 	{"doas", "privilege escalation"},
 	{"pkexec", "privilege escalation"},
 	{"su", "switching users"},
+	{"runuser", "switching users"},
 	{"chown", "changing file ownership"},
 	{"mount", "mounting file systems"},
 	{"umount", "mounting file systems"},
@@ -120,12 +123,13 @@ static const char *const builtins[] = {
 };
 
 static const char *const shells[] = {"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh", "yash", "posh"};
+/* clang-format on */
 
 /* ---- the policy ---- */
 
 struct entry {
-	char *text;     /* normalised: words separated by one space */
-	char **words;   /* pointers into a copy of text split at the spaces */
+	char *text;   /* normalised: words separated by one space */
+	char **words; /* pointers into a copy of text split at the spaces */
 	char *words_buf;
 	size_t n_words;
 	cae_policy_category cat;
@@ -265,8 +269,8 @@ static int add_list(cae_policy *p, const cae_policy_list *l, const char *what, c
 		if (enomem)
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		if (!t)
-			return cae_error_set(err, -EINVAL, "allowed_commands.%s[%zu]: empty entry", what,
-					     i);
+			return cae_error_set(err, -EINVAL, "allowed_commands.%s[%zu]: empty entry",
+					     what, i);
 		int r = add_entry(p, t, default_category(t));
 		if (r < 0)
 			return cae_error_set(err, r, "out of memory");
@@ -321,11 +325,12 @@ cae_policy *cae_policy_new(const cae_policy_options *opts, cae_error *err)
 	for (size_t i = 0; i < opts->exclude.n && r == 0; i++) {
 		bool enomem = false;
 		_cleanup_free_ char *t =
-			opts->exclude.items[i] ? normalise(opts->exclude.items[i], &enomem) : NULL;
+		    opts->exclude.items[i] ? normalise(opts->exclude.items[i], &enomem) : NULL;
 		if (enomem)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
 		else if (!t)
-			r = cae_error_set(err, -EINVAL, "allowed_commands.exclude[%zu]: empty entry", i);
+			r = cae_error_set(err, -EINVAL,
+					  "allowed_commands.exclude[%zu]: empty entry", i);
 		else
 			remove_entries(p, t);
 	}
@@ -381,7 +386,7 @@ json_t *cae_policy_allowed_json(const cae_policy *p)
 			/* entries come from config text: keep them valid UTF-8 for JSON */
 			size_t n;
 			_cleanup_free_ char *s =
-				cae_utf8_sanitize(p->entries[i].text, strlen(p->entries[i].text), &n);
+			    cae_utf8_sanitize(p->entries[i].text, strlen(p->entries[i].text), &n);
 			if (!s || json_array_append_new(a, json_stringn(s, n)) < 0) {
 				json_decref(a);
 				goto fail;
@@ -677,7 +682,8 @@ static bool entry_matches(const struct entry *e, const char *prog, const char *n
 	size_t k = 0;
 	for (size_t m = 1; m < e->n_words; m++) {
 		while (k < nargs && (args[k].text[0] == '-' || args[k].text[0] == '+')) {
-			if (streq(name, "git") && (streq(args[k].text, "-C") || streq(args[k].text, "-c")))
+			if (streq(name, "git") &&
+			    (streq(args[k].text, "-C") || streq(args[k].text, "-c")))
 				k++;
 			k++;
 		}
@@ -688,8 +694,8 @@ static bool entry_matches(const struct entry *e, const char *prog, const char *n
 	return true;
 }
 
-static bool listed(const cae_policy *p, const char *prog, const char *name,
-		   const cae_sh_word *args, size_t nargs)
+static bool listed(const cae_policy *p, const char *prog, const char *name, const cae_sh_word *args,
+		   size_t nargs)
 {
 	for (size_t i = 0; i < p->n; i++)
 		if (entry_matches(&p->entries[i], prog, name, args, nargs))
@@ -889,8 +895,8 @@ static const char *const timeout_long[] = {"signal", "kill-after"};
 static const char *const nice_long[] = {"adjustment"};
 static const char *const time_long[] = {"format", "output"};
 static const char *const stdbuf_long[] = {"input", "output", "error"};
-static const char *const xargs_long[] = {"arg-file", "delimiter", "max-args", "max-procs",
-					 "max-chars", "process-slot-var"};
+static const char *const xargs_long[] = {"arg-file",  "delimiter", "max-args",
+					 "max-procs", "max-chars", "process-slot-var"};
 
 /* env's options: returns the first operand; *split receives -S's string. */
 static size_t skip_env(const cae_sh_word *w, size_t n, size_t j, const char **split,
@@ -962,16 +968,18 @@ static int analyze(struct check *ck, const cae_sh_word *w, size_t n, const char 
 		const cae_sh_word *pw = &w[i];
 		if (pw->dynamic) {
 			if (ck->p->enforce)
-				return deny(ck, CAE_POLICY_RULE_NOT_ALLOWED, pw->text, pw->text, src,
-					    src_len, "the program name is only known at run time");
+				return deny(ck, CAE_POLICY_RULE_NOT_ALLOWED, pw->text, pw->text,
+					    src, src_len,
+					    "the program name is only known at run time");
 			return 0;
 		}
 		const char *name = base_name(pw->text);
 		if (pw->glob) {
 			for (size_t k = 0; k < ARRAY_SIZE(deny_list); k++)
 				if (fnmatch(name, deny_list[k].name, 0) == 0)
-					return deny(ck, CAE_POLICY_RULE_DENY_LIST, deny_list[k].name,
-						    pw->text, src, src_len, deny_list[k].why);
+					return deny(ck, CAE_POLICY_RULE_DENY_LIST,
+						    deny_list[k].name, pw->text, src, src_len,
+						    deny_list[k].why);
 		}
 		size_t j = i + 1;
 		if (streq(name, "env")) {
@@ -1098,7 +1106,8 @@ static int find_brace_group(const char *s, size_t len, size_t *open, size_t *clo
 			stack[top - 1].comma = true;
 		} else if (s[i] == '}' && top > 0) {
 			top--;
-			if (stack[top].comma && stack[top].valid && (!found || stack[top].pos < *open)) {
+			if (stack[top].comma && stack[top].valid &&
+			    (!found || stack[top].pos < *open)) {
 				*open = stack[top].pos;
 				*close = i;
 				found = 1;
@@ -1183,8 +1192,7 @@ static int on_command(const cae_sh_command *cmd, void *userdata)
 
 /* ---- entry points ---- */
 
-int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len,
-		       cae_policy_verdict *v)
+int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len, cae_policy_verdict *v)
 {
 	if (!v)
 		return -EINVAL;
@@ -1201,8 +1209,8 @@ int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len,
 	}
 	int r = check_string(&ck, cmdline, len, 0, "the command line", cmdline, len);
 	if (r < 0) {
-		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0, "the command could not be checked: %s",
-			 strerror(-r));
+		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0,
+			 "the command could not be checked: %s", strerror(-r));
 		return r;
 	}
 	return 0;
@@ -1241,8 +1249,8 @@ int cae_policy_check_argv(const cae_policy *p, const char *const *argv, cae_poli
 	if (!w || !src) {
 		free(w);
 		free(src);
-		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0, "the command could not be checked: %s",
-			 strerror(ENOMEM));
+		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0,
+			 "the command could not be checked: %s", strerror(ENOMEM));
 		return -ENOMEM;
 	}
 	size_t o = 0;
@@ -1266,8 +1274,8 @@ int cae_policy_check_argv(const cae_policy *p, const char *const *argv, cae_poli
 	free(w);
 	free(src);
 	if (r < 0) {
-		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0, "the command could not be checked: %s",
-			 strerror(-r));
+		deny_msg(&ck, CAE_POLICY_RULE_LIMIT, NULL, 0,
+			 "the command could not be checked: %s", strerror(-r));
 		return r;
 	}
 	return 0;

@@ -26,7 +26,7 @@ enum lex_mode {
 enum ctx_kind {
 	CTX_SUBSHELL,
 	CTX_CASE_PATTERN, /* expecting "pattern | pattern )" or esac */
-	CTX_CASE_BODY,    /* the commands of one case item, up to ;; or esac */
+	CTX_CASE_BODY,	  /* the commands of one case item, up to ;; or esac */
 };
 
 struct heredoc {
@@ -39,7 +39,7 @@ struct word_acc {
 	char *p;
 	size_t len, cap;
 	bool quoted, dynamic, glob, brace;
-	bool plain;       /* only plain unquoted characters so far */
+	bool plain;	  /* only plain unquoted characters so far */
 	size_t plain_len; /* length of the plain prefix */
 };
 
@@ -51,9 +51,9 @@ struct lexer {
 	void *ud;
 	cae_error *err;
 	enum lex_mode mode;
-	size_t start;  /* where this lexer started (for messages) */
-	bool closed;   /* MODE_SUBST: the closing ')' was seen */
-	bool at_start; /* command position: reserved words are recognised */
+	size_t start;	 /* where this lexer started (for messages) */
+	bool closed;	 /* MODE_SUBST: the closing ')' was seen */
+	bool at_start;	 /* command position: reserved words are recognised */
 	bool after_time; /* just after the `time` keyword: -p is its option */
 
 	cae_sh_word *words;
@@ -88,8 +88,9 @@ static unsigned cur_depth(const struct lexer *lx)
 static int nest_check(struct lexer *lx)
 {
 	if (cur_depth(lx) + 1 > lx->max_depth)
-		return cae_error_set(lx->err, -ELOOP, "nested more than %u levels deep (at byte %zu)",
-				     lx->max_depth, lx->pos);
+		return cae_error_set(lx->err, -ELOOP,
+				     "nested more than %u levels deep (at byte %zu)", lx->max_depth,
+				     lx->pos);
 	return 0;
 }
 
@@ -231,11 +232,11 @@ static int finish(struct lexer *lx)
 	if (lx->n_words > 0) {
 		size_t end = lx->cmd_end > lx->cmd_start ? lx->cmd_end : lx->cmd_start;
 		cae_sh_command cmd = {
-			.words = lx->words,
-			.n_words = lx->n_words,
-			.src = lx->s + lx->cmd_start,
-			.src_len = end - lx->cmd_start,
-			.depth = cur_depth(lx),
+		    .words = lx->words,
+		    .n_words = lx->n_words,
+		    .src = lx->s + lx->cmd_start,
+		    .src_len = end - lx->cmd_start,
+		    .depth = cur_depth(lx),
 		};
 		r = lx->fn(&cmd, lx->ud);
 	}
@@ -481,19 +482,37 @@ static int scan_ansi(struct lexer *lx, struct word_acc *wa, size_t open_off)
 		char n = lx->s[lx->pos + 1];
 		lx->pos += 2;
 		switch (n) {
-		case 'n': r = wa_putc(wa, '\n'); break;
-		case 't': r = wa_putc(wa, '\t'); break;
-		case 'r': r = wa_putc(wa, '\r'); break;
-		case 'a': r = wa_putc(wa, '\a'); break;
-		case 'b': r = wa_putc(wa, '\b'); break;
-		case 'f': r = wa_putc(wa, '\f'); break;
-		case 'v': r = wa_putc(wa, '\v'); break;
+		case 'n':
+			r = wa_putc(wa, '\n');
+			break;
+		case 't':
+			r = wa_putc(wa, '\t');
+			break;
+		case 'r':
+			r = wa_putc(wa, '\r');
+			break;
+		case 'a':
+			r = wa_putc(wa, '\a');
+			break;
+		case 'b':
+			r = wa_putc(wa, '\b');
+			break;
+		case 'f':
+			r = wa_putc(wa, '\f');
+			break;
+		case 'v':
+			r = wa_putc(wa, '\v');
+			break;
 		case 'e':
-		case 'E': r = wa_putc(wa, 27); break;
+		case 'E':
+			r = wa_putc(wa, 27);
+			break;
 		case '\\':
 		case '\'':
 		case '"':
-		case '?': r = wa_putc(wa, n); break;
+		case '?':
+			r = wa_putc(wa, n);
+			break;
 		case 'c':
 			if (at_end(lx)) {
 				r = wa_append(wa, "\\c", 2);
@@ -721,7 +740,8 @@ static int scan_word(struct lexer *lx, struct word_acc *wa)
 		if (c == '(') {
 			bool array = wa->plain && wa->len > 0 && wa->p[wa->len - 1] == '=' &&
 				     memchr(wa->p, '=', wa->len) == wa->p + wa->len - 1;
-			bool extglob = wa->plain && wa->len > 0 && is_in(wa->p[wa->len - 1], "@!?*+");
+			bool extglob =
+			    wa->plain && wa->len > 0 && is_in(wa->p[wa->len - 1], "@!?*+");
 			if (!array && !extglob)
 				break;
 			lx->pos++;
@@ -810,7 +830,6 @@ static void skip_blanks(struct lexer *lx)
 			break;
 	}
 }
-
 
 /* ---- here-documents ---- */
 
@@ -1142,9 +1161,9 @@ static int lex_word(struct lexer *lx)
 			lx->after_time = true;
 			return 0;
 		}
-		static const char *const skip_kw[] = {"if", "then", "else", "elif", "fi",
+		static const char *const skip_kw[] = {"if", "then", "else",  "elif",  "fi",
 						      "do", "done", "while", "until", "!",
-						      "{", "}", "coproc"};
+						      "{",  "}",    "coproc"};
 		for (size_t i = 0; i < ARRAY_SIZE(skip_kw); i++) {
 			if (strcmp(wa.p, skip_kw[i]) == 0) {
 				wa_free(&wa);
@@ -1182,7 +1201,8 @@ static int lex_word(struct lexer *lx)
 				lx->pos++;
 				skip_blanks(lx);
 				if (peek(lx, 0) != ')')
-					return lex_fail(lx, lx->pos, "expected ')' after function name");
+					return lex_fail(lx, lx->pos,
+							"expected ')' after function name");
 				lx->pos++;
 			}
 			return 0;

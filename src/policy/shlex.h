@@ -28,22 +28,23 @@
 /* One word after quote removal. Expansions ($x, ${x}, $(...), `...`, $((...))) cannot be
  * known before run time: their source text is kept in `text` and `dynamic` is set. */
 typedef struct cae_sh_word {
-	char *text;        /* owned by the lexer, NUL-terminated */
+	char *text; /* owned by the lexer, NUL-terminated */
 	size_t len;
-	bool quoted;       /* some part was quoted or backslash-escaped */
-	bool dynamic;      /* some part is an expansion */
-	bool glob;         /* an unquoted * ? or [ appears */
-	bool brace;        /* an unquoted { appears (bash brace expansion may apply) */
-	size_t assign_len; /* > 0: an assignment NAME=... or NAME+=...; length up to the '=' incl. */
+	bool quoted;  /* some part was quoted or backslash-escaped */
+	bool dynamic; /* some part is an expansion */
+	bool glob;    /* an unquoted * ? or [ appears */
+	bool brace;   /* an unquoted { appears (bash brace expansion may apply) */
+	size_t
+	    assign_len; /* > 0: an assignment NAME=... or NAME+=...; length up to the '=' incl. */
 } cae_sh_word;
 
 /* A simple command. Everything is borrowed and valid only during the callback. */
 typedef struct cae_sh_command {
 	const cae_sh_word *words;
-	size_t n_words;    /* >= 1 */
-	const char *src;   /* the command's source text (from its first word to its last token) */
+	size_t n_words;	 /* >= 1 */
+	const char *src; /* the command's source text (from its first word to its last token) */
 	size_t src_len;
-	unsigned depth;    /* nesting depth at which it was found (for recursive checks) */
+	unsigned depth; /* nesting depth at which it was found (for recursive checks) */
 } cae_sh_command;
 
 /* Returns 0 to go on, > 0 to stop the lexer (cae_sh_lex returns that value), < 0 an error
