@@ -9,12 +9,19 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
       check git musl-tools)
 if [ "$what" = test ]; then
   pkgs+=(bubblewrap clang libclang-rt-14-dev valgrind procps python3 jq
-         docker.io debootstrap nginx fcgiwrap nodejs npm)
+         debootstrap nginx fcgiwrap)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 done
+if [ "$what" = test ]; then
+  # Programs that may come from other packagings (Node.js from NodeSource ships npm; Docker
+  # from docker-ce): only install Debian's when the program is missing.
+  command -v dockerd >/dev/null || missing+=(docker.io)
+  command -v node >/dev/null || missing+=(nodejs)
+  command -v npm >/dev/null || missing+=(npm)
+fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]} (run as root, or apt-get install them)" >&2
