@@ -46,7 +46,8 @@ typedef struct cae_mcp_handler {
 	 * description, inputSchema, outputSchema?}; NULL on failure. */
 	json_t *(*list_tools)(void *userdata, bool with_output_schema);
 	/* Runs a tool; args (an object) is borrowed. Returns 0 with *res filled (the server
-	 * frees it: text with free(), structured with json_decref()), or < 0 with err set for a
+	 * frees it: text with free(), structured with json_decref(); structured becomes
+	 * structuredContent for successful results only), or < 0 with err set for a
 	 * protocol failure: -ENOENT unknown tool, -EINVAL invalid arguments (JSON-RPC -32602),
 	 * -ECANCELED after ctx->cancel_fd became readable, anything else -32603. */
 	int (*call_tool)(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,

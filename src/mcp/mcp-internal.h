@@ -37,7 +37,8 @@ json_t *cae_mcp_initialize_result(const char *version, const char *name, const c
 
 /* A CallToolResult: {content: [{type: "text", text}], structuredContent?, isError}. Text is
  * repaired to valid UTF-8; without text, the structured content is rendered as JSON text.
- * structuredContent only when with_structured and res->structured is an object. New
+ * structuredContent only when with_structured, the result is not an error, and
+ * res->structured is an object. New
  * reference, NULL on ENOMEM. */
 json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structured);
 

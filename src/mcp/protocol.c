@@ -160,7 +160,10 @@ json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structure
 	json_t *r = json_pack("{s:[o], s:b}", "content", item, "isError", res->is_error ? 1 : 0);
 	if (!r)
 		return NULL;
-	if (with_structured && json_is_object(res->structured) &&
+	/* Only successful results carry structuredContent: clients validate it against the
+	 * tool's outputSchema (the SDK does so whenever it is present), and an error's shape is
+	 * not the result's. The error is in the text. */
+	if (with_structured && !res->is_error && json_is_object(res->structured) &&
 	    json_object_set(r, "structuredContent", res->structured) < 0) {
 		json_decref(r);
 		return NULL;

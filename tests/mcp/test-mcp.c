@@ -336,6 +336,7 @@ START_TEST(tools_call_results_and_errors)
 			"{\"name\":\"fail\",\"arguments\":{}}}\n");
 	res = result_of(r);
 	ck_assert(json_is_true(json_object_get(res, "isError")));
+	ck_assert_ptr_null(json_object_get(res, "structuredContent"));
 	ck_assert_str_eq(json_string_value(json_object_get(
 				 json_array_get(json_object_get(res, "content"), 0), "text")),
 			 "boom");

@@ -1,0 +1,232 @@
+// Drives `cae mcp` with the official MCP TypeScript SDK client over its stdio transport:
+// lists the tools, calls each of them (results, structuredContent checked against the SDK's
+// own outputSchema validation, isError for tool failures, JSON-RPC errors for protocol
+// failures), progress during environment_prepare, and cancellation of a running command.
+//
+// usage: node sdk-client.mjs /path/to/cae
+// Needs tests/mcp/node_modules (scripts/npm-deps.sh). Exits 1 when any check fails.
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+
+const cae = process.argv[2] ? resolve(process.argv[2]) : null;
+if (!cae || !existsSync(cae)) {
+  console.error("usage: node sdk-client.mjs /path/to/cae");
+  process.exit(2);
+}
+
+// The tools session.h promises (SPEC §9).
+const EXPECTED_TOOLS = [
+  "command-executor_execute_command",
+  "exec_command",
+  "text_editor",
+  "apply_patch",
+  "environment_list",
+  "environment_prepare",
+  "environment_cleanup",
+];
+
+let passed = 0;
+let failed = 0;
+function check(cond, what, detail) {
+  if (cond) {
+    passed++;
+    console.log(`ok ${passed + failed} - ${what}`);
+  } else {
+    failed++;
+    console.log(`not ok ${passed + failed} - ${what}${detail !== undefined ? `: ${JSON.stringify(detail).slice(0, 600)}` : ""}`);
+  }
+  return cond;
+}
+const textOf = (r) => (r?.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
+
+const tmp = mkdtempSync(join(tmpdir(), "cae-sdk-"));
+const ws = join(tmp, "ws");
+const state = join(tmp, "state");
+const repo = join(tmp, "repo");
+execFileSync("mkdir", ["-p", ws, state, repo]);
+writeFileSync(join(ws, "hello.txt"), Array.from({ length: 51 }, (_, i) => `line ${i + 1}`).join("\n") + "\n");
+// A local repository for environment_prepare (`repo` may be a local path).
+const git = (...args) => execFileSync("git", args, { cwd: repo, stdio: "pipe" });
+git("init", "-q", "-b", "main");
+writeFileSync(join(repo, "README.md"), "# sdk test repo\n");
+git("add", "README.md");
+git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
+
+const stderrChunks = [];
+const transport = new StdioClientTransport({
+  command: cae,
+  args: ["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state],
+  env: { ...process.env, CAE_LOG_LEVEL: process.env.CAE_LOG_LEVEL ?? "warn" },
+  stderr: "pipe",
+});
+transport.stderr?.on("data", (d) => stderrChunks.push(d));
+const client = new Client({ name: "cae-sdk-client-test", version: "1.0.0" });
+
+async function main() {
+  await client.connect(transport);
+  check(client.getServerVersion()?.name === "cae", "serverInfo.name is cae", client.getServerVersion());
+  check(client.getServerCapabilities()?.tools !== undefined, "server declares the tools capability");
+
+  await client.ping();
+  check(true, "ping answered");
+
+  const { tools } = await client.listTools();
+  const names = tools.map((t) => t.name);
+  for (const name of EXPECTED_TOOLS) check(names.includes(name), `tools/list offers ${name}`, names);
+  for (const t of tools) {
+    check(t.inputSchema?.type === "object", `${t.name}: inputSchema is an object schema`);
+    check(typeof t.description === "string" && t.description.length > 0, `${t.name}: has a description`);
+  }
+  const has = (n) => names.includes(n);
+
+  // command-executor_execute_command (SPEC §7.1)
+  if (has("command-executor_execute_command")) {
+    let r = await client.callTool({
+      name: "command-executor_execute_command",
+      arguments: { command: "echo from-sdk && wc -l < hello.txt" },
+    });
+    check(r.isError !== true, "execute_command: success is not isError", r);
+    check(r.structuredContent?.exit_code === 0, "execute_command: exit_code 0", r.structuredContent);
+    check(/from-sdk\n51/.test(r.structuredContent?.stdout ?? ""), "execute_command: stdout", r.structuredContent);
+    check(textOf(r).includes("from-sdk"), "execute_command: text content carries the output");
+
+    r = await client.callTool({ name: "command-executor_execute_command", arguments: { command: "exit 3" } });
+    check(r.structuredContent?.exit_code === 3, "execute_command: exit code reported", r.structuredContent);
+
+    r = await client.callTool({ name: "command-executor_execute_command", arguments: { command: "sudo true" } });
+    check(r.structuredContent?.exit_code === 126, "execute_command: policy denial is exit_code 126", r);
+  }
+
+  // exec_command (SPEC §7.2)
+  if (has("exec_command")) {
+    let r = await client.callTool({
+      name: "exec_command",
+      arguments: { cwd: ws, command: ["sh", "-c", "printf direct-ok"], shell_mode: "direct" },
+    });
+    check(r.isError !== true && r.structuredContent?.stdout === "direct-ok", "exec_command: direct mode runs", r);
+    check(r.structuredContent?.exit_code === 0, "exec_command: exit_code 0", r.structuredContent);
+    r = await client.callTool({ name: "exec_command", arguments: { cwd: join(ws, "no-such-dir"), command: ["true"] } });
+    check(r.isError === true, "exec_command: missing cwd is a tool error (isError)", r);
+    check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
+  }
+
+  // text_editor (SPEC §5)
+  if (has("text_editor")) {
+    let r = await client.callTool({ name: "text_editor", arguments: { command: "view", path: "hello.txt" } });
+    check(r.isError !== true && textOf(r).includes("line 51"), "text_editor view", r);
+    r = await client.callTool({
+      name: "text_editor",
+      arguments: { command: "create", path: "made-by-sdk.txt", file_text: "alpha\nbeta\n" },
+    });
+    check(r.isError !== true, "text_editor create", r);
+    r = await client.callTool({
+      name: "text_editor",
+      arguments: { command: "str_replace", path: "made-by-sdk.txt", old_str: "beta", new_str: "gamma" },
+    });
+    check(r.isError !== true, "text_editor str_replace", r);
+    check(readFileSync(join(ws, "made-by-sdk.txt"), "utf8") === "alpha\ngamma\n", "text_editor wrote the file");
+    r = await client.callTool({ name: "text_editor", arguments: { command: "undo_edit", path: "made-by-sdk.txt" } });
+    check(r.isError !== true && readFileSync(join(ws, "made-by-sdk.txt"), "utf8") === "alpha\nbeta\n", "text_editor undo_edit", r);
+    r = await client.callTool({ name: "text_editor", arguments: { command: "view", path: "no-such-file.txt" } });
+    check(r.isError === true, "text_editor: missing file is isError", r);
+    r = await client.callTool({ name: "text_editor", arguments: { command: "view", path: "../../etc/passwd" } });
+    check(r.isError === true, "text_editor: path outside the workspace is isError", r);
+  }
+
+  // Cancellation: the SDK sends notifications/cancelled; the running command is killed.
+  if (has("command-executor_execute_command")) {
+    const ac = new AbortController();
+    const started = Date.now();
+    const call = client.callTool(
+      { name: "command-executor_execute_command", arguments: { command: "sleep 3 && touch after-sleep" } },
+      undefined,
+      { signal: ac.signal },
+    );
+    await sleep(500);
+    ac.abort("test cancels");
+    let rejected = false;
+    try {
+      await call;
+    } catch {
+      rejected = true;
+    }
+    const elapsed = Date.now() - started;
+    check(rejected && elapsed < 2500, "cancelled call rejected at once", { rejected, elapsed });
+    await sleep(3500);
+    check(!existsSync(join(ws, "after-sleep")), "cancelled command was killed (it never finished)");
+    await client.ping();
+    check(true, "server still answers after a cancellation");
+  }
+
+  // apply_patch (SPEC §8): a Markdown block creating a file.
+  if (has("apply_patch")) {
+    const schema = tools.find((t) => t.name === "apply_patch").inputSchema;
+    const key = (schema.required ?? []).find((k) => schema.properties?.[k]?.type === "string") ?? "patch";
+    const r = await client.callTool({
+      name: "apply_patch",
+      arguments: { [key]: "```python:patched_by_sdk.py\nprint('patched')\n```\n" },
+    });
+    check(r.isError !== true, "apply_patch: success", r);
+    check(existsSync(join(ws, "patched_by_sdk.py")), "apply_patch: the file exists");
+  }
+
+  // environment_list / prepare (with progress) / cleanup (SPEC §9)
+  if (has("environment_list")) {
+    const r = await client.callTool({ name: "environment_list", arguments: {} });
+    check(r.isError !== true && Array.isArray(r.structuredContent?.environments), "environment_list", r);
+  }
+  const uuid = `sdk-${process.pid}`;
+  if (has("environment_prepare")) {
+    const progress = [];
+    const r = await client.callTool(
+      { name: "environment_prepare", arguments: { task: { uuid, repo } } },
+      undefined,
+      { onprogress: (p) => progress.push(p), timeout: 120000 },
+    );
+    check(r.isError !== true, "environment_prepare: success", r);
+    check(r.structuredContent?.task_uuid === uuid && r.structuredContent?.status === "ready",
+      "environment_prepare: ContainerInfo", r.structuredContent);
+    check(progress.length > 0, "environment_prepare: progress notifications arrived", progress);
+    check(progress.every((p, i) => i === 0 || p.progress > progress[i - 1].progress), "progress increases", progress);
+    if (has("command-executor_execute_command")) {
+      const e = await client.callTool({ name: "command-executor_execute_command", arguments: { command: "cat README.md" } });
+      check((e.structuredContent?.stdout ?? "").includes("sdk test repo"), "the prepared environment is current", e);
+    }
+    const bad = await client.callTool({ name: "environment_prepare", arguments: { task: { repo } } });
+    check(bad.isError === true, "environment_prepare: a task without uuid is isError", bad);
+  }
+  if (has("environment_cleanup")) {
+    const r = await client.callTool({ name: "environment_cleanup", arguments: { task_uuid: uuid } });
+    check(r.isError !== true, "environment_cleanup", r);
+  }
+
+  // Protocol failures are JSON-RPC errors, not results.
+  try {
+    await client.callTool({ name: "no_such_tool", arguments: {} });
+    check(false, "unknown tool: JSON-RPC error");
+  } catch (e) {
+    check(e?.code === -32602, "unknown tool: JSON-RPC error -32602", { code: e?.code, message: e?.message });
+  }
+
+}
+
+try {
+  await main();
+} catch (e) {
+  check(false, "unexpected exception", { message: e?.message, stack: e?.stack });
+} finally {
+  await client.close().catch(() => {});
+  rmSync(tmp, { recursive: true, force: true });
+}
+if (failed) {
+  const err = Buffer.concat(stderrChunks).toString();
+  if (err) console.log(`# server stderr:\n${err.split("\n").map((l) => `# ${l}`).join("\n")}`);
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed ? 1 : 0);
