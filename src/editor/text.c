@@ -10,6 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#if defined(__SSE2__) && !defined(CAE_EDITOR_NO_SIMD)
+#include <emmintrin.h>
+#endif
+
 #include "base/banned.h"
 
 #define ONES 0x0101010101010101ULL
@@ -22,17 +26,11 @@ static inline uint64_t load64(const char *p)
 	return v;
 }
 
-/* Non-zero iff some byte of v is zero (exact as a yes/no test). */
-static inline uint64_t has_zero(uint64_t v)
+/* 0x80 in every byte of v that is zero, 0 elsewhere (exact, no carries between bytes). */
+static inline uint64_t zero_bytes(uint64_t v)
 {
-	return (v - ONES) & ~v & HIGHS;
-}
-
-/* Number of zero bytes of v (exact). */
-static inline unsigned count_zero(uint64_t v)
-{
-	uint64_t t = ((v & ~HIGHS) + ~HIGHS) | v;
-	return (unsigned)__builtin_popcountll(~t & HIGHS);
+	uint64_t t = (v & ~HIGHS) + ~HIGHS;
+	return ~(t | v | ~HIGHS);
 }
 
 void ed_text_scan(const char *s, size_t n, ed_text_info *info)
@@ -41,22 +39,52 @@ void ed_text_scan(const char *s, size_t n, ed_text_info *info)
 	info->nul_at = SIZE_MAX;
 	info->bad_at = SIZE_MAX;
 	info->has_cr = false;
+	uint64_t crs = 0;
 	size_t i = 0;
+#if defined(__SSE2__) && !defined(CAE_EDITOR_NO_SIMD)
+	/* 64 bytes at a time while they are ASCII without NUL; "\r" only noted. */
+	const __m128i zero = _mm_setzero_si128(), crv = _mm_set1_epi8('\r');
+	__m128i cracc = zero;
+	while (i + 64 <= n) {
+		__m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + i + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
+		__m128i d = _mm_loadu_si128((const __m128i *)(s + i + 48));
+		__m128i hi = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
+		__m128i z = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
+					 _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)));
+		if (_mm_movemask_epi8(_mm_or_si128(hi, z)))
+			break; /* the general loop below takes over from here */
+		cracc = _mm_or_si128(cracc, _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, crv),
+									 _mm_cmpeq_epi8(b, crv)),
+							   _mm_or_si128(_mm_cmpeq_epi8(c, crv),
+									 _mm_cmpeq_epi8(d, crv))));
+		i += 64;
+	}
+	if (_mm_movemask_epi8(cracc))
+		info->has_cr = true;
+#endif
 	while (i < n) {
-		if (i + 8 <= n) {
-			uint64_t v = load64(s + i);
-			if (!((v & HIGHS) | has_zero(v) | has_zero(v ^ cr))) {
-				i += 8;
+		/* Fast path: 32 bytes of ASCII without NUL; "\r" only noted. */
+		if (i + 32 <= n) {
+			uint64_t a = load64(s + i), b = load64(s + i + 8), c = load64(s + i + 16),
+				 d = load64(s + i + 24);
+			uint64_t bad = ((a | b | c | d) & HIGHS) | zero_bytes(a) | zero_bytes(b) |
+				       zero_bytes(c) | zero_bytes(d);
+			if (!bad) {
+				crs |= zero_bytes(a ^ cr) | zero_bytes(b ^ cr) | zero_bytes(c ^ cr) |
+				       zero_bytes(d ^ cr);
+				i += 32;
 				continue;
 			}
 		}
-		unsigned char c = (unsigned char)s[i];
-		if (c < 0x80) {
-			if (c == 0) {
+		unsigned char ch = (unsigned char)s[i];
+		if (ch < 0x80) {
+			if (ch == 0) {
 				info->nul_at = i;
-				return;
+				return; /* binary: that is what the message says */
 			}
-			if (c == '\r')
+			if (ch == '\r')
 				info->has_cr = true;
 			i++;
 			continue;
@@ -72,15 +100,38 @@ void ed_text_scan(const char *s, size_t n, ed_text_info *info)
 		}
 		i += l;
 	}
+	if (crs)
+		info->has_cr = true;
 }
 
 size_t ed_count_newlines(const char *s, size_t n)
 {
 	const uint64_t nl = ONES * (unsigned char)'\n';
 	size_t count = 0, i = 0;
-	/* Blocks of at most 255 words could use byte-wise sums; popcount is simpler and fast. */
-	for (; i + 8 <= n; i += 8)
-		count += count_zero(load64(s + i) ^ nl);
+#if defined(__SSE2__) && !defined(CAE_EDITOR_NO_SIMD)
+	const __m128i nlv = _mm_set1_epi8('\n'), zero = _mm_setzero_si128();
+	while (i + 16 <= n) {
+		/* Per-byte counters for at most 255 blocks, then summed. */
+		__m128i acc = zero;
+		size_t blocks = (n - i) / 16;
+		if (blocks > 255)
+			blocks = 255;
+		for (size_t b = 0; b < blocks; b++, i += 16)
+			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s + i)),
+							      nlv));
+		__m128i sad = _mm_sad_epu8(acc, zero);
+		count += (size_t)_mm_cvtsi128_si32(sad) + (size_t)_mm_extract_epi16(sad, 4);
+	}
+#endif
+	/* Per-byte counters (0x80 steps >> 7 = 1 each), summed before any byte can overflow. */
+	while (i + 8 <= n) {
+		uint64_t acc = 0;
+		size_t end = n - i >= 255 * 8 ? i + 255 * 8 : i + (n - i) / 8 * 8;
+		for (; i < end; i += 8)
+			acc += zero_bytes(load64(s + i) ^ nl) >> 7;
+		uint64_t pairs = (acc & 0x00ff00ff00ff00ffULL) + ((acc >> 8) & 0x00ff00ff00ff00ffULL);
+		count += (size_t)((pairs * 0x0001000100010001ULL) >> 48);
+	}
 	for (; i < n; i++)
 		count += s[i] == '\n';
 	return count;
@@ -179,10 +230,16 @@ int ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
 
 size_t ed_count_chars(const char *s, size_t n)
 {
-	size_t c = 0;
-	for (size_t i = 0; i < n; i++)
-		c += ((unsigned char)s[i] & 0xC0) != 0x80;
-	return c;
+	/* Characters = bytes - continuation bytes (10xxxxxx), a word at a time. */
+	size_t cont = 0, i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v = load64(s + i);
+		uint64_t m = (v & ~(v << 1)) & HIGHS; /* bit 7 set, bit 6 clear */
+		cont += (size_t)(((m >> 7) * ONES) >> 56);
+	}
+	for (; i < n; i++)
+		cont += ((unsigned char)s[i] & 0xC0) == 0x80;
+	return n - cont;
 }
 
 /* "%6zu\t" without printf: the line-number prefix written once per line. */
@@ -208,6 +265,11 @@ int ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no, size
 {
 	memset(res, 0, sizeof(*res));
 	size_t used = 0, off = 0, no = first_no;
+	/* One allocation for the usual case: the text plus a prefix per short line. */
+	size_t guess = n < max_chars * 4 ? n : max_chars * 4;
+	int rr = cae_buf_reserve(out, guess + guess / 4 + 64);
+	if (rr < 0)
+		return rr;
 	while (off < n) {
 		const char *nl = memchr(s + off, '\n', n - off);
 		size_t end = nl ? (size_t)(nl - s) : n;

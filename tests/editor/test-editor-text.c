@@ -1,0 +1,292 @@
+/* Unit tests of the editor's text layer (src/editor/text.c) against plain byte-by-byte
+ * reference implementations, on random buffers of every small length and alignment. Built
+ * twice: with the SSE2 fast paths and with CAE_EDITOR_NO_SIMD (the portable word-at-a-time
+ * code used on other architectures). */
+#include "base/utf8.h"
+#include "editor/editor-internal.h"
+#include "testutil.h"
+
+#include <stdint.h>
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+
+static unsigned rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return (unsigned)(rng >> 11);
+}
+
+/* Text-like random bytes: mostly ASCII with newlines, some CR, UTF-8 and, rarely, junk. */
+static void fill(char *b, size_t n, int mode)
+{
+	static const char *utf8[] = {"\xc3\xa9", "\xe6\x97\xa5", "\xf0\x9f\x98\x80"};
+	size_t i = 0;
+	while (i < n) {
+		unsigned r = rnd() % 100;
+		if (r < 8)
+			b[i++] = '\n';
+		else if (r < 10 && mode >= 1)
+			b[i++] = '\r';
+		else if (r < 12 && mode >= 1) {
+			const char *u = utf8[rnd() % 3];
+			size_t l = strlen(u);
+			if (i + l > n)
+				continue;
+			memcpy(b + i, u, l);
+			i += l;
+		} else if (r < 13 && mode >= 2)
+			b[i++] = (char)(0x80 + rnd() % 0x80); /* a stray continuation/lead byte */
+		else if (r == 13 && mode >= 3)
+			b[i++] = '\0';
+		else
+			b[i++] = (char)(' ' + rnd() % 94);
+	}
+}
+
+static size_t ref_newlines(const char *s, size_t n)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < n; i++)
+		c += s[i] == '\n';
+	return c;
+}
+
+static void ref_scan(const char *s, size_t n, ed_text_info *info)
+{
+	info->nul_at = SIZE_MAX;
+	info->bad_at = SIZE_MAX;
+	info->has_cr = false;
+	const char *z = memchr(s, 0, n);
+	size_t i = 0;
+	while (i < n) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == 0)
+			break;
+		if (c == '\r')
+			info->has_cr = true;
+		if (c < 0x80) {
+			i++;
+			continue;
+		}
+		size_t l = cae_utf8_seq_len((const unsigned char *)s + i, n - i);
+		if (!l) {
+			info->bad_at = i;
+			break;
+		}
+		i += l;
+	}
+	if (z)
+		info->nul_at = (size_t)(z - s);
+}
+
+START_TEST(scan_and_count_match_reference)
+{
+	char *buf = malloc(4096 + 64);
+	for (int round = 0; round < 4000; round++) {
+		size_t n = round < 600 ? (size_t)(round % 300) : rnd() % 4096;
+		size_t align = rnd() % 16;
+		char *b = buf + align;
+		fill(b, n, round % 4);
+		ck_assert_uint_eq(ed_count_newlines(b, n), ref_newlines(b, n));
+		ed_text_info got, want;
+		ed_text_scan(b, n, &got);
+		ref_scan(b, n, &want);
+		ck_assert_uint_eq(got.nul_at, want.nul_at);
+		if (want.nul_at == SIZE_MAX) {
+			/* bad_at is only meaningful for text without NUL; has_cr only for valid. */
+			ck_assert_uint_eq(got.bad_at, want.bad_at);
+			if (want.bad_at == SIZE_MAX) {
+				ck_assert_msg(got.has_cr == want.has_cr, "has_cr n=%zu round %d", n,
+					      round);
+				ck_assert_uint_eq(ed_count_chars(b, n), cae_utf8_count(b, n));
+			}
+		}
+	}
+	free(buf);
+}
+END_TEST
+
+START_TEST(long_buffers)
+{
+	/* Past the 255-block accumulators of the newline counter. */
+	size_t n = 1 << 20;
+	char *b = malloc(n);
+	memset(b, '\n', n);
+	ck_assert_uint_eq(ed_count_newlines(b, n), n);
+	ck_assert_uint_eq(ed_count_lines(b, n), n);
+	memset(b, 'x', n);
+	b[n - 1] = '\r';
+	ed_text_info info;
+	ed_text_scan(b, n, &info);
+	ck_assert(info.has_cr);
+	ck_assert_uint_eq(info.nul_at, SIZE_MAX);
+	b[n - 1] = '\xff';
+	ed_text_scan(b, n, &info);
+	ck_assert_uint_eq(info.bad_at, n - 1);
+	b[5] = '\0';
+	ed_text_scan(b, n, &info);
+	ck_assert_uint_eq(info.nul_at, 5);
+	free(b);
+}
+END_TEST
+
+START_TEST(lines_and_offsets)
+{
+	const char *s = "a\nbb\n\nccc";
+	size_t n = strlen(s);
+	ck_assert_uint_eq(ed_count_lines(s, n), 4);
+	ck_assert_uint_eq(ed_count_lines("a\n", 2), 1);
+	ck_assert_uint_eq(ed_count_lines("", 0), 0);
+	ck_assert_uint_eq(ed_line_offset(s, n, 0), 0);
+	ck_assert_uint_eq(ed_line_offset(s, n, 1), 2);
+	ck_assert_uint_eq(ed_line_offset(s, n, 3), 6);
+	ck_assert_uint_eq(ed_line_offset(s, n, 9), n);
+	ck_assert_uint_eq(ed_skip_lines(s, n, 2, 2), 6);
+	ck_assert_uint_eq(ed_back_lines(s, 7, 0), 6);
+	ck_assert_uint_eq(ed_back_lines(s, 7, 2), 2);
+	ck_assert_uint_eq(ed_back_lines(s, 7, 9), 0);
+	ck_assert(ed_is_crlf("a\r\nb\r\n", 6));
+	ck_assert(!ed_is_crlf("a\r\nb\n", 5));
+	ck_assert(!ed_is_crlf("ab", 2));
+	size_t l;
+	char *lf = ed_crlf_to_lf("a\r\nb\rc\r\n", 8, &l);
+	ck_assert_str_eq(lf, "a\nb\rc\n");
+	cae_buf out;
+	cae_buf_init(&out, 1024);
+	ck_assert_int_eq(ed_lf_to_crlf(&out, lf, l), 0);
+	ck_assert_str_eq(out.data, "a\r\nb\rc\r\n");
+	cae_buf_clear(&out);
+	free(lf);
+}
+END_TEST
+
+START_TEST(numbering_and_clipping)
+{
+	cae_buf out;
+	cae_buf_init(&out, 1 << 20);
+	ed_numbered nb;
+	ck_assert_int_eq(ed_number_lines(&out, "x\n\ty\r\nz", 7, 1, 1000, true, &nb), 0);
+	ck_assert_str_eq(out.data, "     1\tx\n     2\t\ty\n     3\tz\n");
+	ck_assert(!nb.clipped);
+	ck_assert_uint_eq(nb.lines_shown, 3);
+	cae_buf_clear(&out);
+	/* Wide numbers are not cut. */
+	ck_assert_int_eq(ed_number_lines(&out, "a\n", 2, 1234567, 1000, false, &nb), 0);
+	ck_assert_str_eq(out.data, "1234567\ta\n");
+	cae_buf_clear(&out);
+	/* Clipping counts characters, not bytes, and stops at whole lines. */
+	ck_assert_int_eq(ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb), 0);
+	ck_assert_str_eq(out.data, "     1\t\xc3\xa9\xc3\xa9\n     2\tbb\n");
+	ck_assert(nb.clipped);
+	ck_assert_uint_eq(nb.lines_shown, 2);
+	cae_buf_clear(&out);
+	/* A first line longer than the budget is cut at a character boundary. */
+	ck_assert_int_eq(ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1, 10, false, &nb),
+			 0);
+	ck_assert_str_eq(out.data, "     1\t\xe6\x97\xa5\xe6\x97\xa5\n");
+	ck_assert(nb.line_cut);
+	cae_buf_clear(&out);
+}
+END_TEST
+
+START_TEST(whitespace_insensitive_find)
+{
+	const char *hay = "def f():\n\tif x:\n\t\treturn 1\nif x:\n    return 1\n";
+	ed_ws_match m[4];
+	bool gave_up;
+	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), "if x:\n  return 1", 16, m, 4, &gave_up), 2);
+	ck_assert_uint_eq(m[0].first_line, 2);
+	ck_assert_uint_eq(m[0].last_line, 3);
+	ck_assert_uint_eq(m[1].first_line, 4);
+	ck_assert_uint_eq(m[1].last_line, 5);
+	ck_assert(!gave_up);
+	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), " \t\n", 3, m, 4, &gave_up), 0);
+	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), "return 2", 8, m, 4, &gave_up), 0);
+	/* More matches than slots: counted, not written past the end. */
+	ck_assert_uint_eq(ed_ws_find("a a a a a a", 11, "a", 1, m, 4, &gave_up), 6);
+}
+END_TEST
+
+START_TEST(path_forms)
+{
+	char *rel = NULL;
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/p/a//./b/", 12, &rel), ED_PATH_OK);
+	ck_assert_str_eq(rel, "a/b");
+	free(rel);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "x/../y", 6, &rel), ED_PATH_OK);
+	ck_assert_str_eq(rel, "x/../y"); /* ".." is left to openat2 */
+	free(rel);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/p", 4, &rel), ED_PATH_OK);
+	ck_assert_str_eq(rel, "");
+	free(rel);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/px/a", 7, &rel), ED_PATH_OUTSIDE);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/../w/p/a", 11, &rel), ED_PATH_OUTSIDE);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "", 0, &rel), ED_PATH_EMPTY);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "a\0b", 3, &rel), ED_PATH_NUL);
+	ck_assert_int_eq(ed_path_to_rel("/w/p", "\xff", 1, &rel), ED_PATH_NOT_UTF8);
+	ck_assert_int_eq(ed_path_to_rel("/", "/etc/x", 6, &rel), ED_PATH_OK);
+	ck_assert_str_eq(rel, "etc/x");
+	free(rel);
+	char *root = ed_path_root_normalize("/a/./b//../c/");
+	ck_assert_str_eq(root, "/a/c");
+	free(root);
+	ck_assert_ptr_null(ed_path_root_normalize("rel"));
+	char *d = ed_path_display("/", "x");
+	ck_assert_str_eq(d, "/x");
+	free(d);
+}
+END_TEST
+
+START_TEST(undo_history_bounds)
+{
+	ed_undo *u = ed_undo_new(2, 1000);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true), 1); /* drops "one" */
+	char *data;
+	size_t len;
+	bool existed;
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 1);
+	ck_assert_str_eq(data, "three");
+	free(data);
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 1);
+	ck_assert_str_eq(data, "two");
+	free(data);
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 0);
+	ck_assert_uint_eq(ed_undo_bytes(u), 0);
+	/* Larger than the budget: not kept. */
+	char *big = malloc(2000);
+	memset(big, 'x', 2000);
+	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true), 0);
+	ck_assert_uint_eq(ed_undo_bytes(u), 0);
+	/* Many files: the total stays under the budget, the newest survive. */
+	for (int i = 0; i < 100; i++) {
+		char key[16];
+		snprintf(key, sizeof(key), "f%d", i);
+		ck_assert_int_ge(ed_undo_push(u, key, strdup("0123456789"), 10, true), 0);
+		ck_assert_uint_le(ed_undo_bytes(u), 1000);
+	}
+	ck_assert_int_eq(ed_undo_pop(u, "f0", &data, &len, &existed), 0);
+	ck_assert_int_eq(ed_undo_pop(u, "f99", &data, &len, &existed), 1);
+	free(data);
+	ed_undo_free(u);
+	ed_undo_free(NULL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("editor-text");
+	TCase *tc = tcase_create("text");
+	tcase_add_test(tc, scan_and_count_match_reference);
+	tcase_add_test(tc, long_buffers);
+	tcase_add_test(tc, lines_and_offsets);
+	tcase_add_test(tc, numbering_and_clipping);
+	tcase_add_test(tc, whitespace_insensitive_find);
+	tcase_add_test(tc, path_forms);
+	tcase_add_test(tc, undo_history_bounds);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
