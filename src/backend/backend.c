@@ -12,9 +12,11 @@ int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_lo
 {
 	if (strcmp(name, "local") == 0)
 		return cae_local_backend_new(cfg, log, out, err);
-	/* The docker backend lands with src/backend/docker.c (issue: Docker backend). */
+	if (strcmp(name, "docker") == 0)
+		return cae_docker_backend_new(cfg, log, out, err);
 	if (strcmp(name, "auto") == 0)
-		return cae_local_backend_new(cfg, log, out, err);
+		return cae_docker_backend_available(cfg) ? cae_docker_backend_new(cfg, log, out, err)
+							 : cae_local_backend_new(cfg, log, out, err);
 	return cae_error_set(err, -EINVAL, "unknown backend \"%s\" (auto, docker or local)", name);
 }
 

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -654,6 +655,880 @@ START_TEST(exec_cancel)
 }
 END_TEST
 
+/* ===================================================================== engine: backend */
+
+/* The loopback git server (scripts/git-server.sh) serving repositories made here. */
+static char git_root[512];
+static char git_http[256];   /* http://127.0.0.1:P/ (basic auth) */
+static char git_daemon[256]; /* git://127.0.0.1:P/ */
+static char git_token[128];
+
+/* Runs a shell command in the fixture (the parent process). Not through cae_runner_run:
+ * the runner makes its caller a subreaper and kills orphans, and the git server's daemons
+ * must outlive the script that starts them. */
+static void shf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void shf(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	int st = system(cmd);
+	ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s failed (%d)", cmd, st);
+}
+
+#define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
+
+static void copy_value(char *dst, size_t size, const char *text, const char *key)
+{
+	const char *p = strstr(text, key);
+	ck_assert_msg(p != NULL, "git-server.sh printed no %s: %s", key, text);
+	p += strlen(key);
+	size_t n = strcspn(p, "\n");
+	ck_assert(n < size);
+	memcpy(dst, p, n);
+	dst[n] = '\0';
+}
+
+/* Repository py.git: a Python project with a passing test on main (20 commits, then 40
+ * more), and a branch `feature` off main's 20th commit with 40 commits adding f.txt. */
+static void git_setup(void)
+{
+	char *work = tu_mkdtemp();
+	char *root = tu_mkdtemp();
+	snprintf(git_root, sizeof(git_root), "%s", root);
+	shf("set -e; cd %s && " GIT " init -q && "
+	    "printf 'def add(a, b):\\n    return a + b\\n' > calc.py && "
+	    "printf 'from calc import add\\n\\n\\ndef test_add():\\n    assert add(1, 2) == 3\\n' "
+	    "> test_calc.py && " GIT " add . && " GIT " commit -qm init && "
+	    "for i in $(seq 1 20); do echo c$i >> a.txt && " GIT " add . && " GIT " commit -qm c$i; "
+	    "done && " GIT " checkout -qb feature && for i in $(seq 1 40); do echo f$i >> f.txt && "
+	    GIT " add . && " GIT " commit -qm f$i; done && " GIT " checkout -q main && "
+	    "for i in $(seq 1 40); do echo m$i >> a.txt && " GIT " commit -qam m$i; done && "
+	    "git clone -q --bare . %s/py.git && rm -rf %s",
+	    work, root, work);
+	snprintf(git_token, sizeof(git_token), "tok%08x%08x%08x", (unsigned)random(),
+		 (unsigned)getpid(), (unsigned)time(NULL));
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "CAE_TEST_GIT_TOKEN=%s %s/scripts/git-server.sh start %s",
+		 git_token, CAE_SOURCE_ROOT, git_root);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	char out[4096];
+	size_t n = fread(out, 1, sizeof(out) - 1, f);
+	out[n] = '\0';
+	int st = pclose(f);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "git-server.sh start failed: %s", out);
+	copy_value(git_http, sizeof(git_http), out, "GIT_HTTP_URL=");
+	copy_value(git_daemon, sizeof(git_daemon), out, "GIT_DAEMON_URL=");
+	char tok[128];
+	copy_value(tok, sizeof(tok), out, "GIT_HTTP_TOKEN=");
+	ck_assert_str_eq(tok, git_token);
+	free(work);
+	free(root);
+}
+
+static void git_teardown(void)
+{
+	if (!git_root[0])
+		return;
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "%s/scripts/git-server.sh stop %s; rm -rf %s", CAE_SOURCE_ROOT,
+		 git_root, git_root);
+	if (system(cmd) == -1)
+		fprintf(stderr, "git-server.sh stop failed\n");
+	git_root[0] = '\0';
+}
+
+static void cfg_set(cae_config *cfg, const char *key, const char *value)
+{
+	cae_error err = { 0 };
+	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s", err.message);
+}
+
+/* The docker backend on the host network (the engine has no bridge; the git server is on
+ * loopback), modest limits, the test token as the GitHub token. */
+static cae_config *dcfg(void)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	cfg_set(cfg, "command_executor.backend", "docker");
+	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "256");
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	cfg_set(cfg, "github.token", git_token);
+	return cfg;
+}
+
+static cae_backend *dbackend(cae_config *cfg, cae_log *log)
+{
+	cae_backend *b = NULL;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_new_named("docker", cfg, log, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "docker");
+	return b;
+}
+
+static void task_uuid(char *buf, size_t size)
+{
+	snprintf(buf, size, "caetest-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
+}
+
+static char repo_url[512];
+
+/* A task for py.git over authenticated HTTP (platform github: the token applies). */
+static cae_task http_task(const char *uuid)
+{
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	cae_task t = { .uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github" };
+	return t;
+}
+
+static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script,
+			    int64_t timeout_ms)
+{
+	const char *argv[] = { "sh", "-c", script, NULL };
+	cae_exec_request req = { .argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1 };
+	cae_run_result r;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
+		      err.message);
+	return r;
+}
+
+static void prepare_ok(cae_backend *b, const cae_task *t, const char *env, cae_env_info *info)
+{
+	cae_error err = { 0 };
+	int r = cae_backend_prepare(b, t, env, NULL, info, &err);
+	ck_assert_msg(r == 0, "prepare: %s", err.message);
+}
+
+static bool container_exists(cae_docker *d, const char *uuid)
+{
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *j = NULL;
+	cae_error err = { 0 };
+	int r = cae_docker_container_inspect(d, name, &j, &err);
+	json_decref(j);
+	ck_assert_msg(r == 0 || r == -ENOENT, "%s", err.message);
+	return r == 0;
+}
+
+struct steps {
+	int seen[8];
+	int last;
+	bool ordered;
+};
+
+static void on_progress(void *ud, int step, int total, const char *msg)
+{
+	struct steps *s = ud;
+	ck_assert_int_eq(total, 7);
+	ck_assert(step >= 1 && step <= 7);
+	if (step <= s->last)
+		s->ordered = false;
+	s->last = step;
+	s->seen[step]++;
+}
+
+START_TEST(backend_prepare_pytest_cleanup)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	struct steps st = { .ordered = true };
+	cae_prepare_options opts = { .progress = on_progress, .progress_userdata = &st,
+				     .cancel_fd = -1 };
+	cae_env_info info;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &opts, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert(st.ordered);
+	for (int i = 1; i <= 7; i++)
+		ck_assert_int_eq(st.seen[i], 1);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert_str_eq(info.backend, "docker");
+	ck_assert_str_eq(info.task_uuid, uuid);
+	ck_assert_str_eq(info.environment_name, "python");
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	ck_assert_uint_ge(strlen(info.container_id), 12);
+	ck_assert(cae_parse_iso8601(info.created_at) > 0);
+
+	/* labels and name, through the API */
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.environment")), "python");
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.created_at")),
+			 info.created_at);
+	ck_assert_str_eq(json_string_value(json_object_get(c, "Id")), info.container_id);
+	json_t *mounts = json_deep_copy(json_object_get(c, "Mounts"));
+	json_decref(c);
+
+	cae_run_result r = bexec(b, uuid, "python3 -m pytest -q -p no:cacheprovider 2>&1", 120000);
+	ck_assert_msg(r.exit_code == 0, "pytest: %s", r.out);
+	ck_assert_msg(strstr(r.out, "1 passed") != NULL, "%s", r.out);
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "pwd; git remote get-url origin; ls /workspace", 30000);
+	char expect[1024];
+	snprintf(expect, sizeof(expect), "/workspace/project\n%s\nproject\ntmp\n", repo_url);
+	ck_assert_str_eq(r.out, expect);
+	cae_run_result_clear(&r);
+
+	/* info and list agree, from a second backend (as a second process would) */
+	cae_backend *b2 = dbackend(cfg, NULL);
+	cae_env_info i2;
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), 0);
+	ck_assert_str_eq(i2.container_id, info.container_id);
+	ck_assert_str_eq(i2.status, "ready");
+	ck_assert_str_eq(i2.environment_name, "python");
+	cae_env_info_clear(&i2);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b2, &list, &err), 0);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			found = true;
+	}
+	ck_assert(found);
+	json_decref(list);
+
+	/* cleanup leaves no container, volume or network */
+	ck_assert_msg(cae_backend_cleanup(b2, uuid, &err) == 0, "%s", err.message);
+	ck_assert(!container_exists(d, uuid));
+	json_t *vols = NULL;
+	ck_assert_int_ge(cae_docker_call(d, "GET", "/volumes", NULL, &vols, &err), 0);
+	json_t *m;
+	json_array_foreach(mounts, i, m)
+	{
+		const char *vn = json_string_value(json_object_get(m, "Name"));
+		size_t k;
+		json_t *v;
+		json_array_foreach(json_object_get(vols, "Volumes"), k, v)
+		{
+			ck_assert(!vn || strcmp(vn, json_string_value(json_object_get(v, "Name"))) != 0);
+		}
+	}
+	json_decref(vols);
+	json_decref(mounts);
+	char path[256];
+	snprintf(path, sizeof(path), "/networks/%s", name);
+	ck_assert_int_eq(cae_docker_call(d, "GET", path, NULL, NULL, &err), -ENOENT);
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), -ENOENT);
+	/* cleaning up again is fine */
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* exec now: a clear error */
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, "environment gone") != NULL, "%s", err.message);
+
+	cae_env_info_clear(&info);
+	cae_backend_free(b2);
+	cae_backend_free(b);
+	cae_docker_free(d);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_reprepare_starts_clean)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info a, c;
+	prepare_ok(b, &t, "python", &a);
+	cae_run_result r = bexec(b, uuid, "echo x > /workspace/tmp/marker; echo y > junk.txt; "
+					  "export LEAK=1; echo ok",
+				 30000);
+	cae_run_result_clear(&r);
+	prepare_ok(b, &t, "python", &c);
+	ck_assert_str_ne(a.container_id, c.container_id);
+	r = bexec(b, uuid, "ls /workspace/tmp; ls junk.txt 2>&1; git status --porcelain", 30000);
+	ck_assert_msg(strstr(r.out, "marker") == NULL && strstr(r.out, "No such file") != NULL,
+		      "%s", r.out);
+	cae_run_result_clear(&r);
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&a);
+	cae_env_info_clear(&c);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_unknown_environment_falls_back)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "cobol", &info);
+	ck_assert_str_eq(info.environment_name, "python");
+	ck_assert_uint_ge(json_array_size(info.warnings), 1);
+	const char *w = json_string_value(json_array_get(info.warnings, 0));
+	ck_assert_msg(strstr(w, "cobol") && strstr(w, "python"), "%s", w);
+	/* the warning is recorded with the environment: a second backend sees it */
+	cae_backend *b2 = dbackend(cfg, NULL);
+	cae_env_info i2;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), 0);
+	ck_assert_str_eq(i2.environment_name, "python");
+	ck_assert_str_eq(json_string_value(json_array_get(i2.warnings, 0)), w);
+	cae_env_info_clear(&i2);
+	cae_run_result r = bexec(b2, uuid, "python3 --version", 30000);
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b2);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A failed prepare names its step, and leaves no container behind. */
+static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env,
+				   const char *step, const char *needle)
+{
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	cae_env_info info;
+	cae_error err = { 0 };
+	int r = cae_backend_prepare(b, t, env, NULL, &info, &err);
+	ck_assert_msg(r < 0, "prepare succeeded");
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%s: ", step);
+	ck_assert_msg(strncmp(err.message, prefix, strlen(prefix)) == 0, "%s", err.message);
+	ck_assert_msg(strstr(err.message, needle) != NULL, "%s", err.message);
+	ck_assert_msg(strstr(err.message, git_token) == NULL, "token in error: %s", err.message);
+	ck_assert(!container_exists(d, t->uuid));
+	cae_docker_free(d);
+	cae_backend_free(b);
+}
+
+START_TEST(backend_missing_image)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.environments",
+		"python=coding-agent-executor-python:latest,ghost=coding-agent-executor-ghost:latest");
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	expect_prepare_failure(cfg, &t, "ghost", "create", "coding-agent-executor-ghost");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_unreachable_repo)
+{
+	cae_config *cfg = dcfg();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = { .uuid = uuid, .repo = (char *)"http://127.0.0.1:9/nope.git" };
+	expect_prepare_failure(cfg, &t, "python", "clone", "127.0.0.1");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_wrong_token)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "github.token", "wrong-token-0123456789");
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	expect_prepare_failure(cfg, &t, "python", "clone", "uthentication");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_pull_request_diff_in_shallow_clone)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	char url[512];
+	snprintf(url, sizeof(url), "%spy.git", git_daemon);
+	cae_task t = { .uuid = uuid, .repo = url, .kind = CAE_TASK_PULL_REQUEST,
+		       .branch = (char *)"feature", .target_branch = (char *)"main" };
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid,
+				 "git rev-parse --abbrev-ref HEAD; "
+				 "git diff --name-only origin/main...HEAD; "
+				 "git rev-parse --is-shallow-repository",
+				 30000);
+	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
+	cae_run_result_clear(&r);
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static bool file_contains(const char *path, const char *needle)
+{
+	char *text = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 64 * 1024 * 1024, &text, &len), 0);
+	bool found = memmem(text, len, needle, strlen(needle)) != NULL;
+	free(text);
+	return found;
+}
+
+START_TEST(backend_token_appears_nowhere)
+{
+	cae_config *cfg = dcfg();
+	char *dir = tu_mkdtemp();
+	char *logpath = cae_path_join(dir, "log.jsonl");
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(logfd, 0);
+	cae_log *log = cae_log_new(logfd, CAE_LOG_DEBUG);
+	cae_backend *b = dbackend(cfg, log);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	json_t *ij = cae_env_info_to_json(&info);
+	_cleanup_free_ char *infotext = json_dumps(ij, 0);
+	json_decref(ij);
+	ck_assert(strstr(infotext, git_token) == NULL);
+
+	/* .git/config and the whole container filesystem (the pattern is built in the shell so
+	 * that it is not in any command line) */
+	char script[1024];
+	size_t half = strlen(git_token) / 2;
+	snprintf(script, sizeof(script),
+		 "a='%.*s'; b='%s'; cat .git/config; "
+		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
+		 "2>/dev/null; echo searched",
+		 (int)half, git_token, git_token + half);
+	cae_run_result r = bexec(b, uuid, script, 120000);
+	ck_assert_msg(strstr(r.out, git_token) == NULL, "token found: %s", r.out);
+	ck_assert_msg(strstr(r.out, "searched\n") != NULL, "%s", r.out);
+	ck_assert_msg(strstr(r.out, "url = ") != NULL, "%s", r.out);
+	ck_assert(strstr(r.err, git_token) == NULL);
+	cae_run_result_clear(&r);
+
+	/* docker inspect (env, args, labels), the container's logs */
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	_cleanup_free_ char *ctext = json_dumps(c, 0);
+	ck_assert_msg(strstr(ctext, git_token) == NULL, "token in inspect");
+	/* exec inspects of everything that ran in it */
+	size_t i;
+	json_t *eid;
+	json_array_foreach(json_object_get(c, "ExecIDs"), i, eid)
+	{
+		char path[256];
+		snprintf(path, sizeof(path), "/exec/%s/json", json_string_value(eid));
+		json_t *x = NULL;
+		if (cae_docker_call(d, "GET", path, NULL, &x, &err) >= 0) {
+			_cleanup_free_ char *xt = json_dumps(x, 0);
+			ck_assert_msg(strstr(xt, git_token) == NULL, "token in exec inspect");
+		}
+		json_decref(x);
+	}
+	json_decref(c);
+	char lpath[256];
+	snprintf(lpath, sizeof(lpath), "/containers/%s/logs?stdout=1&stderr=1", name);
+	ck_assert_int_ge(cae_docker_call(d, "GET", lpath, NULL, NULL, &err), 0);
+
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_backend_free(b);
+	cae_log_free(log);
+	close(logfd);
+	ck_assert(!file_contains(logpath, git_token));
+	ck_assert(file_contains(logpath, "environment.ready"));
+	cae_rm_rf(dir);
+	free(dir);
+	free(logpath);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_security_and_limits)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid,
+				 "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status",
+				 30000);
+	ck_assert_str_eq(r.out, "1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+				"CapBnd:\t0000000000000000\nNoNewPrivs:\t1\n");
+	cae_run_result_clear(&r);
+	/* PID 1 is Docker's init, which reaps zombies */
+	r = bexec(b, uuid, "cat /proc/1/comm", 30000);
+	ck_assert_str_eq(r.out, "docker-init\n");
+	cae_run_result_clear(&r);
+
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *hc = json_object_get(c, "HostConfig");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "CapDrop"), 0)), "ALL");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "SecurityOpt"), 0)),
+			 "no-new-privileges");
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "PidsLimit")), 256);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "Memory")), 1 << 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "MemorySwap")), 1 << 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "NanoCpus")), 1000000000);
+	ck_assert_str_eq(json_string_value(json_object_get(hc, "NetworkMode")), "host");
+	ck_assert(json_array_size(json_object_get(hc, "Binds")) == 0);
+	ck_assert(json_array_size(json_object_get(c, "Mounts")) == 0);
+	ck_assert(json_is_true(json_object_get(hc, "Init")));
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "Config"), "User")),
+			 "1000:1000");
+	json_decref(c);
+	/* the disk limit: applied, or a warning says why not */
+	bool disk_warning = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	{
+		if (strstr(json_string_value(w), "disk limit"))
+			disk_warning = true;
+	}
+	json_t *dinfo = NULL;
+	ck_assert_int_eq(cae_docker_info(d, &dinfo, &err), 0);
+	_cleanup_free_ char *ds = json_dumps(json_object_get(dinfo, "DriverStatus"), 0);
+	bool xfs = strstr(ds, "xfs") != NULL;
+	json_decref(dinfo);
+	ck_assert(disk_warning || xfs);
+
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_network_none_and_socket_warning)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	/* no network: the clone cannot reach the server, and the failure says so */
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_error err = { 0 };
+	ck_assert_int_lt(cae_backend_prepare(b, &t, "python", NULL, &info, &err), 0);
+	ck_assert_msg(strncmp(err.message, "clone: ", 7) == 0, "%s", err.message);
+	ck_assert(!container_exists(d, uuid));
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_fork_bomb_held)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "64");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	/* a bounded burst first: forks fail with EAGAIN before 64 processes exist */
+	static const char burst[] =
+		"python3 - <<'EOF'\n"
+		"import errno, os, signal\n"
+		"pids, err = [], None\n"
+		"for i in range(200):\n"
+		"    try:\n"
+		"        pid = os.fork()\n"
+		"    except OSError as e:\n"
+		"        err = e.errno\n"
+		"        break\n"
+		"    if pid == 0:\n"
+		"        signal.pause()\n"
+		"        os._exit(0)\n"
+		"    pids.append(pid)\n"
+		"for p in pids:\n"
+		"    os.kill(p, 9)\n"
+		"    os.waitpid(p, 0)\n"
+		"mx = None\n"
+		"for f in ('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max'):\n"
+		"    if os.path.exists(f):\n"
+		"        mx = open(f).read().strip()\n"
+		"print(len(pids), err == errno.EAGAIN, mx)\n"
+		"EOF\n";
+	cae_run_result r = bexec(b, uuid, burst, 60000);
+	int forked = 0;
+	char again[8] = "", mx[16] = "";
+	ck_assert_msg(sscanf(r.out, "%d %7s %15s", &forked, again, mx) == 3, "%s%s", r.out, r.err);
+	ck_assert_int_lt(forked, 64);
+	ck_assert_int_gt(forked, 32);
+	ck_assert_str_eq(again, "True");
+	ck_assert_str_eq(mx, "64");
+	cae_run_result_clear(&r);
+	/* the real thing, with a timeout: the manager gets its result and stays usable */
+	int64_t t0 = cae_now_ms();
+	r = bexec(b, uuid, "b() { b | b & }; b; sleep 100", 5000);
+	int64_t took = cae_now_ms() - t0;
+	ck_assert_msg(took < 60000, "took %lld ms", (long long)took);
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "echo alive; cat calc.py | head -1", 60000);
+	ck_assert_str_eq(r.out, "alive\ndef add(a, b):\n");
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "ls /proc | grep -c '^[0-9]'", 60000);
+	ck_assert_int_lt(strtol(r.out, NULL, 10), 10);
+	cae_run_result_clear(&r);
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_oom_is_137)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "96m");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid, "python3 -c \"a = b'x' * (512 * 1024 * 1024)\"", 60000);
+	ck_assert_int_eq(r.exit_code, 137);
+	ck_assert(!r.timed_out);
+	cae_run_result_clear(&r);
+	/* the environment survives its command's OOM kill */
+	r = bexec(b, uuid, "echo fine", 30000);
+	ck_assert_str_eq(r.out, "fine\n");
+	cae_run_result_clear(&r);
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_timeout_kills_in_container)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid, "sleep 1000", 2000);
+	ck_assert(r.timed_out);
+	cae_run_result_clear(&r);
+	char *top = top_text(d, info.container_id);
+	ck_assert_msg(strstr(top, "sleep 1000") == NULL, "left behind: %s", top);
+	free(top);
+	/* relative and absolute working directories; outside the workspace is refused */
+	const char *argv[] = { "pwd", NULL };
+	cae_exec_request req = { .argv = argv, .cwd = "..\\tmp", .cancel_fd = -1 };
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), 0);
+	ck_assert_str_eq(r.out, "/workspace/tmp\n");
+	cae_run_result_clear(&r);
+	req.cwd = "/etc";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	req.cwd = "../../etc";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	req.cwd = "nope";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	const char *nf[] = { "no-such-tool", NULL };
+	cae_exec_request rq2 = { .argv = nf, .cancel_fd = -1 };
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &rq2, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, "no-such-tool") != NULL, "%s", err.message);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_environment_gone)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	/* removed behind the manager's back */
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_container_remove(d, info.container_id, true, true, &err), 0);
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	cae_run_result r;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	char expect[256];
+	snprintf(expect, sizeof(expect),
+		 "environment gone: container coding-agent-exec-%s no longer exists", uuid);
+	ck_assert_str_eq(err.message, expect);
+	/* stopped behind its back: not ready */
+	cae_env_info i2;
+	prepare_ok(b, &t, "python", &i2);
+	ck_assert_int_eq(cae_docker_container_stop(d, i2.container_id, 1, &err), 0);
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "not running") != NULL, "%s", err.message);
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_info(b, uuid, &i2, &err), 0);
+	ck_assert_str_eq(i2.status, "exited");
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A container that looks like an environment, made directly with a chosen label. */
+static char *fake_env(cae_docker *d, const char *name, const char *uuid, const char *created)
+{
+	json_t *cfg = json_pack("{s:s, s:[s,s], s:[], s:{s:s, s:s, s:s}, s:{s:s}}", "Image",
+				test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "Labels",
+				"cae.task_uuid", uuid, "cae.environment", "python", "cae.created_at",
+				created, "HostConfig", "NetworkMode", "none");
+	char *id = NULL;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
+		      err.message);
+	json_decref(cfg);
+	return id;
+}
+
+START_TEST(backend_stale_gc)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char old_uuid[64], new_uuid[64], other[128], n1[160], n2[160];
+	task_uuid(old_uuid, sizeof(old_uuid));
+	task_uuid(new_uuid, sizeof(new_uuid));
+	snprintf(n1, sizeof(n1), "coding-agent-exec-%s", old_uuid);
+	snprintf(n2, sizeof(n2), "coding-agent-exec-%s", new_uuid);
+	unique_name(other, sizeof(other), "not-ours");
+	char old[40], now[40];
+	time_t two_days_ago = time(NULL) - 2 * 86400;
+	struct tm tm;
+	gmtime_r(&two_days_ago, &tm);
+	strftime(old, sizeof(old), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+	cae_iso8601_now(now, sizeof(now));
+	char *a = fake_env(d, n1, old_uuid, old);
+	char *bb = fake_env(d, n2, new_uuid, now);
+	char *c = fake_env(d, other, old_uuid, old); /* old, but not named like ours */
+	ck_assert_int_eq(cae_docker_container_start(d, a, NULL), 0);
+	int removed = -1;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
+		      err.message);
+	ck_assert_int_ge(removed, 1);
+	json_t *j = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, a, &j, &err), -ENOENT);
+	ck_assert_int_eq(cae_docker_container_inspect(d, bb, &j, &err), 0);
+	json_decref(j);
+	ck_assert_int_eq(cae_docker_container_inspect(d, c, &j, &err), 0);
+	json_decref(j);
+	/* list shows ours only */
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+	bool saw_new = false, saw_other = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		const char *cid = json_string_value(json_object_get(e, "container_id"));
+		saw_new |= strcmp(cid, bb) == 0;
+		saw_other |= strcmp(cid, c) == 0;
+	}
+	ck_assert(saw_new && !saw_other);
+	json_decref(list);
+	remove_container(d, bb);
+	remove_container(d, c);
+	free(a);
+	free(bb);
+	free(c);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_auto_selection)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.backend", "auto");
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cae_backend *b = NULL;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "docker");
+	cae_backend_free(b);
+	/* no engine: auto is local, docker is a clear error naming the host */
+	cfg_set(cfg, "command_executor.docker_host", "unix:///nonexistent/docker.sock");
+	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "local");
+	cae_backend_free(b);
+	ck_assert_int_lt(cae_backend_new_named("docker", cfg, NULL, &b, &err), 0);
+	ck_assert_msg(strstr(err.message, "unix:///nonexistent/docker.sock") != NULL, "%s",
+		      err.message);
+	cae_rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* ===================================================================== fixtures */
 
 /* Removes every container this test run made (by name), also after failed tests. */
@@ -706,6 +1581,28 @@ static Suite *make_suite(void)
 	tcase_add_test(c, exec_timeout_kills_tree_in_container);
 	tcase_add_test(c, exec_cancel);
 	suite_add_tcase(s, c);
+
+	TCase *b = tcase_create("backend");
+	tcase_set_timeout(b, 300);
+	tcase_add_unchecked_fixture(b, git_setup, git_teardown);
+	tcase_add_unchecked_fixture(b, NULL, sweep);
+	tcase_add_test(b, backend_prepare_pytest_cleanup);
+	tcase_add_test(b, backend_reprepare_starts_clean);
+	tcase_add_test(b, backend_unknown_environment_falls_back);
+	tcase_add_test(b, backend_missing_image);
+	tcase_add_test(b, backend_unreachable_repo);
+	tcase_add_test(b, backend_wrong_token);
+	tcase_add_test(b, backend_pull_request_diff_in_shallow_clone);
+	tcase_add_test(b, backend_token_appears_nowhere);
+	tcase_add_test(b, backend_security_and_limits);
+	tcase_add_test(b, backend_network_none_and_socket_warning);
+	tcase_add_test(b, backend_fork_bomb_held);
+	tcase_add_test(b, backend_oom_is_137);
+	tcase_add_test(b, backend_timeout_kills_in_container);
+	tcase_add_test(b, backend_environment_gone);
+	tcase_add_test(b, backend_stale_gc);
+	tcase_add_test(b, backend_auto_selection);
+	suite_add_tcase(s, b);
 	return s;
 }
 

@@ -1,0 +1,765 @@
+/* The docker backend (SPEC §2, §6): one container per task through the Engine API
+ * (include/cae/docker.h), named coding-agent-exec-{task_uuid} and labelled with the task
+ * uuid, the environment name and the creation time. Docker is the source of truth: info,
+ * list and cleanup work from any process, from names and labels alone.
+ *
+ * Inside an environment: /workspace/project (the clone), /workspace/tmp (scratch), owned by
+ * the image's non-root user (uid 1000, SPEC §4). Containers run as 1000:1000 with every
+ * capability dropped, no-new-privileges, CPU, memory (no swap beyond it) and pids limits, a
+ * disk limit where the storage driver takes one, Docker's init as PID 1 (it reaps zombies),
+ * and no host mount unless the Docker socket is configured (with a warning). */
+#include "backend/backend-internal.h"
+
+#include "base/fs.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "cae/docker.h"
+#include "cae/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#define NAME_PREFIX "coding-agent-exec-"
+#define LABEL_UUID "cae.task_uuid"
+#define LABEL_ENV "cae.environment"
+#define LABEL_CREATED "cae.created_at"
+#define LABEL_WARNINGS "cae.warnings"
+#define WORKSPACE "/workspace"
+#define PROJECT "/workspace/project"
+#define SCRATCH "/workspace/tmp"
+#define CONTAINER_USER "1000:1000"
+#define STOP_TIMEOUT_S 10
+#define REMOVE_ATTEMPTS 3
+#define AVAILABLE_TIMEOUT_MS 1000
+#define CONNECT_TIMEOUT_MS 10000
+
+/* PID 1 of every environment, in one place: the in-container helper (cae-helper) takes
+ * its place later. Docker's init (HostConfig.Init) runs it and reaps zombies. */
+static const char *const pid1_argv[] = { "sleep", "infinity", NULL };
+
+struct docker_impl {
+	cae_docker *d;
+	pthread_mutex_t lock;
+	bool probed;     /* engine facts below are known */
+	int ncpu;        /* CPUs the engine has */
+	char driver[64]; /* storage driver */
+	char backing[64];
+	char *socket_path; /* unix:// engines: the socket, for mount_docker_socket */
+};
+
+static struct docker_impl *impl_of(cae_backend *b)
+{
+	return b->impl;
+}
+
+static void container_name(char *buf, size_t size, const char *uuid)
+{
+	snprintf(buf, size, NAME_PREFIX "%s", uuid);
+}
+
+/* ---- engine facts (once per backend) ---- */
+
+static void probe_engine(struct docker_impl *di)
+{
+	pthread_mutex_lock(&di->lock);
+	bool done = di->probed;
+	pthread_mutex_unlock(&di->lock);
+	if (done)
+		return;
+	json_t *info = NULL;
+	if (cae_docker_info(di->d, &info, NULL) < 0)
+		return;
+	pthread_mutex_lock(&di->lock);
+	di->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
+	snprintf(di->driver, sizeof(di->driver), "%s",
+		 json_string_value(json_object_get(info, "Driver")) ? json_string_value(json_object_get(info, "Driver")) : "");
+	size_t i;
+	json_t *kv;
+	json_array_foreach(json_object_get(info, "DriverStatus"), i, kv)
+	{
+		const char *k = json_string_value(json_array_get(kv, 0));
+		const char *v = json_string_value(json_array_get(kv, 1));
+		if (k && v && strcmp(k, "Backing Filesystem") == 0)
+			snprintf(di->backing, sizeof(di->backing), "%s", v);
+	}
+	di->probed = true;
+	pthread_mutex_unlock(&di->lock);
+	json_decref(info);
+}
+
+/* True when the storage driver takes a size option (overlay2 only on xfs with pquota, which
+ * cannot be seen from here: tried, and dropped with a warning when the engine refuses). */
+static bool disk_limit_supported(struct docker_impl *di)
+{
+	if (strcmp(di->driver, "overlay2") == 0)
+		return strcmp(di->backing, "xfs") == 0;
+	return strcmp(di->driver, "btrfs") == 0 || strcmp(di->driver, "zfs") == 0 ||
+	       strcmp(di->driver, "devicemapper") == 0 || strcmp(di->driver, "windowsfilter") == 0;
+}
+
+/* ---- the container's configuration ---- */
+
+static void add_warning(json_t *warnings, cae_log *log, const char *uuid, const char *event,
+			const char *text)
+{
+	json_array_append_new(warnings, json_string(text));
+	cae_log_fields(log, CAE_LOG_WARN, event, json_pack("{s:s}", "task_uuid", uuid), "%s", text);
+}
+
+static const char *network_mode(const cae_config *cfg)
+{
+	switch (cfg->command_executor.docker.network.mode) {
+	case CAE_CONFIG_NETWORK_NONE:
+		return "none";
+	case CAE_CONFIG_NETWORK_HOST:
+		return "host";
+	case CAE_CONFIG_NETWORK_BRIDGE:
+	default:
+		return "bridge";
+	}
+}
+
+/* Builds the create body. Warnings about what could not be applied go to warnings. */
+static json_t *container_config(cae_backend *b, const cae_task *task, const char *env_name,
+				const char *image, const char *created_at, bool with_disk,
+				json_t *warnings)
+{
+	struct docker_impl *di = impl_of(b);
+	const cae_config *cfg = b->cfg;
+	const __typeof__(cfg->command_executor.docker) *dk = &cfg->command_executor.docker;
+	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:s, s:{s:s}}", "Init", 1, "CapDrop", "ALL",
+			       "SecurityOpt", "no-new-privileges", "NetworkMode", network_mode(cfg),
+			       "RestartPolicy", "Name", "no");
+	double cpus = dk->resources.cpu_limit;
+	if (cpus > 0) {
+		if (di->ncpu > 0 && cpus > di->ncpu) {
+			char w[160];
+			snprintf(w, sizeof(w), "cpu_limit %g is more than the engine's %d CPUs; using %d",
+				 cpus, di->ncpu, di->ncpu);
+			add_warning(warnings, b->log, task->uuid, "docker.cpu_limit_clamped", w);
+			cpus = di->ncpu;
+		}
+		json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(cpus * 1e9)));
+	}
+	if (dk->resources.memory_bytes > 0) {
+		json_object_set_new(hc, "Memory", json_integer((json_int_t)dk->resources.memory_bytes));
+		/* Memory + swap = memory: no swap beyond the limit. */
+		json_object_set_new(hc, "MemorySwap",
+				    json_integer((json_int_t)dk->resources.memory_bytes));
+	}
+	if (dk->resources.pids_limit > 0)
+		json_object_set_new(hc, "PidsLimit", json_integer(dk->resources.pids_limit));
+	if (dk->resources.disk_bytes > 0 && with_disk) {
+		char size[32];
+		snprintf(size, sizeof(size), "%llu", (unsigned long long)dk->resources.disk_bytes);
+		json_object_set_new(hc, "StorageOpt", json_pack("{s:s}", "size", size));
+	}
+	json_t *binds = json_array();
+	/* Host mounts: none, except the Docker socket when configured (SPEC §6: a warning,
+	 * since it gives the agent root on the host). The in-container helper's read-only bind
+	 * mount will be added here too. */
+	if (dk->mount_docker_socket) {
+		const char *sock = di->socket_path ? di->socket_path : "/var/run/docker.sock";
+		char bind[PATH_MAX + 64];
+		snprintf(bind, sizeof(bind), "%s:/var/run/docker.sock", sock);
+		json_array_append_new(binds, json_string(bind));
+		add_warning(warnings, b->log, task->uuid, "docker.socket_mounted",
+			    "the host Docker socket is mounted into the container "
+			    "(command_executor.docker.mount_docker_socket): the agent can control "
+			    "the host's Docker engine");
+	}
+	if (json_array_size(binds) > 0)
+		json_object_set_new(hc, "Binds", binds);
+	else
+		json_decref(binds);
+	if (dk->network.whitelist_mode)
+		add_warning(warnings, b->log, task->uuid, "docker.allowlist_unsupported",
+			    "command_executor.docker.network.whitelist_mode is not enforced by the "
+			    "docker backend: the container has the network mode's full access");
+
+	json_t *entry = json_array();
+	for (const char *const *a = pid1_argv; *a; a++)
+		json_array_append_new(entry, json_string(*a));
+	_cleanup_free_ char *wtext = json_dumps(warnings, JSON_COMPACT);
+	json_t *labels = json_pack("{s:s, s:s, s:s, s:s}", LABEL_UUID, task->uuid, LABEL_ENV,
+				   env_name, LABEL_CREATED, created_at, LABEL_WARNINGS,
+				   wtext ? wtext : "[]");
+	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", image, "Entrypoint",
+			 entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT, "Labels",
+			 labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
+}
+
+/* ---- ContainerInfo from the engine's view ---- */
+
+static const char *label(json_t *labels, const char *k)
+{
+	return json_string_value(json_object_get(labels, k));
+}
+
+/* From GET /containers/{id}/json or an element of GET /containers/json. */
+static int info_from_container(json_t *c, cae_env_info *info, cae_error *err)
+{
+	memset(info, 0, sizeof(*info));
+	json_t *config = json_object_get(c, "Config");
+	json_t *labels = json_object_get(config ? config : c, "Labels");
+	const char *uuid = label(labels, LABEL_UUID);
+	if (!uuid)
+		return cae_error_set(err, -EINVAL, "container has no %s label", LABEL_UUID);
+	const char *state = json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
+	if (!state)
+		state = json_string_value(json_object_get(c, "State")); /* list form */
+	const char *status = state && strcmp(state, "running") == 0 ? "ready" : state ? state : "unknown";
+	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
+			      json_string_value(json_object_get(c, "Id")), "task_uuid", uuid,
+			      "environment_name", label(labels, LABEL_ENV), "workspace_path",
+			      PROJECT, "created_at", label(labels, LABEL_CREATED), "status", status,
+			      "backend", "docker");
+	const char *wl = label(labels, LABEL_WARNINGS);
+	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
+	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
+	if (!json_is_array(w))
+		json_decref(w);
+	int r = cae_env_info_from_json(j, info, err);
+	json_decref(j);
+	return r;
+}
+
+/* ---- exec ---- */
+
+static int map_exec_error(int r, const char *uuid, cae_error *err)
+{
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	if (r == -ESRCH)
+		return cae_error_set(err, -ENOENT, "environment gone: container %s no longer exists",
+				     name);
+	if (r == -EAGAIN)
+		return cae_error_set(err, -EAGAIN, "environment %s is not ready: container %s is not "
+				     "running", uuid, name);
+	return r;
+}
+
+static void fill_spec(cae_docker_exec_spec *spec, const cae_exec_request *req, const char *cwd)
+{
+	*spec = (cae_docker_exec_spec){
+		.argv = req->argv,
+		.env = req->extra_env,
+		.cwd = cwd,
+		.stdin_data = req->stdin_data,
+		.stdin_len = req->stdin_len,
+		.has_stdin = req->has_stdin,
+		.timeout_ms = req->timeout_ms,
+		.max_stdout = req->max_stdout,
+		.max_stderr = req->max_stderr,
+		.truncate = req->truncate,
+		.cancel_fd = req->cancel_fd,
+		.has_cancel_fd = req->has_cancel_fd,
+	};
+}
+
+static void log_kill(cae_backend *b, const char *uuid, const cae_docker_exec_info *xi)
+{
+	if (xi->restarted)
+		cae_log_fields(b->log, CAE_LOG_WARN, "docker.container_restarted",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "exec_id", xi->exec_id),
+			       "the command's processes could not be killed by exec (pids limit?); "
+			       "the container was restarted");
+	else if (xi->kill_failed)
+		cae_log_fields(b->log, CAE_LOG_WARN, "docker.kill_failed",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "exec_id", xi->exec_id),
+			       "the command's processes could not be killed");
+}
+
+/* The command's working directory as the container sees it: relative to the project,
+ * '\' accepted as a separator, absolute ones inside /workspace (the wrapper checks the
+ * real path again, after symlinks). */
+static int resolve_cwd(const char *cwd, char **out, cae_error *err)
+{
+	if (!cwd || !*cwd) {
+		*out = strdup(PROJECT);
+		return *out ? 0 : -ENOMEM;
+	}
+	_cleanup_free_ char *p = strdup(cwd);
+	if (!p)
+		return -ENOMEM;
+	for (char *s = p; *s; s++)
+		if (*s == '\\')
+			*s = '/';
+	if (p[0] != '/') {
+		*out = cae_path_join(PROJECT, p);
+		return *out ? 0 : -ENOMEM;
+	}
+	size_t wl = strlen(WORKSPACE);
+	if (strncmp(p, WORKSPACE, wl) != 0 || (p[wl] != '/' && p[wl] != '\0'))
+		return cae_error_set(err, -ENOTDIR, "working directory is outside the workspace: %s",
+				     cwd);
+	*out = TAKE_PTR(p);
+	return 0;
+}
+
+static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		       cae_run_result *res, cae_error *err)
+{
+	if (!cae_task_uuid_valid(uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	_cleanup_free_ char *cwd = NULL;
+	int r = resolve_cwd(req->cwd, &cwd, err);
+	if (r < 0)
+		return r;
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	cae_docker_exec_spec spec;
+	fill_spec(&spec, req, cwd);
+	spec.confine = WORKSPACE;
+	spec.allow_restart = true;
+	cae_docker_exec_info xi;
+	r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
+	log_kill(b, uuid, &xi);
+	return r < 0 ? map_exec_error(r, uuid, err) : 0;
+}
+
+/* The exec callback of the shared prepare steps (clone, dependencies). */
+struct prep_ctx {
+	cae_backend *b;
+	const char *uuid;
+	const char *id;
+	int cancel_fd;
+	bool has_cancel_fd;
+};
+
+static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	struct prep_ctx *p = ctx;
+	cae_docker_exec_spec spec;
+	fill_spec(&spec, req, req->cwd ? req->cwd : WORKSPACE);
+	if (!req->has_cancel_fd && p->has_cancel_fd) {
+		spec.cancel_fd = p->cancel_fd;
+		spec.has_cancel_fd = true;
+	}
+	cae_docker_exec_info xi;
+	int r = cae_docker_exec(impl_of(p->b)->d, p->id, &spec, res, &xi, err);
+	log_kill(p->b, p->uuid, &xi);
+	return r < 0 ? map_exec_error(r, p->uuid, err) : 0;
+}
+
+/* ---- removal ---- */
+
+/* Stops (gracefully, then killed after stop_s) and removes the container with its
+ * volumes, up to REMOVE_ATTEMPTS times; then any task network of the same name. A missing
+ * container is success. */
+static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *err)
+{
+	cae_docker *d = impl_of(b)->d;
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	int r = 0;
+	cae_error e = { 0 };
+	for (int attempt = 0; attempt < REMOVE_ATTEMPTS; attempt++) {
+		if (attempt)
+			nanosleep(&(struct timespec){ 0, 200000000L * attempt }, NULL);
+		if (stop_s >= 0) {
+			r = cae_docker_container_stop(d, name, stop_s, &e);
+			if (r == -ENOENT) {
+				r = 0;
+				break;
+			}
+		}
+		r = cae_docker_container_remove(d, name, true, true, &e);
+		if (r == 0 || r == -ENOENT) {
+			r = 0;
+			break;
+		}
+		cae_log_fields(b->log, CAE_LOG_WARN, "docker.remove_retry",
+			       json_pack("{s:s, s:i}", "task_uuid", uuid, "attempt", attempt + 1),
+			       "%s", e.message);
+	}
+	if (r < 0)
+		return cae_error_set(err, r, "could not remove container %s after %d attempts: %s",
+				     name, REMOVE_ATTEMPTS, e.message);
+	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
+	char path[192];
+	snprintf(path, sizeof(path), "/networks/%s", name);
+	int nr = cae_docker_call(d, "DELETE", path, NULL, NULL, &e);
+	if (nr < 0 && nr != -ENOENT)
+		return cae_error_set(err, nr, "could not remove network %s: %s", name, e.message);
+	return 0;
+}
+
+static int docker_cleanup(cae_backend *b, const char *uuid, cae_error *err)
+{
+	int r = remove_env(b, uuid, STOP_TIMEOUT_S, err);
+	if (r == 0)
+		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"), NULL);
+	else
+		cae_log_fields(b->log, CAE_LOG_ERROR, "environment.cleanup_failed",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"), "%s",
+			       err ? err->message : "");
+	return r;
+}
+
+/* ---- prepare ---- */
+
+static void progress(const cae_prepare_options *o, int step, const char *msg)
+{
+	if (o && o->progress)
+		o->progress(o->progress_userdata, step, 7, msg);
+}
+
+static bool cancelled(const cae_prepare_options *o)
+{
+	if (!o->has_cancel_fd || o->cancel_fd < 0)
+		return false;
+	struct pollfd pfd = { .fd = o->cancel_fd, .events = POLLIN };
+	return poll(&pfd, 1, 0) > 0;
+}
+
+static bool storage_opt_refused(const char *msg)
+{
+	return strstr(msg, "storage-opt") || strstr(msg, "storage opt") ||
+	       strstr(msg, "StorageOpt") || strstr(msg, "quota");
+}
+
+static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_name,
+			  const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
+{
+	struct docker_impl *di = impl_of(b);
+	const cae_config *cfg = b->cfg;
+	cae_docker *d = di->d;
+	int r;
+	if (!cae_task_uuid_valid(task->uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	char name[128];
+	container_name(name, sizeof(name), task->uuid);
+
+	/* 1. environment name */
+	progress(opts, 1, "validate");
+	_cleanup_free_ char *fallback = NULL;
+	const char *used = cae_backend_select_environment(cfg, env_name, &fallback);
+	const char *image = cae_config_environment_image(cfg, used);
+	if (!image)
+		image = cfg->command_executor.docker.base_image;
+	if (!image)
+		return cae_error_set(err, -EINVAL, "validate: no image for environment %s", used);
+	json_t *warnings = json_array();
+	json_t *deps = json_array();
+	if (fallback)
+		add_warning(warnings, b->log, task->uuid, "environment.fallback", fallback);
+	probe_engine(di);
+	bool with_disk = cfg->command_executor.docker.resources.disk_bytes > 0 &&
+			 disk_limit_supported(di);
+	if (cfg->command_executor.docker.resources.disk_bytes > 0 && !with_disk) {
+		char w[256];
+		snprintf(w, sizeof(w),
+			 "disk limit %s not applied: storage driver %s%s%s takes no size option",
+			 cfg->command_executor.docker.resources.disk_limit
+				 ? cfg->command_executor.docker.resources.disk_limit
+				 : "?",
+			 di->driver[0] ? di->driver : "(unknown)", di->backing[0] ? " on " : "",
+			 di->backing);
+		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
+	}
+
+	/* 2. clean start: whatever the same uuid left behind goes (no grace: it is discarded) */
+	progress(opts, 2, "remove");
+	r = remove_env(b, task->uuid, -1, err);
+	if (r < 0) {
+		cae_error_prefix(err, "remove");
+		goto out;
+	}
+
+	/* 3. create and start */
+	progress(opts, 3, "create");
+	char created_at[40];
+	cae_iso8601_now(created_at, sizeof(created_at));
+	_cleanup_free_ char *id = NULL;
+	json_t *engine_warnings = NULL;
+	json_t *config = container_config(b, task, used, image, created_at, with_disk, warnings);
+	if (!config) {
+		r = cae_error_set(err, -ENOMEM, "create: out of memory");
+		goto out;
+	}
+	int64_t t_create = cae_now_ms();
+	r = cae_docker_container_create(d, name, config, &id, &engine_warnings, err);
+	json_decref(config);
+	if (r < 0 && with_disk && storage_opt_refused(err->message)) {
+		char w[CAE_ERROR_MSG_MAX + 64];
+		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
+		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
+		config = container_config(b, task, used, image, created_at, false, warnings);
+		r = cae_docker_container_create(d, name, config, &id, &engine_warnings, err);
+		json_decref(config);
+	}
+	if (r < 0) {
+		cae_error_prefix(err, "create");
+		goto fail;
+	}
+	size_t wi;
+	json_t *wv;
+	json_array_foreach(engine_warnings, wi, wv)
+	{
+		if (json_is_string(wv) && *json_string_value(wv))
+			add_warning(warnings, b->log, task->uuid, "docker.engine_warning",
+				    json_string_value(wv));
+	}
+	json_decref(engine_warnings);
+	int64_t t_start = cae_now_ms();
+	r = cae_docker_container_start(d, id, err);
+	if (r < 0) {
+		cae_error_prefix(err, "start");
+		goto fail;
+	}
+	int64_t t_started = cae_now_ms();
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.create",
+		       json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "task_uuid", task->uuid,
+				 "backend", "docker", "container", name, "image", image, "network",
+				 network_mode(cfg), "create_ms", (json_int_t)(t_start - t_create),
+				 "start_ms", (json_int_t)(t_started - t_start)),
+		       NULL);
+	if (cancelled(opts)) {
+		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
+		goto fail;
+	}
+
+	/* 4. clone */
+	progress(opts, 4, "clone");
+	struct prep_ctx pc = { .b = b, .uuid = task->uuid, .id = id, .cancel_fd = opts->cancel_fd,
+			       .has_cancel_fd = opts->has_cancel_fd };
+	r = cae_git_clone(prep_exec, &pc, cfg, b->log, task, PROJECT, err);
+	if (r < 0) {
+		cae_error_prefix(err, "clone");
+		goto fail;
+	}
+	if (cancelled(opts)) {
+		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
+		goto fail;
+	}
+
+	/* 5. dependencies (failures are warnings) */
+	progress(opts, 5, "deps");
+	if (cfg->command_executor.clone.auto_install_deps)
+		cae_deps_install(prep_exec, &pc, b->log, PROJECT, deps, warnings, opts->cancel_fd,
+				 opts->has_cancel_fd);
+
+	/* 6. text editor: served by the in-container helper once it lands; nothing to start. */
+	progress(opts, 6, "editor");
+
+	/* 7. ready */
+	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", id,
+			      "task_uuid", task->uuid, "environment_name", used, "workspace_path",
+			      PROJECT, "created_at", created_at, "status", "ready", "backend",
+			      "docker", "warnings", warnings, "deps", deps);
+	r = cae_env_info_from_json(j, info, err);
+	json_decref(j);
+	if (r < 0)
+		goto fail;
+	progress(opts, 7, "ready");
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",
+		       json_pack("{s:s, s:s, s:s}", "task_uuid", task->uuid, "backend", "docker",
+				 "container", name),
+		       NULL);
+	r = 0;
+	goto out;
+
+fail:
+	/* Nothing is left behind: the container goes, with its volumes. */
+	remove_env(b, task->uuid, -1, NULL);
+	cae_log_fields(b->log, CAE_LOG_ERROR, "environment.prepare_failed",
+		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "docker"), "%s",
+		       err ? err->message : "");
+out:
+	json_decref(warnings);
+	json_decref(deps);
+	return r;
+}
+
+/* ---- info, list, stale GC ---- */
+
+static int docker_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_error *err)
+{
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	json_t *c = NULL;
+	cae_error e = { 0 };
+	int r = cae_docker_container_inspect(impl_of(b)->d, name, &c, &e);
+	if (r == -ENOENT)
+		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	if (r < 0)
+		return cae_error_set(err, r, "%s", e.message);
+	r = info_from_container(c, info, err);
+	json_decref(c);
+	return r;
+}
+
+/* Our containers: the name prefix and the uuid label (GET /containers/json filters match
+ * names by substring: the prefix is checked again here). */
+static int list_ours(cae_backend *b, json_t **out, cae_error *err)
+{
+	json_t *filters = json_pack("{s:[s], s:[s]}", "name", NAME_PREFIX, "label", LABEL_UUID);
+	json_t *all = NULL;
+	int r = cae_docker_container_list(impl_of(b)->d, true, filters, &all, err);
+	json_decref(filters);
+	if (r < 0)
+		return r;
+	*out = json_array();
+	size_t i;
+	json_t *c;
+	json_array_foreach(all, i, c)
+	{
+		const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+		if (n && *n == '/')
+			n++;
+		if (n && strncmp(n, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 &&
+		    cae_task_uuid_valid(n + strlen(NAME_PREFIX)))
+			json_array_append(*out, c);
+	}
+	json_decref(all);
+	return 0;
+}
+
+static int docker_list(cae_backend *b, json_t **out, cae_error *err)
+{
+	json_t *ours = NULL;
+	int r = list_ours(b, &ours, err);
+	if (r < 0)
+		return r;
+	*out = json_array();
+	size_t i;
+	json_t *c;
+	json_array_foreach(ours, i, c)
+	{
+		cae_env_info info;
+		if (info_from_container(c, &info, NULL) == 0) {
+			json_array_append_new(*out, cae_env_info_to_json(&info));
+			cae_env_info_clear(&info);
+		}
+	}
+	json_decref(ours);
+	return 0;
+}
+
+static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
+{
+	json_t *ours = NULL;
+	int r = list_ours(b, &ours, err);
+	if (r < 0)
+		return r;
+	int64_t now = (int64_t)time(NULL);
+	int failed = 0;
+	size_t i;
+	json_t *c;
+	json_array_foreach(ours, i, c)
+	{
+		const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+		const char *uuid = n + (*n == '/') + strlen(NAME_PREFIX);
+		json_t *labels = json_object_get(c, "Labels");
+		int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
+		if (created < 0)
+			created = (int64_t)json_integer_value(json_object_get(c, "Created"));
+		if (created <= 0 || now - created < threshold_s)
+			continue;
+		cae_error e = { 0 };
+		if (remove_env(b, uuid, STOP_TIMEOUT_S, &e) == 0) {
+			(*removed)++;
+			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
+				       json_pack("{s:s, s:I}", "task_uuid", uuid, "age_s",
+						 (json_int_t)(now - created)),
+				       NULL);
+		} else {
+			failed++;
+			cae_log_fields(b->log, CAE_LOG_WARN, "environment.stale_remove_failed",
+				       json_pack("{s:s}", "task_uuid", uuid), "%s", e.message);
+		}
+	}
+	json_decref(ours);
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
+		       json_pack("{s:i, s:i, s:I, s:s}", "removed", *removed, "failed", failed,
+				 "threshold_s", (json_int_t)threshold_s, "backend", "docker"),
+		       NULL);
+	if (failed)
+		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
+				     failed);
+	return 0;
+}
+
+/* ---- life ---- */
+
+static void docker_free(cae_backend *b)
+{
+	struct docker_impl *di = b ? impl_of(b) : NULL;
+	if (di) {
+		cae_docker_free(di->d);
+		pthread_mutex_destroy(&di->lock);
+		free(di->socket_path);
+		free(di);
+	}
+	free(b);
+}
+
+static const cae_backend_ops docker_ops = {
+	.name = "docker",
+	.prepare = docker_prepare,
+	.exec = docker_exec,
+	.cleanup = docker_cleanup,
+	.cleanup_stale = docker_cleanup_stale,
+	.list = docker_list,
+	.info = docker_info,
+	.free = docker_free,
+};
+
+int cae_docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
+{
+	cae_backend *b = calloc(1, sizeof(*b));
+	struct docker_impl *di = calloc(1, sizeof(*di));
+	if (!b || !di) {
+		free(b);
+		free(di);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_init(&di->lock, NULL);
+	b->ops = &docker_ops;
+	b->cfg = cfg;
+	b->log = log;
+	b->impl = di;
+	const char *host = cfg->command_executor.docker_host;
+	int r = cae_docker_new(host, &di->d, err);
+	if (r < 0) {
+		docker_free(b);
+		return r;
+	}
+	const char *h = cae_docker_host(di->d);
+	if (strncmp(h, "unix://", 7) == 0)
+		di->socket_path = strdup(h + 7);
+	r = cae_docker_ping(di->d, CONNECT_TIMEOUT_MS, err);
+	if (r < 0) {
+		cae_error_prefix(err, "docker backend");
+		docker_free(b);
+		return r;
+	}
+	const char *v = cae_docker_api_version(di->d, NULL);
+	cae_log_fields(log, CAE_LOG_INFO, "docker.connected",
+		       json_pack("{s:s, s:s}", "host", h, "api_version", v ? v : "?"), NULL);
+	*out = b;
+	return 0;
+}
+
+bool cae_docker_backend_available(const cae_config *cfg)
+{
+	cae_docker *d = NULL;
+	if (cae_docker_new(cfg->command_executor.docker_host, &d, NULL) < 0)
+		return false;
+	bool ok = cae_docker_ping(d, AVAILABLE_TIMEOUT_MS, NULL) == 0;
+	cae_docker_free(d);
+	return ok;
+}
