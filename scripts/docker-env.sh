@@ -13,7 +13,9 @@
 # scripts/build-images.sh), so `up` takes about a second when everything is in place.
 #
 # Environment: CAE_TEST_IMAGES (default "python") names the language images the tests need;
-# CAE_DOCKERD_LOG overrides the engine's log file.
+# CAE_DOCKERD_LOG overrides the engine's log file; CAE_DOCKERD_ROOT=DIR runs a private engine
+# beside the system one, its data, exec root, pid files and log under DIR (use it with
+# DOCKER_HOST=unix://DIR/docker.sock).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,10 +24,19 @@ case "${DOCKER_HOST:-}" in
   unix://*) SOCK=${DOCKER_HOST#unix://} ;;
 esac
 PIDFILE=/run/cae-dockerd.pid
+DROOT=${CAE_DOCKERD_ROOT:-}
+dockerd_args=(--iptables=false --bridge=none --host "unix://$SOCK")
+if [ -n "$DROOT" ]; then
+  mkdir -p "$DROOT"
+  PIDFILE=$DROOT/cae-dockerd.pid
+  dockerd_args+=(--data-root "$DROOT/data" --exec-root "$DROOT/exec" --pidfile "$DROOT/docker.pid")
+fi
 LOCK=/run/lock/cae-docker-env.lock
 [ -d /run/lock ] && [ -w /run/lock ] || LOCK=${TMPDIR:-/tmp}/cae-docker-env.lock
 if [ -n "${CAE_DOCKERD_LOG:-}" ]; then
   LOG=$CAE_DOCKERD_LOG
+elif [ -n "$DROOT" ]; then
+  LOG=$DROOT/dockerd.log
 elif [ -w /var/log ]; then
   LOG=/var/log/cae-dockerd.log
 else
@@ -83,10 +94,16 @@ start_engine() {
   case "${DOCKER_HOST:-}" in
     tcp://*) say "no engine answers at DOCKER_HOST=$DOCKER_HOST"; return 1 ;;
   esac
-  if pidof dockerd >/dev/null; then
-    say "dockerd is running (pid $(pidof dockerd)) but does not answer yet; waiting"
+  local running=
+  if [ -z "$DROOT" ]; then
+    running=$(pidof dockerd || true)
+  elif [ -f "$PIDFILE" ] && alive "$(cat "$PIDFILE")"; then
+    running=$(cat "$PIDFILE")
+  fi
+  if [ -n "$running" ]; then
+    say "dockerd is running (pid $running) but does not answer yet; waiting"
     wait_engine 60 && return 0
-    say "dockerd (pid $(pidof dockerd)) does not answer on $SOCK after 60 s; see its log"
+    say "dockerd (pid $running) does not answer on $SOCK after 60 s; see its log"
     return 1
   fi
   if [ "$(id -u)" -ne 0 ]; then
@@ -96,8 +113,8 @@ start_engine() {
   local t0; t0=$(now)
   say "starting dockerd --iptables=false --bridge=none (log: $LOG)"
   # setsid: the engine outlives this script and the terminal or CI step that ran it.
-  setsid dockerd --iptables=false --bridge=none --host "unix://$SOCK" \
-    </dev/null >>"$LOG" 2>&1 &
+  # 9>&-: the engine must not inherit (and hold forever) the lock of this script.
+  setsid dockerd "${dockerd_args[@]}" </dev/null >>"$LOG" 2>&1 9>&- &
   echo $! >"$PIDFILE"
   if ! wait_engine 60; then
     say "dockerd did not answer within 60 s; last lines of $LOG:"
@@ -120,12 +137,14 @@ cmd_up() {
 }
 
 cmd_down() {
+  exec 9>"$LOCK"
+  flock 9
   if [ ! -f "$PIDFILE" ]; then
     say "no dockerd started by this script (no $PIDFILE)"
     return 0
   fi
   local pid; pid=$(cat "$PIDFILE")
-  if [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
+  if ! alive "$pid" || [ "$(cat "/proc/$pid/comm" 2>/dev/null)" != dockerd ]; then
     say "pid $pid from $PIDFILE is not a dockerd; nothing to stop"
     rm -f "$PIDFILE"
     return 0
