@@ -50,9 +50,11 @@ static char *make_big(size_t *len)
 	size_t o = 0;
 	for (unsigned line = 0; o < BIG_BYTES; line++) {
 		if (line == 100000)
-			o += (size_t)snprintf(b + o, 128, "\tvalue = compute(MARKER_A, %u);\n", line);
+			o += (size_t)snprintf(b + o, 128, "\tvalue = compute(MARKER_A, %u);\n",
+					      line);
 		else
-			o += (size_t)snprintf(b + o, 128, "\tvalue_%u = compute(value_%u, %u); /* filler */\n",
+			o += (size_t)snprintf(b + o, 128,
+					      "\tvalue_%u = compute(value_%u, %u); /* filler */\n",
 					      line, line / 2, line % 97);
 	}
 	*len = o;
@@ -138,8 +140,8 @@ int main(void)
 	cae_editor *ed = cae_editor_new(dir, "/workspace/project", NULL, NULL);
 	if (!ed)
 		die("editor");
-	json_t *view = json_pack("{s:s, s:s}", "command", "view", "path",
-				 "/workspace/project/small.py");
+	json_t *view =
+	    json_pack("{s:s, s:s}", "command", "view", "path", "/workspace/project/small.py");
 	int64_t *a = calloc((size_t)n, sizeof(int64_t)), *b = calloc((size_t)n, sizeof(int64_t));
 	if (!a || !b)
 		die("out of memory");
@@ -160,8 +162,9 @@ int main(void)
 		a[i] = cae_now_ns() - t;
 		cae_editor_result_clear(&r);
 	}
-	printf("editor.view_51_lines_us median=%.1f target<=100 baseline(open+read+close)=%.1f n=%d\n",
-	       median(a, n) / 1000.0, median(b, n) / 1000.0, n);
+	printf(
+	    "editor.view_51_lines_us median=%.1f target<=100 baseline(open+read+close)=%.1f n=%d\n",
+	    median(a, n) / 1000.0, median(b, n) / 1000.0, n);
 	json_decref(view);
 
 	/* 2. str_replace on a 10 MB file. */

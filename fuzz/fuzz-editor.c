@@ -53,7 +53,8 @@ static void seed_workspace(void)
 	static const char py[] = "import os\n\n\ndef main():\n\tprint('needle')\n\treturn 0\n";
 	static const char crlf[] = "one\r\ntwo\r\nneedle\r\n";
 	static const char nofinal[] = "a\nb\nneedle";
-	static const char bin[] = "\x7f" "ELF\0\0needle";
+	static const char bin[] = "\x7f"
+				  "ELF\0\0needle";
 	put(ws_dir, "main.py", py, sizeof(py) - 1);
 	put(ws_dir, "crlf.txt", crlf, sizeof(crlf) - 1);
 	put(ws_dir, "nofinal.txt", nofinal, sizeof(nofinal) - 1);

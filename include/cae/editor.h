@@ -23,6 +23,7 @@
  * "\n" (or "\r\n"), and edits write "\r\n".
  *
  * A cae_editor serialises its calls with an internal mutex, so it may be shared by threads.
+ * The workspace directory is opened once: a directory later put in its place is not seen.
  */
 #ifndef CAE_EDITOR_H
 #define CAE_EDITOR_H
@@ -40,11 +41,16 @@ extern "C" {
 typedef struct cae_editor cae_editor;
 
 typedef struct cae_editor_limits {
-	size_t max_file_bytes;    /* largest file viewed or edited, and largest result of an edit */
-	size_t max_output_chars;  /* a view (file or directory) is clipped after this many characters */
-	unsigned undo_depth;      /* edits remembered per file (0: undo disabled) */
-	size_t undo_budget_bytes; /* bytes of previous contents kept over all files */
-	size_t max_dir_entries;   /* entries read per directory in a directory view */
+	/* Largest file viewed or edited, and largest result of an edit. */
+	size_t max_file_bytes;
+	/* A view (file or directory) is clipped after this many characters. */
+	size_t max_output_chars;
+	/* Edits remembered per file (0: undo disabled). */
+	unsigned undo_depth;
+	/* Bytes of previous contents kept over all files; the oldest go first. */
+	size_t undo_budget_bytes;
+	/* Entries read per directory in a directory view (the first ones in name order). */
+	size_t max_dir_entries;
 } cae_editor_limits;
 
 #define CAE_EDITOR_DEFAULT_MAX_FILE_BYTES ((size_t)32 << 20)
@@ -69,10 +75,10 @@ typedef enum cae_editor_command {
 const char *cae_editor_command_name(cae_editor_command cmd);
 
 typedef struct cae_editor_result {
-	bool is_error;              /* a tool error: text says what was wrong and what is valid */
-	char *text;                 /* owned; the reference's output or error text (valid UTF-8) */
-	char *summary;              /* owned; one-line summary (the bhouston "message") */
-	char *path;                 /* owned; the path in display form, NULL if none was usable */
+	bool is_error;		    /* a tool error: text says what was wrong and what is valid */
+	char *text;		    /* owned; the reference's output or error text (valid UTF-8) */
+	char *summary;		    /* owned; one-line summary (the bhouston "message") */
+	char *path;		    /* owned; the path in display form, NULL if none was usable */
 	cae_editor_command command; /* the command run, CAE_EDITOR_CMD_UNKNOWN if none */
 } cae_editor_result;
 

@@ -38,8 +38,8 @@ int ed_lf_to_crlf(cae_buf *out, const char *s, size_t n);
 
 typedef struct ed_numbered {
 	size_t lines_shown; /* lines written (a cut line counts) */
-	bool clipped;       /* stopped before the end of s */
-	bool line_cut;      /* the last line written was cut */
+	bool clipped;	    /* stopped before the end of s */
+	bool line_cut;	    /* the last line written was cut */
 } ed_numbered;
 
 /* Appends s to out numbered like `cat -n` ("%6zu\t" + line + "\n"), the first line numbered

@@ -39,10 +39,10 @@
 #define NEW_DIR_MODE 0755
 
 static const char REVIEW_HINT[] =
-	"Review the changes and make sure they are as expected. Edit the file again if necessary.";
+    "Review the changes and make sure they are as expected. Edit the file again if necessary.";
 static const char REVIEW_HINT_INSERT[] =
-	"Review the changes and make sure they are as expected (correct indentation, no duplicate "
-	"lines, etc). Edit the file again if necessary.";
+    "Review the changes and make sure they are as expected (correct indentation, no duplicate "
+    "lines, etc). Edit the file again if necessary.";
 
 struct cae_editor {
 	int root_fd; /* O_PATH | O_DIRECTORY */
@@ -59,11 +59,11 @@ struct cae_editor {
 void cae_editor_limits_default(cae_editor_limits *limits)
 {
 	*limits = (cae_editor_limits){
-		.max_file_bytes = CAE_EDITOR_DEFAULT_MAX_FILE_BYTES,
-		.max_output_chars = CAE_EDITOR_DEFAULT_MAX_OUTPUT_CHARS,
-		.undo_depth = CAE_EDITOR_DEFAULT_UNDO_DEPTH,
-		.undo_budget_bytes = CAE_EDITOR_DEFAULT_UNDO_BUDGET_BYTES,
-		.max_dir_entries = CAE_EDITOR_DEFAULT_MAX_DIR_ENTRIES,
+	    .max_file_bytes = CAE_EDITOR_DEFAULT_MAX_FILE_BYTES,
+	    .max_output_chars = CAE_EDITOR_DEFAULT_MAX_OUTPUT_CHARS,
+	    .undo_depth = CAE_EDITOR_DEFAULT_UNDO_DEPTH,
+	    .undo_budget_bytes = CAE_EDITOR_DEFAULT_UNDO_BUDGET_BYTES,
+	    .max_dir_entries = CAE_EDITOR_DEFAULT_MAX_DIR_ENTRIES,
 	};
 }
 
@@ -369,7 +369,8 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 					return pfd;
 				owned = true;
 			}
-			int r = mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno : 0;
+			int r =
+			    mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno : 0;
 			if (owned)
 				close(pfd);
 			if (r < 0)
@@ -413,7 +414,8 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 			      len, ED_PATH_MAX);
 		return r < 0 ? r : 1;
 	case ED_PATH_NUL:
-		r = res_error(res, "The path contains a NUL character, which no file name can hold.");
+		r = res_error(res,
+			      "The path contains a NUL character, which no file name can hold.");
 		return r < 0 ? r : 1;
 	case ED_PATH_NOT_UTF8:
 		r = res_error(res, "The path is not valid UTF-8; give the path as UTF-8 text.");
@@ -539,7 +541,7 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 typedef struct loaded {
 	char *raw; /* the file's bytes */
 	size_t raw_len;
-	char *conv; /* LF copy of a CRLF file, else NULL */
+	char *conv;	  /* LF copy of a CRLF file, else NULL */
 	const char *text; /* raw or conv */
 	size_t len;
 	bool crlf;
@@ -556,11 +558,12 @@ static void loaded_clear(loaded *l)
 static int too_large_error(cae_editor *ed, cae_editor_result *res, const char *display,
 			   unsigned long long size)
 {
-	int r = res_error(res,
-			  "The file %s is too large for the text editor (%llu bytes; the limit is "
-			  "%zu bytes). Use shell commands (e.g. `grep -n`, `sed -n '10,20p'`) to work "
-			  "with it.",
-			  display, size, ed->lim.max_file_bytes);
+	int r =
+	    res_error(res,
+		      "The file %s is too large for the text editor (%llu bytes; the limit is "
+		      "%zu bytes). Use shell commands (e.g. `grep -n`, `sed -n '10,20p'`) to work "
+		      "with it.",
+		      display, size, ed->lim.max_file_bytes);
 	return r < 0 ? r : 1;
 }
 
@@ -581,7 +584,7 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, loaded *l,
 	if ((unsigned long long)t->st.st_size > ed->lim.max_file_bytes)
 		return too_large_error(ed, res, t->display, (unsigned long long)t->st.st_size);
 	_cleanup_close_ int fd =
-		openat(t->dfd, t->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	    openat(t->dfd, t->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 && errno == ELOOP) {
 		r = res_error(res, "The file %s changed while it was being opened; try again.",
 			      t->display);
@@ -666,12 +669,13 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, loaded *l,
 	if (info.bad_at != SIZE_MAX) {
 		size_t line = ed_count_newlines(buf, info.bad_at) + 1;
 		loaded_clear(l);
-		r = res_error(res,
-			      "The file %s is not valid UTF-8 text (the first invalid byte is on "
-			      "line %zu, at offset %zu); the text editor only views and edits UTF-8 "
-			      "text files. Use a shell command (e.g. `iconv`, `file`) to inspect or "
-			      "convert it.",
-			      t->display, line, info.bad_at);
+		r = res_error(
+		    res,
+		    "The file %s is not valid UTF-8 text (the first invalid byte is on "
+		    "line %zu, at offset %zu); the text editor only views and edits UTF-8 "
+		    "text files. Use a shell command (e.g. `iconv`, `file`) to inspect or "
+		    "convert it.",
+		    t->display, line, info.bad_at);
 		return r < 0 ? r : 1;
 	}
 	l->crlf = info.has_cr && ed_is_crlf(buf, n);
@@ -745,7 +749,8 @@ static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *se
 			if (renameat2(dfd, tmp, dfd, base, RENAME_NOREPLACE) < 0) {
 				r = -errno;
 				if (r == -EINVAL || r == -ENOSYS) {
-					/* No RENAME_NOREPLACE here: link() also refuses to replace. */
+					/* No RENAME_NOREPLACE here: link() also refuses to replace.
+					 */
 					r = linkat(dfd, tmp, dfd, base, 0) < 0 ? -errno : 0;
 					unlinkat(dfd, tmp, 0);
 					if (r < 0)
@@ -788,15 +793,15 @@ static int write_error(cae_editor_result *res, const char *display, int e)
 /* Output helpers */
 
 static const char CLIP_NOTE_FMT[] =
-	"<response clipped><NOTE>To save on context only part of this file has been shown to "
-	"you: lines %zu-%zu of %zu%s. Use `view_range` to see other lines (e.g. [%zu, -1]), or "
-	"search inside the file with `grep -n` to find the line numbers of what you are looking "
-	"for.</NOTE>\n";
+    "<response clipped><NOTE>To save on context only part of this file has been shown to "
+    "you: lines %zu-%zu of %zu%s. Use `view_range` to see other lines (e.g. [%zu, -1]), or "
+    "search inside the file with `grep -n` to find the line numbers of what you are looking "
+    "for.</NOTE>\n";
 static const char CLIP_NOTE_CUT_FMT[] =
-	"<response clipped><NOTE>To save on context only part of this file has been shown to "
-	"you: line %zu is longer than the output limit of %zu characters and was cut. Use a "
-	"shell command (e.g. `cut -c1-2000` or `fold`) to read long lines, and `view_range` for "
-	"other lines.</NOTE>\n";
+    "<response clipped><NOTE>To save on context only part of this file has been shown to "
+    "you: line %zu is longer than the output limit of %zu characters and was cut. Use a "
+    "shell command (e.g. `cut -c1-2000` or `fold`) to read long lines, and `view_range` for "
+    "other lines.</NOTE>\n";
 
 /* "Here's the result of running `cat -n` on {descriptor}:\n" + numbered s, clipped with a
  * note. total_lines is the file's line count (for the note); 0 = not shown. */
@@ -989,7 +994,7 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 
 static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 {
-	int fd = t->base   ? open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
+	int fd = t->base       ? open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW)
 		 : t->dfd >= 0 ? open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY)
 			       : open_beneath(ed->root_fd, ".", O_RDONLY | O_DIRECTORY);
 	if (fd < 0)
@@ -1008,12 +1013,13 @@ static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 	else
 		close(fd);
 	if (r == 0 && ls.clipped)
-		r = cae_buf_printf(&out,
-				   "<response clipped><NOTE>Only part of this directory listing has "
-				   "been shown (the output limit is %zu characters). View a "
-				   "subdirectory, or use a shell command such as `find %s -maxdepth 1` "
-				   "or `ls`, to see the rest.</NOTE>\n",
-				   ed->lim.max_output_chars, t->display);
+		r = cae_buf_printf(
+		    &out,
+		    "<response clipped><NOTE>Only part of this directory listing has "
+		    "been shown (the output limit is %zu characters). View a "
+		    "subdirectory, or use a shell command such as `find %s -maxdepth 1` "
+		    "or `ls`, to see the rest.</NOTE>\n",
+		    ed->lim.max_output_chars, t->display);
 	if (r == 0 && ls.capped_dir) {
 		r = cae_buf_printf(&out,
 				   "Note: %s has %zu entries; only the first %zu in name order are "
@@ -1021,7 +1027,8 @@ static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 				   ls.capped_dir, ls.capped_total, ed->lim.max_dir_entries);
 		if (r == 0 && ls.capped_more)
 			r = cae_buf_printf(&out, " (%zu more director%s cut the same way)",
-					   ls.capped_more, ls.capped_more == 1 ? "y was" : "ies were");
+					   ls.capped_more,
+					   ls.capped_more == 1 ? "y was" : "ies were");
 		if (r == 0)
 			r = cae_buf_puts(&out, ". Use a shell command such as `ls` to see all.\n");
 	}
@@ -1055,18 +1062,20 @@ static int view_file(cae_editor *ed, const target *t, const long long *range,
 			return r < 0 ? r : 1;
 		}
 		if (a < 1 || (unsigned long long)a > nlines) {
-			r = res_error(res,
-				      "Invalid `view_range`: [%lld, %lld]. Its first element `%lld` "
-				      "should be within the range of lines of the file: [1, %zu]",
-				      a, b, a, nlines);
+			r = res_error(
+			    res,
+			    "Invalid `view_range`: [%lld, %lld]. Its first element `%lld` "
+			    "should be within the range of lines of the file: [1, %zu]",
+			    a, b, a, nlines);
 			return r < 0 ? r : 1;
 		}
 		if (b != -1 && b < a) {
-			r = res_error(res,
-				      "Invalid `view_range`: [%lld, %lld]. Its second element `%lld` "
-				      "should be larger or equal than its first `%lld`, or -1 for the "
-				      "end of the file",
-				      a, b, b, a);
+			r = res_error(
+			    res,
+			    "Invalid `view_range`: [%lld, %lld]. Its second element `%lld` "
+			    "should be larger or equal than its first `%lld`, or -1 for the "
+			    "end of the file",
+			    a, b, b, a);
 			return r < 0 ? r : 1;
 		}
 		first = (size_t)a;
@@ -1084,11 +1093,12 @@ static int view_file(cae_editor *ed, const target *t, const long long *range,
 	r = make_output(ed, &out, l.text + start_off, end_off - start_off, t->display, first,
 			nlines, l.crlf);
 	if (r == 0 && clamped)
-		r = cae_buf_printf(&out,
-				   "Note: `view_range` [%lld, %lld] goes past the end of the file, "
-				   "which has %zu lines; lines %zu-%zu are shown. Use -1 as the second "
-				   "element to view up to the end of the file.\n",
-				   range[0], range[1], nlines, first, nlines);
+		r = cae_buf_printf(
+		    &out,
+		    "Note: `view_range` [%lld, %lld] goes past the end of the file, "
+		    "which has %zu lines; lines %zu-%zu are shown. Use -1 as the second "
+		    "element to view up to the end of the file.\n",
+		    range[0], range[1], nlines, first, nlines);
 	if (r < 0) {
 		cae_buf_clear(&out);
 		return r;
@@ -1146,10 +1156,11 @@ static int text_arg_check(cae_editor_result *res, const char *name, const char *
 {
 	int r;
 	if (memchr(s, '\0', n)) {
-		r = res_error(res,
-			      "Parameter `%s` contains a NUL character; the text editor only writes "
-			      "text files.",
-			      name);
+		r = res_error(
+		    res,
+		    "Parameter `%s` contains a NUL character; the text editor only writes "
+		    "text files.",
+		    name);
 		return r < 0 ? r : 1;
 	}
 	if (!cae_utf8_is_valid(s, n)) {
@@ -1223,8 +1234,8 @@ static int commit_edit(cae_editor *ed, const target *t, loaded *l, const seg *se
 				  t->display, total, ed->lim.max_file_bytes);
 		return r < 0 ? r : 1;
 	}
-	int r = write_atomic(ed, t->dfd, t->base, segs, nsegs, l->crlf, l->st.st_mode, &l->st,
-			     false);
+	int r =
+	    write_atomic(ed, t->dfd, t->base, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false);
 	if (r < 0)
 		return write_error(res, t->display, r);
 	r = ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true);
@@ -1235,8 +1246,8 @@ static int commit_edit(cae_editor *ed, const target *t, loaded *l, const seg *se
 }
 
 static const char UNDO_NOT_KEPT[] =
-	"Note: this edit cannot be undone with `undo_edit` (the file is larger than the undo "
-	"memory, or undo is disabled).\n";
+    "Note: this edit cannot be undone with `undo_edit` (the file is larger than the undo "
+    "memory, or undo is disabled).\n";
 
 /* Numbers a snippet built from pieces (pre + mid + post) starting at line first_no. */
 static int snippet_output(cae_editor *ed, cae_buf *out, const seg *parts, size_t nparts,
@@ -1262,11 +1273,10 @@ static int snippet_output(cae_editor *ed, cae_buf *out, const seg *parts, size_t
 	return r;
 }
 
-
 /* "Multiple occurrences" error: the line of every occurrence (non-overlapping, like the
  * reference's count), also for a multi-line old_str (the line where each one starts). */
-static int multiple_error(cae_editor_result *res, const char *text, size_t len,
-			  const char *old, size_t olen, size_t first)
+static int multiple_error(cae_editor_result *res, const char *text, size_t len, const char *old,
+			  size_t olen, size_t first)
 {
 	cae_buf lines;
 	cae_buf_init(&lines, 1 << 16);
@@ -1333,9 +1343,10 @@ static int nomatch_error(cae_editor_result *res, const target *t, const char *te
 		if (r == 0 && found > shown)
 			r = cae_buf_printf(&hint, ", ... (%zu in all)", found);
 		if (r == 0)
-			r = cae_buf_puts(&hint, "]. View those lines, copy the one you mean exactly "
-						"into old_str, whitespace included, with enough "
-						"surrounding lines to make it unique.");
+			r = cae_buf_puts(&hint,
+					 "]. View those lines, copy the one you mean exactly "
+					 "into old_str, whitespace included, with enough "
+					 "surrounding lines to make it unique.");
 	}
 	_cleanup_free_ char *echo = echo_str(old, olen);
 	if (r == 0 && !echo)
@@ -1346,12 +1357,13 @@ static int nomatch_error(cae_editor_result *res, const target *t, const char *te
 			      "in %s.",
 			      echo, t->display);
 	else if (r == 0)
-		r = res_error(res,
-			      "No replacement was performed, old_str `%s` did not appear verbatim "
-			      "in %s. %s that differ%s from it only in whitespace (indentation, tabs "
-			      "or spaces, line endings, trailing spaces) %s found %s",
-			      echo, t->display, found == 1 ? "A match" : "Matches",
-			      found == 1 ? "s" : "", found == 1 ? "was" : "were", hint.data);
+		r = res_error(
+		    res,
+		    "No replacement was performed, old_str `%s` did not appear verbatim "
+		    "in %s. %s that differ%s from it only in whitespace (indentation, tabs "
+		    "or spaces, line endings, trailing spaces) %s found %s",
+		    echo, t->display, found == 1 ? "A match" : "Matches", found == 1 ? "s" : "",
+		    found == 1 ? "was" : "were", hint.data);
 	cae_buf_clear(&hint);
 	return r < 0 ? r : 1;
 }
@@ -1438,9 +1450,9 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 	size_t first_no = line0 - ed_count_newlines(text + pre, off - pre) + 1;
 	size_t post_end = ed_skip_lines(text, len, off + olen, SNIPPET_LINES + 1);
 	seg parts[3] = {
-		{text + pre, off - pre},
-		{new, nlen},
-		{text + off + olen, post_end - off - olen},
+	    {text + pre, off - pre},
+	    {new, nlen},
+	    {text + off + olen, post_end - off - olen},
 	};
 	cae_buf out;
 	out_init(&out);
@@ -1455,9 +1467,9 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 		return r;
 	}
 	seg segs[3] = {
-		{text, off},
-		{new, nlen},
-		{text + off + olen, len - off - olen},
+	    {text, off},
+	    {new, nlen},
+	    {text + off + olen, len - off - olen},
 	};
 	bool kept = false;
 	r = commit_edit(ed, &t, &l, segs, 3, res, &kept);
@@ -1471,8 +1483,8 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 		      t.display);
 }
 
-static int do_insert(cae_editor *ed, const char *path, size_t plen, long long line,
-		     const char *new, size_t nlen, cae_editor_result *res)
+static int do_insert(cae_editor *ed, const char *path, size_t plen, long long line, const char *new,
+		     size_t nlen, cae_editor_result *res)
 {
 	int r = text_arg_check(res, "new_str", new, nlen);
 	if (r != 0)
@@ -1494,11 +1506,12 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 	size_t len = l.len;
 	size_t nlines = ed_count_lines(text, len);
 	if (line < 0 || (unsigned long long)line > nlines) {
-		r = res_error(res,
-			      "Invalid `insert_line` parameter: %lld. It should be within the range "
-			      "of lines of the file: [0, %zu] (0 inserts at the top, %zu after the "
-			      "last line)",
-			      line, nlines, nlines);
+		r = res_error(
+		    res,
+		    "Invalid `insert_line` parameter: %lld. It should be within the range "
+		    "of lines of the file: [0, %zu] (0 inserts at the top, %zu after the "
+		    "last line)",
+		    line, nlines, nlines);
 		return r < 0 ? r : 0;
 	}
 	_cleanup_free_ char *new_own = NULL;
@@ -1544,7 +1557,8 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 	out_init(&out);
 	r = cae_buf_printf(&out, "The file %s has been edited. ", t.display);
 	if (r == 0)
-		r = snippet_output(ed, &out, parts, nparts, "a snippet of the edited file", first_no);
+		r = snippet_output(ed, &out, parts, nparts, "a snippet of the edited file",
+				   first_no);
 	if (r < 0) {
 		cae_buf_clear(&out);
 		return r;
@@ -1557,8 +1571,8 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 		cae_buf_clear(&out);
 		return r < 0 ? r : 0;
 	}
-	return res_ok(res, cae_buf_steal(&out, NULL), "Successfully inserted text after line %lld in %s",
-		      line, t.display);
+	return res_ok(res, cae_buf_steal(&out, NULL),
+		      "Successfully inserted text after line %lld in %s", line, t.display);
 }
 
 static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
@@ -1641,11 +1655,11 @@ static const struct {
 	const char *name;
 	cae_editor_command cmd;
 } COMMANDS[] = {
-	{"view", CAE_EDITOR_CMD_VIEW},
-	{"create", CAE_EDITOR_CMD_CREATE},
-	{"str_replace", CAE_EDITOR_CMD_STR_REPLACE},
-	{"insert", CAE_EDITOR_CMD_INSERT},
-	{"undo_edit", CAE_EDITOR_CMD_UNDO_EDIT},
+    {"view", CAE_EDITOR_CMD_VIEW},
+    {"create", CAE_EDITOR_CMD_CREATE},
+    {"str_replace", CAE_EDITOR_CMD_STR_REPLACE},
+    {"insert", CAE_EDITOR_CMD_INSERT},
+    {"undo_edit", CAE_EDITOR_CMD_UNDO_EDIT},
 };
 
 /* A string argument: 0 absent (missing or null), 1 present, -1 wrong type. */
@@ -1699,16 +1713,18 @@ static int arg_error(cae_editor_result *res, const char *fmt, ...)
 static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 {
 	if (!json_is_object(args))
-		return arg_error(res, "Invalid arguments: expected a JSON object with `command` and "
-				      "`path`.");
+		return arg_error(res,
+				 "Invalid arguments: expected a JSON object with `command` and "
+				 "`path`.");
 	const char *cmd_s, *path, *s1, *s2;
 	size_t cmd_n, plen, n1, n2;
 	int k = get_str(args, "command", &cmd_s, &cmd_n);
 	if (k <= 0)
-		return arg_error(res,
-				 "Parameter `command` %s: one of view, create, str_replace, insert, "
-				 "undo_edit.",
-				 k == 0 ? "is required" : "must be a string");
+		return arg_error(
+		    res,
+		    "Parameter `command` %s: one of view, create, str_replace, insert, "
+		    "undo_edit.",
+		    k == 0 ? "is required" : "must be a string");
 	cae_editor_command cmd = CAE_EDITOR_CMD_UNKNOWN;
 	for (size_t i = 0; i < ARRAY_SIZE(COMMANDS); i++)
 		if (strlen(COMMANDS[i].name) == cmd_n && strcmp(COMMANDS[i].name, cmd_s) == 0)
@@ -1739,10 +1755,11 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 			if (!json_is_array(vr) || json_array_size(vr) != 2 ||
 			    !get_int(json_array_get(vr, 0), &range[0]) ||
 			    !get_int(json_array_get(vr, 1), &range[1]))
-				return arg_error(res, "Invalid `view_range`. It should be a list of "
-						      "two integers: [start_line, end_line], counted "
-						      "from 1, with end_line -1 for the end of the "
-						      "file.");
+				return arg_error(res,
+						 "Invalid `view_range`. It should be a list of "
+						 "two integers: [start_line, end_line], counted "
+						 "from 1, with end_line -1 for the end of the "
+						 "file.");
 			have = true;
 		}
 		return do_view(ed, path, plen, have ? range : NULL, res);
@@ -1750,14 +1767,16 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 	case CAE_EDITOR_CMD_CREATE:
 		k = get_str(args, "file_text", &s1, &n1);
 		if (k == 0)
-			return arg_error(res, "Parameter `file_text` is required for command: %s", name);
+			return arg_error(res, "Parameter `file_text` is required for command: %s",
+					 name);
 		if (k < 0)
 			return arg_error(res, "Parameter `file_text` must be a string");
 		return do_create(ed, path, plen, s1, n1, res);
 	case CAE_EDITOR_CMD_STR_REPLACE:
 		k = get_str(args, "old_str", &s1, &n1);
 		if (k == 0)
-			return arg_error(res, "Parameter `old_str` is required for command: %s", name);
+			return arg_error(res, "Parameter `old_str` is required for command: %s",
+					 name);
 		if (k < 0)
 			return arg_error(res, "Parameter `old_str` must be a string");
 		if (get_str(args, "new_str", &s2, &n2) < 0)
@@ -1767,14 +1786,16 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 		json_t *il = json_object_get(args, "insert_line");
 		long long line;
 		if (!il || json_is_null(il))
-			return arg_error(res, "Parameter `insert_line` is required for command: %s", name);
+			return arg_error(res, "Parameter `insert_line` is required for command: %s",
+					 name);
 		if (!get_int(il, &line))
 			return arg_error(res, "Invalid `insert_line` parameter: it should be an "
 					      "integer, the line after which to insert (0 for the "
 					      "top of the file).");
 		k = get_str(args, "new_str", &s2, &n2);
 		if (k == 0)
-			return arg_error(res, "Parameter `new_str` is required for command: %s", name);
+			return arg_error(res, "Parameter `new_str` is required for command: %s",
+					 name);
 		if (k < 0)
 			return arg_error(res, "Parameter `new_str` must be a string");
 		return do_insert(ed, path, plen, line, s2, n2, res);
@@ -1825,9 +1846,9 @@ int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_STR_REPLACE;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res,
-		      do_str_replace(ed, path, strlen(path), old_str, old_len, new_str, new_len,
-				     res));
+	return finish(
+	    ed, res,
+	    do_str_replace(ed, path, strlen(path), old_str, old_len, new_str, new_len, res));
 }
 
 int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, const char *new_str,
@@ -1836,7 +1857,8 @@ int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, c
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_INSERT;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res, do_insert(ed, path, strlen(path), insert_line, new_str, new_len, res));
+	return finish(ed, res,
+		      do_insert(ed, path, strlen(path), insert_line, new_str, new_len, res));
 }
 
 int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *res)

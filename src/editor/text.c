@@ -51,14 +51,15 @@ void ed_text_scan(const char *s, size_t n, ed_text_info *info)
 		__m128i c = _mm_loadu_si128((const __m128i *)(s + i + 32));
 		__m128i d = _mm_loadu_si128((const __m128i *)(s + i + 48));
 		__m128i hi = _mm_or_si128(_mm_or_si128(a, b), _mm_or_si128(c, d));
-		__m128i z = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
-					 _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)));
+		__m128i z =
+		    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, zero), _mm_cmpeq_epi8(b, zero)),
+				 _mm_or_si128(_mm_cmpeq_epi8(c, zero), _mm_cmpeq_epi8(d, zero)));
 		if (_mm_movemask_epi8(_mm_or_si128(hi, z)))
 			break; /* the general loop below takes over from here */
-		cracc = _mm_or_si128(cracc, _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, crv),
-									 _mm_cmpeq_epi8(b, crv)),
-							   _mm_or_si128(_mm_cmpeq_epi8(c, crv),
-									 _mm_cmpeq_epi8(d, crv))));
+		cracc = _mm_or_si128(
+		    cracc,
+		    _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(a, crv), _mm_cmpeq_epi8(b, crv)),
+				 _mm_or_si128(_mm_cmpeq_epi8(c, crv), _mm_cmpeq_epi8(d, crv))));
 		i += 64;
 	}
 	if (_mm_movemask_epi8(cracc))
@@ -72,8 +73,8 @@ void ed_text_scan(const char *s, size_t n, ed_text_info *info)
 			uint64_t bad = ((a | b | c | d) & HIGHS) | zero_bytes(a) | zero_bytes(b) |
 				       zero_bytes(c) | zero_bytes(d);
 			if (!bad) {
-				crs |= zero_bytes(a ^ cr) | zero_bytes(b ^ cr) | zero_bytes(c ^ cr) |
-				       zero_bytes(d ^ cr);
+				crs |= zero_bytes(a ^ cr) | zero_bytes(b ^ cr) |
+				       zero_bytes(c ^ cr) | zero_bytes(d ^ cr);
 				i += 32;
 				continue;
 			}
@@ -117,8 +118,8 @@ size_t ed_count_newlines(const char *s, size_t n)
 		if (blocks > 255)
 			blocks = 255;
 		for (size_t b = 0; b < blocks; b++, i += 16)
-			acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s + i)),
-							      nlv));
+			acc = _mm_sub_epi8(
+			    acc, _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s + i)), nlv));
 		__m128i sad = _mm_sad_epu8(acc, zero);
 		count += (size_t)_mm_cvtsi128_si32(sad) + (size_t)_mm_extract_epi16(sad, 4);
 	}
@@ -129,7 +130,8 @@ size_t ed_count_newlines(const char *s, size_t n)
 		size_t end = n - i >= 255 * 8 ? i + 255 * 8 : i + (n - i) / 8 * 8;
 		for (; i < end; i += 8)
 			acc += zero_bytes(load64(s + i) ^ nl) >> 7;
-		uint64_t pairs = (acc & 0x00ff00ff00ff00ffULL) + ((acc >> 8) & 0x00ff00ff00ff00ffULL);
+		uint64_t pairs =
+		    (acc & 0x00ff00ff00ff00ffULL) + ((acc >> 8) & 0x00ff00ff00ff00ffULL);
 		count += (size_t)((pairs * 0x0001000100010001ULL) >> 48);
 	}
 	for (; i < n; i++)

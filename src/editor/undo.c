@@ -154,11 +154,11 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
 	while (u->bytes + cost > u->budget && evict_one(u))
 		;
 	h->e[h->n++] = (entry){
-		.data = data,
-		.len = len,
-		.cost = cost,
-		.seq = ++u->seq,
-		.existed = existed,
+	    .data = data,
+	    .len = len,
+	    .cost = cost,
+	    .seq = ++u->seq,
+	    .existed = existed,
 	};
 	u->bytes += cost;
 	/* h stays valid until here; compaction may move histories. */

@@ -177,14 +177,15 @@ START_TEST(numbering_and_clipping)
 	ck_assert_str_eq(out.data, "1234567\ta\n");
 	cae_buf_clear(&out);
 	/* Clipping counts characters, not bytes, and stops at whole lines. */
-	ck_assert_int_eq(ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb), 0);
+	ck_assert_int_eq(ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb),
+			 0);
 	ck_assert_str_eq(out.data, "     1\t\xc3\xa9\xc3\xa9\n     2\tbb\n");
 	ck_assert(nb.clipped);
 	ck_assert_uint_eq(nb.lines_shown, 2);
 	cae_buf_clear(&out);
 	/* A first line longer than the budget is cut at a character boundary. */
-	ck_assert_int_eq(ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1, 10, false, &nb),
-			 0);
+	ck_assert_int_eq(
+	    ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1, 10, false, &nb), 0);
 	ck_assert_str_eq(out.data, "     1\t\xe6\x97\xa5\xe6\x97\xa5\n");
 	ck_assert(nb.line_cut);
 	cae_buf_clear(&out);

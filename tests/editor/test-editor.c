@@ -178,7 +178,8 @@ static void walk(const char *root, const char *rel, json_t *modes, lines *out)
 			char *e = escape(c, n);
 			char mode[16] = "";
 			if (modes && json_object_get(modes, r))
-				snprintf(mode, sizeof(mode), " %04o", (unsigned)(st.st_mode & 07777));
+				snprintf(mode, sizeof(mode), " %04o",
+					 (unsigned)(st.st_mode & 07777));
 			ck_assert_int_ge(asprintf(&line, "%s%s: %s", r, mode, e), 0);
 			free(c);
 			free(e);
@@ -296,7 +297,8 @@ static void apply_setup(const char *root, json_t *setup)
 	{
 		char *p = pjoin(root, k);
 		if (access(p, F_OK) == 0)
-			ck_assert_int_eq(chmod(p, (mode_t)strtol(json_string_value(v), NULL, 8)), 0);
+			ck_assert_int_eq(chmod(p, (mode_t)strtol(json_string_value(v), NULL, 8)),
+					 0);
 		free(p);
 	}
 }
@@ -335,7 +337,8 @@ START_TEST(golden)
 	json_error_t je;
 	json_t *args = json_load_file(p_args, JSON_ALLOW_NUL, &je);
 	ck_assert_msg(args != NULL, "%s: %s line %d", p_args, je.text, je.line);
-	json_t *setup = access(p_setup, F_OK) == 0 ? json_load_file(p_setup, 0, &je) : json_object();
+	json_t *setup =
+	    access(p_setup, F_OK) == 0 ? json_load_file(p_setup, 0, &je) : json_object();
 	ck_assert_msg(setup != NULL, "%s: %s", p_setup, je.text);
 
 	sandbox sb;
@@ -538,17 +541,17 @@ START_TEST(race_symlink_swap)
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, swap_loop, &s), 0);
 	static const char *calls[] = {
-		"{\"command\":\"str_replace\",\"path\":\"sub/f.txt\",\"old_str\":\"needle\","
-		"\"new_str\":\"NEEDLE\"}",
-		"{\"command\":\"str_replace\",\"path\":\"sub/f.txt\",\"old_str\":\"NEEDLE\","
-		"\"new_str\":\"needle\"}",
-		"{\"command\":\"insert\",\"path\":\"sub/a.txt\",\"insert_line\":0,"
-		"\"new_str\":\"x\"}",
-		"{\"command\":\"undo_edit\",\"path\":\"sub/a.txt\"}",
-		"{\"command\":\"create\",\"path\":\"sub/new.txt\",\"file_text\":\"n\"}",
-		"{\"command\":\"undo_edit\",\"path\":\"sub/new.txt\"}",
-		"{\"command\":\"view\",\"path\":\"sub/f.txt\"}",
-		"{\"command\":\"view\",\"path\":\"sub\"}",
+	    "{\"command\":\"str_replace\",\"path\":\"sub/f.txt\",\"old_str\":\"needle\","
+	    "\"new_str\":\"NEEDLE\"}",
+	    "{\"command\":\"str_replace\",\"path\":\"sub/f.txt\",\"old_str\":\"NEEDLE\","
+	    "\"new_str\":\"needle\"}",
+	    "{\"command\":\"insert\",\"path\":\"sub/a.txt\",\"insert_line\":0,"
+	    "\"new_str\":\"x\"}",
+	    "{\"command\":\"undo_edit\",\"path\":\"sub/a.txt\"}",
+	    "{\"command\":\"create\",\"path\":\"sub/new.txt\",\"file_text\":\"n\"}",
+	    "{\"command\":\"undo_edit\",\"path\":\"sub/new.txt\"}",
+	    "{\"command\":\"view\",\"path\":\"sub/f.txt\"}",
+	    "{\"command\":\"view\",\"path\":\"sub\"}",
 	};
 	long ok = 0;
 	for (int i = 0; i < 1000; i++) {
@@ -610,9 +613,9 @@ START_TEST(path_100kb)
 	json_t *ps = json_string(p);
 	const char *cmds[] = {"view", "create", "str_replace", "insert", "undo_edit"};
 	for (size_t i = 0; i < ARRAY_SIZE(cmds); i++) {
-		json_t *a = json_pack("{s:s, s:O, s:s, s:s, s:s, s:i}", "command", cmds[i], "path",
-				      ps, "file_text", "x", "old_str", "a", "new_str", "b",
-				      "insert_line", 0);
+		json_t *a =
+		    json_pack("{s:s, s:O, s:s, s:s, s:s, s:i}", "command", cmds[i], "path", ps,
+			      "file_text", "x", "old_str", "a", "new_str", "b", "insert_line", 0);
 		cae_editor_result r;
 		ck_assert_int_eq(cae_editor_call(fx.ed, a, &r), 0);
 		ck_assert(r.is_error);
@@ -668,7 +671,7 @@ START_TEST(path_invalid_utf8)
 	ck_assert_int_eq(cae_editor_view(fx.ed, ".", NULL, &r), 0);
 	ck_assert(!r.is_error);
 	ck_assert_msg(strstr(r.text, "/workspace/project/bad\xef\xbf\xbd\xef\xbf\xbd.txt\n") !=
-			      NULL,
+			  NULL,
 		      "%s", r.text);
 	cae_editor_result_clear(&r);
 	/* JSON with an embedded NUL in the path. */
@@ -736,7 +739,8 @@ START_TEST(path_display_root_forms)
 	fixture fx;
 	fx_init(&fx, NULL, "/workspace/project/"); /* trailing slash normalised */
 	ws_write(&fx, "a.txt", "hello\n");
-	cae_editor_result r = run(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project//./a.txt\"}");
+	cae_editor_result r =
+	    run(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project//./a.txt\"}");
 	ck_assert(!r.is_error);
 	ck_assert_str_eq(r.path, "/workspace/project/a.txt");
 	cae_editor_result_clear(&r);
@@ -749,7 +753,8 @@ START_TEST(path_display_root_forms)
 	ck_assert_int_eq(mkdir(x, 0755), 0);
 	free(x);
 	expect_ok(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project/x/../a.txt\"}");
-	expect_error(fx.ed, "{\"command\":\"view\",\"path\":\"../ws/a.txt\"}", "outside the workspace");
+	expect_error(fx.ed, "{\"command\":\"view\",\"path\":\"../ws/a.txt\"}",
+		     "outside the workspace");
 	fx_free(&fx);
 	/* "/" as the display root: every absolute path maps into the workspace. */
 	fixture f2;
@@ -771,14 +776,18 @@ START_TEST(crlf_preserved)
 	fixture fx;
 	fx_init(&fx, NULL, DISPLAY_ROOT);
 	ws_write(&fx, "w.txt", "one\r\ntwo\r\nthree\r\n");
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"w.txt\",\"old_str\":\"one\\ntwo\","
-			 "\"new_str\":\"uno\\ndos\\nextra\"}");
+	expect_ok(fx.ed,
+		  "{\"command\":\"str_replace\",\"path\":\"w.txt\",\"old_str\":\"one\\ntwo\","
+		  "\"new_str\":\"uno\\ndos\\nextra\"}");
 	ws_assert(&fx, "w.txt", "uno\r\ndos\r\nextra\r\nthree\r\n");
 	/* old_str given with CRLF works too. */
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"w.txt\",\"old_str\":\"dos\\r\\nextra\","
-			 "\"new_str\":\"dos\"}");
+	expect_ok(fx.ed,
+		  "{\"command\":\"str_replace\",\"path\":\"w.txt\",\"old_str\":\"dos\\r\\nextra\","
+		  "\"new_str\":\"dos\"}");
 	ws_assert(&fx, "w.txt", "uno\r\ndos\r\nthree\r\n");
-	expect_ok(fx.ed, "{\"command\":\"insert\",\"path\":\"w.txt\",\"insert_line\":3,\"new_str\":\"four\"}");
+	expect_ok(
+	    fx.ed,
+	    "{\"command\":\"insert\",\"path\":\"w.txt\",\"insert_line\":3,\"new_str\":\"four\"}");
 	ws_assert(&fx, "w.txt", "uno\r\ndos\r\nthree\r\nfour\r\n");
 	cae_editor_result r = run(fx.ed, "{\"command\":\"view\",\"path\":\"w.txt\"}");
 	ck_assert_msg(strchr(r.text, '\r') == NULL, "%s", r.text);
@@ -802,9 +811,12 @@ START_TEST(final_newline_tabs_literal)
 	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"n.txt\",\"old_str\":\"c\","
 			 "\"new_str\":\"$& $1 $$ \\\\1 \\\\0 \\t\"}");
 	ws_assert(&fx, "n.txt", "a\n\tb\n$& $1 $$ \\1 \\0 \t");
-	expect_ok(fx.ed, "{\"command\":\"insert\",\"path\":\"n.txt\",\"insert_line\":3,\"new_str\":\"d\"}");
+	expect_ok(
+	    fx.ed,
+	    "{\"command\":\"insert\",\"path\":\"n.txt\",\"insert_line\":3,\"new_str\":\"d\"}");
 	ws_assert(&fx, "n.txt", "a\n\tb\n$& $1 $$ \\1 \\0 \t\nd");
-	expect_ok(fx.ed, "{\"command\":\"insert\",\"path\":\"n.txt\",\"insert_line\":1,\"new_str\":\"\\tx\\n\"}");
+	expect_ok(fx.ed, "{\"command\":\"insert\",\"path\":\"n.txt\",\"insert_line\":1,\"new_str\":"
+			 "\"\\tx\\n\"}");
 	ws_assert(&fx, "n.txt", "a\n\tx\n\tb\n$& $1 $$ \\1 \\0 \t\nd");
 	fx_free(&fx);
 }
@@ -853,8 +865,9 @@ START_TEST(symlink_inside_followed)
 	char *l = pjoin(fx.sb.ws, "link.txt"), *ld = pjoin(fx.sb.ws, "dirlink");
 	ck_assert_int_eq(symlink("real/t.txt", l), 0);
 	ck_assert_int_eq(symlink("real", ld), 0);
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"link.txt\",\"old_str\":\"target\","
-			 "\"new_str\":\"edited\"}");
+	expect_ok(fx.ed,
+		  "{\"command\":\"str_replace\",\"path\":\"link.txt\",\"old_str\":\"target\","
+		  "\"new_str\":\"edited\"}");
 	ws_assert(&fx, "real/t.txt", "edited\n");
 	struct stat st;
 	ck_assert_int_eq(lstat(l, &st), 0);
@@ -862,8 +875,9 @@ START_TEST(symlink_inside_followed)
 	/* Editing through the link records the history under the target's path. */
 	expect_ok(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"real/t.txt\"}");
 	ws_assert(&fx, "real/t.txt", "target\n");
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"dirlink/t.txt\",\"old_str\":\"target\","
-			 "\"new_str\":\"via dir\"}");
+	expect_ok(fx.ed,
+		  "{\"command\":\"str_replace\",\"path\":\"dirlink/t.txt\",\"old_str\":\"target\","
+		  "\"new_str\":\"via dir\"}");
 	ws_assert(&fx, "real/t.txt", "via dir\n");
 	free(d);
 	free(l);
@@ -912,10 +926,16 @@ START_TEST(undo_depth_and_budget)
 	content[200] = 0;
 	ws_write(&f2, "a.txt", content);
 	ws_write(&f2, "b.txt", content);
-	expect_ok(f2.ed, "{\"command\":\"insert\",\"path\":\"a.txt\",\"insert_line\":0,\"new_str\":\"a1\"}");
-	expect_ok(f2.ed, "{\"command\":\"insert\",\"path\":\"b.txt\",\"insert_line\":0,\"new_str\":\"b1\"}");
+	expect_ok(
+	    f2.ed,
+	    "{\"command\":\"insert\",\"path\":\"a.txt\",\"insert_line\":0,\"new_str\":\"a1\"}");
+	expect_ok(
+	    f2.ed,
+	    "{\"command\":\"insert\",\"path\":\"b.txt\",\"insert_line\":0,\"new_str\":\"b1\"}");
 	ck_assert_uint_le(cae_editor_undo_bytes(f2.ed), 600);
-	expect_ok(f2.ed, "{\"command\":\"insert\",\"path\":\"b.txt\",\"insert_line\":0,\"new_str\":\"b2\"}");
+	expect_ok(
+	    f2.ed,
+	    "{\"command\":\"insert\",\"path\":\"b.txt\",\"insert_line\":0,\"new_str\":\"b2\"}");
 	ck_assert_uint_le(cae_editor_undo_bytes(f2.ed), 600);
 	/* a.txt's entry was the oldest: evicted. */
 	expect_error(f2.ed, "{\"command\":\"undo_edit\",\"path\":\"a.txt\"}", "No edit history");
@@ -928,8 +948,9 @@ START_TEST(undo_depth_and_budget)
 	big[999] = '\n';
 	big[1000] = 0;
 	ws_write(&f2, "big.txt", big);
-	cae_editor_result r = run(f2.ed, "{\"command\":\"insert\",\"path\":\"big.txt\",\"insert_line\":1,"
-					 "\"new_str\":\"z\"}");
+	cae_editor_result r =
+	    run(f2.ed, "{\"command\":\"insert\",\"path\":\"big.txt\",\"insert_line\":1,"
+		       "\"new_str\":\"z\"}");
 	ck_assert(!r.is_error);
 	ck_assert_msg(strstr(r.text, "cannot be undone") != NULL, "%s", r.text);
 	cae_editor_result_clear(&r);
@@ -943,7 +964,9 @@ START_TEST(undo_depth_and_budget)
 	fixture f3;
 	fx_init(&f3, &lim, DISPLAY_ROOT);
 	ws_write(&f3, "c.txt", "c\n");
-	expect_ok(f3.ed, "{\"command\":\"insert\",\"path\":\"c.txt\",\"insert_line\":0,\"new_str\":\"x\"}");
+	expect_ok(
+	    f3.ed,
+	    "{\"command\":\"insert\",\"path\":\"c.txt\",\"insert_line\":0,\"new_str\":\"x\"}");
 	expect_error(f3.ed, "{\"command\":\"undo_edit\",\"path\":\"c.txt\"}", "No edit history");
 	fx_free(&f3);
 }
@@ -957,13 +980,16 @@ START_TEST(file_size_limit)
 	fixture fx;
 	fx_init(&fx, &lim, DISPLAY_ROOT);
 	ws_write(&fx, "s.txt", "0123456789\n");
-	expect_error(fx.ed, "{\"command\":\"str_replace\",\"path\":\"s.txt\",\"old_str\":\"0\","
-			    "\"new_str\":\"0123456789abcdef\"}",
+	expect_error(fx.ed,
+		     "{\"command\":\"str_replace\",\"path\":\"s.txt\",\"old_str\":\"0\","
+		     "\"new_str\":\"0123456789abcdef\"}",
 		     "over the limit of 20 bytes");
 	ws_assert(&fx, "s.txt", "0123456789\n");
 	ws_write(&fx, "l.txt", "0123456789012345678901234\n");
 	expect_error(fx.ed, "{\"command\":\"view\",\"path\":\"l.txt\"}", "too large");
-	expect_error(fx.ed, "{\"command\":\"create\",\"path\":\"c.txt\",\"file_text\":\"0123456789012345678901234\"}",
+	expect_error(fx.ed,
+		     "{\"command\":\"create\",\"path\":\"c.txt\",\"file_text\":"
+		     "\"0123456789012345678901234\"}",
 		     "too large");
 	fx_free(&fx);
 }
@@ -976,8 +1002,9 @@ START_TEST(compat_shape)
 	fixture fx;
 	fx_init(&fx, NULL, DISPLAY_ROOT);
 	ws_write(&fx, "c.py", "print(1)\n");
-	cae_editor_result r = run(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project/c.py\","
-					 "\"description\":\"look at the file\"}");
+	cae_editor_result r =
+	    run(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project/c.py\","
+		       "\"description\":\"look at the file\"}");
 	ck_assert(!r.is_error);
 	char *t = cae_editor_result_compat_text(&r);
 	json_t *j = json_loads(t, 0, NULL);
@@ -1007,7 +1034,8 @@ START_TEST(compat_shape)
 	r = run(fx.ed, "{\"command\":\"insert\",\"path\":\"c.py\",\"insert_line\":1,"
 		       "\"new_str\":\"print(2)\",\"description\":\"add\"}");
 	ck_assert(!r.is_error);
-	ck_assert_str_eq(r.summary, "Successfully inserted text after line 1 in /workspace/project/c.py");
+	ck_assert_str_eq(r.summary,
+			 "Successfully inserted text after line 1 in /workspace/project/c.py");
 	ck_assert_int_eq(r.command, CAE_EDITOR_CMD_INSERT);
 	cae_editor_result_clear(&r);
 	fx_free(&fx);
@@ -1026,13 +1054,16 @@ START_TEST(shell_metachar_names)
 	ck_assert_int_eq(mkdir(d2, 0755), 0);
 	cae_editor_result r = run(fx.ed, "{\"command\":\"view\",\"path\":\"/workspace/project\"}");
 	ck_assert(!r.is_error);
-	ck_assert_msg(strstr(r.text, "/workspace/project/x$(touch pwned)\n"
-				     "/workspace/project/x$(touch pwned)/`touch pwned`;touch pwned\n"),
+	ck_assert_msg(strstr(r.text,
+			     "/workspace/project/x$(touch pwned)\n"
+			     "/workspace/project/x$(touch pwned)/`touch pwned`;touch pwned\n"),
 		      "%s", r.text);
 	cae_editor_result_clear(&r);
 	expect_ok(fx.ed, "{\"command\":\"view\",\"path\":\"x$(touch pwned)\"}");
-	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\"x$(touch pwned)/f.txt\",\"file_text\":\"$(touch pwned)\\n\"}");
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"x$(touch pwned)/f.txt\",\"old_str\":\"$(touch pwned)\","
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\"x$(touch "
+			 "pwned)/f.txt\",\"file_text\":\"$(touch pwned)\\n\"}");
+	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"x$(touch "
+			 "pwned)/f.txt\",\"old_str\":\"$(touch pwned)\","
 			 "\"new_str\":\"`touch pwned`\"}");
 	ws_assert(&fx, "x$(touch pwned)/f.txt", "`touch pwned`\n");
 	char *m = manifest(fx.sb.ws, NULL);
@@ -1054,15 +1085,20 @@ START_TEST(large_file_edit)
 	char *big = malloc(n + 1);
 	size_t o = 0;
 	for (size_t line = 0; o + 64 < n; line++)
-		o += (size_t)snprintf(big + o, 64, "line %zu of a large file, some filler text\n", line);
+		o += (size_t)snprintf(big + o, 64, "line %zu of a large file, some filler text\n",
+				      line);
 	big[o] = 0;
 	char *p = pjoin(fx.sb.ws, "big.txt");
 	spit(p, big, o);
-	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"big.txt\",\"old_str\":\"line 123456 of\","
-			 "\"new_str\":\"LINE 123456 OF\"}");
-	cae_editor_result r = run(fx.ed, "{\"command\":\"view\",\"path\":\"big.txt\",\"view_range\":[123457,123457]}");
-	ck_assert_str_eq(r.text, "Here's the result of running `cat -n` on /workspace/project/big.txt:\n"
-				 "123457\tLINE 123456 OF a large file, some filler text\n");
+	expect_ok(
+	    fx.ed,
+	    "{\"command\":\"str_replace\",\"path\":\"big.txt\",\"old_str\":\"line 123456 of\","
+	    "\"new_str\":\"LINE 123456 OF\"}");
+	cae_editor_result r = run(
+	    fx.ed, "{\"command\":\"view\",\"path\":\"big.txt\",\"view_range\":[123457,123457]}");
+	ck_assert_str_eq(r.text,
+			 "Here's the result of running `cat -n` on /workspace/project/big.txt:\n"
+			 "123457\tLINE 123456 OF a large file, some filler text\n");
 	cae_editor_result_clear(&r);
 	/* The whole file is clipped at 16,000 characters with a hint. */
 	r = run(fx.ed, "{\"command\":\"view\",\"path\":\"big.txt\"}");
@@ -1090,8 +1126,9 @@ START_TEST(special_files)
 	ck_assert_int_eq(mkfifo(f, 0644), 0);
 	/* Must not block on the FIFO. */
 	expect_error(fx.ed, "{\"command\":\"view\",\"path\":\"fifo\"}", "is a FIFO");
-	expect_error(fx.ed, "{\"command\":\"insert\",\"path\":\"fifo\",\"insert_line\":0,\"new_str\":\"x\"}",
-		     "is a FIFO");
+	expect_error(
+	    fx.ed, "{\"command\":\"insert\",\"path\":\"fifo\",\"insert_line\":0,\"new_str\":\"x\"}",
+	    "is a FIFO");
 	expect_error(fx.ed, "{\"command\":\"create\",\"path\":\"fifo\",\"file_text\":\"x\"}",
 		     "File already exists");
 	free(f);
