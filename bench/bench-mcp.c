@@ -28,7 +28,8 @@ extern char **environ;
 
 #define INIT_REQUEST                                                                               \
 	"{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{\"protocolVersion\":" \
-	"\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bench\",\"version\":\"1\"}}}\n"
+	"\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"bench\",\"version\":\"1\"}" \
+	"}}\n"
 
 static int cmp64(const void *a, const void *b)
 {
@@ -44,7 +45,7 @@ static int64_t percentile(int64_t *v, int n, int pct)
 
 struct child {
 	pid_t pid;
-	int in;  /* its stdin */
+	int in;	 /* its stdin */
 	int out; /* its stdout */
 	char buf[1 << 16];
 	size_t len;
@@ -129,8 +130,8 @@ static int64_t spawn_to_initialized(char *const argv[])
 	if (spawn(&c, argv) < 0)
 		return -1;
 	int64_t d = cae_write_all(c.in, INIT_REQUEST, strlen(INIT_REQUEST)) < 0 || read_line(&c) < 0
-			    ? -1
-			    : cae_now_ns() - t;
+			? -1
+			: cae_now_ns() - t;
 	reap(&c);
 	return d;
 }
@@ -181,48 +182,55 @@ int main(int argc, char **argv)
 				       "line %02d: the quick brown fox jumps over it\n", i);
 	cae_write_file_atomic(-100, file, text, tl, 0644, false);
 
-	char a_mcp[] = "mcp", a_ws[] = "--workspace", a_backend[] = "--backend", a_local[] = "local",
-	     a_state[] = "--state-dir", a_true[] = "/bin/true";
-	char *server[] = { cae, a_mcp, a_ws, ws, a_backend, a_local, a_state, state, NULL };
-	char *true_argv[] = { a_true, NULL };
+	char a_mcp[] = "mcp", a_ws[] = "--workspace", a_backend[] = "--backend",
+	     a_local[] = "local", a_state[] = "--state-dir", a_true[] = "/bin/true";
+	char *server[] = {cae, a_mcp, a_ws, ws, a_backend, a_local, a_state, state, NULL};
+	char *true_argv[] = {a_true, NULL};
 
 	/* 1. cold start, interleaved with its baselines: /bin/true, `cae version` (the binary's
 	 * own start: dynamic loading), and `cae mcp` without --workspace (no environment). */
 	char a_version[] = "version";
-	char *version_argv[] = { cae, a_version, NULL };
-	char *bare[] = { cae, a_mcp, a_backend, a_local, a_state, state, NULL };
+	char *version_argv[] = {cae, a_version, NULL};
+	char *bare[] = {cae, a_mcp, a_backend, a_local, a_state, state, NULL};
 	enum { N = 50 };
 	int64_t cold[N], nows[N], vers[N], base[N];
 	for (int i = 0; i < N; i++) {
-		if ((base[i] = spawn_to_eof(true_argv)) < 0 || (vers[i] = spawn_to_eof(version_argv)) < 0 ||
+		if ((base[i] = spawn_to_eof(true_argv)) < 0 ||
+		    (vers[i] = spawn_to_eof(version_argv)) < 0 ||
 		    (nows[i] = spawn_to_initialized(bare)) < 0 ||
 		    (cold[i] = spawn_to_initialized(server)) < 0) {
-			fprintf(stderr, "bench-mcp: a spawn failed, or cae mcp gave no initialize answer\n");
+			fprintf(
+			    stderr,
+			    "bench-mcp: a spawn failed, or cae mcp gave no initialize answer\n");
 			return 1;
 		}
 	}
-	printf("mcp.cold_start_ms median=%.2f p90=%.2f target<=5.00 anchor(npm server)=127-241 n=%d\n"
-	       "  baselines (same run, medians): spawn /bin/true+read EOF=%.2f, `cae version`=%.2f, "
-	       "`cae mcp` without --workspace=%.2f\n",
-	       percentile(cold, N, 50) / 1e6, percentile(cold, N, 90) / 1e6, N,
-	       percentile(base, N, 50) / 1e6, percentile(vers, N, 50) / 1e6,
-	       percentile(nows, N, 50) / 1e6);
+	printf(
+	    "mcp.cold_start_ms median=%.2f p90=%.2f target<=5.00 anchor(npm server)=127-241 n=%d\n"
+	    "  baselines (same run, medians): spawn /bin/true+read EOF=%.2f, `cae version`=%.2f, "
+	    "`cae mcp` without --workspace=%.2f\n",
+	    percentile(cold, N, 50) / 1e6, percentile(cold, N, 90) / 1e6, N,
+	    percentile(base, N, 50) / 1e6, percentile(vers, N, 50) / 1e6,
+	    percentile(nows, N, 50) / 1e6);
 
 	/* 2. per call on one connection */
 	const char *ns = getenv("BENCH_N");
 	int n = ns ? (int)strtol(ns, NULL, 10) : 500;
 	if (n < 1)
 		n = 1;
-	int64_t *view = calloc((size_t)n, sizeof(int64_t)), *ping = calloc((size_t)n, sizeof(int64_t));
+	int64_t *view = calloc((size_t)n, sizeof(int64_t)),
+		*ping = calloc((size_t)n, sizeof(int64_t));
 	struct child c;
 	if (!view || !ping || spawn(&c, server) < 0 || roundtrip(&c, INIT_REQUEST) < 0)
 		return 1;
-	const char *initialized = "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
+	const char *initialized =
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
 	cae_write_all(c.in, initialized, strlen(initialized));
 	char req[PATH_MAX + 256];
-	snprintf(req, sizeof(req),
-		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
-		 "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}\n");
+	snprintf(
+	    req, sizeof(req),
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}\n");
 	const char *preq = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}\n";
 	for (int i = 0; i < n; i++) {
 		ping[i] = roundtrip(&c, preq);

@@ -46,7 +46,8 @@ static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ct
 		size_t i;
 		json_t *v;
 		if (ctx->progress && json_is_array(steps))
-			json_array_foreach(steps, i, v) {
+			json_array_foreach(steps, i, v)
+			{
 				if (i >= 16)
 					break;
 				ctx->progress(ctx->progress_userdata, json_number_value(v), 10,
@@ -82,8 +83,8 @@ static void decode_message(json_t *v)
 	if (strcmp(m.method, "tools/call") == 0) {
 		cae_mcp_call_params p;
 		if (cae_mcp_decode_call_params(m.params, &p, &e) == 0) {
-			cae_tool_result res = { .text = json_dumps(p.arguments, JSON_COMPACT),
-						.structured = json_incref(p.arguments) };
+			cae_tool_result res = {.text = json_dumps(p.arguments, JSON_COMPACT),
+					       .structured = json_incref(p.arguments)};
 			json_t *r = cae_jsonrpc_result(m.id, cae_mcp_tool_result_json(&res, true));
 			char *line = r ? cae_jsonrpc_encode(r, NULL) : NULL;
 			free(line);
@@ -94,8 +95,8 @@ static void decode_message(json_t *v)
 	} else if (strcmp(m.method, "initialize") == 0) {
 		const char *version;
 		if (cae_mcp_decode_initialize(m.params, &version, &e) == 0)
-			json_decref(cae_mcp_initialize_result(cae_mcp_negotiate(version), "cae", "0",
-							      NULL));
+			json_decref(cae_mcp_initialize_result(cae_mcp_negotiate(version), "cae",
+							      "0", NULL));
 	} else if (strcmp(m.method, "tools/list") == 0) {
 		(void)cae_mcp_decode_list_params(m.params, &e);
 	} else if (strcmp(m.method, "notifications/cancelled") == 0) {
@@ -124,8 +125,7 @@ static void frame_and_decode(const uint8_t *data, size_t size)
 			if (json_is_array(v)) {
 				size_t i;
 				json_t *x;
-				json_array_foreach(v, i, x)
-					decode_message(x);
+				json_array_foreach(v, i, x) decode_message(x);
 			} else {
 				decode_message(v);
 			}
@@ -151,9 +151,9 @@ static void serve(const uint8_t *data, size_t size)
 	int out = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (in >= 0 && out >= 0 && write(in, data, size) == (ssize_t)size &&
 	    lseek(in, 0, SEEK_SET) == 0) {
-		cae_mcp_handler h = { fake_list, fake_call, NULL };
-		cae_mcp_options o = { .max_message_size = 8192, .max_depth = 16, .max_calls = 2,
-				      .max_queued = 4 };
+		cae_mcp_handler h = {fake_list, fake_call, NULL};
+		cae_mcp_options o = {
+		    .max_message_size = 8192, .max_depth = 16, .max_calls = 2, .max_queued = 4};
 		cae_error err;
 		(void)cae_mcp_serve(&h, in, out, &o, &err);
 	}

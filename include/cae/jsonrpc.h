@@ -29,7 +29,7 @@ extern "C" {
 #define CAE_JSONRPC_SERVER_BUSY -32000
 
 #define CAE_JSONRPC_DEFAULT_MAX_MESSAGE ((size_t)4 << 20) /* bytes per line */
-#define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u                 /* nested arrays/objects */
+#define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u		  /* nested arrays/objects */
 
 /* A protocol failure: code is one of the CAE_JSONRPC_* codes, message is what the peer
  * reads in error.message. Fixed size; no allocation on the error path. */
@@ -74,18 +74,18 @@ int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t *
 		      cae_jsonrpc_err *e);
 
 typedef enum cae_jsonrpc_kind {
-	CAE_JSONRPC_REQUEST,      /* method and id */
+	CAE_JSONRPC_REQUEST,	  /* method and id */
 	CAE_JSONRPC_NOTIFICATION, /* method, no id: never answered */
-	CAE_JSONRPC_RESPONSE,     /* result or error, and id */
+	CAE_JSONRPC_RESPONSE,	  /* result or error, and id */
 } cae_jsonrpc_kind;
 
 /* One validated message; every pointer is borrowed from the JSON value it came from. */
 typedef struct cae_jsonrpc_msg {
 	cae_jsonrpc_kind kind;
 	const char *method; /* requests and notifications */
-	json_t *id;         /* requests and responses (a response's id may be JSON null) */
-	json_t *params;     /* object or array, NULL when absent */
-	json_t *result;     /* responses: exactly one of result and error */
+	json_t *id;	    /* requests and responses (a response's id may be JSON null) */
+	json_t *params;	    /* object or array, NULL when absent */
+	json_t *result;	    /* responses: exactly one of result and error */
 	json_t *error;
 } cae_jsonrpc_msg;
 
@@ -113,7 +113,7 @@ char *cae_jsonrpc_encode(const json_t *msg, size_t *len);
 
 /* Fills e and returns -EINVAL. */
 int cae_jsonrpc_err_set(cae_jsonrpc_err *e, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus
 }

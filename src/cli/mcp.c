@@ -25,17 +25,17 @@ enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK };
 
 static int usage_mcp(FILE *f)
 {
-	fprintf(f,
-		"usage: cae mcp [--workspace DIR | --task FILE] [options]\n\n"
-		"Serves the agent tools over the Model Context Protocol: JSON-RPC 2.0, one message\n"
-		"per line on stdin/stdout (protocol versions 2025-11-25, 2025-06-18, 2025-03-26,\n"
-		"2024-11-05). Logs go to stderr (level: CAE_LOG_LEVEL).\n\n"
-		"The current environment, which the command and editor tools act on:\n"
-		"  --workspace DIR    an existing directory, used as is (local backend)\n"
-		"  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
-		"                     target_branch, environment}; - = stdin is not allowed here)\n"
-		"  (neither)          none until the environment_prepare tool makes one\n\n"
-		"options:\n" CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f, "usage: cae mcp [--workspace DIR | --task FILE] [options]\n\n"
+	       "Serves the agent tools over the Model Context Protocol: JSON-RPC 2.0, one message\n"
+	       "per line on stdin/stdout (protocol versions 2025-11-25, 2025-06-18, 2025-03-26,\n"
+	       "2024-11-05). Logs go to stderr (level: CAE_LOG_LEVEL).\n\n"
+	       "The current environment, which the command and editor tools act on:\n"
+	       "  --workspace DIR    an existing directory, used as is (local backend)\n"
+	       "  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
+	       "                     target_branch, environment}; - = stdin is not allowed here)\n"
+	       "  (neither)          none until the environment_prepare tool makes one\n\n"
+	       "options:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -58,7 +58,7 @@ static void server_log(void *userdata, const char *level, const char *event, con
 	cae_log_event(cae_cli_log(), lvl, event, "%s", message);
 }
 
-static int shutdown_pipe[2] = { -1, -1 };
+static int shutdown_pipe[2] = {-1, -1};
 
 static void on_signal(int sig)
 {
@@ -73,9 +73,9 @@ static int install_signals(void)
 {
 	if (pipe2(shutdown_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
 		return -errno;
-	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
+	struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESTART};
 	sigemptyset(&sa.sa_mask);
-	int sigs[] = { SIGTERM, SIGINT, SIGHUP };
+	int sigs[] = {SIGTERM, SIGINT, SIGHUP};
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		if (sigaction(sigs[i], &sa, NULL) < 0)
 			return -errno;
@@ -109,8 +109,9 @@ static int prepare_task(cae_session *s, const char *task_file, cae_error *err)
 	int r = cae_task_from_json(j, &task, err);
 	if (r == 0) {
 		json_t *info = NULL;
-		r = cae_session_prepare(s, &task, json_string_value(json_object_get(j, "environment")),
-					NULL, &info, err);
+		r = cae_session_prepare(s, &task,
+					json_string_value(json_object_get(j, "environment")), NULL,
+					&info, err);
 		if (r == 0)
 			cae_log_fields(cae_cli_log(), CAE_LOG_INFO, "mcp.task_prepared", info,
 				       "environment ready for task %s", task.uuid ? task.uuid : "");
@@ -125,12 +126,12 @@ static int prepare_task(cae_session *s, const char *task_file, cae_error *err)
 int cae_cli_mcp(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "workspace", required_argument, NULL, OPT_MCP_WORKSPACE },
-		{ "task", required_argument, NULL, OPT_MCP_TASK },
-		CAE_CLI_COMMON_LONGOPTS,
-		{ 0, 0, 0, 0 },
+	    {"workspace", required_argument, NULL, OPT_MCP_WORKSPACE},
+	    {"task", required_argument, NULL, OPT_MCP_TASK},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0},
 	};
-	cae_cli_common c = { 0 };
+	cae_cli_common c = {0};
 	const char *workspace = NULL, *task_file = NULL;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -144,8 +145,9 @@ int cae_cli_mcp(int argc, char **argv)
 			return usage_mcp(stderr);
 	}
 	if (optind < argc || (workspace && task_file)) {
-		fprintf(stderr, "cae mcp: %s\n", optind < argc ? "unexpected argument"
-							      : "--workspace and --task exclude each other");
+		fprintf(stderr, "cae mcp: %s\n",
+			optind < argc ? "unexpected argument"
+				      : "--workspace and --task exclude each other");
 		return usage_mcp(stderr);
 	}
 	if (task_file && strcmp(task_file, "-") == 0) {
@@ -180,11 +182,11 @@ int cae_cli_mcp(int argc, char **argv)
 		return 1;
 	}
 
-	cae_mcp_handler h = { session_list, session_call, s };
+	cae_mcp_handler h = {session_list, session_call, s};
 	cae_mcp_options o = {
-		.shutdown_fd = shutdown_pipe[0],
-		.has_shutdown_fd = true,
-		.log = server_log,
+	    .shutdown_fd = shutdown_pipe[0],
+	    .has_shutdown_fd = true,
+	    .log = server_log,
 	};
 	r = cae_mcp_serve(&h, in_fd, out_fd, &o, &err);
 	if (r < 0 && r != -EPIPE)

@@ -11,13 +11,13 @@
 #define READ_CHUNK ((size_t)64 << 10)
 
 struct cae_jsonrpc_framer {
-	char *buf;        /* pending bytes are buf[start, end) */
+	char *buf; /* pending bytes are buf[start, end) */
 	size_t start;
 	size_t end;
 	size_t cap;
-	size_t scanned;   /* bytes from start known to hold no newline */
+	size_t scanned; /* bytes from start known to hold no newline */
 	size_t max_line;
-	bool discarding;  /* inside an oversized line: skip to its newline */
+	bool discarding; /* inside an oversized line: skip to its newline */
 };
 
 /* Most bytes ever pending: one maximal line, its newline, and one read's worth. */
@@ -114,8 +114,7 @@ static bool blank(const char *s, size_t n)
 }
 
 /* Hands out buf[start, start+n) as a line and moves past it and its terminator. */
-static int take_line(cae_jsonrpc_framer *f, size_t n, size_t skip, const char **line,
-		     size_t *len)
+static int take_line(cae_jsonrpc_framer *f, size_t n, size_t skip, const char **line, size_t *len)
 {
 	char *s = f->buf + f->start;
 	f->start += n + skip;

@@ -67,7 +67,8 @@ int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t *
 		max_depth = CAE_JSONRPC_DEFAULT_MAX_DEPTH;
 	if (!depth_within(text, len, max_depth))
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_REQUEST,
-					   "Invalid Request: nested deeper than %u levels", max_depth);
+					   "Invalid Request: nested deeper than %u levels",
+					   max_depth);
 	json_error_t je;
 	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
 	if (!v)
@@ -109,12 +110,12 @@ int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e)
 		json_t *params = json_object_get(v, "params");
 		if (params && !json_is_object(params) && !json_is_array(params))
 			return cae_jsonrpc_err_set(
-				e, CAE_JSONRPC_INVALID_REQUEST,
-				"Invalid Request: \"params\" must be an object or an array");
+			    e, CAE_JSONRPC_INVALID_REQUEST,
+			    "Invalid Request: \"params\" must be an object or an array");
 		if (id && !m->id)
 			return cae_jsonrpc_err_set(
-				e, CAE_JSONRPC_INVALID_REQUEST,
-				"Invalid Request: \"id\" must be a string or an integer");
+			    e, CAE_JSONRPC_INVALID_REQUEST,
+			    "Invalid Request: \"id\" must be a string or an integer");
 		m->kind = id ? CAE_JSONRPC_REQUEST : CAE_JSONRPC_NOTIFICATION;
 		m->method = json_string_value(method);
 		m->params = params;
@@ -128,16 +129,16 @@ int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e)
 					   "Invalid Request: \"method\" is missing");
 	if (result && error)
 		return cae_jsonrpc_err_set(
-			e, CAE_JSONRPC_INVALID_REQUEST,
-			"Invalid Request: a response has either \"result\" or \"error\"");
+		    e, CAE_JSONRPC_INVALID_REQUEST,
+		    "Invalid Request: a response has either \"result\" or \"error\"");
 	if (!id || (!m->id && !json_is_null(id)))
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_REQUEST,
 					   "Invalid Request: a response needs a valid \"id\"");
 	if (error && (!json_is_object(error) || !json_is_integer(json_object_get(error, "code")) ||
 		      !json_is_string(json_object_get(error, "message"))))
 		return cae_jsonrpc_err_set(
-			e, CAE_JSONRPC_INVALID_REQUEST,
-			"Invalid Request: \"error\" needs an integer code and a string message");
+		    e, CAE_JSONRPC_INVALID_REQUEST,
+		    "Invalid Request: \"error\" needs an integer code and a string message");
 	m->kind = CAE_JSONRPC_RESPONSE;
 	m->id = id;
 	m->result = result;

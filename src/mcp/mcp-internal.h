@@ -12,8 +12,8 @@
 
 /* tools/call params: {name: string, arguments?: object, _meta?: {progressToken?}}. */
 typedef struct cae_mcp_call_params {
-	const char *name;       /* borrowed from params */
-	json_t *arguments;      /* new reference: the arguments, {} when absent */
+	const char *name;	/* borrowed from params */
+	json_t *arguments;	/* new reference: the arguments, {} when absent */
 	json_t *progress_token; /* borrowed, NULL when absent: a string or a number */
 } cae_mcp_call_params;
 

@@ -10,7 +10,7 @@
 #include "base/banned.h"
 
 const char *const cae_mcp_protocol_versions[] = {
-	CAE_MCP_PROTOCOL_LATEST, "2025-06-18", "2025-03-26", "2024-11-05", NULL,
+    CAE_MCP_PROTOCOL_LATEST, "2025-06-18", "2025-03-26", "2024-11-05", NULL,
 };
 
 static bool version_is(const char *v, const char *x)
@@ -45,8 +45,9 @@ int cae_mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonr
 {
 	memset(p, 0, sizeof(*p));
 	if (!json_is_object(params))
-		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
-					   "Invalid params: tools/call needs {\"name\", \"arguments\"}");
+		return cae_jsonrpc_err_set(
+		    e, CAE_JSONRPC_INVALID_PARAMS,
+		    "Invalid params: tools/call needs {\"name\", \"arguments\"}");
 	json_t *name = json_object_get(params, "name");
 	if (!json_is_string(name) || json_string_length(name) == 0)
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
@@ -66,12 +67,13 @@ int cae_mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonr
 			token = NULL;
 		if (token && !json_is_string(token) && !json_is_number(token))
 			return cae_jsonrpc_err_set(
-				e, CAE_JSONRPC_INVALID_PARAMS,
-				"Invalid params: \"progressToken\" must be a string or a number");
+			    e, CAE_JSONRPC_INVALID_PARAMS,
+			    "Invalid params: \"progressToken\" must be a string or a number");
 	}
 	p->arguments = json_is_object(args) ? json_incref(args) : json_object();
 	if (!p->arguments)
-		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INTERNAL_ERROR, "Internal error: out of memory");
+		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INTERNAL_ERROR,
+					   "Internal error: out of memory");
 	p->name = json_string_value(name);
 	p->progress_token = token;
 	return 0;
@@ -113,8 +115,9 @@ int cae_mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e)
 					   "Invalid params: tools/list params must be an object");
 	json_t *cursor = json_object_get(params, "cursor");
 	if (cursor && !json_is_null(cursor))
-		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
-					   "Invalid params: unknown cursor (the tool list has one page)");
+		return cae_jsonrpc_err_set(
+		    e, CAE_JSONRPC_INVALID_PARAMS,
+		    "Invalid params: unknown cursor (the tool list has one page)");
 	return 0;
 }
 
@@ -132,7 +135,8 @@ json_t *cae_mcp_initialize_result(const char *version, const char *name, const c
 	json_t *r = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion", version,
 			      "capabilities", "tools", "listChanged", 0, "serverInfo", "name", name,
 			      "version", server_version);
-	if (r && instructions && json_object_set_new(r, "instructions", json_string(instructions)) < 0) {
+	if (r && instructions &&
+	    json_object_set_new(r, "instructions", json_string(instructions)) < 0) {
 		json_decref(r);
 		return NULL;
 	}
@@ -155,8 +159,7 @@ json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structure
 	const char *text = res->text;
 	if (!text && res->structured)
 		text = dumped = json_dumps(res->structured, JSON_COMPACT);
-	json_t *item = json_pack("{s:s, s:o}", "type", "text", "text",
-				 text_json(text ? text : ""));
+	json_t *item = json_pack("{s:s, s:o}", "type", "text", "text", text_json(text ? text : ""));
 	json_t *r = json_pack("{s:[o], s:b}", "content", item, "isError", res->is_error ? 1 : 0);
 	if (!r)
 		return NULL;

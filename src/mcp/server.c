@@ -35,7 +35,7 @@
 
 struct batch {
 	json_t *responses; /* the answers so far */
-	unsigned refs;     /* the reader while dispatching, plus each unsettled job */
+	unsigned refs;	   /* the reader while dispatching, plus each unsettled job */
 };
 
 enum job_kind { JOB_LIST, JOB_CALL };
@@ -48,13 +48,13 @@ struct job {
 	struct server *srv;
 	enum job_kind kind;
 	enum job_state state;
-	json_t *id;             /* owned */
-	struct batch *batch;    /* NULL: answered alone */
-	char *name;             /* tools/call: owned */
-	json_t *args;           /* tools/call: owned */
+	json_t *id;		/* owned */
+	struct batch *batch;	/* NULL: answered alone */
+	char *name;		/* tools/call: owned */
+	json_t *args;		/* tools/call: owned */
 	json_t *progress_token; /* owned, NULL when the client asked for no progress */
-	bool structured;        /* the protocol version has structured output */
-	bool progress_message;  /* ... and messages in progress notifications */
+	bool structured;	/* the protocol version has structured output */
+	bool progress_message;	/* ... and messages in progress notifications */
 	bool cancelled;
 	bool progress_sent;
 	double last_progress;
@@ -87,7 +87,7 @@ struct server {
 };
 
 static void slog(struct server *srv, const char *level, const char *event, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 
 static void slog(struct server *srv, const char *level, const char *event, const char *fmt, ...)
 {
@@ -195,8 +195,7 @@ static void reply(struct server *srv, struct batch *b, json_t *resp)
 	pthread_mutex_unlock(&srv->lock);
 }
 
-static void reply_error(struct server *srv, struct batch *b, json_t *id, int code,
-			const char *msg)
+static void reply_error(struct server *srv, struct batch *b, json_t *id, int code, const char *msg)
 {
 	reply(srv, b, cae_jsonrpc_error(id, code, msg, NULL));
 }
@@ -323,8 +322,8 @@ static void progress_cb(void *userdata, double progress, double total, const cha
 	pthread_mutex_unlock(&srv->lock);
 	if (skip)
 		return;
-	json_t *params = json_pack("{s:O, s:f}", "progressToken", j->progress_token, "progress",
-				   progress);
+	json_t *params =
+	    json_pack("{s:O, s:f}", "progressToken", j->progress_token, "progress", progress);
 	if (params && total > 0 && total < 1e300)
 		json_object_set_new(params, "total", json_real(total));
 	if (params && message && j->progress_message) {
@@ -351,13 +350,13 @@ static json_t *run_list(struct server *srv, struct job *j)
 static json_t *run_call(struct server *srv, struct job *j)
 {
 	cae_call_ctx ctx = {
-		.cancel_fd = j->cancel_pipe[0],
-		.has_cancel_fd = true,
-		.progress = j->progress_token ? progress_cb : NULL,
-		.progress_userdata = j,
+	    .cancel_fd = j->cancel_pipe[0],
+	    .has_cancel_fd = true,
+	    .progress = j->progress_token ? progress_cb : NULL,
+	    .progress_userdata = j,
 	};
-	cae_tool_result res = { 0 };
-	cae_error err = { 0 };
+	cae_tool_result res = {0};
+	cae_error err = {0};
 	int r = srv->h->call_tool(srv->h->userdata, j->name, j->args, &ctx, &res, &err);
 	int64_t ms = (cae_now_ns() - j->started_ns) / 1000000;
 	json_t *resp;
@@ -439,7 +438,7 @@ static void enqueue(struct server *srv, struct job *j)
 	}
 	if (busy) {
 		int code = strncmp(busy, "Invalid", 7) == 0 ? CAE_JSONRPC_INVALID_REQUEST
-							     : CAE_JSONRPC_SERVER_BUSY;
+							    : CAE_JSONRPC_SERVER_BUSY;
 		pthread_mutex_unlock(&srv->lock);
 		reply_error(srv, j->batch, j->id, code, busy);
 		if (j->batch) {
@@ -509,8 +508,8 @@ static void handle_initialize(struct server *srv, const cae_jsonrpc_msg *m, stru
 	     requested, v);
 	reply(srv, b,
 	      cae_jsonrpc_result(m->id, cae_mcp_initialize_result(v, srv->o.server_name,
-								   srv->o.server_version,
-								   srv->o.instructions)));
+								  srv->o.server_version,
+								  srv->o.instructions)));
 }
 
 static void handle_tools_call(struct server *srv, const cae_jsonrpc_msg *m, struct batch *b)
@@ -558,7 +557,8 @@ static void handle_tools_list(struct server *srv, const cae_jsonrpc_msg *m, stru
 			pthread_mutex_unlock(&srv->lock);
 		}
 		job_free(j);
-		reply_error(srv, b, m->id, CAE_JSONRPC_INTERNAL_ERROR, "Internal error: out of memory");
+		reply_error(srv, b, m->id, CAE_JSONRPC_INTERNAL_ERROR,
+			    "Internal error: out of memory");
 		return;
 	}
 	enqueue(srv, j);
@@ -642,7 +642,8 @@ static void handle_line(struct server *srv, const char *line, size_t len)
 			 version ? version : CAE_MCP_PROTOCOL_LATEST);
 		reply_error(srv, NULL, NULL, CAE_JSONRPC_INVALID_REQUEST, msg);
 	} else if (json_array_size(v) == 0) {
-		reply_error(srv, NULL, NULL, CAE_JSONRPC_INVALID_REQUEST, "Invalid Request: empty batch");
+		reply_error(srv, NULL, NULL, CAE_JSONRPC_INVALID_REQUEST,
+			    "Invalid Request: empty batch");
 	} else {
 		struct batch *b = calloc(1, sizeof(*b));
 		json_t *arr = json_array();
@@ -656,8 +657,7 @@ static void handle_line(struct server *srv, const char *line, size_t len)
 			b->refs = 1;
 			size_t i;
 			json_t *elem;
-			json_array_foreach(v, i, elem)
-				handle_message(srv, elem, b);
+			json_array_foreach(v, i, elem) handle_message(srv, elem, b);
 			pthread_mutex_lock(&srv->lock);
 			json_t *out = settle_locked(b, NULL);
 			pthread_mutex_unlock(&srv->lock);
@@ -684,9 +684,9 @@ static void drain(struct server *srv)
 	while (srv->njobs > 0) {
 		pthread_mutex_unlock(&srv->lock);
 		struct pollfd p[2] = {
-			{ .fd = srv->wake[0], .events = POLLIN },
-			{ .fd = srv->o.has_shutdown_fd && !cancelled ? srv->o.shutdown_fd : -1,
-			  .events = POLLIN },
+		    {.fd = srv->wake[0], .events = POLLIN},
+		    {.fd = srv->o.has_shutdown_fd && !cancelled ? srv->o.shutdown_fd : -1,
+		     .events = POLLIN},
 		};
 		int r = poll(p, 2, -1);
 		if (r > 0 && (p[0].revents & POLLIN)) {
@@ -695,7 +695,8 @@ static void drain(struct server *srv)
 				;
 		}
 		if (r > 0 && !cancelled && shutdown_requested(srv, p[1].revents)) {
-			slog(srv, "info", "mcp.shutdown", "shutting down: cancelling running calls");
+			slog(srv, "info", "mcp.shutdown",
+			     "shutting down: cancelling running calls");
 			cancel_all(srv);
 			cancelled = true;
 		}
@@ -736,8 +737,8 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 			continue;
 		}
 		struct pollfd p[2] = {
-			{ .fd = in_fd, .events = POLLIN },
-			{ .fd = srv->o.has_shutdown_fd ? srv->o.shutdown_fd : -1, .events = POLLIN },
+		    {.fd = in_fd, .events = POLLIN},
+		    {.fd = srv->o.has_shutdown_fd ? srv->o.shutdown_fd : -1, .events = POLLIN},
 		};
 		int pr = poll(p, 2, -1);
 		if (pr < 0 && errno == EINTR)
@@ -745,7 +746,8 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 		if (pr < 0)
 			return cae_error_set(err, -errno, "poll: %s", strerror(errno));
 		if (shutdown_requested(srv, p[1].revents)) {
-			slog(srv, "info", "mcp.shutdown", "shutting down: cancelling running calls");
+			slog(srv, "info", "mcp.shutdown",
+			     "shutting down: cancelling running calls");
 			cancel_all(srv);
 			return 0;
 		}
@@ -773,7 +775,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp_options *opts,
 		  cae_error *err)
 {
-	struct server srv = { .h = h, .out_fd = out_fd, .wake = { -1, -1 } };
+	struct server srv = {.h = h, .out_fd = out_fd, .wake = {-1, -1}};
 	if (opts)
 		srv.o = *opts;
 	if (!srv.o.max_message_size)

@@ -41,7 +41,8 @@ static void run_framer(cae_jsonrpc_framer *f, const char *s, size_t step, char *
 		int r;
 		while ((r = cae_jsonrpc_framer_finish(f, &line, &len)) != 0) {
 			size_t o = strlen(out);
-			snprintf(out + o, cap - o, r == 1 ? "END:%s|" : "ENDBIG|", r == 1 ? line : "");
+			snprintf(out + o, cap - o, r == 1 ? "END:%s|" : "ENDBIG|",
+				 r == 1 ? line : "");
 		}
 	}
 }
@@ -73,7 +74,7 @@ START_TEST(framer_oversized_line_is_dropped_and_stream_continues)
 		/* One report per oversized line, however it was cut; the trailing oversized
 		 * line without a newline is reported too. */
 		ck_assert_msg(strcmp(out, "L:{\"ok\":1}|BIG|L:{\"ok\":2}|BIG|") == 0 ||
-				      strcmp(out, "L:{\"ok\":1}|BIG|L:{\"ok\":2}|ENDBIG|") == 0,
+				  strcmp(out, "L:{\"ok\":1}|BIG|L:{\"ok\":2}|ENDBIG|") == 0,
 			      "step %zu: %s", step, out);
 		cae_jsonrpc_framer_free(f);
 	}
@@ -142,7 +143,7 @@ END_TEST
 static int parse_code(const char *s, unsigned depth)
 {
 	json_t *v = NULL;
-	cae_jsonrpc_err e = { 0 };
+	cae_jsonrpc_err e = {0};
 	int r = cae_jsonrpc_parse(s, strlen(s), depth, &v, &e);
 	if (r == 0) {
 		ck_assert_ptr_nonnull(v);
@@ -193,7 +194,7 @@ END_TEST
 static int validate_code(const char *s, cae_jsonrpc_msg *m, json_t **keep)
 {
 	json_t *v;
-	cae_jsonrpc_err e = { 0 };
+	cae_jsonrpc_err e = {0};
 	ck_assert_int_eq(cae_jsonrpc_parse(s, strlen(s), 0, &v, &e), 0);
 	int r = cae_jsonrpc_validate(v, m, &e);
 	if (keep)
@@ -207,7 +208,8 @@ START_TEST(validate_kinds)
 {
 	cae_jsonrpc_msg m;
 	json_t *v;
-	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}", &m, &v), 0);
+	ck_assert_int_eq(
+	    validate_code("{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"ping\"}", &m, &v), 0);
 	ck_assert_int_eq(m.kind, CAE_JSONRPC_REQUEST);
 	ck_assert_str_eq(m.method, "ping");
 	ck_assert_int_eq(json_integer_value(m.id), 7);
@@ -222,12 +224,12 @@ START_TEST(validate_kinds)
 	ck_assert(json_is_object(m.params));
 	json_decref(v);
 
-	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}", &m,
-				       NULL),
-			 0);
+	ck_assert_int_eq(
+	    validate_code("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"}", &m, NULL), 0);
 	ck_assert_int_eq(m.kind, CAE_JSONRPC_NOTIFICATION);
 
-	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &m, NULL), 0);
+	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{}}", &m, NULL),
+			 0);
 	ck_assert_int_eq(m.kind, CAE_JSONRPC_RESPONSE);
 	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-1,"
 				       "\"message\":\"m\"}}",
@@ -242,32 +244,33 @@ START_TEST(validate_rejects)
 	cae_jsonrpc_msg m;
 	json_t *v;
 	const char *bad[] = {
-		"[]",
-		"{\"id\":1,\"method\":\"ping\"}",                             /* no jsonrpc */
-		"{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}",         /* wrong version */
-		"{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}",             /* not a string */
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}",                /* method type */
-		"{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}",      /* MCP: no null id */
-		"{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",       /* fractional id */
-		"{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}",
-		"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\",\"params\":3}", /* params type */
-		"{\"jsonrpc\":\"2.0\",\"id\":1}",                             /* nothing */
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1,\"error\":{}}",   /* both */
-		"{\"jsonrpc\":\"2.0\",\"result\":1}",                         /* response without id */
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\"}}",  /* bad error object */
+	    "[]",
+	    "{\"id\":1,\"method\":\"ping\"}",			     /* no jsonrpc */
+	    "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"ping\"}",    /* wrong version */
+	    "{\"jsonrpc\":2.0,\"id\":1,\"method\":\"ping\"}",	     /* not a string */
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":5}",	     /* method type */
+	    "{\"jsonrpc\":\"2.0\",\"id\":null,\"method\":\"ping\"}", /* MCP: no null id */
+	    "{\"jsonrpc\":\"2.0\",\"id\":1.5,\"method\":\"ping\"}",  /* fractional id */
+	    "{\"jsonrpc\":\"2.0\",\"id\":true,\"method\":\"ping\"}",
+	    "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"p\",\"params\":3}", /* params type */
+	    "{\"jsonrpc\":\"2.0\",\"id\":1}",				    /* nothing */
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":1,\"error\":{}}",	    /* both */
+	    "{\"jsonrpc\":\"2.0\",\"result\":1}",			 /* response without id */
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":\"x\"}}", /* bad error object */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
 		ck_assert_msg(validate_code(bad[i], &m, NULL) == CAE_JSONRPC_INVALID_REQUEST, "%s",
 			      bad[i]);
 	/* A request that is invalid for another reason keeps its valid id for the answer. */
-	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"1.0\",\"id\":9,\"method\":\"ping\"}", &m, &v),
-			 CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(
+	    validate_code("{\"jsonrpc\":\"1.0\",\"id\":9,\"method\":\"ping\"}", &m, &v),
+	    CAE_JSONRPC_INVALID_REQUEST);
 	ck_assert_int_eq(json_integer_value(m.id), 9);
 	json_decref(v);
-	ck_assert_int_eq(validate_code("{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", &m,
-				       NULL),
-			 CAE_JSONRPC_INVALID_REQUEST);
+	ck_assert_int_eq(
+	    validate_code("{\"jsonrpc\":\"2.0\",\"id\":[1],\"method\":\"ping\"}", &m, NULL),
+	    CAE_JSONRPC_INVALID_REQUEST);
 	ck_assert_ptr_null(m.id);
 }
 END_TEST
@@ -278,22 +281,24 @@ START_TEST(build_and_encode)
 	json_t *r = cae_jsonrpc_result(id, json_pack("{s:s}", "text", "line1\nline2"));
 	size_t n;
 	char *s = cae_jsonrpc_encode(r, &n);
-	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"text\":\"line1\\nline2\"}}\n");
+	ck_assert_str_eq(
+	    s, "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"text\":\"line1\\nline2\"}}\n");
 	ck_assert_uint_eq(n, strlen(s));
 	ck_assert_ptr_null(memchr(s, '\n', n - 1));
 	free(s);
 	json_decref(r);
 
 	/* null id, data, and an error message that is not UTF-8 gets repaired */
-	json_t *e = cae_jsonrpc_error(NULL, CAE_JSONRPC_PARSE_ERROR, "bad \xff byte",
-				      json_string("d"));
+	json_t *e =
+	    cae_jsonrpc_error(NULL, CAE_JSONRPC_PARSE_ERROR, "bad \xff byte", json_string("d"));
 	s = cae_jsonrpc_encode(e, NULL);
 	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,"
 			    "\"message\":\"bad \xef\xbf\xbd byte\",\"data\":\"d\"}}\n");
 	free(s);
 	json_decref(e);
 
-	json_t *note = cae_jsonrpc_notification("notifications/progress", json_pack("{s:i}", "p", 1));
+	json_t *note =
+	    cae_jsonrpc_notification("notifications/progress", json_pack("{s:i}", "p", 1));
 	s = cae_jsonrpc_encode(note, NULL);
 	ck_assert_str_eq(s, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\","
 			    "\"params\":{\"p\":1}}\n");

@@ -13,9 +13,9 @@
 
 /* ---- the fake handler ---------------------------------------------------------------- */
 
-static int release_pipe[2] = { -1, -1 }; /* readable: "slow" returns normally */
-static int observed_pipe[2] = { -1, -1 }; /* "slow" writes 'C' when it saw its cancel fd */
-static int entered_pipe[2] = { -1, -1 };  /* "slow" writes 'E' when it starts */
+static int release_pipe[2] = {-1, -1};	/* readable: "slow" returns normally */
+static int observed_pipe[2] = {-1, -1}; /* "slow" writes 'C' when it saw its cancel fd */
+static int entered_pipe[2] = {-1, -1};	/* "slow" writes 'E' when it starts */
 static atomic_int list_calls;
 
 static json_t *fake_list(void *ud, bool with_output_schema)
@@ -23,7 +23,7 @@ static json_t *fake_list(void *ud, bool with_output_schema)
 	(void)ud;
 	atomic_fetch_add(&list_calls, 1);
 	json_t *tools = json_array();
-	const char *names[] = { "echo", "fail", "slow", "progress", "sleep" };
+	const char *names[] = {"echo", "fail", "slow", "progress", "sleep"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
 		json_t *t = json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s}}}}", "name", names[i],
 				      "description", "a test tool", "inputSchema", "type", "object",
@@ -73,8 +73,8 @@ static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ct
 	}
 	if (strcmp(name, "slow") == 0) {
 		ck_assert_int_eq(write(entered_pipe[1], "E", 1), 1);
-		struct pollfd p[2] = { { .fd = ctx->cancel_fd, .events = POLLIN },
-				       { .fd = release_pipe[0], .events = POLLIN } };
+		struct pollfd p[2] = {{.fd = ctx->cancel_fd, .events = POLLIN},
+				      {.fd = release_pipe[0], .events = POLLIN}};
 		int r = poll(p, 2, 20000);
 		ck_assert_int_gt(r, 0);
 		if (p[0].revents & POLLIN) {
@@ -89,12 +89,12 @@ static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ct
 	return cae_error_set(err, -ENOENT, "no tool named %s", name);
 }
 
-static const cae_mcp_handler handler = { fake_list, fake_call, NULL };
+static const cae_mcp_handler handler = {fake_list, fake_call, NULL};
 
 /* ---- the client side ----------------------------------------------------------------- */
 
 struct client {
-	int fd;        /* the test's end */
+	int fd;	       /* the test's end */
 	int server_fd; /* the server's end */
 	pthread_t thread;
 	cae_mcp_options opts;
@@ -107,7 +107,7 @@ struct client {
 static void *serve_thread(void *arg)
 {
 	struct client *c = arg;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	c->result = cae_mcp_serve(&handler, c->server_fd, c->server_fd, &c->opts, &err);
 	return NULL;
 }
@@ -146,7 +146,7 @@ static char *client_line(struct client *c, int timeout_ms)
 			c->len -= n + 1;
 			return line;
 		}
-		struct pollfd p = { .fd = c->fd, .events = POLLIN };
+		struct pollfd p = {.fd = c->fd, .events = POLLIN};
 		if (poll(&p, 1, timeout_ms) <= 0)
 			return NULL;
 		ck_assert_uint_lt(c->len, sizeof(c->buf));
@@ -172,7 +172,7 @@ static void close_fds(struct client *c)
 {
 	close(c->server_fd);
 	close(c->fd);
-	int *fds[] = { release_pipe, observed_pipe, entered_pipe };
+	int *fds[] = {release_pipe, observed_pipe, entered_pipe};
 	for (size_t i = 0; i < 3; i++) {
 		close(fds[i][0]);
 		close(fds[i][1]);
@@ -204,7 +204,7 @@ static void client_finish(struct client *c)
 /* Waits until the "slow" tool has started. */
 static void wait_entered(void)
 {
-	struct pollfd p = { .fd = entered_pipe[0], .events = POLLIN };
+	struct pollfd p = {.fd = entered_pipe[0], .events = POLLIN};
 	ck_assert_int_eq(poll(&p, 1, 10000), 1);
 	char ch;
 	ck_assert_int_eq(read(entered_pipe[0], &ch, 1), 1);
@@ -226,9 +226,9 @@ static void initialize(struct client *c, const char *version)
 		 "\"version\":\"1\"}}}\n",
 		 version);
 	json_t *r = request(c, msg);
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(r, "result"),
-							   "protocolVersion")),
-			 version);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(r, "result"), "protocolVersion")),
+	    version);
 	json_decref(r);
 	client_send(c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
 }
@@ -252,7 +252,7 @@ static json_t *result_of(json_t *r)
 START_TEST(initialize_negotiates_versions)
 {
 	struct client c;
-	const char *ours[] = { "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05" };
+	const char *ours[] = {"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"};
 	for (size_t i = 0; i < 4; i++) {
 		client_start(&c, NULL);
 		char msg[256];
@@ -263,19 +263,21 @@ START_TEST(initialize_negotiates_versions)
 		json_t *r = request(&c, msg);
 		json_t *res = result_of(r);
 		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
-		ck_assert_str_eq(json_string_value(json_object_get(res, "protocolVersion")), ours[i]);
+		ck_assert_str_eq(json_string_value(json_object_get(res, "protocolVersion")),
+				 ours[i]);
 		json_t *tools = json_object_get(json_object_get(res, "capabilities"), "tools");
 		ck_assert(json_is_false(json_object_get(tools, "listChanged")));
-		ck_assert_str_eq(json_string_value(json_object_get(
-					 json_object_get(res, "serverInfo"), "name")),
-				 "cae");
+		ck_assert_str_eq(
+		    json_string_value(json_object_get(json_object_get(res, "serverInfo"), "name")),
+		    "cae");
 		json_decref(r);
 		client_stop(&c);
 	}
 	/* A version we do not speak: we answer with our latest. */
 	client_start(&c, NULL);
-	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{"
-				"\"protocolVersion\":\"1999-01-01\",\"capabilities\":{}}}\n");
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"1999-01-01\",\"capabilities\":{}}}\n");
 	ck_assert_str_eq(json_string_value(json_object_get(result_of(r), "protocolVersion")),
 			 CAE_MCP_PROTOCOL_LATEST);
 	json_decref(r);
@@ -291,12 +293,13 @@ END_TEST
 
 START_TEST(tools_list_output_schema_by_version)
 {
-	const char *versions[] = { "2025-06-18", "2025-03-26", "2024-11-05" };
+	const char *versions[] = {"2025-06-18", "2025-03-26", "2024-11-05"};
 	for (size_t i = 0; i < 3; i++) {
 		struct client c;
 		client_start(&c, NULL);
 		initialize(&c, versions[i]);
-		json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"method\":\"tools/list\"}\n");
+		json_t *r =
+		    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"l\",\"method\":\"tools/list\"}\n");
 		json_t *tools = json_object_get(result_of(r), "tools");
 		ck_assert_uint_eq(json_array_size(tools), 5);
 		json_t *t = json_array_get(tools, 0);
@@ -319,15 +322,16 @@ START_TEST(tools_call_results_and_errors)
 	struct client c;
 	client_start(&c, NULL);
 	initialize(&c, "2025-06-18");
-	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
-				"{\"name\":\"echo\",\"arguments\":{\"text\":\"h\\u00e9llo\\nworld\"}}}\n");
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"h\\u00e9llo\\nworld\"}}}\n");
 	json_t *res = result_of(r);
 	json_t *item = json_array_get(json_object_get(res, "content"), 0);
 	ck_assert_str_eq(json_string_value(json_object_get(item, "type")), "text");
 	ck_assert_str_eq(json_string_value(json_object_get(item, "text")), "h\xc3\xa9llo\nworld");
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(res, "structuredContent"),
-							   "text")),
-			 "h\xc3\xa9llo\nworld");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(res, "structuredContent"), "text")),
+	    "h\xc3\xa9llo\nworld");
 	ck_assert(json_is_false(json_object_get(res, "isError")));
 	json_decref(r);
 
@@ -338,23 +342,24 @@ START_TEST(tools_call_results_and_errors)
 	ck_assert(json_is_true(json_object_get(res, "isError")));
 	ck_assert_ptr_null(json_object_get(res, "structuredContent"));
 	ck_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(res, "content"), 0), "text")),
+			     json_array_get(json_object_get(res, "content"), 0), "text")),
 			 "boom");
 	json_decref(r);
 
 	/* Protocol failures are JSON-RPC errors. */
 	const char *bad[] = {
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
-		"{\"name\":\"nope\",\"arguments\":{}}}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
-		"{\"name\":\"echo\",\"arguments\":{\"text\":5}}}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
-		"{\"name\":\"echo\",\"arguments\":[1]}}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"arguments\":{}}}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\"}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":[\"echo\"]}\n",
-		"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
-		"{\"name\":\"echo\",\"_meta\":{\"progressToken\":{}}}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"nope\",\"arguments\":{}}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"echo\",\"arguments\":{\"text\":5}}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"echo\",\"arguments\":[1]}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/"
+	    "call\",\"params\":{\"arguments\":{}}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\"}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":[\"echo\"]}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"echo\",\"_meta\":{\"progressToken\":{}}}}\n",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		r = request(&c, bad[i]);
@@ -376,8 +381,9 @@ START_TEST(structured_content_only_where_the_version_has_it)
 	struct client c;
 	client_start(&c, NULL);
 	initialize(&c, "2024-11-05");
-	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
-				"{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}}\n");
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}}\n");
 	ck_assert_ptr_null(json_object_get(result_of(r), "structuredContent"));
 	json_decref(r);
 	client_stop(&c);
@@ -403,7 +409,8 @@ START_TEST(ping_unknown_methods_and_notifications)
 	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 			"\"params\":{\"requestId\":12345}}\n");
 	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":77,\"result\":{}}\n");
-	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":78,\"error\":{\"code\":1,\"message\":\"m\"}}\n");
+	client_send(&c,
+		    "{\"jsonrpc\":\"2.0\",\"id\":78,\"error\":{\"code\":1,\"message\":\"m\"}}\n");
 	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"ping\",\"params\":{}}\n");
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 6);
 	ck_assert_ptr_nonnull(json_object_get(r, "result"));
@@ -418,9 +425,11 @@ static void check_progress(const char *version, bool with_message)
 	struct client c;
 	client_start(&c, NULL);
 	initialize(&c, version);
-	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
-			"{\"name\":\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":\"tok\"}}}\n");
-	double expect[] = { 1, 2, 3 };
+	client_send(
+	    &c,
+	    "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"progress\",\"arguments\":{},\"_meta\":{\"progressToken\":\"tok\"}}}\n");
+	double expect[] = {1, 2, 3};
 	for (int i = 0; i < 3; i++) {
 		json_t *n = client_recv(&c);
 		ck_assert_str_eq(json_string_value(json_object_get(n, "method")),
@@ -473,7 +482,7 @@ START_TEST(cancellation_signals_the_call)
 	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 			"\"params\":{\"requestId\":10,\"reason\":\"user\"}}\n");
 	/* ...and the handler sees its cancel fd become readable. */
-	struct pollfd p = { .fd = observed_pipe[0], .events = POLLIN };
+	struct pollfd p = {.fd = observed_pipe[0], .events = POLLIN};
 	ck_assert_int_eq(poll(&p, 1, 10000), 1);
 	char ch;
 	ck_assert_int_eq(read(observed_pipe[0], &ch, 1), 1);
@@ -517,7 +526,7 @@ START_TEST(requests_answered_during_a_slow_call)
 	r = client_recv(&c);
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 20);
 	ck_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
+			     json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
 			 "released");
 	json_decref(r);
 	client_stop(&c);
@@ -526,7 +535,7 @@ END_TEST
 
 START_TEST(bounded_calls_and_queue)
 {
-	cae_mcp_options o = { .max_calls = 1, .max_queued = 1 };
+	cae_mcp_options o = {.max_calls = 1, .max_queued = 1};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
@@ -558,7 +567,7 @@ END_TEST
 
 START_TEST(survives_garbage)
 {
-	cae_mcp_options o = { .max_message_size = 1024, .max_depth = 32 };
+	cae_mcp_options o = {.max_message_size = 1024, .max_depth = 32};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
@@ -566,14 +575,14 @@ START_TEST(survives_garbage)
 		const char *line;
 		json_int_t code;
 	} cases[] = {
-		{ "garbage\n", CAE_JSONRPC_PARSE_ERROR },
-		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\n", CAE_JSONRPC_PARSE_ERROR },
-		{ "\x01\x02\xff\xfe}{\n", CAE_JSONRPC_PARSE_ERROR },
-		{ "\"str\"\n", CAE_JSONRPC_INVALID_REQUEST },
-		{ "{\"jsonrpc\":\"2.0\"}\n", CAE_JSONRPC_INVALID_REQUEST },
-		{ "[1,2]\n", CAE_JSONRPC_INVALID_REQUEST }, /* no batches in 2025-06-18 */
-		{ "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}\n",
-		  CAE_JSONRPC_INVALID_PARAMS },
+	    {"garbage\n", CAE_JSONRPC_PARSE_ERROR},
+	    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"pi\n", CAE_JSONRPC_PARSE_ERROR},
+	    {"\x01\x02\xff\xfe}{\n", CAE_JSONRPC_PARSE_ERROR},
+	    {"\"str\"\n", CAE_JSONRPC_INVALID_REQUEST},
+	    {"{\"jsonrpc\":\"2.0\"}\n", CAE_JSONRPC_INVALID_REQUEST},
+	    {"[1,2]\n", CAE_JSONRPC_INVALID_REQUEST}, /* no batches in 2025-06-18 */
+	    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":[]}\n",
+	     CAE_JSONRPC_INVALID_PARAMS},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		json_t *r = request(&c, cases[i].line);
@@ -629,18 +638,20 @@ START_TEST(batches_under_older_versions)
 	struct client c;
 	client_start(&c, NULL);
 	initialize(&c, "2025-03-26");
-	json_t *r = request(&c, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
-				"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"},"
-				"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
-				"{\"name\":\"echo\",\"arguments\":{\"text\":\"b\"}}},"
-				"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"},"
-				"5]\n");
+	json_t *r =
+	    request(&c, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"},"
+			"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/x\"},"
+			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"b\"}}},"
+			"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/list\"},"
+			"5]\n");
 	ck_assert(json_is_array(r));
 	ck_assert_uint_eq(json_array_size(r), 4);
 	int seen = 0;
 	size_t i;
 	json_t *m;
-	json_array_foreach(r, i, m) {
+	json_array_foreach(r, i, m)
+	{
 		json_t *id = json_object_get(m, "id");
 		if (json_is_null(id)) {
 			ck_assert_int_eq(error_code(m), CAE_JSONRPC_INVALID_REQUEST);
@@ -690,7 +701,7 @@ START_TEST(end_of_input_finishes_running_calls)
 	r = client_recv(&c);
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 2);
 	ck_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
+			     json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
 			 "slept");
 	json_decref(r);
 	ck_assert_ptr_null(client_line(&c, 10000));
@@ -703,7 +714,7 @@ START_TEST(shutdown_fd_cancels_and_returns)
 {
 	int sd[2];
 	ck_assert_int_eq(pipe2(sd, O_CLOEXEC), 0);
-	cae_mcp_options o = { .shutdown_fd = sd[0], .has_shutdown_fd = true };
+	cae_mcp_options o = {.shutdown_fd = sd[0], .has_shutdown_fd = true};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
