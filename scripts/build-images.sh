@@ -49,6 +49,14 @@ now() { date +%s.%N; }
 since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1fs", b - a }'; }
 label_of() { docker image inspect -f "{{index .Config.Labels \"$LABEL\"}}" "$1" 2>/dev/null || true; }
 
+# Removes the image $1 (an ID) when a rebuild has left it without a tag; an image still
+# used by a container is kept.
+drop_untagged() {
+  [ -n "$1" ] || return 0
+  [ "$(docker image inspect -f '{{len .RepoTags}}' "$1" 2>/dev/null)" = 0 ] || return 0
+  docker image rm "$1" >/dev/null 2>&1 || true
+}
+
 # The host's Debian mirror for "$1" (a suite), read from its apt sources (deb822 or one-line).
 host_mirror() {
   local suite=$1 f
@@ -111,9 +119,8 @@ EOF
 unmount_under() {
   local dir=$1 m
   # Deepest first; debootstrap mounts proc and sys inside the target while it runs.
-  for m in $(awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r); do
-    umount -l "$m" || true
-  done
+  awk -v d="$dir/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m" || true; done
 }
 
 build_base() {
@@ -140,6 +147,7 @@ build_base() {
   say "debootstrap --variant=minbase $SUITE from $mirror"
   make_base "$tmp/root" "$mirror" "$security"
   say "importing $BASE"
+  local old; old=$(docker image inspect -f '{{.Id}}' "$BASE" 2>/dev/null || true)
   tar --numeric-owner -C "$tmp/root" -c . | docker import \
     --change "LABEL $LABEL=$recipe" \
     --change 'LABEL org.opencontainers.image.title=coding-agent-executor-base' \
@@ -148,6 +156,7 @@ build_base() {
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["bash"]' \
     - "$BASE" >/dev/null
+  drop_untagged "$old"
   unmount_under "$tmp"
   rm -rf --one-file-system "$tmp"
   trap - EXIT
@@ -190,10 +199,12 @@ build_one() {
     say "$img is cached"
     return 0
   fi
-  local t0; t0=$(now)
+  local t0 old; t0=$(now)
+  old=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null || true)
   say "building $img"
-  docker build --network host "${args[@]}" --label "$LABEL=$hash" \
+  docker build --network host --force-rm "${args[@]}" --label "$LABEL=$hash" \
     -f "$df" -t "$img" docker/ >&2
+  drop_untagged "$old"
   say "$img built in $(since "$t0") ($(docker image inspect -f '{{.Size}}' "$img" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
 }
 

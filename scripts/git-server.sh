@@ -43,8 +43,8 @@ port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
 # A free port: random in 20000-59999, not listening now.
 free_port() {
-  local p i
-  for i in $(seq 1 50); do
+  local p
+  for _ in $(seq 1 50); do
     p=$(( 20000 + (RANDOM * 32768 + RANDOM) % 40000 ))
     [ -n "$(ss -Htln "sport = :$p" 2>/dev/null)" ] && continue
     port_open "$p" && continue
@@ -62,16 +62,16 @@ alive() {
 
 # Sends TERM to the pid in file $1 when that process is named $2, waits up to 5 s.
 stop_pidfile() {
-  local f=$1 name=$2 pid i
+  local f=$1 name=$2 pid
   [ -f "$f" ] || return 0
   pid=$(cat "$f")
   if [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$name" ]; then
     kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 50); do
+    for _ in $(seq 1 50); do
       alive "$pid" || break
       sleep 0.1
     done
-    alive "$pid" && kill -KILL "$pid" 2>/dev/null || true
+    if alive "$pid"; then kill -KILL "$pid" 2>/dev/null || true; fi
   fi
   rm -f "$f"
 }
@@ -110,8 +110,8 @@ install_missing() {
 # Waits up to 10 s for port $1 while process $2 lives; then checks that it still lives
 # (a process that failed to bind and a stranger taking the port are told apart).
 wait_port() {
-  local port=$1 pid=$2 i
-  for i in $(seq 1 100); do
+  local port=$1 pid=$2
+  for _ in $(seq 1 100); do
     alive "$pid" || return 1
     if port_open "$port"; then
       sleep 0.1
@@ -121,6 +121,11 @@ wait_port() {
     sleep 0.1
   done
   return 1
+}
+
+stop_on_failure() {
+  local rc=$?
+  [ $rc -eq 0 ] || cmd_stop
 }
 
 cmd_start() {
@@ -139,18 +144,20 @@ cmd_start() {
   # The programs themselves, not the `git` wrapper, so that the pid files name them.
   backend=$(git --exec-path)/git-http-backend
   gitdaemon=$(git --exec-path)/git-daemon
-  [ -x "$backend" ] && [ -x "$gitdaemon" ] || die "no git-http-backend or git-daemon in $(git --exec-path)"
+  if [ ! -x "$backend" ] || [ ! -x "$gitdaemon" ]; then
+    die "no git-http-backend or git-daemon in $(git --exec-path)"
+  fi
   token=${CAE_TEST_GIT_TOKEN:-$(openssl rand -hex 20)}
 
   mkdir -p "$state/tmp"
   # nginx's workers run as nobody when started as root: they must reach the socket and files.
   chmod 755 "$state" "$state/tmp"
   # Whatever fails from here on leaves nothing running.
-  trap 'rc=$?; [ $rc -eq 0 ] || cmd_stop' EXIT
+  trap 'stop_on_failure' EXIT
 
   # git daemon. Repositories of another owner are fine (safe.directory) for this test server.
-  local dp_fixed=$dport i
-  for i in 1 2 3 4 5; do
+  local dp_fixed=$dport
+  for _ in 1 2 3 4 5; do
     if [ -z "$dp_fixed" ]; then
       dport=$(free_port) || die "no free port"
     elif port_open "$dport"; then
@@ -171,7 +178,7 @@ cmd_start() {
   # to outlive it), each request's git-http-backend its child.
   setsid "$fcgiwrap" -s "unix:$state/fcgiwrap.sock" </dev/null >>"$state/fcgiwrap.log" 2>&1 &
   echo $! >"$state/fcgiwrap.pid"
-  for i in $(seq 1 50); do [ -S "$state/fcgiwrap.sock" ] && break; sleep 0.1; done
+  for _ in $(seq 1 50); do [ -S "$state/fcgiwrap.sock" ] && break; sleep 0.1; done
   [ -S "$state/fcgiwrap.sock" ] || die "fcgiwrap did not start: $(tail -n 3 "$state/fcgiwrap.log")"
   chmod 666 "$state/fcgiwrap.sock"
 
@@ -182,7 +189,7 @@ cmd_start() {
   chmod 644 "$state/htpasswd"
 
   local hp_fixed=$hport
-  for i in 1 2 3 4 5; do
+  for _ in 1 2 3 4 5; do
     if [ -z "$hp_fixed" ]; then
       hport=$(free_port) || die "no free port"
     elif port_open "$hport"; then
