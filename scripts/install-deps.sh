@@ -30,4 +30,5 @@ fi
 echo "install-deps: installing ${missing[*]}" >&2
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+# RUNLEVEL=1: packages with services (nginx) must not start them on the host.
+RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
