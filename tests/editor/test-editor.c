@@ -512,6 +512,7 @@ static void ws_assert(fixture *fx, const char *rel, const char *want)
 
 typedef struct swapper {
 	int wsfd;
+	const char *a, *b; /* exchanged over and over */
 	atomic_bool stop;
 	atomic_long swaps;
 } swapper;
@@ -520,7 +521,7 @@ static void *swap_loop(void *arg)
 {
 	swapper *s = arg;
 	while (!atomic_load(&s->stop)) {
-		if (renameat2(s->wsfd, "sub", s->wsfd, "alt", RENAME_EXCHANGE) == 0)
+		if (renameat2(s->wsfd, s->a, s->wsfd, s->b, RENAME_EXCHANGE) == 0)
 			atomic_fetch_add(&s->swaps, 1);
 	}
 	return NULL;
@@ -531,15 +532,22 @@ START_TEST(race_symlink_swap)
 	fixture fx;
 	fx_init(&fx, NULL, DISPLAY_ROOT);
 	char *sub = pjoin(fx.sb.ws, "sub"), *alt = pjoin(fx.sb.ws, "alt");
+	char *flink = pjoin(fx.sb.ws, "flink");
 	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	/* The same names and contents as outside/dir: an escape would succeed visibly. */
 	ws_write(&fx, "sub/f.txt", "outside file\nneedle\n");
 	ws_write(&fx, "sub/a.txt", "outside a\nneedle\n");
-	/* The same names and contents as outside/dir: an escape would succeed visibly. */
+	ws_write(&fx, "file.txt", "outside a\nneedle\n");
+	/* A directory swapped with a symlink to outside, and a file swapped with one. */
 	ck_assert_int_eq(symlink("../outside/dir", alt), 0);
-	swapper s = {.wsfd = open(fx.sb.ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-	ck_assert_int_ge(s.wsfd, 0);
-	pthread_t th;
-	ck_assert_int_eq(pthread_create(&th, NULL, swap_loop, &s), 0);
+	ck_assert_int_eq(symlink("../outside/dir/a.txt", flink), 0);
+	int wsfd = open(fx.sb.ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_ge(wsfd, 0);
+	swapper s1 = {.wsfd = wsfd, .a = "sub", .b = "alt"};
+	swapper s2 = {.wsfd = wsfd, .a = "file.txt", .b = "flink"};
+	pthread_t t1, t2;
+	ck_assert_int_eq(pthread_create(&t1, NULL, swap_loop, &s1), 0);
+	ck_assert_int_eq(pthread_create(&t2, NULL, swap_loop, &s2), 0);
 	static const char *calls[] = {
 	    "{\"command\":\"str_replace\",\"path\":\"sub/f.txt\",\"old_str\":\"needle\","
 	    "\"new_str\":\"NEEDLE\"}",
@@ -552,6 +560,12 @@ START_TEST(race_symlink_swap)
 	    "{\"command\":\"undo_edit\",\"path\":\"sub/new.txt\"}",
 	    "{\"command\":\"view\",\"path\":\"sub/f.txt\"}",
 	    "{\"command\":\"view\",\"path\":\"sub\"}",
+	    "{\"command\":\"str_replace\",\"path\":\"file.txt\",\"old_str\":\"needle\","
+	    "\"new_str\":\"NEEDLE\"}",
+	    "{\"command\":\"undo_edit\",\"path\":\"file.txt\"}",
+	    "{\"command\":\"insert\",\"path\":\"file.txt\",\"insert_line\":1,"
+	    "\"new_str\":\"y\"}",
+	    "{\"command\":\"view\",\"path\":\"file.txt\"}",
 	};
 	long ok = 0;
 	for (int i = 0; i < 1000; i++) {
@@ -563,14 +577,18 @@ START_TEST(race_symlink_swap)
 		cae_editor_result_clear(&r);
 		sandbox_check_outside(&fx.sb);
 	}
-	atomic_store(&s.stop, true);
-	pthread_join(th, NULL);
-	close(s.wsfd);
-	ck_assert_int_gt(atomic_load(&s.swaps), 0);
+	atomic_store(&s1.stop, true);
+	atomic_store(&s2.stop, true);
+	pthread_join(t1, NULL);
+	pthread_join(t2, NULL);
+	close(wsfd);
+	ck_assert_int_gt(atomic_load(&s1.swaps), 0);
+	ck_assert_int_gt(atomic_load(&s2.swaps), 0);
 	ck_assert_int_gt(ok, 0);
 	sandbox_check_outside(&fx.sb);
 	free(sub);
 	free(alt);
+	free(flink);
 	fx_free(&fx);
 }
 END_TEST
