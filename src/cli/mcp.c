@@ -4,7 +4,8 @@
  * and fd 1 itself is pointed at stderr, so that nothing else (a library, a child process
  * that inherits it by mistake) can put a stray byte into the protocol stream. Likewise the
  * protocol input is a private duplicate of fd 0, and fd 0 becomes /dev/null. Logs are JSON
- * lines on stderr. SIGTERM, SIGINT and SIGHUP cancel the running calls and end the server.
+ * lines on stderr. SIGTERM, SIGINT and SIGHUP cancel the running calls and end the server (a
+ * second signal ends it at once).
  */
 #include "cli/cli.h"
 
@@ -59,9 +60,14 @@ static void server_log(void *userdata, const char *level, const char *event, con
 }
 
 static int shutdown_pipe[2] = {-1, -1};
+static volatile sig_atomic_t signals_seen;
 
+/* The first signal asks the server to cancel its calls and return; a second one, while a
+ * tool ignores its cancellation, ends the process at once. */
 static void on_signal(int sig)
 {
+	if (signals_seen++ > 0)
+		_exit(128 + sig);
 	int saved = errno;
 	char c = (char)sig;
 	ssize_t k = write(shutdown_pipe[1], &c, 1);
