@@ -183,9 +183,12 @@ static int cand_cmp(const void *a, const void *b)
 }
 
 /* Finds pt (k >= 1) at a line >= from (offset from_off). Without a hint the first match
- * wins, with one the nearest. Returns 1 and *pos, *off, 0 when absent, or -ENOMEM. */
-static int search(const ftext *f, size_t from, size_t from_off, const pattern *pt, int mode,
-		  bool have_hint, size_t hint, size_t *pos, size_t *off)
+ * wins, with one the nearest; early: stop scanning once no later line can be nearer than a
+ * hash match already seen (*stopped tells). Returns 1 and *pos, *off, 0 when absent, or
+ * -ENOMEM. */
+static int search_scan(const ftext *f, size_t from, size_t from_off, const pattern *pt, int mode,
+		       bool have_hint, size_t hint, bool early, bool *stopped, size_t *pos,
+		       size_t *off)
 {
 	size_t k = pt->k;
 	uint64_t ph = 0, bk1 = 1;
@@ -206,7 +209,15 @@ static int search(const ftext *f, size_t from, size_t from_off, const pattern *p
 	cand *cs = NULL;
 	size_t nc = 0, cap = 0;
 	size_t p = from;
+	bool have_before = false; /* a candidate before the hint, the nearest one last */
+	size_t before = 0;
 	for (;;) {
+		/* with a hint, stop once no later position can be nearer than a candidate found */
+		if (early && have_hint && p > hint &&
+		    ((have_before && p - hint > hint - before) || (nc && cs[nc - 1].pos >= hint))) {
+			*stopped = true;
+			break;
+		}
 		if (w == ph) {
 			if (!have_hint) {
 				if (window_eq(f, trail, pt, mode)) {
@@ -227,6 +238,10 @@ static int search(const ftext *f, size_t from, size_t from_off, const pattern *p
 				}
 				size_t d = p >= hint ? (p - hint) * 2 : (hint - p) * 2 + 1;
 				cs[nc++] = (cand){ .pos = p, .off = trail, .dist = d };
+				if (p < hint) {
+					have_before = true;
+					before = p;
+				}
 			}
 		}
 		if (lead >= f->len)
@@ -252,6 +267,17 @@ static int search(const ftext *f, size_t from, size_t from_off, const pattern *p
 	}
 	free(cs);
 	return found;
+}
+
+static int search(const ftext *f, size_t from, size_t from_off, const pattern *pt, int mode,
+		  bool have_hint, size_t hint, size_t *pos, size_t *off)
+{
+	bool stopped = false;
+	int r = search_scan(f, from, from_off, pt, mode, have_hint, hint, true, &stopped, pos, off);
+	if (r == 0 && stopped) /* only hash collisions near the hint: look at everything */
+		r = search_scan(f, from, from_off, pt, mode, have_hint, hint, false, &stopped, pos,
+				off);
+	return r;
 }
 
 /* End-anchored: the pattern must end the file, or be followed only by blank lines (a few). */

@@ -51,14 +51,22 @@ static bool fence_inner_open(const patch_line *l, const patch_fence *open)
 }
 
 /* Finds the closing fence. On success *content_end points at the start of the closing line
- * and *it is positioned after it. nested: count inner opening fences. */
-static bool find_close(patch_lines *it, const patch_fence *open, bool nested,
+ * and *it is positioned after it. budget (nested scans only): lines the scan may still read
+ * over the whole document, so that blocks whose nesting never balances cannot make the
+ * parse quadratic; when it runs out the plain rule decides. */
+static bool find_close(patch_lines *it, const patch_fence *open, size_t *budget,
 		       const char **content_end)
 {
 	patch_lines scan = *it;
 	patch_line l;
 	size_t depth = 0;
+	bool nested = budget != NULL;
 	while (patch_lines_next(&scan, &l)) {
+		if (nested) {
+			if (*budget == 0)
+				return false;
+			(*budget)--;
+		}
 		if (fence_close(&l, open)) {
 			if (depth == 0) {
 				*content_end = l.p;
@@ -291,6 +299,28 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 	return 0;
 }
 
+#define GIT_QUOTE_LINES 200
+
+/* The quote state after s[0..n) starting in state q: 0 outside quotes, or the open quote. */
+static char quote_scan(const char *s, size_t n, char q)
+{
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		if (q == '\'') {
+			if (c == '\'')
+				q = 0;
+		} else if (c == '\\') {
+			i++;
+		} else if (q == '"') {
+			if (c == '"')
+				q = 0;
+		} else if (c == '\'' || c == '"') {
+			q = c;
+		}
+	}
+	return q;
+}
+
 static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno, cae_error *err)
 {
 	patch_lines it;
@@ -327,16 +357,18 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		char **w = NULL;
 		bool *ops = NULL;
 		size_t nw = 0;
-		r = patch_shell_split(s, sn, &w, &ops, &nw);
 		/* a quoted message may span lines: git commit -m "title<NL><NL>body" */
-		while (r == -EINVAL && patch_lines_next(&it, &l)) {
+		char open_quote = quote_scan(s, sn, 0);
+		for (size_t more = 0; open_quote && more < GIT_QUOTE_LINES && patch_lines_next(&it, &l);
+		     more++) {
 			size_t at = (size_t)(s - cmd.data);
 			cae_buf_append(&cmd, "\n", 1);
 			cae_buf_append(&cmd, l.p, l.len);
 			s = cmd.data + at;
 			sn = cmd.len - at;
-			r = patch_shell_split(s, sn, &w, &ops, &nw);
+			open_quote = quote_scan(l.p, l.len, open_quote);
 		}
+		r = patch_shell_split(s, sn, &w, &ops, &nw);
 		if (r == -EINVAL) {
 			patch_warn(p, "line %zu: skipped a git command with an unterminated quote",
 				   start_line);
@@ -450,6 +482,11 @@ int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t firs
 	patch_line l;
 	patch_fence f;
 	patch_lines_init(&it, text, len, first_lineno);
+	/* nested scans may read the document's lines twice over in total */
+	size_t budget = 64;
+	for (const char *c = text, *e = text + len; c && c < e; budget += 2)
+		if ((c = memchr(c, '\n', (size_t)(e - c))))
+			c++;
 	while (patch_lines_next(&it, &l)) {
 		if (!patch_fence_open(&l, &f))
 			continue;
@@ -458,15 +495,15 @@ int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t firs
 		bool file_block = memchr(f.info, ':', f.info_len) != NULL;
 		const char *end = NULL;
 		bool closed = false;
-		if (file_block) {
+		if (file_block && budget) {
 			patch_lines probe = it;
-			if (find_close(&probe, &f, true, &end)) {
+			if (find_close(&probe, &f, &budget, &end)) {
 				it = probe;
 				closed = true;
 			}
 		}
 		if (!closed)
-			closed = find_close(&it, &f, false, &end);
+			closed = find_close(&it, &f, NULL, &end);
 		if (!closed) {
 			char q[160];
 			return cae_error_set(err, -EINVAL,

@@ -479,6 +479,50 @@ END_TEST
 
 /* ---- applying ---- */
 
+static cae_patch_file_op *first_op(cae_patch *p);
+
+START_TEST(hostile_shapes)
+{
+	/* file blocks whose inner fences never balance: every block falls back to the plain
+	 * closing rule, and the nesting scan's budget keeps the parse linear */
+	cae_buf b;
+	cae_buf_init(&b, (size_t)64 << 20);
+	for (int i = 0; i < 9999; i++)
+		cae_buf_puts(&b, "```a:b\n```x\n```\n");
+	cae_patch *p = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
+	ck_assert_uint_eq(cae_patch_count(p), 9999);
+	ck_assert_str_eq(cae_patch_get(p, 9998)->content, "```x\n");
+	cae_patch_free(p);
+	cae_buf_clear(&b);
+	/* a ```git block with a quote that never closes: joined a bounded number of lines */
+	cae_buf_puts(&b, "```git\ngit commit -m \"x\n");
+	for (int i = 0; i < 5000; i++)
+		cae_buf_puts(&b, "git add y\n");
+	cae_buf_puts(&b, "```\n");
+	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
+	ck_assert_uint_eq(cae_patch_count(p), 5000 - 200);
+	ck_assert_str_eq(cae_patch_warning(p, 0),
+			 "line 2: skipped a git command with an unterminated quote");
+	cae_patch_free(p);
+	cae_buf_clear(&b);
+	/* a hunk header with absurd numbers */
+	p = parse_ok("--- a/f\n+++ b/f\n@@ -99999999999999999999,1 +1 @@\n-a\n+b\n");
+	ck_assert(!cae_patch_get(p, 0)->op->hunks[0].has_range);
+	cae_patch_free(p);
+	p = parse_ok("--- a/f\n+++ b/f\n@@ -18446744073709551615,2 +1 @@\n-a\n+b\n");
+	char *out;
+	size_t n;
+	ck_assert_int_eq(cae_patch_apply_hunks("a\n", 2, first_op(p), &out, &n, &err), 0);
+	ck_assert_str_eq(out, "b\n");
+	free(out);
+	cae_patch_free(p);
+}
+END_TEST
+
+
+
 static cae_patch_file_op *first_op(cae_patch *p)
 {
 	for (size_t i = 0; i < cae_patch_count(p); i++)
@@ -1006,6 +1050,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, too_many_commands);
 	tcase_add_test(tc, fifty_megabytes);
 	tcase_add_test(tc, hostile_sizes);
+	tcase_add_test(tc, hostile_shapes);
 	tcase_add_test(tc, apply_large_and_adversarial);
 	suite_add_tcase(s, tc);
 
