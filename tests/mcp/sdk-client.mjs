@@ -216,8 +216,51 @@ async function main() {
 
 }
 
+// The binary itself, without the SDK: garbage, truncated, oversized (5 MiB, over the 4 MiB
+// bound) and deeply nested messages get JSON-RPC errors and the server keeps serving; every
+// byte on stdout is a protocol message.
+async function raw() {
+  const { spawn } = await import("node:child_process");
+  const child = spawn(cae, ["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state], {
+    stdio: ["pipe", "pipe", "pipe"],
+    env: { ...process.env, CAE_LOG_LEVEL: "debug" },
+  });
+  let out = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", () => {});
+  const lines = [
+    '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}',
+    "this is not json",
+    '{"jsonrpc":"2.0","id":2,"method":"tools/li',
+    '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"' + "x".repeat(5 << 20) + '"}}',
+    "[".repeat(10000) + "]".repeat(10000),
+    '{"jsonrpc":"1.0","id":4,"method":"ping"}',
+    '{"jsonrpc":"2.0","id":5,"method":"no/such/method"}',
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    '{"jsonrpc":"2.0","id":6,"method":"ping"}',
+  ];
+  child.stdin.end(lines.join("\n") + "\n");
+  const code = await new Promise((res) => child.on("close", res));
+  check(code === 0, "raw: the server exits 0 at end of input", code);
+  const msgs = [];
+  let allJson = true;
+  for (const l of out.split("\n").filter((l) => l.length)) {
+    try {
+      msgs.push(JSON.parse(l));
+    } catch {
+      allJson = false;
+    }
+  }
+  check(allJson && msgs.every((m) => m.jsonrpc === "2.0"), "raw: stdout carries only JSON-RPC messages", out.slice(0, 300));
+  const codes = msgs.map((m) => (m.error ? m.error.code : "ok"));
+  check(JSON.stringify(codes) === JSON.stringify(["ok", -32700, -32700, -32600, -32600, -32600, -32601, "ok"]),
+    "raw: errors for garbage, truncated, oversized, nested, bad version, unknown method; still serving", codes);
+  check(msgs.at(-1)?.id === 6, "raw: the last ping is answered", msgs.at(-1));
+}
+
 try {
   await main();
+  await raw();
 } catch (e) {
   check(false, "unexpected exception", { message: e?.message, stack: e?.stack });
 } finally {
