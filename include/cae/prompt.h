@@ -6,6 +6,9 @@
 #include "cae/config.h"
 #include "cae/policy.h"
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -14,6 +17,34 @@ extern "C" {
  * (seed 000 §6.5). Returns a new string; "" when the command executor is disabled; NULL on
  * ENOMEM. */
 char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy);
+
+/* system_prompt_text_editor.txt: the text editor tool and the git workflow (seed 004 §7).
+ * "" when the text editor is disabled. New string, NULL on ENOMEM. */
+char *cae_prompt_text_editor(const cae_config *cfg);
+
+/* The planning prompt's "Execution Environment Selection" section (seed 003 §6.2): a table of
+ * the configured environments (name, image, recommended use) and the `selected_environment`
+ * field the plan must carry. "" when the command executor is disabled. New string. */
+char *cae_prompt_environment_selection(const cae_config *cfg);
+
+/* The outcome of reading `selected_environment.name` from a planning response. */
+typedef struct cae_env_selection {
+	char *name;      /* the environment to use (a configured one, or the default) */
+	char *requested; /* what the plan asked for, NULL when it named none */
+	char *reasoning; /* selected_environment.reasoning, when given */
+	bool fallback;   /* true when the default was used instead of the plan's choice */
+	char *warning;   /* why (for the log), NULL when no fallback */
+	char *comment;   /* text to post on the issue / merge request, NULL when no fallback */
+} cae_env_selection;
+
+/* Extracts selected_environment.name from a planning response (seed 003 §6.3, §11): the
+ * text may be the JSON itself, JSON inside a Markdown fence, or JSON surrounded by prose.
+ * A missing field, an unknown name or malformed JSON select the default environment with a
+ * warning and a comment. Always fills *sel (free with cae_env_selection_clear); returns 0 or
+ * -ENOMEM. */
+int cae_prompt_select_environment(const cae_config *cfg, const char *text, size_t len,
+				  cae_env_selection *sel);
+void cae_env_selection_clear(cae_env_selection *sel);
 
 /* Replaces every "{name}" in template with value. New string, NULL on ENOMEM. */
 char *cae_prompt_fill(const char *template_text, const char *name, const char *value);

@@ -15,6 +15,7 @@ static const struct cae_cli_command commands[] = {
 	{ "run", "prepare, run one command, clean up", cae_cli_run },
 	{ "tools", "print the tool definitions for an agent", cae_cli_tools },
 	{ "prompt", "print a system-prompt section", cae_cli_prompt },
+	{ "plan", "read the planner's environment choice (plan select-env)", cae_cli_plan },
 	{ "config", "show the effective configuration (config show)", cae_cli_config },
 	{ "mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp },
 	{ "version", "print the version", cae_cli_version },

@@ -3,6 +3,10 @@
 
 #include "cae/prompt.h"
 #include "cae/tools.h"
+#include "base/fs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,8 +74,13 @@ int cae_cli_tools(int argc, char **argv)
 
 static int usage_prompt(FILE *f)
 {
-	fprintf(f, "usage: cae prompt command-executor [options]\n\nPrints a system-prompt section "
-		   "(empty when its feature is disabled).\n\noptions:\n" CAE_CLI_COMMON_HELP);
+	fprintf(f, "usage: cae prompt (command-executor | text-editor | environment-selection) "
+		   "[options]\n\nPrints a system-prompt section; empty when its feature is "
+		   "disabled.\n  command-executor       system_prompt_command_executor.txt, "
+		   "{allowed_commands_list} filled\n  text-editor            "
+		   "system_prompt_text_editor.txt (editor tool + git workflow)\n"
+		   "  environment-selection  the planning prompt's environment table\n\noptions:\n"
+		   CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -86,24 +95,92 @@ int cae_cli_prompt(int argc, char **argv)
 		if (!cae_cli_common_option(&c, opt, optarg))
 			return usage_prompt(stderr);
 	}
-	if (optind + 1 != argc || strcmp(argv[optind], "command-executor") != 0)
+	if (optind + 1 != argc)
+		return usage_prompt(stderr);
+	const char *which = argv[optind];
+	if (strcmp(which, "command-executor") != 0 && strcmp(which, "text-editor") != 0 &&
+	    strcmp(which, "environment-selection") != 0)
 		return usage_prompt(stderr);
 	cae_config *cfg;
 	if (cae_cli_load_config(&c, &cfg) < 0)
 		return 1;
 	cae_error err;
+	cae_error_clear(&err);
+	char *text = NULL;
 	cae_policy *p = NULL;
+	if (strcmp(which, "command-executor") == 0) {
+		p = cae_policy_from_config(cfg, &err);
+		text = p ? cae_prompt_command_executor(cfg, p) : NULL;
+	} else if (strcmp(which, "text-editor") == 0) {
+		text = cae_prompt_text_editor(cfg);
+	} else {
+		text = cae_prompt_environment_selection(cfg);
+	}
 	int status = 0;
-	p = cae_policy_from_config(cfg, &err);
-	char *text = p ? cae_prompt_command_executor(cfg, p) : NULL;
 	if (text) {
 		fputs(text, stdout);
 		free(text);
 	} else {
-		fprintf(stderr, "cae: %s\n", p ? "out of memory" : err.message);
+		fprintf(stderr, "cae: %s\n", err.code ? err.message : "out of memory");
 		status = 1;
 	}
 	cae_policy_free(p);
 	cae_config_free(cfg);
 	return status;
+}
+
+static int usage_plan(FILE *f)
+{
+	fprintf(f, "usage: cae plan select-env [FILE] [options]\n\nReads a planning response "
+		   "(JSON, JSON in a Markdown fence, or JSON within prose; FILE or stdin) and prints "
+		   "{name, requested, reasoning, fallback, warning, comment}: the environment to "
+		   "prepare, falling back to the default with a warning and a comment for the issue "
+		   "when the plan names none or an unknown one.\n\noptions:\n" CAE_CLI_COMMON_HELP);
+	return f == stdout ? 0 : 2;
+}
+
+int cae_cli_plan(int argc, char **argv)
+{
+	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 } };
+	cae_cli_common c = { 0 };
+	int opt;
+	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		if (opt == 'h')
+			return usage_plan(stdout);
+		if (!cae_cli_common_option(&c, opt, optarg))
+			return usage_plan(stderr);
+	}
+	if (optind >= argc || strcmp(argv[optind], "select-env") != 0 || argc - optind > 2)
+		return usage_plan(stderr);
+	const char *file = optind + 1 < argc ? argv[optind + 1] : "-";
+	char *text = NULL;
+	size_t len = 0;
+	int r = strcmp(file, "-") == 0 ? cae_read_fd(STDIN_FILENO, 16u << 20, &text, &len)
+				       : cae_read_file(AT_FDCWD, file, 16u << 20, &text, &len);
+	if (r < 0) {
+		fprintf(stderr, "cae: %s: %s\n", file, strerror(-r));
+		return 1;
+	}
+	cae_config *cfg;
+	if (cae_cli_load_config(&c, &cfg) < 0) {
+		free(text);
+		return 1;
+	}
+	cae_env_selection sel;
+	r = cae_prompt_select_environment(cfg, text, len, &sel);
+	free(text);
+	if (r == 0) {
+		if (sel.warning)
+			cae_log_event(cae_cli_log(), CAE_LOG_WARN, "planning.environment_fallback",
+				      "%s", sel.warning);
+		json_t *j = json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?}", "name", sel.name,
+				      "requested", sel.requested, "reasoning", sel.reasoning,
+				      "fallback", sel.fallback, "warning", sel.warning, "comment",
+				      sel.comment);
+		cae_cli_print_json(j);
+		json_decref(j);
+	}
+	cae_env_selection_clear(&sel);
+	cae_config_free(cfg);
+	return r == 0 ? 0 : 1;
 }

@@ -8,6 +8,7 @@
 #include "base/banned.h"
 
 extern const char cae_embedded_system_prompt_command_executor[];
+extern const char cae_embedded_system_prompt_text_editor[];
 
 char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
 {
@@ -46,4 +47,9 @@ char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *polic
 				    "allowed_commands_list", list);
 	free(list);
 	return out;
+}
+
+char *cae_prompt_text_editor(const cae_config *cfg)
+{
+	return strdup(cfg->text_editor_mcp.enabled ? cae_embedded_system_prompt_text_editor : "");
 }
