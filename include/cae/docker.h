@@ -93,6 +93,11 @@ int cae_docker_container_remove(cae_docker *d, const char *id, bool force, bool 
  * {"name": ["coding-agent-exec-"], "label": ["cae.task_uuid"]}. *out: array. */
 int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t **out,
 			      cae_error *err);
+/* PUT /containers/{id}/archive?path=PATH: extracts the tar read from fd (until EOF, size
+ * bytes; the fd is borrowed and read from its current offset) into the directory PATH of
+ * the container, which must exist. The call timeout applies to the whole upload. */
+int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
+			   uint64_t size, cae_error *err);
 /* GET /info */
 int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
 

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -409,6 +410,172 @@ static int docker_cleanup(cae_backend *b, const char *uuid, cae_error *err)
 	return r;
 }
 
+/* ---- local repositories ----
+ * A task's repo may be a path on this host, which a container cannot see (and the engine
+ * may be remote). It travels as a git bundle of every ref, in a one-file tar streamed with
+ * PUT /containers/{id}/archive, is mirrored at SOURCE_MIRROR inside the container, and the
+ * shared clone step clones from that mirror with file://, so shallow clones and pull
+ * request fetches behave as for any remote. The mirror stays: it is the clone's origin. */
+
+#define SOURCE_BUNDLE SCRATCH "/.cae-src.bundle"
+#define SOURCE_MIRROR SCRATCH "/.cae-src.git"
+#define TAR_BLOCK 512
+
+static bool is_local_repo(const char *repo)
+{
+	return repo && !strstr(repo, "://") && !(strchr(repo, '@') && strchr(repo, ':'));
+}
+
+static void tar_octal(char *field, size_t width, uint64_t v)
+{
+	/* width - 1 octal digits and a NUL */
+	field[width - 1] = '\0';
+	for (size_t i = width - 1; i > 0; i--) {
+		field[i - 1] = (char)('0' + (v & 7));
+		v >>= 3;
+	}
+}
+
+/* Writes a ustar archive holding one regular file `name` (owned by uid/gid 1000, 0644) with
+ * the size bytes of in_fd. */
+static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
+{
+	if (strlen(name) >= 100 || size >= (1ULL << 33))
+		return -EFBIG;
+	char h[TAR_BLOCK];
+	memset(h, 0, sizeof(h));
+	memcpy(h, name, strlen(name));
+	tar_octal(h + 100, 8, 0644);
+	tar_octal(h + 108, 8, 1000);
+	tar_octal(h + 116, 8, 1000);
+	tar_octal(h + 124, 12, size);
+	tar_octal(h + 136, 12, (uint64_t)time(NULL));
+	h[156] = '0';
+	memcpy(h + 257, "ustar", 6);
+	memcpy(h + 263, "00", 2);
+	memcpy(h + 265, "agent", 5);
+	memcpy(h + 297, "agent", 5);
+	memset(h + 148, ' ', 8);
+	unsigned sum = 0;
+	for (size_t i = 0; i < sizeof(h); i++)
+		sum += (unsigned char)h[i];
+	tar_octal(h + 148, 7, sum);
+	h[155] = ' ';
+	int r = cae_write_all(out, h, sizeof(h));
+	char buf[64 * 1024];
+	uint64_t left = size;
+	while (r == 0 && left > 0) {
+		ssize_t n = read(in_fd, buf, (size_t)MIN(left, (uint64_t)sizeof(buf)));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n < 0 ? -errno : -EIO;
+		r = cae_write_all(out, buf, (size_t)n);
+		left -= (uint64_t)n;
+	}
+	/* pad to a block, then the two zero blocks that end an archive */
+	memset(buf, 0, 3 * TAR_BLOCK);
+	size_t pad = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
+	if (r == 0)
+		r = cae_write_all(out, buf, pad + 2 * TAR_BLOCK);
+	return r;
+}
+
+/* The last non-empty line of a command's stderr (or stdout), for messages. */
+static void last_line(const cae_run_result *res, char *out, size_t size)
+{
+	const char *s = res->err && *res->err ? res->err : res->out ? res->out : "";
+	size_t n = strlen(s);
+	while (n > 0 && (s[n - 1] == '\n' || s[n - 1] == '\r'))
+		n--;
+	size_t start = n;
+	while (start > 0 && s[start - 1] != '\n')
+		start--;
+	snprintf(out, size, "%.*s", (int)(n - start), s + start);
+}
+
+static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *repo,
+			     cae_error *err)
+{
+	char real[PATH_MAX];
+	if (!realpath(repo, real) || !cae_is_dir(real))
+		return cae_error_set(err, -ENOENT, "repository not found: %s", repo);
+	const char *tmpbase = getenv("TMPDIR");
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/cae-bundle-XXXXXX", tmpbase && *tmpbase ? tmpbase : "/tmp");
+	if (!mkdtemp(dir))
+		return cae_error_set(err, -errno, "cannot create a temporary directory: %s",
+				     strerror(errno));
+	_cleanup_free_ char *bundle = cae_path_join(dir, "src.bundle");
+	_cleanup_free_ char *tarpath = cae_path_join(dir, "src.tar");
+	int r = 0;
+	if (!bundle || !tarpath) {
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* git on this host, as the local backend's clone: the repository is the user's own. */
+	const char *argv[] = { "git", "-C", real, "bundle", "create", "--quiet", bundle, "--all",
+			       NULL };
+	int timeout_s = b->cfg->command_executor.clone.timeout_seconds;
+	cae_run_spec spec = { .argv = argv, .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
+			      .max_stdout = 64 * 1024, .max_stderr = 64 * 1024 };
+	cae_run_result res;
+	r = cae_runner_run(&spec, &res, err);
+	if (r < 0) {
+		cae_error_prefix(err, "git bundle");
+		goto out;
+	}
+	if (res.exit_code != 0) {
+		char line[512];
+		last_line(&res, line, sizeof(line));
+		r = cae_error_set(err, -EIO, "git bundle of %s failed: %s", real, line);
+		cae_run_result_clear(&res);
+		goto out;
+	}
+	cae_run_result_clear(&res);
+	{
+		_cleanup_close_ int in = open(bundle, O_RDONLY | O_CLOEXEC);
+		_cleanup_close_ int tar = open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		struct stat st;
+		if (in < 0 || tar < 0 || fstat(in, &st) < 0) {
+			r = cae_error_set(err, -errno, "cannot stage the repository: %s",
+					  strerror(errno));
+			goto out;
+		}
+		r = write_tar_one(tar, SOURCE_BUNDLE + strlen(SCRATCH) + 1, in, (uint64_t)st.st_size);
+		off_t tsize = lseek(tar, 0, SEEK_CUR);
+		if (r < 0 || tsize < 0 || lseek(tar, 0, SEEK_SET) < 0) {
+			r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage the repository: %s",
+					  strerror(r < 0 ? -r : errno));
+			goto out;
+		}
+		r = cae_docker_put_archive(impl_of(b)->d, pc->id, SCRATCH, tar, (uint64_t)tsize, err);
+		if (r < 0)
+			goto out;
+	}
+	{
+		const char *mirror[] = { "sh", "-c",
+					 "git clone --quiet --mirror \"$1\" \"$2\" && rm -f \"$1\"",
+					 "sh", SOURCE_BUNDLE, SOURCE_MIRROR, NULL };
+		cae_exec_request req = { .argv = mirror, .cwd = SCRATCH,
+					 .timeout_ms = spec.timeout_ms, .max_stdout = 64 * 1024,
+					 .max_stderr = 64 * 1024, .cancel_fd = -1 };
+		r = prep_exec(pc, &req, &res, err);
+		if (r < 0)
+			goto out;
+		if (res.exit_code != 0) {
+			char line[512];
+			last_line(&res, line, sizeof(line));
+			r = cae_error_set(err, -EIO, "git clone --mirror of the bundle failed: %s",
+					  line);
+		}
+		cae_run_result_clear(&res);
+	}
+out:
+	cae_rm_rf(dir);
+	return r;
+}
+
 /* ---- prepare ---- */
 
 static void progress(const cae_prepare_options *o, int step, const char *msg)
@@ -536,7 +703,18 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 	progress(opts, 4, "clone");
 	struct prep_ctx pc = { .b = b, .uuid = task->uuid, .id = id, .cancel_fd = opts->cancel_fd,
 			       .has_cancel_fd = opts->has_cancel_fd };
-	r = cae_git_clone(prep_exec, &pc, cfg, b->log, task, PROJECT, err);
+	if (is_local_repo(task->repo)) {
+		r = upload_local_repo(b, &pc, task->repo, err);
+		if (r < 0) {
+			cae_error_prefix(err, "clone");
+			goto fail;
+		}
+		cae_task local = *task;
+		local.repo = (char *)"file://" SOURCE_MIRROR;
+		r = cae_git_clone(prep_exec, &pc, cfg, b->log, &local, PROJECT, err);
+	} else {
+		r = cae_git_clone(prep_exec, &pc, cfg, b->log, task, PROJECT, err);
+	}
 	if (r < 0) {
 		cae_error_prefix(err, "clone");
 		goto fail;

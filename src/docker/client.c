@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/banned.h"
 
@@ -708,6 +709,90 @@ int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t *
 		return cae_error_set(err, -EPROTO, "GET /containers/json: not an array");
 	}
 	return 0;
+}
+
+struct upload {
+	int fd;
+	bool failed;
+};
+
+static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
+{
+	struct upload *u = ud;
+	for (;;) {
+		ssize_t n = read(u->fd, buf, size * nmemb);
+		if (n >= 0)
+			return (size_t)n;
+		if (errno != EINTR) {
+			u->failed = true;
+			return CURL_READFUNC_ABORT;
+		}
+	}
+}
+
+int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
+			   uint64_t size, cae_error *err)
+{
+	char prefix[24];
+	int r = cae_docker_version_prefix(d, prefix, sizeof(prefix), err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *eid = cae_docker_escape(id);
+	_cleanup_free_ char *epath = cae_docker_escape(path);
+	_cleanup_free_ char *url = NULL;
+	if (!eid || !epath ||
+	    asprintf(&url, "%s%s/containers/%s/archive?path=%s", d->ep.base_url, prefix, eid,
+		     epath) < 0)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	CURL *h = handle_get(d);
+	if (!h)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	struct response resp = { 0 };
+	cae_buf_init(&resp.body, 64 * 1024);
+	struct upload up = { .fd = fd };
+	char errbuf[CURL_ERROR_SIZE];
+	errbuf[0] = '\0';
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-tar");
+	hdrs = curl_slist_append(hdrs, "Expect:");
+	set_endpoint(d, h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_UPLOAD, 1L);
+	curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read);
+	curl_easy_setopt(h, CURLOPT_READDATA, &up);
+	curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)d->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)MIN(d->timeout_ms, 10000));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &resp);
+	CURLcode c = curl_easy_perform(h);
+	curl_slist_free_all(hdrs);
+	long status = 0;
+	if (c == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (c != CURLE_OK) {
+		curl_easy_cleanup(h);
+		cae_buf_clear(&resp.body);
+		if (up.failed)
+			return cae_error_set(err, -EIO, "PUT /containers/%s/archive: cannot read the "
+					     "archive", id);
+		return cae_error_set(err, c == CURLE_COULDNT_CONNECT ? -ECONNREFUSED :
+					  c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
+				     "PUT /containers/%s/archive: %s", id,
+				     errbuf[0] ? errbuf : curl_easy_strerror(c));
+	}
+	handle_put(d, h);
+	if (status >= 200 && status < 300) {
+		cae_buf_clear(&resp.body);
+		return 0;
+	}
+	char msg[768];
+	cae_docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
+	cae_buf_clear(&resp.body);
+	return cae_error_set(err, cae_docker_status_errno(status),
+			     "PUT /containers/%s/archive: %s (HTTP %ld)", id,
+			     msg[0] ? msg : "no message", status);
 }
 
 int cae_docker_info(cae_docker *d, json_t **out, cae_error *err)

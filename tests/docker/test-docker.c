@@ -1088,6 +1088,45 @@ START_TEST(backend_pull_request_diff_in_shallow_clone)
 }
 END_TEST
 
+START_TEST(backend_local_path_repository)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	/* a local clone of py.git: the container cannot see this path, nor any network */
+	char *work = tu_mkdtemp();
+	shf("git clone -q %s/py.git %s/repo && git -C %s/repo branch -q feature origin/feature",
+	    git_root, work, work);
+	char repo[600];
+	snprintf(repo, sizeof(repo), "%s/repo", work);
+	cae_task t = { .uuid = uuid, .repo = repo, .kind = CAE_TASK_PULL_REQUEST,
+		       .branch = (char *)"feature", .target_branch = (char *)"main" };
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid,
+				 "git rev-parse --abbrev-ref HEAD; "
+				 "git diff --name-only origin/main...HEAD; "
+				 "git rev-parse --is-shallow-repository; git remote get-url origin; "
+				 "ls /workspace/tmp",
+				 30000);
+	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\nfile:///workspace/tmp/.cae-src.git\n");
+	cae_run_result_clear(&r);
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	/* a path that does not exist: the clone step says so, nothing is left */
+	cae_backend_free(b);
+	snprintf(repo, sizeof(repo), "%s/nope", work);
+	cae_task t2 = { .uuid = uuid, .repo = repo };
+	expect_prepare_failure(cfg, &t2, "python", "clone", "repository not found");
+	cae_rm_rf(work);
+	free(work);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static bool file_contains(const char *path, const char *needle)
 {
 	char *text = NULL;
@@ -1593,6 +1632,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, backend_unreachable_repo);
 	tcase_add_test(b, backend_wrong_token);
 	tcase_add_test(b, backend_pull_request_diff_in_shallow_clone);
+	tcase_add_test(b, backend_local_path_repository);
 	tcase_add_test(b, backend_token_appears_nowhere);
 	tcase_add_test(b, backend_security_and_limits);
 	tcase_add_test(b, backend_network_none_and_socket_warning);
