@@ -11,7 +11,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char fixed_text[] = "line 1\nline 2\r\n\n  indented\t\n-x\n+y\n @@\nlast without newline";
+static const char fixed_text[] =
+    "line 1\nline 2\r\n\n  indented\t\n-x\n+y\n @@\nlast without newline";
 
 static int fuzz_read(void *userdata, const char *path, char **out, size_t *len, cae_error *err)
 {
@@ -32,7 +33,7 @@ static void try_apply(const cae_patch_file_op *op, const char *old, size_t old_l
 {
 	char *out = NULL;
 	size_t n = 0;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	if (cae_patch_apply_hunks(old, old_len, op, &out, &n, &err) == 0) {
 		if (!out || out[n] != '\0')
 			abort();
@@ -48,7 +49,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	const char *text = (const char *)data;
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	if (cae_patch_parse(text, size, &p, &err) < 0) {
 		if (p || err.message[0] == '\0')
 			abort(); /* an error always says why, and leaves nothing behind */
@@ -71,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		try_apply(c->op, "", 0);
 		try_apply(c->op, text, size);
 	}
-	cae_patch_fs fs = { .read = fuzz_read };
+	cae_patch_fs fs = {.read = fuzz_read};
 	cae_patch_plan *plan = NULL;
 	if (cae_patch_check(p, &fs, &plan, &err) == 0) {
 		if (cae_patch_plan_count(plan) != cae_patch_count(p))

@@ -70,11 +70,11 @@ extern "C" {
 
 /* Bounds on hostile input: a larger text, more commands or a longer line (in the line-based
  * forms) is refused with -E2BIG and a message saying which bound. */
-#define CAE_PATCH_MAX_INPUT ((size_t)64 << 20)   /* bytes of patch text */
-#define CAE_PATCH_MAX_COMMANDS 10000             /* commands in one patch */
-#define CAE_PATCH_MAX_LINE ((size_t)16 << 20)    /* bytes in one line (not JSON) */
-#define CAE_PATCH_MAX_WARNINGS 100               /* kept; later ones are counted */
-#define CAE_PATCH_MAX_FILE ((size_t)1 << 30)     /* old file content for apply */
+#define CAE_PATCH_MAX_INPUT ((size_t)64 << 20) /* bytes of patch text */
+#define CAE_PATCH_MAX_COMMANDS 10000	       /* commands in one patch */
+#define CAE_PATCH_MAX_LINE ((size_t)16 << 20)  /* bytes in one line (not JSON) */
+#define CAE_PATCH_MAX_WARNINGS 100	       /* kept; later ones are counted */
+#define CAE_PATCH_MAX_FILE ((size_t)1 << 30)   /* old file content for apply */
 
 typedef enum cae_patch_format {
 	CAE_PATCH_FORMAT_EMPTY,
@@ -132,7 +132,7 @@ typedef struct cae_patch_hunk {
 	 * (usually a class or function line). NULL-free array of ncontexts strings. */
 	char **contexts;
 	size_t ncontexts;
-	bool end_of_file;    /* the old lines end the file ("*** End of File", or a no-newline mark) */
+	bool end_of_file; /* the old lines end the file ("*** End of File", or a no-newline mark) */
 	bool old_no_newline; /* unified "\ No newline at end of file" after the old side */
 	bool new_no_newline; /* ... after the new side */
 	cae_patch_line *lines;
@@ -230,11 +230,11 @@ typedef enum cae_patch_step_kind {
 
 typedef struct cae_patch_step {
 	cae_patch_step_kind kind;
-	size_t index;                     /* of the command in the patch */
+	size_t index;			  /* of the command in the patch */
 	const cae_patch_command *command; /* borrowed from the patch */
-	const char *path;                 /* WRITE/APPEND/DELETE; for a move the new path */
-	const char *old_path;             /* WRITE of a move: remove after writing; else NULL */
-	const char *data;                 /* WRITE: whole new content; APPEND: bytes to add */
+	const char *path;		  /* WRITE/APPEND/DELETE; for a move the new path */
+	const char *old_path;		  /* WRITE of a move: remove after writing; else NULL */
+	const char *data;		  /* WRITE: whole new content; APPEND: bytes to add */
 	size_t len;
 	/* The step depends on a file's content and comes after a RUN step, whose effect on files
 	 * cannot be known: data is NULL, compute it at execution time (cae_patch_apply_hunks). */

@@ -237,7 +237,7 @@ static int search_scan(const ftext *f, size_t from, size_t from_off, const patte
 					cap = ncap;
 				}
 				size_t d = p >= hint ? (p - hint) * 2 : (hint - p) * 2 + 1;
-				cs[nc++] = (cand){ .pos = p, .off = trail, .dist = d };
+				cs[nc++] = (cand){.pos = p, .off = trail, .dist = d};
 				if (p < hint) {
 					have_before = true;
 					before = p;
@@ -315,7 +315,7 @@ static bool search_eof(const ftext *f, size_t from, size_t from_off, const patte
 
 typedef struct loc {
 	size_t pos, off; /* where the old lines start */
-	size_t nused;    /* hunk lines used (trailing blank context may be dropped) */
+	size_t nused;	 /* hunk lines used (trailing blank context may be dropped) */
 } loc;
 
 static const char *hunk_first_old(const cae_patch_hunk *h, size_t *n)
@@ -339,7 +339,8 @@ static int not_found(const cae_patch_file_op *op, size_t hi, const cae_patch_hun
 		return cae_error_set(err, -EINVAL,
 				     "hunk %zu of %s did not apply: context not found %s (expected "
 				     "\"%s\")",
-				     hi + 1, op->path, where, patch_quote(first, n, 80, q, sizeof(q)));
+				     hi + 1, op->path, where,
+				     patch_quote(first, n, 80, q, sizeof(q)));
 	return cae_error_set(err, -EINVAL, "hunk %zu of %s did not apply: context not found %s",
 			     hi + 1, op->path, where);
 }
@@ -363,10 +364,10 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 		bool ctx_found = false;
 		size_t ctx_pos = 0, ctx_off = 0;
 		for (size_t c = 0; c < h->ncontexts; c++) {
-			cae_patch_line cl = { .kind = ' ', .text = h->contexts[c],
-					      .len = strlen(h->contexts[c]) };
+			cae_patch_line cl = {
+			    .kind = ' ', .text = h->contexts[c], .len = strlen(h->contexts[c])};
 			const cae_patch_line *one = &cl;
-			pattern pt = { .l = &one, .k = 1 };
+			pattern pt = {.l = &one, .k = 1};
 			size_t from = ctx_found ? ctx_pos + 1 : min;
 			size_t from_off = ctx_found ? advance(f, ctx_off, 1) : min_off;
 			int r = 0;
@@ -392,7 +393,8 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 		size_t hint = 0;
 		if (have_hint) {
 			long long e = (long long)(h->old_count == 0 ? h->old_start
-						  : h->old_start ? h->old_start - 1 : 0);
+						  : h->old_start    ? h->old_start - 1
+								    : 0);
 			if (have_delta)
 				e += delta;
 			hint = e < 0 ? 0 : (size_t)e;
@@ -409,7 +411,7 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 		size_t pos = 0, off = 0;
 		bool found = false;
 		for (int attempt = 0; attempt < 4 && !found; attempt++) {
-			pattern pt = { .l = buf, .k = 0 };
+			pattern pt = {.l = buf, .k = 0};
 			for (size_t j = 0; j < nused; j++)
 				if (h->lines[j].kind != '+')
 					buf[pt.k++] = &h->lines[j];
@@ -431,8 +433,8 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 				if (h->end_of_file) {
 					found = search_eof(f, from, from_off, &pt, m, &pos, &off);
 				} else {
-					int r = search(f, from, from_off, &pt, m, have_hint, hint, &pos,
-						       &off);
+					int r = search(f, from, from_off, &pt, m, have_hint, hint,
+						       &pos, &off);
 					if (r < 0)
 						return cae_error_set(err, r, "out of memory");
 					found = r == 1;
@@ -440,7 +442,8 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 			}
 			if (found)
 				break;
-			/* trailing empty context lines may have been added by a model or an editor */
+			/* trailing empty context lines may have been added by a model or an editor
+			 */
 			if (nused == 0 || h->lines[nused - 1].kind != ' ')
 				break;
 			const cae_patch_line *last = &h->lines[nused - 1];
@@ -455,13 +458,14 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 			return not_found(op, hi, h, where, err);
 		if (have_hint) {
 			delta = (long long)pos - (long long)(h->old_count == 0 ? h->old_start
-							    : h->old_start ? h->old_start - 1 : 0);
+							     : h->old_start    ? h->old_start - 1
+									       : 0);
 			have_delta = true;
 		}
 		size_t k = 0;
 		for (size_t j = 0; j < nused; j++)
 			k += h->lines[j].kind != '+';
-		locs[hi] = (loc){ .pos = pos, .off = off, .nused = nused };
+		locs[hi] = (loc){.pos = pos, .off = off, .nused = nused};
 		min = pos + k;
 		min_off = advance(f, off, k);
 	}
@@ -579,8 +583,8 @@ typedef struct ov_entry {
 	int state;
 	const char *data; /* OV_CONTENT: borrowed or == own */
 	size_t len;
-	char *own;     /* buffer owned by the overlay */
-	cae_buf pend;  /* OV_PENDING: bytes appended to an unread file */
+	char *own;    /* buffer owned by the overlay */
+	cae_buf pend; /* OV_PENDING: bytes appended to an unread file */
 } ov_entry;
 
 typedef struct overlay {
@@ -817,7 +821,8 @@ static int check_file_op(overlay *ov, cae_patch_plan *plan, cae_patch_step *st,
 		return r;
 	if (r == 0)
 		return cae_error_set(err, -ENOENT, "cannot %s %s: no such file",
-				     op->kind == CAE_PATCH_OP_DELETE ? "delete" : "patch", op->path);
+				     op->kind == CAE_PATCH_OP_DELETE ? "delete" : "patch",
+				     op->path);
 	char *out;
 	size_t out_len;
 	r = cae_patch_apply_hunks(old, old_len, op, &out, &out_len, err);
@@ -920,7 +925,7 @@ int cae_patch_check(const cae_patch *p, const cae_patch_fs *fs, cae_patch_plan *
 	plan->steps = calloc(p->ncmds + 1, sizeof(*plan->steps));
 	if (!plan->steps)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	overlay ov = { .fs = fs };
+	overlay ov = {.fs = fs};
 	bool after_run = false;
 	int r = 0;
 	for (size_t i = 0; i < p->ncmds && r == 0; i++) {

@@ -69,7 +69,7 @@ static int hb_line(hunk_builder *b, char kind, const char *text, size_t len)
 		h->lines = n;
 		b->lcap = ncap;
 	}
-	h->lines[h->nlines++] = (cae_patch_line){ .kind = kind, .text = text, .len = len };
+	h->lines[h->nlines++] = (cae_patch_line){.kind = kind, .text = text, .len = len};
 	return 0;
 }
 
@@ -121,7 +121,8 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 		bool no_nl = false;
 		for (size_t i = 0; i < op->nhunks; i++) {
 			for (size_t j = 0; j < op->hunks[i].nlines; j++) {
-				cae_buf_append(&b, op->hunks[i].lines[j].text, op->hunks[i].lines[j].len);
+				cae_buf_append(&b, op->hunks[i].lines[j].text,
+					       op->hunks[i].lines[j].len);
 				cae_buf_append(&b, "\n", 1);
 			}
 			no_nl = op->hunks[i].new_no_newline;
@@ -255,13 +256,13 @@ static int ap_path(const patch_line *l, const char *what, const char *s, size_t 
 	return 0;
 }
 
-static int ap_add(cae_patch *p, patch_lines *it, const patch_line *hdr, const char *path,
-		  size_t pn, cae_error *err)
+static int ap_add(cae_patch *p, patch_lines *it, const patch_line *hdr, const char *path, size_t pn,
+		  cae_error *err)
 {
 	_cleanup_(patch_file_op_freep) cae_patch_file_op *op = op_new(CAE_PATCH_OP_ADD, path, pn);
 	if (!op)
 		return oom(err);
-	hunk_builder b = { .op = op };
+	hunk_builder b = {.op = op};
 	patch_line l;
 	while (patch_lines_peek(it, &l)) {
 		if (l.len && l.p[0] == '+') {
@@ -302,7 +303,7 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		     size_t pn, cae_error *err)
 {
 	_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
-		op_new(CAE_PATCH_OP_UPDATE, path, pn);
+	    op_new(CAE_PATCH_OP_UPDATE, path, pn);
 	if (!op)
 		return oom(err);
 	const char *section = hdr->p;
@@ -317,7 +318,7 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		if (!patch_eq(rest, rn, op->path) && !(op->move_to = patch_strndup(rest, rn)))
 			return oom(err);
 	}
-	hunk_builder b = { .op = op };
+	hunk_builder b = {.op = op};
 	size_t pending_blank = 0; /* bare empty lines not yet known to be inside the hunk */
 	const char *pending_at = NULL;
 	int r;
@@ -334,15 +335,16 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		const char *t = l.p;
 		size_t tn = l.len;
 		patch_trim(&t, &tn);
-		if (patch_starts_with(t, tn, "***")) {
+		if (patch_starts_with(l.p, l.len, "***")) { /* markers start the line */
 			if (!patch_eq(t, tn, "*** End of File"))
 				break;
 			patch_lines_next(it, &l);
 			if (!b.cur || b.cur->nlines == 0)
-				return cae_error_set(err, -EINVAL,
-						     "line %zu: '*** End of File' without hunk lines "
-						     "before it",
-						     l.lineno);
+				return cae_error_set(
+				    err, -EINVAL,
+				    "line %zu: '*** End of File' without hunk lines "
+				    "before it",
+				    l.lineno);
 			b.cur->end_of_file = true;
 			pending_blank = 0;
 			if ((r = ap_close_hunk(&b, op->path, err)) < 0)
@@ -352,7 +354,8 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		if (l.p[0] == '@' && patch_starts_with(t, tn, "@@")) {
 			patch_lines_next(it, &l);
 			pending_blank = 0;
-			if (b.cur && b.cur->nlines > 0 && (r = ap_close_hunk(&b, op->path, err)) < 0)
+			if (b.cur && b.cur->nlines > 0 &&
+			    (r = ap_close_hunk(&b, op->path, err)) < 0)
 				return r;
 			if (!b.cur && !hb_open(&b, l.lineno))
 				return oom(err);
@@ -375,11 +378,11 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		char k = l.p[0];
 		if (k != ' ' && k != '-' && k != '+') {
 			char q[160];
-			return cae_error_set(err, -EINVAL,
-					     "line %zu: unexpected line in the update of %s: \"%s\" "
-					     "(hunk lines start with ' ', '-' or '+', hunks with '@@')",
-					     l.lineno, op->path,
-					     patch_quote(l.p, l.len, 80, q, sizeof(q)));
+			return cae_error_set(
+			    err, -EINVAL,
+			    "line %zu: unexpected line in the update of %s: \"%s\" "
+			    "(hunk lines start with ' ', '-' or '+', hunks with '@@')",
+			    l.lineno, op->path, patch_quote(l.p, l.len, 80, q, sizeof(q)));
 		}
 		patch_lines_next(it, &l);
 		if (!b.cur && !hb_open(&b, l.lineno))
@@ -419,7 +422,7 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 		const char *rest;
 		size_t rn;
 		int r;
-		if (trimmed_is(&l, "") )
+		if (trimmed_is(&l, ""))
 			continue;
 		if (trimmed_is(&l, "*** End Patch")) {
 			in = false;
@@ -433,7 +436,7 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 			if ((r = ap_path(&l, "Delete File:", rest, rn, err)) < 0)
 				return r;
 			_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
-				op_new(CAE_PATCH_OP_DELETE, rest, rn);
+			    op_new(CAE_PATCH_OP_DELETE, rest, rn);
 			if (!op)
 				return oom(err);
 			if ((r = emit_op(p, &op, NULL, 0, l.lineno, err)) < 0)
@@ -444,18 +447,20 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 				return r;
 		} else {
 			char q[160];
-			return cae_error_set(err, -EINVAL,
-					     "line %zu: expected '*** Add File: <path>', '*** Delete "
-					     "File: <path>', '*** Update File: <path>' or '*** End "
-					     "Patch', got \"%s\"",
-					     l.lineno, patch_quote(l.p, l.len, 80, q, sizeof(q)));
+			return cae_error_set(
+			    err, -EINVAL,
+			    "line %zu: expected '*** Add File: <path>', '*** Delete "
+			    "File: <path>', '*** Update File: <path>' or '*** End "
+			    "Patch', got \"%s\"",
+			    l.lineno, patch_quote(l.p, l.len, 80, q, sizeof(q)));
 		}
 	}
 	if (in)
-		return cae_error_set(err, -EINVAL,
-				     "line %zu: '*** Begin Patch' without '*** End Patch' (the patch "
-				     "may be cut short)",
-				     begin_line);
+		return cae_error_set(
+		    err, -EINVAL,
+		    "line %zu: '*** Begin Patch' without '*** End Patch' (the patch "
+		    "may be cut short)",
+		    begin_line);
 	if (!seen)
 		return cae_error_set(err, -EINVAL, "no '*** Begin Patch' line found");
 	return 0;
@@ -479,15 +484,22 @@ static size_t unquote(const char *s, size_t n, cae_buf *out)
 			if (e >= '0' && e <= '7') {
 				unsigned x = 0;
 				size_t k = 0;
-				while (k < 3 && i + 1 + k < n && s[i + 1 + k] >= '0' && s[i + 1 + k] <= '7') {
+				while (k < 3 && i + 1 + k < n && s[i + 1 + k] >= '0' &&
+				       s[i + 1 + k] <= '7') {
 					x = x * 8 + (unsigned)(s[i + 1 + k] - '0');
 					k++;
 				}
 				v = (char)x;
 				i += 1 + k;
 			} else {
-				v = e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'a' ? '\a'
-				  : e == 'b' ? '\b' : e == 'f' ? '\f' : e == 'v' ? '\v' : e;
+				v = e == 'n'   ? '\n'
+				    : e == 't' ? '\t'
+				    : e == 'r' ? '\r'
+				    : e == 'a' ? '\a'
+				    : e == 'b' ? '\b'
+				    : e == 'f' ? '\f'
+				    : e == 'v' ? '\v'
+					       : e;
 				i += 2;
 			}
 			cae_buf_append(out, &v, 1);
@@ -558,9 +570,11 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 	cae_buf_clear(&q);
 	/* unquoted: prefer the split where both halves name the same path */
 	const char *best = NULL;
-	for (const char *sp = memchr(s, ' ', n); sp; sp = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s))) {
+	for (const char *sp = memchr(s, ' ', n); sp;
+	     sp = memchr(sp + 1, ' ', n - (size_t)(sp + 1 - s))) {
 		size_t left = (size_t)(sp - s), right = n - left - 1;
-		if (left >= 2 && right >= 2 && left == right && memcmp(s + 2, sp + 3, left - 2) == 0) {
+		if (left >= 2 && right >= 2 && left == right &&
+		    memcmp(s + 2, sp + 3, left - 2) == 0) {
 			best = sp;
 			break;
 		}
@@ -720,7 +734,7 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 
 static int unified_hunks(cae_patch *p, patch_lines *it, cae_patch_file_op *op, cae_error *err)
 {
-	hunk_builder b = { .op = op };
+	hunk_builder b = {.op = op};
 	patch_line l;
 	while (patch_lines_peek(it, &l) && patch_starts_with(l.p, l.len, "@@")) {
 		int r = unified_hunk(p, it, &b, op->path, err);
@@ -748,9 +762,9 @@ static int unified_file(cae_patch *p, patch_lines *it, git_section *g, char *old
 	if (!on || !nn || (is_dev_null(on) && is_dev_null(nn)) || !on[0] || !nn[0])
 		return cae_error_set(err, -EINVAL, "line %zu: file header without usable names",
 				     lineno);
-	cae_patch_op_kind kind = is_dev_null(on) ? CAE_PATCH_OP_ADD
-			       : is_dev_null(nn) ? CAE_PATCH_OP_DELETE
-						 : CAE_PATCH_OP_UPDATE;
+	cae_patch_op_kind kind = is_dev_null(on)   ? CAE_PATCH_OP_ADD
+				 : is_dev_null(nn) ? CAE_PATCH_OP_DELETE
+						   : CAE_PATCH_OP_UPDATE;
 	const char *path = kind == CAE_PATCH_OP_ADD ? nn : on;
 	_cleanup_(patch_file_op_freep) cae_patch_file_op *op = op_new(kind, path, strlen(path));
 	if (!op)
@@ -763,10 +777,11 @@ static int unified_file(cae_patch *p, patch_lines *it, git_section *g, char *old
 	for (size_t i = 0; kind == CAE_PATCH_OP_ADD && i < op->nhunks; i++)
 		for (size_t j = 0; j < op->hunks[i].nlines; j++)
 			if (op->hunks[i].lines[j].kind != '+')
-				return cae_error_set(err, -EINVAL,
-						     "line %zu: the hunk of new file %s has context "
-						     "or removed lines",
-						     op->hunks[i].source_line, path);
+				return cae_error_set(
+				    err, -EINVAL,
+				    "line %zu: the hunk of new file %s has context "
+				    "or removed lines",
+				    op->hunks[i].source_line, path);
 	if (kind == CAE_PATCH_OP_UPDATE && op->nhunks == 0 && !op->move_to) {
 		if (g->active && !it)
 			return 0; /* a mode-only change: nothing to do here */
@@ -783,8 +798,9 @@ static int git_section_finish(cae_patch *p, git_section *g, cae_error *err)
 		return 0;
 	int r = 0;
 	if (g->copy) {
-		r = cae_error_set(err, -EINVAL, "line %zu: file copies are not supported (write "
-						"the new file as an added file)",
+		r = cae_error_set(err, -EINVAL,
+				  "line %zu: file copies are not supported (write "
+				  "the new file as an added file)",
 				  g->lineno);
 	} else if (g->rename_from && g->rename_to) {
 		r = unified_file(p, NULL, g, strdup(g->rename_from), strdup(g->rename_to), NULL,
@@ -822,7 +838,7 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 	patch_lines it;
 	patch_line l;
 	patch_lines_init(&it, text, len, first_lineno);
-	git_section g = { 0 };
+	git_section g = {0};
 	int r = 0;
 	while (r == 0 && patch_lines_peek(&it, &l)) {
 		const char *s = l.p;
@@ -837,9 +853,10 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 			git_line_names(s + 11, n - 11, &g.a, &g.b);
 			continue;
 		}
-		if (patch_starts_with(s, n, "Binary files ") || patch_starts_with(s, n, "GIT binary patch")) {
-			r = cae_error_set(err, -EINVAL, "line %zu: binary patches are not supported",
-					  l.lineno);
+		if (patch_starts_with(s, n, "Binary files ") ||
+		    patch_starts_with(s, n, "GIT binary patch")) {
+			r = cae_error_set(err, -EINVAL,
+					  "line %zu: binary patches are not supported", l.lineno);
 			break;
 		}
 		if (patch_starts_with(s, n, "--- ") && header_ahead(&it, false)) {
@@ -897,7 +914,7 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 		}
 		if (patch_starts_with(s, n, "@@") && default_path) {
 			_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
-				op_new(CAE_PATCH_OP_UPDATE, default_path, strlen(default_path));
+			    op_new(CAE_PATCH_OP_UPDATE, default_path, strlen(default_path));
 			if (!op) {
 				r = oom(err);
 				break;

@@ -8,27 +8,26 @@
 
 #include "base/banned.h"
 
-
 static const struct {
 	const char *name;
 	cae_patch_type type;
 	cae_patch_action action;
 } json_actions[] = {
-	{ "create", CAE_PATCH_FILE_EDIT, CAE_PATCH_CREATE },
-	{ "update", CAE_PATCH_FILE_EDIT, CAE_PATCH_UPDATE },
-	{ "delete", CAE_PATCH_FILE_EDIT, CAE_PATCH_DELETE },
-	{ "append", CAE_PATCH_FILE_EDIT, CAE_PATCH_APPEND },
-	{ "run", CAE_PATCH_SHELL_COMMAND, CAE_PATCH_RUN },
-	{ "add", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_ADD },
-	{ "commit", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_COMMIT },
-	{ "reset", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_RESET },
-	{ "checkout", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_CHECKOUT },
+    {"create", CAE_PATCH_FILE_EDIT, CAE_PATCH_CREATE},
+    {"update", CAE_PATCH_FILE_EDIT, CAE_PATCH_UPDATE},
+    {"delete", CAE_PATCH_FILE_EDIT, CAE_PATCH_DELETE},
+    {"append", CAE_PATCH_FILE_EDIT, CAE_PATCH_APPEND},
+    {"run", CAE_PATCH_SHELL_COMMAND, CAE_PATCH_RUN},
+    {"add", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_ADD},
+    {"commit", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_COMMIT},
+    {"reset", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_RESET},
+    {"checkout", CAE_PATCH_GIT_OPERATION, CAE_PATCH_GIT_CHECKOUT},
 };
 
 static const char *const json_action_lists[] = {
-	[CAE_PATCH_FILE_EDIT] = "create, update, delete, append",
-	[CAE_PATCH_SHELL_COMMAND] = "run",
-	[CAE_PATCH_GIT_OPERATION] = "add, commit, reset, checkout",
+    [CAE_PATCH_FILE_EDIT] = "create, update, delete, append",
+    [CAE_PATCH_SHELL_COMMAND] = "run",
+    [CAE_PATCH_GIT_OPERATION] = "add, commit, reset, checkout",
 };
 
 static int parse_type(const char *s, cae_patch_type *t)
@@ -69,10 +68,11 @@ static int copy_metadata(const json_t *m, size_t index, json_t **out, cae_error 
 	if (!m || json_is_null(m))
 		return 0;
 	if (!json_is_object(m))
-		return cae_error_set(err, -EINVAL,
-				     "patch command at index %zu: \"metadata\" must be an object of "
-				     "strings",
-				     index);
+		return cae_error_set(
+		    err, -EINVAL,
+		    "patch command at index %zu: \"metadata\" must be an object of "
+		    "strings",
+		    index);
 	_cleanup_(json_decrefp) json_t *o = json_object();
 	if (!o)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -93,10 +93,11 @@ static int copy_metadata(const json_t *m, size_t index, json_t **out, cae_error 
 		} else if (json_is_null(v)) {
 			continue;
 		} else {
-			return cae_error_set(err, -EINVAL,
-					     "patch command at index %zu: metadata \"%s\" must be a "
-					     "string",
-					     index, k);
+			return cae_error_set(
+			    err, -EINVAL,
+			    "patch command at index %zu: metadata \"%s\" must be a "
+			    "string",
+			    index, k);
 		}
 		if (!s || json_object_set_new(o, k, s) < 0)
 			return cae_error_set(err, -ENOMEM, "out of memory");
@@ -109,8 +110,9 @@ static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 {
 	int r = patch_shell_split(c->target, strlen(c->target), &c->args, NULL, &c->nargs);
 	if (r == -EINVAL)
-		return cae_error_set(err, r, "patch command at index %zu: unterminated quote in "
-					     "target",
+		return cae_error_set(err, r,
+				     "patch command at index %zu: unterminated quote in "
+				     "target",
 				     index);
 	if (r < 0)
 		return cae_error_set(err, r, "out of memory");
@@ -119,7 +121,7 @@ static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 
 static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err)
 {
-	static const char *const known[] = { "type", "action", "target", "content", "metadata" };
+	static const char *const known[] = {"type", "action", "target", "content", "metadata"};
 	if (!json_is_object(o))
 		return cae_error_set(err, -EINVAL, "patch command at index %zu must be an object",
 				     index);
@@ -162,10 +164,11 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 			found = true;
 		}
 	if (!found)
-		return cae_error_set(err, -EINVAL,
-				     "patch command at index %zu: unknown action \"%s\" for type %s "
-				     "(expected %s)",
-				     index, an, cae_patch_type_name(type), json_action_lists[type]);
+		return cae_error_set(
+		    err, -EINVAL,
+		    "patch command at index %zu: unknown action \"%s\" for type %s "
+		    "(expected %s)",
+		    index, an, cae_patch_type_name(type), json_action_lists[type]);
 
 	const char *target, *content;
 	size_t tlen, clen;
@@ -185,18 +188,20 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	bool need_target = type == CAE_PATCH_FILE_EDIT || action == CAE_PATCH_GIT_ADD ||
 			   action == CAE_PATCH_GIT_CHECKOUT;
 	if (need_target && tn == 0)
-		return cae_error_set(err, -EINVAL, "patch command at index %zu: %s %s needs a "
-						   "non-empty \"target\"",
+		return cae_error_set(err, -EINVAL,
+				     "patch command at index %zu: %s %s needs a "
+				     "non-empty \"target\"",
 				     index, cae_patch_type_name(type), an);
 	if (type == CAE_PATCH_SHELL_COMMAND && tn == 0) {
 		const char *cc = content;
 		size_t cn = clen;
 		patch_trim(&cc, &cn);
 		if (cn == 0)
-			return cae_error_set(err, -EINVAL,
-					     "patch command at index %zu: shell_command run needs a "
-					     "command in \"target\"",
-					     index);
+			return cae_error_set(
+			    err, -EINVAL,
+			    "patch command at index %zu: shell_command run needs a "
+			    "command in \"target\"",
+			    index);
 	}
 
 	cae_patch_command *c;
@@ -208,7 +213,8 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	free(c->target);
 	free(c->content);
 	/* paths are taken trimmed: a model's stray space is never part of a file name */
-	c->target = type == CAE_PATCH_FILE_EDIT ? patch_strndup(t, tn) : patch_strndup(target, tlen);
+	c->target =
+	    type == CAE_PATCH_FILE_EDIT ? patch_strndup(t, tn) : patch_strndup(target, tlen);
 	c->content = patch_strndup(content, clen);
 	c->content_len = clen;
 	if (!c->target || !c->content)
@@ -224,10 +230,12 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 int patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err)
 {
 	if (!json_is_array(arr))
-		return cae_error_set(err, -EINVAL, "patch JSON must be an array of commands "
-						   "[{\"type\", \"action\", \"target\", \"content\"}]");
+		return cae_error_set(err, -EINVAL,
+				     "patch JSON must be an array of commands "
+				     "[{\"type\", \"action\", \"target\", \"content\"}]");
 	if (json_array_size(arr) > CAE_PATCH_MAX_COMMANDS)
-		return cae_error_set(err, -E2BIG, "patch has %zu commands, more than the limit of %d",
+		return cae_error_set(err, -E2BIG,
+				     "patch has %zu commands, more than the limit of %d",
 				     json_array_size(arr), CAE_PATCH_MAX_COMMANDS);
 	for (size_t i = 0; i < json_array_size(arr); i++) {
 		int r = parse_one(p, json_array_get(arr, i), i, err);
@@ -241,7 +249,7 @@ int patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error 
 {
 	json_error_t jerr;
 	_cleanup_(json_decrefp) json_t *v =
-		json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
+	    json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &jerr);
 	if (!v)
 		return cae_error_set(err, -EINVAL, "invalid JSON at line %d, column %d: %s",
 				     jerr.line, jerr.column, jerr.text);

@@ -89,8 +89,8 @@ static bool lang_is(const char *lang, size_t n, const char *const *names)
 	return false;
 }
 
-static const char *const shell_langs[] = { "bash", "sh", "shell", "zsh", NULL };
-static const char *const diff_langs[] = { "diff", "patch", "udiff", NULL };
+static const char *const shell_langs[] = {"bash", "sh", "shell", "zsh", NULL};
+static const char *const diff_langs[] = {"diff", "patch", "udiff", NULL};
 
 static bool path_ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -270,7 +270,8 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 		}
 		if (m) {
 			if (msg.len)
-				cae_buf_append(&msg, "\n\n", 2); /* several -m: paragraphs, as git */
+				cae_buf_append(&msg, "\n\n",
+					       2); /* several -m: paragraphs, as git */
 			cae_buf_puts(&msg, m);
 			continue;
 		}
@@ -359,8 +360,8 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		size_t nw = 0;
 		/* a quoted message may span lines: git commit -m "title<NL><NL>body" */
 		char open_quote = quote_scan(s, sn, 0);
-		for (size_t more = 0; open_quote && more < GIT_QUOTE_LINES && patch_lines_next(&it, &l);
-		     more++) {
+		for (size_t more = 0;
+		     open_quote && more < GIT_QUOTE_LINES && patch_lines_next(&it, &l); more++) {
 			size_t at = (size_t)(s - cmd.data);
 			cae_buf_append(&cmd, "\n", 1);
 			cae_buf_append(&cmd, l.p, l.len);
@@ -390,10 +391,12 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 					found++;
 				} else {
 					char q[128];
-					patch_warn(p, "line %zu: skipped \"%s\" in a ```git block (not "
-						      "a git command)",
-						   start_line, patch_quote(w[b], strlen(w[b]), 60, q,
-									   sizeof(q)));
+					patch_warn(
+					    p,
+					    "line %zu: skipped \"%s\" in a ```git block (not "
+					    "a git command)",
+					    start_line,
+					    patch_quote(w[b], strlen(w[b]), 60, q, sizeof(q)));
 				}
 			}
 			b = i + 1;
@@ -438,7 +441,8 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 		if (memchr(path, '\0', path_len))
 			return cae_error_set(err, -EINVAL, "line %zu: path contains a NUL byte",
 					     lineno);
-		if (lang_is(lang, lang_len, diff_langs) && !path_ends_with(path, path_len, ".diff") &&
+		if (lang_is(lang, lang_len, diff_langs) &&
+		    !path_ends_with(path, path_len, ".diff") &&
 		    !path_ends_with(path, path_len, ".patch")) {
 			_cleanup_free_ char *dp = patch_strndup(path, path_len);
 			if (!dp)
@@ -464,12 +468,14 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 	    (lang_len == 0 && has_first && patch_line_starts_unified(&first, &rest)))
 		return patch_parse_unified(p, body, n, lineno + 1, NULL, err);
 	if (lang_len == 0)
-		patch_warn(p, "line %zu: skipped a code block without a language (write "
-			      "```<lang>:<path> to write a file, ```bash to run a command)",
+		patch_warn(p,
+			   "line %zu: skipped a code block without a language (write "
+			   "```<lang>:<path> to write a file, ```bash to run a command)",
 			   lineno);
 	else
-		patch_warn(p, "line %zu: skipped a ```%s block: no target path (write ```%s:<path> "
-			      "to write a file)",
+		patch_warn(p,
+			   "line %zu: skipped a ```%s block: no target path (write ```%s:<path> "
+			   "to write a file)",
 			   lineno, patch_quote(lang, lang_len, 40, q, sizeof(q)),
 			   patch_quote(lang, lang_len, 40, q, sizeof(q)));
 	return 0;
@@ -506,11 +512,12 @@ int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t firs
 			closed = find_close(&it, &f, NULL, &end);
 		if (!closed) {
 			char q[160];
-			return cae_error_set(err, -EINVAL,
-					     "line %zu: code block %.*s%s is never closed (the patch "
-					     "may be cut short)",
-					     lineno, (int)MIN(f.run, 8), f.ch == '`' ? "````````" : "~~~~~~~~",
-					     patch_quote(f.info, f.info_len, 60, q, sizeof(q)));
+			return cae_error_set(
+			    err, -EINVAL,
+			    "line %zu: code block %.*s%s is never closed (the patch "
+			    "may be cut short)",
+			    lineno, (int)MIN(f.run, 8), f.ch == '`' ? "````````" : "~~~~~~~~",
+			    patch_quote(f.info, f.info_len, 60, q, sizeof(q)));
 		}
 		int r = handle_block(p, &f, body, (size_t)(end - body), lineno, err);
 		if (r < 0)

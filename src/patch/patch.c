@@ -133,7 +133,8 @@ int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size
 						r = -EINVAL;
 						break;
 					}
-					r = cae_buf_append(&w, s + i + 1, (size_t)(q - (s + i + 1)));
+					r = cae_buf_append(&w, s + i + 1,
+							   (size_t)(q - (s + i + 1)));
 					i = (size_t)(q - s) + 1;
 				} else if (c == '"') {
 					i++;
@@ -147,7 +148,8 @@ int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size
 						if (s[i] == '\\' && i + 1 < n &&
 						    strchr("\"\\$`\n", s[i + 1])) {
 							if (s[i + 1] != '\n')
-								r = cae_buf_append(&w, &s[i + 1], 1);
+								r = cae_buf_append(&w, &s[i + 1],
+										   1);
 							i += 2;
 							continue;
 						}
@@ -440,8 +442,8 @@ static int check_line_lengths(const char *text, size_t len, cae_error *err)
 		size_t n = (size_t)((nl ? nl : end) - p);
 		if (n > CAE_PATCH_MAX_LINE)
 			return cae_error_set(err, -E2BIG,
-					     "line %zu is longer than the limit of %zu bytes", lineno,
-					     CAE_PATCH_MAX_LINE);
+					     "line %zu is longer than the limit of %zu bytes",
+					     lineno, CAE_PATCH_MAX_LINE);
 		if (!nl)
 			break;
 		p = nl + 1;
@@ -544,8 +546,8 @@ const char *cae_patch_warning(const cae_patch *p, size_t i)
 
 bool cae_patch_is_atomic(const cae_patch *p)
 {
-	return p->format == CAE_PATCH_FORMAT_APPLY_PATCH ||
-	       p->format == CAE_PATCH_FORMAT_UNIFIED || p->format == CAE_PATCH_FORMAT_EMPTY;
+	return p->format == CAE_PATCH_FORMAT_APPLY_PATCH || p->format == CAE_PATCH_FORMAT_UNIFIED ||
+	       p->format == CAE_PATCH_FORMAT_EMPTY;
 }
 
 const char *cae_patch_format_name(cae_patch_format f)
@@ -724,8 +726,8 @@ static json_t *hunk_to_json(const cae_patch_hunk *h)
 		json_t *ctx = json_array();
 		r |= obj_set_new(o, "contexts", ctx);
 		for (size_t i = 0; ctx && i < h->ncontexts; i++)
-			r |= json_array_append_new(ctx, json_bytes(h->contexts[i],
-								  strlen(h->contexts[i])));
+			r |= json_array_append_new(
+			    ctx, json_bytes(h->contexts[i], strlen(h->contexts[i])));
 	}
 	if (h->has_range) {
 		r |= obj_set_new(o, "old_start", json_integer((json_int_t)h->old_start));
@@ -820,8 +822,8 @@ json_t *cae_patch_to_json(const cae_patch *p)
 	for (size_t i = 0; i < p->ncmds; i++)
 		r |= json_array_append_new(cmds, cae_patch_command_to_json(&p->cmds[i], 0));
 	for (size_t i = 0; i < p->nwarnings; i++)
-		r |= json_array_append_new(warns, json_bytes(p->warnings[i],
-							     strlen(p->warnings[i])));
+		r |= json_array_append_new(warns,
+					   json_bytes(p->warnings[i], strlen(p->warnings[i])));
 	if (r) {
 		json_decref(o);
 		return NULL;

@@ -42,7 +42,7 @@ static char *dump(const json_t *j)
 static cae_patch *parse_ok(const char *text)
 {
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_patch_parse(text, strlen(text), &p, &err);
 	ck_assert_msg(r == 0, "parse failed: %s", err.message);
 	return p;
@@ -71,7 +71,7 @@ START_TEST(golden)
 	ck_assert_msg(expected, "%s: expected.json: %s", name, jerr.text);
 
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_patch_parse(input, in_len, &p, &err);
 	const char *want_err = json_string_value(json_object_get(expected, "error"));
 	if (want_err) {
@@ -85,7 +85,8 @@ START_TEST(golden)
 		ck_assert_ptr_nonnull(got);
 		if (!json_equal(got, expected)) {
 			char *g = dump(got), *w = dump(expected);
-			ck_abort_msg("%s: parse result differs\n--- got\n%s\n--- want\n%s", name, g, w);
+			ck_abort_msg("%s: parse result differs\n--- got\n%s\n--- want\n%s", name, g,
+				     w);
 		}
 		json_decref(got);
 		/* the plan has one line per command and per warning */
@@ -104,10 +105,11 @@ START_TEST(golden)
 			if (!old)
 				continue;
 			const cae_patch_command *c = cae_patch_get(p, i);
-			ck_assert_msg(c->op, "%s: command %zu has no hunks but %s exists", name, i, fn);
+			ck_assert_msg(c->op, "%s: command %zu has no hunks but %s exists", name, i,
+				      fn);
 			char *out = NULL;
 			size_t out_len = 0;
-			cae_error aerr = { 0 };
+			cae_error aerr = {0};
 			int ar = cae_patch_apply_hunks(old, old_len, c->op, &out, &out_len, &aerr);
 			snprintf(fn, sizeof(fn), "new.%zu", i);
 			size_t want_len;
@@ -115,14 +117,14 @@ START_TEST(golden)
 			snprintf(fn, sizeof(fn), "error.%zu", i);
 			size_t werr_len;
 			char *werr = read_case_file(name, fn, &werr_len);
-			ck_assert_msg(want || werr, "%s: old.%zu without new.%zu or error.%zu", name, i,
-				      i, i);
+			ck_assert_msg(want || werr, "%s: old.%zu without new.%zu or error.%zu",
+				      name, i, i, i);
 			if (want) {
 				ck_assert_msg(ar == 0, "%s: apply %zu failed: %s", name, i,
 					      aerr.message);
-				ck_assert_msg(out_len == want_len && memcmp(out, want, want_len) == 0,
-					      "%s: apply %zu gives\n[%s]\nwant\n[%s]", name, i, out,
-					      want);
+				ck_assert_msg(
+				    out_len == want_len && memcmp(out, want, want_len) == 0,
+				    "%s: apply %zu gives\n[%s]\nwant\n[%s]", name, i, out, want);
 			} else {
 				ck_assert_msg(ar < 0, "%s: apply %zu should fail", name, i);
 				ck_assert_ptr_null(out);
@@ -147,10 +149,11 @@ END_TEST
 
 START_TEST(seed_parse_json_ok)
 {
-	cae_patch *p = parse_ok("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"pkg/a.go\","
-				"\"content\":\"package a\\n\"},"
-				"{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"go test "
-				"./...\",\"content\":\"\"}]");
+	cae_patch *p =
+	    parse_ok("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"pkg/a.go\","
+		     "\"content\":\"package a\\n\"},"
+		     "{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"go test "
+		     "./...\",\"content\":\"\"}]");
 	ck_assert_int_eq(cae_patch_get_format(p), CAE_PATCH_FORMAT_JSON);
 	ck_assert_uint_eq(cae_patch_count(p), 2);
 	const cae_patch_command *c = cae_patch_get(p, 0);
@@ -171,10 +174,11 @@ END_TEST
 
 START_TEST(seed_parse_json_bad)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	/* malformed JSON: the position is named */
-	ck_assert_int_eq(parse_err("[\n  {\"type\": \"file_edit\",\n   \"action\" \"update\"}\n]", &err),
-			 -EINVAL);
+	ck_assert_int_eq(
+	    parse_err("[\n  {\"type\": \"file_edit\",\n   \"action\" \"update\"}\n]", &err),
+	    -EINVAL);
 	ck_assert_msg(strstr(err.message, "invalid JSON at line 3, column 20"), "%s", err.message);
 	ck_assert_str_eq(cae_error_kind(err.code), "INVALID_ARGUMENT");
 	/* truncated JSON: the end is named */
@@ -196,16 +200,18 @@ START_TEST(seed_parse_json_bad)
 		  "\"metadata\":{\"k\":[1]}}]",
 		  &err);
 	ck_assert_msg(strstr(err.message, "metadata \"k\" must be a string"), "%s", err.message);
-	parse_err("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\\u0000b\"}]", &err);
+	parse_err("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\\u0000b\"}]",
+		  &err);
 	ck_assert_msg(strstr(err.message, "NUL byte"), "%s", err.message);
 }
 END_TEST
 
 START_TEST(seed_parse_markdown_ok)
 {
-	cae_patch *p = parse_ok("## edit\n\n```go:pkg/agent/loop.go\npackage agent\n```\n\n"
-				"```bash\ngo test ./pkg/agent/...\n```\n\n```sh\nls\n```\n\n"
-				"```git\ngit add pkg/agent/loop.go\ngit commit -m \"msg here\"\n```\n");
+	cae_patch *p =
+	    parse_ok("## edit\n\n```go:pkg/agent/loop.go\npackage agent\n```\n\n"
+		     "```bash\ngo test ./pkg/agent/...\n```\n\n```sh\nls\n```\n\n"
+		     "```git\ngit add pkg/agent/loop.go\ngit commit -m \"msg here\"\n```\n");
 	ck_assert_int_eq(cae_patch_get_format(p), CAE_PATCH_FORMAT_MARKDOWN);
 	ck_assert_uint_eq(cae_patch_count(p), 5);
 	const cae_patch_command *c = cae_patch_get(p, 0);
@@ -248,16 +254,17 @@ START_TEST(seed_parse_markdown_bad)
 	ck_assert_uint_eq(cae_patch_warning_count(p), 1);
 	cae_patch_free(p);
 	/* a block cut short is an error: writing half a file is worse than nothing */
-	cae_error err = { 0 };
+	cae_error err = {0};
 	parse_err("text\n```go:a.go\npackage a\n", &err);
-	ck_assert_str_eq(err.message,
-			 "line 2: code block ```go:a.go is never closed (the patch may be cut short)");
+	ck_assert_str_eq(
+	    err.message,
+	    "line 2: code block ```go:a.go is never closed (the patch may be cut short)");
 }
 END_TEST
 
 START_TEST(seed_parse_empty)
 {
-	const char *empties[] = { "", " ", "\n\n", " \t\r\n " };
+	const char *empties[] = {"", " ", "\n\n", " \t\r\n "};
 	for (size_t i = 0; i < sizeof(empties) / sizeof(*empties); i++) {
 		cae_patch *p = parse_ok(empties[i]);
 		ck_assert_int_eq(cae_patch_get_format(p), CAE_PATCH_FORMAT_EMPTY);
@@ -273,7 +280,7 @@ START_TEST(seed_parse_empty)
 	cae_patch_free(p);
 	cae_patch_free(NULL);
 	/* neither JSON nor Markdown nor a diff: an error (seed 002 §2.1 step 3) */
-	cae_error err = { 0 };
+	cae_error err = {0};
 	parse_err("please fix the bug\n", &err);
 	ck_assert_msg(strstr(err.message, "unrecognized patch format"), "%s", err.message);
 }
@@ -284,7 +291,7 @@ START_TEST(from_json_value)
 	json_t *a = json_pack("[{ss ss ss ss}]", "type", "git_operation", "action", "commit",
 			      "target", "--allow-empty", "content", "msg");
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_from_json(a, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1);
 	const cae_patch_command *c = cae_patch_get(p, 0);
@@ -303,8 +310,9 @@ END_TEST
 
 START_TEST(json_nul_in_content)
 {
-	cae_patch *p = parse_ok("[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"b.bin\","
-				"\"content\":\"a\\u0000b\"}]");
+	cae_patch *p =
+	    parse_ok("[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"b.bin\","
+		     "\"content\":\"a\\u0000b\"}]");
 	const cae_patch_command *c = cae_patch_get(p, 0);
 	ck_assert_uint_eq(c->content_len, 3);
 	ck_assert(memcmp(c->content, "a\0b", 3) == 0);
@@ -316,8 +324,9 @@ END_TEST
 
 START_TEST(markdown_git_add_vs_commit)
 {
-	cae_patch *p = parse_ok("```git\ngit add a.go \"b c.go\"\ngit commit -m \"fix: x\"\n"
-				"git commit --message=\"second\"\ngit commit -m\"third\" --no-verify\n```\n");
+	cae_patch *p =
+	    parse_ok("```git\ngit add a.go \"b c.go\"\ngit commit -m \"fix: x\"\n"
+		     "git commit --message=\"second\"\ngit commit -m\"third\" --no-verify\n```\n");
 	ck_assert_uint_eq(cae_patch_count(p), 4);
 	const cae_patch_command *c = cae_patch_get(p, 0);
 	ck_assert_int_eq(c->action, CAE_PATCH_GIT_ADD);
@@ -357,12 +366,14 @@ START_TEST(thousand_commands)
 	cae_buf_init(&b, (size_t)64 << 20);
 	cae_buf_puts(&b, "[");
 	for (int i = 0; i < 1000; i++)
-		cae_buf_printf(&b, "%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"f%d.txt\","
-				   "\"content\":\"%d\\n\"}",
-			       i ? "," : "", i, i);
+		cae_buf_printf(
+		    &b,
+		    "%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"f%d.txt\","
+		    "\"content\":\"%d\\n\"}",
+		    i ? "," : "", i, i);
 	cae_buf_puts(&b, "]");
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1000);
 	ck_assert_str_eq(cae_patch_get(p, 999)->target, "f999.txt");
@@ -401,7 +412,7 @@ START_TEST(too_many_commands)
 	for (int i = 0; i <= CAE_PATCH_MAX_COMMANDS; i++)
 		cae_buf_puts(&b, "```sh\nx\n```\n");
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), -E2BIG);
 	ck_assert_msg(strstr(err.message, "more than 10000 commands"), "%s", err.message);
 	cae_buf_clear(&b);
@@ -413,7 +424,9 @@ START_TEST(fifty_megabytes)
 	size_t n = (size_t)50 << 20;
 	cae_buf b;
 	cae_buf_init(&b, n * 2);
-	cae_buf_puts(&b, "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"big.txt\",\"content\":\"");
+	cae_buf_puts(
+	    &b,
+	    "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"big.txt\",\"content\":\"");
 	/* lines of 63 'x' and an escaped newline: 50 MiB of content */
 	char chunk[66];
 	memset(chunk, 'x', 63);
@@ -423,7 +436,7 @@ START_TEST(fifty_megabytes)
 	cae_buf_puts(&b, "\"}]");
 	ck_assert(!b.truncated);
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	const cae_patch_command *c = cae_patch_get(p, 0);
 	ck_assert_uint_eq(c->content_len, n);
@@ -442,7 +455,8 @@ START_TEST(fifty_megabytes)
 	cae_buf_init(&b, n + 1024);
 	cae_buf_puts(&b, "```txt:big.txt\n");
 	for (size_t i = 0; i < n / 64; i++)
-		cae_buf_puts(&b, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n");
+		cae_buf_puts(&b,
+			     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n");
 	cae_buf_puts(&b, "```\n");
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_get(p, 0)->content_len, n);
@@ -454,7 +468,7 @@ END_TEST
 START_TEST(hostile_sizes)
 {
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	/* the length is refused before the text is read */
 	ck_assert_int_eq(cae_patch_parse("x", CAE_PATCH_MAX_INPUT + 1, &p, &err), -E2BIG);
 	ck_assert_msg(strstr(err.message, "more than the limit"), "%s", err.message);
@@ -490,7 +504,7 @@ START_TEST(hostile_shapes)
 	for (int i = 0; i < 9999; i++)
 		cae_buf_puts(&b, "```a:b\n```x\n```\n");
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 9999);
 	ck_assert_str_eq(cae_patch_get(p, 9998)->content, "```x\n");
@@ -521,8 +535,6 @@ START_TEST(hostile_shapes)
 }
 END_TEST
 
-
-
 static cae_patch_file_op *first_op(cae_patch *p)
 {
 	for (size_t i = 0; i < cae_patch_count(p); i++)
@@ -538,12 +550,13 @@ START_TEST(apply_failure_produces_nothing)
 				"*** End Patch\n");
 	char *out = (char *)1;
 	size_t n = 7;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_apply_hunks("x\n", 2, first_op(p), &out, &n, &err), -EINVAL);
 	ck_assert_ptr_null(out);
 	ck_assert_uint_eq(n, 0);
-	ck_assert_str_eq(err.message,
-			 "hunk 2 of a did not apply: context not found after line 1 (expected \"nope\")");
+	ck_assert_str_eq(
+	    err.message,
+	    "hunk 2 of a did not apply: context not found after line 1 (expected \"nope\")");
 	cae_patch_free(p);
 }
 END_TEST
@@ -555,13 +568,14 @@ START_TEST(apply_hint_picks_nearest)
 	cae_patch *p = parse_ok("--- a/f\n+++ b/f\n@@ -7,3 +7,3 @@\n k\n-v=1\n+v=2\n k\n");
 	char *out;
 	size_t n;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err), 0);
 	ck_assert_str_eq(out, "k\nv=1\nk\nmid\nmid\nmid\nk\nv=2\nk\n");
 	free(out);
 	cae_patch_free(p);
 	/* without a line number (apply_patch) the first one after the previous hunk wins */
-	p = parse_ok("*** Begin Patch\n*** Update File: f\n@@\n k\n-v=1\n+v=2\n k\n*** End Patch\n");
+	p = parse_ok(
+	    "*** Begin Patch\n*** Update File: f\n@@\n k\n-v=1\n+v=2\n k\n*** End Patch\n");
 	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err), 0);
 	ck_assert_str_eq(out, "k\nv=2\nk\nmid\nmid\nmid\nk\nv=1\nk\n");
 	free(out);
@@ -577,13 +591,14 @@ START_TEST(apply_crlf_no_final_newline)
 				"*** End Patch\n");
 	char *out;
 	size_t n;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err), 0);
 	ck_assert_str_eq(out, "a\r\nb\r\nC\r\nD");
 	free(out);
 	cae_patch_free(p);
 	/* a patch text sent with CRLF line endings applies to an LF file */
-	p = parse_ok("*** Begin Patch\r\n*** Update File: f\r\n@@\r\n-x\r\n+y\r\n*** End Patch\r\n");
+	p = parse_ok(
+	    "*** Begin Patch\r\n*** Update File: f\r\n@@\r\n-x\r\n+y\r\n*** End Patch\r\n");
 	ck_assert_int_eq(cae_patch_apply_hunks("x\n", 2, first_op(p), &out, &n, &err), 0);
 	ck_assert_str_eq(out, "y\n");
 	free(out);
@@ -597,7 +612,7 @@ START_TEST(apply_add_ignores_old_and_empty_file)
 				"\\ No newline at end of file\n");
 	char *out;
 	size_t n;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_str_eq(cae_patch_get(p, 0)->content, "a\nb");
 	ck_assert_int_eq(cae_patch_apply_hunks("junk\n", 5, first_op(p), &out, &n, &err), 0);
 	ck_assert_str_eq(out, "a\nb");
@@ -624,11 +639,12 @@ START_TEST(apply_large_and_adversarial)
 	cae_buf_puts(&d, "--- a/big\n+++ b/big\n");
 	for (size_t h = 0; h < 50; h++) {
 		size_t at = h * 4000 + 100;
-		cae_buf_printf(&d, "@@ -%zu,3 +%zu,3 @@\n line %zu\n-line %zu\n+LINE %zu\n line %zu\n",
+		cae_buf_printf(&d,
+			       "@@ -%zu,3 +%zu,3 @@\n line %zu\n-line %zu\n+LINE %zu\n line %zu\n",
 			       at + 1, at + 1, at, at + 1, at + 1, at + 2);
 	}
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(d.data, d.len, &p, &err), 0);
 	char *out;
 	size_t n;
@@ -650,7 +666,8 @@ START_TEST(apply_large_and_adversarial)
 		cae_buf_puts(&d, " x\n");
 	cae_buf_puts(&d, "-y\n+z\n*** End Patch\n");
 	ck_assert_int_eq(cae_patch_parse(d.data, d.len, &p, &err), 0);
-	ck_assert_int_eq(cae_patch_apply_hunks(f.data, f.len, first_op(p), &out, &n, &err), -EINVAL);
+	ck_assert_int_eq(cae_patch_apply_hunks(f.data, f.len, first_op(p), &out, &n, &err),
+			 -EINVAL);
 	ck_assert_msg(strstr(err.message, "hunk 1 of same did not apply"), "%s", err.message);
 	cae_patch_free(p);
 	cae_buf_clear(&d);
@@ -683,18 +700,18 @@ static int fake_read(void *ud, const char *path, char **data, size_t *len, cae_e
 
 static int check(cae_patch *p, fake_fs *ffs, cae_patch_plan **plan, cae_error *err)
 {
-	cae_patch_fs fs = { .read = fake_read, .userdata = ffs };
+	cae_patch_fs fs = {.read = fake_read, .userdata = ffs};
 	return cae_patch_check(p, &fs, plan, err);
 }
 
 START_TEST(check_all_or_nothing)
 {
-	fake_fs ffs = { .names = { "a.txt", "b.txt" }, .contents = { "one\ntwo\n", "three\n" } };
+	fake_fs ffs = {.names = {"a.txt", "b.txt"}, .contents = {"one\ntwo\n", "three\n"}};
 	cae_patch *p = parse_ok("*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+ONE\n"
 				"*** Update File: b.txt\n@@\n-four\n+FOUR\n*** End Patch\n");
 	ck_assert(cae_patch_is_atomic(p));
 	cae_patch_plan *plan = (cae_patch_plan *)1;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), -EINVAL);
 	ck_assert_ptr_null(plan);
 	ck_assert_str_eq(err.message, "hunk 1 of b.txt did not apply: context not found in the "
@@ -722,16 +739,17 @@ END_TEST
 
 START_TEST(check_sequence_move_add_delete)
 {
-	fake_fs ffs = { .names = { "src/a.py", "gone.txt" }, .contents = { "x = 1\ny = 2\n", "bye\n" } };
-	cae_patch *p = parse_ok("*** Begin Patch\n"
-				"*** Update File: src/a.py\n@@\n-x = 1\n+x = 10\n"
-				"*** Update File: ./src/a.py\n*** Move to: src/b.py\n@@\n-y = 2\n+y = 20\n"
-				"*** Add File: src/c.py\n+print(1)\n"
-				"*** Delete File: gone.txt\n"
-				"*** Update File: src/b.py\n@@\n x = 10\n+z = 3\n"
-				"*** End Patch\n");
+	fake_fs ffs = {.names = {"src/a.py", "gone.txt"}, .contents = {"x = 1\ny = 2\n", "bye\n"}};
+	cae_patch *p =
+	    parse_ok("*** Begin Patch\n"
+		     "*** Update File: src/a.py\n@@\n-x = 1\n+x = 10\n"
+		     "*** Update File: ./src/a.py\n*** Move to: src/b.py\n@@\n-y = 2\n+y = 20\n"
+		     "*** Add File: src/c.py\n+print(1)\n"
+		     "*** Delete File: gone.txt\n"
+		     "*** Update File: src/b.py\n@@\n x = 10\n+z = 3\n"
+		     "*** End Patch\n");
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), 0);
 	ck_assert_uint_eq(cae_patch_plan_count(plan), 5);
 	const cae_patch_step *s = cae_patch_plan_step(plan, 1);
@@ -764,9 +782,9 @@ END_TEST
 
 START_TEST(check_missing_files)
 {
-	fake_fs ffs = { .names = { "d.txt" }, .contents = { "hello\n" } };
+	fake_fs ffs = {.names = {"d.txt"}, .contents = {"hello\n"}};
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	cae_patch *p = parse_ok("--- a/none.txt\n+++ b/none.txt\n@@ -1 +1 @@\n-a\n+b\n");
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), -ENOENT);
 	ck_assert_str_eq(err.message, "cannot patch none.txt: no such file");
@@ -794,15 +812,19 @@ END_TEST
  * executor's (openat2 beneath the workspace); the plan hands it the path unchanged. */
 START_TEST(seed_file_edit_plan)
 {
-	fake_fs ffs = { .names = { "log.txt", "old.txt" }, .contents = { "a\n", "x\n" } };
-	cae_patch *p = parse_ok(
-		"[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"n.txt\",\"content\":\"new\\n\"},"
-		"{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"n.txt\",\"content\":\"upd\\n\"},"
-		"{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"log.txt\",\"content\":\"b\\n\"},"
-		"{\"type\":\"file_edit\",\"action\":\"delete\",\"target\":\"old.txt\"},"
-		"{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"../outside.txt\",\"content\":\"\"}]");
+	fake_fs ffs = {.names = {"log.txt", "old.txt"}, .contents = {"a\n", "x\n"}};
+	cae_patch *p =
+	    parse_ok("[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"n.txt\","
+		     "\"content\":\"new\\n\"},"
+		     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"n.txt\","
+		     "\"content\":\"upd\\n\"},"
+		     "{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"log.txt\","
+		     "\"content\":\"b\\n\"},"
+		     "{\"type\":\"file_edit\",\"action\":\"delete\",\"target\":\"old.txt\"},"
+		     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"../"
+		     "outside.txt\",\"content\":\"\"}]");
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), 0);
 	const cae_patch_step *s = cae_patch_plan_step(plan, 0);
 	ck_assert_int_eq(s->kind, CAE_PATCH_STEP_WRITE);
@@ -834,11 +856,12 @@ END_TEST
 
 START_TEST(check_append_then_patch)
 {
-	fake_fs ffs = { .names = { "log.txt" }, .contents = { "a\n" } };
-	cae_patch *p = parse_ok("[{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"log.txt\","
-				"\"content\":\"b\\n\"}]");
+	fake_fs ffs = {.names = {"log.txt"}, .contents = {"a\n"}};
+	cae_patch *p =
+	    parse_ok("[{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"log.txt\","
+		     "\"content\":\"b\\n\"}]");
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), 0);
 	ck_assert_int_eq(ffs.reads, 0); /* an append alone reads nothing */
 	cae_patch_plan_free(plan);
@@ -859,13 +882,13 @@ END_TEST
 
 START_TEST(check_after_run_is_deferred)
 {
-	fake_fs ffs = { .names = { "a.txt" }, .contents = { "1\n" } };
+	fake_fs ffs = {.names = {"a.txt"}, .contents = {"1\n"}};
 	cae_patch *p = parse_ok("```diff:a.txt\n@@ -1 +1 @@\n-1\n+2\n```\n"
 				"```bash\nmake gen\n```\n"
 				"```diff:gen.txt\n@@ -1 +1 @@\n-x\n+y\n```\n"
 				"```txt:plain.txt\nhi\n```\n");
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(check(p, &ffs, &plan, &err), 0);
 	ck_assert_uint_eq(cae_patch_plan_count(plan), 4);
 	const cae_patch_step *s = cae_patch_plan_step(plan, 0);
@@ -893,13 +916,14 @@ END_TEST
  * gives one plan step per command, in order, ready for the executor. */
 START_TEST(seed_integration_plan)
 {
-	cae_patch *p = parse_ok(
-		"[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"a.go\",\"content\":\"package a\\n\"},"
-		"{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"go test ./...\"},"
-		"{\"type\":\"git_operation\",\"action\":\"add\",\"target\":\"a.go\"},"
-		"{\"type\":\"git_operation\",\"action\":\"commit\",\"content\":\"add a\"}]");
+	cae_patch *p =
+	    parse_ok("[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"a.go\","
+		     "\"content\":\"package a\\n\"},"
+		     "{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"go test ./...\"},"
+		     "{\"type\":\"git_operation\",\"action\":\"add\",\"target\":\"a.go\"},"
+		     "{\"type\":\"git_operation\",\"action\":\"commit\",\"content\":\"add a\"}]");
 	cae_patch_plan *plan = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_check(p, NULL, &plan, &err), 0);
 	ck_assert_uint_eq(cae_patch_plan_count(plan), 4);
 	const cae_patch_step *s = cae_patch_plan_step(plan, 0);
@@ -965,7 +989,7 @@ START_TEST(json_rendering)
 	ck_assert_uint_eq(c->content_len, 3);
 	j = cae_patch_to_json(p);
 	ck_assert_str_eq(json_string_value(json_object_get(
-				 json_array_get(json_object_get(j, "commands"), 0), "content")),
+			     json_array_get(json_object_get(j, "commands"), 0), "content")),
 			 "\xef\xbf\xbd\xef\xbf\xbd\n");
 	json_decref(j);
 	cae_patch_free(p);
@@ -982,7 +1006,7 @@ START_TEST(warnings_are_capped)
 	for (int i = 0; i < 150; i++)
 		cae_buf_puts(&b, "```text\nx\n```\n");
 	cae_patch *p = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_warning_count(p), CAE_PATCH_MAX_WARNINGS);
 	char *text = cae_patch_plan_text(p);
