@@ -491,7 +491,7 @@ int cae_docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_erro
 }
 
 static int docker_call(cae_docker *d, const char *method, const char *path, json_t *body,
-		       json_t **resp_json, int64_t timeout_ms, cae_error *err)
+		       json_t **resp_json, int64_t timeout_ms, cae_buf *raw, cae_error *err)
 {
 	if (resp_json)
 		*resp_json = NULL;
@@ -523,6 +523,10 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 	if ((status >= 200 && status < 300) || status == 304) {
 		if (resp_json && resp.body.len > 0)
 			*resp_json = json_loadb(resp.body.data, resp.body.len, 0, NULL);
+		if (raw) {
+			*raw = resp.body;
+			return (int)status;
+		}
 		cae_buf_clear(&resp.body);
 		return (int)status;
 	}
@@ -536,7 +540,18 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 int cae_docker_call(cae_docker *d, const char *method, const char *path, json_t *body,
 		    json_t **resp_json, cae_error *err)
 {
-	return docker_call(d, method, path, body, resp_json, d->timeout_ms, err);
+	return docker_call(d, method, path, body, resp_json, d->timeout_ms, NULL, err);
+}
+
+int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
+			size_t *len, cae_error *err)
+{
+	cae_buf raw = { 0 };
+	int r = docker_call(d, method, path, NULL, NULL, d->timeout_ms, &raw, err);
+	if (r < 0)
+		return r;
+	*body = cae_buf_steal(&raw, len);
+	return *body ? r : cae_error_set(err, -ENOMEM, "out of memory");
 }
 
 int cae_docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
@@ -604,7 +619,7 @@ static int call_id(cae_docker *d, const char *method, const char *fmt_path, cons
 	_cleanup_free_ char *path = NULL;
 	if (asprintf(&path, "/containers/%s%s%s", eid, fmt_path, query ? query : "") < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	return docker_call(d, method, path, body, resp, d->timeout_ms + extra_ms, err);
+	return docker_call(d, method, path, body, resp, d->timeout_ms + extra_ms, NULL, err);
 }
 
 int cae_docker_container_create(cae_docker *d, const char *name, json_t *config, char **id,

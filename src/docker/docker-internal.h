@@ -91,6 +91,10 @@ int cae_docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_erro
 /* A new easy handle connected (CONNECT_ONLY) to the engine; *sock its socket. */
 int cae_docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
 			   cae_error *err);
+/* cae_docker_call for endpoints whose body is not JSON (logs, archives): *body (new,
+ * NUL-terminated) and *len receive the raw body of a 2xx answer. */
+int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
+			size_t *len, cae_error *err);
 /* Percent-encodes s for a URL path segment or query value (new string, NULL on ENOMEM). */
 char *cae_docker_escape(const char *s);
 /* Maps an HTTP status to -errno (>= 400). */

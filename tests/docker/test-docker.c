@@ -1198,7 +1198,11 @@ START_TEST(backend_token_appears_nowhere)
 	json_decref(c);
 	char lpath[256];
 	snprintf(lpath, sizeof(lpath), "/containers/%s/logs?stdout=1&stderr=1", name);
-	ck_assert_int_ge(cae_docker_call(d, "GET", lpath, NULL, NULL, &err), 0);
+	char *logs = NULL;
+	size_t loglen = 0;
+	ck_assert_int_ge(cae_docker_call_raw(d, "GET", lpath, &logs, &loglen, &err), 0);
+	ck_assert(memmem(logs, loglen, git_token, strlen(git_token)) == NULL);
+	free(logs);
 
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_backend_free(b);
@@ -1284,7 +1288,6 @@ START_TEST(backend_network_none_and_socket_warning)
 {
 	cae_config *cfg = dcfg();
 	cfg_set(cfg, "command_executor.docker.network.mode", "none");
-	cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
 	cae_backend *b = dbackend(cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
@@ -1296,6 +1299,42 @@ START_TEST(backend_network_none_and_socket_warning)
 	ck_assert_int_lt(cae_backend_prepare(b, &t, "python", NULL, &info, &err), 0);
 	ck_assert_msg(strncmp(err.message, "clone: ", 7) == 0, "%s", err.message);
 	ck_assert(!container_exists(d, uuid));
+	cae_backend_free(b);
+
+	/* from a local repository it works; the container has loopback only. The Docker socket
+	 * is mounted only when configured, and then with a warning. */
+	cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
+	b = dbackend(cfg, NULL);
+	char *work = tu_mkdtemp();
+	shf("git clone -q %s/py.git %s/repo", git_root, work);
+	char repo[600];
+	snprintf(repo, sizeof(repo), "%s/repo", work);
+	cae_task t2 = { .uuid = uuid, .repo = repo };
+	prepare_ok(b, &t2, "python", &info);
+	bool warned = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	{
+		warned |= strstr(json_string_value(w), "Docker socket") != NULL;
+	}
+	ck_assert(warned);
+	cae_run_result r = bexec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock",
+				 30000);
+	ck_assert_str_eq(r.out, "lo\nsock\n");
+	cae_run_result_clear(&r);
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *binds = json_object_get(json_object_get(c, "HostConfig"), "Binds");
+	ck_assert_uint_eq(json_array_size(binds), 1);
+	ck_assert(strstr(json_string_value(json_array_get(binds, 0)), ":/var/run/docker.sock"));
+	json_decref(c);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_rm_rf(work);
+	free(work);
 	cae_docker_free(d);
 	cae_backend_free(b);
 	cae_config_free(cfg);
