@@ -231,8 +231,10 @@ int patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err)
 {
 	if (!json_is_array(arr))
 		return cae_error_set(err, -EINVAL,
-				     "patch JSON must be an array of commands "
-				     "[{\"type\", \"action\", \"target\", \"content\"}]");
+				     "patch JSON must be an array of commands [{\"type\", "
+				     "\"action\", \"target\", \"content\"}], got %s",
+				     json_is_object(arr) ? "an object (wrap one command in [ ])"
+							 : "another JSON value");
 	if (json_array_size(arr) > CAE_PATCH_MAX_COMMANDS)
 		return cae_error_set(err, -E2BIG,
 				     "patch has %zu commands, more than the limit of %d",

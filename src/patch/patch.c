@@ -404,7 +404,8 @@ static int detect_format(const char *text, size_t len, cae_patch_format *fmt, ca
 		*fmt = CAE_PATCH_FORMAT_EMPTY;
 		return 0;
 	}
-	if (text[i] == '[') {
+	if (text[i] == '[' || text[i] == '{') {
+		/* an object is refused by the JSON parser with a message saying what is expected */
 		*fmt = CAE_PATCH_FORMAT_JSON;
 		return 0;
 	}
