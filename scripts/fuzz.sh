@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 build=$1; secs=$2
 status=0
 for bin in "$build"/fuzz/fuzz-*; do
-  [ -x "$bin" ] || continue
+  [ -f "$bin" ] && [ -x "$bin" ] || continue
   name=${bin##*/fuzz-}
   work=$(mktemp -d)
   cp -r "fuzz/corpus/$name/." "$work/" 2>/dev/null || true
