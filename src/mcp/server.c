@@ -79,7 +79,8 @@ struct server {
 	unsigned nqueued;
 	pthread_t *workers;
 	unsigned nworkers;
-	unsigned idle_workers;
+	unsigned idle_workers; /* waiting for work, not yet handed a ticket */
+	unsigned tickets;      /* wake-ups handed to idle workers, not yet taken */
 	bool stopping;
 	bool draining; /* the reader waits for the jobs: wake it when one ends */
 	int wake[2];
@@ -388,9 +389,15 @@ static void *worker_main(void *arg)
 		if (!j) {
 			if (srv->stopping)
 				break;
+			/* Idle until handed a ticket (enqueue counted on this worker) or stopped.
+			 */
 			srv->idle_workers++;
-			pthread_cond_wait(&srv->work, &srv->lock);
-			srv->idle_workers--;
+			while (srv->tickets == 0 && !srv->stopping)
+				pthread_cond_wait(&srv->work, &srv->lock);
+			if (srv->tickets > 0)
+				srv->tickets--;
+			else
+				srv->idle_workers--;
 			continue;
 		}
 		j->state = JOB_RUNNING;
@@ -429,7 +436,14 @@ static void enqueue(struct server *srv, struct job *j)
 		}
 	if (!busy && srv->nqueued >= srv->o.max_queued)
 		busy = "Server busy: too many requests waiting; retry later";
-	if (!busy && srv->idle_workers == 0 && srv->nworkers < srv->o.max_calls) {
+	bool wake = false;
+	if (!busy && srv->idle_workers > 0) {
+		/* An idle worker takes it: counted off now, so that the next request does not
+		 * count on the same worker before it woke. */
+		srv->idle_workers--;
+		srv->tickets++;
+		wake = true;
+	} else if (!busy && srv->nworkers < srv->o.max_calls) {
 		int r = pthread_create(&srv->workers[srv->nworkers], NULL, worker_main, srv);
 		if (r == 0)
 			srv->nworkers++;
@@ -455,7 +469,8 @@ static void enqueue(struct server *srv, struct job *j)
 	*tail = j;
 	srv->njobs++;
 	srv->nqueued++;
-	pthread_cond_signal(&srv->work);
+	if (wake)
+		pthread_cond_broadcast(&srv->work);
 	pthread_mutex_unlock(&srv->lock);
 }
 

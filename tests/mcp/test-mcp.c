@@ -533,6 +533,38 @@ START_TEST(requests_answered_during_a_slow_call)
 }
 END_TEST
 
+START_TEST(back_to_back_requests_run_side_by_side)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	/* One worker exists and is idle after this call. */
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"warm\"}}}\n");
+	json_decref(r);
+	/* A slow call and a list in one write: the list must not wait behind the slow call
+	 * for the one idle worker. */
+	for (int round = 0; round < 20; round++) {
+		char msg[512];
+		snprintf(msg, sizeof(msg),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":"
+			 "{\"name\":\"slow\",\"arguments\":{}}}\n"
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/list\"}\n",
+			 100 + 2 * round, 101 + 2 * round);
+		client_send(&c, msg);
+		r = client_recv(&c);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 101 + 2 * round);
+		json_decref(r);
+		ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+		r = client_recv(&c);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 100 + 2 * round);
+		json_decref(r);
+	}
+	client_stop(&c);
+}
+END_TEST
+
 START_TEST(bounded_calls_and_queue)
 {
 	cae_mcp_options o = {.max_calls = 1, .max_queued = 1};
@@ -554,6 +586,9 @@ START_TEST(bounded_calls_and_queue)
 	/* Cancelling the queued one drops it without an answer. */
 	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
 			"\"params\":{\"requestId\":2}}\n");
+	/* (a ping answered means the reader handled the cancellation before the release) */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"sync\",\"method\":\"ping\"}\n");
+	json_decref(r);
 	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
 	r = client_recv(&c);
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
@@ -764,6 +799,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, progress_notifications);
 	tcase_add_test(tc, cancellation_signals_the_call);
 	tcase_add_test(tc, requests_answered_during_a_slow_call);
+	tcase_add_test(tc, back_to_back_requests_run_side_by_side);
 	tcase_add_test(tc, bounded_calls_and_queue);
 	tcase_add_test(tc, survives_garbage);
 	tcase_add_test(tc, batches_under_older_versions);
