@@ -26,6 +26,10 @@
 #define READ_CHUNK (64 * 1024)
 #define KILL_TIMEOUT_MS 10000
 #define EXIT_WAIT_MS 2000
+/* After the deadline, how long to wait for the wrapper's first line (its pid) before
+ * killing without it: the wrapper prints it first thing, so this only matters for
+ * deadlines of a few milliseconds. */
+#define HEADER_WAIT_NS (2000 * 1000000LL)
 
 /* ---- low-level I/O on the hijacked connection ---- */
 
@@ -463,7 +467,9 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		int64_t now = cae_now_ns();
 		if (run.hdr.done && run.hdr.pid > 0)
 			killer.pid = run.hdr.pid;
-		if (st == ST_RUNNING && now >= deadline) {
+		bool know_pid = spec->raw || run.hdr.done;
+		if (st == ST_RUNNING && now >= deadline &&
+		    (know_pid || now >= deadline + HEADER_WAIT_NS)) {
 			res->timed_out = true;
 			kill_step(&killer, "TERM");
 			st = ST_TERM_SENT;
@@ -486,6 +492,8 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		if (st == ST_RUNNING && spec->has_cancel_fd && spec->cancel_fd >= 0)
 			pfd[i_cancel = n++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
 		int64_t next = st == ST_RUNNING ? deadline : st == ST_TERM_SENT ? kill_at : drain_until;
+		if (st == ST_RUNNING && !know_pid && now >= deadline)
+			next = deadline + HEADER_WAIT_NS;
 		int tmo = -1;
 		if (next != INT64_MAX)
 			tmo = next <= now ? 0 : (int)MIN((next - now + 999999) / 1000000, 60000);

@@ -610,6 +610,18 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	ck_assert_msg(strstr(top, "sleep 1002") == NULL, "left behind: %s", top);
 	free(top);
 
+	/* a deadline shorter than the exec's own start: still a targeted kill, no restart */
+	s.timeout_ms = 1;
+	const char *quick[] = { "sleep", "1005", NULL };
+	s.argv = quick;
+	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
+	ck_assert(res.timed_out);
+	ck_assert(info.killed && !info.kill_failed && !info.restarted);
+	cae_run_result_clear(&res);
+	top = top_text(d, id);
+	ck_assert_msg(strstr(top, "sleep 1005") == NULL, "left behind: %s", top);
+	free(top);
+
 	/* after a normal exit, background leftovers of the command are gone too */
 	ck_assert_int_eq(run_in(d, id, "sleep 1003 & echo bg", 30000, &res, &err), 0);
 	ck_assert_int_eq(res.exit_code, 0);
