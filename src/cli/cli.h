@@ -27,6 +27,7 @@ int cae_cli_run(int argc, char **argv);
 int cae_cli_tools(int argc, char **argv);
 int cae_cli_prompt(int argc, char **argv);
 int cae_cli_plan(int argc, char **argv);
+int cae_cli_images(int argc, char **argv);
 int cae_cli_config(int argc, char **argv);
 int cae_cli_mcp(int argc, char **argv);
 

@@ -18,6 +18,7 @@ static const struct cae_cli_command commands[] = {
 	{ "plan", "read the planner's environment choice (plan select-env)", cae_cli_plan },
 	{ "config", "show the effective configuration (config show)", cae_cli_config },
 	{ "mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp },
+	{ "images", "build the language images (images build)", cae_cli_images },
 	{ "version", "print the version", cae_cli_version },
 };
 
