@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdint.h>
@@ -629,6 +630,52 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	top = top_text(d, id);
 	ck_assert_msg(strstr(top, "sleep 1003") == NULL, "left behind: %s", top);
 	free(top);
+	remove_container(d, id);
+	free(id);
+	cae_docker_free(d);
+}
+END_TEST
+
+struct par {
+	cae_docker *d;
+	const char *id;
+	int n;
+	int ok;
+};
+
+static void *par_worker(void *arg)
+{
+	struct par *p = arg;
+	for (int i = 0; i < 8; i++) {
+		char script[64], expect[64];
+		snprintf(script, sizeof(script), "echo %d-%d; echo e%d >&2", p->n, i, i);
+		snprintf(expect, sizeof(expect), "%d-%d\n", p->n, i);
+		const char *argv[] = { "sh", "-c", script, NULL };
+		cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .cancel_fd = -1,
+					   .timeout_ms = 60000 };
+		cae_run_result res;
+		if (cae_docker_exec(p->d, p->id, &s, &res, NULL, NULL) == 0 &&
+		    strcmp(res.out, expect) == 0 && res.exit_code == 0)
+			p->ok++;
+		cae_run_result_clear(&res);
+	}
+	return NULL;
+}
+
+START_TEST(exec_concurrent_one_client)
+{
+	cae_docker *d = client();
+	char *id = start_container(d, "par", NULL);
+	struct par ps[4];
+	pthread_t th[4];
+	for (int i = 0; i < 4; i++) {
+		ps[i] = (struct par){ .d = d, .id = id, .n = i };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, par_worker, &ps[i]), 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(ps[i].ok, 8);
+	}
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
@@ -1670,6 +1717,7 @@ static Suite *make_suite(void)
 	tcase_add_test(c, exec_caps_like_runner);
 	tcase_add_test(c, exec_timeout_kills_tree_in_container);
 	tcase_add_test(c, exec_cancel);
+	tcase_add_test(c, exec_concurrent_one_client);
 	suite_add_tcase(s, c);
 
 	TCase *b = tcase_create("backend");
