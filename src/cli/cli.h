@@ -66,10 +66,6 @@ int cae_cli_open(const cae_cli_common *c, cae_session **out);
 /* The CLI's logger (JSON lines on stderr, level from CAE_LOG_LEVEL, default warn). */
 cae_log *cae_cli_log(void);
 void cae_cli_log_free(void);
-/* For `cae mcp`: a session from a config path, made current on a workspace directory or a
- * task file (either may be NULL). NULL with err set on failure. */
-cae_session *cae_cli_session_open(const char *config_path, const char *workspace,
-				  const char *task_file, cae_error *err);
 /* Reads a JSON document from a file or "-" (stdin). New reference or NULL with err set. */
 json_t *cae_cli_read_json(const char *path, cae_error *err);
 /* Pretty-prints JSON on stdout. */

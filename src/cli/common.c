@@ -93,42 +93,6 @@ int cae_cli_open(const cae_cli_common *c, cae_session **out)
 	return r;
 }
 
-cae_session *cae_cli_session_open(const char *config_path, const char *workspace,
-				  const char *task_file, cae_error *err)
-{
-	cae_cli_common c = { .config = config_path };
-	cae_config *cfg = NULL;
-	int r = cae_config_load(&cfg, c.config, NULL, err);
-	if (r < 0)
-		return NULL;
-	for (size_t i = 0; i < cfg->warnings.n; i++)
-		cae_log_event(cae_cli_log(), CAE_LOG_WARN, "config.warning", "%s",
-			      cfg->warnings.items[i]);
-	cae_session *s = NULL;
-	if (cae_session_new(cfg, cae_cli_log(), &s, err) < 0)
-		return NULL;
-	if (workspace && cae_session_use_workspace(s, workspace, err) < 0) {
-		cae_session_free(s);
-		return NULL;
-	}
-	if (task_file) {
-		json_t *j = cae_cli_read_json(task_file, err);
-		cae_task task;
-		r = j ? cae_task_from_json(j, &task, err) : -EINVAL;
-		json_decref(j);
-		if (r == 0) {
-			r = cae_session_prepare(s, &task, json_string_value(json_object_get(j, "environment")),
-						NULL, NULL, err);
-			cae_task_clear(&task);
-		}
-		if (r < 0) {
-			cae_session_free(s);
-			return NULL;
-		}
-	}
-	return s;
-}
-
 json_t *cae_cli_read_json(const char *path, cae_error *err)
 {
 	_cleanup_free_ char *text = NULL;
