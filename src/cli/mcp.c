@@ -13,6 +13,7 @@
 #include "cae/mcp.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -40,15 +41,81 @@ static int usage_mcp(FILE *f)
 	return f == stdout ? 0 : 2;
 }
 
+/* The session is opened on a thread of its own while the server already answers
+ * `initialize` and `ping`: opening it (config, backend detection, a workspace or a task) can
+ * take far longer than the protocol handshake. Tool requests wait for it. */
+struct lazy_session {
+	pthread_mutex_t lock;
+	pthread_cond_t ready_cv;
+	bool ready;
+	cae_session *s;
+	int r;
+	cae_error err;
+	const cae_cli_common *common;
+	const char *workspace;
+	const char *task_file;
+};
+
+static int prepare_task(cae_session *s, const char *task_file, cae_error *err);
+static int shutdown_pipe[2] = {-1, -1};
+
+static void *open_session_thread(void *arg)
+{
+	struct lazy_session *l = arg;
+	cae_session *s = NULL;
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae_cli_open(l->common, &s);
+	if (r < 0)
+		cae_error_set(&err, r, "cannot open the session (see the log above)");
+	if (r == 0 && l->workspace && (r = cae_session_use_workspace(s, l->workspace, &err)) < 0)
+		cae_error_prefix(&err, "--workspace %s", l->workspace);
+	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, &err)) < 0)
+		cae_error_prefix(&err, "--task %s", l->task_file);
+	if (r < 0) {
+		cae_session_free(s);
+		s = NULL;
+		fprintf(stderr, "cae mcp: %s\n", err.message);
+		/* Nothing can be served: end the server. */
+		char c = 0;
+		ssize_t k = write(shutdown_pipe[1], &c, 1);
+		(void)k;
+	}
+	pthread_mutex_lock(&l->lock);
+	l->s = s;
+	l->r = r;
+	l->err = err;
+	l->ready = true;
+	pthread_cond_broadcast(&l->ready_cv);
+	pthread_mutex_unlock(&l->lock);
+	return NULL;
+}
+
+static cae_session *wait_session(struct lazy_session *l, cae_error *err)
+{
+	pthread_mutex_lock(&l->lock);
+	while (!l->ready)
+		pthread_cond_wait(&l->ready_cv, &l->lock);
+	cae_session *s = l->s;
+	if (!s && err)
+		*err = l->err;
+	pthread_mutex_unlock(&l->lock);
+	return s;
+}
+
 static json_t *session_list(void *userdata, bool with_output_schema)
 {
-	return cae_session_tool_list(userdata, with_output_schema);
+	cae_session *s = wait_session(userdata, NULL);
+	return s ? cae_session_tool_list(s, with_output_schema) : json_array();
 }
 
 static int session_call(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
 			cae_tool_result *res, cae_error *err)
 {
-	return cae_session_call_tool(userdata, name, args, ctx, res, err);
+	cae_session *s = wait_session(userdata, err);
+	if (!s)
+		return err ? err->code : -EIO;
+	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
 static void server_log(void *userdata, const char *level, const char *event, const char *message)
@@ -59,7 +126,6 @@ static void server_log(void *userdata, const char *level, const char *event, con
 	cae_log_event(cae_cli_log(), lvl, event, "%s", message);
 }
 
-static int shutdown_pipe[2] = {-1, -1};
 static volatile sig_atomic_t signals_seen;
 
 /* The first signal asks the server to cancel its calls and return; a second one, while a
@@ -172,23 +238,23 @@ int cae_cli_mcp(int argc, char **argv)
 		return 1;
 	}
 
-	cae_session *s = NULL;
-	if (cae_cli_open(&c, &s) < 0)
-		return 1;
 	cae_error err;
 	cae_error_clear(&err);
-	if (workspace && (r = cae_session_use_workspace(s, workspace, &err)) < 0) {
-		fprintf(stderr, "cae mcp: --workspace %s: %s\n", workspace, err.message);
-		cae_session_free(s);
-		return 1;
-	}
-	if (task_file && (r = prepare_task(s, task_file, &err)) < 0) {
-		fprintf(stderr, "cae mcp: --task %s: %s\n", task_file, err.message);
-		cae_session_free(s);
+	(void)cae_cli_log(); /* created here, before any thread may ask for it */
+	struct lazy_session lazy = {
+	    .lock = PTHREAD_MUTEX_INITIALIZER,
+	    .ready_cv = PTHREAD_COND_INITIALIZER,
+	    .common = &c,
+	    .workspace = workspace,
+	    .task_file = task_file,
+	};
+	pthread_t opener;
+	if ((r = pthread_create(&opener, NULL, open_session_thread, &lazy)) != 0) {
+		fprintf(stderr, "cae mcp: cannot start: %s\n", strerror(r));
 		return 1;
 	}
 
-	cae_mcp_handler h = {session_list, session_call, s};
+	cae_mcp_handler h = {session_list, session_call, &lazy};
 	cae_mcp_options o = {
 	    .shutdown_fd = shutdown_pipe[0],
 	    .has_shutdown_fd = true,
@@ -197,7 +263,10 @@ int cae_cli_mcp(int argc, char **argv)
 	r = cae_mcp_serve(&h, in_fd, out_fd, &o, &err);
 	if (r < 0 && r != -EPIPE)
 		cae_log_event(cae_cli_log(), CAE_LOG_ERROR, "mcp.error", "%s", err.message);
-	cae_session_free(s);
+	pthread_join(opener, NULL);
+	if (lazy.r < 0)
+		r = lazy.r;
+	cae_session_free(lazy.s);
 	close(in_fd);
 	close(out_fd);
 	cae_cli_log_free();
