@@ -468,12 +468,15 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		if (run.hdr.done && run.hdr.pid > 0)
 			killer.pid = run.hdr.pid;
 		bool know_pid = spec->raw || run.hdr.done;
+		/* Timeout, or cancellation (which moved the deadline to its arrival). */
 		if (st == ST_RUNNING && now >= deadline &&
 		    (know_pid || now >= deadline + HEADER_WAIT_NS)) {
-			res->timed_out = true;
+			if (!res->cancelled)
+				res->timed_out = true;
 			kill_step(&killer, "TERM");
 			st = ST_TERM_SENT;
-			kill_at = cae_now_ns() + grace_ms * 1000000LL;
+			kill_at = cae_now_ns() +
+				  (res->cancelled ? MIN(grace_ms, 500) : grace_ms) * 1000000LL;
 			continue;
 		}
 		if (st == ST_TERM_SENT && now >= kill_at) {
@@ -489,7 +492,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		int n = 0, i_cancel = -1;
 		pfd[n++] = (struct pollfd){ .fd = conn.sock,
 					    .events = (short)(POLLIN | (in_left ? POLLOUT : 0)) };
-		if (st == ST_RUNNING && spec->has_cancel_fd && spec->cancel_fd >= 0)
+		if (st == ST_RUNNING && !res->cancelled && spec->has_cancel_fd && spec->cancel_fd >= 0)
 			pfd[i_cancel = n++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
 		int64_t next = st == ST_RUNNING ? deadline : st == ST_TERM_SENT ? kill_at : drain_until;
 		if (st == ST_RUNNING && !know_pid && now >= deadline)
@@ -506,9 +509,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 			continue;
 		if (i_cancel >= 0 && pfd[i_cancel].revents) {
 			res->cancelled = true;
-			kill_step(&killer, "TERM");
-			st = ST_TERM_SENT;
-			kill_at = cae_now_ns() + MIN(grace_ms, 500) * 1000000LL;
+			deadline = cae_now_ns();
 		}
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			for (;;) {

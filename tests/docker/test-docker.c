@@ -699,14 +699,27 @@ START_TEST(exec_cancel)
 	const char *argv[] = { "sh", "-c", "echo hi; sleep 1004", NULL };
 	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .timeout_ms = 60000,
 				   .cancel_fd = p[0], .has_cancel_fd = true };
-	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), 0);
+	cae_docker_exec_info info;
+	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	waitpid(child, NULL, 0);
 	ck_assert(res.cancelled);
 	ck_assert(!res.timed_out);
 	ck_assert_str_eq(res.out, "hi\n");
+	ck_assert_int_eq(res.exit_code, 128 + SIGTERM);
+	ck_assert(info.killed && !info.restarted);
 	cae_run_result_clear(&res);
 	char *top = top_text(d, id);
 	ck_assert_msg(strstr(top, "sleep 1004") == NULL, "left behind: %s", top);
+	free(top);
+	/* cancelled before it even started: still a targeted kill */
+	const char *argv2[] = { "sleep", "1006", NULL };
+	s.argv = argv2;
+	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
+	ck_assert(res.cancelled);
+	ck_assert(info.killed && !info.kill_failed && !info.restarted);
+	cae_run_result_clear(&res);
+	top = top_text(d, id);
+	ck_assert_msg(strstr(top, "sleep 1006") == NULL, "left behind: %s", top);
 	free(top);
 	remove_container(d, id);
 	free(id);
