@@ -90,16 +90,20 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 		snprintf(*url, n, "https://github.com/%s/%s.git", task->owner, task->name);
 	} else {
 		/* GitLab: {protocol}://{host}/{path_with_namespace}.git with protocol and host taken
-		 * from GITLAB_API_URL; the namespace path is owner/name as given. */
-		_cleanup_free_ char *origin = url_origin(cfg->gitlab.api_url ? cfg->gitlab.api_url
-									    : "https://gitlab.com");
+		 * from GITLAB_API_URL and path_with_namespace from the projects API. */
+		const char *api = cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4";
+		_cleanup_free_ char *origin = url_origin(api);
 		if (!origin)
 			return cae_error_set(err, -EINVAL, "gitlab.api_url is not a URL");
-		size_t n = strlen(origin) + strlen(task->owner) + strlen(task->name) + 16;
+		_cleanup_free_ char *path = NULL;
+		int r = cae_gitlab_project_path(cfg, task->owner, task->name, &path, err);
+		if (r < 0)
+			return r;
+		size_t n = strlen(origin) + strlen(path) + 16;
 		*url = malloc(n);
 		if (!*url)
 			return -ENOMEM;
-		snprintf(*url, n, "%s/%s/%s.git", origin, task->owner, task->name);
+		snprintf(*url, n, "%s/%s.git", origin, path);
 	}
 	if (platform && strcmp(platform, "github") == 0 && cfg->github.token) {
 		*token = cfg->github.token;

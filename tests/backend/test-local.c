@@ -4,12 +4,14 @@
 #include "base/macro.h"
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "backend/backend-internal.h"
 #include "testutil.h"
 
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 static char *state;
@@ -400,6 +402,84 @@ START_TEST(task_json_parsing)
 }
 END_TEST
 
+/* GitLab clone URLs: path_with_namespace comes from the projects API (a local stand-in: the
+ * hosted API cannot run here), protocol and host from GITLAB_API_URL, the token only in the
+ * API header. */
+START_TEST(gitlab_clone_url_from_projects_api)
+{
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execlp("python3", "python3", SRCDIR "/mock-gitlab.py", "glpat-test-token", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	char port[16] = "";
+	ssize_t n = read(p[0], port, sizeof(port) - 1);
+	ck_assert_int_gt(n, 0);
+	port[strcspn(port, "\n")] = '\0';
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "gitlab:\n  api_url: http://127.0.0.1:%s/api/v4\n  token: glpat-test-token\n", port);
+	cae_config *cfg = config(yaml);
+	cae_task t = { .uuid = C("gl"), .platform = C("gitlab"), .owner = C("group/sub"),
+		       .name = C("proj") };
+	char *url = NULL;
+	const char *token, *user;
+	cae_error err;
+	ck_assert_msg(cae_git_clone_source(cfg, &t, &url, &token, &user, &err) == 0, "%s",
+		      err.message);
+	char want[128];
+	snprintf(want, sizeof(want), "http://127.0.0.1:%s/Group/Sub/proj.git", port);
+	ck_assert_str_eq(url, want);
+	ck_assert_str_eq(user, "oauth2");
+	ck_assert_str_eq(token, "glpat-test-token");
+	ck_assert_ptr_null(strstr(url, "glpat"));
+	free(url);
+	/* unknown project and a wrong token are clear errors */
+	cae_task t2 = { .uuid = C("gl2"), .platform = C("gitlab"), .owner = C("nobody"),
+			.name = C("x") };
+	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err.message, "404"));
+	free(cfg->gitlab.token);
+	cfg->gitlab.token = strdup("wrong-token");
+	ck_assert_int_lt(cae_git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "401"));
+	ck_assert_ptr_null(strstr(err.message, "wrong-token"));
+	kill(pid, SIGTERM);
+	waitpid(pid, NULL, 0);
+	close(p[0]);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* GitHub: https://github.com/{owner}/{repo}.git, token for x-access-token, never in the URL. */
+START_TEST(github_clone_url)
+{
+	cae_config *cfg = config("github:\n  token: ghp_test_token_value\n");
+	cae_task t = { .uuid = C("gh"), .platform = C("github"), .owner = C("o"), .name = C("r") };
+	char *url = NULL;
+	const char *token, *user;
+	cae_error err;
+	ck_assert_int_eq(cae_git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
+	ck_assert_str_eq(url, "https://github.com/o/r.git");
+	ck_assert_str_eq(user, "x-access-token");
+	ck_assert_str_eq(token, "ghp_test_token_value");
+	free(url);
+	cae_task t2 = { .uuid = C("gh2"), .repo = C("https://github.com/o/r.git") };
+	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), 0);
+	ck_assert_str_eq(token, "ghp_test_token_value");
+	free(url);
+	cae_task t3 = { .uuid = C("gh3"), .repo = C("https://example.com/o/r.git") };
+	ck_assert_int_eq(cae_git_clone_source(cfg, &t3, &url, &token, &user, &err), 0);
+	ck_assert_ptr_null(token);
+	free(url);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -417,6 +497,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, external_workspace_used_as_is);
 	tcase_add_test(tc, task_json_parsing);
+	tcase_add_test(tc, gitlab_clone_url_from_projects_api);
+	tcase_add_test(tc, github_clone_url);
 	suite_add_tcase(s, tc);
 	return s;
 }
