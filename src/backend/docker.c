@@ -417,7 +417,8 @@ static int docker_cleanup(cae_backend *b, const char *uuid, cae_error *err)
  * shared clone step clones from that mirror with file://, so shallow clones and pull
  * request fetches behave as for any remote. The mirror stays: it is the clone's origin. */
 
-#define SOURCE_BUNDLE SCRATCH "/.cae-src.bundle"
+#define BUNDLE_NAME ".cae-src.bundle"
+#define SOURCE_BUNDLE SCRATCH "/" BUNDLE_NAME
 #define SOURCE_MIRROR SCRATCH "/.cae-src.git"
 #define TAR_BLOCK 512
 
@@ -542,7 +543,7 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 					  strerror(errno));
 			goto out;
 		}
-		r = write_tar_one(tar, SOURCE_BUNDLE + strlen(SCRATCH) + 1, in, (uint64_t)st.st_size);
+		r = write_tar_one(tar, BUNDLE_NAME, in, (uint64_t)st.st_size);
 		off_t tsize = lseek(tar, 0, SEEK_CUR);
 		if (r < 0 || tsize < 0 || lseek(tar, 0, SEEK_SET) < 0) {
 			r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage the repository: %s",
@@ -605,6 +606,7 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 	const cae_config *cfg = b->cfg;
 	cae_docker *d = di->d;
 	int r;
+	_cleanup_free_ char *id = NULL;
 	if (!cae_task_uuid_valid(task->uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
 	char name[128];
@@ -650,7 +652,6 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 	progress(opts, 3, "create");
 	char created_at[40];
 	cae_iso8601_now(created_at, sizeof(created_at));
-	_cleanup_free_ char *id = NULL;
 	json_t *engine_warnings = NULL;
 	json_t *config = container_config(b, task, used, image, created_at, with_disk, warnings);
 	if (!config) {
