@@ -18,9 +18,14 @@
 #include "cae/log.h"
 #include "docker/docker-internal.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdarg.h>
 #include <signal.h>
 #include <stdint.h>
@@ -630,6 +635,102 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	top = top_text(d, id);
 	ck_assert_msg(strstr(top, "sleep 1003") == NULL, "left behind: %s", top);
 	free(top);
+	remove_container(d, id);
+	free(id);
+	cae_docker_free(d);
+}
+END_TEST
+
+/* A TCP listener on 127.0.0.1 relaying each connection to the engine's unix socket (with
+ * half-closes passed on), so that tcp:// DOCKER_HOST is exercised against the real engine. */
+struct relay {
+	int lfd;
+	int port;
+	char sock[108];
+};
+
+static void relay_pair(int a, int b)
+{
+	char buf[65536];
+	bool a_open = true, b_open = true;
+	while (a_open || b_open) {
+		struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
+				       { .fd = b_open ? b : -1, .events = POLLIN } };
+		if (poll(p, 2, 30000) <= 0)
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (!p[i].revents)
+				continue;
+			int from = i ? b : a, to = i ? a : b;
+			ssize_t n = read(from, buf, sizeof(buf));
+			if (n <= 0) {
+				shutdown(to, SHUT_WR);
+				if (i)
+					b_open = false;
+				else
+					a_open = false;
+				continue;
+			}
+			if (write(to, buf, (size_t)n) != n)
+				return;
+		}
+	}
+}
+
+static void *relay_main(void *arg)
+{
+	struct relay *r = arg;
+	for (;;) {
+		int c = accept(r->lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		if (fork() == 0) {
+			int u = socket(AF_UNIX, SOCK_STREAM, 0);
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			memcpy(sa.sun_path, r->sock, sizeof(r->sock));
+			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				relay_pair(c, u);
+			_exit(0);
+		}
+		close(c);
+	}
+}
+
+START_TEST(client_over_tcp)
+{
+	cae_docker_endpoint ep;
+	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
+	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
+	signal(SIGCHLD, SIG_IGN);
+	struct relay rl = { .lfd = socket(AF_INET, SOCK_STREAM, 0) };
+	snprintf(rl.sock, sizeof(rl.sock), "%s", ep.socket_path);
+	cae_docker_endpoint_clear(&ep);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(rl.lfd, 16), 0);
+	ck_assert_int_eq(getsockname(rl.lfd, (struct sockaddr *)&sin, &sl), 0);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, relay_main, &rl), 0);
+
+	char host[64];
+	snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
+	cae_docker *d = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_new(host, &d, &err), 0);
+	ck_assert_msg(cae_docker_ping(d, 5000, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_docker_host(d), host);
+	char *id = start_container(d, "tcp", NULL);
+	const char *argv[] = { "sh", "-c", "cat; echo; echo err >&2; exit 5", NULL };
+	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .stdin_data = "from stdin",
+				   .stdin_len = 10, .has_stdin = true, .cancel_fd = -1,
+				   .timeout_ms = 30000 };
+	cae_run_result res;
+	ck_assert_msg(cae_docker_exec(d, id, &s, &res, NULL, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(res.out, "from stdin\n");
+	ck_assert_str_eq(res.err, "err\n");
+	ck_assert_int_eq(res.exit_code, 5);
+	cae_run_result_clear(&res);
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
@@ -1731,6 +1832,7 @@ static Suite *make_suite(void)
 	tcase_add_test(c, exec_timeout_kills_tree_in_container);
 	tcase_add_test(c, exec_cancel);
 	tcase_add_test(c, exec_concurrent_one_client);
+	tcase_add_test(c, client_over_tcp);
 	suite_add_tcase(s, c);
 
 	TCase *b = tcase_create("backend");
