@@ -4,7 +4,7 @@
 #include "base/buf.h"
 #include "base/macro.h"
 
-#include <curl/curl.h>
+#include "docker/curl-lazy.h"
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,7 +4,7 @@
 #ifndef CAE_DOCKER_INTERNAL_H
 #define CAE_DOCKER_INTERNAL_H
 
-#include <curl/curl.h>
+#include "docker/curl-lazy.h"
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
