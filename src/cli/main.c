@@ -10,6 +10,7 @@ static const struct cae_cli_command commands[] = {
 	{ "env", "list environments (env list)", cae_cli_env },
 	{ "prepare", "prepare an environment for a task", cae_cli_prepare },
 	{ "exec", "run a command in an environment", cae_cli_exec },
+	{ "patch", "apply a patch in an environment (apply_patch)", cae_cli_patch },
 	{ "cleanup", "remove a task's environment", cae_cli_cleanup },
 	{ "gc", "remove stale environments", cae_cli_gc },
 	{ "run", "prepare, run one command, clean up", cae_cli_run },

@@ -169,12 +169,22 @@ static json_t *apply_patch_def(void)
 		  "({type: file_edit|shell_command|git_operation, action, target, content}), "
 		  "Markdown with fenced blocks (```lang:path for a file's new content, ```bash for "
 		  "a command, ```git for git add/commit), the `*** Begin Patch` format, or a unified "
-		  "diff. Returns what each command did.",
-		  json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s]}", "type",
-			    "object", "properties", "patch", "type", "string", "description",
-			    "The patch text.", "dry_run", "type", "boolean", "description",
-			    "Only show the plan; change nothing.", "stop_on_error", "type", "boolean",
-			    "description", "Stop at the first failing command.", "required", "patch"));
+		  "diff. Paths are relative to the workspace. The diff forms apply all or nothing; "
+		  "the other forms run command by command and go on after a failure unless "
+		  "stop_on_error. Returns what each command did (✓/✗ per command).",
+		  json_pack("{s:s, s:{s:{s:s, s:[{s:s}, {s:s, s:{s:s}}]}, s:{s:s, s:s}, s:{s:s, s:s}, "
+			    "s:{s:s, s:s}, s:{s:s, s:s}}, s:[s]}",
+			    "type", "object", "properties", "patch", "description",
+			    "The patch text (or the commands as a JSON array).", "anyOf", "type",
+			    "string", "type", "array", "items", "type", "object", "dry_run", "type",
+			    "boolean", "description",
+			    "Only check the patch and show the plan; change nothing.", "stop_on_error",
+			    "type", "boolean", "description", "Stop at the first failing command.",
+			    "rollback", "type", "boolean", "description",
+			    "On a failure, restore the workspace exactly as it was before the patch.",
+			    "auto_commit", "type", "boolean", "description",
+			    "Commit every change afterwards (git add -A; git commit).", "required",
+			    "patch"));
 }
 
 static json_t *environment_defs(void)

@@ -5,6 +5,7 @@
 #include "base/macro.h"
 #include "cae/editor.h"
 #include "cae/tools.h"
+#include "cae/worker.h"
 #include "tools/tools-internal.h"
 
 #include <errno.h>
@@ -287,7 +288,7 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 		.format = CAE_TOOLS_MCP,
 		.environment_tools = true,
 		.output_schema = with_output_schema,
-		.patch_tool = false,
+		.patch_tool = true,
 	};
 	return cae_tools_definitions(s->cfg, &o);
 }
@@ -427,6 +428,74 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 	return 0;
 }
 
+/* apply_patch: the patch worker (src/worker) in the current environment. */
+static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae_tool_result *res)
+{
+	cae_worker_options o;
+	cae_worker_options_from_config(&o, s->cfg);
+	static const char *const flags[] = { "dry_run", "stop_on_error", "rollback", "auto_commit" };
+	bool *dest[] = { &o.dry_run, &o.stop_on_error, &o.rollback, &o.auto_commit };
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
+		json_t *v = json_object_get(args, flags[i]);
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_boolean(v)) {
+			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
+			       true);
+			return 0;
+		}
+		*dest[i] = json_is_true(v);
+	}
+	json_t *jp = json_object_get(args, "patch");
+	if (!json_is_string(jp) && !json_is_array(jp)) {
+		finish(res, cae_tool_error("INVALID_ARGUMENT",
+					   "patch must be a string (the patch text) or an array of "
+					   "commands"),
+		       true);
+		return 0;
+	}
+	pthread_mutex_lock(&s->lock);
+	_cleanup_free_ char *uuid = s->current ? strdup(s->current) : NULL;
+	cae_backend *b = s->current_backend;
+	pthread_mutex_unlock(&s->lock);
+	if (!uuid) {
+		finish(res, cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
+							"(environment_prepare)"),
+		       true);
+		return 0;
+	}
+	o.policy = s->policy;
+	o.session_key = uuid;
+	if (ctx && ctx->has_cancel_fd) {
+		o.cancel_fd = ctx->cancel_fd;
+		o.has_cancel_fd = true;
+	}
+	cae_error err;
+	cae_error_clear(&err);
+	json_t *result = NULL;
+	int r;
+	if (json_is_string(jp)) {
+		r = cae_worker_run_text(b, uuid, json_string_value(jp), json_string_length(jp), &o,
+					s->log, &result, &err);
+	} else {
+		cae_patch *p = NULL;
+		r = cae_patch_from_json(jp, &p, &err);
+		if (r == 0)
+			r = cae_worker_run(b, uuid, p, &o, s->log, &result, &err);
+		cae_patch_free(p);
+	}
+	if (r < 0) {
+		finish(res, cae_tool_error(r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL",
+					   "%s", err.message),
+		       true);
+		return 0;
+	}
+	res->structured = result;
+	res->is_error = json_object_get(result, "error") != NULL;
+	res->text = cae_worker_render(result);
+	return res->text ? 0 : -ENOMEM;
+}
+
 int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
 			  cae_tool_result *res, cae_error *err)
 {
@@ -474,6 +543,11 @@ int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const 
 		if (!s->cfg->text_editor_mcp.enabled)
 			return cae_error_set(err, -ENOENT, "unknown tool: %s (disabled)", name);
 		return call_editor(s, name, args, res);
+	}
+	if (strcmp(name, "apply_patch") == 0) {
+		if (!s->cfg->worker.enabled)
+			return cae_error_set(err, -ENOENT, "unknown tool: %s (disabled)", name);
+		return call_patch(s, args, ctx, res);
 	}
 	if (strcmp(name, "environment_list") == 0 || strcmp(name, "environment_prepare") == 0 ||
 	    strcmp(name, "environment_cleanup") == 0)

@@ -1,0 +1,143 @@
+/* The rollback snapshot: `tar -cpf` of the whole workspace (every file, tracked or not,
+ * ignored ones and .git included, with modes and symbolic links) taken before a patch, and
+ * restored by emptying the workspace and extracting it. On this host for local environments
+ * (a private temporary directory), in the environment otherwise (its scratch directory). */
+#include "worker/worker-internal.h"
+
+#include "base/macro.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+struct wk_snapshot {
+	wk_exec_ctx ctx;
+	bool host;
+	char *root; /* the workspace: on this host (host) or as commands see it */
+	char *dir;  /* the snapshot's directory, holding ws.tar */
+};
+
+/* $1 workspace, $2 preferred scratch directory ("" for none). Prints the snapshot dir. */
+static const char take_script[] =
+	"set -u\n"
+	"root=$1 d=\n"
+	"for s in \"$2\" \"${TMPDIR:-/tmp}\" /tmp; do\n"
+	"  if [ -n \"$s\" ] && [ -d \"$s\" ] && [ -w \"$s\" ]; then\n"
+	"    d=$(mktemp -d \"$s/cae-snap.XXXXXX\" 2>/dev/null) && break\n"
+	"    d=\n"
+	"  fi\n"
+	"done\n"
+	"[ -n \"$d\" ] || { echo 'no writable scratch directory for the snapshot' >&2; exit 1; }\n"
+	"if ! tar -cpf \"$d/ws.tar\" -C \"$root\" . ; then rm -rf -- \"$d\"; exit 1; fi\n"
+	"printf '%s\\n' \"$d\"\n";
+
+/* $1 workspace, $2 snapshot dir. */
+static const char restore_script[] =
+	"set -eu\n"
+	"root=$1 d=$2\n"
+	"[ -f \"$d/ws.tar\" ] || { echo \"the snapshot $d/ws.tar is gone\" >&2; exit 1; }\n"
+	"cd -P -- \"$root\"\n"
+	"[ \"$(pwd -P)\" != / ] || { echo 'refusing to restore over /' >&2; exit 1; }\n"
+	"chmod -R u+w -- . 2>/dev/null || :\n"
+	"find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
+	"tar -xpf \"$d/ws.tar\" -C .\n";
+
+static int run(wk_snapshot *s, const char *const *argv, cae_run_result *res, cae_error *err)
+{
+	int r = wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 65536,
+		       res, err);
+	if (r < 0)
+		return r;
+	if (res->exit_code != 0 || res->timed_out || res->cancelled) {
+		size_t n = res->err_len;
+		while (n && res->err[n - 1] == '\n')
+			n--;
+		if (res->timed_out)
+			r = cae_error_set(err, -ETIMEDOUT, "timed out");
+		else if (res->cancelled)
+			r = cae_error_set(err, -ECANCELED, "cancelled");
+		else
+			r = cae_error_set(err, -EIO, "exit status %d: %.*s", res->exit_code,
+					  (int)(n > 800 ? 800 : n), res->err);
+		cae_run_result_clear(res);
+		return r;
+	}
+	return 0;
+}
+
+int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
+		     wk_snapshot **out, cae_error *err)
+{
+	_cleanup_free_ wk_snapshot *s = calloc(1, sizeof(*s));
+	if (!s)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	s->ctx = *ctx;
+	/* the snapshot must be readable whatever happens later: not cancellable */
+	s->ctx.has_cancel_fd = false;
+	s->ctx.cancel_fd = -1;
+	s->host = host_path != NULL;
+	s->root = strdup(host_path ? host_path : root);
+	/* the environment's scratch: the workspace's sibling "tmp" (/workspace/tmp) */
+	_cleanup_free_ char *scratch = NULL;
+	if (!s->host) {
+		const char *slash = strrchr(root, '/');
+		size_t n = slash ? (size_t)(slash - root) : 0;
+		if (asprintf(&scratch, "%.*s/tmp", (int)n, root) < 0)
+			scratch = NULL;
+	} else {
+		scratch = strdup("");
+	}
+	if (!s->root || !scratch) {
+		free(s->root);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	const char *argv[] = { "sh", "-c", take_script, "cae-snapshot", s->root, scratch, NULL };
+	cae_run_result res;
+	int r = run(s, argv, &res, err);
+	if (r < 0) {
+		free(s->root);
+		return cae_error_prefix(err, "cannot take the rollback snapshot");
+	}
+	size_t n = res.out_len;
+	while (n && res.out[n - 1] == '\n')
+		n--;
+	s->dir = strndup(res.out, n);
+	cae_run_result_clear(&res);
+	if (!s->dir || !*s->dir) {
+		free(s->root);
+		free(s->dir);
+		return cae_error_set(err, -EIO, "cannot take the rollback snapshot: no directory");
+	}
+	*out = TAKE_PTR(s);
+	return 0;
+}
+
+int wk_snapshot_restore(wk_snapshot *s, cae_error *err)
+{
+	const char *argv[] = { "sh", "-c", restore_script, "cae-restore", s->root, s->dir, NULL };
+	cae_run_result res;
+	int r = run(s, argv, &res, err);
+	if (r < 0)
+		return cae_error_prefix(err, "rollback failed");
+	cae_run_result_clear(&res);
+	return 0;
+}
+
+void wk_snapshot_free(wk_snapshot *s)
+{
+	if (!s)
+		return;
+	if (s->dir) {
+		const char *argv[] = { "rm", "-rf", "--", s->dir, NULL };
+		cae_run_result res;
+		if (wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 4096,
+			   &res, NULL) == 0)
+			cae_run_result_clear(&res);
+	}
+	free(s->root);
+	free(s->dir);
+	free(s);
+}
