@@ -142,9 +142,10 @@ size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, siz
  * execvp; a builtin of the shell does not count), reports, runs the command (catching
  * SIGTERM meanwhile, so that the status is the command's own, as the local runner reports
  * it; a caught signal is reset to default in the command), then sends
- * SIGTERM to what the command left in its process group, provided the wrapper leads that
- * group (runc makes every exec a session and group leader; the check keeps us from
- * signalling someone else's group in a runtime that does not). */
+ * SIGKILL to what the command left in its session (background jobs, whatever ignores
+ * SIGTERM), as the local runner does after every call, provided the wrapper leads its group
+ * (runc makes every exec a session and group leader; the check keeps us from signalling
+ * someone else's processes in a runtime that does not). */
 const char cae_docker_wrapper_script[] =
 	"p=; r=; read -r r </proc/$$/stat; r=${r##*) }; g() { p=$3; }; g $r\n"
 	"if ! cd -P \"$1\" 2>/dev/null; then printf 'cae-exec %s %s nocwd\\n' $$ \"$p\" >&2; "
@@ -160,7 +161,9 @@ const char cae_docker_wrapper_script[] =
 	"trap : TERM\n"
 	"\"$@\"\n"
 	"c=$?\n"
-	"if [ \"$p\" = $$ ]; then trap '' TERM; kill -TERM 0 2>/dev/null; fi\n"
+	"if [ \"$p\" = $$ ]; then s=; l=; h() { s=$4; }; for d in /proc/[0-9]*; do "
+	"[ \"${d#/proc/}\" = $$ ] && continue; read -r l 2>/dev/null <\"$d/stat\" || continue; "
+	"l=${l##*) }; h $l; [ \"$s\" = $$ ] && kill -KILL \"${d#/proc/}\" 2>/dev/null; done; fi\n"
 	"exit $c\n";
 
 /* Kill: sh -c KILL cae-kill SIGNAL SID

@@ -635,6 +635,15 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	top = top_text(d, id);
 	ck_assert_msg(strstr(top, "sleep 1003") == NULL, "left behind: %s", top);
 	free(top);
+	/* ... also one that ignores SIGTERM */
+	ck_assert_int_eq(run_in(d, id, "(trap '' TERM; exec sleep 1007) & echo bg", 30000, &res,
+				&err),
+			 0);
+	ck_assert_int_eq(res.exit_code, 0);
+	cae_run_result_clear(&res);
+	top = top_text(d, id);
+	ck_assert_msg(strstr(top, "sleep 1007") == NULL, "left behind: %s", top);
+	free(top);
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
