@@ -5,7 +5,9 @@
  *    a memcpy of the 10 MB plus writing them to a temporary file, fsync, rename;
  * 3. peak RSS over 20 edits of a 10 MB file (target <= 100 MiB), in a fresh child process,
  *    next to a child that only reads the file once.
- * Environment: BENCH_N (view calls, default 10000), TMPDIR (where the files go). */
+ * Environment: BENCH_N (view calls, default 10000), BENCH_EDITS (str_replace calls, default
+ * 20), TMPDIR (where the files go, default /tmp: the filesystem decides most of the figure of
+ * 2., so the lines say which one it was, e.g. TMPDIR=/dev/shm for tmpfs). */
 #include "base/fs.h"
 #include "base/timeutil.h"
 #include "cae/editor.h"
@@ -16,7 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -59,6 +63,32 @@ static char *make_big(size_t *len)
 	}
 	*len = o;
 	return b;
+}
+
+/* The name of the filesystem dir is on. */
+static const char *fs_name(const char *dir)
+{
+	struct statfs sf;
+	if (statfs(dir, &sf) < 0)
+		return "unknown";
+	switch ((unsigned long)sf.f_type) {
+	case TMPFS_MAGIC:
+		return "tmpfs";
+	case EXT4_SUPER_MAGIC: /* ext2/3/4 share it */
+		return "ext4";
+	case XFS_SUPER_MAGIC:
+		return "xfs";
+	case BTRFS_SUPER_MAGIC:
+		return "btrfs";
+	case OVERLAYFS_SUPER_MAGIC:
+		return "overlayfs";
+	case NFS_SUPER_MAGIC:
+		return "nfs";
+	case F2FS_SUPER_MAGIC:
+		return "f2fs";
+	default:
+		return "other";
+	}
 }
 
 static int64_t edit_once(cae_editor *ed, json_t *args)
@@ -177,22 +207,38 @@ int main(void)
 				"old_str", "MARKER_A", "new_str", "MARKER_B");
 	json_t *back = json_pack("{s:s, s:s, s:s, s:s}", "command", "str_replace", "path",
 				 "big.txt", "old_str", "MARKER_B", "new_str", "MARKER_A");
-	int64_t ea[EDITS], eb[EDITS];
+	const char *es = getenv("BENCH_EDITS");
+	int edits = es ? (int)strtol(es, NULL, 10) : EDITS;
+	if (edits < 1)
+		edits = 1;
+	int64_t *ea = calloc((size_t)edits, sizeof(int64_t)),
+		*eb = calloc((size_t)edits, sizeof(int64_t)),
+		*ed_minus_base = calloc((size_t)edits, sizeof(int64_t));
+	if (!ea || !eb || !ed_minus_base)
+		die("out of memory");
 	char *copy = malloc(blen);
 	char *cp = cae_path_join(dir, "copy.txt");
 	if (!copy || !cp)
 		die("out of memory");
-	for (int i = 0; i < EDITS; i++) {
+	for (int i = 0; i < edits; i++) {
 		ea[i] = edit_once(ed, i % 2 ? back : fwd);
 		int64_t t = cae_now_ns();
 		memcpy(copy, big, blen);
 		if (cae_write_file_atomic(AT_FDCWD, cp, copy, blen, 0644, false) < 0)
 			die("baseline write");
 		eb[i] = cae_now_ns() - t;
+		ed_minus_base[i] = ea[i] - eb[i];
 	}
+	/* beyond_baseline: the median of (edit - baseline) over the pairs, each pair measured
+	 * back to back (steadier than the difference of the medians on a busy machine). */
 	printf("editor.str_replace_10mb_ms median=%.2f target<=15 "
-	       "baseline(memcpy+atomic write with fsync)=%.2f size=%zu n=%d\n",
-	       median(ea, EDITS) / 1e6, median(eb, EDITS) / 1e6, blen, EDITS);
+	       "baseline(memcpy+atomic write with fsync)=%.2f beyond_baseline=%.2f fs=%s "
+	       "size=%zu n=%d\n",
+	       median(ea, edits) / 1e6, median(eb, edits) / 1e6, median(ed_minus_base, edits) / 1e6,
+	       fs_name(dir), blen, edits);
+	free(ea);
+	free(eb);
+	free(ed_minus_base);
 	json_decref(fwd);
 	json_decref(back);
 	cae_editor_free(ed);

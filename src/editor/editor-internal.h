@@ -19,6 +19,42 @@ typedef struct ed_text_info {
 
 /* One pass over s: NUL bytes, UTF-8 validity, presence of "\r". Word-at-a-time for ASCII. */
 void ed_text_scan(const char *s, size_t n, ed_text_info *info);
+
+/* The same check made piece by piece while a file is read, each piece while it is still in
+ * the cache. */
+typedef struct ed_scan {
+	size_t pos; /* bytes checked so far */
+	ed_text_info info;
+} ed_scan;
+
+void ed_scan_init(ed_scan *sc);
+/* Checks the text s[0..avail) as far as it has not been checked yet: s is the text read so far
+ * (each call with the same bytes, and more; the buffer may have moved). Without final, a
+ * multi-byte sequence that may go on past avail is left for the next call. After a call with
+ * final, sc->info is what ed_text_scan(s, avail) gives. */
+void ed_scan_feed(ed_scan *sc, const char *s, size_t avail, bool final);
+
+/* Offset of the first occurrence of needle (m bytes) in hay[from..n), the one memmem would
+ * find, or SIZE_MAX. SSE2: candidates by first and last byte 64 positions at a time, memmem
+ * when near-misses make that slow (never worse than linear time plus a bounded extra). */
+size_t ed_find(const char *hay, size_t n, size_t from, const char *needle, size_t m);
+
+/* Finding the only occurrence of a needle (m >= 1 bytes) piece by piece while a file is read:
+ * the first occurrence, the next one that does not overlap it, and the number of "\n" before
+ * the first. needle is borrowed until the search is over. */
+typedef struct ed_search {
+	const char *needle;
+	size_t m;
+	size_t next;	 /* no occurrence not yet reported starts before next */
+	size_t first;	 /* SIZE_MAX: none (yet) */
+	size_t second;	 /* from first + m on; SIZE_MAX: none (yet) */
+	size_t newlines; /* "\n" bytes in [0, counted) */
+	size_t counted;	 /* == first once the search is over and first was found */
+} ed_search;
+
+void ed_search_init(ed_search *se, const char *needle, size_t m);
+/* Searches the text s[0..avail) as far as not searched yet (same rules as ed_scan_feed). */
+void ed_search_feed(ed_search *se, const char *s, size_t avail);
 /* Number of "\n" bytes in s[0..n). */
 size_t ed_count_newlines(const char *s, size_t n);
 /* Number of lines in the editor's line model (a final "\n" ends the last line). */
@@ -106,5 +142,8 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
  * none. */
 int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed);
 size_t ed_undo_bytes(const ed_undo *u);
+/* The data the history lets go of (entries dropped for the depth or the budget, data pushed
+ * but not kept) goes to release(ctx, data), which then owns it, instead of free(). */
+void ed_undo_set_release(ed_undo *u, void (*release)(void *ctx, char *data), void *ctx);
 
 #endif

@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -51,7 +52,48 @@ struct cae_editor {
 	ed_undo *undo;
 	pthread_mutex_t lock;
 	unsigned tmp_counter;
+	/* The latest large buffer let go of (an undo entry dropped, a failed edit's file), for
+	 * the next read of a file of about its size: faulting fresh pages in costs more than
+	 * reading the file (10 MB: ~6 ms against ~2-4 ms). At most one, of at most
+	 * max_file_bytes plus a little. */
+	char *spare;
+	size_t spare_cap;
 };
+
+/* Buffers from this size on are kept for reuse, and allocated with room to grow. */
+#define SPARE_MIN ((size_t)1 << 20)
+
+/* Takes data (may be NULL): kept as the spare if large, else freed. */
+static void spare_put(cae_editor *ed, char *data)
+{
+	if (!data)
+		return;
+	size_t cap = malloc_usable_size(data);
+	if (cap < SPARE_MIN) {
+		free(data);
+		return;
+	}
+	free(ed->spare);
+	ed->spare = data;
+	ed->spare_cap = cap;
+}
+
+static void spare_release(void *ctx, char *data)
+{
+	spare_put(ctx, data);
+}
+
+/* A buffer of at least need bytes: the spare if its size is close (a buffer goes to the undo
+ * history, whose budget counts the content), else a new one (with 1/32 to grow when large,
+ * so that a later, slightly larger version of the file can reuse it). */
+static char *buf_get(cae_editor *ed, size_t need)
+{
+	if (ed->spare && ed->spare_cap >= need && ed->spare_cap - need <= need / 8 + (64 << 10)) {
+		ed->spare_cap = 0;
+		return TAKE_PTR(ed->spare);
+	}
+	return malloc(need >= SPARE_MIN ? need + need / 32 : need);
+}
 
 /* ---------------------------------------------------------------------------------------- */
 /* Results */
@@ -225,6 +267,7 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 		return NULL;
 	}
 	pthread_mutex_init(&ed->lock, NULL);
+	ed_undo_set_release(ed->undo, spare_release, ed);
 	ed->lim = lim;
 	ed->root_fd = TAKE_FD(fd);
 	ed->root = TAKE_PTR(root);
@@ -238,6 +281,7 @@ void cae_editor_free(cae_editor *ed)
 	if (ed->root_fd >= 0)
 		close(ed->root_fd);
 	ed_undo_free(ed->undo);
+	free(ed->spare);
 	pthread_mutex_destroy(&ed->lock);
 	free(ed->root);
 	free(ed);
@@ -539,6 +583,7 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 /* Reading and writing */
 
 typedef struct loaded {
+	cae_editor *ed;
 	char *raw; /* the file's bytes */
 	size_t raw_len;
 	char *conv;	  /* LF copy of a CRLF file, else NULL */
@@ -550,7 +595,10 @@ typedef struct loaded {
 
 static void loaded_clear(loaded *l)
 {
-	free(l->raw);
+	if (l->ed)
+		spare_put(l->ed, l->raw);
+	else
+		free(l->raw);
 	free(l->conv);
 	memset(l, 0, sizeof(*l));
 }
@@ -567,13 +615,19 @@ static int too_large_error(cae_editor *ed, cae_editor_result *res, const char *d
 	return r < 0 ? r : 1;
 }
 
+/* Pieces in which a file is read and checked while it is in the cache. */
+#define READ_PIECE ((size_t)256 << 10)
+
 /* Opens and reads the regular file t (which exists). Returns 0, 1 (error set) or -ENOMEM.
- * With want_lf, a CRLF file is also converted for editing. */
-static int load_file(cae_editor *ed, const target *t, bool want_lf, loaded *l,
+ * With want_lf, a CRLF file is also converted for editing. With search (may be NULL), the
+ * raw bytes are searched as they are read (the result is only meaningful when the file turns
+ * out valid and not CRLF). */
+static int load_file(cae_editor *ed, const target *t, bool want_lf, ed_search *search, loaded *l,
 		     cae_editor_result *res)
 {
 	int r;
 	memset(l, 0, sizeof(*l));
+	l->ed = ed;
 	if (!S_ISREG(t->st.st_mode)) {
 		r = res_error(res,
 			      "The path %s is %s; the text editor only views and edits regular "
@@ -603,32 +657,52 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, loaded *l,
 	size_t cap = (size_t)l->st.st_size;
 	if (cap > ed->lim.max_file_bytes)
 		return too_large_error(ed, res, t->display, (unsigned long long)cap);
-	char *buf = malloc(cap + 1);
+	char *buf = buf_get(ed, cap + 1);
 	if (!buf)
 		return -ENOMEM;
+	ed_scan scan;
+	ed_scan_init(&scan);
 	size_t n = 0;
 	for (;;) {
+		char *dst = buf + n;
+		size_t want = cap - n < READ_PIECE ? cap - n : READ_PIECE;
+		char probe[4096];
 		if (n == cap) {
-			/* The file grew since fstat: read on, within the limit. */
+			/* All that fstat announced is read: a short read into probe tells whether
+			 * the file grew since (it is then read on, within the limit). */
+			dst = probe;
+			want = cap < ed->lim.max_file_bytes ? sizeof(probe) : 1;
+		}
+		ssize_t got = read(fd, dst, want);
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			int e = errno;
+			free(buf);
+			if (n == cap && cap >= ed->lim.max_file_bytes)
+				return resolve_error(ed, res, t->display, -e);
+			r = res_error(res, "Ran into %s while trying to read %s", strerror(e),
+				      t->display);
+			return r < 0 ? r : 1;
+		}
+		if (got == 0)
+			break;
+		if (dst == probe) {
 			if (cap >= ed->lim.max_file_bytes) {
-				char probe;
-				ssize_t pr = read(fd, &probe, 1);
-				if (pr > 0) {
-					free(buf);
-					return too_large_error(ed, res, t->display,
-							       (unsigned long long)cap + 1);
-				}
-				if (pr == 0)
-					break;
-				if (errno == EINTR)
-					continue;
-				int e = -errno;
 				free(buf);
-				return resolve_error(ed, res, t->display, e);
+				return too_large_error(ed, res, t->display,
+						       (unsigned long long)cap + 1);
 			}
 			size_t ncap = cap < 4096 ? 4096 : cap * 2;
+			if (ncap < n + (size_t)got)
+				ncap = n + (size_t)got;
 			if (ncap > ed->lim.max_file_bytes)
 				ncap = ed->lim.max_file_bytes;
+			if (n + (size_t)got > ncap) {
+				free(buf);
+				return too_large_error(ed, res, t->display,
+						       (unsigned long long)ncap + 1);
+			}
 			char *nb = realloc(buf, ncap + 1);
 			if (!nb) {
 				free(buf);
@@ -636,27 +710,19 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, loaded *l,
 			}
 			buf = nb;
 			cap = ncap;
+			memcpy(buf + n, probe, (size_t)got);
 		}
-		ssize_t got = read(fd, buf + n, cap - n);
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			int e = errno;
-			free(buf);
-			r = res_error(res, "Ran into %s while trying to read %s", strerror(e),
-				      t->display);
-			return r < 0 ? r : 1;
-		}
-		if (got == 0)
-			break;
 		n += (size_t)got;
+		ed_scan_feed(&scan, buf, n, false);
+		if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX)
+			ed_search_feed(search, buf, n);
 	}
 	buf[n] = '\0';
 	l->raw = buf;
 	l->raw_len = n;
 
-	ed_text_info info;
-	ed_text_scan(buf, n, &info);
+	ed_scan_feed(&scan, buf, n, true);
+	const ed_text_info info = scan.info;
 	if (info.nul_at != SIZE_MAX) {
 		loaded_clear(l);
 		r = res_error(res,
@@ -697,6 +763,60 @@ typedef struct seg {
 	size_t n;
 } seg;
 
+/* Bytes written per write call; the writeback of each such piece is started at once. */
+#define WRITE_PIECE ((size_t)512 << 10)
+#define WRITE_IOV 8
+
+/* Writes the concatenation of segs to fd in pieces of WRITE_PIECE bytes (one writev each),
+ * starting the writeback of every piece as soon as it is written (sync_file_range, a hint:
+ * the fsync that follows still does the real work). The disk then writes the beginning of
+ * a large file while the rest is copied, and the fsync has less left to wait for: 10 MB on
+ * ext4 are durable ~4 ms sooner. Returns 0 or -errno. */
+static int write_segs(int fd, const seg *segs, size_t nsegs)
+{
+	size_t si = 0, so = 0; /* the next byte: segs[si].p[so] */
+	off_t done = 0, started = 0;
+	for (;;) {
+		while (si < nsegs && so == segs[si].n) {
+			si++;
+			so = 0;
+		}
+		if (si == nsegs)
+			return 0;
+		struct iovec iov[WRITE_IOV];
+		int k = 0;
+		size_t room = WRITE_PIECE;
+		for (size_t i = si, o = so; i < nsegs && k < WRITE_IOV && room > 0; i++, o = 0) {
+			size_t take = segs[i].n - o < room ? segs[i].n - o : room;
+			if (take == 0)
+				continue;
+			iov[k++] = (struct iovec){(void *)(uintptr_t)(segs[i].p + o), take};
+			room -= take;
+		}
+		ssize_t w = writev(fd, iov, k);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		if (w == 0)
+			return -EIO;
+		done += w;
+		for (size_t left = (size_t)w; left > 0;) {
+			size_t take = segs[si].n - so < left ? segs[si].n - so : left;
+			so += take;
+			left -= take;
+			if (so == segs[si].n) {
+				si++;
+				so = 0;
+			}
+		}
+		if ((size_t)(done - started) >= WRITE_PIECE) {
+			(void)sync_file_range(fd, started, done - started, SYNC_FILE_RANGE_WRITE);
+			started = done;
+		}
+	}
+}
+
 /* Writes the concatenation of segs to dfd/base atomically: a temporary file in the same
  * directory, fsync, rename over (or, with noreplace, only if base does not exist), fsync of
  * the directory. mode is applied; with owner, its uid/gid are kept where we can.
@@ -725,13 +845,12 @@ static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *se
 		r = cae_buf_reserve(&b, total + total / 8 + 16);
 		for (size_t i = 0; r == 0 && i < nsegs; i++)
 			r = ed_lf_to_crlf(&b, segs[i].p, segs[i].n);
+		seg all = {b.data, b.len};
 		if (r == 0)
-			r = cae_write_all(fd, b.data ? b.data : "", b.len);
+			r = write_segs(fd, &all, 1);
 		cae_buf_clear(&b);
 	} else {
-		for (size_t i = 0; r == 0 && i < nsegs; i++)
-			if (segs[i].n)
-				r = cae_write_all(fd, segs[i].p, segs[i].n);
+		r = write_segs(fd, segs, nsegs);
 	}
 	if (r == 0 && owner && (owner->st_uid != geteuid() || owner->st_gid != getegid())) {
 		/* Keep the owner when we may (root); a failure leaves ours. */
@@ -1046,7 +1165,7 @@ static int view_file(cae_editor *ed, const target *t, const long long *range,
 		     cae_editor_result *res)
 {
 	_cleanup_(loaded_clear) loaded l = {0};
-	int r = load_file(ed, t, false, &l, res);
+	int r = load_file(ed, t, false, NULL, &l, res);
 	if (r != 0)
 		return r;
 	size_t nlines = ed_count_lines(l.text, l.len);
@@ -1420,8 +1539,12 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
+	/* old_str is searched while the file is read; that result stands unless the file is
+	 * CRLF (it is then searched again, in LF form). */
+	ed_search se;
+	ed_search_init(&se, old, olen);
 	_cleanup_(loaded_clear) loaded l = {0};
-	if ((r = load_file(ed, &t, true, &l, res)) != 0)
+	if ((r = load_file(ed, &t, true, &se, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_free_ char *old_own = NULL, *new_own = NULL;
 	if (to_lf(l.crlf, &old, &olen, &old_own) < 0 || to_lf(l.crlf, &new, &nlen, &new_own) < 0)
@@ -1433,19 +1556,22 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 	}
 	const char *text = l.text;
 	size_t len = l.len;
-	const char *hit = olen <= len ? memmem(text, len, old, olen) : NULL;
-	if (!hit) {
+	if (l.crlf) {
+		ed_search_init(&se, old, olen);
+		ed_search_feed(&se, text, len);
+	}
+	if (se.first == SIZE_MAX) {
 		r = nomatch_error(res, &t, text, len, old, olen);
 		return r < 0 ? r : 0;
 	}
-	size_t off = (size_t)(hit - text);
-	if (memmem(text + off + olen, len - off - olen, old, olen)) {
+	size_t off = se.first;
+	if (se.second != SIZE_MAX) {
 		r = multiple_error(res, text, len, old, olen, off);
 		return r < 0 ? r : 0;
 	}
 
 	/* The answer first (it reads the old text, which goes to the undo history). */
-	size_t line0 = ed_count_newlines(text, off);
+	size_t line0 = se.newlines;
 	size_t pre = ed_back_lines(text, off, SNIPPET_LINES);
 	size_t first_no = line0 - ed_count_newlines(text + pre, off - pre) + 1;
 	size_t post_end = ed_skip_lines(text, len, off + olen, SNIPPET_LINES + 1);
@@ -1500,7 +1626,7 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_(loaded_clear) loaded l = {0};
-	if ((r = load_file(ed, &t, true, &l, res)) != 0)
+	if ((r = load_file(ed, &t, true, NULL, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	const char *text = l.text;
 	size_t len = l.len;
@@ -1639,7 +1765,7 @@ static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_res
 	if (r == 0)
 		r = make_output(ed, &out, data, len, t.display, 1, ed_count_lines(data, len),
 				ed_is_crlf(data, len));
-	free(data);
+	spare_put(ed, data);
 	if (r < 0) {
 		cae_buf_clear(&out);
 		return r;

@@ -33,14 +33,13 @@ static inline uint64_t zero_bytes(uint64_t v)
 	return ~(t | v | ~HIGHS);
 }
 
-void ed_text_scan(const char *s, size_t n, ed_text_info *info)
+/* Checks s[i..n) for NUL bytes, invalid UTF-8 and "\r", recording them in info. Stops at the
+ * first NUL or invalid sequence, and (unless final) before a non-ASCII byte with fewer than 4
+ * bytes after it, whose sequence may go on past n. Returns where it stopped. */
+static size_t scan_range(const char *s, size_t i, size_t n, bool final, ed_text_info *info)
 {
 	const uint64_t cr = ONES * (unsigned char)'\r';
-	info->nul_at = SIZE_MAX;
-	info->bad_at = SIZE_MAX;
-	info->has_cr = false;
 	uint64_t crs = 0;
-	size_t i = 0;
 #if defined(__SSE2__) && !defined(CAE_EDITOR_NO_SIMD)
 	/* 64 bytes at a time while they are ASCII without NUL; "\r" only noted. */
 	const __m128i zero = _mm_setzero_si128(), crv = _mm_set1_epi8('\r');
@@ -83,26 +82,145 @@ void ed_text_scan(const char *s, size_t n, ed_text_info *info)
 		if (ch < 0x80) {
 			if (ch == 0) {
 				info->nul_at = i;
-				return; /* binary: that is what the message says */
+				break; /* binary: that is what the message says */
 			}
 			if (ch == '\r')
 				info->has_cr = true;
 			i++;
 			continue;
 		}
+		if (!final && n - i < 4)
+			break; /* the sequence may go on in the next piece */
 		size_t l = cae_utf8_seq_len((const unsigned char *)s + i, n - i);
 		if (l == 0) {
 			info->bad_at = i;
-			/* Binary beats "not UTF-8" in the message: look on for a NUL. */
-			const char *z = memchr(s + i, 0, n - i);
-			if (z)
-				info->nul_at = (size_t)(z - s);
-			return;
+			break;
 		}
 		i += l;
 	}
 	if (crs)
 		info->has_cr = true;
+	return i;
+}
+
+void ed_scan_init(ed_scan *sc)
+{
+	sc->pos = 0;
+	sc->info.nul_at = SIZE_MAX;
+	sc->info.bad_at = SIZE_MAX;
+	sc->info.has_cr = false;
+}
+
+void ed_scan_feed(ed_scan *sc, const char *s, size_t avail, bool final)
+{
+	ed_text_info *info = &sc->info;
+	if (info->nul_at != SIZE_MAX)
+		return;
+	if (info->bad_at == SIZE_MAX)
+		sc->pos = scan_range(s, sc->pos, avail, final, info);
+	if (final && info->bad_at != SIZE_MAX && info->nul_at == SIZE_MAX) {
+		/* Binary beats "not UTF-8" in the message: look on for a NUL. */
+		const char *z = memchr(s + info->bad_at, 0, avail - info->bad_at);
+		if (z)
+			info->nul_at = (size_t)(z - s);
+	}
+}
+
+void ed_text_scan(const char *s, size_t n, ed_text_info *info)
+{
+	ed_scan sc;
+	ed_scan_init(&sc);
+	ed_scan_feed(&sc, s, n, true);
+	*info = sc.info;
+}
+
+#define VERIFY_PREFIX 32
+
+size_t ed_find(const char *hay, size_t n, size_t from, const char *needle, size_t m)
+{
+	if (from > n || m > n - from)
+		return SIZE_MAX;
+	if (m == 0)
+		return from;
+	if (m == 1) {
+		const char *p = memchr(hay + from, needle[0], n - from);
+		return p ? (size_t)(p - hay) : SIZE_MAX;
+	}
+	size_t i = from;
+#if defined(__SSE2__) && !defined(CAE_EDITOR_NO_SIMD)
+	/* 64 positions at a time: those where the needle's first and last bytes both match are
+	 * candidates, verified with memcmp (the first VERIFY_PREFIX bytes, then the rest). The
+	 * verification is charged to a budget that grows with the bytes passed; text full of
+	 * near-misses exhausts it and memmem (linear time) takes over. */
+	const __m128i F = _mm_set1_epi8(needle[0]), L = _mm_set1_epi8(needle[m - 1]);
+	size_t mid = m - 2, head = mid < VERIFY_PREFIX ? mid : VERIFY_PREFIX;
+	uint64_t spent = 0;
+	while (n - i >= m - 1 + 64) {
+		const char *p = hay + i, *q = hay + i + m - 1;
+#define FL_EQ(k)                                                                                   \
+	_mm_and_si128(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(p + (k))), F),              \
+		      _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(q + (k))), L))
+		__m128i e0 = FL_EQ(0), e1 = FL_EQ(16), e2 = FL_EQ(32), e3 = FL_EQ(48);
+#undef FL_EQ
+		if (_mm_movemask_epi8(_mm_or_si128(_mm_or_si128(e0, e1), _mm_or_si128(e2, e3)))) {
+			uint64_t mask = (uint64_t)(unsigned)_mm_movemask_epi8(e0) |
+					(uint64_t)(unsigned)_mm_movemask_epi8(e1) << 16 |
+					(uint64_t)(unsigned)_mm_movemask_epi8(e2) << 32 |
+					(uint64_t)(unsigned)_mm_movemask_epi8(e3) << 48;
+			do {
+				const char *c = p + __builtin_ctzll(mask) + 1;
+				spent += VERIFY_PREFIX;
+				if (memcmp(c, needle + 1, head) == 0) {
+					spent += mid;
+					if (memcmp(c + head, needle + 1 + head, mid - head) == 0)
+						return (size_t)(c - 1 - hay);
+				}
+				mask &= mask - 1;
+			} while (mask);
+			if (spent > 8 * (uint64_t)(i - from) + (64u << 10))
+				break;
+		}
+		i += 64;
+	}
+#endif
+	const char *p = memmem(hay + i, n - i, needle, m);
+	return p ? (size_t)(p - hay) : SIZE_MAX;
+}
+
+void ed_search_init(ed_search *se, const char *needle, size_t m)
+{
+	*se = (ed_search){
+	    .needle = needle,
+	    .m = m,
+	    .first = SIZE_MAX,
+	    .second = SIZE_MAX,
+	};
+}
+
+void ed_search_feed(ed_search *se, const char *s, size_t avail)
+{
+	while (se->second == SIZE_MAX) {
+		size_t x = ed_find(s, avail, se->next, se->needle, se->m);
+		if (x == SIZE_MAX) {
+			/* None starts before avail - m + 1 (it would have ended by avail). */
+			if (avail >= se->m && avail - se->m + 1 > se->next)
+				se->next = avail - se->m + 1;
+			break;
+		}
+		if (se->first == SIZE_MAX) {
+			se->first = x;
+			se->next = x + se->m; /* occurrences are counted without overlap */
+		} else {
+			se->second = x;
+		}
+	}
+	/* Newlines before the first occurrence, counted while the text is fresh in the cache:
+	 * up to where no occurrence can start any more. */
+	size_t upto = se->first != SIZE_MAX ? se->first : se->next;
+	if (upto > se->counted) {
+		se->newlines += ed_count_newlines(s + se->counted, upto - se->counted);
+		se->counted = upto;
+	}
 }
 
 size_t ed_count_newlines(const char *s, size_t n)

@@ -37,6 +37,8 @@ struct ed_undo {
 	size_t budget;
 	unsigned depth;
 	uint64_t seq;
+	void (*release)(void *ctx, char *data);
+	void *release_ctx;
 };
 
 ed_undo *ed_undo_new(unsigned depth, size_t budget)
@@ -47,6 +49,21 @@ ed_undo *ed_undo_new(unsigned depth, size_t budget)
 	u->depth = depth;
 	u->budget = budget;
 	return u;
+}
+
+void ed_undo_set_release(ed_undo *u, void (*release)(void *ctx, char *data), void *ctx)
+{
+	u->release = release;
+	u->release_ctx = ctx;
+}
+
+/* Lets go of the data of an entry dropped (or not kept). */
+static void let_go(ed_undo *u, char *data)
+{
+	if (u->release && data)
+		u->release(u->release_ctx, data);
+	else
+		free(data);
 }
 
 static void history_free(history *h)
@@ -84,7 +101,7 @@ static history *find(ed_undo *u, const char *key)
 static void drop_oldest(ed_undo *u, history *h)
 {
 	u->bytes -= h->e[0].cost;
-	free(h->e[0].data);
+	let_go(u, h->e[0].data);
 	memmove(h->e, h->e + 1, (h->n - 1) * sizeof(entry));
 	h->n--;
 }
@@ -120,7 +137,7 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
 {
 	size_t cost = len + ENTRY_OVERHEAD + strlen(key);
 	if (u->depth == 0 || cost > u->budget || cost < len) {
-		free(data);
+		let_go(u, data);
 		return 0;
 	}
 	history *h = find(u, key);

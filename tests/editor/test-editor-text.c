@@ -132,6 +132,135 @@ START_TEST(long_buffers)
 }
 END_TEST
 
+/* memmem with a starting offset: the reference for ed_find. */
+static size_t ref_find(const char *h, size_t n, size_t from, const char *nd, size_t m)
+{
+	if (from > n)
+		return SIZE_MAX;
+	const char *p = memmem(h + from, n - from, nd, m);
+	return p ? (size_t)(p - h) : SIZE_MAX;
+}
+
+START_TEST(find_matches_memmem)
+{
+	char *buf = malloc(8192 + 64);
+	char needle[300];
+	for (int round = 0; round < 20000; round++) {
+		size_t n = round < 2000 ? (size_t)(round % 200) : rnd() % 8192;
+		char *b = buf + rnd() % 16;
+		/* A small alphabet makes candidates (first and last byte equal) frequent. */
+		unsigned alpha = 2 + rnd() % (round % 3 ? 4 : 90);
+		for (size_t i = 0; i < n; i++)
+			b[i] = (char)('a' + rnd() % alpha);
+		size_t m = 1 + rnd() % (round % 5 ? 12 : 280);
+		if (n > 0 && rnd() % 2) {
+			/* A needle taken from the text: found at least once. */
+			size_t at = rnd() % n;
+			if (m > n - at)
+				m = n - at;
+			memcpy(needle, b + at, m);
+		} else {
+			for (size_t i = 0; i < m; i++)
+				needle[i] = (char)('a' + rnd() % alpha);
+		}
+		size_t from = n ? rnd() % (n + 2) : rnd() % 2;
+		ck_assert_msg(ed_find(b, n, from, needle, m) == ref_find(b, n, from, needle, m),
+			      "round %d n=%zu m=%zu from=%zu", round, n, m, from);
+	}
+	/* Near-misses everywhere: "aaa...aba...a" in a text of "a" (the memmem fallback), then
+	 * the needle itself at the very end. */
+	size_t n = 1 << 20;
+	char *h = malloc(n);
+	memset(h, 'a', n);
+	memset(needle, 'a', 100);
+	needle[50] = 'b';
+	ck_assert_uint_eq(ed_find(h, n, 0, needle, 100), SIZE_MAX);
+	memcpy(h + n - 100, needle, 100);
+	ck_assert_uint_eq(ed_find(h, n, 0, needle, 100), n - 100);
+	ck_assert_uint_eq(ed_find(h, n, 7, needle, 100), n - 100);
+	ck_assert_uint_eq(ed_find(h, n, n - 99, needle, 100), SIZE_MAX);
+	ck_assert_uint_eq(ed_find(h, n, n + 1, needle, 1), SIZE_MAX);
+	free(h);
+	free(buf);
+}
+END_TEST
+
+START_TEST(scan_in_pieces)
+{
+	/* Fed piece by piece (as a file is read), the scan says what one scan of the whole says. */
+	char *buf = malloc(20000);
+	for (int round = 0; round < 3000; round++) {
+		size_t n = rnd() % (round % 2 ? 2000 : 20000);
+		fill(buf, n, round % 4);
+		if (round % 4 == 1 && n > 0)
+			buf[rnd() % n] = (char)0xe6; /* a lead byte, maybe cut by a piece */
+		ed_text_info want;
+		ed_text_scan(buf, n, &want);
+		ed_scan sc;
+		ed_scan_init(&sc);
+		size_t avail = 0;
+		while (avail < n) {
+			size_t step = 1 + rnd() % (round % 2 ? 7 : 3000);
+			avail = step > n - avail ? n : avail + step;
+			ed_scan_feed(&sc, buf, avail, false);
+		}
+		ed_scan_feed(&sc, buf, n, true);
+		ck_assert_uint_eq(sc.info.nul_at, want.nul_at);
+		if (want.nul_at == SIZE_MAX) {
+			ck_assert_uint_eq(sc.info.bad_at, want.bad_at);
+			if (want.bad_at == SIZE_MAX)
+				ck_assert(sc.info.has_cr == want.has_cr);
+		}
+	}
+	free(buf);
+}
+END_TEST
+
+START_TEST(search_in_pieces)
+{
+	/* The first occurrence, the next one that does not overlap it, and the newlines before
+	 * the first, found piece by piece, against memmem and a byte count. */
+	char *buf = malloc(20000);
+	static const char *needles[] = {"ab", "aba",	"x\ny",
+					"\n", "needle", "zzzzzzzzzzzzzzzzzzzz"};
+	for (int round = 0; round < 3000; round++) {
+		size_t n = rnd() % (round % 2 ? 2000 : 20000);
+		for (size_t i = 0; i < n; i++) {
+			unsigned r = rnd() % 16;
+			buf[i] = r == 0 ? '\n' : (char)("abxyz"[r % 5]);
+		}
+		const char *nd = needles[round % 6];
+		size_t m = strlen(nd);
+		for (unsigned k = rnd() % 4; k > 0 && n >= m; k--)
+			memcpy(buf + rnd() % (n - m + 1), nd, m);
+		size_t first = ref_find(buf, n, 0, nd, m);
+		size_t second = first == SIZE_MAX ? SIZE_MAX : ref_find(buf, n, first + m, nd, m);
+		ed_search se;
+		ed_search_init(&se, nd, m);
+		size_t avail = 0;
+		do {
+			size_t step = 1 + rnd() % (round % 2 ? 5 : 4000);
+			avail = step > n - avail ? n : avail + step;
+			ed_search_feed(&se, buf, avail);
+		} while (avail < n);
+		ck_assert_uint_eq(se.first, first);
+		ck_assert_uint_eq(se.second, second);
+		if (first != SIZE_MAX)
+			ck_assert_uint_eq(se.newlines, ref_newlines(buf, first));
+	}
+	/* Overlapping occurrences are one: "aaa" holds "aa" once (then "a" is left). */
+	ed_search se;
+	ed_search_init(&se, "aa", 2);
+	ed_search_feed(&se, "aaa", 3);
+	ck_assert_uint_eq(se.first, 0);
+	ck_assert_uint_eq(se.second, SIZE_MAX);
+	ed_search_init(&se, "aa", 2);
+	ed_search_feed(&se, "aaaa", 4);
+	ck_assert_uint_eq(se.second, 2);
+	free(buf);
+}
+END_TEST
+
 START_TEST(lines_and_offsets)
 {
 	const char *s = "a\nbb\n\nccc";
@@ -277,17 +406,59 @@ START_TEST(undo_history_bounds)
 }
 END_TEST
 
+static char *released[8];
+static size_t nreleased;
+
+static void release_cb(void *ctx, char *data)
+{
+	ck_assert_ptr_eq(ctx, &nreleased);
+	ck_assert_uint_lt(nreleased, 8);
+	released[nreleased++] = data;
+}
+
+START_TEST(undo_release_hook)
+{
+	/* What the history lets go of goes to the hook (which owns it), not to free(). */
+	ed_undo *u = ed_undo_new(2, 1000);
+	ed_undo_set_release(u, release_cb, &nreleased);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true), 1);
+	ck_assert_uint_eq(nreleased, 0);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true), 1); /* depth */
+	ck_assert_uint_eq(nreleased, 1);
+	ck_assert_str_eq(released[0], "one");
+	char *big = malloc(2000);
+	memset(big, 'x', 2000);
+	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true), 0); /* over the budget */
+	ck_assert_uint_eq(nreleased, 2);
+	ck_assert_ptr_eq(released[1], big);
+	char *b900 = calloc(1, 900);
+	ck_assert_int_eq(ed_undo_push(u, "j", b900, 800, true), 1); /* evicts by budget */
+	ck_assert_uint_ge(nreleased, 3);
+	ck_assert_str_eq(released[2], "two");
+	ck_assert_int_eq(ed_undo_push(u, "new", NULL, 0, false), 1);
+	for (size_t i = 0; i < nreleased; i++)
+		free(released[i]);
+	ed_undo_free(u); /* what is still kept is freed */
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("editor-text");
 	TCase *tc = tcase_create("text");
+	tcase_set_timeout(tc, 60); /* the randomised tests under ASan on a busy machine */
 	tcase_add_test(tc, scan_and_count_match_reference);
 	tcase_add_test(tc, long_buffers);
+	tcase_add_test(tc, find_matches_memmem);
+	tcase_add_test(tc, scan_in_pieces);
+	tcase_add_test(tc, search_in_pieces);
 	tcase_add_test(tc, lines_and_offsets);
 	tcase_add_test(tc, numbering_and_clipping);
 	tcase_add_test(tc, whitespace_insensitive_find);
 	tcase_add_test(tc, path_forms);
 	tcase_add_test(tc, undo_history_bounds);
+	tcase_add_test(tc, undo_release_hook);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -1136,6 +1136,231 @@ START_TEST(large_file_edit)
 }
 END_TEST
 
+/* -- large files: read, checked and searched in pieces of 256 KiB, written in 512 KiB -- */
+
+#define PIECE (256 * 1024)
+
+/* n bytes of numbered lines ("l<no> filler...\n"), the last line complete. */
+static char *make_lines(size_t n, size_t *len)
+{
+	char *b = malloc(n + 128);
+	size_t o = 0;
+	for (size_t line = 1; o < n; line++)
+		o += (size_t)snprintf(b + o, 128, "l%zu some filler text for a line\n", line);
+	*len = o;
+	return b;
+}
+
+static size_t nl_before(const char *s, size_t off)
+{
+	size_t c = 0;
+	for (size_t i = 0; i < off; i++)
+		c += s[i] == '\n';
+	return c;
+}
+
+static cae_editor_result replace(cae_editor *ed, const char *path, const char *old, const char *new)
+{
+	cae_editor_result r;
+	ck_assert_int_eq(cae_editor_str_replace(ed, path, old, strlen(old), new, strlen(new), &r),
+			 0);
+	ck_assert_ptr_nonnull(r.text);
+	return r;
+}
+
+START_TEST(large_file_pieces)
+{
+	fixture fx;
+	fx_init(&fx, NULL, DISPLAY_ROOT);
+	size_t len;
+	char *big = make_lines(2 * 1024 * 1024, &len);
+	/* A marker across the first piece boundary, a 4-byte character across the second. */
+	size_t at = PIECE - 3;
+	memcpy(big + at, "<MARK>", 6);
+	memcpy(big + 2 * PIECE - 2, "\xf0\x9f\x98\x80", 4);
+	char *p = pjoin(fx.sb.ws, "big.txt");
+	spit(p, big, len);
+	cae_editor_result r = replace(fx.ed, "big.txt", "<MARK>", "[replaced]");
+	ck_assert_msg(!r.is_error, "%s", r.text);
+	/* The snippet is numbered from 4 lines above the marker's line. */
+	size_t line = nl_before(big, at) + 1;
+	char want[64];
+	snprintf(want, sizeof(want), "\n%6zu\t", line - 4);
+	ck_assert_msg(strstr(r.text, want) != NULL, "no line %zu in %s", line - 4, r.text);
+	snprintf(want, sizeof(want), "\n%6zu\t", line - 5);
+	ck_assert_msg(strstr(r.text, want) == NULL, "line %zu in %s", line - 5, r.text);
+	ck_assert_msg(strstr(r.text, "[replaced]") != NULL, "%s", r.text);
+	cae_editor_result_clear(&r);
+	/* Byte for byte what was asked, across the 512 KiB write pieces too. */
+	size_t got_len;
+	char *got = slurp(p, &got_len);
+	ck_assert_uint_eq(got_len, len + 4);
+	ck_assert(memcmp(got, big, at) == 0);
+	ck_assert(memcmp(got + at, "[replaced]", 10) == 0);
+	ck_assert(memcmp(got + at + 10, big + at + 6, len - at - 6) == 0);
+	free(got);
+
+	/* Two occurrences, each across a piece boundary: both lines listed. */
+	memcpy(big + 3 * PIECE - 4, "<TWO>", 5);
+	memcpy(big + 5 * PIECE - 1, "<TWO>", 5);
+	spit(p, big, len);
+	r = replace(fx.ed, "big.txt", "<TWO>", "x");
+	ck_assert(r.is_error);
+	snprintf(want, sizeof(want), "in lines [%zu, %zu]", nl_before(big, 3 * PIECE - 4) + 1,
+		 nl_before(big, 5 * PIECE - 1) + 1);
+	ck_assert_msg(strstr(r.text, want) != NULL, "%s (wanted %s)", r.text, want);
+	cae_editor_result_clear(&r);
+	/* Occurrences overlapping the first one do not count (as memmem from its end): "zyz"
+	 * is in "zyzyz" once, here across a piece boundary. */
+	char *orig = make_lines(2 * 1024 * 1024, &len);
+	memcpy(big + 3 * PIECE - 4, orig + 3 * PIECE - 4, 5);
+	memcpy(big + 5 * PIECE - 1, orig + 5 * PIECE - 1, 5);
+	free(orig);
+	memcpy(big + 3 * PIECE - 2, "zyzyz", 5);
+	spit(p, big, len);
+	r = replace(fx.ed, "big.txt", "zyz", "Q");
+	ck_assert_msg(!r.is_error, "%s", r.text);
+	cae_editor_result_clear(&r);
+	got = slurp(p, &got_len);
+	ck_assert_uint_eq(got_len, len - 2);
+	ck_assert(memcmp(got, big, 3 * PIECE - 2) == 0);
+	ck_assert(memcmp(got + 3 * PIECE - 2, "Qyz", 3) == 0);
+	ck_assert(memcmp(got + 3 * PIECE + 1, big + 3 * PIECE + 3, len - 3 * PIECE - 3) == 0);
+	free(got);
+
+	/* An invalid byte just after a piece boundary, then a NUL far after it. */
+	memcpy(big + 2 * PIECE - 2, "ab\xff", 3);
+	spit(p, big, len);
+	r = replace(fx.ed, "big.txt", "l1 ", "L1 ");
+	ck_assert(r.is_error);
+	snprintf(want, sizeof(want), "on line %zu, at offset %zu", nl_before(big, 2 * PIECE) + 1,
+		 (size_t)2 * PIECE);
+	ck_assert_msg(strstr(r.text, want) != NULL, "%s (wanted %s)", r.text, want);
+	cae_editor_result_clear(&r);
+	big[7 * PIECE + 5] = '\0';
+	spit(p, big, len);
+	r = replace(fx.ed, "big.txt", "l1 ", "L1 ");
+	ck_assert(r.is_error);
+	snprintf(want, sizeof(want), "NUL byte at offset %zu", (size_t)7 * PIECE + 5);
+	ck_assert_msg(strstr(r.text, want) != NULL, "%s (wanted %s)", r.text, want);
+	cae_editor_result_clear(&r);
+	free(big);
+	free(p);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(large_crlf_edit)
+{
+	fixture fx;
+	fx_init(&fx, NULL, DISPLAY_ROOT);
+	size_t lf_len;
+	char *lf = make_lines(2 * 1024 * 1024, &lf_len);
+	memcpy(lf + PIECE, "<M>", 3);
+	/* The same text with CRLF endings. */
+	char *crlf = malloc(lf_len * 2);
+	size_t n = 0;
+	for (size_t i = 0; i < lf_len; i++) {
+		if (lf[i] == '\n')
+			crlf[n++] = '\r';
+		crlf[n++] = lf[i];
+	}
+	char *p = pjoin(fx.sb.ws, "w.txt");
+	spit(p, crlf, n);
+	cae_editor_result r = replace(fx.ed, "w.txt", "<M>", "a\nb");
+	ck_assert_msg(!r.is_error, "%s", r.text);
+	snprintf(crlf, 64, "\n%6zu\t", nl_before(lf, PIECE) + 2); /* the line "b" is shown */
+	ck_assert_msg(strstr(r.text, crlf) != NULL, "%s", r.text);
+	ck_assert_msg(strchr(r.text, '\r') == NULL, "%s", r.text);
+	cae_editor_result_clear(&r);
+	/* What the file must now be: the CRLF text with "<M>" as "a\r\nb". */
+	size_t k = 0;
+	for (size_t i = 0; i < lf_len; i++) {
+		if (i == PIECE) {
+			memcpy(crlf + k, "a\r\nb", 4);
+			k += 4;
+			i += 2;
+			continue;
+		}
+		if (lf[i] == '\n')
+			crlf[k++] = '\r';
+		crlf[k++] = lf[i];
+	}
+	size_t got_len;
+	char *got = slurp(p, &got_len);
+	ck_assert_uint_eq(got_len, k);
+	ck_assert(memcmp(got, crlf, k) == 0);
+	free(got);
+	free(crlf);
+	free(lf);
+	free(p);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(large_buffers_reused)
+{
+	/* Edits of a 2 MB file with room for two undo entries: older entries are dropped and
+	 * their buffers read into again; every state must still come back with undo. */
+	cae_editor_limits lim;
+	cae_editor_limits_default(&lim);
+	lim.undo_budget_bytes = 5u << 20;
+	fixture fx;
+	fx_init(&fx, &lim, DISPLAY_ROOT);
+	size_t len;
+	char *big = make_lines(2 * 1024 * 1024, &len);
+	memcpy(big + len / 2, "<00>", 4);
+	char *p = pjoin(fx.sb.ws, "r.txt");
+	spit(p, big, len);
+	char states[6][5];
+	for (int i = 0; i < 6; i++) {
+		snprintf(states[i], sizeof(states[i]), "<%02d>", i);
+		if (i == 0)
+			continue;
+		cae_editor_result r = replace(fx.ed, "r.txt", states[i - 1], states[i]);
+		ck_assert_msg(!r.is_error, "%s", r.text);
+		cae_editor_result_clear(&r);
+		/* A failed edit in between (its buffer is let go of too). */
+		r = replace(fx.ed, "r.txt", "no such text", "x");
+		ck_assert(r.is_error);
+		cae_editor_result_clear(&r);
+	}
+	ck_assert_uint_le(cae_editor_undo_bytes(fx.ed), lim.undo_budget_bytes);
+	for (int i = 4; i >= 3; i--) {
+		expect_ok(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"r.txt\"}");
+		size_t got_len;
+		char *got = slurp(p, &got_len);
+		ck_assert_uint_eq(got_len, len);
+		memcpy(big + len / 2, states[i], 4);
+		ck_assert_msg(memcmp(got, big, len) == 0, "state %d", i);
+		free(got);
+	}
+	expect_error(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"r.txt\"}",
+		     "No edit history found");
+	/* Undo disabled: every buffer is let go of at once, edits go on. */
+	cae_editor_limits none = lim;
+	none.undo_depth = 0;
+	cae_editor_free(fx.ed);
+	fx.ed = cae_editor_new(fx.sb.ws, DISPLAY_ROOT, &none, NULL);
+	ck_assert_ptr_nonnull(fx.ed);
+	for (int i = 3; i > 0; i--) {
+		cae_editor_result r = replace(fx.ed, "r.txt", states[i], states[i - 1]);
+		ck_assert_msg(!r.is_error, "%s", r.text);
+		ck_assert_msg(strstr(r.text, "cannot be undone") != NULL, "%s", r.text);
+		cae_editor_result_clear(&r);
+	}
+	size_t got_len;
+	char *got = slurp(p, &got_len);
+	memcpy(big + len / 2, "<00>", 4);
+	ck_assert_uint_eq(got_len, len);
+	ck_assert(memcmp(got, big, len) == 0);
+	free(got);
+	free(big);
+	free(p);
+	fx_free(&fx);
+}
+END_TEST
+
 START_TEST(special_files)
 {
 	fixture fx;
@@ -1223,6 +1448,9 @@ int main(int argc, char **argv)
 	tcase_add_test(c, compat_shape);
 	tcase_add_test(c, shell_metachar_names);
 	tcase_add_test(c, large_file_edit);
+	tcase_add_test(c, large_file_pieces);
+	tcase_add_test(c, large_crlf_edit);
+	tcase_add_test(c, large_buffers_reused);
 	tcase_add_test(c, special_files);
 	tcase_add_test(c, bad_editor_args);
 	suite_add_tcase(s, c);
