@@ -584,6 +584,7 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 
 typedef struct loaded {
 	cae_editor *ed;
+	int fd;	   /* a large file stays open until its edit is written: see close_later */
 	char *raw; /* the file's bytes */
 	size_t raw_len;
 	char *conv;	  /* LF copy of a CRLF file, else NULL */
@@ -600,7 +601,35 @@ static void loaded_clear(loaded *l)
 	else
 		free(l->raw);
 	free(l->conv);
+	if (l->fd >= 0)
+		close(l->fd);
 	memset(l, 0, sizeof(*l));
+	l->fd = -1;
+}
+
+static void *closer(void *arg)
+{
+	close((int)(intptr_t)arg);
+	return NULL;
+}
+
+/* Closes fd on a short-lived thread of its own. For the old version of a large file that an
+ * edit has just replaced: its last reference goes with this close, and the kernel frees its
+ * pages and blocks then (10 MB: ~1 ms on tmpfs, ~5-10 ms on ext4), which the rename would
+ * otherwise do while the agent waits. Falls back to closing here. */
+static void close_later(int fd)
+{
+	pthread_attr_t attr;
+	pthread_t th;
+	if (pthread_attr_init(&attr) != 0) {
+		close(fd);
+		return;
+	}
+	(void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	(void)pthread_attr_setstacksize(&attr, 64 << 10);
+	if (pthread_create(&th, &attr, closer, (void *)(intptr_t)fd) != 0)
+		close(fd);
+	pthread_attr_destroy(&attr);
 }
 
 static int too_large_error(cae_editor *ed, cae_editor_result *res, const char *display,
@@ -628,6 +657,7 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, ed_search *s
 	int r;
 	memset(l, 0, sizeof(*l));
 	l->ed = ed;
+	l->fd = -1;
 	if (!S_ISREG(t->st.st_mode)) {
 		r = res_error(res,
 			      "The path %s is %s; the text editor only views and edits regular "
@@ -720,6 +750,8 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, ed_search *s
 	buf[n] = '\0';
 	l->raw = buf;
 	l->raw_len = n;
+	if (n >= SPARE_MIN)
+		l->fd = TAKE_FD(fd);
 
 	ed_scan_feed(&scan, buf, n, true);
 	const ed_text_info info = scan.info;
@@ -1164,7 +1196,7 @@ static int view_dir(cae_editor *ed, const target *t, cae_editor_result *res)
 static int view_file(cae_editor *ed, const target *t, const long long *range,
 		     cae_editor_result *res)
 {
-	_cleanup_(loaded_clear) loaded l = {0};
+	_cleanup_(loaded_clear) loaded l = {.fd = -1};
 	int r = load_file(ed, t, false, NULL, &l, res);
 	if (r != 0)
 		return r;
@@ -1357,6 +1389,10 @@ static int commit_edit(cae_editor *ed, const target *t, loaded *l, const seg *se
 	    write_atomic(ed, t->dfd, t->base, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false);
 	if (r < 0)
 		return write_error(res, t->display, r);
+	if (l->fd >= 0) {
+		close_later(l->fd);
+		l->fd = -1;
+	}
 	r = ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true);
 	if (r < 0)
 		return r;
@@ -1543,7 +1579,7 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 	 * CRLF (it is then searched again, in LF form). */
 	ed_search se;
 	ed_search_init(&se, old, olen);
-	_cleanup_(loaded_clear) loaded l = {0};
+	_cleanup_(loaded_clear) loaded l = {.fd = -1};
 	if ((r = load_file(ed, &t, true, &se, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_free_ char *old_own = NULL, *new_own = NULL;
@@ -1625,7 +1661,7 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(loaded_clear) loaded l = {0};
+	_cleanup_(loaded_clear) loaded l = {.fd = -1};
 	if ((r = load_file(ed, &t, true, NULL, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	const char *text = l.text;

@@ -1298,8 +1298,29 @@ START_TEST(large_crlf_edit)
 }
 END_TEST
 
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	ck_assert_ptr_nonnull(d);
+	int n = 0;
+	while (readdir(d))
+		n++;
+	closedir(d);
+	return n;
+}
+
+/* The old version of an edited large file is closed on a thread of its own: wait (bounded)
+ * until every fd opened since `before` is closed again. */
+static void assert_fds_back_to(int before)
+{
+	for (int i = 0; i < 1000 && count_fds() > before; i++)
+		usleep(10 * 1000);
+	ck_assert_int_eq(count_fds(), before);
+}
+
 START_TEST(large_buffers_reused)
 {
+	int fds_before = count_fds();
 	/* Edits of a 2 MB file with room for two undo entries: older entries are dropped and
 	 * their buffers read into again; every state must still come back with undo. */
 	cae_editor_limits lim;
@@ -1326,6 +1347,8 @@ START_TEST(large_buffers_reused)
 		cae_editor_result_clear(&r);
 	}
 	ck_assert_uint_le(cae_editor_undo_bytes(fx.ed), lim.undo_budget_bytes);
+	/* Only the workspace directory stays open. */
+	assert_fds_back_to(fds_before + 1);
 	for (int i = 4; i >= 3; i--) {
 		expect_ok(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"r.txt\"}");
 		size_t got_len;
@@ -1358,6 +1381,7 @@ START_TEST(large_buffers_reused)
 	free(big);
 	free(p);
 	fx_free(&fx);
+	assert_fds_back_to(fds_before);
 }
 END_TEST
 
