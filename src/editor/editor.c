@@ -744,9 +744,14 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, ed_search *s
 		}
 		n += (size_t)got;
 		ed_scan_feed(&scan, buf, n, false);
-		if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX)
+		/* (A long old_str is searched less often: the last m - 1 bytes are searched
+		 * again each time.) */
+		if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX &&
+		    n - search->next >= 4 * search->m)
 			ed_search_feed(search, buf, n);
 	}
+	if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX)
+		ed_search_feed(search, buf, n);
 	buf[n] = '\0';
 	l->raw = buf;
 	l->raw_len = n;

@@ -1298,6 +1298,33 @@ START_TEST(large_crlf_edit)
 }
 END_TEST
 
+START_TEST(long_old_str)
+{
+	/* An old_str of 700 KB, longer than a read piece (searched once enough has been read). */
+	fixture fx;
+	fx_init(&fx, NULL, DISPLAY_ROOT);
+	size_t len;
+	char *big = make_lines(2 * 1024 * 1024, &len);
+	char *p = pjoin(fx.sb.ws, "long.txt");
+	spit(p, big, len);
+	size_t at = PIECE + 1000, olen = 700 * 1000;
+	cae_editor_result r;
+	ck_assert_int_eq(cae_editor_str_replace(fx.ed, "long.txt", big + at, olen, "X", 1, &r), 0);
+	ck_assert_msg(!r.is_error, "%s", r.text);
+	cae_editor_result_clear(&r);
+	size_t got_len;
+	char *got = slurp(p, &got_len);
+	ck_assert_uint_eq(got_len, len - olen + 1);
+	ck_assert(memcmp(got, big, at) == 0);
+	ck_assert_int_eq(got[at], 'X');
+	ck_assert(memcmp(got + at + 1, big + at + olen, len - at - olen) == 0);
+	free(got);
+	free(big);
+	free(p);
+	fx_free(&fx);
+}
+END_TEST
+
 static int count_fds(void)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -1474,6 +1501,7 @@ int main(int argc, char **argv)
 	tcase_add_test(c, large_file_edit);
 	tcase_add_test(c, large_file_pieces);
 	tcase_add_test(c, large_crlf_edit);
+	tcase_add_test(c, long_old_str);
 	tcase_add_test(c, large_buffers_reused);
 	tcase_add_test(c, special_files);
 	tcase_add_test(c, bad_editor_args);
