@@ -215,21 +215,3 @@ json_t *cae_jsonrpc_notification(const char *method, json_t *params)
 	json_decref(params);
 	return o;
 }
-
-char *cae_jsonrpc_encode(const json_t *msg, size_t *len)
-{
-	char *s = json_dumps(msg, JSON_COMPACT);
-	if (!s)
-		return NULL;
-	size_t n = strlen(s);
-	char *p = realloc(s, n + 2);
-	if (!p) {
-		free(s);
-		return NULL;
-	}
-	p[n] = '\n';
-	p[n + 1] = '\0';
-	if (len)
-		*len = n + 1;
-	return p;
-}

@@ -143,13 +143,19 @@ json_t *cae_mcp_initialize_result(const char *version, const char *name, const c
 	return r;
 }
 
-static json_t *text_json(const char *s)
+/* A JSON string for text, repaired to valid UTF-8. The text of a tool result is often the
+ * structured result's "output" too (the text editor): then that string is shared rather
+ * than checked and copied once more. */
+static json_t *text_json(const char *s, const json_t *structured)
 {
-	json_t *j = json_string(s);
-	if (j)
-		return j;
-	size_t n;
-	_cleanup_free_ char *fixed = cae_utf8_sanitize(s, strlen(s), &n);
+	size_t n = strlen(s);
+	json_t *out = json_object_get(structured, "output");
+	if (json_is_string(out) && json_string_length(out) == n &&
+	    memcmp(json_string_value(out), s, n) == 0)
+		return json_incref(out);
+	if (cae_utf8_is_valid(s, n))
+		return json_stringn_nocheck(s, n);
+	_cleanup_free_ char *fixed = cae_utf8_sanitize(s, n, &n);
 	return fixed ? json_stringn(fixed, n) : NULL;
 }
 
@@ -159,7 +165,8 @@ json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structure
 	const char *text = res->text;
 	if (!text && res->structured)
 		text = dumped = json_dumps(res->structured, JSON_COMPACT);
-	json_t *item = json_pack("{s:s, s:o}", "type", "text", "text", text_json(text ? text : ""));
+	json_t *item = json_pack("{s:s, s:o}", "type", "text", "text",
+				 text_json(text ? text : "", res->structured));
 	json_t *r = json_pack("{s:[o], s:b}", "content", item, "isError", res->is_error ? 1 : 0);
 	if (!r)
 		return NULL;

@@ -1,9 +1,11 @@
 /* JSON-RPC 2.0 framing, parsing, validation and encoding. */
 #include "cae/jsonrpc.h"
 #include "testutil.h"
+#include "base/macro.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 
 #define MIN_STEP(a, b) ((a) < (b) ? (a) : (b))
 
@@ -311,6 +313,175 @@ START_TEST(build_and_encode)
 }
 END_TEST
 
+/* ---- the encoder gives json_dumps's bytes ---------------------------------------------- */
+
+static uint64_t rng_state;
+
+static unsigned rnd(unsigned n)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (unsigned)(rng_state >> 33) % n;
+}
+
+/* Random valid UTF-8 (with NULs, control characters, quotes, backslashes, slashes, DEL,
+ * and 2-, 3- and 4-byte characters) in buf; returns its length. */
+static size_t random_text(char *buf, size_t max)
+{
+	static const char *const pieces[] = {
+	    "a", "Z", " ", "0", "\"", "\\", "/", "\n", "\t", "\r", "\b", "\f", "\x01", "\x1f",
+	    "\x7f", "\xc3\xa9", "\xe2\x80\xa8", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "line 01: the quick brown fox\n",
+	};
+	size_t n = 0, want = rnd(4) == 0 ? rnd(3000) : rnd(24);
+	while (n < want) {
+		bool nul = rnd(40) == 0;
+		const char *p = nul ? "" : pieces[rnd(ARRAY_SIZE(pieces))];
+		size_t l = nul ? 1 : strlen(p);
+		if (n + l > max)
+			break;
+		memcpy(buf + n, p, l);
+		n += l;
+	}
+	return n;
+}
+
+static json_t *random_value(unsigned depth)
+{
+	static char text[4096];
+	unsigned kind = depth >= 5 ? 2 + rnd(7) : rnd(9);
+	switch (kind) {
+	case 0: {
+		json_t *o = json_object();
+		for (unsigned i = 0, n = rnd(6); i < n; i++) {
+			size_t l = random_text(text, 40);
+			json_object_setn_new(o, text, l, random_value(depth + 1));
+		}
+		return o;
+	}
+	case 1: {
+		json_t *a = json_array();
+		for (unsigned i = 0, n = rnd(6); i < n; i++)
+			json_array_append_new(a, random_value(depth + 1));
+		return a;
+	}
+	case 2:
+	case 3: {
+		size_t l = random_text(text, sizeof(text));
+		return json_stringn(text, l);
+	}
+	case 4: {
+		static const json_int_t ints[] = {0, -1, 7, -32700, INT64_MAX, INT64_MIN};
+		return rnd(2) ? json_integer(ints[rnd(ARRAY_SIZE(ints))])
+			      : json_integer((json_int_t)rnd(1000000) - 500000);
+	}
+	case 5: {
+		static const double reals[] = {0.0, -0.5, 1.0, 1e300, 3.141592653589793, 1e-7, 12.0};
+		return json_real(reals[rnd(ARRAY_SIZE(reals))] * (rnd(2) ? 1 : -3));
+	}
+	case 6:
+		return json_true();
+	case 7:
+		return json_false();
+	default:
+		return json_null();
+	}
+}
+
+static void assert_encodes_like_dumps(const json_t *v)
+{
+	char *want = json_dumps(v, JSON_COMPACT);
+	size_t n = 0;
+	char *got = cae_jsonrpc_encode(v, &n);
+	if (!want) {
+		ck_assert_ptr_null(got);
+		return;
+	}
+	ck_assert_ptr_nonnull(got);
+	size_t wl = strlen(want);
+	ck_assert_uint_eq(n, wl + 1);
+	ck_assert_int_eq(memcmp(got, want, wl), 0);
+	ck_assert_int_eq(got[wl], '\n');
+	ck_assert_int_eq(got[wl + 1], '\0');
+	free(want);
+	free(got);
+}
+
+START_TEST(encode_matches_jansson)
+{
+	rng_state = 42;
+	for (int i = 0; i < 3000; i++) {
+		json_t *v = rnd(2) ? json_object() : json_array();
+		for (unsigned k = 0, m = 1 + rnd(4); k < m; k++) {
+			if (json_is_object(v))
+				json_object_set_new(v, k % 2 ? "content" : "structuredContent",
+						    random_value(1));
+			else
+				json_array_append_new(v, random_value(1));
+		}
+		assert_encodes_like_dumps(v);
+		json_decref(v);
+	}
+
+	/* every byte value below 0x80, one at a time and all together */
+	char all[128];
+	for (int c = 0; c < 128; c++) {
+		all[c] = (char)c;
+		json_t *v = json_pack("{s:s%}", "k", all + c, (size_t)1);
+		assert_encodes_like_dumps(v);
+		json_decref(v);
+	}
+	json_t *v = json_pack("[s%]", all, sizeof(all));
+	assert_encodes_like_dumps(v);
+	json_decref(v);
+	/* ... and at every offset of a word-sized scan, next to plain bytes */
+	for (int c = 0; c < 128; c++)
+		for (int at = 0; at < 18; at++) {
+			char text[24];
+			memset(text, 'a', sizeof(text));
+			text[at] = (char)c;
+			v = json_pack("[s%]", text, sizeof(text));
+			assert_encodes_like_dumps(v);
+			json_decref(v);
+		}
+
+	/* empty containers, and nesting past the fast path's depth (json_dumps takes over) */
+	v = json_pack("{s:{}, s:[], s:[{}], s:\"\"}", "o", "a", "ao", "s");
+	assert_encodes_like_dumps(v);
+	json_decref(v);
+	json_t *deep = json_string("bottom");
+	for (int i = 0; i < 200; i++)
+		deep = i % 2 ? json_pack("[o]", deep) : json_pack("{s:o}", "k", deep);
+	assert_encodes_like_dumps(deep);
+	json_decref(deep);
+}
+END_TEST
+
+START_TEST(encode_refuses_what_jansson_refuses)
+{
+	/* not a container */
+	json_t *s = json_string("x");
+	ck_assert_ptr_null(cae_jsonrpc_encode(s, NULL));
+	json_decref(s);
+
+	/* a string that is not UTF-8 (only json_stringn_nocheck can make one) */
+	json_t *v = json_pack("{s:o}", "text", json_stringn_nocheck("ok \xff bad", 8));
+	ck_assert_ptr_null(cae_jsonrpc_encode(v, NULL));
+	assert_encodes_like_dumps(v);
+	json_decref(v);
+	v = json_pack("[s, o]", "fine", json_stringn_nocheck("\xe2\x82", 2)); /* cut short */
+	ck_assert_ptr_null(cae_jsonrpc_encode(v, NULL));
+	json_decref(v);
+
+	/* a reference cycle */
+	json_t *a = json_array(), *o = json_object();
+	json_array_append(a, o);
+	json_object_set(o, "loop", a);
+	ck_assert_ptr_null(cae_jsonrpc_encode(a, NULL));
+	json_object_del(o, "loop"); /* break the cycle so that both are freed */
+	json_decref(o);
+	json_decref(a);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("jsonrpc");
@@ -324,6 +495,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, validate_kinds);
 	tcase_add_test(tc, validate_rejects);
 	tcase_add_test(tc, build_and_encode);
+	tcase_add_test(tc, encode_matches_jansson);
+	tcase_add_test(tc, encode_refuses_what_jansson_refuses);
 	suite_add_tcase(s, tc);
 	return s;
 }

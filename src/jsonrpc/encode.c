@@ -1,0 +1,269 @@
+/* Encoding of a message as one compact JSON line.
+ *
+ * The bytes are exactly those of jansson's json_dumps(JSON_COMPACT) (members in insertion
+ * order, the same escapes: \" \\ \b \f \n \r \t and \u00XX with upper-case hex for the other
+ * control characters, everything else as is), but written in one pass into one buffer:
+ * json_dumps decodes every character of every string, calls back for each run between
+ * escapes, keeps a hash table of the containers it is in (loop detection) and copies the
+ * result once more at the end, which made it most of the server's time for a tool result
+ * that carries a file's text. Anything unusual (a value nested deeper than FAST_DEPTH, which
+ * also covers reference cycles, or a string that is not valid UTF-8) is handed to json_dumps
+ * whole, so the outcome, including failure, is always the one json_dumps gives.
+ */
+#include "cae/jsonrpc.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/utf8.h"
+#include "base/banned.h"
+
+#define FAST_DEPTH 64
+#define NOT_FAST (-EDOM) /* let json_dumps decide */
+
+struct out {
+	char *p;
+	size_t len;
+	size_t cap;
+};
+
+static int grow(struct out *o, size_t n)
+{
+	if (n > SIZE_MAX / 2 - o->len)
+		return -ENOMEM;
+	size_t cap = o->cap ? o->cap : 1024;
+	while (cap < o->len + n)
+		cap *= 2;
+	char *p = realloc(o->p, cap);
+	if (!p)
+		return -ENOMEM;
+	o->p = p;
+	o->cap = cap;
+	return 0;
+}
+
+static inline int reserve(struct out *o, size_t n)
+{
+	return o->cap - o->len >= n ? 0 : grow(o, n);
+}
+
+static int put(struct out *o, const char *s, size_t n)
+{
+	int r = reserve(o, n);
+	if (r < 0)
+		return r;
+	memcpy(o->p + o->len, s, n);
+	o->len += n;
+	return 0;
+}
+
+/* 0: copied as is; 1: escaped; 2: the lead byte of a multi-byte sequence (validated). */
+static const uint8_t byte_class[256] = {
+    [0x00 ... 0x1f] = 1,
+    ['"'] = 1,
+    ['\\'] = 1,
+    [0x80 ... 0xff] = 2,
+};
+
+/* Whether 8 bytes at s are all copied as is (class 0): no byte below 0x20, no '"', no '\\',
+ * none from 0x80 (the "has a byte less than" and "has a zero byte" word tricks). */
+static inline bool plain8(const unsigned char *s)
+{
+	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+	uint64_t w;
+	memcpy(&w, s, 8);
+	uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
+	uint64_t special = ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
+			   ((backslash - ones) & ~backslash) | w;
+	return (special & high) == 0;
+}
+
+/* The two-character escape of c, or 0 for the \u00XX form. */
+static char short_escape(unsigned char c)
+{
+	switch (c) {
+	case '"':
+		return '"';
+	case '\\':
+		return '\\';
+	case '\b':
+		return 'b';
+	case '\f':
+		return 'f';
+	case '\n':
+		return 'n';
+	case '\r':
+		return 'r';
+	case '\t':
+		return 't';
+	default:
+		return 0;
+	}
+}
+
+static int put_string(struct out *o, const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	/* Room for the common case (nothing to escape); each escape reserves its extra. */
+	int r = reserve(o, n + 2);
+	if (r < 0)
+		return r;
+	o->p[o->len++] = '"';
+	size_t i = 0;
+	while (i < n) {
+		size_t start = i;
+		for (;;) {
+			if (i + 8 <= n && plain8(s + i))
+				i += 8;
+			else if (i < n && byte_class[s[i]] == 0)
+				i++;
+			else
+				break;
+		}
+		memcpy(o->p + o->len, s + start, i - start);
+		o->len += i - start;
+		if (i == n)
+			break;
+		if (byte_class[s[i]] == 2) {
+			size_t l = cae_utf8_seq_len(s + i, n - i);
+			if (l == 0)
+				return NOT_FAST;
+			memcpy(o->p + o->len, s + i, l);
+			o->len += l;
+			i += l;
+			continue;
+		}
+		/* An escape of up to 6 bytes for 1 byte, then the rest and the closing quote. */
+		if ((r = reserve(o, 6 + (n - i - 1) + 1)) < 0)
+			return r;
+		char *d = o->p + o->len;
+		unsigned char c = s[i++];
+		char e = short_escape(c);
+		d[0] = '\\';
+		if (e) {
+			d[1] = e;
+			o->len += 2;
+		} else {
+			static const char hex[] = "0123456789ABCDEF";
+			d[1] = 'u';
+			d[2] = '0';
+			d[3] = '0';
+			d[4] = hex[c >> 4];
+			d[5] = hex[c & 15];
+			o->len += 6;
+		}
+	}
+	o->p[o->len++] = '"';
+	return 0;
+}
+
+static int put_value(struct out *o, const json_t *v, unsigned depth);
+
+static int put_real(struct out *o, const json_t *v)
+{
+	/* Rare in messages; jansson's own rendering (precision, ".0", exponent form). */
+	char *s = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+	if (!s)
+		return NOT_FAST;
+	int r = put(o, s, strlen(s));
+	free(s);
+	return r;
+}
+
+static int put_object(struct out *o, const json_t *v, unsigned depth)
+{
+	json_t *obj = (json_t *)v; /* the iterator API is not const; nothing is changed */
+	int r = put(o, "{", 1);
+	for (void *it = json_object_iter(obj); r == 0 && it;) {
+		r = put_string(o, json_object_iter_key(it), json_object_iter_key_len(it));
+		if (r == 0)
+			r = put(o, ":", 1);
+		if (r == 0)
+			r = put_value(o, json_object_iter_value(it), depth + 1);
+		it = json_object_iter_next(obj, it);
+		if (r == 0 && it)
+			r = put(o, ",", 1);
+	}
+	return r < 0 ? r : put(o, "}", 1);
+}
+
+static int put_array(struct out *o, const json_t *v, unsigned depth)
+{
+	int r = put(o, "[", 1);
+	size_t n = json_array_size(v);
+	for (size_t i = 0; r == 0 && i < n; i++) {
+		if (i > 0)
+			r = put(o, ",", 1);
+		if (r == 0)
+			r = put_value(o, json_array_get(v, i), depth + 1);
+	}
+	return r < 0 ? r : put(o, "]", 1);
+}
+
+static int put_value(struct out *o, const json_t *v, unsigned depth)
+{
+	if (!v || depth > FAST_DEPTH)
+		return NOT_FAST;
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		return put_object(o, v, depth);
+	case JSON_ARRAY:
+		return put_array(o, v, depth);
+	case JSON_STRING:
+		return put_string(o, json_string_value(v), json_string_length(v));
+	case JSON_INTEGER: {
+		char b[32];
+		int k = snprintf(b, sizeof(b), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+		return k > 0 && (size_t)k < sizeof(b) ? put(o, b, (size_t)k) : NOT_FAST;
+	}
+	case JSON_REAL:
+		return put_real(o, v);
+	case JSON_TRUE:
+		return put(o, "true", 4);
+	case JSON_FALSE:
+		return put(o, "false", 5);
+	case JSON_NULL:
+		return put(o, "null", 4);
+	}
+	return NOT_FAST;
+}
+
+/* The line as json_dumps writes it, plus the newline. */
+static char *encode_slow(const json_t *msg, size_t *len)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+	if (!s)
+		return NULL;
+	size_t n = strlen(s);
+	char *p = realloc(s, n + 2);
+	if (!p) {
+		free(s);
+		return NULL;
+	}
+	p[n] = '\n';
+	p[n + 1] = '\0';
+	if (len)
+		*len = n + 1;
+	return p;
+}
+
+char *cae_jsonrpc_encode(const json_t *msg, size_t *len)
+{
+	if (!json_is_object(msg) && !json_is_array(msg))
+		return NULL; /* as json_dumps without JSON_ENCODE_ANY */
+	struct out o = {0};
+	int r = put_value(&o, msg, 0);
+	if (r == 0)
+		r = put(&o, "\n", 2);
+	if (r < 0) {
+		free(o.p);
+		return r == NOT_FAST ? encode_slow(msg, len) : NULL;
+	}
+	if (len)
+		*len = o.len - 1;
+	return o.p;
+}
