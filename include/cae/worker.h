@@ -86,7 +86,7 @@ struct cae_policy;
 #define CAE_WORKER_DEFAULT_COMMAND_TIMEOUT_MS (300 * 1000)
 #define CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS (30 * 1000)
 #define CAE_WORKER_DEFAULT_PREFIX "[Worker Auto-Commit]"
-#define CAE_WORKER_DEFAULT_MAX_OUTPUT ((size_t)1 << 20)	 /* bytes of output per command */
+#define CAE_WORKER_DEFAULT_MAX_OUTPUT ((size_t)1 << 20) /* bytes of output per command */
 #define CAE_WORKER_DEFAULT_MAX_FILE ((size_t)256 << 20) /* largest file read (patch, append) */
 #define CAE_WORKER_COMMIT_SUMMARY_CHARS 80
 #define CAE_WORKER_MAX_COMMAND_JSON 2048 /* bytes of content shown in each result's command */
@@ -138,8 +138,7 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
  * line 3, column 14: ..."), logged as worker.patch_execution_error; nothing runs. When
  * o->patch_text is NULL the text is used for the commit message and the log. */
 int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,
-			const cae_worker_options *o, cae_log *log, json_t **result,
-			cae_error *err);
+			const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err);
 
 /* The human rendering (seed 002 §8.2) of a result (borrowed): the summary, a blank line, then
  * one line per command

@@ -76,17 +76,17 @@ static int pick_uuid(cae_session *s, const char *given, char **out)
 int cae_cli_patch(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "uuid", required_argument, NULL, OPT_P_UUID },
-		{ "workspace", required_argument, NULL, OPT_P_WORKSPACE },
-		{ "dry-run", no_argument, NULL, OPT_P_DRY_RUN },
-		{ "stop-on-error", no_argument, NULL, OPT_P_STOP },
-		{ "rollback", no_argument, NULL, OPT_P_ROLLBACK },
-		{ "auto-commit", no_argument, NULL, OPT_P_COMMIT },
-		{ "format", required_argument, NULL, OPT_P_FORMAT },
-		CAE_CLI_COMMON_LONGOPTS,
-		{ 0, 0, 0, 0 },
+	    {"uuid", required_argument, NULL, OPT_P_UUID},
+	    {"workspace", required_argument, NULL, OPT_P_WORKSPACE},
+	    {"dry-run", no_argument, NULL, OPT_P_DRY_RUN},
+	    {"stop-on-error", no_argument, NULL, OPT_P_STOP},
+	    {"rollback", no_argument, NULL, OPT_P_ROLLBACK},
+	    {"auto-commit", no_argument, NULL, OPT_P_COMMIT},
+	    {"format", required_argument, NULL, OPT_P_FORMAT},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0},
 	};
-	cae_cli_common c = { 0 };
+	cae_cli_common c = {0};
 	const char *uuid = NULL, *workspace = NULL, *format = "json";
 	bool dry_run = false, stop = false, rollback = false, commit = false;
 	int opt;
@@ -130,8 +130,8 @@ int cae_cli_patch(int argc, char **argv)
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	int r = strcmp(file, "-") == 0
-			? cae_read_fd(STDIN_FILENO, CAE_PATCH_MAX_INPUT, &text, &len)
-			: cae_read_file(AT_FDCWD, file, CAE_PATCH_MAX_INPUT, &text, &len);
+		    ? cae_read_fd(STDIN_FILENO, CAE_PATCH_MAX_INPUT, &text, &len)
+		    : cae_read_file(AT_FDCWD, file, CAE_PATCH_MAX_INPUT, &text, &len);
 	if (r < 0) {
 		fprintf(stderr, "cae: %s: %s\n", file,
 			r == -EFBIG ? "patch too large (at most 64 MiB)" : strerror(-r));

@@ -30,94 +30,94 @@
 /* $1 op (read|stat|write|remove), $2 workspace, $3 relative path, $4 max bytes (read) or mode
  * ("keep" or octal, write), $5 length of the data on stdin (write). */
 static const char fs_script[] =
-	"set -fu\n"
-	"op=$1 root=$2 rel=$3 arg=$4 want=$5\n"
-	"nl='\n'\n"
-	"die() { printf '%s\\n' \"$2\" >&2; exit \"$1\"; }\n"
-	"canon() { R=$(cd -P -- \"$1\" 2>/dev/null && pwd -P && echo x) || return 1; "
-	"R=${R%\"${nl}x\"}; }\n"
-	"canon \"$root\" || die 66 \"the workspace $root does not exist\"\n"
-	"root=$R\n"
-	"inside() { case $1 in \"$root\"|\"$root\"/*) return 0;; esac; return 1; }\n"
-	"case $rel in */*) dir=${rel%/*} base=${rel##*/};; *) dir= base=$rel;; esac\n"
-	"cur=$root\n"
-	"if [ -n \"$dir\" ]; then\n"
-	"  IFS=/\n"
-	"  set -- $dir\n"
-	"  IFS=' \t\n'\n"
-	"  for c do\n"
-	"    n=$cur/$c\n"
-	"    if [ -d \"$n\" ]; then\n"
-	"      canon \"$n\" || die 69 \"$rel: cannot resolve $c\"\n"
-	"      inside \"$R\" || die 77 \"$rel: security error: a symbolic link on the way leads "
-	"outside the workspace\"\n"
-	"      cur=$R\n"
-	"    elif [ -e \"$n\" ]; then die 84 \"$rel: a component of the path is not a directory\"\n"
-	"    elif [ -L \"$n\" ]; then die 77 \"$rel: security error: a symbolic link on the way "
-	"leads to a missing directory\"\n"
-	"    elif [ \"$op\" = write ]; then mkdir -- \"$n\" || die 69 \"$rel: cannot create the "
-	"directory $c\"; cur=$n\n"
-	"    else die 66 \"$rel: no such file or directory\"\n"
-	"    fi\n"
-	"  done\n"
-	"fi\n"
-	"t=$cur/$base\n"
-	"if [ \"$op\" != remove ] && [ -L \"$t\" ]; then\n"
-	"  if [ -e \"$t\" ]; then\n"
-	"    r=$(readlink -f -- \"$t\" && echo x) || die 77 \"$rel: cannot resolve the symbolic "
-	"link\"\n"
-	"    r=${r%\"${nl}x\"}\n"
-	"    inside \"$r\" || die 77 \"$rel: security error: a symbolic link leads outside the "
-	"workspace\"\n"
-	"    t=$r\n"
-	"  elif [ \"$op\" = write ]; then\n"
-	"    die 77 \"$rel: is a symbolic link to a missing file; refusing to write through it\"\n"
-	"  else die 66 \"$rel: no such file or directory\"\n"
-	"  fi\n"
-	"fi\n"
-	"case $op in\n"
-	"stat|read)\n"
-	"  [ -e \"$t\" ] || die 66 \"$rel: no such file or directory\"\n"
-	"  [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
-	"  [ -f \"$t\" ] || die 86 \"$rel: not a regular file\"\n"
-	"  m=$(stat -c %a -- \"$t\") || die 69 \"$rel: cannot stat\"\n"
-	"  if [ \"$op\" = stat ]; then echo \"$m\"; exit 0; fi\n"
-	"  s=$(wc -c < \"$t\") || die 69 \"$rel: cannot read\"\n"
-	"  s=$((s + 0))\n"
-	"  [ \"$s\" -le \"$arg\" ] || die 91 \"$rel: file too large ($s bytes, at most $arg)\"\n"
-	"  if command -v base64 >/dev/null 2>&1; then\n"
-	"    printf '%s b64 %s\\n' \"$m\" \"$s\"; exec base64 < \"$t\"\n"
-	"  fi\n"
-	"  printf '%s hex %s\\n' \"$m\" \"$s\"; exec od -An -v -tx1 < \"$t\";;\n"
-	"write)\n"
-	"  [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
-	"  m=$arg\n"
-	"  if [ \"$m\" = keep ]; then\n"
-	"    if [ -f \"$t\" ]; then m=$(stat -c %a -- \"$t\") || die 69 \"$rel: cannot stat\"; "
-	"else m=644; fi\n"
-	"  fi\n"
-	"  d=${t%/*}; [ -n \"$d\" ] || d=/\n"
-	"  i=0\n"
-	"  while :; do\n"
-	"    tmp=$d/.cae-tmp-$$-$i\n"
-	"    (set -C; : > \"$tmp\") 2>/dev/null && break\n"
-	"    i=$((i + 1)); [ $i -lt 100 ] || die 69 \"$rel: cannot create a temporary file\"\n"
-	"  done\n"
-	"  cat > \"$tmp\" || { rm -f -- \"$tmp\"; die 69 \"$rel: cannot write\"; }\n"
-	"  s=$(wc -c < \"$tmp\"); s=$((s + 0))\n"
-	"  [ \"$s\" -eq \"$want\" ] || { rm -f -- \"$tmp\"; die 69 \"$rel: short write ($s of "
-	"$want bytes)\"; }\n"
-	"  chmod \"$m\" \"$tmp\" && mv -f -- \"$tmp\" \"$t\" || { rm -f -- \"$tmp\"; die 69 "
-	"\"$rel: cannot replace the file\"; }\n"
-	"  ;;\n"
-	"remove)\n"
-	"  [ -L \"$t\" ] || [ -e \"$t\" ] || die 66 \"$rel: no such file or directory\"\n"
-	"  [ ! -L \"$t\" ] && [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
-	"  rm -f -- \"$t\" || die 69 \"$rel: cannot remove\"\n"
-	"  ;;\n"
-	"*) die 86 \"unknown operation $op\";;\n"
-	"esac\n"
-	"exit 0\n";
+    "set -fu\n"
+    "op=$1 root=$2 rel=$3 arg=$4 want=$5\n"
+    "nl='\n'\n"
+    "die() { printf '%s\\n' \"$2\" >&2; exit \"$1\"; }\n"
+    "canon() { R=$(cd -P -- \"$1\" 2>/dev/null && pwd -P && echo x) || return 1; "
+    "R=${R%\"${nl}x\"}; }\n"
+    "canon \"$root\" || die 66 \"the workspace $root does not exist\"\n"
+    "root=$R\n"
+    "inside() { case $1 in \"$root\"|\"$root\"/*) return 0;; esac; return 1; }\n"
+    "case $rel in */*) dir=${rel%/*} base=${rel##*/};; *) dir= base=$rel;; esac\n"
+    "cur=$root\n"
+    "if [ -n \"$dir\" ]; then\n"
+    "  IFS=/\n"
+    "  set -- $dir\n"
+    "  IFS=' \t\n'\n"
+    "  for c do\n"
+    "    n=$cur/$c\n"
+    "    if [ -d \"$n\" ]; then\n"
+    "      canon \"$n\" || die 69 \"$rel: cannot resolve $c\"\n"
+    "      inside \"$R\" || die 77 \"$rel: security error: a symbolic link on the way leads "
+    "outside the workspace\"\n"
+    "      cur=$R\n"
+    "    elif [ -e \"$n\" ]; then die 84 \"$rel: a component of the path is not a directory\"\n"
+    "    elif [ -L \"$n\" ]; then die 77 \"$rel: security error: a symbolic link on the way "
+    "leads to a missing directory\"\n"
+    "    elif [ \"$op\" = write ]; then mkdir -- \"$n\" || die 69 \"$rel: cannot create the "
+    "directory $c\"; cur=$n\n"
+    "    else die 66 \"$rel: no such file or directory\"\n"
+    "    fi\n"
+    "  done\n"
+    "fi\n"
+    "t=$cur/$base\n"
+    "if [ \"$op\" != remove ] && [ -L \"$t\" ]; then\n"
+    "  if [ -e \"$t\" ]; then\n"
+    "    r=$(readlink -f -- \"$t\" && echo x) || die 77 \"$rel: cannot resolve the symbolic "
+    "link\"\n"
+    "    r=${r%\"${nl}x\"}\n"
+    "    inside \"$r\" || die 77 \"$rel: security error: a symbolic link leads outside the "
+    "workspace\"\n"
+    "    t=$r\n"
+    "  elif [ \"$op\" = write ]; then\n"
+    "    die 77 \"$rel: is a symbolic link to a missing file; refusing to write through it\"\n"
+    "  else die 66 \"$rel: no such file or directory\"\n"
+    "  fi\n"
+    "fi\n"
+    "case $op in\n"
+    "stat|read)\n"
+    "  [ -e \"$t\" ] || die 66 \"$rel: no such file or directory\"\n"
+    "  [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
+    "  [ -f \"$t\" ] || die 86 \"$rel: not a regular file\"\n"
+    "  m=$(stat -c %a -- \"$t\") || die 69 \"$rel: cannot stat\"\n"
+    "  if [ \"$op\" = stat ]; then echo \"$m\"; exit 0; fi\n"
+    "  s=$(wc -c < \"$t\") || die 69 \"$rel: cannot read\"\n"
+    "  s=$((s + 0))\n"
+    "  [ \"$s\" -le \"$arg\" ] || die 91 \"$rel: file too large ($s bytes, at most $arg)\"\n"
+    "  if command -v base64 >/dev/null 2>&1; then\n"
+    "    printf '%s b64 %s\\n' \"$m\" \"$s\"; exec base64 < \"$t\"\n"
+    "  fi\n"
+    "  printf '%s hex %s\\n' \"$m\" \"$s\"; exec od -An -v -tx1 < \"$t\";;\n"
+    "write)\n"
+    "  [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
+    "  m=$arg\n"
+    "  if [ \"$m\" = keep ]; then\n"
+    "    if [ -f \"$t\" ]; then m=$(stat -c %a -- \"$t\") || die 69 \"$rel: cannot stat\"; "
+    "else m=644; fi\n"
+    "  fi\n"
+    "  d=${t%/*}; [ -n \"$d\" ] || d=/\n"
+    "  i=0\n"
+    "  while :; do\n"
+    "    tmp=$d/.cae-tmp-$$-$i\n"
+    "    (set -C; : > \"$tmp\") 2>/dev/null && break\n"
+    "    i=$((i + 1)); [ $i -lt 100 ] || die 69 \"$rel: cannot create a temporary file\"\n"
+    "  done\n"
+    "  cat > \"$tmp\" || { rm -f -- \"$tmp\"; die 69 \"$rel: cannot write\"; }\n"
+    "  s=$(wc -c < \"$tmp\"); s=$((s + 0))\n"
+    "  [ \"$s\" -eq \"$want\" ] || { rm -f -- \"$tmp\"; die 69 \"$rel: short write ($s of "
+    "$want bytes)\"; }\n"
+    "  chmod \"$m\" \"$tmp\" && mv -f -- \"$tmp\" \"$t\" || { rm -f -- \"$tmp\"; die 69 "
+    "\"$rel: cannot replace the file\"; }\n"
+    "  ;;\n"
+    "remove)\n"
+    "  [ -L \"$t\" ] || [ -e \"$t\" ] || die 66 \"$rel: no such file or directory\"\n"
+    "  [ ! -L \"$t\" ] && [ -d \"$t\" ] && die 85 \"$rel: is a directory\"\n"
+    "  rm -f -- \"$t\" || die 69 \"$rel: cannot remove\"\n"
+    "  ;;\n"
+    "*) die 86 \"unknown operation $op\";;\n"
+    "esac\n"
+    "exit 0\n";
 
 typedef struct env_fs {
 	wk_fs base;
@@ -136,45 +136,44 @@ int wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const
 {
 	if (host) {
 		cae_run_spec spec = {
-			.argv = argv,
-			.cwd = cwd,
-			.stdin_data = stdin_data,
-			.stdin_len = stdin_len,
-			.has_stdin = has_stdin,
-			.timeout_ms = ctx->timeout_ms,
-			.max_stdout = max_out,
-			.max_stderr = max_out,
-			.cancel_fd = ctx->cancel_fd,
-			.has_cancel_fd = ctx->has_cancel_fd,
+		    .argv = argv,
+		    .cwd = cwd,
+		    .stdin_data = stdin_data,
+		    .stdin_len = stdin_len,
+		    .has_stdin = has_stdin,
+		    .timeout_ms = ctx->timeout_ms,
+		    .max_stdout = max_out,
+		    .max_stderr = max_out,
+		    .cancel_fd = ctx->cancel_fd,
+		    .has_cancel_fd = ctx->has_cancel_fd,
 		};
 		return cae_runner_run(&spec, res, err);
 	}
-	static const char *const env[] = { "LC_ALL=C", NULL };
+	static const char *const env[] = {"LC_ALL=C", NULL};
 	cae_exec_request req = {
-		.argv = argv,
-		.cwd = cwd,
-		.extra_env = env,
-		.stdin_data = stdin_data,
-		.stdin_len = stdin_len,
-		.has_stdin = has_stdin,
-		.timeout_ms = ctx->timeout_ms,
-		.max_stdout = max_out,
-		.max_stderr = max_out,
-		.cancel_fd = ctx->cancel_fd,
-		.has_cancel_fd = ctx->has_cancel_fd,
+	    .argv = argv,
+	    .cwd = cwd,
+	    .extra_env = env,
+	    .stdin_data = stdin_data,
+	    .stdin_len = stdin_len,
+	    .has_stdin = has_stdin,
+	    .timeout_ms = ctx->timeout_ms,
+	    .max_stdout = max_out,
+	    .max_stderr = max_out,
+	    .cancel_fd = ctx->cancel_fd,
+	    .has_cancel_fd = ctx->has_cancel_fd,
 	};
 	return cae_backend_exec(ctx->backend, ctx->task_uuid, &req, res, err);
 }
 
 /* Runs the script; returns 0 with res filled when it exited 0, else -errno with err set. */
-static int run_script(env_fs *e, const char *op, const char *rel, const char *arg,
-		      const char *data, size_t len, size_t max_out, cae_run_result *res,
-		      cae_error *err)
+static int run_script(env_fs *e, const char *op, const char *rel, const char *arg, const char *data,
+		      size_t len, size_t max_out, cae_run_result *res, cae_error *err)
 {
 	char want[32];
 	snprintf(want, sizeof(want), "%zu", len);
-	const char *argv[] = { "sh", "-c", fs_script, "cae-worker-fs", op, e->root, rel,
-			       arg, want, NULL };
+	const char *argv[] = {"sh", "-c", fs_script, "cae-worker-fs", op, e->root, rel,
+			      arg,  want, NULL};
 	int r = wk_run(&e->ctx, false, e->root, argv, data, len, data != NULL, max_out, res, err);
 	if (r < 0) {
 		cae_error_prefix(err, "%s", rel);
@@ -286,8 +285,8 @@ bad:
 	return -EIO;
 }
 
-static int env_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len,
-		    mode_t *mode, cae_error *err)
+static int env_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len, mode_t *mode,
+		    cae_error *err)
 {
 	env_fs *e = env_of(fs);
 	if (data)
@@ -303,8 +302,8 @@ static int env_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t 
 	unsigned m = 0;
 	char enc[8] = "";
 	unsigned long long size = 0;
-	int fields = data ? sscanf(res.out, "%o %7s %llu", &m, enc, &size)
-			  : sscanf(res.out, "%o", &m);
+	int fields =
+	    data ? sscanf(res.out, "%o %7s %llu", &m, enc, &size) : sscanf(res.out, "%o", &m);
 	if (fields != (data ? 3 : 1) || res.out_truncated) {
 		cae_run_result_clear(&res);
 		return cae_error_set(err, -EIO, "%s: unexpected answer from the environment", rel);
@@ -321,7 +320,8 @@ static int env_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t 
 		   (size_t)size, data);
 	cae_run_result_clear(&res);
 	if (r < 0)
-		return cae_error_set(err, r, "%s: the file's content did not come back intact", rel);
+		return cae_error_set(err, r, "%s: the file's content did not come back intact",
+				     rel);
 	*len = (size_t)size;
 	return 0;
 }
@@ -360,10 +360,10 @@ static void env_free(wk_fs *fs)
 }
 
 static const wk_fs_ops env_ops = {
-	.read = env_read,
-	.write = env_write,
-	.remove = env_remove,
-	.free = env_free,
+    .read = env_read,
+    .write = env_write,
+    .remove = env_remove,
+    .free = env_free,
 };
 
 int wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err)

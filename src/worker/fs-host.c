@@ -22,7 +22,7 @@
 
 typedef struct host_fs {
 	wk_fs base;
-	int root_fd;	/* O_PATH | O_DIRECTORY */
+	int root_fd;	 /* O_PATH | O_DIRECTORY */
 	char *root_real; /* the workspace's real path on this host */
 } host_fs;
 
@@ -55,8 +55,8 @@ static int path_error(cae_error *err, const char *rel, int r)
 	case -ENOENT:
 		return cae_error_set(err, -ENOENT, "%s: no such file or directory", rel);
 	case -ENOTDIR:
-		return cae_error_set(err, -ENOTDIR, "%s: a component of the path is not a directory",
-				     rel);
+		return cae_error_set(err, -ENOTDIR,
+				     "%s: a component of the path is not a directory", rel);
 	case -EISDIR:
 		return cae_error_set(err, -EISDIR, "%s: is a directory", rel);
 	case -EFBIG:
@@ -142,8 +142,7 @@ static void target_clear(target *t)
 
 /* Resolves rel for writing (follow: a final symbolic link is followed when its target is
  * inside the workspace) or removing (not followed). */
-static int resolve(host_fs *h, const char *rel, bool create, bool follow, target *t,
-		   cae_error *err)
+static int resolve(host_fs *h, const char *rel, bool create, bool follow, target *t, cae_error *err)
 {
 	memset(t, 0, sizeof(*t));
 	t->dfd = -1;
@@ -173,16 +172,18 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, target
 		/* Let the kernel follow it beneath the root, then take the real path. */
 		int fd = cae_open_beneath(h->root_fd, t->rel, O_PATH, 0);
 		if (fd == -ENOENT)
-			return cae_error_set(err, -EACCES,
-					     "%s: is a symbolic link to a missing file; refusing to "
-					     "write through it",
-					     rel);
+			return cae_error_set(
+			    err, -EACCES,
+			    "%s: is a symbolic link to a missing file; refusing to "
+			    "write through it",
+			    rel);
 		if (fd < 0)
 			return path_error(err, rel, fd);
 		_cleanup_free_ char *real = fd_path(fd);
 		close(fd);
 		if (!real)
-			return cae_error_set(err, -EIO, "%s: cannot resolve the symbolic link", rel);
+			return cae_error_set(err, -EIO, "%s: cannot resolve the symbolic link",
+					     rel);
 		size_t rl = strlen(h->root_real);
 		if (strncmp(real, h->root_real, rl) != 0 || real[rl] != '/')
 			return path_error(err, rel, -EXDEV);
@@ -194,8 +195,8 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, target
 	}
 }
 
-static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len,
-		     mode_t *mode, cae_error *err)
+static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len, mode_t *mode,
+		     cae_error *err)
 {
 	host_fs *h = host_of(fs);
 	if (data)
@@ -271,10 +272,10 @@ static void host_free(wk_fs *fs)
 }
 
 static const wk_fs_ops host_ops = {
-	.read = host_read,
-	.write = host_write,
-	.remove = host_remove,
-	.free = host_free,
+    .read = host_read,
+    .write = host_write,
+    .remove = host_remove,
+    .free = host_free,
 };
 
 int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)

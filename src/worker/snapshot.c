@@ -22,33 +22,34 @@ struct wk_snapshot {
 
 /* $1 workspace, $2 preferred scratch directory ("" for none). Prints the snapshot dir. */
 static const char take_script[] =
-	"set -u\n"
-	"root=$1 d=\n"
-	"for s in \"$2\" \"${TMPDIR:-/tmp}\" /tmp; do\n"
-	"  if [ -n \"$s\" ] && [ -d \"$s\" ] && [ -w \"$s\" ]; then\n"
-	"    d=$(mktemp -d \"$s/cae-snap.XXXXXX\" 2>/dev/null) && break\n"
-	"    d=\n"
-	"  fi\n"
-	"done\n"
-	"[ -n \"$d\" ] || { echo 'no writable scratch directory for the snapshot' >&2; exit 1; }\n"
-	"if ! tar -cpf \"$d/ws.tar\" -C \"$root\" . ; then rm -rf -- \"$d\"; exit 1; fi\n"
-	"printf '%s\\n' \"$d\"\n";
+    "set -u\n"
+    "root=$1 d=\n"
+    "for s in \"$2\" \"${TMPDIR:-/tmp}\" /tmp; do\n"
+    "  if [ -n \"$s\" ] && [ -d \"$s\" ] && [ -w \"$s\" ]; then\n"
+    "    d=$(mktemp -d \"$s/cae-snap.XXXXXX\" 2>/dev/null) && break\n"
+    "    d=\n"
+    "  fi\n"
+    "done\n"
+    "[ -n \"$d\" ] || { echo 'no writable scratch directory for the snapshot' >&2; exit 1; }\n"
+    "if ! tar -cpf \"$d/ws.tar\" -C \"$root\" . ; then rm -rf -- \"$d\"; exit 1; fi\n"
+    "printf '%s\\n' \"$d\"\n";
 
 /* $1 workspace, $2 snapshot dir. */
 static const char restore_script[] =
-	"set -eu\n"
-	"root=$1 d=$2\n"
-	"[ -f \"$d/ws.tar\" ] || { echo \"the snapshot $d/ws.tar is gone\" >&2; exit 1; }\n"
-	"cd -P -- \"$root\"\n"
-	"[ \"$(pwd -P)\" != / ] || { echo 'refusing to restore over /' >&2; exit 1; }\n"
-	"chmod -R u+w -- . 2>/dev/null || :\n"
-	"find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
-	"tar -xpf \"$d/ws.tar\" -C .\n";
+    "set -eu\n"
+    "root=$1 d=$2\n"
+    "[ -f \"$d/ws.tar\" ] || { echo \"the snapshot $d/ws.tar is gone\" >&2; exit 1; }\n"
+    "mkdir -p -- \"$root\"\n"
+    "cd -P -- \"$root\"\n"
+    "[ \"$(pwd -P)\" != / ] || { echo 'refusing to restore over /' >&2; exit 1; }\n"
+    "chmod -R u+w -- . 2>/dev/null || :\n"
+    "find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
+    "tar -xpf \"$d/ws.tar\" -C .\n";
 
 static int run(wk_snapshot *s, const char *const *argv, cae_run_result *res, cae_error *err)
 {
-	int r = wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 65536,
-		       res, err);
+	int r = wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 65536, res,
+		       err);
 	if (r < 0)
 		return r;
 	if (res->exit_code != 0 || res->timed_out || res->cancelled) {
@@ -94,7 +95,7 @@ int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_
 		free(s->root);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
-	const char *argv[] = { "sh", "-c", take_script, "cae-snapshot", s->root, scratch, NULL };
+	const char *argv[] = {"sh", "-c", take_script, "cae-snapshot", s->root, scratch, NULL};
 	cae_run_result res;
 	int r = run(s, argv, &res, err);
 	if (r < 0) {
@@ -117,7 +118,7 @@ int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_
 
 int wk_snapshot_restore(wk_snapshot *s, cae_error *err)
 {
-	const char *argv[] = { "sh", "-c", restore_script, "cae-restore", s->root, s->dir, NULL };
+	const char *argv[] = {"sh", "-c", restore_script, "cae-restore", s->root, s->dir, NULL};
 	cae_run_result res;
 	int r = run(s, argv, &res, err);
 	if (r < 0)
@@ -131,7 +132,7 @@ void wk_snapshot_free(wk_snapshot *s)
 	if (!s)
 		return;
 	if (s->dir) {
-		const char *argv[] = { "rm", "-rf", "--", s->dir, NULL };
+		const char *argv[] = {"rm", "-rf", "--", s->dir, NULL};
 		cae_run_result res;
 		if (wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 4096,
 			   &res, NULL) == 0)

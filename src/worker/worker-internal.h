@@ -29,8 +29,8 @@ typedef struct wk_fs_ops {
 	 * its mode. -ENOENT when it does not exist; -EISDIR for a directory; -EACCES when
 	 * the path leads outside the workspace; err says which path and why. *data is new,
 	 * NUL-terminated. */
-	int (*read)(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len,
-		    mode_t *mode, cae_error *err);
+	int (*read)(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len, mode_t *mode,
+		    cae_error *err);
 	/* Writes rel atomically (temporary file in the same directory, renamed over), making
 	 * missing parent directories. A final symbolic link is followed when it stays inside
 	 * the workspace. mode: WK_MODE_KEEP or the permission bits to give the file. */

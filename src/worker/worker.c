@@ -109,7 +109,7 @@ static bool cancel_requested(run_state *st)
 {
 	if (!st->o->has_cancel_fd || st->o->cancel_fd < 0)
 		return false;
-	struct pollfd pfd = { .fd = st->o->cancel_fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = st->o->cancel_fd, .events = POLLIN};
 	return poll(&pfd, 1, 0) > 0;
 }
 
@@ -288,24 +288,24 @@ static void put_tail(cae_buf *b, const char *s, size_t n)
 }
 
 /* Runs argv in the workspace with the timeout; fills oc. what: "command" or "git command". */
-static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_ms,
-		       const char *what, outcome *oc)
+static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_ms, const char *what,
+		       outcome *oc)
 {
 	wk_exec_ctx ctx = st->fs_ctx;
 	ctx.timeout_ms = timeout_ms;
 	cae_run_result res;
 	cae_error err;
 	cae_error_clear(&err);
-	static const char *const env[] = { "GIT_TERMINAL_PROMPT=0", NULL };
+	static const char *const env[] = {"GIT_TERMINAL_PROMPT=0", NULL};
 	cae_exec_request req = {
-		.argv = argv,
-		.cwd = st->root,
-		.extra_env = env,
-		.timeout_ms = timeout_ms,
-		.max_stdout = st->max_output,
-		.max_stderr = st->max_output,
-		.cancel_fd = ctx.cancel_fd,
-		.has_cancel_fd = ctx.has_cancel_fd,
+	    .argv = argv,
+	    .cwd = st->root,
+	    .extra_env = env,
+	    .timeout_ms = timeout_ms,
+	    .max_stdout = st->max_output,
+	    .max_stderr = st->max_output,
+	    .cancel_fd = ctx.cancel_fd,
+	    .has_cancel_fd = ctx.has_cancel_fd,
 	};
 	int r = cae_backend_exec(st->b, st->uuid, &req, &res, &err);
 	if (r < 0) {
@@ -342,9 +342,10 @@ static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_m
 
 /* stdout and stderr in one stream, in order, as the seed's CombinedOutput; bash when the
  * environment has it (the seed runs bash -c), else sh. */
-static const char shell_wrapper[] = "exec 2>&1\n"
-				    "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi\n"
-				    "eval \"$1\"\n";
+static const char shell_wrapper[] =
+    "exec 2>&1\n"
+    "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi\n"
+    "eval \"$1\"\n";
 
 static void exec_shell(run_state *st, const cae_patch_command *c, outcome *oc)
 {
@@ -364,10 +365,10 @@ static void exec_shell(run_state *st, const cae_patch_command *c, outcome *oc)
 		cae_policy_verdict v;
 		cae_policy_check(st->o->policy, script.data, &v);
 		if (!v.allowed) {
-			cae_log_fields(st->log, CAE_LOG_WARN, "policy.denied",
-				       json_pack("{s:s, s:s}", "tool", "apply_patch", "program",
-						 v.program),
-				       "%s", v.reason);
+			cae_log_fields(
+			    st->log, CAE_LOG_WARN, "policy.denied",
+			    json_pack("{s:s, s:s}", "tool", "apply_patch", "program", v.program),
+			    "%s", v.reason);
 			oc->has_exit_code = true;
 			oc->exit_code = 126;
 			fail(oc, "refused by the command policy: %s", v.reason);
@@ -375,7 +376,7 @@ static void exec_shell(run_state *st, const cae_patch_command *c, outcome *oc)
 			return;
 		}
 	}
-	const char *argv[] = { "sh", "-c", shell_wrapper, "sh", script.data, NULL };
+	const char *argv[] = {"sh", "-c", shell_wrapper, "sh", script.data, NULL};
 	run_in_env(st, argv, st->command_timeout_ms, "command", oc);
 	cae_buf_clear(&script);
 }
@@ -386,9 +387,9 @@ static int identity(run_state *st)
 	if (st->identity >= 0)
 		return st->identity;
 	st->identity = 0;
-	static const char *const keys[] = { "user.name", "user.email" };
+	static const char *const keys[] = {"user.name", "user.email"};
 	for (int i = 0; i < 2; i++) {
-		const char *argv[] = { "git", "config", "--get", keys[i], NULL };
+		const char *argv[] = {"git", "config", "--get", keys[i], NULL};
 		outcome oc;
 		outcome_init(&oc, 4096);
 		run_in_env(st, argv, st->git_timeout_ms, "git command", &oc);
@@ -496,9 +497,8 @@ static void record(run_state *st, size_t i, const cae_patch_command *c, outcome 
 		   int64_t duration_ms)
 {
 	_cleanup_free_ char *target = cae_utf8_sanitize(c->target, strlen(c->target), NULL);
-	_cleanup_free_ char *error = oc->error.data ? cae_utf8_sanitize(oc->error.data,
-									  oc->error.len, NULL)
-						    : NULL;
+	_cleanup_free_ char *error =
+	    oc->error.data ? cae_utf8_sanitize(oc->error.data, oc->error.len, NULL) : NULL;
 	json_t *r = json_object();
 	json_object_set_new(r, "command", command_json(c));
 	json_object_set_new(r, "success", json_boolean(oc->success));
@@ -515,10 +515,11 @@ static void record(run_state *st, size_t i, const cae_patch_command *c, outcome 
 	if (oc->success) {
 		st->ok++;
 		cae_log_fields(st->log, CAE_LOG_INFO, "worker.command_executed",
-			       json_pack("{s:I, s:s, s:s, s:s, s:I}", "command_index", (json_int_t)i,
-					 "type", cae_patch_type_name(c->type), "action",
-					 cae_patch_action_name(c->action), "target",
-					 target ? target : "", "duration_ms", (json_int_t)duration_ms),
+			       json_pack("{s:I, s:s, s:s, s:s, s:I}", "command_index",
+					 (json_int_t)i, "type", cae_patch_type_name(c->type),
+					 "action", cae_patch_action_name(c->action), "target",
+					 target ? target : "", "duration_ms",
+					 (json_int_t)duration_ms),
 			       "command executed");
 	} else {
 		st->failed++;
@@ -583,7 +584,7 @@ static int journal_save(run_state *st, journal *j, const char *path, cae_error *
 	for (size_t i = 0; i < j->n; i++)
 		if (strcmp(j->v[i].rel, rel) == 0)
 			return 0;
-	saved s = { .mode = 0644 };
+	saved s = {.mode = 0644};
 	r = st->fs->ops->read(st->fs, rel, st->max_file, &s.data, &s.len, &s.mode, err);
 	if (r == -ENOENT) {
 		cae_error_clear(err);
@@ -612,8 +613,9 @@ static size_t journal_revert(run_state *st, journal *j)
 		saved *s = &j->v[i];
 		cae_error e;
 		cae_error_clear(&e);
-		int r = s->existed ? st->fs->ops->write(st->fs, s->rel, s->data, s->len, s->mode, &e)
-				   : st->fs->ops->remove(st->fs, s->rel, &e);
+		int r = s->existed
+			    ? st->fs->ops->write(st->fs, s->rel, s->data, s->len, s->mode, &e)
+			    : st->fs->ops->remove(st->fs, s->rel, &e);
 		if (r < 0 && !(r == -ENOENT && !s->existed))
 			bad++;
 	}
@@ -704,8 +706,8 @@ static char *run_atomic(run_state *st)
 		const cae_patch_command *c = cae_patch_get(p, i);
 		if (c->type != CAE_PATCH_FILE_EDIT)
 			continue;
-		const char *paths[] = { c->op ? c->op->path : c->target,
-					c->op ? c->op->move_to : NULL };
+		const char *paths[] = {c->op ? c->op->path : c->target,
+				       c->op ? c->op->move_to : NULL};
 		for (size_t k = 0; k < 2; k++) {
 			_cleanup_free_ char *rel = NULL;
 			cae_error e;
@@ -718,13 +720,13 @@ static char *run_atomic(run_state *st)
 			}
 		}
 	}
-	cae_patch_fs pfs = { .read = check_read, .userdata = st };
+	cae_patch_fs pfs = {.read = check_read, .userdata = st};
 	_cleanup_(cae_patch_plan_freep) cae_patch_plan *plan = NULL;
 	cae_error err;
 	cae_error_clear(&err);
 	if (cae_patch_check(p, &pfs, &plan, &err) < 0)
 		return strdup(err.message[0] ? err.message : "the patch does not apply");
-	journal j = { 0 };
+	journal j = {0};
 	char *error = NULL;
 	size_t steps = cae_patch_plan_count(plan);
 	for (size_t i = 0; i < steps; i++) {
@@ -743,13 +745,11 @@ static char *run_atomic(run_state *st)
 		bool ok = oc.success;
 		if (!ok) {
 			size_t bad = journal_revert(st, &j);
-			if (asprintf(&error,
-				     "command %zu failed: %s; %s", i + 1,
+			if (asprintf(&error, "command %zu failed: %s; %s", i + 1,
 				     oc.error.data ? oc.error.data : "",
 				     bad ? "some files written before it could not be put back"
 					 : "every file written before it was put back: nothing "
-					   "was changed")
-			    < 0)
+					   "was changed") < 0)
 				error = NULL;
 			st->skipped += steps - i - 1;
 			outcome_clear(&oc);
@@ -759,8 +759,12 @@ static char *run_atomic(run_state *st)
 		}
 		outcome_clear(&oc);
 	}
-	if (!error && st->cancelled)
-		error = strdup("cancelled");
+	if (!error && st->cancelled) {
+		size_t bad = journal_revert(st, &j);
+		error = strdup(bad ? "cancelled; some files written before could not be put back"
+				   : "cancelled; every file written before was put back: nothing "
+				     "was changed");
+	}
 	journal_clear(&j);
 	return error;
 }
@@ -771,8 +775,8 @@ static char *run_atomic(run_state *st)
 /* The commit message: prefix, a space, the first non-blank line cut at 80 characters. */
 static char *commit_message(run_state *st)
 {
-	const char *prefix = st->o->commit_message_prefix ? st->o->commit_message_prefix
-							  : CAE_WORKER_DEFAULT_PREFIX;
+	const char *prefix =
+	    st->o->commit_message_prefix ? st->o->commit_message_prefix : CAE_WORKER_DEFAULT_PREFIX;
 	cae_buf line;
 	cae_buf_init(&line, 4096);
 	const char *t = st->o->patch_text;
@@ -819,7 +823,7 @@ static int auto_commit(run_state *st, char **hash, char **error)
 	*hash = NULL;
 	*error = NULL;
 	outcome oc;
-	const char *add[] = { "git", "add", "-A", NULL };
+	const char *add[] = {"git", "add", "-A", NULL};
 	outcome_init(&oc, 65536);
 	run_in_env(st, add, st->git_timeout_ms, "git add", &oc);
 	if (!oc.success) {
@@ -829,7 +833,7 @@ static int auto_commit(run_state *st, char **hash, char **error)
 	}
 	outcome_clear(&oc);
 	/* nothing staged: nothing to commit (not an error) */
-	const char *diff[] = { "git", "diff", "--cached", "--quiet", NULL };
+	const char *diff[] = {"git", "diff", "--cached", "--quiet", NULL};
 	outcome_init(&oc, 65536);
 	run_in_env(st, diff, st->git_timeout_ms, "git diff", &oc);
 	bool nothing = oc.success;
@@ -858,7 +862,7 @@ static int auto_commit(run_state *st, char **hash, char **error)
 		return none ? 1 : -1;
 	}
 	outcome_clear(&oc);
-	const char *rev[] = { "git", "rev-parse", "HEAD", NULL };
+	const char *rev[] = {"git", "rev-parse", "HEAD", NULL};
 	outcome_init(&oc, 4096);
 	run_in_env(st, rev, st->git_timeout_ms, "git rev-parse", &oc);
 	if (!oc.success || !oc.output.data) {
@@ -896,15 +900,16 @@ static void log_start(run_state *st, bool dry_run)
 		text = fallback ? fallback : "";
 	}
 	size_t tl = strlen(text);
-	_cleanup_free_ char *clean = cae_utf8_sanitize(text, MIN(tl, (size_t)CAE_LOG_MAX_STRING),
-						       NULL);
+	_cleanup_free_ char *clean =
+	    cae_utf8_sanitize(text, MIN(tl, (size_t)CAE_LOG_MAX_STRING), NULL);
 	text = clean ? clean : "";
 	cae_log_fields(st->log, CAE_LOG_INFO, "worker.patch_execution_start",
-		       json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:s}", "patch", text, "session_key",
-				 st->o->session_key ? st->o->session_key : st->uuid, "format",
-				 cae_patch_format_name(cae_patch_get_format(st->p)), "commands",
-				 (json_int_t)cae_patch_count(st->p), "dry_run", dry_run, "backend",
-				 cae_backend_name(st->b), "files", st->host ? "host" : "environment"),
+		       json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:s}", "patch", text,
+				 "session_key", st->o->session_key ? st->o->session_key : st->uuid,
+				 "format", cae_patch_format_name(cae_patch_get_format(st->p)),
+				 "commands", (json_int_t)cae_patch_count(st->p), "dry_run", dry_run,
+				 "backend", cae_backend_name(st->b), "files",
+				 st->host ? "host" : "environment"),
 		       "patch execution start");
 }
 
@@ -927,7 +932,7 @@ static int dry_run(run_state *st, json_t *out)
 	const cae_patch *p = st->p;
 	log_start(st, true);
 	_cleanup_free_ char *plan_text = cae_patch_plan_text(p);
-	cae_patch_fs pfs = { .read = check_read, .userdata = st };
+	cae_patch_fs pfs = {.read = check_read, .userdata = st};
 	cae_patch_plan *plan = NULL;
 	cae_error err;
 	cae_error_clear(&err);
@@ -943,12 +948,12 @@ static int dry_run(run_state *st, json_t *out)
 	json_object_set_new(out, "failed_cmds", json_integer(0));
 	json_object_set_new(out, "skipped_cmds", json_integer((json_int_t)n));
 	json_object_set_new(out, "summary", json_string(summary));
-	json_object_set_new(out, "plan", clean_string(st, plan_text, plan_text ? strlen(plan_text)
-									       : 0));
+	json_object_set_new(out, "plan",
+			    clean_string(st, plan_text, plan_text ? strlen(plan_text) : 0));
 	json_object_set_new(out, "patch", cae_patch_to_json(p));
 	if (r < 0) {
-		json_object_set_new(out, "error", clean_string(st, err.message,
-							      strlen(err.message)));
+		json_object_set_new(out, "error",
+				    clean_string(st, err.message, strlen(err.message)));
 		cae_log_fields(st->log, CAE_LOG_ERROR, "worker.patch_execution_error",
 			       json_pack("{s:s, s:b}", "error", err.message, "dry_run", 1),
 			       "the patch would not apply");
@@ -971,11 +976,11 @@ static void rollback(run_state *st, wk_snapshot *snap, json_t *out, bool *rolled
 	if (r < 0)
 		json_object_set_new(out, "rollback_error",
 				    clean_string(st, err.message, strlen(err.message)));
-	cae_log_fields(st->log, r == 0 ? CAE_LOG_WARN : CAE_LOG_ERROR, "worker.rollback",
-		       json_pack("{s:b, s:s?}", "restored", r == 0, "error",
-				 r < 0 ? err.message : NULL),
-		       r == 0 ? "the workspace was restored to its state before the patch"
-			      : "the workspace could not be restored");
+	cae_log_fields(
+	    st->log, r == 0 ? CAE_LOG_WARN : CAE_LOG_ERROR, "worker.rollback",
+	    json_pack("{s:b, s:s?}", "restored", r == 0, "error", r < 0 ? err.message : NULL),
+	    r == 0 ? "the workspace was restored to its state before the patch"
+		   : "the workspace could not be restored");
 }
 
 static int execute(run_state *st, json_t *out, cae_error *err)
@@ -985,8 +990,8 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
 	if (o->rollback) {
-		int r = wk_snapshot_take(&st->fs_ctx, st->root, st->host ? st->info.host_path : NULL,
-					 &snap, err);
+		int r = wk_snapshot_take(&st->fs_ctx, st->root,
+					 st->host ? st->info.host_path : NULL, &snap, err);
 		if (r < 0)
 			return r;
 	}
@@ -1026,9 +1031,11 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	json_object_set_new(out, "results", json_incref(st->results));
 	set_summary(out, st, rolled_back);
 	if (patch_error) {
-		json_object_set_new(out, "error", clean_string(st, patch_error, strlen(patch_error)));
+		json_object_set_new(out, "error",
+				    clean_string(st, patch_error, strlen(patch_error)));
 		cae_log_fields(st->log, CAE_LOG_ERROR, "worker.patch_execution_error",
-			       json_pack("{s:s}", "error", patch_error), "the patch was not applied");
+			       json_pack("{s:s}", "error", patch_error),
+			       "the patch was not applied");
 	}
 
 	/* auto-commit: after at least one success, never after a rollback */
@@ -1042,9 +1049,10 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 				       json_pack("{s:s}", "commit", hash), "auto-commit success");
 		} else if (r == 1) {
 			json_object_set_new(out, "auto_commit", json_string("nothing_to_commit"));
-			cae_log_fields(st->log, CAE_LOG_WARN, "worker.auto_commit_success",
-				       json_pack("{s:s, s:b}", "commit", "", "nothing_to_commit", 1),
-				       "auto-commit: nothing to commit");
+			cae_log_fields(
+			    st->log, CAE_LOG_WARN, "worker.auto_commit_success",
+			    json_pack("{s:s, s:b}", "commit", "", "nothing_to_commit", 1),
+			    "auto-commit: nothing to commit");
 		} else {
 			json_object_set_new(out, "auto_commit", json_string("failed"));
 			json_object_set_new(out, "auto_commit_error",
@@ -1057,8 +1065,8 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	cae_log_fields(st->log, success ? CAE_LOG_INFO : CAE_LOG_ERROR,
 		       "worker.patch_execution_complete",
 		       json_pack("{s:b, s:I, s:I, s:O}", "success", success, "executed_cmds",
-				 (json_int_t)st->ok, "failed_cmds", (json_int_t)st->failed, "summary",
-				 json_object_get(out, "summary")),
+				 (json_int_t)st->ok, "failed_cmds", (json_int_t)st->failed,
+				 "summary", json_object_get(out, "summary")),
 		       "patch execution complete");
 	return 0;
 }
@@ -1075,19 +1083,18 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	if (!b || !task_uuid || !p)
 		return cae_error_set(err, -EINVAL, "no backend, task or patch");
 	run_state st = {
-		.b = b,
-		.uuid = task_uuid,
-		.o = o,
-		.log = log,
-		.p = p,
-		.identity = -1,
-		.max_file = o->max_file ? o->max_file : CAE_WORKER_DEFAULT_MAX_FILE,
-		.max_output = o->max_output ? o->max_output : CAE_WORKER_DEFAULT_MAX_OUTPUT,
-		.command_timeout_ms = o->command_timeout_ms > 0
-					      ? o->command_timeout_ms
-					      : CAE_WORKER_DEFAULT_COMMAND_TIMEOUT_MS,
-		.git_timeout_ms = o->git_timeout_ms > 0 ? o->git_timeout_ms
-							: CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
+	    .b = b,
+	    .uuid = task_uuid,
+	    .o = o,
+	    .log = log,
+	    .p = p,
+	    .identity = -1,
+	    .max_file = o->max_file ? o->max_file : CAE_WORKER_DEFAULT_MAX_FILE,
+	    .max_output = o->max_output ? o->max_output : CAE_WORKER_DEFAULT_MAX_OUTPUT,
+	    .command_timeout_ms = o->command_timeout_ms > 0 ? o->command_timeout_ms
+							    : CAE_WORKER_DEFAULT_COMMAND_TIMEOUT_MS,
+	    .git_timeout_ms =
+		o->git_timeout_ms > 0 ? o->git_timeout_ms : CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
 	};
 	if (st.max_file > CAE_PATCH_MAX_FILE)
 		st.max_file = CAE_PATCH_MAX_FILE;
@@ -1096,7 +1103,8 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 		return r;
 	if (!st.info.workspace_path) {
 		cae_env_info_clear(&st.info);
-		return cae_error_set(err, -EINVAL, "environment %s has no workspace path", task_uuid);
+		return cae_error_set(err, -EINVAL, "environment %s has no workspace path",
+				     task_uuid);
 	}
 	st.root = st.info.workspace_path;
 	switch (o->fs) {
@@ -1117,11 +1125,11 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 		st.host = st.info.host_path != NULL;
 	}
 	st.fs_ctx = (wk_exec_ctx){
-		.backend = b,
-		.task_uuid = task_uuid,
-		.timeout_ms = st.command_timeout_ms,
-		.cancel_fd = o->has_cancel_fd ? o->cancel_fd : -1,
-		.has_cancel_fd = o->has_cancel_fd,
+	    .backend = b,
+	    .task_uuid = task_uuid,
+	    .timeout_ms = st.command_timeout_ms,
+	    .cancel_fd = o->has_cancel_fd ? o->cancel_fd : -1,
+	    .has_cancel_fd = o->has_cancel_fd,
 	};
 	r = st.host ? wk_fs_host_new(st.info.host_path, &st.fs, err)
 		    : wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);
@@ -1162,8 +1170,9 @@ int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text,
 		cae_log_fields(log, CAE_LOG_ERROR, "worker.patch_execution_error",
 			       json_pack("{s:s, s:s}", "error", err ? err->message : "",
 					 "session_key",
-					 opts.session_key ? opts.session_key : task_uuid ? task_uuid
-											 : ""),
+					 opts.session_key ? opts.session_key
+					 : task_uuid	  ? task_uuid
+							  : ""),
 			       "patch parse error");
 		return r;
 	}

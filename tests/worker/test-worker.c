@@ -74,7 +74,7 @@ typedef struct fx {
 
 static void cfg_set(cae_config *cfg, const char *key, const char *value)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
 }
 
@@ -87,10 +87,10 @@ static void host_sh(const char *fmt, ...)
 	va_start(ap, fmt);
 	ck_assert_int_ge(vasprintf(&script, fmt, ap), 0);
 	va_end(ap);
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 120000 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000};
 	cae_run_result r;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
 	ck_assert_msg(r.exit_code == 0, "%s: %s%s", script, r.out, r.err);
 	cae_run_result_clear(&r);
@@ -120,22 +120,22 @@ static void fx_init(fx *f, int mode)
 	cfg_set(f->cfg, "command_executor.state_dir", state);
 	cfg_set(f->cfg, "command_executor.clone.auto_install_deps", "false");
 	cfg_set(f->cfg, "text_editor_mcp.enabled", "false");
-	cae_error err = { 0 };
+	cae_error err = {0};
 	if (mode == 2) {
 		cfg_set(f->cfg, "command_executor.backend", "docker");
 		if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
 			cfg_set(f->cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
 		cfg_set(f->cfg, "command_executor.docker.network.mode", "none");
 		cfg_set(f->cfg, "command_executor.docker.resources.memory_limit", "1g");
-		ck_assert_msg(cae_backend_new_named("docker", f->cfg, f->log, &f->b, &err) == 0, "%s",
-			      err.message);
+		ck_assert_msg(cae_backend_new_named("docker", f->cfg, f->log, &f->b, &err) == 0,
+			      "%s", err.message);
 	} else {
 		cfg_set(f->cfg, "command_executor.backend", "local");
-		ck_assert_msg(cae_backend_new_named("local", f->cfg, f->log, &f->b, &err) == 0, "%s",
-			      err.message);
+		ck_assert_msg(cae_backend_new_named("local", f->cfg, f->log, &f->b, &err) == 0,
+			      "%s", err.message);
 	}
 	snprintf(f->uuid, sizeof(f->uuid), "wkt-%d-%d", (int)getpid(), ++seq);
-	cae_task t = { .uuid = f->uuid, .repo = f->origin };
+	cae_task t = {.uuid = f->uuid, .repo = f->origin};
 	ck_assert_msg(cae_backend_prepare(f->b, &t, "python", NULL, &f->info, &err) == 0,
 		      "prepare: %s", err.message);
 	f->ws = f->info.workspace_path;
@@ -143,7 +143,7 @@ static void fx_init(fx *f, int mode)
 
 static void fx_free(fx *f)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	cae_backend_cleanup(f->b, f->uuid, &err);
 	cae_env_info_clear(&f->info);
 	cae_backend_free(f->b);
@@ -159,11 +159,11 @@ static void fx_free(fx *f)
 /* A script in the environment, in the workspace. */
 static cae_run_result env_run(fx *f, const char *script)
 {
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_exec_request req = { .argv = argv, .timeout_ms = 120000, .cancel_fd = -1,
-				 .max_stdout = 8 << 20 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {
+	    .argv = argv, .timeout_ms = 120000, .cancel_fd = -1, .max_stdout = 8 << 20};
 	cae_run_result r;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_exec(f->b, f->uuid, &req, &r, &err) == 0, "%s: %s", script,
 		      err.message);
 	return r;
@@ -217,17 +217,20 @@ static bool exists(fx *f, const char *path)
 /* Every entry of the workspace: mode, type, path, content hash or link target. */
 static char *tree_hash(fx *f)
 {
-	return sh(f, "cd '%s' && find . \\( -type f -exec sh -c 'for x do printf \"%%s %%s "
-		     "%%s\\n\" \"$(stat -c %%a:%%F \"$x\")\" \"$x\" \"$(sha256sum < \"$x\" | cut "
-		     "-d\" \" -f1)\"; done' sh {} + \\) -o \\( ! -type f -exec sh -c 'for x do "
-		     "printf \"%%s %%s %%s\\n\" \"$(stat -c %%a:%%F \"$x\")\" \"$x\" \"$(readlink "
-		     "\"$x\")\"; done' sh {} + \\) | LC_ALL=C sort",
+	return sh(f,
+		  "cd '%s' && find . \\( -type f -exec sh -c 'for x do printf \"%%s %%s "
+		  "%%s\\n\" \"$(stat -c %%a:%%F \"$x\")\" \"$x\" \"$(sha256sum < \"$x\" | cut "
+		  "-d\" \" -f1)\"; done' sh {} + \\) -o \\( ! -type f -exec sh -c 'for x do "
+		  "printf \"%%s %%s %%s\\n\" \"$(stat -c %%a:%%F \"$x\")\" \"$x\" \"$(readlink "
+		  "\"$x\")\"; done' sh {} + \\) | LC_ALL=C sort",
 		  f->ws);
 }
 
 static cae_worker_fs_mode fs_mode(fx *f)
 {
-	return f->mode == 0 ? CAE_WORKER_FS_HOST : f->mode == 1 ? CAE_WORKER_FS_ENV : CAE_WORKER_FS_AUTO;
+	return f->mode == 0   ? CAE_WORKER_FS_HOST
+	       : f->mode == 1 ? CAE_WORKER_FS_ENV
+			      : CAE_WORKER_FS_AUTO;
 }
 
 static json_t *run_n(fx *f, const char *text, size_t len, const cae_worker_options *o)
@@ -239,7 +242,7 @@ static json_t *run_n(fx *f, const char *text, size_t len, const cae_worker_optio
 		cae_worker_options_init(&opts);
 	opts.fs = fs_mode(f);
 	json_t *res = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_worker_run_text(f->b, f->uuid, text, len, &opts, f->log, &res, &err);
 	ck_assert_msg(r == 0, "run: %s", err.message);
 	ck_assert_ptr_nonnull(res);
@@ -297,8 +300,8 @@ static const char *rs(json_t *obj, const char *key)
 
 static void assert_contains(const char *hay, const char *needle)
 {
-	ck_assert_msg(hay && strstr(hay, needle), "[%s] does not contain [%s]", hay ? hay : "(null)",
-		      needle);
+	ck_assert_msg(hay && strstr(hay, needle), "[%s] does not contain [%s]",
+		      hay ? hay : "(null)", needle);
 }
 
 /* The log lines written so far, as JSON objects (new array). */
@@ -345,8 +348,8 @@ START_TEST(json_patch_full)
 	fx f;
 	fx_init(&f, _i);
 	json_t *c = json_array();
-	json_array_append_new(c, cmd("file_edit", "create", "pkg/agent/loop.py",
-				     "def foo():\n    return 1\n"));
+	json_array_append_new(
+	    c, cmd("file_edit", "create", "pkg/agent/loop.py", "def foo():\n    return 1\n"));
 	json_array_append_new(c, cmd("file_edit", "update", "README.md", "# Demo\n\nUpdated.\n"));
 	json_array_append_new(c, cmd("file_edit", "append", "README.md", "More.\n"));
 	json_array_append_new(c, cmd("shell_command", "run", "cat", "pkg/agent/loop.py"));
@@ -364,7 +367,7 @@ START_TEST(json_patch_full)
 	ck_assert_str_eq(rs(json_object_get(r0, "command"), "action"), "create");
 	ck_assert_str_eq(rs(json_object_get(r0, "command"), "target"), "pkg/agent/loop.py");
 	ck_assert_str_eq(rs(r0, "output"),
-			 "File pkg/agent/loop.py written successfully (25 bytes)");
+			 "File pkg/agent/loop.py written successfully (24 bytes)");
 	ck_assert_str_eq(rs(r0, "error"), "");
 	ck_assert(json_is_integer(json_object_get(r0, "duration")));
 	ck_assert_str_eq(rs(result_at(res, 3), "output"), "def foo():\n    return 1\n");
@@ -381,12 +384,13 @@ START_TEST(parse_json_bad)
 {
 	fx f;
 	fx_init(&f, _i);
-	const char *text = "[{\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"x.txt\",";
+	const char *text =
+	    "[{\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"x.txt\",";
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.fs = fs_mode(&f);
 	json_t *res = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_worker_run_text(f.b, f.uuid, text, strlen(text), &o, f.log, &res, &err);
 	ck_assert_int_eq(r, -EINVAL);
 	ck_assert_ptr_null(res);
@@ -458,7 +462,7 @@ START_TEST(markdown_bad)
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.fs = fs_mode(&f);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	res = NULL;
 	const char *bad = "please create a file named x.txt";
 	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, bad, strlen(bad), &o, f.log, &res, &err),
@@ -473,7 +477,7 @@ START_TEST(empty_patch)
 	fx f;
 	fx_init(&f, _i);
 	char *before = tree_hash(&f);
-	const char *texts[] = { "", "  \n\t\n" };
+	const char *texts[] = {"", "  \n\t\n"};
 	for (size_t i = 0; i < 2; i++) {
 		json_t *res = run(&f, texts[i], NULL);
 		ck_assert(rb(res, "success"));
@@ -509,19 +513,20 @@ START_TEST(file_edit_actions)
 	json_array_append_new(c, cmd("file_edit", "delete", ".gitignore", ""));
 	json_array_append_new(c, cmd("file_edit", "create", abs, "absolute\n"));
 	json_array_append_new(c, cmd("file_edit", "create", "./dot//slashes.txt", "ok\n"));
+	json_array_append_new(c,
+			      cmd("file_edit", "create", "dir with space/ünï 'q' $x.txt", "u\n"));
 	/* failures */
 	json_array_append_new(c, cmd("file_edit", "delete", "missing.txt", ""));
 	json_array_append_new(c, cmd("file_edit", "delete", "adir", ""));
 	json_array_append_new(c, cmd("file_edit", "update", "adir", "x"));
 	json_array_append_new(c, cmd("file_edit", "create", "README.md/x", "x"));
-	json_array_append_new(c, cmd("file_edit", "update", "", "x"));
 	/* NUL bytes survive (JSON \u0000) */
 	json_array_append_new(c, json_pack("{s:s, s:s, s:s, s:s#}", "type", "file_edit", "action",
 					   "create", "target", "bin.dat", "content", "a\0b\0", 4));
 	json_t *res = run_json(&f, c, NULL);
 	ck_assert(!rb(res, "success"));
-	ck_assert_int_eq(ri(res, "executed_cmds"), 8);
-	ck_assert_int_eq(ri(res, "failed_cmds"), 5);
+	ck_assert_int_eq(ri(res, "executed_cmds"), 9);
+	ck_assert_int_eq(ri(res, "failed_cmds"), 4);
 	assert_file(&f, "a/b/c/deep.txt", "deep\n");
 	assert_file(&f, "src/app.py", "print('new')\n");
 	char *mode = sh(&f, "stat -c %%a src/app.py");
@@ -535,14 +540,16 @@ START_TEST(file_edit_actions)
 	ck_assert(!exists(&f, ".gitignore"));
 	assert_file(&f, "abs/inside.txt", "absolute\n");
 	assert_file(&f, "dot/slashes.txt", "ok\n");
+	char *u = sh(&f, "cat -- \"dir with space/ünï 'q' \\$x.txt\"");
+	ck_assert_str_eq(u, "u\n");
+	free(u);
 	char *od = sh(&f, "od -An -c bin.dat | tr -s ' '");
 	ck_assert_str_eq(od, " a \\0 b \\0\n");
 	free(od);
-	assert_contains(rs(result_at(res, 7), "error"), "missing.txt: no such file");
-	assert_contains(rs(result_at(res, 8), "error"), "is a directory");
+	assert_contains(rs(result_at(res, 8), "error"), "missing.txt: no such file");
 	assert_contains(rs(result_at(res, 9), "error"), "is a directory");
-	assert_contains(rs(result_at(res, 10), "error"), "not a directory");
-	assert_contains(rs(result_at(res, 11), "error"), "empty path");
+	assert_contains(rs(result_at(res, 10), "error"), "is a directory");
+	assert_contains(rs(result_at(res, 11), "error"), "not a directory");
 	ck_assert_str_eq(rs(result_at(res, 4), "output"), "File .gitignore deleted");
 	ck_assert_str_eq(rs(result_at(res, 2), "output"), "Appended 10 bytes to README.md");
 	/* no temporary file is left anywhere */
@@ -577,13 +584,13 @@ START_TEST(outside_paths_refused)
 		"ln -s '%s' outdir && ln -s '%s/secret.txt' outfile && "
 		"ln -s '%s/nothing.txt' dangling && ln -s src/app.py inlink && ln -s src srclink",
 		outside, outside, outside, outside, outside));
-	char *outside_before = sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt",
-				  outside);
+	char *outside_before =
+	    sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt", outside);
 	bool etc_x_before = exists(&f, "/etc/x");
 	json_t *c = json_array();
-	const char *bad[] = { "../../etc/x",	 "/etc/x",	  "rootlink/etc/x",
-			      "outdir/new.txt",	 "outdir/secret.txt", "outfile",
-			      "dangling",	 "src/../../x",	  "/workspace-elsewhere/x" };
+	const char *bad[] = {"../../etc/x",	      "/etc/x",	 "rootlink/etc/x", "outdir/new.txt",
+			     "outdir/secret.txt",     "outfile", "dangling",	   "src/../../x",
+			     "/workspace-elsewhere/x"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
 		json_array_append_new(c, cmd("file_edit", "create", bad[i], "pwned\n"));
 	json_array_append_new(c, cmd("file_edit", "append", "outfile", "pwned\n"));
@@ -599,12 +606,12 @@ START_TEST(outside_paths_refused)
 	for (size_t i = 0; i < nbad; i++) {
 		const char *e = rs(result_at(res, i), "error");
 		ck_assert_msg(strstr(e, "security error") || strstr(e, "outside") ||
-				      strstr(e, "'..'") || strstr(e, "symbolic link"),
+				  strstr(e, "'..'") || strstr(e, "symbolic link"),
 			      "command %zu: %s", i, e);
 	}
 	/* nothing changed outside */
-	char *outside_after = sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt",
-				 outside);
+	char *outside_after =
+	    sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt", outside);
 	ck_assert_str_eq(outside_before, outside_after);
 	ck_assert(exists(&f, "/etc/x") == etc_x_before);
 	ck_assert(!exists(&f, updot));
@@ -638,8 +645,7 @@ START_TEST(outside_paths_refused)
 	assert_contains(rs(res, "error"), "symbolic link");
 	char *after = tree_hash(&f);
 	ck_assert_str_eq(before, after);
-	char *outside_end = sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt",
-			       outside);
+	char *outside_end = sh(&f, "cd '%s' && ls -lA --time-style=+ . && cat secret.txt", outside);
 	ck_assert_str_eq(outside_before, outside_end);
 	free(outside_end);
 	free(before);
@@ -659,8 +665,8 @@ START_TEST(shell_ok_and_error)
 	fx f;
 	fx_init(&f, _i);
 	json_t *c = json_array();
-	json_array_append_new(c, cmd("shell_command", "run", "echo out; echo err >&2; echo out2",
-				     ""));
+	json_array_append_new(c,
+			      cmd("shell_command", "run", "echo out; echo err >&2; echo out2", ""));
 	json_array_append_new(c, cmd("shell_command", "run", "echo failing; exit 3", ""));
 	json_array_append_new(c, cmd("shell_command", "run", "pwd", ""));
 	json_array_append_new(c, cmd("shell_command", "run", "no-such-program-xyz", ""));
@@ -693,8 +699,8 @@ START_TEST(shell_timeout)
 	cae_worker_options_init(&o);
 	o.command_timeout_ms = 1500;
 	json_t *c = json_array();
-	json_array_append_new(c, cmd("shell_command", "run", "echo started; sleep 60; echo never",
-				     ""));
+	json_array_append_new(
+	    c, cmd("shell_command", "run", "echo started; sleep 60; echo never", ""));
 	json_array_append_new(c, cmd("shell_command", "run", "echo next", ""));
 	json_t *res = run_json(&f, c, &o);
 	json_t *r0 = result_at(res, 0);
@@ -779,9 +785,9 @@ START_TEST(auto_commit_hash)
 	cae_worker_options_init(&o);
 	o.auto_commit = true;
 	const char *text =
-		"# Implement the twice() helper and make sure that the description of this patch "
-		"is longer than eighty characters ✓\n\n```python:src/twice.py\ndef twice(x):\n"
-		"    return 2 * x\n```\n";
+	    "# Implement the twice() helper and make sure that the description of this patch "
+	    "is longer than eighty characters ✓\n\n```python:src/twice.py\ndef twice(x):\n"
+	    "    return 2 * x\n```\n";
 	json_t *res = run(&f, text, &o);
 	ck_assert(rb(res, "success"));
 	const char *hash = rs(res, "git_commit");
@@ -791,7 +797,7 @@ START_TEST(auto_commit_hash)
 	char want[512];
 	snprintf(want, sizeof(want),
 		 "%s\n[Worker Auto-Commit] # Implement the twice() helper and make sure that the "
-		 "description of this p...\n",
+		 "description of this patch ...\n",
 		 hash);
 	ck_assert_str_eq(head, want);
 	free(head);
@@ -895,7 +901,8 @@ START_TEST(continue_mode_and_stop_on_error)
 			ck_assert_int_eq(ri(res, "skipped_cmds"), 0);
 			ck_assert_int_eq(json_array_size(json_object_get(res, "results")), 3);
 			ck_assert(exists(&f, third));
-			ck_assert_str_eq(rs(res, "summary"), "commands: 3, succeeded: 2, failed: 1");
+			ck_assert_str_eq(rs(res, "summary"),
+					 "commands: 3, succeeded: 2, failed: 1");
 		} else {
 			ck_assert_int_eq(ri(res, "executed_cmds"), 1);
 			ck_assert_int_eq(ri(res, "skipped_cmds"), 1);
@@ -917,8 +924,9 @@ START_TEST(apply_patch_format)
 {
 	fx f;
 	fx_init(&f, _i);
-	free(sh(&f, "printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > letters.txt && "
-		    "printf 'old name\\n' > old.sh && chmod 755 old.sh && printf 'bye\\n' > gone.txt"));
+	free(sh(&f,
+		"printf 'a\\nb\\nc\\nd\\ne\\nf\\ng\\nh\\ni\\nj\\n' > letters.txt && "
+		"printf 'old name\\n' > old.sh && chmod 755 old.sh && printf 'bye\\n' > gone.txt"));
 	const char *text = "*** Begin Patch\n"
 			   "*** Add File: docs/new.md\n"
 			   "+# New\n"
@@ -1006,7 +1014,8 @@ START_TEST(unified_diff_format)
 	json_t *res = run(&f, text, NULL);
 	ck_assert_msg(rb(res, "success"), "%s", json_dumps(res, 0));
 	ck_assert_str_eq(rs(res, "format"), "unified");
-	assert_file(&f, "n.txt", "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\neight and a half\nnine\n");
+	assert_file(&f, "n.txt",
+		    "one\nTWO\nthree\nfour\nfive\nsix\nseven\neight\neight and a half\nnine\n");
 	assert_file(&f, "added.txt", "hello\nworld\n");
 	ck_assert(!exists(&f, "del.txt"));
 	ck_assert(!exists(&f, "rename-me.txt"));
@@ -1062,8 +1071,9 @@ START_TEST(diff_context_not_found)
 	ck_assert_str_eq(before, after);
 	/* whitespace-tolerant second pass: trailing blanks in the patch still apply */
 	json_decref(res);
-	res = run(&f, "*** Begin Patch\n*** Update File: README.md\n@@\n-Hello.   \n+Hi.\n"
-		      "*** End Patch\n",
+	res = run(&f,
+		  "*** Begin Patch\n*** Update File: README.md\n@@\n-Hello.   \n+Hi.\n"
+		  "*** End Patch\n",
 		  NULL);
 	ck_assert_msg(rb(res, "success"), "%s", json_dumps(res, 0));
 	assert_file(&f, "README.md", "# Demo\n\nHi.\n");
@@ -1151,15 +1161,15 @@ START_TEST(big_file_50mb)
 	snprintf(path, sizeof(path), "%s/big.sha", f.tmp);
 	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 4096, &shas, &sl), 0);
 	json_t *c = json_array();
-	json_array_append_new(c, json_pack("{s:s, s:s, s:s, s:s%}", "type", "file_edit", "action",
-					   "create", "target", "data/big.txt", "content", content,
-					   n));
+	json_array_append_new(c,
+			      json_pack("{s:s, s:s, s:s, s:s%}", "type", "file_edit", "action",
+					"create", "target", "data/big.txt", "content", content, n));
 	json_array_append_new(c, cmd("file_edit", "append", "data/big.txt", "tail\n"));
 	free(content);
 	json_t *res = run_json(&f, c, NULL);
-	ck_assert_msg(rb(res, "success"), "%s", rs(result_at(res, json_array_size(json_object_get(
-								       res, "results")) - 1),
-						   "error"));
+	ck_assert_msg(
+	    rb(res, "success"), "%s",
+	    rs(result_at(res, json_array_size(json_object_get(res, "results")) - 1), "error"));
 	char *got = sh(&f, "sha256sum < data/big.txt | cut -d' ' -f1");
 	char *second = strchr(shas, '\n') + 1;
 	ck_assert_str_eq(got, second);
@@ -1301,6 +1311,42 @@ START_TEST(rollback_without_git)
 }
 END_TEST
 
+/* A command that removes the workspace itself: a rollback from this host brings it back; in
+ * the environment it cannot, and the result says so. */
+START_TEST(rollback_after_workspace_removed)
+{
+	fx f;
+	fx_init(&f, _i);
+	populate(&f);
+	char *before = tree_hash(&f);
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.rollback = true;
+	json_t *res = run(&f, "```bash\ncd .. && rm -rf project\n```\n```bash\nexit 1\n```\n", &o);
+	ck_assert(!rb(res, "success"));
+	if (f.mode != 0) {
+		/* neither backend runs a command in an environment whose project directory is
+		 * gone: the in-environment rollback cannot run, and says why */
+		ck_assert(!rb(res, "rolled_back"));
+		assert_contains(rs(res, "rollback_error"), "rollback failed: ");
+		if (f.mode == 1)
+			assert_contains(rs(res, "rollback_error"), "no longer exists");
+		free(before);
+		json_decref(res);
+		fx_free(&f);
+		return;
+	}
+	ck_assert_msg(rb(res, "rolled_back"), "%s",
+		      json_string_value(json_object_get(res, "rollback_error")));
+	char *after = tree_hash(&f);
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	json_decref(res);
+	fx_free(&f);
+}
+END_TEST
+
 START_TEST(dry_run_changes_nothing)
 {
 	fx f;
@@ -1334,9 +1380,9 @@ START_TEST(dry_run_changes_nothing)
 	ck_assert(!rb(res, "success"));
 	assert_contains(rs(res, "error"), "hunk 1 of README.md did not apply");
 	json_decref(res);
-	res = run(&f,
-		  "*** Begin Patch\n*** Update File: README.md\n@@\n-Hello.\n+Yes.\n*** End Patch\n",
-		  &o);
+	res = run(
+	    &f, "*** Begin Patch\n*** Update File: README.md\n@@\n-Hello.\n+Yes.\n*** End Patch\n",
+	    &o);
 	ck_assert(rb(res, "success"));
 	json_decref(res);
 	char *after = tree_hash(&f);
@@ -1439,17 +1485,17 @@ END_TEST
 START_TEST(render_format)
 {
 	json_t *res = json_pack(
-		"{s:b, s:i, s:i, s:[{s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}, "
-		"{s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}, {s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}], "
-		"s:s, s:s}",
-		"success", 0, "executed_cmds", 2, "failed_cmds", 1, "results", "command", "type",
-		"file_edit", "action", "update", "target", "pkg/agent/loop.go", "success", 1,
-		"output", "", "error", "", "duration", 3, "command", "type", "shell_command", "action",
-		"run", "target", "go test ./...\ngo vet ./...", "success", 0, "output", "", "error",
-		"command failed: exit status 1\nsecond line", "duration", 1520, "command", "type",
-		"git_operation", "action", "add", "target", "pkg", "success", 1, "output", "", "error",
-		"", "duration", 9, "summary", "commands: 3, succeeded: 2, failed: 1", "git_commit",
-		"0123456789abcdef0123456789abcdef01234567");
+	    "{s:b, s:i, s:i, s:[{s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}, "
+	    "{s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}, {s:{s:s, s:s, s:s}, s:b, s:s, s:s, s:i}], "
+	    "s:s, s:s}",
+	    "success", 0, "executed_cmds", 2, "failed_cmds", 1, "results", "command", "type",
+	    "file_edit", "action", "update", "target", "pkg/agent/loop.go", "success", 1, "output",
+	    "", "error", "", "duration", 3, "command", "type", "shell_command", "action", "run",
+	    "target", "go test ./...\ngo vet ./...", "success", 0, "output", "", "error",
+	    "command failed: exit status 1\nsecond line", "duration", 1520, "command", "type",
+	    "git_operation", "action", "add", "target", "pkg", "success", 1, "output", "", "error",
+	    "", "duration", 9, "summary", "commands: 3, succeeded: 2, failed: 1", "git_commit",
+	    "0123456789abcdef0123456789abcdef01234567");
 	char *t = cae_worker_render(res);
 	ck_assert_str_eq(t, "commands: 3, succeeded: 2, failed: 1\n"
 			    "\n"
@@ -1470,33 +1516,33 @@ START_TEST(path_rel)
 	struct {
 		const char *in, *out;
 	} ok[] = {
-		{ "a.txt", "a.txt" },
-		{ "./a//b/./c.txt", "a/b/c.txt" },
-		{ "/workspace/project/src/x.py", "src/x.py" },
-		{ "/workspace/project//./src/", "src" },
+	    {"a.txt", "a.txt"},
+	    {"./a//b/./c.txt", "a/b/c.txt"},
+	    {"/workspace/project/src/x.py", "src/x.py"},
+	    {"/workspace/project//./src/", "src"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		char *rel = NULL;
-		cae_error err = { 0 };
-		ck_assert_msg(wk_path_rel("/workspace/project", ok[i].in, &rel, &err) == 0, "%s: %s",
-			      ok[i].in, err.message);
+		cae_error err = {0};
+		ck_assert_msg(wk_path_rel("/workspace/project", ok[i].in, &rel, &err) == 0,
+			      "%s: %s", ok[i].in, err.message);
 		ck_assert_str_eq(rel, ok[i].out);
 		free(rel);
 	}
-	const char *bad[] = { "",
-			      "../x",
-			      "a/../../x",
-			      "a/../b",
-			      "/etc/x",
-			      "/workspace/projectX/a",
-			      "/workspace",
-			      "/workspace/project",
-			      "/workspace/project/..",
-			      ".",
-			      "./" };
+	const char *bad[] = {"",
+			     "../x",
+			     "a/../../x",
+			     "a/../b",
+			     "/etc/x",
+			     "/workspace/projectX/a",
+			     "/workspace",
+			     "/workspace/project",
+			     "/workspace/project/..",
+			     ".",
+			     "./"};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		char *rel = NULL;
-		cae_error err = { 0 };
+		cae_error err = {0};
 		ck_assert_msg(wk_path_rel("/workspace/project", bad[i], &rel, &err) == -EACCES,
 			      "%s accepted", bad[i]);
 		ck_assert_ptr_null(rel);
@@ -1516,17 +1562,18 @@ START_TEST(options_from_config)
 	ck_assert_str_eq(o.commit_message_prefix, "[Worker Auto-Commit]");
 	ck_assert_int_eq(o.cancel_fd, -1);
 	cae_config_free(cfg);
-	char *const envp[] = { (char *)"PICOCLAW_WORKER_AUTO_COMMIT=true",
-			       (char *)"PICOCLAW_WORKER_COMMIT_PREFIX=[ci]",
-			       (char *)"PICOCLAW_WORKER_COMMAND_TIMEOUT=7",
-			       (char *)"PICOCLAW_WORKER_GIT_TIMEOUT=3",
-			       (char *)"PICOCLAW_WORKER_STOP_ON_ERROR=yes",
-			       (char *)"PICOCLAW_WORKER_DRY_RUN=1",
-			       (char *)"PICOCLAW_WORKER_ROLLBACK=on",
-			       NULL };
-	cae_error err = { 0 };
+	char *const envp[] = {(char *)"PICOCLAW_WORKER_AUTO_COMMIT=true",
+			      (char *)"PICOCLAW_WORKER_COMMIT_PREFIX=[ci]",
+			      (char *)"PICOCLAW_WORKER_COMMAND_TIMEOUT=7",
+			      (char *)"PICOCLAW_WORKER_GIT_TIMEOUT=3",
+			      (char *)"PICOCLAW_WORKER_STOP_ON_ERROR=yes",
+			      (char *)"PICOCLAW_WORKER_DRY_RUN=1",
+			      (char *)"PICOCLAW_WORKER_ROLLBACK=on",
+			      NULL};
+	cae_error err = {0};
 	cfg = NULL;
-	ck_assert_msg(cae_config_load_string(&cfg, "", 0, NULL, envp, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_config_load_string(&cfg, "", 0, NULL, envp, &err) == 0, "%s",
+		      err.message);
 	cae_worker_options_from_config(&o, cfg);
 	ck_assert(o.auto_commit && o.stop_on_error && o.dry_run && o.rollback);
 	ck_assert_int_eq(o.command_timeout_ms, 7000);
@@ -1536,9 +1583,9 @@ START_TEST(options_from_config)
 	/* config.yaml's worker.* keys */
 	const char *yaml = "worker:\n  auto_commit: true\n  commit_message_prefix: '[yaml]'\n"
 			   "  command_timeout: 11\n  git_timeout: 12\n  stop_on_error: true\n";
-	char *const none[] = { NULL };
+	char *const none[] = {NULL};
 	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "config.yaml", none, &err) ==
-			      0,
+			  0,
 		      "%s", err.message);
 	cae_worker_options_from_config(&o, cfg);
 	ck_assert(o.auto_commit && o.stop_on_error && !o.dry_run && !o.rollback);
@@ -1559,7 +1606,7 @@ static cae_session *open_session(const char *tmp, const char *ws, cae_config **c
 	if (cfg_out)
 		*cfg_out = cfg;
 	cae_session *s = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
 	if (ws)
 		ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
@@ -1569,7 +1616,7 @@ static cae_session *open_session(const char *tmp, const char *ws, cae_config **c
 static cae_tool_result call(cae_session *s, json_t *args)
 {
 	cae_tool_result res;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_session_call_tool(s, "apply_patch", args, NULL, &res, &err) == 0, "%s",
 		      err.message);
 	json_decref(args);
@@ -1588,7 +1635,7 @@ START_TEST(session_tool)
 	ck_assert(res.is_error);
 	assert_contains(res.text, "no environment is ready");
 	cae_tool_result_clear(&res);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
 	/* listed, with its arguments */
 	json_t *tools = cae_session_tool_list(s, true);
@@ -1602,7 +1649,7 @@ START_TEST(session_tool)
 	}
 	ck_assert_ptr_nonnull(def);
 	json_t *props = json_object_get(json_object_get(def, "inputSchema"), "properties");
-	const char *keys[] = { "patch", "dry_run", "stop_on_error", "rollback", "auto_commit" };
+	const char *keys[] = {"patch", "dry_run", "stop_on_error", "rollback", "auto_commit"};
 	for (i = 0; i < ARRAY_SIZE(keys); i++)
 		ck_assert_msg(json_object_get(props, keys[i]) != NULL, "%s", keys[i]);
 	json_decref(tools);
@@ -1617,8 +1664,8 @@ START_TEST(session_tool)
 	cae_tool_result_clear(&res);
 	/* an array of commands; flags */
 	res = call(s, json_pack("{s:[{s:s, s:s, s:s, s:s}], s:b}", "patch", "type", "file_edit",
-				"action", "create", "target", "c.txt", "content", "c\n", "auto_commit",
-				1));
+				"action", "create", "target", "c.txt", "content", "c\n",
+				"auto_commit", 1));
 	ck_assert(!res.is_error);
 	ck_assert(json_is_true(json_object_get(res.structured, "success")));
 	ck_assert(json_is_string(json_object_get(res.structured, "git_commit")));
@@ -1685,13 +1732,16 @@ static cli_out cli(const char *stdin_text, const char *first, ...)
 	va_end(ap);
 	argv[n] = NULL;
 	setenv("EXECUTOR_BACKEND", "local", 1);
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20,
-			      .stdin_data = stdin_text, .stdin_len = stdin_text ? strlen(stdin_text) : 0,
-			      .has_stdin = stdin_text != NULL };
+	cae_run_spec spec = {.argv = argv,
+			     .timeout_ms = 120000,
+			     .max_stdout = 16 << 20,
+			     .stdin_data = stdin_text,
+			     .stdin_len = stdin_text ? strlen(stdin_text) : 0,
+			     .has_stdin = stdin_text != NULL};
 	cae_run_result r;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
-	cli_out o = { r.exit_code, r.out, r.err };
+	cli_out o = {r.exit_code, r.out, r.err};
 	return o;
 }
 
@@ -1718,7 +1768,8 @@ START_TEST(cli_patch)
 	ck_assert_int_eq(o.status, 2);
 	free(o.out);
 	free(o.err);
-	o = cli(NULL, "patch", "--state-dir", state, "--workspace", ws, "--format", "xml", pf, NULL);
+	o = cli(NULL, "patch", "--state-dir", state, "--workspace", ws, "--format", "xml", pf,
+		NULL);
 	ck_assert_int_eq(o.status, 2);
 	free(o.out);
 	free(o.err);
@@ -1752,8 +1803,9 @@ START_TEST(cli_patch)
 	o = cli("```text:dry.txt\nx\n```\n", "patch", "--state-dir", state, "--workspace", ws,
 		"--dry-run", "--format", "text", NULL);
 	ck_assert_int_eq(o.status, 0);
-	assert_contains(o.out, "dry run: 1 command planned, nothing changed\n\n[1] file_edit update "
-			       "dry.txt (2 bytes)");
+	assert_contains(o.out,
+			"dry run: 1 command planned, nothing changed\n\n[1] file_edit update "
+			"dry.txt (2 bytes)");
 	free(o.out);
 	free(o.err);
 	snprintf(path, sizeof(path), "%s/dry.txt", ws);
@@ -1827,6 +1879,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, thousand_commands, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, rollback_7_of_10, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, rollback_without_git, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, rollback_after_workspace_removed, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, dry_run_changes_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, log_events, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, cancelled, MODE_FIRST, MODE_LAST);
