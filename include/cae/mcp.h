@@ -5,7 +5,8 @@
  *
  * Threads: cae_mcp_serve reads on the calling thread; tools/list and tools/call run on worker
  * threads (at most opts->max_calls at once, a bounded queue behind them), so that ping and
- * notifications/cancelled are handled while a tool runs. Every message written is one line,
+ * notifications/cancelled are handled while a tool runs; a call the handler declares quick
+ * runs on the reading thread itself. Every message written is one line,
  * written whole under a lock. The handler's functions are called from worker threads, several
  * at once: the handler serializes what must be serial.
  *
@@ -40,7 +41,8 @@ bool cae_mcp_version_has_progress_message(const char *version);
 /* The version to answer an initialize request asking for `requested` (may be NULL). Static. */
 const char *cae_mcp_negotiate(const char *requested);
 
-/* The tools behind the server. Both functions are called from worker threads. */
+/* The tools behind the server. list_tools and call_tool are called from worker threads
+ * (call_tool from the reader thread for a call that call_is_quick accepts). */
 typedef struct cae_mcp_handler {
 	/* The tools as MCP tools/list entries: a JSON array (new reference) of {name,
 	 * description, inputSchema, outputSchema?}; NULL on failure. */
@@ -53,6 +55,12 @@ typedef struct cae_mcp_handler {
 	int (*call_tool)(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
 			 cae_tool_result *res, cae_error *err);
 	void *userdata;
+	/* May be NULL. True for a call that is short and does not block (no process, no
+	 * network, no wait for anything slow: a text editor view, say). Such a call runs on
+	 * the reader thread, without the hand-off to a worker, which costs more than the call;
+	 * meanwhile nothing else is read, and it gets no cancel fd (it is over before a
+	 * cancellation could be read). Called on the reader thread; must not block. */
+	bool (*call_is_quick)(void *userdata, const char *name, const json_t *args);
 } cae_mcp_handler;
 
 typedef struct cae_mcp_options {
@@ -72,6 +80,9 @@ typedef struct cae_mcp_options {
 	 * from any of the server's threads. */
 	void (*log)(void *userdata, const char *level, const char *event, const char *message);
 	void *log_userdata;
+	/* May be NULL. False for a level that log would drop: the message is then not even
+	 * formatted (a tool call logs at "info"). */
+	bool (*log_enabled)(void *userdata, const char *level);
 } cae_mcp_options;
 
 /* Serves MCP on in_fd/out_fd until end of input (calls still running are finished and

@@ -118,6 +118,32 @@ static int session_call(void *userdata, const char *name, json_t *args, const ca
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
+/* A text editor view is short and does not block (a bounded read of a local file or
+ * directory listing; the editor serves local environments only), so it runs on the reader
+ * thread. Not before the session is open: that can take long. Edits are not quick: they
+ * fsync. */
+static bool session_call_is_quick(void *userdata, const char *name, const json_t *args)
+{
+	struct lazy_session *l = userdata;
+	pthread_mutex_lock(&l->lock);
+	bool ready = l->ready && l->s;
+	pthread_mutex_unlock(&l->lock);
+	if (!ready)
+		return false;
+	if (strcmp(name, "text_editor_view") == 0)
+		return true;
+	const char *command = json_string_value(json_object_get(args, "command"));
+	return strcmp(name, "text_editor") == 0 && command && strcmp(command, "view") == 0;
+}
+
+static bool server_log_enabled(void *userdata, const char *level)
+{
+	cae_log_level lvl = CAE_LOG_INFO;
+	(void)userdata;
+	(void)cae_log_level_parse(level, &lvl);
+	return cae_log_enabled(cae_cli_log(), lvl);
+}
+
 static void server_log(void *userdata, const char *level, const char *event, const char *message)
 {
 	cae_log_level lvl = CAE_LOG_INFO;
@@ -254,11 +280,12 @@ int cae_cli_mcp(int argc, char **argv)
 		return 1;
 	}
 
-	cae_mcp_handler h = {session_list, session_call, &lazy};
+	cae_mcp_handler h = {session_list, session_call, &lazy, session_call_is_quick};
 	cae_mcp_options o = {
 	    .shutdown_fd = shutdown_pipe[0],
 	    .has_shutdown_fd = true,
 	    .log = server_log,
+	    .log_enabled = server_log_enabled,
 	};
 	r = cae_mcp_serve(&h, in_fd, out_fd, &o, &err);
 	if (r < 0 && r != -EPIPE)

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "base/utf8.h"
+#include "jsonrpc/jsonrpc-internal.h"
 #include "base/banned.h"
 
 #define FAST_DEPTH 64
@@ -29,7 +30,15 @@ struct out {
 	char *p;
 	size_t len;
 	size_t cap;
+	/* The last long string written, to copy when the same one comes again: a tool result's
+	 * text is both its text content and its structured output (one shared json_t). */
+	const char *last;
+	size_t last_n;	 /* its length */
+	size_t last_at;	 /* where its encoding starts in p */
+	size_t last_len; /* and its length */
 };
+
+#define REUSE_MIN 256 /* bytes: shorter strings are not worth remembering */
 
 static int grow(struct out *o, size_t n)
 {
@@ -69,19 +78,6 @@ static const uint8_t byte_class[256] = {
     [0x80 ... 0xff] = 2,
 };
 
-/* Whether 8 bytes at s are all copied as is (class 0): no byte below 0x20, no '"', no '\\',
- * none from 0x80 (the "has a byte less than" and "has a zero byte" word tricks). */
-static inline bool plain8(const unsigned char *s)
-{
-	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
-	uint64_t w;
-	memcpy(&w, s, 8);
-	uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
-	uint64_t special = ((w - ones * 0x20) & ~w) | ((quote - ones) & ~quote) |
-			   ((backslash - ones) & ~backslash) | w;
-	return (special & high) == 0;
-}
-
 /* The two-character escape of c, or 0 for the \u00XX form. */
 static char short_escape(unsigned char c)
 {
@@ -105,60 +101,90 @@ static char short_escape(unsigned char c)
 	}
 }
 
-static int put_string(struct out *o, const char *str, size_t n)
+/* Writes str as a JSON string. */
+static int put_escaped(struct out *o, const char *str, size_t n)
 {
+	static const char hex[] = "0123456789ABCDEF";
 	const unsigned char *s = (const unsigned char *)str;
 	/* Room for the common case (nothing to escape); each escape reserves its extra. */
 	int r = reserve(o, n + 2);
 	if (r < 0)
 		return r;
-	o->p[o->len++] = '"';
+	char *d = o->p + o->len;
+	*d++ = '"';
 	size_t i = 0;
 	while (i < n) {
-		size_t start = i;
-		for (;;) {
-			if (i + 8 <= n && plain8(s + i))
-				i += 8;
-			else if (i < n && byte_class[s[i]] == 0)
-				i++;
-			else
+		/* Plain bytes are copied as they are scanned, 8 at a time: a word with a byte that
+		 * is not plain is copied whole (the room is there) but counted only up to that
+		 * byte. The last few bytes go one by one. */
+		for (uint64_t w, sp; i + 8 <= n; i += 8, d += 8) {
+			memcpy(&w, s + i, 8);
+			memcpy(d, &w, 8);
+			if ((sp = cae_jsonrpc_special8(w)) != 0) {
+				size_t k = cae_jsonrpc_special8_offset(sp);
+				i += k;
+				d += k;
 				break;
+			}
 		}
-		memcpy(o->p + o->len, s + start, i - start);
-		o->len += i - start;
+		while (i < n && byte_class[s[i]] == 0)
+			*d++ = (char)s[i++];
 		if (i == n)
 			break;
 		if (byte_class[s[i]] == 2) {
 			size_t l = cae_utf8_seq_len(s + i, n - i);
 			if (l == 0)
 				return NOT_FAST;
-			memcpy(o->p + o->len, s + i, l);
-			o->len += l;
-			i += l;
+			for (size_t k = 0; k < l; k++)
+				*d++ = (char)s[i++];
 			continue;
 		}
 		/* An escape of up to 6 bytes for 1 byte, then the rest and the closing quote. */
+		o->len = (size_t)(d - o->p);
 		if ((r = reserve(o, 6 + (n - i - 1) + 1)) < 0)
 			return r;
-		char *d = o->p + o->len;
+		d = o->p + o->len;
 		unsigned char c = s[i++];
 		char e = short_escape(c);
-		d[0] = '\\';
+		*d++ = '\\';
 		if (e) {
-			d[1] = e;
-			o->len += 2;
+			*d++ = e;
 		} else {
-			static const char hex[] = "0123456789ABCDEF";
-			d[1] = 'u';
-			d[2] = '0';
-			d[3] = '0';
-			d[4] = hex[c >> 4];
-			d[5] = hex[c & 15];
-			o->len += 6;
+			*d++ = 'u';
+			*d++ = '0';
+			*d++ = '0';
+			*d++ = hex[c >> 4];
+			*d++ = hex[c & 15];
 		}
 	}
-	o->p[o->len++] = '"';
+	*d++ = '"';
+	o->len = (size_t)(d - o->p);
 	return 0;
+}
+
+/* Writes str as a JSON string, or copies the encoding of the last long string when this is
+ * the same one again (the same bytes at the same address). */
+static int put_string(struct out *o, const char *str, size_t n)
+{
+	if (n < REUSE_MIN)
+		return put_escaped(o, str, n);
+	if (str == o->last && n == o->last_n) {
+		int r = reserve(o, o->last_len);
+		if (r < 0)
+			return r;
+		memcpy(o->p + o->len, o->p + o->last_at, o->last_len);
+		o->len += o->last_len;
+		return 0;
+	}
+	size_t at = o->len;
+	int r = put_escaped(o, str, n);
+	if (r == 0) {
+		o->last = str;
+		o->last_n = n;
+		o->last_at = at;
+		o->last_len = o->len - at;
+	}
+	return r;
 }
 
 static int put_value(struct out *o, const json_t *v, unsigned depth);

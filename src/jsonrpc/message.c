@@ -9,6 +9,7 @@
 
 #include "base/macro.h"
 #include "base/utf8.h"
+#include "jsonrpc/jsonrpc-internal.h"
 #include "base/banned.h"
 
 int cae_jsonrpc_err_set(cae_jsonrpc_err *e, int code, const char *fmt, ...)
@@ -69,8 +70,13 @@ int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t *
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_REQUEST,
 					   "Invalid Request: nested deeper than %u levels",
 					   max_depth);
+	json_t *v = cae_jsonrpc_parse_fast(text, len, max_depth);
+	if (v) {
+		*out = v;
+		return 0;
+	}
 	json_error_t je;
-	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+	v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
 	if (!v)
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_PARSE_ERROR, "Parse error: %s at byte %d",
 					   je.text, je.position);

@@ -1,7 +1,8 @@
 /* The MCP server loop: a reader on the calling thread, tool calls on worker threads.
  *
  * The reader frames and validates every incoming line and answers what is quick itself
- * (initialize, ping, errors). tools/list and tools/call become jobs in a FIFO list that
+ * (initialize, ping, errors, and the tool calls the handler calls quick: waking a worker
+ * would cost more than they do). tools/list and tools/call become jobs in a FIFO list that
  * worker threads (started on demand, at most max_calls) take from; the list also serves to
  * find a job by request id for notifications/cancelled, which drops a queued job and makes a
  * running one's cancel pipe readable. A batch (older protocol versions) collects its
@@ -92,7 +93,7 @@ static void slog(struct server *srv, const char *level, const char *event, const
 
 static void slog(struct server *srv, const char *level, const char *event, const char *fmt, ...)
 {
-	if (!srv->o.log)
+	if (!srv->o.log || (srv->o.log_enabled && !srv->o.log_enabled(srv->o.log_userdata, level)))
 		return;
 	char msg[512];
 	va_list ap;
@@ -352,7 +353,7 @@ static json_t *run_call(struct server *srv, struct job *j)
 {
 	cae_call_ctx ctx = {
 	    .cancel_fd = j->cancel_pipe[0],
-	    .has_cancel_fd = true,
+	    .has_cancel_fd = j->cancel_pipe[0] >= 0, /* none for a call run inline */
 	    .progress = j->progress_token ? progress_cb : NULL,
 	    .progress_userdata = j,
 	};
@@ -424,16 +425,23 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+#define ID_BUSY "Invalid Request: a request with this id is still running"
+
+static bool id_busy_locked(struct server *srv, json_t *id)
+{
+	for (struct job *x = srv->jobs; x; x = x->next)
+		if (json_equal(x->id, id))
+			return true;
+	return false;
+}
+
 /* Queues a job (stolen) and makes sure a worker will take it. */
 static void enqueue(struct server *srv, struct job *j)
 {
 	const char *busy = NULL;
 	pthread_mutex_lock(&srv->lock);
-	for (struct job *x = srv->jobs; x; x = x->next)
-		if (json_equal(x->id, j->id)) {
-			busy = "Invalid Request: a request with this id is still running";
-			break;
-		}
+	if (id_busy_locked(srv, j->id))
+		busy = ID_BUSY;
 	if (!busy && srv->nqueued >= srv->o.max_queued)
 		busy = "Server busy: too many requests waiting; retry later";
 	bool wake = false;
@@ -527,12 +535,46 @@ static void handle_initialize(struct server *srv, const cae_jsonrpc_msg *m, stru
 								  srv->o.instructions)));
 }
 
+/* Runs a quick call on the reader thread: nothing is copied (the request outlives the
+ * call), no worker is woken, no cancel pipe is made. */
+static void run_inline(struct server *srv, const cae_jsonrpc_msg *m, const cae_mcp_call_params *p,
+		       struct batch *b)
+{
+	pthread_mutex_lock(&srv->lock);
+	bool busy = id_busy_locked(srv, m->id);
+	const char *v = srv->version;
+	pthread_mutex_unlock(&srv->lock);
+	if (busy) {
+		reply_error(srv, b, m->id, CAE_JSONRPC_INVALID_REQUEST, ID_BUSY);
+		return;
+	}
+	struct job j = {
+	    .srv = srv,
+	    .kind = JOB_CALL,
+	    .state = JOB_RUNNING,
+	    .id = m->id,
+	    .name = (char *)p->name, /* borrowed: this job is never freed */
+	    .args = p->arguments,
+	    .progress_token = p->progress_token,
+	    .structured = cae_mcp_version_has_structured(v),
+	    .progress_message = cae_mcp_version_has_progress_message(v),
+	    .cancel_pipe = {-1, -1},
+	    .started_ns = cae_now_ns(),
+	};
+	reply(srv, b, run_call(srv, &j));
+}
+
 static void handle_tools_call(struct server *srv, const cae_jsonrpc_msg *m, struct batch *b)
 {
 	cae_jsonrpc_err e;
 	cae_mcp_call_params p;
 	if (cae_mcp_decode_call_params(m->params, &p, &e) < 0) {
 		reply_error(srv, b, m->id, e.code, e.message);
+		return;
+	}
+	if (srv->h->call_is_quick && srv->h->call_is_quick(srv->h->userdata, p.name, p.arguments)) {
+		run_inline(srv, m, &p, b);
+		cae_mcp_call_params_clear(&p);
 		return;
 	}
 	struct job *j = job_new(srv, JOB_CALL, m->id, b);

@@ -2,6 +2,7 @@
 #include "cae/jsonrpc.h"
 #include "testutil.h"
 #include "base/macro.h"
+#include "jsonrpc/jsonrpc-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -316,6 +317,7 @@ END_TEST
 /* ---- the encoder gives json_dumps's bytes ---------------------------------------------- */
 
 static uint64_t rng_state;
+static bool gen_plain; /* no reals, no NUL, no 19-digit integers: all the fast parser's */
 
 static unsigned rnd(unsigned n)
 {
@@ -333,7 +335,7 @@ static size_t random_text(char *buf, size_t max)
 	};
 	size_t n = 0, want = rnd(4) == 0 ? rnd(3000) : rnd(24);
 	while (n < want) {
-		bool nul = rnd(40) == 0;
+		bool nul = !gen_plain && rnd(40) == 0;
 		const char *p = nul ? "" : pieces[rnd(ARRAY_SIZE(pieces))];
 		size_t l = nul ? 1 : strlen(p);
 		if (n + l > max)
@@ -370,10 +372,12 @@ static json_t *random_value(unsigned depth)
 	}
 	case 4: {
 		static const json_int_t ints[] = {0, -1, 7, -32700, INT64_MAX, INT64_MIN};
-		return rnd(2) ? json_integer(ints[rnd(ARRAY_SIZE(ints))])
+		return rnd(2) ? json_integer(ints[rnd(gen_plain ? 4 : ARRAY_SIZE(ints))])
 			      : json_integer((json_int_t)rnd(1000000) - 500000);
 	}
 	case 5: {
+		if (gen_plain)
+			return json_string("no real");
 		static const double reals[] = {0.0, -0.5, 1.0, 1e300, 3.141592653589793, 1e-7, 12.0};
 		return json_real(reals[rnd(ARRAY_SIZE(reals))] * (rnd(2) ? 1 : -3));
 	}
@@ -443,6 +447,25 @@ START_TEST(encode_matches_jansson)
 			json_decref(v);
 		}
 
+	/* one long string in several places (a tool result's text and structured output), next
+	 * to an equal string that is another value, one as long, and a short one */
+	char longtext[600];
+	for (size_t i = 0; i < sizeof(longtext); i++)
+		longtext[i] = "ab\"\\\n\t\x01 xyz\xc3\xa9"[i % 13];
+	longtext[sizeof(longtext) - 1] = '\0';
+	json_t *shared = json_string(longtext);
+	ck_assert_ptr_nonnull(shared);
+	char other[sizeof(longtext)];
+	memcpy(other, longtext, sizeof(other));
+	other[0] = 'Z'; /* as long, not the same */
+	v = json_pack("{s:[{s:O}], s:{s:O, s:s, s:O, s:s}, s:[O, s, O]}", "content", "text",
+		      shared, "structuredContent", "output", shared, "copy", longtext, "again",
+		      shared, "other", other, "list", shared, "tail", shared);
+	ck_assert_ptr_nonnull(v);
+	assert_encodes_like_dumps(v);
+	json_decref(v);
+	json_decref(shared);
+
 	/* empty containers, and nesting past the fast path's depth (json_dumps takes over) */
 	v = json_pack("{s:{}, s:[], s:[{}], s:\"\"}", "o", "a", "ao", "s");
 	assert_encodes_like_dumps(v);
@@ -482,6 +505,102 @@ START_TEST(encode_refuses_what_jansson_refuses)
 }
 END_TEST
 
+/* ---- the fast parser builds what json_loadb builds, or leaves the text to it --------------- */
+
+/* If the fast path takes text, jansson takes it too and builds the same value (members in
+ * the same order, the same types). Returns whether the fast path took it. */
+static bool fast_parse_agrees(const char *text, size_t len)
+{
+	json_t *fast = cae_jsonrpc_parse_fast(text, len, 64);
+	if (!fast)
+		return false;
+	json_error_t je;
+	json_t *slow = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+	ck_assert_msg(slow != NULL, "the fast path took what jansson refuses (%s): %.*s", je.text,
+		      (int)len, text);
+	ck_assert(json_equal(fast, slow));
+	char *a = json_dumps(fast, JSON_COMPACT), *b = json_dumps(slow, JSON_COMPACT);
+	ck_assert_str_eq(a, b);
+	free(a);
+	free(b);
+	json_decref(fast);
+	json_decref(slow);
+	return true;
+}
+
+START_TEST(parse_fast_path_matches_jansson)
+{
+	/* what clients send: taken by the fast path */
+	static const char *const taken[] = {
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}",
+	    " { \"a\" : [ 1 , -2 , 0 , -0 , true , false , null , { } , [ ] ] } \r\n",
+	    "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20AC\\ud83d\\ude00 \xc3\xa9\xf0\x9f\x98\x80\"]",
+	    "{\"\\u006b\\ud83d\\ude00\":\"key with escapes\",\"\":\"empty key\"}",
+	    "[123456789012345678,-123456789012345678]",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(taken); i++)
+		ck_assert_msg(fast_parse_agrees(taken[i], strlen(taken[i])), "not taken: %s",
+			      taken[i]);
+
+	/* left to jansson: errors, and what the fast path does not do */
+	static const char *const left[] = {
+	    "{\"a\":1,\"a\":2}", "[01]", "[1.5]", "[1e5]", "[-]", "[+1]", "[.5]", "{\"a\":tru}",
+	    "[truex]", "[nul]", "[\"\\ud83d\"]", "[\"\\udc00\"]", "[\"\\ud83d\\u0041\"]",
+	    "[\"\\u0000\"]", "[\"\\x\"]", "[\"\\u12\"]", "[\"\\u12G4\"]", "[\"\x01\"]",
+	    "[\"\xff\"]", "[\"\xc3\"]", "[\"\xed\xa0\x80\"]", "[\"\xc0\xaf\"]", "[1,]",
+	    "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "[] x", "[] []", "[", "{", "[\"abc", "\"str\"",
+	    "1", "", "   ", "[9223372036854775807]", "[-9223372036854775808]",
+	    "[99999999999999999999]", "[\"a\"\"b\"]", "{\"a\":1 \"b\":2}", "[1 2]", "\xef\xbb\xbf[]",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(left); i++) {
+		json_t *v = cae_jsonrpc_parse_fast(left[i], strlen(left[i]), 64);
+		ck_assert_msg(v == NULL, "taken by the fast path: %s", left[i]);
+	}
+	/* a NUL byte inside or outside a string */
+	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[\"a\0b\"]", 7, 64));
+	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[1,\0 2]", 7, 64));
+	/* deeper than asked */
+	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[[[1]]]", 7, 2));
+	ck_assert(fast_parse_agrees("[[[1]]]", 7));
+
+	/* random values as jansson writes them (compact, indented, ASCII-only with \u escapes
+	 * and surrogate pairs), then the same texts damaged at random */
+	rng_state = 7;
+	int taken_plain = 0;
+	for (int i = 0; i < 2000; i++) {
+		gen_plain = i % 2 == 0;
+		json_t *v = json_array();
+		for (unsigned k = 0, m = 1 + rnd(4); k < m; k++)
+			json_array_append_new(v, random_value(1));
+		static const size_t flags[] = {JSON_COMPACT, JSON_INDENT(2), JSON_ENSURE_ASCII,
+					       JSON_COMPACT | JSON_ENSURE_ASCII};
+		char *text = json_dumps(v, flags[rnd(ARRAY_SIZE(flags))]);
+		ck_assert_ptr_nonnull(text);
+		size_t len = strlen(text);
+		bool took = fast_parse_agrees(text, len);
+		if (gen_plain) {
+			ck_assert_msg(took, "plain text not taken: %s", text);
+			taken_plain++;
+		}
+		for (int d = 0; d < 8 && len > 0; d++) {
+			char *bad = malloc(len + 1);
+			memcpy(bad, text, len + 1);
+			size_t at = rnd((unsigned)len);
+			static const char junk[] = "\"\\{}[],:0-9.eEtfnu \x01\x7f\xc3\xff";
+			bad[at] = junk[rnd(sizeof(junk) - 1)];
+			size_t bl = rnd(3) == 0 ? at : len; /* sometimes cut short there */
+			fast_parse_agrees(bad, bl);
+			free(bad);
+		}
+		free(text);
+		json_decref(v);
+	}
+	gen_plain = false;
+	ck_assert_int_eq(taken_plain, 1000);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("jsonrpc");
@@ -497,6 +616,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, build_and_encode);
 	tcase_add_test(tc, encode_matches_jansson);
 	tcase_add_test(tc, encode_refuses_what_jansson_refuses);
+	tcase_add_test(tc, parse_fast_path_matches_jansson);
 	suite_add_tcase(s, tc);
 	return s;
 }

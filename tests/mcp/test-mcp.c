@@ -91,9 +91,39 @@ static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ct
 
 static const cae_mcp_handler handler = {fake_list, fake_call, NULL};
 
+/* The same tools plus "quick", which the handler declares quick (run on the reader thread):
+ * it echoes "text", reports progress when "progress" is true, and records where it ran. */
+static pthread_t quick_thread;
+static bool quick_had_cancel_fd;
+
+static bool fake_is_quick(void *ud, const char *name, const json_t *args)
+{
+	(void)ud;
+	(void)args;
+	return strcmp(name, "quick") == 0;
+}
+
+static int quick_call(void *ud, const char *name, json_t *args, const cae_call_ctx *ctx,
+		      cae_tool_result *res, cae_error *err)
+{
+	if (strcmp(name, "quick") != 0)
+		return fake_call(ud, name, args, ctx, res, err);
+	quick_thread = pthread_self();
+	quick_had_cancel_fd = ctx->has_cancel_fd;
+	if (json_is_true(json_object_get(args, "progress")) && ctx->progress)
+		ctx->progress(ctx->progress_userdata, 1, 2, "half way");
+	json_t *text = json_object_get(args, "text");
+	res->text = strdup(json_is_string(text) ? json_string_value(text) : "");
+	res->structured = json_pack("{s:s}", "text", res->text);
+	return 0;
+}
+
+static const cae_mcp_handler quick_handler = {fake_list, quick_call, NULL, fake_is_quick};
+
 /* ---- the client side ----------------------------------------------------------------- */
 
 struct client {
+	const cae_mcp_handler *h;
 	int fd;	       /* the test's end */
 	int server_fd; /* the server's end */
 	pthread_t thread;
@@ -108,13 +138,15 @@ static void *serve_thread(void *arg)
 {
 	struct client *c = arg;
 	cae_error err = {0};
-	c->result = cae_mcp_serve(&handler, c->server_fd, c->server_fd, &c->opts, &err);
+	c->result = cae_mcp_serve(c->h, c->server_fd, c->server_fd, &c->opts, &err);
 	return NULL;
 }
 
-static void client_start(struct client *c, const cae_mcp_options *opts)
+static void client_start_with(struct client *c, const cae_mcp_options *opts,
+			      const cae_mcp_handler *h)
 {
 	memset(c, 0, sizeof(*c));
+	c->h = h;
 	if (opts)
 		c->opts = *opts;
 	int sv[2];
@@ -126,6 +158,11 @@ static void client_start(struct client *c, const cae_mcp_options *opts)
 	ck_assert_int_eq(pipe2(entered_pipe, O_CLOEXEC), 0);
 	ck_assert_int_eq(pthread_create(&c->thread, NULL, serve_thread, c), 0);
 	c->running = true;
+}
+
+static void client_start(struct client *c, const cae_mcp_options *opts)
+{
+	client_start_with(c, opts, &handler);
 }
 
 static void client_send(struct client *c, const char *s)
@@ -786,6 +823,169 @@ START_TEST(client_gone_is_an_error)
 }
 END_TEST
 
+static const char *text_of(json_t *r)
+{
+	return json_string_value(
+	    json_object_get(json_array_get(json_object_get(result_of(r), "content"), 0), "text"));
+}
+
+START_TEST(quick_calls_run_on_the_reader)
+{
+	struct client c;
+	client_start_with(&c, NULL, &quick_handler);
+	initialize(&c, "2025-06-18");
+	/* answered like any call, but on the serving thread and without a cancel fd */
+	quick_had_cancel_fd = true;
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"f\\u00e4st\"}}}\n");
+	ck_assert_str_eq(text_of(r), "f\xc3\xa4st");
+	ck_assert_str_eq(json_string_value(json_object_get(
+			     json_object_get(result_of(r), "structuredContent"), "text")),
+			 "f\xc3\xa4st");
+	ck_assert(json_is_false(json_object_get(result_of(r), "isError")));
+	json_decref(r);
+	ck_assert(pthread_equal(quick_thread, c.thread));
+	ck_assert(!quick_had_cancel_fd);
+
+	/* its progress notifications come before its answer */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"p\",\"progress\":true},"
+			"\"_meta\":{\"progressToken\":\"tok\"}}}\n");
+	r = client_recv(&c);
+	ck_assert_str_eq(json_string_value(json_object_get(r, "method")), "notifications/progress");
+	json_t *params = json_object_get(r, "params");
+	ck_assert_str_eq(json_string_value(json_object_get(params, "progressToken")), "tok");
+	ck_assert_str_eq(json_string_value(json_object_get(params, "message")), "half way");
+	json_decref(r);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 2);
+	ck_assert_str_eq(text_of(r), "p");
+	json_decref(r);
+
+	/* run in turn: a quick call and a ping written together are answered in that order */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"first\"}}}\n"
+			"{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"ping\"}\n");
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 3);
+	json_decref(r);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 4);
+	json_decref(r);
+
+	/* while a slow call runs on a worker: a quick call is answered, and one that reuses the
+	 * running call's id is refused */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	wait_entered();
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"dup\"}}}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"meanwhile\"}}}\n");
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 6);
+	ck_assert_str_eq(text_of(r), "meanwhile");
+	json_decref(r);
+	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+	r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 5);
+	ck_assert_str_eq(text_of(r), "released");
+	json_decref(r);
+
+	/* the other tools still run on workers, with a cancel fd (fake_call checks it) */
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"w\"}}}\n");
+	ck_assert_str_eq(text_of(r), "w");
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+START_TEST(quick_calls_in_a_batch)
+{
+	struct client c;
+	client_start_with(&c, NULL, &quick_handler);
+	initialize(&c, "2025-03-26");
+	json_t *r =
+	    request(&c, "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"quick\",\"arguments\":{\"text\":\"b\"}}},"
+			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"echo\",\"arguments\":{\"text\":\"e\"}}},"
+			"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}]\n");
+	ck_assert(json_is_array(r));
+	ck_assert_uint_eq(json_array_size(r), 3);
+	int seen = 0;
+	size_t i;
+	json_t *m;
+	json_array_foreach(r, i, m)
+	{
+		json_int_t id = json_integer_value(json_object_get(m, "id"));
+		if (id == 1) {
+			ck_assert_str_eq(text_of(m), "b");
+			/* 2025-03-26 has no structured content */
+			ck_assert_ptr_null(json_object_get(result_of(m), "structuredContent"));
+		} else if (id == 2) {
+			ck_assert_str_eq(text_of(m), "e");
+		}
+		seen |= 1 << id;
+	}
+	ck_assert_int_eq(seen, 14);
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
+static atomic_int logged_info, logged_warning, log_level_asked;
+
+static void count_log(void *ud, const char *level, const char *event, const char *message)
+{
+	(void)ud;
+	(void)event;
+	ck_assert_ptr_nonnull(message);
+	if (strcmp(level, "info") == 0)
+		atomic_fetch_add(&logged_info, 1);
+	else if (strcmp(level, "warning") == 0)
+		atomic_fetch_add(&logged_warning, 1);
+}
+
+static bool warnings_and_up(void *ud, const char *level)
+{
+	(void)ud;
+	atomic_fetch_add(&log_level_asked, 1);
+	return strcmp(level, "warning") == 0 || strcmp(level, "error") == 0;
+}
+
+START_TEST(log_levels_filtered_before_formatting)
+{
+	for (int filtered = 0; filtered < 2; filtered++) {
+		atomic_store(&logged_info, 0);
+		atomic_store(&logged_warning, 0);
+		atomic_store(&log_level_asked, 0);
+		cae_mcp_options o = {.log = count_log,
+				     .log_enabled = filtered ? warnings_and_up : NULL};
+		struct client c;
+		client_start(&c, &o);
+		initialize(&c, "2025-06-18"); /* info: mcp.initialize */
+		json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\","
+					"\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":"
+					"\"x\"}}}\n"); /* info: mcp.tool_call */
+		json_decref(r);
+		r = request(&c, "{\"jsonrpc\":\"1.0\",\"id\":2,\"method\":\"ping\"}\n"); /* warning */
+		json_decref(r);
+		client_stop(&c);
+		ck_assert_int_ge(atomic_load(&logged_warning), 1);
+		if (filtered) {
+			ck_assert_int_eq(atomic_load(&logged_info), 0);
+			ck_assert_int_ge(atomic_load(&log_level_asked), 3);
+		} else {
+			ck_assert_int_ge(atomic_load(&logged_info), 2);
+		}
+	}
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("mcp");
@@ -806,6 +1006,9 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, end_of_input_finishes_running_calls);
 	tcase_add_test(tc, shutdown_fd_cancels_and_returns);
 	tcase_add_test(tc, client_gone_is_an_error);
+	tcase_add_test(tc, quick_calls_run_on_the_reader);
+	tcase_add_test(tc, quick_calls_in_a_batch);
+	tcase_add_test(tc, log_levels_filtered_before_formatting);
 	suite_add_tcase(s, tc);
 	return s;
 }
