@@ -532,8 +532,8 @@ START_TEST(parse_fast_path_matches_jansson)
 {
 	/* what clients send: taken by the fast path */
 	static const char *const taken[] = {
-	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
-	    "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}",
+	    ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+	     "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}"),
 	    " { \"a\" : [ 1 , -2 , 0 , -0 , true , false , null , { } , [ ] ] } \r\n",
 	    "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20AC\\ud83d\\ude00 \xc3\xa9\xf0\x9f\x98\x80\"]",
 	    "{\"\\u006b\\ud83d\\ude00\":\"key with escapes\",\"\":\"empty key\"}",
