@@ -1,5 +1,5 @@
-/* Internal to the jsonrpc module (and its tests): the word-at-a-time test shared by the
- * encoder and the decoder, and the decoder's fast path. */
+/* Internal to the jsonrpc module (and its tests): the word-at-a-time test of the encoder.
+ * Parsing is jansson's (json_loadb): untrusted input goes to the well-kept parser. */
 #ifndef CAE_JSONRPC_INTERNAL_H
 #define CAE_JSONRPC_INTERNAL_H
 
@@ -33,12 +33,5 @@ static inline size_t cae_jsonrpc_special8_offset(uint64_t sp)
 #endif
 }
 
-/* Parses text[0, len) when it is an object or an array that json_loadb(JSON_DECODE_ANY |
- * JSON_REJECT_DUPLICATES) would accept, into the value json_loadb would build (the same
- * members in the same order, the same types), nested at most max_depth deep. NULL for
- * anything else: other input, errors, and what the fast path leaves to jansson (reals,
- * integers of 19 digits or more, a \u0000 escape), so that json_loadb then decides and
- * explains. New reference. */
-json_t *cae_jsonrpc_parse_fast(const char *text, size_t len, unsigned max_depth);
 
 #endif

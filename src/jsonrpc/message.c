@@ -70,13 +70,8 @@ int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t *
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_REQUEST,
 					   "Invalid Request: nested deeper than %u levels",
 					   max_depth);
-	json_t *v = cae_jsonrpc_parse_fast(text, len, max_depth);
-	if (v) {
-		*out = v;
-		return 0;
-	}
 	json_error_t je;
-	v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
 	if (!v)
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_PARSE_ERROR, "Parse error: %s at byte %d",
 					   je.text, je.position);

@@ -505,101 +505,6 @@ START_TEST(encode_refuses_what_jansson_refuses)
 }
 END_TEST
 
-/* ---- the fast parser builds what json_loadb builds, or leaves the text to it --------------- */
-
-/* If the fast path takes text, jansson takes it too and builds the same value (members in
- * the same order, the same types). Returns whether the fast path took it. */
-static bool fast_parse_agrees(const char *text, size_t len)
-{
-	json_t *fast = cae_jsonrpc_parse_fast(text, len, 64);
-	if (!fast)
-		return false;
-	json_error_t je;
-	json_t *slow = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
-	ck_assert_msg(slow != NULL, "the fast path took what jansson refuses (%s): %.*s", je.text,
-		      (int)len, text);
-	ck_assert(json_equal(fast, slow));
-	char *a = json_dumps(fast, JSON_COMPACT), *b = json_dumps(slow, JSON_COMPACT);
-	ck_assert_str_eq(a, b);
-	free(a);
-	free(b);
-	json_decref(fast);
-	json_decref(slow);
-	return true;
-}
-
-START_TEST(parse_fast_path_matches_jansson)
-{
-	/* what clients send: taken by the fast path */
-	static const char *const taken[] = {
-	    ("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
-	     "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"file51.txt\"}}}"),
-	    " { \"a\" : [ 1 , -2 , 0 , -0 , true , false , null , { } , [ ] ] } \r\n",
-	    "[\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\\u20AC\\ud83d\\ude00 \xc3\xa9\xf0\x9f\x98\x80\"]",
-	    "{\"\\u006b\\ud83d\\ude00\":\"key with escapes\",\"\":\"empty key\"}",
-	    "[123456789012345678,-123456789012345678]",
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(taken); i++)
-		ck_assert_msg(fast_parse_agrees(taken[i], strlen(taken[i])), "not taken: %s",
-			      taken[i]);
-
-	/* left to jansson: errors, and what the fast path does not do */
-	static const char *const left[] = {
-	    "{\"a\":1,\"a\":2}", "[01]", "[1.5]", "[1e5]", "[-]", "[+1]", "[.5]", "{\"a\":tru}",
-	    "[truex]", "[nul]", "[\"\\ud83d\"]", "[\"\\udc00\"]", "[\"\\ud83d\\u0041\"]",
-	    "[\"\\u0000\"]", "[\"\\x\"]", "[\"\\u12\"]", "[\"\\u12G4\"]", "[\"\x01\"]",
-	    "[\"\xff\"]", "[\"\xc3\"]", "[\"\xed\xa0\x80\"]", "[\"\xc0\xaf\"]", "[1,]",
-	    "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "[] x", "[] []", "[", "{", "[\"abc", "\"str\"",
-	    "1", "", "   ", "[9223372036854775807]", "[-9223372036854775808]",
-	    "[99999999999999999999]", "[\"a\"\"b\"]", "{\"a\":1 \"b\":2}", "[1 2]", "\xef\xbb\xbf[]",
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(left); i++) {
-		json_t *v = cae_jsonrpc_parse_fast(left[i], strlen(left[i]), 64);
-		ck_assert_msg(v == NULL, "taken by the fast path: %s", left[i]);
-	}
-	/* a NUL byte inside or outside a string */
-	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[\"a\0b\"]", 7, 64));
-	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[1,\0 2]", 7, 64));
-	/* deeper than asked */
-	ck_assert_ptr_null(cae_jsonrpc_parse_fast("[[[1]]]", 7, 2));
-	ck_assert(fast_parse_agrees("[[[1]]]", 7));
-
-	/* random values as jansson writes them (compact, indented, ASCII-only with \u escapes
-	 * and surrogate pairs), then the same texts damaged at random */
-	rng_state = 7;
-	int taken_plain = 0;
-	for (int i = 0; i < 2000; i++) {
-		gen_plain = i % 2 == 0;
-		json_t *v = json_array();
-		for (unsigned k = 0, m = 1 + rnd(4); k < m; k++)
-			json_array_append_new(v, random_value(1));
-		static const size_t flags[] = {JSON_COMPACT, JSON_INDENT(2), JSON_ENSURE_ASCII,
-					       JSON_COMPACT | JSON_ENSURE_ASCII};
-		char *text = json_dumps(v, flags[rnd(ARRAY_SIZE(flags))]);
-		ck_assert_ptr_nonnull(text);
-		size_t len = strlen(text);
-		bool took = fast_parse_agrees(text, len);
-		if (gen_plain) {
-			ck_assert_msg(took, "plain text not taken: %s", text);
-			taken_plain++;
-		}
-		for (int d = 0; d < 8 && len > 0; d++) {
-			char *bad = malloc(len + 1);
-			memcpy(bad, text, len + 1);
-			size_t at = rnd((unsigned)len);
-			static const char junk[] = "\"\\{}[],:0-9.eEtfnu \x01\x7f\xc3\xff";
-			bad[at] = junk[rnd(sizeof(junk) - 1)];
-			size_t bl = rnd(3) == 0 ? at : len; /* sometimes cut short there */
-			fast_parse_agrees(bad, bl);
-			free(bad);
-		}
-		free(text);
-		json_decref(v);
-	}
-	gen_plain = false;
-	ck_assert_int_eq(taken_plain, 1000);
-}
-END_TEST
 
 static Suite *make_suite(void)
 {
@@ -616,7 +521,6 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, build_and_encode);
 	tcase_add_test(tc, encode_matches_jansson);
 	tcase_add_test(tc, encode_refuses_what_jansson_refuses);
-	tcase_add_test(tc, parse_fast_path_matches_jansson);
 	suite_add_tcase(s, tc);
 	return s;
 }
