@@ -23,7 +23,7 @@
 
 #include "base/banned.h"
 
-enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK };
+enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK, OPT_MCP_COMPAT };
 
 static int usage_mcp(FILE *f)
 {
@@ -37,6 +37,8 @@ static int usage_mcp(FILE *f)
 	       "  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
 	       "                     target_branch, environment}; - = stdin is not allowed here)\n"
 	       "  (neither)          none until the environment_prepare tool makes one\n\n"
+	       "  --editor-compat    text_editor results in the shape of the npm\n"
+	       "                     mcp-server-text-editor: {\"success\",\"message\",\"content\"}\n\n"
 	       "options:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
@@ -54,6 +56,7 @@ struct lazy_session {
 	const cae_cli_common *common;
 	const char *workspace;
 	const char *task_file;
+	bool editor_compat;
 };
 
 static int prepare_task(cae_session *s, const char *task_file, cae_error *err);
@@ -68,6 +71,8 @@ static void *open_session_thread(void *arg)
 	int r = cae_cli_open(l->common, &s);
 	if (r < 0)
 		cae_error_set(&err, r, "cannot open the session (see the log above)");
+	if (r == 0 && l->editor_compat)
+		cae_session_set_editor_compat(s, true);
 	if (r == 0 && l->workspace && (r = cae_session_use_workspace(s, l->workspace, &err)) < 0)
 		cae_error_prefix(&err, "--workspace %s", l->workspace);
 	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, &err)) < 0)
@@ -226,17 +231,21 @@ int cae_cli_mcp(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"workspace", required_argument, NULL, OPT_MCP_WORKSPACE},
 	    {"task", required_argument, NULL, OPT_MCP_TASK},
+	    {"editor-compat", no_argument, NULL, OPT_MCP_COMPAT},
 	    CAE_CLI_COMMON_LONGOPTS,
 	    {0, 0, 0, 0},
 	};
 	cae_cli_common c = {0};
 	const char *workspace = NULL, *task_file = NULL;
+	bool editor_compat = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
 			return usage_mcp(stdout);
 		if (opt == OPT_MCP_WORKSPACE)
 			workspace = optarg;
+		else if (opt == OPT_MCP_COMPAT)
+			editor_compat = true;
 		else if (opt == OPT_MCP_TASK)
 			task_file = optarg;
 		else if (!cae_cli_common_option(&c, opt, optarg))
@@ -273,6 +282,7 @@ int cae_cli_mcp(int argc, char **argv)
 	    .common = &c,
 	    .workspace = workspace,
 	    .task_file = task_file,
+	    .editor_compat = editor_compat,
 	};
 	pthread_t opener;
 	if ((r = pthread_create(&opener, NULL, open_session_thread, &lazy)) != 0) {

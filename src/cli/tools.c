@@ -38,7 +38,7 @@ int cae_cli_tools(int argc, char **argv)
 		{ 0, 0, 0, 0 }
 	};
 	cae_cli_common c = { 0 };
-	cae_tools_options o = { .format = CAE_TOOLS_FUNCTIONS, .output_schema = true };
+	cae_tools_options o = { .format = CAE_TOOLS_FUNCTIONS, .output_schema = true, .patch_tool = true };
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')

@@ -226,6 +226,47 @@ START_TEST(tools_and_prompt)
 }
 END_TEST
 
+/* `cae mcp` over real pipes: the protocol on stdout only, and --editor-compat giving the npm
+ * mcp-server-text-editor result shape. */
+START_TEST(mcp_editor_compat)
+{
+	_cleanup_free_ char *ws = tu_mkdtemp();
+	tu_write(ws, "a.txt", "one\ntwo\n");
+	const char *input =
+		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+		"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+		"\"t\",\"version\":\"1\"}}}\n"
+		"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+		"\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"a.txt\","
+		"\"description\":\"look\"}}}\n";
+	const char *argv[] = { cae_path, "mcp", "--workspace", ws, "--editor-compat", NULL };
+	setenv("CAE_STATE_DIR", state, 1);
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000, .stdin_data = input,
+			      .stdin_len = strlen(input), .has_stdin = true };
+	cae_run_result r;
+	cae_error err;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
+	ck_assert_int_eq(r.exit_code, 0);
+	/* two answers, one line each, nothing else on stdout */
+	char *nl = strchr(r.out, '\n');
+	ck_assert_ptr_nonnull(nl);
+	json_t *second = json_loads(nl + 1, JSON_DISABLE_EOF_CHECK, NULL);
+	ck_assert_ptr_nonnull(second);
+	ck_assert_int_eq(json_integer_value(json_object_get(second, "id")), 2);
+	json_t *content = json_object_get(json_object_get(second, "result"), "content");
+	const char *text = json_string_value(json_object_get(json_array_get(content, 0), "text"));
+	json_t *compat = json_loads(text, 0, NULL);
+	ck_assert_ptr_nonnull(compat);
+	ck_assert(json_is_true(json_object_get(compat, "success")));
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(compat, "content")), "two"));
+	json_decref(compat);
+	json_decref(second);
+	cae_run_result_clear(&r);
+	cae_rm_rf(ws);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -242,6 +283,7 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, run_one_shot);
 	tcase_add_test(tc, gc_removes_old);
 	tcase_add_test(tc, tools_and_prompt);
+	tcase_add_test(tc, mcp_editor_compat);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }
