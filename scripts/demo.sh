@@ -34,6 +34,8 @@ git -C "$repo" -c user.email=demo@example.com -c user.name=demo commit -qm "calc
 
 echo "== cae run: prepare an environment for $repo, run 'make test' in it, clean up" >&2
 export CAE_STATE_DIR=${CAE_STATE_DIR:-$work/state}
+# The job runs as a user would run it, not as a sub-make of this Makefile.
+unset MAKEFLAGS MAKELEVEL MFLAGS
 set +e
 "$CAE" run --backend local --repo "$repo" --uuid demo-calc -- make test
 status=$?
