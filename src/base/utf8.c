@@ -1,5 +1,6 @@
 #include "base/utf8.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,12 @@ bool cae_utf8_is_valid(const char *s, size_t n)
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0;
 	while (i < n) {
+		/* Text is mostly ASCII: skip it 8 bytes at a time. */
+		uint64_t w;
+		if (i + 8 <= n && (memcpy(&w, p + i, 8), !(w & 0x8080808080808080ull))) {
+			i += 8;
+			continue;
+		}
 		if (p[i] < 0x80) {
 			i++;
 			continue;

@@ -312,18 +312,6 @@ static void finish(cae_tool_result *res, json_t *structured, bool is_error)
 	}
 }
 
-/* cae_utf8_is_valid, 8 bytes at a time over the ASCII a file's text mostly is. */
-static bool text_is_utf8(const char *t, size_t n)
-{
-	size_t i = 0;
-	for (uint64_t w; i + 8 <= n; i += 8) {
-		memcpy(&w, t + i, 8);
-		if (w & 0x8080808080808080ull)
-			break;
-	}
-	return cae_utf8_is_valid(t + i, n - i);
-}
-
 static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_result *res)
 {
 	_cleanup_(json_decrefp) json_t *a = NULL;
@@ -362,7 +350,7 @@ static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_
 		/* The output can be a whole file: checked once here (a faster check than
 		 * json_pack's), and the MCP result shares this string for its text. */
 		size_t n = res->text ? strlen(res->text) : 0;
-		json_t *out = res->text && text_is_utf8(res->text, n)
+		json_t *out = res->text && cae_utf8_is_valid(res->text, n)
 				  ? json_stringn_nocheck(res->text, n)
 				  : NULL;
 		res->structured = out ? json_pack("{s:s, s:s?, s:o, s:b}", "command",
