@@ -1861,33 +1861,17 @@ static bool get_int(json_t *v, long long *out)
 	return false;
 }
 
-/* A tool error for a bad argument: returns 0 (error set) or -ENOMEM. */
-static int arg_error(cae_editor_result *res, const char *fmt, ...) _printf_(2, 3);
-static int arg_error(cae_editor_result *res, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	char *s = vfmt(fmt, ap);
-	va_end(ap);
-	if (!s)
-		return -ENOMEM;
-	free(res->text);
-	res->text = s;
-	res->is_error = true;
-	return 0;
-}
-
 static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 {
 	if (!json_is_object(args))
-		return arg_error(res,
+		return res_error(res,
 				 "Invalid arguments: expected a JSON object with `command` and "
 				 "`path`.");
 	const char *cmd_s, *path, *s1, *s2;
 	size_t cmd_n, plen, n1, n2;
 	int k = get_str(args, "command", &cmd_s, &cmd_n);
 	if (k <= 0)
-		return arg_error(
+		return res_error(
 		    res,
 		    "Parameter `command` %s: one of view, create, str_replace, insert, "
 		    "undo_edit.",
@@ -1900,7 +1884,7 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 		_cleanup_free_ char *echo = echo_str(cmd_s, cmd_n);
 		if (!echo)
 			return -ENOMEM;
-		return arg_error(res,
+		return res_error(res,
 				 "Unrecognized command %s. The allowed commands are: view, create, "
 				 "str_replace, insert, undo_edit",
 				 echo);
@@ -1909,9 +1893,9 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 	const char *name = cae_editor_command_name(cmd);
 	k = get_str(args, "path", &path, &plen);
 	if (k == 0)
-		return arg_error(res, "Parameter `path` is required for command: %s", name);
+		return res_error(res, "Parameter `path` is required for command: %s", name);
 	if (k < 0)
-		return arg_error(res, "Parameter `path` must be a string (command: %s)", name);
+		return res_error(res, "Parameter `path` must be a string (command: %s)", name);
 
 	switch (cmd) {
 	case CAE_EDITOR_CMD_VIEW: {
@@ -1922,7 +1906,7 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 			if (!json_is_array(vr) || json_array_size(vr) != 2 ||
 			    !get_int(json_array_get(vr, 0), &range[0]) ||
 			    !get_int(json_array_get(vr, 1), &range[1]))
-				return arg_error(res,
+				return res_error(res,
 						 "Invalid `view_range`. It should be a list of "
 						 "two integers: [start_line, end_line], counted "
 						 "from 1, with end_line -1 for the end of the "
@@ -1934,37 +1918,37 @@ static int call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 	case CAE_EDITOR_CMD_CREATE:
 		k = get_str(args, "file_text", &s1, &n1);
 		if (k == 0)
-			return arg_error(res, "Parameter `file_text` is required for command: %s",
+			return res_error(res, "Parameter `file_text` is required for command: %s",
 					 name);
 		if (k < 0)
-			return arg_error(res, "Parameter `file_text` must be a string");
+			return res_error(res, "Parameter `file_text` must be a string");
 		return do_create(ed, path, plen, s1, n1, res);
 	case CAE_EDITOR_CMD_STR_REPLACE:
 		k = get_str(args, "old_str", &s1, &n1);
 		if (k == 0)
-			return arg_error(res, "Parameter `old_str` is required for command: %s",
+			return res_error(res, "Parameter `old_str` is required for command: %s",
 					 name);
 		if (k < 0)
-			return arg_error(res, "Parameter `old_str` must be a string");
+			return res_error(res, "Parameter `old_str` must be a string");
 		if (get_str(args, "new_str", &s2, &n2) < 0)
-			return arg_error(res, "Parameter `new_str` must be a string");
+			return res_error(res, "Parameter `new_str` must be a string");
 		return do_str_replace(ed, path, plen, s1, n1, s2, n2, res);
 	case CAE_EDITOR_CMD_INSERT: {
 		json_t *il = json_object_get(args, "insert_line");
 		long long line;
 		if (!il || json_is_null(il))
-			return arg_error(res, "Parameter `insert_line` is required for command: %s",
+			return res_error(res, "Parameter `insert_line` is required for command: %s",
 					 name);
 		if (!get_int(il, &line))
-			return arg_error(res, "Invalid `insert_line` parameter: it should be an "
+			return res_error(res, "Invalid `insert_line` parameter: it should be an "
 					      "integer, the line after which to insert (0 for the "
 					      "top of the file).");
 		k = get_str(args, "new_str", &s2, &n2);
 		if (k == 0)
-			return arg_error(res, "Parameter `new_str` is required for command: %s",
+			return res_error(res, "Parameter `new_str` is required for command: %s",
 					 name);
 		if (k < 0)
-			return arg_error(res, "Parameter `new_str` must be a string");
+			return res_error(res, "Parameter `new_str` must be a string");
 		return do_insert(ed, path, plen, line, s2, n2, res);
 	}
 	case CAE_EDITOR_CMD_UNDO_EDIT:
