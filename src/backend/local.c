@@ -204,6 +204,12 @@ static int local_env_exec(struct local_env *env, const cae_exec_request *req, ca
 		return -ENOMEM;
 	size_t k = 0;
 	if (env->sandbox) {
+		/* Inside the sandbox bwrap would only exit 1 for a missing program: look it up
+		 * here (the sandbox sees this host's file system), as the runner does unconfined. */
+		_cleanup_free_ char *prog = NULL;
+		int f = cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog);
+		if (f < 0)
+			return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
 		argv[k++] = env->impl->bwrap;
 		const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
 					"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,

@@ -256,13 +256,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 					 "stderr_truncated", 0, "timed_out", 0, "duration_ms", 0);
 		}
 	}
-	if (direct) {
-		/* COMMAND_NOT_FOUND is decided here, on the PATH the command would get. */
-		char *found = NULL;
-		if (cae_runner_find_program(argv[0], NULL, &found) < 0)
-			return cae_tool_error("COMMAND_NOT_FOUND", "command not found: %s", argv[0]);
-		free(found);
-	}
+	/* COMMAND_NOT_FOUND is decided by the backend, on the PATH of the environment the command
+	 * runs in (the host's for the local backend, the container's for docker): -ENOENT. */
 	const char *sh_argv[] = { "sh", "-c", script, NULL };
 	int cancel_fd;
 	bool has_cancel = cancelled_ctx(env, &cancel_fd);
@@ -286,8 +281,7 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	if (r == -ENOTDIR)
 		return cae_tool_error("NOT_DIRECTORY", "%s", err.message);
 	if (r == -ENOENT && direct)
-		return cae_tool_error("COMMAND_NOT_FOUND", "command not found: %s (%s)", argv[0],
-				      err.message);
+		return cae_tool_error("COMMAND_NOT_FOUND", "%s", err.message);
 	if (r < 0)
 		return cae_tool_error("INTERNAL", "%s", err.message);
 	if (res.cancelled) {

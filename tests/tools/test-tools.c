@@ -157,9 +157,13 @@ START_TEST(exec_command_not_directory)
 }
 END_TEST
 
+/* Both ways the local backend runs commands: confined (bubblewrap) and plain. */
+static const char *const sandbox_modes[] = { "  local:\n    sandbox: bubblewrap\n",
+					     "  local:\n    sandbox: none\n" };
+
 START_TEST(exec_command_not_found)
 {
-	cae_session *s = open_session(NULL);
+	cae_session *s = open_session(sandbox_modes[_i]);
 	bool e;
 	json_t *r = call(s, "exec_command",
 			 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"no-such-cmd-xyz\"]}",
@@ -445,7 +449,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, exec_command_echo_hello);
 	tcase_add_test(tc, exec_command_invalid_arguments);
 	tcase_add_test(tc, exec_command_not_directory);
-	tcase_add_test(tc, exec_command_not_found);
+	tcase_add_loop_test(tc, exec_command_not_found, 0, 2);
 	tcase_add_test(tc, exec_command_timeout_keeps_output);
 	tcase_add_test(tc, exec_command_truncates_chars);
 	tcase_add_test(tc, exec_command_stdin_and_env);
