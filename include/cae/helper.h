@@ -1,0 +1,74 @@
+/* cae-helper (SPEC §5): a small long-lived process that runs commands for the manager from
+ * inside an environment's confinement, with the runner's semantics (own process group,
+ * caps, timeout and cancellation killing the whole tree, no orphan left). The local backend
+ * starts one per environment under bubblewrap, so that a command costs a fork inside an
+ * existing sandbox instead of a new set of namespaces; the docker backend will run the same
+ * program as a container's PID 1.
+ *
+ * The channel: the helper's stdin is one end of a unix SOCK_SEQPACKET pair. The helper
+ * greets with one message ("cae-helper <protocol>"); then every message the manager sends
+ * carries, as SCM_RIGHTS, one end of a fresh stream socket pair on which one command is
+ * served: the manager writes the request, the helper answers with the outcome (wire format:
+ * src/helper/proto.h) and closes. While the command runs, anything the manager writes on
+ * (or closing) its end cancels it. Commands are independent: any number may run at once.
+ * When the channel reaches end of file (the manager closed it or died) the helper kills
+ * every command it runs and exits. */
+#ifndef CAE_HELPER_H
+#define CAE_HELPER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cae/error.h"
+#include "cae/runner.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CAE_HELPER_PROTOCOL 1
+
+/* ---- helper side ---- */
+
+typedef struct cae_helper_serve_options {
+	int64_t max_idle_ms; /* > 0: exit after this long with no command running or received */
+} cae_helper_serve_options;
+
+/* Serves the channel ctl_fd until end of file (returns 0) or idle expiry (returns
+ * -ETIMEDOUT). Other errors: -errno. */
+int cae_helper_serve(int ctl_fd, const cae_helper_serve_options *opts);
+
+/* ---- manager side ---- */
+
+typedef struct cae_helper cae_helper;
+
+/* Finds the cae-helper program: $CAE_HELPER, else beside the running executable, else the
+ * installed libexec directory, else PATH. *path is new. Returns 0 or -ENOENT. */
+int cae_helper_find(char **path);
+
+/* Starts argv (the helper program, possibly behind a wrapper such as bwrap ... --) with
+ * envp (NULL: ours) and waits up to timeout_ms for its greeting. Returns 0 and a new
+ * helper, or -errno with err naming the cause (nothing is left running). */
+int cae_helper_start(const char *const *argv, const char *const *envp, int64_t timeout_ms,
+		     cae_helper **out, cae_error *err);
+
+/* Runs spec in the helper; same contract as cae_runner_run() (spec->cwd, argv[0] and envp
+ * as the helper sees them; the cancel fd is watched here and forwarded). Thread-safe.
+ * Additional failures: -EPIPE when the helper is gone before the command was sent (it did
+ * not run: start a new helper and retry), -ECONNRESET when the helper ended during the
+ * command, -ETIMEDOUT when it did not answer within the command's timeout plus a margin
+ * (then the helper is killed). After any of these cae_helper_alive() is false. */
+int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
+		   cae_error *err);
+
+bool cae_helper_alive(const cae_helper *h);
+pid_t cae_helper_pid(const cae_helper *h);
+
+/* Closes the channel (the helper kills its commands and exits), waits briefly, kills what
+ * is left and frees h. No call on h may be running. Accepts NULL. */
+void cae_helper_stop(cae_helper *h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

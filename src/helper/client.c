@@ -1,0 +1,295 @@
+/* The manager side of the helper channel; see cae/helper.h. */
+#include "cae/helper.h"
+
+#include "base/buf.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "helper/proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#ifndef CAE_LIBEXECDIR
+#define CAE_LIBEXECDIR "/usr/local/libexec"
+#endif
+
+/* How long past a command's own timeout, grace and drain the helper may take to answer. */
+#define ANSWER_MARGIN_MS 30000
+
+struct cae_helper {
+	int ctl;
+	pid_t pid;
+	atomic_bool dead;
+};
+
+static int try_path(const char *p, char **out)
+{
+	if (access(p, X_OK) < 0)
+		return -ENOENT;
+	*out = strdup(p);
+	return *out ? 0 : -ENOMEM;
+}
+
+int cae_helper_find(char **path)
+{
+	const char *env = getenv("CAE_HELPER");
+	if (env && *env)
+		return try_path(env, path);
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		char *slash = strrchr(self, '/');
+		if (slash && (size_t)(slash - self) + sizeof("/cae-helper") <= sizeof(self)) {
+			memcpy(slash, "/cae-helper", sizeof("/cae-helper"));
+			if (try_path(self, path) == 0)
+				return 0;
+		}
+	}
+	if (try_path(CAE_LIBEXECDIR "/cae-helper", path) == 0)
+		return 0;
+	return cae_runner_find_program("cae-helper", NULL, path) == 0 ? 0 : -ENOENT;
+}
+
+int cae_helper_start(const char *const *argv, const char *const *envp, int64_t timeout_ms,
+		     cae_helper **out, cae_error *err)
+{
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
+	_cleanup_close_ int mine = sv[0], theirs = sv[1];
+	pid_t pid;
+	int r = cae_runner_service_start(argv, envp, theirs, &pid, err);
+	if (r < 0)
+		return r;
+	cae_closep(&theirs);
+	theirs = -1;
+	/* The greeting says the helper runs (the wrapper, e.g. bwrap, set it up). */
+	struct pollfd p = { .fd = mine, .events = POLLIN };
+	int pr;
+	do
+		pr = poll(&p, 1, timeout_ms > 0 ? (int)MIN(timeout_ms, INT_MAX) : 10000);
+	while (pr < 0 && errno == EINTR);
+	char hello[64] = { 0 };
+	ssize_t n = pr > 0 ? recv(mine, hello, sizeof(hello) - 1, 0) : -1;
+	char want[32];
+	snprintf(want, sizeof(want), "cae-helper %d", CAE_HELPER_PROTOCOL);
+	if (n <= 0 || strcmp(hello, want) != 0) {
+		int st = cae_runner_service_stop(pid, 0);
+		if (pr == 0)
+			return cae_error_set(err, -ETIMEDOUT, "cae-helper did not start within %lld ms",
+					     (long long)timeout_ms);
+		if (n > 0)
+			return cae_error_set(err, -EPROTO, "cae-helper speaks another protocol (%s)",
+					     hello);
+		return cae_error_set(err, -ECHILD, "cae-helper did not start (%s %d)",
+				     WIFSIGNALED(st) ? "signal" : "exit status",
+				     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+	}
+	cae_helper *h = calloc(1, sizeof(*h));
+	if (!h) {
+		cae_runner_service_stop(pid, 0);
+		return -ENOMEM;
+	}
+	h->ctl = TAKE_FD(mine);
+	h->pid = pid;
+	*out = h;
+	return 0;
+}
+
+bool cae_helper_alive(const cae_helper *h)
+{
+	return h && !atomic_load(&h->dead);
+}
+
+pid_t cae_helper_pid(const cae_helper *h)
+{
+	return h ? h->pid : -1;
+}
+
+void cae_helper_stop(cae_helper *h)
+{
+	if (!h)
+		return;
+	close(h->ctl);
+	cae_runner_service_stop(h->pid, 2000);
+	free(h);
+}
+
+static int send_fd(int ctl, int fd)
+{
+	char byte = 'r';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(ctl, &m, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+static size_t cap_or_default(size_t v)
+{
+	return v ? v : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
+}
+
+int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
+		   cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	if (!spec || !spec->argv || !spec->argv[0] || !spec->argv[0][0])
+		return cae_error_set(err, -EINVAL, "no command to run");
+	if (!cae_helper_alive(h))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	cae_buf req;
+	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	int r = cae_helper_encode_request(spec, &req);
+	if (r < 0) {
+		cae_buf_clear(&req);
+		return cae_error_set(err, r == -E2BIG ? -E2BIG : r, "command too large for cae-helper");
+	}
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
+		cae_buf_clear(&req);
+		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
+	}
+	_cleanup_close_ int fd = sv[0];
+	/* The helper's end must block: it reads the request with plain reads. */
+	int fl = fcntl(sv[1], F_GETFL);
+	(void)fcntl(sv[1], F_SETFL, fl & ~O_NONBLOCK);
+	r = send_fd(h->ctl, sv[1]);
+	close(sv[1]);
+	if (r < 0) {
+		cae_buf_clear(&req);
+		atomic_store(&h->dead, true);
+		return cae_error_set(err, -EPIPE, "cae-helper is gone: %s", strerror(-r));
+	}
+
+	/* The answer may hold both streams, each up to 3 bytes per byte kept (U+FFFD). */
+	uint64_t max_body = 3ull * (cap_or_default(spec->max_stdout) +
+				    cap_or_default(spec->max_stderr)) + 65536;
+	if (max_body > CAE_HELPER_MAX_FRAME)
+		max_body = CAE_HELPER_MAX_FRAME;
+	int64_t guard_ns = INT64_MAX;
+	if (spec->timeout_ms > 0)
+		guard_ns = cae_now_ns() +
+			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
+			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
+				   1000000LL;
+	size_t sent = 0;
+	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
+	size_t hdr_got = 0, body_got = 0;
+	uint32_t body_len = 0;
+	_cleanup_free_ char *body = NULL;
+	bool cancel_sent = false;
+	r = 0;
+	for (;;) {
+		struct pollfd p[2];
+		p[0] = (struct pollfd){ .fd = fd, .events = POLLIN | (sent < req.len ? POLLOUT : 0) };
+		int np = 1;
+		if (spec->has_cancel_fd && spec->cancel_fd >= 0 && !cancel_sent)
+			p[np++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
+		int64_t now = cae_now_ns();
+		if (now >= guard_ns) {
+			r = cae_error_set(err, -ETIMEDOUT, "cae-helper did not answer in time");
+			break;
+		}
+		int tmo = guard_ns == INT64_MAX
+				  ? -1
+				  : (int)MIN((guard_ns - now + 999999) / 1000000, 60000);
+		int pr = poll(p, (nfds_t)np, tmo);
+		if (pr < 0 && errno != EINTR) {
+			r = cae_error_set(err, -errno, "poll: %s", strerror(errno));
+			break;
+		}
+		if (pr <= 0)
+			continue;
+		if (np > 1 && p[1].revents) {
+			/* Any byte (or our close) cancels the command; the answer still comes. */
+			(void)send(fd, "c", 1, MSG_NOSIGNAL);
+			cancel_sent = true;
+		}
+		if ((p[0].revents & POLLOUT) && sent < req.len) {
+			ssize_t w = send(fd, req.data + sent, req.len - sent, MSG_NOSIGNAL);
+			if (w > 0)
+				sent += (size_t)w;
+			else if (w < 0 && errno != EAGAIN && errno != EINTR)
+				sent = req.len; /* the helper stopped reading: its answer says why */
+		}
+		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
+			continue;
+		ssize_t n;
+		if (hdr_got < sizeof(hdr)) {
+			n = recv(fd, hdr + hdr_got, sizeof(hdr) - hdr_got, 0);
+		} else {
+			n = recv(fd, body + body_got, body_len - body_got, 0);
+		}
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (n <= 0) {
+			r = cae_error_set(err, -ECONNRESET,
+					  "cae-helper ended during the command (%s)",
+					  n == 0 ? "end of file" : strerror(errno));
+			break;
+		}
+		if (hdr_got < sizeof(hdr)) {
+			hdr_got += (size_t)n;
+			if (hdr_got == sizeof(hdr)) {
+				body_len = cae_helper_frame_length(hdr);
+				if (body_len > max_body || body_len == 0) {
+					r = cae_error_set(err, -EPROTO,
+							  "cae-helper answer of %u bytes refused",
+							  body_len);
+					break;
+				}
+				body = malloc(body_len);
+				if (!body) {
+					r = -ENOMEM;
+					break;
+				}
+			}
+		} else {
+			body_got += (size_t)n;
+		}
+		if (hdr_got == sizeof(hdr) && body_got == body_len)
+			break;
+	}
+	cae_buf_clear(&req);
+	if (r < 0) {
+		/* A helper that breaks the protocol or hangs is not trusted with another
+		 * command: the owner stops it (cae_helper_stop kills what is left). */
+		atomic_store(&h->dead, true);
+		return r;
+	}
+	int status;
+	r = cae_helper_decode_response(body, body_len, &status, res, err);
+	if (r < 0) {
+		atomic_store(&h->dead, true);
+		return cae_error_set(err, -EPROTO, "cae-helper answer malformed: %s",
+				     err ? err->message : "");
+	}
+	return status;
+}

@@ -1,0 +1,63 @@
+/* cae-helper: serves commands for the cae manager over the channel on its stdin
+ * (see include/cae/helper.h). Not meant to be started by hand. */
+#include "cae/helper.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: cae-helper [--max-idle SECONDS]\n"
+		   "Runs commands for cae over the unix socket on standard input; exits when the\n"
+		   "socket closes (or after SECONDS without a command, when given).\n");
+}
+
+int main(int argc, char **argv)
+{
+	cae_helper_serve_options o = { 0 };
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--max-idle") == 0 && i + 1 < argc) {
+			char *end;
+			long long s = strtoll(argv[++i], &end, 10);
+			if (*end || s < 0) {
+				usage(stderr);
+				return 2;
+			}
+			o.max_idle_ms = s * 1000;
+		} else if (strcmp(argv[i], "--help") == 0) {
+			usage(stdout);
+			return 0;
+		} else if (strcmp(argv[i], "--version") == 0) {
+			printf("cae-helper %s (protocol %d)\n", CAE_VERSION, CAE_HELPER_PROTOCOL);
+			return 0;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	/* The channel leaves fd 0 (commands get their own stdin) and is not inherited. */
+	int ctl = fcntl(0, F_DUPFD_CLOEXEC, 3);
+	if (ctl < 0) {
+		fprintf(stderr, "cae-helper: no channel on stdin: %s\n", strerror(errno));
+		return 2;
+	}
+	int nul = open("/dev/null", O_RDONLY);
+	if (nul >= 0 && nul != 0) {
+		dup2(nul, 0);
+		close(nul);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	int r = cae_helper_serve(ctl, &o);
+	if (r < 0 && r != -ETIMEDOUT) {
+		fprintf(stderr, "cae-helper: %s\n", strerror(-r));
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,472 @@
+#include "helper/proto.h"
+
+#include "base/macro.h"
+#include "base/utf8.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+enum {
+	/* request */
+	RQ_ARGV = 1,  /* repeated */
+	RQ_ENV = 2,   /* repeated */
+	RQ_ENV_SET = 3, /* present: envp is the ENV list (possibly empty) */
+	RQ_CWD = 4,
+	RQ_STDIN = 5, /* present: has_stdin */
+	RQ_TIMEOUT_MS = 6,
+	RQ_GRACE_MS = 7,
+	RQ_DRAIN_MS = 8,
+	RQ_MAX_STDOUT = 9,
+	RQ_MAX_STDERR = 10,
+	RQ_TRUNCATE = 11,
+	/* response */
+	RS_STATUS = 1,
+	RS_MESSAGE = 2,
+	RS_EXIT = 3,
+	RS_SIGNAL = 4,
+	RS_FLAGS = 5,
+	RS_OUT = 6,
+	RS_OUT_TOTAL = 7,
+	RS_ERR = 8,
+	RS_ERR_TOTAL = 9,
+	RS_DURATION_US = 10,
+};
+
+enum { F_TIMED_OUT = 1, F_CANCELLED = 2, F_OUT_TRUNC = 4, F_ERR_TRUNC = 8 };
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get_u32(const unsigned char *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER])
+{
+	return get_u32(header);
+}
+
+static int put_field(cae_buf *b, int tag, const void *data, size_t len)
+{
+	if (len > UINT32_MAX)
+		return -E2BIG;
+	unsigned char h[5];
+	h[0] = (unsigned char)tag;
+	put_u32(h + 1, (uint32_t)len);
+	int r = cae_buf_append(b, h, sizeof(h));
+	if (r == 0 && len)
+		r = cae_buf_append(b, data, len);
+	return r;
+}
+
+static int put_str(cae_buf *b, int tag, const char *s)
+{
+	return put_field(b, tag, s, strlen(s));
+}
+
+static int put_i64(cae_buf *b, int tag, int64_t v)
+{
+	unsigned char d[8];
+	for (int i = 0; i < 8; i++)
+		d[i] = (unsigned char)((uint64_t)v >> (8 * i));
+	return put_field(b, tag, d, sizeof(d));
+}
+
+static int get_i64(const unsigned char *p, size_t len, int64_t *v)
+{
+	if (len != 8)
+		return -EINVAL;
+	uint64_t u = 0;
+	for (int i = 0; i < 8; i++)
+		u |= (uint64_t)p[i] << (8 * i);
+	*v = (int64_t)u;
+	return 0;
+}
+
+/* Starts a frame: header placeholder + type byte; finish_frame fills the length in. */
+static int begin_frame(cae_buf *b, char type, size_t *at)
+{
+	*at = b->len;
+	unsigned char h[5] = { 0, 0, 0, 0, (unsigned char)type };
+	int r = cae_buf_append(b, h, sizeof(h));
+	return r == 0 && b->truncated ? -E2BIG : r;
+}
+
+static int finish_frame(cae_buf *b, size_t at, int r)
+{
+	if (r == 0 && b->truncated)
+		r = -E2BIG;
+	if (r == 0 && b->len - at - CAE_HELPER_FRAME_HEADER > CAE_HELPER_MAX_FRAME)
+		r = -E2BIG;
+	if (r == 0)
+		put_u32((unsigned char *)b->data + at,
+			(uint32_t)(b->len - at - CAE_HELPER_FRAME_HEADER));
+	return r;
+}
+
+int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *b)
+{
+	if (!spec || !spec->argv || !spec->argv[0])
+		return -EINVAL;
+	size_t at;
+	int r = begin_frame(b, 'Q', &at);
+	if (r < 0)
+		return r;
+	for (const char *const *a = spec->argv; *a && r == 0; a++)
+		r = put_str(b, RQ_ARGV, *a);
+	if (spec->envp) {
+		for (const char *const *e = spec->envp; *e && r == 0; e++)
+			r = put_str(b, RQ_ENV, *e);
+		if (r == 0)
+			r = put_field(b, RQ_ENV_SET, NULL, 0);
+	}
+	if (r == 0 && spec->cwd)
+		r = put_str(b, RQ_CWD, spec->cwd);
+	if (r == 0 && spec->has_stdin)
+		r = put_field(b, RQ_STDIN, spec->stdin_data, spec->stdin_data ? spec->stdin_len : 0);
+	if (r == 0)
+		r = put_i64(b, RQ_TIMEOUT_MS, spec->timeout_ms);
+	if (r == 0 && spec->grace_ms)
+		r = put_i64(b, RQ_GRACE_MS, spec->grace_ms);
+	if (r == 0 && spec->drain_ms)
+		r = put_i64(b, RQ_DRAIN_MS, spec->drain_ms);
+	if (r == 0 && spec->max_stdout)
+		r = put_i64(b, RQ_MAX_STDOUT, (int64_t)spec->max_stdout);
+	if (r == 0 && spec->max_stderr)
+		r = put_i64(b, RQ_MAX_STDERR, (int64_t)spec->max_stderr);
+	if (r == 0 && spec->truncate)
+		r = put_i64(b, RQ_TRUNCATE, spec->truncate);
+	return finish_frame(b, at, r);
+}
+
+/* Walks the fields of a body: calls fn for each; stops at the first error. */
+typedef int (*field_fn)(void *ud, int tag, const unsigned char *data, size_t len,
+			cae_error *err);
+
+static int walk(const char *body, size_t len, char type, field_fn fn, void *ud, cae_error *err)
+{
+	const unsigned char *p = (const unsigned char *)body;
+	if (len < 1 || p[0] != (unsigned char)type)
+		return cae_error_set(err, -EINVAL, "helper message: wrong type");
+	size_t off = 1;
+	while (off < len) {
+		if (len - off < 5)
+			return cae_error_set(err, -EINVAL, "helper message: truncated field");
+		int tag = p[off];
+		size_t fl = get_u32(p + off + 1);
+		off += 5;
+		if (fl > len - off)
+			return cae_error_set(err, -EINVAL, "helper message: field %d overruns", tag);
+		int r = fn(ud, tag, p + off, fl, err);
+		if (r < 0)
+			return r;
+		off += fl;
+	}
+	return 0;
+}
+
+static char *dup_bytes(const unsigned char *d, size_t n)
+{
+	char *s = malloc(n + 1);
+	if (s) {
+		if (n)
+			memcpy(s, d, n);
+		s[n] = '\0';
+	}
+	return s;
+}
+
+struct req_ctx {
+	cae_helper_request *req;
+	size_t argc, envc, argcap, envcap;
+	bool env_set;
+};
+
+static int push(char ***v, size_t *n, size_t *cap, const unsigned char *d, size_t len)
+{
+	if (*n + 1 >= CAE_HELPER_MAX_ARGS)
+		return -E2BIG;
+	if (*n + 2 > *cap) {
+		size_t nc = *cap ? *cap * 2 : 16;
+		char **nv = realloc(*v, nc * sizeof(char *));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = nc;
+	}
+	char *s = dup_bytes(d, len);
+	if (!s)
+		return -ENOMEM;
+	(*v)[(*n)++] = s;
+	(*v)[*n] = NULL;
+	return 0;
+}
+
+static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	struct req_ctx *c = ud;
+	cae_helper_request *q = c->req;
+	bool text = tag == RQ_ARGV || tag == RQ_ENV || tag == RQ_CWD;
+	if (text && memchr(d, '\0', len))
+		return cae_error_set(err, -EINVAL, "helper request: NUL in field %d", tag);
+	int64_t v = 0;
+	switch (tag) {
+	case RQ_ARGV:
+		return push(&q->argv, &c->argc, &c->argcap, d, len) < 0
+			       ? cae_error_set(err, -E2BIG, "helper request: argv too long")
+			       : 0;
+	case RQ_ENV:
+		return push(&q->envp, &c->envc, &c->envcap, d, len) < 0
+			       ? cae_error_set(err, -E2BIG, "helper request: environment too long")
+			       : 0;
+	case RQ_ENV_SET:
+		c->env_set = true;
+		return 0;
+	case RQ_CWD:
+		free(q->cwd);
+		q->cwd = dup_bytes(d, len);
+		return q->cwd ? 0 : -ENOMEM;
+	case RQ_STDIN:
+		free(q->stdin_data);
+		q->stdin_data = dup_bytes(d, len);
+		if (!q->stdin_data)
+			return -ENOMEM;
+		q->spec.has_stdin = true;
+		q->spec.stdin_len = len;
+		return 0;
+	case RQ_TIMEOUT_MS:
+	case RQ_GRACE_MS:
+	case RQ_DRAIN_MS:
+	case RQ_MAX_STDOUT:
+	case RQ_MAX_STDERR:
+	case RQ_TRUNCATE:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "helper request: bad integer %d", tag);
+		break;
+	default:
+		return 0; /* a newer manager's field */
+	}
+	if (tag != RQ_TIMEOUT_MS && v < 0)
+		return cae_error_set(err, -EINVAL, "helper request: negative field %d", tag);
+	switch (tag) {
+	case RQ_TIMEOUT_MS: q->spec.timeout_ms = v; break;
+	case RQ_GRACE_MS: q->spec.grace_ms = v; break;
+	case RQ_DRAIN_MS: q->spec.drain_ms = v; break;
+	case RQ_MAX_STDOUT: q->spec.max_stdout = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX); break;
+	case RQ_MAX_STDERR: q->spec.max_stderr = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX); break;
+	default:
+		if (v != CAE_TRUNCATE_HEAD && v != CAE_TRUNCATE_HEAD_TAIL)
+			return cae_error_set(err, -EINVAL, "helper request: bad truncate mode");
+		q->spec.truncate = (cae_truncate_mode)v;
+	}
+	return 0;
+}
+
+static void free_vec(char **v)
+{
+	for (char **p = v; p && *p; p++)
+		free(*p);
+	free(v);
+}
+
+void cae_helper_request_clear(cae_helper_request *q)
+{
+	if (!q)
+		return;
+	free_vec(q->argv);
+	free_vec(q->envp);
+	free(q->cwd);
+	free(q->stdin_data);
+	memset(q, 0, sizeof(*q));
+}
+
+int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *q,
+			      cae_error *err)
+{
+	memset(q, 0, sizeof(*q));
+	struct req_ctx c = { .req = q };
+	int r = walk(body, len, 'Q', req_field, &c, err);
+	if (r == 0 && c.argc == 0)
+		r = cae_error_set(err, -EINVAL, "helper request: no command");
+	if (r == 0 && c.env_set && !q->envp) {
+		q->envp = calloc(1, sizeof(char *));
+		if (!q->envp)
+			r = -ENOMEM;
+	}
+	if (r < 0) {
+		if (err && err->code == 0)
+			cae_error_set(err, r, "helper request: %s", strerror(-r));
+		cae_helper_request_clear(q);
+		return r;
+	}
+	if (!c.env_set) {
+		free_vec(q->envp);
+		q->envp = NULL;
+	}
+	q->spec.argv = (const char *const *)q->argv;
+	q->spec.envp = (const char *const *)q->envp;
+	q->spec.cwd = q->cwd;
+	q->spec.stdin_data = q->stdin_data;
+	return 0;
+}
+
+int cae_helper_encode_response(int status, const char *message, const cae_run_result *res,
+			       cae_buf *b)
+{
+	size_t at;
+	int r = begin_frame(b, 'R', &at);
+	if (r < 0)
+		return r;
+	r = put_i64(b, RS_STATUS, status);
+	if (status < 0) {
+		if (r == 0)
+			r = put_str(b, RS_MESSAGE, message ? message : "");
+		return finish_frame(b, at, r);
+	}
+	int64_t flags = (res->timed_out ? F_TIMED_OUT : 0) | (res->cancelled ? F_CANCELLED : 0) |
+			(res->out_truncated ? F_OUT_TRUNC : 0) |
+			(res->err_truncated ? F_ERR_TRUNC : 0);
+	if (r == 0)
+		r = put_i64(b, RS_EXIT, res->exit_code);
+	if (r == 0)
+		r = put_i64(b, RS_SIGNAL, res->term_signal);
+	if (r == 0)
+		r = put_i64(b, RS_FLAGS, flags);
+	if (r == 0)
+		r = put_field(b, RS_OUT, res->out, res->out ? res->out_len : 0);
+	if (r == 0)
+		r = put_i64(b, RS_OUT_TOTAL, (int64_t)res->out_total);
+	if (r == 0)
+		r = put_field(b, RS_ERR, res->err, res->err ? res->err_len : 0);
+	if (r == 0)
+		r = put_i64(b, RS_ERR_TOTAL, (int64_t)res->err_total);
+	if (r == 0)
+		r = put_i64(b, RS_DURATION_US, res->duration_us);
+	return finish_frame(b, at, r);
+}
+
+struct resp_ctx {
+	int64_t status;
+	bool has_status;
+	char message[CAE_ERROR_MSG_MAX];
+	cae_run_result *res;
+};
+
+/* Outputs come from inside the sandbox: keep them valid UTF-8 whatever was sent. */
+static char *utf8_copy(const unsigned char *d, size_t n, size_t *out_len)
+{
+	if (cae_utf8_is_valid((const char *)d, n)) {
+		*out_len = n;
+		return dup_bytes(d, n);
+	}
+	return cae_utf8_sanitize((const char *)d, n, out_len);
+}
+
+static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	struct resp_ctx *c = ud;
+	cae_run_result *res = c->res;
+	int64_t v = 0;
+	switch (tag) {
+	case RS_MESSAGE: {
+		size_t n;
+		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
+		if (!m)
+			return -ENOMEM;
+		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
+		for (size_t i = 0; i < n; i++)
+			c->message[i] = m[i] ? m[i] : ' ';
+		c->message[n] = '\0';
+		return 0;
+	}
+	case RS_OUT:
+		free(res->out);
+		res->out = utf8_copy(d, len, &res->out_len);
+		return res->out ? 0 : -ENOMEM;
+	case RS_ERR:
+		free(res->err);
+		res->err = utf8_copy(d, len, &res->err_len);
+		return res->err ? 0 : -ENOMEM;
+	case RS_STATUS:
+	case RS_EXIT:
+	case RS_SIGNAL:
+	case RS_FLAGS:
+	case RS_OUT_TOTAL:
+	case RS_ERR_TOTAL:
+	case RS_DURATION_US:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "helper response: bad integer %d", tag);
+		break;
+	default:
+		return 0;
+	}
+	switch (tag) {
+	case RS_STATUS:
+		if (v > 0 || v < -4095)
+			return cae_error_set(err, -EINVAL, "helper response: bad status");
+		c->status = v;
+		c->has_status = true;
+		break;
+	case RS_EXIT:
+		if (v < 0 || v > 255 + 128)
+			return cae_error_set(err, -EINVAL, "helper response: bad exit code");
+		res->exit_code = (int)v;
+		break;
+	case RS_SIGNAL:
+		if (v < 0 || v > 128)
+			return cae_error_set(err, -EINVAL, "helper response: bad signal");
+		res->term_signal = (int)v;
+		break;
+	case RS_FLAGS:
+		res->timed_out = v & F_TIMED_OUT;
+		res->cancelled = v & F_CANCELLED;
+		res->out_truncated = v & F_OUT_TRUNC;
+		res->err_truncated = v & F_ERR_TRUNC;
+		break;
+	case RS_OUT_TOTAL: res->out_total = (uint64_t)v; break;
+	case RS_ERR_TOTAL: res->err_total = (uint64_t)v; break;
+	default:
+		res->duration_us = v < 0 ? 0 : v;
+		res->duration_ms = res->duration_us / 1000;
+	}
+	return 0;
+}
+
+int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
+			       cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	struct resp_ctx c = { .res = res };
+	int r = walk(body, len, 'R', resp_field, &c, err);
+	if (r == 0 && !c.has_status)
+		r = cae_error_set(err, -EINVAL, "helper response: no status");
+	if (r == 0 && c.status == 0 && (!res->out || !res->err)) {
+		/* A result always carries both streams (possibly empty). */
+		if (!res->out)
+			res->out = calloc(1, 1);
+		if (!res->err)
+			res->err = calloc(1, 1);
+		if (!res->out || !res->err)
+			r = -ENOMEM;
+	}
+	if (r < 0) {
+		if (err && err->code == 0)
+			cae_error_set(err, r, "helper response: %s", strerror(-r));
+		cae_run_result_clear(res);
+		return r;
+	}
+	*status = (int)c.status;
+	if (c.status < 0) {
+		cae_run_result_clear(res);
+		cae_error_set(err, (int)c.status, "%s", c.message[0] ? c.message : strerror((int)-c.status));
+	}
+	return 0;
+}

@@ -1,0 +1,54 @@
+/* The helper channel's wire format (internal to src/helper): what the manager sends to
+ * cae-helper for one command and what comes back.
+ *
+ * A message is a frame: a little-endian u32 body length, then the body: one type byte
+ * ('Q' request, 'R' response) and fields, each a tag byte, a little-endian u32 length and
+ * that many bytes. Integers are little-endian i64 (8 bytes); strings carry no NUL. Unknown
+ * tags are skipped, so that either side may learn new fields first. Both decoders take
+ * untrusted bytes (the helper runs inside the sandbox the command may have subverted): they
+ * bound every length, refuse NUL inside argv/env/cwd, and make outputs valid UTF-8. */
+#ifndef CAE_HELPER_PROTO_H
+#define CAE_HELPER_PROTO_H
+
+#include "base/buf.h"
+#include "cae/error.h"
+#include "cae/runner.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CAE_HELPER_FRAME_HEADER 4
+/* Largest body either side accepts; a request's stdin and a response's two streams fit. */
+#define CAE_HELPER_MAX_FRAME (512u * 1024u * 1024u)
+#define CAE_HELPER_MAX_ARGS 65536
+
+/* A decoded request: spec points into the owned copies below. */
+typedef struct cae_helper_request {
+	cae_run_spec spec;
+	char **argv; /* NULL-terminated */
+	char **envp; /* NULL-terminated, or NULL: inherit the helper's environment */
+	char *cwd;
+	char *stdin_data;
+} cae_helper_request;
+
+/* Appends the frame of spec (header included) to out. spec's cancel fd is not sent. */
+int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *out);
+/* Decodes a body (without the header). Returns 0 or -EINVAL (err says what is wrong). */
+int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *req,
+			      cae_error *err);
+void cae_helper_request_clear(cae_helper_request *req);
+
+/* Appends the frame of a command's outcome: status is cae_runner_run()'s return value,
+ * message its error text when status < 0, res its result when status == 0. */
+int cae_helper_encode_response(int status, const char *message, const cae_run_result *res,
+			       cae_buf *out);
+/* Decodes a response body into *status, err (when *status < 0: its code and message) and
+ * res (when *status == 0; owned, valid UTF-8). Returns 0, or -EINVAL for a malformed body
+ * (then res holds nothing to free). */
+int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
+			       cae_error *err);
+
+/* The body length a frame header announces. */
+uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);
+
+#endif
