@@ -4,12 +4,19 @@
  *   <state_dir>/local/<uuid>/workspace/tmp      scratch
  * or an existing directory used as is (prepare option `workspace`). Commands run on this host,
  * confined with bubblewrap when it is installed: the workspace read-write, everything else
- * read-only, a private /tmp, own PID namespace, no network unless configured. */
+ * read-only, a private /tmp, own PID namespace, no network unless configured.
+ *
+ * A sandbox lives as long as its environment: the first command of an environment starts
+ * cae-helper under bwrap and every command after it is forked by that helper inside the
+ * same namespaces (creating namespaces costs milliseconds; a fork inside them does not).
+ * Commands that need another confinement than the environment's (prepare steps that need
+ * the network) and hosts without cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
+#include "cae/helper.h"
 #include "cae/log.h"
 
 #include <dirent.h>
@@ -29,16 +36,34 @@ extern char **environ;
 
 #define META_MAX (1024 * 1024)
 
+/* The sandbox helper of one environment. */
+struct local_helper {
+	struct local_helper *next;
+	char *uuid;
+	char *root;     /* the workspace root it binds read-write */
+	dev_t dev;      /* ... and that directory's identity: a re-created workspace needs a */
+	ino_t ino;      /* new sandbox */
+	bool network;
+	cae_helper *h;
+	int refs;       /* commands running through it */
+	bool retired;   /* out of the list: stopped when the last command ends */
+};
+
 struct local_impl {
 	char *root; /* <state_dir>/local */
 	pthread_mutex_t probe_lock;
 	bool probed;
 	bool bwrap_ok;
 	char *bwrap; /* path of bwrap, when usable */
+	pthread_mutex_t helper_lock;
+	struct local_helper *helpers;
+	bool helper_probed;
+	char *helper_path; /* NULL: no cae-helper, or it could not start: a sandbox per command */
 };
 
 /* An environment as exec needs it. */
 struct local_env {
+	const char *uuid; /* set when the environment is ready: its sandbox may be kept */
 	char *root;    /* the directory commands may write: workspace root (realpath) */
 	char *project; /* the project directory (realpath) */
 	const char *default_cwd;
@@ -186,8 +211,178 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 	return *out ? 0 : -ENOMEM;
 }
 
-static int local_env_exec(struct local_env *env, const cae_exec_request *req, cae_run_result *res,
-			  cae_error *err)
+
+static void helper_free(struct local_helper *lh)
+{
+	if (!lh)
+		return;
+	cae_helper_stop(lh->h);
+	free(lh->uuid);
+	free(lh->root);
+	free(lh);
+}
+
+/* Takes lh out of the list (lock held); returns it when nobody uses it (to be freed by the
+ * caller after unlocking), else NULL (the last user frees it). */
+static struct local_helper *helper_retire_locked(struct local_impl *li, struct local_helper *lh)
+{
+	for (struct local_helper **pp = &li->helpers; *pp; pp = &(*pp)->next)
+		if (*pp == lh) {
+			*pp = lh->next;
+			break;
+		}
+	lh->next = NULL;
+	lh->retired = true;
+	return lh->refs == 0 ? lh : NULL;
+}
+
+/* Stops the sandbox of uuid, if any (the environment is being removed or re-created). */
+static void helper_forget(struct local_impl *li, const char *uuid)
+{
+	struct local_helper *dead = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	for (struct local_helper *lh = li->helpers; lh; lh = lh->next)
+		if (strcmp(lh->uuid, uuid) == 0) {
+			dead = helper_retire_locked(li, lh);
+			break;
+		}
+	pthread_mutex_unlock(&li->helper_lock);
+	helper_free(dead);
+}
+
+static int helper_launch(cae_backend *b, struct local_env *env, struct local_helper **out,
+			 cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	const char *argv[32];
+	size_t k = 0;
+	argv[k++] = li->bwrap;
+	const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+				"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
+				env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+				"--new-session", "--chdir", env->root };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		argv[k++] = fixed[i];
+	if (!env->network)
+		argv[k++] = "--unshare-net";
+	argv[k++] = "--";
+	argv[k++] = li->helper_path;
+	argv[k] = NULL;
+	struct local_helper *lh = calloc(1, sizeof(*lh));
+	if (!lh)
+		return -ENOMEM;
+	struct stat st;
+	if (stat(env->root, &st) == 0) {
+		lh->dev = st.st_dev;
+		lh->ino = st.st_ino;
+	}
+	lh->uuid = strdup(env->uuid);
+	lh->root = strdup(env->root);
+	lh->network = env->network;
+	int r = lh->uuid && lh->root ? cae_helper_start(argv, NULL, 10000, &lh->h, err) : -ENOMEM;
+	if (r < 0) {
+		helper_free(lh);
+		return r;
+	}
+	cae_log_fields(b->log, CAE_LOG_DEBUG, "sandbox.start",
+		       json_pack("{s:s, s:i}", "task_uuid", env->uuid, "pid",
+				 (int)cae_helper_pid(lh->h)),
+		       NULL);
+	*out = lh;
+	return 0;
+}
+
+/* The environment's sandbox helper, started on first use, with a reference taken; NULL when
+ * commands must get a sandbox each (no cae-helper, or it cannot start here). */
+static struct local_helper *helper_acquire(cae_backend *b, struct local_env *env)
+{
+	struct local_impl *li = impl_of(b);
+	struct local_helper *dead = NULL, *found = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	if (!li->helper_probed) {
+		li->helper_probed = true;
+		if (cae_helper_find(&li->helper_path) < 0)
+			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_missing",
+				"cae-helper not found: every command starts a sandbox of its own "
+				"(slower)");
+	}
+	if (!li->helper_path)
+		goto out;
+	struct stat st;
+	bool have_st = stat(env->root, &st) == 0;
+	for (struct local_helper *lh = li->helpers; lh; lh = lh->next) {
+		if (strcmp(lh->uuid, env->uuid) != 0)
+			continue;
+		if (cae_helper_alive(lh->h) && strcmp(lh->root, env->root) == 0 &&
+		    lh->network == env->network && have_st && st.st_dev == lh->dev &&
+		    st.st_ino == lh->ino)
+			found = lh;
+		else
+			dead = helper_retire_locked(li, lh);
+		break;
+	}
+	if (!found) {
+		cae_error err;
+		cae_error_clear(&err);
+		if (helper_launch(b, env, &found, &err) < 0) {
+			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_failed",
+				"cae-helper could not start in the sandbox (%s): every command "
+				"starts a sandbox of its own (slower)",
+				err.message);
+			free(li->helper_path);
+			li->helper_path = NULL;
+			found = NULL;
+			goto out;
+		}
+		found->next = li->helpers;
+		li->helpers = found;
+	}
+	found->refs++;
+out:
+	pthread_mutex_unlock(&li->helper_lock);
+	helper_free(dead);
+	return found;
+}
+
+static void helper_release(struct local_impl *li, struct local_helper *lh)
+{
+	struct local_helper *dead = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	lh->refs--;
+	if (!lh->retired && !cae_helper_alive(lh->h))
+		helper_retire_locked(li, lh);
+	if (lh->retired && lh->refs == 0)
+		dead = lh;
+	pthread_mutex_unlock(&li->helper_lock);
+	helper_free(dead);
+}
+
+/* Runs spec in the environment's long-lived sandbox. Returns 1 when there is none to use
+ * (the caller starts a sandbox for this command), else the runner's result. */
+static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec *spec,
+		       cae_run_result *res, cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	for (int attempt = 0; attempt < 2; attempt++) {
+		struct local_helper *lh = helper_acquire(b, env);
+		if (!lh)
+			return 1;
+		int r = cae_helper_run(lh->h, spec, res, err);
+		helper_release(li, lh);
+		/* Gone before the command was sent (it did not run): once more, in a new one. */
+		if (r == -EPIPE && attempt == 0)
+			continue;
+		if (r == -EPIPE || r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_lost", "%s",
+				err ? err->message : "cae-helper ended");
+		return r;
+	}
+	return 1;
+}
+
+/* b may be NULL when env has no uuid (prepare steps). */
+static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_request *req,
+			  cae_run_result *res, cae_error *err)
 {
 	_cleanup_free_ char *cwd = NULL;
 	int r = resolve_cwd(env, req->cwd, &cwd, err);
@@ -196,6 +391,25 @@ static int local_env_exec(struct local_env *env, const cae_exec_request *req, ca
 	_cleanup_free_ char **envp = build_env(req->extra_env);
 	if (!envp)
 		return -ENOMEM;
+	if (b && env->sandbox && env->uuid && (env->network || !req->network)) {
+		cae_run_spec hs = {
+			.argv = req->argv,
+			.envp = (const char *const *)envp,
+			.cwd = cwd,
+			.stdin_data = req->stdin_data,
+			.stdin_len = req->stdin_len,
+			.has_stdin = req->has_stdin,
+			.timeout_ms = req->timeout_ms,
+			.max_stdout = req->max_stdout,
+			.max_stderr = req->max_stderr,
+			.truncate = req->truncate,
+			.cancel_fd = req->cancel_fd,
+			.has_cancel_fd = req->has_cancel_fd,
+		};
+		r = helper_exec(b, env, &hs, res, err);
+		if (r <= 0)
+			return r;
+	}
 	size_t argc = 0;
 	while (req->argv[argc])
 		argc++;
@@ -245,7 +459,7 @@ static int local_env_exec(struct local_env *env, const cae_exec_request *req, ca
 
 static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
-	return local_env_exec(ctx, req, res, err);
+	return local_env_exec(NULL, ctx, req, res, err);
 }
 
 static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_error *err)
@@ -323,6 +537,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 	}
 	env->network = b->cfg->command_executor.local.network;
 	env->impl = li;
+	env->uuid = uuid;
 	return 0;
 }
 
@@ -333,7 +548,7 @@ static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 	int r = load_env(b, uuid, &env, err);
 	if (r < 0)
 		return r;
-	r = local_env_exec(&env, req, res, err);
+	r = local_env_exec(b, &env, req, res, err);
 	local_env_clear(&env);
 	return r;
 }
@@ -344,6 +559,7 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	_cleanup_free_ char *dir = task_dir(li, uuid);
 	if (!dir)
 		return -ENOMEM;
+	helper_forget(li, uuid);
 	int r = 0;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae_rm_rf(dir);
@@ -611,9 +827,16 @@ static void local_free(cae_backend *b)
 {
 	struct local_impl *li = impl_of(b);
 	if (li) {
+		while (li->helpers) {
+			struct local_helper *lh = li->helpers;
+			li->helpers = lh->next;
+			helper_free(lh);
+		}
+		free(li->helper_path);
 		free(li->root);
 		free(li->bwrap);
 		pthread_mutex_destroy(&li->probe_lock);
+		pthread_mutex_destroy(&li->helper_lock);
 		free(li);
 	}
 	free(b);
@@ -643,6 +866,7 @@ int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out
 		return -ENOMEM;
 	}
 	pthread_mutex_init(&li->probe_lock, NULL);
+	pthread_mutex_init(&li->helper_lock, NULL);
 	li->root = cae_path_join(state, "local");
 	b->ops = &local_ops;
 	b->cfg = cfg;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,6 +28,9 @@
 
 /* How long past a command's own timeout, grace and drain the helper may take to answer. */
 #define ANSWER_MARGIN_MS 30000
+#ifndef SPIN_NS
+#define SPIN_NS 1000000
+#endif
 
 struct cae_helper {
 	int ctl;
@@ -34,12 +38,13 @@ struct cae_helper {
 	atomic_bool dead;
 };
 
+/* An absolute path: the helper may be started from another directory (bwrap --chdir). */
 static int try_path(const char *p, char **out)
 {
 	if (access(p, X_OK) < 0)
 		return -ENOENT;
-	*out = strdup(p);
-	return *out ? 0 : -ENOMEM;
+	*out = realpath(p, NULL);
+	return *out ? 0 : -errno;
 }
 
 int cae_helper_find(char **path)
@@ -180,6 +185,15 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	/* The helper's end must block: it reads the request with plain reads. */
 	int fl = fcntl(sv[1], F_GETFL);
 	(void)fcntl(sv[1], F_SETFL, fl & ~O_NONBLOCK);
+	/* Queue what the socket takes before handing it over: the helper then finds the
+	 * request complete instead of waiting for it. */
+	size_t sent = 0;
+	while (sent < req.len) {
+		ssize_t w = send(fd, req.data + sent, req.len - sent, MSG_NOSIGNAL);
+		if (w <= 0)
+			break;
+		sent += (size_t)w;
+	}
 	r = send_fd(h->ctl, sv[1]);
 	close(sv[1]);
 	if (r < 0) {
@@ -199,12 +213,12 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 				   1000000LL;
-	size_t sent = 0;
 	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
 	size_t hdr_got = 0, body_got = 0;
 	uint32_t body_len = 0;
 	_cleanup_free_ char *body = NULL;
 	bool cancel_sent = false;
+	int64_t spin_until = 0;
 	r = 0;
 	for (;;) {
 		struct pollfd p[2];
@@ -220,7 +234,18 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		int tmo = guard_ns == INT64_MAX
 				  ? -1
 				  : (int)MIN((guard_ns - now + 999999) / 1000000, 60000);
-		int pr = poll(p, (nfds_t)np, tmo);
+		int pr;
+		if (spin_until == 0)
+			spin_until = cae_now_ns() + SPIN_NS;
+		if (cae_now_ns() < spin_until) {
+			pr = poll(p, (nfds_t)np, 0);
+			if (pr == 0) {
+				sched_yield();
+				continue;
+			}
+		} else {
+			pr = poll(p, (nfds_t)np, tmo);
+		}
 		if (pr < 0 && errno != EINTR) {
 			r = cae_error_set(err, -errno, "poll: %s", strerror(errno));
 			break;

@@ -11,19 +11,35 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/banned.h"
 
 #define MAX_PIDS 4096
 
-static atomic_int running;
-static atomic_llong last_activity_ns;
+/* Workers wait for commands on the channel themselves (the kernel hands each message to one
+ * of them): a command costs no thread start and no hand-off. One worker is always idle; a
+ * worker that takes a command starts another when it was the last idle one, and a worker
+ * that finds enough idle ones on its return ends. */
+#define MAX_IDLE_WORKERS 2
+
+struct server {
+	int ctl;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	pthread_attr_t attr;
+	int idle;      /* workers waiting on the channel */
+	int running;   /* commands being served */
+	int threads;   /* workers alive */
+	bool ended;    /* the channel reached end of file (or failed) */
+	int error;     /* -errno when it failed */
+	int64_t last_activity_ns;
+};
 
 /* Reads exactly n bytes; 0, or -EPIPE at end of file, or -errno. */
 static int read_full(int fd, void *p, size_t n)
@@ -99,16 +115,6 @@ static void serve_one(int fd)
 	cae_buf_clear(&out);
 }
 
-static void *serve_thread(void *arg)
-{
-	int fd = (int)(intptr_t)arg;
-	serve_one(fd);
-	close(fd);
-	atomic_store(&last_activity_ns, cae_now_ns());
-	atomic_fetch_sub(&running, 1);
-	return NULL;
-}
-
 /* Receives one message; returns the fd it carried, -1 for a message without one, -EPIPE at
  * end of file, -errno on error. */
 static int recv_fd(int ctl)
@@ -163,6 +169,66 @@ static void kill_children(void)
 	free(pids);
 }
 
+static void *worker(void *arg);
+
+/* Starts a worker (lock held). */
+static int spawn_worker_locked(struct server *sv)
+{
+	pthread_t t;
+	if (pthread_create(&t, &sv->attr, worker, sv) != 0)
+		return -EAGAIN;
+	sv->threads++;
+	sv->idle++;
+	return 0;
+}
+
+static void *worker(void *arg)
+{
+	struct server *sv = arg;
+	for (;;) {
+		int fd = recv_fd(sv->ctl);
+		pthread_mutex_lock(&sv->lock);
+		sv->last_activity_ns = cae_now_ns();
+		if (fd < 0 && fd != -1) {
+			/* End of file (or a broken channel): every worker sees it and ends. */
+			if (!sv->ended) {
+				sv->ended = true;
+				sv->error = fd == -EPIPE ? 0 : fd;
+			}
+			sv->idle--;
+			sv->threads--;
+			pthread_cond_broadcast(&sv->cond);
+			pthread_mutex_unlock(&sv->lock);
+			return NULL;
+		}
+		if (fd == -1) { /* a message without a socket: a keep-alive */
+			pthread_mutex_unlock(&sv->lock);
+			continue;
+		}
+		sv->idle--;
+		sv->running++;
+		if (sv->idle == 0)
+			(void)spawn_worker_locked(sv); /* if it fails, commands wait for this one */
+		pthread_mutex_unlock(&sv->lock);
+
+		serve_one(fd);
+		close(fd);
+
+		pthread_mutex_lock(&sv->lock);
+		sv->running--;
+		sv->last_activity_ns = cae_now_ns();
+		bool leave = sv->idle >= MAX_IDLE_WORKERS || sv->ended;
+		if (leave)
+			sv->threads--;
+		else
+			sv->idle++;
+		pthread_cond_broadcast(&sv->cond);
+		pthread_mutex_unlock(&sv->lock);
+		if (leave)
+			return NULL;
+	}
+}
+
 int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 {
 	int64_t max_idle_ms = opts ? opts->max_idle_ms : 0;
@@ -171,50 +237,64 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 	int hl = snprintf(hello, sizeof(hello), "cae-helper %d", CAE_HELPER_PROTOCOL);
 	if (send(ctl, hello, (size_t)hl, MSG_NOSIGNAL) < 0)
 		return -errno;
-	pthread_attr_t attr;
-	pthread_attr_init(&attr);
-	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
-	atomic_store(&last_activity_ns, cae_now_ns());
+	struct server *sv = calloc(1, sizeof(*sv));
+	if (!sv)
+		return -ENOMEM;
+	sv->ctl = ctl;
+	sv->last_activity_ns = cae_now_ns();
+	pthread_mutex_init(&sv->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&sv->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	pthread_attr_init(&sv->attr);
+	pthread_attr_setdetachstate(&sv->attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&sv->attr, 256 * 1024);
+
 	int ret = 0;
-	for (;;) {
-		int tmo = -1;
-		if (max_idle_ms > 0) {
-			int64_t idle_ms = (cae_now_ns() - atomic_load(&last_activity_ns)) / 1000000;
-			if (atomic_load(&running) == 0 && idle_ms >= max_idle_ms) {
-				ret = -ETIMEDOUT;
-				break;
-			}
-			tmo = (int)MIN(max_idle_ms - MIN(idle_ms, max_idle_ms) + 1, 60000);
-			if (tmo < 10)
-				tmo = 10;
-		}
-		struct pollfd p = { .fd = ctl, .events = POLLIN };
-		int pr = poll(&p, 1, tmo);
-		if (pr < 0 && errno != EINTR) {
-			ret = -errno;
-			break;
-		}
-		if (pr <= 0)
-			continue;
-		int fd = recv_fd(ctl);
-		if (fd == -EPIPE)
-			break;
-		if (fd < 0 && fd != -1) {
-			ret = fd;
-			break;
-		}
-		atomic_store(&last_activity_ns, cae_now_ns());
-		if (fd < 0)
-			continue; /* a message without a socket: a keep-alive */
-		atomic_fetch_add(&running, 1);
-		pthread_t t;
-		if (pthread_create(&t, &attr, serve_thread, (void *)(intptr_t)fd) != 0) {
-			atomic_fetch_sub(&running, 1);
-			close(fd); /* the manager sees end of file: the command did not run */
-		}
+	pthread_mutex_lock(&sv->lock);
+	if (spawn_worker_locked(sv) < 0) {
+		ret = -EAGAIN;
+		sv->ended = true;
 	}
-	pthread_attr_destroy(&attr);
+	while (!sv->ended) {
+		if (max_idle_ms <= 0) {
+			pthread_cond_wait(&sv->cond, &sv->lock);
+			continue;
+		}
+		int64_t until = sv->last_activity_ns + max_idle_ms * 1000000LL;
+		if (sv->running == 0 && cae_now_ns() >= until) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		if (sv->running > 0)
+			until = cae_now_ns() + max_idle_ms * 1000000LL;
+		struct timespec ts = { until / 1000000000LL, until % 1000000000LL };
+		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
+	}
+	if (sv->ended && sv->error < 0)
+		ret = sv->error;
+	pthread_mutex_unlock(&sv->lock);
+
+	/* Wake the workers still waiting on the channel, stop every command, and wait (a
+	 * little) for the workers to finish answering. */
+	shutdown(ctl, SHUT_RDWR);
 	kill_children();
+	pthread_mutex_lock(&sv->lock);
+	int64_t deadline = cae_now_ns() + 2000 * 1000000LL;
+	while (sv->threads > 0 && cae_now_ns() < deadline) {
+		struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
+	}
+	bool clean = sv->threads == 0;
+	pthread_mutex_unlock(&sv->lock);
+	if (clean) {
+		pthread_attr_destroy(&sv->attr);
+		pthread_cond_destroy(&sv->cond);
+		pthread_mutex_destroy(&sv->lock);
+		free(sv);
+	}
+	/* else a worker still holds sv: the process is about to exit; leave it be. */
 	return ret;
 }

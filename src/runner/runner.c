@@ -91,12 +91,19 @@ int cae_runner_find_program(const char *name, const char *const *envp, char **ou
 	return ret;
 }
 
+/* For the pipe ends we made: their only status flag is the access mode. */
 static int set_nonblock(int fd)
 {
-	int fl = fcntl(fd, F_GETFL);
-	if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-		return -errno;
-	return 0;
+	return fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ? -errno : 0;
+}
+
+/* /dev/null for commands without stdin, opened once per process (a run costs no open). */
+static pthread_once_t devnull_once = PTHREAD_ONCE_INIT;
+static int devnull_fd = -1;
+
+static void open_devnull(void)
+{
+	devnull_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 }
 
 static int pidfd_open_(pid_t pid)
@@ -106,10 +113,27 @@ static int pidfd_open_(pid_t pid)
 
 /* Reads what is available on fd into the capture. Returns 1 on EOF, 0 when it would
  * block, -errno on error. */
-static int drain_fd(int fd, cae_capture *cap, char *scratch)
+/* The read buffer: a small one on the stack until a read fills it, then a large one (a
+ * command that prints nothing or little costs no allocation). */
+struct scratch {
+	char *p;
+	size_t size;
+	char *big;
+};
+
+static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
 {
 	for (int rounds = 0; rounds < 64; rounds++) {
-		ssize_t n = read(fd, scratch, SCRATCH_SIZE);
+		ssize_t n = read(fd, sc->p, sc->size);
+		if (n > 0 && (size_t)n == sc->size && !sc->big && (sc->big = malloc(SCRATCH_SIZE))) {
+			int r = cae_capture_add(cap, sc->p, (size_t)n);
+			if (r < 0)
+				return r;
+			sc->p = sc->big;
+			sc->size = SCRATCH_SIZE;
+			continue;
+		}
+		char *scratch = sc->p;
 		if (n > 0) {
 			int r = cae_capture_add(cap, scratch, (size_t)n);
 			if (r < 0)
@@ -176,9 +200,9 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		in_r = inp[0], in_w = inp[1];
 		set_nonblock(in_w);
 	} else {
-		in_r = open("/dev/null", O_RDONLY | O_CLOEXEC);
-		if (in_r < 0)
-			return cae_error_set(err, -errno, "open /dev/null: %s", strerror(errno));
+		pthread_once(&devnull_once, open_devnull);
+		if (devnull_fd < 0)
+			return cae_error_set(err, -ENOENT, "cannot open /dev/null");
 	}
 	(void)fcntl(out_r, F_SETPIPE_SZ, PIPE_SIZE);
 	(void)fcntl(err_r, F_SETPIPE_SZ, PIPE_SIZE);
@@ -189,7 +213,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
 	posix_spawnattr_init(&attr);
-	posix_spawn_file_actions_adddup2(&fa, in_r, 0);
+	posix_spawn_file_actions_adddup2(&fa, in_r >= 0 ? in_r : devnull_fd, 0);
 	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
 	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
 	if (spec->cwd)
@@ -207,7 +231,9 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	sigset_t pipeset, oldset;
 	sigemptyset(&pipeset);
 	sigaddset(&pipeset, SIGPIPE);
-	pthread_sigmask(SIG_BLOCK, &pipeset, &oldset);
+	bool feeding = in_w >= 0;
+	if (feeding)
+		pthread_sigmask(SIG_BLOCK, &pipeset, &oldset);
 
 	pid_t pid = -1;
 	int64_t t0 = cae_now_ns();
@@ -219,7 +245,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (r != 0) {
-		pthread_sigmask(SIG_SETMASK, &oldset, NULL);
+		if (feeding)
+			pthread_sigmask(SIG_SETMASK, &oldset, NULL);
 		if (r == ENOENT || r == EACCES || r == ENOEXEC)
 			return cae_error_set(err, -ENOENT, "cannot execute %s: %s", spec->argv[0],
 					     strerror(r));
@@ -239,7 +266,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	cae_capture cout, cerr;
 	cae_capture_init(&cout, max_out, spec->truncate);
 	cae_capture_init(&cerr, max_err, spec->truncate);
-	char *scratch = malloc(SCRATCH_SIZE);
+	char small[16384];
+	struct scratch scratch = { .p = small, .size = sizeof(small) };
 	const char *in_p = spec->stdin_data;
 	size_t in_left = in_w >= 0 ? spec->stdin_len : 0;
 	run_state st = ST_RUNNING;
@@ -248,11 +276,6 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	int64_t deadline_ns = spec->timeout_ms > 0 ? t0 + spec->timeout_ms * 1000000LL : INT64_MAX;
 	int64_t kill_at_ns = INT64_MAX, drain_until_ns = INT64_MAX;
 	int ret = 0;
-	if (!scratch) {
-		ret = cae_error_set(err, -ENOMEM, "out of memory");
-		cae_proctree_kill_tree(pid, SIGKILL);
-		st = ST_DONE;
-	}
 
 	while (!(exited && out_eof && err_eof)) {
 		int64_t now = cae_now_ns();
@@ -303,12 +326,12 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		if (pr <= 0 && !(pidfd < 0 && !exited))
 			continue;
 		if (i_out >= 0 && pfd[i_out].revents) {
-			int d = drain_fd(out_r, &cout, scratch);
+			int d = drain_fd(out_r, &cout, &scratch);
 			if (d != 0)
 				out_eof = true;
 		}
 		if (i_err >= 0 && pfd[i_err].revents) {
-			int d = drain_fd(err_r, &cerr, scratch);
+			int d = drain_fd(err_r, &cerr, &scratch);
 			if (d != 0)
 				err_eof = true;
 		}
@@ -366,11 +389,13 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		res->duration_us = (cae_now_ns() - t0) / 1000;
 	}
 	/* Consume a SIGPIPE our writes may have raised, then restore the mask. */
-	struct timespec zero = { 0, 0 };
-	while (sigtimedwait(&pipeset, NULL, &zero) > 0)
-		;
-	pthread_sigmask(SIG_SETMASK, &oldset, NULL);
-	free(scratch);
+	if (feeding) {
+		struct timespec zero = { 0, 0 };
+		while (sigtimedwait(&pipeset, NULL, &zero) > 0)
+			;
+		pthread_sigmask(SIG_SETMASK, &oldset, NULL);
+	}
+	free(scratch.big);
 
 	if (WIFEXITED(status)) {
 		res->exit_code = WEXITSTATUS(status);

@@ -586,8 +586,25 @@ START_TEST(find_uses_the_environment)
 {
 	char *p = NULL;
 	ck_assert_int_eq(cae_helper_find(&p), 0);
-	ck_assert_str_eq(p, getenv("CAE_HELPER"));
+	char *real = realpath(getenv("CAE_HELPER"), NULL);
+	ck_assert_str_eq(p, real);
+	free(real);
 	free(p);
+	/* relative paths come back absolute */
+	char *saved_cwd = getcwd(NULL, 0);
+	char *dir = strdup(getenv("CAE_HELPER"));
+	*strrchr(dir, '/') = '\0';
+	ck_assert_int_eq(chdir(dir), 0);
+	char *saved0 = strdup(getenv("CAE_HELPER"));
+	setenv("CAE_HELPER", "./cae-helper", 1);
+	ck_assert_int_eq(cae_helper_find(&p), 0);
+	ck_assert_int_eq(p[0], '/');
+	free(p);
+	setenv("CAE_HELPER", saved0, 1);
+	ck_assert_int_eq(chdir(saved_cwd), 0);
+	free(saved0);
+	free(saved_cwd);
+	free(dir);
 	char *saved = strdup(getenv("CAE_HELPER"));
 	setenv("CAE_HELPER", "/nonexistent/cae-helper", 1);
 	ck_assert_int_eq(cae_helper_find(&p), -ENOENT);
