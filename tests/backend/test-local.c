@@ -5,6 +5,7 @@
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "backend/backend-internal.h"
+#include "runner/proctree.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -273,6 +274,186 @@ START_TEST(bubblewrap_confines)
 }
 END_TEST
 
+static size_t descendants(void)
+{
+	pid_t kids[256];
+	return cae_proctree_descendants(getpid(), kids, 256);
+}
+
+static cae_backend *prepared(cae_config *cfg, const char *uuid, const char *repo)
+{
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C(uuid), .repo = C(repo) };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	return b;
+}
+
+/* The sandbox lives as long as the environment: every command of an environment runs in the
+ * same namespaces (its parent is the helper, not a fresh bwrap init; its /tmp persists),
+ * each environment has its own, and cleanup stops it. */
+START_TEST(sandbox_lives_with_the_environment)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = prepared(cfg, "keep1", repo);
+	cae_task t2 = { .uuid = C("keep2"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert(cae_backend_prepare(b, &t2, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	size_t before = descendants();
+
+	cae_run_result r = run(b, "keep1", "echo $PPID; echo kept > /tmp/keep");
+	int ppid1 = atoi(r.out);
+	cae_run_result_clear(&r);
+	ck_assert_int_gt(ppid1, 1); /* the helper, inside the PID namespace */
+	r = run(b, "keep1", "echo $PPID; cat /tmp/keep");
+	char want[64];
+	snprintf(want, sizeof(want), "%d\nkept\n", ppid1);
+	ck_assert_str_eq(r.out, want);
+	cae_run_result_clear(&r);
+	/* the other environment: its own sandbox, its own /tmp */
+	r = run(b, "keep2", "cat /tmp/keep 2>/dev/null || echo none");
+	ck_assert_str_eq(r.out, "none\n");
+	cae_run_result_clear(&r);
+	size_t with_two = descendants();
+	ck_assert_uint_gt(with_two, before);
+
+	/* a timeout inside the sandbox kills the command's whole tree, the sandbox stays */
+	const char *argv[] = { "sh", "-c", "setsid sleep 1000 & sh -c 'sleep 1000 &'; sleep 1000",
+			       NULL };
+	cae_exec_request req = { .argv = argv, .timeout_ms = 500 };
+	ck_assert_int_eq(cae_backend_exec(b, "keep1", &req, &r, &err), 0);
+	ck_assert(r.timed_out);
+	cae_run_result_clear(&r);
+	ck_assert_uint_eq(descendants(), with_two);
+	r = run(b, "keep1", "ps -e -o comm= 2>/dev/null | grep -c sleep || true");
+	ck_assert_str_eq(r.out, "0\n");
+	cae_run_result_clear(&r);
+
+	/* cleanup stops that environment's sandbox; freeing the backend the rest */
+	ck_assert_int_eq(cae_backend_cleanup(b, "keep1", &err), 0);
+	ck_assert_uint_lt(descendants(), with_two);
+	ck_assert_uint_gt(descendants(), 0);
+	cae_backend_free(b);
+	ck_assert_uint_eq(descendants(), 0);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* An environment re-created (here by a second backend, as another process would) gets a new
+ * sandbox: the old one holds the removed directory. */
+START_TEST(sandbox_follows_a_recreated_workspace)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *a = prepared(cfg, "again", repo);
+	cae_run_result r = run(a, "again", "echo $PPID");
+	cae_run_result_clear(&r);
+	cae_backend *b = prepared(cfg, "again", repo);
+	r = run(a, "again", "echo fresh > marker.txt && ls");
+	ck_assert_str_eq(r.out, "a.txt\nmarker.txt\n");
+	cae_run_result_clear(&r);
+	cae_env_info info;
+	cae_error err;
+	ck_assert_int_eq(cae_backend_info(b, "again", &info, &err), 0);
+	_cleanup_free_ char *marker = cae_path_join(info.host_path, "marker.txt");
+	ck_assert_int_eq(access(marker, F_OK), 0);
+	cae_env_info_clear(&info);
+	/* the same backend re-preparing stops its sandbox first */
+	cae_task t = { .uuid = C("again"), .repo = repo };
+	ck_assert(cae_backend_prepare(a, &t, NULL, NULL, &info, &err) == 0);
+	cae_env_info_clear(&info);
+	r = run(a, "again", "ls");
+	ck_assert_str_eq(r.out, "a.txt\n");
+	cae_run_result_clear(&r);
+	cae_backend_free(a);
+	cae_backend_free(b);
+	ck_assert_uint_eq(descendants(), 0);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Without cae-helper every command gets a sandbox of its own: still confined. */
+START_TEST(sandbox_per_command_without_helper)
+{
+	setenv("CAE_HELPER", "/nonexistent/cae-helper", 1);
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = prepared(cfg, "nohelper", repo);
+	char outside[96];
+	snprintf(outside, sizeof(outside), "/var/tmp/cae-outside-nh-%d", (int)getpid());
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "echo $PPID; echo t > /tmp/t; echo x > %s 2>/dev/null && echo wrote-outside; "
+		 "echo in > inside.txt && echo ok-inside",
+		 outside);
+	cae_run_result r = run(b, "nohelper", script);
+	ck_assert_str_eq(r.out, "1\nok-inside\n"); /* parent: the fresh sandbox's init */
+	cae_run_result_clear(&r);
+	ck_assert_int_ne(access(outside, F_OK), 0);
+	r = run(b, "nohelper", "cat /tmp/t 2>/dev/null || echo fresh-tmp");
+	ck_assert_str_eq(r.out, "fresh-tmp\n");
+	cae_run_result_clear(&r);
+	cae_backend_free(b);
+	ck_assert_uint_eq(descendants(), 0);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static pid_t find_helper(void)
+{
+	pid_t kids[256];
+	size_t n = cae_proctree_descendants(getpid(), kids, 256);
+	for (size_t i = 0; i < n; i++) {
+		char p[64], comm[64] = "";
+		snprintf(p, sizeof(p), "/proc/%d/comm", (int)kids[i]);
+		FILE *f = fopen(p, "r");
+		if (!f)
+			continue;
+		char *ok = fgets(comm, sizeof(comm), f);
+		fclose(f);
+		if (ok && strcmp(comm, "cae-helper\n") == 0)
+			return kids[i];
+	}
+	return -1;
+}
+
+/* A helper that dies is replaced: between commands without the agent noticing; during a
+ * command that command fails with a clear error and the next one runs in a new sandbox. */
+START_TEST(sandbox_replaced_when_the_helper_dies)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = prepared(cfg, "phoenix", repo);
+	cae_run_result r = run(b, "phoenix", "echo one > /tmp/one");
+	cae_run_result_clear(&r);
+	pid_t h = find_helper();
+	ck_assert_int_gt(h, 0);
+	ck_assert_int_eq(kill(h, SIGKILL), 0);
+	for (int i = 0; i < 400 && find_helper() == h; i++)
+		usleep(5000);
+	r = run(b, "phoenix", "cat /tmp/one 2>/dev/null || echo new-sandbox");
+	ck_assert_str_eq(r.out, "new-sandbox\n");
+	cae_run_result_clear(&r);
+
+	const char *argv[] = { "sh", "-c", "kill -9 $PPID; sleep 5", NULL };
+	cae_exec_request req = { .argv = argv, .timeout_ms = 20000 };
+	cae_error err;
+	ck_assert_int_eq(cae_backend_exec(b, "phoenix", &req, &r, &err), -ECONNRESET);
+	ck_assert_ptr_nonnull(strstr(err.message, "cae-helper ended during the command"));
+	r = run(b, "phoenix", "echo back");
+	ck_assert_str_eq(r.out, "back\n");
+	cae_run_result_clear(&r);
+	cae_backend_free(b);
+	ck_assert_uint_eq(descendants(), 0);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(plain_mode_warns_and_is_unconfined)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -492,6 +673,10 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, reprepare_starts_clean_and_second_process_sees_it);
 	tcase_add_test(tc, cleanup_stale_by_age);
 	tcase_add_test(tc, bubblewrap_confines);
+	tcase_add_test(tc, sandbox_lives_with_the_environment);
+	tcase_add_test(tc, sandbox_follows_a_recreated_workspace);
+	tcase_add_test(tc, sandbox_per_command_without_helper);
+	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, environment_gone_is_clear);
