@@ -250,22 +250,32 @@ static void helper_forget(struct local_impl *li, const char *uuid)
 	helper_free(dead);
 }
 
+/* The bwrap command line of env's confinement, up to and including "--chdir dir --"; argv
+ * has room for SANDBOX_ARGS entries. Returns the count. */
+#define SANDBOX_ARGS 32
+static size_t sandbox_argv(const struct local_env *env, bool network, const char *dir,
+			   const char **argv)
+{
+	size_t k = 0;
+	argv[k++] = env->impl->bwrap;
+	const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
+				"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
+				env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+				"--new-session", "--chdir", dir };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+		argv[k++] = fixed[i];
+	if (!network)
+		argv[k++] = "--unshare-net";
+	argv[k++] = "--";
+	return k;
+}
+
 static int helper_launch(cae_backend *b, struct local_env *env, struct local_helper **out,
 			 cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
-	const char *argv[32];
-	size_t k = 0;
-	argv[k++] = li->bwrap;
-	const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-				"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
-				env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-				"--new-session", "--chdir", env->root };
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		argv[k++] = fixed[i];
-	if (!env->network)
-		argv[k++] = "--unshare-net";
-	argv[k++] = "--";
+	const char *argv[SANDBOX_ARGS + 2];
+	size_t k = sandbox_argv(env, env->network, env->root, argv);
 	argv[k++] = li->helper_path;
 	argv[k] = NULL;
 	struct local_helper *lh = calloc(1, sizeof(*lh));
@@ -391,57 +401,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	_cleanup_free_ char **envp = build_env(req->extra_env);
 	if (!envp)
 		return -ENOMEM;
-	if (b && env->sandbox && env->uuid && (env->network || !req->network)) {
-		cae_run_spec hs = {
-			.argv = req->argv,
-			.envp = (const char *const *)envp,
-			.cwd = cwd,
-			.stdin_data = req->stdin_data,
-			.stdin_len = req->stdin_len,
-			.has_stdin = req->has_stdin,
-			.timeout_ms = req->timeout_ms,
-			.max_stdout = req->max_stdout,
-			.max_stderr = req->max_stderr,
-			.truncate = req->truncate,
-			.cancel_fd = req->cancel_fd,
-			.has_cancel_fd = req->has_cancel_fd,
-		};
-		r = helper_exec(b, env, &hs, res, err);
-		if (r <= 0)
-			return r;
-	}
-	size_t argc = 0;
-	while (req->argv[argc])
-		argc++;
-	_cleanup_free_ const char **argv = calloc(argc + 40, sizeof(char *));
-	if (!argv)
-		return -ENOMEM;
-	size_t k = 0;
-	if (env->sandbox) {
-		/* Inside the sandbox bwrap would only exit 1 for a missing program: look it up
-		 * here (the sandbox sees this host's file system), as the runner does unconfined. */
-		_cleanup_free_ char *prog = NULL;
-		int f = cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog);
-		if (f < 0)
-			return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
-		argv[k++] = env->impl->bwrap;
-		const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-					"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
-					env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-					"--die-with-parent", "--new-session" };
-		for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-			argv[k++] = fixed[i];
-		if (!(env->network || req->network))
-			argv[k++] = "--unshare-net";
-		argv[k++] = "--chdir";
-		argv[k++] = cwd;
-		argv[k++] = "--";
-	}
-	for (size_t i = 0; i < argc; i++)
-		argv[k++] = req->argv[i];
-	argv[k] = NULL;
 	cae_run_spec spec = {
-		.argv = argv,
+		.argv = req->argv,
 		.envp = (const char *const *)envp,
 		.cwd = cwd,
 		.stdin_data = req->stdin_data,
@@ -454,6 +415,33 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		.cancel_fd = req->cancel_fd,
 		.has_cancel_fd = req->has_cancel_fd,
 	};
+	if (!env->sandbox)
+		return cae_runner_run(&spec, res, err);
+	if (b && env->uuid && (env->network || !req->network)) {
+		r = helper_exec(b, env, &spec, res, err);
+		if (r <= 0)
+			return r;
+	}
+	/* A sandbox for this command alone. Inside it bwrap would only exit 1 for a missing
+	 * program: look it up here (the sandbox sees this host's file system), as the runner
+	 * does unconfined. */
+	_cleanup_free_ char *prog = NULL;
+	if (cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog) < 0)
+		return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	_cleanup_free_ const char **argv = calloc(argc + SANDBOX_ARGS + 2, sizeof(char *));
+	if (!argv)
+		return -ENOMEM;
+	size_t k = sandbox_argv(env, env->network || req->network, cwd, argv);
+	/* This thread waits for the command: bwrap may die with it (in place of the "--"). */
+	argv[k - 1] = "--die-with-parent";
+	argv[k++] = "--";
+	for (size_t i = 0; i < argc; i++)
+		argv[k++] = req->argv[i];
+	argv[k] = NULL;
+	spec.argv = argv;
 	return cae_runner_run(&spec, res, err);
 }
 

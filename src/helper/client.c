@@ -133,29 +133,6 @@ void cae_helper_stop(cae_helper *h)
 	free(h);
 }
 
-static int send_fd(int ctl, int fd)
-{
-	char byte = 'r';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	ssize_t n;
-	do
-		n = sendmsg(ctl, &m, MSG_NOSIGNAL);
-	while (n < 0 && errno == EINTR);
-	return n < 0 ? -errno : 0;
-}
-
 static size_t cap_or_default(size_t v)
 {
 	return v ? v : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
@@ -194,7 +171,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			break;
 		sent += (size_t)w;
 	}
-	r = send_fd(h->ctl, sv[1]);
+	r = cae_helper_send_fd(h->ctl, sv[1]);
 	close(sv[1]);
 	if (r < 0) {
 		cae_buf_clear(&req);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "base/banned.h"
 
@@ -469,4 +470,61 @@ int cae_helper_decode_response(const char *body, size_t len, int *status, cae_ru
 		cae_error_set(err, (int)c.status, "%s", c.message[0] ? c.message : strerror((int)-c.status));
 	}
 	return 0;
+}
+
+int cae_helper_send_fd(int ctl, int fd)
+{
+	char byte = 'r';
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	ssize_t n;
+	do
+		n = sendmsg(ctl, &m, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : 0;
+}
+
+int cae_helper_recv_fd(int ctl)
+{
+	char byte;
+	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			    .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+	do
+		n = recvmsg(ctl, &m, MSG_CMSG_CLOEXEC);
+	while (n < 0 && errno == EINTR);
+	if (n == 0)
+		return -EPIPE;
+	if (n < 0)
+		return -errno;
+	int fd = -1;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		int *fds = (int *)(void *)CMSG_DATA(c);
+		for (size_t i = 0; i < nfd; i++) {
+			if (fd < 0)
+				fd = fds[i];
+			else
+				close(fds[i]); /* one fd per message: close extras */
+		}
+	}
+	return fd;
 }

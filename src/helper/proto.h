@@ -48,6 +48,12 @@ int cae_helper_encode_response(int status, const char *message, const cae_run_re
 int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
 			       cae_error *err);
 
+/* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
+int cae_helper_send_fd(int ctl, int fd);
+/* Receives one message; returns the fd it carried (close-on-exec; extra fds are closed), -1
+ * for a message without one, -EPIPE at end of file, -errno on error. */
+int cae_helper_recv_fd(int ctl);
+
 /* The body length a frame header announces. */
 uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);
 

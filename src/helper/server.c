@@ -115,42 +115,6 @@ static void serve_one(int fd)
 	cae_buf_clear(&out);
 }
 
-/* Receives one message; returns the fd it carried, -1 for a message without one, -EPIPE at
- * end of file, -errno on error. */
-static int recv_fd(int ctl)
-{
-	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	ssize_t n;
-	do
-		n = recvmsg(ctl, &m, MSG_CMSG_CLOEXEC);
-	while (n < 0 && errno == EINTR);
-	if (n == 0)
-		return -EPIPE;
-	if (n < 0)
-		return -errno;
-	int fd = -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		int *fds = (int *)(void *)CMSG_DATA(c);
-		for (size_t i = 0; i < nfd; i++) {
-			if (fd < 0)
-				fd = fds[i];
-			else
-				close(fds[i]); /* one fd per message: close extras */
-		}
-	}
-	return fd;
-}
-
 /* At the end: every command still running, with its descendants, is killed. */
 static void kill_children(void)
 {
@@ -186,7 +150,7 @@ static void *worker(void *arg)
 {
 	struct server *sv = arg;
 	for (;;) {
-		int fd = recv_fd(sv->ctl);
+		int fd = cae_helper_recv_fd(sv->ctl);
 		pthread_mutex_lock(&sv->lock);
 		sv->last_activity_ns = cae_now_ns();
 		if (fd < 0 && fd != -1) {

@@ -4,6 +4,7 @@
 #include "base/timeutil.h"
 #include "runner/capture.h"
 #include "runner/proctree.h"
+#include "runner/spawnattr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,6 +93,19 @@ int cae_runner_find_program(const char *name, const char *const *envp, char **ou
 }
 
 /* For the pipe ends we made: their only status flag is the access mode. */
+void cae_spawnattr_init_command(posix_spawnattr_t *attr)
+{
+	sigset_t none, all;
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_init(attr);
+	posix_spawnattr_setsigmask(attr, &none);
+	posix_spawnattr_setsigdefault(attr, &all);
+	posix_spawnattr_setpgroup(attr, 0);
+	posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+					       POSIX_SPAWN_SETSIGDEF);
+}
+
 static int set_nonblock(int fd)
 {
 	return fcntl(fd, F_SETFL, O_NONBLOCK) < 0 ? -errno : 0;
@@ -212,20 +226,12 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
+	cae_spawnattr_init_command(&attr);
 	posix_spawn_file_actions_adddup2(&fa, in_r >= 0 ? in_r : devnull_fd, 0);
 	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
 	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
 	if (spec->cwd)
 		posix_spawn_file_actions_addchdir_np(&fa, spec->cwd);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
 
 	/* Our own thread must not die of SIGPIPE when the command closes its stdin early. */
 	sigset_t pipeset, oldset;

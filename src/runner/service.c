@@ -1,6 +1,7 @@
 #include "cae/runner.h"
 
 #include "runner/proctree.h"
+#include "runner/spawnattr.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -32,17 +33,9 @@ int cae_runner_service_start(const char *const *argv, const char *const *envp, i
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
-	posix_spawnattr_init(&attr);
+	cae_spawnattr_init_command(&attr);
 	posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
 	posix_spawn_file_actions_adddup2(&fa, devnull, 1);
-	sigset_t none, all;
-	sigemptyset(&none);
-	sigfillset(&all);
-	posix_spawnattr_setsigmask(&attr, &none);
-	posix_spawnattr_setsigdefault(&attr, &all);
-	posix_spawnattr_setpgroup(&attr, 0);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-						POSIX_SPAWN_SETSIGDEF);
 	cae_proctree_lock();
 	int r = posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv,
 			    (char *const *)(envp ? envp : (const char *const *)environ));

@@ -508,21 +508,7 @@ START_TEST(end_of_channel_kills_commands)
 	ck_assert_int_gt(recv(ctl[0], hello, sizeof(hello) - 1, 0), 0);
 	ck_assert_str_eq(hello, "cae-helper 1");
 
-	char byte = 'r';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
-	union {
-		struct cmsghdr h;
-		char buf[CMSG_SPACE(sizeof(int))];
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &rq[1], sizeof(int));
-	ck_assert_int_eq(sendmsg(ctl[0], &m, 0), 1);
+	ck_assert_int_eq(cae_helper_send_fd(ctl[0], rq[1]), 0);
 	close(rq[1]);
 
 	char *dir = tu_mkdtemp();
