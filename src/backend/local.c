@@ -49,8 +49,25 @@ struct local_helper {
 	bool retired;   /* out of the list: stopped when the last command ends */
 };
 
+/* What exec needs of a ready environment's meta.json, kept while the file is unchanged (same
+ * inode, size and mtime: every write replaces the file), so that a command costs a stat
+ * instead of a read and a JSON parse. */
+#define META_CACHE 8
+struct meta_entry {
+	char *uuid;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	char *root;
+	char *project;
+};
+
 struct local_impl {
 	char *root; /* <state_dir>/local */
+	pthread_mutex_t meta_lock;
+	struct meta_entry meta[META_CACHE];
+	unsigned meta_next;
 	pthread_mutex_t probe_lock;
 	bool probed;
 	bool bwrap_ok;
@@ -483,33 +500,105 @@ static int write_meta(struct local_impl *li, const char *uuid, json_t *meta, cae
 	return 0;
 }
 
+static void meta_entry_clear(struct meta_entry *m)
+{
+	free(m->uuid);
+	free(m->root);
+	free(m->project);
+	memset(m, 0, sizeof(*m));
+}
+
+static bool meta_matches(const struct meta_entry *m, const char *uuid, const struct stat *st)
+{
+	return m->uuid && strcmp(m->uuid, uuid) == 0 && m->dev == st->st_dev &&
+	       m->ino == st->st_ino && m->size == st->st_size &&
+	       m->mtime.tv_sec == st->st_mtim.tv_sec && m->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* root and project of a ready environment from the cache; false when not cached. */
+static bool meta_cached(struct local_impl *li, const char *uuid, const struct stat *st,
+			struct local_env *env)
+{
+	bool hit = false;
+	pthread_mutex_lock(&li->meta_lock);
+	for (size_t i = 0; i < META_CACHE && !hit; i++) {
+		if (!meta_matches(&li->meta[i], uuid, st))
+			continue;
+		env->root = strdup(li->meta[i].root);
+		env->project = strdup(li->meta[i].project);
+		hit = env->root && env->project;
+		if (!hit)
+			local_env_clear(env);
+	}
+	pthread_mutex_unlock(&li->meta_lock);
+	return hit;
+}
+
+static void meta_remember(struct local_impl *li, const char *uuid, const struct stat *st,
+			  const struct local_env *env)
+{
+	pthread_mutex_lock(&li->meta_lock);
+	struct meta_entry *m = NULL;
+	for (size_t i = 0; i < META_CACHE && !m; i++)
+		if (li->meta[i].uuid && strcmp(li->meta[i].uuid, uuid) == 0)
+			m = &li->meta[i];
+	if (!m)
+		m = &li->meta[li->meta_next++ % META_CACHE];
+	meta_entry_clear(m);
+	m->uuid = strdup(uuid);
+	m->root = strdup(env->root);
+	m->project = strdup(env->project);
+	if (!m->uuid || !m->root || !m->project) {
+		meta_entry_clear(m);
+	} else {
+		m->dev = st->st_dev;
+		m->ino = st->st_ino;
+		m->size = st->st_size;
+		m->mtime = st->st_mtim;
+	}
+	pthread_mutex_unlock(&li->meta_lock);
+}
+
 static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
 	memset(env, 0, sizeof(*env));
-	json_t *meta = NULL;
-	int r = read_meta(li, uuid, &meta, err);
-	if (r < 0)
-		return r;
-	const char *root = json_string_value(json_object_get(meta, "workspace_root"));
-	const char *project = json_string_value(json_object_get(meta, "host_path"));
-	const char *status = json_string_value(json_object_get(meta, "status"));
-	if (!root || !project) {
-		json_decref(meta);
-		return cae_error_set(err, -EINVAL, "environment %s: metadata incomplete", uuid);
-	}
-	if (!status || strcmp(status, "ready") != 0) {
-		r = cae_error_set(err, -EAGAIN, "environment %s is not ready (status %s)", uuid,
-				  status ? status : "unknown");
-		json_decref(meta);
-		return r;
-	}
-	env->root = strdup(root);
-	env->project = strdup(project);
-	json_decref(meta);
-	if (!env->root || !env->project) {
-		local_env_clear(env);
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	if (!path)
 		return -ENOMEM;
+	struct stat st;
+	bool have_st = stat(path, &st) == 0;
+	if (!have_st || !meta_cached(li, uuid, &st, env)) {
+		json_t *meta = NULL;
+		int r = read_meta(li, uuid, &meta, err);
+		if (r < 0)
+			return r;
+		const char *root = json_string_value(json_object_get(meta, "workspace_root"));
+		const char *project = json_string_value(json_object_get(meta, "host_path"));
+		const char *status = json_string_value(json_object_get(meta, "status"));
+		if (!root || !project) {
+			json_decref(meta);
+			return cae_error_set(err, -EINVAL, "environment %s: metadata incomplete",
+					     uuid);
+		}
+		if (!status || strcmp(status, "ready") != 0) {
+			r = cae_error_set(err, -EAGAIN, "environment %s is not ready (status %s)",
+					  uuid, status ? status : "unknown");
+			json_decref(meta);
+			return r;
+		}
+		env->root = strdup(root);
+		env->project = strdup(project);
+		json_decref(meta);
+		if (!env->root || !env->project) {
+			local_env_clear(env);
+			return -ENOMEM;
+		}
+		/* st was taken before the read: if the file changed in between, the next
+		 * stat differs and reads again. */
+		if (have_st)
+			meta_remember(li, uuid, &st, env);
 	}
 	if (!cae_is_dir(env->project)) {
 		local_env_clear(env);
@@ -821,6 +910,9 @@ static void local_free(cae_backend *b)
 			helper_free(lh);
 		}
 		free(li->helper_path);
+		for (size_t i = 0; i < META_CACHE; i++)
+			meta_entry_clear(&li->meta[i]);
+		pthread_mutex_destroy(&li->meta_lock);
 		free(li->root);
 		free(li->bwrap);
 		pthread_mutex_destroy(&li->probe_lock);
@@ -855,6 +947,7 @@ int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out
 	}
 	pthread_mutex_init(&li->probe_lock, NULL);
 	pthread_mutex_init(&li->helper_lock, NULL);
+	pthread_mutex_init(&li->meta_lock, NULL);
 	li->root = cae_path_join(state, "local");
 	b->ops = &local_ops;
 	b->cfg = cfg;

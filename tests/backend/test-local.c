@@ -535,6 +535,39 @@ START_TEST(environment_gone_is_clear)
 }
 END_TEST
 
+/* exec keeps what it needs of meta.json while the file is unchanged; a rewrite (by any
+ * process) is seen by the next command. */
+START_TEST(metadata_changes_are_seen)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = prepared(cfg, "meta", repo);
+	cae_run_result r = run(b, "meta", "true");
+	cae_run_result_clear(&r);
+	_cleanup_free_ char *path = cae_path_join(state, "local/meta/meta.json");
+	char *text = NULL;
+	size_t len;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 1 << 20, &text, &len), 0);
+	char *ready = strstr(text, "\"ready\"");
+	ck_assert_ptr_nonnull(ready);
+	memcpy(ready, "\"reset\"", 7);
+	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv };
+	cae_error err;
+	ck_assert_int_eq(cae_backend_exec(b, "meta", &req, &r, &err), -EAGAIN);
+	ck_assert_ptr_nonnull(strstr(err.message, "not ready"));
+	memcpy(ready, "\"ready\"", 7);
+	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
+	r = run(b, "meta", "echo again");
+	ck_assert_str_eq(r.out, "again\n");
+	cae_run_result_clear(&r);
+	free(text);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(external_workspace_used_as_is)
 {
 	cae_config *cfg = config(NULL);
@@ -680,6 +713,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, environment_gone_is_clear);
+	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
 	tcase_add_test(tc, task_json_parsing);
 	tcase_add_test(tc, gitlab_clone_url_from_projects_api);
