@@ -8,8 +8,9 @@
  * The channel: the helper's stdin is one end of a unix SOCK_SEQPACKET pair. The helper
  * greets with one message ("cae-helper <protocol>"); then every message the manager sends
  * carries, as SCM_RIGHTS, one end of a fresh stream socket pair on which one command is
- * served: the manager writes the request, the helper answers with the outcome (wire format:
- * src/helper/proto.h) and closes. While the command runs, anything the manager writes on
+ * served: the manager writes the request, the helper acknowledges it with one byte (end of
+ * file before that byte: the command did not run) and answers with the outcome (wire format:
+ * src/helper/proto.h), then closes. While the command runs, anything the manager writes on
  * (or closing) its end cancels it. Commands are independent: any number may run at once.
  * When the channel reaches end of file (the manager closed it or died) the helper kills
  * every command it runs and exits. */

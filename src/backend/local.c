@@ -267,8 +267,8 @@ static void helper_forget(struct local_impl *li, const char *uuid)
 	helper_free(dead);
 }
 
-/* The bwrap command line of env's confinement, up to and including "--chdir dir --"; argv
- * has room for SANDBOX_ARGS entries. Returns the count. */
+/* The bwrap options of env's confinement, up to "--chdir dir" (the caller adds its own and
+ * "--"); argv has room for SANDBOX_ARGS entries. Returns the count. */
 #define SANDBOX_ARGS 32
 static size_t sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			   const char **argv)
@@ -283,7 +283,6 @@ static size_t sandbox_argv(const struct local_env *env, bool network, const char
 		argv[k++] = fixed[i];
 	if (!network)
 		argv[k++] = "--unshare-net";
-	argv[k++] = "--";
 	return k;
 }
 
@@ -291,8 +290,14 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 			 cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
-	const char *argv[SANDBOX_ARGS + 2];
+	const char *argv[SANDBOX_ARGS + 6];
 	size_t k = sandbox_argv(env, env->network, env->root, argv);
+	/* The program must be visible inside: it may live where the sandbox has its own
+	 * file system (a build tree under /tmp). */
+	argv[k++] = "--ro-bind";
+	argv[k++] = li->helper_path;
+	argv[k++] = li->helper_path;
+	argv[k++] = "--";
 	argv[k++] = li->helper_path;
 	argv[k] = NULL;
 	struct local_helper *lh = calloc(1, sizeof(*lh));
@@ -452,8 +457,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	if (!argv)
 		return -ENOMEM;
 	size_t k = sandbox_argv(env, env->network || req->network, cwd, argv);
-	/* This thread waits for the command: bwrap may die with it (in place of the "--"). */
-	argv[k - 1] = "--die-with-parent";
+	/* This thread waits for the command: bwrap may die with it. */
+	argv[k++] = "--die-with-parent";
 	argv[k++] = "--";
 	for (size_t i = 0; i < argc; i++)
 		argv[k++] = req->argv[i];

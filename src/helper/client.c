@@ -190,7 +190,9 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 				   1000000LL;
-	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
+	/* The helper's acknowledgement (it took the request: from here on the command may
+	 * have run), then the answer's frame header. */
+	unsigned char hdr[1 + CAE_HELPER_FRAME_HEADER];
 	size_t hdr_got = 0, body_got = 0;
 	uint32_t body_len = 0;
 	_cleanup_free_ char *body = NULL;
@@ -251,6 +253,12 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		}
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			continue;
+		if (n <= 0 && hdr_got == 0) {
+			/* Never taken (the helper died with the request queued): not run. */
+			r = cae_error_set(err, -EPIPE, "cae-helper is gone (%s)",
+					  n == 0 ? "end of file" : strerror(errno));
+			break;
+		}
 		if (n <= 0) {
 			r = cae_error_set(err, -ECONNRESET,
 					  "cae-helper ended during the command (%s)",
@@ -259,8 +267,12 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		}
 		if (hdr_got < sizeof(hdr)) {
 			hdr_got += (size_t)n;
+			if (hdr[0] != CAE_HELPER_ACK) {
+				r = cae_error_set(err, -EPROTO, "cae-helper answer without acknowledgement");
+				break;
+			}
 			if (hdr_got == sizeof(hdr)) {
-				body_len = cae_helper_frame_length(hdr);
+				body_len = cae_helper_frame_length(hdr + 1);
 				if (body_len > max_body || body_len == 0) {
 					r = cae_error_set(err, -EPROTO,
 							  "cae-helper answer of %u bytes refused",

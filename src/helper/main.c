@@ -48,6 +48,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cae-helper: no channel on stdin: %s\n", strerror(errno));
 		return 2;
 	}
+	/* Whatever else we were given (e.g. by a wrapper) must not reach the commands. */
+	(void)close_range(3, ~0U, CLOSE_RANGE_CLOEXEC);
 	int nul = open("/dev/null", O_RDONLY);
 	if (nul >= 0 && nul != 0) {
 		dup2(nul, 0);

@@ -18,6 +18,9 @@
 #include <stdint.h>
 
 #define CAE_HELPER_FRAME_HEADER 4
+/* The byte the helper writes on a command's socket as soon as it has read the request, before
+ * the answer: end of file before it means the command did not run. */
+#define CAE_HELPER_ACK 'A'
 /* Largest body either side accepts; a request's stdin and a response's two streams fit. */
 #define CAE_HELPER_MAX_FRAME (512u * 1024u * 1024u)
 #define CAE_HELPER_MAX_ARGS 65536

@@ -94,6 +94,9 @@ static void serve_one(int fd)
 		status = cae_helper_decode_request(body, len, &req, &err);
 	}
 	free(TAKE_PTR(body));
+	char ack = CAE_HELPER_ACK;
+	if (send_full(fd, &ack, 1) < 0)
+		status = -EPIPE; /* the manager is gone: do not run it */
 	if (status == 0) {
 		req.spec.cancel_fd = fd;
 		req.spec.has_cancel_fd = true;
