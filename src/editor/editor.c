@@ -644,6 +644,26 @@ static int too_large_error(cae_editor *ed, cae_editor_result *res, const char *d
 	return r < 0 ? r : 1;
 }
 
+/* The refusals shared by the commands that take a file: a directory (only `view` lists
+ * one) and anything but a regular file. Return 1 (error result set) or -ENOMEM. */
+static int refuse_directory(cae_editor_result *res, const target *t)
+{
+	int r = res_error(res,
+			  "The path %s is a directory and only the `view` command can be used on "
+			  "directories",
+			  t->display);
+	return r < 0 ? r : 1;
+}
+
+static int refuse_special(cae_editor_result *res, const target *t)
+{
+	int r = res_error(res,
+			  "The path %s is %s; the text editor only views and edits regular files "
+			  "and directories.",
+			  t->display, file_type_name(t->st.st_mode));
+	return r < 0 ? r : 1;
+}
+
 /* Pieces in which a file is read and checked while it is in the cache. */
 #define READ_PIECE ((size_t)256 << 10)
 
@@ -658,13 +678,8 @@ static int load_file(cae_editor *ed, const target *t, bool want_lf, ed_search *s
 	memset(l, 0, sizeof(*l));
 	l->ed = ed;
 	l->fd = -1;
-	if (!S_ISREG(t->st.st_mode)) {
-		r = res_error(res,
-			      "The path %s is %s; the text editor only views and edits regular "
-			      "files and directories.",
-			      t->display, file_type_name(t->st.st_mode));
-		return r < 0 ? r : 1;
-	}
+	if (!S_ISREG(t->st.st_mode))
+		return refuse_special(res, t);
 	if ((unsigned long long)t->st.st_size > ed->lim.max_file_bytes)
 		return too_large_error(ed, res, t->display, (unsigned long long)t->st.st_size);
 	_cleanup_close_ int fd =
@@ -1262,17 +1277,25 @@ static int view_file(cae_editor *ed, const target *t, const long long *range,
 	return res_ok(res, cae_buf_steal(&out, NULL), "File content:");
 }
 
+/* resolve(), and the result names the file it acts on. Returns 0, 1 (error result set), or
+ * -ENOMEM. */
+static int resolve_named(cae_editor *ed, const char *path, size_t len, bool create, target *t,
+			 cae_editor_result *res)
+{
+	int r = resolve(ed, path, len, create, t, res);
+	if (r != 0)
+		return r;
+	res->path = strdup(t->display);
+	return res->path ? 0 : -ENOMEM;
+}
+
 static int do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,
 		   cae_editor_result *res)
 {
 	_cleanup_(target_clear) target t = {.dfd = -1};
-	int r = resolve(ed, path, plen, false, &t, res);
-	if (r == 0)
-		res->path = strdup(t.display);
+	int r = resolve_named(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (!res->path)
-		return -ENOMEM;
 	if (!t.exists)
 		r = resolve_error(ed, res, t.display, -ENOENT);
 	else if (S_ISDIR(t.st.st_mode)) {
@@ -1295,16 +1318,10 @@ static int do_view(cae_editor *ed, const char *path, size_t plen, const long lon
 /* Common checks for commands that edit an existing file. Returns 0, 1 (error set), <0. */
 static int check_editable(cae_editor *ed, const target *t, cae_editor_result *res)
 {
-	int r;
 	if (!t->exists)
 		return resolve_error(ed, res, t->display, -ENOENT);
-	if (S_ISDIR(t->st.st_mode)) {
-		r = res_error(res,
-			      "The path %s is a directory and only the `view` command can be used "
-			      "on directories",
-			      t->display);
-		return r < 0 ? r : 1;
-	}
+	if (S_ISDIR(t->st.st_mode))
+		return refuse_directory(res, t);
 	return 0;
 }
 
@@ -1340,18 +1357,11 @@ static int do_create(cae_editor *ed, const char *path, size_t plen, const char *
 			      len, ed->lim.max_file_bytes);
 		return r < 0 ? r : 0;
 	}
-	r = resolve(ed, path, plen, true, &t, res);
-	if (r == 0)
-		res->path = strdup(t.display);
+	r = resolve_named(ed, path, plen, true, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (!res->path)
-		return -ENOMEM;
 	if (t.exists && S_ISDIR(t.st.st_mode)) {
-		r = res_error(res,
-			      "The path %s is a directory and only the `view` command can be used "
-			      "on directories",
-			      t.display);
+		r = refuse_directory(res, &t);
 		return r < 0 ? r : 0;
 	}
 	if (t.exists) {
@@ -1571,13 +1581,9 @@ static int do_str_replace(cae_editor *ed, const char *path, size_t plen, const c
 		return r < 0 ? r : 0;
 	}
 	_cleanup_(target_clear) target t = {.dfd = -1};
-	r = resolve(ed, path, plen, false, &t, res);
-	if (r == 0)
-		res->path = strdup(t.display);
+	r = resolve_named(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (!res->path)
-		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
 	/* old_str is searched while the file is read; that result stands unless the file is
@@ -1657,13 +1663,9 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 	if (r != 0)
 		return r < 0 ? r : 0;
 	_cleanup_(target_clear) target t = {.dfd = -1};
-	r = resolve(ed, path, plen, false, &t, res);
-	if (r == 0)
-		res->path = strdup(t.display);
+	r = resolve_named(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (!res->path)
-		return -ENOMEM;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_(loaded_clear) loaded l = {.fd = -1};
@@ -1745,25 +1747,15 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
 {
 	_cleanup_(target_clear) target t = {.dfd = -1};
-	int r = resolve(ed, path, plen, false, &t, res);
-	if (r == 0)
-		res->path = strdup(t.display);
+	int r = resolve_named(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	if (!res->path)
-		return -ENOMEM;
 	if (t.exists && S_ISDIR(t.st.st_mode)) {
-		r = res_error(res,
-			      "The path %s is a directory and only the `view` command can be used "
-			      "on directories",
-			      t.display);
+		r = refuse_directory(res, &t);
 		return r < 0 ? r : 0;
 	}
 	if (t.exists && !S_ISREG(t.st.st_mode)) {
-		r = res_error(res,
-			      "The path %s is %s; the text editor only views and edits regular "
-			      "files and directories.",
-			      t.display, file_type_name(t.st.st_mode));
+		r = refuse_special(res, &t);
 		return r < 0 ? r : 0;
 	}
 	char *data = NULL;
