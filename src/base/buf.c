@@ -110,3 +110,14 @@ void cae_buf_clear(cae_buf *b)
 	size_t max = b->max;
 	cae_buf_init(b, max);
 }
+
+char *cae_memdup0(const void *p, size_t n)
+{
+	char *r = malloc(n + 1);
+	if (!r)
+		return NULL;
+	if (n)
+		memcpy(r, p, n);
+	r[n] = '\0';
+	return r;
+}

@@ -35,4 +35,7 @@ char *cae_buf_steal(cae_buf *b, size_t *len);
 /* Frees the data and resets; the maximum is kept. Accepts a zeroed buffer. */
 void cae_buf_clear(cae_buf *b);
 
+/* A new NUL-terminated copy of the n bytes at p (which may hold NULs). NULL only on ENOMEM. */
+char *cae_memdup0(const void *p, size_t n);
+
 #endif

@@ -1,5 +1,7 @@
 #include "base/utf8.h"
 
+#include "base/buf.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +71,9 @@ char *cae_utf8_sanitize(const char *s, size_t n, size_t *out_len)
 	const unsigned char *p = (const unsigned char *)s;
 	/* Fast path: already valid. */
 	if (cae_utf8_is_valid(s, n)) {
-		char *r = malloc(n + 1);
+		char *r = cae_memdup0(s, n);
 		if (!r)
 			return NULL;
-		if (n)
-			memcpy(r, s, n);
-		r[n] = '\0';
 		if (out_len)
 			*out_len = n;
 		return r;

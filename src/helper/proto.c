@@ -174,17 +174,6 @@ static int walk(const char *body, size_t len, char type, field_fn fn, void *ud, 
 	return 0;
 }
 
-static char *dup_bytes(const unsigned char *d, size_t n)
-{
-	char *s = malloc(n + 1);
-	if (s) {
-		if (n)
-			memcpy(s, d, n);
-		s[n] = '\0';
-	}
-	return s;
-}
-
 struct req_ctx {
 	cae_helper_request *req;
 	size_t argc, envc, argcap, envcap;
@@ -203,7 +192,7 @@ static int push(char ***v, size_t *n, size_t *cap, const unsigned char *d, size_
 		*v = nv;
 		*cap = nc;
 	}
-	char *s = dup_bytes(d, len);
+	char *s = cae_memdup0(d, len);
 	if (!s)
 		return -ENOMEM;
 	(*v)[(*n)++] = s;
@@ -233,11 +222,11 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 		return 0;
 	case RQ_CWD:
 		free(q->cwd);
-		q->cwd = dup_bytes(d, len);
+		q->cwd = cae_memdup0(d, len);
 		return q->cwd ? 0 : -ENOMEM;
 	case RQ_STDIN:
 		free(q->stdin_data);
-		q->stdin_data = dup_bytes(d, len);
+		q->stdin_data = cae_memdup0(d, len);
 		if (!q->stdin_data)
 			return -ENOMEM;
 		q->spec.has_stdin = true;
@@ -366,7 +355,7 @@ static char *utf8_copy(const unsigned char *d, size_t n, size_t *out_len)
 {
 	if (cae_utf8_is_valid((const char *)d, n)) {
 		*out_len = n;
-		return dup_bytes(d, n);
+		return cae_memdup0(d, n);
 	}
 	return cae_utf8_sanitize((const char *)d, n, out_len);
 }

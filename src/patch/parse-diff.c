@@ -79,7 +79,7 @@ static int hb_context(cae_patch_hunk *h, const char *s, size_t n)
 	if (!v)
 		return -ENOMEM;
 	h->contexts = v;
-	if (!(v[h->ncontexts] = patch_strndup(s, n)))
+	if (!(v[h->ncontexts] = cae_memdup0(s, n)))
 		return -ENOMEM;
 	h->ncontexts++;
 	return 0;
@@ -91,7 +91,7 @@ static cae_patch_file_op *op_new(cae_patch_op_kind kind, const char *path, size_
 	if (!op)
 		return NULL;
 	op->kind = kind;
-	if (!(op->path = patch_strndup(path, n))) {
+	if (!(op->path = cae_memdup0(path, n))) {
 		free(op);
 		return NULL;
 	}
@@ -138,7 +138,7 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 	} else {
 		c->action = op->move_to ? CAE_PATCH_MOVE : CAE_PATCH_PATCH;
 		free(c->content);
-		c->content = patch_strndup(section, section_len);
+		c->content = cae_memdup0(section, section_len);
 		c->content_len = section_len;
 		if (!c->content)
 			return cae_error_set(err, -ENOMEM, "out of memory");
@@ -213,7 +213,7 @@ static bool parse_unified_ranges(const char *s, size_t n, cae_patch_hunk *h, boo
 	const char *hd = s + i;
 	size_t hn = n - i;
 	patch_trim(&hd, &hn);
-	if (hn && !(h->heading = patch_strndup(hd, hn)))
+	if (hn && !(h->heading = cae_memdup0(hd, hn)))
 		*heading_oom = true;
 	return true;
 }
@@ -315,7 +315,7 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		if (r < 0)
 			return r;
 		patch_lines_next(it, &l);
-		if (!patch_eq(rest, rn, op->path) && !(op->move_to = patch_strndup(rest, rn)))
+		if (!patch_eq(rest, rn, op->path) && !(op->move_to = cae_memdup0(rest, rn)))
 			return oom(err);
 	}
 	hunk_builder b = {.op = op};
@@ -525,7 +525,7 @@ static char *header_name(const char *s, size_t n)
 	if (tab)
 		n = (size_t)(tab - s);
 	patch_trim(&s, &n);
-	return patch_strndup(s, n);
+	return cae_memdup0(s, n);
 }
 
 static bool is_dev_null(const char *s)
@@ -585,13 +585,13 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 	}
 	if (!best)
 		return;
-	*a = patch_strndup(s, (size_t)(best - s));
+	*a = cae_memdup0(s, (size_t)(best - s));
 	const char *r = best + 1;
 	size_t rn = n - (size_t)(r - s);
 	if (rn && r[0] == '"')
 		*b = header_name(r, rn);
 	else
-		*b = patch_strndup(r, rn);
+		*b = cae_memdup0(r, rn);
 }
 
 typedef struct git_section {
@@ -655,7 +655,7 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 			n -= 2;
 			patch_trim(&s, &n);
 		}
-		if (n && !(h->heading = patch_strndup(s, n)))
+		if (n && !(h->heading = cae_memdup0(s, n)))
 			return oom(err);
 	}
 	if (hoom)

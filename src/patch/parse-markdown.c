@@ -126,8 +126,8 @@ static int add_file_block(cae_patch *p, const char *lang, size_t lang_len, const
 	c->source_line = lineno;
 	free(c->target);
 	free(c->content);
-	c->target = patch_strndup(path, path_len);
-	c->content = patch_strndup(body, body_len);
+	c->target = cae_memdup0(path, path_len);
+	c->content = cae_memdup0(body, body_len);
 	c->content_len = body_len;
 	if (!c->target || !c->content)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -260,7 +260,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 					m = i + 1 < n ? w[++i] : "";
 				}
 				if (mp > a + 1) {
-					char *flags = patch_strndup(a, (size_t)(mp - a));
+					char *flags = cae_memdup0(a, (size_t)(mp - a));
 					if (!flags)
 						r = -ENOMEM;
 					else
@@ -444,7 +444,7 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 		if (lang_is(lang, lang_len, diff_langs) &&
 		    !path_ends_with(path, path_len, ".diff") &&
 		    !path_ends_with(path, path_len, ".patch")) {
-			_cleanup_free_ char *dp = patch_strndup(path, path_len);
+			_cleanup_free_ char *dp = cae_memdup0(path, path_len);
 			if (!dp)
 				return cae_error_set(err, -ENOMEM, "out of memory");
 			if (begin_patch)

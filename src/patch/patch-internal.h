@@ -47,7 +47,6 @@ void patch_command_clear(cae_patch_command *c);
 void patch_file_op_free(cae_patch_file_op *op);
 
 /* Small string helpers. */
-char *patch_strndup(const char *s, size_t n); /* NULL only on ENOMEM */
 bool patch_is_space(char c);		      /* ' ', \t, \r, \v, \f, \n */
 void patch_trim(const char **s, size_t *n);
 bool patch_starts_with(const char *s, size_t n, const char *prefix);

@@ -16,17 +16,6 @@
 
 /* ---- small helpers ---- */
 
-char *patch_strndup(const char *s, size_t n)
-{
-	char *r = malloc(n + 1);
-	if (!r)
-		return NULL;
-	if (n)
-		memcpy(r, s, n);
-	r[n] = '\0';
-	return r;
-}
-
 bool patch_is_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == '\n';
@@ -487,7 +476,7 @@ int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *er
 		r = check_line_lengths(text, len, err);
 		if (r < 0)
 			return r;
-		p->src = patch_strndup(text, len);
+		p->src = cae_memdup0(text, len);
 		if (!p->src)
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		p->src_len = len;

@@ -42,6 +42,18 @@ START_TEST(buf_printf_large)
 }
 END_TEST
 
+START_TEST(memdup0_keeps_nul_bytes)
+{
+	char *d = cae_memdup0("a\0b", 3);
+	ck_assert_ptr_nonnull(d);
+	ck_assert_mem_eq(d, "a\0b\0", 4);
+	free(d);
+	d = cae_memdup0(NULL, 0);
+	ck_assert_str_eq(d, "");
+	free(d);
+}
+END_TEST
+
 START_TEST(utf8_sanitize_and_cut)
 {
 	const char bad[] = "a\xff"
@@ -147,6 +159,7 @@ static Suite *make_suite(void)
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, buf_caps_and_counts);
 	tcase_add_test(tc, buf_printf_large);
+	tcase_add_test(tc, memdup0_keeps_nul_bytes);
 	tcase_add_test(tc, utf8_sanitize_and_cut);
 	tcase_add_test(tc, fs_beneath_refuses_escapes);
 	tcase_add_test(tc, fs_atomic_write_keeps_mode);
