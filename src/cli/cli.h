@@ -64,6 +64,9 @@ int cae_cli_common_option(cae_cli_common *c, int opt, const char *arg);
 int cae_cli_load_config(const cae_cli_common *c, cae_config **out);
 /* Opens a session (prints the error on failure). */
 int cae_cli_open(const cae_cli_common *c, cae_session **out);
+/* The environment a command means: given (--uuid), else $CAE_TASK_UUID, else the only one
+ * there is; otherwise prints why and hint ("give --uuid UUID") and fails. *out is new. */
+int cae_cli_pick_uuid(cae_session *s, const char *given, const char *hint, char **out);
 /* The CLI's logger (JSON lines on stderr, level from CAE_LOG_LEVEL, default warn). */
 cae_log *cae_cli_log(void);
 void cae_cli_log_free(void);

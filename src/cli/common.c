@@ -120,3 +120,30 @@ void cae_cli_print_json(json_t *j)
 	}
 	fflush(stdout);
 }
+
+int cae_cli_pick_uuid(cae_session *s, const char *given, const char *hint, char **out)
+{
+	const char *env = getenv("CAE_TASK_UUID");
+	if (given || (env && *env)) {
+		*out = strdup(given ? given : env);
+		return *out ? 0 : -ENOMEM;
+	}
+	json_t *list = NULL;
+	cae_error err;
+	if (cae_backend_list(cae_session_backend(s), &list, &err) < 0) {
+		fprintf(stderr, "cae: %s\n", err.message);
+		return -EIO;
+	}
+	size_t n = json_array_size(list);
+	if (n != 1) {
+		fprintf(stderr, "cae: %s: %s\n",
+			n == 0 ? "no environment exists (cae prepare first)"
+			       : "several environments exist",
+			hint);
+		json_decref(list);
+		return -EINVAL;
+	}
+	*out = strdup(json_string_value(json_object_get(json_array_get(list, 0), "task_uuid")));
+	json_decref(list);
+	return *out ? 0 : -ENOMEM;
+}

@@ -45,33 +45,6 @@ static int usage_patch(FILE *f)
 	return f == stdout ? 0 : 2;
 }
 
-/* --uuid, $CAE_TASK_UUID, or the only environment there is. */
-static int pick_uuid(cae_session *s, const char *given, char **out)
-{
-	const char *env = getenv("CAE_TASK_UUID");
-	if (given || (env && *env)) {
-		*out = strdup(given ? given : env);
-		return *out ? 0 : -ENOMEM;
-	}
-	json_t *list = NULL;
-	cae_error err;
-	cae_error_clear(&err);
-	if (cae_backend_list(cae_session_backend(s), &list, &err) < 0) {
-		fprintf(stderr, "cae: %s\n", err.message);
-		return -EIO;
-	}
-	size_t n = json_array_size(list);
-	if (n != 1) {
-		fprintf(stderr, "cae: %s: give --uuid UUID or --workspace DIR\n",
-			n == 0 ? "no environment exists (cae prepare first)"
-			       : "several environments exist");
-		json_decref(list);
-		return -EINVAL;
-	}
-	*out = strdup(json_string_value(json_object_get(json_array_get(list, 0), "task_uuid")));
-	json_decref(list);
-	return *out ? 0 : -ENOMEM;
-}
 
 int cae_cli_patch(int argc, char **argv)
 {
@@ -150,7 +123,7 @@ int cae_cli_patch(int argc, char **argv)
 			goto out;
 		}
 	} else {
-		if (pick_uuid(s, uuid, &id) < 0)
+		if (cae_cli_pick_uuid(s, uuid, "give --uuid UUID or --workspace DIR", &id) < 0)
 			goto out;
 		if (cae_session_set_current(s, id, &err) < 0) {
 			fprintf(stderr, "cae: %s\n", err.message);
