@@ -17,11 +17,10 @@ typedef struct comp {
 	size_t n;
 } comp;
 
-/* Splits s[0..len) at "/" and resolves "." and ".." on a stack (".." at the top stays at the
- * top, as for "/.."). Returns the number of components. */
-static long normalize(const char *s, size_t len, comp *stack)
+/* Splits s[0..len) at "/", dropping empty and "." components (".." kept). */
+static long split(const char *s, size_t len, comp *out)
 {
-	long top = 0;
+	long n = 0;
 	size_t i = 0;
 	while (i < len) {
 		while (i < len && s[i] == '/')
@@ -29,17 +28,28 @@ static long normalize(const char *s, size_t len, comp *stack)
 		size_t start = i;
 		while (i < len && s[i] != '/')
 			i++;
-		size_t n = i - start;
-		if (n == 0 || (n == 1 && s[start] == '.'))
+		size_t k = i - start;
+		if (k == 0 || (k == 1 && s[start] == '.'))
 			continue;
-		if (n == 2 && s[start] == '.' && s[start + 1] == '.') {
+		out[n].p = s + start;
+		out[n].n = k;
+		n++;
+	}
+	return n;
+}
+
+/* split(), then ".." resolved on the stack (".." at the top stays at the top, as for "/..").
+ * Returns the number of components. */
+static long normalize(const char *s, size_t len, comp *stack)
+{
+	long n = split(s, len, stack), top = 0;
+	for (long i = 0; i < n; i++) {
+		if (stack[i].n == 2 && stack[i].p[0] == '.' && stack[i].p[1] == '.') {
 			if (top > 0)
 				top--;
 			continue;
 		}
-		stack[top].p = s + start;
-		stack[top].n = n;
-		top++;
+		stack[top++] = stack[i];
 	}
 	return top;
 }
@@ -75,27 +85,6 @@ char *ed_path_root_normalize(const char *display_root)
 		return NULL;
 	long n = normalize(display_root, len, stack);
 	return join(stack, n, true);
-}
-
-/* Splits s[0..len) at "/", dropping empty and "." components (".." kept). */
-static long split(const char *s, size_t len, comp *out)
-{
-	long n = 0;
-	size_t i = 0;
-	while (i < len) {
-		while (i < len && s[i] == '/')
-			i++;
-		size_t start = i;
-		while (i < len && s[i] != '/')
-			i++;
-		size_t k = i - start;
-		if (k == 0 || (k == 1 && s[start] == '.'))
-			continue;
-		out[n].p = s + start;
-		out[n].n = k;
-		n++;
-	}
-	return n;
 }
 
 ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
