@@ -16,6 +16,17 @@ static inline int64_t cae_now_ms(void)
 {
 	return cae_now_ns() / 1000000LL;
 }
+/* The poll() timeout that wakes at the monotonic deadline (rounded up to a millisecond, at
+ * most a minute; poll loops re-check): -1 for INT64_MAX (no deadline), 0 once it has passed. */
+static inline int cae_poll_timeout_ms(int64_t deadline_ns, int64_t now_ns)
+{
+	if (deadline_ns == INT64_MAX)
+		return -1;
+	if (deadline_ns <= now_ns)
+		return 0;
+	int64_t ms = (deadline_ns - now_ns + 999999) / 1000000;
+	return ms > 60000 ? 60000 : (int)ms;
+}
 /* ISO 8601 UTC with milliseconds, e.g. 2026-11-22T02:25:36.123Z, into buf (>= 32 bytes). */
 void cae_iso8601_now(char *buf, size_t size);
 /* Parses an ISO 8601 / RFC 3339 UTC timestamp (fractional seconds and Z or +00:00

@@ -53,8 +53,7 @@ static int wait_sock(curl_socket_t s, short events, int64_t deadline_ns)
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
 		struct pollfd pfd = { .fd = s, .events = events };
-		int tmo = (int)MIN((deadline_ns - now + 999999) / 1000000, 60000);
-		int r = poll(&pfd, 1, tmo);
+		int r = poll(&pfd, 1, cae_poll_timeout_ms(deadline_ns, now));
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -497,10 +496,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		int64_t next = st == ST_RUNNING ? deadline : st == ST_TERM_SENT ? kill_at : drain_until;
 		if (st == ST_RUNNING && !know_pid && now >= deadline)
 			next = deadline + HEADER_WAIT_NS;
-		int tmo = -1;
-		if (next != INT64_MAX)
-			tmo = next <= now ? 0 : (int)MIN((next - now + 999999) / 1000000, 60000);
-		int pr = poll(pfd, (nfds_t)n, tmo);
+		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
 		if (pr < 0 && errno != EINTR) {
 			ret = cae_error_set(err, -errno, "poll: %s", strerror(errno));
 			break;

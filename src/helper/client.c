@@ -210,9 +210,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			r = cae_error_set(err, -ETIMEDOUT, "cae-helper did not answer in time");
 			break;
 		}
-		int tmo = guard_ns == INT64_MAX
-				  ? -1
-				  : (int)MIN((guard_ns - now + 999999) / 1000000, 60000);
+		int tmo = cae_poll_timeout_ms(guard_ns, now);
 		int pr;
 		if (spin_until == 0)
 			spin_until = cae_now_ns() + SPIN_NS;

@@ -320,10 +320,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 			next = drain_until_ns;
 		if (pidfd < 0 && !exited)
 			next = MIN(next, now + 10 * 1000000LL); /* no pidfd: poll waitpid */
-		int tmo = -1;
-		if (next != INT64_MAX)
-			tmo = next <= now ? 0 : (int)MIN((next - now + 999999) / 1000000, 60000);
-		int pr = poll(pfd, (nfds_t)n, tmo);
+		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
 		if (pr < 0 && errno != EINTR) {
 			ret = cae_error_set(err, -errno, "poll: %s", strerror(errno));
 			cae_proctree_kill_tree(pid, SIGKILL);

@@ -68,7 +68,7 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 		}
 		if (pidfd >= 0) {
 			struct pollfd p = { .fd = pidfd, .events = POLLIN };
-			(void)poll(&p, 1, (int)((until - now + 999999) / 1000000));
+			(void)poll(&p, 1, cae_poll_timeout_ms(until, now));
 		} else {
 			struct timespec ts = { 0, 1000000 };
 			nanosleep(&ts, NULL);
