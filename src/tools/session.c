@@ -137,8 +137,7 @@ void cae_session_set_editor_compat(cae_session *s, bool on)
 }
 
 /* Makes (backend, info) current; opens the editor for local environments. */
-static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info *info,
-			      cae_error *err)
+static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info *info)
 {
 	drop_current_locked(s);
 	s->current = strdup(info->task_uuid);
@@ -167,6 +166,14 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 					 "yet");
 	}
 	return 0;
+}
+
+static int set_current(cae_session *s, cae_backend *b, const cae_env_info *info)
+{
+	pthread_mutex_lock(&s->lock);
+	int r = set_current_locked(s, b, info);
+	pthread_mutex_unlock(&s->lock);
+	return r;
 }
 
 /* A stable uuid for a directory used as a workspace, so that a second process finds it. */
@@ -202,9 +209,7 @@ int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err)
 	int r = cae_backend_prepare(b, &task, NULL, &opts, &info, err);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&s->lock);
-	r = set_current_locked(s, b, &info, err);
-	pthread_mutex_unlock(&s->lock);
+	r = set_current(s, b, &info);
 	cae_env_info_clear(&info);
 	if (r == 0) {
 		free(s->owned_workspace_uuid);
@@ -238,9 +243,7 @@ int cae_session_prepare(cae_session *s, const cae_task *task, const char *enviro
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&s->lock);
-	r = set_current_locked(s, s->backend, &info, err);
-	pthread_mutex_unlock(&s->lock);
+	r = set_current(s, s->backend, &info);
 	if (r == 0 && info_json)
 		*info_json = cae_env_info_to_json(&info);
 	cae_env_info_clear(&info);
@@ -258,9 +261,7 @@ int cae_session_set_current(cae_session *s, const char *task_uuid, cae_error *er
 	}
 	if (r < 0)
 		return r;
-	pthread_mutex_lock(&s->lock);
-	r = set_current_locked(s, b, &info, err);
-	pthread_mutex_unlock(&s->lock);
+	r = set_current(s, b, &info);
 	cae_env_info_clear(&info);
 	return r;
 }
