@@ -60,6 +60,8 @@ typedef struct cae_env_info {
 	char *sandbox;        /* local: "bubblewrap" | "none"; docker: NULL */
 	json_t *warnings;     /* array of strings (owned reference) */
 	json_t *deps;         /* array of {manifest, command, success, exit_code, duration_ms, error?} */
+	json_t *limits;       /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
+			       * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
 } cae_env_info;
 
 json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */

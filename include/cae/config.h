@@ -81,7 +81,7 @@ typedef enum cae_config_truncate {
 } cae_config_truncate;
 
 typedef enum cae_config_sandbox {
-	CAE_CONFIG_SANDBOX_AUTO = 0, /* bubblewrap when installed, else none with a warning */
+	CAE_CONFIG_SANDBOX_AUTO = 0, /* bubblewrap when usable, else refused (see unconfined) */
 	CAE_CONFIG_SANDBOX_BUBBLEWRAP,
 	CAE_CONFIG_SANDBOX_NONE,
 } cae_config_sandbox;
@@ -165,8 +165,14 @@ typedef struct cae_config {
 			bool enforce;            /* false: only the deny-list is enforced */
 		} allowed_commands;
 		struct {
-			cae_config_sandbox sandbox; /* auto */
-			bool network;               /* false: no network inside the sandbox */
+			/* auto: bubblewrap when it can confine here, else commands are refused
+			 * unless `unconfined` is true. none requires unconfined: true. */
+			cae_config_sandbox sandbox;
+			bool network;    /* false: no network inside the sandbox */
+			bool unconfined; /* false: never run commands outside a sandbox */
+			/* The host uid (and gid) sandboxed commands run as when cae runs as
+			 * root (100000); inside they are uid 1000. Never 0. */
+			int sandbox_uid;
 		} local;
 	} command_executor;
 

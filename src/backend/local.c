@@ -2,9 +2,12 @@
  *   <state_dir>/local/<uuid>/meta.json          ContainerInfo + where the workspace is
  *   <state_dir>/local/<uuid>/workspace/project  the clone
  *   <state_dir>/local/<uuid>/workspace/tmp      scratch
- * or an existing directory used as is (prepare option `workspace`). Commands run on this host,
- * confined with bubblewrap when it is installed: the workspace read-write, everything else
- * read-only, a private /tmp, own PID namespace, no network unless configured.
+ * or an existing directory used as is (prepare option `workspace`). Commands run on this host
+ * in a sandbox (sandbox.h): bubblewrap behind `cae-helper --enter`, an unprivileged uid in a
+ * user namespace of its own, only system trees, a minimal /etc and the workspace (at
+ * /workspace) in its file system, cgroup or rlimit bounds, no network unless configured.
+ * Without the means for that, commands are refused unless the config says
+ * command_executor.local.unconfined: true.
  *
  * A sandbox lives as long as its environment: the first command of an environment starts
  * cae-helper under bwrap and every command after it is forked by that helper inside the
@@ -12,6 +15,7 @@
  * Commands that need another confinement than the environment's (prepare steps that need
  * the network) and hosts without cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
+#include "backend/sandbox.h"
 
 #include "base/fs.h"
 #include "base/macro.h"
@@ -44,6 +48,7 @@ struct local_helper {
 	dev_t dev;      /* ... and that directory's identity: a re-created workspace needs a */
 	ino_t ino;      /* new sandbox */
 	bool network;
+	char cgname[160]; /* its cgroup, removed when it stops (if nothing else uses it) */
 	cae_helper *h;
 	int refs;       /* commands running through it */
 	bool retired;   /* out of the list: stopped when the last command ends */
@@ -61,6 +66,10 @@ struct meta_entry {
 	struct timespec mtime;
 	char *root;
 	char *project;
+	bool sandbox;
+	bool external;
+	uid_t uid;
+	gid_t gid;
 };
 
 struct local_impl {
@@ -71,7 +80,9 @@ struct local_impl {
 	pthread_mutex_t probe_lock;
 	bool probed;
 	bool bwrap_ok;
-	char *bwrap; /* path of bwrap, when usable */
+	char *bwrap;  /* path of bwrap, when usable */
+	char *probe_error; /* why not, when not */
+	char *etc_dir; /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
 	pthread_mutex_t helper_lock;
 	struct local_helper *helpers;
 	bool helper_probed;
@@ -86,7 +97,12 @@ struct local_env {
 	const char *default_cwd;
 	bool sandbox;  /* confine with bubblewrap */
 	bool network;  /* network inside the sandbox */
+	bool external; /* a workspace used as is: bound at /workspace/project */
+	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
+	uid_t uid;     /* host uid of sandboxed commands (0: cae's own, it is not root) */
+	gid_t gid;
 	struct local_impl *impl;
+	const cae_config *cfg;
 };
 
 static void local_env_clear(struct local_env *e)
@@ -96,49 +112,175 @@ static void local_env_clear(struct local_env *e)
 	memset(e, 0, sizeof(*e));
 }
 
+/* Where commands see env's workspace root: inside the sandbox, or the host path. */
+static const char *inside_root(const struct local_env *e)
+{
+	if (!e->sandbox)
+		return e->root;
+	return e->external ? CAE_SANDBOX_PROJECT : CAE_SANDBOX_ROOT;
+}
+
+/* Where commands see the project. New string. */
+static char *inside_project(const struct local_env *e)
+{
+	if (!e->sandbox)
+		return strdup(e->project);
+	return strdup(CAE_SANDBOX_PROJECT);
+}
+
+/* The bounds of env's sandbox, from the keys containers use. */
+static cae_sandbox_limits sandbox_limits(const cae_config *cfg)
+{
+	double cpus = cfg->command_executor.docker.resources.cpu_limit;
+	uint64_t mem = cfg->command_executor.docker.resources.memory_bytes;
+	uint64_t disk = cfg->command_executor.docker.resources.disk_bytes;
+	cae_sandbox_limits l = {
+		.pids = cfg->command_executor.docker.resources.pids_limit,
+		.memory_bytes = mem,
+		.cpus = cpus,
+		.cpu_seconds = (int64_t)cfg->command_executor.execution.timeout_seconds *
+			       (int64_t)(cpus < 1 ? 1 : cpus + 0.999),
+		.file_bytes = disk,
+		.tmp_bytes = disk && disk < mem ? disk : mem,
+	};
+	return l;
+}
+
+/* The cgroup name of an environment: its uuid and which state directory it belongs to
+ * (two state directories may hold the same uuid). */
+static void cgroup_name(const struct local_impl *li, const char *uuid, char *buf, size_t len)
+{
+	uint32_t h = 2166136261u;
+	for (const char *p = li->root; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(buf, len, "%s-%08x", uuid, h);
+}
+
 static struct local_impl *impl_of(cae_backend *b)
 {
 	return b->impl;
 }
 
-/* Probing bubblewrap costs a process start: done once per backend, on first use. */
-static void probe_bwrap(struct local_impl *li)
+/* The host uid sandboxed commands run as: when cae is root, an unprivileged one; else
+ * cae's own (0 in the spec: no switch). */
+static void sandbox_ids(const cae_config *cfg, uid_t *uid, gid_t *gid)
 {
-	char *path = NULL;
-	if (cae_runner_find_program("bwrap", NULL, &path) < 0)
-		return;
-	const char *argv[] = { path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-			       "--unshare-pid", "--die-with-parent", "--", "true", NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 10000 };
-	cae_run_result res;
-	if (cae_runner_run(&spec, &res, NULL) == 0 && res.exit_code == 0) {
-		li->bwrap_ok = true;
-		li->bwrap = path;
-		path = NULL;
+	if (geteuid() == 0) {
+		*uid = (uid_t)cfg->command_executor.local.sandbox_uid;
+		*gid = (gid_t)cfg->command_executor.local.sandbox_uid;
+	} else {
+		*uid = 0;
+		*gid = 0;
 	}
-	cae_run_result_clear(&res);
-	free(path);
 }
 
-static bool use_sandbox(cae_backend *b, cae_error *err, bool *required_missing)
+/* Probing costs a sandbox start: done once per backend, on first use. It starts exactly
+ * what commands get (the enter step, the uid switch, a user namespace, the file system),
+ * so that a host that cannot do any of it is found here, not at the first command. */
+static void probe_bwrap(cae_backend *b, struct local_impl *li)
+{
+	char *path = NULL, *helper = NULL;
+	char why[512] = "";
+	if (cae_runner_find_program("bwrap", NULL, &path) < 0)
+		snprintf(why, sizeof(why), "bubblewrap (bwrap) is not installed");
+	else if (cae_helper_find(&helper) < 0)
+		snprintf(why, sizeof(why), "cae-helper was not found");
+	else if (cae_sandbox_write_etc(li->etc_dir) < 0)
+		snprintf(why, sizeof(why), "cannot write the sandbox's /etc files");
+	if (!*why) {
+		cae_sandbox_limits lim = sandbox_limits(b->cfg);
+		const char *cmd[] = { "true", NULL };
+		cae_sandbox_spec spec = { .helper = helper, .bwrap = path, .ws_host = li->etc_dir,
+					  .ws_inside = CAE_SANDBOX_ROOT, .etc_dir = li->etc_dir,
+					  .chdir = "/", .argv = cmd, .limits = &lim };
+		sandbox_ids(b->cfg, &spec.uid, &spec.gid);
+		char **argv = cae_sandbox_argv(&spec);
+		_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
+		cae_run_spec rs = { .argv = (const char *const *)argv,
+				    .envp = (const char *const *)envp,
+				    .timeout_ms = 10000 };
+		cae_run_result res;
+		if (!argv || !envp) {
+			snprintf(why, sizeof(why), "out of memory");
+		} else if (cae_runner_run(&rs, &res, NULL) == 0) {
+			if (res.exit_code != 0)
+				snprintf(why, sizeof(why),
+					 "bubblewrap cannot make a sandbox here (user namespaces "
+					 "disabled?): %.300s",
+					 res.err);
+			cae_run_result_clear(&res);
+		} else {
+			snprintf(why, sizeof(why), "bubblewrap could not be started");
+		}
+		cae_sandbox_argv_free(argv);
+	}
+	if (!*why) {
+		li->bwrap_ok = true;
+		li->bwrap = path;
+		li->helper_path = helper;
+		path = NULL;
+		helper = NULL;
+	} else {
+		li->probe_error = strdup(why);
+	}
+	free(path);
+	free(helper);
+}
+
+/* 1: confine; 0: run unconfined (the config says so); < 0: refuse (err says why). */
+static int use_sandbox(cae_backend *b, cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
-	*required_missing = false;
-	cae_config_sandbox mode = b->cfg->command_executor.local.sandbox;
+	const cae_config *cfg = b->cfg;
+	cae_config_sandbox mode = cfg->command_executor.local.sandbox;
 	if (mode == CAE_CONFIG_SANDBOX_NONE)
-		return false;
+		return 0; /* the config requires unconfined: true for this */
 	pthread_mutex_lock(&li->probe_lock);
 	if (!li->probed) {
-		probe_bwrap(li);
+		probe_bwrap(b, li);
 		li->probed = true;
 	}
 	pthread_mutex_unlock(&li->probe_lock);
-	if (!li->bwrap_ok && mode == CAE_CONFIG_SANDBOX_BUBBLEWRAP) {
-		*required_missing = true;
-		cae_error_set(err, -ENOSYS,
-			      "command_executor.local.sandbox is bubblewrap but bwrap is not usable");
-	}
-	return li->bwrap_ok;
+	if (li->bwrap_ok)
+		return 1;
+	if (mode == CAE_CONFIG_SANDBOX_AUTO && cfg->command_executor.local.unconfined)
+		return 0;
+	return cae_error_set(err, -ENOSYS,
+			     "no sandbox for commands on this host: %s; install bubblewrap, or set "
+			     "command_executor.local.unconfined: true to run commands unconfined",
+			     li->probe_error ? li->probe_error : "unknown reason");
+}
+
+/* A process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid it
+ * names one process for good. -1 when there is no such process. */
+static long long proc_start(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	if (cae_read_file(AT_FDCWD, path, 4096, &text, &len) < 0)
+		return -1;
+	const char *p = strrchr(text, ')'); /* the command name may hold anything */
+	for (int field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
+/* The status an environment's metadata stands for: "creating" only while the process that
+ * prepares it lives; a preparation that died is "failed". */
+static const char *meta_status(json_t *meta)
+{
+	const char *status = json_string_value(json_object_get(meta, "status"));
+	if (!status)
+		return "failed";
+	if (strcmp(status, "creating") != 0)
+		return status;
+	json_t *pid = json_object_get(meta, "pid");
+	long long start = json_integer_value(json_object_get(meta, "pid_start"));
+	if (!json_is_integer(pid) || proc_start((pid_t)json_integer_value(pid)) != start)
+		return "failed";
+	return status;
 }
 
 static char *task_dir(struct local_impl *li, const char *uuid)
@@ -146,8 +288,24 @@ static char *task_dir(struct local_impl *li, const char *uuid)
 	return cae_path_join(li->root, uuid);
 }
 
-/* envp = the caller's environment with extra "K=V" entries replacing or adding. */
-static char **build_env(const char *const *extra)
+static bool is_secret_var(const char *kv, size_t kl, const cae_config *cfg)
+{
+	static const char *const names[] = { "GITHUB_PERSONAL_ACCESS_TOKEN",
+					     "GITLAB_PERSONAL_ACCESS_TOKEN", "CAE_GIT_TOKEN" };
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+		if (strlen(names[i]) == kl && strncmp(kv, names[i], kl) == 0)
+			return true;
+	const char *v = kv + kl + 1;
+	const char *tokens[] = { cfg ? cfg->github.token : NULL, cfg ? cfg->gitlab.token : NULL };
+	for (size_t i = 0; i < ARRAY_SIZE(tokens); i++)
+		if (tokens[i] && *tokens[i] && kv[kl] == '=' && strstr(v, tokens[i]))
+			return true;
+	return false;
+}
+
+/* Unconfined: envp = the caller's environment less every secret (the tokens, by name and
+ * by value), with extra "K=V" entries replacing or adding. The strings are borrowed. */
+static char **build_env(const char *const *extra, const cae_config *cfg)
 {
 	size_t n = 0, m = 0;
 	for (char **e = environ; e && *e; e++)
@@ -161,7 +319,7 @@ static char **build_env(const char *const *extra)
 	for (char **e = environ; e && *e; e++) {
 		const char *eq = strchr(*e, '=');
 		size_t kl = eq ? (size_t)(eq - *e) : strlen(*e);
-		bool replaced = false;
+		bool replaced = !eq || is_secret_var(*e, kl, cfg);
 		for (const char *const *x = extra; x && *x && !replaced; x++)
 			if (strncmp(*x, *e, kl) == 0 && (*x)[kl] == '=')
 				replaced = true;
@@ -174,13 +332,15 @@ static char **build_env(const char *const *extra)
 	return out;
 }
 
-/* Resolves a command's working directory inside the environment: relative paths against the
- * project, absolute ones must lie in the workspace root; '\' accepted as a separator. The
- * confinement is openat2(RESOLVE_BENEATH); the result is the real path of what was opened. */
+/* Resolves a command's working directory inside the environment, as commands see paths:
+ * relative ones against the project, absolute ones must lie in the workspace root ('\\'
+ * accepted as a separator). The confinement is openat2(RESOLVE_BENEATH) on the host
+ * directory; the result is the real path of what was opened, as commands see it. */
 static int resolve_cwd(const struct local_env *env, const char *cwd, char **out, cae_error *err)
 {
+	const char *iroot = inside_root(env);
 	if (!cwd || !*cwd) {
-		*out = strdup(env->default_cwd ? env->default_cwd : env->project);
+		*out = env->default_cwd ? strdup(env->default_cwd) : inside_project(env);
 		return *out ? 0 : -ENOMEM;
 	}
 	_cleanup_free_ char *p = strdup(cwd);
@@ -190,17 +350,16 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 		if (*s == '\\')
 			*s = '/';
 	_cleanup_free_ char *rel = NULL;
-	size_t rl = strlen(env->root);
+	size_t il = strlen(iroot);
 	if (p[0] == '/') {
-		if (strncmp(p, env->root, rl) == 0 && (p[rl] == '/' || p[rl] == '\0')) {
-			rel = strdup(p[rl] ? p + rl + 1 : ".");
-		} else {
+		if (strncmp(p, iroot, il) == 0 && (p[il] == '/' || p[il] == '\0'))
+			rel = strdup(p[il] ? p + il + 1 : ".");
+		else
 			return cae_error_set(err, -ENOTDIR,
 					     "working directory is outside the workspace: %s", cwd);
-		}
 	} else {
-		/* Relative to the project directory. */
-		const char *proj_rel = env->project + rl;
+		/* Relative to the project directory: where it is below the root. */
+		const char *proj_rel = env->project + strlen(env->root);
 		while (*proj_rel == '/')
 			proj_rel++;
 		rel = *proj_rel ? cae_path_join(proj_rel, p) : strdup(p);
@@ -209,8 +368,7 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 		return -ENOMEM;
 	_cleanup_close_ int rootfd = open(env->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
-		return cae_error_set(err, -ENOENT, "environment gone: %s: %s", env->root,
-				     strerror(errno));
+		return cae_error_set(err, -ENOENT, "environment gone: its workspace no longer exists");
 	_cleanup_close_ int fd = cae_open_beneath(rootfd, rel, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0) {
 		if (fd == -EXDEV)
@@ -224,16 +382,21 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 	if (n <= 0)
 		return cae_error_set(err, -errno, "cannot resolve %s", cwd);
 	real[n] = '\0';
-	*out = strdup(real);
+	size_t rl = strlen(env->root);
+	if (strncmp(real, env->root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
+		return cae_error_set(err, -ENOTDIR, "working directory is outside the workspace: %s",
+				     cwd);
+	*out = real[rl] ? cae_path_join(iroot, real + rl + 1) : strdup(iroot);
 	return *out ? 0 : -ENOMEM;
 }
-
 
 static void helper_free(struct local_helper *lh)
 {
 	if (!lh)
 		return;
 	cae_helper_stop(lh->h);
+	if (lh->cgname[0])
+		cae_sandbox_cgroup_remove(lh->cgname);
 	free(lh->uuid);
 	free(lh->root);
 	free(lh);
@@ -267,39 +430,53 @@ static void helper_forget(struct local_impl *li, const char *uuid)
 	helper_free(dead);
 }
 
-/* The bwrap options of env's confinement, up to "--chdir dir" (the caller adds its own and
- * "--"); argv has room for SANDBOX_ARGS entries. Returns the count. */
-#define SANDBOX_ARGS 32
-static size_t sandbox_argv(const struct local_env *env, bool network, const char *dir,
-			   const char **argv)
+/* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
+ * here (else rlimits), its uid, its file system. serve: cae-helper inside, else argv.
+ * New array (cae_sandbox_argv_free). */
+static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
+			       bool serve, const char *const *argv, bool die_with_parent)
 {
-	size_t k = 0;
-	argv[k++] = env->impl->bwrap;
-	const char *fixed[] = { "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
-				"--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--bind", env->root,
-				env->root, "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-				"--new-session", "--chdir", dir };
-	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
-		argv[k++] = fixed[i];
-	if (!network)
-		argv[k++] = "--unshare-net";
-	return k;
+	struct local_impl *li = env->impl;
+	cae_sandbox_limits lim = sandbox_limits(env->cfg);
+	char name[160];
+	cgroup_name(li, env->task, name, sizeof(name));
+	char **procs = NULL;
+	size_t n = 0;
+	if (cae_sandbox_cgroup_setup(name, &lim, &procs, &n) < 0)
+		n = 0;
+	cae_sandbox_spec spec = {
+		.helper = li->helper_path,
+		.bwrap = li->bwrap,
+		.ws_host = env->root,
+		.ws_inside = env->external ? CAE_SANDBOX_PROJECT : CAE_SANDBOX_ROOT,
+		.etc_dir = li->etc_dir,
+		.chdir = dir,
+		.network = network,
+		.serve = serve,
+		.argv = argv,
+		.uid = env->uid,
+		.gid = env->gid,
+		.cgroup_procs = procs,
+		.n_cgroup = n,
+		.limits = &lim,
+		.rlimit_nproc = n == 0 && env->uid != 0,
+		.die_with_parent = die_with_parent,
+	};
+	char **out = cae_sandbox_argv(&spec);
+	for (size_t i = 0; i < n; i++)
+		free(procs[i]);
+	free(procs);
+	return out;
 }
 
 static int helper_launch(cae_backend *b, struct local_env *env, struct local_helper **out,
 			 cae_error *err)
 {
-	struct local_impl *li = impl_of(b);
-	const char *argv[SANDBOX_ARGS + 6];
-	size_t k = sandbox_argv(env, env->network, env->root, argv);
-	/* The program must be visible inside: it may live where the sandbox has its own
-	 * file system (a build tree under /tmp). */
-	argv[k++] = "--ro-bind";
-	argv[k++] = li->helper_path;
-	argv[k++] = li->helper_path;
-	argv[k++] = "--";
-	argv[k++] = li->helper_path;
-	argv[k] = NULL;
+	_cleanup_(cae_sandbox_argv_free_p) char **argv =
+		env_sandbox_argv(env, env->network, inside_root(env), true, NULL, false);
+	_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
+	if (!argv || !envp)
+		return -ENOMEM;
 	struct local_helper *lh = calloc(1, sizeof(*lh));
 	if (!lh)
 		return -ENOMEM;
@@ -311,7 +488,11 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 	lh->uuid = strdup(env->uuid);
 	lh->root = strdup(env->root);
 	lh->network = env->network;
-	int r = lh->uuid && lh->root ? cae_helper_start(argv, NULL, 10000, &lh->h, err) : -ENOMEM;
+	cgroup_name(env->impl, env->task, lh->cgname, sizeof(lh->cgname));
+	int r = lh->uuid && lh->root ? cae_helper_start((const char *const *)argv,
+							 (const char *const *)envp, 10000, &lh->h,
+							 err)
+				     : -ENOMEM;
 	if (r < 0) {
 		helper_free(lh);
 		return r;
@@ -324,22 +505,14 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 	return 0;
 }
 
-/* The environment's sandbox helper, started on first use, with a reference taken; NULL when
- * commands must get a sandbox each (no cae-helper, or it cannot start here). */
-static struct local_helper *helper_acquire(cae_backend *b, struct local_env *env)
+/* The environment's sandbox helper, started on first use, with a reference taken. */
+static int helper_acquire(cae_backend *b, struct local_env *env, struct local_helper **out,
+			  cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
 	struct local_helper *dead = NULL, *found = NULL;
+	int r = 0;
 	pthread_mutex_lock(&li->helper_lock);
-	if (!li->helper_probed) {
-		li->helper_probed = true;
-		if (cae_helper_find(&li->helper_path) < 0)
-			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_missing",
-				"cae-helper not found: every command starts a sandbox of its own "
-				"(slower)");
-	}
-	if (!li->helper_path)
-		goto out;
 	struct stat st;
 	bool have_st = stat(env->root, &st) == 0;
 	for (struct local_helper *lh = li->helpers; lh; lh = lh->next) {
@@ -354,15 +527,10 @@ static struct local_helper *helper_acquire(cae_backend *b, struct local_env *env
 		break;
 	}
 	if (!found) {
-		cae_error err;
-		cae_error_clear(&err);
-		if (helper_launch(b, env, &found, &err) < 0) {
+		r = helper_launch(b, env, &found, err);
+		if (r < 0) {
 			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_failed",
-				"cae-helper could not start in the sandbox (%s): every command "
-				"starts a sandbox of its own (slower)",
-				err.message);
-			free(li->helper_path);
-			li->helper_path = NULL;
+				      "the sandbox could not start: %s", err ? err->message : "");
 			found = NULL;
 			goto out;
 		}
@@ -373,7 +541,8 @@ static struct local_helper *helper_acquire(cae_backend *b, struct local_env *env
 out:
 	pthread_mutex_unlock(&li->helper_lock);
 	helper_free(dead);
-	return found;
+	*out = found;
+	return r;
 }
 
 static void helper_release(struct local_impl *li, struct local_helper *lh)
@@ -396,10 +565,11 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 {
 	struct local_impl *li = impl_of(b);
 	for (int attempt = 0; attempt < 2; attempt++) {
-		struct local_helper *lh = helper_acquire(b, env);
-		if (!lh)
-			return 1;
-		int r = cae_helper_run(lh->h, spec, res, err);
+		struct local_helper *lh;
+		int r = helper_acquire(b, env, &lh, err);
+		if (r < 0)
+			return r;
+		r = cae_helper_run(lh->h, spec, res, err);
 		helper_release(li, lh);
 		/* Gone before the command was sent (it did not run): once more, in a new one. */
 		if (r == -EPIPE && attempt == 0)
@@ -420,7 +590,13 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	int r = resolve_cwd(env, req->cwd, &cwd, err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char **envp = build_env(req->extra_env);
+	_cleanup_free_ char **plain_env = NULL;
+	_cleanup_(cae_sandbox_argv_free_p) char **sandbox_env = NULL;
+	if (env->sandbox)
+		sandbox_env = cae_sandbox_env(req->extra_env);
+	else
+		plain_env = build_env(req->extra_env, env->cfg);
+	char **envp = env->sandbox ? sandbox_env : plain_env;
 	if (!envp)
 		return -ENOMEM;
 	cae_run_spec spec = {
@@ -444,26 +620,21 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		if (r <= 0)
 			return r;
 	}
-	/* A sandbox for this command alone. Inside it bwrap would only exit 1 for a missing
-	 * program: look it up here (the sandbox sees this host's file system), as the runner
-	 * does unconfined. */
+	/* A sandbox for this command alone (a prepare step that needs the network). Inside
+	 * it bwrap would only exit 1 for a missing program: look a bare name up here on the
+	 * sandbox's PATH (the same /usr as inside). */
 	_cleanup_free_ char *prog = NULL;
-	if (cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog) < 0)
+	if (!strchr(req->argv[0], '/') &&
+	    cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog) < 0)
 		return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
-	size_t argc = 0;
-	while (req->argv[argc])
-		argc++;
-	_cleanup_free_ const char **argv = calloc(argc + SANDBOX_ARGS + 2, sizeof(char *));
+	/* This thread waits for the command: bwrap may die with it. */
+	_cleanup_(cae_sandbox_argv_free_p) char **argv =
+		env_sandbox_argv(env, env->network || req->network, cwd, false, req->argv, true);
 	if (!argv)
 		return -ENOMEM;
-	size_t k = sandbox_argv(env, env->network || req->network, cwd, argv);
-	/* This thread waits for the command: bwrap may die with it. */
-	argv[k++] = "--die-with-parent";
-	argv[k++] = "--";
-	for (size_t i = 0; i < argc; i++)
-		argv[k++] = req->argv[i];
-	argv[k] = NULL;
-	spec.argv = argv;
+	spec.argv = (const char *const *)argv;
+	/* The command is found inside, on the sandbox's PATH; bwrap itself by its path. */
+	spec.cwd = NULL;
 	return cae_runner_run(&spec, res, err);
 }
 
@@ -484,11 +655,14 @@ static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_
 	if (r == -ENOENT)
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
-		return cae_error_set(err, r, "cannot read %s: %s", path, strerror(-r));
+		return cae_error_set(err, r, "environment %s: cannot read its metadata: %s", uuid,
+				     strerror(-r));
 	json_error_t je;
 	*out = json_loadb(text, len, 0, &je);
 	if (!*out)
-		return cae_error_set(err, -EINVAL, "%s:%d: %s", path, je.line, je.text);
+		return cae_error_set(err, -EINVAL, "environment %s: its metadata is unreadable (line %d: %s)",
+				     uuid, je.line, je.text);
+	json_object_set_new(*out, "status", json_string(meta_status(*out)));
 	return 0;
 }
 
@@ -501,7 +675,8 @@ static int write_meta(struct local_impl *li, const char *uuid, json_t *meta, cae
 		return -ENOMEM;
 	int r = cae_write_file_atomic(AT_FDCWD, path, text, strlen(text), 0600, false);
 	if (r < 0)
-		return cae_error_set(err, r, "cannot write %s: %s", path, strerror(-r));
+		return cae_error_set(err, r, "environment %s: cannot write its metadata: %s", uuid,
+				     strerror(-r));
 	return 0;
 }
 
@@ -531,6 +706,10 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 			continue;
 		env->root = strdup(li->meta[i].root);
 		env->project = strdup(li->meta[i].project);
+		env->sandbox = li->meta[i].sandbox;
+		env->external = li->meta[i].external;
+		env->uid = li->meta[i].uid;
+		env->gid = li->meta[i].gid;
 		hit = env->root && env->project;
 		if (!hit)
 			local_env_clear(env);
@@ -556,6 +735,10 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 	if (!m->uuid || !m->root || !m->project) {
 		meta_entry_clear(m);
 	} else {
+		m->sandbox = env->sandbox;
+		m->external = env->external;
+		m->uid = env->uid;
+		m->gid = env->gid;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
 		m->size = st->st_size;
@@ -595,6 +778,11 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		}
 		env->root = strdup(root);
 		env->project = strdup(project);
+		env->sandbox = strcmp(json_string_value(json_object_get(meta, "sandbox")) ?: "",
+				      "bubblewrap") == 0;
+		env->external = json_is_true(json_object_get(meta, "external"));
+		env->uid = (uid_t)json_integer_value(json_object_get(meta, "sandbox_uid"));
+		env->gid = (gid_t)json_integer_value(json_object_get(meta, "sandbox_gid"));
 		json_decref(meta);
 		if (!env->root || !env->project) {
 			local_env_clear(env);
@@ -611,15 +799,29 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 				     "environment gone: the workspace of task %s no longer exists",
 				     uuid);
 	}
-	bool missing;
-	env->sandbox = use_sandbox(b, err, &missing);
-	if (missing) {
+	/* The environment keeps the confinement it was prepared with (its paths depend on
+	 * it); the config decides whether that may still run. */
+	int sb = use_sandbox(b, err);
+	if (env->sandbox && sb != 1) {
 		local_env_clear(env);
-		return -ENOSYS;
+		return sb < 0 ? sb : cae_error_set(err, -ENOSYS, "the environment of task %s is "
+							   "sandboxed but the config now says "
+							   "sandbox: none; prepare it again", uuid);
 	}
+	if (!env->sandbox && sb != 0) {
+		local_env_clear(env);
+		return cae_error_set(err, -ENOSYS,
+				     "the environment of task %s was prepared unconfined and the "
+				     "config no longer allows that (command_executor.local."
+				     "unconfined); prepare it again",
+				     uuid);
+	}
+	cae_error_clear(err);
 	env->network = b->cfg->command_executor.local.network;
 	env->impl = li;
+	env->cfg = b->cfg;
 	env->uuid = uuid;
+	env->task = uuid;
 	return 0;
 }
 
@@ -642,6 +844,9 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	if (!dir)
 		return -ENOMEM;
 	helper_forget(li, uuid);
+	char name[160];
+	cgroup_name(li, uuid, name, sizeof(name));
+	cae_sandbox_cgroup_remove(name);
 	int r = 0;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae_rm_rf(dir);
@@ -649,7 +854,7 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 			return 0;
 		usleep(100000);
 	}
-	return cae_error_set(err, r < 0 ? r : -EBUSY, "could not remove %s: %s", dir,
+	return cae_error_set(err, r < 0 ? r : -EBUSY, "could not remove the environment of task %s: %s", uuid,
 			     strerror(r < 0 ? -r : EBUSY));
 }
 
@@ -687,19 +892,17 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 					 env_name),
 			       "%s", warning);
 	}
-	bool missing;
-	cae_error serr;
-	cae_error_clear(&serr);
-	bool sandbox = use_sandbox(b, &serr, &missing);
-	if (missing) {
+	int sandbox = use_sandbox(b, err);
+	if (sandbox < 0) {
 		json_decref(warnings);
 		json_decref(deps);
-		return cae_error_set(err, -ENOSYS, "prepare: %s", serr.message);
+		cae_error_prefix(err, "prepare");
+		return sandbox;
 	}
 	if (!sandbox)
 		json_array_append_new(warnings,
-				      json_string("bubblewrap is not available: commands run "
-						  "unconfined on this host"));
+				      json_string("commands run unconfined on this host "
+						  "(command_executor.local.unconfined: true)"));
 	/* 2. clean start */
 	progress(opts, 2, "remove");
 	remove_task_dir(b, task->uuid, NULL);
@@ -709,6 +912,7 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 	_cleanup_free_ char *wsroot = dir ? cae_path_join(dir, "workspace") : NULL;
 	_cleanup_free_ char *tmp = wsroot ? cae_path_join(wsroot, "tmp") : NULL;
 	_cleanup_free_ char *project = NULL;
+	_cleanup_free_ char *seen_project = NULL; /* the project as commands see it */
 	char created_at[40];
 	cae_iso8601_now(created_at, sizeof(created_at));
 	if (!tmp) {
@@ -717,22 +921,43 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 	}
 	r = cae_mkdir_p(opts->workspace ? dir : tmp, 0700);
 	if (r < 0) {
-		r = cae_error_set(err, r, "create: cannot create %s: %s", tmp, strerror(-r));
+		r = cae_error_set(err, r, "create: cannot create the environment's directory: %s",
+				  strerror(-r));
 		goto fail;
 	}
 	char real[PATH_MAX];
-	struct local_env env = { .impl = li, .sandbox = sandbox, .network = true };
+	struct local_env env = { .impl = li,
+				 .cfg = cfg,
+				 .task = task->uuid,
+				 .sandbox = sandbox,
+				 .network = true,
+				 .external = opts->workspace != NULL };
+	sandbox_ids(cfg, &env.uid, &env.gid);
+	bool give_away = env.uid != 0; /* the workspace becomes the sandbox uid's */
 	if (opts->workspace) {
-		if (!realpath(opts->workspace, real) || !cae_is_dir(real)) {
+		struct stat st;
+		if (!realpath(opts->workspace, real) || stat(real, &st) < 0 ||
+		    !S_ISDIR(st.st_mode)) {
 			r = cae_error_set(err, -ENOTDIR, "create: workspace is not a directory: %s",
 					  opts->workspace);
 			goto fail;
+		}
+		/* A directory of another user's: commands run as that user. */
+		if (env.uid != 0 && st.st_uid != 0) {
+			env.uid = st.st_uid;
+			env.gid = st.st_gid;
+			give_away = false;
+		} else if (give_away && sandbox) {
+			json_array_append_new(
+				warnings, json_string("the workspace belonged to root: it now belongs "
+						      "to the sandbox's user (command_executor."
+						      "local.sandbox_uid)"));
 		}
 		project = strdup(real);
 		env.root = strdup(real);
 	} else {
 		if (!realpath(wsroot, real)) {
-			r = cae_error_set(err, -errno, "create: %s: %s", wsroot, strerror(errno));
+			r = cae_error_set(err, -errno, "create: the workspace: %s", strerror(errno));
 			goto fail;
 		}
 		env.root = strdup(real);
@@ -744,11 +969,50 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 		r = -ENOMEM;
 		goto fail;
 	}
-	json_t *meta = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b}", "task_uuid",
-				 task->uuid, "environment_name", used, "workspace_path", project,
-				 "host_path", project, "workspace_root", env.root, "created_at",
-				 created_at, "status", "creating", "backend", "local", "sandbox",
-				 sandbox ? "bubblewrap" : "none", "external", opts->workspace != NULL);
+	if (!sandbox)
+		env.uid = env.gid = 0;
+	/* How commands are bounded here: a cgroup when this host lets us make one. */
+	json_t *limits = NULL;
+	if (sandbox) {
+		cae_sandbox_limits lim = sandbox_limits(cfg);
+		char name[160];
+		cgroup_name(li, task->uuid, name, sizeof(name));
+		char **procs = NULL;
+		size_t n = 0;
+		bool cg = cae_sandbox_cgroup_setup(name, &lim, &procs, &n) == 0;
+		for (size_t i = 0; i < n; i++)
+			free(procs[i]);
+		free(procs);
+		limits = json_pack("{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
+				   cg ? "cgroup" : "rlimit", "pids",
+				   cg || env.uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
+				   (json_int_t)lim.memory_bytes, "cpus",
+				   cg ? json_real(lim.cpus) : NULL, "cpu_seconds",
+				   (json_int_t)lim.cpu_seconds, "tmp_bytes", (json_int_t)lim.tmp_bytes,
+				   "file_bytes",
+				   lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL,
+				   "uid", CAE_SANDBOX_UID);
+		if (!cg)
+			json_array_append_new(
+				warnings,
+				json_string(env.uid != 0
+						    ? "no cgroup could be made for the sandbox: commands "
+						      "are bounded by rlimits (per process memory and "
+						      "CPU time, processes of the sandbox uid), not as a "
+						      "whole"
+						    : "no cgroup could be made for the sandbox: commands "
+						      "are bounded by rlimits per process; the number of "
+						      "processes is not bounded"));
+	}
+	seen_project = inside_project(&env);
+	json_t *meta = json_pack(
+		"{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:I, s:o?}",
+		"task_uuid", task->uuid, "environment_name", used, "workspace_path", seen_project,
+		"host_path", project, "workspace_root", env.root, "created_at", created_at, "status",
+		"creating", "backend", "local", "sandbox", sandbox ? "bubblewrap" : "none",
+		"external", opts->workspace != NULL, "sandbox_uid", (int)env.uid, "sandbox_gid",
+		(int)env.gid, "pid", (int)getpid(), "pid_start", (json_int_t)proc_start(getpid()),
+		"limits", limits);
 	char cid[128];
 	snprintf(cid, sizeof(cid), "local-%s", task->uuid);
 	json_object_set_new(meta, "container_id", json_string(cid));
@@ -763,8 +1027,8 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 				 "sandbox", sandbox ? "bubblewrap" : "none"),
 		       NULL);
 	if (!opts->workspace) {
-		/* 4. clone: git runs on the host (the source may be a local path the sandbox
-		 * hides); nothing of the repository runs during a clone. */
+		/* 4. clone: git runs on the host, unconfined (the source may be a local path the
+		 * sandbox hides); nothing of the repository runs during a clone. */
 		progress(opts, 4, "clone");
 		struct local_env genv = env;
 		genv.sandbox = false;
@@ -776,10 +1040,23 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 			local_env_clear(&env);
 			goto fail;
 		}
+	}
+	if (give_away && sandbox) {
+		r = cae_sandbox_chown_tree(env.root, env.uid, env.gid);
+		if (r < 0) {
+			r = cae_error_set(err, r, "create: cannot give the workspace to the sandbox's "
+						  "user: %s",
+					  strerror(-r));
+			json_decref(meta);
+			local_env_clear(&env);
+			goto fail;
+		}
+	}
+	if (!opts->workspace) {
 		/* 5. dependencies, inside the sandbox (they run the project's code), network on */
 		progress(opts, 5, "deps");
 		if (cfg->command_executor.clone.auto_install_deps)
-			cae_deps_install(env_exec_cb, &env, b->log, project, deps, warnings,
+			cae_deps_install(env_exec_cb, &env, b->log, seen_project, deps, warnings,
 					 opts->cancel_fd, opts->has_cancel_fd);
 	}
 	local_env_clear(&env);
@@ -807,7 +1084,8 @@ fail_nodir:
 	json_decref(warnings);
 	json_decref(deps);
 	cae_log_fields(b->log, CAE_LOG_ERROR, "environment.prepare_failed",
-		       json_pack("{s:s}", "task_uuid", task->uuid), "%s", err ? err->message : "");
+		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "local"), "%s",
+		       err ? err->message : "");
 	return r;
 }
 
@@ -879,7 +1157,9 @@ static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
 	int64_t t = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
-	if (t >= 0 && t > s->cutoff)
+	/* a preparation that died is collected whatever its age */
+	bool failed = strcmp(json_string_value(json_object_get(meta, "status")), "failed") == 0;
+	if (!failed && t >= 0 && t > s->cutoff)
 		return 0;
 	if (remove_task_dir(b, uuid, NULL) == 0)
 		s->removed++;
@@ -920,6 +1200,8 @@ static void local_free(cae_backend *b)
 		pthread_mutex_destroy(&li->meta_lock);
 		free(li->root);
 		free(li->bwrap);
+		free(li->probe_error);
+		free(li->etc_dir);
 		pthread_mutex_destroy(&li->probe_lock);
 		pthread_mutex_destroy(&li->helper_lock);
 		free(li);
@@ -954,11 +1236,12 @@ int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out
 	pthread_mutex_init(&li->helper_lock, NULL);
 	pthread_mutex_init(&li->meta_lock, NULL);
 	li->root = cae_path_join(state, "local");
+	li->etc_dir = li->root ? cae_path_join(li->root, ".sandbox-etc") : NULL;
 	b->ops = &local_ops;
 	b->cfg = cfg;
 	b->log = log;
 	b->impl = li;
-	if (!li->root) {
+	if (!li->root || !li->etc_dir) {
 		local_free(b);
 		return -ENOMEM;
 	}

@@ -161,6 +161,8 @@ json_t *cae_env_info_to_json(const cae_env_info *i)
 		set_opt(j, "host_path", i->host_path);
 	json_object_set_new(j, "warnings", i->warnings ? json_deep_copy(i->warnings) : json_array());
 	json_object_set_new(j, "deps", i->deps ? json_deep_copy(i->deps) : json_array());
+	if (i->limits)
+		json_object_set_new(j, "limits", json_deep_copy(i->limits));
 	return j;
 }
 
@@ -188,6 +190,8 @@ int cae_env_info_from_json(json_t *j, cae_env_info *i, cae_error *err)
 	i->warnings = json_is_array(w) ? json_deep_copy(w) : json_array();
 	json_t *d = json_object_get(j, "deps");
 	i->deps = json_is_array(d) ? json_deep_copy(d) : json_array();
+	json_t *l = json_object_get(j, "limits");
+	i->limits = json_is_object(l) ? json_deep_copy(l) : NULL;
 	if (!i->task_uuid || !i->workspace_path) {
 		cae_env_info_clear(i);
 		return cae_error_set(err, -EINVAL, "environment metadata: missing fields");
@@ -210,5 +214,6 @@ void cae_env_info_clear(cae_env_info *i)
 	free(i->sandbox);
 	json_decref(i->warnings);
 	json_decref(i->deps);
+	json_decref(i->limits);
 	memset(i, 0, sizeof(*i));
 }

@@ -92,6 +92,7 @@ int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t 
 	if (fd < 0)
 		return -EEXIST;
 	int r = cae_write_all(fd, data, len);
+	cae_keep_owner(fd, dfd, base);
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;
 	if (r == 0 && fsync(fd) < 0)
@@ -260,4 +261,26 @@ bool cae_is_dir(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+void cae_keep_owner(int fd, int dfd, const char *base)
+{
+	if (geteuid() != 0)
+		return;
+	struct stat st;
+	if (fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
+		if (fstat(dfd, &st) < 0)
+			return;
+	}
+	if (st.st_uid != 0 || st.st_gid != 0)
+		(void)!fchown(fd, st.st_uid, st.st_gid);
+}
+
+void cae_keep_owner_dir(int dfd, const char *name)
+{
+	if (geteuid() != 0)
+		return;
+	struct stat st;
+	if (fstat(dfd, &st) == 0 && (st.st_uid != 0 || st.st_gid != 0))
+		(void)!fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 }

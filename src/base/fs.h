@@ -26,6 +26,14 @@ int cae_read_fd(int fd, size_t max, char **out, size_t *len);
 /* write() all of it, retrying on EINTR and short writes. */
 int cae_write_all(int fd, const void *data, size_t len);
 
+/* Run as root, cae writes into workspaces that belong to a sandbox's unprivileged user:
+ * what it creates there must stay that user's. When we are root, gives fd (a file just
+ * created in directory dfd to replace or add dfd/base) the owner of the file it replaces,
+ * else the owner of dfd. Does nothing for other users; best effort. */
+void cae_keep_owner(int fd, int dfd, const char *base);
+/* Same for a directory just made: dfd/name gets dfd's owner (when we are root). */
+void cae_keep_owner_dir(int dfd, const char *name);
+
 /* mkdir -p. Returns 0 if the directory exists afterwards. */
 int cae_mkdir_p(const char *path, mode_t mode);
 /* rm -rf without following symlinks and without crossing into other mounts' symlinks.

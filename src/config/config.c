@@ -158,6 +158,9 @@ static const struct key keys[] = {
 	SECTION(CE "local"),
 	ENUM(CE "local.sandbox", command_executor.local.sandbox, sandbox_names, "auto", NULL),
 	BOOL(CE "local.network", command_executor.local.network, "false", NULL),
+	BOOL(CE "local.unconfined", command_executor.local.unconfined, "false", NULL),
+	INT(CE "local.sandbox_uid", command_executor.local.sandbox_uid, 1, 2147483646, "100000",
+	    NULL),
 
 	SECTION("text_editor_mcp"),
 	BOOL(TE "enabled", text_editor_mcp.enabled, "true", "TEXT_EDITOR_MCP_ENABLED"),
@@ -1023,6 +1026,13 @@ static int validate(struct ctx *c, bool warn)
 				 "the default environment %s is not one of the configured environments (%s)",
 				 vbuf, list);
 	}
+
+	/* running commands unconfined is a decision the config states in so many words */
+	if (cfg->command_executor.local.sandbox == CAE_CONFIG_SANDBOX_NONE &&
+	    !cfg->command_executor.local.unconfined)
+		return key_error(c, origin_of(c, CE "local.sandbox"), find_key(CE "local.sandbox"),
+				 "none runs commands on this host unconfined: it needs "
+				 "command_executor.local.unconfined: true");
 
 	/* network: mode and the seed's external_access describe one thing */
 	struct cae_config_net_view {

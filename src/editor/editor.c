@@ -415,6 +415,8 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 			}
 			int r =
 			    mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno : 0;
+			if (r == 0)
+				cae_keep_owner_dir(pfd, name);
 			if (owned)
 				close(pfd);
 			if (r < 0)
@@ -908,6 +910,9 @@ static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *se
 		/* Keep the owner when we may (root); a failure leaves ours. */
 		if (fchown(fd, owner->st_uid, owner->st_gid) < 0) {
 		}
+	} else if (r == 0 && !owner) {
+		/* a new file: its directory's owner (the sandbox's user), when we are root */
+		cae_keep_owner(fd, dfd, base);
 	}
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;

@@ -108,8 +108,12 @@ static int open_dir(host_fs *h, const char *dir, bool create)
 					return pfd;
 				name = last + 1;
 			}
-			if (mkdirat(pfd >= 0 ? pfd : h->root_fd, name, 0755) < 0 && errno != EEXIST)
-				return -errno;
+			if (mkdirat(pfd >= 0 ? pfd : h->root_fd, name, 0755) < 0) {
+				if (errno != EEXIST)
+					return -errno;
+			} else {
+				cae_keep_owner_dir(pfd >= 0 ? pfd : h->root_fd, name);
+			}
 			fd = cae_open_beneath(h->root_fd, p, O_PATH | O_DIRECTORY, 0);
 		}
 		if (fd < 0)

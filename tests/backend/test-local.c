@@ -102,7 +102,11 @@ START_TEST(prepare_issue_shallow_clone)
 				       "--abbrev-ref HEAD; cat a.txt | wc -l");
 	ck_assert_str_eq(r.out, "true\nmain\n60\n");
 	cae_run_result_clear(&r);
-	ck_assert_int_eq(strncmp(info.workspace_path, state, strlen(state)), 0);
+	/* commands see the project where containers have it; the host keeps it in the state
+	 * directory */
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	ck_assert_int_eq(strncmp(info.host_path, state, strlen(state)), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(info.limits, "mechanism")), "cgroup");
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -252,22 +256,28 @@ START_TEST(bubblewrap_confines)
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(info.sandbox, "bubblewrap");
-	char outside[64];
-	snprintf(outside, sizeof(outside), "/var/tmp/cae-outside-%d", (int)getpid());
+	_cleanup_free_ char *outside = cae_path_join(state, "outside.txt");
 	char script[2048];
 	snprintf(script, sizeof(script),
-		 "echo in > inside.txt && echo ok-inside; "
+		 "echo in > inside.txt && echo ok-inside; pwd; id -u; "
+		 "grep CapEff /proc/self/status; "
 		 "echo x > %s 2>/dev/null && echo wrote-outside; "
+		 "ls %s 2>/dev/null && echo sees-state; "
 		 "echo x > /etc/cae-test 2>/dev/null && echo wrote-etc; "
 		 "echo t > /tmp/cae-private-test && echo tmp-ok; "
 		 "awk 'NR>2{print $1}' /proc/net/dev; echo x > ../tmp/scratch && echo scratch-ok",
-		 outside);
+		 outside, state);
 	cae_run_result r = run(b, "bw", script);
-	ck_assert_str_eq(r.out, "ok-inside\ntmp-ok\nlo:\nscratch-ok\n");
+	ck_assert_str_eq(r.out, "ok-inside\n/workspace/project\n1000\nCapEff:\t0000000000000000\n"
+				"tmp-ok\nlo:\nscratch-ok\n");
 	cae_run_result_clear(&r);
 	ck_assert_int_ne(access(outside, F_OK), 0);
 	ck_assert_int_ne(access("/tmp/cae-private-test", F_OK), 0);
-	unlink(outside);
+	/* on the host, what commands write belongs to the unprivileged sandbox uid */
+	_cleanup_free_ char *inside = cae_path_join(info.host_path, "inside.txt");
+	struct stat st;
+	ck_assert_int_eq(stat(inside, &st), 0);
+	ck_assert_uint_eq(st.st_uid, geteuid() == 0 ? 100000 : geteuid());
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -404,29 +414,41 @@ START_TEST(sandbox_helper_from_tmp)
 }
 END_TEST
 
-/* Without cae-helper every command gets a sandbox of its own: still confined. */
-START_TEST(sandbox_per_command_without_helper)
+/* Without the means for a sandbox (here: no cae-helper), commands are refused, unless the
+ * config says unconfined: true in so many words. */
+START_TEST(no_sandbox_means_refused_unless_unconfined)
 {
 	setenv("CAE_HELPER", "/nonexistent/cae-helper", 1);
 	_cleanup_free_ char *repo = make_repo();
-	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
-	cae_backend *b = prepared(cfg, "nohelper", repo);
-	char outside[96];
-	snprintf(outside, sizeof(outside), "/var/tmp/cae-outside-nh-%d", (int)getpid());
-	char script[512];
-	snprintf(script, sizeof(script),
-		 "echo $PPID; echo t > /tmp/t; echo x > %s 2>/dev/null && echo wrote-outside; "
-		 "echo in > inside.txt && echo ok-inside",
-		 outside);
-	cae_run_result r = run(b, "nohelper", script);
-	ck_assert_str_eq(r.out, "1\nok-inside\n"); /* parent: the fresh sandbox's init */
-	cae_run_result_clear(&r);
-	ck_assert_int_ne(access(outside, F_OK), 0);
-	r = run(b, "nohelper", "cat /tmp/t 2>/dev/null || echo fresh-tmp");
-	ck_assert_str_eq(r.out, "fresh-tmp\n");
-	cae_run_result_clear(&r);
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = { .uuid = C("nohelper"), .repo = repo };
+	cae_env_info info;
+	cae_error err;
+	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -ENOSYS);
+	ck_assert_ptr_nonnull(strstr(err.message, "no sandbox for commands on this host"));
+	ck_assert_ptr_nonnull(strstr(err.message, "unconfined: true"));
+	json_t *list;
+	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+	ck_assert_uint_eq(json_array_size(list), 0);
+	json_decref(list);
 	cae_backend_free(b);
-	ck_assert_uint_eq(descendants(), 0);
+	cae_config_free(cfg);
+
+	cfg = config("  local:\n    unconfined: true\n");
+	b = backend(cfg);
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(info.sandbox, "none");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(info.warnings, 0)),
+				     "unconfined"));
+	cae_run_result r = run(b, "nohelper", "pwd");
+	char want[4200];
+	snprintf(want, sizeof(want), "%s\n", info.host_path);
+	ck_assert_str_eq(r.out, want);
+	cae_run_result_clear(&r);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
 	cae_config_free(cfg);
 }
 END_TEST
@@ -484,7 +506,7 @@ END_TEST
 START_TEST(plain_mode_warns_and_is_unconfined)
 {
 	_cleanup_free_ char *repo = make_repo();
-	cae_config *cfg = config("  local:\n    sandbox: none\n");
+	cae_config *cfg = config("  local:\n    sandbox: none\n    unconfined: true\n");
 	cae_backend *b = backend(cfg);
 	cae_task t = { .uuid = C("plain"), .repo = repo };
 	cae_env_info info;
@@ -549,7 +571,7 @@ START_TEST(environment_gone_is_clear)
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
-	cae_rm_rf(info.workspace_path);
+	cae_rm_rf(info.host_path);
 	const char *argv[] = { "true", NULL };
 	cae_exec_request req = { .argv = argv };
 	cae_run_result r;
@@ -735,7 +757,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, bubblewrap_confines);
 	tcase_add_test(tc, sandbox_lives_with_the_environment);
 	tcase_add_test(tc, sandbox_follows_a_recreated_workspace);
-	tcase_add_test(tc, sandbox_per_command_without_helper);
+	tcase_add_test(tc, no_sandbox_means_refused_unless_unconfined);
 	tcase_add_test(tc, sandbox_helper_from_tmp);
 	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);

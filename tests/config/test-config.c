@@ -85,6 +85,8 @@ START_TEST(defaults)
 	ck_assert_uint_eq(cfg->command_executor.allowed_commands.additional.n, 0);
 	ck_assert_int_eq(cfg->command_executor.local.sandbox, CAE_CONFIG_SANDBOX_AUTO);
 	ck_assert(!cfg->command_executor.local.network);
+	ck_assert(!cfg->command_executor.local.unconfined);
+	ck_assert_int_eq(cfg->command_executor.local.sandbox_uid, 100000);
 	ck_assert(cfg->text_editor_mcp.enabled);
 	ck_assert_int_eq(cfg->text_editor_mcp.mode, CAE_CONFIG_EDITOR_NATIVE);
 	ck_assert_uint_eq(cfg->text_editor_mcp.mcp_server.command.n, 3);
@@ -469,6 +471,11 @@ START_TEST(errors_with_file_and_line)
 		{ "command_executor:\n  docker:\n    network: {external_access: false, whitelist_mode: true}\n",
 		  "config.yaml:3: command_executor.docker.network.whitelist_mode: a domain allow-list "
 		  "needs external access" },
+		{ "command_executor:\n  local:\n    sandbox: none\n",
+		  "config.yaml:3: command_executor.local.sandbox: none runs commands on this host "
+		  "unconfined: it needs command_executor.local.unconfined: true" },
+		{ "command_executor:\n  local:\n    sandbox_uid: 0\n",
+		  "config.yaml:3: command_executor.local.sandbox_uid: " },
 		{ "github:\n  token: [secret]\n", "config.yaml:2: github.token: expected a string, got a sequence" },
 		{ "worker:\n  git_timeout: \"1\\0\"\n", "config.yaml:2: worker.git_timeout: " },
 		{ "text_editor_mcp:\n  max_file_size: 99999999999999999999999\n",

@@ -69,7 +69,7 @@ inspector --method tools/call --tool-name command-executor_execute_command \
 check "execute_command runs" json_ok "r.isError === false && r.structuredContent.exit_code === 0"
 check "execute_command output" json_ok "r.structuredContent.stdout === 'inspector-ok\\nhello from the workspace\\n'"
 
-inspector --method tools/call --tool-name exec_command --tool-arg "cwd=$ws" \
+inspector --method tools/call --tool-name exec_command --tool-arg "cwd=/workspace/project" \
   'command=["sh","-c","printf exec-ok"]'
 check "exec_command with an array argument" json_ok "r.isError === false && r.structuredContent.stdout === 'exec-ok'"
 

@@ -107,11 +107,11 @@ async function main() {
   if (has("exec_command")) {
     let r = await client.callTool({
       name: "exec_command",
-      arguments: { cwd: ws, command: ["sh", "-c", "printf direct-ok"], shell_mode: "direct" },
+      arguments: { cwd: "/workspace/project", command: ["sh", "-c", "printf direct-ok"], shell_mode: "direct" },
     });
     check(r.isError !== true && r.structuredContent?.stdout === "direct-ok", "exec_command: direct mode runs", r);
     check(r.structuredContent?.exit_code === 0, "exec_command: exit_code 0", r.structuredContent);
-    r = await client.callTool({ name: "exec_command", arguments: { cwd: join(ws, "no-such-dir"), command: ["true"] } });
+    r = await client.callTool({ name: "exec_command", arguments: { cwd: "/workspace/project/no-such-dir", command: ["true"] } });
     check(r.isError === true, "exec_command: missing cwd is a tool error (isError)", r);
     check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
   }

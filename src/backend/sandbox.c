@@ -1,0 +1,338 @@
+/* The local sandbox's command line (see sandbox.h): `cae-helper --enter` (cgroups, rlimits,
+ * staged sources, the switch to the sandbox uid), then bwrap with a file system built from
+ * nothing: only what commands need is bound in. */
+#include "backend/sandbox.h"
+
+#include "base/fs.h"
+#include "base/macro.h"
+
+#include <dirent.h>
+#include <ftw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+struct argl {
+	char **v;
+	size_t n, cap;
+	bool oom;
+};
+
+static void add(struct argl *a, const char *s)
+{
+	if (a->oom)
+		return;
+	if (a->n + 2 > a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		char **v = realloc(a->v, cap * sizeof(char *));
+		if (!v) {
+			a->oom = true;
+			return;
+		}
+		a->v = v;
+		a->cap = cap;
+	}
+	char *d = strdup(s);
+	if (!d) {
+		a->oom = true;
+		return;
+	}
+	a->v[a->n++] = d;
+	a->v[a->n] = NULL;
+}
+
+static void addf(struct argl *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void addf(struct argl *a, const char *fmt, ...)
+{
+	char buf[4200];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	add(a, buf);
+}
+
+void cae_sandbox_argv_free(char **argv)
+{
+	if (!argv)
+		return;
+	for (char **p = argv; *p; p++)
+		free(*p);
+	free(argv);
+}
+
+/* What of /etc a command needs: name resolution, TLS roots, the dynamic linker's cache,
+ * Debian's alternatives, time zone, shell and git defaults, language runtimes' own config.
+ * Never: shadow files, sudoers, ssh keys, machine-id, the host's passwd. */
+static const char *const etc_names[] = {
+	"alternatives", "ld.so.cache",	 "ld.so.conf", "ld.so.conf.d", "localtime",
+	"timezone",	"nsswitch.conf", "host.conf",  "gai.conf",     "protocols",
+	"services",	"ssl",		 "mime.types", "gitconfig",    "bash.bashrc",
+	"profile",	"inputrc",	 "locale.alias", "magic",      "magic.mime",
+	"os-release",	"debian_version", "terminfo",  "pip.conf",     "npmrc",
+	"subversion",	"mercurial",	 "vim",
+};
+static const char *const etc_prefixes[] = { "java-", "python", "perl", "ca-certificates" };
+
+static bool etc_wanted(const char *name, bool network)
+{
+	if (network && (strcmp(name, "hosts") == 0 || strcmp(name, "resolv.conf") == 0))
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(etc_names); i++)
+		if (strcmp(name, etc_names[i]) == 0)
+			return true;
+	for (size_t i = 0; i < ARRAY_SIZE(etc_prefixes); i++)
+		if (strncmp(name, etc_prefixes[i], strlen(etc_prefixes[i])) == 0)
+			return true;
+	return false;
+}
+
+static void add_etc(struct argl *a, bool network)
+{
+	add(a, "--dir");
+	add(a, "/etc");
+	DIR *d = opendir("/etc");
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (de->d_name[0] == '.' || !etc_wanted(de->d_name, network))
+			continue;
+		add(a, "--ro-bind-try");
+		addf(a, "/etc/%s", de->d_name);
+		addf(a, "/etc/%s", de->d_name);
+	}
+	closedir(d);
+}
+
+/* /bin, /lib, ... as on the host: links into /usr (merged /usr) or read-only trees. */
+static void add_top(struct argl *a)
+{
+	static const char *const tops[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	add(a, "--ro-bind");
+	add(a, "/usr");
+	add(a, "/usr");
+	for (size_t i = 0; i < ARRAY_SIZE(tops); i++) {
+		char path[32], target[256];
+		snprintf(path, sizeof(path), "/%s", tops[i]);
+		struct stat st;
+		if (lstat(path, &st) < 0)
+			continue;
+		if (S_ISLNK(st.st_mode)) {
+			ssize_t n = readlink(path, target, sizeof(target) - 1);
+			if (n <= 0)
+				continue;
+			target[n] = '\0';
+			add(a, "--symlink");
+			add(a, target);
+			add(a, path);
+		} else if (S_ISDIR(st.st_mode)) {
+			add(a, "--ro-bind");
+			add(a, path);
+			add(a, path);
+		}
+	}
+}
+
+char **cae_sandbox_argv(const cae_sandbox_spec *s)
+{
+	struct argl a = { 0 };
+	const cae_sandbox_limits *l = s->limits;
+	/* 1. the enter step */
+	add(&a, s->helper);
+	add(&a, "--enter");
+	for (size_t i = 0; i < s->n_cgroup; i++) {
+		add(&a, "--cgroup");
+		add(&a, s->cgroup_procs[i]);
+	}
+	if (l->memory_bytes && s->n_cgroup == 0) {
+		add(&a, "--rlimit");
+		addf(&a, "data=%" PRIu64, l->memory_bytes);
+	}
+	if (s->rlimit_nproc && l->pids > 0) {
+		add(&a, "--rlimit");
+		addf(&a, "nproc=%d", l->pids);
+	}
+	if (l->cpu_seconds > 0) {
+		add(&a, "--rlimit");
+		addf(&a, "cpu=%" PRId64, l->cpu_seconds);
+	}
+	if (l->file_bytes) {
+		add(&a, "--rlimit");
+		addf(&a, "fsize=%" PRIu64, l->file_bytes);
+	}
+	add(&a, "--rlimit");
+	add(&a, "core=0");
+	/* Sources the sandbox uid may not be able to reach by name: staged (root only). */
+	char src_ws[64], src_helper[64], src_etc[64];
+	const char *ws = s->ws_host, *helper = s->helper, *etc = s->etc_dir;
+	if (s->uid != 0) {
+		add(&a, "--stage");
+		add(&a, CAE_SANDBOX_STAGE);
+		add(&a, s->ws_host);
+		add(&a, s->etc_dir);
+		snprintf(src_ws, sizeof(src_ws), "%s/0", CAE_SANDBOX_STAGE);
+		snprintf(src_etc, sizeof(src_etc), "%s/1", CAE_SANDBOX_STAGE);
+		ws = src_ws;
+		etc = src_etc;
+		if (s->serve) {
+			add(&a, s->helper);
+			snprintf(src_helper, sizeof(src_helper), "%s/2", CAE_SANDBOX_STAGE);
+			helper = src_helper;
+		}
+		add(&a, "--user");
+		addf(&a, "%u:%u", (unsigned)s->uid, (unsigned)s->gid);
+	}
+	add(&a, "--");
+	/* 2. bwrap */
+	add(&a, s->bwrap);
+	const char *ns[] = { "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
+			     "--unshare-uts", "--unshare-cgroup-try", "--new-session" };
+	for (size_t i = 0; i < ARRAY_SIZE(ns); i++)
+		add(&a, ns[i]);
+	if (!s->network)
+		add(&a, "--unshare-net");
+	if (s->die_with_parent)
+		add(&a, "--die-with-parent");
+	add(&a, "--uid");
+	addf(&a, "%d", CAE_SANDBOX_UID);
+	add(&a, "--gid");
+	addf(&a, "%d", CAE_SANDBOX_UID);
+	add_top(&a);
+	add_etc(&a, s->network);
+	const char *files[] = { "passwd", "group" };
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+		add(&a, "--ro-bind");
+		addf(&a, "%s/%s", etc, files[i]);
+		addf(&a, "/etc/%s", files[i]);
+	}
+	add(&a, "--proc");
+	add(&a, "/proc");
+	add(&a, "--dev");
+	add(&a, "/dev");
+	add(&a, "--size");
+	addf(&a, "%" PRIu64, l->tmp_bytes);
+	add(&a, "--tmpfs");
+	add(&a, "/tmp");
+	add(&a, "--size");
+	addf(&a, "%" PRIu64, l->tmp_bytes < (64u << 20) ? l->tmp_bytes : (uint64_t)(64u << 20));
+	add(&a, "--tmpfs");
+	add(&a, "/dev/shm");
+	add(&a, "--remount-ro");
+	add(&a, "/dev");
+	const char *layout[] = { "--dir", "/tmp/home", "--symlink", "/tmp/home", CAE_SANDBOX_HOME,
+				 "--dir", "/var", "--symlink", "../tmp", "/var/tmp" };
+	for (size_t i = 0; i < ARRAY_SIZE(layout); i++)
+		add(&a, layout[i]);
+	add(&a, "--bind");
+	add(&a, ws);
+	add(&a, s->ws_inside);
+	if (strcmp(s->ws_inside, CAE_SANDBOX_ROOT) != 0) {
+		add(&a, "--symlink");
+		add(&a, "/tmp");
+		add(&a, CAE_SANDBOX_ROOT "/tmp");
+	}
+	if (s->serve) {
+		add(&a, "--ro-bind");
+		add(&a, helper);
+		add(&a, CAE_SANDBOX_HELPER);
+	}
+	add(&a, "--remount-ro");
+	add(&a, "/");
+	add(&a, "--chdir");
+	add(&a, s->chdir);
+	add(&a, "--");
+	if (s->serve) {
+		add(&a, CAE_SANDBOX_HELPER);
+	} else {
+		for (const char *const *p = s->argv; p && *p; p++)
+			add(&a, *p);
+	}
+	if (a.oom) {
+		cae_sandbox_argv_free(a.v);
+		return NULL;
+	}
+	return a.v;
+}
+
+char **cae_sandbox_env(const char *const *extra)
+{
+	struct argl a = { 0 };
+	const char *fixed[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+				"HOME=" CAE_SANDBOX_HOME,
+				"USER=agent",
+				"LOGNAME=agent",
+				"SHELL=/bin/sh",
+				"TMPDIR=/tmp",
+				"LANG=C.UTF-8",
+				"TERM=dumb" };
+	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
+		size_t kl = (size_t)(strchr(fixed[i], '=') - fixed[i]);
+		bool replaced = false;
+		for (const char *const *x = extra; x && *x && !replaced; x++)
+			replaced = strncmp(*x, fixed[i], kl + 1) == 0;
+		if (!replaced)
+			add(&a, fixed[i]);
+	}
+	for (const char *const *x = extra; x && *x; x++)
+		add(&a, *x);
+	if (!a.v && !a.oom)
+		add(&a, "PATH=/usr/bin:/bin");
+	if (a.oom) {
+		cae_sandbox_argv_free(a.v);
+		return NULL;
+	}
+	return a.v;
+}
+
+int cae_sandbox_write_etc(const char *dir)
+{
+	static const char passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+				     "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
+				     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+	static const char group[] = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n";
+	int r = cae_mkdir_p(dir, 0755);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *p = cae_path_join(dir, "passwd");
+	_cleanup_free_ char *g = cae_path_join(dir, "group");
+	if (!p || !g)
+		return -ENOMEM;
+	r = cae_write_file_atomic(AT_FDCWD, p, passwd, sizeof(passwd) - 1, 0644, false);
+	if (r == 0)
+		r = cae_write_file_atomic(AT_FDCWD, g, group, sizeof(group) - 1, 0644, false);
+	return r;
+}
+
+static uid_t chown_uid;
+static gid_t chown_gid;
+
+static int chown_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)flag;
+	(void)ftw;
+	if (st->st_uid == chown_uid && st->st_gid == chown_gid)
+		return 0;
+	return lchown(path, chown_uid, chown_gid) < 0 ? -errno : 0;
+}
+
+int cae_sandbox_chown_tree(const char *root, uid_t uid, gid_t gid)
+{
+	/* nftw has no user pointer: one tree at a time */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
+	chown_uid = uid;
+	chown_gid = gid;
+	int r = nftw(root, chown_one, 32, FTW_PHYS | FTW_MOUNT);
+	pthread_mutex_unlock(&lock);
+	return r == 0 ? 0 : r < -1 ? r : -EPERM;
+}

@@ -1,0 +1,90 @@
+/* Internal to src/backend: the local backend's sandbox (bubblewrap behind
+ * `cae-helper --enter`), its command line, its environment and its bounds.
+ *
+ * Inside, a command sees only the system trees read-only (/usr and the /bin, /lib... links),
+ * a minimal /etc, its workspace read-write at /workspace (the project at
+ * /workspace/project, as in containers), a private sized /tmp, /proc of its own PID
+ * namespace and a minimal /dev. It runs as uid 1000 ("agent") in a user namespace of its
+ * own with no capabilities and no way to make another user namespace; on the host that uid
+ * is an unprivileged one (command_executor.local.sandbox_uid when cae runs as root, else
+ * cae's own uid), never root. */
+#ifndef CAE_BACKEND_SANDBOX_H
+#define CAE_BACKEND_SANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Paths inside the sandbox. */
+#define CAE_SANDBOX_ROOT "/workspace"
+#define CAE_SANDBOX_PROJECT "/workspace/project"
+#define CAE_SANDBOX_HELPER "/.cae/cae-helper"
+#define CAE_SANDBOX_UID 1000
+#define CAE_SANDBOX_HOME "/home/agent"
+
+typedef struct cae_sandbox_limits {
+	int pids;              /* processes (cgroup) or the sandbox uid's processes (rlimit) */
+	uint64_t memory_bytes; /* cgroup memory, or RLIMIT_DATA per process */
+	double cpus;           /* cgroup CPU quota; no rlimit equivalent */
+	int64_t cpu_seconds;   /* RLIMIT_CPU per process */
+	uint64_t tmp_bytes;    /* size of the /tmp tmpfs */
+	uint64_t file_bytes;   /* RLIMIT_FSIZE: the largest file a command may write */
+} cae_sandbox_limits;
+
+typedef struct cae_sandbox_spec {
+	const char *helper;      /* cae-helper on the host: the enter step (and served inside) */
+	const char *bwrap;       /* bwrap on the host */
+	const char *ws_host;     /* host directory bound read-write ... */
+	const char *ws_inside;   /* ... here: CAE_SANDBOX_ROOT, or CAE_SANDBOX_PROJECT for a
+				  * workspace used as is (then /workspace/tmp is /tmp) */
+	const char *etc_dir;     /* host directory with the sandbox's passwd and group */
+	const char *chdir;       /* inside path */
+	bool network;            /* share the host's network namespace */
+	bool serve;              /* bind cae-helper in and run it (else argv below) */
+	const char *const *argv; /* the command, when !serve */
+	uid_t uid;               /* host uid to switch to (0: stay, cae is not root) */
+	gid_t gid;
+	char **cgroup_procs;     /* cgroup.procs files to join (borrowed) */
+	size_t n_cgroup;
+	const cae_sandbox_limits *limits;
+	bool rlimit_nproc;       /* bound processes with RLIMIT_NPROC (no cgroup, own uid) */
+	bool die_with_parent;    /* bwrap ends with the thread that started it */
+} cae_sandbox_spec;
+
+/* The full command line (enter step + bwrap + program), a NULL-terminated array of new
+ * strings; free with cae_sandbox_argv_free(). NULL on ENOMEM. */
+char **cae_sandbox_argv(const cae_sandbox_spec *s);
+void cae_sandbox_argv_free(char **argv);
+static inline void cae_sandbox_argv_free_p(char ***p)
+{
+	cae_sandbox_argv_free(*p);
+}
+
+/* The environment of a sandboxed command: a fixed minimal set (PATH, HOME, USER, LOGNAME,
+ * SHELL, TMPDIR, LANG, TERM) plus extra "K=V" entries; none of cae's own environment (its
+ * tokens in particular) goes in. New array of new strings (cae_sandbox_argv_free). */
+char **cae_sandbox_env(const char *const *extra);
+
+/* Gives every file below root (root included, links not followed) to uid:gid. */
+int cae_sandbox_chown_tree(const char *root, uid_t uid, gid_t gid);
+
+/* Writes passwd and group for the sandbox into dir (created), atomically. */
+int cae_sandbox_write_etc(const char *dir);
+
+/* Cgroups (cgroup.c): makes cae-<name> below this process's cgroup in every hierarchy with
+ * pids, memory and cpu, with lim's bounds; *procs gets the cgroup.procs paths (new).
+ * -errno when cgroups cannot be used here (not writable, v2 controllers not delegable):
+ * nothing is left then. */
+int cae_sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, char ***procs,
+			     size_t *n);
+/* Removes cae-<name> where it is empty (a running sandbox keeps it). */
+void cae_sandbox_cgroup_remove(const char *name);
+/* Removes every empty cae-* cgroup below ours; returns how many. */
+int cae_sandbox_cgroup_sweep(void);
+
+/* Where an environment's files would be reachable only through a name the sandbox uid
+ * cannot resolve, --enter stages them in a private mount namespace on this directory. */
+#define CAE_SANDBOX_STAGE "/sys"
+
+#endif

@@ -1,0 +1,190 @@
+/* cae-helper --enter: the first step of a local sandbox, run on the host before bwrap.
+ *
+ *   cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]
+ *                      [--user UID:GID] -- PROGRAM ARG...
+ *
+ * In this order, then exec PROGRAM (bwrap):
+ *   1. write "0" to every FILE (a cgroup's cgroup.procs): this process, and all it starts,
+ *      join the environment's cgroups before anything runs in them;
+ *   2. set each rlimit (soft = hard; data, nproc, cpu, fsize, core, nofile);
+ *   3. --stage (root only): in a mount namespace of our own, mount a small tmpfs on DIR and
+ *      bind-mount each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
+ *      reach its sources, which may lie below directories only root may cross (/root);
+ *   4. --user: drop every group and switch to UID:GID for good (no capabilities are kept),
+ *      so that bwrap's user namespace maps the sandbox's uid onto an unprivileged host uid,
+ *      never onto root.
+ * Any failure exits with 125 and a line on stderr; PROGRAM missing exits with 127. */
+#include "helper/enter.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#define ENTER_FAIL 125
+
+static int fail(const char *what, const char *arg, int e)
+{
+	fprintf(stderr, "cae-helper: enter: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "",
+		strerror(e));
+	return ENTER_FAIL;
+}
+
+static int parse_u64(const char *s, unsigned long long *out)
+{
+	if (!*s)
+		return -EINVAL;
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (*end || errno || s[0] == '-')
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static const struct {
+	const char *name;
+	int resource;
+} rlimits[] = {
+	{ "data", RLIMIT_DATA },	 { "nproc", RLIMIT_NPROC }, { "cpu", RLIMIT_CPU },
+	{ "fsize", RLIMIT_FSIZE }, { "core", RLIMIT_CORE },	  { "nofile", RLIMIT_NOFILE },
+};
+
+static int set_rlimit(const char *spec)
+{
+	const char *eq = strchr(spec, '=');
+	unsigned long long v;
+	if (!eq || parse_u64(eq + 1, &v) < 0)
+		return fail("bad --rlimit", spec, EINVAL);
+	for (size_t i = 0; i < sizeof(rlimits) / sizeof(rlimits[0]); i++) {
+		if (strlen(rlimits[i].name) != (size_t)(eq - spec) ||
+		    strncmp(rlimits[i].name, spec, (size_t)(eq - spec)) != 0)
+			continue;
+		struct rlimit rl = { .rlim_cur = v, .rlim_max = v };
+		if (setrlimit(rlimits[i].resource, &rl) < 0)
+			return fail("setrlimit", spec, errno);
+		return 0;
+	}
+	return fail("unknown rlimit", spec, EINVAL);
+}
+
+static int join_cgroup(const char *procs)
+{
+	int fd = open(procs, O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail("cgroup", procs, errno);
+	ssize_t n = write(fd, "0", 1);
+	int e = errno;
+	close(fd);
+	return n == 1 ? 0 : fail("cgroup", procs, n < 0 ? e : EIO);
+}
+
+static int stage(const char *dir, char **srcs, int n)
+{
+	if (geteuid() != 0)
+		return fail("--stage needs root", NULL, EPERM);
+	if (unshare(CLONE_NEWNS) < 0)
+		return fail("unshare mount namespace", NULL, errno);
+	/* Nothing we mount here may reach the host; the host's unmounts still reach us. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+		return fail("mount --make-rslave /", NULL, errno);
+	if (mount("cae-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+		return fail("mount tmpfs on", dir, errno);
+	for (int i = 0; i < n; i++) {
+		struct stat st;
+		if (stat(srcs[i], &st) < 0)
+			return fail("stage", srcs[i], errno);
+		char target[4096];
+		snprintf(target, sizeof(target), "%s/%d", dir, i);
+		if (S_ISDIR(st.st_mode)) {
+			if (mkdir(target, 0755) < 0)
+				return fail("mkdir", target, errno);
+		} else {
+			int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+			if (fd < 0)
+				return fail("create", target, errno);
+			close(fd);
+		}
+		if (mount(srcs[i], target, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return fail("bind", srcs[i], errno);
+	}
+	return 0;
+}
+
+static int become(const char *spec)
+{
+	unsigned long long uid, gid;
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *colon = strchr(buf, ':');
+	if (!colon)
+		return fail("bad --user", spec, EINVAL);
+	*colon = '\0';
+	if (parse_u64(buf, &uid) < 0 || parse_u64(colon + 1, &gid) < 0 || uid == 0 || gid == 0 ||
+	    uid > 0xfffffffeULL || gid > 0xfffffffeULL)
+		return fail("bad --user", spec, EINVAL);
+	if (setgroups(0, NULL) < 0)
+		return fail("setgroups", NULL, errno);
+	if (setresgid((gid_t)gid, (gid_t)gid, (gid_t)gid) < 0)
+		return fail("setresgid", colon + 1, errno);
+	if (setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) < 0)
+		return fail("setresuid", buf, errno);
+	/* For good: there is no way back to root. */
+	if (setuid(0) == 0)
+		return fail("still root after setresuid", NULL, EPERM);
+	return 0;
+}
+
+int cae_helper_enter_main(int argc, char **argv)
+{
+	const char *stage_dir = NULL, *user = NULL;
+	char **stage_srcs = NULL;
+	int n_stage = 0, i = 1, r;
+	if (i < argc && strcmp(argv[i], "--enter") == 0)
+		i++;
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			i++;
+			break;
+		}
+		if (i + 1 >= argc)
+			return fail("missing value for", argv[i], EINVAL);
+		if (strcmp(argv[i], "--cgroup") == 0) {
+			if ((r = join_cgroup(argv[++i])) != 0)
+				return r;
+		} else if (strcmp(argv[i], "--rlimit") == 0) {
+			if ((r = set_rlimit(argv[++i])) != 0)
+				return r;
+		} else if (strcmp(argv[i], "--user") == 0) {
+			user = argv[++i];
+		} else if (strcmp(argv[i], "--stage") == 0) {
+			stage_dir = argv[++i];
+			stage_srcs = argv + i + 1;
+			while (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0) {
+				i++;
+				n_stage++;
+			}
+		} else {
+			return fail("unknown option", argv[i], EINVAL);
+		}
+	}
+	if (i >= argc)
+		return fail("no program after --", NULL, EINVAL);
+	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage)) != 0)
+		return r;
+	if (user && (r = become(user)) != 0)
+		return r;
+	execv(argv[i], argv + i);
+	fprintf(stderr, "cae-helper: enter: %s: %s\n", argv[i], strerror(errno));
+	return 127;
+}

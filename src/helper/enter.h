@@ -1,0 +1,9 @@
+/* Internal to src/helper: `cae-helper --enter`, the host-side first step of a local sandbox
+ * (cgroups, rlimits, staged bind sources, the switch to the sandbox uid; see enter.c). */
+#ifndef CAE_HELPER_ENTER_H
+#define CAE_HELPER_ENTER_H
+
+/* argv[1] is "--enter". Execs the program after "--"; returns an exit status on failure. */
+int cae_helper_enter_main(int argc, char **argv);
+
+#endif
