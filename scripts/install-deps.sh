@@ -6,9 +6,9 @@
 set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
-      check git musl-tools)
+      check git musl-tools bubblewrap)
 if [ "$what" = test ]; then
-  pkgs+=(bubblewrap clang libclang-rt-14-dev valgrind procps python3 jq
+  pkgs+=(clang libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap)
 fi
 missing=()
