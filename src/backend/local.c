@@ -1172,6 +1172,8 @@ static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed
 {
 	struct stale_ctx s = { .cutoff = (int64_t)time(NULL) - threshold_s };
 	int r = for_each_env(b, stale_one, &s);
+	/* cgroups of sandboxes whose manager died before it could remove them */
+	(void)cae_sandbox_cgroup_sweep();
 	*removed = s.removed;
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
 		       json_pack("{s:i, s:i, s:I}", "removed", s.removed, "failed", s.failed,

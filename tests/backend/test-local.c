@@ -503,6 +503,90 @@ START_TEST(sandbox_replaced_when_the_helper_dies)
 }
 END_TEST
 
+static void kill_at_step(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	if (step == *(int *)ud)
+		raise(SIGKILL);
+}
+
+/* A prepare killed at any step leaves an environment that is never "ready" (until the
+ * step that made it ready): listed as "failed", refused by exec, collected by the stale
+ * cleanup whatever its age, with nothing running. */
+START_TEST(prepare_killed_is_never_ready)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	for (int step = 1; step <= 7; step++) {
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			cae_backend *b = backend(cfg);
+			cae_task t = { .uuid = C("killed"), .repo = repo };
+			cae_prepare_options o = { .progress = kill_at_step, .progress_userdata = &step };
+			cae_env_info info;
+			cae_error err;
+			cae_backend_prepare(b, &t, NULL, &o, &info, &err);
+			_exit(3);
+		}
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+		cae_backend *b = backend(cfg);
+		cae_env_info info;
+		cae_error err;
+		int r = cae_backend_info(b, "killed", &info, &err);
+		if (step <= 3) {
+			ck_assert_int_eq(r, -ENOENT); /* nothing made yet */
+		} else {
+			ck_assert_int_eq(r, 0);
+			ck_assert_str_eq(info.status, step == 7 ? "ready" : "failed");
+			cae_env_info_clear(&info);
+			const char *argv[] = { "true", NULL };
+			cae_exec_request req = { .argv = argv };
+			cae_run_result res;
+			r = cae_backend_exec(b, "killed", &req, &res, &err);
+			if (step == 7) {
+				ck_assert_int_eq(r, 0);
+				cae_run_result_clear(&res);
+			} else {
+				ck_assert_int_lt(r, 0);
+				ck_assert_msg(strstr(err.message, "not ready"), "%s", err.message);
+			}
+			int removed = 0;
+			ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+			ck_assert_int_eq(removed, step == 7 ? 0 : 1);
+			ck_assert_int_eq(cae_backend_info(b, "killed", &info, &err),
+					 step == 7 ? 0 : -ENOENT);
+			if (step == 7)
+				cae_env_info_clear(&info);
+		}
+		cae_backend_free(b);
+		/* what the killed process had started was re-parented to us: reap the dead */
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		pid_t kids[16];
+		size_t nk = cae_proctree_descendants(getpid(), kids, 16);
+		char comm[256] = "";
+		if (nk) {
+			char p[64];
+			snprintf(p, sizeof(p), "/proc/%d/cmdline", (int)kids[0]);
+			FILE *f = fopen(p, "r");
+			if (f) {
+				size_t n = fread(comm, 1, sizeof(comm) - 1, f);
+				for (size_t i = 0; i < n; i++)
+					if (!comm[i])
+						comm[i] = ' ';
+				fclose(f);
+			}
+		}
+		ck_assert_msg(nk == 0, "step %d: %zu left: %s", step, nk, comm);
+	}
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(plain_mode_warns_and_is_unconfined)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -760,6 +844,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, no_sandbox_means_refused_unless_unconfined);
 	tcase_add_test(tc, sandbox_helper_from_tmp);
 	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
+	tcase_add_test(tc, prepare_killed_is_never_ready);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, environment_gone_is_clear);
