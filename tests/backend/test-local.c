@@ -434,6 +434,7 @@ START_TEST(no_sandbox_means_refused_unless_unconfined)
 	json_decref(list);
 	cae_backend_free(b);
 	cae_config_free(cfg);
+	free(state);
 
 	cfg = config("  local:\n    unconfined: true\n");
 	b = backend(cfg);
