@@ -1346,9 +1346,13 @@ START_TEST(backend_token_appears_nowhere)
 	snprintf(script, sizeof(script),
 		 "a='%.*s'; b='%s'; cat .git/config; "
 		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
-		 "2>/dev/null; echo searched",
+		 "2>/dev/null; echo searched; "
+		 "(env; cat /proc/[0-9]*/environ) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$a$b\"; "
+		 "echo env-searched",
 		 (int)half, git_token, git_token + half);
 	cae_run_result r = bexec(b, uuid, script, 120000);
+	/* no command's environment holds it either */
+	ck_assert_msg(strstr(r.out, "\n0\nenv-searched\n") != NULL, "%s", r.out);
 	ck_assert_msg(strstr(r.out, git_token) == NULL, "token found: %s", r.out);
 	ck_assert_msg(strstr(r.out, "searched\n") != NULL, "%s", r.out);
 	ck_assert_msg(strstr(r.out, "url = ") != NULL, "%s", r.out);
