@@ -215,8 +215,8 @@ void cae_sandbox_cgroup_remove(const char *name)
 	}
 }
 
-/* Removes the empty "cae-*" cgroups below ours (left by processes that died). */
-static int sweep_dir(const char *dir)
+/* Removes the empty "cae-*" cgroups below ours that keep() does not claim. */
+static int sweep_dir(const char *dir, bool (*keep)(const char *name, void *ud), void *ud)
 {
 	DIR *d = opendir(dir);
 	if (!d)
@@ -225,18 +225,18 @@ static int sweep_dir(const char *dir)
 	struct dirent *de;
 	while ((de = readdir(d)))
 		if (strncmp(de->d_name, "cae-", 4) == 0 && de->d_type == DT_DIR &&
-		    unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
+		    !keep(de->d_name + 4, ud) && unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR) == 0)
 			removed++;
 	closedir(d);
 	return removed;
 }
 
-int cae_sandbox_cgroup_sweep(void)
+int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud)
 {
 	if (is_v2()) {
 		_cleanup_free_ char *own = own_cgroup(NULL);
 		_cleanup_free_ char *dir = own ? cae_path_join(CG_ROOT, own) : NULL;
-		return dir ? sweep_dir(dir) : 0;
+		return dir ? sweep_dir(dir, keep, ud) : 0;
 	}
 	static const char *const ctl[] = { "pids", "memory", "cpu" };
 	int removed = 0;
@@ -245,7 +245,7 @@ int cae_sandbox_cgroup_sweep(void)
 		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = own && mount ? cae_path_join(mount, own) : NULL;
 		if (dir)
-			removed += sweep_dir(dir);
+			removed += sweep_dir(dir, keep, ud);
 	}
 	return removed;
 }

@@ -635,7 +635,12 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	spec.argv = (const char *const *)argv;
 	/* The command is found inside, on the sandbox's PATH; bwrap itself by its path. */
 	spec.cwd = NULL;
-	return cae_runner_run(&spec, res, err);
+	r = cae_runner_run(&spec, res, err);
+	/* its whole tree is gone: the cgroup stays only if a sandbox still uses it */
+	char name[160];
+	cgroup_name(env->impl, env->task, name, sizeof(name));
+	cae_sandbox_cgroup_remove(name);
+	return r;
 }
 
 static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
@@ -983,6 +988,8 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 		for (size_t i = 0; i < n; i++)
 			free(procs[i]);
 		free(procs);
+		/* made again when a sandbox starts; nothing is kept for an idle environment */
+		cae_sandbox_cgroup_remove(name);
 		limits = json_pack("{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
 				   cg ? "cgroup" : "rlimit", "pids",
 				   cg || env.uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
@@ -1168,12 +1175,28 @@ static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 	return 0;
 }
 
+/* Whether cgroup <name> (as cgroup_name() makes them) may belong to a live environment:
+ * another state directory's, or one of ours whose directory exists. */
+static bool cgroup_in_use(const char *name, void *ud)
+{
+	struct local_impl *li = ud;
+	const char *dash = strrchr(name, '-');
+	char ours[160];
+	cgroup_name(li, "", ours, sizeof(ours)); /* "-<hash>" */
+	if (!dash || strcmp(dash, ours) != 0)
+		return true;
+	char uuid[128];
+	snprintf(uuid, sizeof(uuid), "%.*s", (int)(dash - name), name);
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	return !dir || access(dir, F_OK) == 0;
+}
+
 static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
 {
 	struct stale_ctx s = { .cutoff = (int64_t)time(NULL) - threshold_s };
 	int r = for_each_env(b, stale_one, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
-	(void)cae_sandbox_cgroup_sweep();
+	(void)cae_sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
 	*removed = s.removed;
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
 		       json_pack("{s:i, s:i, s:I}", "removed", s.removed, "failed", s.failed,

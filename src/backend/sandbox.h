@@ -80,8 +80,9 @@ int cae_sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, ch
 			     size_t *n);
 /* Removes cae-<name> where it is empty (a running sandbox keeps it). */
 void cae_sandbox_cgroup_remove(const char *name);
-/* Removes every empty cae-* cgroup below ours; returns how many. */
-int cae_sandbox_cgroup_sweep(void);
+/* Removes every empty cae-<name> cgroup below ours for which keep(name) is false (a cgroup
+ * just made is empty until its sandbox joins it: keep() must claim live environments'). */
+int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud);
 
 /* Where an environment's files would be reachable only through a name the sandbox uid
  * cannot resolve, --enter stages them in a private mount namespace on this directory. */
