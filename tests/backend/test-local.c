@@ -564,11 +564,17 @@ START_TEST(prepare_killed_is_never_ready)
 				cae_env_info_clear(&info);
 		}
 		cae_backend_free(b);
-		/* what the killed process had started was re-parented to us: reap the dead */
-		while (waitpid(-1, NULL, WNOHANG) > 0)
-			;
+		/* What the killed process had started was re-parented to us: it ends on its own
+		 * (its sandbox's init died with it); reap it. */
 		pid_t kids[16];
-		size_t nk = cae_proctree_descendants(getpid(), kids, 16);
+		size_t nk = 0;
+		for (int i = 0; i < 300; i++) {
+			while (waitpid(-1, NULL, WNOHANG) > 0)
+				;
+			if ((nk = cae_proctree_descendants(getpid(), kids, 16)) == 0)
+				break;
+			usleep(100000);
+		}
 		char comm[256] = "";
 		if (nk) {
 			char p[64];
