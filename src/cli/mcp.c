@@ -117,9 +117,15 @@ static json_t *session_list(void *userdata, bool with_output_schema)
 static int session_call(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
 			cae_tool_result *res, cae_error *err)
 {
-	cae_session *s = wait_session(userdata, err);
+	cae_error why;
+	cae_error_clear(&why);
+	cae_session *s = wait_session(userdata, &why);
+	/* The cause names the operator's paths (--workspace, --task, the state directory): it
+	 * went to the log; the client (the model) is told only that there is no session. */
 	if (!s)
-		return err ? err->code : -EIO;
+		return cae_error_set(err, why.code < 0 ? why.code : -EIO,
+				     "the session could not be opened (the cause is in the server's "
+				     "log)");
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
