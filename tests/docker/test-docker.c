@@ -399,6 +399,69 @@ static char *top_text(cae_docker *d, const char *id)
 	return s;
 }
 
+/* ---- the container or the engine going away during a command ---- */
+
+struct bg_exec {
+	cae_docker *d;
+	const char *id;
+	int r;
+	cae_error err;
+	cae_run_result res;
+};
+
+static void *bg_exec_main(void *arg)
+{
+	struct bg_exec *x = arg;
+	const char *argv[] = { "sleep", "30", NULL };
+	cae_docker_exec_spec spec = { .argv = argv, .cwd = "/", .timeout_ms = 120000,
+				      .cancel_fd = -1 };
+	x->r = cae_docker_exec(x->d, x->id, &spec, &x->res, NULL, &x->err);
+	return NULL;
+}
+
+/* Waits until the container runs `sleep 30` (as the engine sees it, through d). */
+static void wait_for_sleep(cae_docker *d, const char *id)
+{
+	for (int i = 0; i < 600; i++) {
+		char *top = top_text(d, id);
+		bool seen = strstr(top, "sleep 30") != NULL;
+		free(top);
+		if (seen)
+			return;
+		nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
+	}
+	ck_abort_msg("sleep 30 never started");
+}
+
+START_TEST(exec_container_killed_or_removed_is_an_error)
+{
+	cae_docker *d = client(), *d2 = client();
+	for (int removed = 0; removed < 2; removed++) {
+		char *id = start_container(d, removed ? "rmf" : "kill", NULL);
+		struct bg_exec x = { .d = d2, .id = id };
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
+		wait_for_sleep(d, id);
+		cae_error err = { 0 };
+		if (removed)
+			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
+		else
+			ck_assert_int_eq(cae_docker_container_kill(d, id, "KILL", &err), 0);
+		pthread_join(th, NULL);
+		/* an error that says what happened, not exit status 137 */
+		ck_assert_msg(x.r == -ECONNABORTED, "%d %s (exit %d)", x.r, x.err.message,
+			      x.r == 0 ? x.res.exit_code : 0);
+		ck_assert_msg(strstr(x.err.message,
+				     "the environment's container stopped during the command"),
+			      "%s", x.err.message);
+		remove_container(d, id);
+		free(id);
+	}
+	cae_docker_free(d2);
+	cae_docker_free(d);
+}
+END_TEST
+
 START_TEST(client_version_and_info)
 {
 	cae_docker *d = client();
@@ -743,6 +806,89 @@ START_TEST(client_over_tcp)
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
+}
+END_TEST
+
+/* A relay whose connections can be cut: each is served by a child process it records. */
+struct cut_relay {
+	struct relay rl;
+	pthread_mutex_t lock;
+	pid_t kids[64];
+	int nkids;
+};
+
+static void *cut_relay_main(void *arg)
+{
+	struct cut_relay *cr = arg;
+	for (;;) {
+		int c = accept(cr->rl.lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		pid_t pid = fork();
+		if (pid == 0) {
+			int u = socket(AF_UNIX, SOCK_STREAM, 0);
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			memcpy(sa.sun_path, cr->rl.sock, sizeof(cr->rl.sock));
+			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				relay_pair(c, u);
+			_exit(0);
+		}
+		close(c);
+		pthread_mutex_lock(&cr->lock);
+		if (pid > 0 && cr->nkids < 64)
+			cr->kids[cr->nkids++] = pid;
+		pthread_mutex_unlock(&cr->lock);
+	}
+}
+
+START_TEST(exec_engine_gone_is_an_error)
+{
+	cae_docker_endpoint ep;
+	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
+	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
+	struct cut_relay cr = { .rl = { .lfd = socket(AF_INET, SOCK_STREAM, 0) } };
+	pthread_mutex_init(&cr.lock, NULL);
+	snprintf(cr.rl.sock, sizeof(cr.rl.sock), "%s", ep.socket_path);
+	cae_docker_endpoint_clear(&ep);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(cr.rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(cr.rl.lfd, 16), 0);
+	ck_assert_int_eq(getsockname(cr.rl.lfd, (struct sockaddr *)&sin, &sl), 0);
+	pthread_t rth;
+	ck_assert_int_eq(pthread_create(&rth, NULL, cut_relay_main, &cr), 0);
+
+	char host[64];
+	snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
+	cae_docker *d = client(), *far = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_new(host, &far, &err), 0);
+	ck_assert_msg(cae_docker_ping(far, 5000, &err) == 0, "%s", err.message);
+	char *id = start_container(d, "cut", NULL);
+	struct bg_exec x = { .d = far, .id = id };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
+	wait_for_sleep(d, id);
+	/* The engine goes away, as far as this client can tell: no more connections, and the
+	 * open ones cut. */
+	shutdown(cr.rl.lfd, SHUT_RDWR);
+	pthread_join(rth, NULL);
+	close(cr.rl.lfd);
+	pthread_mutex_lock(&cr.lock);
+	for (int i = 0; i < cr.nkids; i++)
+		kill(cr.kids[i], SIGKILL);
+	for (int i = 0; i < cr.nkids; i++)
+		waitpid(cr.kids[i], NULL, 0);
+	pthread_mutex_unlock(&cr.lock);
+	pthread_join(th, NULL);
+	ck_assert_msg(x.r == -ECONNRESET, "%d %s (exit %d)", x.r, x.err.message,
+		      x.r == 0 ? x.res.exit_code : 0);
+	ck_assert_str_eq(x.err.message, "the Docker engine went away during the command");
+	remove_container(d, id);
+	free(id);
+	cae_docker_free(far);
+	cae_docker_free(d);
+	pthread_mutex_destroy(&cr.lock);
 }
 END_TEST
 
@@ -1842,6 +1988,8 @@ static Suite *make_suite(void)
 	tcase_add_test(c, exec_cancel);
 	tcase_add_test(c, exec_concurrent_one_client);
 	tcase_add_test(c, client_over_tcp);
+	tcase_add_test(c, exec_container_killed_or_removed_is_an_error);
+	tcase_add_test(c, exec_engine_gone_is_an_error);
 	suite_add_tcase(s, c);
 
 	TCase *b = tcase_create("backend");
