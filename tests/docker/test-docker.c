@@ -1910,6 +1910,184 @@ START_TEST(backend_stale_gc)
 }
 END_TEST
 
+/* ---- a prepare that did not finish ---- */
+
+struct prep_child {
+	int wfd;
+	int hold_at;
+};
+
+static void child_progress(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct prep_child *pc = ud;
+	char c = (char)('0' + step);
+	if (write(pc->wfd, &c, 1) != 1)
+		_exit(3);
+	if (step == pc->hold_at)
+		for (;;)
+			pause(); /* until killed */
+}
+
+/* Forks a process that prepares uuid, reports each progress step on a pipe and stays at
+ * step hold_at (0: none). Returns its pid; *rd is the pipe's read end. */
+static pid_t spawn_prepare(const char *uuid, int hold_at, int *rd)
+{
+	int p[2];
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		cae_config *cfg = dcfg();
+		cae_backend *b = dbackend(cfg, NULL);
+		cae_task t = http_task(uuid);
+		struct prep_child pc = { .wfd = p[1], .hold_at = hold_at };
+		cae_prepare_options o = { .progress = child_progress, .progress_userdata = &pc,
+					  .cancel_fd = -1 };
+		cae_env_info info;
+		cae_error err = { 0 };
+		_exit(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	*rd = p[0];
+	return pid;
+}
+
+/* Reads progress steps until `step` was reported. */
+static void wait_step(int rd, int step)
+{
+	char c = 0;
+	while (c != (char)('0' + step))
+		ck_assert_msg(read(rd, &c, 1) == 1, "the prepare ended before step %d", step);
+}
+
+static const char *status_in_list(cae_backend *b, const char *uuid, json_t **keep)
+{
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_list(b, keep, &err), 0);
+	size_t i;
+	json_t *e;
+	json_array_foreach(*keep, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			return json_string_value(json_object_get(e, "status"));
+	}
+	return NULL;
+}
+
+static bool any_container(cae_docker *d, const char *uuid)
+{
+	char name[200];
+	snprintf(name, sizeof(name), "%s.creating", uuid);
+	return container_exists(d, uuid) || container_exists(d, name);
+}
+
+START_TEST(backend_killed_prepare_is_never_ready)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	/* Killed at the start of create (before the container exists), of the clone, and of
+	 * the last steps (the child waits there to be killed: no race with its next step). */
+	const int points[] = { 3, 4, 6 };
+	for (size_t k = 0; k < 3; k++) {
+		char uuid[64];
+		task_uuid(uuid, sizeof(uuid));
+		int rd;
+		pid_t pid = spawn_prepare(uuid, points[k], &rd);
+		wait_step(rd, points[k]);
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		close(rd);
+
+		cae_env_info info;
+		cae_error err = { 0 };
+		int r = cae_backend_info(b, uuid, &info, &err);
+		if (points[k] == 3) {
+			ck_assert_int_eq(r, -ENOENT);
+		} else {
+			ck_assert_msg(r == 0, "%s", err.message);
+			ck_assert_str_eq(info.status, "failed");
+			cae_env_info_clear(&info);
+			json_t *list = NULL;
+			const char *st = status_in_list(b, uuid, &list);
+			ck_assert_msg(st && strcmp(st, "failed") == 0, "listed as %s", st);
+			json_decref(list);
+			const char *argv[] = { "true", NULL };
+			cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+			cae_run_result res;
+			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+		}
+		/* gc removes it whatever its age */
+		int removed = 0;
+		ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
+			      err.message);
+		ck_assert_msg(!any_container(d, uuid), "step %d: left behind", points[k]);
+		ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), -ENOENT);
+	}
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_prepare_in_progress_is_creating)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	int rd;
+	pid_t pid = spawn_prepare(uuid, 5, &rd);
+	wait_step(rd, 5); /* cloned; held before the dependencies */
+	cae_env_info info;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "creating");
+	cae_env_info_clear(&info);
+	json_t *list = NULL;
+	const char *st = status_in_list(b, uuid, &list);
+	ck_assert_msg(st && strcmp(st, "creating") == 0, "listed as %s", st);
+	json_decref(list);
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	cae_run_result res;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
+	/* its preparer lives: gc leaves it */
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(any_container(d, uuid));
+	/* the preparer dies: failed, and gc takes it */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	close(rd);
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "failed");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(!any_container(d, uuid));
+	/* a finished prepare: ready under its final name */
+	pid = spawn_prepare(uuid, 0, &rd);
+	int st_code;
+	ck_assert_int_eq(waitpid(pid, &st_code, 0), pid);
+	close(rd);
+	ck_assert_msg(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0, "prepare failed");
+	ck_assert(container_exists(d, uuid));
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "ready");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(backend_auto_selection)
 {
 	cae_config *cfg = dcfg();
@@ -1997,6 +2175,8 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(b, git_setup, git_teardown);
 	tcase_add_unchecked_fixture(b, NULL, sweep);
 	tcase_add_test(b, backend_prepare_pytest_cleanup);
+	tcase_add_test(b, backend_killed_prepare_is_never_ready);
+	tcase_add_test(b, backend_prepare_in_progress_is_creating);
 	tcase_add_test(b, backend_reprepare_starts_clean);
 	tcase_add_test(b, backend_unknown_environment_falls_back);
 	tcase_add_test(b, backend_missing_image);
