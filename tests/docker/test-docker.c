@@ -16,6 +16,7 @@
 #include "cae/config.h"
 #include "cae/docker.h"
 #include "cae/log.h"
+#include "cae/session.h"
 #include "docker/docker-internal.h"
 
 #include <arpa/inet.h>
@@ -1910,6 +1911,90 @@ START_TEST(backend_stale_gc)
 }
 END_TEST
 
+/* ---- the tools' view of a container gone during a command ---- */
+
+struct bg_tool {
+	cae_session *s;
+	const char *tool;
+	const char *args;
+	cae_tool_result res;
+	int r;
+};
+
+static void *bg_tool_main(void *arg)
+{
+	struct bg_tool *x = arg;
+	json_t *a = json_loads(x->args, 0, NULL);
+	cae_error err = { 0 };
+	x->r = cae_session_call_tool(x->s, x->tool, a, NULL, &x->res, &err);
+	json_decref(a);
+	return NULL;
+}
+
+START_TEST(tools_report_a_container_gone_mid_command)
+{
+	cae_config *cfg = dcfg();
+	cae_session *s = NULL;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	const char *tools[] = { "exec_command", "command-executor_execute_command" };
+	const char *args[] = { "{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
+			       "{\"command\": \"sleep 30\"}" };
+	for (int i = 0; i < 2; i++) {
+		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo", repo_url,
+				       "platform", "github");
+		cae_tool_result res;
+		ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err),
+				 0);
+		json_decref(pa);
+		ck_assert_msg(!res.is_error, "%s", res.text);
+		char id[80];
+		snprintf(id, sizeof(id), "%s",
+			 json_string_value(json_object_get(res.structured, "container_id")));
+		cae_tool_result_clear(&res);
+		struct bg_tool x = { .s = s, .tool = tools[i], .args = args[i] };
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, bg_tool_main, &x), 0);
+		wait_for_sleep(d, id);
+		if (i == 0)
+			ck_assert_int_eq(cae_docker_container_kill(d, id, "KILL", &err), 0);
+		else
+			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
+		pthread_join(th, NULL);
+		ck_assert_int_eq(x.r, 0);
+		json_t *o = x.res.structured;
+		if (i == 0) {
+			/* exec_command: a tool error, INTERNAL, saying what happened */
+			ck_assert(x.res.is_error);
+			json_t *e = json_object_get(o, "error");
+			ck_assert_str_eq(json_string_value(json_object_get(e, "code")), "INTERNAL");
+			ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")),
+					     "container stopped during the command"),
+				      "%s", x.res.text);
+		} else {
+			/* execute_command (seed 000): exit -1 and the error in stderr */
+			ck_assert_int_eq(json_integer_value(json_object_get(o, "exit_code")), -1);
+			const char *se = json_string_value(json_object_get(o, "stderr"));
+			const char *want = "Command execution error: the environment's container "
+					   "stopped during the command";
+			ck_assert_msg(se && strncmp(se, want, strlen(want)) == 0, "%s", x.res.text);
+		}
+		cae_tool_result_clear(&x.res);
+	}
+	json_t *ca = json_pack("{s:s}", "task_uuid", uuid);
+	cae_tool_result res;
+	ck_assert_int_eq(cae_session_call_tool(s, "environment_cleanup", ca, NULL, &res, &err), 0);
+	cae_tool_result_clear(&res);
+	json_decref(ca);
+	cae_docker_free(d);
+	cae_session_free(s);
+}
+END_TEST
+
 /* ---- a prepare that did not finish ---- */
 
 struct prep_child {
@@ -2177,6 +2262,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, backend_prepare_pytest_cleanup);
 	tcase_add_test(b, backend_killed_prepare_is_never_ready);
 	tcase_add_test(b, backend_prepare_in_progress_is_creating);
+	tcase_add_test(b, tools_report_a_container_gone_mid_command);
 	tcase_add_test(b, backend_reprepare_starts_clean);
 	tcase_add_test(b, backend_unknown_environment_falls_back);
 	tcase_add_test(b, backend_missing_image);
