@@ -318,8 +318,10 @@ static void replace_all(char *msg, size_t size, const char *what, const char *wi
 void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
 {
 	const char *sd = cfg ? cfg->command_executor.state_dir : NULL;
-	if (!sd || !*sd || size < 32)
+	if (!cfg || size < 32)
 		return;
+	if (!sd)
+		sd = "";
 	char real[PATH_MAX];
 	/* The longer spelling first, so that a prefix of it does not hide the rest. */
 	const char *a = sd, *b = realpath(sd, real) ? real : NULL;
@@ -331,6 +333,10 @@ void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
 	replace_all(msg, size, a, "<state directory>");
 	if (b)
 		replace_all(msg, size, b, "<state directory>");
+	/* "cannot connect to the Docker engine at unix:///..." */
+	const char *dh = cfg->command_executor.docker_host;
+	if (dh && strncmp(dh, "unix://", 7) == 0)
+		replace_all(msg, size, dh, "<docker socket>");
 }
 
 /* Text for the model: the structured result as JSON, or the error message. */

@@ -5,6 +5,7 @@
 #include "cae/session.h"
 #include "cae/tools.h"
 #include "testutil.h"
+#include "tools/tools-internal.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -509,6 +510,35 @@ START_TEST(model_repo_classes)
 }
 END_TEST
 
+START_TEST(host_paths_hidden_in_place)
+{
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	const char *yaml = "command_executor:\n  state_dir: /srv/cae-state\n  docker_host: "
+			   "unix:///run/user/7/docker.sock\n";
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
+	char msg[96];
+	snprintf(msg, sizeof(msg), "create: /srv/cae-state/local/x: Not a directory; "
+				   "/srv/cae-state again");
+	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	ck_assert_str_eq(msg, "create: <state directory>/local/x: Not a directory; <state "
+			      "directory> again");
+	snprintf(msg, sizeof(msg), "cannot connect to the Docker engine at "
+				   "unix:///run/user/7/docker.sock: refused");
+	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	ck_assert_str_eq(msg, "cannot connect to the Docker engine at <docker socket>: refused");
+	/* a replacement longer than what it replaces, at the end of a full buffer: cut */
+	cae_config_set(cfg, "command_executor.state_dir", "/s", NULL);
+	char small[40];
+	snprintf(small, sizeof(small), "%s", "0123456789012345678901234567890123 /s");
+	cae_tools_hide_host_paths(cfg, small, sizeof(small));
+	ck_assert_uint_lt(strlen(small), sizeof(small));
+	ck_assert_str_eq(small, "0123456789012345678901234567890123 ");
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(state_dir_hidden_from_errors)
 {
 	/* A state directory the local backend cannot use: the result says so without naming
@@ -636,6 +666,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, environment_prepare_repo_rules);
 	tcase_add_test(tc, model_repo_classes);
 	tcase_add_test(tc, state_dir_hidden_from_errors);
+	tcase_add_test(tc, host_paths_hidden_in_place);
 	tcase_add_test(tc, definitions_exec_command_exact);
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
 	suite_add_tcase(s, tc);
