@@ -2173,6 +2173,116 @@ START_TEST(backend_prepare_in_progress_is_creating)
 }
 END_TEST
 
+/* ---- `cae prepare` killed, as an operator would meet it ---- */
+
+/* Runs build/cae with CAE_CONFIG=config; stdout and stderr captured together. */
+static char *cae_out(const char *config, const char *args, int *status)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "CAE_CONFIG=%s CAE_LOG_LEVEL=error %s %s 2>&1", config,
+		 CAE_EXE, args);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		cae_buf_append(&b, chunk, n);
+	*status = pclose(f);
+	char *s = strndup(b.data ? b.data : "", b.len);
+	cae_buf_clear(&b);
+	return s;
+}
+
+START_TEST(cli_prepare_killed_then_gc)
+{
+	char *dir = tu_mkdtemp();
+	char config[600];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	cae_docker *d = client();
+	/* Killed once its container exists, and once it logged that the container started
+	 * (the clone comes next). A prepare that finished before the kill landed proves
+	 * nothing: that round is done again. */
+	for (int point = 0; point < 2; point++) {
+		bool killed = false;
+		for (int attempt = 0; attempt < 5 && !killed; attempt++) {
+			char uuid[64], creating[200];
+			task_uuid(uuid, sizeof(uuid));
+			snprintf(creating, sizeof(creating), "coding-agent-exec-%s.creating", uuid);
+			char repo[400];
+			snprintf(repo, sizeof(repo), "%spy.git", git_daemon);
+			int errp[2];
+			ck_assert_int_eq(pipe2(errp, O_CLOEXEC), 0);
+			pid_t pid = fork();
+			ck_assert_int_ge(pid, 0);
+			if (pid == 0) {
+				dup2(errp[1], 2);
+				int null = open("/dev/null", O_WRONLY);
+				dup2(null, 1);
+				setenv("CAE_CONFIG", config, 1);
+				setenv("CAE_LOG_LEVEL", "info", 1);
+				execl(CAE_EXE, CAE_EXE, "prepare", "--repo", repo, "--uuid", uuid,
+				      (char *)NULL);
+				_exit(127);
+			}
+			close(errp[1]);
+			FILE *ef = fdopen(errp[0], "r");
+			if (point == 0) {
+				for (int i = 0; i < 3000 && !any_container(d, uuid); i++)
+					nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
+			} else {
+				char line[4096];
+				while (fgets(line, sizeof(line), ef) &&
+				       !strstr(line, "\"environment.create\""))
+					;
+			}
+			kill(pid, SIGKILL);
+			int st;
+			ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+			fclose(ef);
+			cae_error err = { 0 };
+			if (!WIFSIGNALED(st)) {
+				cae_config *cfg = dcfg();
+				cae_backend *b = dbackend(cfg, NULL);
+				cae_backend_cleanup(b, uuid, &err);
+				cae_backend_free(b);
+				cae_config_free(cfg);
+				continue;
+			}
+			killed = true;
+			int status;
+			char *out = cae_out(config, "env list", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			json_t *list = json_loads(out, 0, NULL);
+			ck_assert_msg(json_is_array(list), "%s", out);
+			const char *st_text = NULL;
+			size_t i;
+			json_t *e;
+			json_array_foreach(list, i, e)
+			{
+				if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+					st_text = json_string_value(json_object_get(e, "status"));
+			}
+			ck_assert_msg(st_text && strcmp(st_text, "failed") == 0, "%s: %s", uuid, out);
+			json_decref(list);
+			free(out);
+			out = cae_out(config, "gc", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			free(out);
+			ck_assert_msg(!any_container(d, uuid), "gc left %s", creating);
+		}
+		ck_assert_msg(killed, "point %d: every prepare finished before its kill", point);
+	}
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(backend_auto_selection)
 {
 	cae_config *cfg = dcfg();
@@ -2263,6 +2373,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, backend_killed_prepare_is_never_ready);
 	tcase_add_test(b, backend_prepare_in_progress_is_creating);
 	tcase_add_test(b, tools_report_a_container_gone_mid_command);
+	tcase_add_test(b, cli_prepare_killed_then_gc);
 	tcase_add_test(b, backend_reprepare_starts_clean);
 	tcase_add_test(b, backend_unknown_environment_falls_back);
 	tcase_add_test(b, backend_missing_image);
