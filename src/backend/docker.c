@@ -82,68 +82,6 @@ static void creating_name(char *buf, size_t size, const char *uuid)
 	snprintf(buf, size, NAME_PREFIX "%s" CREATING_SUFFIX, uuid);
 }
 
-/* ---- the preparing process ----
- * An unfinished environment's preparer is alive when it runs on this host (same boot id and
- * PID namespace) and /proc/<pid> is the same process (same start time). From another host
- * or namespace (a remote engine) that cannot be seen: it counts as alive for as long as a
- * clone may take. */
-
-static void read_line_file(const char *path, char *out, size_t size)
-{
-	out[0] = '\0';
-	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, out, size - 1) : -1;
-	out[n > 0 ? n : 0] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-}
-
-/* This host and PID namespace: "<boot id>/<pid namespace inode>". */
-static void host_identity(char *out, size_t size)
-{
-	char boot[64], ns[64];
-	read_line_file("/proc/sys/kernel/random/boot_id", boot, sizeof(boot));
-	ssize_t n = readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1);
-	ns[n > 0 ? n : 0] = '\0';
-	snprintf(out, size, "%s/%s", boot[0] ? boot : "?", ns[0] ? ns : "?");
-}
-
-/* Start time of a process in clock ticks after boot (/proc/<pid>/stat field 22); 0 when
- * there is no such process. */
-static unsigned long long process_start(long pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-	read_line_file(path, buf, sizeof(buf));
-	const char *p = strrchr(buf, ')'); /* the command name may hold spaces */
-	if (!p)
-		return 0;
-	/* after ")": state (field 3) ... starttime (field 22) */
-	for (int field = 2; field < 22 && p; field++)
-		p = strchr(p + 1, ' ');
-	return p ? strtoull(p + 1, NULL, 10) : 0;
-}
-
-static void preparer_label(char *out, size_t size)
-{
-	char host[160];
-	host_identity(host, sizeof(host));
-	snprintf(out, size, "%s/%ld/%llu", host, (long)getpid(), process_start((long)getpid()));
-}
-
-static bool preparer_alive(const cae_backend *b, const char *preparer, int64_t created)
-{
-	char host[160];
-	host_identity(host, sizeof(host));
-	size_t hn = strlen(host);
-	long pid;
-	unsigned long long start;
-	if (preparer && strncmp(preparer, host, hn) == 0 && preparer[hn] == '/' &&
-	    sscanf(preparer + hn + 1, "%ld/%llu", &pid, &start) == 2 && pid > 0)
-		return start != 0 && process_start(pid) == start;
-	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return created > 0 && (int64_t)time(NULL) - created < (timeout > 0 ? timeout : 300);
-}
-
 enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
 
 static const char *label(json_t *labels, const char *k)
@@ -174,8 +112,10 @@ static enum phase container_phase(const cae_backend *b, json_t *c, const char **
 	if (strcmp(n + pl + ul, CREATING_SUFFIX) != 0)
 		return PHASE_NOT_OURS;
 	int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
-	return preparer_alive(b, label(labels, LABEL_PREPARER), created) ? PHASE_CREATING
-									: PHASE_FAILED;
+	int timeout = b->cfg->command_executor.clone.timeout_seconds;
+	return cae_preparer_alive(label(labels, LABEL_PREPARER), created, timeout > 0 ? timeout : 300)
+		       ? PHASE_CREATING
+		       : PHASE_FAILED;
 }
 
 /* ---- engine facts (once per backend) ---- */
@@ -302,8 +242,8 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 	for (const char *const *a = pid1_argv; *a; a++)
 		json_array_append_new(entry, json_string(*a));
 	_cleanup_free_ char *wtext = json_dumps(warnings, JSON_COMPACT);
-	char preparer[256];
-	preparer_label(preparer, sizeof(preparer));
+	char preparer[CAE_PREPARER_MAX];
+	cae_preparer_label(preparer, sizeof(preparer));
 	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, task->uuid, LABEL_ENV,
 				   env_name, LABEL_CREATED, created_at, LABEL_WARNINGS,
 				   wtext ? wtext : "[]", LABEL_PREPARER, preparer);
