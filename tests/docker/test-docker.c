@@ -2317,6 +2317,70 @@ START_TEST(cli_prepare_killed_then_gc)
 }
 END_TEST
 
+/* End of input while `cae mcp --task` still prepares (a clone from a server that accepts and
+ * never answers): the prepare is cancelled, the server exits and nothing is left behind. */
+START_TEST(mcp_end_of_input_cancels_task_prepare)
+{
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	char uuid[64], task[512], config[600], taskpath[600];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}",
+		 uuid, ntohs(sin.sin_port));
+	tu_write(dir, "task.json", task);
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
+	int in[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("CAE_CONFIG", config, 1);
+		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	/* the clone reached the server (and waits for an answer that never comes) */
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	ck_assert_msg(poll(&p, 1, 120000) == 1, "the clone never connected");
+	int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(conn, 0);
+	cae_docker *d = client();
+	ck_assert(any_container(d, uuid));
+	close(in[1]); /* end of input */
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 600 && w == 0; i++) { /* a generous bound: 60 s, not the clone's 300 */
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			nanosleep(&(struct timespec){ 0, 100000000L }, NULL);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_assert_msg(w == pid, "cae mcp still prepares after the end of its input");
+	ck_assert_msg(!any_container(d, uuid), "the cancelled prepare left its container");
+	close(conn);
+	close(lfd);
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(backend_auto_selection)
 {
 	cae_config *cfg = dcfg();
@@ -2409,6 +2473,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, backend_prepare_in_progress_is_creating);
 	tcase_add_test(b, tools_report_a_container_gone_mid_command);
 	tcase_add_test(b, cli_prepare_killed_then_gc);
+	tcase_add_test(b, mcp_end_of_input_cancels_task_prepare);
 	tcase_add_test(b, backend_reprepare_starts_clean);
 	tcase_add_test(b, backend_unknown_environment_falls_back);
 	tcase_add_test(b, backend_missing_image);
