@@ -42,6 +42,13 @@ typedef struct cae_task {
  * uuid is an error; repo given as "owner/name" with a platform is accepted. */
 int cae_task_from_json(json_t *j, cae_task *t, cae_error *err);
 json_t *cae_task_to_json(const cae_task *t); /* new reference */
+/* For a task the model gave (MCP environment_prepare): https, http, git and ssh URLs and
+ * scp-like user@host:path are accepted; a local path or file:// URL only when its real path
+ * lies under the real path of one of command_executor.local_repo_roots, and then t->repo
+ * becomes that real path; remote-helper transports (ext::...) and other schemes never.
+ * Returns 0, or -EINVAL / -EPERM with a message naming only t->repo as given. The
+ * operator's own tasks (CLI) are not checked. */
+int cae_task_check_model_repo(const struct cae_config *cfg, cae_task *t, cae_error *err);
 void cae_task_clear(cae_task *t);
 /* True for a syntactically acceptable task uuid: 1-64 of [A-Za-z0-9_.-], not starting
  * with '.' or '-' (it becomes a container and a directory name). */

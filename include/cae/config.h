@@ -116,6 +116,13 @@ typedef struct cae_config {
 		 * $XDG_STATE_HOME/cae, else $HOME/.local/state/cae, else /var/lib/cae when HOME
 		 * is unset — the same rule for root and other users. A leading "~/" is expanded. */
 		char *state_dir;
+		/* Directories under which environment_prepare over MCP (the model's request) may
+		 * name a local repository: a path whose real path lies under one of these real
+		 * paths; URLs (https, http, git, ssh, user@host:path) are always accepted, other
+		 * local paths and file:// refused, ext:: always. [] (none: the model names remote
+		 * repositories only). The operator's own --repo, --workspace and --task (CLI) are
+		 * not limited. Absolute paths; a leading "~/" is expanded. */
+		cae_config_strlist local_repo_roots;
 		struct {
 			char *name;           /* "command-executor" (seed 000; informative) */
 			cae_config_strlist command;  /* seed 000's npx command; cae does not run it */

@@ -86,6 +86,8 @@ int cae_docker_container_stop(cae_docker *d, const char *id, int timeout_s, cae_
 int cae_docker_container_kill(cae_docker *d, const char *id, const char *signal, cae_error *err);
 /* POST /containers/{id}/restart?t=timeout_s */
 int cae_docker_container_restart(cae_docker *d, const char *id, int timeout_s, cae_error *err);
+/* POST /containers/{id}/rename?name=NAME; -EEXIST (409) when the name is taken. */
+int cae_docker_container_rename(cae_docker *d, const char *id, const char *name, cae_error *err);
 /* DELETE /containers/{id}?force=&v= ; -ENOENT when there is no such container. */
 int cae_docker_container_remove(cae_docker *d, const char *id, bool force, bool volumes,
 				cae_error *err);
@@ -152,8 +154,10 @@ typedef struct cae_docker_exec_info {
 } cae_docker_exec_info;
 
 /* Returns 0 when the command ran (whatever its exit status), -ESRCH when the container does
- * not exist, -EAGAIN when it is not running, -ENOENT / -ENOTDIR as above, other -errno for
- * engine or transport failures (err set). info may be NULL. */
+ * not exist, -EAGAIN when it is not running, -ENOENT / -ENOTDIR as above, -ECONNABORTED
+ * when the container stopped or was removed during the command and -ECONNRESET when the
+ * engine went away during it (rather than the exit status a killed command would show),
+ * other -errno for engine or transport failures (err set). info may be NULL. */
 int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_spec *spec,
 		    cae_run_result *res, cae_docker_exec_info *info, cae_error *err);
 

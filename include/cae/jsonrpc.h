@@ -27,6 +27,7 @@ extern "C" {
 #define CAE_JSONRPC_INVALID_PARAMS -32602
 #define CAE_JSONRPC_INTERNAL_ERROR -32603
 #define CAE_JSONRPC_SERVER_BUSY -32000
+#define CAE_JSONRPC_SERVER_NOT_INITIALIZED -32002 /* a request before initialize */
 
 #define CAE_JSONRPC_DEFAULT_MAX_MESSAGE ((size_t)4 << 20) /* bytes per line */
 #define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u		  /* nested arrays/objects */
@@ -96,6 +97,13 @@ int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e);
 /* True for a valid request id: a string or an integer. */
 bool cae_jsonrpc_id_valid(const json_t *id);
 
+/* A number too large for jansson (an integer beyond int64, a real beyond double) as a
+ * request's "id" or notifications/cancelled's "requestId": cae_jsonrpc_parse keeps it as a
+ * string holding a NUL byte and the token as the client wrote it (no other string can
+ * start with NUL), and cae_jsonrpc_encode writes a message's such id back as that number.
+ * Returns the token (borrowed, *len bytes) when v is one, else NULL. */
+const char *cae_jsonrpc_raw_number(const json_t *v, size_t *len);
+
 /* ---- building and encoding ---------------------------------------------------------- */
 
 /* {"jsonrpc":"2.0","id":id,"result":result}. id is borrowed (NULL: null), result stolen.
@@ -107,8 +115,9 @@ json_t *cae_jsonrpc_error(json_t *id, int code, const char *message, json_t *dat
 /* {"jsonrpc":"2.0","method":method,"params":params?}. params stolen (may be NULL). */
 json_t *cae_jsonrpc_notification(const char *method, json_t *params);
 
-/* Compact one-line JSON followed by "\n" (strings never contain a raw newline). New
- * string, NULL on ENOMEM. */
+/* Compact one-line JSON followed by "\n" (strings never contain a raw newline); a
+ * message's raw-number id (cae_jsonrpc_raw_number) is written as the number. New string,
+ * NULL on ENOMEM. */
 char *cae_jsonrpc_encode(const json_t *msg, size_t *len);
 
 /* Fills e and returns -EINVAL. */

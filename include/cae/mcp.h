@@ -85,8 +85,10 @@ typedef struct cae_mcp_options {
 	bool (*log_enabled)(void *userdata, const char *level);
 } cae_mcp_options;
 
-/* Serves MCP on in_fd/out_fd until end of input (calls still running are finished and
- * answered first) or shutdown_fd. opts may be NULL. Returns 0, or -errno with err set: a read
+/* Serves MCP on in_fd/out_fd until end of input or shutdown_fd; either cancels the calls
+ * still running (their commands' process trees are killed; a cancelled call gets no answer)
+ * and drops the queued ones. Requests other than initialize and ping before a successful
+ * initialize get a -32002 error. opts may be NULL. Returns 0, or -errno with err set: a read
  * error, -EPIPE when out_fd closed, -ENOMEM. */
 int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp_options *opts,
 		  cae_error *err);

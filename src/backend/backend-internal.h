@@ -35,6 +35,15 @@ int cae_docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_backe
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
 bool cae_docker_backend_available(const cae_config *cfg);
 
+/* The process preparing an environment (src/backend/preparer.c). The label names this
+ * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes
+ * with the NUL. Alive: on this host and PID namespace, /proc/<pid> is still that process;
+ * from elsewhere (a remote engine, another namespace) it cannot be seen, and a prepare
+ * created less than timeout_s ago (created: seconds since the epoch) counts as alive. */
+#define CAE_PREPARER_MAX 256
+void cae_preparer_label(char *out, size_t size);
+bool cae_preparer_alive(const char *label, int64_t created, int timeout_s);
+
 /* Runs one command in the environment being prepared. */
 typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_result *res,
 			       cae_error *err);

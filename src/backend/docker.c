@@ -3,6 +3,12 @@
  * uuid, the environment name and the creation time. Docker is the source of truth: info,
  * list and cleanup work from any process, from names and labels alone.
  *
+ * A container is created as coding-agent-exec-{task_uuid}.creating, labelled with the
+ * preparing process (boot id, pid namespace, pid, start time), and renamed to its final
+ * name as prepare's last step: a prepare that did not finish (killed, crashed) leaves a
+ * container that is visibly not ready — "creating" while its preparer lives, "failed"
+ * after — which exec refuses and gc removes whatever its age.
+ *
  * Inside an environment: /workspace/project (the clone), /workspace/tmp (scratch), owned by
  * the image's non-root user (uid 1000, SPEC §4). Containers run as 1000:1000 with every
  * capability dropped, no-new-privileges, CPU, memory (no swap beyond it) and pids limits, a
@@ -36,6 +42,8 @@
 #define LABEL_ENV "cae.environment"
 #define LABEL_CREATED "cae.created_at"
 #define LABEL_WARNINGS "cae.warnings"
+#define LABEL_PREPARER "cae.preparer" /* boot_id/pidns/pid/starttime of the preparing process */
+#define CREATING_SUFFIX ".creating"
 #define WORKSPACE "/workspace"
 #define PROJECT "/workspace/project"
 #define SCRATCH "/workspace/tmp"
@@ -67,6 +75,47 @@ static struct docker_impl *impl_of(cae_backend *b)
 static void container_name(char *buf, size_t size, const char *uuid)
 {
 	snprintf(buf, size, NAME_PREFIX "%s", uuid);
+}
+
+static void creating_name(char *buf, size_t size, const char *uuid)
+{
+	snprintf(buf, size, NAME_PREFIX "%s" CREATING_SUFFIX, uuid);
+}
+
+enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
+
+static const char *label(json_t *labels, const char *k)
+{
+	return json_string_value(json_object_get(labels, k));
+}
+
+/* What a container (inspect or list form) is to us: a finished environment (its final
+ * name), an unfinished one (the creating name), or none of ours. *uuid: borrowed. */
+static enum phase container_phase(const cae_backend *b, json_t *c, const char **uuid)
+{
+	json_t *config = json_object_get(c, "Config");
+	json_t *labels = json_object_get(config ? config : c, "Labels");
+	const char *u = label(labels, LABEL_UUID);
+	const char *n = json_string_value(json_object_get(c, "Name"));
+	if (!n)
+		n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+	*uuid = u;
+	if (!u || !n || !cae_task_uuid_valid(u))
+		return PHASE_NOT_OURS;
+	if (*n == '/')
+		n++;
+	size_t pl = strlen(NAME_PREFIX), ul = strlen(u);
+	if (strncmp(n, NAME_PREFIX, pl) != 0 || strncmp(n + pl, u, ul) != 0)
+		return PHASE_NOT_OURS;
+	if (n[pl + ul] == '\0')
+		return PHASE_FINAL;
+	if (strcmp(n + pl + ul, CREATING_SUFFIX) != 0)
+		return PHASE_NOT_OURS;
+	int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
+	int timeout = b->cfg->command_executor.clone.timeout_seconds;
+	return cae_preparer_alive(label(labels, LABEL_PREPARER), created, timeout > 0 ? timeout : 300)
+		       ? PHASE_CREATING
+		       : PHASE_FAILED;
 }
 
 /* ---- engine facts (once per backend) ---- */
@@ -193,9 +242,11 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 	for (const char *const *a = pid1_argv; *a; a++)
 		json_array_append_new(entry, json_string(*a));
 	_cleanup_free_ char *wtext = json_dumps(warnings, JSON_COMPACT);
-	json_t *labels = json_pack("{s:s, s:s, s:s, s:s}", LABEL_UUID, task->uuid, LABEL_ENV,
+	char preparer[CAE_PREPARER_MAX];
+	cae_preparer_label(preparer, sizeof(preparer));
+	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, task->uuid, LABEL_ENV,
 				   env_name, LABEL_CREATED, created_at, LABEL_WARNINGS,
-				   wtext ? wtext : "[]");
+				   wtext ? wtext : "[]", LABEL_PREPARER, preparer);
 	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", image, "Entrypoint",
 			 entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT, "Labels",
 			 labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
@@ -203,24 +254,25 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 
 /* ---- ContainerInfo from the engine's view ---- */
 
-static const char *label(json_t *labels, const char *k)
-{
-	return json_string_value(json_object_get(labels, k));
-}
-
 /* From GET /containers/{id}/json or an element of GET /containers/json. */
-static int info_from_container(json_t *c, cae_env_info *info, cae_error *err)
+static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *info,
+			       cae_error *err)
 {
 	memset(info, 0, sizeof(*info));
 	json_t *config = json_object_get(c, "Config");
 	json_t *labels = json_object_get(config ? config : c, "Labels");
-	const char *uuid = label(labels, LABEL_UUID);
-	if (!uuid)
-		return cae_error_set(err, -EINVAL, "container has no %s label", LABEL_UUID);
+	const char *uuid;
+	enum phase ph = container_phase(b, c, &uuid);
+	if (ph == PHASE_NOT_OURS)
+		return cae_error_set(err, -EINVAL, "not a cae environment's container");
 	const char *state = json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
 	if (!state)
 		state = json_string_value(json_object_get(c, "State")); /* list form */
-	const char *status = state && strcmp(state, "running") == 0 ? "ready" : state ? state : "unknown";
+	const char *status = ph == PHASE_CREATING ? "creating"
+			     : ph == PHASE_FAILED ? "failed"
+			     : state && strcmp(state, "running") == 0 ? "ready"
+			     : state			      ? state
+							      : "unknown";
 	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
 			      json_string_value(json_object_get(c, "Id")), "task_uuid", uuid,
 			      "environment_name", label(labels, LABEL_ENV), "workspace_path",
@@ -238,10 +290,22 @@ static int info_from_container(json_t *c, cae_env_info *info, cae_error *err)
 
 /* ---- exec ---- */
 
-static int map_exec_error(int r, const char *uuid, cae_error *err)
+static int map_exec_error(cae_backend *b, int r, const char *uuid, cae_error *err)
 {
-	char name[128];
+	char name[128], creating[160];
 	container_name(name, sizeof(name), uuid);
+	creating_name(creating, sizeof(creating), uuid);
+	json_t *c = NULL;
+	if (r == -ESRCH && cae_docker_container_inspect(impl_of(b)->d, creating, &c, NULL) == 0) {
+		const char *u;
+		enum phase ph = container_phase(b, c, &u);
+		json_decref(c);
+		if (ph == PHASE_CREATING || ph == PHASE_FAILED)
+			return cae_error_set(err, -EAGAIN,
+					     "environment %s is not ready: its prepare %s", uuid,
+					     ph == PHASE_CREATING ? "is still running"
+								  : "did not finish (prepare it again)");
+	}
 	if (r == -ESRCH)
 		return cae_error_set(err, -ENOENT, "environment gone: container %s no longer exists",
 				     name);
@@ -327,7 +391,7 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	cae_docker_exec_info xi;
 	r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
 	log_kill(b, uuid, &xi);
-	return r < 0 ? map_exec_error(r, uuid, err) : 0;
+	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
 }
 
 /* The exec callback of the shared prepare steps (clone, dependencies). */
@@ -351,7 +415,7 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	cae_docker_exec_info xi;
 	int r = cae_docker_exec(impl_of(p->b)->d, p->id, &spec, res, &xi, err);
 	log_kill(p->b, p->uuid, &xi);
-	return r < 0 ? map_exec_error(r, p->uuid, err) : 0;
+	return r < 0 ? map_exec_error(p->b, r, p->uuid, err) : 0;
 }
 
 /* ---- removal ---- */
@@ -359,11 +423,10 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 /* Stops (gracefully, then killed after stop_s) and removes the container with its
  * volumes, up to REMOVE_ATTEMPTS times; then any task network of the same name. A missing
  * container is success. */
-static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *err)
+static int remove_container(cae_backend *b, const char *uuid, const char *name, int stop_s,
+			    cae_error *err)
 {
 	cae_docker *d = impl_of(b)->d;
-	char name[128];
-	container_name(name, sizeof(name), uuid);
 	int r = 0;
 	cae_error e = { 0 };
 	for (int attempt = 0; attempt < REMOVE_ATTEMPTS; attempt++) {
@@ -388,6 +451,22 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 	if (r < 0)
 		return cae_error_set(err, r, "could not remove container %s after %d attempts: %s",
 				     name, REMOVE_ATTEMPTS, e.message);
+	return 0;
+}
+
+/* The finished and the unfinished container of a task, then its network. */
+static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *err)
+{
+	cae_docker *d = impl_of(b)->d;
+	char name[128], creating[160];
+	container_name(name, sizeof(name), uuid);
+	creating_name(creating, sizeof(creating), uuid);
+	cae_error e = { 0 };
+	int r = remove_container(b, uuid, creating, stop_s, err);
+	if (r == 0)
+		r = remove_container(b, uuid, name, stop_s, err);
+	if (r < 0)
+		return r;
 	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
 	char path[192];
 	snprintf(path, sizeof(path), "/networks/%s", name);
@@ -529,7 +608,7 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 	if (res.exit_code != 0) {
 		char line[512];
 		last_line(&res, line, sizeof(line));
-		r = cae_error_set(err, -EIO, "git bundle of %s failed: %s", real, line);
+		r = cae_error_set(err, -EIO, "git bundle of the repository failed: %s", line);
 		cae_run_result_clear(&res);
 		goto out;
 	}
@@ -658,15 +737,18 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 		r = cae_error_set(err, -ENOMEM, "create: out of memory");
 		goto out;
 	}
+	/* Under the creating name until the last step (see the top of this file). */
+	char creating[160];
+	creating_name(creating, sizeof(creating), task->uuid);
 	int64_t t_create = cae_now_ms();
-	r = cae_docker_container_create(d, name, config, &id, &engine_warnings, err);
+	r = cae_docker_container_create(d, creating, config, &id, &engine_warnings, err);
 	json_decref(config);
 	if (r < 0 && with_disk && storage_opt_refused(err->message)) {
 		char w[CAE_ERROR_MSG_MAX + 64];
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
 		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
 		config = container_config(b, task, used, image, created_at, false, warnings);
-		r = cae_docker_container_create(d, name, config, &id, &engine_warnings, err);
+		r = cae_docker_container_create(d, creating, config, &id, &engine_warnings, err);
 		json_decref(config);
 	}
 	if (r < 0) {
@@ -734,7 +816,16 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 	/* 6. text editor: served by the in-container helper once it lands; nothing to start. */
 	progress(opts, 6, "editor");
 
-	/* 7. ready */
+	/* 7. ready: the final name says so */
+	if (cancelled(opts)) {
+		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
+		goto fail;
+	}
+	r = cae_docker_container_rename(d, id, name, err);
+	if (r < 0) {
+		cae_error_prefix(err, "ready");
+		goto fail;
+	}
 	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", id,
 			      "task_uuid", task->uuid, "environment_name", used, "workspace_path",
 			      PROJECT, "created_at", created_at, "status", "ready", "backend",
@@ -767,16 +858,21 @@ out:
 
 static int docker_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_error *err)
 {
-	char name[128];
+	char name[160];
 	container_name(name, sizeof(name), uuid);
 	json_t *c = NULL;
 	cae_error e = { 0 };
 	int r = cae_docker_container_inspect(impl_of(b)->d, name, &c, &e);
+	if (r == -ENOENT) {
+		/* an unfinished one: reported as creating or failed */
+		creating_name(name, sizeof(name), uuid);
+		r = cae_docker_container_inspect(impl_of(b)->d, name, &c, &e);
+	}
 	if (r == -ENOENT)
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
 		return cae_error_set(err, r, "%s", e.message);
-	r = info_from_container(c, info, err);
+	r = info_from_container(b, c, info, err);
 	json_decref(c);
 	return r;
 }
@@ -796,11 +892,8 @@ static int list_ours(cae_backend *b, json_t **out, cae_error *err)
 	json_t *c;
 	json_array_foreach(all, i, c)
 	{
-		const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-		if (n && *n == '/')
-			n++;
-		if (n && strncmp(n, NAME_PREFIX, strlen(NAME_PREFIX)) == 0 &&
-		    cae_task_uuid_valid(n + strlen(NAME_PREFIX)))
+		const char *uuid;
+		if (container_phase(b, c, &uuid) != PHASE_NOT_OURS)
 			json_array_append(*out, c);
 	}
 	json_decref(all);
@@ -819,7 +912,7 @@ static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 	json_array_foreach(ours, i, c)
 	{
 		cae_env_info info;
-		if (info_from_container(c, &info, NULL) == 0) {
+		if (info_from_container(b, c, &info, NULL) == 0) {
 			json_array_append_new(*out, cae_env_info_to_json(&info));
 			cae_env_info_clear(&info);
 		}
@@ -840,20 +933,25 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *remove
 	json_t *c;
 	json_array_foreach(ours, i, c)
 	{
-		const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-		const char *uuid = n + (*n == '/') + strlen(NAME_PREFIX);
+		const char *uuid;
+		enum phase ph = container_phase(b, c, &uuid);
 		json_t *labels = json_object_get(c, "Labels");
 		int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
 		if (created < 0)
 			created = (int64_t)json_integer_value(json_object_get(c, "Created"));
-		if (created <= 0 || now - created < threshold_s)
+		/* An unfinished environment whose preparer is gone goes whatever its age; one
+		 * still being prepared stays (its preparer removes it if it fails). */
+		if (ph == PHASE_CREATING)
+			continue;
+		if (ph != PHASE_FAILED && (created <= 0 || now - created < threshold_s))
 			continue;
 		cae_error e = { 0 };
 		if (remove_env(b, uuid, STOP_TIMEOUT_S, &e) == 0) {
 			(*removed)++;
 			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
-				       json_pack("{s:s, s:I}", "task_uuid", uuid, "age_s",
-						 (json_int_t)(now - created)),
+				       json_pack("{s:s, s:I, s:b}", "task_uuid", uuid, "age_s",
+						 (json_int_t)(now - created), "unfinished",
+						 ph == PHASE_FAILED),
 				       NULL);
 		} else {
 			failed++;

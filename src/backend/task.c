@@ -2,10 +2,13 @@
 #include "cae/backend.h"
 
 #include "base/macro.h"
+#include "cae/config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "base/banned.h"
 
@@ -216,4 +219,108 @@ void cae_env_info_clear(cae_env_info *i)
 	json_decref(i->deps);
 	json_decref(i->limits);
 	memset(i, 0, sizeof(*i));
+}
+
+/* ---- repositories named by the model (SPEC §2: host paths are the operator's) ---- */
+
+static bool scheme_char(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '+' || c == '-' || c == '.';
+}
+
+/* Length of a URL scheme or remote-helper name before `sep` at the start of s, else 0. */
+static size_t prefix_before(const char *s, const char *sep)
+{
+	size_t n = 0;
+	while (scheme_char(s[n]))
+		n++;
+	return n > 0 && strncmp(s + n, sep, strlen(sep)) == 0 ? n : 0;
+}
+
+enum repo_kind { REPO_REMOTE, REPO_LOCAL, REPO_HELPER, REPO_BAD_SCHEME };
+
+/* What git (and the backends: cae_git_clone_source, the docker backend's bundling) make
+ * of repo. *path: for REPO_LOCAL, the path part (borrowed from repo). */
+static enum repo_kind repo_kind(const char *repo, const char **path)
+{
+	static const char *const remote[] = { "https", "http", "git", "ssh", "git+ssh", "ssh+git" };
+	*path = repo;
+	size_t n = prefix_before(repo, "::");
+	if (n > 0)
+		return REPO_HELPER; /* <transport>::<address>: git runs git-remote-<transport> */
+	n = prefix_before(repo, "://");
+	if (n > 0) {
+		for (size_t i = 0; i < sizeof(remote) / sizeof(remote[0]); i++)
+			if (strlen(remote[i]) == n && strncasecmp(repo, remote[i], n) == 0)
+				return REPO_REMOTE;
+		if (n == 4 && strncasecmp(repo, "file", 4) == 0) {
+			*path = repo + 7;
+			return REPO_LOCAL;
+		}
+		return REPO_BAD_SCHEME;
+	}
+	if (strstr(repo, "://"))
+		return REPO_BAD_SCHEME;
+	/* scp-like [user@]host:path: a ':' before any '/' (git's own rule), with the '@' the
+	 * backends look for. Anything else is a path on this host. */
+	size_t first = strcspn(repo, ":/");
+	if (repo[first] == ':' && first > 0 && repo[0] != '-' && strchr(repo, '@') &&
+	    strchr(repo, '@') < repo + first)
+		return REPO_REMOTE;
+	return REPO_LOCAL;
+}
+
+static bool under(const char *real, const char *root)
+{
+	size_t n = strlen(root);
+	if (n == 1 && root[0] == '/')
+		return true;
+	return strncmp(real, root, n) == 0 && (real[n] == '\0' || real[n] == '/');
+}
+
+int cae_task_check_model_repo(const cae_config *cfg, cae_task *t, cae_error *err)
+{
+	if (!t->repo)
+		return 0; /* platform, owner and name: a URL cae builds */
+	const char *path;
+	switch (repo_kind(t->repo, &path)) {
+	case REPO_REMOTE:
+		return 0;
+	case REPO_HELPER:
+		return cae_error_set(err, -EINVAL,
+				     "repository \"%s\": remote-helper transports (<transport>::) "
+				     "are not accepted",
+				     t->repo);
+	case REPO_BAD_SCHEME:
+		return cae_error_set(err, -EINVAL,
+				     "repository \"%s\": only https, http, git and ssh URLs (or "
+				     "user@host:path) are accepted",
+				     t->repo);
+	case REPO_LOCAL:
+		break;
+	}
+	const cae_config_strlist *roots = &cfg->command_executor.local_repo_roots;
+	char real[PATH_MAX];
+	/* The same answer whether the path exists or not: no probing of the host. A file://
+	 * URL names a host path only as file:///path. */
+	bool usable = *path && (path == t->repo || path[0] == '/');
+	if (usable && realpath(path, real)) {
+		for (size_t i = 0; i < roots->n; i++) {
+			char rroot[PATH_MAX];
+			if (!realpath(roots->items[i], rroot) || !under(real, rroot))
+				continue;
+			/* The backend clones what was checked, not a path that may change. */
+			char *p = strdup(real);
+			if (!p)
+				return -ENOMEM;
+			free(t->repo);
+			t->repo = p;
+			return 0;
+		}
+	}
+	return cae_error_set(err, -EPERM,
+			     "repository \"%s\": a local path is accepted only under the directories "
+			     "of command_executor.local_repo_roots%s; give a remote URL",
+			     t->repo, roots->n ? "" : " (none configured)");
 }

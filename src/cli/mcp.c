@@ -15,7 +15,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,9 +59,10 @@ struct lazy_session {
 	const char *workspace;
 	const char *task_file;
 	bool editor_compat;
+	int cancel[2]; /* readable: the server ended, a --task prepare still running stops */
 };
 
-static int prepare_task(cae_session *s, const char *task_file, cae_error *err);
+static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err);
 static int shutdown_pipe[2] = {-1, -1};
 
 static void *open_session_thread(void *arg)
@@ -75,7 +78,7 @@ static void *open_session_thread(void *arg)
 		cae_session_set_editor_compat(s, true);
 	if (r == 0 && l->workspace && (r = cae_session_use_workspace(s, l->workspace, &err)) < 0)
 		cae_error_prefix(&err, "--workspace %s", l->workspace);
-	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, &err)) < 0)
+	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, l->cancel[0], &err)) < 0)
 		cae_error_prefix(&err, "--task %s", l->task_file);
 	if (r < 0) {
 		cae_session_free(s);
@@ -96,11 +99,39 @@ static void *open_session_thread(void *arg)
 	return NULL;
 }
 
-static cae_session *wait_session(struct lazy_session *l, cae_error *err)
+static bool readable(int fd)
 {
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+	return fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Waits for the session; a call's cancellation (end of input, say) ends the wait: looked
+ * at every 50 ms (the opener signals a condition variable, not an fd). NULL on
+ * cancellation with *cancelled set. */
+static cae_session *wait_session(struct lazy_session *l, int cancel_fd, bool *cancelled,
+				 cae_error *err)
+{
+	*cancelled = false;
 	pthread_mutex_lock(&l->lock);
-	while (!l->ready)
-		pthread_cond_wait(&l->ready_cv, &l->lock);
+	while (!l->ready) {
+		if (cancel_fd < 0) {
+			pthread_cond_wait(&l->ready_cv, &l->lock);
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&l->ready_cv, &l->lock, &ts);
+		if (!l->ready && readable(cancel_fd)) {
+			pthread_mutex_unlock(&l->lock);
+			*cancelled = true;
+			return NULL;
+		}
+	}
 	cae_session *s = l->s;
 	if (!s && err)
 		*err = l->err;
@@ -110,16 +141,27 @@ static cae_session *wait_session(struct lazy_session *l, cae_error *err)
 
 static json_t *session_list(void *userdata, bool with_output_schema)
 {
-	cae_session *s = wait_session(userdata, NULL);
+	bool cancelled;
+	cae_session *s = wait_session(userdata, -1, &cancelled, NULL);
 	return s ? cae_session_tool_list(s, with_output_schema) : json_array();
 }
 
 static int session_call(void *userdata, const char *name, json_t *args, const cae_call_ctx *ctx,
 			cae_tool_result *res, cae_error *err)
 {
-	cae_session *s = wait_session(userdata, err);
+	cae_error why;
+	cae_error_clear(&why);
+	bool cancelled;
+	cae_session *s = wait_session(userdata, ctx && ctx->has_cancel_fd ? ctx->cancel_fd : -1,
+				      &cancelled, &why);
+	if (cancelled)
+		return cae_error_set(err, -ECANCELED, "cancelled while the session was opening");
+	/* The cause names the operator's paths (--workspace, --task, the state directory): it
+	 * went to the log; the client (the model) is told only that there is no session. */
 	if (!s)
-		return err ? err->code : -EIO;
+		return cae_error_set(err, why.code < 0 ? why.code : -EIO,
+				     "the session could not be opened (the cause is in the server's "
+				     "log)");
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
@@ -203,8 +245,9 @@ static int take_stdio(int *in, int *out)
 	return r;
 }
 
-static int prepare_task(cae_session *s, const char *task_file, cae_error *err)
+static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err)
 {
+	cae_call_ctx ctx = {.cancel_fd = cancel_fd, .has_cancel_fd = cancel_fd >= 0};
 	json_t *j = cae_cli_read_json(task_file, err);
 	if (!j)
 		return -EINVAL;
@@ -213,7 +256,7 @@ static int prepare_task(cae_session *s, const char *task_file, cae_error *err)
 	if (r == 0) {
 		json_t *info = NULL;
 		r = cae_session_prepare(s, &task,
-					json_string_value(json_object_get(j, "environment")), NULL,
+					json_string_value(json_object_get(j, "environment")), &ctx,
 					&info, err);
 		if (r == 0)
 			cae_log_fields(cae_cli_log(), CAE_LOG_INFO, "mcp.task_prepared", info,
@@ -284,6 +327,10 @@ int cae_cli_mcp(int argc, char **argv)
 	    .task_file = task_file,
 	    .editor_compat = editor_compat,
 	};
+	if (pipe2(lazy.cancel, O_CLOEXEC | O_NONBLOCK) < 0) {
+		fprintf(stderr, "cae mcp: cannot start: %s\n", strerror(errno));
+		return 1;
+	}
 	pthread_t opener;
 	if ((r = pthread_create(&opener, NULL, open_session_thread, &lazy)) != 0) {
 		fprintf(stderr, "cae mcp: cannot start: %s\n", strerror(r));
@@ -300,7 +347,13 @@ int cae_cli_mcp(int argc, char **argv)
 	r = cae_mcp_serve(&h, in_fd, out_fd, &o, &err);
 	if (r < 0 && r != -EPIPE)
 		cae_log_event(cae_cli_log(), CAE_LOG_ERROR, "mcp.error", "%s", err.message);
+	/* The server ended (end of input, a signal): a --task prepare still running is
+	 * cancelled rather than waited for. */
+	ssize_t k = write(lazy.cancel[1], "x", 1);
+	(void)k;
 	pthread_join(opener, NULL);
+	close(lazy.cancel[0]);
+	close(lazy.cancel[1]);
 	if (lazy.r < 0)
 		r = lazy.r;
 	cae_session_free(lazy.s);

@@ -80,6 +80,7 @@ static const char *const editor_names[] = { "native", "mcp", NULL };
 #define STR(p, m, fl, d, e) { .path = p, .type = V_STRING, .off = OFF(m), .flags = fl, .def = d, .env = e }
 #define ENUM(p, m, nm, d, e) { .path = p, .type = V_ENUM, .off = OFF(m), .names = nm, .def = d, .env = e }
 #define LIST(p, m, d) { .path = p, .type = V_STRLIST, .off = OFF(m), .def = d }
+#define LISTF(p, m, fl, d) { .path = p, .type = V_STRLIST, .off = OFF(m), .flags = fl, .def = d }
 #define ALIAS(p, of) { .path = p, .alias_of = of }
 
 #define CE "command_executor."
@@ -102,6 +103,7 @@ static const struct key keys[] = {
 	    NULL),
 	STR(CE "state_dir", command_executor.state_dir, F_NONEMPTY | F_ABSPATH, NULL,
 	    "CAE_STATE_DIR"),
+	LISTF(CE "local_repo_roots", command_executor.local_repo_roots, F_ABSPATH, NULL),
 	SECTION(CE "mcp_server"),
 	STR(CE "mcp_server.name", command_executor.mcp_server.name, 0, "command-executor", NULL),
 	LIST(CE "mcp_server.command", command_executor.mcp_server.command,
@@ -655,6 +657,24 @@ static char *expand_home(struct ctx *c, const char *s)
 	return strdup(s);
 }
 
+/* Appends one list item (NUL-terminated, trimmed), "~/"-expanded and required absolute
+ * for F_ABSPATH lists. */
+static int list_push_item(struct ctx *c, const struct where *w, int idx, cae_config_strlist *l,
+			  const char *t)
+{
+	if (!(keys[idx].flags & F_ABSPATH))
+		return strlist_push(l, t, strlen(t));
+	_cleanup_free_ char *p = expand_home(c, t);
+	if (!p)
+		return -ENOMEM;
+	if (p[0] != '/') {
+		char vbuf[128];
+		show_value(vbuf, sizeof(vbuf), t, strlen(t));
+		return key_error(c, w, idx, "expected absolute paths, got %s", vbuf);
+	}
+	return strlist_push(l, p, strlen(p));
+}
+
 /* Sets a scalar-typed key (and lists/maps from their text form when !yaml) from text. */
 static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 			 const struct where *w, bool yaml)
@@ -767,7 +787,7 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 				cae_config_strlist_clear(&l);
 				return key_error(c, w, idx, "more than %d items", MAX_LIST_ITEMS);
 			}
-			r = strlist_push(&l, t, strlen(t));
+			r = list_push_item(c, w, idx, &l, t);
 			if (r < 0) {
 				cae_config_strlist_clear(&l);
 				return r;
@@ -856,7 +876,10 @@ static int set_from_node(struct ctx *c, int idx, size_t node, int key_line)
 			else if (it->len == 0 || memchr(it->value, '\0', it->len))
 				r = key_error(c, &iw, idx, "item %zu: expected a non-empty string without NUL bytes",
 					      i + 1);
-			else
+			else if (keys[idx].flags & F_ABSPATH) {
+				_cleanup_free_ char *t = strndup(it->value, it->len);
+				r = t ? list_push_item(c, &iw, idx, &l, t) : -ENOMEM;
+			} else
 				r = strlist_push(&l, it->value, it->len);
 			if (r < 0) {
 				cae_config_strlist_clear(&l);

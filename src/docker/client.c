@@ -695,6 +695,16 @@ int cae_docker_container_restart(cae_docker *d, const char *id, int timeout_s, c
 	return r < 0 ? r : 0;
 }
 
+int cae_docker_container_rename(cae_docker *d, const char *id, const char *name, cae_error *err)
+{
+	_cleanup_free_ char *ename = cae_docker_escape(name);
+	_cleanup_free_ char *q = NULL;
+	if (!ename || asprintf(&q, "?name=%s", ename) < 0)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	int r = call_id(d, "POST", "/rename", id, q, NULL, NULL, 0, err);
+	return r < 0 ? r : 0;
+}
+
 int cae_docker_container_remove(cae_docker *d, const char *id, bool force, bool volumes,
 				cae_error *err)
 {

@@ -26,6 +26,7 @@
 #define READ_CHUNK (64 * 1024)
 #define KILL_TIMEOUT_MS 10000
 #define EXIT_WAIT_MS 2000
+#define GONE_WAIT_MS 1000 /* for the engine to record that a container died */
 /* After the deadline, how long to wait for the wrapper's first line (its pid) before
  * killing without it: the wrapper prints it first thing, so this only matters for
  * deadlines of a few milliseconds. */
@@ -345,6 +346,55 @@ static int exec_exit_code(cae_docker *d, const char *exec_id, int *code, cae_err
 	}
 }
 
+static int check_still_there_once(cae_docker *d, const char *container, cae_error *err);
+
+/* After a command's stream ended on its own: whether its container or the engine went
+ * away meanwhile (docker kill / rm -f / stop from outside, the engine stopped, the
+ * connection cut), which a bare exit status (137 when the container was killed) would
+ * hide. 0 when the container is still running; else -ECONNABORTED or -ECONNRESET with err
+ * set. */
+static int check_still_there(cae_docker *d, const char *container, cae_error *err)
+{
+	/* The engine records a killed container's state a moment after its processes died
+	 * (the command's stream ends first): a container still "running" is asked again for a
+	 * little while. A command the kernel OOM-killed pays that wait. */
+	int64_t until = cae_now_ms() + GONE_WAIT_MS;
+	long delay_us = 2000;
+	int r;
+	while ((r = check_still_there_once(d, container, err)) == 0 && cae_now_ms() < until) {
+		nanosleep(&(struct timespec){ 0, delay_us * 1000 }, NULL);
+		delay_us = MIN(delay_us * 2, 200000);
+	}
+	return r;
+}
+
+static int check_still_there_once(cae_docker *d, const char *container, cae_error *err)
+{
+	json_t *c = NULL;
+	cae_error e;
+	int r = cae_docker_container_inspect(d, container, &c, &e);
+	if (r == -ENOENT)
+		return cae_error_set(err, -ECONNABORTED,
+				     "the environment's container stopped during the command (it "
+				     "was removed)");
+	if (r < 0)
+		return cae_error_set(err, -ECONNRESET,
+				     "the Docker engine went away during the command");
+	json_t *state = json_object_get(c, "State");
+	bool running = json_is_true(json_object_get(state, "Running"));
+	char status[32];
+	snprintf(status, sizeof(status), "%s",
+		 json_string_value(json_object_get(state, "Status"))
+		     ? json_string_value(json_object_get(state, "Status"))
+		     : "not running");
+	json_decref(c);
+	if (running)
+		return 0;
+	return cae_error_set(err, -ECONNABORTED,
+			     "the environment's container stopped during the command (it is %s)",
+			     status);
+}
+
 /* Signals the command's session inside the container through a second (raw) exec. */
 static int kill_session(cae_docker *d, const char *container, const char *user, int sid,
 			const char *sig, cae_error *err)
@@ -559,7 +609,15 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	if (ret == 0) {
 		int code = -1;
 		cae_error e2;
-		if (exec_exit_code(d, info->exec_id, &code, &e2) == 0) {
+		int xr = exec_exit_code(d, info->exec_id, &code, &e2);
+		/* Not our kill, and no status or SIGKILL/SIGTERM's: did the command die, or the
+		 * container or the engine under it? (A command the kernel OOM-killed in a
+		 * running container is 137, as it should be.) */
+		if (st == ST_RUNNING && (xr < 0 || code == 128 + 9 || code == 128 + 15 || code < 0))
+			ret = check_still_there(d, container, err);
+		if (ret < 0) {
+			/* reported as such, not as an exit status */
+		} else if (xr == 0) {
 			res->exit_code = code;
 		} else if (st != ST_RUNNING) {
 			res->exit_code = 128 + 9; /* killed with the container, or still dying */

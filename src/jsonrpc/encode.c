@@ -258,6 +258,8 @@ static int put_value(struct out *o, const json_t *v, unsigned depth)
 	return NOT_FAST;
 }
 
+static char *encode_any(const json_t *msg, size_t *len);
+
 /* The line as json_dumps writes it, plus the newline. */
 static char *encode_slow(const json_t *msg, size_t *len)
 {
@@ -277,7 +279,44 @@ static char *encode_slow(const json_t *msg, size_t *len)
 	return p;
 }
 
+/* A message's raw-number id (cae_jsonrpc_raw_number) was written as the string
+ * "\u0000<token>": written back as the bare token, in place. The pattern is the envelope's
+ * first two members with JSON's own quotes, which a string's content cannot hold unescaped,
+ * and no other string starts with NUL. */
+static void restore_raw_ids(char *p, size_t *len)
+{
+	static const char pat[] = "{\"jsonrpc\":\"2.0\",\"id\":\"\\u0000";
+	const size_t pl = sizeof(pat) - 1, keep = pl - 7; /* up to and with "id": */
+	size_t n = *len;
+	char *at = p;
+	while ((at = memmem(at, n - (size_t)(at - p), pat, pl)) != NULL) {
+		char *tok = at + pl;
+		char *q = memchr(tok, '"', n - (size_t)(tok - p));
+		if (!q)
+			break;
+		/* "{...id":" + \u0000 + token + '"'  ->  "{...id":" + token */
+		memmove(at + keep, tok, (size_t)(q - tok));
+		char *end = at + keep + (q - tok);
+		memmove(end, q + 1, n - (size_t)(q + 1 - p));
+		n -= 8;
+		p[n] = '\0';
+		at = end;
+	}
+	*len = n;
+}
+
 char *cae_jsonrpc_encode(const json_t *msg, size_t *len)
+{
+	size_t n;
+	char *p = encode_any(msg, &n);
+	if (p && memchr(p, '\\', n) && memmem(p, n, "\\u0000", 6))
+		restore_raw_ids(p, &n);
+	if (p && len)
+		*len = n;
+	return p;
+}
+
+static char *encode_any(const json_t *msg, size_t *len)
 {
 	if (!json_is_object(msg) && !json_is_array(msg))
 		return NULL; /* as json_dumps without JSON_ENCODE_ANY */

@@ -2,6 +2,7 @@
 #include "cae/jsonrpc.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,179 @@ static bool depth_within(const char *s, size_t n, unsigned max)
 	return true;
 }
 
+/* ---- numbers jansson cannot hold ----
+ * An integer beyond int64 or a real beyond double stops jansson's parser, and the answer
+ * to such a request would have no id. The text is parsed a second time with each such
+ * number token (outside strings) turned into a string: a NUL byte followed by the token
+ * as written. No other string can start with NUL (the text is only rewritten when it holds
+ * no \u0000 escape, and the first parse refuses NUL in strings), so a request's "id" (and
+ * notifications/cancelled's "requestId") stay such raw numbers, which the encoder writes
+ * back as the client wrote them; other big numbers become reals (or their token as a
+ * string when even a double overflows). */
+
+static bool number_char(char c)
+{
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E';
+}
+
+/* True when the token [p, p + n) is a number jansson refuses for its size. */
+static bool number_overflows(const char *p, size_t n)
+{
+	_cleanup_free_ char *tok = strndup(p, n);
+	if (!tok)
+		return false;
+	bool real = strpbrk(tok, ".eE") != NULL;
+	char *end;
+	errno = 0;
+	if (real) {
+		double d = strtod(tok, &end);
+		return *end == '\0' && errno == ERANGE && isinf(d);
+	}
+	(void)strtoll(tok, &end, 10);
+	return *end == '\0' && errno == ERANGE;
+}
+
+/* The text with every overflowing number token outside strings quoted as "\u0000<token>".
+ * NULL when there is none (or on ENOMEM). */
+static char *quote_big_numbers(const char *s, size_t n, size_t *out_len)
+{
+	if (memmem(s, n, "\\u0000", 6))
+		return NULL;
+	size_t cap = 3 * n + 16; /* a token of 5 or more bytes grows by 8 */
+	char *out = malloc(cap);
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	bool in_string = false, changed = false;
+	for (size_t i = 0; i < n;) {
+		char c = s[i];
+		if (in_string) {
+			out[o++] = c;
+			if (c == '\\' && i + 1 < n)
+				out[o++] = s[++i];
+			else if (c == '"')
+				in_string = false;
+			i++;
+			continue;
+		}
+		if (c == '"') {
+			in_string = true;
+			out[o++] = s[i++];
+			continue;
+		}
+		if (c != '-' && !(c >= '0' && c <= '9')) {
+			out[o++] = s[i++];
+			continue;
+		}
+		size_t j = i;
+		while (j < n && number_char(s[j]))
+			j++;
+		bool big = j - i >= 5 && number_overflows(s + i, j - i);
+		if (big) {
+			memcpy(out + o, "\"\\u0000", 7);
+			o += 7;
+		}
+		memcpy(out + o, s + i, j - i);
+		o += j - i;
+		if (big) {
+			out[o++] = '"';
+			changed = true;
+		}
+		i = j;
+	}
+	if (!changed) {
+		free(out);
+		return NULL;
+	}
+	*out_len = o;
+	return out;
+}
+
+const char *cae_jsonrpc_raw_number(const json_t *v, size_t *len)
+{
+	if (!json_is_string(v) || json_string_length(v) < 2 || json_string_value(v)[0] != '\0')
+		return NULL;
+	if (len)
+		*len = json_string_length(v) - 1;
+	return json_string_value(v) + 1;
+}
+
+/* Turns the quoted big numbers of v back into numbers, except at the places that keep
+ * them raw (skip, borrowed, may be NULL). */
+static void unquote_big_numbers(json_t *v, const json_t *skip)
+{
+	if (json_is_object(v)) {
+		const char *k;
+		json_t *x;
+		void *tmp;
+		json_object_foreach_safe(v, tmp, k, x)
+		{
+			if (x == skip)
+				continue;
+			size_t n;
+			const char *tok = cae_jsonrpc_raw_number(x, &n);
+			if (!tok) {
+				unquote_big_numbers(x, skip);
+				continue;
+			}
+			double d = strtod(tok, NULL);
+			json_t *r = isfinite(d) ? json_real(d) : json_stringn(tok, n);
+			json_object_set_new(v, k, r ? r : json_null());
+		}
+	} else if (json_is_array(v)) {
+		for (size_t i = 0; i < json_array_size(v); i++) {
+			json_t *x = json_array_get(v, i);
+			size_t n;
+			const char *tok = cae_jsonrpc_raw_number(x, &n);
+			if (!tok) {
+				unquote_big_numbers(x, skip);
+				continue;
+			}
+			double d = strtod(tok, NULL);
+			json_t *r = isfinite(d) ? json_real(d) : json_stringn(tok, n);
+			json_array_set_new(v, i, r ? r : json_null());
+		}
+	}
+}
+
+/* One message of a reparsed text: its id and cancelled request id stay raw. */
+static void unquote_message(json_t *m)
+{
+	if (!json_is_object(m)) {
+		unquote_big_numbers(m, NULL);
+		return;
+	}
+	const char *k;
+	json_t *x;
+	json_object_foreach(m, k, x)
+	{
+		if (strcmp(k, "id") == 0)
+			continue;
+		if (strcmp(k, "params") == 0 && json_is_object(x))
+			unquote_big_numbers(x, json_object_get(x, "requestId"));
+		else
+			unquote_big_numbers(x, NULL);
+	}
+}
+
+static json_t *parse_with_big_numbers(const char *text, size_t len)
+{
+	size_t n;
+	_cleanup_free_ char *q = quote_big_numbers(text, len, &n);
+	if (!q)
+		return NULL;
+	json_t *v =
+	    json_loadb(q, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, NULL);
+	if (json_is_array(v)) {
+		size_t i;
+		json_t *m;
+		json_array_foreach(v, i, m) unquote_message(m);
+	} else if (v) {
+		unquote_message(v);
+	}
+	return v;
+}
+
 int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t **out,
 		      cae_jsonrpc_err *e)
 {
@@ -72,6 +246,8 @@ int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t *
 					   max_depth);
 	json_error_t je;
 	json_t *v = json_loadb(text, len, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &je);
+	if (!v && json_error_code(&je) == json_error_numeric_overflow)
+		v = parse_with_big_numbers(text, len);
 	if (!v)
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_PARSE_ERROR, "Parse error: %s at byte %d",
 					   je.text, je.position);

@@ -661,10 +661,18 @@ static void handle_message(struct server *srv, json_t *v, struct batch *b)
 			    "Invalid params: MCP params are an object");
 		return;
 	}
+	pthread_mutex_lock(&srv->lock);
+	bool initialized = srv->version != NULL;
+	pthread_mutex_unlock(&srv->lock);
 	if (strcmp(m.method, "initialize") == 0)
 		handle_initialize(srv, &m, b);
 	else if (strcmp(m.method, "ping") == 0)
 		reply(srv, b, cae_jsonrpc_result(m.id, json_object()));
+	else if (!initialized)
+		/* MCP: nothing but pings before the initialization (an initialize that failed
+		 * leaves the server uninitialized too). */
+		reply_error(srv, b, m.id, CAE_JSONRPC_SERVER_NOT_INITIALIZED,
+			    "Server not initialized: send initialize first");
 	else if (strcmp(m.method, "tools/list") == 0)
 		handle_tools_list(srv, &m, b);
 	else if (strcmp(m.method, "tools/call") == 0)
@@ -823,7 +831,10 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 				else
 					oversized(srv);
 			}
-			slog(srv, "debug", "mcp.eof", "end of input");
+			/* The client is gone or done: nobody waits for the running calls'
+			 * answers, and their commands must not run on to their timeouts. */
+			slog(srv, "info", "mcp.eof", "end of input: cancelling running calls");
+			cancel_all(srv);
 			return 0;
 		}
 	}

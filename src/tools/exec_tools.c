@@ -278,6 +278,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	cae_error err;
 	cae_error_clear(&err);
 	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
+	if (r < 0)
+		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 	if (r == -ENOTDIR)
 		return cae_tool_error("NOT_DIRECTORY", "%s", err.message);
 	if (r == -ENOENT && direct)
@@ -382,6 +384,7 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	cae_error_clear(&err);
 	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
 	if (r < 0) {
+		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "Command execution error: %s", err.message);
 		return exec_result(-1, json_string(""), redacted_string(env->log, msg), 0, false,

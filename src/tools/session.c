@@ -295,6 +295,50 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 	return cae_tools_definitions(s->cfg, &o);
 }
 
+static void replace_all(char *msg, size_t size, const char *what, const char *with)
+{
+	size_t wn = strlen(what), rn = strlen(with);
+	if (wn < 2)
+		return; /* "/" alone is no secret, and replacing it would mangle every path */
+	for (char *at = strstr(msg, what); at; at = strstr(at + rn, what)) {
+		size_t head = (size_t)(at - msg);
+		if (head + rn >= size) {
+			*at = '\0'; /* no room for the replacement: the message ends here */
+			return;
+		}
+		size_t tail = strlen(at + wn);
+		if (head + rn + tail + 1 > size)
+			tail = size - 1 - head - rn;
+		memmove(at + rn, at + wn, tail);
+		at[rn + tail] = '\0';
+		memcpy(at, with, rn);
+	}
+}
+
+void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
+{
+	const char *sd = cfg ? cfg->command_executor.state_dir : NULL;
+	if (!cfg || size < 32)
+		return;
+	if (!sd)
+		sd = "";
+	char real[PATH_MAX];
+	/* The longer spelling first, so that a prefix of it does not hide the rest. */
+	const char *a = sd, *b = realpath(sd, real) ? real : NULL;
+	if (b && strlen(b) > strlen(a)) {
+		const char *t = a;
+		a = b;
+		b = t;
+	}
+	replace_all(msg, size, a, "<state directory>");
+	if (b)
+		replace_all(msg, size, b, "<state directory>");
+	/* "cannot connect to the Docker engine at unix:///..." */
+	const char *dh = cfg->command_executor.docker_host;
+	if (dh && strncmp(dh, "unix://", 7) == 0)
+		replace_all(msg, size, dh, "<docker socket>");
+}
+
 /* Text for the model: the structured result as JSON, or the error message. */
 static void finish(cae_tool_result *res, json_t *structured, bool is_error)
 {
@@ -311,6 +355,13 @@ static void finish(cae_tool_result *res, json_t *structured, bool is_error)
 	} else {
 		res->text = json_dumps(structured, JSON_COMPACT);
 	}
+}
+
+/* An error result for the environment tools, with host paths hidden. */
+static void env_error(cae_session *s, cae_tool_result *res, const char *code, cae_error *err)
+{
+	cae_tools_hide_host_paths(s->cfg, err->message, sizeof(err->message));
+	finish(res, cae_tool_error(code, "%s", err->message), true);
 }
 
 static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_result *res)
@@ -372,7 +423,7 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 		json_t *list = NULL;
 		int r = cae_backend_list(s->backend, &list, &err);
 		if (r < 0) {
-			finish(res, cae_tool_error("INTERNAL", "%s", err.message), true);
+			env_error(s, res, "INTERNAL", &err);
 			return 0;
 		}
 		if (s->local) {
@@ -402,11 +453,17 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", err.message), true);
 			return 0;
 		}
+		/* The model names remote repositories; host paths are the operator's. */
+		if (cae_task_check_model_repo(s->cfg, &task, &err) < 0) {
+			cae_task_clear(&task);
+			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", err.message), true);
+			return 0;
+		}
 		json_t *info = NULL;
 		int r = cae_session_prepare(s, &task, json_string_value(je), ctx, &info, &err);
 		cae_task_clear(&task);
 		if (r < 0) {
-			finish(res, cae_tool_error("INTERNAL", "%s", err.message), true);
+			env_error(s, res, "INTERNAL", &err);
 			return 0;
 		}
 		finish(res, info, false);
@@ -430,7 +487,7 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 	}
 	int r = cae_session_cleanup(s, target, &err);
 	if (r < 0) {
-		finish(res, cae_tool_error("INTERNAL", "%s", err.message), true);
+		env_error(s, res, "INTERNAL", &err);
 		return 0;
 	}
 	finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1), false);
@@ -494,9 +551,7 @@ static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae
 		cae_patch_free(p);
 	}
 	if (r < 0) {
-		finish(res, cae_tool_error(r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL",
-					   "%s", err.message),
-		       true);
+		env_error(s, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL", &err);
 		return 0;
 	}
 	res->structured = result;

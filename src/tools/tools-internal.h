@@ -32,6 +32,11 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 /* {"error": {"code": kind, "message": msg}} — the one shape of a tool error. */
 json_t *cae_tool_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Error messages go to the model, which must not learn host paths it did not give: the
+ * state directory (as configured and its real path) in msg becomes "<state directory>" and
+ * a unix:// Docker host "<docker socket>", in place (msg is NUL-terminated within size). */
+void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size);
+
 /* Quotes argv for sh: words of safe characters stay as they are, others are single-quoted.
  * New string. */
 char *cae_shell_join(const char *const *argv, size_t argc);

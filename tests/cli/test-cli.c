@@ -5,8 +5,10 @@
 #include "cae/runner.h"
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <sys/wait.h>
 
 static const char *cae_path;
 static char *state;
@@ -227,7 +229,8 @@ START_TEST(tools_and_prompt)
 END_TEST
 
 /* `cae mcp` over real pipes: the protocol on stdout only, and --editor-compat giving the npm
- * mcp-server-text-editor result shape. */
+ * mcp-server-text-editor result shape. The client closes its end once it has its answers
+ * (end of input cancels calls still running). */
 START_TEST(mcp_editor_compat)
 {
 	_cleanup_free_ char *ws = tu_mkdtemp();
@@ -240,19 +243,49 @@ START_TEST(mcp_editor_compat)
 		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
 		"\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"a.txt\","
 		"\"description\":\"look\"}}}\n";
-	const char *argv[] = { cae_path, "mcp", "--workspace", ws, "--editor-compat", NULL };
 	setenv("CAE_STATE_DIR", state, 1);
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000, .stdin_data = input,
-			      .stdin_len = strlen(input), .has_stdin = true };
-	cae_run_result r;
-	cae_error err;
-	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
-	ck_assert_int_eq(r.exit_code, 0);
+	int in[2], outp[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(cae_path, cae_path, "mcp", "--workspace", ws, "--editor-compat", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	ck_assert_int_eq(write(in[1], input, strlen(input)), (ssize_t)strlen(input));
 	/* two answers, one line each, nothing else on stdout */
-	char *nl = strchr(r.out, '\n');
+	char buf[65536];
+	size_t len = 0;
+	int lines = 0;
+	while (lines < 2) {
+		ck_assert_uint_lt(len, sizeof(buf) - 1);
+		ssize_t k = read(outp[0], buf + len, sizeof(buf) - 1 - len);
+		ck_assert_int_gt(k, 0);
+		for (ssize_t i = 0; i < k; i++)
+			lines += buf[len + (size_t)i] == '\n';
+		len += (size_t)k;
+	}
+	close(in[1]); /* end of input: the server exits */
+	ssize_t k;
+	while ((k = read(outp[0], buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)k;
+	buf[len] = '\0';
+	close(outp[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	char *nl = strchr(buf, '\n');
 	ck_assert_ptr_nonnull(nl);
 	json_t *second = json_loads(nl + 1, JSON_DISABLE_EOF_CHECK, NULL);
 	ck_assert_ptr_nonnull(second);
+	ck_assert_str_eq(strchr(nl + 1, '\n'), "\n");
 	ck_assert_int_eq(json_integer_value(json_object_get(second, "id")), 2);
 	json_t *content = json_object_get(json_object_get(second, "result"), "content");
 	const char *text = json_string_value(json_object_get(json_array_get(content, 0), "text"));
@@ -262,7 +295,6 @@ START_TEST(mcp_editor_compat)
 	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(compat, "content")), "two"));
 	json_decref(compat);
 	json_decref(second);
-	cae_run_result_clear(&r);
 	cae_rm_rf(ws);
 }
 END_TEST

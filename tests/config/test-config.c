@@ -269,6 +269,42 @@ static void check_full(const cae_config *cfg)
 	ck_assert(!cfg->gitlab.ssl_verify);
 }
 
+START_TEST(local_repo_roots)
+{
+	/* empty by default */
+	_cleanup_config_ cae_config *d = load_ok("", no_env);
+	ck_assert_uint_eq(d->command_executor.local_repo_roots.n, 0);
+	/* a YAML list, "~/" expanded */
+	_cleanup_config_ cae_config *cfg =
+	    load_ok("command_executor:\n  local_repo_roots:\n    - /srv/repos\n    - ~/src\n",
+		    ENVP((char *)"HOME=/home/t"));
+	ck_assert_uint_eq(cfg->command_executor.local_repo_roots.n, 2);
+	ck_assert_str_eq(cfg->command_executor.local_repo_roots.items[0], "/srv/repos");
+	ck_assert_str_eq(cfg->command_executor.local_repo_roots.items[1], "/home/t/src");
+	/* shown by `cae config show` (the JSON form) */
+	json_t *j = cae_config_to_json(cfg, true);
+	json_t *roots = json_object_get(json_object_get(j, "command_executor"), "local_repo_roots");
+	ck_assert_uint_eq(json_array_size(roots), 2);
+	ck_assert_str_eq(json_string_value(json_array_get(roots, 1)), "/home/t/src");
+	json_decref(j);
+	/* the text form (cae_config_set) */
+	ck_assert_int_eq(cae_config_set(cfg, "command_executor.local_repo_roots", "/a, /b/c", NULL),
+			 0);
+	ck_assert_uint_eq(cfg->command_executor.local_repo_roots.n, 2);
+	ck_assert_str_eq(cfg->command_executor.local_repo_roots.items[1], "/b/c");
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_config_set(cfg, "command_executor.local_repo_roots", "/a,rel", &err),
+			 -EINVAL);
+	ck_assert_contains(err.message, "expected absolute paths");
+	ck_assert_str_eq(cfg->command_executor.local_repo_roots.items[1], "/b/c");
+	/* relative paths refused with file and line */
+	const char *m = load_err("command_executor:\n  local_repo_roots:\n    - /ok\n    - repos\n",
+				 no_env, -EINVAL);
+	ck_assert_str_eq(m, "config.yaml:4: command_executor.local_repo_roots: expected absolute "
+			    "paths, got \"repos\"");
+}
+END_TEST
+
 START_TEST(every_key)
 {
 	_cleanup_config_ cae_config *cfg = load_ok(full_yaml, ENVP((char *)"HOME=/home/t"));
@@ -730,6 +766,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, defaults);
 	tcase_add_test(tc, default_state_dir_rules);
 	tcase_add_test(tc, every_key);
+	tcase_add_test(tc, local_repo_roots);
 	tcase_add_test(tc, json_round_trip);
 	tcase_add_test(tc, aliases_and_anchors);
 	tcase_add_test(tc, env_overrides);

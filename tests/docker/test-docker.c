@@ -16,6 +16,7 @@
 #include "cae/config.h"
 #include "cae/docker.h"
 #include "cae/log.h"
+#include "cae/session.h"
 #include "docker/docker-internal.h"
 
 #include <arpa/inet.h>
@@ -326,6 +327,40 @@ START_TEST(error_message_extraction)
 }
 END_TEST
 
+START_TEST(preparer_alive_or_not)
+{
+	char me[CAE_PREPARER_MAX];
+	cae_preparer_label(me, sizeof(me));
+	ck_assert(cae_preparer_alive(me, 0, 300));
+	/* a process that ended: dead, however recent */
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char l[CAE_PREPARER_MAX];
+		cae_preparer_label(l, sizeof(l));
+		ssize_t k = write(p[1], l, strlen(l) + 1);
+		_exit(k > 0 ? 0 : 1);
+	}
+	char child[CAE_PREPARER_MAX] = { 0 };
+	ck_assert_int_gt(read(p[0], child, sizeof(child) - 1), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	close(p[0]);
+	close(p[1]);
+	ck_assert_str_ne(child, me);
+	ck_assert(!cae_preparer_alive(child, (int64_t)time(NULL), 300));
+	/* the same pid with another start time (a reused pid): dead */
+	char reused[CAE_PREPARER_MAX + 8];
+	snprintf(reused, sizeof(reused), "%.*s1", (int)(strrchr(me, '/') - me + 1), me);
+	ck_assert(!cae_preparer_alive(reused, (int64_t)time(NULL), 300));
+	/* another host or namespace: alive only while younger than the timeout */
+	const char *far = "00000000-0000-0000-0000-000000000000/pid:[1]/42/42";
+	ck_assert(cae_preparer_alive(far, (int64_t)time(NULL) - 10, 300));
+	ck_assert(!cae_preparer_alive(far, (int64_t)time(NULL) - 400, 300));
+	ck_assert(!cae_preparer_alive(NULL, 0, 300));
+}
+END_TEST
+
 START_TEST(unreachable_engine)
 {
 	cae_docker *d = NULL;
@@ -398,6 +433,69 @@ static char *top_text(cae_docker *d, const char *id)
 	json_decref(j);
 	return s;
 }
+
+/* ---- the container or the engine going away during a command ---- */
+
+struct bg_exec {
+	cae_docker *d;
+	const char *id;
+	int r;
+	cae_error err;
+	cae_run_result res;
+};
+
+static void *bg_exec_main(void *arg)
+{
+	struct bg_exec *x = arg;
+	const char *argv[] = { "sleep", "30", NULL };
+	cae_docker_exec_spec spec = { .argv = argv, .cwd = "/", .timeout_ms = 120000,
+				      .cancel_fd = -1 };
+	x->r = cae_docker_exec(x->d, x->id, &spec, &x->res, NULL, &x->err);
+	return NULL;
+}
+
+/* Waits until the container runs `sleep 30` (as the engine sees it, through d). */
+static void wait_for_sleep(cae_docker *d, const char *id)
+{
+	for (int i = 0; i < 600; i++) {
+		char *top = top_text(d, id);
+		bool seen = strstr(top, "sleep 30") != NULL;
+		free(top);
+		if (seen)
+			return;
+		nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
+	}
+	ck_abort_msg("sleep 30 never started");
+}
+
+START_TEST(exec_container_killed_or_removed_is_an_error)
+{
+	cae_docker *d = client(), *d2 = client();
+	for (int removed = 0; removed < 2; removed++) {
+		char *id = start_container(d, removed ? "rmf" : "kill", NULL);
+		struct bg_exec x = { .d = d2, .id = id };
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
+		wait_for_sleep(d, id);
+		cae_error err = { 0 };
+		if (removed)
+			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
+		else
+			ck_assert_int_eq(cae_docker_container_kill(d, id, "KILL", &err), 0);
+		pthread_join(th, NULL);
+		/* an error that says what happened, not exit status 137 */
+		ck_assert_msg(x.r == -ECONNABORTED, "%d %s (exit %d)", x.r, x.err.message,
+			      x.r == 0 ? x.res.exit_code : 0);
+		ck_assert_msg(strstr(x.err.message,
+				     "the environment's container stopped during the command"),
+			      "%s", x.err.message);
+		remove_container(d, id);
+		free(id);
+	}
+	cae_docker_free(d2);
+	cae_docker_free(d);
+}
+END_TEST
 
 START_TEST(client_version_and_info)
 {
@@ -743,6 +841,89 @@ START_TEST(client_over_tcp)
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
+}
+END_TEST
+
+/* A relay whose connections can be cut: each is served by a child process it records. */
+struct cut_relay {
+	struct relay rl;
+	pthread_mutex_t lock;
+	pid_t kids[64];
+	int nkids;
+};
+
+static void *cut_relay_main(void *arg)
+{
+	struct cut_relay *cr = arg;
+	for (;;) {
+		int c = accept(cr->rl.lfd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		pid_t pid = fork();
+		if (pid == 0) {
+			int u = socket(AF_UNIX, SOCK_STREAM, 0);
+			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			memcpy(sa.sun_path, cr->rl.sock, sizeof(cr->rl.sock));
+			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				relay_pair(c, u);
+			_exit(0);
+		}
+		close(c);
+		pthread_mutex_lock(&cr->lock);
+		if (pid > 0 && cr->nkids < 64)
+			cr->kids[cr->nkids++] = pid;
+		pthread_mutex_unlock(&cr->lock);
+	}
+}
+
+START_TEST(exec_engine_gone_is_an_error)
+{
+	cae_docker_endpoint ep;
+	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
+	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
+	struct cut_relay cr = { .rl = { .lfd = socket(AF_INET, SOCK_STREAM, 0) } };
+	pthread_mutex_init(&cr.lock, NULL);
+	snprintf(cr.rl.sock, sizeof(cr.rl.sock), "%s", ep.socket_path);
+	cae_docker_endpoint_clear(&ep);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(cr.rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(cr.rl.lfd, 16), 0);
+	ck_assert_int_eq(getsockname(cr.rl.lfd, (struct sockaddr *)&sin, &sl), 0);
+	pthread_t rth;
+	ck_assert_int_eq(pthread_create(&rth, NULL, cut_relay_main, &cr), 0);
+
+	char host[64];
+	snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
+	cae_docker *d = client(), *far = NULL;
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_docker_new(host, &far, &err), 0);
+	ck_assert_msg(cae_docker_ping(far, 5000, &err) == 0, "%s", err.message);
+	char *id = start_container(d, "cut", NULL);
+	struct bg_exec x = { .d = far, .id = id };
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
+	wait_for_sleep(d, id);
+	/* The engine goes away, as far as this client can tell: no more connections, and the
+	 * open ones cut. */
+	shutdown(cr.rl.lfd, SHUT_RDWR);
+	pthread_join(rth, NULL);
+	close(cr.rl.lfd);
+	pthread_mutex_lock(&cr.lock);
+	for (int i = 0; i < cr.nkids; i++)
+		kill(cr.kids[i], SIGKILL);
+	for (int i = 0; i < cr.nkids; i++)
+		waitpid(cr.kids[i], NULL, 0);
+	pthread_mutex_unlock(&cr.lock);
+	pthread_join(th, NULL);
+	ck_assert_msg(x.r == -ECONNRESET, "%d %s (exit %d)", x.r, x.err.message,
+		      x.r == 0 ? x.res.exit_code : 0);
+	ck_assert_str_eq(x.err.message, "the Docker engine went away during the command");
+	remove_container(d, id);
+	free(id);
+	cae_docker_free(far);
+	cae_docker_free(d);
+	pthread_mutex_destroy(&cr.lock);
 }
 END_TEST
 
@@ -1768,6 +1949,442 @@ START_TEST(backend_stale_gc)
 }
 END_TEST
 
+/* ---- the tools' view of a container gone during a command ---- */
+
+struct bg_tool {
+	cae_session *s;
+	const char *tool;
+	const char *args;
+	cae_tool_result res;
+	int r;
+};
+
+static void *bg_tool_main(void *arg)
+{
+	struct bg_tool *x = arg;
+	json_t *a = json_loads(x->args, 0, NULL);
+	cae_error err = { 0 };
+	x->r = cae_session_call_tool(x->s, x->tool, a, NULL, &x->res, &err);
+	json_decref(a);
+	return NULL;
+}
+
+START_TEST(tools_report_a_container_gone_mid_command)
+{
+	cae_config *cfg = dcfg();
+	cae_session *s = NULL;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	const char *tools[] = { "exec_command", "command-executor_execute_command" };
+	const char *args[] = { "{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
+			       "{\"command\": \"sleep 30\"}" };
+	for (int i = 0; i < 2; i++) {
+		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo", repo_url,
+				       "platform", "github");
+		cae_tool_result res;
+		ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err),
+				 0);
+		json_decref(pa);
+		ck_assert_msg(!res.is_error, "%s", res.text);
+		char id[80];
+		snprintf(id, sizeof(id), "%s",
+			 json_string_value(json_object_get(res.structured, "container_id")));
+		cae_tool_result_clear(&res);
+		struct bg_tool x = { .s = s, .tool = tools[i], .args = args[i] };
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, bg_tool_main, &x), 0);
+		wait_for_sleep(d, id);
+		if (i == 0)
+			ck_assert_int_eq(cae_docker_container_kill(d, id, "KILL", &err), 0);
+		else
+			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
+		pthread_join(th, NULL);
+		ck_assert_int_eq(x.r, 0);
+		json_t *o = x.res.structured;
+		if (i == 0) {
+			/* exec_command: a tool error, INTERNAL, saying what happened */
+			ck_assert(x.res.is_error);
+			json_t *e = json_object_get(o, "error");
+			ck_assert_str_eq(json_string_value(json_object_get(e, "code")), "INTERNAL");
+			ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")),
+					     "container stopped during the command"),
+				      "%s", x.res.text);
+		} else {
+			/* execute_command (seed 000): exit -1 and the error in stderr */
+			ck_assert_int_eq(json_integer_value(json_object_get(o, "exit_code")), -1);
+			const char *se = json_string_value(json_object_get(o, "stderr"));
+			const char *want = "Command execution error: the environment's container "
+					   "stopped during the command";
+			ck_assert_msg(se && strncmp(se, want, strlen(want)) == 0, "%s", x.res.text);
+		}
+		cae_tool_result_clear(&x.res);
+	}
+	json_t *ca = json_pack("{s:s}", "task_uuid", uuid);
+	cae_tool_result res;
+	ck_assert_int_eq(cae_session_call_tool(s, "environment_cleanup", ca, NULL, &res, &err), 0);
+	cae_tool_result_clear(&res);
+	json_decref(ca);
+	cae_docker_free(d);
+	cae_session_free(s);
+}
+END_TEST
+
+/* ---- a prepare that did not finish ---- */
+
+struct prep_child {
+	int wfd;
+	int hold_at;
+};
+
+static void child_progress(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct prep_child *pc = ud;
+	char c = (char)('0' + step);
+	if (write(pc->wfd, &c, 1) != 1)
+		_exit(3);
+	if (step == pc->hold_at)
+		for (;;)
+			pause(); /* until killed */
+}
+
+/* Forks a process that prepares uuid, reports each progress step on a pipe and stays at
+ * step hold_at (0: none). Returns its pid; *rd is the pipe's read end. */
+static pid_t spawn_prepare(const char *uuid, int hold_at, int *rd)
+{
+	int p[2];
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		cae_config *cfg = dcfg();
+		cae_backend *b = dbackend(cfg, NULL);
+		cae_task t = http_task(uuid);
+		struct prep_child pc = { .wfd = p[1], .hold_at = hold_at };
+		cae_prepare_options o = { .progress = child_progress, .progress_userdata = &pc,
+					  .cancel_fd = -1 };
+		cae_env_info info;
+		cae_error err = { 0 };
+		_exit(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	*rd = p[0];
+	return pid;
+}
+
+/* Reads progress steps until `step` was reported. */
+static void wait_step(int rd, int step)
+{
+	char c = 0;
+	while (c != (char)('0' + step))
+		ck_assert_msg(read(rd, &c, 1) == 1, "the prepare ended before step %d", step);
+}
+
+static const char *status_in_list(cae_backend *b, const char *uuid, json_t **keep)
+{
+	cae_error err = { 0 };
+	ck_assert_int_eq(cae_backend_list(b, keep, &err), 0);
+	size_t i;
+	json_t *e;
+	json_array_foreach(*keep, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			return json_string_value(json_object_get(e, "status"));
+	}
+	return NULL;
+}
+
+static bool any_container(cae_docker *d, const char *uuid)
+{
+	char name[200];
+	snprintf(name, sizeof(name), "%s.creating", uuid);
+	return container_exists(d, uuid) || container_exists(d, name);
+}
+
+START_TEST(backend_killed_prepare_is_never_ready)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	/* Killed at the start of create (before the container exists), of the clone, and of
+	 * the last steps (the child waits there to be killed: no race with its next step). */
+	const int points[] = { 3, 4, 6 };
+	for (size_t k = 0; k < 3; k++) {
+		char uuid[64];
+		task_uuid(uuid, sizeof(uuid));
+		int rd;
+		pid_t pid = spawn_prepare(uuid, points[k], &rd);
+		wait_step(rd, points[k]);
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		close(rd);
+
+		cae_env_info info;
+		cae_error err = { 0 };
+		int r = cae_backend_info(b, uuid, &info, &err);
+		if (points[k] == 3) {
+			ck_assert_int_eq(r, -ENOENT);
+		} else {
+			ck_assert_msg(r == 0, "%s", err.message);
+			ck_assert_str_eq(info.status, "failed");
+			cae_env_info_clear(&info);
+			json_t *list = NULL;
+			const char *st = status_in_list(b, uuid, &list);
+			ck_assert_msg(st && strcmp(st, "failed") == 0, "listed as %s", st);
+			json_decref(list);
+			const char *argv[] = { "true", NULL };
+			cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+			cae_run_result res;
+			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+		}
+		/* gc removes it whatever its age */
+		int removed = 0;
+		ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
+			      err.message);
+		ck_assert_msg(!any_container(d, uuid), "step %d: left behind", points[k]);
+		ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), -ENOENT);
+	}
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_prepare_in_progress_is_creating)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	int rd;
+	pid_t pid = spawn_prepare(uuid, 5, &rd);
+	wait_step(rd, 5); /* cloned; held before the dependencies */
+	cae_env_info info;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "creating");
+	cae_env_info_clear(&info);
+	json_t *list = NULL;
+	const char *st = status_in_list(b, uuid, &list);
+	ck_assert_msg(st && strcmp(st, "creating") == 0, "listed as %s", st);
+	json_decref(list);
+	const char *argv[] = { "true", NULL };
+	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	cae_run_result res;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
+	/* its preparer lives: gc leaves it */
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(any_container(d, uuid));
+	/* the preparer dies: failed, and gc takes it */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	close(rd);
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "failed");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(!any_container(d, uuid));
+	/* a finished prepare: ready under its final name */
+	pid = spawn_prepare(uuid, 0, &rd);
+	int st_code;
+	ck_assert_int_eq(waitpid(pid, &st_code, 0), pid);
+	close(rd);
+	ck_assert_msg(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0, "prepare failed");
+	ck_assert(container_exists(d, uuid));
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "ready");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* ---- `cae prepare` killed, as an operator would meet it ---- */
+
+/* Runs build/cae with CAE_CONFIG=config; stdout and stderr captured together. */
+static char *cae_out(const char *config, const char *args, int *status)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "CAE_CONFIG=%s CAE_LOG_LEVEL=error %s %s 2>&1", config,
+		 CAE_EXE, args);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		cae_buf_append(&b, chunk, n);
+	*status = pclose(f);
+	char *s = strndup(b.data ? b.data : "", b.len);
+	cae_buf_clear(&b);
+	return s;
+}
+
+START_TEST(cli_prepare_killed_then_gc)
+{
+	char *dir = tu_mkdtemp();
+	char config[600];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	cae_docker *d = client();
+	/* Killed once its container exists, and once it logged that the container started
+	 * (the clone comes next). A prepare that finished before the kill landed proves
+	 * nothing: that round is done again. */
+	for (int point = 0; point < 2; point++) {
+		bool killed = false;
+		for (int attempt = 0; attempt < 5 && !killed; attempt++) {
+			char uuid[64], creating[200];
+			task_uuid(uuid, sizeof(uuid));
+			snprintf(creating, sizeof(creating), "coding-agent-exec-%s.creating", uuid);
+			char repo[400];
+			snprintf(repo, sizeof(repo), "%spy.git", git_daemon);
+			int errp[2];
+			ck_assert_int_eq(pipe2(errp, O_CLOEXEC), 0);
+			pid_t pid = fork();
+			ck_assert_int_ge(pid, 0);
+			if (pid == 0) {
+				dup2(errp[1], 2);
+				int null = open("/dev/null", O_WRONLY);
+				dup2(null, 1);
+				setenv("CAE_CONFIG", config, 1);
+				setenv("CAE_LOG_LEVEL", "info", 1);
+				execl(CAE_EXE, CAE_EXE, "prepare", "--repo", repo, "--uuid", uuid,
+				      (char *)NULL);
+				_exit(127);
+			}
+			close(errp[1]);
+			FILE *ef = fdopen(errp[0], "r");
+			if (point == 0) {
+				for (int i = 0; i < 3000 && !any_container(d, uuid); i++)
+					nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
+			} else {
+				char line[4096];
+				while (fgets(line, sizeof(line), ef) &&
+				       !strstr(line, "\"environment.create\""))
+					;
+			}
+			kill(pid, SIGKILL);
+			int st;
+			ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+			fclose(ef);
+			cae_error err = { 0 };
+			if (!WIFSIGNALED(st)) {
+				cae_config *cfg = dcfg();
+				cae_backend *b = dbackend(cfg, NULL);
+				cae_backend_cleanup(b, uuid, &err);
+				cae_backend_free(b);
+				cae_config_free(cfg);
+				continue;
+			}
+			killed = true;
+			int status;
+			char *out = cae_out(config, "env list", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			json_t *list = json_loads(out, 0, NULL);
+			ck_assert_msg(json_is_array(list), "%s", out);
+			const char *st_text = NULL;
+			size_t i;
+			json_t *e;
+			json_array_foreach(list, i, e)
+			{
+				if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+					st_text = json_string_value(json_object_get(e, "status"));
+			}
+			ck_assert_msg(st_text && strcmp(st_text, "failed") == 0, "%s: %s", uuid, out);
+			json_decref(list);
+			free(out);
+			out = cae_out(config, "gc", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			free(out);
+			ck_assert_msg(!any_container(d, uuid), "gc left %s", creating);
+		}
+		ck_assert_msg(killed, "point %d: every prepare finished before its kill", point);
+	}
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+/* End of input while `cae mcp --task` still prepares (a clone from a server that accepts and
+ * never answers): the prepare is cancelled, the server exits and nothing is left behind. */
+START_TEST(mcp_end_of_input_cancels_task_prepare)
+{
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	char uuid[64], task[512], config[600], taskpath[600];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}",
+		 uuid, ntohs(sin.sin_port));
+	tu_write(dir, "task.json", task);
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
+	int in[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("CAE_CONFIG", config, 1);
+		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	/* the clone reached the server (and waits for an answer that never comes) */
+	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	ck_assert_msg(poll(&p, 1, 120000) == 1, "the clone never connected");
+	int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(conn, 0);
+	cae_docker *d = client();
+	ck_assert(any_container(d, uuid));
+	close(in[1]); /* end of input */
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 600 && w == 0; i++) { /* a generous bound: 60 s, not the clone's 300 */
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			nanosleep(&(struct timespec){ 0, 100000000L }, NULL);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_assert_msg(w == pid, "cae mcp still prepares after the end of its input");
+	ck_assert_msg(!any_container(d, uuid), "the cancelled prepare left its container");
+	close(conn);
+	close(lfd);
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 START_TEST(backend_auto_selection)
 {
 	cae_config *cfg = dcfg();
@@ -1832,6 +2449,7 @@ static Suite *make_suite(void)
 	tcase_add_test(u, version_negotiation);
 	tcase_add_test(u, error_message_extraction);
 	tcase_add_test(u, unreachable_engine);
+	tcase_add_test(u, preparer_alive_or_not);
 	suite_add_tcase(s, u);
 
 	TCase *c = tcase_create("client");
@@ -1846,6 +2464,8 @@ static Suite *make_suite(void)
 	tcase_add_test(c, exec_cancel);
 	tcase_add_test(c, exec_concurrent_one_client);
 	tcase_add_test(c, client_over_tcp);
+	tcase_add_test(c, exec_container_killed_or_removed_is_an_error);
+	tcase_add_test(c, exec_engine_gone_is_an_error);
 	suite_add_tcase(s, c);
 
 	TCase *b = tcase_create("backend");
@@ -1853,6 +2473,11 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(b, git_setup, git_teardown);
 	tcase_add_unchecked_fixture(b, NULL, sweep);
 	tcase_add_test(b, backend_prepare_pytest_cleanup);
+	tcase_add_test(b, backend_killed_prepare_is_never_ready);
+	tcase_add_test(b, backend_prepare_in_progress_is_creating);
+	tcase_add_test(b, tools_report_a_container_gone_mid_command);
+	tcase_add_test(b, cli_prepare_killed_then_gc);
+	tcase_add_test(b, mcp_end_of_input_cancels_task_prepare);
 	tcase_add_test(b, backend_reprepare_starts_clean);
 	tcase_add_test(b, backend_unknown_environment_falls_back);
 	tcase_add_test(b, backend_missing_image);

@@ -314,6 +314,84 @@ START_TEST(build_and_encode)
 }
 END_TEST
 
+/* Ids beyond int64 or double: the answer carries the id exactly as the client wrote it. */
+static void check_big_id(const char *id_text)
+{
+	char line[512];
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":{\"name\":"
+		 "\"x\",\"arguments\":{\"n\":123456789012345678901234567890,\"r\":-2e999,"
+		 "\"s\":\"1e400 \\\"in a string\\\" 99999999999999999999\"}}}",
+		 id_text);
+	json_t *v;
+	cae_jsonrpc_err e;
+	ck_assert_int_eq(cae_jsonrpc_parse(line, strlen(line), 0, &v, &e), 0);
+	cae_jsonrpc_msg m;
+	ck_assert_int_eq(cae_jsonrpc_validate(v, &m, &e), 0);
+	ck_assert_int_eq(m.kind, CAE_JSONRPC_REQUEST);
+	size_t n;
+	const char *tok = cae_jsonrpc_raw_number(m.id, &n);
+	ck_assert_ptr_nonnull(tok);
+	ck_assert_uint_eq(n, strlen(id_text));
+	ck_assert(memcmp(tok, id_text, n) == 0);
+	/* Other big numbers: a real where a double holds them, else their text; strings are
+	 * left alone. */
+	json_t *args = json_object_get(json_object_get(v, "params"), "arguments");
+	ck_assert(json_is_real(json_object_get(args, "n")));
+	ck_assert(json_real_value(json_object_get(args, "n")) > 1e29);
+	ck_assert_str_eq(json_string_value(json_object_get(args, "r")), "-2e999");
+	ck_assert_str_eq(json_string_value(json_object_get(args, "s")),
+			 "1e400 \"in a string\" 99999999999999999999");
+
+	json_t *copy = json_deep_copy(m.id); /* as the server's jobs keep it */
+	json_t *r = cae_jsonrpc_result(copy, json_object());
+	char *s = cae_jsonrpc_encode(r, &n);
+	char expect[256];
+	snprintf(expect, sizeof(expect), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{}}\n",
+		 id_text);
+	ck_assert_str_eq(s, expect);
+	ck_assert_uint_eq(n, strlen(expect));
+	free(s);
+	json_decref(r);
+	/* in a batch, each element's id */
+	json_t *b = json_pack("[o, o]", cae_jsonrpc_error(copy, -32601, "no", NULL),
+			      cae_jsonrpc_result(copy, json_pack("{s:s}", "id", "x")));
+	s = cae_jsonrpc_encode(b, &n);
+	snprintf(expect, sizeof(expect),
+		 "[{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":{\"code\":-32601,\"message\":\"no\"}},"
+		 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":{\"id\":\"x\"}}]\n",
+		 id_text, id_text);
+	ck_assert_str_eq(s, expect);
+	ck_assert_uint_eq(n, strlen(expect));
+	free(s);
+	json_decref(b);
+	json_decref(copy);
+	json_decref(v);
+}
+
+START_TEST(ids_beyond_int64_are_echoed)
+{
+	check_big_id("123456789012345678901234567890");
+	check_big_id("-9223372036854775809");
+	check_big_id("1e400");
+	check_big_id("-1.5E+99999");
+	/* still a number jansson holds: an ordinary id */
+	json_t *v;
+	cae_jsonrpc_err e;
+	const char *ok = "{\"jsonrpc\":\"2.0\",\"id\":9223372036854775807,\"method\":\"ping\"}";
+	ck_assert_int_eq(cae_jsonrpc_parse(ok, strlen(ok), 0, &v, &e), 0);
+	ck_assert(json_is_integer(json_object_get(v, "id")));
+	json_decref(v);
+	/* a text that also has a NUL escape is not rewritten: a parse error as before */
+	const char *nul = "{\"jsonrpc\":\"2.0\",\"id\":1e400,\"method\":\"a\\u0000b\"}";
+	ck_assert_int_eq(cae_jsonrpc_parse(nul, strlen(nul), 0, &v, &e), -EINVAL);
+	ck_assert_int_eq(e.code, CAE_JSONRPC_PARSE_ERROR);
+	/* a string id cannot pose as one: NUL is refused in strings */
+	const char *fake = "{\"jsonrpc\":\"2.0\",\"id\":\"\\u00005\",\"method\":\"ping\"}";
+	ck_assert_int_eq(cae_jsonrpc_parse(fake, strlen(fake), 0, &v, &e), -EINVAL);
+}
+END_TEST
+
 /* ---- the encoder gives json_dumps's bytes ---------------------------------------------- */
 
 static uint64_t rng_state;
@@ -519,6 +597,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, validate_kinds);
 	tcase_add_test(tc, validate_rejects);
 	tcase_add_test(tc, build_and_encode);
+	tcase_add_test(tc, ids_beyond_int64_are_echoed);
 	tcase_add_test(tc, encode_matches_jansson);
 	tcase_add_test(tc, encode_refuses_what_jansson_refuses);
 	suite_add_tcase(s, tc);

@@ -6,7 +6,7 @@
 // usage: node sdk-client.mjs /path/to/cae
 // Needs tests/mcp/node_modules (scripts/npm-deps.sh). Exits 1 when any check fails.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -58,11 +58,16 @@ writeFileSync(join(repo, "README.md"), "# sdk test repo\n");
 git("add", "README.md");
 git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
 
+// environment_prepare may name local repositories only under local_repo_roots (SPEC §2).
+const config = join(tmp, "config.yaml");
+writeFileSync(config, `command_executor:\n  local_repo_roots: [${JSON.stringify(tmp)}]\n`);
+const serverEnv = { ...process.env, CAE_CONFIG: config };
+
 const stderrChunks = [];
 const transport = new StdioClientTransport({
   command: cae,
   args: ["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state],
-  env: { ...process.env, CAE_LOG_LEVEL: process.env.CAE_LOG_LEVEL ?? "warn" },
+  env: { ...serverEnv, CAE_LOG_LEVEL: process.env.CAE_LOG_LEVEL ?? "warn" },
   stderr: "pipe",
 });
 transport.stderr?.on("data", (d) => stderrChunks.push(d));
@@ -200,6 +205,11 @@ async function main() {
     }
     const bad = await client.callTool({ name: "environment_prepare", arguments: { task: { repo } } });
     check(bad.isError === true, "environment_prepare: a task without uuid is isError", bad);
+    for (const hostPath of ["/", tmpdir(), "file:///etc", "ext::sh -c true"]) {
+      const r2 = await client.callTool({ name: "environment_prepare", arguments: { task: { uuid: `${uuid}-x`, repo: hostPath } } });
+      check(r2.isError === true && textOf(r2).includes(hostPath) && !textOf(r2).includes(state),
+        `environment_prepare: host path ${hostPath} outside local_repo_roots is refused`, r2);
+    }
   }
   if (has("environment_cleanup")) {
     const r = await client.callTool({ name: "environment_cleanup", arguments: { task_uuid: uuid } });
@@ -223,7 +233,7 @@ async function raw() {
   const { spawn } = await import("node:child_process");
   const child = spawn(cae, ["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state], {
     stdio: ["pipe", "pipe", "pipe"],
-    env: { ...process.env, CAE_LOG_LEVEL: "debug" },
+    env: { ...serverEnv, CAE_LOG_LEVEL: "debug" },
   });
   let out = "";
   child.stdout.on("data", (d) => (out += d));
@@ -258,9 +268,85 @@ async function raw() {
   check(msgs.at(-1)?.id === 6, "raw: the last ping is answered", msgs.at(-1));
 }
 
+// Lines in, lines out, without the SDK (it initializes first and numbers its requests).
+function lineClient(args) {
+  const { spawn } = globalThis.__spawn;
+  const child = spawn(cae, args, { stdio: ["pipe", "pipe", "pipe"], env: { ...serverEnv, CAE_LOG_LEVEL: "warn" } });
+  let buf = "";
+  const waiting = [];
+  child.stdout.on("data", (d) => {
+    buf += d;
+    let i;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, i);
+      buf = buf.slice(i + 1);
+      (waiting.shift() ?? (() => {}))(line);
+    }
+  });
+  child.stderr.on("data", () => {});
+  const closed = new Promise((res) => child.on("close", res));
+  const next = (ms = 60000) =>
+    new Promise((res, rej) => {
+      const t = setTimeout(() => rej(new Error("no answer")), ms);
+      waiting.push((l) => {
+        clearTimeout(t);
+        res(l);
+      });
+    });
+  const send = (line) => child.stdin.write(line + "\n");
+  return { child, send, next, closed };
+}
+
+// Processes whose command line holds marker.
+function processesWith(marker) {
+  const found = [];
+  for (const pid of readdirSync("/proc").filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").join(" ").includes(marker)) found.push(pid);
+    } catch {}
+  }
+  return found;
+}
+
+// Honest protocol states: no tools before initialize, ids beyond int64 answered as written,
+// and end of input cancels a running command at once (its process tree killed).
+async function honest() {
+  globalThis.__spawn = await import("node:child_process");
+  const c = lineClient(["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state]);
+  c.send('{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"exec_command","arguments":{"cwd":".","command":["true"]}}}');
+  let m = JSON.parse(await c.next());
+  check(m.id === 1 && m.error?.code === -32002, "tools/call before initialize is a JSON-RPC error", m);
+  c.send('{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}');
+  m = JSON.parse(await c.next());
+  check(m.id === 2 && m.result, "initialize answered", m);
+  c.send('{"jsonrpc":"2.0","method":"notifications/initialized"}');
+  c.send('{"jsonrpc":"2.0","id":123456789012345678901234567890,"method":"ping"}');
+  let line = await c.next();
+  check(line.startsWith('{"jsonrpc":"2.0","id":123456789012345678901234567890,"result"'), "an id beyond int64 is echoed as written", line);
+  c.send('{"jsonrpc":"2.0","id":1e400,"method":"tools/call","params":{"name":"no_such_tool","arguments":{}}}');
+  line = await c.next();
+  check(line.startsWith('{"jsonrpc":"2.0","id":1e400,"error"'), "an id beyond double is echoed as written", line);
+
+  const marker = `1000.${process.pid}`;
+  c.send(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"command-executor_execute_command","arguments":{"command":"sleep ${marker}"}}}`);
+  let running = [];
+  for (let i = 0; i < 200 && running.length === 0; i++) {
+    await sleep(100);
+    running = processesWith(`sleep ${marker}`);
+  }
+  check(running.length > 0, "the long command runs", running);
+  const t0 = Date.now();
+  c.child.stdin.end();
+  const code = await Promise.race([c.closed, sleep(20000).then(() => "still running")]);
+  check(code === 0, "end of input: the server exits promptly, with 0", { code, ms: Date.now() - t0 });
+  if (code === "still running") c.child.kill("SIGKILL");
+  check(processesWith(`sleep ${marker}`).length === 0, "end of input: no sleep process is left", processesWith(`sleep ${marker}`));
+}
+
 try {
   await main();
   await raw();
+  await honest();
 } catch (e) {
   check(false, "unexpected exception", { message: e?.message, stack: e?.stack });
 } finally {

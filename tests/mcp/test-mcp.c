@@ -758,26 +758,105 @@ START_TEST(batches_under_older_versions)
 }
 END_TEST
 
-START_TEST(end_of_input_finishes_running_calls)
+START_TEST(end_of_input_cancels_running_calls)
 {
 	struct client c;
 	client_start(&c, NULL);
-	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
-			"\"protocolVersion\":\"2025-06-18\"}}\n"
-			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
-			"{\"name\":\"sleep\",\"arguments\":{}}}\n");
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	wait_entered();
+	/* The client closes its end: the running call sees its cancellation at once (the
+	 * fake tool would otherwise wait 20 s for its release pipe), gets no answer, and the
+	 * server returns. */
 	client_finish(&c);
-	json_t *r = client_recv(&c);
-	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
-	json_decref(r);
-	r = client_recv(&c);
-	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 2);
-	ck_assert_str_eq(json_string_value(json_object_get(
-			     json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
-			 "slept");
-	json_decref(r);
+	char ch;
+	ck_assert_int_eq(read(observed_pipe[0], &ch, 1), 1);
+	ck_assert_int_eq(ch, 'C');
 	ck_assert_ptr_null(client_line(&c, 10000));
 	close_fds(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(requests_before_initialize_are_refused)
+{
+	struct client c;
+	client_start(&c, NULL);
+	const char *early[] = {
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":"
+	    "{\"name\":\"echo\",\"arguments\":{\"text\":\"x\"}}}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}\n",
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"resources/list\"}\n",
+	};
+	for (size_t i = 0; i < 3; i++) {
+		json_t *r = request(&c, early[i]);
+		ck_assert_int_eq(error_code(r), CAE_JSONRPC_SERVER_NOT_INITIALIZED);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 1);
+		json_decref(r);
+	}
+	/* an initialize the server refused leaves it uninitialized */
+	json_t *r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\","
+				"\"params\":{\"protocolVersion\":5}}\n");
+	ck_assert_ptr_nonnull(json_object_get(r, "error"));
+	json_decref(r);
+	r = request(&c, early[0]);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_SERVER_NOT_INITIALIZED);
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n");
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+	initialize(&c, "2025-06-18");
+	r = request(&c, early[0]);
+	ck_assert_str_eq(json_string_value(json_object_get(
+			     json_array_get(json_object_get(result_of(r), "content"), 0), "text")),
+			 "x");
+	json_decref(r);
+	client_stop(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
+START_TEST(ids_beyond_int64_are_answered)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	/* Each answer carries the id as the client wrote it (a string would not do: the SDKs
+	 * match answers by value). */
+	const char *ids[] = {"123456789012345678901234567890", "1e400", "-99999999999999999999"};
+	for (size_t i = 0; i < 3; i++) {
+		char msg[256], want[128];
+		snprintf(msg, sizeof(msg),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"tools/call\",\"params\":"
+			 "{\"name\":\"echo\",\"arguments\":{\"text\":\"big\"}}}\n",
+			 ids[i]);
+		client_send(&c, msg);
+		char *line = client_line(&c, 10000);
+		ck_assert_ptr_nonnull(line);
+		snprintf(want, sizeof(want), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":", ids[i]);
+		ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
+		free(line);
+		/* an error answer too (unknown method) */
+		snprintf(msg, sizeof(msg), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"method\":\"nope\"}\n",
+			 ids[i]);
+		client_send(&c, msg);
+		line = client_line(&c, 10000);
+		ck_assert_ptr_nonnull(line);
+		snprintf(want, sizeof(want), "{\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":", ids[i]);
+		ck_assert_msg(strncmp(line, want, strlen(want)) == 0, "%s", line);
+		free(line);
+	}
+	/* a running call with such an id can be cancelled by it */
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":1e999,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{}}}\n");
+	wait_entered();
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\","
+			"\"params\":{\"requestId\":1e999}}\n");
+	char ch;
+	ck_assert_int_eq(read(observed_pipe[0], &ch, 1), 1);
+	ck_assert_int_eq(ch, 'C');
+	client_stop(&c);
 	ck_assert_int_eq(c.result, 0);
 }
 END_TEST
@@ -1003,7 +1082,9 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, bounded_calls_and_queue);
 	tcase_add_test(tc, survives_garbage);
 	tcase_add_test(tc, batches_under_older_versions);
-	tcase_add_test(tc, end_of_input_finishes_running_calls);
+	tcase_add_test(tc, end_of_input_cancels_running_calls);
+	tcase_add_test(tc, requests_before_initialize_are_refused);
+	tcase_add_test(tc, ids_beyond_int64_are_answered);
 	tcase_add_test(tc, shutdown_fd_cancels_and_returns);
 	tcase_add_test(tc, client_gone_is_an_error);
 	tcase_add_test(tc, quick_calls_run_on_the_reader);

@@ -5,8 +5,10 @@
 #include "cae/session.h"
 #include "cae/tools.h"
 #include "testutil.h"
+#include "tools/tools-internal.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <signal.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -372,6 +374,210 @@ START_TEST(no_environment_is_an_error)
 }
 END_TEST
 
+/* Runs a shell command line on the host (test fixtures). */
+static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void sh(const char *fmt, ...)
+{
+	char cmd[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	const char *argv[] = { "sh", "-c", cmd, NULL };
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000 };
+	cae_run_result r;
+	cae_error err;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
+	ck_assert_msg(r.exit_code == 0, "%s failed: %s%s", cmd, r.out, r.err);
+	cae_run_result_clear(&r);
+}
+
+#define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
+
+/* environment_prepare with a task repo; returns the result text (new string). */
+static char *prepare_text(cae_session *s, const char *repo, bool *is_error)
+{
+	json_t *args = json_pack("{s:{s:s, s:s}}", "task", "uuid", "repo-rules", "repo", repo);
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_msg(cae_session_call_tool(s, "environment_prepare", args, NULL, &res, &err) == 0,
+		      "%s", err.message);
+	json_decref(args);
+	*is_error = res.is_error;
+	char *t = strdup(res.text);
+	cae_tool_result_clear(&res);
+	return t;
+}
+
+START_TEST(environment_prepare_repo_rules)
+{
+	char *root = tu_mkdtemp(), *outside = tu_mkdtemp();
+	sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
+	   " add . && " GIT " commit -qm c && cd .. && mkdir notgit && ln -s %s escape",
+	   root, outside);
+	sh("cd %s && " GIT " init -q && echo secret > s.txt && " GIT " add . && " GIT
+	   " commit -qm c",
+	   outside);
+	char yaml[4096];
+	snprintf(yaml, sizeof(yaml), "  local_repo_roots: [%s]\n", root);
+	cae_session *s = open_session(yaml);
+	char path[8192];
+	bool e;
+
+	/* Refused: every path outside the roots, ways around them, and dangerous transports;
+	 * the message names only what was given. */
+	const char *refused[16];
+	char bufs[4][8192];
+	size_t n = 0;
+	refused[n++] = "/";
+	refused[n++] = outside;
+	snprintf(bufs[0], sizeof(bufs[0]), "file://%s", outside);
+	refused[n++] = bufs[0];
+	snprintf(bufs[1], sizeof(bufs[1]), "%s/ok/../../%s", root, strrchr(outside, '/') + 1);
+	refused[n++] = bufs[1];
+	snprintf(bufs[2], sizeof(bufs[2]), "%s/escape", root);
+	refused[n++] = bufs[2];
+	snprintf(bufs[3], sizeof(bufs[3]), "%s/escape/.git", root);
+	refused[n++] = bufs[3];
+	refused[n++] = "/nonexistent/repo";
+	refused[n++] = ".";
+	refused[n++] = "ext::sh -c touch% /tmp/cae-pwned";
+	refused[n++] = "fd::3";
+	refused[n++] = "ftp://example.com/r.git";
+	refused[n++] = "file://localhost/etc";
+	for (size_t i = 0; i < n; i++) {
+		char *t = prepare_text(s, refused[i], &e);
+		ck_assert_msg(e, "%s accepted: %s", refused[i], t);
+		ck_assert_msg(strstr(t, "INVALID_ARGUMENT") && strstr(t, refused[i]), "%s", t);
+		ck_assert_msg(!strstr(t, state), "%s names the state directory", t);
+		ck_assert_msg(strstr(refused[i], root) || !strstr(t, root), "%s names a root", t);
+		if (strncmp(refused[i], "ext::", 5) != 0 && strncmp(refused[i], "fd::", 4) != 0 &&
+		    strncmp(refused[i], "ftp:", 4) != 0)
+			ck_assert_msg(strstr(t, "local_repo_roots"), "%s", t);
+		free(t);
+	}
+	ck_assert_int_ne(access("/tmp/cae-pwned", F_OK), 0);
+
+	/* Accepted: a repository under a root, by its path or a file:// URL. */
+	snprintf(path, sizeof(path), "%s/ok", root);
+	char *t = prepare_text(s, path, &e);
+	ck_assert_msg(!e, "%s", t);
+	free(t);
+	json_t *r =
+	    call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
+	ck_assert_msg(S(r, "stdout") && strcmp(S(r, "stdout"), "hi\n") == 0, "%s",
+		      json_dumps(r, 0));
+	json_decref(r);
+	snprintf(path, sizeof(path), "file://%s/ok", root);
+	t = prepare_text(s, path, &e);
+	ck_assert_msg(!e, "%s", t);
+	free(t);
+
+	/* Under a root but not a repository: the clone fails, naming no path of cae's own. */
+	snprintf(path, sizeof(path), "%s/notgit", root);
+	t = prepare_text(s, path, &e);
+	ck_assert(e);
+	ck_assert_msg(!strstr(t, state), "%s names the state directory", t);
+	free(t);
+	close_session(s);
+	cae_rm_rf(root);
+	cae_rm_rf(outside);
+	free(root);
+	free(outside);
+}
+END_TEST
+
+START_TEST(model_repo_classes)
+{
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	const char *yaml = "command_executor:\n  backend: local\n";
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
+	const char *remote[] = { "https://github.com/o/r.git", "http://example.com/r",
+				 "git://example.com/r", "ssh://git@example.com/r",
+				 "git@github.com:o/r.git", "HTTPS://example.com/r", NULL };
+	for (size_t i = 0; remote[i]; i++) {
+		cae_task t = { .repo = strdup(remote[i]) };
+		ck_assert_msg(cae_task_check_model_repo(cfg, &t, &err) == 0, "%s: %s", remote[i],
+			      err.message);
+		ck_assert_str_eq(t.repo, remote[i]);
+		free(t.repo);
+	}
+	/* no roots configured: every local form refused, existing or not */
+	const char *local[] = { "/tmp", "./x", "x", "~", "/etc/x@y:z", "file:///tmp",
+				"tmp:x", "ext::sh -c id", "transport::addr", NULL };
+	for (size_t i = 0; local[i]; i++) {
+		cae_task t = { .repo = strdup(local[i]) };
+		cae_error_clear(&err);
+		ck_assert_msg(cae_task_check_model_repo(cfg, &t, &err) < 0, "%s accepted", local[i]);
+		ck_assert_msg(strstr(err.message, local[i]), "%s", err.message);
+		free(t.repo);
+	}
+	/* platform + owner + name: a URL cae builds */
+	cae_task t = { .platform = (char *)"github", .owner = (char *)"o", .name = (char *)"r" };
+	ck_assert_int_eq(cae_task_check_model_repo(cfg, &t, &err), 0);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(host_paths_hidden_in_place)
+{
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = { NULL };
+	const char *yaml = "command_executor:\n  state_dir: /srv/cae-state\n  docker_host: "
+			   "unix:///run/user/7/docker.sock\n";
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
+	char msg[96];
+	snprintf(msg, sizeof(msg), "create: /srv/cae-state/local/x: Not a directory; "
+				   "/srv/cae-state again");
+	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	ck_assert_str_eq(msg, "create: <state directory>/local/x: Not a directory; <state "
+			      "directory> again");
+	snprintf(msg, sizeof(msg), "cannot connect to the Docker engine at "
+				   "unix:///run/user/7/docker.sock: refused");
+	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	ck_assert_str_eq(msg, "cannot connect to the Docker engine at <docker socket>: refused");
+	/* a replacement longer than what it replaces, at the end of a full buffer: cut */
+	cae_config_set(cfg, "command_executor.state_dir", "/s", NULL);
+	char small[40];
+	snprintf(small, sizeof(small), "%s", "0123456789012345678901234567890123 /s");
+	cae_tools_hide_host_paths(cfg, small, sizeof(small));
+	ck_assert_uint_lt(strlen(small), sizeof(small));
+	ck_assert_str_eq(small, "0123456789012345678901234567890123 ");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(state_dir_hidden_from_errors)
+{
+	/* A state directory the local backend cannot use: the result says so without naming
+	 * it. */
+	cae_session *s = open_session(NULL);
+	char *root = state;
+	/* the environment's place is taken by a file */
+	sh("rm -rf %s/local && touch %s/local", root, root);
+	json_t *args = json_pack("{s:{s:s, s:s}}", "task", "uuid", "odd-state", "repo",
+				 "https://example.invalid/r.git");
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", args, NULL, &res, &err), 0);
+	json_decref(args);
+	ck_assert(res.is_error);
+	ck_assert_msg(!strstr(res.text, state), "%s names the state directory", res.text);
+	cae_tool_result_clear(&res);
+	/* the same for a command in an environment whose directory went away */
+	bool e;
+	json_t *r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"true\"]}", &e);
+	_cleanup_free_ char *txt = json_dumps(r, 0);
+	ck_assert_msg(!strstr(txt, state), "%s names the state directory", txt);
+	json_decref(r);
+	sh("rm -f %s/local", root);
+	close_session(s);
+}
+END_TEST
+
 START_TEST(definitions_exec_command_exact)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
@@ -468,6 +674,10 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, execute_command_policy_denies_before_running);
 	tcase_add_test(tc, execute_command_redacts_secrets_and_caps);
 	tcase_add_test(tc, no_environment_is_an_error);
+	tcase_add_test(tc, environment_prepare_repo_rules);
+	tcase_add_test(tc, model_repo_classes);
+	tcase_add_test(tc, state_dir_hidden_from_errors);
+	tcase_add_test(tc, host_paths_hidden_in_place);
 	tcase_add_test(tc, definitions_exec_command_exact);
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
 	suite_add_tcase(s, tc);
