@@ -83,6 +83,7 @@ struct local_impl {
 	char *bwrap;  /* path of bwrap, when usable */
 	char *probe_error; /* why not, when not */
 	char *etc_dir; /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
+	int clone_timeout_s;
 	pthread_mutex_t helper_lock;
 	struct local_helper *helpers;
 	bool helper_probed;
@@ -98,6 +99,8 @@ struct local_env {
 	bool sandbox;  /* confine with bubblewrap */
 	bool network;  /* network inside the sandbox */
 	bool external; /* a workspace used as is: bound at /workspace/project */
+	int cancel_fd; /* prepare: cancels every step that has no cancel fd of its own */
+	bool has_cancel_fd;
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;     /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
@@ -251,34 +254,20 @@ static int use_sandbox(cae_backend *b, cae_error *err)
 			     li->probe_error ? li->probe_error : "unknown reason");
 }
 
-/* A process's start time (clock ticks since boot, /proc/PID/stat field 22): with the pid it
- * names one process for good. -1 when there is no such process. */
-static long long proc_start(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	_cleanup_free_ char *text = NULL;
-	size_t len;
-	if (cae_read_file(AT_FDCWD, path, 4096, &text, &len) < 0)
-		return -1;
-	const char *p = strrchr(text, ')'); /* the command name may hold anything */
-	for (int field = 2; p && field < 22; field++)
-		p = strchr(p + 1, ' ');
-	return p ? strtoll(p + 1, NULL, 10) : -1;
-}
-
 /* The status an environment's metadata stands for: "creating" only while the process that
  * prepares it lives; a preparation that died is "failed". */
-static const char *meta_status(json_t *meta)
+static const char *meta_status(json_t *meta, int clone_timeout_s)
 {
 	const char *status = json_string_value(json_object_get(meta, "status"));
 	if (!status)
 		return "failed";
 	if (strcmp(status, "creating") != 0)
 		return status;
-	json_t *pid = json_object_get(meta, "pid");
-	long long start = json_integer_value(json_object_get(meta, "pid_start"));
-	if (!json_is_integer(pid) || proc_start((pid_t)json_integer_value(pid)) != start)
+	const char *preparer = json_string_value(json_object_get(meta, "preparer"));
+	int64_t created = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
+	/* a prepare of this host is alive while its process is; one recorded elsewhere (a
+	 * state directory shared between hosts) for as long as a clone may take */
+	if (!preparer || !cae_preparer_alive(preparer, created, clone_timeout_s))
 		return "failed";
 	return status;
 }
@@ -645,7 +634,13 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 
 static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
-	return local_env_exec(NULL, ctx, req, res, err);
+	const struct local_env *env = ctx;
+	if (req->has_cancel_fd || !env->has_cancel_fd)
+		return local_env_exec(NULL, ctx, req, res, err);
+	cae_exec_request r = *req;
+	r.cancel_fd = env->cancel_fd;
+	r.has_cancel_fd = true;
+	return local_env_exec(NULL, ctx, &r, res, err);
 }
 
 static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_error *err)
@@ -660,14 +655,15 @@ static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_
 	if (r == -ENOENT)
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
-		return cae_error_set(err, r, "environment %s: cannot read its metadata: %s", uuid,
-				     strerror(-r));
+		return cae_error_set(err, -EIO, "environment %s: cannot read its metadata: %s",
+				     uuid, strerror(-r));
 	json_error_t je;
 	*out = json_loadb(text, len, 0, &je);
 	if (!*out)
 		return cae_error_set(err, -EINVAL, "environment %s: its metadata is unreadable (line %d: %s)",
 				     uuid, je.line, je.text);
-	json_object_set_new(*out, "status", json_string(meta_status(*out)));
+	json_object_set_new(*out, "status",
+			    json_string(meta_status(*out, li->clone_timeout_s)));
 	return 0;
 }
 
@@ -776,8 +772,10 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 					     uuid);
 		}
 		if (!status || strcmp(status, "ready") != 0) {
-			r = cae_error_set(err, -EAGAIN, "environment %s is not ready (status %s)",
-					  uuid, status ? status : "unknown");
+			r = cae_error_set(err, -EAGAIN, "environment %s is not ready: %s", uuid,
+					  status && strcmp(status, "creating") == 0
+						  ? "its prepare is still running"
+						  : "its prepare did not finish (prepare it again)");
 			json_decref(meta);
 			return r;
 		}
@@ -936,7 +934,9 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 				 .task = task->uuid,
 				 .sandbox = sandbox,
 				 .network = true,
-				 .external = opts->workspace != NULL };
+				 .external = opts->workspace != NULL,
+				 .cancel_fd = opts->cancel_fd,
+				 .has_cancel_fd = opts->has_cancel_fd };
 	sandbox_ids(cfg, &env.uid, &env.gid);
 	bool give_away = env.uid != 0; /* the workspace becomes the sandbox uid's */
 	if (opts->workspace) {
@@ -1012,14 +1012,15 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 						      "processes is not bounded"));
 	}
 	seen_project = inside_project(&env);
+	char preparer[256];
+	cae_preparer_label(preparer, sizeof(preparer));
 	json_t *meta = json_pack(
-		"{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:i, s:I, s:o?}",
+		"{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}",
 		"task_uuid", task->uuid, "environment_name", used, "workspace_path", seen_project,
 		"host_path", project, "workspace_root", env.root, "created_at", created_at, "status",
 		"creating", "backend", "local", "sandbox", sandbox ? "bubblewrap" : "none",
 		"external", opts->workspace != NULL, "sandbox_uid", (int)env.uid, "sandbox_gid",
-		(int)env.gid, "pid", (int)getpid(), "pid_start", (json_int_t)proc_start(getpid()),
-		"limits", limits);
+		(int)env.gid, "preparer", preparer, "limits", limits);
 	char cid[128];
 	snprintf(cid, sizeof(cid), "local-%s", task->uuid);
 	json_object_set_new(meta, "container_id", json_string(cid));
@@ -1262,6 +1263,7 @@ int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out
 	pthread_mutex_init(&li->meta_lock, NULL);
 	li->root = cae_path_join(state, "local");
 	li->etc_dir = li->root ? cae_path_join(li->root, ".sandbox-etc") : NULL;
+	li->clone_timeout_s = cfg->command_executor.clone.timeout_seconds;
 	b->ops = &local_ops;
 	b->cfg = cfg;
 	b->log = log;
