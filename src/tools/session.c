@@ -414,6 +414,13 @@ static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_
 	return res->text ? 0 : -ENOMEM;
 }
 
+/* What the model sees of an environment: where things are as commands see them, not where
+ * they are on this host (the state directory is the operator's business). */
+static void model_view(json_t *info)
+{
+	json_object_del(info, "host_path");
+}
+
 static int call_environment(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
 			    cae_tool_result *res)
 {
@@ -433,6 +440,10 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 				json_decref(more);
 			}
 		}
+		size_t i;
+		json_t *e;
+		json_array_foreach(list, i, e)
+			model_view(e);
 		pthread_mutex_lock(&s->lock);
 		json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current",
 					s->current, "backend", cae_backend_name(s->backend));
@@ -466,6 +477,7 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 			env_error(s, res, "INTERNAL", &err);
 			return 0;
 		}
+		model_view(info);
 		finish(res, info, false);
 		return 0;
 	}

@@ -411,6 +411,7 @@ static char *prepare_text(cae_session *s, const char *repo, bool *is_error)
 
 START_TEST(environment_prepare_repo_rules)
 {
+	json_t *r0;
 	char *root = tu_mkdtemp(), *outside = tu_mkdtemp();
 	sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
 	   " add . && " GIT " commit -qm c && cd .. && mkdir notgit && ln -s %s escape",
@@ -462,7 +463,15 @@ START_TEST(environment_prepare_repo_rules)
 	snprintf(path, sizeof(path), "%s/ok", root);
 	char *t = prepare_text(s, path, &e);
 	ck_assert_msg(!e, "%s", t);
+	/* what the model is told of it names no host path of the operator's */
+	ck_assert_msg(!strstr(t, state) && !strstr(t, "host_path"), "%s", t);
+	ck_assert_msg(strstr(t, "/workspace/project"), "%s", t);
 	free(t);
+	r0 = call(s, "environment_list", "{}", &e);
+	t = json_dumps(r0, 0);
+	ck_assert_msg(!strstr(t, state) && !strstr(t, "host_path"), "%s", t);
+	free(t);
+	json_decref(r0);
 	json_t *r =
 	    call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
 	ck_assert_msg(S(r, "stdout") && strcmp(S(r, "stdout"), "hi\n") == 0, "%s",
