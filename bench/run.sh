@@ -5,7 +5,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 status=0
-for b in runner exec editor mcp docker; do
+for b in runner exec editor mcp docker helper; do
   bin="$build/bench/bench-$b"
   [ -x "$bin" ] || continue
   echo "== bench-$b" >&2
