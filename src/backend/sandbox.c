@@ -71,15 +71,15 @@ void cae_sandbox_argv_free(char **argv)
 }
 
 /* What of /etc a command needs: name resolution, TLS roots, the dynamic linker's cache,
- * Debian's alternatives, time zone, shell and git defaults, language runtimes' own config.
- * Never: shadow files, sudoers, ssh keys, machine-id, the host's passwd. */
+ * Debian's alternatives, time zone, shell defaults, language runtimes' own config. Never:
+ * shadow files, sudoers, ssh keys, machine-id, the host's passwd, nor files where operators
+ * keep credentials (gitconfig, pip.conf, npmrc: an extraHeader or an index token). */
 static const char *const etc_names[] = {
-	"alternatives", "ld.so.cache",	 "ld.so.conf", "ld.so.conf.d", "localtime",
-	"timezone",	"nsswitch.conf", "host.conf",  "gai.conf",     "protocols",
-	"services",	"ssl",		 "mime.types", "gitconfig",    "bash.bashrc",
-	"profile",	"inputrc",	 "locale.alias", "magic",      "magic.mime",
-	"os-release",	"debian_version", "terminfo",  "pip.conf",     "npmrc",
-	"subversion",	"mercurial",	 "vim",
+	"alternatives", "ld.so.cache",	"ld.so.conf", "ld.so.conf.d",	"localtime",
+	"timezone",	"nsswitch.conf", "host.conf", "gai.conf",	"protocols",
+	"services",	"ssl",		"mime.types", "bash.bashrc",	"profile",
+	"inputrc",	"locale.alias", "magic",      "magic.mime",	"os-release",
+	"debian_version", "terminfo",
 };
 static const char *const etc_prefixes[] = { "java-", "python", "perl", "ca-certificates" };
 

@@ -88,8 +88,8 @@ check "on the host, files written by commands belong to an unprivileged uid" \
 	'[ "$(stat -c %u "$work/a/owned-by.txt")" != 0 ]' "$(stat -c %u "$work/a/owned-by.txt")"
 
 # --- the host's file system -------------------------------------------------------------
-out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
-check "/etc/shadow, /root, /run, /var/run, /var/lib are absent; /home has only the agent" '[[ $out != *PRESENT* && $out == agent$'"'\n'"'end* ]]' "$out"
+out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssh /etc/machine-id /etc/gitconfig /etc/pip.conf /etc/npmrc /etc/docker /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
+check "/etc/shadow, ssh, credentials in /etc, /root, /run, /var/run, /var/lib are absent; /home has only the agent" '[[ $out != *PRESENT* && $out == agent$'"'\n'"'end* ]]' "$out"
 out=$(run A 'grep -c "" /etc/passwd; grep -v -e ^root: -e ^agent: -e ^nobody: /etc/passwd; echo end')
 check "/etc/passwd is the sandbox's own (root, agent, nobody)" '[[ $out == 3$'"'\n'"'end* ]]' "$out"
 out=$(run A 'python3 -c "
