@@ -696,6 +696,129 @@ static void exec_step(run_state *st, journal *j, const cae_patch_step *s, outcom
 		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
 }
 
+/* Whether plan can be staged as one transaction: every step a WRITE or DELETE computed in
+ * advance (no command to run in between), on a file system that has transactions. */
+static bool plan_transactional(run_state *st, const cae_patch_plan *plan)
+{
+	if (!st->fs->ops->txn_begin)
+		return false;
+	for (size_t i = 0; i < cae_patch_plan_count(plan); i++) {
+		const cae_patch_step *s = cae_patch_plan_step(plan, i);
+		if (s->deferred ||
+		    (s->kind != CAE_PATCH_STEP_WRITE && s->kind != CAE_PATCH_STEP_DELETE))
+			return false;
+	}
+	return true;
+}
+
+/* Stages step s in the open transaction; fills oc like exec_step. */
+static void stage_step(run_state *st, const cae_patch_step *s, outcome *oc)
+{
+	const cae_patch_command *c = s->command;
+	cae_error err;
+	cae_error_clear(&err);
+	_cleanup_free_ char *rel = NULL, *old_rel = NULL;
+	int r = rel_path(st, s->path, &rel, &err);
+	if (r == 0 && s->old_path)
+		r = rel_path(st, s->old_path, &old_rel, &err);
+	oc->success = true;
+	if (r == 0 && s->kind == CAE_PATCH_STEP_DELETE) {
+		r = st->fs->ops->txn_remove(st->fs, rel, &err);
+		if (r == 0)
+			cae_buf_printf(&oc->output, "File %s deleted", s->path);
+	} else if (r == 0) {
+		mode_t mode = WK_MODE_KEEP;
+		bool move = old_rel && strcmp(old_rel, rel) != 0;
+		if (move &&
+		    st->fs->ops->read(st->fs, old_rel, st->max_file, NULL, NULL, &mode, &err) < 0)
+			mode = 0644;
+		cae_error_clear(&err);
+		r = st->fs->ops->txn_write(st->fs, rel, s->data, s->len, mode, &err);
+		if (r == 0 && move)
+			r = st->fs->ops->txn_remove(st->fs, old_rel, &err);
+		if (r == 0 && move)
+			cae_buf_printf(&oc->output, "Moved %s to %s (%zu bytes)", s->old_path,
+				       s->path, s->len);
+		else if (r == 0 && c->action == CAE_PATCH_PATCH)
+			cae_buf_printf(&oc->output, "Patched %s (%zu hunk%s applied, %zu bytes)",
+				       s->path, c->op ? c->op->nhunks : 0,
+				       c->op && c->op->nhunks == 1 ? "" : "s", s->len);
+		else if (r == 0)
+			cae_buf_printf(&oc->output, "File %s written successfully (%zu bytes)",
+				       s->path, s->len);
+	}
+	if (r < 0)
+		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
+}
+
+/* The plan as one transaction: every file staged beside its target, then all renamed (or, on
+ * any failure or a crash before the commit record, none). Returns NULL or the error (new). */
+static char *run_transaction(run_state *st, const cae_patch_plan *plan)
+{
+	size_t steps = cae_patch_plan_count(plan);
+	cae_error err;
+	cae_error_clear(&err);
+	if (st->fs->ops->txn_begin(st->fs, &err) < 0) {
+		char *m = NULL;
+		if (asprintf(&m, "the patch was not applied: %s", err.message) < 0)
+			m = NULL;
+		return m ? m : strdup("out of memory");
+	}
+	/* results are recorded once the outcome of the whole is known */
+	outcome *ocs = calloc(steps ? steps : 1, sizeof(outcome));
+	int64_t *ms = calloc(steps ? steps : 1, sizeof(int64_t));
+	if (!ocs || !ms) {
+		free(ocs);
+		free(ms);
+		st->fs->ops->txn_abort(st->fs);
+		return strdup("out of memory");
+	}
+	char *error = NULL;
+	size_t done = 0;
+	for (; done < steps; done++) {
+		if (cancel_requested(st))
+			st->cancelled = true;
+		if (st->cancelled)
+			break;
+		const cae_patch_step *s = cae_patch_plan_step(plan, done);
+		outcome_init(&ocs[done], st->max_output);
+		int64_t t0 = cae_now_ns();
+		stage_step(st, s, &ocs[done]);
+		ms[done] = (cae_now_ns() - t0) / 1000000;
+		if (!ocs[done].success) {
+			if (asprintf(&error,
+				     "command %zu failed: %s; nothing was changed (the patch is "
+				     "applied all or nothing)",
+				     done + 1,
+				     ocs[done].error.data ? ocs[done].error.data : "") < 0)
+				error = NULL;
+			if (!error)
+				error = strdup("a command failed");
+			done++;
+			break;
+		}
+	}
+	if (error || st->cancelled) {
+		st->fs->ops->txn_abort(st->fs);
+		if (!error)
+			error = strdup("cancelled; nothing was changed");
+	} else if (st->fs->ops->txn_commit(st->fs, &err) < 0) {
+		if (asprintf(&error, "%s; nothing was changed", err.message) < 0)
+			error = NULL;
+		if (!error)
+			error = strdup("the patch could not be applied; nothing was changed");
+	}
+	for (size_t i = 0; i < done; i++) {
+		const cae_patch_step *s = cae_patch_plan_step(plan, i);
+		record(st, s->index, s->command, &ocs[i], ms[i]);
+		outcome_clear(&ocs[i]);
+	}
+	st->skipped += steps - done;
+	free(ocs);
+	free(ms);
+	return error;
+}
+
 /* Returns NULL on success, else the patch-level error (new string). */
 static char *run_atomic(run_state *st)
 {
@@ -726,6 +849,8 @@ static char *run_atomic(run_state *st)
 	cae_error_clear(&err);
 	if (cae_patch_check(p, &pfs, &plan, &err) < 0)
 		return strdup(err.message[0] ? err.message : "the patch does not apply");
+	if (plan_transactional(st, plan))
+		return run_transaction(st, plan);
 	journal j = {0};
 	char *error = NULL;
 	size_t steps = cae_patch_plan_count(plan);
