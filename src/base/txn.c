@@ -31,6 +31,15 @@
 
 static atomic_long kill_at;
 static atomic_long kill_count;
+static atomic_long fail_at;
+static atomic_long apply_count;
+
+long cae_txn_test_fail_apply(long n)
+{
+	long passed = atomic_exchange(&apply_count, 0);
+	atomic_store(&fail_at, n);
+	return passed;
+}
 
 long cae_txn_test_kill_at(long n)
 {
@@ -602,6 +611,9 @@ static int apply_key(cae_txn *t, key *k, int dfd, bool backup)
 		if ((r = journal_line(t, "N", k->dir, k->name, NULL)) < 0)
 			return r;
 	}
+	long at = atomic_load(&fail_at);
+	if (at > 0 && atomic_fetch_add(&apply_count, 1) + 1 == at)
+		return -EIO;
 	kill_point();
 	if (k->remove) {
 		if (unlinkat(dfd, k->name, 0) < 0 && errno != ENOENT)

@@ -1114,7 +1114,9 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	const cae_worker_options *o = st->o;
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
-	if (o->rollback) {
+	/* The diff forms on this host are one transaction: all or nothing without a snapshot. */
+	bool transactional = cae_patch_is_atomic(p) && st->fs->ops->txn_begin;
+	if (o->rollback && !transactional) {
 		int r = wk_snapshot_take(&st->fs_ctx, st->root,
 					 st->host ? st->info.host_path : NULL, &snap, err);
 		if (r < 0)

@@ -37,6 +37,7 @@
 #include "cae/runner.h"
 #include "cae/session.h"
 #include "cae/worker.h"
+#include "crashutil.h"
 #include "testutil.h"
 #include "worker/worker-internal.h"
 
@@ -1850,6 +1851,146 @@ START_TEST(cli_patch)
 END_TEST
 #endif
 
+#ifndef CAE_WORKER_DOCKER
+/* ---------------------------------------------------------------------------------------- */
+/* Crash consistency (local, host files): SIGKILL at every kill point of a 20-file patch */
+
+static void kill_tree_reset(const char *ws)
+{
+	char *kp = cae_path_join(ws, "kp");
+	ck_assert_int_eq(cae_rm_rf(kp), 0);
+	free(kp);
+	host_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
+		"d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
+		"printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
+		"printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
+		"printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh",
+		ws);
+}
+
+static char *kill_patch_text(void)
+{
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	cae_buf_puts(&b, "*** Begin Patch\n");
+	for (int i = 0; i < 15; i++)
+		cae_buf_printf(&b,
+			       "*** Update File: kp/%s/p%02d.txt\n@@\n line A %02d\n-line B %02d\n"
+			       "+line B %02d changed\n line C %02d\n",
+			       i >= 8 ? "lib/deep" : "src", i, i, i, i, i);
+	cae_buf_puts(&b,
+		     "*** Add File: kp/newdir/sub/added1.txt\n+added one\n"
+		     "*** Add File: kp/src/added2.txt\n+added two\n"
+		     "*** Delete File: kp/lib/deep/p15.txt\n"
+		     "*** Update File: kp/mv/old.txt\n*** Move to: kp/mv2/new.txt\n@@\n moving\n"
+		     "-along\n+moved\n"
+		     "*** Update File: kp/mode.sh\n@@\n #!/bin/sh\n-echo one\n+echo two\n"
+		     "*** End Patch\n");
+	return cae_buf_steal(&b, NULL);
+}
+
+typedef struct patch_job {
+	const cae_config *cfg;
+	const char *uuid;
+	const char *text;
+	long fail_apply; /* > 0: the commit's n-th rename fails; the patch must fail */
+} patch_job;
+
+static int patch_job_run(void *arg)
+{
+	patch_job *j = arg;
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, &err) < 0)
+		return 1;
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.rollback = true; /* the case: must not leave a snapshot either */
+	json_t *res = NULL;
+	cae_txn_test_fail_apply(j->fail_apply);
+	int r = cae_worker_run_text(b, j->uuid, j->text, strlen(j->text), &o, NULL, &res, &err);
+	cae_txn_test_fail_apply(0);
+	bool ok = r == 0 && json_is_true(json_object_get(res, "success")) == !j->fail_apply;
+	json_decref(res);
+	cae_backend_free(b);
+	return ok ? 0 : 2;
+}
+
+/* What the next process opening the workspace does first. */
+static int recover_ws_job(void *arg)
+{
+	wk_fs *fs = NULL;
+	int r = wk_fs_host_new(arg, &fs, NULL);
+	wk_fs_free(fs);
+	return r;
+}
+
+START_TEST(sigkill_every_patch_point)
+{
+	fx f;
+	fx_init(&f, 0);
+	const char *ws = f.info.host_path;
+	ck_assert_ptr_nonnull(ws);
+	char *text = kill_patch_text();
+	patch_job j = {f.cfg, f.uuid, text};
+	/* all-old and all-new, from an uninterrupted run */
+	kill_tree_reset(ws);
+	int temps = 0;
+	char *old_state = cu_state(ws, &temps);
+	ck_assert_int_eq(patch_job_run(&j), 0);
+	char *new_state = cu_state(ws, &temps);
+	ck_assert_int_eq(temps, 0);
+	ck_assert_str_ne(old_state, new_state);
+	/* Killed at the n-th kill point (staging, commit record, renames, cleanup), for every n
+	 * until the patch finishes; every third time the recovery is killed too and run again.
+	 * Every file of the patch is then old, or every one new. Then the same where the
+	 * commit's 12th rename fails, so that the commit puts back the 11 before it: a crash
+	 * before that failure is completed (new), one after it, while the commit puts files
+	 * back, is rolled back (old), and the uninterrupted run changes nothing. */
+	long killed = 0, olds = 0, news = 0;
+	for (int pass = 0; pass < 2; pass++) {
+		j.fail_apply = pass ? 12 : 0;
+		for (long n = 1;; n++) {
+			kill_tree_reset(ws);
+			if (!cu_run_killed(n, patch_job_run, &j))
+				break;
+			killed++;
+			if (n % 3 == 0)
+				(void)cu_run_killed(n % 7 + 1, recover_ws_job, (void *)ws);
+			ck_assert_int_eq(recover_ws_job((void *)ws), 0);
+			char *now = cu_state(ws, &temps);
+			ck_assert_msg(temps == 0, "kill point %ld: temporary files left:\n%s", n,
+				      now);
+			ck_assert_msg(cu_journals(ws) == 0, "kill point %ld: a journal is left", n);
+			bool is_old = strcmp(now, old_state) == 0;
+			bool is_new = strcmp(now, new_state) == 0;
+			ck_assert_msg(is_old || is_new,
+				      "pass %d, kill point %ld: half applied:\n%s", pass, n, now);
+			olds += is_old;
+			news += is_new;
+			free(now);
+		}
+		char *now = cu_state(ws, &temps);
+		ck_assert_str_eq(now, pass ? old_state : new_state);
+		free(now);
+	}
+	fprintf(stderr, "sigkill_every_patch_point: %ld kill points: %ld all old, %ld all new\n",
+		killed, olds, news);
+	ck_assert_int_ge(killed, 200);
+	ck_assert_int_gt(olds, 0);
+	ck_assert_int_gt(news, 0);
+	/* no rollback snapshot was taken for the diff form (nothing to leak) */
+	char *snaps = sh(&f, "ls -d ../tmp/cae-snap.* 2>/dev/null | wc -l");
+	ck_assert_str_eq(snaps, "0\n");
+	free(snaps);
+	free(old_state);
+	free(new_state);
+	free(text);
+	fx_free(&f);
+}
+END_TEST
+#endif
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -1893,6 +2034,10 @@ static Suite *worker_suite(void)
 	tcase_add_test(unit, session_tool);
 	tcase_add_test(unit, cli_patch);
 	suite_add_tcase(s, unit);
+	TCase *crash = tcase_create("crash");
+	tcase_set_timeout(crash, 900);
+	tcase_add_test(crash, sigkill_every_patch_point);
+	suite_add_tcase(s, crash);
 #endif
 	return s;
 }
