@@ -37,6 +37,7 @@
 #include "cae/runner.h"
 #include "cae/session.h"
 #include "cae/worker.h"
+#include "base/scratch.h"
 #include "crashutil.h"
 #include "testutil.h"
 #include "worker/worker-internal.h"
@@ -1989,6 +1990,81 @@ START_TEST(sigkill_every_patch_point)
 	fx_free(&f);
 }
 END_TEST
+START_TEST(gc_recovers_and_removes_dead_scratch)
+{
+	fx f;
+	fx_init(&f, 0);
+	const char *ws = f.info.host_path;
+	char *text = kill_patch_text();
+	patch_job j = {f.cfg, f.uuid, text, 0};
+	kill_tree_reset(ws);
+	int temps = 0;
+	char *old_state = cu_state(ws, &temps);
+	/* a patch killed half-way through its commit leaves its journal */
+	long n = 150;
+	for (; n > 0; n--) {
+		kill_tree_reset(ws);
+		ck_assert_int_eq(cu_run_killed(n, patch_job_run, &j), 1);
+		if (cu_journals(ws) > 0)
+			break;
+	}
+	ck_assert_int_gt(n, 0);
+	/* scratch directories: of a dead process, of a reused pid, of us (alive), and one of
+	 * an older version without an owner */
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+	char *scratch = cae_path_join(f.tmp, "scratch");
+	unsigned long long me = cae_process_start_time(getpid());
+	host_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
+		"%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
+		"echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
+		scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
+		(int)getpid(), me, scratch, scratch, (int)dead);
+	setenv("TMPDIR", scratch, 1);
+	char state[PATH_MAX];
+	snprintf(state, sizeof(state), "%s/state", f.tmp);
+	cli_out o = cli(NULL, "gc", "--state-dir", state, "--older-than-hours", "1000", NULL);
+	unsetenv("TMPDIR");
+	ck_assert_msg(o.status == 0, "%s%s", o.out, o.err);
+	json_t *res = json_loads(o.out, 0, NULL);
+	ck_assert_ptr_nonnull(res);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "removed")), 0);
+	ck_assert_int_ge(json_integer_value(json_object_get(res, "journals_recovered")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "scratch_removed")), 3);
+	json_decref(res);
+	free(o.out);
+	free(o.err);
+	/* the workspace: consistent, nothing left */
+	ck_assert_int_eq(cu_journals(ws), 0);
+	char *now = cu_state(ws, &temps);
+	ck_assert_int_eq(temps, 0);
+	kill_tree_reset(ws);
+	ck_assert_int_eq(patch_job_run(&j), 0);
+	char *new_state = cu_state(ws, &temps);
+	ck_assert(strcmp(now, old_state) == 0 || strcmp(now, new_state) == 0);
+	/* what is alive or cannot be attributed (and is recent) stays */
+	char *left = NULL;
+	ck_assert_int_ge(asprintf(&left, "cd %s && ls -d cae-* | sort", scratch), 0);
+	const char *argv[] = {"sh", "-c", left, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000};
+	cae_run_result r;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
+	char want[512];
+	snprintf(want, sizeof(want), "cae-snap.%d-%llu.dddddd\ncae-snap.eeeeee\n", (int)getpid(),
+		 me);
+	ck_assert_str_eq(r.out, want);
+	cae_run_result_clear(&r);
+	free(left);
+	free(now);
+	free(new_state);
+	free(old_state);
+	free(scratch);
+	free(text);
+	fx_free(&f);
+}
+END_TEST
 #endif
 
 static Suite *worker_suite(void)
@@ -2037,6 +2113,7 @@ static Suite *worker_suite(void)
 	TCase *crash = tcase_create("crash");
 	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_patch_point);
+	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
 #endif
 	return s;
