@@ -696,23 +696,120 @@ static void exec_step(run_state *st, journal *j, const cae_patch_step *s, outcom
 		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
 }
 
-/* Whether plan can be staged as one transaction: every step a WRITE or DELETE computed in
- * advance (no command to run in between), on a file system that has transactions. */
+/* Whether plan can be staged as one transaction: every step a WRITE, APPEND or DELETE
+ * computed in advance (no command to run in between), on a file system that has
+ * transactions. */
 static bool plan_transactional(run_state *st, const cae_patch_plan *plan)
 {
 	if (!st->fs->ops->txn_begin)
 		return false;
 	for (size_t i = 0; i < cae_patch_plan_count(plan); i++) {
 		const cae_patch_step *s = cae_patch_plan_step(plan, i);
-		if (s->deferred ||
-		    (s->kind != CAE_PATCH_STEP_WRITE && s->kind != CAE_PATCH_STEP_DELETE))
+		if (s->deferred || s->kind == CAE_PATCH_STEP_RUN)
 			return false;
 	}
 	return true;
 }
 
+/* The files a transaction has staged so far (what a later APPEND appends to). */
+typedef struct staged_file {
+	char *rel;
+	char *data; /* NULL: removed */
+	size_t len;
+} staged_file;
+
+typedef struct staged_set {
+	staged_file *v;
+	size_t n;
+} staged_set;
+
+static void staged_set_clear(staged_set *ss)
+{
+	for (size_t i = 0; i < ss->n; i++) {
+		free(ss->v[i].rel);
+		free(ss->v[i].data);
+	}
+	free(ss->v);
+	memset(ss, 0, sizeof(*ss));
+}
+
+/* Records rel's staged content (data copied; NULL: removed). */
+static int staged_set_put(staged_set *ss, const char *rel, const char *data, size_t len)
+{
+	staged_file *f = NULL;
+	for (size_t i = 0; i < ss->n && !f; i++)
+		if (strcmp(ss->v[i].rel, rel) == 0)
+			f = &ss->v[i];
+	if (!f) {
+		staged_file *nv = realloc(ss->v, (ss->n + 1) * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		ss->v = nv;
+		f = &ss->v[ss->n];
+		memset(f, 0, sizeof(*f));
+		f->rel = strdup(rel);
+		if (!f->rel)
+			return -ENOMEM;
+		ss->n++;
+	}
+	char *copy = NULL;
+	if (data) {
+		copy = malloc(len + 1);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, data, len);
+		copy[len] = '\0';
+	}
+	free(f->data);
+	f->data = copy;
+	f->len = len;
+	return 0;
+}
+
+static const staged_file *staged_set_get(const staged_set *ss, const char *rel)
+{
+	for (size_t i = 0; i < ss->n; i++)
+		if (strcmp(ss->v[i].rel, rel) == 0)
+			return &ss->v[i];
+	return NULL;
+}
+
+/* APPEND as a staged write: the staged or current content plus s->data. */
+static int stage_append(run_state *st, staged_set *ss, const char *rel, const cae_patch_step *s,
+			cae_error *err)
+{
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	const staged_file *f = staged_set_get(ss, rel);
+	const char *base = f ? f->data : NULL;
+	if (f) {
+		old_len = f->data ? f->len : 0;
+	} else {
+		int r = st->fs->ops->read(st->fs, rel, st->max_file, &old, &old_len, NULL, err);
+		if (r == -ENOENT) {
+			cae_error_clear(err);
+			old_len = 0;
+		} else if (r < 0) {
+			return r;
+		}
+		base = old;
+	}
+	if (old_len > SIZE_MAX - s->len - 1)
+		return cae_error_set(err, -EFBIG, "%s: file too large", s->path);
+	_cleanup_free_ char *buf = malloc(old_len + s->len + 1);
+	if (!buf)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (old_len)
+		memcpy(buf, base, old_len);
+	memcpy(buf + old_len, s->data, s->len);
+	int r = st->fs->ops->txn_write(st->fs, rel, buf, old_len + s->len, WK_MODE_KEEP, err);
+	if (r == 0 && staged_set_put(ss, rel, buf, old_len + s->len) < 0)
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	return r;
+}
+
 /* Stages step s in the open transaction; fills oc like exec_step. */
-static void stage_step(run_state *st, const cae_patch_step *s, outcome *oc)
+static void stage_step(run_state *st, staged_set *ss, const cae_patch_step *s, outcome *oc)
 {
 	const cae_patch_command *c = s->command;
 	cae_error err;
@@ -722,7 +819,18 @@ static void stage_step(run_state *st, const cae_patch_step *s, outcome *oc)
 	if (r == 0 && s->old_path)
 		r = rel_path(st, s->old_path, &old_rel, &err);
 	oc->success = true;
-	if (r == 0 && s->kind == CAE_PATCH_STEP_DELETE) {
+	if (r == 0 && s->kind == CAE_PATCH_STEP_APPEND) {
+		r = stage_append(st, ss, rel, s, &err);
+		if (r == 0)
+			cae_buf_printf(&oc->output, "Appended %zu bytes to %s", s->len, s->path);
+	} else if (r == 0 && s->kind == CAE_PATCH_STEP_DELETE) {
+		const staged_file *f = staged_set_get(ss, rel);
+		if (f && !f->data)
+			r = cae_error_set(&err, -ENOENT, "%s: no such file or directory", s->path);
+		else
+			r = st->fs->ops->txn_remove(st->fs, rel, &err);
+		if (r == 0 && staged_set_put(ss, rel, NULL, 0) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
 		r = st->fs->ops->txn_remove(st->fs, rel, &err);
 		if (r == 0)
 			cae_buf_printf(&oc->output, "File %s deleted", s->path);
@@ -734,8 +842,12 @@ static void stage_step(run_state *st, const cae_patch_step *s, outcome *oc)
 			mode = 0644;
 		cae_error_clear(&err);
 		r = st->fs->ops->txn_write(st->fs, rel, s->data, s->len, mode, &err);
+		if (r == 0 && staged_set_put(ss, rel, s->data, s->len) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
 		if (r == 0 && move)
 			r = st->fs->ops->txn_remove(st->fs, old_rel, &err);
+		if (r == 0 && move && staged_set_put(ss, old_rel, NULL, 0) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
 		if (r == 0 && move)
 			cae_buf_printf(&oc->output, "Moved %s to %s (%zu bytes)", s->old_path,
 				       s->path, s->len);
@@ -775,6 +887,7 @@ static char *run_transaction(run_state *st, const cae_patch_plan *plan)
 	}
 	char *error = NULL;
 	size_t done = 0;
+	staged_set ss = {0};
 	for (; done < steps; done++) {
 		if (cancel_requested(st))
 			st->cancelled = true;
@@ -783,7 +896,7 @@ static char *run_transaction(run_state *st, const cae_patch_plan *plan)
 		const cae_patch_step *s = cae_patch_plan_step(plan, done);
 		outcome_init(&ocs[done], st->max_output);
 		int64_t t0 = cae_now_ns();
-		stage_step(st, s, &ocs[done]);
+		stage_step(st, &ss, s, &ocs[done]);
 		ms[done] = (cae_now_ns() - t0) / 1000000;
 		if (!ocs[done].success) {
 			if (asprintf(&error,
@@ -808,6 +921,7 @@ static char *run_transaction(run_state *st, const cae_patch_plan *plan)
 		if (!error)
 			error = strdup("the patch could not be applied; nothing was changed");
 	}
+	staged_set_clear(&ss);
 	for (size_t i = 0; i < done; i++) {
 		const cae_patch_step *s = cae_patch_plan_step(plan, i);
 		record(st, s->index, s->command, &ocs[i], ms[i]);
@@ -1114,8 +1228,13 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	const cae_worker_options *o = st->o;
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
-	/* The diff forms on this host are one transaction: all or nothing without a snapshot. */
-	bool transactional = cae_patch_is_atomic(p) && st->fs->ops->txn_begin;
+	/* On this host, the diff forms and, with rollback, a patch of file edits only are one
+	 * transaction: all or nothing, also across a crash, without a snapshot. */
+	bool files_only = true;
+	for (size_t i = 0; i < cae_patch_count(p); i++)
+		files_only = files_only && cae_patch_get(p, i)->type == CAE_PATCH_FILE_EDIT;
+	bool transactional =
+	    st->fs->ops->txn_begin && (cae_patch_is_atomic(p) || (o->rollback && files_only));
 	if (o->rollback && !transactional) {
 		int r = wk_snapshot_take(&st->fs_ctx, st->root,
 					 st->host ? st->info.host_path : NULL, &snap, err);
@@ -1126,11 +1245,17 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	size_t n = cae_patch_count(p);
 	bool stop_on_error = o->stop_on_error || o->rollback;
 	bool failed = false;
-	if (cae_patch_is_atomic(p)) {
+	bool rolled_back = false;
+	if (cae_patch_is_atomic(p) || transactional) {
 		patch_error = run_atomic(st);
 		failed = patch_error != NULL;
 		if (failed && st->ok + st->failed == 0)
 			st->skipped = n;
+		/* nothing was changed: for a seed form with rollback, that is the rollback */
+		if (failed && o->rollback && !cae_patch_is_atomic(p)) {
+			rolled_back = true;
+			json_object_set_new(out, "rolled_back", json_true());
+		}
 	} else {
 		for (size_t i = 0; i < n; i++) {
 			if (cancel_requested(st))
@@ -1145,7 +1270,6 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 		if (st->cancelled)
 			patch_error = strdup("cancelled: the remaining commands were not run");
 	}
-	bool rolled_back = false;
 	if (snap && (failed || st->cancelled))
 		rollback(st, snap, out, &rolled_back);
 	wk_snapshot_free(snap);

@@ -1926,14 +1926,19 @@ static int recover_ws_job(void *arg)
 	return r;
 }
 
-START_TEST(sigkill_every_patch_point)
+/* Runs text (20 file changes) killed at every kill point, with and without a rename failing
+ * in the commit: after recovery every file of the patch is old, or every one new. */
+static void kill_loop(const char *name, const char *text)
 {
 	fx f;
 	fx_init(&f, 0);
 	const char *ws = f.info.host_path;
 	ck_assert_ptr_nonnull(ws);
-	char *text = kill_patch_text();
-	patch_job j = {f.cfg, f.uuid, text};
+	/* a private TMPDIR: a rollback snapshot left behind would show there */
+	char *scratch = cae_path_join(f.tmp, "scratch");
+	ck_assert_int_eq(cae_mkdir_p(scratch, 0700), 0);
+	setenv("TMPDIR", scratch, 1);
+	patch_job j = {f.cfg, f.uuid, text, 0};
 	/* all-old and all-new, from an uninterrupted run */
 	kill_tree_reset(ws);
 	int temps = 0;
@@ -1975,19 +1980,58 @@ START_TEST(sigkill_every_patch_point)
 		ck_assert_str_eq(now, pass ? old_state : new_state);
 		free(now);
 	}
-	fprintf(stderr, "sigkill_every_patch_point: %ld kill points: %ld all old, %ld all new\n",
-		killed, olds, news);
+	fprintf(stderr, "%s: %ld kill points: %ld all old, %ld all new\n", name, killed, olds,
+		news);
 	ck_assert_int_ge(killed, 200);
 	ck_assert_int_gt(olds, 0);
 	ck_assert_int_gt(news, 0);
-	/* no rollback snapshot was taken for the diff form (nothing to leak) */
-	char *snaps = sh(&f, "ls -d ../tmp/cae-snap.* 2>/dev/null | wc -l");
-	ck_assert_str_eq(snaps, "0\n");
-	free(snaps);
+	/* no rollback snapshot was needed (nothing to leak) */
+	int left = 0;
+	char *sc = cu_state(scratch, &left);
+	ck_assert_str_eq(sc, "");
+	free(sc);
+	unsetenv("TMPDIR");
+	free(scratch);
 	free(old_state);
 	free(new_state);
-	free(text);
 	fx_free(&f);
+}
+
+START_TEST(sigkill_every_patch_point)
+{
+	char *text = kill_patch_text();
+	kill_loop("sigkill_every_patch_point", text);
+	free(text);
+}
+END_TEST
+
+START_TEST(sigkill_every_json_rollback_point)
+{
+	/* the seed's JSON form with rollback: 20 file edits (update, append, create, delete,
+	 * append to a new file) are one transaction too */
+	json_t *c = json_array();
+	char path[64];
+	for (int i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "kp/src/p%02d.txt", i);
+		json_array_append_new(c, cmd("file_edit", "update", path, "rewritten\n"));
+	}
+	for (int i = 8; i < 12; i++) {
+		snprintf(path, sizeof(path), "kp/lib/deep/p%02d.txt", i);
+		json_array_append_new(c, cmd("file_edit", "append", path, "appended\n"));
+	}
+	json_array_append_new(c, cmd("file_edit", "create", "kp/newdir/j1.txt", "j1\n"));
+	json_array_append_new(c, cmd("file_edit", "create", "kp/newdir/deeper/j2.txt", "j2\n"));
+	json_array_append_new(c, cmd("file_edit", "delete", "kp/lib/deep/p15.txt", ""));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/newdir/j3.txt", "j3\n"));
+	json_array_append_new(c, cmd("file_edit", "update", "kp/mode.sh", "#!/bin/sh\nexit 0\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/src/p00.txt", "again\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/newdir/j3.txt", "more\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/lib/deep/p08.txt", "twice\n"));
+	ck_assert_int_eq(json_array_size(c), 20);
+	char *text = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	kill_loop("sigkill_every_json_rollback_point", text);
+	free(text);
 }
 END_TEST
 START_TEST(gc_recovers_and_removes_dead_scratch)
@@ -2113,6 +2157,7 @@ static Suite *worker_suite(void)
 	TCase *crash = tcase_create("crash");
 	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_patch_point);
+	tcase_add_test(crash, sigkill_every_json_rollback_point);
 	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
 #endif
