@@ -15,7 +15,12 @@
  *  3. The diff forms (`*** Begin Patch`, unified diffs) are all-or-nothing: every hunk is
  *     checked against the current files first (exact context, then whitespace-tolerant);
  *     if one does not apply nothing is written and the result's `error` names the file and
- *     the hunk. If a write fails half-way, the files already written are put back.
+ *     the hunk. On this host (local environments) the files are then changed as one
+ *     transaction of the workspace's journal (base/txn.h): every new version is staged
+ *     beside its target, then all are renamed after a commit record, so a failure or a
+ *     crash at any instant leaves every file old or every one new once recovered (the
+ *     next process opening the workspace, or `cae gc`, recovers). Through commands: if a
+ *     write fails half-way, the files already written are put back.
  *  4. The seed's forms (JSON, Markdown) run command by command: file_edit
  *     create|update|append|delete|patch|move, shell_command (sh -c, bash when the
  *     environment has it, stdout and stderr combined, command_timeout, 5 min by default),
@@ -25,7 +30,11 @@
  *     snapshot of the whole workspace, modes included, taken before the first command; on
  *     the first failure the workspace is emptied and the snapshot extracted, so tracked,
  *     untracked, ignored and deleted files alike come back byte for byte). rollback implies
- *     stopping at the first failure.
+ *     stopping at the first failure. On this host, a diff form needs no snapshot (it is
+ *     one transaction), nor does a JSON/Markdown patch made only of file edits: it is
+ *     checked whole first (cae_patch_check) and applied as one transaction, so a failure
+ *     leaves nothing changed ("rolled_back": true) and a crash too. The snapshot lives in
+ *     $TMPDIR/cae-snap.<pid>-<start>.XXXXXX; `cae gc` removes those of dead processes.
  *  6. auto_commit: after a run in which at least one command succeeded (and nothing was
  *     rolled back): `git add -A`, then `git commit -m "<prefix> <first line of the patch,
  *     cut at 80 characters>"` (an identity is given with -c when the repository has none);
