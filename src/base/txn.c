@@ -142,10 +142,12 @@ int cae_wsj_open(int root_fd, cae_wsj **out)
 	return 0;
 }
 
-/* Opens the journal directory. */
+/* Opens the journal directory (made again if someone removed it meanwhile). */
 static int wsj_dirfd(const cae_wsj *w)
 {
 	int fd = open(w->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return open_jdir(AT_FDCWD, w->dir);
 	return fd < 0 ? -errno : fd;
 }
 

@@ -1707,6 +1707,69 @@ START_TEST(leftover_staged_file_recovered)
 }
 END_TEST
 
+START_TEST(forged_journal_stays_inside)
+{
+	/* Journals an agent could forge when the journal directory is reachable: nothing outside
+	 * the workspace is touched, a malformed journal is kept (for a person) and does nothing,
+	 * and the editor goes on working. */
+	sandbox sb;
+	sandbox_init(&sb);
+	tu_write(sb.ws, "f.txt", "keep\n");
+	tu_write(sb.ws, "notcae", "keep too\n");
+	char *lnk = pjoin(sb.ws, "out");
+	ck_assert_int_eq(symlink("../outside/dir", lnk), 0);
+	free(lnk);
+	char real[4096];
+	ck_assert_ptr_nonnull(realpath(sb.ws, real));
+	char *jd = pjoin(sb.tmp, CAE_JOURNAL_DIR);
+	ck_assert_int_eq(cae_mkdir_p(jd, 0700), 0);
+	static const char *const bodies[] = {
+	    "S .. secret.txt .cae-tmp-x\nC\n",	       /* ".." as the directory */
+	    "S . ../outside/secret.txt .cae-x\n",      /* a name with '/' */
+	    "S . f.txt notcae\nC\n",		       /* a staged name not ours */
+	    "X out f.txt\nX out a.txt\nC\n",	       /* through a symlink leading out */
+	    "D ../outside/dir\n",		       /* a directory outside */
+	    "B . f.txt ../../outside/secret.txt\nA\n", /* a backup outside */
+	};
+	char *paths[ARRAY_SIZE(bodies)];
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++) {
+		char name[128];
+		snprintf(name, sizeof(name), "%016llx.1.%zu.1.journal",
+			 (unsigned long long)cu_hash(real, strlen(real)), i);
+		paths[i] = pjoin(jd, name);
+		FILE *f = fopen(paths[i], "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "cae-journal 1 %s\n%s", real, bodies[i]);
+		fclose(f);
+	}
+	cae_editor *ed = cae_editor_new(sb.ws, DISPLAY_ROOT, NULL, NULL);
+	ck_assert_ptr_nonnull(ed);
+	sandbox_check_outside(&sb);
+	char *p = pjoin(sb.ws, "f.txt");
+	size_t len;
+	char *got = slurp(p, &len);
+	ck_assert_str_eq(got, "keep\n");
+	free(got);
+	free(p);
+	p = pjoin(sb.ws, "notcae");
+	got = slurp(p, &len);
+	ck_assert_str_eq(got, "keep too\n");
+	free(got);
+	free(p);
+	/* malformed journals, and the one whose steps cannot be done beneath the workspace,
+	 * stay for a person to look at */
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		ck_assert_msg(access(paths[i], F_OK) == 0, "journal %zu removed", i);
+	expect_ok(ed, "{\"command\":\"str_replace\",\"path\":\"f.txt\",\"old_str\":\"keep\","
+		      "\"new_str\":\"kept\"}");
+	cae_editor_free(ed);
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		free(paths[i]);
+	free(jd);
+	sandbox_free(&sb);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	data_dir = argc > 1 ? argv[1] : "tests/data/editor";
@@ -1744,6 +1807,7 @@ int main(int argc, char **argv)
 	tcase_add_test(c, bad_editor_args);
 	tcase_add_test(c, undo_refuses_external_change);
 	tcase_add_test(c, leftover_staged_file_recovered);
+	tcase_add_test(c, forged_journal_stays_inside);
 	suite_add_tcase(s, c);
 	TCase *k = tcase_create("crash");
 	tcase_set_timeout(k, 600);
