@@ -56,6 +56,11 @@ static void kill_point(void)
 		raise(SIGKILL);
 }
 
+void cae_txn_kill_point(void)
+{
+	kill_point();
+}
+
 /* ---------------------------------------------------------------------------------------- */
 /* The journal directory */
 

@@ -117,6 +117,8 @@ size_t cae_txn_count(const cae_txn *t);
  * numbered kill point; with n > 0, the process raises SIGKILL at the n-th one from now on
  * (0: never). Returns the number of kill points passed since the last call. */
 long cae_txn_test_kill_at(long n);
+/* A kill point of another transaction implementation (the worker's in-environment one). */
+void cae_txn_kill_point(void);
 /* With n > 0, the n-th change applied by a commit from now on fails with -EIO (the commit
  * then puts back what it applied). Returns the number of changes applied since the last
  * call. */

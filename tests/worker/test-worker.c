@@ -42,6 +42,7 @@
 #include "testutil.h"
 #include "worker/worker-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1895,6 +1896,8 @@ typedef struct patch_job {
 	const char *uuid;
 	const char *text;
 	long fail_apply; /* > 0: the commit's n-th rename fails; the patch must fail */
+	bool env;	 /* files through commands in the environment (mode 1) */
+	const char *ws;	 /* the workspace (on this host, and as commands see it) */
 } patch_job;
 
 static int patch_job_run(void *arg)
@@ -1907,6 +1910,7 @@ static int patch_job_run(void *arg)
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.rollback = true; /* the case: must not leave a snapshot either */
+	o.fs = j->env ? CAE_WORKER_FS_ENV : CAE_WORKER_FS_HOST;
 	json_t *res = NULL;
 	cae_txn_test_fail_apply(j->fail_apply);
 	int r = cae_worker_run_text(b, j->uuid, j->text, strlen(j->text), &o, NULL, &res, &err);
@@ -1920,25 +1924,37 @@ static int patch_job_run(void *arg)
 /* What the next process opening the workspace does first. */
 static int recover_ws_job(void *arg)
 {
+	patch_job *j = arg;
 	wk_fs *fs = NULL;
-	int r = wk_fs_host_new(arg, &fs, NULL);
+	if (!j->env) {
+		int r = wk_fs_host_new(j->ws, &fs, NULL);
+		wk_fs_free(fs);
+		return r;
+	}
+	cae_backend *b = NULL;
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
+		return 1;
+	wk_exec_ctx ctx = {
+	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
+	int r = wk_fs_env_new(&ctx, j->ws, &fs, NULL);
 	wk_fs_free(fs);
+	cae_backend_free(b);
 	return r;
 }
 
 /* Runs text (20 file changes) killed at every kill point, with and without a rename failing
  * in the commit: after recovery every file of the patch is old, or every one new. */
-static void kill_loop(const char *name, const char *text)
+static void kill_loop(const char *name, const char *text, int mode)
 {
 	fx f;
-	fx_init(&f, 0);
+	fx_init(&f, mode);
 	const char *ws = f.info.host_path;
 	ck_assert_ptr_nonnull(ws);
 	/* a private TMPDIR: a rollback snapshot left behind would show there */
 	char *scratch = cae_path_join(f.tmp, "scratch");
 	ck_assert_int_eq(cae_mkdir_p(scratch, 0700), 0);
 	setenv("TMPDIR", scratch, 1);
-	patch_job j = {f.cfg, f.uuid, text, 0};
+	patch_job j = {f.cfg, f.uuid, text, 0, mode == 1, mode == 1 ? f.ws : ws};
 	/* all-old and all-new, from an uninterrupted run */
 	kill_tree_reset(ws);
 	int temps = 0;
@@ -1954,7 +1970,8 @@ static void kill_loop(const char *name, const char *text)
 	 * before that failure is completed (new), one after it, while the commit puts files
 	 * back, is rolled back (old), and the uninterrupted run changes nothing. */
 	long killed = 0, olds = 0, news = 0;
-	for (int pass = 0; pass < 2; pass++) {
+	/* (through commands, kill points are between the commands; no failure is injected) */
+	for (int pass = 0; pass < (mode == 1 ? 1 : 2); pass++) {
 		j.fail_apply = pass ? 12 : 0;
 		for (long n = 1;; n++) {
 			kill_tree_reset(ws);
@@ -1962,8 +1979,8 @@ static void kill_loop(const char *name, const char *text)
 				break;
 			killed++;
 			if (n % 3 == 0)
-				(void)cu_run_killed(n % 7 + 1, recover_ws_job, (void *)ws);
-			ck_assert_int_eq(recover_ws_job((void *)ws), 0);
+				(void)cu_run_killed(n % 7 + 1, recover_ws_job, &j);
+			ck_assert_int_eq(recover_ws_job(&j), 0);
 			char *now = cu_state(ws, &temps);
 			ck_assert_msg(temps == 0, "kill point %ld: temporary files left:\n%s", n,
 				      now);
@@ -1982,7 +1999,7 @@ static void kill_loop(const char *name, const char *text)
 	}
 	fprintf(stderr, "%s: %ld kill points: %ld all old, %ld all new\n", name, killed, olds,
 		news);
-	ck_assert_int_ge(killed, 200);
+	ck_assert_int_ge(killed, mode == 1 ? 20 : 200);
 	ck_assert_int_gt(olds, 0);
 	ck_assert_int_gt(news, 0);
 	/* no rollback snapshot was needed (nothing to leak) */
@@ -2000,7 +2017,17 @@ static void kill_loop(const char *name, const char *text)
 START_TEST(sigkill_every_patch_point)
 {
 	char *text = kill_patch_text();
-	kill_loop("sigkill_every_patch_point", text);
+	kill_loop("sigkill_every_patch_point", text, 0);
+	free(text);
+}
+END_TEST
+
+START_TEST(sigkill_every_env_patch_point)
+{
+	/* the same 20-file patch through commands in the environment (the path other backends
+	 * take): killed between any two of its commands, then recovered by the next worker */
+	char *text = kill_patch_text();
+	kill_loop("sigkill_every_env_patch_point", text, 1);
 	free(text);
 }
 END_TEST
@@ -2030,7 +2057,7 @@ START_TEST(sigkill_every_json_rollback_point)
 	ck_assert_int_eq(json_array_size(c), 20);
 	char *text = json_dumps(c, JSON_COMPACT);
 	json_decref(c);
-	kill_loop("sigkill_every_json_rollback_point", text);
+	kill_loop("sigkill_every_json_rollback_point", text, 0);
 	free(text);
 }
 END_TEST
@@ -2109,6 +2136,89 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	fx_free(&f);
 }
 END_TEST
+typedef struct commit_half_job {
+	const cae_config *cfg;
+	const char *uuid;
+	const char *env_ws; /* as commands see it */
+	const char *ws;	    /* on this host */
+} commit_half_job;
+
+/* Stages three files through commands, writes the commit record and makes the first of the
+ * three renames, then dies: a process killed in the middle of its commit command. */
+static int commit_half_run(void *arg)
+{
+	commit_half_job *j = arg;
+	cae_backend *b = NULL;
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
+		return 1;
+	wk_exec_ctx ctx = {
+	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
+	wk_fs *fs = NULL;
+	if (wk_fs_env_new(&ctx, j->env_ws, &fs, NULL) < 0 || fs->ops->txn_begin(fs, NULL) < 0)
+		return 2;
+	const char *names[] = {"kp/src/p00.txt", "kp/src/p01.txt", "kp/newdir/n.txt"};
+	for (int i = 0; i < 3; i++)
+		if (fs->ops->txn_write(fs, names[i], "new\n", 4, WK_MODE_KEEP, NULL) < 0)
+			return 3;
+	char jd[PATH_MAX];
+	snprintf(jd, sizeof(jd), "%s/.cae-journal", j->ws);
+	if (access(jd, F_OK) != 0)
+		snprintf(jd, sizeof(jd), "%s/../.cae-journal", j->ws);
+	DIR *d = opendir(jd);
+	if (!d)
+		return 4;
+	struct dirent *de;
+	char jp[PATH_MAX * 2] = "";
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".journal") && !strstr(de->d_name, ".journal."))
+			snprintf(jp, sizeof(jp), "%s/%s", jd, de->d_name);
+	closedir(d);
+	char *text = NULL;
+	size_t len = 0;
+	if (!*jp || cae_read_file(AT_FDCWD, jp, 1 << 20, &text, &len) < 0)
+		return 5;
+	/* the journal's records are already "S", staged, target: the final list as well */
+	char cp[PATH_MAX * 2 + 16];
+	snprintf(cp, sizeof(cp), "%s.commit", jp);
+	if (cae_write_file_atomic(AT_FDCWD, cp, text, len, 0600, false) < 0)
+		return 6;
+	char *staged = strchr(text, '\n') + 1, *target = strchr(staged, '\n') + 1;
+	staged[target - staged - 1] = '\0';
+	*strchr(target, '\n') = '\0';
+	/* the paths are the environment's: the same as this host's for the local backend */
+	if (rename(staged, target) < 0)
+		return 7;
+	_exit(0); /* no cleanup: as if killed */
+}
+
+START_TEST(env_commit_record_rolls_forward)
+{
+	/* Through commands: a process gone after its commit record and one of three renames is
+	 * completed by the next one to open the workspace (the other two renamed, nothing
+	 * staged left, no journal). */
+	fx f;
+	fx_init(&f, 1);
+	const char *ws = f.info.host_path;
+	ck_assert_str_eq(f.ws, ws); /* the local backend binds the workspace at its own path */
+	kill_tree_reset(ws);
+	commit_half_job j = {f.cfg, f.uuid, f.ws, ws};
+	ck_assert_int_eq(cu_run_killed(0, commit_half_run, &j), 0);
+	int temps = 0;
+	char *mid = cu_state(ws, &temps);
+	ck_assert_int_gt(temps, 0);
+	free(mid);
+	patch_job pj = {f.cfg, f.uuid, "", 0, true, f.ws};
+	ck_assert_int_eq(recover_ws_job(&pj), 0);
+	char *now = cu_state(ws, &temps);
+	ck_assert_msg(temps == 0, "%s", now);
+	free(now);
+	ck_assert_int_eq(cu_journals(ws), 0);
+	assert_file(&f, "kp/src/p00.txt", "new\n");
+	assert_file(&f, "kp/src/p01.txt", "new\n");
+	assert_file(&f, "kp/newdir/n.txt", "new\n");
+	fx_free(&f);
+}
+END_TEST
 #endif
 
 static Suite *worker_suite(void)
@@ -2158,6 +2268,8 @@ static Suite *worker_suite(void)
 	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_patch_point);
 	tcase_add_test(crash, sigkill_every_json_rollback_point);
+	tcase_add_test(crash, sigkill_every_env_patch_point);
+	tcase_add_test(crash, env_commit_record_rolls_forward);
 	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
 #endif
