@@ -19,8 +19,9 @@
  *     transaction of the workspace's journal (base/txn.h): every new version is staged
  *     beside its target, then all are renamed after a commit record, so a failure or a
  *     crash at any instant leaves every file old or every one new once recovered (the
- *     next process opening the workspace, or `cae gc`, recovers). Through commands: if a
- *     write fails half-way, the files already written are put back.
+ *     next process opening the workspace, or `cae gc`, recovers). Through commands the
+ *     same is done by scripts in the environment (staged files, a journal and a commit
+ *     record there; the next worker run in that environment recovers).
  *  4. The seed's forms (JSON, Markdown) run command by command: file_edit
  *     create|update|append|delete|patch|move, shell_command (sh -c, bash when the
  *     environment has it, stdout and stderr combined, command_timeout, 5 min by default),
@@ -30,8 +31,8 @@
  *     snapshot of the whole workspace, modes included, taken before the first command; on
  *     the first failure the workspace is emptied and the snapshot extracted, so tracked,
  *     untracked, ignored and deleted files alike come back byte for byte). rollback implies
- *     stopping at the first failure. On this host, a diff form needs no snapshot (it is
- *     one transaction), nor does a JSON/Markdown patch made only of file edits: it is
+ *     stopping at the first failure. A diff form needs no snapshot (it is one
+ *     transaction), nor does a JSON/Markdown patch made only of file edits: it is
  *     checked whole first (cae_patch_check) and applied as one transaction, so a failure
  *     leaves nothing changed ("rolled_back": true) and a crash too. The snapshot lives in
  *     $TMPDIR/cae-snap.<pid>-<start>.XXXXXX; `cae gc` removes those of dead processes.

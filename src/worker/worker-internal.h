@@ -41,8 +41,9 @@ typedef struct wk_fs_ops {
 	/* All-or-nothing changes (NULL when the fs has none): after txn_begin, txn_write and
 	 * txn_remove (same checks as write and remove) only stage; txn_commit applies every
 	 * staged change, or none (then err says why); txn_abort drops them. One transaction
-	 * at a time. On this host a crash at any point is completed or rolled back by the
-	 * next recovery (base/txn.h). */
+	 * at a time. A crash at any point is completed or rolled back by the next recovery:
+	 * on this host base/txn.h's (wk_fs_host_new), through commands the environment's own
+	 * journal (wk_fs_env_new). */
 	int (*txn_begin)(wk_fs *fs, cae_error *err);
 	int (*txn_write)(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
 			 cae_error *err);
@@ -61,7 +62,8 @@ struct wk_fs {
 int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
 
 /* Through commands in the environment (any backend). root is the workspace as commands see
- * it. b, uuid are borrowed and must outlive the fs. */
+ * it. b, uuid are borrowed and must outlive the fs. Opening recovers the environment's
+ * journals of cae processes that are gone (one command). */
 typedef struct wk_exec_ctx {
 	cae_backend *backend;
 	const char *task_uuid;

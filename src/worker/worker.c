@@ -1228,8 +1228,9 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	const cae_worker_options *o = st->o;
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
-	/* On this host, the diff forms and, with rollback, a patch of file edits only are one
-	 * transaction: all or nothing, also across a crash, without a snapshot. */
+	/* The diff forms and, with rollback, a patch of file edits only are one transaction
+	 * (on this host or through commands): all or nothing, also across a crash, without a
+	 * snapshot. */
 	bool files_only = true;
 	for (size_t i = 0; i < cae_patch_count(p); i++)
 		files_only = files_only && cae_patch_get(p, i)->type == CAE_PATCH_FILE_EDIT;
