@@ -615,7 +615,9 @@ static int env_txn_commit(wk_fs *fs, cae_error *err)
 	if (r == 0)
 		cae_run_result_clear(&res);
 	else
-		cae_error_prefix(err, "the files could not be replaced");
+		cae_error_prefix(err, "the files could not all be replaced (those that were stay "
+				      "replaced; the commit is completed by the next run once this "
+				      "process is gone)");
 	cae_txn_kill_point();
 	changes_clear(e);
 	e->txn = false;

@@ -316,7 +316,9 @@ static int host_txn_commit(wk_fs *fs, cae_error *err)
 	if (!h->txn)
 		return cae_error_set(err, -EINVAL, "no open transaction");
 	int r = cae_txn_commit(TAKE_PTR(h->txn), NULL);
-	return r < 0 ? cae_error_set(err, r, "the files could not be replaced: %s", strerror(-r))
+	return r < 0 ? cae_error_set(err, r,
+				     "the files could not be replaced: %s; nothing was changed",
+				     strerror(-r))
 		     : 0;
 }
 

@@ -916,10 +916,8 @@ static char *run_transaction(run_state *st, const cae_patch_plan *plan)
 		if (!error)
 			error = strdup("cancelled; nothing was changed");
 	} else if (st->fs->ops->txn_commit(st->fs, &err) < 0) {
-		if (asprintf(&error, "%s; nothing was changed", err.message) < 0)
-			error = NULL;
-		if (!error)
-			error = strdup("the patch could not be applied; nothing was changed");
+		/* the file system's message says what state the files are in */
+		error = strdup(err.message[0] ? err.message : "the patch could not be applied");
 	}
 	staged_set_clear(&ss);
 	for (size_t i = 0; i < done; i++) {
