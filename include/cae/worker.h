@@ -150,6 +150,13 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,
 			const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err);
 
+/* Completes or rolls back what cae processes that are gone left half done in the files of
+ * task_uuid's environment (what every cae_worker_run does first for the file system it
+ * uses): the workspace's journal on this host (local environments), and the environment's
+ * own (one command in it). Returns 0, or < 0 with err set when the environment cannot be
+ * reached. */
+int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
+
 /* The human rendering (seed 002 §8.2) of a result (borrowed): the summary, a blank line, then
  * one line per command
  *   ✓ [1] file_edit update src/a.go (3ms)

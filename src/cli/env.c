@@ -4,6 +4,7 @@
 #include "base/macro.h"
 #include "base/scratch.h"
 #include "base/txn.h"
+#include "cae/worker.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -267,7 +268,7 @@ static int usage_gc(FILE *f)
 	fprintf(f, "usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
 		   "than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
 		   "prints how many. Then completes or rolls back the file changes a killed cae "
-		   "process left in the remaining local workspaces, and removes the rollback "
+		   "process left in the remaining environments, and removes the rollback "
 		   "snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
 		   "processes that are gone (those of older versions, which do not name their "
 		   "process, once older than the threshold and at least an hour).\n\noptions:\n  --older-than-hours H  threshold in hours (0 = "
@@ -319,11 +320,15 @@ int cae_cli_gc(int argc, char **argv)
 		json_array_foreach(envs, i, e)
 		{
 			const char *hp = json_string_value(json_object_get(e, "host_path"));
+			const char *uuid = json_string_value(json_object_get(e, "task_uuid"));
 			cae_wsj_stats st;
 			if (hp && cae_wsj_recover_path(hp, &st) == 0) {
 				journals += st.journals;
 				incomplete += st.incomplete;
 			}
+			/* what patches through commands in the environment left */
+			if (uuid)
+				(void)cae_worker_recover(cae_session_backend(s), uuid, NULL);
 		}
 		json_decref(envs);
 	}

@@ -1404,6 +1404,33 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	return 0;
 }
 
+int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
+{
+	cae_env_info info;
+	int r = cae_backend_info(b, task_uuid, &info, err);
+	if (r < 0)
+		return r;
+	wk_fs *fs = NULL;
+	if (info.host_path) {
+		r = wk_fs_host_new(info.host_path, &fs, err);
+		wk_fs_free(TAKE_PTR(fs));
+	}
+	/* and the environment's own journal (a local environment has one when a patch ran
+	 * with fs=env) */
+	if (r == 0 && info.workspace_path) {
+		wk_exec_ctx ctx = {
+		    .backend = b,
+		    .task_uuid = task_uuid,
+		    .timeout_ms = CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
+		    .cancel_fd = -1,
+		};
+		r = wk_fs_env_new(&ctx, info.workspace_path, &fs, err);
+		wk_fs_free(fs);
+	}
+	cae_env_info_clear(&info);
+	return r;
+}
+
 int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,
 			const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err)
 {
