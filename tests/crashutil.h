@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,9 @@ static inline uint64_t cu_hash(const char *s, size_t n)
 	}
 	return h;
 }
+
+/* Whether cu_state lists directories too (every one old or new, like the files). */
+static bool cu_with_dirs = true;
 
 static int cu_cmp(const void *a, const void *b)
 {
@@ -62,6 +66,9 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 		struct stat st;
 		ck_assert_int_eq(lstat(p, &st), 0);
 		if (S_ISDIR(st.st_mode)) {
+			if (cu_with_dirs)
+				cae_buf_printf(out, "%s/ %04o\n", rel,
+					       (unsigned)(st.st_mode & 07777));
 			cu_walk(p, rel, out, temps);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];

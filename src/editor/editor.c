@@ -53,6 +53,9 @@ struct cae_editor {
 	 * killed mid-write leaves no staged file once recovered. NULL when the journal
 	 * directory cannot be made (writes are then plain temporary file + rename). */
 	cae_wsj *wsj;
+	/* The transaction of the `create` being run (its directories are made in it, so that a
+	 * crash or a failure removes them again), else NULL. */
+	cae_txn *create_txn;
 	cae_editor_limits lim;
 	ed_undo *undo;
 	pthread_mutex_t lock;
@@ -425,8 +428,15 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 					return pfd;
 				owned = true;
 			}
-			int r =
-			    mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno : 0;
+			int r;
+			if (ed->create_txn) {
+				/* announced in the journal: a rollback removes it */
+				r = cae_txn_mkdir(ed->create_txn, p);
+				r = r == -EEXIST ? 0 : r;
+			} else {
+				r = mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno
+											    : 0;
+			}
 			if (owned)
 				close(pfd);
 			if (r < 0)
@@ -938,8 +948,8 @@ static int write_atomic(cae_editor *ed, const target *t, const seg *segs, size_t
 	const char *base = t->base;
 	ed_hash hs;
 	ed_hash_init(&hs);
-	cae_txn *tx = NULL;
-	if (ed->wsj && cae_txn_begin(ed->wsj, &tx) == 0) {
+	cae_txn *tx = TAKE_PTR(ed->create_txn);
+	if (tx || (ed->wsj && cae_txn_begin(ed->wsj, &tx) == 0)) {
 		int fd = cae_txn_stage(tx, dfd, t->dir ? t->dir : "", base,
 				       noreplace ? CAE_TXN_NOREPLACE : 0);
 		if (fd < 0) {
@@ -1419,24 +1429,28 @@ static int do_create(cae_editor *ed, const char *path, size_t plen, const char *
 			      len, ed->lim.max_file_bytes);
 		return r < 0 ? r : 0;
 	}
+	/* missing directories are made in the write's transaction */
+	if (ed->wsj && cae_txn_begin(ed->wsj, &ed->create_txn) < 0)
+		ed->create_txn = NULL;
 	r = resolve_named(ed, path, plen, true, &t, res);
-	if (r != 0)
-		return r < 0 ? r : 0;
-	if (t.exists && S_ISDIR(t.st.st_mode)) {
+	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
 		r = refuse_directory(res, &t);
-		return r < 0 ? r : 0;
-	}
-	if (t.exists) {
+	else if (r == 0 && t.exists) {
 		r = res_error(res,
 			      "File already exists at: %s. Cannot overwrite files using command "
 			      "`create`.",
 			      t.display);
+		r = r < 0 ? r : 1;
+	}
+	if (r != 0) {
+		cae_txn_abort(TAKE_PTR(ed->create_txn));
 		return r < 0 ? r : 0;
 	}
 	seg s = {text, len};
 	uint64_t written = 0;
 	r = write_atomic(ed, &t, &s, 1, false, NEW_FILE_MODE, NULL, true,
 			 ed->lim.undo_depth ? &written : NULL);
+	cae_txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by write_atomic) */
 	if (r < 0) {
 		r = write_error(res, t.display, r);
 		return r < 0 ? r : 0;

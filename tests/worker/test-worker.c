@@ -1955,6 +1955,8 @@ static void kill_loop(const char *name, const char *text, int mode)
 	ck_assert_int_eq(cae_mkdir_p(scratch, 0700), 0);
 	setenv("TMPDIR", scratch, 1);
 	patch_job j = {f.cfg, f.uuid, text, 0, mode == 1, mode == 1 ? f.ws : ws};
+	/* through commands, the directories made for new files are not journaled */
+	cu_with_dirs = mode != 1;
 	/* all-old and all-new, from an uninterrupted run */
 	kill_tree_reset(ws);
 	int temps = 0;
