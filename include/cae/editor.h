@@ -14,7 +14,12 @@
  *    the display root (how the agent sees the workspace, e.g. "/workspace/project");
  *  - tabs are never expanded, CRLF files and a missing final newline are preserved, new_str is
  *    taken literally, binary and non-UTF-8 files are refused;
- *  - writes are atomic (temporary file, fsync, rename) and keep the file's mode;
+ *  - writes are atomic (staged file, fsync, rename) and keep the file's mode; each is a
+ *    transaction of the workspace's journal (base/txn.h, beside the workspace), so a process
+ *    killed mid-write leaves the file old or new and, once recovered, no staged file;
+ *    cae_editor_new first recovers what a killed process left;
+ *  - undo_edit only undoes what the edit wrote: when the file changed since (a command,
+ *    another process) or was removed, it refuses, says so, and keeps the history;
  *  - file size, output length and undo memory are bounded (cae_editor_limits).
  *
  * Line model: a file is split at "\n"; a final "\n" ends the last line (it does not start an
@@ -90,7 +95,9 @@ void cae_editor_result_clear(cae_editor_result *res);
  * NULL on allocation failure. */
 char *cae_editor_result_compat_text(const cae_editor_result *res);
 
-/* Opens the workspace `root_path` (a host directory, opened once as O_PATH|O_DIRECTORY).
+/* Opens the workspace `root_path` (a host directory, opened once as O_PATH|O_DIRECTORY),
+ * making its journal directory (<root_path>/../.cae-journal, else <root_path>/.cae-journal)
+ * and completing or rolling back the transactions of dead processes found there.
  * display_root (absolute; NULL = root_path) is how the agent sees that directory; paths in
  * outputs use it. limits is copied (NULL = defaults). Returns a new editor, or NULL with err
  * set. */

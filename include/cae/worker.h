@@ -15,7 +15,13 @@
  *  3. The diff forms (`*** Begin Patch`, unified diffs) are all-or-nothing: every hunk is
  *     checked against the current files first (exact context, then whitespace-tolerant);
  *     if one does not apply nothing is written and the result's `error` names the file and
- *     the hunk. If a write fails half-way, the files already written are put back.
+ *     the hunk. On this host (local environments) the files are then changed as one
+ *     transaction of the workspace's journal (base/txn.h): every new version is staged
+ *     beside its target, then all are renamed after a commit record, so a failure or a
+ *     crash at any instant leaves every file old or every one new once recovered (the
+ *     next process opening the workspace, or `cae gc`, recovers). Through commands the
+ *     same is done by scripts in the environment (staged files, a journal and a commit
+ *     record there; the next worker run in that environment recovers).
  *  4. The seed's forms (JSON, Markdown) run command by command: file_edit
  *     create|update|append|delete|patch|move, shell_command (sh -c, bash when the
  *     environment has it, stdout and stderr combined, command_timeout, 5 min by default),
@@ -25,7 +31,11 @@
  *     snapshot of the whole workspace, modes included, taken before the first command; on
  *     the first failure the workspace is emptied and the snapshot extracted, so tracked,
  *     untracked, ignored and deleted files alike come back byte for byte). rollback implies
- *     stopping at the first failure.
+ *     stopping at the first failure. A diff form needs no snapshot (it is one
+ *     transaction), nor does a JSON/Markdown patch made only of file edits: it is
+ *     checked whole first (cae_patch_check) and applied as one transaction, so a failure
+ *     leaves nothing changed ("rolled_back": true) and a crash too. The snapshot lives in
+ *     $TMPDIR/cae-snap.<pid>-<start>.XXXXXX; `cae gc` removes those of dead processes.
  *  6. auto_commit: after a run in which at least one command succeeded (and nothing was
  *     rolled back): `git add -A`, then `git commit -m "<prefix> <first line of the patch,
  *     cut at 80 characters>"` (an identity is given with -c when the repository has none);
@@ -139,6 +149,13 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
  * o->patch_text is NULL the text is used for the commit message and the log. */
 int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,
 			const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err);
+
+/* Completes or rolls back what cae processes that are gone left half done in the files of
+ * task_uuid's environment (what every cae_worker_run does first for the file system it
+ * uses): the workspace's journal on this host (local environments), and the environment's
+ * own (one command in it). Returns 0, or < 0 with err set when the environment cannot be
+ * reached. */
+int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
 
 /* The human rendering (seed 002 §8.2) of a result (borrowed): the summary, a blank line, then
  * one line per command

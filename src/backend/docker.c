@@ -18,6 +18,7 @@
 
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/scratch.h"
 #include "base/timeutil.h"
 #include "cae/docker.h"
 #include "cae/log.h"
@@ -580,12 +581,12 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 	char real[PATH_MAX];
 	if (!realpath(repo, real) || !cae_is_dir(real))
 		return cae_error_set(err, -ENOENT, "repository not found: %s", repo);
-	const char *tmpbase = getenv("TMPDIR");
+	/* named after this process: `cae gc` removes it if we die before the end (scratch.h) */
 	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s/cae-bundle-XXXXXX", tmpbase && *tmpbase ? tmpbase : "/tmp");
-	if (!mkdtemp(dir))
-		return cae_error_set(err, -errno, "cannot create a temporary directory: %s",
-				     strerror(errno));
+	int m = cae_scratch_mkdtemp(NULL, "cae-bundle-", dir, sizeof(dir));
+	if (m < 0)
+		return cae_error_set(err, m, "cannot create a temporary directory: %s",
+				     strerror(-m));
 	_cleanup_free_ char *bundle = cae_path_join(dir, "src.bundle");
 	_cleanup_free_ char *tarpath = cae_path_join(dir, "src.tar");
 	int r = 0;

@@ -2,6 +2,9 @@
 #include "cli/cli.h"
 
 #include "base/macro.h"
+#include "base/scratch.h"
+#include "base/txn.h"
+#include "cae/worker.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -264,7 +267,11 @@ static int usage_gc(FILE *f)
 {
 	fprintf(f, "usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
 		   "than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
-		   "prints how many.\n\noptions:\n  --older-than-hours H  threshold in hours (0 = "
+		   "prints how many. Then completes or rolls back the file changes a killed cae "
+		   "process left in the remaining environments, and removes the rollback "
+		   "snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
+		   "processes that are gone (those of older versions, which do not name their "
+		   "process, once older than the threshold and at least an hour).\n\noptions:\n  --older-than-hours H  threshold in hours (0 = "
 		   "all)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
@@ -302,8 +309,40 @@ int cae_cli_gc(int argc, char **argv)
 	cae_error_clear(&err);
 	int r = cae_backend_cleanup_stale(cae_session_backend(s), (int64_t)(hours * 3600), &removed,
 					  &err);
-	json_t *j = json_pack("{s:i, s:s}", "removed", removed, "backend",
-			      cae_backend_name(cae_session_backend(s)));
+	/* what killed processes left: journals of local workspaces, scratch directories */
+	unsigned journals = 0, incomplete = 0, scratch = 0;
+	json_t *envs = NULL;
+	cae_error lerr;
+	cae_error_clear(&lerr);
+	if (cae_backend_list(cae_session_backend(s), &envs, &lerr) == 0) {
+		size_t i;
+		json_t *e;
+		json_array_foreach(envs, i, e)
+		{
+			const char *hp = json_string_value(json_object_get(e, "host_path"));
+			const char *uuid = json_string_value(json_object_get(e, "task_uuid"));
+			cae_wsj_stats st;
+			if (hp && cae_wsj_recover_path(hp, &st) == 0) {
+				journals += st.journals;
+				incomplete += st.incomplete;
+			}
+			/* what patches through commands in the environment left */
+			if (uuid)
+				(void)cae_worker_recover(cae_session_backend(s), uuid, NULL);
+		}
+		json_decref(envs);
+	}
+	int64_t legacy = (int64_t)(hours * 3600) > 3600 ? (int64_t)(hours * 3600) : 3600;
+	int g = cae_scratch_gc(NULL, "cae-snap.", legacy, &scratch);
+	int g2 = cae_scratch_gc(NULL, "cae-bundle-", legacy, &scratch);
+	json_t *j = json_pack("{s:i, s:s, s:i, s:i}", "removed", removed, "backend",
+			      cae_backend_name(cae_session_backend(s)), "journals_recovered",
+			      (int)journals, "scratch_removed", (int)scratch);
+	if (incomplete)
+		json_object_set_new(j, "journals_incomplete", json_integer(incomplete));
+	if (g < 0 || g2 < 0)
+		json_object_set_new(j, "scratch_error",
+				    json_string(strerror(-(g < 0 ? g : g2))));
 	if (r < 0)
 		json_object_set_new(j, "error", json_string(err.message));
 	cae_cli_print_json(j);

@@ -137,10 +137,26 @@ void ed_undo_free(ed_undo *u);
 /* Records the content a file had before an edit. data (may be NULL when !existed) is stolen
  * in every case. Returns 1 if kept, 0 if not (undo disabled, or larger than the budget),
  * -ENOMEM. */
-int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed);
-/* Takes the newest entry of key. Returns 1 with *data (owned), *len, *existed; 0 when there is
- * none. */
-int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed);
+/* written: ed_hash of what the edit wrote (what the file must still hold for an undo). */
+int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed,
+		 uint64_t written);
+/* Takes the newest entry of key. Returns 1 with *data (owned), *len, *existed, *written; 0
+ * when there is none. */
+int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed,
+		uint64_t *written);
+
+/* A 64-bit hash of a byte stream fed in pieces (the same for any split). Not cryptographic:
+ * it tells whether a file still holds what the editor wrote. */
+typedef struct ed_hash {
+	uint64_t h;
+	uint64_t total;
+	unsigned char buf[8];
+	size_t nbuf;
+} ed_hash;
+
+void ed_hash_init(ed_hash *hs);
+void ed_hash_feed(ed_hash *hs, const void *data, size_t n);
+uint64_t ed_hash_final(const ed_hash *hs);
 size_t ed_undo_bytes(const ed_undo *u);
 /* The data the history lets go of (entries dropped for the depth or the budget, data pushed
  * but not kept) goes to release(ctx, data), which then owns it, instead of free(). */

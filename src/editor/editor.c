@@ -12,6 +12,7 @@
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
+#include "base/txn.h"
 #include "base/utf8.h"
 #include "editor-internal.h"
 
@@ -48,6 +49,13 @@ static const char REVIEW_HINT_INSERT[] =
 struct cae_editor {
 	int root_fd; /* O_PATH | O_DIRECTORY */
 	char *root;  /* display root, normalised */
+	/* The workspace's journal (base/txn.h): every write is a transaction, so a process
+	 * killed mid-write leaves no staged file once recovered. NULL when the journal
+	 * directory cannot be made (writes are then plain temporary file + rename). */
+	cae_wsj *wsj;
+	/* The transaction of the `create` being run (its directories are made in it, so that a
+	 * crash or a failure removes them again), else NULL. */
+	cae_txn *create_txn;
 	cae_editor_limits lim;
 	ed_undo *undo;
 	pthread_mutex_t lock;
@@ -269,6 +277,10 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 	pthread_mutex_init(&ed->lock, NULL);
 	ed_undo_set_release(ed->undo, spare_release, ed);
 	ed->lim = lim;
+	/* Finishes what a process killed while editing this workspace left (a failure leaves
+	 * only temporary files, and the next open tries again). */
+	if (cae_wsj_open(fd, &ed->wsj) == 0)
+		(void)cae_wsj_recover(ed->wsj, NULL);
 	ed->root_fd = TAKE_FD(fd);
 	ed->root = TAKE_PTR(root);
 	return ed;
@@ -281,6 +293,7 @@ void cae_editor_free(cae_editor *ed)
 	if (ed->root_fd >= 0)
 		close(ed->root_fd);
 	ed_undo_free(ed->undo);
+	cae_wsj_free(ed->wsj);
 	free(ed->spare);
 	pthread_mutex_destroy(&ed->lock);
 	free(ed->root);
@@ -301,6 +314,7 @@ size_t cae_editor_undo_bytes(cae_editor *ed)
 typedef struct target {
 	char *display; /* the agent's path in display form (what outputs echo) */
 	char *key;     /* workspace-relative path after following a final symlink (undo key) */
+	char *dir;     /* dfd's path relative to the workspace ("" for it), when base is set */
 	int dfd;       /* parent directory (O_PATH), beneath the workspace; -1 for the root */
 	bool dfd_owned;
 	char *base; /* final name in dfd; NULL when the target is the workspace itself */
@@ -312,6 +326,7 @@ static void target_clear(target *t)
 {
 	free(t->display);
 	free(t->key);
+	free(t->dir);
 	free(t->base);
 	if (t->dfd_owned && t->dfd >= 0)
 		close(t->dfd);
@@ -413,10 +428,17 @@ static int mkdir_beneath(cae_editor *ed, const char *dir)
 					return pfd;
 				owned = true;
 			}
-			int r =
-			    mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno : 0;
-			if (r == 0)
-				cae_keep_owner_dir(pfd, name);
+			int r;
+			if (ed->create_txn) {
+				/* announced in the journal: a rollback removes it */
+				r = cae_txn_mkdir(ed->create_txn, p);
+				r = r == -EEXIST ? 0 : r;
+			} else {
+				r = mkdirat(pfd, name, NEW_DIR_MODE) < 0 && errno != EEXIST ? -errno
+											    : 0;
+				if (r == 0)
+					cae_keep_owner_dir(pfd, name);
+			}
 			if (owned)
 				close(pfd);
 			if (r < 0)
@@ -551,7 +573,8 @@ static int resolve(cae_editor *ed, const char *path, size_t len, bool create, ta
 				return -ENOMEM;
 			}
 			t->base = strdup(name);
-			return t->base ? 0 : -ENOMEM;
+			t->dir = slash ? strndup(cur, (size_t)(slash - cur)) : strdup("");
+			return t->base && t->dir ? 0 : -ENOMEM;
 		}
 		/* A symbolic link as the final name: follow it by hand, beneath the workspace. */
 		if (follow >= SYMLINK_MAX_FOLLOW)
@@ -871,24 +894,18 @@ static int write_segs(int fd, const seg *segs, size_t nsegs)
 	}
 }
 
-/* Writes the concatenation of segs to dfd/base atomically: a temporary file in the same
- * directory, fsync, rename over (or, with noreplace, only if base does not exist), fsync of
- * the directory. mode is applied; with owner, its uid/gid are kept where we can.
- * With crlf, every "\n" is written as "\r\n". Returns 0 or -errno. */
-static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *segs, size_t nsegs,
-			bool crlf, mode_t mode, const struct stat *owner, bool noreplace)
+/* Feeds segs to hs (NULL: nothing). */
+static void hash_segs(ed_hash *hs, const seg *segs, size_t nsegs)
 {
-	char tmp[96];
-	int fd = -1;
-	for (int attempt = 0; attempt < 100; attempt++) {
-		snprintf(tmp, sizeof(tmp), ".cae-edit-%d-%u-%u", (int)getpid(), ++ed->tmp_counter,
-			 (unsigned)(cae_now_ns() & 0xffffffffu));
-		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd >= 0 || errno != EEXIST)
-			break;
-	}
-	if (fd < 0)
-		return -errno;
+	for (size_t i = 0; hs && i < nsegs; i++)
+		ed_hash_feed(hs, segs[i].p, segs[i].n);
+}
+
+/* The new content into fd (crlf: every "\n" written as "\r\n"), hashed into hs (may be
+ * NULL), then the owner and mode. */
+static int fill_file(int fd, const seg *segs, size_t nsegs, bool crlf, mode_t mode,
+		     const struct stat *owner, ed_hash *hs)
+{
 	int r = 0;
 	if (crlf) {
 		cae_buf b;
@@ -902,20 +919,70 @@ static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *se
 		seg all = {b.data, b.len};
 		if (r == 0)
 			r = write_segs(fd, &all, 1);
+		if (r == 0)
+			hash_segs(hs, &all, 1);
 		cae_buf_clear(&b);
 	} else {
 		r = write_segs(fd, segs, nsegs);
+		if (r == 0)
+			hash_segs(hs, segs, nsegs);
 	}
 	if (r == 0 && owner && (owner->st_uid != geteuid() || owner->st_gid != getegid())) {
 		/* Keep the owner when we may (root); a failure leaves ours. */
 		if (fchown(fd, owner->st_uid, owner->st_gid) < 0) {
 		}
-	} else if (r == 0 && !owner) {
-		/* a new file: its directory's owner (the sandbox's user), when we are root */
-		cae_keep_owner(fd, dfd, base);
 	}
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;
+	return r;
+}
+
+/* Writes the concatenation of segs to t (dfd/base) atomically: a staged file in the same
+ * directory, fsync, rename over (or, with noreplace, only if base does not exist), fsync of
+ * the directory; as a transaction of the workspace's journal when there is one, so that a
+ * staged file left by a crash is removed by the next recovery. mode is applied; with owner,
+ * its uid/gid are kept where we can. With crlf, every "\n" is written as "\r\n". hash (may be
+ * NULL) gets the ed_hash of the bytes written. Returns 0 or -errno. */
+static int write_atomic(cae_editor *ed, const target *t, const seg *segs, size_t nsegs, bool crlf,
+			mode_t mode, const struct stat *owner, bool noreplace, uint64_t *hash)
+{
+	int dfd = t->dfd;
+	const char *base = t->base;
+	ed_hash hs;
+	ed_hash_init(&hs);
+	cae_txn *tx = TAKE_PTR(ed->create_txn);
+	if (tx || (ed->wsj && cae_txn_begin(ed->wsj, &tx) == 0)) {
+		int fd = cae_txn_stage(tx, dfd, t->dir ? t->dir : "", base,
+				       noreplace ? CAE_TXN_NOREPLACE : 0);
+		if (fd < 0) {
+			cae_txn_abort(tx);
+			return fd;
+		}
+		int r = fill_file(fd, segs, nsegs, crlf, mode, owner, hash ? &hs : NULL);
+		int d = cae_txn_stage_done(tx, fd);
+		if (r == 0)
+			r = d;
+		if (r < 0) {
+			cae_txn_abort(tx);
+			return r;
+		}
+		r = cae_txn_commit(tx, NULL);
+		if (r == 0 && hash)
+			*hash = ed_hash_final(&hs);
+		return r;
+	}
+	char tmp[96];
+	int fd = -1;
+	for (int attempt = 0; attempt < 100; attempt++) {
+		snprintf(tmp, sizeof(tmp), ".cae-edit-%d-%u-%u", (int)getpid(), ++ed->tmp_counter,
+			 (unsigned)(cae_now_ns() & 0xffffffffu));
+		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+	}
+	if (fd < 0)
+		return -errno;
+	int r = fill_file(fd, segs, nsegs, crlf, mode, owner, hash ? &hs : NULL);
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
@@ -946,6 +1013,8 @@ static int write_atomic(cae_editor *ed, int dfd, const char *base, const seg *se
 		(void)fsync(sfd);
 		close(sfd);
 	}
+	if (hash)
+		*hash = ed_hash_final(&hs);
 	return 0;
 }
 
@@ -1362,27 +1431,33 @@ static int do_create(cae_editor *ed, const char *path, size_t plen, const char *
 			      len, ed->lim.max_file_bytes);
 		return r < 0 ? r : 0;
 	}
+	/* missing directories are made in the write's transaction */
+	if (ed->wsj && cae_txn_begin(ed->wsj, &ed->create_txn) < 0)
+		ed->create_txn = NULL;
 	r = resolve_named(ed, path, plen, true, &t, res);
-	if (r != 0)
-		return r < 0 ? r : 0;
-	if (t.exists && S_ISDIR(t.st.st_mode)) {
+	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
 		r = refuse_directory(res, &t);
-		return r < 0 ? r : 0;
-	}
-	if (t.exists) {
+	else if (r == 0 && t.exists) {
 		r = res_error(res,
 			      "File already exists at: %s. Cannot overwrite files using command "
 			      "`create`.",
 			      t.display);
+		r = r < 0 ? r : 1;
+	}
+	if (r != 0) {
+		cae_txn_abort(TAKE_PTR(ed->create_txn));
 		return r < 0 ? r : 0;
 	}
 	seg s = {text, len};
-	r = write_atomic(ed, t.dfd, t.base, &s, 1, false, NEW_FILE_MODE, NULL, true);
+	uint64_t written = 0;
+	r = write_atomic(ed, &t, &s, 1, false, NEW_FILE_MODE, NULL, true,
+			 ed->lim.undo_depth ? &written : NULL);
+	cae_txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by write_atomic) */
 	if (r < 0) {
 		r = write_error(res, t.display, r);
 		return r < 0 ? r : 0;
 	}
-	if (ed_undo_push(ed->undo, t.key, NULL, 0, false) < 0)
+	if (ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
 		return -ENOMEM;
 	_cleanup_free_ char *msg = NULL;
 	if (asprintf(&msg, "File created successfully at: %s", t.display) < 0)
@@ -1405,15 +1480,16 @@ static int commit_edit(cae_editor *ed, const target *t, loaded *l, const seg *se
 				  t->display, total, ed->lim.max_file_bytes);
 		return r < 0 ? r : 1;
 	}
-	int r =
-	    write_atomic(ed, t->dfd, t->base, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false);
+	uint64_t written = 0;
+	int r = write_atomic(ed, t, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false,
+			     ed->lim.undo_depth ? &written : NULL);
 	if (r < 0)
 		return write_error(res, t->display, r);
 	if (l->fd >= 0) {
 		close_later(l->fd);
 		l->fd = -1;
 	}
-	r = ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true);
+	r = ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true, written);
 	if (r < 0)
 		return r;
 	*undo_kept = r == 1;
@@ -1749,6 +1825,31 @@ static int do_insert(cae_editor *ed, const char *path, size_t plen, long long li
 		      "Successfully inserted text after line %lld in %s", line, t.display);
 }
 
+/* Whether t still holds what the editor wrote (ed_hash `written`). Returns 0 (it does), 1 (it
+ * changed or is gone), or -ENOMEM. */
+static int changed_since(cae_editor *ed, const target *t, uint64_t written)
+{
+	if (!t->exists || !S_ISREG(t->st.st_mode) ||
+	    (unsigned long long)t->st.st_size > ed->lim.max_file_bytes)
+		return 1;
+	_cleanup_close_ int fd =
+	    openat(t->dfd, t->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	char *buf = NULL;
+	size_t n = 0;
+	int r = cae_read_fd(fd, ed->lim.max_file_bytes, &buf, &n);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return 1;
+	ed_hash hs;
+	ed_hash_init(&hs);
+	ed_hash_feed(&hs, buf, n);
+	spare_put(ed, buf);
+	return ed_hash_final(&hs) == written ? 0 : 1;
+}
+
 static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
 {
 	_cleanup_(target_clear) target t = {.dfd = -1};
@@ -1766,14 +1867,36 @@ static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_res
 	char *data = NULL;
 	size_t len = 0;
 	bool existed = false;
-	if (ed_undo_pop(ed->undo, t.key, &data, &len, &existed) == 0) {
+	uint64_t written = 0;
+	if (ed_undo_pop(ed->undo, t.key, &data, &len, &existed, &written) == 0) {
 		r = res_error(res, "No edit history found for %s.", t.display);
+		return r < 0 ? r : 0;
+	}
+	/* Only what the edit wrote is undone: a change made since (a command, another process)
+	 * would be lost without a word. The entry stays for when the file is back. */
+	int c = changed_since(ed, &t, written);
+	if (c != 0) {
+		if (ed_undo_push(ed->undo, t.key, data, len, existed, written) < 0 || c < 0)
+			return -ENOMEM;
+		if (!t.exists)
+			r = res_error(res,
+				      "%s was removed since the last edit (by a command or another "
+				      "process); undo_edit would bring back an older version and "
+				      "discard that removal. Nothing was changed; use `create` to "
+				      "write the file again.",
+				      t.display);
+		else
+			r = res_error(res,
+				      "%s changed since the last edit (by a command or another "
+				      "process); undo_edit would discard that change. Nothing was "
+				      "changed: view the file and edit it instead.",
+				      t.display);
 		return r < 0 ? r : 0;
 	}
 	if (!existed) {
 		if (t.exists && unlinkat(t.dfd, t.base, 0) < 0 && errno != ENOENT) {
 			int e = -errno;
-			if (ed_undo_push(ed->undo, t.key, NULL, 0, false) < 0)
+			if (ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
 				return -ENOMEM;
 			r = write_error(res, t.display, e);
 			return r < 0 ? r : 0;
@@ -1788,11 +1911,11 @@ static int do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_res
 			      t.display);
 	}
 	seg s = {data, len};
-	r = write_atomic(ed, t.dfd, t.base, &s, 1, false, t.exists ? t.st.st_mode : NEW_FILE_MODE,
-			 t.exists ? &t.st : NULL, false);
+	r = write_atomic(ed, &t, &s, 1, false, t.exists ? t.st.st_mode : NEW_FILE_MODE,
+			 t.exists ? &t.st : NULL, false, NULL);
 	if (r < 0) {
 		/* Keep the entry: the agent may retry. */
-		if (ed_undo_push(ed->undo, t.key, data, len, true) < 0)
+		if (ed_undo_push(ed->undo, t.key, data, len, true, written) < 0)
 			return -ENOMEM;
 		r = write_error(res, t.display, r);
 		return r < 0 ? r : 0;

@@ -21,6 +21,7 @@ typedef struct entry {
 	size_t len;
 	size_t cost;
 	uint64_t seq;
+	uint64_t written;
 	bool existed;
 } entry;
 
@@ -133,7 +134,8 @@ static bool evict_one(ed_undo *u)
 	return true;
 }
 
-int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed)
+int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed,
+		 uint64_t written)
 {
 	size_t cost = len + ENTRY_OVERHEAD + strlen(key);
 	if (u->depth == 0 || cost > u->budget || cost < len) {
@@ -176,6 +178,7 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
 	    .cost = cost,
 	    .seq = ++u->seq,
 	    .existed = existed,
+	    .written = written,
 	};
 	u->bytes += cost;
 	/* h stays valid until here; compaction may move histories. */
@@ -183,7 +186,8 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
 	return 1;
 }
 
-int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed)
+int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed,
+		uint64_t *written)
 {
 	history *h = find(u, key);
 	if (!h || h->n == 0)
@@ -192,7 +196,60 @@ int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *exi
 	*data = e->data;
 	*len = e->len;
 	*existed = e->existed;
+	*written = e->written;
 	u->bytes -= e->cost;
 	compact(u);
 	return 1;
+}
+
+/* ---- ed_hash: 8-byte words, multiply and xor-shift (FNV-style constants) ---- */
+
+#define HASH_MUL 0x100000001b3ULL
+#define HASH_K 0x9e3779b97f4a7c15ULL
+
+static uint64_t mix(uint64_t h, uint64_t w)
+{
+	h ^= w * HASH_K;
+	h *= HASH_MUL;
+	return h ^ (h >> 29);
+}
+
+void ed_hash_init(ed_hash *hs)
+{
+	memset(hs, 0, sizeof(*hs));
+	hs->h = 0xcbf29ce484222325ULL;
+}
+
+void ed_hash_feed(ed_hash *hs, const void *data, size_t n)
+{
+	const unsigned char *p = data;
+	hs->total += n;
+	while (n && hs->nbuf) {
+		hs->buf[hs->nbuf++] = *p++;
+		n--;
+		if (hs->nbuf == 8) {
+			uint64_t w;
+			memcpy(&w, hs->buf, 8);
+			hs->h = mix(hs->h, w);
+			hs->nbuf = 0;
+		}
+	}
+	if (hs->nbuf)
+		return; /* all of it went into the partial word */
+	uint64_t h = hs->h;
+	for (; n >= 8; p += 8, n -= 8) {
+		uint64_t w;
+		memcpy(&w, p, 8);
+		h = mix(h, w);
+	}
+	hs->h = h;
+	memcpy(hs->buf, p, n);
+	hs->nbuf = n;
+}
+
+uint64_t ed_hash_final(const ed_hash *hs)
+{
+	uint64_t w = 0;
+	memcpy(&w, hs->buf, hs->nbuf);
+	return mix(mix(hs->h, w), hs->total);
 }

@@ -1,11 +1,14 @@
 /* The environment file system on this host (local backend): every path is opened with
  * openat2(RESOLVE_BENEATH) from the workspace directory, opened once, so no symbolic link and
- * no ".." can lead out of it; writes are atomic (temporary file, fsync, rename) and keep the
- * file's mode. */
+ * no ".." can lead out of it; writes are atomic (staged file, fsync, rename) and keep the
+ * file's mode. Every write is a transaction of the workspace's journal (base/txn.h), so a
+ * process killed mid-write leaves no staged file once recovered, and a patch staged with
+ * txn_* is applied all or nothing even across a crash. */
 #include "worker/worker-internal.h"
 
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/txn.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,6 +27,8 @@ typedef struct host_fs {
 	wk_fs base;
 	int root_fd;	 /* O_PATH | O_DIRECTORY */
 	char *root_real; /* the workspace's real path on this host */
+	cae_wsj *wsj;	 /* NULL: no journal directory could be made (plain atomic writes) */
+	cae_txn *txn;	 /* the open transaction (txn_begin), else NULL */
 } host_fs;
 
 static host_fs *host_of(wk_fs *fs)
@@ -108,7 +113,12 @@ static int open_dir(host_fs *h, const char *dir, bool create)
 					return pfd;
 				name = last + 1;
 			}
-			if (mkdirat(pfd >= 0 ? pfd : h->root_fd, name, 0755) < 0) {
+			if (h->txn) {
+				/* announced: a rollback removes it again */
+				int m = cae_txn_mkdir(h->txn, p);
+				if (m < 0 && m != -EEXIST)
+					return m;
+			} else if (mkdirat(pfd >= 0 ? pfd : h->root_fd, name, 0755) < 0) {
 				if (errno != EEXIST)
 					return -errno;
 			} else {
@@ -226,10 +236,116 @@ static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t
 	return 0;
 }
 
+/* Stages data for rel in the open transaction. */
+static int stage_write(host_fs *h, const char *rel, const char *data, size_t len, mode_t mode,
+		       cae_error *err)
+{
+	target t;
+	int r = resolve(h, rel, true, true, &t, err);
+	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
+		r = path_error(err, rel, -EISDIR);
+	if (r < 0) {
+		target_clear(&t);
+		return r;
+	}
+	if (mode == WK_MODE_KEEP)
+		mode = t.exists && S_ISREG(t.st.st_mode) ? (t.st.st_mode & 07777) : 0644;
+	_cleanup_free_ char *dir = NULL;
+	const char *base;
+	r = split(t.rel, &dir, &base);
+	int fd = r < 0 ? r : cae_txn_stage(h->txn, t.dfd, dir, base, 0);
+	if (fd < 0) {
+		target_clear(&t);
+		return path_error(err, rel, fd);
+	}
+	r = cae_write_all(fd, data, len);
+	if (r == 0 && fchmod(fd, mode & 07777) < 0)
+		r = -errno;
+	int d = cae_txn_stage_done(h->txn, fd);
+	target_clear(&t);
+	if (r == 0)
+		r = d;
+	return r < 0 ? path_error(err, rel, r) : 0;
+}
+
+static int host_txn_begin(wk_fs *fs, cae_error *err)
+{
+	host_fs *h = host_of(fs);
+	if (h->txn)
+		return cae_error_set(err, -EBUSY, "a transaction is already open");
+	if (!h->wsj)
+		return cae_error_set(err, -ENOTSUP, "no journal directory for this workspace");
+	int r = cae_txn_begin(h->wsj, &h->txn);
+	return r < 0 ? cae_error_set(err, r, "%s", strerror(-r)) : 0;
+}
+
+static int host_txn_write(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
+			  cae_error *err)
+{
+	host_fs *h = host_of(fs);
+	if (!h->txn)
+		return cae_error_set(err, -EINVAL, "no open transaction");
+	return stage_write(h, rel, data, len, mode, err);
+}
+
+static int host_txn_remove(wk_fs *fs, const char *rel, cae_error *err)
+{
+	host_fs *h = host_of(fs);
+	if (!h->txn)
+		return cae_error_set(err, -EINVAL, "no open transaction");
+	target t;
+	int r = resolve(h, rel, false, false, &t, err);
+	if (r == 0 && !t.exists)
+		r = path_error(err, rel, -ENOENT);
+	else if (r == 0 && S_ISDIR(t.st.st_mode))
+		r = path_error(err, rel, -EISDIR);
+	if (r == 0) {
+		_cleanup_free_ char *dir = NULL;
+		const char *base;
+		r = split(t.rel, &dir, &base);
+		if (r == 0)
+			r = cae_txn_remove(h->txn, t.dfd, dir, base);
+		if (r < 0)
+			r = path_error(err, rel, r);
+	}
+	target_clear(&t);
+	return r;
+}
+
+static int host_txn_commit(wk_fs *fs, cae_error *err)
+{
+	host_fs *h = host_of(fs);
+	if (!h->txn)
+		return cae_error_set(err, -EINVAL, "no open transaction");
+	int r = cae_txn_commit(TAKE_PTR(h->txn), NULL);
+	return r < 0 ? cae_error_set(err, r,
+				     "the files could not be replaced: %s; nothing was changed",
+				     strerror(-r))
+		     : 0;
+}
+
+static void host_txn_abort(wk_fs *fs)
+{
+	host_fs *h = host_of(fs);
+	cae_txn_abort(TAKE_PTR(h->txn));
+}
+
 static int host_write(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
 		      cae_error *err)
 {
 	host_fs *h = host_of(fs);
+	if (h->wsj && !h->txn) {
+		/* a transaction of one file: the journal removes a staged file left by a crash */
+		int r = host_txn_begin(fs, err);
+		if (r == 0)
+			r = stage_write(h, rel, data, len, mode, err);
+		if (r < 0) {
+			host_txn_abort(fs);
+			return r;
+		}
+		r = cae_txn_commit(TAKE_PTR(h->txn), NULL);
+		return r < 0 ? path_error(err, rel, r) : 0;
+	}
 	target t;
 	int r = resolve(h, rel, true, true, &t, err);
 	if (r < 0) {
@@ -269,6 +385,8 @@ static int host_remove(wk_fs *fs, const char *rel, cae_error *err)
 static void host_free(wk_fs *fs)
 {
 	host_fs *h = host_of(fs);
+	cae_txn_abort(h->txn);
+	cae_wsj_free(h->wsj);
 	if (h->root_fd >= 0)
 		close(h->root_fd);
 	free(h->root_real);
@@ -279,6 +397,11 @@ static const wk_fs_ops host_ops = {
     .read = host_read,
     .write = host_write,
     .remove = host_remove,
+    .txn_begin = host_txn_begin,
+    .txn_write = host_txn_write,
+    .txn_remove = host_txn_remove,
+    .txn_commit = host_txn_commit,
+    .txn_abort = host_txn_abort,
     .free = host_free,
 };
 
@@ -299,6 +422,9 @@ int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
 		host_free(&h->base);
 		return cae_error_set(err, -EIO, "workspace %s: cannot resolve its path", host_path);
 	}
+	/* What a process killed while writing here left is completed or rolled back first. */
+	if (cae_wsj_open(h->root_fd, &h->wsj) == 0)
+		(void)cae_wsj_recover(h->wsj, NULL);
 	*out = &h->base;
 	return 0;
 }

@@ -1,10 +1,14 @@
 /* The rollback snapshot: `tar -cpf` of the whole workspace (every file, tracked or not,
  * ignored ones and .git included, with modes and symbolic links) taken before a patch, and
  * restored by emptying the workspace and extracting it. On this host for local environments
- * (a private temporary directory), in the environment otherwise (its scratch directory). */
+ * (a private scratch directory named after its owner, $TMPDIR/cae-snap.<pid>-<start>.XXXXXX,
+ * which `cae gc` removes once the owner is gone: base/scratch.h), in the environment
+ * otherwise (its scratch directory). */
 #include "worker/worker-internal.h"
 
+#include "base/fs.h"
 #include "base/macro.h"
+#include "base/scratch.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,10 +24,12 @@ struct wk_snapshot {
 	char *dir;  /* the snapshot's directory, holding ws.tar */
 };
 
-/* $1 workspace, $2 preferred scratch directory ("" for none). Prints the snapshot dir. */
+/* $1 workspace, $2 preferred scratch directory ("" for none), $3 the snapshot directory when
+ * already made ("" for none). Prints the snapshot dir. */
 static const char take_script[] =
     "set -u\n"
-    "root=$1 d=\n"
+    "root=$1 d=$3\n"
+    "[ -n \"$d\" ] ||\n"
     "for s in \"$2\" \"${TMPDIR:-/tmp}\" /tmp; do\n"
     "  if [ -n \"$s\" ] && [ -d \"$s\" ] && [ -w \"$s\" ]; then\n"
     "    d=$(mktemp -d \"$s/cae-snap.XXXXXX\" 2>/dev/null) && break\n"
@@ -95,10 +101,24 @@ int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_
 		free(s->root);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
-	const char *argv[] = {"sh", "-c", take_script, "cae-snapshot", s->root, scratch, NULL};
+	char made[4096] = "";
+	if (s->host) {
+		int m = cae_scratch_mkdtemp(NULL, "cae-snap.", made, sizeof(made));
+		if (m < 0) {
+			free(s->root);
+			return cae_error_set(err, m,
+					     "cannot take the rollback snapshot: cannot make a "
+					     "scratch directory: %s",
+					     strerror(-m));
+		}
+	}
+	const char *argv[] = {"sh",    "-c",	take_script, "cae-snapshot",
+			      s->root, scratch, made,	     NULL};
 	cae_run_result res;
 	int r = run(s, argv, &res, err);
 	if (r < 0) {
+		if (made[0])
+			(void)cae_rm_rf(made);
 		free(s->root);
 		return cae_error_prefix(err, "cannot take the rollback snapshot");
 	}

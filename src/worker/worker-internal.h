@@ -38,6 +38,18 @@ typedef struct wk_fs_ops {
 		     cae_error *err);
 	/* Removes the file rel (a symbolic link itself, not its target). -ENOENT, -EISDIR. */
 	int (*remove)(wk_fs *fs, const char *rel, cae_error *err);
+	/* All-or-nothing changes (NULL when the fs has none): after txn_begin, txn_write and
+	 * txn_remove (same checks as write and remove) only stage; txn_commit applies every
+	 * staged change, or none (then err says why); txn_abort drops them. One transaction
+	 * at a time. A crash at any point is completed or rolled back by the next recovery:
+	 * on this host base/txn.h's (wk_fs_host_new), through commands the environment's own
+	 * journal (wk_fs_env_new). */
+	int (*txn_begin)(wk_fs *fs, cae_error *err);
+	int (*txn_write)(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
+			 cae_error *err);
+	int (*txn_remove)(wk_fs *fs, const char *rel, cae_error *err);
+	int (*txn_commit)(wk_fs *fs, cae_error *err);
+	void (*txn_abort)(wk_fs *fs);
 	void (*free)(wk_fs *fs);
 } wk_fs_ops;
 
@@ -45,11 +57,13 @@ struct wk_fs {
 	const wk_fs_ops *ops;
 };
 
-/* Host file system calls below host_path (opened once; openat2 RESOLVE_BENEATH). */
+/* Host file system calls below host_path (opened once; openat2 RESOLVE_BENEATH). Opening
+ * recovers what a killed process left in the workspace's journal (base/txn.h). */
 int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
 
 /* Through commands in the environment (any backend). root is the workspace as commands see
- * it. b, uuid are borrowed and must outlive the fs. */
+ * it. b, uuid are borrowed and must outlive the fs. Opening recovers the environment's
+ * journals of cae processes that are gone (one command). */
 typedef struct wk_exec_ctx {
 	cae_backend *backend;
 	const char *task_uuid;

@@ -696,6 +696,241 @@ static void exec_step(run_state *st, journal *j, const cae_patch_step *s, outcom
 		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
 }
 
+/* Whether plan can be staged as one transaction: every step a WRITE, APPEND or DELETE
+ * computed in advance (no command to run in between), on a file system that has
+ * transactions. */
+static bool plan_transactional(run_state *st, const cae_patch_plan *plan)
+{
+	if (!st->fs->ops->txn_begin)
+		return false;
+	for (size_t i = 0; i < cae_patch_plan_count(plan); i++) {
+		const cae_patch_step *s = cae_patch_plan_step(plan, i);
+		if (s->deferred || s->kind == CAE_PATCH_STEP_RUN)
+			return false;
+	}
+	return true;
+}
+
+/* The files a transaction has staged so far (what a later APPEND appends to). */
+typedef struct staged_file {
+	char *rel;
+	char *data; /* NULL: removed */
+	size_t len;
+} staged_file;
+
+typedef struct staged_set {
+	staged_file *v;
+	size_t n;
+} staged_set;
+
+static void staged_set_clear(staged_set *ss)
+{
+	for (size_t i = 0; i < ss->n; i++) {
+		free(ss->v[i].rel);
+		free(ss->v[i].data);
+	}
+	free(ss->v);
+	memset(ss, 0, sizeof(*ss));
+}
+
+/* Records rel's staged content (data copied; NULL: removed). */
+static int staged_set_put(staged_set *ss, const char *rel, const char *data, size_t len)
+{
+	staged_file *f = NULL;
+	for (size_t i = 0; i < ss->n && !f; i++)
+		if (strcmp(ss->v[i].rel, rel) == 0)
+			f = &ss->v[i];
+	if (!f) {
+		staged_file *nv = realloc(ss->v, (ss->n + 1) * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		ss->v = nv;
+		f = &ss->v[ss->n];
+		memset(f, 0, sizeof(*f));
+		f->rel = strdup(rel);
+		if (!f->rel)
+			return -ENOMEM;
+		ss->n++;
+	}
+	char *copy = NULL;
+	if (data) {
+		copy = malloc(len + 1);
+		if (!copy)
+			return -ENOMEM;
+		memcpy(copy, data, len);
+		copy[len] = '\0';
+	}
+	free(f->data);
+	f->data = copy;
+	f->len = len;
+	return 0;
+}
+
+static const staged_file *staged_set_get(const staged_set *ss, const char *rel)
+{
+	for (size_t i = 0; i < ss->n; i++)
+		if (strcmp(ss->v[i].rel, rel) == 0)
+			return &ss->v[i];
+	return NULL;
+}
+
+/* APPEND as a staged write: the staged or current content plus s->data. */
+static int stage_append(run_state *st, staged_set *ss, const char *rel, const cae_patch_step *s,
+			cae_error *err)
+{
+	_cleanup_free_ char *old = NULL;
+	size_t old_len = 0;
+	const staged_file *f = staged_set_get(ss, rel);
+	const char *base = f ? f->data : NULL;
+	if (f) {
+		old_len = f->data ? f->len : 0;
+	} else {
+		int r = st->fs->ops->read(st->fs, rel, st->max_file, &old, &old_len, NULL, err);
+		if (r == -ENOENT) {
+			cae_error_clear(err);
+			old_len = 0;
+		} else if (r < 0) {
+			return r;
+		}
+		base = old;
+	}
+	if (old_len > SIZE_MAX - s->len - 1)
+		return cae_error_set(err, -EFBIG, "%s: file too large", s->path);
+	_cleanup_free_ char *buf = malloc(old_len + s->len + 1);
+	if (!buf)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (old_len)
+		memcpy(buf, base, old_len);
+	memcpy(buf + old_len, s->data, s->len);
+	int r = st->fs->ops->txn_write(st->fs, rel, buf, old_len + s->len, WK_MODE_KEEP, err);
+	if (r == 0 && staged_set_put(ss, rel, buf, old_len + s->len) < 0)
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	return r;
+}
+
+/* Stages step s in the open transaction; fills oc like exec_step. */
+static void stage_step(run_state *st, staged_set *ss, const cae_patch_step *s, outcome *oc)
+{
+	const cae_patch_command *c = s->command;
+	cae_error err;
+	cae_error_clear(&err);
+	_cleanup_free_ char *rel = NULL, *old_rel = NULL;
+	int r = rel_path(st, s->path, &rel, &err);
+	if (r == 0 && s->old_path)
+		r = rel_path(st, s->old_path, &old_rel, &err);
+	oc->success = true;
+	if (r == 0 && s->kind == CAE_PATCH_STEP_APPEND) {
+		r = stage_append(st, ss, rel, s, &err);
+		if (r == 0)
+			cae_buf_printf(&oc->output, "Appended %zu bytes to %s", s->len, s->path);
+	} else if (r == 0 && s->kind == CAE_PATCH_STEP_DELETE) {
+		const staged_file *f = staged_set_get(ss, rel);
+		if (f && !f->data)
+			r = cae_error_set(&err, -ENOENT, "%s: no such file or directory", s->path);
+		else
+			r = st->fs->ops->txn_remove(st->fs, rel, &err);
+		if (r == 0 && staged_set_put(ss, rel, NULL, 0) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
+		r = st->fs->ops->txn_remove(st->fs, rel, &err);
+		if (r == 0)
+			cae_buf_printf(&oc->output, "File %s deleted", s->path);
+	} else if (r == 0) {
+		mode_t mode = WK_MODE_KEEP;
+		bool move = old_rel && strcmp(old_rel, rel) != 0;
+		if (move &&
+		    st->fs->ops->read(st->fs, old_rel, st->max_file, NULL, NULL, &mode, &err) < 0)
+			mode = 0644;
+		cae_error_clear(&err);
+		r = st->fs->ops->txn_write(st->fs, rel, s->data, s->len, mode, &err);
+		if (r == 0 && staged_set_put(ss, rel, s->data, s->len) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
+		if (r == 0 && move)
+			r = st->fs->ops->txn_remove(st->fs, old_rel, &err);
+		if (r == 0 && move && staged_set_put(ss, old_rel, NULL, 0) < 0)
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
+		if (r == 0 && move)
+			cae_buf_printf(&oc->output, "Moved %s to %s (%zu bytes)", s->old_path,
+				       s->path, s->len);
+		else if (r == 0 && c->action == CAE_PATCH_PATCH)
+			cae_buf_printf(&oc->output, "Patched %s (%zu hunk%s applied, %zu bytes)",
+				       s->path, c->op ? c->op->nhunks : 0,
+				       c->op && c->op->nhunks == 1 ? "" : "s", s->len);
+		else if (r == 0)
+			cae_buf_printf(&oc->output, "File %s written successfully (%zu bytes)",
+				       s->path, s->len);
+	}
+	if (r < 0)
+		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
+}
+
+/* The plan as one transaction: every file staged beside its target, then all renamed (or, on
+ * any failure or a crash before the commit record, none). Returns NULL or the error (new). */
+static char *run_transaction(run_state *st, const cae_patch_plan *plan)
+{
+	size_t steps = cae_patch_plan_count(plan);
+	cae_error err;
+	cae_error_clear(&err);
+	if (st->fs->ops->txn_begin(st->fs, &err) < 0) {
+		char *m = NULL;
+		if (asprintf(&m, "the patch was not applied: %s", err.message) < 0)
+			m = NULL;
+		return m ? m : strdup("out of memory");
+	}
+	/* results are recorded once the outcome of the whole is known */
+	outcome *ocs = calloc(steps ? steps : 1, sizeof(outcome));
+	int64_t *ms = calloc(steps ? steps : 1, sizeof(int64_t));
+	if (!ocs || !ms) {
+		free(ocs);
+		free(ms);
+		st->fs->ops->txn_abort(st->fs);
+		return strdup("out of memory");
+	}
+	char *error = NULL;
+	size_t done = 0;
+	staged_set ss = {0};
+	for (; done < steps; done++) {
+		if (cancel_requested(st))
+			st->cancelled = true;
+		if (st->cancelled)
+			break;
+		const cae_patch_step *s = cae_patch_plan_step(plan, done);
+		outcome_init(&ocs[done], st->max_output);
+		int64_t t0 = cae_now_ns();
+		stage_step(st, &ss, s, &ocs[done]);
+		ms[done] = (cae_now_ns() - t0) / 1000000;
+		if (!ocs[done].success) {
+			if (asprintf(&error,
+				     "command %zu failed: %s; nothing was changed (the patch is "
+				     "applied all or nothing)",
+				     done + 1,
+				     ocs[done].error.data ? ocs[done].error.data : "") < 0)
+				error = NULL;
+			if (!error)
+				error = strdup("a command failed");
+			done++;
+			break;
+		}
+	}
+	if (error || st->cancelled) {
+		st->fs->ops->txn_abort(st->fs);
+		if (!error)
+			error = strdup("cancelled; nothing was changed");
+	} else if (st->fs->ops->txn_commit(st->fs, &err) < 0) {
+		/* the file system's message says what state the files are in */
+		error = strdup(err.message[0] ? err.message : "the patch could not be applied");
+	}
+	staged_set_clear(&ss);
+	for (size_t i = 0; i < done; i++) {
+		const cae_patch_step *s = cae_patch_plan_step(plan, i);
+		record(st, s->index, s->command, &ocs[i], ms[i]);
+		outcome_clear(&ocs[i]);
+	}
+	st->skipped += steps - done;
+	free(ocs);
+	free(ms);
+	return error;
+}
+
 /* Returns NULL on success, else the patch-level error (new string). */
 static char *run_atomic(run_state *st)
 {
@@ -726,6 +961,8 @@ static char *run_atomic(run_state *st)
 	cae_error_clear(&err);
 	if (cae_patch_check(p, &pfs, &plan, &err) < 0)
 		return strdup(err.message[0] ? err.message : "the patch does not apply");
+	if (plan_transactional(st, plan))
+		return run_transaction(st, plan);
 	journal j = {0};
 	char *error = NULL;
 	size_t steps = cae_patch_plan_count(plan);
@@ -989,7 +1226,15 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	const cae_worker_options *o = st->o;
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
-	if (o->rollback) {
+	/* The diff forms and, with rollback, a patch of file edits only are one transaction
+	 * (on this host or through commands): all or nothing, also across a crash, without a
+	 * snapshot. */
+	bool files_only = true;
+	for (size_t i = 0; i < cae_patch_count(p); i++)
+		files_only = files_only && cae_patch_get(p, i)->type == CAE_PATCH_FILE_EDIT;
+	bool transactional =
+	    st->fs->ops->txn_begin && (cae_patch_is_atomic(p) || (o->rollback && files_only));
+	if (o->rollback && !transactional) {
 		int r = wk_snapshot_take(&st->fs_ctx, st->root,
 					 st->host ? st->info.host_path : NULL, &snap, err);
 		if (r < 0)
@@ -999,11 +1244,17 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	size_t n = cae_patch_count(p);
 	bool stop_on_error = o->stop_on_error || o->rollback;
 	bool failed = false;
-	if (cae_patch_is_atomic(p)) {
+	bool rolled_back = false;
+	if (cae_patch_is_atomic(p) || transactional) {
 		patch_error = run_atomic(st);
 		failed = patch_error != NULL;
 		if (failed && st->ok + st->failed == 0)
 			st->skipped = n;
+		/* nothing was changed: for a seed form with rollback, that is the rollback */
+		if (failed && o->rollback && !cae_patch_is_atomic(p)) {
+			rolled_back = true;
+			json_object_set_new(out, "rolled_back", json_true());
+		}
 	} else {
 		for (size_t i = 0; i < n; i++) {
 			if (cancel_requested(st))
@@ -1018,7 +1269,6 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 		if (st->cancelled)
 			patch_error = strdup("cancelled: the remaining commands were not run");
 	}
-	bool rolled_back = false;
 	if (snap && (failed || st->cancelled))
 		rollback(st, snap, out, &rolled_back);
 	wk_snapshot_free(snap);
@@ -1152,6 +1402,33 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 		return r;
 	*result = TAKE_PTR(out);
 	return 0;
+}
+
+int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
+{
+	cae_env_info info;
+	int r = cae_backend_info(b, task_uuid, &info, err);
+	if (r < 0)
+		return r;
+	wk_fs *fs = NULL;
+	if (info.host_path) {
+		r = wk_fs_host_new(info.host_path, &fs, err);
+		wk_fs_free(TAKE_PTR(fs));
+	}
+	/* and the environment's own journal (a local environment has one when a patch ran
+	 * with fs=env) */
+	if (r == 0 && info.workspace_path) {
+		wk_exec_ctx ctx = {
+		    .backend = b,
+		    .task_uuid = task_uuid,
+		    .timeout_ms = CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
+		    .cancel_fd = -1,
+		};
+		r = wk_fs_env_new(&ctx, info.workspace_path, &fs, err);
+		wk_fs_free(fs);
+	}
+	cae_env_info_clear(&info);
+	return r;
 }
 
 int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,

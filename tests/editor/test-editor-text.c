@@ -372,37 +372,71 @@ END_TEST
 START_TEST(undo_history_bounds)
 {
 	ed_undo *u = ed_undo_new(2, 1000);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true), 1); /* drops "one" */
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true, 42), 1); /* drops "one" */
 	char *data;
 	size_t len;
 	bool existed;
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 1);
+	uint64_t written;
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
 	ck_assert_str_eq(data, "three");
+	ck_assert_uint_eq(written, 42);
 	free(data);
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 1);
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
 	ck_assert_str_eq(data, "two");
 	free(data);
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed), 0);
+	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 0);
 	ck_assert_uint_eq(ed_undo_bytes(u), 0);
 	/* Larger than the budget: not kept. */
 	char *big = malloc(2000);
 	memset(big, 'x', 2000);
-	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true), 0);
+	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true, 0), 0);
 	ck_assert_uint_eq(ed_undo_bytes(u), 0);
 	/* Many files: the total stays under the budget, the newest survive. */
 	for (int i = 0; i < 100; i++) {
 		char key[16];
 		snprintf(key, sizeof(key), "f%d", i);
-		ck_assert_int_ge(ed_undo_push(u, key, strdup("0123456789"), 10, true), 0);
+		ck_assert_int_ge(ed_undo_push(u, key, strdup("0123456789"), 10, true, 0), 0);
 		ck_assert_uint_le(ed_undo_bytes(u), 1000);
 	}
-	ck_assert_int_eq(ed_undo_pop(u, "f0", &data, &len, &existed), 0);
-	ck_assert_int_eq(ed_undo_pop(u, "f99", &data, &len, &existed), 1);
+	ck_assert_int_eq(ed_undo_pop(u, "f0", &data, &len, &existed, &written), 0);
+	ck_assert_int_eq(ed_undo_pop(u, "f99", &data, &len, &existed, &written), 1);
 	free(data);
 	ed_undo_free(u);
 	ed_undo_free(NULL);
+}
+END_TEST
+
+START_TEST(hash_split_invariant)
+{
+	/* The same bytes give the same hash however they are fed; a change gives another. */
+	char text[300];
+	for (size_t i = 0; i < sizeof(text); i++)
+		text[i] = (char)('a' + (i * 7) % 26);
+	ed_hash whole;
+	ed_hash_init(&whole);
+	ed_hash_feed(&whole, text, sizeof(text));
+	uint64_t h = ed_hash_final(&whole);
+	for (size_t a = 0; a < 20; a++)
+		for (size_t b = a; b < 40; b += 3) {
+			ed_hash hs;
+			ed_hash_init(&hs);
+			ed_hash_feed(&hs, text, a);
+			ed_hash_feed(&hs, text + a, b - a);
+			ed_hash_feed(&hs, text + b, sizeof(text) - b);
+			ck_assert_uint_eq(ed_hash_final(&hs), h);
+		}
+	text[150] ^= 1;
+	ed_hash_init(&whole);
+	ed_hash_feed(&whole, text, sizeof(text));
+	ck_assert_uint_ne(ed_hash_final(&whole), h);
+	/* length matters: "" and "\0" differ */
+	ed_hash e0, e1;
+	ed_hash_init(&e0);
+	ed_hash_init(&e1);
+	ed_hash_feed(&e1, "", 1);
+	ck_assert_uint_ne(ed_hash_final(&e0), ed_hash_final(&e1));
 }
 END_TEST
 
@@ -421,22 +455,22 @@ START_TEST(undo_release_hook)
 	/* What the history lets go of goes to the hook (which owns it), not to free(). */
 	ed_undo *u = ed_undo_new(2, 1000);
 	ed_undo_set_release(u, release_cb, &nreleased);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
 	ck_assert_uint_eq(nreleased, 0);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true), 1); /* depth */
+	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true, 0), 1); /* depth */
 	ck_assert_uint_eq(nreleased, 1);
 	ck_assert_str_eq(released[0], "one");
 	char *big = malloc(2000);
 	memset(big, 'x', 2000);
-	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true), 0); /* over the budget */
+	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true, 0), 0); /* over the budget */
 	ck_assert_uint_eq(nreleased, 2);
 	ck_assert_ptr_eq(released[1], big);
 	char *b900 = calloc(1, 900);
-	ck_assert_int_eq(ed_undo_push(u, "j", b900, 800, true), 1); /* evicts by budget */
+	ck_assert_int_eq(ed_undo_push(u, "j", b900, 800, true, 0), 1); /* evicts by budget */
 	ck_assert_uint_ge(nreleased, 3);
 	ck_assert_str_eq(released[2], "two");
-	ck_assert_int_eq(ed_undo_push(u, "new", NULL, 0, false), 1);
+	ck_assert_int_eq(ed_undo_push(u, "new", NULL, 0, false, 0), 1);
 	for (size_t i = 0; i < nreleased; i++)
 		free(released[i]);
 	ed_undo_free(u); /* what is still kept is freed */
@@ -459,6 +493,7 @@ int main(void)
 	tcase_add_test(tc, path_forms);
 	tcase_add_test(tc, undo_history_bounds);
 	tcase_add_test(tc, undo_release_hook);
+	tcase_add_test(tc, hash_split_invariant);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -20,6 +20,7 @@
 
 #include "base/fs.h"
 #include "base/macro.h"
+#include "crashutil.h"
 #include "testutil.h"
 
 #include <dirent.h>
@@ -1470,6 +1471,305 @@ static int list_cases(const char *dir)
 	return 0;
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* Crash consistency: SIGKILL at every kill point of a sequence of edits */
+
+static const char *const KILL_SEQ[] = {
+    "{\"command\":\"create\",\"path\":\"n1.txt\",\"file_text\":\"new one\\n\"}",
+    "{\"command\":\"create\",\"path\":\"deep/er/n2.txt\",\"file_text\":\"two\\n\"}",
+    "{\"command\":\"str_replace\",\"path\":\"a.txt\",\"old_str\":\"alpha\",\"new_str\":\"ALPHA\"}",
+    "{\"command\":\"insert\",\"path\":\"b.txt\",\"insert_line\":1,\"new_str\":\"inserted\"}",
+    "{\"command\":\"str_replace\",\"path\":\"crlf.txt\",\"old_str\":\"two\",\"new_str\":\"TWO\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"a.txt\"}",
+    "{\"command\":\"str_replace\",\"path\":\"sub/c.txt\",\"old_str\":\"gamma\",\"new_str\":\"G\"}",
+    "{\"command\":\"insert\",\"path\":\"a.txt\",\"insert_line\":0,\"new_str\":\"top\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"n1.txt\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"b.txt\"}",
+    "{\"command\":\"str_replace\",\"path\":\"run.sh\",\"old_str\":\"hi\",\"new_str\":\"hello\"}",
+    "{\"command\":\"insert\",\"path\":\"big.txt\",\"insert_line\":1000,\"new_str\":\"middle\"}",
+    "{\"command\":\"str_replace\",\"path\":\"big.txt\",\"old_str\":\"L05000\",\"new_str\":\"X\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"big.txt\"}",
+    "{\"command\":\"create\",\"path\":\"n1.txt\",\"file_text\":\"again\\n\"}",
+    "{\"command\":\"str_replace\",\"path\":\"n1.txt\",\"old_str\":\"again\",\"new_str\":\"AGAIN\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"n1.txt\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"n1.txt\"}",
+    "{\"command\":\"str_replace\",\"path\":\"deep/er/"
+    "n2.txt\",\"old_str\":\"two\",\"new_str\":\"2\"}",
+    "{\"command\":\"insert\",\"path\":\"crlf.txt\",\"insert_line\":2,\"new_str\":\"three\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"crlf.txt\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"crlf.txt\"}",
+    "{\"command\":\"str_replace\",\"path\":\"a.txt\",\"old_str\":\"top\",\"new_str\":\"TOP\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"sub/c.txt\"}",
+    "{\"command\":\"str_replace\",\"path\":\"link.txt\",\"old_str\":\"TOP\",\"new_str\":\"via\"}",
+    "{\"command\":\"create\",\"path\":\"sub/n3.txt\",\"file_text\":\"three\\n\"}",
+    "{\"command\":\"insert\",\"path\":\"sub/n3.txt\",\"insert_line\":1,\"new_str\":\"four\"}",
+    "{\"command\":\"undo_edit\",\"path\":\"a.txt\"}",
+};
+#define KILL_SEQ_N ARRAY_SIZE(KILL_SEQ)
+
+static void kill_ws_reset(const char *ws)
+{
+	ck_assert_int_eq(cae_rm_rf(ws), 0);
+	ck_assert_int_eq(cae_mkdir_p(ws, 0755), 0);
+	char *sub = pjoin(ws, "sub");
+	ck_assert_int_eq(cae_mkdir_p(sub, 0755), 0);
+	free(sub);
+	tu_write(ws, "a.txt", "alpha\nbeta\n");
+	tu_write(ws, "b.txt", "one\ntwo\nthree\n");
+	tu_write(ws, "crlf.txt", "one\r\ntwo\r\n");
+	tu_write(ws, "sub/c.txt", "gamma\ndelta\n");
+	tu_write(ws, "run.sh", "#!/bin/sh\necho hi\n");
+	char *p = pjoin(ws, "run.sh");
+	ck_assert_int_eq(chmod(p, 0751), 0);
+	free(p);
+	p = pjoin(ws, "link.txt");
+	ck_assert_int_eq(symlink("a.txt", p), 0);
+	free(p);
+	cae_buf big;
+	cae_buf_init(&big, SIZE_MAX - 1);
+	for (int i = 0; i < 20000; i++)
+		cae_buf_printf(&big, "L%05d some text to make the file larger than a piece\n", i);
+	tu_write(ws, "big.txt", big.data);
+	cae_buf_clear(&big);
+}
+
+typedef struct kill_job {
+	const char *ws;
+	int progress; /* write end: one byte per finished edit */
+} kill_job;
+
+static int kill_job_run(void *arg)
+{
+	kill_job *j = arg;
+	cae_editor *ed = cae_editor_new(j->ws, DISPLAY_ROOT, NULL, NULL);
+	if (!ed)
+		return 1;
+	for (size_t i = 0; i < KILL_SEQ_N; i++) {
+		json_t *a = json_loads(KILL_SEQ[i], 0, NULL);
+		cae_editor_result r;
+		if (!a || cae_editor_call(ed, a, &r) < 0 || r.is_error)
+			return 2;
+		cae_editor_result_clear(&r);
+		json_decref(a);
+		if (write(j->progress, "x", 1) != 1)
+			return 3;
+	}
+	cae_editor_free(ed);
+	return 0;
+}
+
+static int recover_job(void *arg)
+{
+	cae_editor *ed = cae_editor_new(arg, DISPLAY_ROOT, NULL, NULL);
+	cae_editor_free(ed);
+	return ed ? 0 : 1;
+}
+
+START_TEST(sigkill_every_edit_point)
+{
+	/* The states after 0, 1, ... edits, from an uninterrupted run. */
+	sandbox sb;
+	sandbox_init(&sb);
+	char *states[KILL_SEQ_N + 1];
+	kill_ws_reset(sb.ws);
+	int temps = 0;
+	states[0] = cu_state(sb.ws, &temps);
+	cae_editor *ed = cae_editor_new(sb.ws, DISPLAY_ROOT, NULL, NULL);
+	ck_assert_ptr_nonnull(ed);
+	for (size_t i = 0; i < KILL_SEQ_N; i++) {
+		expect_ok(ed, KILL_SEQ[i]);
+		states[i + 1] = cu_state(sb.ws, &temps);
+		ck_assert_int_eq(temps, 0);
+	}
+	cae_editor_free(ed);
+	/* Killed at the n-th kill point, for every n until the sequence finishes: once
+	 * recovered (the next editor opened on the workspace; every third time after a
+	 * recovery that is itself killed), the workspace is the state after the edits reported
+	 * done, or after the next one: every file old or new, no temporary file, no journal. */
+	long n = 1, killed = 0, newer = 0;
+	for (;; n++) {
+		kill_ws_reset(sb.ws);
+		int fds[2];
+		ck_assert_int_eq(pipe(fds), 0);
+		kill_job j = {sb.ws, fds[1]};
+		int k = cu_run_killed(n, kill_job_run, &j);
+		close(fds[1]);
+		char buf[KILL_SEQ_N + 1];
+		ssize_t done = read(fds[0], buf, sizeof(buf));
+		close(fds[0]);
+		ck_assert_int_ge(done, 0);
+		if (!k) {
+			ck_assert_int_eq(done, (ssize_t)KILL_SEQ_N);
+			break;
+		}
+		killed++;
+		if (n % 3 == 0)
+			(void)cu_run_killed(n % 5 + 1, recover_job, sb.ws);
+		ck_assert_int_eq(recover_job(sb.ws), 0);
+		char *now = cu_state(sb.ws, &temps);
+		ck_assert_msg(temps == 0, "kill point %ld: temporary files left:\n%s", n, now);
+		ck_assert_msg(cu_journals(sb.ws) == 0, "kill point %ld: a journal is left", n);
+		bool old = strcmp(now, states[done]) == 0;
+		bool next = (size_t)done < KILL_SEQ_N && strcmp(now, states[done + 1]) == 0;
+		ck_assert_msg(old || next, "kill point %ld after %zd edits: state\n%s\nwanted\n%s",
+			      n, done, now, states[done]);
+		newer += next && !old;
+		free(now);
+	}
+	/* hundreds of kill points, some landing after an edit's rename */
+	fprintf(stderr, "sigkill_every_edit_point: %ld kill points, %ld found the newer state\n",
+		killed, newer);
+	ck_assert_int_ge(killed, 200);
+	ck_assert_int_gt(newer, 0);
+	for (size_t i = 0; i <= KILL_SEQ_N; i++)
+		free(states[i]);
+	sandbox_free(&sb);
+}
+END_TEST
+
+START_TEST(undo_refuses_external_change)
+{
+	fixture fx;
+	fx_init(&fx, NULL, DISPLAY_ROOT);
+	tu_write(fx.sb.ws, "u.txt", "one\ntwo\n");
+	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"u.txt\",\"old_str\":\"one\","
+			 "\"new_str\":\"ONE\"}");
+	/* changed by someone else (same size: only the content tells) */
+	tu_write(fx.sb.ws, "u.txt", "ONE\nTWO\n");
+	expect_error(
+	    fx.ed, "{\"command\":\"undo_edit\",\"path\":\"u.txt\"}",
+	    "/workspace/project/u.txt changed since the last edit (by a command or another "
+	    "process); undo_edit would discard that change");
+	char *p = pjoin(fx.sb.ws, "u.txt");
+	size_t len;
+	char *got = slurp(p, &len);
+	ck_assert_str_eq(got, "ONE\nTWO\n");
+	free(got);
+	/* the history is kept: once the file holds the edit's result again, undo works */
+	tu_write(fx.sb.ws, "u.txt", "ONE\ntwo\n");
+	expect_ok(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"u.txt\"}");
+	got = slurp(p, &len);
+	ck_assert_str_eq(got, "one\ntwo\n");
+	free(got);
+	/* a created file removed by someone else is not brought back */
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\"c.txt\",\"file_text\":\"c\\n\"}");
+	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"c.txt\",\"old_str\":\"c\","
+			 "\"new_str\":\"d\"}");
+	char *c = pjoin(fx.sb.ws, "c.txt");
+	ck_assert_int_eq(unlink(c), 0);
+	expect_error(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"c.txt\"}",
+		     "was removed since the last edit");
+	ck_assert_int_ne(access(c, F_OK), 0);
+	free(c);
+	free(p);
+	fx_free(&fx);
+}
+END_TEST
+
+START_TEST(leftover_staged_file_recovered)
+{
+	/* A journal left by a dead process (forged here as a killed one would leave it): the
+	 * next editor removes its staged file; a journal of a live transaction is left alone. */
+	sandbox sb;
+	sandbox_init(&sb);
+	tu_write(sb.ws, "f.txt", "old\n");
+	tu_write(sb.ws, ".cae-tmp-1-1-1", "half");
+	char *jd = pjoin(sb.tmp, CAE_JOURNAL_DIR);
+	ck_assert_int_eq(cae_mkdir_p(jd, 0700), 0);
+	/* the journal name starts with the hash of the workspace's real path */
+	char real[4096];
+	ck_assert_ptr_nonnull(realpath(sb.ws, real));
+	char name[128];
+	snprintf(name, sizeof(name), "%016llx.1.1.1.journal",
+		 (unsigned long long)cu_hash(real, strlen(real)));
+	char *jp = pjoin(jd, name);
+	FILE *f = fopen(jp, "w");
+	ck_assert_ptr_nonnull(f);
+	fprintf(f, "cae-journal 1 %s\nS . f.txt .cae-tmp-1-1-1\n", real);
+	fclose(f);
+	cae_editor *ed = cae_editor_new(sb.ws, DISPLAY_ROOT, NULL, NULL);
+	ck_assert_ptr_nonnull(ed);
+	int temps = 0;
+	char *st = cu_state(sb.ws, &temps);
+	ck_assert_int_eq(temps, 0);
+	ck_assert_int_ne(access(jp, F_OK), 0);
+	char *p = pjoin(sb.ws, "f.txt");
+	size_t len;
+	char *got = slurp(p, &len);
+	ck_assert_str_eq(got, "old\n");
+	free(got);
+	free(p);
+	free(st);
+	cae_editor_free(ed);
+	free(jp);
+	free(jd);
+	sandbox_free(&sb);
+}
+END_TEST
+
+START_TEST(forged_journal_stays_inside)
+{
+	/* Journals an agent could forge when the journal directory is reachable: nothing outside
+	 * the workspace is touched, a malformed journal is kept (for a person) and does nothing,
+	 * and the editor goes on working. */
+	sandbox sb;
+	sandbox_init(&sb);
+	tu_write(sb.ws, "f.txt", "keep\n");
+	tu_write(sb.ws, "notcae", "keep too\n");
+	char *lnk = pjoin(sb.ws, "out");
+	ck_assert_int_eq(symlink("../outside/dir", lnk), 0);
+	free(lnk);
+	char real[4096];
+	ck_assert_ptr_nonnull(realpath(sb.ws, real));
+	char *jd = pjoin(sb.tmp, CAE_JOURNAL_DIR);
+	ck_assert_int_eq(cae_mkdir_p(jd, 0700), 0);
+	static const char *const bodies[] = {
+	    "S .. secret.txt .cae-tmp-x\nC\n",	       /* ".." as the directory */
+	    "S . ../outside/secret.txt .cae-x\n",      /* a name with '/' */
+	    "S . f.txt notcae\nC\n",		       /* a staged name not ours */
+	    "X out f.txt\nX out a.txt\nC\n",	       /* through a symlink leading out */
+	    "D ../outside/dir\n",		       /* a directory outside */
+	    "B . f.txt ../../outside/secret.txt\nA\n", /* a backup outside */
+	};
+	char *paths[ARRAY_SIZE(bodies)];
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++) {
+		char name[128];
+		snprintf(name, sizeof(name), "%016llx.1.%zu.1.journal",
+			 (unsigned long long)cu_hash(real, strlen(real)), i);
+		paths[i] = pjoin(jd, name);
+		FILE *f = fopen(paths[i], "w");
+		ck_assert_ptr_nonnull(f);
+		fprintf(f, "cae-journal 1 %s\n%s", real, bodies[i]);
+		fclose(f);
+	}
+	cae_editor *ed = cae_editor_new(sb.ws, DISPLAY_ROOT, NULL, NULL);
+	ck_assert_ptr_nonnull(ed);
+	sandbox_check_outside(&sb);
+	char *p = pjoin(sb.ws, "f.txt");
+	size_t len;
+	char *got = slurp(p, &len);
+	ck_assert_str_eq(got, "keep\n");
+	free(got);
+	free(p);
+	p = pjoin(sb.ws, "notcae");
+	got = slurp(p, &len);
+	ck_assert_str_eq(got, "keep too\n");
+	free(got);
+	free(p);
+	/* malformed journals, and the one whose steps cannot be done beneath the workspace,
+	 * stay for a person to look at */
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		ck_assert_msg(access(paths[i], F_OK) == 0, "journal %zu removed", i);
+	expect_ok(ed, "{\"command\":\"str_replace\",\"path\":\"f.txt\",\"old_str\":\"keep\","
+		      "\"new_str\":\"kept\"}");
+	cae_editor_free(ed);
+	for (size_t i = 0; i < ARRAY_SIZE(bodies); i++)
+		free(paths[i]);
+	free(jd);
+	sandbox_free(&sb);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	data_dir = argc > 1 ? argv[1] : "tests/data/editor";
@@ -1505,7 +1805,14 @@ int main(int argc, char **argv)
 	tcase_add_test(c, large_buffers_reused);
 	tcase_add_test(c, special_files);
 	tcase_add_test(c, bad_editor_args);
+	tcase_add_test(c, undo_refuses_external_change);
+	tcase_add_test(c, leftover_staged_file_recovered);
+	tcase_add_test(c, forged_journal_stays_inside);
 	suite_add_tcase(s, c);
+	TCase *k = tcase_create("crash");
+	tcase_set_timeout(k, 600);
+	tcase_add_test(k, sigkill_every_edit_point);
+	suite_add_tcase(s, k);
 	int r = tu_run(s);
 	for (int i = 0; i < ncases; i++)
 		free(cases[i]);

@@ -37,9 +37,12 @@
 #include "cae/runner.h"
 #include "cae/session.h"
 #include "cae/worker.h"
+#include "base/scratch.h"
+#include "crashutil.h"
 #include "testutil.h"
 #include "worker/worker-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -1850,6 +1853,376 @@ START_TEST(cli_patch)
 END_TEST
 #endif
 
+#ifndef CAE_WORKER_DOCKER
+/* ---------------------------------------------------------------------------------------- */
+/* Crash consistency (local, host files): SIGKILL at every kill point of a 20-file patch */
+
+static void kill_tree_reset(const char *ws)
+{
+	char *kp = cae_path_join(ws, "kp");
+	ck_assert_int_eq(cae_rm_rf(kp), 0);
+	free(kp);
+	host_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
+		"d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
+		"printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
+		"printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
+		"printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh",
+		ws);
+}
+
+static char *kill_patch_text(void)
+{
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	cae_buf_puts(&b, "*** Begin Patch\n");
+	for (int i = 0; i < 15; i++)
+		cae_buf_printf(&b,
+			       "*** Update File: kp/%s/p%02d.txt\n@@\n line A %02d\n-line B %02d\n"
+			       "+line B %02d changed\n line C %02d\n",
+			       i >= 8 ? "lib/deep" : "src", i, i, i, i, i);
+	cae_buf_puts(&b,
+		     "*** Add File: kp/newdir/sub/added1.txt\n+added one\n"
+		     "*** Add File: kp/src/added2.txt\n+added two\n"
+		     "*** Delete File: kp/lib/deep/p15.txt\n"
+		     "*** Update File: kp/mv/old.txt\n*** Move to: kp/mv2/new.txt\n@@\n moving\n"
+		     "-along\n+moved\n"
+		     "*** Update File: kp/mode.sh\n@@\n #!/bin/sh\n-echo one\n+echo two\n"
+		     "*** End Patch\n");
+	return cae_buf_steal(&b, NULL);
+}
+
+typedef struct patch_job {
+	const cae_config *cfg;
+	const char *uuid;
+	const char *text;
+	long fail_apply; /* > 0: the commit's n-th rename fails; the patch must fail */
+	bool env;	 /* files through commands in the environment (mode 1) */
+	const char *ws;	 /* the workspace (on this host, and as commands see it) */
+} patch_job;
+
+static int patch_job_run(void *arg)
+{
+	patch_job *j = arg;
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, &err) < 0)
+		return 1;
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.rollback = true; /* the case: must not leave a snapshot either */
+	o.fs = j->env ? CAE_WORKER_FS_ENV : CAE_WORKER_FS_HOST;
+	json_t *res = NULL;
+	cae_txn_test_fail_apply(j->fail_apply);
+	int r = cae_worker_run_text(b, j->uuid, j->text, strlen(j->text), &o, NULL, &res, &err);
+	cae_txn_test_fail_apply(0);
+	bool ok = r == 0 && json_is_true(json_object_get(res, "success")) == !j->fail_apply;
+	json_decref(res);
+	cae_backend_free(b);
+	return ok ? 0 : 2;
+}
+
+/* What the next process opening the workspace does first. */
+static int recover_ws_job(void *arg)
+{
+	patch_job *j = arg;
+	wk_fs *fs = NULL;
+	if (!j->env) {
+		int r = wk_fs_host_new(j->ws, &fs, NULL);
+		wk_fs_free(fs);
+		return r;
+	}
+	cae_backend *b = NULL;
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
+		return 1;
+	wk_exec_ctx ctx = {
+	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
+	int r = wk_fs_env_new(&ctx, j->ws, &fs, NULL);
+	wk_fs_free(fs);
+	cae_backend_free(b);
+	return r;
+}
+
+/* Runs text (20 file changes) killed at every kill point, with and without a rename failing
+ * in the commit: after recovery every file of the patch is old, or every one new. */
+static void kill_loop(const char *name, const char *text, int mode)
+{
+	fx f;
+	fx_init(&f, mode);
+	const char *ws = f.info.host_path;
+	ck_assert_ptr_nonnull(ws);
+	/* a private TMPDIR: a rollback snapshot left behind would show there */
+	char *scratch = cae_path_join(f.tmp, "scratch");
+	ck_assert_int_eq(cae_mkdir_p(scratch, 0700), 0);
+	setenv("TMPDIR", scratch, 1);
+	patch_job j = {f.cfg, f.uuid, text, 0, mode == 1, mode == 1 ? f.ws : ws};
+	/* through commands, the directories made for new files are not journaled */
+	cu_with_dirs = mode != 1;
+	/* all-old and all-new, from an uninterrupted run */
+	kill_tree_reset(ws);
+	int temps = 0;
+	char *old_state = cu_state(ws, &temps);
+	ck_assert_int_eq(patch_job_run(&j), 0);
+	char *new_state = cu_state(ws, &temps);
+	ck_assert_int_eq(temps, 0);
+	ck_assert_str_ne(old_state, new_state);
+	/* Killed at the n-th kill point (staging, commit record, renames, cleanup), for every n
+	 * until the patch finishes; every third time the recovery is killed too and run again.
+	 * Every file of the patch is then old, or every one new. Then the same where the
+	 * commit's 12th rename fails, so that the commit puts back the 11 before it: a crash
+	 * before that failure is completed (new), one after it, while the commit puts files
+	 * back, is rolled back (old), and the uninterrupted run changes nothing. */
+	long killed = 0, olds = 0, news = 0;
+	/* (through commands, kill points are between the commands; no failure is injected) */
+	for (int pass = 0; pass < (mode == 1 ? 1 : 2); pass++) {
+		j.fail_apply = pass ? 12 : 0;
+		for (long n = 1;; n++) {
+			kill_tree_reset(ws);
+			if (!cu_run_killed(n, patch_job_run, &j))
+				break;
+			killed++;
+			if (n % 3 == 0)
+				(void)cu_run_killed(n % 7 + 1, recover_ws_job, &j);
+			ck_assert_int_eq(recover_ws_job(&j), 0);
+			char *now = cu_state(ws, &temps);
+			ck_assert_msg(temps == 0, "kill point %ld: temporary files left:\n%s", n,
+				      now);
+			ck_assert_msg(cu_journals(ws) == 0, "kill point %ld: a journal is left", n);
+			bool is_old = strcmp(now, old_state) == 0;
+			bool is_new = strcmp(now, new_state) == 0;
+			ck_assert_msg(is_old || is_new,
+				      "pass %d, kill point %ld: half applied:\n%s", pass, n, now);
+			olds += is_old;
+			news += is_new;
+			free(now);
+		}
+		char *now = cu_state(ws, &temps);
+		ck_assert_str_eq(now, pass ? old_state : new_state);
+		free(now);
+	}
+	fprintf(stderr, "%s: %ld kill points: %ld all old, %ld all new\n", name, killed, olds,
+		news);
+	ck_assert_int_ge(killed, mode == 1 ? 20 : 200);
+	ck_assert_int_gt(olds, 0);
+	ck_assert_int_gt(news, 0);
+	/* no rollback snapshot was needed (nothing to leak) */
+	int left = 0;
+	char *sc = cu_state(scratch, &left);
+	ck_assert_str_eq(sc, "");
+	free(sc);
+	unsetenv("TMPDIR");
+	free(scratch);
+	free(old_state);
+	free(new_state);
+	fx_free(&f);
+}
+
+START_TEST(sigkill_every_patch_point)
+{
+	char *text = kill_patch_text();
+	kill_loop("sigkill_every_patch_point", text, 0);
+	free(text);
+}
+END_TEST
+
+START_TEST(sigkill_every_env_patch_point)
+{
+	/* the same 20-file patch through commands in the environment (the path other backends
+	 * take): killed between any two of its commands, then recovered by the next worker */
+	char *text = kill_patch_text();
+	kill_loop("sigkill_every_env_patch_point", text, 1);
+	free(text);
+}
+END_TEST
+
+START_TEST(sigkill_every_json_rollback_point)
+{
+	/* the seed's JSON form with rollback: 20 file edits (update, append, create, delete,
+	 * append to a new file) are one transaction too */
+	json_t *c = json_array();
+	char path[64];
+	for (int i = 0; i < 8; i++) {
+		snprintf(path, sizeof(path), "kp/src/p%02d.txt", i);
+		json_array_append_new(c, cmd("file_edit", "update", path, "rewritten\n"));
+	}
+	for (int i = 8; i < 12; i++) {
+		snprintf(path, sizeof(path), "kp/lib/deep/p%02d.txt", i);
+		json_array_append_new(c, cmd("file_edit", "append", path, "appended\n"));
+	}
+	json_array_append_new(c, cmd("file_edit", "create", "kp/newdir/j1.txt", "j1\n"));
+	json_array_append_new(c, cmd("file_edit", "create", "kp/newdir/deeper/j2.txt", "j2\n"));
+	json_array_append_new(c, cmd("file_edit", "delete", "kp/lib/deep/p15.txt", ""));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/newdir/j3.txt", "j3\n"));
+	json_array_append_new(c, cmd("file_edit", "update", "kp/mode.sh", "#!/bin/sh\nexit 0\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/src/p00.txt", "again\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/newdir/j3.txt", "more\n"));
+	json_array_append_new(c, cmd("file_edit", "append", "kp/lib/deep/p08.txt", "twice\n"));
+	ck_assert_int_eq(json_array_size(c), 20);
+	char *text = json_dumps(c, JSON_COMPACT);
+	json_decref(c);
+	kill_loop("sigkill_every_json_rollback_point", text, 0);
+	free(text);
+}
+END_TEST
+START_TEST(gc_recovers_and_removes_dead_scratch)
+{
+	fx f;
+	fx_init(&f, 0);
+	const char *ws = f.info.host_path;
+	char *text = kill_patch_text();
+	patch_job j = {f.cfg, f.uuid, text, 0};
+	kill_tree_reset(ws);
+	int temps = 0;
+	char *old_state = cu_state(ws, &temps);
+	/* a patch killed half-way through its commit leaves its journal */
+	long n = 150;
+	for (; n > 0; n--) {
+		kill_tree_reset(ws);
+		ck_assert_int_eq(cu_run_killed(n, patch_job_run, &j), 1);
+		if (cu_journals(ws) > 0)
+			break;
+	}
+	ck_assert_int_gt(n, 0);
+	/* scratch directories: of a dead process, of a reused pid, of us (alive), and one of
+	 * an older version without an owner */
+	pid_t dead = fork();
+	if (dead == 0)
+		_exit(0);
+	ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
+	char *scratch = cae_path_join(f.tmp, "scratch");
+	unsigned long long me = cae_process_start_time(getpid());
+	host_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
+		"%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
+		"echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
+		scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
+		(int)getpid(), me, scratch, scratch, (int)dead);
+	setenv("TMPDIR", scratch, 1);
+	char state[PATH_MAX];
+	snprintf(state, sizeof(state), "%s/state", f.tmp);
+	cli_out o = cli(NULL, "gc", "--state-dir", state, "--older-than-hours", "1000", NULL);
+	unsetenv("TMPDIR");
+	ck_assert_msg(o.status == 0, "%s%s", o.out, o.err);
+	json_t *res = json_loads(o.out, 0, NULL);
+	ck_assert_ptr_nonnull(res);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "removed")), 0);
+	ck_assert_int_ge(json_integer_value(json_object_get(res, "journals_recovered")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "scratch_removed")), 3);
+	json_decref(res);
+	free(o.out);
+	free(o.err);
+	/* the workspace: consistent, nothing left */
+	ck_assert_int_eq(cu_journals(ws), 0);
+	char *now = cu_state(ws, &temps);
+	ck_assert_int_eq(temps, 0);
+	kill_tree_reset(ws);
+	ck_assert_int_eq(patch_job_run(&j), 0);
+	char *new_state = cu_state(ws, &temps);
+	ck_assert(strcmp(now, old_state) == 0 || strcmp(now, new_state) == 0);
+	/* what is alive or cannot be attributed (and is recent) stays */
+	char *left = NULL;
+	ck_assert_int_ge(asprintf(&left, "cd %s && ls -d cae-* | sort", scratch), 0);
+	const char *argv[] = {"sh", "-c", left, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000};
+	cae_run_result r;
+	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
+	char want[512];
+	snprintf(want, sizeof(want), "cae-snap.%d-%llu.dddddd\ncae-snap.eeeeee\n", (int)getpid(),
+		 me);
+	ck_assert_str_eq(r.out, want);
+	cae_run_result_clear(&r);
+	free(left);
+	free(now);
+	free(new_state);
+	free(old_state);
+	free(scratch);
+	free(text);
+	fx_free(&f);
+}
+END_TEST
+typedef struct commit_half_job {
+	const cae_config *cfg;
+	const char *uuid;
+	const char *env_ws; /* as commands see it */
+	const char *ws;	    /* on this host */
+} commit_half_job;
+
+/* Stages three files through commands, writes the commit record and makes the first of the
+ * three renames, then dies: a process killed in the middle of its commit command. */
+static int commit_half_run(void *arg)
+{
+	commit_half_job *j = arg;
+	cae_backend *b = NULL;
+	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
+		return 1;
+	wk_exec_ctx ctx = {
+	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
+	wk_fs *fs = NULL;
+	if (wk_fs_env_new(&ctx, j->env_ws, &fs, NULL) < 0 || fs->ops->txn_begin(fs, NULL) < 0)
+		return 2;
+	const char *names[] = {"kp/src/p00.txt", "kp/src/p01.txt", "kp/newdir/n.txt"};
+	for (int i = 0; i < 3; i++)
+		if (fs->ops->txn_write(fs, names[i], "new\n", 4, WK_MODE_KEEP, NULL) < 0)
+			return 3;
+	char jd[PATH_MAX];
+	snprintf(jd, sizeof(jd), "%s/.cae-journal", j->ws);
+	if (access(jd, F_OK) != 0)
+		snprintf(jd, sizeof(jd), "%s/../.cae-journal", j->ws);
+	DIR *d = opendir(jd);
+	if (!d)
+		return 4;
+	struct dirent *de;
+	char jp[PATH_MAX * 2] = "";
+	while ((de = readdir(d)))
+		if (strstr(de->d_name, ".journal") && !strstr(de->d_name, ".journal."))
+			snprintf(jp, sizeof(jp), "%s/%s", jd, de->d_name);
+	closedir(d);
+	char *text = NULL;
+	size_t len = 0;
+	if (!*jp || cae_read_file(AT_FDCWD, jp, 1 << 20, &text, &len) < 0)
+		return 5;
+	/* the journal's records are already "S", staged, target: the final list as well */
+	char cp[PATH_MAX * 2 + 16];
+	snprintf(cp, sizeof(cp), "%s.commit", jp);
+	if (cae_write_file_atomic(AT_FDCWD, cp, text, len, 0600, false) < 0)
+		return 6;
+	char *staged = strchr(text, '\n') + 1, *target = strchr(staged, '\n') + 1;
+	staged[target - staged - 1] = '\0';
+	*strchr(target, '\n') = '\0';
+	/* the paths are the environment's: the same as this host's for the local backend */
+	if (rename(staged, target) < 0)
+		return 7;
+	_exit(0); /* no cleanup: as if killed */
+}
+
+START_TEST(env_commit_record_rolls_forward)
+{
+	/* Through commands: a process gone after its commit record and one of three renames is
+	 * completed by the next one to open the workspace (the other two renamed, nothing
+	 * staged left, no journal). */
+	fx f;
+	fx_init(&f, 1);
+	const char *ws = f.info.host_path;
+	ck_assert_str_eq(f.ws, ws); /* the local backend binds the workspace at its own path */
+	kill_tree_reset(ws);
+	commit_half_job j = {f.cfg, f.uuid, f.ws, ws};
+	ck_assert_int_eq(cu_run_killed(0, commit_half_run, &j), 0);
+	int temps = 0;
+	char *mid = cu_state(ws, &temps);
+	ck_assert_int_gt(temps, 0);
+	free(mid);
+	patch_job pj = {f.cfg, f.uuid, "", 0, true, f.ws};
+	ck_assert_int_eq(recover_ws_job(&pj), 0);
+	char *now = cu_state(ws, &temps);
+	ck_assert_msg(temps == 0, "%s", now);
+	free(now);
+	ck_assert_int_eq(cu_journals(ws), 0);
+	assert_file(&f, "kp/src/p00.txt", "new\n");
+	assert_file(&f, "kp/src/p01.txt", "new\n");
+	assert_file(&f, "kp/newdir/n.txt", "new\n");
+	fx_free(&f);
+}
+END_TEST
+#endif
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -1893,6 +2266,14 @@ static Suite *worker_suite(void)
 	tcase_add_test(unit, session_tool);
 	tcase_add_test(unit, cli_patch);
 	suite_add_tcase(s, unit);
+	TCase *crash = tcase_create("crash");
+	tcase_set_timeout(crash, 900);
+	tcase_add_test(crash, sigkill_every_patch_point);
+	tcase_add_test(crash, sigkill_every_json_rollback_point);
+	tcase_add_test(crash, sigkill_every_env_patch_point);
+	tcase_add_test(crash, env_commit_record_rolls_forward);
+	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
+	suite_add_tcase(s, crash);
 #endif
 	return s;
 }
