@@ -147,6 +147,10 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 		drop_current_locked(s);
 		return -ENOMEM;
 	}
+	/* A dead process's half-made change (its journal) is completed or rolled back before
+	 * any command of ours sees the workspace (the editor does it too when it opens). */
+	if (info->host_path && !s->cfg->text_editor_mcp.enabled)
+		(void)cae_worker_recover(b, info->task_uuid, NULL);
 	if (!s->cfg->text_editor_mcp.enabled)
 		return 0;
 	if (info->host_path) {

@@ -1866,7 +1866,8 @@ static void kill_tree_reset(const char *ws)
 		"d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
 		"printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
 		"printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
-		"printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh",
+		"printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh && "
+		"chown -R --reference=. kp", /* the workspace's owner: the sandbox's user */
 		ws);
 }
 
@@ -2187,8 +2188,14 @@ static int commit_half_run(void *arg)
 	char *staged = strchr(text, '\n') + 1, *target = strchr(staged, '\n') + 1;
 	staged[target - staged - 1] = '\0';
 	*strchr(target, '\n') = '\0';
-	/* the paths are the environment's: the same as this host's for the local backend */
-	if (rename(staged, target) < 0)
+	/* the paths are the environment's (/workspace/project/...): on this host, below ws */
+	char hs[PATH_MAX * 2], ht[PATH_MAX * 2];
+	size_t el = strlen(j->env_ws);
+	if (strncmp(staged, j->env_ws, el) != 0 || strncmp(target, j->env_ws, el) != 0)
+		return 8;
+	snprintf(hs, sizeof(hs), "%s%s", j->ws, staged + el);
+	snprintf(ht, sizeof(ht), "%s%s", j->ws, target + el);
+	if (rename(hs, ht) < 0)
 		return 7;
 	_exit(0); /* no cleanup: as if killed */
 }
@@ -2201,7 +2208,7 @@ START_TEST(env_commit_record_rolls_forward)
 	fx f;
 	fx_init(&f, 1);
 	const char *ws = f.info.host_path;
-	ck_assert_str_eq(f.ws, ws); /* the local backend binds the workspace at its own path */
+	ck_assert_str_eq(f.ws, "/workspace/project"); /* where the sandbox binds it */
 	kill_tree_reset(ws);
 	commit_half_job j = {f.cfg, f.uuid, f.ws, ws};
 	ck_assert_int_eq(cu_run_killed(0, commit_half_run, &j), 0);
