@@ -57,7 +57,8 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 		names[n++] = strdup(de->d_name);
 	}
 	closedir(d);
-	qsort(names, n, sizeof(char *), cu_cmp);
+	if (n)
+		qsort(names, n, sizeof(char *), cu_cmp);
 	for (size_t i = 0; i < n; i++) {
 		char *p = cae_path_join(dir, names[i]);
 		char *rel = *prefix ? cae_path_join(prefix, names[i]) : strdup(names[i]);

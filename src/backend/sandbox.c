@@ -268,7 +268,7 @@ char **cae_sandbox_env(const char *const *extra)
 {
 	struct argl a = { 0 };
 	const char *fixed[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				"HOME=" CAE_SANDBOX_HOME,
+				("HOME=" CAE_SANDBOX_HOME),
 				"USER=agent",
 				"LOGNAME=agent",
 				"SHELL=/bin/sh",
