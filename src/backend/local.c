@@ -365,12 +365,9 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 					     "working directory is outside the workspace: %s", cwd);
 		return cae_error_set(err, -ENOTDIR, "not a directory: %s", cwd);
 	}
-	char link[64], real[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, real, sizeof(real) - 1);
-	if (n <= 0)
-		return cae_error_set(err, -errno, "cannot resolve %s", cwd);
-	real[n] = '\0';
+	_cleanup_free_ char *real = cae_fd_path(fd);
+	if (!real)
+		return cae_error_set(err, -EIO, "cannot resolve %s", cwd);
 	size_t rl = strlen(env->root);
 	if (strncmp(real, env->root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
 		return cae_error_set(err, -ENOTDIR, "working directory is outside the workspace: %s",

@@ -34,6 +34,9 @@ void cae_keep_owner(int fd, int dfd, const char *base);
 /* Same for a directory just made: dfd/name gets dfd's owner (when we are root). */
 void cae_keep_owner_dir(int dfd, const char *name);
 
+/* The path an fd refers to (through /proc/self/fd). New string, or NULL. */
+char *cae_fd_path(int fd);
+
 /* mkdir -p. Returns 0 if the directory exists afterwards. */
 int cae_mkdir_p(const char *path, mode_t mode);
 /* rm -rf without following symlinks and without crossing into other mounts' symlinks.

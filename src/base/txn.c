@@ -4,6 +4,7 @@
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -72,17 +73,6 @@ struct cae_wsj {
 	atomic_uint seq;
 };
 
-static char *fd_path(int fd)
-{
-	char link[64], buf[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	return strdup(buf);
-}
-
 static int open_jdir(int at, const char *path)
 {
 	if (mkdirat(at, path, 0700) < 0 && errno != EEXIST)
@@ -105,7 +95,7 @@ int cae_wsj_open(int root_fd, cae_wsj **out)
 	if (!w)
 		return -ENOMEM;
 	w->root_fd = root_fd;
-	w->root = fd_path(w->root_fd);
+	w->root = cae_fd_path(w->root_fd);
 	if (!w->root || w->root[0] != '/') {
 		free(w->root);
 		return -EIO;
@@ -190,17 +180,6 @@ static int put_field(cae_buf *b, const char *s)
 	return r;
 }
 
-static int unhex(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes one field in place (s is NUL-terminated). Returns false when malformed. */
 static bool decode_field(char *s)
 {
@@ -210,7 +189,8 @@ static bool decode_field(char *s)
 			*o++ = *p;
 			continue;
 		}
-		int a = unhex(p[1]), c = a >= 0 ? unhex(p[2]) : -1;
+		int a = cae_hex_digit((unsigned char)p[1]);
+		int c = a >= 0 ? cae_hex_digit((unsigned char)p[2]) : -1;
 		if (c < 0 || (a == 0 && c == 0))
 			return false;
 		*o++ = (char)(a * 16 + c);
@@ -476,17 +456,27 @@ int cae_txn_mkdir(cae_txn *t, const char *dir)
 	return 0;
 }
 
+/* The key of dir/name about to be changed (its earlier staged version dropped), with the
+ * journal made; NULL with *r set on failure. */
+static key *change_key(cae_txn *t, int dfd, const char *dir, const char *name, int *r)
+{
+	if (!valid_name(name)) {
+		*r = -EINVAL;
+		return NULL;
+	}
+	if ((*r = journal_create(t)) < 0)
+		return NULL;
+	key *k = find_key(t, dir, name, dfd, r);
+	if (k && (*r = drop_staged(t, k)) < 0)
+		return NULL;
+	return k;
+}
+
 int cae_txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsigned flags)
 {
-	if (!valid_name(name))
-		return -EINVAL;
-	int r = journal_create(t);
-	if (r < 0)
-		return r;
-	key *k = find_key(t, dir, name, dfd, &r);
+	int r;
+	key *k = change_key(t, dfd, dir, name, &r);
 	if (!k)
-		return r;
-	if ((r = drop_staged(t, k)) < 0)
 		return r;
 	k->remove = false;
 	k->noreplace = (flags & CAE_TXN_NOREPLACE) != 0;
@@ -528,15 +518,9 @@ int cae_txn_stage_done(cae_txn *t, int fd)
 
 int cae_txn_remove(cae_txn *t, int dfd, const char *dir, const char *name)
 {
-	if (!valid_name(name))
-		return -EINVAL;
-	int r = journal_create(t);
-	if (r < 0)
-		return r;
-	key *k = find_key(t, dir, name, dfd, &r);
+	int r;
+	key *k = change_key(t, dfd, dir, name, &r);
 	if (!k)
-		return r;
-	if ((r = drop_staged(t, k)) < 0)
 		return r;
 	k->remove = true;
 	return journal_line(t, "X", dir, name, NULL);

@@ -177,3 +177,14 @@ size_t cae_utf8_ceil(const char *s, size_t n, size_t off)
 	}
 	return i;
 }
+
+int cae_hex_digit(int c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}

@@ -23,6 +23,8 @@ size_t cae_utf8_count(const char *s, size_t n);
 /* The largest length <= n that does not end in the middle of a multi-byte sequence
  * (for byte caps on possibly invalid data: only a trailing partial sequence is dropped). */
 size_t cae_utf8_floor(const char *s, size_t n);
+/* The value of a hexadecimal digit (0-9, a-f, A-F), or -1. */
+int cae_hex_digit(int c);
 /* The smallest offset >= off that is not a continuation byte. */
 size_t cae_utf8_ceil(const char *s, size_t n, size_t off);
 

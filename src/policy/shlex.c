@@ -10,6 +10,7 @@
 #include "policy/shlex.h"
 
 #include "base/macro.h"
+#include "base/utf8.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -421,17 +422,6 @@ out:
 	return r;
 }
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static int put_utf8(struct word_acc *wa, uint32_t cp)
 {
 	char b[4];
@@ -525,8 +515,10 @@ static int scan_ansi(struct lexer *lx, struct word_acc *wa, size_t open_off)
 		case 'U': {
 			int maxd = n == 'x' ? 2 : n == 'u' ? 4 : 8, d = 0;
 			uint32_t v = 0;
-			while (d < maxd && !at_end(lx) && hexval(lx->s[lx->pos]) >= 0) {
-				v = v * 16 + (uint32_t)hexval(lx->s[lx->pos++]);
+			while (d < maxd && !at_end(lx) &&
+			       cae_hex_digit((unsigned char)lx->s[lx->pos]) >= 0) {
+				v = v * 16 +
+				    (uint32_t)cae_hex_digit((unsigned char)lx->s[lx->pos++]);
 				d++;
 			}
 			if (d == 0) {

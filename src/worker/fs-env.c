@@ -20,6 +20,7 @@
 
 #include "base/buf.h"
 #include "base/macro.h"
+#include "base/utf8.h"
 #include "base/scratch.h"
 #include "base/txn.h"
 
@@ -352,17 +353,6 @@ static int b64_value(unsigned char c)
 	return -1;
 }
 
-static int hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Decodes s[0..n) (whitespace ignored) into a new buffer of want bytes. */
 static int decode(const char *s, size_t n, bool hex, size_t want, char **out)
 {
@@ -378,7 +368,7 @@ static int decode(const char *s, size_t n, bool hex, size_t want, char **out)
 			continue;
 		if (!hex && c == '=')
 			break;
-		int v = hex ? hex_value(c) : b64_value(c);
+		int v = hex ? cae_hex_digit((unsigned char)c) : b64_value(c);
 		if (v < 0)
 			goto bad;
 		acc = (acc << (hex ? 4 : 6)) | (unsigned)v;

@@ -36,18 +36,6 @@ static host_fs *host_of(wk_fs *fs)
 	return (host_fs *)fs;
 }
 
-/* The real path of an fd (through /proc). New string or NULL. */
-static char *fd_path(int fd)
-{
-	char link[64], buf[PATH_MAX];
-	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-	ssize_t n = readlink(link, buf, sizeof(buf) - 1);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	return strdup(buf);
-}
-
 static int path_error(cae_error *err, const char *rel, int r)
 {
 	switch (r) {
@@ -193,7 +181,7 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, target
 			    rel);
 		if (fd < 0)
 			return path_error(err, rel, fd);
-		_cleanup_free_ char *real = fd_path(fd);
+		_cleanup_free_ char *real = cae_fd_path(fd);
 		close(fd);
 		if (!real)
 			return cae_error_set(err, -EIO, "%s: cannot resolve the symbolic link",
@@ -417,7 +405,7 @@ int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
 		free(h);
 		return cae_error_set(err, r, "workspace %s: %s", host_path, strerror(-r));
 	}
-	h->root_real = fd_path(h->root_fd);
+	h->root_real = cae_fd_path(h->root_fd);
 	if (!h->root_real) {
 		host_free(&h->base);
 		return cae_error_set(err, -EIO, "workspace %s: cannot resolve its path", host_path);
