@@ -4,12 +4,14 @@
 #define CAE_TESTUTIL_H
 
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base/fs.h"
+#include "cae/runner.h"
 
 /* Makes a fresh temporary directory; the caller frees the string. */
 static inline char *tu_mkdtemp(void)
@@ -31,6 +33,25 @@ static inline void tu_write(const char *dir, const char *name, const char *conte
 	fwrite(content, 1, strlen(content), f);
 	fclose(f);
 	free(p);
+}
+
+/* Runs a shell command line on the host (test fixtures); it must succeed. */
+static inline void tu_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static inline void tu_sh(const char *fmt, ...)
+{
+	char *script;
+	va_list ap;
+	va_start(ap, fmt);
+	ck_assert_int_ge(vasprintf(&script, fmt, ap), 0);
+	va_end(ap);
+	const char *argv[] = { "sh", "-c", script, NULL };
+	cae_run_spec spec = { .argv = argv, .timeout_ms = 120000 };
+	cae_run_result r;
+	cae_error err = { 0 };
+	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
+	ck_assert_msg(r.exit_code == 0, "%s failed: %s%s", script, r.out, r.err);
+	cae_run_result_clear(&r);
+	free(script);
 }
 
 /* Runs a suite (built by make_suite) and exits with its status. */

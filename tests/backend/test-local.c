@@ -18,23 +18,6 @@
 static char *state;
 #define C(s) ((char *)(s))
 
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[4096];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	const char *argv[] = { "sh", "-c", cmd, NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000 };
-	cae_run_result r;
-	cae_error err;
-	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
-	ck_assert_msg(r.exit_code == 0, "%s failed: %s%s", cmd, r.out, r.err);
-	cae_run_result_clear(&r);
-}
-
 #define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 
 /* A repository whose main has 20 commits, then feature branches off with 40 commits of its
@@ -43,7 +26,7 @@ static void sh(const char *fmt, ...)
 static char *make_repo(void)
 {
 	char *d = tu_mkdtemp();
-	sh("cd %s && " GIT " init -q && for i in $(seq 1 20); do echo c$i >> a.txt && " GIT
+	tu_sh("cd %s && " GIT " init -q && for i in $(seq 1 20); do echo c$i >> a.txt && " GIT
 	   " add . && " GIT " commit -qm c$i; done && " GIT " checkout -qb feature && for i in "
 	   "$(seq 1 40); do echo f$i >> f.txt && " GIT " add . && " GIT " commit -qm f$i; done && " GIT
 	   " checkout -q main && for i in $(seq 1 40); do echo m$i >> a.txt && " GIT
@@ -232,7 +215,7 @@ START_TEST(cleanup_stale_by_age)
 	ck_assert(cae_backend_prepare(b, &fresh, NULL, NULL, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	/* age "old" by two days */
-	sh("cd %s/local/old && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
+	tu_sh("cd %s/local/old && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
 	   "\"2020-01-01T00:00:00.000Z\"/' meta.json",
 	   state);
 	int removed = -1;
@@ -393,7 +376,7 @@ START_TEST(sandbox_helper_from_tmp)
 {
 	char *dir = tu_mkdtemp(); /* under /tmp unless TMPDIR says otherwise */
 	_cleanup_free_ char *copy = cae_path_join(dir, "cae-helper");
-	sh("cp '%s' '%s'", getenv("CAE_HELPER"), copy);
+	tu_sh("cp '%s' '%s'", getenv("CAE_HELPER"), copy);
 	setenv("CAE_HELPER", copy, 1);
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
@@ -626,7 +609,7 @@ END_TEST
 START_TEST(dependency_failure_is_a_warning)
 {
 	_cleanup_free_ char *repo = make_repo();
-	sh("cd %s && printf 'no-such-package-cae-test==0.0.0\\n' > requirements.txt && " GIT
+	tu_sh("cd %s && printf 'no-such-package-cae-test==0.0.0\\n' > requirements.txt && " GIT
 	   " add . && " GIT " commit -qm deps",
 	   repo);
 	cae_config *cfg = config(NULL);

@@ -374,24 +374,6 @@ START_TEST(no_environment_is_an_error)
 }
 END_TEST
 
-/* Runs a shell command line on the host (test fixtures). */
-static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void sh(const char *fmt, ...)
-{
-	char cmd[8192];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	const char *argv[] = { "sh", "-c", cmd, NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 60000 };
-	cae_run_result r;
-	cae_error err;
-	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
-	ck_assert_msg(r.exit_code == 0, "%s failed: %s%s", cmd, r.out, r.err);
-	cae_run_result_clear(&r);
-}
-
 #define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 
 /* environment_prepare with a task repo; returns the result text (new string). */
@@ -413,10 +395,10 @@ START_TEST(environment_prepare_repo_rules)
 {
 	json_t *r0;
 	char *root = tu_mkdtemp(), *outside = tu_mkdtemp();
-	sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
+	tu_sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
 	   " add . && " GIT " commit -qm c && cd .. && mkdir notgit && ln -s %s escape",
 	   root, outside);
-	sh("cd %s && " GIT " init -q && echo secret > s.txt && " GIT " add . && " GIT
+	tu_sh("cd %s && " GIT " init -q && echo secret > s.txt && " GIT " add . && " GIT
 	   " commit -qm c",
 	   outside);
 	char yaml[4096];
@@ -566,7 +548,7 @@ START_TEST(state_dir_hidden_from_errors)
 	cae_session *s = open_session(NULL);
 	char *root = state;
 	/* the environment's place is taken by a file */
-	sh("rm -rf %s/local && touch %s/local", root, root);
+	tu_sh("rm -rf %s/local && touch %s/local", root, root);
 	json_t *args = json_pack("{s:{s:s, s:s}}", "task", "uuid", "odd-state", "repo",
 				 "https://example.invalid/r.git");
 	cae_tool_result res;
@@ -582,7 +564,7 @@ START_TEST(state_dir_hidden_from_errors)
 	_cleanup_free_ char *txt = json_dumps(r, 0);
 	ck_assert_msg(!strstr(txt, state), "%s names the state directory", txt);
 	json_decref(r);
-	sh("rm -f %s/local", root);
+	tu_sh("rm -f %s/local", root);
 	close_session(s);
 }
 END_TEST

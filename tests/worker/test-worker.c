@@ -82,31 +82,13 @@ static void cfg_set(cae_config *cfg, const char *key, const char *value)
 }
 
 /* Runs a shell script on this host; asserts it succeeds. */
-static void host_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void host_sh(const char *fmt, ...)
-{
-	char *script;
-	va_list ap;
-	va_start(ap, fmt);
-	ck_assert_int_ge(vasprintf(&script, fmt, ap), 0);
-	va_end(ap);
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
-	ck_assert_msg(r.exit_code == 0, "%s: %s%s", script, r.out, r.err);
-	cae_run_result_clear(&r);
-	free(script);
-}
-
 static void fx_init(fx *f, int mode)
 {
 	memset(f, 0, sizeof(*f));
 	f->mode = mode;
 	f->tmp = tu_mkdtemp();
 	ck_assert_int_ge(asprintf(&f->origin, "%s/origin", f->tmp), 0);
-	host_sh("mkdir -p %s/src && cd %s && git init -q -b main && "
+	tu_sh("mkdir -p %s/src && cd %s && git init -q -b main && "
 		"printf '# Demo\\n\\nHello.\\n' > README.md && "
 		"printf 'def main():\\n    print(\"hi\")\\n\\n\\nif __name__ == \"__main__\":\\n"
 		"    main()\\n' > src/app.py && printf '*.log\\nbuild/\\n' > .gitignore && "
@@ -581,7 +563,7 @@ START_TEST(outside_paths_refused)
 	/* make the escapes possible if confinement failed: ../../etc exists and is writable
 	 * on the local backend; in the container ../../etc is /etc */
 	if (f.mode != 2)
-		host_sh("mkdir -p '%s/etc'", grand);
+		tu_sh("mkdir -p '%s/etc'", grand);
 	free(sh(&f,
 		"mkdir -p '%s' && echo secret > '%s/secret.txt' && ln -s / rootlink && "
 		"ln -s '%s' outdir && ln -s '%s/secret.txt' outfile && "
@@ -1155,7 +1137,7 @@ START_TEST(big_file_50mb)
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/big.expected", f.tmp);
 	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, content, n, 0644, false), 0);
-	host_sh("cd %s && sha256sum < big.expected | cut -d' ' -f1 > big.sha && "
+	tu_sh("cd %s && sha256sum < big.expected | cut -d' ' -f1 > big.sha && "
 		"printf 'tail\\n' >> big.expected && sha256sum < big.expected | cut -d' ' -f1 >> "
 		"big.sha",
 		f.tmp);
@@ -1631,7 +1613,7 @@ START_TEST(session_tool)
 	char *tmp = tu_mkdtemp();
 	char ws[PATH_MAX];
 	snprintf(ws, sizeof(ws), "%s/ws", tmp);
-	host_sh("mkdir -p %s && cd %s && git init -q && echo hi > a.txt", ws, ws);
+	tu_sh("mkdir -p %s && cd %s && git init -q && echo hi > a.txt", ws, ws);
 	cae_session *s = open_session(tmp, NULL, NULL);
 	/* no environment yet */
 	cae_tool_result res = call(s, json_pack("{s:s}", "patch", "```bash\ntrue\n```\n"));
@@ -1756,7 +1738,7 @@ START_TEST(cli_patch)
 	snprintf(ws, sizeof(ws), "%s/ws", tmp);
 	snprintf(state, sizeof(state), "%s/state", tmp);
 	snprintf(pf, sizeof(pf), "%s/p.md", tmp);
-	host_sh("mkdir -p %s && cd %s && git init -q && echo hi > a.txt && "
+	tu_sh("mkdir -p %s && cd %s && git init -q && echo hi > a.txt && "
 		"printf '```text:b.txt\\nb\\n```\\n' > %s",
 		ws, ws, pf);
 	/* --help */
@@ -1862,7 +1844,7 @@ static void kill_tree_reset(const char *ws)
 	char *kp = cae_path_join(ws, "kp");
 	ck_assert_int_eq(cae_rm_rf(kp), 0);
 	free(kp);
-	host_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
+	tu_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
 		"d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
 		"printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
 		"printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
@@ -2091,7 +2073,7 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
 	char *scratch = cae_path_join(f.tmp, "scratch");
 	unsigned long long me = cae_process_start_time(getpid());
-	host_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
+	tu_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
 		"%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
 		"echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
 		scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
