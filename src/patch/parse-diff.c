@@ -884,8 +884,8 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 			patch_lines_next(&it, &l);
 			if (patch_starts_with(s, n, "rename from ") ||
 			    patch_starts_with(s, n, "rename old ")) {
-				rest = s + 12;
-				rn = n - 12;
+				rest = s + (s[7] == 'f' ? 12 : 11);
+				rn = n - (size_t)(rest - s);
 				if (set_str(&g.rename_from, rest, rn) < 0)
 					r = oom(err);
 			} else if (patch_starts_with(s, n, "rename to ") ||
