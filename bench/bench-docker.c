@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 	}
 
 	cae_config *cfg = cae_config_defaults(NULL);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	const char *dh = getenv("DOCKER_HOST");
 	if ((dh && *dh && cae_config_set(cfg, "command_executor.docker_host", dh, &err) < 0) ||
 	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0) {
@@ -139,11 +139,11 @@ int main(int argc, char **argv)
 		*deps = calloc((size_t)np, 8), *remove = calloc((size_t)np, 8);
 	char uuid[64];
 	snprintf(uuid, sizeof(uuid), "bench-%d", (int)getpid());
-	cae_task task = { .uuid = uuid, .repo = url };
+	cae_task task = {.uuid = uuid, .repo = url};
 	for (int i = 0; i < np; i++) {
-		struct marks m = { { 0 } };
-		cae_prepare_options o = { .progress = on_progress, .progress_userdata = &m,
-					  .cancel_fd = -1 };
+		struct marks m = {{0}};
+		cae_prepare_options o = {
+		    .progress = on_progress, .progress_userdata = &m, .cancel_fd = -1};
 		cae_env_info info;
 		int64_t t0 = cae_now_ns();
 		if (cae_backend_prepare(b, &task, "python", &o, &info, &err) < 0) {
@@ -169,10 +169,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int64_t *api = calloc((size_t)ne, 8), *cli = calloc((size_t)ne, 8);
-	const char *targv[] = { "true", NULL };
-	cae_exec_request req = { .argv = targv, .timeout_ms = 60000, .cancel_fd = -1 };
-	const char *cargv[] = { "docker", "exec", info.container_id, "true", NULL };
-	cae_run_spec cspec = { .argv = cargv, .timeout_ms = 60000 };
+	const char *targv[] = {"true", NULL};
+	cae_exec_request req = {.argv = targv, .timeout_ms = 60000, .cancel_fd = -1};
+	const char *cargv[] = {"docker", "exec", info.container_id, "true", NULL};
+	cae_run_spec cspec = {.argv = cargv, .timeout_ms = 60000};
 	int cli_ok = 1;
 	for (int i = 0; i < ne; i++) {
 		cae_run_result r;
@@ -195,9 +195,10 @@ int main(int argc, char **argv)
 		       "ratio=%.2f target<=1.00 n=%d\n",
 		       ma, mc, ma / mc, ne);
 	else
-		printf("docker.exec_roundtrip_true_ms p50=%.1f baseline(docker exec CLI)=unavailable "
-		       "n=%d\n",
-		       ma, ne);
+		printf(
+		    "docker.exec_roundtrip_true_ms p50=%.1f baseline(docker exec CLI)=unavailable "
+		    "n=%d\n",
+		    ma, ne);
 
 	cae_backend_cleanup(b, uuid, NULL);
 	cae_env_info_clear(&info);
@@ -205,7 +206,8 @@ int main(int argc, char **argv)
 	cae_log_free(log);
 	close(logfd);
 	cae_config_free(cfg);
-	snprintf(cmd, sizeof(cmd), "%s%sscripts/git-server.sh stop %s/srv >/dev/null 2>&1; rm -rf %s",
+	snprintf(cmd, sizeof(cmd),
+		 "%s%sscripts/git-server.sh stop %s/srv >/dev/null 2>&1; rm -rf %s",
 		 root ? root : "", root ? "/" : "", dir, dir);
 	sh(cmd);
 	free(total);

@@ -42,17 +42,18 @@ static int bench(const char *sandbox, int n, const char *label)
 	cae_config *cfg;
 	cae_session *s;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	if (cae_config_load_string(&cfg, yaml, strlen(yaml), "bench", envp, &err) < 0 ||
-	    cae_session_new(cfg, NULL, &s, &err) < 0 || cae_session_use_workspace(s, ws, &err) < 0) {
+	    cae_session_new(cfg, NULL, &s, &err) < 0 ||
+	    cae_session_use_workspace(s, ws, &err) < 0) {
 		fprintf(stderr, "bench-exec: %s\n", err.message);
 		return 1;
 	}
-	json_t *args = json_pack("{s:s, s:[s], s:s}", "cwd", ".", "command", "true", "shell_mode",
-				 "direct");
+	json_t *args =
+	    json_pack("{s:s, s:[s], s:s}", "cwd", ".", "command", "true", "shell_mode", "direct");
 	char *true_path = NULL;
 	cae_runner_find_program("true", NULL, &true_path);
-	char *targv[] = { true_path, NULL };
+	char *targv[] = {true_path, NULL};
 	int64_t *a = calloc((size_t)n, sizeof(int64_t)), *b = calloc((size_t)n, sizeof(int64_t));
 	for (int i = 0; i < n; i++) {
 		int64_t t = cae_now_ns();
@@ -71,9 +72,10 @@ static int bench(const char *sandbox, int n, const char *label)
 		cae_tool_result_clear(&res);
 	}
 	double ma = median_us(a, n), mb = median_us(b, n);
-	printf("exec.exec_command_true_us sandbox=%s median=%.1f baseline(posix_spawn+waitpid)=%.1f "
-	       "ratio=%.2f %s n=%d\n",
-	       label, ma, mb, ma / mb, "target<=1.50", n);
+	printf(
+	    "exec.exec_command_true_us sandbox=%s median=%.1f baseline(posix_spawn+waitpid)=%.1f "
+	    "ratio=%.2f %s n=%d\n",
+	    label, ma, mb, ma / mb, "target<=1.50", n);
 	json_decref(args);
 	free(a);
 	free(b);

@@ -45,14 +45,14 @@ int main(int argc, char **argv)
 {
 	const char *build = argc > 1 ? argv[1] : "build";
 	long base = sleep_rss();
-	const char *names[] = { "cae-helper-static", "cae-helper" };
+	const char *names[] = {"cae-helper-static", "cae-helper"};
 	for (size_t i = 0; i < 2; i++) {
 		char path[4096];
 		snprintf(path, sizeof(path), "%s/%s", build, names[i]);
 		struct stat st;
 		if (stat(path, &st) < 0)
 			continue;
-		const char *args[] = { path, NULL };
+		const char *args[] = {path, NULL};
 		cae_helper *h;
 		cae_error err;
 		if (cae_helper_start(args, NULL, 10000, &h, &err) < 0) {

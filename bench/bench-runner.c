@@ -35,9 +35,9 @@ int main(int argc, char **argv)
 	int64_t *a = calloc((size_t)n, sizeof(int64_t)), *b = calloc((size_t)n, sizeof(int64_t));
 	char *true_path = NULL;
 	cae_runner_find_program("true", NULL, &true_path);
-	char *targv[] = { true_path, NULL };
-	const char *cargv[] = { true_path, NULL };
-	cae_run_spec spec = { .argv = cargv };
+	char *targv[] = {true_path, NULL};
+	const char *cargv[] = {true_path, NULL};
+	cae_run_spec spec = {.argv = cargv};
 	/* Interleave the two loops so that machine noise hits both alike. */
 	for (int i = 0; i < n; i++) {
 		int64_t t = cae_now_ns();
@@ -57,8 +57,8 @@ int main(int argc, char **argv)
 	       ma / 1000.0, mb / 1000.0, (double)ma / (double)mb, n);
 
 	/* Throughput. */
-	const char *hargv[] = { "head", "-c", "1G", "/dev/zero", NULL };
-	cae_run_spec hs = { .argv = hargv, .max_stdout = 1024 * 1024 };
+	const char *hargv[] = {"head", "-c", "1G", "/dev/zero", NULL};
+	cae_run_spec hs = {.argv = hargv, .max_stdout = 1024 * 1024};
 	double best = 0, base_best = 0;
 	for (int k = 0; k < 3; k++) {
 		int64_t t = cae_now_ns();
@@ -69,8 +69,8 @@ int main(int argc, char **argv)
 		if (gbs > best)
 			best = gbs;
 		cae_run_result_clear(&r);
-		const char *sargv[] = { "sh", "-c", "head -c 1G /dev/zero | cat > /dev/null", NULL };
-		cae_run_spec ss = { .argv = sargv };
+		const char *sargv[] = {"sh", "-c", "head -c 1G /dev/zero | cat > /dev/null", NULL};
+		cae_run_spec ss = {.argv = sargv};
 		t = cae_now_ns();
 		cae_runner_run(&ss, &r, NULL);
 		s = (cae_now_ns() - t) / 1e9;

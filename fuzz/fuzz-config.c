@@ -10,9 +10,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static char *const no_env[] = { (char *)"HOME=/home/fuzz", NULL };
+	static char *const no_env[] = {(char *)"HOME=/home/fuzz", NULL};
 	cae_config *cfg = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_config_load_string(&cfg, (const char *)data, size, "fuzz.yaml", no_env, &err);
 	if (r < 0) {
 		if (cfg || err.code != r || !memchr(err.message, '\0', sizeof(err.message)))
@@ -24,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
 	if (text) {
 		cae_config *again = NULL;
-		if (cae_config_load_string(&again, text, strlen(text), "again.yaml", no_env, &err) < 0)
+		if (cae_config_load_string(&again, text, strlen(text), "again.yaml", no_env, &err) <
+		    0)
 			abort(); /* what we print must load */
 		json_t *j2 = cae_config_to_json(again, false);
 		if (!json_equal(j, j2))

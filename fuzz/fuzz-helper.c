@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_request(const char *body, size_t len)
 {
 	cae_helper_request q;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	if (cae_helper_decode_request(body, len, &q, &err) < 0)
 		return;
 	cae_buf b;
@@ -42,7 +42,7 @@ static void check_request(const char *body, size_t len)
 static void check_response(const char *body, size_t len)
 {
 	cae_run_result res;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int status = 0;
 	if (cae_helper_decode_response(body, len, &status, &res, &err) < 0)
 		return;

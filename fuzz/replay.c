@@ -26,7 +26,8 @@ int main(int argc, char **argv)
 			char *p = cae_path_join(argv[i], de->d_name);
 			char *data = NULL;
 			size_t len = 0;
-			if (p && cae_read_file(-100 /* AT_FDCWD */, p, 64u << 20, &data, &len) == 0) {
+			if (p &&
+			    cae_read_file(-100 /* AT_FDCWD */, p, 64u << 20, &data, &len) == 0) {
 				LLVMFuzzerTestOneInput((const uint8_t *)data, len);
 				n++;
 			}

@@ -8,7 +8,7 @@ what=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
       check git musl-tools bubblewrap)
 if [ "$what" = test ]; then
-  pkgs+=(clang libclang-rt-14-dev valgrind procps python3 jq
+  pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap)
 fi
 missing=()

@@ -29,12 +29,12 @@ typedef enum cae_task_kind { CAE_TASK_ISSUE = 0, CAE_TASK_PULL_REQUEST } cae_tas
 /* A task: {uuid, repo (URL, local path, or platform+owner+name), kind, branch?, target_branch?} */
 typedef struct cae_task {
 	char *uuid;
-	char *repo;     /* URL or local path; NULL when platform/owner/name are given */
+	char *repo;	/* URL or local path; NULL when platform/owner/name are given */
 	char *platform; /* "github" | "gitlab" | NULL */
 	char *owner;
 	char *name;
 	cae_task_kind kind;
-	char *branch;        /* pull request: the source branch */
+	char *branch;	     /* pull request: the source branch */
 	char *target_branch; /* pull request: the branch it merges into */
 } cae_task;
 
@@ -62,13 +62,13 @@ typedef struct cae_env_info {
 	char *workspace_path; /* where the project is, as commands see it */
 	char *host_path;      /* local backend: the project directory on this host; else NULL */
 	char *created_at;     /* ISO 8601 UTC */
-	char *status;         /* "ready", "creating", ... */
-	char *backend;        /* "local" | "docker" */
-	char *sandbox;        /* local: "bubblewrap" | "none"; docker: NULL */
+	char *status;	      /* "ready", "creating", ... */
+	char *backend;	      /* "local" | "docker" */
+	char *sandbox;	      /* local: "bubblewrap" | "none"; docker: NULL */
 	json_t *warnings;     /* array of strings (owned reference) */
-	json_t *deps;         /* array of {manifest, command, success, exit_code, duration_ms, error?} */
-	json_t *limits;       /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
-			       * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
+	json_t *deps;	/* array of {manifest, command, success, exit_code, duration_ms, error?} */
+	json_t *limits; /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
+			 * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
 } cae_env_info;
 
 json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
@@ -77,8 +77,8 @@ void cae_env_info_clear(cae_env_info *info);
 
 /* One command in an environment. Paths are as commands see them. */
 typedef struct cae_exec_request {
-	const char *const *argv; /* borrowed, >= 1 */
-	const char *cwd;         /* NULL: the workspace (project) directory */
+	const char *const *argv;      /* borrowed, >= 1 */
+	const char *cwd;	      /* NULL: the workspace (project) directory */
 	const char *const *extra_env; /* borrowed, "K=V" entries added to the environment */
 	const char *stdin_data;
 	size_t stdin_len;
@@ -97,7 +97,7 @@ typedef struct cae_exec_request {
 typedef void (*cae_progress_fn)(void *userdata, int step, int total, const char *message);
 
 typedef struct cae_prepare_options {
-	const char *workspace;    /* local only: use this existing directory as is (no clone) */
+	const char *workspace;	  /* local only: use this existing directory as is (no clone) */
 	cae_progress_fn progress; /* may be NULL */
 	void *progress_userdata;
 	int cancel_fd;

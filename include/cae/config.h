@@ -36,13 +36,12 @@
  *   lists and maps).
  *
  * Errors name the key, the file and the line, e.g.
- *   config.yaml:12: command_executor.execution.timeout_seconds: expected a positive integer, got "abc"
- * and for the environment the variable:
- *   environment variable EXECUTOR_TIMEOUT: expected a positive integer, got "abc"
- * Unknown keys are not errors: each gives a line in cfg->warnings ("config.yaml:7: unknown
- * key "command_executor.foo" (ignored)"). A key given twice in one mapping is an error.
- * The file is at most CAE_CONFIG_MAX_BYTES, nested at most CAE_CONFIG_MAX_DEPTH deep, holds
- * one YAML document; anchors and aliases are allowed.
+ *   config.yaml:12: command_executor.execution.timeout_seconds: expected a positive integer, got
+ * "abc" and for the environment the variable: environment variable EXECUTOR_TIMEOUT: expected a
+ * positive integer, got "abc" Unknown keys are not errors: each gives a line in cfg->warnings
+ * ("config.yaml:7: unknown key "command_executor.foo" (ignored)"). A key given twice in one mapping
+ * is an error. The file is at most CAE_CONFIG_MAX_BYTES, nested at most CAE_CONFIG_MAX_DEPTH deep,
+ * holds one YAML document; anchors and aliases are allowed.
  *
  * Depends on base, jansson and libyaml only (no logger: the caller logs cfg->warnings).
  */
@@ -88,7 +87,7 @@ typedef enum cae_config_sandbox {
 
 typedef enum cae_config_editor_mode {
 	CAE_CONFIG_EDITOR_NATIVE = 0, /* cae's own editor (cae-helper) */
-	CAE_CONFIG_EDITOR_MCP,        /* the configured MCP stdio server inside the environment */
+	CAE_CONFIG_EDITOR_MCP,	      /* the configured MCP stdio server inside the environment */
 } cae_config_editor_mode;
 
 /* An owned list of owned strings. */
@@ -105,13 +104,13 @@ typedef struct cae_config_environment {
 
 typedef struct cae_config {
 	struct {
-		bool enabled;                 /* true (cae is the product; seed 000 had false) */
-		cae_config_backend backend;   /* auto */
-		char *docker_host;            /* "unix:///var/run/docker.sock" */
+		bool enabled;		    /* true (cae is the product; seed 000 had false) */
+		cae_config_backend backend; /* auto */
+		char *docker_host;	    /* "unix:///var/run/docker.sock" */
 		cae_config_environment *environments; /* python, miniforge, node, java, go ->
 						       * coding-agent-executor-<name>:latest */
-		size_t n_environments;        /* at most 64 */
-		char *default_environment;    /* "python"; must name one of environments */
+		size_t n_environments;		      /* at most 64 */
+		char *default_environment;	      /* "python"; must name one of environments */
 		/* Absolute path of cae's state (local workspaces, metadata). Default:
 		 * $XDG_STATE_HOME/cae, else $HOME/.local/state/cae, else /var/lib/cae when HOME
 		 * is unset — the same rule for root and other users. A leading "~/" is expanded. */
@@ -124,58 +123,60 @@ typedef struct cae_config {
 		 * not limited. Absolute paths; a leading "~/" is expanded. */
 		cae_config_strlist local_repo_roots;
 		struct {
-			char *name;           /* "command-executor" (seed 000; informative) */
-			cae_config_strlist command;  /* seed 000's npx command; cae does not run it */
+			char *name; /* "command-executor" (seed 000; informative) */
+			cae_config_strlist
+			    command; /* seed 000's npx command; cae does not run it */
 		} mcp_server;
 		struct {
 			/* Image for an environment name missing from `environments` (and the only
 			 * image when the map is empty). "coding-agent-executor-python:latest" */
 			char *base_image;
 			struct {
-				double cpu_limit;      /* 2 (CPUs, 0.01 to 1024) */
-				char *memory_limit;    /* "4g" as written */
-				uint64_t memory_bytes; /* 4294967296, from memory_limit (>= 6 MiB) */
-				char *disk_limit;      /* "10g" as written; "0" = no limit */
-				uint64_t disk_bytes;   /* 10737418240, from disk_limit */
-				int pids_limit;        /* 1024 */
+				double cpu_limit;   /* 2 (CPUs, 0.01 to 1024) */
+				char *memory_limit; /* "4g" as written */
+				uint64_t
+				    memory_bytes;    /* 4294967296, from memory_limit (>= 6 MiB) */
+				char *disk_limit;    /* "10g" as written; "0" = no limit */
+				uint64_t disk_bytes; /* 10737418240, from disk_limit */
+				int pids_limit;	     /* 1024 */
 			} resources;
 			struct {
 				/* bridge (default). `external_access: false` without an explicit
 				 * mode means none; mode none means external_access false. */
 				cae_config_network_mode mode;
-				bool external_access;      /* true */
-				bool whitelist_mode;       /* false: only allowed_domains reachable */
+				bool external_access; /* true */
+				bool whitelist_mode;  /* false: only allowed_domains reachable */
 				cae_config_strlist allowed_domains; /* [] */
 			} network;
 			bool mount_docker_socket; /* false (a warning is due when true) */
 		} docker;
 		struct {
-			bool shallow;           /* true */
-			int depth;              /* 1 */
+			bool shallow;		/* true */
+			int depth;		/* 1 */
 			bool auto_install_deps; /* true */
-			int timeout_seconds;    /* 300 */
+			int timeout_seconds;	/* 300 */
 		} clone;
 		struct {
-			int timeout_seconds;          /* 1800 */
+			int timeout_seconds;	      /* 1800 */
 			uint64_t max_output_size;     /* 1048576 bytes per stream */
 			cae_config_truncate truncate; /* head */
 		} execution;
 		struct {
-			int interval_hours;        /* 24 */
+			int interval_hours;	   /* 24 */
 			int stale_threshold_hours; /* 24 */
 		} cleanup;
 		struct {
-			bool use_default;        /* true */
-			cae_config_strlist additional;  /* [] */
-			cae_config_strlist exclude;     /* [] */
+			bool use_default;		/* true */
+			cae_config_strlist additional;	/* [] */
+			cae_config_strlist exclude;	/* [] */
 			cae_config_strlist custom_list; /* [] (used when use_default is false) */
-			bool enforce;            /* false: only the deny-list is enforced */
+			bool enforce;			/* false: only the deny-list is enforced */
 		} allowed_commands;
 		struct {
 			/* auto: bubblewrap when it can confine here, else commands are refused
 			 * unless `unconfined` is true. none requires unconfined: true. */
 			cae_config_sandbox sandbox;
-			bool network;    /* false: no network inside the sandbox */
+			bool network;	 /* false: no network inside the sandbox */
 			bool unconfined; /* false: never run commands outside a sandbox */
 			/* The host uid (and gid) sandboxed commands run as when cae runs as
 			 * root (100000); inside they are uid 1000. Never 0. */
@@ -184,40 +185,41 @@ typedef struct cae_config {
 	} command_executor;
 
 	struct {
-		bool enabled;                /* true */
+		bool enabled;		     /* true */
 		cae_config_editor_mode mode; /* native */
 		struct {
-			char *name;          /* "text-editor" */
-			cae_config_strlist command; /* ["npx", "-y", "mcp-server-text-editor"] (mode mcp);
-					      * `text_editor_mcp.command` is accepted as an alias */
+			char *name; /* "text-editor" */
+			cae_config_strlist
+			    command; /* ["npx", "-y", "mcp-server-text-editor"] (mode mcp);
+				      * `text_editor_mcp.command` is accepted as an alias */
 		} mcp_server;
-		uint64_t max_file_size;  /* 10 MiB: larger files are refused for view and edit */
-		int undo_depth;          /* 10 edits per file (0 = no undo) */
+		uint64_t max_file_size;	 /* 10 MiB: larger files are refused for view and edit */
+		int undo_depth;		 /* 10 edits per file (0 = no undo) */
 		uint64_t undo_max_bytes; /* 64 MiB of undo history per environment */
-		int view_max_chars;      /* 16000 characters per view result */
+		int view_max_chars;	 /* 16000 characters per view result */
 	} text_editor_mcp;
 
 	struct {
-		bool enabled;                /* true */
-		bool auto_commit;            /* false */
+		bool enabled;		     /* true */
+		bool auto_commit;	     /* false */
 		char *commit_message_prefix; /* "[Worker Auto-Commit]" (alias: commit_prefix) */
-		int command_timeout;         /* 300 s for shell commands (alias: shell_timeout) */
-		int git_timeout;             /* 30 s */
-		bool stop_on_error;          /* false: continue mode */
-		bool dry_run;                /* false */
-		bool rollback;               /* false */
+		int command_timeout;	     /* 300 s for shell commands (alias: shell_timeout) */
+		int git_timeout;	     /* 30 s */
+		bool stop_on_error;	     /* false: continue mode */
+		bool dry_run;		     /* false */
+		bool rollback;		     /* false */
 	} worker;
 
 	struct {
 		char *token; /* NULL; secret */
 	} github;
 	struct {
-		char *token;     /* NULL; secret */
-		char *api_url;   /* "https://gitlab.com/api/v4" */
+		char *token;	 /* NULL; secret */
+		char *api_url;	 /* "https://gitlab.com/api/v4" */
 		bool ssl_verify; /* true */
 	} gitlab;
 
-	char *source;         /* the file loaded, NULL for built-in defaults only */
+	char *source;		     /* the file loaded, NULL for built-in defaults only */
 	cae_config_strlist warnings; /* unknown keys etc., at most 101 lines */
 } cae_config;
 
@@ -266,7 +268,7 @@ const char *cae_config_backend_name(cae_config_backend b);
 const char *cae_config_network_mode_name(cae_config_network_mode m);
 
 void cae_config_strlist_clear(cae_config_strlist *l); /* frees the items, leaves an empty list */
-void cae_config_free(cae_config *cfg); /* accepts NULL */
+void cae_config_free(cae_config *cfg);		      /* accepts NULL */
 
 #ifdef __cplusplus
 }

@@ -98,8 +98,8 @@ int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t *
 /* PUT /containers/{id}/archive?path=PATH: extracts the tar read from fd (until EOF, size
  * bytes; the fd is borrowed and read from its current offset) into the directory PATH of
  * the container, which must exist. The call timeout applies to the whole upload. */
-int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
-			   uint64_t size, cae_error *err);
+int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd, uint64_t size,
+			   cae_error *err);
 /* GET /info */
 int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
 
@@ -124,18 +124,18 @@ int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
  * itself).
  */
 typedef struct cae_docker_exec_spec {
-	const char *const *argv;      /* borrowed, >= 1 */
-	const char *const *env;       /* "K=V" added for this command only; may be NULL */
-	const char *cwd;              /* absolute; NULL: "/" (raw: the container's WorkingDir) */
-	const char *confine;          /* when set, cwd must resolve beneath this directory */
-	const char *user;             /* NULL: the container's user */
+	const char *const *argv; /* borrowed, >= 1 */
+	const char *const *env;	 /* "K=V" added for this command only; may be NULL */
+	const char *cwd;	 /* absolute; NULL: "/" (raw: the container's WorkingDir) */
+	const char *confine;	 /* when set, cwd must resolve beneath this directory */
+	const char *user;	 /* NULL: the container's user */
 	const char *stdin_data;
 	size_t stdin_len;
-	bool has_stdin;               /* false: stdin is /dev/null */
-	int64_t timeout_ms;           /* <= 0: none */
-	int64_t grace_ms;             /* 0: CAE_RUNNER_DEFAULT_GRACE_MS */
-	int64_t drain_ms;             /* 0: CAE_RUNNER_DEFAULT_DRAIN_MS */
-	size_t max_stdout;            /* 0: CAE_RUNNER_DEFAULT_MAX_OUTPUT */
+	bool has_stdin;	    /* false: stdin is /dev/null */
+	int64_t timeout_ms; /* <= 0: none */
+	int64_t grace_ms;   /* 0: CAE_RUNNER_DEFAULT_GRACE_MS */
+	int64_t drain_ms;   /* 0: CAE_RUNNER_DEFAULT_DRAIN_MS */
+	size_t max_stdout;  /* 0: CAE_RUNNER_DEFAULT_MAX_OUTPUT */
 	size_t max_stderr;
 	cae_truncate_mode truncate;
 	int cancel_fd;
@@ -147,10 +147,10 @@ typedef struct cae_docker_exec_spec {
 /* What happened besides the result (optional out-parameter of cae_docker_exec). */
 typedef struct cae_docker_exec_info {
 	char exec_id[80];
-	int pid;                /* the command's process id inside the container (0: unknown) */
-	bool killed;            /* the kill sequence ran */
-	bool kill_failed;       /* the kill exec could not run */
-	bool restarted;         /* ... so the container was restarted */
+	int pid;	  /* the command's process id inside the container (0: unknown) */
+	bool killed;	  /* the kill sequence ran */
+	bool kill_failed; /* the kill exec could not run */
+	bool restarted;	  /* ... so the container was restarted */
 } cae_docker_exec_info;
 
 /* Returns 0 when the command ran (whatever its exit status), -ESRCH when the container does

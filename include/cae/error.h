@@ -24,14 +24,14 @@ extern "C" {
 #define CAE_ERROR_MSG_MAX 1024
 
 typedef struct cae_error {
-	int code;                         /* negative errno, 0 when clear */
-	char message[CAE_ERROR_MSG_MAX];  /* human-readable, NUL-terminated */
+	int code;			 /* negative errno, 0 when clear */
+	char message[CAE_ERROR_MSG_MAX]; /* human-readable, NUL-terminated */
 } cae_error;
 
 /* Sets code and message (printf format). err may be NULL. Returns code, so that
  * `return cae_error_set(err, -EINVAL, "...")` reads naturally. */
 int cae_error_set(cae_error *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Puts "context: " in front of the current message. err may be NULL. Returns err->code. */
 int cae_error_prefix(cae_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cae_error_clear(cae_error *err);

@@ -59,8 +59,7 @@ int cae_helper_start(const char *const *argv, const char *const *envp, int64_t t
  * not run: start a new helper and retry), -ECONNRESET when the helper ended during the
  * command, -ETIMEDOUT when it did not answer within the command's timeout plus a margin
  * (then the helper is killed). After any of these cae_helper_alive() is false. */
-int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
-		   cae_error *err);
+int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res, cae_error *err);
 
 bool cae_helper_alive(const cae_helper *h);
 pid_t cae_helper_pid(const cae_helper *h);

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define CAE_LOG_MAX_STRING (64 * 1024) /* bytes per string in a line; longer: cut, marked */
-#define CAE_LOG_MIN_SECRET 4           /* shorter secrets are refused (they would mangle logs) */
+#define CAE_LOG_MIN_SECRET 4	       /* shorter secrets are refused (they would mangle logs) */
 
 typedef enum cae_log_level {
 	CAE_LOG_DEBUG = 0,
@@ -63,7 +63,7 @@ int cae_log_add_secret(cae_log *log, const char *secret);
 
 /* Writes an event. fmt (may be NULL) gives the "msg" field, printf-style. */
 void cae_log_event(cae_log *log, cae_log_level level, const char *event, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+    __attribute__((format(printf, 4, 5)));
 void cae_log_eventv(cae_log *log, cae_log_level level, const char *event, const char *fmt,
 		    va_list ap) __attribute__((format(printf, 4, 0)));
 /* Same with structured fields: `fields` is a JSON object and is STOLEN (its reference is

@@ -29,12 +29,12 @@ char *cae_prompt_environment_selection(const cae_config *cfg);
 
 /* The outcome of reading `selected_environment.name` from a planning response. */
 typedef struct cae_env_selection {
-	char *name;      /* the environment to use (a configured one, or the default) */
+	char *name;	 /* the environment to use (a configured one, or the default) */
 	char *requested; /* what the plan asked for, NULL when it named none */
 	char *reasoning; /* selected_environment.reasoning, when given */
-	bool fallback;   /* true when the default was used instead of the plan's choice */
-	char *warning;   /* why (for the log), NULL when no fallback */
-	char *comment;   /* text to post on the issue / merge request, NULL when no fallback */
+	bool fallback;	 /* true when the default was used instead of the plan's choice */
+	char *warning;	 /* why (for the log), NULL when no fallback */
+	char *comment;	 /* text to post on the issue / merge request, NULL when no fallback */
 } cae_env_selection;
 
 /* Extracts selected_environment.name from a planning response (seed 003 §6.3, §11): the

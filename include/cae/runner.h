@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 typedef enum cae_truncate_mode {
-	CAE_TRUNCATE_HEAD = 0,  /* keep the first max bytes */
+	CAE_TRUNCATE_HEAD = 0,	/* keep the first max bytes */
 	CAE_TRUNCATE_HEAD_TAIL, /* keep the first and the last max/2 bytes, with a marker */
 } cae_truncate_mode;
 
@@ -39,28 +39,29 @@ typedef enum cae_truncate_mode {
 #define CAE_RUNNER_DEFAULT_DRAIN_MS 500
 
 typedef struct cae_run_spec {
-	const char *const *argv; /* borrowed, >= 1 element; argv[0] without '/' is searched in PATH */
+	const char *const
+	    *argv; /* borrowed, >= 1 element; argv[0] without '/' is searched in PATH */
 	const char *const *envp; /* borrowed; NULL inherits the caller's environment */
-	const char *cwd;         /* NULL: the caller's working directory */
-	const char *stdin_data;  /* borrowed; used when has_stdin */
+	const char *cwd;	 /* NULL: the caller's working directory */
+	const char *stdin_data;	 /* borrowed; used when has_stdin */
 	size_t stdin_len;
-	bool has_stdin;          /* false: stdin is /dev/null */
-	int64_t timeout_ms;      /* <= 0: no timeout */
-	int64_t grace_ms;        /* SIGTERM → SIGKILL delay; 0: default */
-	int64_t drain_ms;        /* bound on reading after the kill; 0: default */
-	size_t max_stdout;       /* bytes kept per stream; 0: default (1 MiB) */
+	bool has_stdin;	    /* false: stdin is /dev/null */
+	int64_t timeout_ms; /* <= 0: no timeout */
+	int64_t grace_ms;   /* SIGTERM → SIGKILL delay; 0: default */
+	int64_t drain_ms;   /* bound on reading after the kill; 0: default */
+	size_t max_stdout;  /* bytes kept per stream; 0: default (1 MiB) */
 	size_t max_stderr;
 	cae_truncate_mode truncate;
-	int cancel_fd;           /* when has_cancel_fd: readable = cancel the command */
+	int cancel_fd; /* when has_cancel_fd: readable = cancel the command */
 	bool has_cancel_fd;
 } cae_run_spec;
 
 typedef struct cae_run_result {
-	int exit_code;      /* the exit status, or 128 + signal when a signal ended it */
-	int term_signal;    /* the signal that ended it, 0 when it exited */
+	int exit_code;	 /* the exit status, or 128 + signal when a signal ended it */
+	int term_signal; /* the signal that ended it, 0 when it exited */
 	bool timed_out;
 	bool cancelled;
-	char *out;          /* owned, NUL-terminated, valid UTF-8 (invalid bytes become U+FFFD) */
+	char *out; /* owned, NUL-terminated, valid UTF-8 (invalid bytes become U+FFFD) */
 	size_t out_len;
 	bool out_truncated;
 	uint64_t out_total; /* bytes the command wrote, kept or not */

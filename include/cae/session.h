@@ -23,7 +23,6 @@ extern "C" {
 
 typedef struct cae_session cae_session;
 
-
 /* Per-call context supplied by the interface. All fields optional (zero = absent). */
 typedef struct cae_call_ctx {
 	/* Becomes readable when the call is cancelled (MCP notifications/cancelled): a running

@@ -15,16 +15,16 @@ extern "C" {
 
 typedef enum cae_tools_format {
 	CAE_TOOLS_FUNCTIONS = 0, /* [{name, description, parameters}] */
-	CAE_TOOLS_OPENAI,        /* [{type: "function", function: {name, description, parameters}}] */
-	CAE_TOOLS_MCP,           /* [{name, description, inputSchema, outputSchema?}] */
+	CAE_TOOLS_OPENAI, /* [{type: "function", function: {name, description, parameters}}] */
+	CAE_TOOLS_MCP,	  /* [{name, description, inputSchema, outputSchema?}] */
 } cae_tools_format;
 
 typedef struct cae_tools_options {
 	cae_tools_format format;
-	bool split_editor;        /* text_editor_<command> functions instead of one text_editor */
-	bool environment_tools;   /* environment_list / _prepare / _cleanup (the MCP server's) */
-	bool output_schema;       /* MCP: include outputSchema */
-	bool patch_tool;          /* apply_patch */
+	bool split_editor;	/* text_editor_<command> functions instead of one text_editor */
+	bool environment_tools; /* environment_list / _prepare / _cleanup (the MCP server's) */
+	bool output_schema;	/* MCP: include outputSchema */
+	bool patch_tool;	/* apply_patch */
 } cae_tools_options;
 
 /* Every enabled tool in the requested form (new reference): command-executor_execute_command

@@ -57,8 +57,8 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.
  * *path is new. */
-int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name,
-			    char **path, cae_error *err);
+int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name, char **path,
+			    cae_error *err);
 
 /* Clones task's repository into dest (a path as commands see it; its parent must exist),
  * per SPEC §2 step 4: shallow unless configured, pull requests with the source branch checked

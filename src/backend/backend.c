@@ -15,8 +15,9 @@ int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_lo
 	if (strcmp(name, "docker") == 0)
 		return cae_docker_backend_new(cfg, log, out, err);
 	if (strcmp(name, "auto") == 0)
-		return cae_docker_backend_available(cfg) ? cae_docker_backend_new(cfg, log, out, err)
-							 : cae_local_backend_new(cfg, log, out, err);
+		return cae_docker_backend_available(cfg)
+			   ? cae_docker_backend_new(cfg, log, out, err)
+			   : cae_local_backend_new(cfg, log, out, err);
 	return cae_error_set(err, -EINVAL, "unknown backend \"%s\" (auto, docker or local)", name);
 }
 
@@ -40,7 +41,7 @@ const char *cae_backend_name(const cae_backend *b)
 int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *environment_name,
 			const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
 {
-	static const cae_prepare_options none = { .cancel_fd = -1 };
+	static const cae_prepare_options none = {.cancel_fd = -1};
 	memset(info, 0, sizeof(*info));
 	return b->ops->prepare(b, task, environment_name, opts ? opts : &none, info, err);
 }
@@ -80,8 +81,7 @@ int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info, 
 	return b->ops->info(b, task_uuid, info, err);
 }
 
-const char *cae_backend_select_environment(const cae_config *cfg, const char *name,
-					   char **warning)
+const char *cae_backend_select_environment(const cae_config *cfg, const char *name, char **warning)
 {
 	*warning = NULL;
 	const char *def = cfg->command_executor.default_environment;
@@ -94,8 +94,8 @@ const char *cae_backend_select_environment(const cae_config *cfg, const char *na
 			 "no environment selected; using the default environment \"%s\"", used);
 	else
 		snprintf(buf, sizeof(buf),
-			 "unknown environment \"%.200s\"; using the default environment \"%s\"", name,
-			 used);
+			 "unknown environment \"%.200s\"; using the default environment \"%s\"",
+			 name, used);
 	*warning = strdup(buf);
 	return used;
 }

@@ -143,7 +143,7 @@ static int setup_v2(const char *name, const cae_sandbox_limits *lim, char ***pro
 
 static int setup_v1(const char *name, const cae_sandbox_limits *lim, char ***procs, size_t *n)
 {
-	static const char *const ctl[] = { "pids", "memory", "cpu" };
+	static const char *const ctl[] = {"pids", "memory", "cpu"};
 	char **l = calloc(ARRAY_SIZE(ctl), sizeof(char *));
 	if (!l)
 		return -ENOMEM;
@@ -206,7 +206,7 @@ void cae_sandbox_cgroup_remove(const char *name)
 			(void)rmdir(dir);
 		return;
 	}
-	static const char *const ctl[] = { "pids", "memory", "cpu" };
+	static const char *const ctl[] = {"pids", "memory", "cpu"};
 	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
 		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = mount ? cg_dir(mount, ctl[i], name) : NULL;
@@ -238,7 +238,7 @@ int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud)
 		_cleanup_free_ char *dir = own ? cae_path_join(CG_ROOT, own) : NULL;
 		return dir ? sweep_dir(dir, keep, ud) : 0;
 	}
-	static const char *const ctl[] = { "pids", "memory", "cpu" };
+	static const char *const ctl[] = {"pids", "memory", "cpu"};
 	int removed = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
 		_cleanup_free_ char *own = own_cgroup(ctl[i]);

@@ -21,21 +21,21 @@ struct installer {
 
 /* Lock file decides the Node package manager; the first matching row wins per group. */
 static const struct installer node_installers[] = {
-	{ "pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile" },
-	{ "yarn.lock", "yarn", "yarn install --frozen-lockfile" },
-	{ "package-lock.json", "npm", "npm ci" },
-	{ "package.json", "npm", "npm install" },
+    {"pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile"},
+    {"yarn.lock", "yarn", "yarn install --frozen-lockfile"},
+    {"package-lock.json", "npm", "npm ci"},
+    {"package.json", "npm", "npm install"},
 };
 
 static const struct installer other_installers[] = {
-	{ "requirements.txt", "python3", "python3 -m pip install -r requirements.txt" },
-	{ "environment.yml", "mamba", "mamba env update -n base -f environment.yml" },
-	{ "condaenv.yaml", "mamba", "mamba env update -n base -f condaenv.yaml" },
-	{ "Gemfile", "bundle", "bundle install" },
-	{ "pom.xml", "mvn", "mvn -q -B dependency:resolve" },
-	{ "build.gradle", "gradle", "gradle --quiet dependencies" },
-	{ "build.gradle.kts", "gradle", "gradle --quiet dependencies" },
-	{ "go.mod", "go", "go mod download" },
+    {"requirements.txt", "python3", "python3 -m pip install -r requirements.txt"},
+    {"environment.yml", "mamba", "mamba env update -n base -f environment.yml"},
+    {"condaenv.yaml", "mamba", "mamba env update -n base -f condaenv.yaml"},
+    {"Gemfile", "bundle", "bundle install"},
+    {"pom.xml", "mvn", "mvn -q -B dependency:resolve"},
+    {"build.gradle", "gradle", "gradle --quiet dependencies"},
+    {"build.gradle.kts", "gradle", "gradle --quiet dependencies"},
+    {"go.mod", "go", "go mod download"},
 };
 
 static bool has_line(const char *list, const char *name)
@@ -62,17 +62,17 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	snprintf(script, sizeof(script),
 		 "command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit 127; }; %s",
 		 in->tool, in->tool, in->command);
-	const char *argv[] = { "sh", "-c", script, NULL };
+	const char *argv[] = {"sh", "-c", script, NULL};
 	cae_exec_request req = {
-		.argv = argv,
-		.cwd = project,
-		.timeout_ms = DEPS_TIMEOUT_MS,
-		.max_stdout = 64 * 1024,
-		.max_stderr = 64 * 1024,
-		.truncate = CAE_TRUNCATE_HEAD_TAIL,
-		.cancel_fd = cancel_fd,
-		.has_cancel_fd = has_cancel_fd,
-		.network = true,
+	    .argv = argv,
+	    .cwd = project,
+	    .timeout_ms = DEPS_TIMEOUT_MS,
+	    .max_stdout = 64 * 1024,
+	    .max_stderr = 64 * 1024,
+	    .truncate = CAE_TRUNCATE_HEAD_TAIL,
+	    .cancel_fd = cancel_fd,
+	    .has_cancel_fd = has_cancel_fd,
+	    .network = true,
 	};
 	cae_run_result res;
 	cae_error err;
@@ -102,7 +102,8 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 		} else if (!ok) {
 			if (res.timed_out)
 				snprintf(warn, sizeof(warn),
-					 "dependency install `%s` timed out after 600 s", in->command);
+					 "dependency install `%s` timed out after 600 s",
+					 in->command);
 			else
 				snprintf(warn, sizeof(warn),
 					 "dependency install `%s` failed with exit code %d",
@@ -117,7 +118,8 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 		}
 		cae_run_result_clear(&res);
 	}
-	cae_log_fields(log, json_is_true(json_object_get(d, "success")) ? CAE_LOG_INFO : CAE_LOG_WARN,
+	cae_log_fields(log,
+		       json_is_true(json_object_get(d, "success")) ? CAE_LOG_INFO : CAE_LOG_WARN,
 		       "deps.install", json_deep_copy(d), NULL);
 	json_array_append_new(deps, d);
 }
@@ -127,12 +129,15 @@ void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char 
 {
 	/* One round trip lists the manifests present. */
 	static const char list_script[] =
-		"for f in package.json pnpm-lock.yaml yarn.lock package-lock.json requirements.txt "
-		"environment.yml condaenv.yaml Gemfile pom.xml build.gradle build.gradle.kts go.mod; "
-		"do [ -f \"$f\" ] && echo \"$f\"; done; exit 0";
-	const char *argv[] = { "sh", "-c", list_script, NULL };
-	cae_exec_request req = { .argv = argv, .cwd = project, .timeout_ms = 30000,
-				 .max_stdout = 4096, .max_stderr = 4096 };
+	    "for f in package.json pnpm-lock.yaml yarn.lock package-lock.json requirements.txt "
+	    "environment.yml condaenv.yaml Gemfile pom.xml build.gradle build.gradle.kts go.mod; "
+	    "do [ -f \"$f\" ] && echo \"$f\"; done; exit 0";
+	const char *argv[] = {"sh", "-c", list_script, NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = project,
+				.timeout_ms = 30000,
+				.max_stdout = 4096,
+				.max_stderr = 4096};
 	cae_run_result res;
 	cae_error err;
 	if (exec(ctx, &req, &res, &err) < 0) {
@@ -154,9 +159,11 @@ void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char 
 		if (!has_line(res.out, in->manifest))
 			continue;
 		/* environment.yml wins over condaenv.yaml; build.gradle over its .kts twin. */
-		if (strcmp(in->manifest, "condaenv.yaml") == 0 && has_line(res.out, "environment.yml"))
+		if (strcmp(in->manifest, "condaenv.yaml") == 0 &&
+		    has_line(res.out, "environment.yml"))
 			continue;
-		if (strcmp(in->manifest, "build.gradle.kts") == 0 && has_line(res.out, "build.gradle"))
+		if (strcmp(in->manifest, "build.gradle.kts") == 0 &&
+		    has_line(res.out, "build.gradle"))
 			continue;
 		install_one(exec, ctx, log, project, in, deps, warnings, cancel_fd, has_cancel_fd);
 	}

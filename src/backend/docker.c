@@ -56,13 +56,13 @@
 
 /* PID 1 of every environment, in one place: the in-container helper (cae-helper) takes
  * its place later. Docker's init (HostConfig.Init) runs it and reaps zombies. */
-static const char *const pid1_argv[] = { "sleep", "infinity", NULL };
+static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
 struct docker_impl {
 	cae_docker *d;
 	pthread_mutex_t lock;
-	bool probed;     /* engine facts below are known */
-	int ncpu;        /* CPUs the engine has */
+	bool probed;	 /* engine facts below are known */
+	int ncpu;	 /* CPUs the engine has */
 	char driver[64]; /* storage driver */
 	char backing[64];
 	char *socket_path; /* unix:// engines: the socket, for mount_docker_socket */
@@ -114,9 +114,10 @@ static enum phase container_phase(const cae_backend *b, json_t *c, const char **
 		return PHASE_NOT_OURS;
 	int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
 	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return cae_preparer_alive(label(labels, LABEL_PREPARER), created, timeout > 0 ? timeout : 300)
-		       ? PHASE_CREATING
-		       : PHASE_FAILED;
+	return cae_preparer_alive(label(labels, LABEL_PREPARER), created,
+				  timeout > 0 ? timeout : 300)
+		   ? PHASE_CREATING
+		   : PHASE_FAILED;
 }
 
 /* ---- engine facts (once per backend) ---- */
@@ -134,7 +135,9 @@ static void probe_engine(struct docker_impl *di)
 	pthread_mutex_lock(&di->lock);
 	di->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
 	snprintf(di->driver, sizeof(di->driver), "%s",
-		 json_string_value(json_object_get(info, "Driver")) ? json_string_value(json_object_get(info, "Driver")) : "");
+		 json_string_value(json_object_get(info, "Driver"))
+		     ? json_string_value(json_object_get(info, "Driver"))
+		     : "");
 	size_t i;
 	json_t *kv;
 	json_array_foreach(json_object_get(info, "DriverStatus"), i, kv)
@@ -196,15 +199,17 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 	if (cpus > 0) {
 		if (di->ncpu > 0 && cpus > di->ncpu) {
 			char w[160];
-			snprintf(w, sizeof(w), "cpu_limit %g is more than the engine's %d CPUs; using %d",
-				 cpus, di->ncpu, di->ncpu);
+			snprintf(w, sizeof(w),
+				 "cpu_limit %g is more than the engine's %d CPUs; using %d", cpus,
+				 di->ncpu, di->ncpu);
 			add_warning(warnings, b->log, task->uuid, "docker.cpu_limit_clamped", w);
 			cpus = di->ncpu;
 		}
 		json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(cpus * 1e9)));
 	}
 	if (dk->resources.memory_bytes > 0) {
-		json_object_set_new(hc, "Memory", json_integer((json_int_t)dk->resources.memory_bytes));
+		json_object_set_new(hc, "Memory",
+				    json_integer((json_int_t)dk->resources.memory_bytes));
 		/* Memory + swap = memory: no swap beyond the limit. */
 		json_object_set_new(hc, "MemorySwap",
 				    json_integer((json_int_t)dk->resources.memory_bytes));
@@ -256,8 +261,7 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 /* ---- ContainerInfo from the engine's view ---- */
 
 /* From GET /containers/{id}/json or an element of GET /containers/json. */
-static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *info,
-			       cae_error *err)
+static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *info, cae_error *err)
 {
 	memset(info, 0, sizeof(*info));
 	json_t *config = json_object_get(c, "Config");
@@ -266,14 +270,15 @@ static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *in
 	enum phase ph = container_phase(b, c, &uuid);
 	if (ph == PHASE_NOT_OURS)
 		return cae_error_set(err, -EINVAL, "not a cae environment's container");
-	const char *state = json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
+	const char *state =
+	    json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
 	if (!state)
 		state = json_string_value(json_object_get(c, "State")); /* list form */
-	const char *status = ph == PHASE_CREATING ? "creating"
-			     : ph == PHASE_FAILED ? "failed"
+	const char *status = ph == PHASE_CREATING		      ? "creating"
+			     : ph == PHASE_FAILED		      ? "failed"
 			     : state && strcmp(state, "running") == 0 ? "ready"
-			     : state			      ? state
-							      : "unknown";
+			     : state				      ? state
+								      : "unknown";
 	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
 			      json_string_value(json_object_get(c, "Id")), "task_uuid", uuid,
 			      "environment_name", label(labels, LABEL_ENV), "workspace_path",
@@ -302,35 +307,37 @@ static int map_exec_error(cae_backend *b, int r, const char *uuid, cae_error *er
 		enum phase ph = container_phase(b, c, &u);
 		json_decref(c);
 		if (ph == PHASE_CREATING || ph == PHASE_FAILED)
-			return cae_error_set(err, -EAGAIN,
-					     "environment %s is not ready: its prepare %s", uuid,
-					     ph == PHASE_CREATING ? "is still running"
-								  : "did not finish (prepare it again)");
+			return cae_error_set(
+			    err, -EAGAIN, "environment %s is not ready: its prepare %s", uuid,
+			    ph == PHASE_CREATING ? "is still running"
+						 : "did not finish (prepare it again)");
 	}
 	if (r == -ESRCH)
-		return cae_error_set(err, -ENOENT, "environment gone: container %s no longer exists",
-				     name);
+		return cae_error_set(err, -ENOENT,
+				     "environment gone: container %s no longer exists", name);
 	if (r == -EAGAIN)
-		return cae_error_set(err, -EAGAIN, "environment %s is not ready: container %s is not "
-				     "running", uuid, name);
+		return cae_error_set(err, -EAGAIN,
+				     "environment %s is not ready: container %s is not "
+				     "running",
+				     uuid, name);
 	return r;
 }
 
 static void fill_spec(cae_docker_exec_spec *spec, const cae_exec_request *req, const char *cwd)
 {
 	*spec = (cae_docker_exec_spec){
-		.argv = req->argv,
-		.env = req->extra_env,
-		.cwd = cwd,
-		.stdin_data = req->stdin_data,
-		.stdin_len = req->stdin_len,
-		.has_stdin = req->has_stdin,
-		.timeout_ms = req->timeout_ms,
-		.max_stdout = req->max_stdout,
-		.max_stderr = req->max_stderr,
-		.truncate = req->truncate,
-		.cancel_fd = req->cancel_fd,
-		.has_cancel_fd = req->has_cancel_fd,
+	    .argv = req->argv,
+	    .env = req->extra_env,
+	    .cwd = cwd,
+	    .stdin_data = req->stdin_data,
+	    .stdin_len = req->stdin_len,
+	    .has_stdin = req->has_stdin,
+	    .timeout_ms = req->timeout_ms,
+	    .max_stdout = req->max_stdout,
+	    .max_stderr = req->max_stderr,
+	    .truncate = req->truncate,
+	    .cancel_fd = req->cancel_fd,
+	    .has_cancel_fd = req->has_cancel_fd,
 	};
 }
 
@@ -368,8 +375,8 @@ static int resolve_cwd(const char *cwd, char **out, cae_error *err)
 	}
 	size_t wl = strlen(WORKSPACE);
 	if (strncmp(p, WORKSPACE, wl) != 0 || (p[wl] != '/' && p[wl] != '\0'))
-		return cae_error_set(err, -ENOTDIR, "working directory is outside the workspace: %s",
-				     cwd);
+		return cae_error_set(err, -ENOTDIR,
+				     "working directory is outside the workspace: %s", cwd);
 	*out = TAKE_PTR(p);
 	return 0;
 }
@@ -429,10 +436,10 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 {
 	cae_docker *d = impl_of(b)->d;
 	int r = 0;
-	cae_error e = { 0 };
+	cae_error e = {0};
 	for (int attempt = 0; attempt < REMOVE_ATTEMPTS; attempt++) {
 		if (attempt)
-			nanosleep(&(struct timespec){ 0, 200000000L * attempt }, NULL);
+			nanosleep(&(struct timespec){0, 200000000L * attempt}, NULL);
 		if (stop_s >= 0) {
 			r = cae_docker_container_stop(d, name, stop_s, &e);
 			if (r == -ENOENT) {
@@ -462,7 +469,7 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 	char name[128], creating[160];
 	container_name(name, sizeof(name), uuid);
 	creating_name(creating, sizeof(creating), uuid);
-	cae_error e = { 0 };
+	cae_error e = {0};
 	int r = remove_container(b, uuid, creating, stop_s, err);
 	if (r == 0)
 		r = remove_container(b, uuid, name, stop_s, err);
@@ -482,11 +489,12 @@ static int docker_cleanup(cae_backend *b, const char *uuid, cae_error *err)
 	int r = remove_env(b, uuid, STOP_TIMEOUT_S, err);
 	if (r == 0)
 		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"), NULL);
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"),
+			       NULL);
 	else
 		cae_log_fields(b->log, CAE_LOG_ERROR, "environment.cleanup_failed",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"), "%s",
-			       err ? err->message : "");
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"),
+			       "%s", err ? err->message : "");
 	return r;
 }
 
@@ -575,8 +583,7 @@ static void last_line(const cae_run_result *res, char *out, size_t size)
 	snprintf(out, size, "%.*s", (int)(n - start), s + start);
 }
 
-static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *repo,
-			     cae_error *err)
+static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *repo, cae_error *err)
 {
 	char real[PATH_MAX];
 	if (!realpath(repo, real) || !cae_is_dir(real))
@@ -595,11 +602,13 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		goto out;
 	}
 	/* git on this host, as the local backend's clone: the repository is the user's own. */
-	const char *argv[] = { "git", "-C", real, "bundle", "create", "--quiet", bundle, "--all",
-			       NULL };
+	const char *argv[] = {"git",	 "-C",	 real,	  "bundle", "create",
+			      "--quiet", bundle, "--all", NULL};
 	int timeout_s = b->cfg->command_executor.clone.timeout_seconds;
-	cae_run_spec spec = { .argv = argv, .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
-			      .max_stdout = 64 * 1024, .max_stderr = 64 * 1024 };
+	cae_run_spec spec = {.argv = argv,
+			     .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
+			     .max_stdout = 64 * 1024,
+			     .max_stderr = 64 * 1024};
 	cae_run_result res;
 	r = cae_runner_run(&spec, &res, err);
 	if (r < 0) {
@@ -616,7 +625,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 	cae_run_result_clear(&res);
 	{
 		_cleanup_close_ int in = open(bundle, O_RDONLY | O_CLOEXEC);
-		_cleanup_close_ int tar = open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		_cleanup_close_ int tar =
+		    open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 		struct stat st;
 		if (in < 0 || tar < 0 || fstat(in, &st) < 0) {
 			r = cae_error_set(err, -errno, "cannot stage the repository: %s",
@@ -626,21 +636,27 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		r = write_tar_one(tar, BUNDLE_NAME, in, (uint64_t)st.st_size);
 		off_t tsize = lseek(tar, 0, SEEK_CUR);
 		if (r < 0 || tsize < 0 || lseek(tar, 0, SEEK_SET) < 0) {
-			r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage the repository: %s",
+			r = cae_error_set(err, r < 0 ? r : -errno,
+					  "cannot stage the repository: %s",
 					  strerror(r < 0 ? -r : errno));
 			goto out;
 		}
-		r = cae_docker_put_archive(impl_of(b)->d, pc->id, SCRATCH, tar, (uint64_t)tsize, err);
+		r = cae_docker_put_archive(impl_of(b)->d, pc->id, SCRATCH, tar, (uint64_t)tsize,
+					   err);
 		if (r < 0)
 			goto out;
 	}
 	{
-		const char *mirror[] = { "sh", "-c",
-					 "git clone --quiet --mirror \"$1\" \"$2\" && rm -f \"$1\"",
-					 "sh", SOURCE_BUNDLE, SOURCE_MIRROR, NULL };
-		cae_exec_request req = { .argv = mirror, .cwd = SCRATCH,
-					 .timeout_ms = spec.timeout_ms, .max_stdout = 64 * 1024,
-					 .max_stderr = 64 * 1024, .cancel_fd = -1 };
+		const char *mirror[] = {
+		    "sh", "-c",		 "git clone --quiet --mirror \"$1\" \"$2\" && rm -f \"$1\"",
+		    "sh", SOURCE_BUNDLE, SOURCE_MIRROR,
+		    NULL};
+		cae_exec_request req = {.argv = mirror,
+					.cwd = SCRATCH,
+					.timeout_ms = spec.timeout_ms,
+					.max_stdout = 64 * 1024,
+					.max_stderr = 64 * 1024,
+					.cancel_fd = -1};
 		r = prep_exec(pc, &req, &res, err);
 		if (r < 0)
 			goto out;
@@ -669,7 +685,7 @@ static bool cancelled(const cae_prepare_options *o)
 {
 	if (!o->has_cancel_fd || o->cancel_fd < 0)
 		return false;
-	struct pollfd pfd = { .fd = o->cancel_fd, .events = POLLIN };
+	struct pollfd pfd = {.fd = o->cancel_fd, .events = POLLIN};
 	return poll(&pfd, 1, 0) > 0;
 }
 
@@ -706,15 +722,15 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 	if (fallback)
 		add_warning(warnings, b->log, task->uuid, "environment.fallback", fallback);
 	probe_engine(di);
-	bool with_disk = cfg->command_executor.docker.resources.disk_bytes > 0 &&
-			 disk_limit_supported(di);
+	bool with_disk =
+	    cfg->command_executor.docker.resources.disk_bytes > 0 && disk_limit_supported(di);
 	if (cfg->command_executor.docker.resources.disk_bytes > 0 && !with_disk) {
 		char w[256];
 		snprintf(w, sizeof(w),
 			 "disk limit %s not applied: storage driver %s%s%s takes no size option",
 			 cfg->command_executor.docker.resources.disk_limit
-				 ? cfg->command_executor.docker.resources.disk_limit
-				 : "?",
+			     ? cfg->command_executor.docker.resources.disk_limit
+			     : "?",
 			 di->driver[0] ? di->driver : "(unknown)", di->backing[0] ? " on " : "",
 			 di->backing);
 		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
@@ -785,8 +801,11 @@ static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_
 
 	/* 4. clone */
 	progress(opts, 4, "clone");
-	struct prep_ctx pc = { .b = b, .uuid = task->uuid, .id = id, .cancel_fd = opts->cancel_fd,
-			       .has_cancel_fd = opts->has_cancel_fd };
+	struct prep_ctx pc = {.b = b,
+			      .uuid = task->uuid,
+			      .id = id,
+			      .cancel_fd = opts->cancel_fd,
+			      .has_cancel_fd = opts->has_cancel_fd};
 	if (is_local_repo(task->repo)) {
 		r = upload_local_repo(b, &pc, task->repo, err);
 		if (r < 0) {
@@ -862,7 +881,7 @@ static int docker_info(cae_backend *b, const char *uuid, cae_env_info *info, cae
 	char name[160];
 	container_name(name, sizeof(name), uuid);
 	json_t *c = NULL;
-	cae_error e = { 0 };
+	cae_error e = {0};
 	int r = cae_docker_container_inspect(impl_of(b)->d, name, &c, &e);
 	if (r == -ENOENT) {
 		/* an unfinished one: reported as creating or failed */
@@ -946,7 +965,7 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *remove
 			continue;
 		if (ph != PHASE_FAILED && (created <= 0 || now - created < threshold_s))
 			continue;
-		cae_error e = { 0 };
+		cae_error e = {0};
 		if (remove_env(b, uuid, STOP_TIMEOUT_S, &e) == 0) {
 			(*removed)++;
 			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
@@ -986,14 +1005,14 @@ static void docker_free(cae_backend *b)
 }
 
 static const cae_backend_ops docker_ops = {
-	.name = "docker",
-	.prepare = docker_prepare,
-	.exec = docker_exec,
-	.cleanup = docker_cleanup,
-	.cleanup_stale = docker_cleanup_stale,
-	.list = docker_list,
-	.info = docker_info,
-	.free = docker_free,
+    .name = "docker",
+    .prepare = docker_prepare,
+    .exec = docker_exec,
+    .cleanup = docker_cleanup,
+    .cleanup_stale = docker_cleanup_stale,
+    .list = docker_list,
+    .info = docker_info,
+    .free = docker_free,
 };
 
 int cae_docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)

@@ -65,9 +65,10 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 		}
 		if (strchr(task->repo, '@') && strstr(task->repo, "://")) {
 			/* Credentials in the task's URL would end up in .git/config and logs. */
-			return cae_error_set(err, -EINVAL,
-					     "repository URL must not contain credentials; configure "
-					     "a token instead");
+			return cae_error_set(
+			    err, -EINVAL,
+			    "repository URL must not contain credentials; configure "
+			    "a token instead");
 		}
 		*url = strdup(task->repo);
 		if (!*url)
@@ -89,9 +90,10 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 			return -ENOMEM;
 		snprintf(*url, n, "https://github.com/%s/%s.git", task->owner, task->name);
 	} else {
-		/* GitLab: {protocol}://{host}/{path_with_namespace}.git with protocol and host taken
-		 * from GITLAB_API_URL and path_with_namespace from the projects API. */
-		const char *api = cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4";
+		/* GitLab: {protocol}://{host}/{path_with_namespace}.git with protocol and host
+		 * taken from GITLAB_API_URL and path_with_namespace from the projects API. */
+		const char *api =
+		    cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4";
 		_cleanup_free_ char *origin = url_origin(api);
 		if (!origin)
 			return cae_error_set(err, -EINVAL, "gitlab.api_url is not a URL");
@@ -126,8 +128,8 @@ struct git_ctx {
 };
 
 /* Runs git with argv in cwd; the token (if any) only in this process's environment. */
-static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv,
-		   cae_run_result *res, cae_error *err)
+static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv, cae_run_result *res,
+		   cae_error *err)
 {
 	char tokvar[4096], uservar[256];
 	const char *env[16];
@@ -145,20 +147,21 @@ static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv,
 		env[n++] = "GIT_CONFIG_KEY_0=credential.helper";
 		env[n++] = "GIT_CONFIG_VALUE_0=";
 		env[n++] = "GIT_CONFIG_KEY_1=credential.helper";
-		env[n++] = "GIT_CONFIG_VALUE_1=!f() { test \"$1\" = get || exit 0; "
-			   "echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f";
+		env[n++] =
+		    "GIT_CONFIG_VALUE_1=!f() { test \"$1\" = get || exit 0; "
+		    "echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f";
 	}
 	if (!g->ssl_verify)
 		env[n++] = "GIT_SSL_NO_VERIFY=1";
 	env[n] = NULL;
 	cae_exec_request req = {
-		.argv = argv,
-		.cwd = cwd,
-		.extra_env = env,
-		.timeout_ms = (int64_t)g->timeout_s * 1000,
-		.max_stdout = 64 * 1024,
-		.max_stderr = 64 * 1024,
-		.network = true,
+	    .argv = argv,
+	    .cwd = cwd,
+	    .extra_env = env,
+	    .timeout_ms = (int64_t)g->timeout_s * 1000,
+	    .max_stdout = 64 * 1024,
+	    .max_stderr = 64 * 1024,
+	    .network = true,
 	};
 	int r = g->exec(g->ctx, &req, res, err);
 	return r;
@@ -216,23 +219,24 @@ int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_lo
 	if (r < 0)
 		return r;
 	struct git_ctx g = {
-		.exec = exec,
-		.ctx = ctx,
-		.log = log,
-		.token = token,
-		.user = user,
-		.ssl_verify = cfg->gitlab.ssl_verify ||
-			      !(task->platform && strcmp(task->platform, "gitlab") == 0),
-		.timeout_s = cfg->command_executor.clone.timeout_seconds > 0
-				     ? cfg->command_executor.clone.timeout_seconds
-				     : GIT_TIMEOUT_DEFAULT_S,
+	    .exec = exec,
+	    .ctx = ctx,
+	    .log = log,
+	    .token = token,
+	    .user = user,
+	    .ssl_verify = cfg->gitlab.ssl_verify ||
+			  !(task->platform && strcmp(task->platform, "gitlab") == 0),
+	    .timeout_s = cfg->command_executor.clone.timeout_seconds > 0
+			     ? cfg->command_executor.clone.timeout_seconds
+			     : GIT_TIMEOUT_DEFAULT_S,
 	};
 	bool shallow = cfg->command_executor.clone.shallow;
 	char depth[32];
 	snprintf(depth, sizeof(depth), "--depth=%d",
 		 cfg->command_executor.clone.depth > 0 ? cfg->command_executor.clone.depth : 1);
 	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
-	const char *branch = pr ? task->branch : task->branch; /* issue: default branch unless given */
+	const char *branch =
+	    pr ? task->branch : task->branch; /* issue: default branch unless given */
 	if (!pr)
 		branch = NULL;
 
@@ -267,15 +271,15 @@ int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_lo
 		snprintf(srcspec, sizeof(srcspec), "+refs/heads/%s:refs/remotes/origin/%s",
 			 task->branch, task->branch);
 		snprintf(mb_ref, sizeof(mb_ref), "origin/%s", task->target_branch);
-		const char *fetch[] = { "git", "fetch", "--quiet", shallow ? depth : "--no-tags",
-					"origin", refspec, NULL };
+		const char *fetch[] = {"git",	 "fetch", "--quiet", shallow ? depth : "--no-tags",
+				       "origin", refspec, NULL};
 		r = git_step(&g, dest, fetch, "git fetch of the target branch", err);
 		if (r < 0)
 			return r;
 		/* Deepen until the merge base is present, so that origin/<target>...HEAD works. */
 		int deepen = 16;
 		for (int round = 0; shallow; round++) {
-			const char *mb[] = { "git", "merge-base", "HEAD", mb_ref, NULL };
+			const char *mb[] = {"git", "merge-base", "HEAD", mb_ref, NULL};
 			cae_run_result res;
 			cae_error e2;
 			if (run_git(&g, dest, mb, &res, &e2) == 0 && res.exit_code == 0) {
@@ -284,8 +288,9 @@ int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_lo
 			}
 			cae_run_result_clear(&res);
 			if (round >= 8) {
-				const char *unshallow[] = { "git", "fetch", "--quiet", "--unshallow",
-							    "origin", srcspec, refspec, NULL };
+				const char *unshallow[] = {"git",	  "fetch",  "--quiet",
+							   "--unshallow", "origin", srcspec,
+							   refspec,	  NULL};
 				r = git_step(&g, dest, unshallow, "git fetch --unshallow", err);
 				if (r < 0)
 					return r;
@@ -294,8 +299,8 @@ int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_lo
 			char deep[32];
 			snprintf(deep, sizeof(deep), "--deepen=%d", deepen);
 			deepen *= 2;
-			const char *more[] = { "git", "fetch", "--quiet", deep, "origin", srcspec,
-					       refspec, NULL };
+			const char *more[] = {"git",	"fetch", "--quiet", deep,
+					      "origin", srcspec, refspec,   NULL};
 			r = git_step(&g, dest, more, "git fetch --deepen", err);
 			if (r < 0)
 				return r;

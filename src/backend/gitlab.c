@@ -23,8 +23,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
-int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name,
-			    char **path, cae_error *err)
+int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name, char **path,
+			    cae_error *err)
 {
 	*path = NULL;
 	const char *api = cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4";
@@ -86,7 +86,8 @@ int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char
 		json_t *j = json_loadb(body.data ? body.data : "", body.len, 0, &je);
 		const char *p = json_string_value(json_object_get(j, "path_with_namespace"));
 		if (!p || !*p || strstr(p, ".."))
-			r = cae_error_set(err, -EIO, "gitlab api: no path_with_namespace for %s", id);
+			r = cae_error_set(err, -EIO, "gitlab api: no path_with_namespace for %s",
+					  id);
 		else if (!(*path = strdup(p)))
 			r = -ENOMEM;
 		json_decref(j);

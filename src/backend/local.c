@@ -44,14 +44,14 @@ extern char **environ;
 struct local_helper {
 	struct local_helper *next;
 	char *uuid;
-	char *root;     /* the workspace root it binds read-write */
-	dev_t dev;      /* ... and that directory's identity: a re-created workspace needs a */
-	ino_t ino;      /* new sandbox */
+	char *root; /* the workspace root it binds read-write */
+	dev_t dev;  /* ... and that directory's identity: a re-created workspace needs a */
+	ino_t ino;  /* new sandbox */
 	bool network;
 	char cgname[160]; /* its cgroup, removed when it stops (if nothing else uses it) */
 	cae_helper *h;
-	int refs;       /* commands running through it */
-	bool retired;   /* out of the list: stopped when the last command ends */
+	int refs;     /* commands running through it */
+	bool retired; /* out of the list: stopped when the last command ends */
 };
 
 /* What exec needs of a ready environment's meta.json, kept while the file is unchanged (same
@@ -80,9 +80,9 @@ struct local_impl {
 	pthread_mutex_t probe_lock;
 	bool probed;
 	bool bwrap_ok;
-	char *bwrap;  /* path of bwrap, when usable */
+	char *bwrap;	   /* path of bwrap, when usable */
 	char *probe_error; /* why not, when not */
-	char *etc_dir; /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
+	char *etc_dir;	   /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
 	int clone_timeout_s;
 	pthread_mutex_t helper_lock;
 	struct local_helper *helpers;
@@ -93,8 +93,8 @@ struct local_impl {
 /* An environment as exec needs it. */
 struct local_env {
 	const char *uuid; /* set when the environment is ready: its sandbox may be kept */
-	char *root;    /* the directory commands may write: workspace root (realpath) */
-	char *project; /* the project directory (realpath) */
+	char *root;	  /* the directory commands may write: workspace root (realpath) */
+	char *project;	  /* the project directory (realpath) */
 	const char *default_cwd;
 	bool sandbox;  /* confine with bubblewrap */
 	bool network;  /* network inside the sandbox */
@@ -102,7 +102,7 @@ struct local_env {
 	int cancel_fd; /* prepare: cancels every step that has no cancel fd of its own */
 	bool has_cancel_fd;
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
-	uid_t uid;     /* host uid of sandboxed commands (0: cae's own, it is not root) */
+	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
 	struct local_impl *impl;
 	const cae_config *cfg;
@@ -138,13 +138,13 @@ static cae_sandbox_limits sandbox_limits(const cae_config *cfg)
 	uint64_t mem = cfg->command_executor.docker.resources.memory_bytes;
 	uint64_t disk = cfg->command_executor.docker.resources.disk_bytes;
 	cae_sandbox_limits l = {
-		.pids = cfg->command_executor.docker.resources.pids_limit,
-		.memory_bytes = mem,
-		.cpus = cpus,
-		.cpu_seconds = (int64_t)cfg->command_executor.execution.timeout_seconds *
-			       (int64_t)(cpus < 1 ? 1 : cpus + 0.999),
-		.file_bytes = disk,
-		.tmp_bytes = disk && disk < mem ? disk : mem,
+	    .pids = cfg->command_executor.docker.resources.pids_limit,
+	    .memory_bytes = mem,
+	    .cpus = cpus,
+	    .cpu_seconds = (int64_t)cfg->command_executor.execution.timeout_seconds *
+			   (int64_t)(cpus < 1 ? 1 : cpus + 0.999),
+	    .file_bytes = disk,
+	    .tmp_bytes = disk && disk < mem ? disk : mem,
 	};
 	return l;
 }
@@ -192,16 +192,21 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		snprintf(why, sizeof(why), "cannot write the sandbox's /etc files");
 	if (!*why) {
 		cae_sandbox_limits lim = sandbox_limits(b->cfg);
-		const char *cmd[] = { "true", NULL };
-		cae_sandbox_spec spec = { .helper = helper, .bwrap = path, .ws_host = li->etc_dir,
-					  .ws_inside = CAE_SANDBOX_ROOT, .etc_dir = li->etc_dir,
-					  .chdir = "/", .argv = cmd, .limits = &lim };
+		const char *cmd[] = {"true", NULL};
+		cae_sandbox_spec spec = {.helper = helper,
+					 .bwrap = path,
+					 .ws_host = li->etc_dir,
+					 .ws_inside = CAE_SANDBOX_ROOT,
+					 .etc_dir = li->etc_dir,
+					 .chdir = "/",
+					 .argv = cmd,
+					 .limits = &lim};
 		sandbox_ids(b->cfg, &spec.uid, &spec.gid);
 		char **argv = cae_sandbox_argv(&spec);
 		_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
-		cae_run_spec rs = { .argv = (const char *const *)argv,
-				    .envp = (const char *const *)envp,
-				    .timeout_ms = 10000 };
+		cae_run_spec rs = {.argv = (const char *const *)argv,
+				   .envp = (const char *const *)envp,
+				   .timeout_ms = 10000};
 		cae_run_result res;
 		if (!argv || !envp) {
 			snprintf(why, sizeof(why), "out of memory");
@@ -279,13 +284,13 @@ static char *task_dir(struct local_impl *li, const char *uuid)
 
 static bool is_secret_var(const char *kv, size_t kl, const cae_config *cfg)
 {
-	static const char *const names[] = { "GITHUB_PERSONAL_ACCESS_TOKEN",
-					     "GITLAB_PERSONAL_ACCESS_TOKEN", "CAE_GIT_TOKEN" };
+	static const char *const names[] = {"GITHUB_PERSONAL_ACCESS_TOKEN",
+					    "GITLAB_PERSONAL_ACCESS_TOKEN", "CAE_GIT_TOKEN"};
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++)
 		if (strlen(names[i]) == kl && strncmp(kv, names[i], kl) == 0)
 			return true;
 	const char *v = kv + kl + 1;
-	const char *tokens[] = { cfg ? cfg->github.token : NULL, cfg ? cfg->gitlab.token : NULL };
+	const char *tokens[] = {cfg ? cfg->github.token : NULL, cfg ? cfg->gitlab.token : NULL};
 	for (size_t i = 0; i < ARRAY_SIZE(tokens); i++)
 		if (tokens[i] && *tokens[i] && kv[kl] == '=' && strstr(v, tokens[i]))
 			return true;
@@ -357,7 +362,8 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 		return -ENOMEM;
 	_cleanup_close_ int rootfd = open(env->root, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (rootfd < 0)
-		return cae_error_set(err, -ENOENT, "environment gone: its workspace no longer exists");
+		return cae_error_set(err, -ENOENT,
+				     "environment gone: its workspace no longer exists");
 	_cleanup_close_ int fd = cae_open_beneath(rootfd, rel, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0) {
 		if (fd == -EXDEV)
@@ -370,8 +376,8 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 		return cae_error_set(err, -EIO, "cannot resolve %s", cwd);
 	size_t rl = strlen(env->root);
 	if (strncmp(real, env->root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
-		return cae_error_set(err, -ENOTDIR, "working directory is outside the workspace: %s",
-				     cwd);
+		return cae_error_set(err, -ENOTDIR,
+				     "working directory is outside the workspace: %s", cwd);
 	*out = real[rl] ? cae_path_join(iroot, real + rl + 1) : strdup(iroot);
 	return *out ? 0 : -ENOMEM;
 }
@@ -431,22 +437,22 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	if (cae_sandbox_cgroup_setup(name, &lim, &procs, &n) < 0)
 		n = 0;
 	cae_sandbox_spec spec = {
-		.helper = li->helper_path,
-		.bwrap = li->bwrap,
-		.ws_host = env->root,
-		.ws_inside = env->external ? CAE_SANDBOX_PROJECT : CAE_SANDBOX_ROOT,
-		.etc_dir = li->etc_dir,
-		.chdir = dir,
-		.network = network,
-		.serve = serve,
-		.argv = argv,
-		.uid = env->uid,
-		.gid = env->gid,
-		.cgroup_procs = procs,
-		.n_cgroup = n,
-		.limits = &lim,
-		.rlimit_nproc = n == 0 && env->uid != 0,
-		.die_with_parent = die_with_parent,
+	    .helper = li->helper_path,
+	    .bwrap = li->bwrap,
+	    .ws_host = env->root,
+	    .ws_inside = env->external ? CAE_SANDBOX_PROJECT : CAE_SANDBOX_ROOT,
+	    .etc_dir = li->etc_dir,
+	    .chdir = dir,
+	    .network = network,
+	    .serve = serve,
+	    .argv = argv,
+	    .uid = env->uid,
+	    .gid = env->gid,
+	    .cgroup_procs = procs,
+	    .n_cgroup = n,
+	    .limits = &lim,
+	    .rlimit_nproc = n == 0 && env->uid != 0,
+	    .die_with_parent = die_with_parent,
 	};
 	char **out = cae_sandbox_argv(&spec);
 	for (size_t i = 0; i < n; i++)
@@ -459,7 +465,7 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 			 cae_error *err)
 {
 	_cleanup_(cae_sandbox_argv_free_p) char **argv =
-		env_sandbox_argv(env, env->network, inside_root(env), true, NULL, false);
+	    env_sandbox_argv(env, env->network, inside_root(env), true, NULL, false);
 	_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
 	if (!argv || !envp)
 		return -ENOMEM;
@@ -475,18 +481,18 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 	lh->root = strdup(env->root);
 	lh->network = env->network;
 	cgroup_name(env->impl, env->task, lh->cgname, sizeof(lh->cgname));
-	int r = lh->uuid && lh->root ? cae_helper_start((const char *const *)argv,
-							 (const char *const *)envp, 10000, &lh->h,
-							 err)
-				     : -ENOMEM;
+	int r = lh->uuid && lh->root
+		    ? cae_helper_start((const char *const *)argv, (const char *const *)envp, 10000,
+				       &lh->h, err)
+		    : -ENOMEM;
 	if (r < 0) {
 		helper_free(lh);
 		return r;
 	}
-	cae_log_fields(b->log, CAE_LOG_DEBUG, "sandbox.start",
-		       json_pack("{s:s, s:i}", "task_uuid", env->uuid, "pid",
-				 (int)cae_helper_pid(lh->h)),
-		       NULL);
+	cae_log_fields(
+	    b->log, CAE_LOG_DEBUG, "sandbox.start",
+	    json_pack("{s:s, s:i}", "task_uuid", env->uuid, "pid", (int)cae_helper_pid(lh->h)),
+	    NULL);
 	*out = lh;
 	return 0;
 }
@@ -562,7 +568,7 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 			continue;
 		if (r == -EPIPE || r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
 			cae_log_event(b->log, CAE_LOG_WARN, "sandbox.helper_lost", "%s",
-				err ? err->message : "cae-helper ended");
+				      err ? err->message : "cae-helper ended");
 		return r;
 	}
 	return 1;
@@ -586,18 +592,18 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	if (!envp)
 		return -ENOMEM;
 	cae_run_spec spec = {
-		.argv = req->argv,
-		.envp = (const char *const *)envp,
-		.cwd = cwd,
-		.stdin_data = req->stdin_data,
-		.stdin_len = req->stdin_len,
-		.has_stdin = req->has_stdin,
-		.timeout_ms = req->timeout_ms,
-		.max_stdout = req->max_stdout,
-		.max_stderr = req->max_stderr,
-		.truncate = req->truncate,
-		.cancel_fd = req->cancel_fd,
-		.has_cancel_fd = req->has_cancel_fd,
+	    .argv = req->argv,
+	    .envp = (const char *const *)envp,
+	    .cwd = cwd,
+	    .stdin_data = req->stdin_data,
+	    .stdin_len = req->stdin_len,
+	    .has_stdin = req->has_stdin,
+	    .timeout_ms = req->timeout_ms,
+	    .max_stdout = req->max_stdout,
+	    .max_stderr = req->max_stderr,
+	    .truncate = req->truncate,
+	    .cancel_fd = req->cancel_fd,
+	    .has_cancel_fd = req->has_cancel_fd,
 	};
 	if (!env->sandbox)
 		return cae_runner_run(&spec, res, err);
@@ -615,7 +621,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
 	/* This thread waits for the command: bwrap may die with it. */
 	_cleanup_(cae_sandbox_argv_free_p) char **argv =
-		env_sandbox_argv(env, env->network || req->network, cwd, false, req->argv, true);
+	    env_sandbox_argv(env, env->network || req->network, cwd, false, req->argv, true);
 	if (!argv)
 		return -ENOMEM;
 	spec.argv = (const char *const *)argv;
@@ -657,10 +663,10 @@ static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_
 	json_error_t je;
 	*out = json_loadb(text, len, 0, &je);
 	if (!*out)
-		return cae_error_set(err, -EINVAL, "environment %s: its metadata is unreadable (line %d: %s)",
+		return cae_error_set(err, -EINVAL,
+				     "environment %s: its metadata is unreadable (line %d: %s)",
 				     uuid, je.line, je.text);
-	json_object_set_new(*out, "status",
-			    json_string(meta_status(*out, li->clone_timeout_s)));
+	json_object_set_new(*out, "status", json_string(meta_status(*out, li->clone_timeout_s)));
 	return 0;
 }
 
@@ -771,8 +777,8 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		if (!status || strcmp(status, "ready") != 0) {
 			r = cae_error_set(err, -EAGAIN, "environment %s is not ready: %s", uuid,
 					  status && strcmp(status, "creating") == 0
-						  ? "its prepare is still running"
-						  : "its prepare did not finish (prepare it again)");
+					      ? "its prepare is still running"
+					      : "its prepare did not finish (prepare it again)");
 			json_decref(meta);
 			return r;
 		}
@@ -804,9 +810,12 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 	int sb = use_sandbox(b, err);
 	if (env->sandbox && sb != 1) {
 		local_env_clear(env);
-		return sb < 0 ? sb : cae_error_set(err, -ENOSYS, "the environment of task %s is "
-							   "sandboxed but the config now says "
-							   "sandbox: none; prepare it again", uuid);
+		return sb < 0 ? sb
+			      : cae_error_set(err, -ENOSYS,
+					      "the environment of task %s is "
+					      "sandboxed but the config now says "
+					      "sandbox: none; prepare it again",
+					      uuid);
 	}
 	if (!env->sandbox && sb != 0) {
 		local_env_clear(env);
@@ -854,7 +863,8 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 			return 0;
 		usleep(100000);
 	}
-	return cae_error_set(err, r < 0 ? r : -EBUSY, "could not remove the environment of task %s: %s", uuid,
+	return cae_error_set(err, r < 0 ? r : -EBUSY,
+			     "could not remove the environment of task %s: %s", uuid,
 			     strerror(r < 0 ? -r : EBUSY));
 }
 
@@ -863,7 +873,8 @@ static int local_cleanup(cae_backend *b, const char *uuid, cae_error *err)
 	int r = remove_task_dir(b, uuid, err);
 	if (r == 0)
 		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "local"), NULL);
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "local"),
+			       NULL);
 	return r;
 }
 
@@ -887,10 +898,10 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 	json_t *deps = json_array();
 	if (warning) {
 		json_array_append_new(warnings, json_string(warning));
-		cae_log_fields(b->log, CAE_LOG_WARN, "environment.fallback",
-			       json_pack("{s:s, s:s?}", "task_uuid", task->uuid, "requested",
-					 env_name),
-			       "%s", warning);
+		cae_log_fields(
+		    b->log, CAE_LOG_WARN, "environment.fallback",
+		    json_pack("{s:s, s:s?}", "task_uuid", task->uuid, "requested", env_name), "%s",
+		    warning);
 	}
 	int sandbox = use_sandbox(b, err);
 	if (sandbox < 0) {
@@ -926,14 +937,14 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 		goto fail;
 	}
 	char real[PATH_MAX];
-	struct local_env env = { .impl = li,
-				 .cfg = cfg,
-				 .task = task->uuid,
-				 .sandbox = sandbox,
-				 .network = true,
-				 .external = opts->workspace != NULL,
-				 .cancel_fd = opts->cancel_fd,
-				 .has_cancel_fd = opts->has_cancel_fd };
+	struct local_env env = {.impl = li,
+				.cfg = cfg,
+				.task = task->uuid,
+				.sandbox = sandbox,
+				.network = true,
+				.external = opts->workspace != NULL,
+				.cancel_fd = opts->cancel_fd,
+				.has_cancel_fd = opts->has_cancel_fd};
 	sandbox_ids(cfg, &env.uid, &env.gid);
 	bool give_away = env.uid != 0; /* the workspace becomes the sandbox uid's */
 	if (opts->workspace) {
@@ -951,15 +962,16 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 			give_away = false;
 		} else if (give_away && sandbox) {
 			json_array_append_new(
-				warnings, json_string("the workspace belonged to root: it now belongs "
-						      "to the sandbox's user (command_executor."
-						      "local.sandbox_uid)"));
+			    warnings, json_string("the workspace belonged to root: it now belongs "
+						  "to the sandbox's user (command_executor."
+						  "local.sandbox_uid)"));
 		}
 		project = strdup(real);
 		env.root = strdup(real);
 	} else {
 		if (!realpath(wsroot, real)) {
-			r = cae_error_set(err, -errno, "create: the workspace: %s", strerror(errno));
+			r = cae_error_set(err, -errno, "create: the workspace: %s",
+					  strerror(errno));
 			goto fail;
 		}
 		env.root = strdup(real);
@@ -987,37 +999,37 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 		free(procs);
 		/* made again when a sandbox starts; nothing is kept for an idle environment */
 		cae_sandbox_cgroup_remove(name);
-		limits = json_pack("{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
-				   cg ? "cgroup" : "rlimit", "pids",
-				   cg || env.uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
-				   (json_int_t)lim.memory_bytes, "cpus",
-				   cg ? json_real(lim.cpus) : NULL, "cpu_seconds",
-				   (json_int_t)lim.cpu_seconds, "tmp_bytes", (json_int_t)lim.tmp_bytes,
-				   "file_bytes",
-				   lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL,
-				   "uid", CAE_SANDBOX_UID);
+		limits =
+		    json_pack("{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
+			      cg ? "cgroup" : "rlimit", "pids",
+			      cg || env.uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
+			      (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL,
+			      "cpu_seconds", (json_int_t)lim.cpu_seconds, "tmp_bytes",
+			      (json_int_t)lim.tmp_bytes, "file_bytes",
+			      lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL,
+			      "uid", CAE_SANDBOX_UID);
 		if (!cg)
 			json_array_append_new(
-				warnings,
-				json_string(env.uid != 0
-						    ? "no cgroup could be made for the sandbox: commands "
-						      "are bounded by rlimits (per process memory and "
-						      "CPU time, processes of the sandbox uid), not as a "
-						      "whole"
-						    : "no cgroup could be made for the sandbox: commands "
-						      "are bounded by rlimits per process; the number of "
-						      "processes is not bounded"));
+			    warnings,
+			    json_string(env.uid != 0
+					    ? "no cgroup could be made for the sandbox: commands "
+					      "are bounded by rlimits (per process memory and "
+					      "CPU time, processes of the sandbox uid), not as a "
+					      "whole"
+					    : "no cgroup could be made for the sandbox: commands "
+					      "are bounded by rlimits per process; the number of "
+					      "processes is not bounded"));
 	}
 	seen_project = inside_project(&env);
 	char preparer[256];
 	cae_preparer_label(preparer, sizeof(preparer));
 	json_t *meta = json_pack(
-		"{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}",
-		"task_uuid", task->uuid, "environment_name", used, "workspace_path", seen_project,
-		"host_path", project, "workspace_root", env.root, "created_at", created_at, "status",
-		"creating", "backend", "local", "sandbox", sandbox ? "bubblewrap" : "none",
-		"external", opts->workspace != NULL, "sandbox_uid", (int)env.uid, "sandbox_gid",
-		(int)env.gid, "preparer", preparer, "limits", limits);
+	    "{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}", "task_uuid",
+	    task->uuid, "environment_name", used, "workspace_path", seen_project, "host_path",
+	    project, "workspace_root", env.root, "created_at", created_at, "status", "creating",
+	    "backend", "local", "sandbox", sandbox ? "bubblewrap" : "none", "external",
+	    opts->workspace != NULL, "sandbox_uid", (int)env.uid, "sandbox_gid", (int)env.gid,
+	    "preparer", preparer, "limits", limits);
 	char cid[128];
 	snprintf(cid, sizeof(cid), "local-%s", task->uuid);
 	json_object_set_new(meta, "container_id", json_string(cid));
@@ -1049,8 +1061,9 @@ static int local_prepare(cae_backend *b, const cae_task *task, const char *env_n
 	if (give_away && sandbox) {
 		r = cae_sandbox_chown_tree(env.root, env.uid, env.gid);
 		if (r < 0) {
-			r = cae_error_set(err, r, "create: cannot give the workspace to the sandbox's "
-						  "user: %s",
+			r = cae_error_set(err, r,
+					  "create: cannot give the workspace to the sandbox's "
+					  "user: %s",
 					  strerror(-r));
 			json_decref(meta);
 			local_env_clear(&env);
@@ -1191,7 +1204,7 @@ static bool cgroup_in_use(const char *name, void *ud)
 
 static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
 {
-	struct stale_ctx s = { .cutoff = (int64_t)time(NULL) - threshold_s };
+	struct stale_ctx s = {.cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae_sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
@@ -1233,21 +1246,22 @@ static void local_free(cae_backend *b)
 }
 
 static const cae_backend_ops local_ops = {
-	.name = "local",
-	.prepare = local_prepare,
-	.exec = local_exec,
-	.cleanup = local_cleanup,
-	.cleanup_stale = local_cleanup_stale,
-	.list = local_list,
-	.info = local_info,
-	.free = local_free,
+    .name = "local",
+    .prepare = local_prepare,
+    .exec = local_exec,
+    .cleanup = local_cleanup,
+    .cleanup_stale = local_cleanup_stale,
+    .list = local_list,
+    .info = local_info,
+    .free = local_free,
 };
 
 int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
 {
 	const char *state = cfg->command_executor.state_dir;
 	if (!state || state[0] != '/')
-		return cae_error_set(err, -EINVAL, "command_executor.state_dir must be an absolute path");
+		return cae_error_set(err, -EINVAL,
+				     "command_executor.state_dir must be an absolute path");
 	cae_backend *b = calloc(1, sizeof(*b));
 	struct local_impl *li = calloc(1, sizeof(*li));
 	if (!b || !li) {

@@ -75,13 +75,12 @@ void cae_sandbox_argv_free(char **argv)
  * shadow files, sudoers, ssh keys, machine-id, the host's passwd, nor files where operators
  * keep credentials (gitconfig, pip.conf, npmrc: an extraHeader or an index token). */
 static const char *const etc_names[] = {
-	"alternatives", "ld.so.cache",	"ld.so.conf", "ld.so.conf.d",	"localtime",
-	"timezone",	"nsswitch.conf", "host.conf", "gai.conf",	"protocols",
-	"services",	"ssl",		"mime.types", "bash.bashrc",	"profile",
-	"inputrc",	"locale.alias", "magic",      "magic.mime",	"os-release",
-	"debian_version", "terminfo",
+    "alternatives",  "ld.so.cache", "ld.so.conf",     "ld.so.conf.d", "localtime",    "timezone",
+    "nsswitch.conf", "host.conf",   "gai.conf",	      "protocols",    "services",     "ssl",
+    "mime.types",    "bash.bashrc", "profile",	      "inputrc",      "locale.alias", "magic",
+    "magic.mime",    "os-release",  "debian_version", "terminfo",
 };
-static const char *const etc_prefixes[] = { "java-", "python", "perl", "ca-certificates" };
+static const char *const etc_prefixes[] = {"java-", "python", "perl", "ca-certificates"};
 
 static bool etc_wanted(const char *name, bool network)
 {
@@ -117,7 +116,7 @@ static void add_etc(struct argl *a, bool network)
 /* /bin, /lib, ... as on the host: links into /usr (merged /usr) or read-only trees. */
 static void add_top(struct argl *a)
 {
-	static const char *const tops[] = { "bin", "sbin", "lib", "lib32", "lib64", "libx32" };
+	static const char *const tops[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 	add(a, "--ro-bind");
 	add(a, "/usr");
 	add(a, "/usr");
@@ -145,7 +144,7 @@ static void add_top(struct argl *a)
 
 char **cae_sandbox_argv(const cae_sandbox_spec *s)
 {
-	struct argl a = { 0 };
+	struct argl a = {0};
 	const cae_sandbox_limits *l = s->limits;
 	/* 1. the enter step */
 	add(&a, s->helper);
@@ -195,8 +194,9 @@ char **cae_sandbox_argv(const cae_sandbox_spec *s)
 	add(&a, "--");
 	/* 2. bwrap */
 	add(&a, s->bwrap);
-	const char *ns[] = { "--unshare-user", "--disable-userns", "--unshare-pid", "--unshare-ipc",
-			     "--unshare-uts", "--unshare-cgroup-try", "--new-session" };
+	const char *ns[] = {"--unshare-user", "--disable-userns", "--unshare-pid",
+			    "--unshare-ipc",  "--unshare-uts",	  "--unshare-cgroup-try",
+			    "--new-session"};
 	for (size_t i = 0; i < ARRAY_SIZE(ns); i++)
 		add(&a, ns[i]);
 	if (!s->network)
@@ -209,7 +209,7 @@ char **cae_sandbox_argv(const cae_sandbox_spec *s)
 	addf(&a, "%d", CAE_SANDBOX_UID);
 	add_top(&a);
 	add_etc(&a, s->network);
-	const char *files[] = { "passwd", "group" };
+	const char *files[] = {"passwd", "group"};
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		add(&a, "--ro-bind");
 		addf(&a, "%s/%s", etc, files[i]);
@@ -229,8 +229,8 @@ char **cae_sandbox_argv(const cae_sandbox_spec *s)
 	add(&a, "/dev/shm");
 	add(&a, "--remount-ro");
 	add(&a, "/dev");
-	const char *layout[] = { "--dir", "/tmp/home", "--symlink", "/tmp/home", CAE_SANDBOX_HOME,
-				 "--dir", "/var", "--symlink", "../tmp", "/var/tmp" };
+	const char *layout[] = {"--dir", "/tmp/home", "--symlink", "/tmp/home", CAE_SANDBOX_HOME,
+				"--dir", "/var",      "--symlink", "../tmp",	"/var/tmp"};
 	for (size_t i = 0; i < ARRAY_SIZE(layout); i++)
 		add(&a, layout[i]);
 	add(&a, "--bind");
@@ -266,15 +266,15 @@ char **cae_sandbox_argv(const cae_sandbox_spec *s)
 
 char **cae_sandbox_env(const char *const *extra)
 {
-	struct argl a = { 0 };
-	const char *fixed[] = { "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-				("HOME=" CAE_SANDBOX_HOME),
-				"USER=agent",
-				"LOGNAME=agent",
-				"SHELL=/bin/sh",
-				"TMPDIR=/tmp",
-				"LANG=C.UTF-8",
-				"TERM=dumb" };
+	struct argl a = {0};
+	const char *fixed[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+			       ("HOME=" CAE_SANDBOX_HOME),
+			       "USER=agent",
+			       "LOGNAME=agent",
+			       "SHELL=/bin/sh",
+			       "TMPDIR=/tmp",
+			       "LANG=C.UTF-8",
+			       "TERM=dumb"};
 	for (size_t i = 0; i < ARRAY_SIZE(fixed); i++) {
 		size_t kl = (size_t)(strchr(fixed[i], '=') - fixed[i]);
 		bool replaced = false;

@@ -24,32 +24,32 @@
 #define CAE_SANDBOX_HOME "/home/agent"
 
 typedef struct cae_sandbox_limits {
-	int pids;              /* processes (cgroup) or the sandbox uid's processes (rlimit) */
+	int pids;	       /* processes (cgroup) or the sandbox uid's processes (rlimit) */
 	uint64_t memory_bytes; /* cgroup memory, or RLIMIT_DATA per process */
-	double cpus;           /* cgroup CPU quota; no rlimit equivalent */
+	double cpus;	       /* cgroup CPU quota; no rlimit equivalent */
 	int64_t cpu_seconds;   /* RLIMIT_CPU per process */
 	uint64_t tmp_bytes;    /* size of the /tmp tmpfs */
 	uint64_t file_bytes;   /* RLIMIT_FSIZE: the largest file a command may write */
 } cae_sandbox_limits;
 
 typedef struct cae_sandbox_spec {
-	const char *helper;      /* cae-helper on the host: the enter step (and served inside) */
-	const char *bwrap;       /* bwrap on the host */
-	const char *ws_host;     /* host directory bound read-write ... */
-	const char *ws_inside;   /* ... here: CAE_SANDBOX_ROOT, or CAE_SANDBOX_PROJECT for a
+	const char *helper;	 /* cae-helper on the host: the enter step (and served inside) */
+	const char *bwrap;	 /* bwrap on the host */
+	const char *ws_host;	 /* host directory bound read-write ... */
+	const char *ws_inside;	 /* ... here: CAE_SANDBOX_ROOT, or CAE_SANDBOX_PROJECT for a
 				  * workspace used as is (then /workspace/tmp is /tmp) */
-	const char *etc_dir;     /* host directory with the sandbox's passwd and group */
-	const char *chdir;       /* inside path */
-	bool network;            /* share the host's network namespace */
-	bool serve;              /* bind cae-helper in and run it (else argv below) */
+	const char *etc_dir;	 /* host directory with the sandbox's passwd and group */
+	const char *chdir;	 /* inside path */
+	bool network;		 /* share the host's network namespace */
+	bool serve;		 /* bind cae-helper in and run it (else argv below) */
 	const char *const *argv; /* the command, when !serve */
-	uid_t uid;               /* host uid to switch to (0: stay, cae is not root) */
+	uid_t uid;		 /* host uid to switch to (0: stay, cae is not root) */
 	gid_t gid;
-	char **cgroup_procs;     /* cgroup.procs files to join (borrowed) */
+	char **cgroup_procs; /* cgroup.procs files to join (borrowed) */
 	size_t n_cgroup;
 	const cae_sandbox_limits *limits;
-	bool rlimit_nproc;       /* bound processes with RLIMIT_NPROC (no cgroup, own uid) */
-	bool die_with_parent;    /* bwrap ends with the thread that started it */
+	bool rlimit_nproc;    /* bound processes with RLIMIT_NPROC (no cgroup, own uid) */
+	bool die_with_parent; /* bwrap ends with the thread that started it */
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new

@@ -59,9 +59,9 @@ int cae_task_from_json(json_t *j, cae_task *t, cae_error *err)
 	    (r = get_str(j, "target_branch", &t->target_branch, false, err)) < 0)
 		goto fail;
 	if (!cae_task_uuid_valid(t->uuid)) {
-		r = cae_error_set(err, -EINVAL,
-				  "task: invalid uuid \"%s\" (1-64 of letters, digits, '-', '_', '.')",
-				  t->uuid);
+		r = cae_error_set(
+		    err, -EINVAL,
+		    "task: invalid uuid \"%s\" (1-64 of letters, digits, '-', '_', '.')", t->uuid);
 		goto fail;
 	}
 	json_t *kind = json_object_get(j, "kind");
@@ -77,8 +77,10 @@ int cae_task_from_json(json_t *j, cae_task *t, cae_error *err)
 			goto fail;
 		}
 	}
-	if (t->platform && strcmp(t->platform, "github") != 0 && strcmp(t->platform, "gitlab") != 0) {
-		r = cae_error_set(err, -EINVAL, "task: \"platform\" must be \"github\" or \"gitlab\"");
+	if (t->platform && strcmp(t->platform, "github") != 0 &&
+	    strcmp(t->platform, "gitlab") != 0) {
+		r = cae_error_set(err, -EINVAL,
+				  "task: \"platform\" must be \"github\" or \"gitlab\"");
 		goto fail;
 	}
 	/* "owner/name" as repo with a platform and no URL scheme. */
@@ -99,7 +101,8 @@ int cae_task_from_json(json_t *j, cae_task *t, cae_error *err)
 		goto fail;
 	}
 	if (t->kind == CAE_TASK_PULL_REQUEST && !t->branch) {
-		r = cae_error_set(err, -EINVAL, "task: a pull_request needs \"branch\" (its source branch)");
+		r = cae_error_set(err, -EINVAL,
+				  "task: a pull_request needs \"branch\" (its source branch)");
 		goto fail;
 	}
 	return 0;
@@ -120,8 +123,8 @@ json_t *cae_task_to_json(const cae_task *t)
 		json_object_set_new(j, "owner", json_string(t->owner));
 	if (t->name)
 		json_object_set_new(j, "name", json_string(t->name));
-	json_object_set_new(j, "kind",
-			    json_string(t->kind == CAE_TASK_PULL_REQUEST ? "pull_request" : "issue"));
+	json_object_set_new(
+	    j, "kind", json_string(t->kind == CAE_TASK_PULL_REQUEST ? "pull_request" : "issue"));
 	if (t->branch)
 		json_object_set_new(j, "branch", json_string(t->branch));
 	if (t->target_branch)
@@ -162,7 +165,8 @@ json_t *cae_env_info_to_json(const cae_env_info *i)
 		set_opt(j, "sandbox", i->sandbox);
 	if (i->host_path)
 		set_opt(j, "host_path", i->host_path);
-	json_object_set_new(j, "warnings", i->warnings ? json_deep_copy(i->warnings) : json_array());
+	json_object_set_new(j, "warnings",
+			    i->warnings ? json_deep_copy(i->warnings) : json_array());
 	json_object_set_new(j, "deps", i->deps ? json_deep_copy(i->deps) : json_array());
 	if (i->limits)
 		json_object_set_new(j, "limits", json_deep_copy(i->limits));
@@ -244,7 +248,7 @@ enum repo_kind { REPO_REMOTE, REPO_LOCAL, REPO_HELPER, REPO_BAD_SCHEME };
  * of repo. *path: for REPO_LOCAL, the path part (borrowed from repo). */
 static enum repo_kind repo_kind(const char *repo, const char **path)
 {
-	static const char *const remote[] = { "https", "http", "git", "ssh", "git+ssh", "ssh+git" };
+	static const char *const remote[] = {"https", "http", "git", "ssh", "git+ssh", "ssh+git"};
 	*path = repo;
 	size_t n = prefix_before(repo, "::");
 	if (n > 0)
@@ -319,8 +323,9 @@ int cae_task_check_model_repo(const cae_config *cfg, cae_task *t, cae_error *err
 			return 0;
 		}
 	}
-	return cae_error_set(err, -EPERM,
-			     "repository \"%s\": a local path is accepted only under the directories "
-			     "of command_executor.local_repo_roots%s; give a remote URL",
-			     t->repo, roots->n ? "" : " (none configured)");
+	return cae_error_set(
+	    err, -EPERM,
+	    "repository \"%s\": a local path is accepted only under the directories "
+	    "of command_executor.local_repo_roots%s; give a remote URL",
+	    t->repo, roots->n ? "" : " (none configured)");
 }

@@ -13,12 +13,12 @@
 #include <stdint.h>
 
 typedef struct cae_buf {
-	char *data;      /* owned; NULL until the first append */
-	size_t len;      /* bytes kept */
-	size_t cap;      /* bytes allocated (excluding the NUL) */
-	size_t max;      /* most bytes ever kept */
-	uint64_t total;  /* bytes offered, kept or not */
-	bool truncated;  /* some bytes were dropped */
+	char *data;	/* owned; NULL until the first append */
+	size_t len;	/* bytes kept */
+	size_t cap;	/* bytes allocated (excluding the NUL) */
+	size_t max;	/* most bytes ever kept */
+	uint64_t total; /* bytes offered, kept or not */
+	bool truncated; /* some bytes were dropped */
 } cae_buf;
 
 void cae_buf_init(cae_buf *b, size_t max);

@@ -20,9 +20,9 @@
 int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
-		.flags = (uint64_t)(flags | O_CLOEXEC),
-		.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)(mode & 07777) : 0,
-		.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+	    .flags = (uint64_t)(flags | O_CLOEXEC),
+	    .mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)(mode & 07777) : 0,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
 	};
 	if (!path || !*path)
 		path = ".";
@@ -84,8 +84,8 @@ int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t 
 	char tmp[64];
 	int fd = -1;
 	for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-		snprintf(tmp, sizeof(tmp), ".cae-tmp-%d-%u-%d", (int)getpid(),
-			 (unsigned)random(), attempt);
+		snprintf(tmp, sizeof(tmp), ".cae-tmp-%d-%u-%d", (int)getpid(), (unsigned)random(),
+			 attempt);
 		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0 && errno != EEXIST)
 			return -errno;

@@ -61,7 +61,7 @@ static inline void cae_fclosep(FILE **f)
 
 /* Declare a cleanup function for a type whose destructor accepts NULL:
  * DEFINE_TRIVIAL_CLEANUP_FUNC(json_t *, json_decref) -> json_decrefp */
-#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                   \
+#define DEFINE_TRIVIAL_CLEANUP_FUNC(type, func)                                                    \
 	static inline void func##p(type *p)                                                        \
 	{                                                                                          \
 		if (*p)                                                                            \

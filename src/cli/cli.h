@@ -40,16 +40,16 @@ enum {
 	CAE_CLI_OPT_FIRST_LOCAL, /* subcommands number their own long options from here */
 };
 #define CAE_CLI_COMMON_LONGOPTS                                                                    \
-	{ "config", required_argument, NULL, CAE_CLI_OPT_CONFIG },                                 \
-		{ "backend", required_argument, NULL, CAE_CLI_OPT_BACKEND },                       \
-		{ "state-dir", required_argument, NULL, CAE_CLI_OPT_STATE_DIR },                   \
+	{"config", required_argument, NULL, CAE_CLI_OPT_CONFIG},                                   \
+	    {"backend", required_argument, NULL, CAE_CLI_OPT_BACKEND},                             \
+	    {"state-dir", required_argument, NULL, CAE_CLI_OPT_STATE_DIR},                         \
 	{                                                                                          \
 		"help", no_argument, NULL, 'h'                                                     \
 	}
 #define CAE_CLI_COMMON_HELP                                                                        \
-	"  --config FILE      config.yaml to use (default: $CAE_CONFIG, ./config.yaml, ...)\n"      \
-	"  --backend NAME     auto, docker or local (default: command_executor.backend)\n"          \
-	"  --state-dir DIR    where local environments and their metadata live\n"                   \
+	"  --config FILE      config.yaml to use (default: $CAE_CONFIG, ./config.yaml, ...)\n"     \
+	"  --backend NAME     auto, docker or local (default: command_executor.backend)\n"         \
+	"  --state-dir DIR    where local environments and their metadata live\n"                  \
 	"  -h, --help         this help\n"
 
 typedef struct cae_cli_common {
@@ -75,7 +75,6 @@ json_t *cae_cli_read_json(const char *path, cae_error *err);
 /* Pretty-prints JSON on stdout. */
 void cae_cli_print_json(json_t *j);
 
-
 /* Task options shared by prepare and run. */
 enum {
 	OPT_TASK = CAE_CLI_OPT_FIRST_LOCAL,
@@ -96,24 +95,27 @@ typedef struct task_opts {
 } task_opts;
 
 #define TASK_LONGOPTS                                                                              \
-	{ "task", required_argument, NULL, OPT_TASK }, { "repo", required_argument, NULL, OPT_REPO }, \
-		{ "uuid", required_argument, NULL, OPT_UUID },                                     \
-		{ "kind", required_argument, NULL, OPT_KIND },                                     \
-		{ "branch", required_argument, NULL, OPT_BRANCH },                                 \
-		{ "target-branch", required_argument, NULL, OPT_TARGET },                          \
-		{ "platform", required_argument, NULL, OPT_PLATFORM },                             \
-		{ "env", required_argument, NULL, OPT_ENV },                                       \
-		{ "workspace", required_argument, NULL, OPT_WORKSPACE }
+	{"task", required_argument, NULL, OPT_TASK}, {"repo", required_argument, NULL, OPT_REPO},  \
+	    {"uuid", required_argument, NULL, OPT_UUID},                                           \
+	    {"kind", required_argument, NULL, OPT_KIND},                                           \
+	    {"branch", required_argument, NULL, OPT_BRANCH},                                       \
+	    {"target-branch", required_argument, NULL, OPT_TARGET},                                \
+	    {"platform", required_argument, NULL, OPT_PLATFORM},                                   \
+	    {"env", required_argument, NULL, OPT_ENV},                                             \
+	{                                                                                          \
+		"workspace", required_argument, NULL, OPT_WORKSPACE                                \
+	}
 
 #define TASK_HELP                                                                                  \
-	"  --task FILE        the task as JSON ({uuid, repo, kind, branch, target_branch}; - = stdin)\n" \
-	"  --repo URL|PATH    repository to clone (a URL or a local path)\n"                        \
-	"  --uuid UUID        task uuid (default for run: a random one)\n"                          \
-	"  --kind KIND        issue (default) or pull_request\n"                                    \
-	"  --branch B         pull request: the source branch\n"                                    \
-	"  --target-branch T  pull request: the target branch\n"                                    \
-	"  --platform P       github or gitlab (selects the token)\n"                               \
-	"  --env NAME         environment (python, node, java, go, miniforge; default python)\n"    \
+	"  --task FILE        the task as JSON ({uuid, repo, kind, branch, target_branch}; - = "   \
+	"stdin)\n"                                                                                 \
+	"  --repo URL|PATH    repository to clone (a URL or a local path)\n"                       \
+	"  --uuid UUID        task uuid (default for run: a random one)\n"                         \
+	"  --kind KIND        issue (default) or pull_request\n"                                   \
+	"  --branch B         pull request: the source branch\n"                                   \
+	"  --target-branch T  pull request: the target branch\n"                                   \
+	"  --platform P       github or gitlab (selects the token)\n"                              \
+	"  --env NAME         environment (python, node, java, go, miniforge; default python)\n"   \
 	"  --workspace DIR    use an existing directory as is (local backend, no clone)\n"
 
 int cae_cli_task_option(task_opts *t, int opt, const char *arg);

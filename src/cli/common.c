@@ -60,14 +60,14 @@ int cae_cli_load_config(const cae_cli_common *c, cae_config **out)
 		fprintf(stderr, "cae: %s\n", err.message);
 		return r;
 	}
-	if (c && c->backend && (r = cae_config_set(cfg, "command_executor.backend", c->backend,
-						  &err)) < 0) {
+	if (c && c->backend &&
+	    (r = cae_config_set(cfg, "command_executor.backend", c->backend, &err)) < 0) {
 		fprintf(stderr, "cae: --backend: %s\n", err.message);
 		cae_config_free(cfg);
 		return r;
 	}
-	if (c && c->state_dir && (r = cae_config_set(cfg, "command_executor.state_dir",
-						    c->state_dir, &err)) < 0) {
+	if (c && c->state_dir &&
+	    (r = cae_config_set(cfg, "command_executor.state_dir", c->state_dir, &err)) < 0) {
 		fprintf(stderr, "cae: --state-dir: %s\n", err.message);
 		cae_config_free(cfg);
 		return r;

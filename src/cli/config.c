@@ -9,22 +9,23 @@
 
 static void config_usage(FILE *f)
 {
-	fprintf(f, "usage: cae config show [options]\n"
-		   "\n"
-		   "Prints the effective configuration as JSON: built-in defaults, then the config\n"
-		   "file, then the environment variables (COMMAND_EXECUTOR_ENABLED, DOCKER_HOST,\n"
-		   "EXECUTOR_*, CAE_STATE_DIR, TEXT_EDITOR_MCP_ENABLED, PICOCLAW_WORKER_*, ...), then\n"
-		   "the options below. Tokens are shown as \"***\" and credentials in URLs are\n"
-		   "redacted. The output is itself a valid config file. Unknown keys are reported on\n"
-		   "stderr as warnings. Exit status: 0, or 2 for a bad config.\n"
-		   "\n"
-		   "options:\n" CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f, "usage: cae config show [options]\n"
+	       "\n"
+	       "Prints the effective configuration as JSON: built-in defaults, then the config\n"
+	       "file, then the environment variables (COMMAND_EXECUTOR_ENABLED, DOCKER_HOST,\n"
+	       "EXECUTOR_*, CAE_STATE_DIR, TEXT_EDITOR_MCP_ENABLED, PICOCLAW_WORKER_*, ...), then\n"
+	       "the options below. Tokens are shown as \"***\" and credentials in URLs are\n"
+	       "redacted. The output is itself a valid config file. Unknown keys are reported on\n"
+	       "stderr as warnings. Exit status: 0, or 2 for a bad config.\n"
+	       "\n"
+	       "options:\n" CAE_CLI_COMMON_HELP);
 }
 
 static int config_show(int argc, char **argv)
 {
-	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { NULL, 0, NULL, 0 } };
-	cae_cli_common common = { 0 };
+	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {NULL, 0, NULL, 0}};
+	cae_cli_common common = {0};
 	int opt;
 	optind = 0;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {

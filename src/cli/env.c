@@ -56,8 +56,8 @@ static char *random_uuid(const char *prefix)
 		return NULL;
 	char *s = malloc(40);
 	if (s)
-		snprintf(s, 40, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1], b[2], b[3],
-			 b[4], b[5], b[6], b[7]);
+		snprintf(s, 40, "%s%02x%02x%02x%02x%02x%02x%02x%02x", prefix, b[0], b[1], b[2],
+			 b[3], b[4], b[5], b[6], b[7]);
 	return s;
 }
 
@@ -110,7 +110,8 @@ static void progress_print(void *ud, double step, double total, const char *msg)
 {
 	struct progress_tty *p = ud;
 	if (p->tty)
-		fprintf(stderr, "\r\033[K[%g/%g] %s%s", step, total, msg, step >= total ? "\n" : "");
+		fprintf(stderr, "\r\033[K[%g/%g] %s%s", step, total, msg,
+			step >= total ? "\n" : "");
 }
 
 int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task, json_t **info)
@@ -122,7 +123,7 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 		cae_backend *b = NULL;
 		r = cae_backend_new_named("local", cae_session_config(s), cae_cli_log(), &b, &err);
 		if (r == 0) {
-			cae_prepare_options o = { .workspace = t->workspace, .cancel_fd = -1 };
+			cae_prepare_options o = {.workspace = t->workspace, .cancel_fd = -1};
 			cae_env_info ei;
 			r = cae_backend_prepare(b, task, t->env, &o, &ei, &err);
 			if (r == 0) {
@@ -132,9 +133,9 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 			cae_backend_free(b);
 		}
 	} else {
-		struct progress_tty p = { isatty(STDERR_FILENO) };
-		cae_call_ctx ctx = { .cancel_fd = -1, .progress = progress_print,
-				     .progress_userdata = &p };
+		struct progress_tty p = {isatty(STDERR_FILENO)};
+		cae_call_ctx ctx = {
+		    .cancel_fd = -1, .progress = progress_print, .progress_userdata = &p};
 		r = cae_session_prepare(s, task, t->env, &ctx, info, &err);
 	}
 	if (r < 0)
@@ -151,8 +152,8 @@ static int usage_env(FILE *f)
 
 int cae_cli_env(int argc, char **argv)
 {
-	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
+	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	cae_cli_common c = {0};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -179,23 +180,25 @@ int cae_cli_env(int argc, char **argv)
 
 static int usage_prepare(FILE *f)
 {
-	fprintf(f, "usage: cae prepare (--task FILE | --repo URL|PATH --uuid UUID | --workspace DIR) "
-		   "[options]\n\nPrepares an environment for a task (clone, dependencies) and prints "
-		   "its ContainerInfo.\n\noptions:\n" TASK_HELP CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae prepare (--task FILE | --repo URL|PATH --uuid UUID | --workspace DIR) "
+		"[options]\n\nPrepares an environment for a task (clone, dependencies) and prints "
+		"its ContainerInfo.\n\noptions:\n" TASK_HELP CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_prepare(int argc, char **argv)
 {
-	static const struct option longopts[] = { TASK_LONGOPTS, CAE_CLI_COMMON_LONGOPTS,
-						  { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
-	task_opts t = { 0 };
+	static const struct option longopts[] = {
+	    TASK_LONGOPTS, CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	cae_cli_common c = {0};
+	task_opts t = {0};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
 			return usage_prepare(stdout);
-		if (!cae_cli_common_option(&c, opt, optarg) && !cae_cli_task_option(&t, opt, optarg))
+		if (!cae_cli_common_option(&c, opt, optarg) &&
+		    !cae_cli_task_option(&t, opt, optarg))
 			return usage_prepare(stderr);
 	}
 	if (optind < argc)
@@ -229,9 +232,8 @@ static int usage_cleanup(FILE *f)
 int cae_cli_cleanup(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "uuid", required_argument, NULL, OPT_UUID }, CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 }
-	};
-	cae_cli_common c = { 0 };
+	    {"uuid", required_argument, NULL, OPT_UUID}, CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	cae_cli_common c = {0};
 	const char *uuid = NULL;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -265,24 +267,26 @@ int cae_cli_cleanup(int argc, char **argv)
 
 static int usage_gc(FILE *f)
 {
-	fprintf(f, "usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
-		   "than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
-		   "prints how many. Then completes or rolls back the file changes a killed cae "
-		   "process left in the remaining environments, and removes the rollback "
-		   "snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
-		   "processes that are gone (those of older versions, which do not name their "
-		   "process, once older than the threshold and at least an hour).\n\noptions:\n  --older-than-hours H  threshold in hours (0 = "
-		   "all)\n" CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
+		"than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
+		"prints how many. Then completes or rolls back the file changes a killed cae "
+		"process left in the remaining environments, and removes the rollback "
+		"snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
+		"processes that are gone (those of older versions, which do not name their "
+		"process, once older than the threshold and at least an hour).\n\noptions:\n  "
+		"--older-than-hours H  threshold in hours (0 = "
+		"all)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_gc(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "older-than-hours", required_argument, NULL, OPT_HOURS }, CAE_CLI_COMMON_LONGOPTS,
-		{ 0, 0, 0, 0 }
-	};
-	cae_cli_common c = { 0 };
+	    {"older-than-hours", required_argument, NULL, OPT_HOURS},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0}};
+	cae_cli_common c = {0};
 	double hours = -1;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -341,8 +345,7 @@ int cae_cli_gc(int argc, char **argv)
 	if (incomplete)
 		json_object_set_new(j, "journals_incomplete", json_integer(incomplete));
 	if (g < 0 || g2 < 0)
-		json_object_set_new(j, "scratch_error",
-				    json_string(strerror(-(g < 0 ? g : g2))));
+		json_object_set_new(j, "scratch_error", json_string(strerror(-(g < 0 ? g : g2))));
 	if (r < 0)
 		json_object_set_new(j, "error", json_string(err.message));
 	cae_cli_print_json(j);

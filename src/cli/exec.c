@@ -36,21 +36,23 @@ typedef struct exec_opts {
 } exec_opts;
 
 #define EXEC_LONGOPTS                                                                              \
-	{ "cwd", required_argument, NULL, OPT_CWD },                                               \
-		{ "timeout", required_argument, NULL, OPT_TIMEOUT_S },                             \
-		{ "timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS },                         \
-		{ "direct", no_argument, NULL, OPT_DIRECT },                                       \
-		{ "exec-command", no_argument, NULL, OPT_EXEC_COMMAND },                           \
-		{ "stdin", required_argument, NULL, OPT_STDIN },                                   \
-		{ "max-output-chars", required_argument, NULL, OPT_MAX_CHARS }
+	{"cwd", required_argument, NULL, OPT_CWD},                                                 \
+	    {"timeout", required_argument, NULL, OPT_TIMEOUT_S},                                   \
+	    {"timeout-ms", required_argument, NULL, OPT_TIMEOUT_MS},                               \
+	    {"direct", no_argument, NULL, OPT_DIRECT},                                             \
+	    {"exec-command", no_argument, NULL, OPT_EXEC_COMMAND},                                 \
+	    {"stdin", required_argument, NULL, OPT_STDIN},                                         \
+	{                                                                                          \
+		"max-output-chars", required_argument, NULL, OPT_MAX_CHARS                         \
+	}
 
 #define EXEC_HELP                                                                                  \
-	"  --cwd DIR          working directory (default: the project directory)\n"                 \
-	"  --timeout S        timeout in seconds (command-executor_execute_command)\n"              \
-	"  --direct           run argv directly, no shell (exec_command, shell_mode direct)\n"      \
+	"  --cwd DIR          working directory (default: the project directory)\n"                \
+	"  --timeout S        timeout in seconds (command-executor_execute_command)\n"             \
+	"  --direct           run argv directly, no shell (exec_command, shell_mode direct)\n"     \
 	"  --exec-command     use exec_command with the default shell mode (argv quoted for sh)\n" \
-	"  --timeout-ms MS    exec_command timeout (default 30000, at most 120000)\n"               \
-	"  --stdin FILE       exec_command: text for standard input (- = stdin)\n"                  \
+	"  --timeout-ms MS    exec_command timeout (default 30000, at most 120000)\n"              \
+	"  --stdin FILE       exec_command: text for standard input (- = stdin)\n"                 \
 	"  --max-output-chars N  exec_command: per-stream limit (default 200000)\n"
 
 static int exec_option(exec_opts *e, int opt, const char *arg)
@@ -106,7 +108,8 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 			json_array_append_new(cmd, json_string(argv[i]));
 		json_object_set_new(args, "command", cmd);
 		json_object_set_new(args, "cwd", json_string(e->cwd ? e->cwd : "."));
-		json_object_set_new(args, "shell_mode", json_string(e->direct ? "direct" : "default"));
+		json_object_set_new(args, "shell_mode",
+				    json_string(e->direct ? "direct" : "default"));
 		if ((e->timeout_ms && add_number(args, "timeout_ms", e->timeout_ms) < 0) ||
 		    (e->max_chars && add_number(args, "max_output_chars", e->max_chars) < 0)) {
 			json_decref(args);
@@ -115,11 +118,13 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 		if (e->stdin_file) {
 			_cleanup_free_ char *text = NULL;
 			size_t len;
-			int r = strcmp(e->stdin_file, "-") == 0
-					? cae_read_fd(STDIN_FILENO, 64u << 20, &text, &len)
-					: cae_read_file(AT_FDCWD, e->stdin_file, 64u << 20, &text, &len);
+			int r =
+			    strcmp(e->stdin_file, "-") == 0
+				? cae_read_fd(STDIN_FILENO, 64u << 20, &text, &len)
+				: cae_read_file(AT_FDCWD, e->stdin_file, 64u << 20, &text, &len);
 			if (r < 0) {
-				fprintf(stderr, "cae: --stdin %s: %s\n", e->stdin_file, strerror(-r));
+				fprintf(stderr, "cae: --stdin %s: %s\n", e->stdin_file,
+					strerror(-r));
 				json_decref(args);
 				return 2;
 			}
@@ -177,27 +182,27 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 	return status;
 }
 
-
 static int usage_exec(FILE *f)
 {
-	fprintf(f, "usage: cae exec [--uuid UUID] [options] -- COMMAND [ARG...]\n\n"
-		   "Runs a command in a prepared environment and prints the result as JSON. By default "
-		   "COMMAND is a shell command line for command-executor_execute_command; with "
-		   "--direct the words run as argv without a shell (exec_command). The exit status "
-		   "is the command's (126 refused by policy, 124 timed out).\n\noptions:\n"
-		   "  --uuid UUID        the task (default: $CAE_TASK_UUID, or the only environment)\n"
-		   EXEC_HELP CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f, "usage: cae exec [--uuid UUID] [options] -- COMMAND [ARG...]\n\n"
+	       "Runs a command in a prepared environment and prints the result as JSON. By default "
+	       "COMMAND is a shell command line for command-executor_execute_command; with "
+	       "--direct the words run as argv without a shell (exec_command). The exit status "
+	       "is the command's (126 refused by policy, 124 timed out).\n\noptions:\n"
+	       "  --uuid UUID        the task (default: $CAE_TASK_UUID, or the only "
+	       "environment)\n" EXEC_HELP CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_exec(int argc, char **argv)
 {
-	static const struct option longopts[] = { EXEC_LONGOPTS,
-						  { "uuid", required_argument, NULL, OPT_EUUID },
-						  CAE_CLI_COMMON_LONGOPTS,
-						  { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
-	exec_opts e = { 0 };
+	static const struct option longopts[] = {EXEC_LONGOPTS,
+						 {"uuid", required_argument, NULL, OPT_EUUID},
+						 CAE_CLI_COMMON_LONGOPTS,
+						 {0, 0, 0, 0}};
+	cae_cli_common c = {0};
+	exec_opts e = {0};
 	const char *uuid = NULL;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -234,24 +239,26 @@ int cae_cli_exec(int argc, char **argv)
 
 static int usage_run(FILE *f)
 {
-	fprintf(f, "usage: cae run (--repo URL|PATH | --task FILE | --workspace DIR) [options] -- "
-		   "COMMAND [ARG...]\n\nPrepares an environment, runs one command in it, prints "
-		   "{environment, result, cleanup} as JSON and removes the environment. The exit "
-		   "status is the command's.\n\noptions:\n" TASK_HELP EXEC_HELP
-		   "  --keep             do not remove the environment afterwards\n"
-		   CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f,
+	    "usage: cae run (--repo URL|PATH | --task FILE | --workspace DIR) [options] -- "
+	    "COMMAND [ARG...]\n\nPrepares an environment, runs one command in it, prints "
+	    "{environment, result, cleanup} as JSON and removes the environment. The exit "
+	    "status is the command's.\n\noptions:\n" TASK_HELP EXEC_HELP
+	    "  --keep             do not remove the environment afterwards\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_run(int argc, char **argv)
 {
-	static const struct option longopts[] = { TASK_LONGOPTS, EXEC_LONGOPTS,
-						  { "keep", no_argument, NULL, OPT_KEEP },
-						  CAE_CLI_COMMON_LONGOPTS,
-						  { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
-	task_opts t = { 0 };
-	exec_opts e = { 0 };
+	static const struct option longopts[] = {TASK_LONGOPTS,
+						 EXEC_LONGOPTS,
+						 {"keep", no_argument, NULL, OPT_KEEP},
+						 CAE_CLI_COMMON_LONGOPTS,
+						 {0, 0, 0, 0}};
+	cae_cli_common c = {0};
+	task_opts t = {0};
+	exec_opts e = {0};
 	bool keep = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
@@ -290,10 +297,10 @@ int cae_cli_run(int argc, char **argv)
 		}
 		if (!keep) {
 			int r = cae_session_cleanup(s, task.uuid, &err);
-			json_object_set_new(out, "cleanup",
-					    r == 0 ? json_pack("{s:b}", "removed", 1)
-						   : json_pack("{s:b, s:s}", "removed", 0, "error",
-							       err.message));
+			json_object_set_new(
+			    out, "cleanup",
+			    r == 0 ? json_pack("{s:b}", "removed", 1)
+				   : json_pack("{s:b, s:s}", "removed", 0, "error", err.message));
 			if (r < 0 && status == 0)
 				status = 1;
 		}

@@ -15,11 +15,12 @@
 
 static int usage_images(FILE *f)
 {
-	fprintf(f, "usage: cae images build [--rebuild] [--base-only] [--official] [NAME...]\n\n"
-		   "Builds coding-agent-executor-<NAME>:latest (python, node, java, go; miniforge "
-		   "needs --official) with scripts/build-images.sh from the cae source tree "
-		   "(CAE_SOURCE_DIR, default: where cae was built from). Without a registry the base "
-		   "is a debootstrapped Debian; with --official the Dockerfiles' official bases.\n");
+	fprintf(f,
+		"usage: cae images build [--rebuild] [--base-only] [--official] [NAME...]\n\n"
+		"Builds coding-agent-executor-<NAME>:latest (python, node, java, go; miniforge "
+		"needs --official) with scripts/build-images.sh from the cae source tree "
+		"(CAE_SOURCE_DIR, default: where cae was built from). Without a registry the base "
+		"is a debootstrapped Debian; with --official the Dockerfiles' official bases.\n");
 	return f == stdout ? 0 : 2;
 }
 
@@ -36,7 +37,8 @@ int cae_cli_images(int argc, char **argv)
 		src = CAE_SOURCE_DIR;
 	_cleanup_free_ char *script = cae_path_join(src, "scripts/build-images.sh");
 	if (!script || access(script, X_OK) < 0) {
-		fprintf(stderr, "cae: images: %s not found (set CAE_SOURCE_DIR to the cae source tree)\n",
+		fprintf(stderr,
+			"cae: images: %s not found (set CAE_SOURCE_DIR to the cae source tree)\n",
 			script ? script : "build-images.sh");
 		return 1;
 	}

@@ -7,20 +7,20 @@
 #include "base/banned.h"
 
 static const struct cae_cli_command commands[] = {
-	{ "env", "list environments (env list)", cae_cli_env },
-	{ "prepare", "prepare an environment for a task", cae_cli_prepare },
-	{ "exec", "run a command in an environment", cae_cli_exec },
-	{ "patch", "apply a patch in an environment (apply_patch)", cae_cli_patch },
-	{ "cleanup", "remove a task's environment", cae_cli_cleanup },
-	{ "gc", "remove stale environments", cae_cli_gc },
-	{ "run", "prepare, run one command, clean up", cae_cli_run },
-	{ "tools", "print the tool definitions for an agent", cae_cli_tools },
-	{ "prompt", "print a system-prompt section", cae_cli_prompt },
-	{ "plan", "read the planner's environment choice (plan select-env)", cae_cli_plan },
-	{ "config", "show the effective configuration (config show)", cae_cli_config },
-	{ "mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp },
-	{ "images", "build the language images (images build)", cae_cli_images },
-	{ "version", "print the version", cae_cli_version },
+    {"env", "list environments (env list)", cae_cli_env},
+    {"prepare", "prepare an environment for a task", cae_cli_prepare},
+    {"exec", "run a command in an environment", cae_cli_exec},
+    {"patch", "apply a patch in an environment (apply_patch)", cae_cli_patch},
+    {"cleanup", "remove a task's environment", cae_cli_cleanup},
+    {"gc", "remove stale environments", cae_cli_gc},
+    {"run", "prepare, run one command, clean up", cae_cli_run},
+    {"tools", "print the tool definitions for an agent", cae_cli_tools},
+    {"prompt", "print a system-prompt section", cae_cli_prompt},
+    {"plan", "read the planner's environment choice (plan select-env)", cae_cli_plan},
+    {"config", "show the effective configuration (config show)", cae_cli_config},
+    {"mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp},
+    {"images", "build the language images (images build)", cae_cli_images},
+    {"version", "print the version", cae_cli_version},
 };
 
 static void usage(FILE *f)
@@ -53,8 +53,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[1], "--version") == 0)
 		return cae_cli_version(argc - 1, argv + 1);
 	for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-		if (strcmp(argv[1], commands[i].name) == 0)
-		{
+		if (strcmp(argv[1], commands[i].name) == 0) {
 			int status = commands[i].run(argc - 1, argv + 1);
 			cae_cli_log_free();
 			return status;

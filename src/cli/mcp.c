@@ -30,18 +30,19 @@ enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK, OPT_MCP_
 static int usage_mcp(FILE *f)
 {
 	fprintf(
-	    f, "usage: cae mcp [--workspace DIR | --task FILE] [options]\n\n"
-	       "Serves the agent tools over the Model Context Protocol: JSON-RPC 2.0, one message\n"
-	       "per line on stdin/stdout (protocol versions 2025-11-25, 2025-06-18, 2025-03-26,\n"
-	       "2024-11-05). Logs go to stderr (level: CAE_LOG_LEVEL).\n\n"
-	       "The current environment, which the command and editor tools act on:\n"
-	       "  --workspace DIR    an existing directory, used as is (local backend)\n"
-	       "  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
-	       "                     target_branch, environment}; - = stdin is not allowed here)\n"
-	       "  (neither)          none until the environment_prepare tool makes one\n\n"
-	       "  --editor-compat    text_editor results in the shape of the npm\n"
-	       "                     mcp-server-text-editor: {\"success\",\"message\",\"content\"}\n\n"
-	       "options:\n" CAE_CLI_COMMON_HELP);
+	    f,
+	    "usage: cae mcp [--workspace DIR | --task FILE] [options]\n\n"
+	    "Serves the agent tools over the Model Context Protocol: JSON-RPC 2.0, one message\n"
+	    "per line on stdin/stdout (protocol versions 2025-11-25, 2025-06-18, 2025-03-26,\n"
+	    "2024-11-05). Logs go to stderr (level: CAE_LOG_LEVEL).\n\n"
+	    "The current environment, which the command and editor tools act on:\n"
+	    "  --workspace DIR    an existing directory, used as is (local backend)\n"
+	    "  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
+	    "                     target_branch, environment}; - = stdin is not allowed here)\n"
+	    "  (neither)          none until the environment_prepare tool makes one\n\n"
+	    "  --editor-compat    text_editor results in the shape of the npm\n"
+	    "                     mcp-server-text-editor: {\"success\",\"message\",\"content\"}\n\n"
+	    "options:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -159,9 +160,10 @@ static int session_call(void *userdata, const char *name, json_t *args, const ca
 	/* The cause names the operator's paths (--workspace, --task, the state directory): it
 	 * went to the log; the client (the model) is told only that there is no session. */
 	if (!s)
-		return cae_error_set(err, why.code < 0 ? why.code : -EIO,
-				     "the session could not be opened (the cause is in the server's "
-				     "log)");
+		return cae_error_set(
+		    err, why.code < 0 ? why.code : -EIO,
+		    "the session could not be opened (the cause is in the server's "
+		    "log)");
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 

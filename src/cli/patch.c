@@ -45,7 +45,6 @@ static int usage_patch(FILE *f)
 	return f == stdout ? 0 : 2;
 }
 
-
 int cae_cli_patch(int argc, char **argv)
 {
 	static const struct option longopts[] = {

@@ -18,27 +18,28 @@ enum { OPT_FORMAT = CAE_CLI_OPT_FIRST_LOCAL + 80, OPT_SPLIT, OPT_ENVTOOLS };
 
 static int usage_tools(FILE *f)
 {
-	fprintf(f, "usage: cae tools [--format functions|openai|mcp] [--split-editor] "
-		   "[--environment-tools] [options]\n\nPrints the tool definitions for an agent "
-		   "(empty when the features are disabled).\n\noptions:\n"
-		   "  --format F         functions (default), openai (the `tools` array) or mcp\n"
-		   "  --split-editor     text_editor_<command> functions instead of one text_editor\n"
-		   "  --environment-tools  include environment_list/prepare/cleanup\n"
-		   CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae tools [--format functions|openai|mcp] [--split-editor] "
+		"[--environment-tools] [options]\n\nPrints the tool definitions for an agent "
+		"(empty when the features are disabled).\n\noptions:\n"
+		"  --format F         functions (default), openai (the `tools` array) or mcp\n"
+		"  --split-editor     text_editor_<command> functions instead of one text_editor\n"
+		"  --environment-tools  include "
+		"environment_list/prepare/cleanup\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_tools(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{ "format", required_argument, NULL, OPT_FORMAT },
-		{ "split-editor", no_argument, NULL, OPT_SPLIT },
-		{ "environment-tools", no_argument, NULL, OPT_ENVTOOLS },
-		CAE_CLI_COMMON_LONGOPTS,
-		{ 0, 0, 0, 0 }
-	};
-	cae_cli_common c = { 0 };
-	cae_tools_options o = { .format = CAE_TOOLS_FUNCTIONS, .output_schema = true, .patch_tool = true };
+	    {"format", required_argument, NULL, OPT_FORMAT},
+	    {"split-editor", no_argument, NULL, OPT_SPLIT},
+	    {"environment-tools", no_argument, NULL, OPT_ENVTOOLS},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0}};
+	cae_cli_common c = {0};
+	cae_tools_options o = {
+	    .format = CAE_TOOLS_FUNCTIONS, .output_schema = true, .patch_tool = true};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -79,15 +80,15 @@ static int usage_prompt(FILE *f)
 		   "disabled.\n  command-executor       system_prompt_command_executor.txt, "
 		   "{allowed_commands_list} filled\n  text-editor            "
 		   "system_prompt_text_editor.txt (editor tool + git workflow)\n"
-		   "  environment-selection  the planning prompt's environment table\n\noptions:\n"
-		   CAE_CLI_COMMON_HELP);
+		   "  environment-selection  the planning prompt's environment "
+		   "table\n\noptions:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_prompt(int argc, char **argv)
 {
-	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
+	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	cae_cli_common c = {0};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -131,18 +132,19 @@ int cae_cli_prompt(int argc, char **argv)
 
 static int usage_plan(FILE *f)
 {
-	fprintf(f, "usage: cae plan select-env [FILE] [options]\n\nReads a planning response "
-		   "(JSON, JSON in a Markdown fence, or JSON within prose; FILE or stdin) and prints "
-		   "{name, requested, reasoning, fallback, warning, comment}: the environment to "
-		   "prepare, falling back to the default with a warning and a comment for the issue "
-		   "when the plan names none or an unknown one.\n\noptions:\n" CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae plan select-env [FILE] [options]\n\nReads a planning response "
+		"(JSON, JSON in a Markdown fence, or JSON within prose; FILE or stdin) and prints "
+		"{name, requested, reasoning, fallback, warning, comment}: the environment to "
+		"prepare, falling back to the default with a warning and a comment for the issue "
+		"when the plan names none or an unknown one.\n\noptions:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_plan(int argc, char **argv)
 {
-	static const struct option longopts[] = { CAE_CLI_COMMON_LONGOPTS, { 0, 0, 0, 0 } };
-	cae_cli_common c = { 0 };
+	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	cae_cli_common c = {0};
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -173,10 +175,10 @@ int cae_cli_plan(int argc, char **argv)
 		if (sel.warning)
 			cae_log_event(cae_cli_log(), CAE_LOG_WARN, "planning.environment_fallback",
 				      "%s", sel.warning);
-		json_t *j = json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?}", "name", sel.name,
-				      "requested", sel.requested, "reasoning", sel.reasoning,
-				      "fallback", sel.fallback, "warning", sel.warning, "comment",
-				      sel.comment);
+		json_t *j =
+		    json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?}", "name", sel.name, "requested",
+			      sel.requested, "reasoning", sel.reasoning, "fallback", sel.fallback,
+			      "warning", sel.warning, "comment", sel.comment);
 		cae_cli_print_json(j);
 		json_decref(j);
 	}

@@ -31,12 +31,12 @@ extern char **environ;
 enum vtype {
 	V_SECTION,
 	V_BOOL,
-	V_INT,     /* int, bounded by min/max */
-	V_SIZE,    /* uint64_t bytes, bounded */
+	V_INT,	   /* int, bounded by min/max */
+	V_SIZE,	   /* uint64_t bytes, bounded */
 	V_MEMSIZE, /* char * as written + uint64_t bytes at off2, bounded */
 	V_DOUBLE,  /* double, from 0.01 to max; decimal notation, 9 fraction digits */
 	V_STRING,  /* char * */
-	V_ENUM,    /* an enum stored as int; names[] */
+	V_ENUM,	   /* an enum stored as int; names[] */
 	V_STRLIST, /* cae_config_strlist */
 	V_ENVMAP,  /* command_executor.environments */
 };
@@ -59,145 +59,170 @@ struct key {
 	const char *alias_of; /* an alternative spelling of that key */
 };
 
-static const char *const backend_names[] = { "auto", "docker", "local", NULL };
-static const char *const netmode_names[] = { "bridge", "none", "host", NULL };
-static const char *const truncate_names[] = { "head", "head_tail", NULL };
-static const char *const sandbox_names[] = { "auto", "bubblewrap", "none", NULL };
-static const char *const editor_names[] = { "native", "mcp", NULL };
+static const char *const backend_names[] = {"auto", "docker", "local", NULL};
+static const char *const netmode_names[] = {"bridge", "none", "host", NULL};
+static const char *const truncate_names[] = {"head", "head_tail", NULL};
+static const char *const sandbox_names[] = {"auto", "bubblewrap", "none", NULL};
+static const char *const editor_names[] = {"native", "mcp", NULL};
 
 #define OFF(m) offsetof(cae_config, m)
-#define SECTION(p) { .path = p, .type = V_SECTION }
-#define BOOL(p, m, d, e) { .path = p, .type = V_BOOL, .off = OFF(m), .def = d, .env = e }
-#define INT(p, m, lo, hi, d, e)                                                                  \
-	{ .path = p, .type = V_INT, .off = OFF(m), .min = lo, .max = hi, .def = d, .env = e }
-#define SIZE(p, m, lo, hi, d)                                                                    \
-	{ .path = p, .type = V_SIZE, .off = OFF(m), .min = lo, .max = hi, .def = d }
-#define MEMSIZE(p, m, m2, lo, hi, d, e)                                                          \
-	{ .path = p, .type = V_MEMSIZE, .off = OFF(m), .off2 = OFF(m2), .min = lo, .max = hi,     \
-	  .def = d, .env = e }
-#define DOUBLE(p, m, hi, d, e)                                                                   \
-	{ .path = p, .type = V_DOUBLE, .off = OFF(m), .max = hi, .def = d, .env = e }
-#define STR(p, m, fl, d, e) { .path = p, .type = V_STRING, .off = OFF(m), .flags = fl, .def = d, .env = e }
-#define ENUM(p, m, nm, d, e) { .path = p, .type = V_ENUM, .off = OFF(m), .names = nm, .def = d, .env = e }
-#define LIST(p, m, d) { .path = p, .type = V_STRLIST, .off = OFF(m), .def = d }
-#define LISTF(p, m, fl, d) { .path = p, .type = V_STRLIST, .off = OFF(m), .flags = fl, .def = d }
-#define ALIAS(p, of) { .path = p, .alias_of = of }
+#define SECTION(p)                                                                                 \
+	{                                                                                          \
+		.path = p, .type = V_SECTION                                                       \
+	}
+#define BOOL(p, m, d, e)                                                                           \
+	{                                                                                          \
+		.path = p, .type = V_BOOL, .off = OFF(m), .def = d, .env = e                       \
+	}
+#define INT(p, m, lo, hi, d, e)                                                                    \
+	{                                                                                          \
+		.path = p, .type = V_INT, .off = OFF(m), .min = lo, .max = hi, .def = d, .env = e  \
+	}
+#define SIZE(p, m, lo, hi, d)                                                                      \
+	{                                                                                          \
+		.path = p, .type = V_SIZE, .off = OFF(m), .min = lo, .max = hi, .def = d           \
+	}
+#define MEMSIZE(p, m, m2, lo, hi, d, e)                                                            \
+	{                                                                                          \
+		.path = p, .type = V_MEMSIZE, .off = OFF(m), .off2 = OFF(m2), .min = lo,           \
+		.max = hi, .def = d, .env = e                                                      \
+	}
+#define DOUBLE(p, m, hi, d, e)                                                                     \
+	{                                                                                          \
+		.path = p, .type = V_DOUBLE, .off = OFF(m), .max = hi, .def = d, .env = e          \
+	}
+#define STR(p, m, fl, d, e)                                                                        \
+	{                                                                                          \
+		.path = p, .type = V_STRING, .off = OFF(m), .flags = fl, .def = d, .env = e        \
+	}
+#define ENUM(p, m, nm, d, e)                                                                       \
+	{                                                                                          \
+		.path = p, .type = V_ENUM, .off = OFF(m), .names = nm, .def = d, .env = e          \
+	}
+#define LIST(p, m, d)                                                                              \
+	{                                                                                          \
+		.path = p, .type = V_STRLIST, .off = OFF(m), .def = d                              \
+	}
+#define LISTF(p, m, fl, d)                                                                         \
+	{                                                                                          \
+		.path = p, .type = V_STRLIST, .off = OFF(m), .flags = fl, .def = d                 \
+	}
+#define ALIAS(p, of)                                                                               \
+	{                                                                                          \
+		.path = p, .alias_of = of                                                          \
+	}
 
 #define CE "command_executor."
 #define TE "text_editor_mcp."
 
 /* Order matters: a section comes before its keys (to_json builds objects in this order). */
 static const struct key keys[] = {
-	SECTION("command_executor"),
-	BOOL(CE "enabled", command_executor.enabled, "true", "COMMAND_EXECUTOR_ENABLED"),
-	ENUM(CE "backend", command_executor.backend, backend_names, "auto", "EXECUTOR_BACKEND"),
-	STR(CE "docker_host", command_executor.docker_host, F_NONEMPTY | F_URL,
-	    "unix:///var/run/docker.sock", "DOCKER_HOST"),
-	{ .path = CE "environments", .type = V_ENVMAP,
-	  .def = "python=coding-agent-executor-python:latest,"
-		 "miniforge=coding-agent-executor-miniforge:latest,"
-		 "node=coding-agent-executor-node:latest,"
-		 "java=coding-agent-executor-java:latest,"
-		 "go=coding-agent-executor-go:latest" },
-	STR(CE "default_environment", command_executor.default_environment, F_NONEMPTY, "python",
-	    NULL),
-	STR(CE "state_dir", command_executor.state_dir, F_NONEMPTY | F_ABSPATH, NULL,
-	    "CAE_STATE_DIR"),
-	LISTF(CE "local_repo_roots", command_executor.local_repo_roots, F_ABSPATH, NULL),
-	SECTION(CE "mcp_server"),
-	STR(CE "mcp_server.name", command_executor.mcp_server.name, 0, "command-executor", NULL),
-	LIST(CE "mcp_server.command", command_executor.mcp_server.command,
-	     "npx,@sunwood-ai-labs/command-executor-mcp-server"),
-	SECTION(CE "docker"),
-	STR(CE "docker.base_image", command_executor.docker.base_image, F_NONEMPTY,
-	    "coding-agent-executor-python:latest", "EXECUTOR_BASE_IMAGE"),
-	SECTION(CE "docker.resources"),
-	DOUBLE(CE "docker.resources.cpu_limit", command_executor.docker.resources.cpu_limit, 1024,
-	       "2", "EXECUTOR_CPU_LIMIT"),
-	MEMSIZE(CE "docker.resources.memory_limit", command_executor.docker.resources.memory_limit,
-		command_executor.docker.resources.memory_bytes, 6 * MiB, 1024 * TiB, "4g",
-		"EXECUTOR_MEMORY_LIMIT"),
-	MEMSIZE(CE "docker.resources.disk_limit", command_executor.docker.resources.disk_limit,
-		command_executor.docker.resources.disk_bytes, 0, 1024 * 1024 * TiB, "10g", NULL),
-	INT(CE "docker.resources.pids_limit", command_executor.docker.resources.pids_limit, 1,
-	    4194304, "1024", NULL),
-	SECTION(CE "docker.network"),
-	ENUM(CE "docker.network.mode", command_executor.docker.network.mode, netmode_names,
-	     "bridge", NULL),
-	BOOL(CE "docker.network.external_access", command_executor.docker.network.external_access,
-	     "true", NULL),
-	BOOL(CE "docker.network.whitelist_mode", command_executor.docker.network.whitelist_mode,
-	     "false", NULL),
-	LIST(CE "docker.network.allowed_domains", command_executor.docker.network.allowed_domains,
-	     NULL),
-	BOOL(CE "docker.mount_docker_socket", command_executor.docker.mount_docker_socket, "false",
-	     NULL),
-	SECTION(CE "clone"),
-	BOOL(CE "clone.shallow", command_executor.clone.shallow, "true", NULL),
-	INT(CE "clone.depth", command_executor.clone.depth, 1, 1000000, "1", NULL),
-	BOOL(CE "clone.auto_install_deps", command_executor.clone.auto_install_deps, "true", NULL),
-	INT(CE "clone.timeout_seconds", command_executor.clone.timeout_seconds, 1, 86400, "300",
-	    NULL),
-	SECTION(CE "execution"),
-	INT(CE "execution.timeout_seconds", command_executor.execution.timeout_seconds, 1, 604800,
-	    "1800", "EXECUTOR_TIMEOUT"),
-	SIZE(CE "execution.max_output_size", command_executor.execution.max_output_size, 1, GiB,
-	     "1048576"),
-	ENUM(CE "execution.truncate", command_executor.execution.truncate, truncate_names, "head",
-	     NULL),
-	SECTION(CE "cleanup"),
-	INT(CE "cleanup.interval_hours", command_executor.cleanup.interval_hours, 1, 8760, "24",
-	    NULL),
-	INT(CE "cleanup.stale_threshold_hours", command_executor.cleanup.stale_threshold_hours, 1,
-	    8760, "24", NULL),
-	SECTION(CE "allowed_commands"),
-	BOOL(CE "allowed_commands.use_default", command_executor.allowed_commands.use_default,
-	     "true", NULL),
-	LIST(CE "allowed_commands.additional", command_executor.allowed_commands.additional, NULL),
-	LIST(CE "allowed_commands.exclude", command_executor.allowed_commands.exclude, NULL),
-	LIST(CE "allowed_commands.custom_list", command_executor.allowed_commands.custom_list, NULL),
-	BOOL(CE "allowed_commands.enforce", command_executor.allowed_commands.enforce, "false", NULL),
-	SECTION(CE "local"),
-	ENUM(CE "local.sandbox", command_executor.local.sandbox, sandbox_names, "auto", NULL),
-	BOOL(CE "local.network", command_executor.local.network, "false", NULL),
-	BOOL(CE "local.unconfined", command_executor.local.unconfined, "false", NULL),
-	INT(CE "local.sandbox_uid", command_executor.local.sandbox_uid, 1, 2147483646, "100000",
-	    NULL),
+    SECTION("command_executor"),
+    BOOL(CE "enabled", command_executor.enabled, "true", "COMMAND_EXECUTOR_ENABLED"),
+    ENUM(CE "backend", command_executor.backend, backend_names, "auto", "EXECUTOR_BACKEND"),
+    STR(CE "docker_host", command_executor.docker_host, F_NONEMPTY | F_URL,
+	"unix:///var/run/docker.sock", "DOCKER_HOST"),
+    {.path = CE "environments",
+     .type = V_ENVMAP,
+     .def = "python=coding-agent-executor-python:latest,"
+	    "miniforge=coding-agent-executor-miniforge:latest,"
+	    "node=coding-agent-executor-node:latest,"
+	    "java=coding-agent-executor-java:latest,"
+	    "go=coding-agent-executor-go:latest"},
+    STR(CE "default_environment", command_executor.default_environment, F_NONEMPTY, "python", NULL),
+    STR(CE "state_dir", command_executor.state_dir, F_NONEMPTY | F_ABSPATH, NULL, "CAE_STATE_DIR"),
+    LISTF(CE "local_repo_roots", command_executor.local_repo_roots, F_ABSPATH, NULL),
+    SECTION(CE "mcp_server"),
+    STR(CE "mcp_server.name", command_executor.mcp_server.name, 0, "command-executor", NULL),
+    LIST(CE "mcp_server.command", command_executor.mcp_server.command,
+	 "npx,@sunwood-ai-labs/command-executor-mcp-server"),
+    SECTION(CE "docker"),
+    STR(CE "docker.base_image", command_executor.docker.base_image, F_NONEMPTY,
+	"coding-agent-executor-python:latest", "EXECUTOR_BASE_IMAGE"),
+    SECTION(CE "docker.resources"),
+    DOUBLE(CE "docker.resources.cpu_limit", command_executor.docker.resources.cpu_limit, 1024, "2",
+	   "EXECUTOR_CPU_LIMIT"),
+    MEMSIZE(CE "docker.resources.memory_limit", command_executor.docker.resources.memory_limit,
+	    command_executor.docker.resources.memory_bytes, 6 * MiB, 1024 * TiB, "4g",
+	    "EXECUTOR_MEMORY_LIMIT"),
+    MEMSIZE(CE "docker.resources.disk_limit", command_executor.docker.resources.disk_limit,
+	    command_executor.docker.resources.disk_bytes, 0, 1024 * 1024 * TiB, "10g", NULL),
+    INT(CE "docker.resources.pids_limit", command_executor.docker.resources.pids_limit, 1, 4194304,
+	"1024", NULL),
+    SECTION(CE "docker.network"),
+    ENUM(CE "docker.network.mode", command_executor.docker.network.mode, netmode_names, "bridge",
+	 NULL),
+    BOOL(CE "docker.network.external_access", command_executor.docker.network.external_access,
+	 "true", NULL),
+    BOOL(CE "docker.network.whitelist_mode", command_executor.docker.network.whitelist_mode,
+	 "false", NULL),
+    LIST(CE "docker.network.allowed_domains", command_executor.docker.network.allowed_domains,
+	 NULL),
+    BOOL(CE "docker.mount_docker_socket", command_executor.docker.mount_docker_socket, "false",
+	 NULL),
+    SECTION(CE "clone"),
+    BOOL(CE "clone.shallow", command_executor.clone.shallow, "true", NULL),
+    INT(CE "clone.depth", command_executor.clone.depth, 1, 1000000, "1", NULL),
+    BOOL(CE "clone.auto_install_deps", command_executor.clone.auto_install_deps, "true", NULL),
+    INT(CE "clone.timeout_seconds", command_executor.clone.timeout_seconds, 1, 86400, "300", NULL),
+    SECTION(CE "execution"),
+    INT(CE "execution.timeout_seconds", command_executor.execution.timeout_seconds, 1, 604800,
+	"1800", "EXECUTOR_TIMEOUT"),
+    SIZE(CE "execution.max_output_size", command_executor.execution.max_output_size, 1, GiB,
+	 "1048576"),
+    ENUM(CE "execution.truncate", command_executor.execution.truncate, truncate_names, "head",
+	 NULL),
+    SECTION(CE "cleanup"),
+    INT(CE "cleanup.interval_hours", command_executor.cleanup.interval_hours, 1, 8760, "24", NULL),
+    INT(CE "cleanup.stale_threshold_hours", command_executor.cleanup.stale_threshold_hours, 1, 8760,
+	"24", NULL),
+    SECTION(CE "allowed_commands"),
+    BOOL(CE "allowed_commands.use_default", command_executor.allowed_commands.use_default, "true",
+	 NULL),
+    LIST(CE "allowed_commands.additional", command_executor.allowed_commands.additional, NULL),
+    LIST(CE "allowed_commands.exclude", command_executor.allowed_commands.exclude, NULL),
+    LIST(CE "allowed_commands.custom_list", command_executor.allowed_commands.custom_list, NULL),
+    BOOL(CE "allowed_commands.enforce", command_executor.allowed_commands.enforce, "false", NULL),
+    SECTION(CE "local"),
+    ENUM(CE "local.sandbox", command_executor.local.sandbox, sandbox_names, "auto", NULL),
+    BOOL(CE "local.network", command_executor.local.network, "false", NULL),
+    BOOL(CE "local.unconfined", command_executor.local.unconfined, "false", NULL),
+    INT(CE "local.sandbox_uid", command_executor.local.sandbox_uid, 1, 2147483646, "100000", NULL),
 
-	SECTION("text_editor_mcp"),
-	BOOL(TE "enabled", text_editor_mcp.enabled, "true", "TEXT_EDITOR_MCP_ENABLED"),
-	ENUM(TE "mode", text_editor_mcp.mode, editor_names, "native", NULL),
-	SECTION(TE "mcp_server"),
-	STR(TE "mcp_server.name", text_editor_mcp.mcp_server.name, 0, "text-editor", NULL),
-	LIST(TE "mcp_server.command", text_editor_mcp.mcp_server.command,
-	     "npx,-y,mcp-server-text-editor"),
-	ALIAS(TE "command", TE "mcp_server.command"),
-	SIZE(TE "max_file_size", text_editor_mcp.max_file_size, 1, GiB, "10m"),
-	INT(TE "undo_depth", text_editor_mcp.undo_depth, 0, 1000, "10", NULL),
-	SIZE(TE "undo_max_bytes", text_editor_mcp.undo_max_bytes, 0, 16 * GiB, "64m"),
-	INT(TE "view_max_chars", text_editor_mcp.view_max_chars, 100, 10000000, "16000", NULL),
+    SECTION("text_editor_mcp"),
+    BOOL(TE "enabled", text_editor_mcp.enabled, "true", "TEXT_EDITOR_MCP_ENABLED"),
+    ENUM(TE "mode", text_editor_mcp.mode, editor_names, "native", NULL),
+    SECTION(TE "mcp_server"),
+    STR(TE "mcp_server.name", text_editor_mcp.mcp_server.name, 0, "text-editor", NULL),
+    LIST(TE "mcp_server.command", text_editor_mcp.mcp_server.command,
+	 "npx,-y,mcp-server-text-editor"),
+    ALIAS(TE "command", TE "mcp_server.command"),
+    SIZE(TE "max_file_size", text_editor_mcp.max_file_size, 1, GiB, "10m"),
+    INT(TE "undo_depth", text_editor_mcp.undo_depth, 0, 1000, "10", NULL),
+    SIZE(TE "undo_max_bytes", text_editor_mcp.undo_max_bytes, 0, 16 * GiB, "64m"),
+    INT(TE "view_max_chars", text_editor_mcp.view_max_chars, 100, 10000000, "16000", NULL),
 
-	SECTION("worker"),
-	BOOL("worker.enabled", worker.enabled, "true", "PICOCLAW_WORKER_ENABLED"),
-	BOOL("worker.auto_commit", worker.auto_commit, "false", "PICOCLAW_WORKER_AUTO_COMMIT"),
-	STR("worker.commit_message_prefix", worker.commit_message_prefix, 0, "[Worker Auto-Commit]",
-	    "PICOCLAW_WORKER_COMMIT_PREFIX"),
-	ALIAS("worker.commit_prefix", "worker.commit_message_prefix"),
-	INT("worker.command_timeout", worker.command_timeout, 1, 86400, "300",
-	    "PICOCLAW_WORKER_COMMAND_TIMEOUT"),
-	ALIAS("worker.shell_timeout", "worker.command_timeout"),
-	INT("worker.git_timeout", worker.git_timeout, 1, 3600, "30", "PICOCLAW_WORKER_GIT_TIMEOUT"),
-	BOOL("worker.stop_on_error", worker.stop_on_error, "false", "PICOCLAW_WORKER_STOP_ON_ERROR"),
-	BOOL("worker.dry_run", worker.dry_run, "false", "PICOCLAW_WORKER_DRY_RUN"),
-	BOOL("worker.rollback", worker.rollback, "false", "PICOCLAW_WORKER_ROLLBACK"),
+    SECTION("worker"),
+    BOOL("worker.enabled", worker.enabled, "true", "PICOCLAW_WORKER_ENABLED"),
+    BOOL("worker.auto_commit", worker.auto_commit, "false", "PICOCLAW_WORKER_AUTO_COMMIT"),
+    STR("worker.commit_message_prefix", worker.commit_message_prefix, 0, "[Worker Auto-Commit]",
+	"PICOCLAW_WORKER_COMMIT_PREFIX"),
+    ALIAS("worker.commit_prefix", "worker.commit_message_prefix"),
+    INT("worker.command_timeout", worker.command_timeout, 1, 86400, "300",
+	"PICOCLAW_WORKER_COMMAND_TIMEOUT"),
+    ALIAS("worker.shell_timeout", "worker.command_timeout"),
+    INT("worker.git_timeout", worker.git_timeout, 1, 3600, "30", "PICOCLAW_WORKER_GIT_TIMEOUT"),
+    BOOL("worker.stop_on_error", worker.stop_on_error, "false", "PICOCLAW_WORKER_STOP_ON_ERROR"),
+    BOOL("worker.dry_run", worker.dry_run, "false", "PICOCLAW_WORKER_DRY_RUN"),
+    BOOL("worker.rollback", worker.rollback, "false", "PICOCLAW_WORKER_ROLLBACK"),
 
-	SECTION("github"),
-	STR("github.token", github.token, F_SECRET, NULL, "GITHUB_PERSONAL_ACCESS_TOKEN"),
-	SECTION("gitlab"),
-	STR("gitlab.token", gitlab.token, F_SECRET, NULL, "GITLAB_PERSONAL_ACCESS_TOKEN"),
-	STR("gitlab.api_url", gitlab.api_url, F_NONEMPTY | F_URL, "https://gitlab.com/api/v4",
-	    "GITLAB_API_URL"),
-	BOOL("gitlab.ssl_verify", gitlab.ssl_verify, "true", NULL),
+    SECTION("github"),
+    STR("github.token", github.token, F_SECRET, NULL, "GITHUB_PERSONAL_ACCESS_TOKEN"),
+    SECTION("gitlab"),
+    STR("gitlab.token", gitlab.token, F_SECRET, NULL, "GITLAB_PERSONAL_ACCESS_TOKEN"),
+    STR("gitlab.api_url", gitlab.api_url, F_NONEMPTY | F_URL, "https://gitlab.com/api/v4",
+	"GITLAB_API_URL"),
+    BOOL("gitlab.ssl_verify", gitlab.ssl_verify, "true", NULL),
 };
 
 #define N_KEYS ARRAY_SIZE(keys)
@@ -215,7 +240,7 @@ struct ctx {
 	cae_error *err;
 	const char *file;
 	const cfg_ydoc *doc;
-	bool seen[N_KEYS];          /* given in the file */
+	bool seen[N_KEYS];	     /* given in the file */
 	struct where origin[N_KEYS]; /* where the effective value was set (zero: default) */
 };
 
@@ -409,7 +434,8 @@ static const char *trim(char *s)
 	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
 		s++;
 	size_t n = strlen(s);
-	while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
+	while (n > 0 &&
+	       (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\n' || s[n - 1] == '\r'))
 		s[--n] = '\0';
 	return s;
 }
@@ -464,7 +490,8 @@ static const char *expected(const struct key *k, char *buf, size_t size)
 	case V_ENUM: {
 		size_t o = (size_t)snprintf(buf, size, "expected one of");
 		for (size_t i = 0; k->names[i] && o < size; i++)
-			o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : " ", k->names[i]);
+			o += (size_t)snprintf(buf + o, size - o, "%s%s", i ? ", " : " ",
+					      k->names[i]);
 		return buf;
 	}
 	case V_STRLIST:
@@ -478,7 +505,7 @@ static const char *expected(const struct key *k, char *buf, size_t size)
 }
 
 static int key_error(struct ctx *c, const struct where *w, int idx, const char *fmt, ...)
-	_printf_(4, 5);
+    _printf_(4, 5);
 static int key_error(struct ctx *c, const struct where *w, int idx, const char *fmt, ...)
 {
 	char msg[CAE_ERROR_MSG_MAX];
@@ -590,13 +617,15 @@ static int envmap_push(struct ctx *c, const struct where *w, int idx, cae_config
 	char vbuf[128];
 	if (memchr(name, '\0', name_len) || !valid_env_name(name)) {
 		show_value(vbuf, sizeof(vbuf), name, name_len);
-		return key_error(c, w, idx,
-				 "invalid environment name %s (lower-case letters, digits, '_', '.', "
-				 "'-', at most %d characters)",
-				 vbuf, MAX_ENV_NAME);
+		return key_error(
+		    c, w, idx,
+		    "invalid environment name %s (lower-case letters, digits, '_', '.', "
+		    "'-', at most %d characters)",
+		    vbuf, MAX_ENV_NAME);
 	}
 	if (image_len == 0 || memchr(image, '\0', image_len))
-		return key_error(c, w, idx, "environment %s: expected a non-empty image name", name);
+		return key_error(c, w, idx, "environment %s: expected a non-empty image name",
+				 name);
 	for (size_t i = 0; i < *n; i++)
 		if (strcmp((*map)[i].name, name) == 0)
 			return key_error(c, w, idx, "environment %s given twice", name);
@@ -685,7 +714,7 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 
 	if (memchr(text, '\0', len))
 		return key_error(c, w, idx, "%s, got a value containing a NUL byte",
-				 expected(k, (char[128]){ 0 }, 128));
+				 expected(k, (char[128]){0}, 128));
 	_cleanup_free_ char *copy = strndup(text, len);
 	if (!copy)
 		return -ENOMEM;
@@ -722,9 +751,10 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 		if (v < (uint64_t)k->min || v > (uint64_t)k->max) {
 			char vbuf[128];
 			show_value(vbuf, sizeof(vbuf), text, len);
-			return key_error(c, w, idx,
-					 "expected a size from %lld to %lld bytes, got %s (%llu bytes)",
-					 k->min, k->max, vbuf, (unsigned long long)v);
+			return key_error(
+			    c, w, idx,
+			    "expected a size from %lld to %lld bytes, got %s (%llu bytes)", k->min,
+			    k->max, vbuf, (unsigned long long)v);
 		}
 		if (k->type == V_MEMSIZE) {
 			r = set_string_field(cfg, k->off, t);
@@ -759,7 +789,8 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 			if (p[0] != '/') {
 				char vbuf[128];
 				show_value(vbuf, sizeof(vbuf), text, len);
-				return key_error(c, w, idx, "expected an absolute path, got %s", vbuf);
+				return key_error(c, w, idx, "expected an absolute path, got %s",
+						 vbuf);
 			}
 			return set_string_field(cfg, k->off, p);
 		}
@@ -777,9 +808,10 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 	case V_STRLIST: {
 		if (yaml)
 			return bad_value(c, w, idx, text, len);
-		cae_config_strlist l = { 0 };
+		cae_config_strlist l = {0};
 		char *save = NULL;
-		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (char *tok = strtok_r(copy, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
 			const char *t = trim(tok);
 			if (!*t)
 				continue;
@@ -804,7 +836,8 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 		cae_config_environment *map = NULL;
 		size_t n = 0;
 		char *save = NULL;
-		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (char *tok = strtok_r(copy, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
 			char *t = (char *)trim(tok);
 			if (!*t)
 				continue;
@@ -817,7 +850,8 @@ static int set_from_text(struct ctx *c, int idx, const char *text, size_t len,
 			}
 			*eq = '\0';
 			const char *name = trim(t), *image = trim(eq + 1);
-			r = envmap_push(c, w, idx, &map, &n, name, strlen(name), image, strlen(image));
+			r = envmap_push(c, w, idx, &map, &n, name, strlen(name), image,
+					strlen(image));
 			if (r < 0) {
 				envmap_free(map, n);
 				return r;
@@ -849,7 +883,7 @@ static int set_from_node(struct ctx *c, int idx, size_t node, int key_line)
 {
 	const struct key *k = &keys[idx];
 	const cfg_ynode *v = &c->doc->nodes[node];
-	struct where w = { .file = c->file, .line = key_line };
+	struct where w = {.file = c->file, .line = key_line};
 	int r;
 
 	if (cfg_ynode_is_null(v)) {
@@ -864,18 +898,21 @@ static int set_from_node(struct ctx *c, int idx, size_t node, int key_line)
 
 	char ebuf[256];
 	if (k->type == V_STRLIST && v->type == CFG_YSEQ) {
-		cae_config_strlist l = { 0 };
+		cae_config_strlist l = {0};
 		for (size_t i = 0; i < v->n; i++) {
 			const cfg_ynode *it = &c->doc->nodes[v->items[i]];
-			struct where iw = { .file = c->file, .line = it->line };
+			struct where iw = {.file = c->file, .line = it->line};
 			if (i >= MAX_LIST_ITEMS)
 				r = key_error(c, &iw, idx, "more than %d items", MAX_LIST_ITEMS);
 			else if (it->type != CFG_YSCALAR || cfg_ynode_is_null(it))
-				r = key_error(c, &iw, idx, "item %zu: expected a string, got %s", i + 1,
+				r = key_error(c, &iw, idx, "item %zu: expected a string, got %s",
+					      i + 1,
 					      cfg_ynode_is_null(it) ? "null" : node_kind(it));
 			else if (it->len == 0 || memchr(it->value, '\0', it->len))
-				r = key_error(c, &iw, idx, "item %zu: expected a non-empty string without NUL bytes",
-					      i + 1);
+				r = key_error(
+				    c, &iw, idx,
+				    "item %zu: expected a non-empty string without NUL bytes",
+				    i + 1);
 			else if (keys[idx].flags & F_ABSPATH) {
 				_cleanup_free_ char *t = strndup(it->value, it->len);
 				r = t ? list_push_item(c, &iw, idx, &l, t) : -ENOMEM;
@@ -897,14 +934,14 @@ static int set_from_node(struct ctx *c, int idx, size_t node, int key_line)
 		for (size_t i = 0; i + 1 < v->n; i += 2) {
 			const cfg_ynode *kn = &c->doc->nodes[v->items[i]];
 			const cfg_ynode *vn = &c->doc->nodes[v->items[i + 1]];
-			struct where iw = { .file = c->file, .line = kn->line };
+			struct where iw = {.file = c->file, .line = kn->line};
 			if (kn->type != CFG_YSCALAR || vn->type != CFG_YSCALAR)
 				r = key_error(c, &iw, idx, "%s", expected(k, ebuf, sizeof(ebuf)));
 			else if (cfg_ynode_is_null(vn))
 				r = envmap_push(c, &iw, idx, &map, &n, kn->value, kn->len, "", 0);
 			else
-				r = envmap_push(c, &iw, idx, &map, &n, kn->value, kn->len, vn->value,
-						vn->len);
+				r = envmap_push(c, &iw, idx, &map, &n, kn->value, kn->len,
+						vn->value, vn->len);
 			if (r < 0) {
 				envmap_free(map, n);
 				return r;
@@ -927,27 +964,31 @@ static int walk_map(struct ctx *c, size_t node, const char *prefix)
 		int idx = -1;
 		if (k->type != CFG_YSCALAR) {
 			r = add_warning(c->cfg, "%s:%d: a key in %s is %s, not a string (ignored)",
-					c->file, k->line, *prefix ? prefix : "the top level", node_kind(k));
+					c->file, k->line, *prefix ? prefix : "the top level",
+					node_kind(k));
 			if (r < 0)
 				return r;
 			continue;
 		}
-		int n = snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k->value);
+		int n =
+		    snprintf(path, sizeof(path), "%s%s%s", prefix, *prefix ? "." : "", k->value);
 		if (n > 0 && (size_t)n < sizeof(path) && !memchr(k->value, '\0', k->len))
 			idx = find_key(path);
 		if (idx < 0) {
 			char shown[160];
 			show_value(shown, sizeof(shown), path, strnlen(path, sizeof(path)));
-			r = add_warning(c->cfg, "%s:%d: unknown key %s (ignored)", c->file, k->line, shown);
+			r = add_warning(c->cfg, "%s:%d: unknown key %s (ignored)", c->file, k->line,
+					shown);
 			if (r < 0)
 				return r;
 			continue;
 		}
 		int canon = canonical(idx);
-		struct where w = { .file = c->file, .line = k->line };
+		struct where w = {.file = c->file, .line = k->line};
 		if (c->seen[canon]) {
 			if (canon != idx)
-				return key_error(c, &w, idx, "given twice (also as %s)", keys[canon].path);
+				return key_error(c, &w, idx, "given twice (also as %s)",
+						 keys[canon].path);
 			return key_error(c, &w, idx, "given twice");
 		}
 		c->seen[canon] = true;
@@ -957,7 +998,8 @@ static int walk_map(struct ctx *c, size_t node, const char *prefix)
 			if (cfg_ynode_is_null(v))
 				continue;
 			if (v->type != CFG_YMAP)
-				return key_error(c, &w, idx, "expected a mapping, got %s", node_kind(v));
+				return key_error(c, &w, idx, "expected a mapping, got %s",
+						 node_kind(v));
 			r = walk_map(c, vidx, keys[canon].path);
 		} else {
 			r = set_from_node(c, canon, vidx, k->line);
@@ -987,8 +1029,10 @@ static int apply_yaml(struct ctx *c, const char *text, size_t len)
 		if (root->type == CFG_YMAP)
 			r = walk_map(c, doc.root, "");
 		else if (!cfg_ynode_is_null(root))
-			r = cae_error_set(c->err, -EINVAL, "%s:%d: expected a mapping of keys at the top level, got %s",
-					  c->file, root->line, node_kind(root));
+			r = cae_error_set(
+			    c->err, -EINVAL,
+			    "%s:%d: expected a mapping of keys at the top level, got %s", c->file,
+			    root->line, node_kind(root));
 	}
 	c->doc = NULL;
 	cfg_ydoc_free(&doc);
@@ -1005,7 +1049,7 @@ static int apply_env(struct ctx *c)
 		const char *v = env_get_nonempty(c->envp, keys[i].env);
 		if (!v)
 			continue;
-		struct where w = { .env = keys[i].env };
+		struct where w = {.env = keys[i].env};
 		int r = set_from_text(c, (int)i, v, strlen(v), &w, false);
 		if (r < 0)
 			return r;
@@ -1036,18 +1080,21 @@ static int validate(struct ctx *c, bool warn)
 	    !cae_config_environment_image(cfg, cfg->command_executor.default_environment)) {
 		size_t o = 0;
 		list[0] = '\0';
-		for (size_t i = 0; i < cfg->command_executor.n_environments && o < sizeof(list); i++)
+		for (size_t i = 0; i < cfg->command_executor.n_environments && o < sizeof(list);
+		     i++)
 			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "",
 					      cfg->command_executor.environments[i].name);
-		const char *path = explicit(c, CE "default_environment") || !explicit(c, CE "environments")
-					   ? CE "default_environment"
-					   : CE "environments";
+		const char *path =
+		    explicit(c, CE "default_environment") || !explicit(c, CE "environments")
+			? CE "default_environment"
+			: CE "environments";
 		char vbuf[128];
 		const char *de = cfg->command_executor.default_environment;
 		show_value(vbuf, sizeof(vbuf), de, strlen(de));
-		return key_error(c, origin_of(c, path), find_key(path),
-				 "the default environment %s is not one of the configured environments (%s)",
-				 vbuf, list);
+		return key_error(
+		    c, origin_of(c, path), find_key(path),
+		    "the default environment %s is not one of the configured environments (%s)",
+		    vbuf, list);
 	}
 
 	/* running commands unconfined is a decision the config states in so many words */
@@ -1061,15 +1108,16 @@ static int validate(struct ctx *c, bool warn)
 	struct cae_config_net_view {
 		cae_config_network_mode *mode;
 		bool *ext;
-	} net = { &cfg->command_executor.docker.network.mode,
-		  &cfg->command_executor.docker.network.external_access };
+	} net = {&cfg->command_executor.docker.network.mode,
+		 &cfg->command_executor.docker.network.external_access};
 	bool mode_set = explicit(c, CE "docker.network.mode");
 	bool ext_set = explicit(c, CE "docker.network.external_access");
 	if (mode_set && ext_set && (*net.mode == CAE_CONFIG_NETWORK_NONE) == *net.ext) {
 		return key_error(c, origin_of(c, CE "docker.network.external_access"),
 				 find_key(CE "docker.network.external_access"),
 				 "%s contradicts command_executor.docker.network.mode: %s",
-				 *net.ext ? "true" : "false", cae_config_network_mode_name(*net.mode));
+				 *net.ext ? "true" : "false",
+				 cae_config_network_mode_name(*net.mode));
 	}
 	if (mode_set)
 		*net.ext = *net.mode != CAE_CONFIG_NETWORK_NONE;
@@ -1078,13 +1126,15 @@ static int validate(struct ctx *c, bool warn)
 	else if (*net.mode == CAE_CONFIG_NETWORK_NONE)
 		*net.mode = CAE_CONFIG_NETWORK_BRIDGE;
 	if (cfg->command_executor.docker.network.whitelist_mode && !*net.ext)
-		return key_error(c, origin_of(c, CE "docker.network.whitelist_mode"),
-				 find_key(CE "docker.network.whitelist_mode"),
-				 "a domain allow-list needs external access (the network mode is none)");
+		return key_error(
+		    c, origin_of(c, CE "docker.network.whitelist_mode"),
+		    find_key(CE "docker.network.whitelist_mode"),
+		    "a domain allow-list needs external access (the network mode is none)");
 
 	if (warn && cfg->command_executor.docker.mount_docker_socket) {
-		r = add_warning(cfg, "command_executor.docker.mount_docker_socket is true: the agent "
-				     "controls the host's Docker engine (root on the host)");
+		r = add_warning(cfg,
+				"command_executor.docker.mount_docker_socket is true: the agent "
+				"controls the host's Docker engine (root on the host)");
 		if (r < 0)
 			return r;
 	}
@@ -1111,7 +1161,7 @@ cae_config *cae_config_defaults(char *const *envp)
 	cae_config *cfg = calloc(1, sizeof(*cfg));
 	if (!cfg)
 		return NULL;
-	struct ctx c = { .cfg = cfg, .envp = envp };
+	struct ctx c = {.cfg = cfg, .envp = envp};
 	for (size_t i = 0; i < N_KEYS; i++) {
 		if (!keys[i].def)
 			continue;
@@ -1138,7 +1188,7 @@ static int load_common(cae_config **out, const char *text, size_t len, const cha
 	cae_config *cfg = cae_config_defaults(envp);
 	if (!cfg)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	struct ctx c = { .cfg = cfg, .envp = envp, .err = err, .file = file };
+	struct ctx c = {.cfg = cfg, .envp = envp, .err = err, .file = file};
 	int r = 0;
 	if (file) {
 		cfg->source = strdup(file);
@@ -1181,11 +1231,13 @@ static int read_config_file(const char *path, bool must_exist, char **text, size
 	if (r == -ENOENT && !must_exist)
 		return 0;
 	if (r == -EFBIG)
-		return cae_error_set(err, r, "%s: larger than %d bytes", path, CAE_CONFIG_MAX_BYTES);
+		return cae_error_set(err, r, "%s: larger than %d bytes", path,
+				     CAE_CONFIG_MAX_BYTES);
 	if (r == -ENOENT)
 		return cae_error_set(err, r, "%s: config file not found", path);
 	if (r < 0)
-		return cae_error_set(err, r, "%s: cannot read the config file: %s", path, strerror(-r));
+		return cae_error_set(err, r, "%s: cannot read the config file: %s", path,
+				     strerror(-r));
 	*found = true;
 	return 0;
 }
@@ -1235,7 +1287,7 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 
 static int strlist_copy(cae_config_strlist *dst, const cae_config_strlist *src)
 {
-	*dst = (cae_config_strlist){ 0 };
+	*dst = (cae_config_strlist){0};
 	for (size_t i = 0; i < src->n; i++)
 		if (strlist_push(dst, src->items[i], strlen(src->items[i])) < 0)
 			return -ENOMEM;
@@ -1258,11 +1310,11 @@ cae_config *cae_config_dup(const cae_config *src)
 		if (k->type == V_STRING || k->type == V_MEMSIZE)
 			*(char **)field(cfg, k->off) = NULL;
 		else if (k->type == V_STRLIST)
-			*(cae_config_strlist *)field(cfg, k->off) = (cae_config_strlist){ 0 };
+			*(cae_config_strlist *)field(cfg, k->off) = (cae_config_strlist){0};
 	}
 	cfg->command_executor.environments = NULL;
 	cfg->command_executor.n_environments = 0;
-	cfg->warnings = (cae_config_strlist){ 0 };
+	cfg->warnings = (cae_config_strlist){0};
 	cfg->source = NULL;
 
 	int r = 0;
@@ -1277,8 +1329,8 @@ cae_config *cae_config_dup(const cae_config *src)
 	}
 	for (size_t i = 0; i < src->command_executor.n_environments && r >= 0; i++) {
 		const cae_config_environment *e = &src->command_executor.environments[i];
-		cae_config_environment *m = realloc(cfg->command_executor.environments,
-						    (i + 1) * sizeof(*m));
+		cae_config_environment *m =
+		    realloc(cfg->command_executor.environments, (i + 1) * sizeof(*m));
 		if (!m) {
 			r = -ENOMEM;
 			break;
@@ -1312,7 +1364,7 @@ int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_erro
 	cae_config *tmp = cae_config_dup(cfg);
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	struct ctx c = { .cfg = tmp, .envp = environ, .err = err };
+	struct ctx c = {.cfg = tmp, .envp = environ, .err = err};
 	int r = set_from_text(&c, idx, value, strlen(value), NULL, false);
 	if (r >= 0) {
 		/* keep network mode and external_access consistent with the key just set */
@@ -1485,8 +1537,9 @@ json_t *cae_config_to_json(const cae_config *cfg, bool redact)
 		case V_ENVMAP:
 			v = json_object();
 			for (size_t j = 0; v && j < cfg->command_executor.n_environments; j++)
-				if (json_object_set_new(v, cfg->command_executor.environments[j].name,
-							jstr(cfg->command_executor.environments[j].image)) < 0) {
+				if (json_object_set_new(
+					v, cfg->command_executor.environments[j].name,
+					jstr(cfg->command_executor.environments[j].image)) < 0) {
 					json_decref(v);
 					v = NULL;
 				}

@@ -89,7 +89,8 @@ static int add_anchor(struct builder *b, const yaml_char_t *name, size_t node, i
 		return 0;
 	for (size_t i = 0; i < b->n_anchors; i++)
 		if (strcmp(b->anchors[i].name, (const char *)name) == 0) {
-			b->anchors[i].node = node; /* a redefined anchor: later aliases see the new one */
+			b->anchors[i].node =
+			    node; /* a redefined anchor: later aliases see the new one */
 			return 0;
 		}
 	if (b->n_anchors >= CFG_YAML_MAX_ANCHORS)
@@ -147,7 +148,8 @@ static int on_event(struct builder *b, const yaml_event_t *ev, int *docs, bool *
 		r = new_node(b, seq ? CFG_YSEQ : CFG_YMAP, line, &idx);
 		if (r < 0)
 			return r;
-		r = add_anchor(b, seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor,
+		r = add_anchor(b,
+			       seq ? ev->data.sequence_start.anchor : ev->data.mapping_start.anchor,
 			       idx, line);
 		if (r < 0)
 			return r;
@@ -167,13 +169,14 @@ static int on_event(struct builder *b, const yaml_event_t *ev, int *docs, bool *
 		for (size_t i = 0; i < b->n_anchors; i++)
 			if (strcmp(b->anchors[i].name, (const char *)ev->data.alias.anchor) == 0)
 				return add_child(b, b->anchors[i].node);
-		return fail(b, line, "unknown YAML alias \"*%.64s\"", (const char *)ev->data.alias.anchor);
+		return fail(b, line, "unknown YAML alias \"*%.64s\"",
+			    (const char *)ev->data.alias.anchor);
 	}
 	return 0;
 }
 
-int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line,
-		   char *msg, size_t msg_size)
+int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line, char *msg,
+		   size_t msg_size)
 {
 	memset(doc, 0, sizeof(*doc));
 	*line = 0;
@@ -183,11 +186,11 @@ int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, i
 		max_depth = 1;
 
 	struct builder b = {
-		.doc = doc,
-		.max_depth = max_depth,
-		.line = line,
-		.msg = msg,
-		.msg_size = msg_size,
+	    .doc = doc,
+	    .max_depth = max_depth,
+	    .line = line,
+	    .msg = msg,
+	    .msg_size = msg_size,
 	};
 	b.stack = calloc((size_t)max_depth, sizeof(*b.stack));
 	if (!b.stack)
@@ -209,7 +212,8 @@ int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, i
 			if (parser.error == YAML_MEMORY_ERROR) {
 				r = -ENOMEM;
 			} else {
-				int l = (int)MIN(parser.problem_mark.line, (size_t)INT32_MAX - 1) + 1;
+				int l =
+				    (int)MIN(parser.problem_mark.line, (size_t)INT32_MAX - 1) + 1;
 				if (parser.context)
 					r = fail(&b, l, "invalid YAML: %s %s (column %zu)",
 						 parser.problem ? parser.problem : "syntax error",

@@ -74,10 +74,11 @@ int cae_docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_err
 		path = host;
 	if (path) {
 		if (path[0] != '/' || strlen(path) >= 108)
-			return cae_error_set(err, -EINVAL,
-					     "DOCKER_HOST %s: expected unix:///absolute/path (at most "
-					     "107 bytes)",
-					     host);
+			return cae_error_set(
+			    err, -EINVAL,
+			    "DOCKER_HOST %s: expected unix:///absolute/path (at most "
+			    "107 bytes)",
+			    host);
 		ep->is_unix = true;
 		ep->socket_path = strdup(path);
 		ep->base_url = strdup("http://localhost");
@@ -166,8 +167,8 @@ int cae_docker_negotiate(const char *server, char *out, size_t size, cae_error *
 	}
 	if (cae_docker_version_cmp(server, CAE_DOCKER_API_MIN) < 0)
 		return cae_error_set(err, -ENOTSUP,
-				     "the Docker engine speaks API %s; cae needs at least %s", server,
-				     CAE_DOCKER_API_MIN);
+				     "the Docker engine speaks API %s; cae needs at least %s",
+				     server, CAE_DOCKER_API_MIN);
 	if (cae_docker_version_cmp(server, CAE_DOCKER_API_MAX) < 0)
 		snprintf(out, size, "%ld.%ld", m, n);
 	else
@@ -380,14 +381,16 @@ static int perform(cae_docker *d, const char *method, const char *url_path, cons
 		const char *why = errbuf[0] ? errbuf : curl_easy_strerror(c);
 		if (c == CURLE_COULDNT_CONNECT || c == CURLE_COULDNT_RESOLVE_HOST)
 			r = cae_error_set(err, -ECONNREFUSED,
-					  "cannot connect to the Docker engine at %s: %s", d->ep.host,
-					  why);
+					  "cannot connect to the Docker engine at %s: %s",
+					  d->ep.host, why);
 		else if (c == CURLE_OPERATION_TIMEDOUT)
-			r = cae_error_set(err, -ETIMEDOUT, "%s %s: no answer from the engine within "
-					  "%lld ms", method, url_path, (long long)timeout_ms);
+			r = cae_error_set(err, -ETIMEDOUT,
+					  "%s %s: no answer from the engine within "
+					  "%lld ms",
+					  method, url_path, (long long)timeout_ms);
 		else if (c == CURLE_WRITE_ERROR && resp->too_big)
-			r = cae_error_set(err, -EFBIG, "%s %s: response larger than %u bytes", method,
-					  url_path, CAE_DOCKER_MAX_RESPONSE);
+			r = cae_error_set(err, -EFBIG, "%s %s: response larger than %u bytes",
+					  method, url_path, CAE_DOCKER_MAX_RESPONSE);
 		else
 			r = cae_error_set(err, -EIO, "%s %s: %s", method, url_path, why);
 	}
@@ -413,8 +416,8 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 	int r = 0;
 	for (int attempt = 0; attempt <= (retry ? RETRIES : 0); attempt++) {
 		if (attempt)
-			nanosleep(&(struct timespec){ 0, 100000000L * attempt * attempt }, NULL);
-		struct response resp = { 0 };
+			nanosleep(&(struct timespec){0, 100000000L * attempt * attempt}, NULL);
+		struct response resp = {0};
 		cae_buf_init(&resp.body, 4096);
 		long status = 0;
 		r = perform(d, "GET", "/_ping", NULL, timeout_ms, &resp, &status, err);
@@ -434,12 +437,13 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 		snprintf(server, sizeof(server), "%s", resp.api_version);
 		if (!server[0]) {
 			/* No API-Version header: ask /version (unversioned). */
-			struct response vr = { 0 };
+			struct response vr = {0};
 			cae_buf_init(&vr.body, 64 * 1024);
-			if (perform(d, "GET", "/version", NULL, timeout_ms, &vr, &status, NULL) == 0 &&
+			if (perform(d, "GET", "/version", NULL, timeout_ms, &vr, &status, NULL) ==
+				0 &&
 			    status == 200) {
-				json_t *j = json_loadb(vr.body.data ? vr.body.data : "", vr.body.len,
-						       0, NULL);
+				json_t *j = json_loadb(vr.body.data ? vr.body.data : "",
+						       vr.body.len, 0, NULL);
 				const char *v = json_string_value(json_object_get(j, "ApiVersion"));
 				if (v)
 					snprintf(server, sizeof(server), "%s", v);
@@ -504,11 +508,11 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 	if (!url_path || (body && !text))
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int attempts = idempotent(method) ? RETRIES + 1 : 1;
-	struct response resp = { 0 };
+	struct response resp = {0};
 	long status = 0;
 	for (int attempt = 0; attempt < attempts; attempt++) {
 		if (attempt)
-			nanosleep(&(struct timespec){ 0, 100000000L * attempt * attempt }, NULL);
+			nanosleep(&(struct timespec){0, 100000000L * attempt * attempt}, NULL);
 		cae_buf_clear(&resp.body);
 		memset(&resp, 0, sizeof(resp));
 		cae_buf_init(&resp.body, CAE_DOCKER_MAX_RESPONSE);
@@ -546,7 +550,7 @@ int cae_docker_call(cae_docker *d, const char *method, const char *path, json_t 
 int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
 			size_t *len, cae_error *err)
 {
-	cae_buf raw = { 0 };
+	cae_buf raw = {0};
 	int r = docker_call(d, method, path, NULL, NULL, d->timeout_ms, &raw, err);
 	if (r < 0)
 		return r;
@@ -630,8 +634,8 @@ int cae_docker_container_create(cae_docker *d, const char *name, json_t *config,
 		*warnings = NULL;
 	_cleanup_free_ char *ename = name ? cae_docker_escape(name) : NULL;
 	_cleanup_free_ char *path = NULL;
-	if ((name && !ename) ||
-	    asprintf(&path, "/containers/create%s%s", ename ? "?name=" : "", ename ? ename : "") < 0)
+	if ((name && !ename) || asprintf(&path, "/containers/create%s%s", ename ? "?name=" : "",
+					 ename ? ename : "") < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	json_t *resp = NULL;
 	int r = cae_docker_call(d, "POST", path, config, &resp, err);
@@ -722,8 +726,8 @@ int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t *
 	_cleanup_free_ char *efilters = ftext ? cae_docker_escape(ftext) : NULL;
 	_cleanup_free_ char *path = NULL;
 	if ((filters && !efilters) ||
-	    asprintf(&path, "/containers/json?all=%d%s%s", all ? 1 : 0,
-		     efilters ? "&filters=" : "", efilters ? efilters : "") < 0)
+	    asprintf(&path, "/containers/json?all=%d%s%s", all ? 1 : 0, efilters ? "&filters=" : "",
+		     efilters ? efilters : "") < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = cae_docker_call(d, "GET", path, NULL, out, err);
 	if (r < 0)
@@ -755,8 +759,8 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 	}
 }
 
-int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
-			   uint64_t size, cae_error *err)
+int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd, uint64_t size,
+			   cae_error *err)
 {
 	char prefix[24];
 	int r = cae_docker_version_prefix(d, prefix, sizeof(prefix), err);
@@ -772,9 +776,9 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 	CURL *h = handle_get(d);
 	if (!h)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	struct response resp = { 0 };
+	struct response resp = {0};
 	cae_buf_init(&resp.body, 64 * 1024);
-	struct upload up = { .fd = fd };
+	struct upload up = {.fd = fd};
 	char errbuf[CURL_ERROR_SIZE];
 	errbuf[0] = '\0';
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Content-Type: application/x-tar");
@@ -800,10 +804,14 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 		curl_easy_cleanup(h);
 		cae_buf_clear(&resp.body);
 		if (up.failed)
-			return cae_error_set(err, -EIO, "PUT /containers/%s/archive: cannot read the "
-					     "archive", id);
-		return cae_error_set(err, c == CURLE_COULDNT_CONNECT ? -ECONNREFUSED :
-					  c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT : -EIO,
+			return cae_error_set(err, -EIO,
+					     "PUT /containers/%s/archive: cannot read the "
+					     "archive",
+					     id);
+		return cae_error_set(err,
+				     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
+				     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+								     : -EIO,
 				     "PUT /containers/%s/archive: %s", id,
 				     errbuf[0] ? errbuf : curl_easy_strerror(c));
 	}

@@ -71,7 +71,8 @@ static void load(void)
 			api = a;
 			return;
 		}
-		snprintf(load_error, sizeof(load_error), "libcurl.so.4 lacks %d symbol(s)", missing);
+		snprintf(load_error, sizeof(load_error), "libcurl.so.4 lacks %d symbol(s)",
+			 missing);
 	} else {
 		const char *e = dlerror();
 		snprintf(load_error, sizeof(load_error), "cannot load libcurl: %s",

@@ -16,8 +16,8 @@
 typedef struct cae_docker_endpoint {
 	bool is_unix;
 	char *socket_path; /* unix: the socket; else NULL */
-	char *base_url;    /* "http://localhost" for unix, "http://host:port" for tcp */
-	char *host;        /* normalised DOCKER_HOST text */
+	char *base_url;	   /* "http://localhost" for unix, "http://host:port" for tcp */
+	char *host;	   /* normalised DOCKER_HOST text */
 } cae_docker_endpoint;
 
 /* Parses a DOCKER_HOST value (see include/cae/docker.h). NULL/"" = the default. */

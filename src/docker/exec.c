@@ -53,7 +53,7 @@ static int wait_sock(curl_socket_t s, short events, int64_t deadline_ns)
 		int64_t now = cae_now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
-		struct pollfd pfd = { .fd = s, .events = events };
+		struct pollfd pfd = {.fd = s, .events = events};
 		int r = poll(&pfd, 1, cae_poll_timeout_ms(deadline_ns, now));
 		if (r > 0)
 			return 0;
@@ -148,7 +148,8 @@ static int exec_start(cae_docker *d, const char *exec_id, struct conn *conn, cae
 	r = send_all(conn, req, (size_t)n, deadline);
 	if (r < 0) {
 		conn_close(conn);
-		return cae_error_set(err, r, "POST /exec/%s/start: cannot send the request", exec_id);
+		return cae_error_set(err, r, "POST /exec/%s/start: cannot send the request",
+				     exec_id);
 	}
 	/* The response head, byte-exact: everything after it is the stream. */
 	cae_buf head;
@@ -178,10 +179,12 @@ static int exec_start(cae_docker *d, const char *exec_id, struct conn *conn, cae
 		cae_buf_clear(&head);
 		conn_close(conn);
 		if (r == -ETIMEDOUT)
-			return cae_error_set(err, r, "POST /exec/%s/start: no answer within %lld ms",
+			return cae_error_set(err, r,
+					     "POST /exec/%s/start: no answer within %lld ms",
 					     exec_id, (long long)timeout_ms);
 		return cae_error_set(err, r < 0 ? r : -EIO,
-				     "POST /exec/%s/start: connection closed by the engine", exec_id);
+				     "POST /exec/%s/start: connection closed by the engine",
+				     exec_id);
 	}
 	size_t head_len = (size_t)(end - head.data) + 4;
 	long status = parse_status_line(head.data);
@@ -341,7 +344,7 @@ static int exec_exit_code(cae_docker *d, const char *exec_id, int *code, cae_err
 		json_decref(j);
 		if (cae_now_ms() >= until)
 			return cae_error_set(err, -EBUSY, "exec %.12s is still running", exec_id);
-		nanosleep(&(struct timespec){ 0, delay_us * 1000 }, NULL);
+		nanosleep(&(struct timespec){0, delay_us * 1000}, NULL);
 		delay_us = MIN(delay_us * 2, 100000);
 	}
 }
@@ -362,7 +365,7 @@ static int check_still_there(cae_docker *d, const char *container, cae_error *er
 	long delay_us = 2000;
 	int r;
 	while ((r = check_still_there_once(d, container, err)) == 0 && cae_now_ms() < until) {
-		nanosleep(&(struct timespec){ 0, delay_us * 1000 }, NULL);
+		nanosleep(&(struct timespec){0, delay_us * 1000}, NULL);
 		delay_us = MIN(delay_us * 2, 200000);
 	}
 	return r;
@@ -401,15 +404,15 @@ static int kill_session(cae_docker *d, const char *container, const char *user, 
 {
 	char sidtext[16];
 	snprintf(sidtext, sizeof(sidtext), "%d", sid);
-	const char *argv[] = { "sh", "-c", cae_docker_kill_script, "cae-kill", sig, sidtext, NULL };
+	const char *argv[] = {"sh", "-c", cae_docker_kill_script, "cae-kill", sig, sidtext, NULL};
 	cae_docker_exec_spec ks = {
-		.argv = argv,
-		.user = user,
-		.raw = true,
-		.timeout_ms = KILL_TIMEOUT_MS,
-		.max_stdout = 4096,
-		.max_stderr = 4096,
-		.cancel_fd = -1,
+	    .argv = argv,
+	    .user = user,
+	    .raw = true,
+	    .timeout_ms = KILL_TIMEOUT_MS,
+	    .max_stdout = 4096,
+	    .max_stderr = 4096,
+	    .cancel_fd = -1,
 	};
 	cae_run_result res;
 	int r = cae_docker_exec(d, container, &ks, &res, NULL, err);
@@ -472,12 +475,12 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	bool send_stdin = spec->has_stdin && spec->stdin_len > 0;
 
 	int64_t t0 = cae_now_ns();
-	int r = exec_create(d, container, spec, send_stdin, info->exec_id, sizeof(info->exec_id),
-			    err);
+	int r =
+	    exec_create(d, container, spec, send_stdin, info->exec_id, sizeof(info->exec_id), err);
 	if (r < 0)
 		return r;
 
-	struct conn conn = { .sock = CURL_SOCKET_BAD };
+	struct conn conn = {.sock = CURL_SOCKET_BAD};
 	cae_buf early;
 	cae_buf_init(&early, HEAD_MAX);
 	/* The start call answers at once (the stream follows): the API call timeout applies. */
@@ -489,12 +492,12 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		return r;
 	}
 
-	struct run run = { .use_header = !spec->raw };
+	struct run run = {.use_header = !spec->raw};
 	cae_capture_init(&run.out, max_out, spec->truncate);
 	cae_capture_init(&run.err, max_err, spec->truncate);
 	cae_docker_demux dm;
 	cae_docker_demux_init(&dm);
-	struct killer killer = { .d = d, .container = container, .spec = spec, .info = info };
+	struct killer killer = {.d = d, .container = container, .spec = spec, .info = info};
 
 	int ret = 0;
 	bool eof = false;
@@ -539,11 +542,15 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 
 		struct pollfd pfd[2];
 		int n = 0, i_cancel = -1;
-		pfd[n++] = (struct pollfd){ .fd = conn.sock,
-					    .events = (short)(POLLIN | (in_left ? POLLOUT : 0)) };
-		if (st == ST_RUNNING && !res->cancelled && spec->has_cancel_fd && spec->cancel_fd >= 0)
-			pfd[i_cancel = n++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
-		int64_t next = st == ST_RUNNING ? deadline : st == ST_TERM_SENT ? kill_at : drain_until;
+		pfd[n++] = (struct pollfd){.fd = conn.sock,
+					   .events = (short)(POLLIN | (in_left ? POLLOUT : 0))};
+		if (st == ST_RUNNING && !res->cancelled && spec->has_cancel_fd &&
+		    spec->cancel_fd >= 0)
+			pfd[i_cancel = n++] =
+			    (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
+		int64_t next = st == ST_RUNNING	    ? deadline
+			       : st == ST_TERM_SENT ? kill_at
+						    : drain_until;
 		if (st == ST_RUNNING && !know_pid && now >= deadline)
 			next = deadline + HEADER_WAIT_NS;
 		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
@@ -568,7 +575,8 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 				}
 				ret = cae_docker_demux_feed(&dm, chunk, (size_t)k, on_frame, &run);
 				if (ret < 0) {
-					cae_error_set(err, ret, "exec %.12s: bad stream from the engine",
+					cae_error_set(err, ret,
+						      "exec %.12s: bad stream from the engine",
 						      info->exec_id);
 					break;
 				}
@@ -576,8 +584,8 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		}
 		if (!eof && in_left > 0 && (pfd[0].revents & POLLOUT)) {
 			size_t sent = 0;
-			CURLcode cc = curl_easy_send(conn.h, in_p, MIN(in_left, (size_t)READ_CHUNK),
-						     &sent);
+			CURLcode cc =
+			    curl_easy_send(conn.h, in_p, MIN(in_left, (size_t)READ_CHUNK), &sent);
 			if (cc == CURLE_OK) {
 				in_p += sent;
 				in_left -= sent;
@@ -646,8 +654,8 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 			size_t l;
 			bool t;
 			char *o = cae_capture_finish(&run.out, &l, &t);
-			ret = cae_error_set(err, -EIO, "exec failed (exit %d): %.600s", res->exit_code,
-					    o && *o ? o : "no output");
+			ret = cae_error_set(err, -EIO, "exec failed (exit %d): %.600s",
+					    res->exit_code, o && *o ? o : "no output");
 			free(o);
 			break;
 		}

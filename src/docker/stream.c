@@ -147,32 +147,32 @@ size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, siz
  * (runc makes every exec a session and group leader; the check keeps us from signalling
  * someone else's processes in a runtime that does not). */
 const char cae_docker_wrapper_script[] =
-	"p=; r=; read -r r </proc/$$/stat; r=${r##*) }; g() { p=$3; }; g $r\n"
-	"if ! cd -P \"$1\" 2>/dev/null; then printf 'cae-exec %s %s nocwd\\n' $$ \"$p\" >&2; "
-	"exit 126; fi\n"
-	"case \"$2\" in \"\") ;; *) case $PWD/ in \"$2\"/*) ;; *) "
-	"printf 'cae-exec %s %s outside\\n' $$ \"$p\" >&2; exit 126;; esac;; esac\n"
-	"shift 2\n"
-	"f=; case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ] && f=1;; *) set -f; o=$IFS; IFS=:; "
-	"for d in $PATH; do [ -f \"${d:-.}/$1\" ] && [ -x \"${d:-.}/$1\" ] && { f=1; break; }; "
-	"done; IFS=$o; set +f;; esac\n"
-	"if [ -z \"$f\" ]; then printf 'cae-exec %s %s notfound\\n' $$ \"$p\" >&2; exit 127; fi\n"
-	"printf 'cae-exec %s %s ok\\n' $$ \"$p\" >&2\n"
-	"trap : TERM\n"
-	"\"$@\"\n"
-	"c=$?\n"
-	"if [ \"$p\" = $$ ]; then s=; l=; h() { s=$4; }; for d in /proc/[0-9]*; do "
-	"[ \"${d#/proc/}\" = $$ ] && continue; read -r l 2>/dev/null <\"$d/stat\" || continue; "
-	"l=${l##*) }; h $l; [ \"$s\" = $$ ] && kill -KILL \"${d#/proc/}\" 2>/dev/null; done; fi\n"
-	"exit $c\n";
+    "p=; r=; read -r r </proc/$$/stat; r=${r##*) }; g() { p=$3; }; g $r\n"
+    "if ! cd -P \"$1\" 2>/dev/null; then printf 'cae-exec %s %s nocwd\\n' $$ \"$p\" >&2; "
+    "exit 126; fi\n"
+    "case \"$2\" in \"\") ;; *) case $PWD/ in \"$2\"/*) ;; *) "
+    "printf 'cae-exec %s %s outside\\n' $$ \"$p\" >&2; exit 126;; esac;; esac\n"
+    "shift 2\n"
+    "f=; case $1 in */*) [ -f \"$1\" ] && [ -x \"$1\" ] && f=1;; *) set -f; o=$IFS; IFS=:; "
+    "for d in $PATH; do [ -f \"${d:-.}/$1\" ] && [ -x \"${d:-.}/$1\" ] && { f=1; break; }; "
+    "done; IFS=$o; set +f;; esac\n"
+    "if [ -z \"$f\" ]; then printf 'cae-exec %s %s notfound\\n' $$ \"$p\" >&2; exit 127; fi\n"
+    "printf 'cae-exec %s %s ok\\n' $$ \"$p\" >&2\n"
+    "trap : TERM\n"
+    "\"$@\"\n"
+    "c=$?\n"
+    "if [ \"$p\" = $$ ]; then s=; l=; h() { s=$4; }; for d in /proc/[0-9]*; do "
+    "[ \"${d#/proc/}\" = $$ ] && continue; read -r l 2>/dev/null <\"$d/stat\" || continue; "
+    "l=${l##*) }; h $l; [ \"$s\" = $$ ] && kill -KILL \"${d#/proc/}\" 2>/dev/null; done; fi\n"
+    "exit $c\n";
 
 /* Kill: sh -c KILL cae-kill SIGNAL SID
  * Signals the process group SID and every process whose session is SID (a process that
  * changed its group stays in the session). Shell builtins only: no fork is needed once the
  * shell runs, which matters when a fork bomb holds every pid the container may have. */
 const char cae_docker_kill_script[] =
-	"t=$2; s=; l=; g() { s=$4; }\n"
-	"kill -$1 -$t 2>/dev/null; kill -$1 $t 2>/dev/null\n"
-	"for d in /proc/[0-9]*; do read -r l 2>/dev/null <\"$d/stat\" || continue; l=${l##*) }; "
-	"g $l; [ \"$s\" = \"$t\" ] && kill -$1 \"${d#/proc/}\" 2>/dev/null; done\n"
-	"exit 0\n";
+    "t=$2; s=; l=; g() { s=$4; }\n"
+    "kill -$1 -$t 2>/dev/null; kill -$1 $t 2>/dev/null\n"
+    "for d in /proc/[0-9]*; do read -r l 2>/dev/null <\"$d/stat\" || continue; l=${l##*) }; "
+    "g $l; [ \"$s\" = \"$t\" ] && kill -$1 \"${d#/proc/}\" 2>/dev/null; done\n"
+    "exit 0\n";

@@ -82,23 +82,24 @@ int cae_helper_start(const char *const *argv, const char *const *envp, int64_t t
 	cae_closep(&theirs);
 	theirs = -1;
 	/* The greeting says the helper runs (the wrapper, e.g. bwrap, set it up). */
-	struct pollfd p = { .fd = mine, .events = POLLIN };
+	struct pollfd p = {.fd = mine, .events = POLLIN};
 	int pr;
 	do
 		pr = poll(&p, 1, timeout_ms > 0 ? (int)MIN(timeout_ms, INT_MAX) : 10000);
 	while (pr < 0 && errno == EINTR);
-	char hello[64] = { 0 };
+	char hello[64] = {0};
 	ssize_t n = pr > 0 ? recv(mine, hello, sizeof(hello) - 1, 0) : -1;
 	char want[32];
 	snprintf(want, sizeof(want), "cae-helper %d", CAE_HELPER_PROTOCOL);
 	if (n <= 0 || strcmp(hello, want) != 0) {
 		int st = cae_runner_service_stop(pid, 0);
 		if (pr == 0)
-			return cae_error_set(err, -ETIMEDOUT, "cae-helper did not start within %lld ms",
+			return cae_error_set(err, -ETIMEDOUT,
+					     "cae-helper did not start within %lld ms",
 					     (long long)timeout_ms);
 		if (n > 0)
-			return cae_error_set(err, -EPROTO, "cae-helper speaks another protocol (%s)",
-					     hello);
+			return cae_error_set(err, -EPROTO,
+					     "cae-helper speaks another protocol (%s)", hello);
 		return cae_error_set(err, -ECHILD, "cae-helper did not start (%s %d)",
 				     WIFSIGNALED(st) ? "signal" : "exit status",
 				     WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
@@ -138,8 +139,7 @@ static size_t cap_or_default(size_t v)
 	return v ? v : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
 }
 
-int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
-		   cae_error *err)
+int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res, cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
 	if (!spec || !spec->argv || !spec->argv[0] || !spec->argv[0][0])
@@ -151,7 +151,8 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	int r = cae_helper_encode_request(spec, &req);
 	if (r < 0) {
 		cae_buf_clear(&req);
-		return cae_error_set(err, r == -E2BIG ? -E2BIG : r, "command too large for cae-helper");
+		return cae_error_set(err, r == -E2BIG ? -E2BIG : r,
+				     "command too large for cae-helper");
 	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
@@ -180,8 +181,8 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	}
 
 	/* The answer may hold both streams, each up to 3 bytes per byte kept (U+FFFD). */
-	uint64_t max_body = 3ull * (cap_or_default(spec->max_stdout) +
-				    cap_or_default(spec->max_stderr)) + 65536;
+	uint64_t max_body =
+	    3ull * (cap_or_default(spec->max_stdout) + cap_or_default(spec->max_stderr)) + 65536;
 	if (max_body > CAE_HELPER_MAX_FRAME)
 		max_body = CAE_HELPER_MAX_FRAME;
 	int64_t guard_ns = INT64_MAX;
@@ -189,7 +190,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		guard_ns = cae_now_ns() +
 			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
-				   1000000LL;
+			       1000000LL;
 	/* The helper's acknowledgement (it took the request: from here on the command may
 	 * have run), then the answer's frame header. */
 	unsigned char hdr[1 + CAE_HELPER_FRAME_HEADER];
@@ -201,10 +202,10 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	r = 0;
 	for (;;) {
 		struct pollfd p[2];
-		p[0] = (struct pollfd){ .fd = fd, .events = POLLIN | (sent < req.len ? POLLOUT : 0) };
+		p[0] = (struct pollfd){.fd = fd, .events = POLLIN | (sent < req.len ? POLLOUT : 0)};
 		int np = 1;
 		if (spec->has_cancel_fd && spec->cancel_fd >= 0 && !cancel_sent)
-			p[np++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
+			p[np++] = (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
 		int64_t now = cae_now_ns();
 		if (now >= guard_ns) {
 			r = cae_error_set(err, -ETIMEDOUT, "cae-helper did not answer in time");
@@ -239,7 +240,8 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			if (w > 0)
 				sent += (size_t)w;
 			else if (w < 0 && errno != EAGAIN && errno != EINTR)
-				sent = req.len; /* the helper stopped reading: its answer says why */
+				sent =
+				    req.len; /* the helper stopped reading: its answer says why */
 		}
 		if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
@@ -266,7 +268,8 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		if (hdr_got < sizeof(hdr)) {
 			hdr_got += (size_t)n;
 			if (hdr[0] != CAE_HELPER_ACK) {
-				r = cae_error_set(err, -EPROTO, "cae-helper answer without acknowledgement");
+				r = cae_error_set(err, -EPROTO,
+						  "cae-helper answer without acknowledgement");
 				break;
 			}
 			if (hdr_got == sizeof(hdr)) {

@@ -56,8 +56,8 @@ static const struct {
 	const char *name;
 	int resource;
 } rlimits[] = {
-	{ "data", RLIMIT_DATA },	 { "nproc", RLIMIT_NPROC }, { "cpu", RLIMIT_CPU },
-	{ "fsize", RLIMIT_FSIZE }, { "core", RLIMIT_CORE },	  { "nofile", RLIMIT_NOFILE },
+    {"data", RLIMIT_DATA},   {"nproc", RLIMIT_NPROC}, {"cpu", RLIMIT_CPU},
+    {"fsize", RLIMIT_FSIZE}, {"core", RLIMIT_CORE},   {"nofile", RLIMIT_NOFILE},
 };
 
 static int set_rlimit(const char *spec)
@@ -70,7 +70,7 @@ static int set_rlimit(const char *spec)
 		if (strlen(rlimits[i].name) != (size_t)(eq - spec) ||
 		    strncmp(rlimits[i].name, spec, (size_t)(eq - spec)) != 0)
 			continue;
-		struct rlimit rl = { .rlim_cur = v, .rlim_max = v };
+		struct rlimit rl = {.rlim_cur = v, .rlim_max = v};
 		if (setrlimit(rlimits[i].resource, &rl) < 0)
 			return fail("setrlimit", spec, errno);
 		return 0;

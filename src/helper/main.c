@@ -18,7 +18,8 @@
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: cae-helper [--max-idle SECONDS]\n"
-		   "       cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]\n"
+		   "       cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR "
+		   "SRC...]\n"
 		   "                  [--user UID:GID] -- PROGRAM ARG...\n"
 		   "Runs commands for cae over the unix socket on standard input; exits when the\n"
 		   "socket closes (or after SECONDS without a command, when given).\n");
@@ -26,7 +27,7 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
-	cae_helper_serve_options o = { 0 };
+	cae_helper_serve_options o = {0};
 	if (argc > 1 && strcmp(argv[1], "--enter") == 0)
 		return cae_helper_enter_main(argc, argv);
 	for (int i = 1; i < argc; i++) {

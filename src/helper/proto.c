@@ -13,8 +13,8 @@
 
 enum {
 	/* request */
-	RQ_ARGV = 1,  /* repeated */
-	RQ_ENV = 2,   /* repeated */
+	RQ_ARGV = 1,	/* repeated */
+	RQ_ENV = 2,	/* repeated */
 	RQ_ENV_SET = 3, /* present: envp is the ENV list (possibly empty) */
 	RQ_CWD = 4,
 	RQ_STDIN = 5, /* present: has_stdin */
@@ -96,7 +96,7 @@ static int get_i64(const unsigned char *p, size_t len, int64_t *v)
 static int begin_frame(cae_buf *b, char type, size_t *at)
 {
 	*at = b->len;
-	unsigned char h[5] = { 0, 0, 0, 0, (unsigned char)type };
+	unsigned char h[5] = {0, 0, 0, 0, (unsigned char)type};
 	int r = cae_buf_append(b, h, sizeof(h));
 	return r == 0 && b->truncated ? -E2BIG : r;
 }
@@ -132,7 +132,8 @@ int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *b)
 	if (r == 0 && spec->cwd)
 		r = put_str(b, RQ_CWD, spec->cwd);
 	if (r == 0 && spec->has_stdin)
-		r = put_field(b, RQ_STDIN, spec->stdin_data, spec->stdin_data ? spec->stdin_len : 0);
+		r = put_field(b, RQ_STDIN, spec->stdin_data,
+			      spec->stdin_data ? spec->stdin_len : 0);
 	if (r == 0)
 		r = put_i64(b, RQ_TIMEOUT_MS, spec->timeout_ms);
 	if (r == 0 && spec->grace_ms)
@@ -149,8 +150,7 @@ int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *b)
 }
 
 /* Walks the fields of a body: calls fn for each; stops at the first error. */
-typedef int (*field_fn)(void *ud, int tag, const unsigned char *data, size_t len,
-			cae_error *err);
+typedef int (*field_fn)(void *ud, int tag, const unsigned char *data, size_t len, cae_error *err);
 
 static int walk(const char *body, size_t len, char type, field_fn fn, void *ud, cae_error *err)
 {
@@ -165,7 +165,8 @@ static int walk(const char *body, size_t len, char type, field_fn fn, void *ud, 
 		size_t fl = get_u32(p + off + 1);
 		off += 5;
 		if (fl > len - off)
-			return cae_error_set(err, -EINVAL, "helper message: field %d overruns", tag);
+			return cae_error_set(err, -EINVAL, "helper message: field %d overruns",
+					     tag);
 		int r = fn(ud, tag, p + off, fl, err);
 		if (r < 0)
 			return r;
@@ -211,12 +212,12 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	switch (tag) {
 	case RQ_ARGV:
 		return push(&q->argv, &c->argc, &c->argcap, d, len) < 0
-			       ? cae_error_set(err, -E2BIG, "helper request: argv too long")
-			       : 0;
+			   ? cae_error_set(err, -E2BIG, "helper request: argv too long")
+			   : 0;
 	case RQ_ENV:
 		return push(&q->envp, &c->envc, &c->envcap, d, len) < 0
-			       ? cae_error_set(err, -E2BIG, "helper request: environment too long")
-			       : 0;
+			   ? cae_error_set(err, -E2BIG, "helper request: environment too long")
+			   : 0;
 	case RQ_ENV_SET:
 		c->env_set = true;
 		return 0;
@@ -247,11 +248,21 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	if (tag != RQ_TIMEOUT_MS && v < 0)
 		return cae_error_set(err, -EINVAL, "helper request: negative field %d", tag);
 	switch (tag) {
-	case RQ_TIMEOUT_MS: q->spec.timeout_ms = v; break;
-	case RQ_GRACE_MS: q->spec.grace_ms = v; break;
-	case RQ_DRAIN_MS: q->spec.drain_ms = v; break;
-	case RQ_MAX_STDOUT: q->spec.max_stdout = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX); break;
-	case RQ_MAX_STDERR: q->spec.max_stderr = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX); break;
+	case RQ_TIMEOUT_MS:
+		q->spec.timeout_ms = v;
+		break;
+	case RQ_GRACE_MS:
+		q->spec.grace_ms = v;
+		break;
+	case RQ_DRAIN_MS:
+		q->spec.drain_ms = v;
+		break;
+	case RQ_MAX_STDOUT:
+		q->spec.max_stdout = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX);
+		break;
+	case RQ_MAX_STDERR:
+		q->spec.max_stderr = (size_t)MIN((uint64_t)v, (uint64_t)SIZE_MAX);
+		break;
 	default:
 		if (v != CAE_TRUNCATE_HEAD && v != CAE_TRUNCATE_HEAD_TAIL)
 			return cae_error_set(err, -EINVAL, "helper request: bad truncate mode");
@@ -278,11 +289,10 @@ void cae_helper_request_clear(cae_helper_request *q)
 	memset(q, 0, sizeof(*q));
 }
 
-int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *q,
-			      cae_error *err)
+int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *q, cae_error *err)
 {
 	memset(q, 0, sizeof(*q));
-	struct req_ctx c = { .req = q };
+	struct req_ctx c = {.req = q};
 	int r = walk(body, len, 'Q', req_field, &c, err);
 	if (r == 0 && c.argc == 0)
 		r = cae_error_set(err, -EINVAL, "helper request: no command");
@@ -421,8 +431,12 @@ static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae
 		res->out_truncated = v & F_OUT_TRUNC;
 		res->err_truncated = v & F_ERR_TRUNC;
 		break;
-	case RS_OUT_TOTAL: res->out_total = (uint64_t)v; break;
-	case RS_ERR_TOTAL: res->err_total = (uint64_t)v; break;
+	case RS_OUT_TOTAL:
+		res->out_total = (uint64_t)v;
+		break;
+	case RS_ERR_TOTAL:
+		res->err_total = (uint64_t)v;
+		break;
 	default:
 		res->duration_us = v < 0 ? 0 : v;
 		res->duration_ms = res->duration_us / 1000;
@@ -434,7 +448,7 @@ int cae_helper_decode_response(const char *body, size_t len, int *status, cae_ru
 			       cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
-	struct resp_ctx c = { .res = res };
+	struct resp_ctx c = {.res = res};
 	int r = walk(body, len, 'R', resp_field, &c, err);
 	if (r == 0 && !c.has_status)
 		r = cae_error_set(err, -EINVAL, "helper response: no status");
@@ -456,7 +470,8 @@ int cae_helper_decode_response(const char *body, size_t len, int *status, cae_ru
 	*status = (int)c.status;
 	if (c.status < 0) {
 		cae_run_result_clear(res);
-		cae_error_set(err, (int)c.status, "%s", c.message[0] ? c.message : strerror((int)-c.status));
+		cae_error_set(err, (int)c.status, "%s",
+			      c.message[0] ? c.message : strerror((int)-c.status));
 	}
 	return 0;
 }
@@ -464,14 +479,16 @@ int cae_helper_decode_response(const char *body, size_t len, int *status, cae_ru
 int cae_helper_send_fd(int ctl, int fd)
 {
 	char byte = 'r';
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
 	struct cmsghdr *c = CMSG_FIRSTHDR(&m);
 	c->cmsg_level = SOL_SOCKET;
 	c->cmsg_type = SCM_RIGHTS;
@@ -487,13 +504,15 @@ int cae_helper_send_fd(int ctl, int fd)
 int cae_helper_recv_fd(int ctl)
 {
 	char byte;
-	struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	union {
 		struct cmsghdr h;
 		char buf[CMSG_SPACE(sizeof(int))];
 	} u;
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			    .msg_controllen = sizeof(u.buf) };
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
 	ssize_t n;
 	do
 		n = recvmsg(ctl, &m, MSG_CMSG_CLOEXEC);

@@ -33,11 +33,11 @@ struct server {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_attr_t attr;
-	int idle;      /* workers waiting on the channel */
-	int running;   /* commands being served */
-	int threads;   /* workers alive */
-	bool ended;    /* the channel reached end of file (or failed) */
-	int error;     /* -errno when it failed */
+	int idle;    /* workers waiting on the channel */
+	int running; /* commands being served */
+	int threads; /* workers alive */
+	bool ended;  /* the channel reached end of file (or failed) */
+	int error;   /* -errno when it failed */
 	int64_t last_activity_ns;
 };
 
@@ -79,10 +79,10 @@ static void serve_one(int fd)
 	if (read_full(fd, hdr, sizeof(hdr)) < 0)
 		return;
 	uint32_t len = cae_helper_frame_length(hdr);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int status;
-	cae_run_result res = { 0 };
-	cae_helper_request req = { 0 };
+	cae_run_result res = {0};
+	cae_helper_request req = {0};
 	_cleanup_free_ char *body = NULL;
 	if (len > CAE_HELPER_MAX_FRAME) {
 		status = cae_error_set(&err, -E2BIG, "helper request too large (%u bytes)", len);
@@ -130,7 +130,7 @@ static void kill_children(void)
 			break;
 		for (size_t i = 0; i < n; i++)
 			kill(pids[i], SIGKILL);
-		struct timespec ts = { 0, 5 * 1000000L };
+		struct timespec ts = {0, 5 * 1000000L};
 		nanosleep(&ts, NULL);
 	}
 	free(pids);
@@ -237,7 +237,7 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 		}
 		if (sv->running > 0)
 			until = cae_now_ns() + max_idle_ms * 1000000LL;
-		struct timespec ts = { until / 1000000000LL, until % 1000000000LL };
+		struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
 		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
 	}
 	if (sv->ended && sv->error < 0)
@@ -251,7 +251,7 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 	pthread_mutex_lock(&sv->lock);
 	int64_t deadline = cae_now_ns() + 2000 * 1000000LL;
 	while (sv->threads > 0 && cae_now_ns() < deadline) {
-		struct timespec ts = { deadline / 1000000000LL, deadline % 1000000000LL };
+		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
 	}
 	bool clean = sv->threads == 0;

@@ -33,5 +33,4 @@ static inline size_t cae_jsonrpc_special8_offset(uint64_t sp)
 #endif
 }
 
-
 #endif

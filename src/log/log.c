@@ -28,12 +28,12 @@ struct secret {
 struct cae_log {
 	int fd;
 	atomic_int min_level;
-	pthread_mutex_t lock; /* guards secrets and the write */
+	pthread_mutex_t lock;	/* guards secrets and the write */
 	struct secret *secrets; /* longest first */
 	size_t n_secrets;
 };
 
-static const char *const level_names[] = { "debug", "info", "warn", "error" };
+static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
 cae_log *cae_log_new(int fd, cae_log_level min_level)
 {
@@ -296,7 +296,8 @@ static json_t *redact_json_locked(const cae_log *log, const json_t *v, int depth
 		json_t *o = json_object();
 		const char *key;
 		json_t *val;
-		json_object_foreach((json_t *)v, key, val) {
+		json_object_foreach((json_t *)v, key, val)
+		{
 			size_t kn;
 			_cleanup_free_ char *k = redact_locked(log, key, strlen(key), &kn);
 			json_t *c = redact_json_locked(log, val, depth + 1);
@@ -313,8 +314,10 @@ static json_t *redact_json_locked(const cae_log *log, const json_t *v, int depth
 		json_t *a = json_array();
 		size_t i;
 		json_t *val;
-		json_array_foreach((json_t *)v, i, val) {
-			if (!a || json_array_append_new(a, redact_json_locked(log, val, depth + 1)) < 0) {
+		json_array_foreach((json_t *)v, i, val)
+		{
+			if (!a ||
+			    json_array_append_new(a, redact_json_locked(log, val, depth + 1)) < 0) {
 				json_decref(a);
 				return NULL;
 			}
@@ -363,15 +366,18 @@ static void emit(cae_log *log, cae_log_level level, const char *event, json_t *f
 	if (line) {
 		json_object_set_new(line, "ts", json_string(ts));
 		json_object_set_new(line, "level", json_string(cae_log_level_name(level)));
-		json_object_set_new(line, "event", clean_string_locked(log, event ? event : "",
-									event ? strlen(event) : 0));
+		json_object_set_new(
+		    line, "event",
+		    clean_string_locked(log, event ? event : "", event ? strlen(event) : 0));
 		if (fmt)
-			json_object_set_new(line, "msg",
-					    clean_string_locked(log, msg.data ? msg.data : "", msg.len));
+			json_object_set_new(
+			    line, "msg",
+			    clean_string_locked(log, msg.data ? msg.data : "", msg.len));
 		if (json_is_object(fields)) {
 			const char *key;
 			json_t *val;
-			json_object_foreach(fields, key, val) {
+			json_object_foreach(fields, key, val)
+			{
 				if (reserved(key))
 					continue;
 				_cleanup_free_ char *k = redact_locked(log, key, strlen(key), NULL);

@@ -47,7 +47,7 @@ void patch_command_clear(cae_patch_command *c);
 void patch_file_op_free(cae_patch_file_op *op);
 
 /* Small string helpers. */
-bool patch_is_space(char c);		      /* ' ', \t, \r, \v, \f, \n */
+bool patch_is_space(char c); /* ' ', \t, \r, \v, \f, \n */
 void patch_trim(const char **s, size_t *n);
 bool patch_starts_with(const char *s, size_t n, const char *prefix);
 bool patch_eq(const char *s, size_t n, const char *lit);

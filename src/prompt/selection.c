@@ -17,11 +17,11 @@ static const struct {
 	const char *name;
 	const char *use;
 } recommended[] = {
-	{ "python", "Pure Python projects, Django/Flask" },
-	{ "miniforge", "Data science, conda environments" },
-	{ "node", "JavaScript/TypeScript, React/Vue/Angular" },
-	{ "java", "Java projects, Maven/Gradle" },
-	{ "go", "Go projects, Go modules" },
+    {"python", "Pure Python projects, Django/Flask"},
+    {"miniforge", "Data science, conda environments"},
+    {"node", "JavaScript/TypeScript, React/Vue/Angular"},
+    {"java", "Java projects, Maven/Gradle"},
+    {"go", "Go projects, Go modules"},
 };
 
 static const char *recommended_for(const char *name)
@@ -45,13 +45,15 @@ char *cae_prompt_environment_selection(const cae_config *cfg)
 			 "|------------|-------|-----------------|\n");
 	for (size_t i = 0; i < cfg->command_executor.n_environments; i++) {
 		const cae_config_environment *e = &cfg->command_executor.environments[i];
-		cae_buf_printf(&b, "| %s | %s | %s |\n", e->name, e->image, recommended_for(e->name));
+		cae_buf_printf(&b, "| %s | %s | %s |\n", e->name, e->image,
+			       recommended_for(e->name));
 	}
-	cae_buf_printf(&b,
-		       "\nAdd your choice to the plan as\n"
-		       "\"selected_environment\": {\"name\": \"<environment>\", \"reasoning\": \"<why>\"}\n"
-		       "When unsure, choose \"%s\" (the default).\n",
-		       cfg->command_executor.default_environment);
+	cae_buf_printf(
+	    &b,
+	    "\nAdd your choice to the plan as\n"
+	    "\"selected_environment\": {\"name\": \"<environment>\", \"reasoning\": \"<why>\"}\n"
+	    "When unsure, choose \"%s\" (the default).\n",
+	    cfg->command_executor.default_environment);
 	return cae_buf_steal(&b, NULL);
 }
 
@@ -89,10 +91,11 @@ static int fallback(const cae_config *cfg, cae_env_selection *sel, const char *w
 	char warn[512], comment[768];
 	snprintf(warn, sizeof(warn), "%s; using the default environment \"%s\"", why, def);
 	if (requested)
-		snprintf(comment, sizeof(comment),
-			 "The execution environment \"%.100s\" selected in the plan is not available. "
-			 "The default environment \"%s\" is used instead.",
-			 requested, def);
+		snprintf(
+		    comment, sizeof(comment),
+		    "The execution environment \"%.100s\" selected in the plan is not available. "
+		    "The default environment \"%s\" is used instead.",
+		    requested, def);
 	else
 		snprintf(comment, sizeof(comment),
 			 "No execution environment could be read from the plan (%s). The default "

@@ -105,7 +105,8 @@ char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
 		if (trunc)
 			n = cae_utf8_floor(c->head.data ? c->head.data : "", n);
 		bool cut;
-		res = cae_text_sanitize_cap(c->head.data ? c->head.data : "", n, c->max, &rlen, &cut);
+		res =
+		    cae_text_sanitize_cap(c->head.data ? c->head.data : "", n, c->max, &rlen, &cut);
 		trunc = trunc || cut;
 	} else if (!trunc) {
 		/* Everything fits: head then the ring in order. */

@@ -18,12 +18,12 @@
 typedef struct cae_capture {
 	cae_truncate_mode mode;
 	size_t max;
-	cae_buf head;    /* first bytes (max, or max/2 in HEAD_TAIL) */
-	char *ring;      /* HEAD_TAIL: the last bytes, circular; NULL until needed */
+	cae_buf head;	 /* first bytes (max, or max/2 in HEAD_TAIL) */
+	char *ring;	 /* HEAD_TAIL: the last bytes, circular; NULL until needed */
 	size_t ring_cap; /* max - max/2 */
 	size_t ring_len; /* bytes in the ring */
 	size_t ring_pos; /* next write position */
-	uint64_t total;  /* every byte offered */
+	uint64_t total;	 /* every byte offered */
 } cae_capture;
 
 void cae_capture_init(cae_capture *c, size_t max, cae_truncate_mode mode);

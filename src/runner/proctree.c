@@ -130,7 +130,7 @@ size_t cae_proctree_descendants(pid_t pid, pid_t *out, size_t max)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
 }
 
@@ -164,7 +164,8 @@ void cae_proctree_kill_tree(pid_t pid, int sig)
 			FILE *f = fopen(p, "re");
 			if (!f)
 				continue;
-			/* pid (comm) state ...: comm may hold spaces and parens: take the last ')'. */
+			/* pid (comm) state ...: comm may hold spaces and parens: take the last ')'.
+			 */
 			char line[512];
 			if (fgets(line, sizeof(line), f)) {
 				char *rp = strrchr(line, ')');

@@ -12,7 +12,7 @@ void cae_proctree_init(void);
  * concurrent sweep never takes a new command for an orphan. */
 void cae_proctree_lock(void);
 void cae_proctree_unlock(void);
-void cae_proctree_register(pid_t pid);   /* call with the lock held */
+void cae_proctree_register(pid_t pid);	 /* call with the lock held */
 void cae_proctree_unregister(pid_t pid); /* takes the lock */
 /* Sends sig to pid's process group and to every descendant of pid; with SIGKILL, repeats
  * until no descendant is left alive (bounded). pid itself is signalled too. */

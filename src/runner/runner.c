@@ -103,7 +103,7 @@ void cae_spawnattr_init_command(posix_spawnattr_t *attr)
 	posix_spawnattr_setsigdefault(attr, &all);
 	posix_spawnattr_setpgroup(attr, 0);
 	posix_spawnattr_setflags(attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-					       POSIX_SPAWN_SETSIGDEF);
+					   POSIX_SPAWN_SETSIGDEF);
 }
 
 static int set_nonblock(int fd)
@@ -139,7 +139,8 @@ static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
 {
 	for (int rounds = 0; rounds < 64; rounds++) {
 		ssize_t n = read(fd, sc->p, sc->size);
-		if (n > 0 && (size_t)n == sc->size && !sc->big && (sc->big = malloc(SCRATCH_SIZE))) {
+		if (n > 0 && (size_t)n == sc->size && !sc->big &&
+		    (sc->big = malloc(SCRATCH_SIZE))) {
 			int r = cae_capture_add(cap, sc->p, (size_t)n);
 			if (r < 0)
 				return r;
@@ -194,7 +195,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	size_t max_out = spec->max_stdout ? spec->max_stdout : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
 	size_t max_err = spec->max_stderr ? spec->max_stderr : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
 
-	int outp[2] = { -1, -1 }, errp[2] = { -1, -1 }, inp[2] = { -1, -1 };
+	int outp[2] = {-1, -1}, errp[2] = {-1, -1}, inp[2] = {-1, -1};
 	_cleanup_close_ int out_r = -1, err_r = -1, in_w = -1, pidfd = -1;
 	_cleanup_close_ int out_w = -1, err_w = -1, in_r = -1;
 	if (pipe2(outp, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
@@ -273,7 +274,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	cae_capture_init(&cout, max_out, spec->truncate);
 	cae_capture_init(&cerr, max_err, spec->truncate);
 	char small[16384];
-	struct scratch scratch = { .p = small, .size = sizeof(small) };
+	struct scratch scratch = {.p = small, .size = sizeof(small)};
 	const char *in_p = spec->stdin_data;
 	size_t in_left = in_w >= 0 ? spec->stdin_len : 0;
 	run_state st = ST_RUNNING;
@@ -301,15 +302,16 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		struct pollfd pfd[5];
 		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1;
 		if (!out_eof)
-			pfd[i_out = n++] = (struct pollfd){ .fd = out_r, .events = POLLIN };
+			pfd[i_out = n++] = (struct pollfd){.fd = out_r, .events = POLLIN};
 		if (!err_eof)
-			pfd[i_err = n++] = (struct pollfd){ .fd = err_r, .events = POLLIN };
+			pfd[i_err = n++] = (struct pollfd){.fd = err_r, .events = POLLIN};
 		if (in_w >= 0 && in_left > 0)
-			pfd[i_in = n++] = (struct pollfd){ .fd = in_w, .events = POLLOUT };
+			pfd[i_in = n++] = (struct pollfd){.fd = in_w, .events = POLLOUT};
 		if (!exited && pidfd >= 0)
-			pfd[i_pid = n++] = (struct pollfd){ .fd = pidfd, .events = POLLIN };
+			pfd[i_pid = n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
 		if (st == ST_RUNNING && spec->has_cancel_fd && spec->cancel_fd >= 0)
-			pfd[i_cancel = n++] = (struct pollfd){ .fd = spec->cancel_fd, .events = POLLIN };
+			pfd[i_cancel = n++] =
+			    (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
 
 		int64_t next = INT64_MAX;
 		if (st == ST_RUNNING && !exited)
@@ -393,7 +395,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	}
 	/* Consume a SIGPIPE our writes may have raised, then restore the mask. */
 	if (feeding) {
-		struct timespec zero = { 0, 0 };
+		struct timespec zero = {0, 0};
 		while (sigtimedwait(&pipeset, NULL, &zero) > 0)
 			;
 		pthread_sigmask(SIG_SETMASK, &oldset, NULL);

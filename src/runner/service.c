@@ -67,10 +67,10 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 			break;
 		}
 		if (pidfd >= 0) {
-			struct pollfd p = { .fd = pidfd, .events = POLLIN };
+			struct pollfd p = {.fd = pidfd, .events = POLLIN};
 			(void)poll(&p, 1, cae_poll_timeout_ms(until, now));
 		} else {
-			struct timespec ts = { 0, 1000000 };
+			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);
 		}
 	}

@@ -20,8 +20,9 @@ static json_t *execute_command_def(void)
 		  "dependencies are installed. Use it to run tests, builds, linters, grep/find and "
 		  "git. Returns exit_code, stdout, stderr and duration_ms; each output stream is "
 		  "limited in size (stdout_truncated / stderr_truncated tell when it was cut).",
-		  json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}", "type",
-			    "object", "properties", "command", "type", "string", "description",
+		  json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}",
+			    "type", "object", "properties", "command", "type", "string",
+			    "description",
 			    "The command to execute, e.g. `pytest -q` or `grep -rn \"foo\" src/`.",
 			    "working_directory", "type", "string", "description",
 			    "Working directory (default: /workspace/project). Relative paths are "
@@ -34,46 +35,48 @@ static json_t *execute_command_def(void)
 static json_t *exec_command_def(void)
 {
 	/* seed 001 §4.4, verbatim. */
-	return fn("exec_command",
-		  "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
-		  json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:{s:s}, s:s}, s:{s:s, s:[s, s], s:s, "
-			    "s:s}, s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}}, s:[s, s]}",
-			    "type", "object", "properties", "cwd", "type", "string", "description",
-			    "Working directory path in workspace.", "command", "type", "array",
-			    "items", "type", "string", "description",
-			    "Only the target command tokens to run (e.g. bun run dev).", "shell_mode",
-			    "type", "string", "enum", "default", "direct", "default", "default",
-			    "description",
-			    "Use default to apply OS shell wrapper automatically (default: default).",
-			    "stdin", "type", "string", "description", "UTF-8 stdin text.",
-			    "timeout_ms", "type", "number", "default", 30000, "description",
-			    "Execution timeout in milliseconds (default: 30000).", "max_output_chars",
-			    "type", "number", "default", 200000, "description",
-			    "Per-stream output char limit (default: 200000).", "required", "cwd",
-			    "command"));
+	return fn(
+	    "exec_command",
+	    "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
+	    json_pack(
+		"{s:s, s:{s:{s:s, s:s}, s:{s:s, s:{s:s}, s:s}, s:{s:s, s:[s, s], s:s, "
+		"s:s}, s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}}, s:[s, s]}",
+		"type", "object", "properties", "cwd", "type", "string", "description",
+		"Working directory path in workspace.", "command", "type", "array", "items", "type",
+		"string", "description",
+		"Only the target command tokens to run (e.g. bun run dev).", "shell_mode", "type",
+		"string", "enum", "default", "direct", "default", "default", "description",
+		"Use default to apply OS shell wrapper automatically (default: default).", "stdin",
+		"type", "string", "description", "UTF-8 stdin text.", "timeout_ms", "type",
+		"number", "default", 30000, "description",
+		"Execution timeout in milliseconds (default: 30000).", "max_output_chars", "type",
+		"number", "default", 200000, "description",
+		"Per-stream output char limit (default: 200000).", "required", "cwd", "command"));
 }
 
 static const char editor_description[] =
-	"View, create and edit files in the task's workspace.\n"
-	"* `view` shows a file with line numbers (like `cat -n`) or lists a directory two levels "
-	"deep; `view_range` [start, end] limits a file view (end -1 = to the end of the file).\n"
-	"* `create` writes a new file and fails if the path exists.\n"
-	"* `str_replace` replaces `old_str`, which must occur exactly once in the file (include "
-	"enough context to make it unique; whitespace matters), with `new_str`.\n"
-	"* `insert` inserts `new_str` after line `insert_line` (0 = at the top).\n"
-	"* `undo_edit` reverts the last edit of the file.\n"
-	"Paths are relative to /workspace/project or absolute inside it.";
+    "View, create and edit files in the task's workspace.\n"
+    "* `view` shows a file with line numbers (like `cat -n`) or lists a directory two levels "
+    "deep; `view_range` [start, end] limits a file view (end -1 = to the end of the file).\n"
+    "* `create` writes a new file and fails if the path exists.\n"
+    "* `str_replace` replaces `old_str`, which must occur exactly once in the file (include "
+    "enough context to make it unique; whitespace matters), with `new_str`.\n"
+    "* `insert` inserts `new_str` after line `insert_line` (0 = at the top).\n"
+    "* `undo_edit` reverts the last edit of the file.\n"
+    "Paths are relative to /workspace/project or absolute inside it.";
 
 static json_t *editor_property(const char *which)
 {
 	if (strcmp(which, "command") == 0)
-		return json_pack("{s:s, s:[s, s, s, s, s], s:s}", "type", "string", "enum", "view",
-				 "create", "str_replace", "insert", "undo_edit", "description",
-				 "The command to run: view, create, str_replace, insert or undo_edit.");
+		return json_pack(
+		    "{s:s, s:[s, s, s, s, s], s:s}", "type", "string", "enum", "view", "create",
+		    "str_replace", "insert", "undo_edit", "description",
+		    "The command to run: view, create, str_replace, insert or undo_edit.");
 	if (strcmp(which, "path") == 0)
-		return json_pack("{s:s, s:s}", "type", "string", "description",
-				 "Path of the file or directory, e.g. /workspace/project/src/main.py "
-				 "or src/main.py.");
+		return json_pack(
+		    "{s:s, s:s}", "type", "string", "description",
+		    "Path of the file or directory, e.g. /workspace/project/src/main.py "
+		    "or src/main.py.");
 	if (strcmp(which, "file_text") == 0)
 		return json_pack("{s:s, s:s}", "type", "string", "description",
 				 "create: the content of the new file.");
@@ -96,13 +99,13 @@ static json_t *editor_property(const char *which)
 static json_t *editor_single_def(void)
 {
 	json_t *props = json_object();
-	const char *names[] = { "command", "path", "file_text", "old_str", "new_str", "insert_line",
-				"view_range" };
+	const char *names[] = {"command", "path",	 "file_text", "old_str",
+			       "new_str", "insert_line", "view_range"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		json_object_set_new(props, names[i], editor_property(names[i]));
 	return fn("text_editor", editor_description,
-		  json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props, "required",
-			    "command", "path"));
+		  json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties", props,
+			    "required", "command", "path"));
 }
 
 static json_t *editor_split_def(const char *cmd, const char *desc, const char *const *props,
@@ -115,8 +118,8 @@ static json_t *editor_split_def(const char *cmd, const char *desc, const char *c
 		json_array_append_new(req, json_string(*x));
 	char name[64];
 	snprintf(name, sizeof(name), "text_editor_%s", cmd);
-	return fn(name, desc, json_pack("{s:s, s:o, s:o}", "type", "object", "properties", p,
-					"required", req));
+	return fn(name, desc,
+		  json_pack("{s:s, s:o, s:o}", "type", "object", "properties", p, "required", req));
 }
 
 json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split)
@@ -128,29 +131,32 @@ json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split)
 		json_array_append_new(a, editor_single_def());
 		return a;
 	}
-	static const char *const view_p[] = { "path", "view_range", NULL };
-	static const char *const path_r[] = { "path", NULL };
-	static const char *const create_p[] = { "path", "file_text", NULL };
-	static const char *const replace_p[] = { "path", "old_str", "new_str", NULL };
-	static const char *const replace_r[] = { "path", "old_str", NULL };
-	static const char *const insert_p[] = { "path", "insert_line", "new_str", NULL };
-	json_array_append_new(a, editor_split_def("view",
-						  "Show a file with line numbers (like `cat -n`) or "
-						  "list a directory two levels deep.",
-						  view_p, path_r));
-	json_array_append_new(a, editor_split_def("create",
-						  "Create a new file with the given content; fails if "
-						  "the path exists.",
-						  create_p, create_p));
-	json_array_append_new(a, editor_split_def("str_replace",
-						  "Replace old_str, which must occur exactly once in "
-						  "the file, with new_str.",
-						  replace_p, replace_r));
-	json_array_append_new(a, editor_split_def("insert",
-						  "Insert new_str after line insert_line (0 = top).",
-						  insert_p, insert_p));
-	json_array_append_new(a, editor_split_def("undo_edit", "Revert the last edit of the file.",
-						  path_r, path_r));
+	static const char *const view_p[] = {"path", "view_range", NULL};
+	static const char *const path_r[] = {"path", NULL};
+	static const char *const create_p[] = {"path", "file_text", NULL};
+	static const char *const replace_p[] = {"path", "old_str", "new_str", NULL};
+	static const char *const replace_r[] = {"path", "old_str", NULL};
+	static const char *const insert_p[] = {"path", "insert_line", "new_str", NULL};
+	json_array_append_new(a,
+			      editor_split_def("view",
+					       "Show a file with line numbers (like `cat -n`) or "
+					       "list a directory two levels deep.",
+					       view_p, path_r));
+	json_array_append_new(a,
+			      editor_split_def("create",
+					       "Create a new file with the given content; fails if "
+					       "the path exists.",
+					       create_p, create_p));
+	json_array_append_new(a,
+			      editor_split_def("str_replace",
+					       "Replace old_str, which must occur exactly once in "
+					       "the file, with new_str.",
+					       replace_p, replace_r));
+	json_array_append_new(
+	    a, editor_split_def("insert", "Insert new_str after line insert_line (0 = top).",
+				insert_p, insert_p));
+	json_array_append_new(
+	    a, editor_split_def("undo_edit", "Revert the last edit of the file.", path_r, path_r));
 	return a;
 }
 
@@ -164,55 +170,53 @@ json_t *cae_tools_command_executor_functions(const cae_config *cfg)
 
 static json_t *apply_patch_def(void)
 {
-	return fn("apply_patch",
-		  "Apply a patch to the workspace. Accepts a JSON array of commands "
-		  "({type: file_edit|shell_command|git_operation, action, target, content}), "
-		  "Markdown with fenced blocks (```lang:path for a file's new content, ```bash for "
-		  "a command, ```git for git add/commit), the `*** Begin Patch` format, or a unified "
-		  "diff. Paths are relative to the workspace. The diff forms apply all or nothing; "
-		  "the other forms run command by command and go on after a failure unless "
-		  "stop_on_error. Returns what each command did (✓/✗ per command).",
-		  json_pack("{s:s, s:{s:{s:s, s:[{s:s}, {s:s, s:{s:s}}]}, s:{s:s, s:s}, s:{s:s, s:s}, "
-			    "s:{s:s, s:s}, s:{s:s, s:s}}, s:[s]}",
-			    "type", "object", "properties", "patch", "description",
-			    "The patch text (or the commands as a JSON array).", "anyOf", "type",
-			    "string", "type", "array", "items", "type", "object", "dry_run", "type",
-			    "boolean", "description",
-			    "Only check the patch and show the plan; change nothing.", "stop_on_error",
-			    "type", "boolean", "description", "Stop at the first failing command.",
-			    "rollback", "type", "boolean", "description",
-			    "On a failure, restore the workspace exactly as it was before the patch.",
-			    "auto_commit", "type", "boolean", "description",
-			    "Commit every change afterwards (git add -A; git commit).", "required",
-			    "patch"));
+	return fn(
+	    "apply_patch",
+	    "Apply a patch to the workspace. Accepts a JSON array of commands "
+	    "({type: file_edit|shell_command|git_operation, action, target, content}), "
+	    "Markdown with fenced blocks (```lang:path for a file's new content, ```bash for "
+	    "a command, ```git for git add/commit), the `*** Begin Patch` format, or a unified "
+	    "diff. Paths are relative to the workspace. The diff forms apply all or nothing; "
+	    "the other forms run command by command and go on after a failure unless "
+	    "stop_on_error. Returns what each command did (✓/✗ per command).",
+	    json_pack(
+		"{s:s, s:{s:{s:s, s:[{s:s}, {s:s, s:{s:s}}]}, s:{s:s, s:s}, s:{s:s, s:s}, "
+		"s:{s:s, s:s}, s:{s:s, s:s}}, s:[s]}",
+		"type", "object", "properties", "patch", "description",
+		"The patch text (or the commands as a JSON array).", "anyOf", "type", "string",
+		"type", "array", "items", "type", "object", "dry_run", "type", "boolean",
+		"description", "Only check the patch and show the plan; change nothing.",
+		"stop_on_error", "type", "boolean", "description",
+		"Stop at the first failing command.", "rollback", "type", "boolean", "description",
+		"On a failure, restore the workspace exactly as it was before the patch.",
+		"auto_commit", "type", "boolean", "description",
+		"Commit every change afterwards (git add -A; git commit).", "required", "patch"));
 }
 
 static json_t *environment_defs(void)
 {
 	json_t *a = json_array();
+	json_array_append_new(a, fn("environment_list",
+				    "List the execution environments and which one is current.",
+				    json_pack("{s:s, s:{}}", "type", "object", "properties")));
 	json_array_append_new(
-		a, fn("environment_list", "List the execution environments and which one is current.",
-		      json_pack("{s:s, s:{}}", "type", "object", "properties")));
-	json_array_append_new(
-		a,
-		fn("environment_prepare",
-		   "Prepare an isolated execution environment for a task: clone the repository "
-		   "(a URL or a local path), install its dependencies, and make it the current "
-		   "environment for the other tools. Returns its ContainerInfo.",
-		   json_pack("{s:s, s:{s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s, s:[s, s]}, s:{s:s}, "
-			     "s:{s:s}}, s:[s, s]}, s:{s:s, s:s}}, s:[s]}",
-			     "type", "object", "properties", "task", "type", "object", "properties",
-			     "uuid", "type", "string", "repo", "type", "string", "kind", "type",
-			     "string", "enum", "issue", "pull_request", "branch", "type", "string",
-			     "target_branch", "type", "string", "required", "uuid", "repo",
-			     "environment", "type", "string", "description",
-			     "Environment name (python, node, java, go, miniforge); default python.",
-			     "required", "task")));
-	json_array_append_new(
-		a, fn("environment_cleanup",
-		      "Remove an execution environment (default: the current one).",
-		      json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties", "task_uuid",
-				"type", "string")));
+	    a, fn("environment_prepare",
+		  "Prepare an isolated execution environment for a task: clone the repository "
+		  "(a URL or a local path), install its dependencies, and make it the current "
+		  "environment for the other tools. Returns its ContainerInfo.",
+		  json_pack("{s:s, s:{s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s, s:[s, s]}, s:{s:s}, "
+			    "s:{s:s}}, s:[s, s]}, s:{s:s, s:s}}, s:[s]}",
+			    "type", "object", "properties", "task", "type", "object", "properties",
+			    "uuid", "type", "string", "repo", "type", "string", "kind", "type",
+			    "string", "enum", "issue", "pull_request", "branch", "type", "string",
+			    "target_branch", "type", "string", "required", "uuid", "repo",
+			    "environment", "type", "string", "description",
+			    "Environment name (python, node, java, go, miniforge); default python.",
+			    "required", "task")));
+	json_array_append_new(a, fn("environment_cleanup",
+				    "Remove an execution environment (default: the current one).",
+				    json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties",
+					      "task_uuid", "type", "string")));
 	return a;
 }
 
@@ -221,12 +225,12 @@ static json_t *exec_command_output_schema(void)
 	return json_pack("{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
 			 "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s, s, s, s, s, s, s]}",
 			 "type", "object", "properties", "cwd", "type", "string", "command", "type",
-			 "array", "items", "type", "string", "exit_code", "type", "integer", "stdout",
-			 "type", "string", "stderr", "type", "string", "stdout_truncated", "type",
-			 "boolean", "stderr_truncated", "type", "boolean", "timed_out", "type",
-			 "boolean", "duration_ms", "type", "integer", "required", "cwd", "command",
-			 "exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated",
-			 "timed_out", "duration_ms");
+			 "array", "items", "type", "string", "exit_code", "type", "integer",
+			 "stdout", "type", "string", "stderr", "type", "string", "stdout_truncated",
+			 "type", "boolean", "stderr_truncated", "type", "boolean", "timed_out",
+			 "type", "boolean", "duration_ms", "type", "integer", "required", "cwd",
+			 "command", "exit_code", "stdout", "stderr", "stdout_truncated",
+			 "stderr_truncated", "timed_out", "duration_ms");
 }
 
 static json_t *execute_command_output_schema(void)
@@ -235,9 +239,9 @@ static json_t *execute_command_output_schema(void)
 			 "s:[s, s, s, s]}",
 			 "type", "object", "properties", "exit_code", "type", "integer", "stdout",
 			 "type", "string", "stderr", "type", "string", "duration_ms", "type",
-			 "integer", "stdout_truncated", "type", "boolean", "stderr_truncated", "type",
-			 "boolean", "timed_out", "type", "boolean", "required", "exit_code", "stdout",
-			 "stderr", "duration_ms");
+			 "integer", "stdout_truncated", "type", "boolean", "stderr_truncated",
+			 "type", "boolean", "timed_out", "type", "boolean", "required", "exit_code",
+			 "stdout", "stderr", "duration_ms");
 }
 
 json_t *cae_tools_to_openai(json_t *functions)
@@ -247,7 +251,8 @@ json_t *cae_tools_to_openai(json_t *functions)
 	json_t *f;
 	json_array_foreach(functions, i, f)
 	{
-		json_array_append_new(a, json_pack("{s:s, s:O}", "type", "function", "function", f));
+		json_array_append_new(a,
+				      json_pack("{s:s, s:O}", "type", "function", "function", f));
 	}
 	return a;
 }

@@ -162,8 +162,8 @@ static bool get_int_arg(json_t *args, const char *key, long long lo, long long h
 		return false;
 	}
 	if (!isfinite(d) || d < (double)lo || d > (double)hi || d != floor(d)) {
-		*error = cae_tool_error("INVALID_ARGUMENT", "%s must be an integer from %lld to %lld",
-					key, lo, hi);
+		*error = cae_tool_error("INVALID_ARGUMENT",
+					"%s must be an integer from %lld to %lld", key, lo, hi);
 		return false;
 	}
 	*out = (long long)d;
@@ -197,8 +197,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 		return cae_tool_error("INVALID_ARGUMENT", "command has too many elements");
 	for (size_t i = 0; i < argc; i++)
 		if (!json_is_string(json_array_get(jcmd, i)))
-			return cae_tool_error("INVALID_ARGUMENT",
-					      "command[%zu] must be a string", i);
+			return cae_tool_error("INVALID_ARGUMENT", "command[%zu] must be a string",
+					      i);
 	if (json_string_length(json_array_get(jcmd, 0)) == 0)
 		return cae_tool_error("INVALID_ARGUMENT", "command[0] must not be empty");
 	const char *mode = "default";
@@ -218,8 +218,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	    !get_int_arg(args, "max_output_chars", 1000, 1000000, 200000, &max_chars, &error))
 		return error;
 	if (!env->task_uuid)
-		return cae_tool_error("INTERNAL",
-				      "no environment is ready: prepare one first (environment_prepare)");
+		return cae_tool_error(
+		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
 	/* Strings of the argument array: borrowed from args for the call. */
 	_cleanup_free_ const char **argv = calloc(argc + 1, sizeof(char *));
 	if (!argv)
@@ -245,34 +245,34 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 			cae_policy_check(env->policy, script, &v);
 		if (!v.allowed) {
 			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
-			cae_log_fields(env->log, CAE_LOG_WARN, "policy.denied",
-				       json_pack("{s:s, s:s}", "tool", "exec_command", "program",
-						 v.program),
-				       "%s", v.reason);
+			cae_log_fields(
+			    env->log, CAE_LOG_WARN, "policy.denied",
+			    json_pack("{s:s, s:s}", "tool", "exec_command", "program", v.program),
+			    "%s", v.reason);
 			*is_error = false;
-			return json_pack("{s:s, s:O, s:i, s:s, s:s, s:b, s:b, s:b, s:i}", "cwd", cwd,
-					 "command", jcmd, "exit_code", 126, "stdout", "", "stderr",
-					 serr ? serr : v.reason, "stdout_truncated", 0,
+			return json_pack("{s:s, s:O, s:i, s:s, s:s, s:b, s:b, s:b, s:i}", "cwd",
+					 cwd, "command", jcmd, "exit_code", 126, "stdout", "",
+					 "stderr", serr ? serr : v.reason, "stdout_truncated", 0,
 					 "stderr_truncated", 0, "timed_out", 0, "duration_ms", 0);
 		}
 	}
 	/* COMMAND_NOT_FOUND is decided by the backend, on the PATH of the environment the command
 	 * runs in (the host's for the local backend, the container's for docker): -ENOENT. */
-	const char *sh_argv[] = { "sh", "-c", script, NULL };
+	const char *sh_argv[] = {"sh", "-c", script, NULL};
 	int cancel_fd;
 	bool has_cancel = cancelled_ctx(env, &cancel_fd);
 	size_t cap = (size_t)max_chars * 4;
 	cae_exec_request req = {
-		.argv = direct ? argv : sh_argv,
-		.cwd = cwd,
-		.stdin_data = json_string_value(jstdin),
-		.stdin_len = jstdin ? json_string_length(jstdin) : 0,
-		.has_stdin = json_is_string(jstdin),
-		.timeout_ms = timeout_ms,
-		.max_stdout = cap,
-		.max_stderr = cap,
-		.cancel_fd = cancel_fd,
-		.has_cancel_fd = has_cancel,
+	    .argv = direct ? argv : sh_argv,
+	    .cwd = cwd,
+	    .stdin_data = json_string_value(jstdin),
+	    .stdin_len = jstdin ? json_string_length(jstdin) : 0,
+	    .has_stdin = json_is_string(jstdin),
+	    .timeout_ms = timeout_ms,
+	    .max_stdout = cap,
+	    .max_stderr = cap,
+	    .cancel_fd = cancel_fd,
+	    .has_cancel_fd = has_cancel,
 	};
 	cae_run_result res;
 	cae_error err;
@@ -300,9 +300,9 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
-		       json_pack("{s:i, s:b, s:I}", "exit_code", res.timed_out ? 124 : res.exit_code,
-				 "timed_out", res.timed_out, "duration_ms",
-				 (json_int_t)res.duration_ms),
+		       json_pack("{s:i, s:b, s:I}", "exit_code",
+				 res.timed_out ? 124 : res.exit_code, "timed_out", res.timed_out,
+				 "duration_ms", (json_int_t)res.duration_ms),
 		       NULL);
 	cae_run_result_clear(&res);
 	*is_error = false;
@@ -327,15 +327,16 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
 		return cae_tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
 	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
-		return cae_tool_error("INVALID_ARGUMENT", "command must not contain NUL characters");
+		return cae_tool_error("INVALID_ARGUMENT",
+				      "command must not contain NUL characters");
 	json_t *jwd = json_object_get(args, "working_directory");
 	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
 		return cae_tool_error("INVALID_ARGUMENT", "working_directory must be a string");
 	long long timeout_s;
 	json_t *error = NULL;
 	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
-					? env->cfg->command_executor.execution.timeout_seconds
-					: 1800;
+				    ? env->cfg->command_executor.execution.timeout_seconds
+				    : 1800;
 	if (!get_int_arg(args, "timeout_seconds", 1, 86400, def_timeout, &timeout_s, &error))
 		return error;
 	if (!env->task_uuid)
@@ -359,25 +360,25 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 					   false);
 		}
 	}
-	const char *wd = jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd)
-									  : NULL;
+	const char *wd =
+	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : NULL;
 	_cleanup_free_ char *cwd = cae_path_normalize(env->workspace_path, wd ? wd : ".");
-	const char *argv[] = { "sh", "-c", command, NULL };
+	const char *argv[] = {"sh", "-c", command, NULL};
 	int cancel_fd;
 	bool has_cancel = cancelled_ctx(env, &cancel_fd);
 	size_t cap = (size_t)env->cfg->command_executor.execution.max_output_size;
 	cae_exec_request req = {
-		.argv = argv,
-		.cwd = cwd,
-		.timeout_ms = timeout_s * 1000,
-		.max_stdout = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
-		.max_stderr = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
-		.truncate = env->cfg->command_executor.execution.truncate ==
-					    CAE_CONFIG_TRUNCATE_HEAD_TAIL
-				    ? CAE_TRUNCATE_HEAD_TAIL
-				    : CAE_TRUNCATE_HEAD,
-		.cancel_fd = cancel_fd,
-		.has_cancel_fd = has_cancel,
+	    .argv = argv,
+	    .cwd = cwd,
+	    .timeout_ms = timeout_s * 1000,
+	    .max_stdout = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
+	    .max_stderr = cap ? cap : CAE_RUNNER_DEFAULT_MAX_OUTPUT,
+	    .truncate =
+		env->cfg->command_executor.execution.truncate == CAE_CONFIG_TRUNCATE_HEAD_TAIL
+		    ? CAE_TRUNCATE_HEAD_TAIL
+		    : CAE_TRUNCATE_HEAD,
+	    .cancel_fd = cancel_fd,
+	    .has_cancel_fd = has_cancel,
 	};
 	cae_run_result res;
 	cae_error err;
@@ -407,9 +408,9 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 			json_object_set_new(out, "killed_by_signal", json_integer(9));
 	}
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.execute_command",
-		       json_pack("{s:i, s:b, s:I}", "exit_code",
-				 res.timed_out ? -1 : res.exit_code, "timed_out", res.timed_out,
-				 "duration_ms", (json_int_t)res.duration_ms),
+		       json_pack("{s:i, s:b, s:I}", "exit_code", res.timed_out ? -1 : res.exit_code,
+				 "timed_out", res.timed_out, "duration_ms",
+				 (json_int_t)res.duration_ms),
 		       NULL);
 	cae_run_result_clear(&res);
 	return out;

@@ -26,11 +26,11 @@ struct cae_session {
 	cae_backend *local;   /* for --workspace directories when the main backend is not local */
 	cae_policy *policy;
 	pthread_mutex_t lock; /* guards the current environment and the editor */
-	char *current;        /* task uuid */
+	char *current;	      /* task uuid */
 	cae_backend *current_backend;
-	char *workspace_path; /* of the current environment, as commands see it */
-	cae_editor *editor;   /* current environment's editor (local environments) */
-	char *editor_error;   /* why there is no editor */
+	char *workspace_path;	    /* of the current environment, as commands see it */
+	cae_editor *editor;	    /* current environment's editor (local environments) */
+	char *editor_error;	    /* why there is no editor */
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
 	bool editor_compat;
 };
@@ -49,14 +49,14 @@ cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err)
 	cae_policy_options o;
 	cae_policy_options_init(&o);
 	const __typeof__(cfg->command_executor.allowed_commands) *ac =
-		&cfg->command_executor.allowed_commands;
+	    &cfg->command_executor.allowed_commands;
 	o.use_default = ac->use_default;
 	o.enforce = ac->enforce;
-	o.additional = (cae_policy_list){ (const char *const *)ac->additional.items,
-					  ac->additional.n };
-	o.exclude = (cae_policy_list){ (const char *const *)ac->exclude.items, ac->exclude.n };
-	o.custom_list = (cae_policy_list){ (const char *const *)ac->custom_list.items,
-					   ac->custom_list.n };
+	o.additional =
+	    (cae_policy_list){(const char *const *)ac->additional.items, ac->additional.n};
+	o.exclude = (cae_policy_list){(const char *const *)ac->exclude.items, ac->exclude.n};
+	o.custom_list =
+	    (cae_policy_list){(const char *const *)ac->custom_list.items, ac->custom_list.n};
 	return cae_policy_new(&o, err);
 }
 
@@ -165,9 +165,10 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 		if (!s->editor)
 			s->editor_error = strdup(e.message);
 	} else {
-		s->editor_error = strdup("the native text editor runs in-process for local "
-					 "environments; this environment's backend does not offer it "
-					 "yet");
+		s->editor_error =
+		    strdup("the native text editor runs in-process for local "
+			   "environments; this environment's backend does not offer it "
+			   "yet");
 	}
 	return 0;
 }
@@ -207,8 +208,8 @@ int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err)
 	}
 	char uuid[32];
 	workspace_uuid(real, uuid);
-	cae_task task = { .uuid = uuid, .repo = real };
-	cae_prepare_options opts = { .workspace = real, .cancel_fd = -1 };
+	cae_task task = {.uuid = uuid, .repo = real};
+	cae_prepare_options opts = {.workspace = real, .cancel_fd = -1};
 	cae_env_info info;
 	int r = cae_backend_prepare(b, &task, NULL, &opts, &info, err);
 	if (r < 0)
@@ -236,12 +237,12 @@ static void progress_cb(void *ud, int step, int total, const char *msg)
 int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
 			const cae_call_ctx *ctx, json_t **info_json, cae_error *err)
 {
-	struct progress_bridge pb = { ctx };
+	struct progress_bridge pb = {ctx};
 	cae_prepare_options opts = {
-		.progress = progress_cb,
-		.progress_userdata = &pb,
-		.cancel_fd = ctx && ctx->has_cancel_fd ? ctx->cancel_fd : -1,
-		.has_cancel_fd = ctx && ctx->has_cancel_fd,
+	    .progress = progress_cb,
+	    .progress_userdata = &pb,
+	    .cancel_fd = ctx && ctx->has_cancel_fd ? ctx->cancel_fd : -1,
+	    .has_cancel_fd = ctx && ctx->has_cancel_fd,
 	};
 	cae_env_info info;
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);
@@ -274,8 +275,8 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 {
 	pthread_mutex_lock(&s->lock);
 	_cleanup_free_ char *uuid = strdup(task_uuid ? task_uuid : s->current ? s->current : "");
-	cae_backend *b = s->current && strcmp(uuid, s->current) == 0 ? s->current_backend
-								      : s->backend;
+	cae_backend *b =
+	    s->current && strcmp(uuid, s->current) == 0 ? s->current_backend : s->backend;
 	if (s->current && strcmp(uuid, s->current) == 0)
 		drop_current_locked(s);
 	pthread_mutex_unlock(&s->lock);
@@ -291,10 +292,10 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 {
 	cae_tools_options o = {
-		.format = CAE_TOOLS_MCP,
-		.environment_tools = true,
-		.output_schema = with_output_schema,
-		.patch_tool = true,
+	    .format = CAE_TOOLS_MCP,
+	    .environment_tools = true,
+	    .output_schema = with_output_schema,
+	    .patch_tool = true,
 	};
 	return cae_tools_definitions(s->cfg, &o);
 }
@@ -379,14 +380,16 @@ static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_
 	pthread_mutex_lock(&s->lock);
 	if (!s->current) {
 		pthread_mutex_unlock(&s->lock);
-		finish(res, cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
-							"(environment_prepare)"),
+		finish(res,
+		       cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
+						  "(environment_prepare)"),
 		       true);
 		return 0;
 	}
 	if (!s->editor) {
-		finish(res, cae_tool_error("INTERNAL", "the text editor is not available: %s",
-					   s->editor_error ? s->editor_error : "unknown"),
+		finish(res,
+		       cae_tool_error("INTERNAL", "the text editor is not available: %s",
+				      s->editor_error ? s->editor_error : "unknown"),
 		       true);
 		pthread_mutex_unlock(&s->lock);
 		return 0;
@@ -446,8 +449,7 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 		}
 		size_t i;
 		json_t *e;
-		json_array_foreach(list, i, e)
-			model_view(e);
+		json_array_foreach(list, i, e) model_view(e);
 		pthread_mutex_lock(&s->lock);
 		json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current",
 					s->current, "backend", cae_backend_name(s->backend));
@@ -459,7 +461,8 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 		json_t *jt = json_object_get(args, "task");
 		json_t *je = json_object_get(args, "environment");
 		if (je && !json_is_null(je) && !json_is_string(je)) {
-			finish(res, cae_tool_error("INVALID_ARGUMENT", "environment must be a string"),
+			finish(res,
+			       cae_tool_error("INVALID_ARGUMENT", "environment must be a string"),
 			       true);
 			return 0;
 		}
@@ -496,8 +499,9 @@ static int call_environment(cae_session *s, const char *name, json_t *args, cons
 	_cleanup_free_ char *target = strdup(uuid ? uuid : s->current ? s->current : "");
 	pthread_mutex_unlock(&s->lock);
 	if (!target || !*target) {
-		finish(res, cae_tool_error("INVALID_ARGUMENT",
-					   "no task_uuid given and no current environment"),
+		finish(res,
+		       cae_tool_error("INVALID_ARGUMENT",
+				      "no task_uuid given and no current environment"),
 		       true);
 		return 0;
 	}
@@ -515,14 +519,15 @@ static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae
 {
 	cae_worker_options o;
 	cae_worker_options_from_config(&o, s->cfg);
-	static const char *const flags[] = { "dry_run", "stop_on_error", "rollback", "auto_commit" };
-	bool *dest[] = { &o.dry_run, &o.stop_on_error, &o.rollback, &o.auto_commit };
+	static const char *const flags[] = {"dry_run", "stop_on_error", "rollback", "auto_commit"};
+	bool *dest[] = {&o.dry_run, &o.stop_on_error, &o.rollback, &o.auto_commit};
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
 		json_t *v = json_object_get(args, flags[i]);
 		if (!v || json_is_null(v))
 			continue;
 		if (!json_is_boolean(v)) {
-			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
+			finish(res,
+			       cae_tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
 			       true);
 			return 0;
 		}
@@ -530,9 +535,10 @@ static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae
 	}
 	json_t *jp = json_object_get(args, "patch");
 	if (!json_is_string(jp) && !json_is_array(jp)) {
-		finish(res, cae_tool_error("INVALID_ARGUMENT",
-					   "patch must be a string (the patch text) or an array of "
-					   "commands"),
+		finish(res,
+		       cae_tool_error("INVALID_ARGUMENT",
+				      "patch must be a string (the patch text) or an array of "
+				      "commands"),
 		       true);
 		return 0;
 	}
@@ -541,8 +547,9 @@ static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae
 	cae_backend *b = s->current_backend;
 	pthread_mutex_unlock(&s->lock);
 	if (!uuid) {
-		finish(res, cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
-							"(environment_prepare)"),
+		finish(res,
+		       cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
+						  "(environment_prepare)"),
 		       true);
 		return 0;
 	}
@@ -567,7 +574,8 @@ static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae
 		cae_patch_free(p);
 	}
 	if (r < 0) {
-		env_error(s, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL", &err);
+		env_error(s, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL",
+			  &err);
 		return 0;
 	}
 	res->structured = result;
@@ -598,18 +606,18 @@ int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const 
 		cae_backend *b = s->current_backend;
 		pthread_mutex_unlock(&s->lock);
 		cae_tool_env env = {
-			.backend = b,
-			.task_uuid = uuid,
-			.workspace_path = ws,
-			.cfg = s->cfg,
-			.policy = s->policy,
-			.log = s->log,
-			.ctx = ctx,
+		    .backend = b,
+		    .task_uuid = uuid,
+		    .workspace_path = ws,
+		    .cfg = s->cfg,
+		    .policy = s->policy,
+		    .log = s->log,
+		    .ctx = ctx,
 		};
 		bool is_error;
 		json_t *out = strcmp(name, "exec_command") == 0
-				      ? cae_tool_exec_command(&env, args, &is_error)
-				      : cae_tool_execute_command(&env, args, &is_error);
+				  ? cae_tool_exec_command(&env, args, &is_error)
+				  : cae_tool_execute_command(&env, args, &is_error);
 		if (!out)
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		finish(res, out, is_error);

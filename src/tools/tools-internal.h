@@ -16,12 +16,12 @@
 /* What the command tools need from the session: borrowed for the call. */
 typedef struct cae_tool_env {
 	cae_backend *backend;
-	const char *task_uuid;      /* NULL: no environment ready */
+	const char *task_uuid;	    /* NULL: no environment ready */
 	const char *workspace_path; /* as commands see it */
 	const cae_config *cfg;
 	const cae_policy *policy;
 	cae_log *log;
-	const cae_call_ctx *ctx;    /* may be NULL */
+	const cae_call_ctx *ctx; /* may be NULL */
 } cae_tool_env;
 
 /* SPEC §7.2 / seed 001. */
@@ -30,7 +30,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error);
 
 /* {"error": {"code": kind, "message": msg}} — the one shape of a tool error. */
-json_t *cae_tool_error(const char *code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+json_t *cae_tool_error(const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 
 /* Error messages go to the model, which must not learn host paths it did not give: the
  * state directory (as configured and its real path) in msg becomes "<state directory>" and

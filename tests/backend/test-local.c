@@ -27,11 +27,12 @@ static char *make_repo(void)
 {
 	char *d = tu_mkdtemp();
 	tu_sh("cd %s && " GIT " init -q && for i in $(seq 1 20); do echo c$i >> a.txt && " GIT
-	   " add . && " GIT " commit -qm c$i; done && " GIT " checkout -qb feature && for i in "
-	   "$(seq 1 40); do echo f$i >> f.txt && " GIT " add . && " GIT " commit -qm f$i; done && " GIT
-	   " checkout -q main && for i in $(seq 1 40); do echo m$i >> a.txt && " GIT
-	   " commit -qam m$i; done",
-	   d);
+	      " add . && " GIT " commit -qm c$i; done && " GIT " checkout -qb feature && for i in "
+	      "$(seq 1 40); do echo f$i >> f.txt && " GIT " add . && " GIT
+	      " commit -qm f$i; done && " GIT
+	      " checkout -q main && for i in $(seq 1 40); do echo m$i >> a.txt && " GIT
+	      " commit -qam m$i; done",
+	      d);
 	return d;
 }
 
@@ -43,7 +44,7 @@ static cae_config *config(const char *extra)
 		 state, extra ? extra : "");
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", envp, &err) == 0,
 		      "%s", err.message);
 	return cfg;
@@ -59,8 +60,8 @@ static cae_backend *backend(cae_config *cfg)
 
 static cae_run_result run(cae_backend *b, const char *uuid, const char *script)
 {
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_exec_request req = { .argv = argv, .timeout_ms = 30000 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 30000};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
@@ -72,17 +73,19 @@ START_TEST(prepare_issue_shallow_clone)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("t1"), .repo = repo };
+	cae_task t = {.uuid = C("t1"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
-	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
 	ck_assert_str_eq(info.status, "ready");
 	ck_assert_str_eq(info.task_uuid, "t1");
 	ck_assert_str_eq(info.environment_name, "python");
 	ck_assert_str_eq(info.backend, "local");
 	ck_assert_uint_eq(json_array_size(info.deps), 0);
-	cae_run_result r = run(b, "t1", "git rev-parse --is-shallow-repository; git rev-parse "
-				       "--abbrev-ref HEAD; cat a.txt | wc -l");
+	cae_run_result r = run(b, "t1",
+			       "git rev-parse --is-shallow-repository; git rev-parse "
+			       "--abbrev-ref HEAD; cat a.txt | wc -l");
 	ck_assert_str_eq(r.out, "true\nmain\n60\n");
 	cae_run_result_clear(&r);
 	/* commands see the project where containers have it; the host keeps it in the state
@@ -101,19 +104,24 @@ START_TEST(prepare_pull_request_diff_against_target)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("pr1"), .repo = repo, .kind = CAE_TASK_PULL_REQUEST,
-		       .branch = C("feature"), .target_branch = C("main") };
+	cae_task t = {.uuid = C("pr1"),
+		      .repo = repo,
+		      .kind = CAE_TASK_PULL_REQUEST,
+		      .branch = C("feature"),
+		      .target_branch = C("main")};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
-	cae_run_result r = run(b, "pr1", "git rev-parse --abbrev-ref HEAD; "
-					 "git diff --name-only origin/main...HEAD; "
-					 "git rev-parse --is-shallow-repository");
+	cae_run_result r = run(b, "pr1",
+			       "git rev-parse --abbrev-ref HEAD; "
+			       "git diff --name-only origin/main...HEAD; "
+			       "git rev-parse --is-shallow-repository");
 	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
 	cae_run_result_clear(&r);
 	/* no environment given -> default, with a warning */
 	ck_assert_uint_ge(json_array_size(info.warnings), 1);
-	ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(info.warnings, 0)), "python"));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_array_get(info.warnings, 0)), "python"));
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -125,7 +133,7 @@ START_TEST(unknown_environment_falls_back)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("fb"), .repo = repo };
+	cae_task t = {.uuid = C("fb"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, "cobol", NULL, &info, &err) == 0);
@@ -141,7 +149,7 @@ START_TEST(failed_clone_leaves_nothing)
 {
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("bad"), .repo = C("http://127.0.0.1:9/nothing.git") };
+	cae_task t = {.uuid = C("bad"), .repo = C("http://127.0.0.1:9/nothing.git")};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_int_lt(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), 0);
@@ -153,9 +161,9 @@ START_TEST(failed_clone_leaves_nothing)
 	ck_assert_uint_eq(json_array_size(list), 0);
 	json_decref(list);
 	/* a missing local path, and credentials in the URL, are refused */
-	cae_task t2 = { .uuid = C("bad2"), .repo = C("/nonexistent/repo") };
+	cae_task t2 = {.uuid = C("bad2"), .repo = C("/nonexistent/repo")};
 	ck_assert_int_lt(cae_backend_prepare(b, &t2, NULL, NULL, &info, &err), 0);
-	cae_task t3 = { .uuid = C("bad3"), .repo = C("https://user:secret@example.invalid/r.git") };
+	cae_task t3 = {.uuid = C("bad3"), .repo = C("https://user:secret@example.invalid/r.git")};
 	ck_assert_int_lt(cae_backend_prepare(b, &t3, NULL, NULL, &info, &err), 0);
 	ck_assert_ptr_null(strstr(err.message, "secret"));
 	cae_backend_free(b);
@@ -168,7 +176,7 @@ START_TEST(reprepare_starts_clean_and_second_process_sees_it)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("same"), .repo = repo };
+	cae_task t = {.uuid = C("same"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
@@ -209,15 +217,15 @@ START_TEST(cleanup_stale_by_age)
 	cae_backend *b = backend(cfg);
 	cae_error err;
 	cae_env_info info;
-	cae_task old = { .uuid = C("old"), .repo = repo }, fresh = { .uuid = C("fresh"), .repo = repo };
+	cae_task old = {.uuid = C("old"), .repo = repo}, fresh = {.uuid = C("fresh"), .repo = repo};
 	ck_assert(cae_backend_prepare(b, &old, NULL, NULL, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	ck_assert(cae_backend_prepare(b, &fresh, NULL, NULL, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	/* age "old" by two days */
 	tu_sh("cd %s/local/old && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
-	   "\"2020-01-01T00:00:00.000Z\"/' meta.json",
-	   state);
+	      "\"2020-01-01T00:00:00.000Z\"/' meta.json",
+	      state);
 	int removed = -1;
 	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
 	ck_assert_int_eq(removed, 1);
@@ -234,7 +242,7 @@ START_TEST(bubblewrap_confines)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("bw"), .repo = repo };
+	cae_task t = {.uuid = C("bw"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
@@ -276,7 +284,7 @@ static size_t descendants(void)
 static cae_backend *prepared(cae_config *cfg, const char *uuid, const char *repo)
 {
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C(uuid), .repo = C(repo) };
+	cae_task t = {.uuid = C(uuid), .repo = C(repo)};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
@@ -292,7 +300,7 @@ START_TEST(sandbox_lives_with_the_environment)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
 	cae_backend *b = prepared(cfg, "keep1", repo);
-	cae_task t2 = { .uuid = C("keep2"), .repo = repo };
+	cae_task t2 = {.uuid = C("keep2"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t2, NULL, NULL, &info, &err) == 0);
@@ -316,9 +324,9 @@ START_TEST(sandbox_lives_with_the_environment)
 	ck_assert_uint_gt(with_two, before);
 
 	/* a timeout inside the sandbox kills the command's whole tree, the sandbox stays */
-	const char *argv[] = { "sh", "-c", "setsid sleep 1000 & sh -c 'sleep 1000 &'; sleep 1000",
-			       NULL };
-	cae_exec_request req = { .argv = argv, .timeout_ms = 500 };
+	const char *argv[] = {"sh", "-c", "setsid sleep 1000 & sh -c 'sleep 1000 &'; sleep 1000",
+			      NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 500};
 	ck_assert_int_eq(cae_backend_exec(b, "keep1", &req, &r, &err), 0);
 	ck_assert(r.timed_out);
 	cae_run_result_clear(&r);
@@ -357,7 +365,7 @@ START_TEST(sandbox_follows_a_recreated_workspace)
 	ck_assert_int_eq(access(marker, F_OK), 0);
 	cae_env_info_clear(&info);
 	/* the same backend re-preparing stops its sandbox first */
-	cae_task t = { .uuid = C("again"), .repo = repo };
+	cae_task t = {.uuid = C("again"), .repo = repo};
 	ck_assert(cae_backend_prepare(a, &t, NULL, NULL, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	r = run(a, "again", "ls");
@@ -405,7 +413,7 @@ START_TEST(no_sandbox_means_refused_unless_unconfined)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("nohelper"), .repo = repo };
+	cae_task t = {.uuid = C("nohelper"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -ENOSYS);
@@ -424,8 +432,8 @@ START_TEST(no_sandbox_means_refused_unless_unconfined)
 	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "%s",
 		      err.message);
 	ck_assert_str_eq(info.sandbox, "none");
-	ck_assert_ptr_nonnull(strstr(json_string_value(json_array_get(info.warnings, 0)),
-				     "unconfined"));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_array_get(info.warnings, 0)), "unconfined"));
 	cae_run_result r = run(b, "nohelper", "pwd");
 	char want[4200];
 	snprintf(want, sizeof(want), "%s\n", info.host_path);
@@ -473,8 +481,8 @@ START_TEST(sandbox_replaced_when_the_helper_dies)
 	ck_assert_str_eq(r.out, "new-sandbox\n");
 	cae_run_result_clear(&r);
 
-	const char *argv[] = { "sh", "-c", "kill -9 $PPID; sleep 5", NULL };
-	cae_exec_request req = { .argv = argv, .timeout_ms = 20000 };
+	const char *argv[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 20000};
 	cae_error err;
 	ck_assert_int_eq(cae_backend_exec(b, "phoenix", &req, &r, &err), -ECONNRESET);
 	ck_assert_ptr_nonnull(strstr(err.message, "cae-helper ended during the command"));
@@ -507,8 +515,9 @@ START_TEST(prepare_killed_is_never_ready)
 		ck_assert_int_ge(pid, 0);
 		if (pid == 0) {
 			cae_backend *b = backend(cfg);
-			cae_task t = { .uuid = C("killed"), .repo = repo };
-			cae_prepare_options o = { .progress = kill_at_step, .progress_userdata = &step };
+			cae_task t = {.uuid = C("killed"), .repo = repo};
+			cae_prepare_options o = {.progress = kill_at_step,
+						 .progress_userdata = &step};
 			cae_env_info info;
 			cae_error err;
 			cae_backend_prepare(b, &t, NULL, &o, &info, &err);
@@ -527,8 +536,8 @@ START_TEST(prepare_killed_is_never_ready)
 			ck_assert_int_eq(r, 0);
 			ck_assert_str_eq(info.status, step == 7 ? "ready" : "failed");
 			cae_env_info_clear(&info);
-			const char *argv[] = { "true", NULL };
-			cae_exec_request req = { .argv = argv };
+			const char *argv[] = {"true", NULL};
+			cae_exec_request req = {.argv = argv};
 			cae_run_result res;
 			r = cae_backend_exec(b, "killed", &req, &res, &err);
 			if (step == 7) {
@@ -582,7 +591,7 @@ START_TEST(plain_mode_warns_and_is_unconfined)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config("  local:\n    sandbox: none\n    unconfined: true\n");
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("plain"), .repo = repo };
+	cae_task t = {.uuid = C("plain"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
@@ -591,7 +600,7 @@ START_TEST(plain_mode_warns_and_is_unconfined)
 	size_t i;
 	json_t *w;
 	json_array_foreach(info.warnings, i, w) if (strstr(json_string_value(w), "unconfined"))
-		warned = true;
+	    warned = true;
 	ck_assert(warned);
 	_cleanup_free_ char *outside = cae_path_join(state, "outside.txt");
 	char script[1024];
@@ -610,11 +619,11 @@ START_TEST(dependency_failure_is_a_warning)
 {
 	_cleanup_free_ char *repo = make_repo();
 	tu_sh("cd %s && printf 'no-such-package-cae-test==0.0.0\\n' > requirements.txt && " GIT
-	   " add . && " GIT " commit -qm deps",
-	   repo);
+	      " add . && " GIT " commit -qm deps",
+	      repo);
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("deps"), .repo = repo };
+	cae_task t = {.uuid = C("deps"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
@@ -626,9 +635,9 @@ START_TEST(dependency_failure_is_a_warning)
 	bool warned = false;
 	size_t i;
 	json_t *w;
-	json_array_foreach(info.warnings, i, w) if (strstr(json_string_value(w), "requirements.txt") ||
-						     strstr(json_string_value(w), "pip"))
-		warned = true;
+	json_array_foreach(info.warnings, i,
+			   w) if (strstr(json_string_value(w), "requirements.txt") ||
+				  strstr(json_string_value(w), "pip")) warned = true;
 	ck_assert(warned);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
@@ -641,13 +650,13 @@ START_TEST(environment_gone_is_clear)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config(NULL);
 	cae_backend *b = backend(cfg);
-	cae_task t = { .uuid = C("gone"), .repo = repo };
+	cae_task t = {.uuid = C("gone"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
 	cae_rm_rf(info.host_path);
-	const char *argv[] = { "true", NULL };
-	cae_exec_request req = { .argv = argv };
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv};
 	cae_run_result r;
 	ck_assert_int_eq(cae_backend_exec(b, "gone", &req, &r, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "gone"));
@@ -675,8 +684,8 @@ START_TEST(metadata_changes_are_seen)
 	ck_assert_ptr_nonnull(ready);
 	memcpy(ready, "\"reset\"", 7);
 	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
-	const char *argv[] = { "true", NULL };
-	cae_exec_request req = { .argv = argv };
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv};
 	cae_error err;
 	ck_assert_int_eq(cae_backend_exec(b, "meta", &req, &r, &err), -EAGAIN);
 	ck_assert_ptr_nonnull(strstr(err.message, "not ready"));
@@ -697,8 +706,8 @@ START_TEST(external_workspace_used_as_is)
 	cae_backend *b = backend(cfg);
 	_cleanup_free_ char *dir = tu_mkdtemp();
 	tu_write(dir, "keep.txt", "precious");
-	cae_task t = { .uuid = C("ext"), .repo = dir };
-	cae_prepare_options o = { .workspace = dir, .cancel_fd = -1 };
+	cae_task t = {.uuid = C("ext"), .repo = dir};
+	cae_prepare_options o = {.workspace = dir, .cancel_fd = -1};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s", err.message);
@@ -719,18 +728,22 @@ START_TEST(task_json_parsing)
 {
 	cae_task t;
 	cae_error err;
-	json_t *j = json_loads("{\"uuid\": \"a-1\", \"repo\": \"o/r\", \"platform\": \"github\", "
-			       "\"kind\": \"pull_request\", \"branch\": \"f\", \"target_branch\": \"m\"}",
-			       0, NULL);
+	json_t *j =
+	    json_loads("{\"uuid\": \"a-1\", \"repo\": \"o/r\", \"platform\": \"github\", "
+		       "\"kind\": \"pull_request\", \"branch\": \"f\", \"target_branch\": \"m\"}",
+		       0, NULL);
 	ck_assert_int_eq(cae_task_from_json(j, &t, &err), 0);
 	ck_assert_str_eq(t.owner, "o");
 	ck_assert_str_eq(t.name, "r");
 	ck_assert_int_eq(t.kind, CAE_TASK_PULL_REQUEST);
 	cae_task_clear(&t);
 	json_decref(j);
-	const char *bad[] = { "{}", "{\"uuid\": \"../x\", \"repo\": \"r\"}",
-			      "{\"uuid\": \"x\"}", "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pr\"}",
-			      "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pull_request\"}", "[]" };
+	const char *bad[] = {"{}",
+			     "{\"uuid\": \"../x\", \"repo\": \"r\"}",
+			     "{\"uuid\": \"x\"}",
+			     "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pr\"}",
+			     "{\"uuid\": \"x\", \"repo\": \"r\", \"kind\": \"pull_request\"}",
+			     "[]"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		j = json_loads(bad[i], 0, NULL);
 		ck_assert_msg(cae_task_from_json(j, &t, &err) == -EINVAL, "%s accepted", bad[i]);
@@ -749,7 +762,8 @@ START_TEST(gitlab_clone_url_from_projects_api)
 	pid_t pid = fork();
 	if (pid == 0) {
 		dup2(p[1], 1);
-		execlp("python3", "python3", SRCDIR "/mock-gitlab.py", "glpat-test-token", (char *)NULL);
+		execlp("python3", "python3", SRCDIR "/mock-gitlab.py", "glpat-test-token",
+		       (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
@@ -759,10 +773,11 @@ START_TEST(gitlab_clone_url_from_projects_api)
 	port[strcspn(port, "\n")] = '\0';
 	char yaml[1024];
 	snprintf(yaml, sizeof(yaml),
-		 "gitlab:\n  api_url: http://127.0.0.1:%s/api/v4\n  token: glpat-test-token\n", port);
+		 "gitlab:\n  api_url: http://127.0.0.1:%s/api/v4\n  token: glpat-test-token\n",
+		 port);
 	cae_config *cfg = config(yaml);
-	cae_task t = { .uuid = C("gl"), .platform = C("gitlab"), .owner = C("group/sub"),
-		       .name = C("proj") };
+	cae_task t = {
+	    .uuid = C("gl"), .platform = C("gitlab"), .owner = C("group/sub"), .name = C("proj")};
 	char *url = NULL;
 	const char *token, *user;
 	cae_error err;
@@ -776,8 +791,8 @@ START_TEST(gitlab_clone_url_from_projects_api)
 	ck_assert_ptr_null(strstr(url, "glpat"));
 	free(url);
 	/* unknown project and a wrong token are clear errors */
-	cae_task t2 = { .uuid = C("gl2"), .platform = C("gitlab"), .owner = C("nobody"),
-			.name = C("x") };
+	cae_task t2 = {
+	    .uuid = C("gl2"), .platform = C("gitlab"), .owner = C("nobody"), .name = C("x")};
 	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "404"));
 	free(cfg->gitlab.token);
@@ -796,7 +811,7 @@ END_TEST
 START_TEST(github_clone_url)
 {
 	cae_config *cfg = config("github:\n  token: ghp_test_token_value\n");
-	cae_task t = { .uuid = C("gh"), .platform = C("github"), .owner = C("o"), .name = C("r") };
+	cae_task t = {.uuid = C("gh"), .platform = C("github"), .owner = C("o"), .name = C("r")};
 	char *url = NULL;
 	const char *token, *user;
 	cae_error err;
@@ -805,11 +820,11 @@ START_TEST(github_clone_url)
 	ck_assert_str_eq(user, "x-access-token");
 	ck_assert_str_eq(token, "ghp_test_token_value");
 	free(url);
-	cae_task t2 = { .uuid = C("gh2"), .repo = C("https://github.com/o/r.git") };
+	cae_task t2 = {.uuid = C("gh2"), .repo = C("https://github.com/o/r.git")};
 	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), 0);
 	ck_assert_str_eq(token, "ghp_test_token_value");
 	free(url);
-	cae_task t3 = { .uuid = C("gh3"), .repo = C("https://example.com/o/r.git") };
+	cae_task t3 = {.uuid = C("gh3"), .repo = C("https://example.com/o/r.git")};
 	ck_assert_int_eq(cae_git_clone_source(cfg, &t3, &url, &token, &user, &err), 0);
 	ck_assert_ptr_null(token);
 	free(url);

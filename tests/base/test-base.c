@@ -64,7 +64,7 @@ START_TEST(utf8_sanitize_and_cut)
 			    "b\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd");
 	free(s);
 	ck_assert(!cae_utf8_is_valid("\xed\xa0\x80", 3)); /* surrogate */
-	ck_assert(!cae_utf8_is_valid("\xc0\xaf", 2));     /* overlong */
+	ck_assert(!cae_utf8_is_valid("\xc0\xaf", 2));	  /* overlong */
 	ck_assert(cae_utf8_is_valid("\xf0\x9f\x98\x80", 4));
 	/* floor drops a trailing partial sequence only */
 	ck_assert_uint_eq(cae_utf8_floor("ab\xe2\x82", 4), 2);

@@ -41,11 +41,11 @@ static out cae(const char *first, ...)
 	argv[n] = NULL;
 	setenv("CAE_STATE_DIR", state, 1);
 	setenv("EXECUTOR_BACKEND", "local", 1);
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20 };
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
-	out o = { .status = r.exit_code, .out = r.out, .err = r.err };
+	out o = {.status = r.exit_code, .out = r.out, .err = r.err};
 	o.json = json_loads(r.out, 0, NULL);
 	return o;
 }
@@ -58,8 +58,8 @@ static char *make_repo(void)
 		 "cd %s && git init -q -b main && echo 'hello' > readme.txt && git add . && "
 		 "git -c user.email=t@e -c user.name=t commit -qm init",
 		 d);
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_run_spec spec = { .argv = argv };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv};
 	cae_run_result r;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
 	ck_assert_int_eq(r.exit_code, 0);
@@ -82,7 +82,7 @@ START_TEST(help_everywhere)
 {
 	out o = cae("--help", NULL);
 	ck_assert_int_eq(o.status, 0);
-	const char *subs[] = { "env", "prepare", "exec", "cleanup", "gc", "run", "tools", "prompt" };
+	const char *subs[] = {"env", "prepare", "exec", "cleanup", "gc", "run", "tools", "prompt"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		ck_assert_msg(strstr(o.out, subs[i]), "--help does not list %s", subs[i]);
 		out h = cae(subs[i], "--help", NULL);
@@ -236,13 +236,13 @@ START_TEST(mcp_editor_compat)
 	_cleanup_free_ char *ws = tu_mkdtemp();
 	tu_write(ws, "a.txt", "one\ntwo\n");
 	const char *input =
-		"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
-		"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":"
-		"\"t\",\"version\":\"1\"}}}\n"
-		"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
-		"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
-		"\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"a.txt\","
-		"\"description\":\"look\"}}}\n";
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+	    "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":"
+	    "\"t\",\"version\":\"1\"}}}\n"
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+	    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"a.txt\","
+	    "\"description\":\"look\"}}}\n";
 	setenv("CAE_STATE_DIR", state, 1);
 	int in[2], outp[2];
 	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
@@ -254,7 +254,8 @@ START_TEST(mcp_editor_compat)
 		dup2(outp[1], 1);
 		int devnull = open("/dev/null", O_WRONLY);
 		dup2(devnull, 2);
-		execl(cae_path, cae_path, "mcp", "--workspace", ws, "--editor-compat", (char *)NULL);
+		execl(cae_path, cae_path, "mcp", "--workspace", ws, "--editor-compat",
+		      (char *)NULL);
 		_exit(127);
 	}
 	close(in[0]);

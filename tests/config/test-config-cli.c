@@ -27,12 +27,12 @@ static struct result run_cae(const char *dir, char *const *args, char *const *ex
 	char home[4200], xdg[4200];
 	snprintf(home, sizeof(home), "HOME=%s", dir);
 	snprintf(xdg, sizeof(xdg), "XDG_CONFIG_HOME=%s/xdg", dir);
-	char *envp[32] = { home, xdg, (char *)"PATH=/usr/bin:/bin" };
+	char *envp[32] = {home, xdg, (char *)"PATH=/usr/bin:/bin"};
 	size_t ne = 3;
 	for (size_t i = 0; extra_env && extra_env[i] && ne < 31; i++)
 		envp[ne++] = extra_env[i];
 	envp[ne] = NULL;
-	char *argv[32] = { (char *)bin };
+	char *argv[32] = {(char *)bin};
 	size_t na = 1;
 	for (size_t i = 0; args[i] && na < 31; i++)
 		argv[na++] = args[i];
@@ -54,14 +54,14 @@ static struct result run_cae(const char *dir, char *const *args, char *const *ex
 	}
 	int st;
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-	struct result r = { .status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st) };
+	struct result r = {.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
 	size_t len;
 	ck_assert_int_eq(cae_read_file(AT_FDCWD, outp, 16 << 20, &r.out, &len), 0);
 	ck_assert_int_eq(cae_read_file(AT_FDCWD, errp, 16 << 20, &r.err, &len), 0);
 	return r;
 }
 
-#define ARGS(...) ((char *const[]){ __VA_ARGS__, NULL })
+#define ARGS(...) ((char *const[]){__VA_ARGS__, NULL})
 
 static json_t *get_path(json_t *j, const char *a, const char *b, const char *c)
 {
@@ -81,28 +81,33 @@ START_TEST(show_effective_config)
 		 "gitlab: {token: glpat-from-file, api_url: \"https://u:pw@gl.local/api\"}\n");
 	char cfgenv[4200];
 	snprintf(cfgenv, sizeof(cfgenv), "CAE_CONFIG=%s/my.yaml", d);
-	struct result r = run_cae(d, ARGS((char *)"config", (char *)"show"),
-				  ARGS(cfgenv, (char *)"GITHUB_PERSONAL_ACCESS_TOKEN=ghp_from_env_123",
-				       (char *)"PICOCLAW_WORKER_GIT_TIMEOUT=9"));
+	struct result r =
+	    run_cae(d, ARGS((char *)"config", (char *)"show"),
+		    ARGS(cfgenv, (char *)"GITHUB_PERSONAL_ACCESS_TOKEN=ghp_from_env_123",
+			 (char *)"PICOCLAW_WORKER_GIT_TIMEOUT=9"));
 	ck_assert_msg(r.status == 0, "status %d, stderr: %s", r.status, r.err);
 	json_error_t je;
 	json_t *j = json_loads(r.out, 0, &je);
 	ck_assert_msg(j != NULL, "stdout is not JSON: %s", je.text);
-	ck_assert_int_eq(json_integer_value(get_path(j, "command_executor", "execution", "timeout_seconds")), 77);
+	ck_assert_int_eq(
+	    json_integer_value(get_path(j, "command_executor", "execution", "timeout_seconds")),
+	    77);
 	ck_assert_int_eq(json_integer_value(get_path(j, "worker", "git_timeout", NULL)), 9);
 	ck_assert_str_eq(json_string_value(get_path(j, "github", "token", NULL)), "***");
 	ck_assert_str_eq(json_string_value(get_path(j, "gitlab", "token", NULL)), "***");
-	ck_assert_str_eq(json_string_value(get_path(j, "gitlab", "api_url", NULL)), "https://***@gl.local/api");
+	ck_assert_str_eq(json_string_value(get_path(j, "gitlab", "api_url", NULL)),
+			 "https://***@gl.local/api");
 	ck_assert(strstr(r.out, "ghp_from_env_123") == NULL);
 	ck_assert(strstr(r.out, "glpat-from-file") == NULL);
 	ck_assert(strstr(r.out, "pw@") == NULL);
 	ck_assert(strstr(r.err, "ghp_from_env_123") == NULL);
 
 	/* what it prints loads as a config giving the same output */
-	static char *const no_env[] = { NULL };
+	static char *const no_env[] = {NULL};
 	cae_config *again = NULL;
-	cae_error err = { 0 };
-	ck_assert_int_eq(cae_config_load_string(&again, r.out, strlen(r.out), "out.json", no_env, &err), 0);
+	cae_error err = {0};
+	ck_assert_int_eq(
+	    cae_config_load_string(&again, r.out, strlen(r.out), "out.json", no_env, &err), 0);
 	json_t *j2 = cae_config_to_json(again, true);
 	ck_assert(json_equal(j, j2));
 	json_decref(j2);
@@ -112,13 +117,17 @@ START_TEST(show_effective_config)
 
 	/* --config wins over CAE_CONFIG; --backend is applied */
 	tu_write(d, "other.yaml", "command_executor:\n  execution: {timeout_seconds: 88}\n");
-	r = run_cae(d, ARGS((char *)"config", (char *)"show", (char *)"--config", (char *)"other.yaml",
-			    (char *)"--backend", (char *)"local"),
+	r = run_cae(d,
+		    ARGS((char *)"config", (char *)"show", (char *)"--config", (char *)"other.yaml",
+			 (char *)"--backend", (char *)"local"),
 		    ARGS(cfgenv));
 	ck_assert_msg(r.status == 0, "status %d, stderr: %s", r.status, r.err);
 	j = json_loads(r.out, 0, &je);
-	ck_assert_int_eq(json_integer_value(get_path(j, "command_executor", "execution", "timeout_seconds")), 88);
-	ck_assert_str_eq(json_string_value(get_path(j, "command_executor", "backend", NULL)), "local");
+	ck_assert_int_eq(
+	    json_integer_value(get_path(j, "command_executor", "execution", "timeout_seconds")),
+	    88);
+	ck_assert_str_eq(json_string_value(get_path(j, "command_executor", "backend", NULL)),
+			 "local");
 	json_decref(j);
 	result_free(&r);
 	cae_rm_rf(d);
@@ -135,18 +144,23 @@ START_TEST(bad_config_exits_2)
 	ck_assert_str_eq(r.out, "");
 	ck_assert_msg(strstr(r.err, "config.yaml:3: command_executor.execution.timeout_seconds: "
 				    "expected a positive integer, got \\\"abc\\\"") ||
-			      strstr(r.err, "config.yaml:3: command_executor.execution.timeout_seconds: "
-					    "expected a positive integer, got \"abc\""),
+			  strstr(r.err,
+				 "config.yaml:3: command_executor.execution.timeout_seconds: "
+				 "expected a positive integer, got \"abc\""),
 		      "stderr: %s", r.err);
 	result_free(&r);
 
-	r = run_cae(d, ARGS((char *)"config", (char *)"show", (char *)"--config", (char *)"nope.yaml"), NULL);
+	r = run_cae(d,
+		    ARGS((char *)"config", (char *)"show", (char *)"--config", (char *)"nope.yaml"),
+		    NULL);
 	ck_assert_int_eq(r.status, 2);
-	ck_assert_msg(strstr(r.err, "nope.yaml: config file not found") != NULL, "stderr: %s", r.err);
+	ck_assert_msg(strstr(r.err, "nope.yaml: config file not found") != NULL, "stderr: %s",
+		      r.err);
 	result_free(&r);
 
 	tu_write(d, "config.yaml", "worker: {}\n");
-	r = run_cae(d, ARGS((char *)"config", (char *)"show"), ARGS((char *)"EXECUTOR_TIMEOUT=soon"));
+	r = run_cae(d, ARGS((char *)"config", (char *)"show"),
+		    ARGS((char *)"EXECUTOR_TIMEOUT=soon"));
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_msg(strstr(r.err, "EXECUTOR_TIMEOUT") != NULL, "stderr: %s", r.err);
 	result_free(&r);

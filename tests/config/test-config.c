@@ -10,13 +10,13 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cae_config *, cae_config_free)
 #define _cleanup_json_ _cleanup_(json_decrefp)
 
 /* An environment for the loader: a NULL-terminated array of "NAME=value". */
-#define ENVP(...) ((char *const[]){ __VA_ARGS__, NULL })
-static char *const no_env[] = { NULL };
+#define ENVP(...) ((char *const[]){__VA_ARGS__, NULL})
+static char *const no_env[] = {NULL};
 
 static cae_config *load_ok(const char *yaml, char *const *envp)
 {
 	cae_config *cfg = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_config_load_string(&cfg, yaml, strlen(yaml), "config.yaml", envp, &err);
 	ck_assert_msg(r == 0, "load failed: %d %s", r, err.message);
 	ck_assert_ptr_nonnull(cfg);
@@ -48,18 +48,20 @@ START_TEST(defaults)
 	ck_assert_int_eq(cfg->command_executor.backend, CAE_CONFIG_BACKEND_AUTO);
 	ck_assert_str_eq(cfg->command_executor.docker_host, "unix:///var/run/docker.sock");
 	ck_assert_uint_eq(cfg->command_executor.n_environments, 5);
-	const char *names[] = { "python", "miniforge", "node", "java", "go" };
+	const char *names[] = {"python", "miniforge", "node", "java", "go"};
 	for (size_t i = 0; i < 5; i++) {
 		char img[128];
 		snprintf(img, sizeof(img), "coding-agent-executor-%s:latest", names[i]);
 		ck_assert_str_eq(cfg->command_executor.environments[i].name, names[i]);
 		ck_assert_str_eq(cfg->command_executor.environments[i].image, img);
 	}
-	ck_assert_str_eq(cae_config_environment_image(cfg, "node"), "coding-agent-executor-node:latest");
+	ck_assert_str_eq(cae_config_environment_image(cfg, "node"),
+			 "coding-agent-executor-node:latest");
 	ck_assert_ptr_null(cae_config_environment_image(cfg, "rust"));
 	ck_assert_str_eq(cfg->command_executor.default_environment, "python");
 	ck_assert_str_eq(cfg->command_executor.state_dir, "/home/u/.local/state/cae");
-	ck_assert_str_eq(cfg->command_executor.docker.base_image, "coding-agent-executor-python:latest");
+	ck_assert_str_eq(cfg->command_executor.docker.base_image,
+			 "coding-agent-executor-python:latest");
 	ck_assert(cfg->command_executor.docker.resources.cpu_limit == 2.0);
 	ck_assert_str_eq(cfg->command_executor.docker.resources.memory_limit, "4g");
 	ck_assert_uint_eq(cfg->command_executor.docker.resources.memory_bytes, 4ull << 30);
@@ -90,7 +92,8 @@ START_TEST(defaults)
 	ck_assert(cfg->text_editor_mcp.enabled);
 	ck_assert_int_eq(cfg->text_editor_mcp.mode, CAE_CONFIG_EDITOR_NATIVE);
 	ck_assert_uint_eq(cfg->text_editor_mcp.mcp_server.command.n, 3);
-	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2], "mcp-server-text-editor");
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2],
+			 "mcp-server-text-editor");
 	ck_assert_uint_eq(cfg->text_editor_mcp.max_file_size, 10ull << 20);
 	ck_assert_int_eq(cfg->text_editor_mcp.undo_depth, 10);
 	ck_assert_uint_eq(cfg->text_editor_mcp.undo_max_bytes, 64ull << 20);
@@ -114,7 +117,8 @@ END_TEST
 
 START_TEST(default_state_dir_rules)
 {
-	cae_config *a = cae_config_defaults(ENVP((char *)"HOME=/h", (char *)"XDG_STATE_HOME=/xdg/state"));
+	cae_config *a =
+	    cae_config_defaults(ENVP((char *)"HOME=/h", (char *)"XDG_STATE_HOME=/xdg/state"));
 	ck_assert_str_eq(a->command_executor.state_dir, "/xdg/state/cae");
 	cae_config_free(a);
 	a = cae_config_defaults(ENVP((char *)"XDG_STATE_HOME=relative", (char *)"HOME=/h"));
@@ -131,80 +135,79 @@ START_TEST(default_state_dir_rules)
 }
 END_TEST
 
-static const char full_yaml[] =
-	"command_executor:\n"
-	"  enabled: no\n"
-	"  backend: local\n"
-	"  docker_host: tcp://10.0.0.1:2375\n"
-	"  environments:\n"
-	"    python: my-python:1\n"
-	"    rust: my-rust:2\n"
-	"  default_environment: rust\n"
-	"  state_dir: ~/state\n"
-	"  mcp_server:\n"
-	"    name: ce\n"
-	"    command: [node, server.js]\n"
-	"  docker:\n"
-	"    base_image: base:3\n"
-	"    resources:\n"
-	"      cpu_limit: 1.5\n"
-	"      memory_limit: 512m\n"
-	"      disk_limit: 0\n"
-	"      pids_limit: 256\n"
-	"    network:\n"
-	"      mode: bridge\n"
-	"      external_access: true\n"
-	"      whitelist_mode: true\n"
-	"      allowed_domains:\n"
-	"        - pypi.org\n"
-	"        - \"registry.npmjs.org\"\n"
-	"    mount_docker_socket: true\n"
-	"  clone:\n"
-	"    shallow: false\n"
-	"    depth: 50\n"
-	"    auto_install_deps: off\n"
-	"    timeout_seconds: 120\n"
-	"  execution:\n"
-	"    timeout_seconds: 60\n"
-	"    max_output_size: 64k\n"
-	"    truncate: head_tail\n"
-	"  cleanup:\n"
-	"    interval_hours: 6\n"
-	"    stale_threshold_hours: 12\n"
-	"  allowed_commands:\n"
-	"    use_default: false\n"
-	"    additional: [custom-build-tool]\n"
-	"    exclude: [curl, wget]\n"
-	"    custom_list: [npm, python, grep]\n"
-	"    enforce: true\n"
-	"  local:\n"
-	"    sandbox: bubblewrap\n"
-	"    network: yes\n"
-	"text_editor_mcp:\n"
-	"  enabled: false\n"
-	"  mode: mcp\n"
-	"  mcp_server:\n"
-	"    name: te\n"
-	"    command: [npx, -y, mcp-server-text-editor@1]\n"
-	"  max_file_size: 2MiB\n"
-	"  undo_depth: 0\n"
-	"  undo_max_bytes: 1g\n"
-	"  view_max_chars: 5000\n"
-	"worker:\n"
-	"  enabled: false\n"
-	"  auto_commit: true\n"
-	"  commit_message_prefix: \"[bot]\"\n"
-	"  command_timeout: 100\n"
-	"  git_timeout: 10\n"
-	"  stop_on_error: true\n"
-	"  dry_run: true\n"
-	"  rollback: true\n"
-	"github:\n"
-	"  token: ghp_filetoken1234\n"
-	"gitlab:\n"
-	"  token: glpat-filetoken\n"
-	"  api_url: https://gitlab.example.com/api/v4\n"
-	"  ssl_verify: false\n";
+static const char full_yaml[] = "command_executor:\n"
+				"  enabled: no\n"
+				"  backend: local\n"
+				"  docker_host: tcp://10.0.0.1:2375\n"
+				"  environments:\n"
+				"    python: my-python:1\n"
+				"    rust: my-rust:2\n"
+				"  default_environment: rust\n"
+				"  state_dir: ~/state\n"
+				"  mcp_server:\n"
+				"    name: ce\n"
+				"    command: [node, server.js]\n"
+				"  docker:\n"
+				"    base_image: base:3\n"
+				"    resources:\n"
+				"      cpu_limit: 1.5\n"
+				"      memory_limit: 512m\n"
+				"      disk_limit: 0\n"
+				"      pids_limit: 256\n"
+				"    network:\n"
+				"      mode: bridge\n"
+				"      external_access: true\n"
+				"      whitelist_mode: true\n"
+				"      allowed_domains:\n"
+				"        - pypi.org\n"
+				"        - \"registry.npmjs.org\"\n"
+				"    mount_docker_socket: true\n"
+				"  clone:\n"
+				"    shallow: false\n"
+				"    depth: 50\n"
+				"    auto_install_deps: off\n"
+				"    timeout_seconds: 120\n"
+				"  execution:\n"
+				"    timeout_seconds: 60\n"
+				"    max_output_size: 64k\n"
+				"    truncate: head_tail\n"
+				"  cleanup:\n"
+				"    interval_hours: 6\n"
+				"    stale_threshold_hours: 12\n"
+				"  allowed_commands:\n"
+				"    use_default: false\n"
+				"    additional: [custom-build-tool]\n"
+				"    exclude: [curl, wget]\n"
+				"    custom_list: [npm, python, grep]\n"
+				"    enforce: true\n"
+				"  local:\n"
+				"    sandbox: bubblewrap\n"
+				"    network: yes\n"
+				"text_editor_mcp:\n"
+				"  enabled: false\n"
+				"  mode: mcp\n"
+				"  mcp_server:\n"
+				"    name: te\n"
+				"    command: [npx, -y, mcp-server-text-editor@1]\n"
+				"  max_file_size: 2MiB\n"
+				"  undo_depth: 0\n"
+				"  undo_max_bytes: 1g\n"
+				"  view_max_chars: 5000\n"
+				"worker:\n"
+				"  enabled: false\n"
+				"  auto_commit: true\n"
+				"  commit_message_prefix: \"[bot]\"\n"
+				"  command_timeout: 100\n"
+				"  git_timeout: 10\n"
+				"  stop_on_error: true\n"
+				"  dry_run: true\n"
+				"  rollback: true\n"
+				"github:\n"
+				"  token: ghp_filetoken1234\n"
+				"gitlab:\n"
+				"  token: glpat-filetoken\n"
+				"  api_url: https://gitlab.example.com/api/v4\n"
+				"  ssl_verify: false\n";
 
 static void check_full(const cae_config *cfg)
 {
@@ -241,7 +244,8 @@ static void check_full(const cae_config *cfg)
 	ck_assert_int_eq(cfg->command_executor.cleanup.interval_hours, 6);
 	ck_assert_int_eq(cfg->command_executor.cleanup.stale_threshold_hours, 12);
 	ck_assert(!cfg->command_executor.allowed_commands.use_default);
-	ck_assert_str_eq(cfg->command_executor.allowed_commands.additional.items[0], "custom-build-tool");
+	ck_assert_str_eq(cfg->command_executor.allowed_commands.additional.items[0],
+			 "custom-build-tool");
 	ck_assert_uint_eq(cfg->command_executor.allowed_commands.exclude.n, 2);
 	ck_assert_uint_eq(cfg->command_executor.allowed_commands.custom_list.n, 3);
 	ck_assert(cfg->command_executor.allowed_commands.enforce);
@@ -250,7 +254,8 @@ static void check_full(const cae_config *cfg)
 	ck_assert(!cfg->text_editor_mcp.enabled);
 	ck_assert_int_eq(cfg->text_editor_mcp.mode, CAE_CONFIG_EDITOR_MCP);
 	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.name, "te");
-	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2], "mcp-server-text-editor@1");
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2],
+			 "mcp-server-text-editor@1");
 	ck_assert_uint_eq(cfg->text_editor_mcp.max_file_size, 2ull << 20);
 	ck_assert_int_eq(cfg->text_editor_mcp.undo_depth, 0);
 	ck_assert_uint_eq(cfg->text_editor_mcp.undo_max_bytes, 1ull << 30);
@@ -292,7 +297,7 @@ START_TEST(local_repo_roots)
 			 0);
 	ck_assert_uint_eq(cfg->command_executor.local_repo_roots.n, 2);
 	ck_assert_str_eq(cfg->command_executor.local_repo_roots.items[1], "/b/c");
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_config_set(cfg, "command_executor.local_repo_roots", "/a,rel", &err),
 			 -EINVAL);
 	ck_assert_contains(err.message, "expected absolute paths");
@@ -336,10 +341,10 @@ START_TEST(json_round_trip)
 	_cleanup_json_ json_t *dj2 = cae_config_to_json(d2, false);
 	ck_assert(json_equal(dj, dj2));
 	ck_assert_uint_eq(d2->warnings.n, 0);
-	ck_assert_str_eq(json_string_value(json_object_get(
-				 json_object_get(json_object_get(dj, "command_executor"), "execution"),
-				 "truncate")),
-			 "head");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(dj, "command_executor"), "execution"), "truncate")),
+	    "head");
 }
 END_TEST
 
@@ -361,8 +366,8 @@ START_TEST(aliases_and_anchors)
 	ck_assert_uint_eq(cfg->warnings.n, 1); /* "defaults" is unknown */
 	ck_assert_contains(cfg->warnings.items[0], "config.yaml:1: unknown key \"defaults\"");
 
-	const char *m = load_err("worker:\n  commit_prefix: a\n  commit_message_prefix: b\n", no_env,
-				 -EINVAL);
+	const char *m =
+	    load_err("worker:\n  commit_prefix: a\n  commit_message_prefix: b\n", no_env, -EINVAL);
 	ck_assert_contains(m, "config.yaml:3: worker.commit_message_prefix: given twice");
 	m = load_err("worker:\n  git_timeout: 1\n  git_timeout: 2\n", no_env, -EINVAL);
 	ck_assert_contains(m, "config.yaml:3: worker.git_timeout: given twice");
@@ -374,27 +379,25 @@ END_TEST
 
 START_TEST(env_overrides)
 {
-	const char *yaml = "command_executor:\n"
-			   "  enabled: false\n"
-			   "  execution: {timeout_seconds: 100}\n"
-			   "  docker: {base_image: file-image, resources: {cpu_limit: 1, memory_limit: 1g}}\n"
-			   "worker: {auto_commit: false, commit_message_prefix: file}\n";
-	char *const *env = ENVP((char *)"COMMAND_EXECUTOR_ENABLED=YES", (char *)"DOCKER_HOST=tcp://h:1",
-				(char *)"EXECUTOR_BASE_IMAGE=env-image", (char *)"EXECUTOR_CPU_LIMIT=0.5",
-				(char *)"EXECUTOR_MEMORY_LIMIT=2g", (char *)"EXECUTOR_TIMEOUT=200",
-				(char *)"EXECUTOR_BACKEND=docker", (char *)"CAE_STATE_DIR=/srv/cae",
-				(char *)"TEXT_EDITOR_MCP_ENABLED=0",
-				(char *)"PICOCLAW_WORKER_AUTO_COMMIT=true",
-				(char *)"PICOCLAW_WORKER_COMMIT_PREFIX=[env]",
-				(char *)"PICOCLAW_WORKER_COMMAND_TIMEOUT=42",
-				(char *)"PICOCLAW_WORKER_GIT_TIMEOUT=7",
-				(char *)"PICOCLAW_WORKER_STOP_ON_ERROR=1",
-				(char *)"PICOCLAW_WORKER_DRY_RUN=on", (char *)"PICOCLAW_WORKER_ROLLBACK=yes",
-				(char *)"PICOCLAW_WORKER_ENABLED=no",
-				(char *)"GITHUB_PERSONAL_ACCESS_TOKEN=ghp_envtoken",
-				(char *)"GITLAB_PERSONAL_ACCESS_TOKEN=glpat-env",
-				(char *)"GITLAB_API_URL=https://gl.local/api/v4",
-				(char *)"EXECUTOR_TIMEOUTX=5");
+	const char *yaml =
+	    "command_executor:\n"
+	    "  enabled: false\n"
+	    "  execution: {timeout_seconds: 100}\n"
+	    "  docker: {base_image: file-image, resources: {cpu_limit: 1, memory_limit: 1g}}\n"
+	    "worker: {auto_commit: false, commit_message_prefix: file}\n";
+	char *const *env = ENVP(
+	    (char *)"COMMAND_EXECUTOR_ENABLED=YES", (char *)"DOCKER_HOST=tcp://h:1",
+	    (char *)"EXECUTOR_BASE_IMAGE=env-image", (char *)"EXECUTOR_CPU_LIMIT=0.5",
+	    (char *)"EXECUTOR_MEMORY_LIMIT=2g", (char *)"EXECUTOR_TIMEOUT=200",
+	    (char *)"EXECUTOR_BACKEND=docker", (char *)"CAE_STATE_DIR=/srv/cae",
+	    (char *)"TEXT_EDITOR_MCP_ENABLED=0", (char *)"PICOCLAW_WORKER_AUTO_COMMIT=true",
+	    (char *)"PICOCLAW_WORKER_COMMIT_PREFIX=[env]",
+	    (char *)"PICOCLAW_WORKER_COMMAND_TIMEOUT=42", (char *)"PICOCLAW_WORKER_GIT_TIMEOUT=7",
+	    (char *)"PICOCLAW_WORKER_STOP_ON_ERROR=1", (char *)"PICOCLAW_WORKER_DRY_RUN=on",
+	    (char *)"PICOCLAW_WORKER_ROLLBACK=yes", (char *)"PICOCLAW_WORKER_ENABLED=no",
+	    (char *)"GITHUB_PERSONAL_ACCESS_TOKEN=ghp_envtoken",
+	    (char *)"GITLAB_PERSONAL_ACCESS_TOKEN=glpat-env",
+	    (char *)"GITLAB_API_URL=https://gl.local/api/v4", (char *)"EXECUTOR_TIMEOUTX=5");
 	_cleanup_config_ cae_config *cfg = load_ok(yaml, env);
 	ck_assert(cfg->command_executor.enabled);
 	ck_assert_str_eq(cfg->command_executor.docker_host, "tcp://h:1");
@@ -427,9 +430,10 @@ END_TEST
 START_TEST(env_errors_name_the_variable)
 {
 	const char *m = load_err("", ENVP((char *)"EXECUTOR_TIMEOUT=abc"), -EINVAL);
-	ck_assert_str_eq(m, "environment variable EXECUTOR_TIMEOUT "
-			    "(command_executor.execution.timeout_seconds): expected a positive integer, "
-			    "got \"abc\"");
+	ck_assert_str_eq(
+	    m, "environment variable EXECUTOR_TIMEOUT "
+	       "(command_executor.execution.timeout_seconds): expected a positive integer, "
+	       "got \"abc\"");
 	m = load_err("", ENVP((char *)"COMMAND_EXECUTOR_ENABLED=maybe"), -EINVAL);
 	ck_assert_contains(m, "environment variable COMMAND_EXECUTOR_ENABLED");
 	ck_assert_contains(m, "expected a boolean");
@@ -459,69 +463,76 @@ START_TEST(errors_with_file_and_line)
 		const char *yaml;
 		const char *msg;
 	} cases[] = {
-		{ "command_executor:\n  execution:\n    timeout_seconds: abc\n",
-		  "config.yaml:3: command_executor.execution.timeout_seconds: expected a positive "
-		  "integer, got \"abc\"" },
-		{ "command_executor:\n  execution:\n    timeout_seconds: 0\n",
-		  "config.yaml:3: command_executor.execution.timeout_seconds: expected an integer from 1 "
-		  "to 604800, got \"0\"" },
-		{ "\n\ncommand_executor:\n  enabled: perhaps\n",
-		  "config.yaml:4: command_executor.enabled: expected a boolean (true/false, yes/no, "
-		  "on/off, 1/0), got \"perhaps\"" },
-		{ "command_executor:\n  docker:\n    resources:\n      memory_limit: 4x\n",
-		  "config.yaml:4: command_executor.docker.resources.memory_limit: expected a size such "
-		  "as 4g, 512m or a number of bytes, got \"4x\"" },
-		{ "command_executor:\n  docker:\n    resources:\n      cpu_limit: two\n",
-		  "config.yaml:4: command_executor.docker.resources.cpu_limit: expected a positive "
-		  "number, got \"two\"" },
-		{ "command_executor:\n  backend: kubernetes\n",
-		  "config.yaml:2: command_executor.backend: expected one of auto, docker, local, got "
-		  "\"kubernetes\"" },
-		{ "command_executor:\n  docker_host: [a, b]\n",
-		  "config.yaml:2: command_executor.docker_host: expected a string, got a sequence" },
-		{ "command_executor:\n  docker_host: \"\"\n",
-		  "config.yaml:2: command_executor.docker_host: expected a non-empty string" },
-		{ "command_executor:\n  docker:\n    network:\n      allowed_domains: example.com\n",
-		  "config.yaml:4: command_executor.docker.network.allowed_domains: expected a list of "
-		  "strings, got \"example.com\"" },
-		{ "command_executor:\n  docker:\n    network:\n      allowed_domains:\n        - a\n        - [b]\n",
-		  "config.yaml:6: command_executor.docker.network.allowed_domains: item 2: expected a "
-		  "string, got a sequence" },
-		{ "command_executor:\n  environments:\n    python: p\n    Bad Name: x\n",
-		  "config.yaml:4: command_executor.environments: invalid environment name \"Bad Name\"" },
-		{ "command_executor:\n  environments: [python]\n",
-		  "config.yaml:2: command_executor.environments: expected a mapping of environment "
-		  "name to image, got a sequence" },
-		{ "command_executor:\n  docker: 3\n",
-		  "config.yaml:2: command_executor.docker: expected a mapping, got a scalar" },
-		{ "command_executor:\n  state_dir: relative\n",
-		  "config.yaml:2: command_executor.state_dir: expected an absolute path, got \"relative\"" },
-		{ "command_executor:\n  default_environment: rust\n",
-		  "config.yaml:2: command_executor.default_environment: the default environment \"rust\" "
-		  "is not one of the configured environments (python, miniforge, node, java, go)" },
-		{ "command_executor:\n  environments: {node: n}\n",
-		  "config.yaml:2: command_executor.environments: the default environment \"python\" is "
-		  "not one of the configured environments (node)" },
-		{ "command_executor:\n  docker:\n    network: {mode: none, external_access: true}\n",
-		  "command_executor.docker.network.external_access: true contradicts" },
-		{ "command_executor:\n  docker:\n    network: {external_access: false, whitelist_mode: true}\n",
-		  "config.yaml:3: command_executor.docker.network.whitelist_mode: a domain allow-list "
-		  "needs external access" },
-		{ "command_executor:\n  local:\n    sandbox: none\n",
-		  "config.yaml:3: command_executor.local.sandbox: none runs commands on this host "
-		  "unconfined: it needs command_executor.local.unconfined: true" },
-		{ "command_executor:\n  local:\n    sandbox_uid: 0\n",
-		  "config.yaml:3: command_executor.local.sandbox_uid: " },
-		{ "github:\n  token: [secret]\n", "config.yaml:2: github.token: expected a string, got a sequence" },
-		{ "worker:\n  git_timeout: \"1\\0\"\n", "config.yaml:2: worker.git_timeout: " },
-		{ "text_editor_mcp:\n  max_file_size: 99999999999999999999999\n",
-		  "config.yaml:2: text_editor_mcp.max_file_size: expected a size" },
-		{ "- a\n- b\n", "config.yaml:1: expected a mapping of keys at the top level, got a sequence" },
+	    {"command_executor:\n  execution:\n    timeout_seconds: abc\n",
+	     "config.yaml:3: command_executor.execution.timeout_seconds: expected a positive "
+	     "integer, got \"abc\""},
+	    {"command_executor:\n  execution:\n    timeout_seconds: 0\n",
+	     "config.yaml:3: command_executor.execution.timeout_seconds: expected an integer from "
+	     "1 "
+	     "to 604800, got \"0\""},
+	    {"\n\ncommand_executor:\n  enabled: perhaps\n",
+	     "config.yaml:4: command_executor.enabled: expected a boolean (true/false, yes/no, "
+	     "on/off, 1/0), got \"perhaps\""},
+	    {"command_executor:\n  docker:\n    resources:\n      memory_limit: 4x\n",
+	     "config.yaml:4: command_executor.docker.resources.memory_limit: expected a size such "
+	     "as 4g, 512m or a number of bytes, got \"4x\""},
+	    {"command_executor:\n  docker:\n    resources:\n      cpu_limit: two\n",
+	     "config.yaml:4: command_executor.docker.resources.cpu_limit: expected a positive "
+	     "number, got \"two\""},
+	    {"command_executor:\n  backend: kubernetes\n",
+	     "config.yaml:2: command_executor.backend: expected one of auto, docker, local, got "
+	     "\"kubernetes\""},
+	    {"command_executor:\n  docker_host: [a, b]\n",
+	     "config.yaml:2: command_executor.docker_host: expected a string, got a sequence"},
+	    {"command_executor:\n  docker_host: \"\"\n",
+	     "config.yaml:2: command_executor.docker_host: expected a non-empty string"},
+	    {"command_executor:\n  docker:\n    network:\n      allowed_domains: example.com\n",
+	     "config.yaml:4: command_executor.docker.network.allowed_domains: expected a list of "
+	     "strings, got \"example.com\""},
+	    {"command_executor:\n  docker:\n    network:\n      allowed_domains:\n        - a\n    "
+	     "    - [b]\n",
+	     "config.yaml:6: command_executor.docker.network.allowed_domains: item 2: expected a "
+	     "string, got a sequence"},
+	    {"command_executor:\n  environments:\n    python: p\n    Bad Name: x\n",
+	     "config.yaml:4: command_executor.environments: invalid environment name \"Bad Name\""},
+	    {"command_executor:\n  environments: [python]\n",
+	     "config.yaml:2: command_executor.environments: expected a mapping of environment "
+	     "name to image, got a sequence"},
+	    {"command_executor:\n  docker: 3\n",
+	     "config.yaml:2: command_executor.docker: expected a mapping, got a scalar"},
+	    {"command_executor:\n  state_dir: relative\n",
+	     "config.yaml:2: command_executor.state_dir: expected an absolute path, got "
+	     "\"relative\""},
+	    {"command_executor:\n  default_environment: rust\n",
+	     "config.yaml:2: command_executor.default_environment: the default environment "
+	     "\"rust\" "
+	     "is not one of the configured environments (python, miniforge, node, java, go)"},
+	    {"command_executor:\n  environments: {node: n}\n",
+	     "config.yaml:2: command_executor.environments: the default environment \"python\" is "
+	     "not one of the configured environments (node)"},
+	    {"command_executor:\n  docker:\n    network: {mode: none, external_access: true}\n",
+	     "command_executor.docker.network.external_access: true contradicts"},
+	    {"command_executor:\n  docker:\n    network: {external_access: false, whitelist_mode: "
+	     "true}\n",
+	     "config.yaml:3: command_executor.docker.network.whitelist_mode: a domain allow-list "
+	     "needs external access"},
+	    {"command_executor:\n  local:\n    sandbox: none\n",
+	     "config.yaml:3: command_executor.local.sandbox: none runs commands on this host "
+	     "unconfined: it needs command_executor.local.unconfined: true"},
+	    {"command_executor:\n  local:\n    sandbox_uid: 0\n",
+	     "config.yaml:3: command_executor.local.sandbox_uid: "},
+	    {"github:\n  token: [secret]\n",
+	     "config.yaml:2: github.token: expected a string, got a sequence"},
+	    {"worker:\n  git_timeout: \"1\\0\"\n", "config.yaml:2: worker.git_timeout: "},
+	    {"text_editor_mcp:\n  max_file_size: 99999999999999999999999\n",
+	     "config.yaml:2: text_editor_mcp.max_file_size: expected a size"},
+	    {"- a\n- b\n",
+	     "config.yaml:1: expected a mapping of keys at the top level, got a sequence"},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		const char *m = load_err(cases[i].yaml, no_env, -EINVAL);
-		ck_assert_msg(strstr(m, cases[i].msg) != NULL, "case %zu: \"%s\" lacks \"%s\"", i, m,
-			      cases[i].msg);
+		ck_assert_msg(strstr(m, cases[i].msg) != NULL, "case %zu: \"%s\" lacks \"%s\"", i,
+			      m, cases[i].msg);
 	}
 	/* a secret's value never appears in a message */
 	const char *m = load_err("github:\n  token: {x: supersecret}\n", no_env, -EINVAL);
@@ -541,9 +552,11 @@ START_TEST(unknown_keys_warn)
 						   no_env);
 	ck_assert_uint_eq(cfg->warnings.n, 3);
 	ck_assert_str_eq(cfg->warnings.items[0], "config.yaml:1: unknown key \"llm\" (ignored)");
-	ck_assert_str_eq(cfg->warnings.items[1],
-			 "config.yaml:6: unknown key \"command_executor.execution.timeout_secs\" (ignored)");
-	ck_assert_contains(cfg->warnings.items[2], "config.yaml:7: a key in command_executor is a sequence");
+	ck_assert_str_eq(
+	    cfg->warnings.items[1],
+	    "config.yaml:6: unknown key \"command_executor.execution.timeout_secs\" (ignored)");
+	ck_assert_contains(cfg->warnings.items[2],
+			   "config.yaml:7: a key in command_executor is a sequence");
 	ck_assert_int_eq(cfg->command_executor.execution.timeout_seconds, 1800);
 
 	/* warnings are bounded */
@@ -559,9 +572,10 @@ END_TEST
 
 START_TEST(malformed_yaml)
 {
-	const char *m = load_err("command_executor:\n  enabled: true\n   bad: [\n", no_env, -EINVAL);
+	const char *m =
+	    load_err("command_executor:\n  enabled: true\n   bad: [\n", no_env, -EINVAL);
 	ck_assert_msg(strncmp(m, "config.yaml:3: invalid YAML:", 28) == 0 ||
-			      strncmp(m, "config.yaml:4: invalid YAML:", 28) == 0,
+			  strncmp(m, "config.yaml:4: invalid YAML:", 28) == 0,
 		      "%s", m);
 	m = load_err("a: \"unterminated\n", no_env, -EINVAL);
 	ck_assert_contains(m, "config.yaml:");
@@ -583,7 +597,7 @@ START_TEST(malformed_yaml)
 	memset(huge, '#', n);
 	huge[n] = '\0';
 	cae_config *cfg = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_config_load_string(&cfg, huge, n, "big.yaml", no_env, &err), -EFBIG);
 	ck_assert_contains(err.message, "big.yaml: larger than");
 	free(huge);
@@ -593,15 +607,16 @@ END_TEST
 START_TEST(network_modes)
 {
 	_cleanup_config_ cae_config *a =
-		load_ok("command_executor: {docker: {network: {external_access: false}}}\n", no_env);
+	    load_ok("command_executor: {docker: {network: {external_access: false}}}\n", no_env);
 	ck_assert_int_eq(a->command_executor.docker.network.mode, CAE_CONFIG_NETWORK_NONE);
 	_cleanup_config_ cae_config *b =
-		load_ok("command_executor: {docker: {network: {mode: none}}}\n", no_env);
+	    load_ok("command_executor: {docker: {network: {mode: none}}}\n", no_env);
 	ck_assert(!b->command_executor.docker.network.external_access);
 	_cleanup_config_ cae_config *c =
-		load_ok("command_executor: {docker: {network: {mode: host}}}\n", no_env);
+	    load_ok("command_executor: {docker: {network: {mode: host}}}\n", no_env);
 	ck_assert(c->command_executor.docker.network.external_access);
-	ck_assert_str_eq(cae_config_network_mode_name(c->command_executor.docker.network.mode), "host");
+	ck_assert_str_eq(cae_config_network_mode_name(c->command_executor.docker.network.mode),
+			 "host");
 }
 END_TEST
 
@@ -617,16 +632,19 @@ START_TEST(secrets_redacted_in_json)
 	ck_assert(strstr(s, "glpat-zzzzzzzz") == NULL);
 	ck_assert(strstr(s, "glpass") == NULL);
 	ck_assert(strstr(s, "dockpw") == NULL);
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "github"), "token")), "***");
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "gitlab"), "api_url")),
-			 "https://***@gitlab.local/api/v4");
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "github"), "token")),
+			 "***");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(j, "gitlab"), "api_url")),
+	    "https://***@gitlab.local/api/v4");
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "command_executor"),
 							   "docker_host")),
 			 "tcp://***@10.1.1.1:2376");
 	/* unredacted: the real values; unset tokens are null either way */
 	_cleanup_json_ json_t *raw = cae_config_to_json(cfg, false);
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(raw, "gitlab"), "token")),
-			 "glpat-zzzzzzzz");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(raw, "gitlab"), "token")),
+	    "glpat-zzzzzzzz");
 	_cleanup_config_ cae_config *d = load_ok("", no_env);
 	_cleanup_json_ json_t *dj = cae_config_to_json(d, true);
 	ck_assert(json_is_null(json_object_get(json_object_get(dj, "github"), "token")));
@@ -636,33 +654,41 @@ END_TEST
 START_TEST(set_by_key)
 {
 	_cleanup_config_ cae_config *cfg = cae_config_defaults(no_env);
-	cae_error err = { 0 };
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.execution.timeout_seconds", "42", &err), 0);
+	cae_error err = {0};
+	ck_assert_int_eq(
+	    cae_config_set(cfg, "command_executor.execution.timeout_seconds", "42", &err), 0);
 	ck_assert_int_eq(cfg->command_executor.execution.timeout_seconds, 42);
 	ck_assert_int_eq(cae_config_set(cfg, "command_executor.docker.network.allowed_domains",
 					"a.com, b.org,,", &err),
 			 0);
 	ck_assert_uint_eq(cfg->command_executor.docker.network.allowed_domains.n, 2);
 	ck_assert_str_eq(cfg->command_executor.docker.network.allowed_domains.items[1], "b.org");
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.environments", "go=g:1, node=n:2", &err), -EINVAL);
+	ck_assert_int_eq(
+	    cae_config_set(cfg, "command_executor.environments", "go=g:1, node=n:2", &err),
+	    -EINVAL);
 	ck_assert_contains(err.message, "the default environment \"python\"");
 	ck_assert_uint_eq(cfg->command_executor.n_environments, 5); /* unchanged */
 	_cleanup_config_ cae_config *copy = cae_config_dup(cfg);
 	_cleanup_json_ json_t *j1 = cae_config_to_json(cfg, false);
 	_cleanup_json_ json_t *j2 = cae_config_to_json(copy, false);
 	ck_assert(json_equal(j1, j2));
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.default_environment", "rust", &err), -EINVAL);
+	ck_assert_int_eq(cae_config_set(cfg, "command_executor.default_environment", "rust", &err),
+			 -EINVAL);
 	ck_assert_str_eq(cfg->command_executor.default_environment, "python");
 	ck_assert_int_eq(cae_config_set(cfg, "worker.shell_timeout", "9", &err), 0);
 	ck_assert_int_eq(cfg->worker.command_timeout, 9);
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.docker.network.mode", "none", &err), 0);
+	ck_assert_int_eq(cae_config_set(cfg, "command_executor.docker.network.mode", "none", &err),
+			 0);
 	ck_assert(!cfg->command_executor.docker.network.external_access);
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.docker.network.external_access", "true", &err), 0);
+	ck_assert_int_eq(
+	    cae_config_set(cfg, "command_executor.docker.network.external_access", "true", &err),
+	    0);
 	ck_assert_int_eq(cfg->command_executor.docker.network.mode, CAE_CONFIG_NETWORK_BRIDGE);
 	ck_assert_int_eq(cae_config_set(cfg, "no.such.key", "1", &err), -EINVAL);
 	ck_assert_contains(err.message, "unknown config key");
 	ck_assert_int_eq(cae_config_set(cfg, "worker.git_timeout", "x", &err), -EINVAL);
-	ck_assert_str_eq(err.message, "worker.git_timeout: expected an integer from 1 to 3600, got \"x\"");
+	ck_assert_str_eq(err.message,
+			 "worker.git_timeout: expected an integer from 1 to 3600, got \"x\"");
 	ck_assert_int_eq(cfg->worker.git_timeout, 30);
 }
 END_TEST
@@ -692,8 +718,8 @@ START_TEST(parse_sizes_and_bools)
 	ck_assert_int_eq(cae_config_parse_size("99999999999t", &v), -EINVAL);
 	ck_assert_int_eq(cae_config_parse_size("18446744073709551616", &v), -EINVAL);
 	bool b;
-	const char *yes[] = { "true", "TRUE", "yes", "On", "1" };
-	const char *no[] = { "false", "No", "off", "0" };
+	const char *yes[] = {"true", "TRUE", "yes", "On", "1"};
+	const char *no[] = {"false", "No", "off", "0"};
 	for (size_t i = 0; i < ARRAY_SIZE(yes); i++) {
 		ck_assert_int_eq(cae_config_parse_bool(yes[i], &b), 0);
 		ck_assert(b);
@@ -713,7 +739,7 @@ START_TEST(file_lookup)
 	_cleanup_free_ char *d = tu_mkdtemp();
 	ck_assert_int_eq(chdir(d), 0);
 	cae_config *cfg = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	char xdg_env[4200], cae_env[4200];
 	snprintf(xdg_env, sizeof(xdg_env), "XDG_CONFIG_HOME=%s/xdg", d);
 
@@ -743,16 +769,18 @@ START_TEST(file_lookup)
 	ck_assert_int_eq(cae_config_load(&cfg, NULL, ENVP(xdg_env, cae_env), &err), 0);
 	ck_assert_int_eq(cfg->worker.git_timeout, 13);
 	cae_config_free(cfg);
-	ck_assert_int_eq(cae_config_load(&cfg, NULL, ENVP((char *)"CAE_CONFIG=/nonexistent/c.yaml"), &err),
-			 -ENOENT);
+	ck_assert_int_eq(
+	    cae_config_load(&cfg, NULL, ENVP((char *)"CAE_CONFIG=/nonexistent/c.yaml"), &err),
+	    -ENOENT);
 	ck_assert_ptr_null(cfg);
 	ck_assert_str_eq(err.message, "/nonexistent/c.yaml: config file not found");
 
 	/* an explicit path wins over everything; errors carry its name */
 	tu_write(d, "bad.yaml", "worker:\n  git_timeout: soon\n");
 	ck_assert_int_eq(cae_config_load(&cfg, "bad.yaml", ENVP(cae_env), &err), -EINVAL);
-	ck_assert_str_eq(err.message, "bad.yaml:2: worker.git_timeout: expected an integer from 1 to "
-				      "3600, got \"soon\"");
+	ck_assert_str_eq(err.message,
+			 "bad.yaml:2: worker.git_timeout: expected an integer from 1 to "
+			 "3600, got \"soon\"");
 	ck_assert_int_eq(cae_config_load(&cfg, "missing.yaml", no_env, &err), -ENOENT);
 	ck_assert_int_eq(cae_config_load(&cfg, ".", no_env, &err), -EISDIR);
 	cae_rm_rf(d);

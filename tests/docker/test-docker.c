@@ -52,11 +52,12 @@ static void unique_name(char *buf, size_t size, const char *what)
 static cae_docker *client(void)
 {
 	cae_docker *d = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_docker_new(getenv("DOCKER_HOST"), &d, &err);
 	ck_assert_msg(r == 0, "cae_docker_new: %s", err.message);
 	r = cae_docker_ping(d, 5000, &err);
-	ck_assert_msg(r == 0, "no Docker engine answers (%s); start one with scripts/docker-env.sh up",
+	ck_assert_msg(r == 0,
+		      "no Docker engine answers (%s); start one with scripts/docker-env.sh up",
 		      err.message);
 	return d;
 }
@@ -98,28 +99,29 @@ START_TEST(demux_split_everywhere)
 	len += frame(stream + len, 1, "world\n");
 	/* Every split position, and byte-at-a-time. */
 	for (size_t cut = 0; cut <= len; cut++) {
-		struct frames f = { 0 };
+		struct frames f = {0};
 		cae_buf_init(&f.out, 1024);
 		cae_buf_init(&f.err, 1024);
 		cae_docker_demux dm;
 		cae_docker_demux_init(&dm);
 		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream, cut, collect, &f), 0);
-		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream + cut, len - cut, collect, &f), 0);
+		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream + cut, len - cut, collect, &f),
+				 0);
 		ck_assert(cae_docker_demux_idle(&dm));
 		ck_assert_str_eq(f.out.data, "hello world\n");
 		ck_assert_str_eq(f.err.data, "oops\n");
 		cae_buf_clear(&f.out);
 		cae_buf_clear(&f.err);
 	}
-	struct frames f = { 0 };
+	struct frames f = {0};
 	cae_buf_init(&f.out, 1024);
 	cae_buf_init(&f.err, 1024);
 	cae_docker_demux dm;
 	cae_docker_demux_init(&dm);
 	for (size_t i = 0; i < len; i++) {
 		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream + i, 1, collect, &f), 0);
-		ck_assert(cae_docker_demux_idle(&dm) == (i == len - 1 || i == 13 || i == 13 + 13 ||
-							   i == 13 + 13 + 8));
+		ck_assert(cae_docker_demux_idle(&dm) ==
+			  (i == len - 1 || i == 13 || i == 13 + 13 || i == 13 + 13 + 8));
 	}
 	ck_assert_str_eq(f.out.data, "hello world\n");
 	cae_buf_clear(&f.out);
@@ -129,15 +131,15 @@ END_TEST
 
 START_TEST(demux_bad_header)
 {
-	struct frames f = { 0 };
+	struct frames f = {0};
 	cae_buf_init(&f.out, 64);
 	cae_buf_init(&f.err, 64);
 	cae_docker_demux dm;
 	cae_docker_demux_init(&dm);
-	const char bad[8] = { 7, 0, 0, 0, 0, 0, 0, 1 };
+	const char bad[8] = {7, 0, 0, 0, 0, 0, 0, 1};
 	ck_assert_int_eq(cae_docker_demux_feed(&dm, bad, 8, collect, &f), -EPROTO);
 	cae_docker_demux_init(&dm);
-	const char bad2[8] = { 1, 1, 0, 0, 0, 0, 0, 1 };
+	const char bad2[8] = {1, 1, 0, 0, 0, 0, 0, 1};
 	ck_assert_int_eq(cae_docker_demux_feed(&dm, bad2, 8, collect, &f), -EPROTO);
 	/* A frame cut in the middle leaves the demuxer busy. */
 	char s[64];
@@ -163,7 +165,7 @@ START_TEST(demux_large_frame)
 	s[7] = 0;
 	for (size_t i = 0; i < n; i++)
 		s[8 + i] = (char)('a' + i % 26);
-	struct frames f = { 0 };
+	struct frames f = {0};
 	cae_buf_init(&f.out, 16);
 	cae_buf_init(&f.err, 2 * n);
 	cae_docker_demux dm;
@@ -187,7 +189,7 @@ START_TEST(wrap_header_parse)
 	const char *replay;
 	size_t rl;
 	/* Split across pieces, followed by the command's own stderr. */
-	cae_docker_wrap_header h = { 0 };
+	cae_docker_wrap_header h = {0};
 	const char *a = "cae-exec 12", *b = " 12 ok\nreal stderr";
 	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h, a, strlen(a), &replay, &rl), strlen(a));
 	ck_assert(!h.done);
@@ -199,7 +201,7 @@ START_TEST(wrap_header_parse)
 	ck_assert_int_eq(h.pgid, 12);
 	ck_assert_uint_eq(rl, 0);
 
-	cae_docker_wrap_header h2 = { 0 };
+	cae_docker_wrap_header h2 = {0};
 	const char *c = "cae-exec 7  notfound\n";
 	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h2, c, strlen(c), &replay, &rl), strlen(c));
 	ck_assert_int_eq(h2.status, CAE_WRAP_NOTFOUND);
@@ -207,7 +209,7 @@ START_TEST(wrap_header_parse)
 	ck_assert_int_eq(h2.pgid, 0);
 
 	/* Not a header: the bytes held back are given back. */
-	cae_docker_wrap_header h3 = { 0 };
+	cae_docker_wrap_header h3 = {0};
 	const char *d1 = "cae-", *d2 = "oops";
 	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h3, d1, 4, &replay, &rl), 4);
 	used = cae_docker_wrap_header_feed(&h3, d2, 4, &replay, &rl);
@@ -218,7 +220,7 @@ START_TEST(wrap_header_parse)
 	ck_assert_int_eq(memcmp(replay, "cae-", 4), 0);
 
 	/* Looks like one, is not one. */
-	cae_docker_wrap_header h4 = { 0 };
+	cae_docker_wrap_header h4 = {0};
 	const char *e = "cae-exec x\n";
 	used = cae_docker_wrap_header_feed(&h4, e, strlen(e), &replay, &rl);
 	ck_assert(h4.done);
@@ -227,7 +229,7 @@ START_TEST(wrap_header_parse)
 	ck_assert_uint_eq(rl, strlen(e));
 
 	/* Too long a line is not a header either. */
-	cae_docker_wrap_header h5 = { 0 };
+	cae_docker_wrap_header h5 = {0};
 	char longl[300];
 	memcpy(longl, "cae-exec ", 9);
 	memset(longl + 9, '1', sizeof(longl) - 9);
@@ -242,16 +244,15 @@ END_TEST
 START_TEST(host_parse)
 {
 	cae_docker_endpoint ep;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_endpoint_parse(NULL, &ep, &err), 0);
 	ck_assert(ep.is_unix);
 	ck_assert_str_eq(ep.socket_path, "/var/run/docker.sock");
 	ck_assert_str_eq(ep.host, "unix:///var/run/docker.sock");
 	cae_docker_endpoint_clear(&ep);
 
-	ck_assert_int_eq(cae_docker_endpoint_parse("unix:///run/user/1000/podman/podman.sock", &ep,
-						   &err),
-			 0);
+	ck_assert_int_eq(
+	    cae_docker_endpoint_parse("unix:///run/user/1000/podman/podman.sock", &ep, &err), 0);
 	ck_assert_str_eq(ep.socket_path, "/run/user/1000/podman/podman.sock");
 	ck_assert_str_eq(ep.base_url, "http://localhost");
 	cae_docker_endpoint_clear(&ep);
@@ -277,11 +278,14 @@ START_TEST(host_parse)
 	ck_assert_str_eq(ep.base_url, "http://[::1]:2375");
 	cae_docker_endpoint_clear(&ep);
 
-	const char *bad[] = { "ssh://me@host", "npipe:////./pipe/docker_engine", "unix://rel.sock",
-			      "tcp://", "tcp://host:0", "tcp://host:99999", "tcp://host:12ab",
-			      "tcp://host/path", "tcp://ho st:1", "fd://", "https://h:1", NULL };
+	const char *bad[] = {"ssh://me@host",	"npipe:////./pipe/docker_engine",
+			     "unix://rel.sock", "tcp://",
+			     "tcp://host:0",	"tcp://host:99999",
+			     "tcp://host:12ab", "tcp://host/path",
+			     "tcp://ho st:1",	"fd://",
+			     "https://h:1",	NULL};
 	for (const char **b = bad; *b; b++) {
-		cae_error e = { 0 };
+		cae_error e = {0};
 		ck_assert_msg(cae_docker_endpoint_parse(*b, &ep, &e) == -EINVAL, "%s accepted", *b);
 		ck_assert_msg(strstr(e.message, "DOCKER_HOST") != NULL, "%s", e.message);
 	}
@@ -296,7 +300,7 @@ START_TEST(version_negotiation)
 	ck_assert_int_gt(cae_docker_version_cmp("2.0", "1.99"), 0);
 	ck_assert_int_lt(cae_docker_version_cmp("garbage", "1.0"), 0);
 	char v[16];
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_negotiate("1.41", v, sizeof(v), &err), 0);
 	ck_assert_str_eq(v, "1.41");
 	ck_assert_int_eq(cae_docker_negotiate("1.52", v, sizeof(v), &err), 0);
@@ -342,7 +346,7 @@ START_TEST(preparer_alive_or_not)
 		ssize_t k = write(p[1], l, strlen(l) + 1);
 		_exit(k > 0 ? 0 : 1);
 	}
-	char child[CAE_PREPARER_MAX] = { 0 };
+	char child[CAE_PREPARER_MAX] = {0};
 	ck_assert_int_gt(read(p[0], child, sizeof(child) - 1), 0);
 	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 	close(p[0]);
@@ -364,7 +368,7 @@ END_TEST
 START_TEST(unreachable_engine)
 {
 	cae_docker *d = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_new("unix:///nonexistent/docker.sock", &d, &err), 0);
 	int64_t t0 = cae_now_ms();
 	ck_assert_int_eq(cae_docker_ping(d, 1000, &err), -ECONNREFUSED);
@@ -386,15 +390,15 @@ static char *start_container(cae_docker *d, const char *what, json_t *extra_host
 {
 	char name[128];
 	unique_name(name, sizeof(name), what);
-	json_t *cfg = json_pack("{s:s, s:[s,s], s:[], s:s, s:{s:s}, s:{s:b, s:s, s:[s], s:[s], s:I}}",
-				"Image", test_image(), "Entrypoint", "sleep", "infinity", "Cmd",
-				"User", "1000:1000", "Labels", "cae.test", "1", "HostConfig",
-				"Init", 1, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
-				"no-new-privileges", "PidsLimit", (json_int_t)256);
+	json_t *cfg = json_pack(
+	    "{s:s, s:[s,s], s:[], s:s, s:{s:s}, s:{s:b, s:s, s:[s], s:[s], s:I}}", "Image",
+	    test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "User", "1000:1000", "Labels",
+	    "cae.test", "1", "HostConfig", "Init", 1, "NetworkMode", "none", "CapDrop", "ALL",
+	    "SecurityOpt", "no-new-privileges", "PidsLimit", (json_int_t)256);
 	if (extra_host_config)
 		json_object_update(json_object_get(cfg, "HostConfig"), extra_host_config);
 	char *id = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_docker_container_create(d, name, cfg, &id, NULL, &err);
 	json_decref(cfg);
 	ck_assert_msg(r == 0, "create: %s", err.message);
@@ -405,7 +409,7 @@ static char *start_container(cae_docker *d, const char *what, json_t *extra_host
 
 static void remove_container(cae_docker *d, const char *id)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_docker_container_remove(d, id, true, true, &err);
 	ck_assert_msg(r == 0 || r == -ENOENT, "remove: %s", err.message);
 }
@@ -413,9 +417,12 @@ static void remove_container(cae_docker *d, const char *id)
 static int run_in(cae_docker *d, const char *id, const char *sh, int64_t timeout_ms,
 		  cae_run_result *res, cae_error *err)
 {
-	const char *argv[] = { "sh", "-c", sh, NULL };
+	const char *argv[] = {"sh", "-c", sh, NULL};
 	cae_docker_exec_spec spec = {
-		.argv = argv, .cwd = "/workspace", .timeout_ms = timeout_ms, .cancel_fd = -1,
+	    .argv = argv,
+	    .cwd = "/workspace",
+	    .timeout_ms = timeout_ms,
+	    .cancel_fd = -1,
 	};
 	return cae_docker_exec(d, id, &spec, res, NULL, err);
 }
@@ -426,7 +433,7 @@ static char *top_text(cae_docker *d, const char *id)
 	char path[256];
 	snprintf(path, sizeof(path), "/containers/%s/top?ps_args=-eo%%20pid,args", id);
 	json_t *j = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_docker_call(d, "GET", path, NULL, &j, &err);
 	ck_assert_msg(r >= 0, "top: %s", err.message);
 	char *s = json_dumps(json_object_get(j, "Processes"), 0);
@@ -447,9 +454,9 @@ struct bg_exec {
 static void *bg_exec_main(void *arg)
 {
 	struct bg_exec *x = arg;
-	const char *argv[] = { "sleep", "30", NULL };
-	cae_docker_exec_spec spec = { .argv = argv, .cwd = "/", .timeout_ms = 120000,
-				      .cancel_fd = -1 };
+	const char *argv[] = {"sleep", "30", NULL};
+	cae_docker_exec_spec spec = {
+	    .argv = argv, .cwd = "/", .timeout_ms = 120000, .cancel_fd = -1};
 	x->r = cae_docker_exec(x->d, x->id, &spec, &x->res, NULL, &x->err);
 	return NULL;
 }
@@ -463,7 +470,7 @@ static void wait_for_sleep(cae_docker *d, const char *id)
 		free(top);
 		if (seen)
 			return;
-		nanosleep(&(struct timespec){ 0, 50000000L }, NULL);
+		nanosleep(&(struct timespec){0, 50000000L}, NULL);
 	}
 	ck_abort_msg("sleep 30 never started");
 }
@@ -473,11 +480,11 @@ START_TEST(exec_container_killed_or_removed_is_an_error)
 	cae_docker *d = client(), *d2 = client();
 	for (int removed = 0; removed < 2; removed++) {
 		char *id = start_container(d, removed ? "rmf" : "kill", NULL);
-		struct bg_exec x = { .d = d2, .id = id };
+		struct bg_exec x = {.d = d2, .id = id};
 		pthread_t th;
 		ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
 		wait_for_sleep(d, id);
-		cae_error err = { 0 };
+		cae_error err = {0};
 		if (removed)
 			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
 		else
@@ -486,9 +493,9 @@ START_TEST(exec_container_killed_or_removed_is_an_error)
 		/* an error that says what happened, not exit status 137 */
 		ck_assert_msg(x.r == -ECONNABORTED, "%d %s (exit %d)", x.r, x.err.message,
 			      x.r == 0 ? x.res.exit_code : 0);
-		ck_assert_msg(strstr(x.err.message,
-				     "the environment's container stopped during the command"),
-			      "%s", x.err.message);
+		ck_assert_msg(
+		    strstr(x.err.message, "the environment's container stopped during the command"),
+		    "%s", x.err.message);
 		remove_container(d, id);
 		free(id);
 	}
@@ -500,7 +507,7 @@ END_TEST
 START_TEST(client_version_and_info)
 {
 	cae_docker *d = client();
-	cae_error err = { 0 };
+	cae_error err = {0};
 	const char *v = cae_docker_api_version(d, &err);
 	ck_assert_ptr_nonnull(v);
 	ck_assert_int_ge(cae_docker_version_cmp(v, CAE_DOCKER_API_MIN), 0);
@@ -525,7 +532,7 @@ START_TEST(client_missing_image)
 	unique_name(name, sizeof(name), "noimage");
 	json_t *cfg = json_pack("{s:s}", "Image", "coding-agent-executor-nonexistent:latest");
 	char *id = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_container_create(d, name, cfg, &id, NULL, &err), -ENOENT);
 	ck_assert_msg(strstr(err.message, "coding-agent-executor-nonexistent") != NULL, "%s",
 		      err.message);
@@ -539,7 +546,7 @@ START_TEST(exec_streams_and_exit)
 	cae_docker *d = client();
 	char *id = start_container(d, "exec", NULL);
 	cae_run_result res;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = run_in(d, id, "echo out; echo err >&2; printf 'x%.0s' $(seq 1 10); exit 3", 30000,
 		       &res, &err);
 	ck_assert_msg(r == 0, "%s", err.message);
@@ -551,10 +558,13 @@ START_TEST(exec_streams_and_exit)
 	cae_run_result_clear(&res);
 
 	/* cwd, environment, user */
-	const char *argv[] = { "sh", "-c", "pwd; echo \"$FOO\"; id -u", NULL };
-	const char *env[] = { "FOO=bar baz", NULL };
-	cae_docker_exec_spec spec = { .argv = argv, .env = env, .cwd = "/workspace/tmp",
-				      .cancel_fd = -1, .timeout_ms = 30000 };
+	const char *argv[] = {"sh", "-c", "pwd; echo \"$FOO\"; id -u", NULL};
+	const char *env[] = {"FOO=bar baz", NULL};
+	cae_docker_exec_spec spec = {.argv = argv,
+				     .env = env,
+				     .cwd = "/workspace/tmp",
+				     .cancel_fd = -1,
+				     .timeout_ms = 30000};
 	ck_assert_int_eq(cae_docker_exec(d, id, &spec, &res, NULL, &err), 0);
 	ck_assert_str_eq(res.out, "/workspace/tmp\nbar baz\n1000\n");
 	ck_assert_str_eq(res.err, "");
@@ -568,9 +578,13 @@ START_TEST(exec_streams_and_exit)
 	char *in = malloc(big);
 	for (size_t i = 0; i < big; i++)
 		in[i] = (char)('a' + i % 23);
-	const char *wc[] = { "sh", "-c", "wc -c; echo e >&2", NULL };
-	cae_docker_exec_spec s2 = { .argv = wc, .stdin_data = in, .stdin_len = big,
-				    .has_stdin = true, .cancel_fd = -1, .timeout_ms = 60000 };
+	const char *wc[] = {"sh", "-c", "wc -c; echo e >&2", NULL};
+	cae_docker_exec_spec s2 = {.argv = wc,
+				   .stdin_data = in,
+				   .stdin_len = big,
+				   .has_stdin = true,
+				   .cancel_fd = -1,
+				   .timeout_ms = 60000};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s2, &res, NULL, &err), 0);
 	ck_assert_int_eq(strtol(res.out, NULL, 10), (long)big);
 	ck_assert_str_eq(res.err, "e\n");
@@ -578,8 +592,8 @@ START_TEST(exec_streams_and_exit)
 	free(in);
 
 	/* direct argv, no shell: quoting preserved */
-	const char *direct[] = { "printf", "%s|", "a b", "$HOME", "'q'", NULL };
-	cae_docker_exec_spec s3 = { .argv = direct, .cwd = "/", .cancel_fd = -1 };
+	const char *direct[] = {"printf", "%s|", "a b", "$HOME", "'q'", NULL};
+	cae_docker_exec_spec s3 = {.argv = direct, .cwd = "/", .cancel_fd = -1};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s3, &res, NULL, &err), 0);
 	ck_assert_str_eq(res.out, "a b|$HOME|'q'|");
 	cae_run_result_clear(&res);
@@ -595,16 +609,16 @@ START_TEST(exec_errors)
 	cae_docker *d = client();
 	char *id = start_container(d, "errors", NULL);
 	cae_run_result res;
-	cae_error err = { 0 };
-	const char *nf[] = { "no-such-program-xyz", "a", NULL };
-	cae_docker_exec_spec s = { .argv = nf, .cwd = "/workspace", .cancel_fd = -1 };
+	cae_error err = {0};
+	const char *nf[] = {"no-such-program-xyz", "a", NULL};
+	cae_docker_exec_spec s = {.argv = nf, .cwd = "/workspace", .cancel_fd = -1};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), -ENOENT);
 	ck_assert_msg(strstr(err.message, "no-such-program-xyz") != NULL, "%s", err.message);
 	/* a shell builtin is not a program (execvp would not find it either) */
-	const char *bi[] = { "cd", "/", NULL };
+	const char *bi[] = {"cd", "/", NULL};
 	s.argv = bi;
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), -ENOENT);
-	const char *ok[] = { "true", NULL };
+	const char *ok[] = {"true", NULL};
 	s.argv = ok;
 	s.cwd = "/workspace/no/such/dir";
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), -ENOTDIR);
@@ -624,7 +638,8 @@ START_TEST(exec_errors)
 	cae_run_result_clear(&res);
 	/* no such container; a stopped container */
 	s.cwd = "/";
-	ck_assert_int_eq(cae_docker_exec(d, "caetest-gone-container", &s, &res, NULL, &err), -ESRCH);
+	ck_assert_int_eq(cae_docker_exec(d, "caetest-gone-container", &s, &res, NULL, &err),
+			 -ESRCH);
 	ck_assert_int_eq(cae_docker_container_stop(d, id, 1, &err), 0);
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), -EAGAIN);
 	ck_assert_msg(strstr(err.message, "not running") != NULL, "%s", err.message);
@@ -642,14 +657,18 @@ START_TEST(exec_caps_like_runner)
 	cae_docker *d = client();
 	char *id = start_container(d, "caps", NULL);
 	cae_run_result res;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	/* 5 MB of output with a 1000-byte cap: head kept, the rest counted and dropped. */
-	const char *argv[] = { "sh", "-c",
-			       "head -c 5000000 /dev/zero | tr '\\0' a; echo; "
-			       "printf '\\303\\251%.0s' $(seq 1 600) >&2",
-			       NULL };
-	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .max_stdout = 1000,
-				   .max_stderr = 1001, .cancel_fd = -1, .timeout_ms = 60000 };
+	const char *argv[] = {"sh", "-c",
+			      "head -c 5000000 /dev/zero | tr '\\0' a; echo; "
+			      "printf '\\303\\251%.0s' $(seq 1 600) >&2",
+			      NULL};
+	cae_docker_exec_spec s = {.argv = argv,
+				  .cwd = "/",
+				  .max_stdout = 1000,
+				  .max_stderr = 1001,
+				  .cancel_fd = -1,
+				  .timeout_ms = 60000};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, NULL, &err), 0);
 	ck_assert_uint_eq(res.out_len, 1000);
 	ck_assert(res.out_truncated);
@@ -661,9 +680,12 @@ START_TEST(exec_caps_like_runner)
 	cae_run_result_clear(&res);
 
 	/* the same with head_tail: both ends kept with a marker; invalid bytes become U+FFFD */
-	const char *ht[] = { "sh", "-c", "echo START; seq 1 100000; printf 'END\\377'", NULL };
-	cae_docker_exec_spec s2 = { .argv = ht, .cwd = "/", .max_stdout = 2000,
-				    .truncate = CAE_TRUNCATE_HEAD_TAIL, .cancel_fd = -1 };
+	const char *ht[] = {"sh", "-c", "echo START; seq 1 100000; printf 'END\\377'", NULL};
+	cae_docker_exec_spec s2 = {.argv = ht,
+				   .cwd = "/",
+				   .max_stdout = 2000,
+				   .truncate = CAE_TRUNCATE_HEAD_TAIL,
+				   .cancel_fd = -1};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s2, &res, NULL, &err), 0);
 	ck_assert(res.out_truncated);
 	ck_assert(strncmp(res.out, "START\n", 6) == 0);
@@ -680,12 +702,11 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	cae_docker *d = client();
 	char *id = start_container(d, "timeout", NULL);
 	cae_run_result res;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	/* sleep 1000 in the foreground, a TERM-ignoring child in the background */
 	int64_t t0 = cae_now_ms();
-	int r = run_in(d, id,
-		       "echo started; (trap '' TERM; exec sleep 1001) & exec sleep 1000", 2000,
-		       &res, &err);
+	int r = run_in(d, id, "echo started; (trap '' TERM; exec sleep 1001) & exec sleep 1000",
+		       2000, &res, &err);
 	int64_t took = cae_now_ms() - t0;
 	ck_assert_msg(r == 0, "%s", err.message);
 	ck_assert(res.timed_out);
@@ -701,9 +722,9 @@ START_TEST(exec_timeout_kills_tree_in_container)
 
 	/* a command that ignores SIGTERM: killed after the grace period */
 	cae_docker_exec_info info;
-	const char *argv[] = { "sh", "-c", "trap '' TERM; sleep 1002; sleep 1002", NULL };
-	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .timeout_ms = 1000, .grace_ms = 500,
-				   .cancel_fd = -1 };
+	const char *argv[] = {"sh", "-c", "trap '' TERM; sleep 1002; sleep 1002", NULL};
+	cae_docker_exec_spec s = {
+	    .argv = argv, .cwd = "/", .timeout_ms = 1000, .grace_ms = 500, .cancel_fd = -1};
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	ck_assert(res.timed_out);
 	ck_assert(info.killed && !info.kill_failed && !info.restarted);
@@ -716,7 +737,7 @@ START_TEST(exec_timeout_kills_tree_in_container)
 
 	/* a deadline shorter than the exec's own start: still a targeted kill, no restart */
 	s.timeout_ms = 1;
-	const char *quick[] = { "sleep", "1005", NULL };
+	const char *quick[] = {"sleep", "1005", NULL};
 	s.argv = quick;
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	ck_assert(res.timed_out);
@@ -734,9 +755,8 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	ck_assert_msg(strstr(top, "sleep 1003") == NULL, "left behind: %s", top);
 	free(top);
 	/* ... also one that ignores SIGTERM */
-	ck_assert_int_eq(run_in(d, id, "(trap '' TERM; exec sleep 1007) & echo bg", 30000, &res,
-				&err),
-			 0);
+	ck_assert_int_eq(
+	    run_in(d, id, "(trap '' TERM; exec sleep 1007) & echo bg", 30000, &res, &err), 0);
 	ck_assert_int_eq(res.exit_code, 0);
 	cae_run_result_clear(&res);
 	top = top_text(d, id);
@@ -761,8 +781,8 @@ static void relay_pair(int a, int b)
 	char buf[65536];
 	bool a_open = true, b_open = true;
 	while (a_open || b_open) {
-		struct pollfd p[2] = { { .fd = a_open ? a : -1, .events = POLLIN },
-				       { .fd = b_open ? b : -1, .events = POLLIN } };
+		struct pollfd p[2] = {{.fd = a_open ? a : -1, .events = POLLIN},
+				      {.fd = b_open ? b : -1, .events = POLLIN}};
 		if (poll(p, 2, 30000) <= 0)
 			break;
 		for (int i = 0; i < 2; i++) {
@@ -793,7 +813,7 @@ static void *relay_main(void *arg)
 			return NULL;
 		if (fork() == 0) {
 			int u = socket(AF_UNIX, SOCK_STREAM, 0);
-			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			struct sockaddr_un sa = {.sun_family = AF_UNIX};
 			memcpy(sa.sun_path, r->sock, sizeof(r->sock));
 			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 				relay_pair(c, u);
@@ -809,10 +829,10 @@ START_TEST(client_over_tcp)
 	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
 	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
 	signal(SIGCHLD, SIG_IGN);
-	struct relay rl = { .lfd = socket(AF_INET, SOCK_STREAM, 0) };
+	struct relay rl = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
 	snprintf(rl.sock, sizeof(rl.sock), "%s", ep.socket_path);
 	cae_docker_endpoint_clear(&ep);
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	ck_assert_int_eq(bind(rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	ck_assert_int_eq(listen(rl.lfd, 16), 0);
@@ -823,15 +843,19 @@ START_TEST(client_over_tcp)
 	char host[64];
 	snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
 	cae_docker *d = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_new(host, &d, &err), 0);
 	ck_assert_msg(cae_docker_ping(d, 5000, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(cae_docker_host(d), host);
 	char *id = start_container(d, "tcp", NULL);
-	const char *argv[] = { "sh", "-c", "cat; echo; echo err >&2; exit 5", NULL };
-	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .stdin_data = "from stdin",
-				   .stdin_len = 10, .has_stdin = true, .cancel_fd = -1,
-				   .timeout_ms = 30000 };
+	const char *argv[] = {"sh", "-c", "cat; echo; echo err >&2; exit 5", NULL};
+	cae_docker_exec_spec s = {.argv = argv,
+				  .cwd = "/",
+				  .stdin_data = "from stdin",
+				  .stdin_len = 10,
+				  .has_stdin = true,
+				  .cancel_fd = -1,
+				  .timeout_ms = 30000};
 	cae_run_result res;
 	ck_assert_msg(cae_docker_exec(d, id, &s, &res, NULL, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(res.out, "from stdin\n");
@@ -862,7 +886,7 @@ static void *cut_relay_main(void *arg)
 		pid_t pid = fork();
 		if (pid == 0) {
 			int u = socket(AF_UNIX, SOCK_STREAM, 0);
-			struct sockaddr_un sa = { .sun_family = AF_UNIX };
+			struct sockaddr_un sa = {.sun_family = AF_UNIX};
 			memcpy(sa.sun_path, cr->rl.sock, sizeof(cr->rl.sock));
 			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
 				relay_pair(c, u);
@@ -881,11 +905,11 @@ START_TEST(exec_engine_gone_is_an_error)
 	cae_docker_endpoint ep;
 	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
 	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
-	struct cut_relay cr = { .rl = { .lfd = socket(AF_INET, SOCK_STREAM, 0) } };
+	struct cut_relay cr = {.rl = {.lfd = socket(AF_INET, SOCK_STREAM, 0)}};
 	pthread_mutex_init(&cr.lock, NULL);
 	snprintf(cr.rl.sock, sizeof(cr.rl.sock), "%s", ep.socket_path);
 	cae_docker_endpoint_clear(&ep);
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	ck_assert_int_eq(bind(cr.rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	ck_assert_int_eq(listen(cr.rl.lfd, 16), 0);
@@ -896,11 +920,11 @@ START_TEST(exec_engine_gone_is_an_error)
 	char host[64];
 	snprintf(host, sizeof(host), "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
 	cae_docker *d = client(), *far = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_new(host, &far, &err), 0);
 	ck_assert_msg(cae_docker_ping(far, 5000, &err) == 0, "%s", err.message);
 	char *id = start_container(d, "cut", NULL);
-	struct bg_exec x = { .d = far, .id = id };
+	struct bg_exec x = {.d = far, .id = id};
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_main, &x), 0);
 	wait_for_sleep(d, id);
@@ -941,9 +965,9 @@ static void *par_worker(void *arg)
 		char script[64], expect[64];
 		snprintf(script, sizeof(script), "echo %d-%d; echo e%d >&2", p->n, i, i);
 		snprintf(expect, sizeof(expect), "%d-%d\n", p->n, i);
-		const char *argv[] = { "sh", "-c", script, NULL };
-		cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .cancel_fd = -1,
-					   .timeout_ms = 60000 };
+		const char *argv[] = {"sh", "-c", script, NULL};
+		cae_docker_exec_spec s = {
+		    .argv = argv, .cwd = "/", .cancel_fd = -1, .timeout_ms = 60000};
 		cae_run_result res;
 		if (cae_docker_exec(p->d, p->id, &s, &res, NULL, NULL) == 0 &&
 		    strcmp(res.out, expect) == 0 && res.exit_code == 0)
@@ -960,7 +984,7 @@ START_TEST(exec_concurrent_one_client)
 	struct par ps[4];
 	pthread_t th[4];
 	for (int i = 0; i < 4; i++) {
-		ps[i] = (struct par){ .d = d, .id = id, .n = i };
+		ps[i] = (struct par){.d = d, .id = id, .n = i};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, par_worker, &ps[i]), 0);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -986,10 +1010,13 @@ START_TEST(exec_cancel)
 		_exit(0);
 	}
 	cae_run_result res;
-	cae_error err = { 0 };
-	const char *argv[] = { "sh", "-c", "echo hi; sleep 1004", NULL };
-	cae_docker_exec_spec s = { .argv = argv, .cwd = "/", .timeout_ms = 60000,
-				   .cancel_fd = p[0], .has_cancel_fd = true };
+	cae_error err = {0};
+	const char *argv[] = {"sh", "-c", "echo hi; sleep 1004", NULL};
+	cae_docker_exec_spec s = {.argv = argv,
+				  .cwd = "/",
+				  .timeout_ms = 60000,
+				  .cancel_fd = p[0],
+				  .has_cancel_fd = true};
 	cae_docker_exec_info info;
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	waitpid(child, NULL, 0);
@@ -1003,7 +1030,7 @@ START_TEST(exec_cancel)
 	ck_assert_msg(strstr(top, "sleep 1004") == NULL, "left behind: %s", top);
 	free(top);
 	/* cancelled before it even started: still a targeted kill */
-	const char *argv2[] = { "sleep", "1006", NULL };
+	const char *argv2[] = {"sleep", "1006", NULL};
 	s.argv = argv2;
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	ck_assert(res.cancelled);
@@ -1065,9 +1092,11 @@ static void git_setup(void)
 	    "printf 'def add(a, b):\\n    return a + b\\n' > calc.py && "
 	    "printf 'from calc import add\\n\\n\\ndef test_add():\\n    assert add(1, 2) == 3\\n' "
 	    "> test_calc.py && " GIT " add . && " GIT " commit -qm init && "
-	    "for i in $(seq 1 20); do echo c$i >> a.txt && " GIT " add . && " GIT " commit -qm c$i; "
-	    "done && " GIT " checkout -qb feature && for i in $(seq 1 40); do echo f$i >> f.txt && "
-	    GIT " add . && " GIT " commit -qm f$i; done && " GIT " checkout -q main && "
+	    "for i in $(seq 1 20); do echo c$i >> a.txt && " GIT " add . && " GIT
+	    " commit -qm c$i; "
+	    "done && " GIT
+	    " checkout -qb feature && for i in $(seq 1 40); do echo f$i >> f.txt && " GIT
+	    " add . && " GIT " commit -qm f$i; done && " GIT " checkout -q main && "
 	    "for i in $(seq 1 40); do echo m$i >> a.txt && " GIT " commit -qam m$i; done && "
 	    "git clone -q --bare . %s/py.git && rm -rf %s",
 	    work, root, work);
@@ -1106,7 +1135,7 @@ static void git_teardown(void)
 
 static void cfg_set(cae_config *cfg, const char *key, const char *value)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s", err.message);
 }
 
@@ -1130,7 +1159,7 @@ static cae_config *dcfg(void)
 static cae_backend *dbackend(cae_config *cfg, cae_log *log)
 {
 	cae_backend *b = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_new_named("docker", cfg, log, &b, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(cae_backend_name(b), "docker");
 	return b;
@@ -1147,17 +1176,17 @@ static char repo_url[512];
 static cae_task http_task(const char *uuid)
 {
 	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = { .uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github" };
+	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
 	return t;
 }
 
 static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script,
 			    int64_t timeout_ms)
 {
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_exec_request req = { .argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1};
 	cae_run_result r;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
 		      err.message);
 	return r;
@@ -1165,7 +1194,7 @@ static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script
 
 static void prepare_ok(cae_backend *b, const cae_task *t, const char *env, cae_env_info *info)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_backend_prepare(b, t, env, NULL, info, &err);
 	ck_assert_msg(r == 0, "prepare: %s", err.message);
 }
@@ -1175,7 +1204,7 @@ static bool container_exists(cae_docker *d, const char *uuid)
 	char name[160];
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
 	json_t *j = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_docker_container_inspect(d, name, &j, &err);
 	json_decref(j);
 	ck_assert_msg(r == 0 || r == -ENOENT, "%s", err.message);
@@ -1207,11 +1236,11 @@ START_TEST(backend_prepare_pytest_cleanup)
 	char uuid[64];
 	task_uuid(uuid, sizeof(uuid));
 	cae_task t = http_task(uuid);
-	struct steps st = { .ordered = true };
-	cae_prepare_options opts = { .progress = on_progress, .progress_userdata = &st,
-				     .cancel_fd = -1 };
+	struct steps st = {.ordered = true};
+	cae_prepare_options opts = {
+	    .progress = on_progress, .progress_userdata = &st, .cancel_fd = -1};
 	cae_env_info info;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_prepare(b, &t, "python", &opts, &info, &err) == 0, "%s",
 		      err.message);
 	ck_assert(st.ordered);
@@ -1283,7 +1312,8 @@ START_TEST(backend_prepare_pytest_cleanup)
 		json_t *v;
 		json_array_foreach(json_object_get(vols, "Volumes"), k, v)
 		{
-			ck_assert(!vn || strcmp(vn, json_string_value(json_object_get(v, "Name"))) != 0);
+			ck_assert(!vn ||
+				  strcmp(vn, json_string_value(json_object_get(v, "Name"))) != 0);
 		}
 	}
 	json_decref(vols);
@@ -1295,8 +1325,8 @@ START_TEST(backend_prepare_pytest_cleanup)
 	/* cleaning up again is fine */
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	/* exec now: a clear error */
-	const char *argv[] = { "true", NULL };
-	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
 	ck_assert_msg(strstr(err.message, "environment gone") != NULL, "%s", err.message);
 
@@ -1317,8 +1347,9 @@ START_TEST(backend_reprepare_starts_clean)
 	cae_task t = http_task(uuid);
 	cae_env_info a, c;
 	prepare_ok(b, &t, "python", &a);
-	cae_run_result r = bexec(b, uuid, "echo x > /workspace/tmp/marker; echo y > junk.txt; "
-					  "export LEAK=1; echo ok",
+	cae_run_result r = bexec(b, uuid,
+				 "echo x > /workspace/tmp/marker; echo y > junk.txt; "
+				 "export LEAK=1; echo ok",
 				 30000);
 	cae_run_result_clear(&r);
 	prepare_ok(b, &t, "python", &c);
@@ -1327,7 +1358,7 @@ START_TEST(backend_reprepare_starts_clean)
 	ck_assert_msg(strstr(r.out, "marker") == NULL && strstr(r.out, "No such file") != NULL,
 		      "%s", r.out);
 	cae_run_result_clear(&r);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&a);
 	cae_env_info_clear(&c);
@@ -1352,7 +1383,7 @@ START_TEST(backend_unknown_environment_falls_back)
 	/* the warning is recorded with the environment: a second backend sees it */
 	cae_backend *b2 = dbackend(cfg, NULL);
 	cae_env_info i2;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), 0);
 	ck_assert_str_eq(i2.environment_name, "python");
 	ck_assert_str_eq(json_string_value(json_array_get(i2.warnings, 0)), w);
@@ -1369,13 +1400,13 @@ START_TEST(backend_unknown_environment_falls_back)
 END_TEST
 
 /* A failed prepare names its step, and leaves no container behind. */
-static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env,
-				   const char *step, const char *needle)
+static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env, const char *step,
+				   const char *needle)
 {
 	cae_backend *b = dbackend(cfg, NULL);
 	cae_docker *d = client();
 	cae_env_info info;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_backend_prepare(b, t, env, NULL, &info, &err);
 	ck_assert_msg(r < 0, "prepare succeeded");
 	char prefix[64];
@@ -1391,8 +1422,9 @@ static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env
 START_TEST(backend_missing_image)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.environments",
-		"python=coding-agent-executor-python:latest,ghost=coding-agent-executor-ghost:latest");
+	cfg_set(
+	    cfg, "command_executor.environments",
+	    "python=coding-agent-executor-python:latest,ghost=coding-agent-executor-ghost:latest");
 	char uuid[64];
 	task_uuid(uuid, sizeof(uuid));
 	cae_task t = http_task(uuid);
@@ -1406,7 +1438,7 @@ START_TEST(backend_unreachable_repo)
 	cae_config *cfg = dcfg();
 	char uuid[64];
 	task_uuid(uuid, sizeof(uuid));
-	cae_task t = { .uuid = uuid, .repo = (char *)"http://127.0.0.1:9/nope.git" };
+	cae_task t = {.uuid = uuid, .repo = (char *)"http://127.0.0.1:9/nope.git"};
 	expect_prepare_failure(cfg, &t, "python", "clone", "127.0.0.1");
 	cae_config_free(cfg);
 }
@@ -1432,8 +1464,11 @@ START_TEST(backend_pull_request_diff_in_shallow_clone)
 	task_uuid(uuid, sizeof(uuid));
 	char url[512];
 	snprintf(url, sizeof(url), "%spy.git", git_daemon);
-	cae_task t = { .uuid = uuid, .repo = url, .kind = CAE_TASK_PULL_REQUEST,
-		       .branch = (char *)"feature", .target_branch = (char *)"main" };
+	cae_task t = {.uuid = uuid,
+		      .repo = url,
+		      .kind = CAE_TASK_PULL_REQUEST,
+		      .branch = (char *)"feature",
+		      .target_branch = (char *)"main"};
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_run_result r = bexec(b, uuid,
@@ -1443,7 +1478,7 @@ START_TEST(backend_pull_request_diff_in_shallow_clone)
 				 30000);
 	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
 	cae_run_result_clear(&r);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
@@ -1464,25 +1499,29 @@ START_TEST(backend_local_path_repository)
 	    git_root, work, work);
 	char repo[600];
 	snprintf(repo, sizeof(repo), "%s/repo", work);
-	cae_task t = { .uuid = uuid, .repo = repo, .kind = CAE_TASK_PULL_REQUEST,
-		       .branch = (char *)"feature", .target_branch = (char *)"main" };
+	cae_task t = {.uuid = uuid,
+		      .repo = repo,
+		      .kind = CAE_TASK_PULL_REQUEST,
+		      .branch = (char *)"feature",
+		      .target_branch = (char *)"main"};
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid,
-				 "git rev-parse --abbrev-ref HEAD; "
-				 "git diff --name-only origin/main...HEAD; "
-				 "git rev-parse --is-shallow-repository; git remote get-url origin; "
-				 "ls /workspace/tmp",
-				 30000);
+	cae_run_result r =
+	    bexec(b, uuid,
+		  "git rev-parse --abbrev-ref HEAD; "
+		  "git diff --name-only origin/main...HEAD; "
+		  "git rev-parse --is-shallow-repository; git remote get-url origin; "
+		  "ls /workspace/tmp",
+		  30000);
 	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\nfile:///workspace/tmp/.cae-src.git\n");
 	cae_run_result_clear(&r);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	/* a path that does not exist: the clone step says so, nothing is left */
 	cae_backend_free(b);
 	snprintf(repo, sizeof(repo), "%s/nope", work);
-	cae_task t2 = { .uuid = uuid, .repo = repo };
+	cae_task t2 = {.uuid = uuid, .repo = repo};
 	expect_prepare_failure(cfg, &t2, "python", "clone", "repository not found");
 	cae_rm_rf(work);
 	free(work);
@@ -1544,7 +1583,7 @@ START_TEST(backend_token_appears_nowhere)
 	char name[160];
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
 	json_t *c = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
 	_cleanup_free_ char *ctext = json_dumps(c, 0);
 	ck_assert_msg(strstr(ctext, git_token) == NULL, "token in inspect");
@@ -1596,9 +1635,9 @@ START_TEST(backend_security_and_limits)
 	cae_task t = http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid,
-				 "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status",
-				 30000);
+	cae_run_result r =
+	    bexec(b, uuid, "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status",
+		  30000);
 	ck_assert_str_eq(r.out, "1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
 				"CapBnd:\t0000000000000000\nNoNewPrivs:\t1\n");
 	cae_run_result_clear(&r);
@@ -1610,10 +1649,11 @@ START_TEST(backend_security_and_limits)
 	char name[160];
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
 	json_t *c = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
 	json_t *hc = json_object_get(c, "HostConfig");
-	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "CapDrop"), 0)), "ALL");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "CapDrop"), 0)),
+			 "ALL");
 	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "SecurityOpt"), 0)),
 			 "no-new-privileges");
 	ck_assert_int_eq(json_integer_value(json_object_get(hc, "PidsLimit")), 256);
@@ -1662,7 +1702,7 @@ START_TEST(backend_network_none_and_socket_warning)
 	/* no network: the clone cannot reach the server, and the failure says so */
 	cae_task t = http_task(uuid);
 	cae_env_info info;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_lt(cae_backend_prepare(b, &t, "python", NULL, &info, &err), 0);
 	ck_assert_msg(strncmp(err.message, "clone: ", 7) == 0, "%s", err.message);
 	ck_assert(!container_exists(d, uuid));
@@ -1676,7 +1716,7 @@ START_TEST(backend_network_none_and_socket_warning)
 	shf("git clone -q %s/py.git %s/repo", git_root, work);
 	char repo[600];
 	snprintf(repo, sizeof(repo), "%s/repo", work);
-	cae_task t2 = { .uuid = uuid, .repo = repo };
+	cae_task t2 = {.uuid = uuid, .repo = repo};
 	prepare_ok(b, &t2, "python", &info);
 	bool warned = false;
 	size_t i;
@@ -1686,8 +1726,8 @@ START_TEST(backend_network_none_and_socket_warning)
 		warned |= strstr(json_string_value(w), "Docker socket") != NULL;
 	}
 	ck_assert(warned);
-	cae_run_result r = bexec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock",
-				 30000);
+	cae_run_result r =
+	    bexec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock", 30000);
 	ck_assert_str_eq(r.out, "lo\nsock\n");
 	cae_run_result_clear(&r);
 	char name[160];
@@ -1720,28 +1760,28 @@ START_TEST(backend_fork_bomb_held)
 	prepare_ok(b, &t, "python", &info);
 	/* a bounded burst first: forks fail with EAGAIN before 64 processes exist */
 	static const char burst[] =
-		"python3 - <<'EOF'\n"
-		"import errno, os, signal\n"
-		"pids, err = [], None\n"
-		"for i in range(200):\n"
-		"    try:\n"
-		"        pid = os.fork()\n"
-		"    except OSError as e:\n"
-		"        err = e.errno\n"
-		"        break\n"
-		"    if pid == 0:\n"
-		"        signal.pause()\n"
-		"        os._exit(0)\n"
-		"    pids.append(pid)\n"
-		"for p in pids:\n"
-		"    os.kill(p, 9)\n"
-		"    os.waitpid(p, 0)\n"
-		"mx = None\n"
-		"for f in ('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max'):\n"
-		"    if os.path.exists(f):\n"
-		"        mx = open(f).read().strip()\n"
-		"print(len(pids), err == errno.EAGAIN, mx)\n"
-		"EOF\n";
+	    "python3 - <<'EOF'\n"
+	    "import errno, os, signal\n"
+	    "pids, err = [], None\n"
+	    "for i in range(200):\n"
+	    "    try:\n"
+	    "        pid = os.fork()\n"
+	    "    except OSError as e:\n"
+	    "        err = e.errno\n"
+	    "        break\n"
+	    "    if pid == 0:\n"
+	    "        signal.pause()\n"
+	    "        os._exit(0)\n"
+	    "    pids.append(pid)\n"
+	    "for p in pids:\n"
+	    "    os.kill(p, 9)\n"
+	    "    os.waitpid(p, 0)\n"
+	    "mx = None\n"
+	    "for f in ('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max'):\n"
+	    "    if os.path.exists(f):\n"
+	    "        mx = open(f).read().strip()\n"
+	    "print(len(pids), err == errno.EAGAIN, mx)\n"
+	    "EOF\n";
 	cae_run_result r = bexec(b, uuid, burst, 60000);
 	int forked = 0;
 	char again[8] = "", mx[16] = "";
@@ -1763,7 +1803,7 @@ START_TEST(backend_fork_bomb_held)
 	r = bexec(b, uuid, "ls /proc | grep -c '^[0-9]'", 60000);
 	ck_assert_int_lt(strtol(r.out, NULL, 10), 10);
 	cae_run_result_clear(&r);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
@@ -1789,7 +1829,7 @@ START_TEST(backend_oom_is_137)
 	r = bexec(b, uuid, "echo fine", 30000);
 	ck_assert_str_eq(r.out, "fine\n");
 	cae_run_result_clear(&r);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
@@ -1814,9 +1854,9 @@ START_TEST(backend_timeout_kills_in_container)
 	ck_assert_msg(strstr(top, "sleep 1000") == NULL, "left behind: %s", top);
 	free(top);
 	/* relative and absolute working directories; outside the workspace is refused */
-	const char *argv[] = { "pwd", NULL };
-	cae_exec_request req = { .argv = argv, .cwd = "..\\tmp", .cancel_fd = -1 };
-	cae_error err = { 0 };
+	const char *argv[] = {"pwd", NULL};
+	cae_exec_request req = {.argv = argv, .cwd = "..\\tmp", .cancel_fd = -1};
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), 0);
 	ck_assert_str_eq(r.out, "/workspace/tmp\n");
 	cae_run_result_clear(&r);
@@ -1826,8 +1866,8 @@ START_TEST(backend_timeout_kills_in_container)
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
 	req.cwd = "nope";
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
-	const char *nf[] = { "no-such-tool", NULL };
-	cae_exec_request rq2 = { .argv = nf, .cancel_fd = -1 };
+	const char *nf[] = {"no-such-tool", NULL};
+	cae_exec_request rq2 = {.argv = nf, .cancel_fd = -1};
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &rq2, &r, &err), -ENOENT);
 	ck_assert_msg(strstr(err.message, "no-such-tool") != NULL, "%s", err.message);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
@@ -1849,10 +1889,10 @@ START_TEST(backend_environment_gone)
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	/* removed behind the manager's back */
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_container_remove(d, info.container_id, true, true, &err), 0);
-	const char *argv[] = { "true", NULL };
-	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
 	char expect[256];
@@ -1882,10 +1922,10 @@ static char *fake_env(cae_docker *d, const char *name, const char *uuid, const c
 {
 	json_t *cfg = json_pack("{s:s, s:[s,s], s:[], s:{s:s, s:s, s:s}, s:{s:s}}", "Image",
 				test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "Labels",
-				"cae.task_uuid", uuid, "cae.environment", "python", "cae.created_at",
-				created, "HostConfig", "NetworkMode", "none");
+				"cae.task_uuid", uuid, "cae.environment", "python",
+				"cae.created_at", created, "HostConfig", "NetworkMode", "none");
 	char *id = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
 		      err.message);
 	json_decref(cfg);
@@ -1914,7 +1954,7 @@ START_TEST(backend_stale_gc)
 	char *c = fake_env(d, other, old_uuid, old); /* old, but not named like ours */
 	ck_assert_int_eq(cae_docker_container_start(d, a, NULL), 0);
 	int removed = -1;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
 		      err.message);
 	ck_assert_int_ge(removed, 1);
@@ -1963,7 +2003,7 @@ static void *bg_tool_main(void *arg)
 {
 	struct bg_tool *x = arg;
 	json_t *a = json_loads(x->args, 0, NULL);
-	cae_error err = { 0 };
+	cae_error err = {0};
 	x->r = cae_session_call_tool(x->s, x->tool, a, NULL, &x->res, &err);
 	json_decref(a);
 	return NULL;
@@ -1973,28 +2013,28 @@ START_TEST(tools_report_a_container_gone_mid_command)
 {
 	cae_config *cfg = dcfg();
 	cae_session *s = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
 	cae_docker *d = client();
 	char uuid[64];
 	task_uuid(uuid, sizeof(uuid));
 	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	const char *tools[] = { "exec_command", "command-executor_execute_command" };
-	const char *args[] = { "{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
-			       "{\"command\": \"sleep 30\"}" };
+	const char *tools[] = {"exec_command", "command-executor_execute_command"};
+	const char *args[] = {"{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
+			      "{\"command\": \"sleep 30\"}"};
 	for (int i = 0; i < 2; i++) {
-		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo", repo_url,
-				       "platform", "github");
+		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo",
+				       repo_url, "platform", "github");
 		cae_tool_result res;
-		ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err),
-				 0);
+		ck_assert_int_eq(
+		    cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err), 0);
 		json_decref(pa);
 		ck_assert_msg(!res.is_error, "%s", res.text);
 		char id[80];
 		snprintf(id, sizeof(id), "%s",
 			 json_string_value(json_object_get(res.structured, "container_id")));
 		cae_tool_result_clear(&res);
-		struct bg_tool x = { .s = s, .tool = tools[i], .args = args[i] };
+		struct bg_tool x = {.s = s, .tool = tools[i], .args = args[i]};
 		pthread_t th;
 		ck_assert_int_eq(pthread_create(&th, NULL, bg_tool_main, &x), 0);
 		wait_for_sleep(d, id);
@@ -2066,11 +2106,11 @@ static pid_t spawn_prepare(const char *uuid, int hold_at, int *rd)
 		cae_config *cfg = dcfg();
 		cae_backend *b = dbackend(cfg, NULL);
 		cae_task t = http_task(uuid);
-		struct prep_child pc = { .wfd = p[1], .hold_at = hold_at };
-		cae_prepare_options o = { .progress = child_progress, .progress_userdata = &pc,
-					  .cancel_fd = -1 };
+		struct prep_child pc = {.wfd = p[1], .hold_at = hold_at};
+		cae_prepare_options o = {
+		    .progress = child_progress, .progress_userdata = &pc, .cancel_fd = -1};
 		cae_env_info info;
-		cae_error err = { 0 };
+		cae_error err = {0};
 		_exit(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0 ? 0 : 1);
 	}
 	close(p[1]);
@@ -2088,7 +2128,7 @@ static void wait_step(int rd, int step)
 
 static const char *status_in_list(cae_backend *b, const char *uuid, json_t **keep)
 {
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_list(b, keep, &err), 0);
 	size_t i;
 	json_t *e;
@@ -2114,7 +2154,7 @@ START_TEST(backend_killed_prepare_is_never_ready)
 	cae_docker *d = client();
 	/* Killed at the start of create (before the container exists), of the clone, and of
 	 * the last steps (the child waits there to be killed: no race with its next step). */
-	const int points[] = { 3, 4, 6 };
+	const int points[] = {3, 4, 6};
 	for (size_t k = 0; k < 3; k++) {
 		char uuid[64];
 		task_uuid(uuid, sizeof(uuid));
@@ -2126,7 +2166,7 @@ START_TEST(backend_killed_prepare_is_never_ready)
 		close(rd);
 
 		cae_env_info info;
-		cae_error err = { 0 };
+		cae_error err = {0};
 		int r = cae_backend_info(b, uuid, &info, &err);
 		if (points[k] == 3) {
 			ck_assert_int_eq(r, -ENOENT);
@@ -2138,8 +2178,8 @@ START_TEST(backend_killed_prepare_is_never_ready)
 			const char *st = status_in_list(b, uuid, &list);
 			ck_assert_msg(st && strcmp(st, "failed") == 0, "listed as %s", st);
 			json_decref(list);
-			const char *argv[] = { "true", NULL };
-			cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+			const char *argv[] = {"true", NULL};
+			cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 			cae_run_result res;
 			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
 			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
@@ -2168,7 +2208,7 @@ START_TEST(backend_prepare_in_progress_is_creating)
 	pid_t pid = spawn_prepare(uuid, 5, &rd);
 	wait_step(rd, 5); /* cloned; held before the dependencies */
 	cae_env_info info;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(info.status, "creating");
 	cae_env_info_clear(&info);
@@ -2176,8 +2216,8 @@ START_TEST(backend_prepare_in_progress_is_creating)
 	const char *st = status_in_list(b, uuid, &list);
 	ck_assert_msg(st && strcmp(st, "creating") == 0, "listed as %s", st);
 	json_decref(list);
-	const char *argv[] = { "true", NULL };
-	cae_exec_request req = { .argv = argv, .cancel_fd = -1 };
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_run_result res;
 	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
 	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
@@ -2217,8 +2257,8 @@ END_TEST
 static char *cae_out(const char *config, const char *args, int *status)
 {
 	char cmd[2048];
-	snprintf(cmd, sizeof(cmd), "CAE_CONFIG=%s CAE_LOG_LEVEL=error %s %s 2>&1", config,
-		 CAE_EXE, args);
+	snprintf(cmd, sizeof(cmd), "CAE_CONFIG=%s CAE_LOG_LEVEL=error %s %s 2>&1", config, CAE_EXE,
+		 args);
 	FILE *f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	cae_buf b;
@@ -2238,9 +2278,10 @@ START_TEST(cli_prepare_killed_then_gc)
 	char *dir = tu_mkdtemp();
 	char config[600];
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
-	tu_write(dir, "config.yaml",
-		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	tu_write(
+	    dir, "config.yaml",
+	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
 	cae_docker *d = client();
 	/* Killed once its container exists, and once it logged that the container started
 	 * (the clone comes next). A prepare that finished before the kill landed proves
@@ -2271,7 +2312,7 @@ START_TEST(cli_prepare_killed_then_gc)
 			FILE *ef = fdopen(errp[0], "r");
 			if (point == 0) {
 				for (int i = 0; i < 3000 && !any_container(d, uuid); i++)
-					nanosleep(&(struct timespec){ 0, 10000000L }, NULL);
+					nanosleep(&(struct timespec){0, 10000000L}, NULL);
 			} else {
 				char line[4096];
 				while (fgets(line, sizeof(line), ef) &&
@@ -2282,7 +2323,7 @@ START_TEST(cli_prepare_killed_then_gc)
 			int st;
 			ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 			fclose(ef);
-			cae_error err = { 0 };
+			cae_error err = {0};
 			if (!WIFSIGNALED(st)) {
 				cae_config *cfg = dcfg();
 				cae_backend *b = dbackend(cfg, NULL);
@@ -2302,10 +2343,12 @@ START_TEST(cli_prepare_killed_then_gc)
 			json_t *e;
 			json_array_foreach(list, i, e)
 			{
-				if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+				if (strcmp(json_string_value(json_object_get(e, "task_uuid")),
+					   uuid) == 0)
 					st_text = json_string_value(json_object_get(e, "status"));
 			}
-			ck_assert_msg(st_text && strcmp(st_text, "failed") == 0, "%s: %s", uuid, out);
+			ck_assert_msg(st_text && strcmp(st_text, "failed") == 0, "%s: %s", uuid,
+				      out);
 			json_decref(list);
 			free(out);
 			out = cae_out(config, "gc", &status);
@@ -2326,19 +2369,21 @@ END_TEST
 START_TEST(mcp_end_of_input_cancels_task_prepare)
 {
 	char *dir = tu_mkdtemp();
-	tu_write(dir, "config.yaml",
-		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-		 "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	tu_write(
+	    dir, "config.yaml",
+	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	struct sockaddr_in sin = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
 	ck_assert_int_eq(listen(lfd, 4), 0);
 	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
 	char uuid[64], task[512], config[600], taskpath[600];
 	task_uuid(uuid, sizeof(uuid));
-	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}",
-		 uuid, ntohs(sin.sin_port));
+	snprintf(task, sizeof(task),
+		 "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}", uuid,
+		 ntohs(sin.sin_port));
 	tu_write(dir, "task.json", task);
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
 	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
@@ -2357,7 +2402,7 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	}
 	close(in[0]);
 	/* the clone reached the server (and waits for an answer that never comes) */
-	struct pollfd p = { .fd = lfd, .events = POLLIN };
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
 	ck_assert_msg(poll(&p, 1, 120000) == 1, "the clone never connected");
 	int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 	ck_assert_int_ge(conn, 0);
@@ -2369,7 +2414,7 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	for (int i = 0; i < 600 && w == 0; i++) { /* a generous bound: 60 s, not the clone's 300 */
 		w = waitpid(pid, &st, WNOHANG);
 		if (w == 0)
-			nanosleep(&(struct timespec){ 0, 100000000L }, NULL);
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
 	}
 	if (w == 0) {
 		kill(pid, SIGKILL);
@@ -2392,7 +2437,7 @@ START_TEST(backend_auto_selection)
 	cfg_set(cfg, "command_executor.backend", "auto");
 	cfg_set(cfg, "command_executor.state_dir", state);
 	cae_backend *b = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(cae_backend_name(b), "docker");
 	cae_backend_free(b);

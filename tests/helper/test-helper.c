@@ -53,7 +53,7 @@ static size_t children_of(pid_t pid)
 
 static void sleep_ms(long ms)
 {
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
 	nanosleep(&ts, NULL);
 }
 
@@ -61,9 +61,9 @@ static cae_helper *start(void)
 {
 	const char *path = getenv("CAE_HELPER");
 	ck_assert_msg(path && *path, "CAE_HELPER is not set (run through meson test)");
-	const char *argv[] = { path, NULL };
+	const char *argv[] = {path, NULL};
 	cae_helper *h = NULL;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	int r = cae_helper_start(argv, NULL, 10000, &h, &err);
 	ck_assert_msg(r == 0, "start: %s", err.message);
 	return h;
@@ -71,8 +71,8 @@ static cae_helper *start(void)
 
 static int run_sh(cae_helper *h, const char *script, int64_t timeout_ms, cae_run_result *res)
 {
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200};
 	cae_error err;
 	return cae_helper_run(h, &spec, res, &err);
 }
@@ -81,20 +81,27 @@ static int run_sh(cae_helper *h, const char *script, int64_t timeout_ms, cae_run
 
 START_TEST(request_round_trip)
 {
-	const char *argv[] = { "printf", "%s", "a b", "", NULL };
-	const char *envp[] = { "A=1", "PATH=/bin", NULL };
+	const char *argv[] = {"printf", "%s", "a b", "", NULL};
+	const char *envp[] = {"A=1", "PATH=/bin", NULL};
 	const char stdin_data[] = "in\0put";
-	cae_run_spec spec = { .argv = argv, .envp = envp, .cwd = "/tmp",
-			      .stdin_data = stdin_data, .stdin_len = 6, .has_stdin = true,
-			      .timeout_ms = 1234, .grace_ms = 5, .drain_ms = 6,
-			      .max_stdout = 77, .max_stderr = 88,
-			      .truncate = CAE_TRUNCATE_HEAD_TAIL };
+	cae_run_spec spec = {.argv = argv,
+			     .envp = envp,
+			     .cwd = "/tmp",
+			     .stdin_data = stdin_data,
+			     .stdin_len = 6,
+			     .has_stdin = true,
+			     .timeout_ms = 1234,
+			     .grace_ms = 5,
+			     .drain_ms = 6,
+			     .max_stdout = 77,
+			     .max_stderr = 88,
+			     .truncate = CAE_TRUNCATE_HEAD_TAIL};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae_helper_encode_request(&spec, &b), 0);
 	ck_assert_uint_eq(cae_helper_frame_length((const unsigned char *)b.data), b.len - 4);
 	cae_helper_request q;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_str_eq(q.spec.argv[0], "printf");
 	ck_assert_str_eq(q.spec.argv[2], "a b");
@@ -116,8 +123,8 @@ START_TEST(request_round_trip)
 	cae_helper_request_clear(&q);
 
 	/* An empty environment stays empty (not "inherit"); no envp inherits. */
-	const char *empty[] = { NULL };
-	cae_run_spec s2 = { .argv = argv, .envp = empty };
+	const char *empty[] = {NULL};
+	cae_run_spec s2 = {.argv = argv, .envp = empty};
 	cae_buf_clear(&b);
 	ck_assert_int_eq(cae_helper_encode_request(&s2, &b), 0);
 	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
@@ -137,16 +144,23 @@ END_TEST
 
 START_TEST(response_round_trip)
 {
-	cae_run_result res = { .exit_code = 130, .term_signal = 2, .timed_out = true,
-			       .out = (char *)"out", .out_len = 3, .out_truncated = true,
-			       .out_total = 1ull << 40, .err = (char *)"", .err_len = 0,
-			       .err_total = 9, .duration_us = 4567 };
+	cae_run_result res = {.exit_code = 130,
+			      .term_signal = 2,
+			      .timed_out = true,
+			      .out = (char *)"out",
+			      .out_len = 3,
+			      .out_truncated = true,
+			      .out_total = 1ull << 40,
+			      .err = (char *)"",
+			      .err_len = 0,
+			      .err_total = 9,
+			      .duration_us = 4567};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae_helper_encode_response(0, NULL, &res, &b), 0);
 	cae_run_result got;
 	int status = 1;
-	cae_error err = { 0 };
+	cae_error err = {0};
 	ck_assert_int_eq(cae_helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err), 0);
 	ck_assert_int_eq(status, 0);
 	ck_assert_int_eq(got.exit_code, 130);
@@ -200,7 +214,10 @@ START_TEST(malformed_messages_refused)
 	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "overruns"));
 	/* NUL inside an argument */
-	n = body(b, 'Q', "\x01\x03\x00\x00\x00" "a\0b", 8);
+	n = body(b, 'Q',
+		 "\x01\x03\x00\x00\x00"
+		 "a\0b",
+		 8);
 	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
 	/* no command */
 	n = body(b, 'Q', "\x04\x01\x00\x00\x00/", 6);
@@ -220,10 +237,15 @@ START_TEST(malformed_messages_refused)
 	/* responses: no status; an exit code out of range; invalid UTF-8 made valid */
 	n = body(b, 'R', "\x06\x01\x00\x00\x00x", 6);
 	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), -EINVAL);
-	n = body(b, 'R', "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x03\x08\x00\x00\x00\xff\xff\0\0\0\0\0\0",
+	n = body(b, 'R',
+		 "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x03\x08\x00\x00\x00\xff\xff\0\0\0\0\0\0",
 		 26);
 	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), -EINVAL);
-	n = body(b, 'R', "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x06\x03\x00\x00\x00" "a\xff" "z", 21);
+	n = body(b, 'R',
+		 "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x06\x03\x00\x00\x00"
+		 "a\xff"
+		 "z",
+		 21);
 	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), 0);
 	ck_assert_int_eq(status, 0);
 	ck_assert_str_eq(res.out, "a\xef\xbf\xbdz");
@@ -253,10 +275,13 @@ START_TEST(runs_commands_like_the_runner)
 
 	/* cwd, environment, stdin from /dev/null, caps with head_tail */
 	char *dir = tu_mkdtemp();
-	const char *argv[] = { "sh", "-c", "pwd; echo $ONLY; cat; printf 0123456789 >&2", NULL };
-	const char *envp[] = { "ONLY=this", "PATH=/usr/bin:/bin", NULL };
-	cae_run_spec spec = { .argv = argv, .envp = envp, .cwd = dir, .max_stderr = 6,
-			      .truncate = CAE_TRUNCATE_HEAD_TAIL };
+	const char *argv[] = {"sh", "-c", "pwd; echo $ONLY; cat; printf 0123456789 >&2", NULL};
+	const char *envp[] = {"ONLY=this", "PATH=/usr/bin:/bin", NULL};
+	cae_run_spec spec = {.argv = argv,
+			     .envp = envp,
+			     .cwd = dir,
+			     .max_stderr = 6,
+			     .truncate = CAE_TRUNCATE_HEAD_TAIL};
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
 	char want[4200];
@@ -269,12 +294,12 @@ START_TEST(runs_commands_like_the_runner)
 	cae_run_result_clear(&r);
 
 	/* the runner's errors come back with their codes and messages */
-	const char *nope[] = { "no-such-program-cae", NULL };
-	cae_run_spec s2 = { .argv = nope };
+	const char *nope[] = {"no-such-program-cae", NULL};
+	cae_run_spec s2 = {.argv = nope};
 	ck_assert_int_eq(cae_helper_run(h, &s2, &r, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "no-such-program-cae"));
-	const char *t[] = { "true", NULL };
-	cae_run_spec s3 = { .argv = t, .cwd = "/nonexistent-cae" };
+	const char *t[] = {"true", NULL};
+	cae_run_spec s3 = {.argv = t, .cwd = "/nonexistent-cae"};
 	ck_assert_int_eq(cae_helper_run(h, &s3, &r, &err), -ENOTDIR);
 	ck_assert(cae_helper_alive(h));
 	cae_helper_stop(h);
@@ -291,9 +316,9 @@ START_TEST(stdin_10mib_and_large_output_intact)
 	char *in = malloc(n);
 	for (size_t i = 0; i < n; i++)
 		in[i] = (char)('a' + (i * 7919) % 26);
-	const char *argv[] = { "cat", NULL };
-	cae_run_spec spec = { .argv = argv, .stdin_data = in, .stdin_len = n, .has_stdin = true,
-			      .max_stdout = n + 1 };
+	const char *argv[] = {"cat", NULL};
+	cae_run_spec spec = {
+	    .argv = argv, .stdin_data = in, .stdin_len = n, .has_stdin = true, .max_stdout = n + 1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
@@ -310,7 +335,8 @@ START_TEST(stdin_10mib_and_large_output_intact)
 	cae_run_result_clear(&r);
 	/* invalid UTF-8 in output arrives as U+FFFD */
 	ck_assert_int_eq(run_sh(h, "printf 'a\\377b'", 0, &r), 0);
-	ck_assert_str_eq(r.out, "a\xef\xbf\xbd" "b");
+	ck_assert_str_eq(r.out, "a\xef\xbf\xbd"
+				"b");
 	cae_run_result_clear(&r);
 	cae_helper_stop(h);
 }
@@ -320,8 +346,9 @@ START_TEST(timeout_kills_tree_inside_helper)
 {
 	cae_helper *h = start();
 	cae_run_result r;
-	ck_assert_int_eq(run_sh(h, "setsid sleep 1000 & echo $!; "
-				   "sh -c 'sleep 1000 & echo $!'; sleep 1000",
+	ck_assert_int_eq(run_sh(h,
+				"setsid sleep 1000 & echo $!; "
+				"sh -c 'sleep 1000 & echo $!'; sleep 1000",
 				500, &r),
 			 0);
 	ck_assert(r.timed_out);
@@ -333,9 +360,8 @@ START_TEST(timeout_kills_tree_inside_helper)
 	ck_assert_uint_eq(children_of(cae_helper_pid(h)), 0);
 	cae_run_result_clear(&r);
 	/* after a normal exit too */
-	ck_assert_int_eq(run_sh(h, "setsid sleep 1000 & echo $!; sh -c 'sleep 1000 & echo $!'", 0,
-				&r),
-			 0);
+	ck_assert_int_eq(
+	    run_sh(h, "setsid sleep 1000 & echo $!; sh -c 'sleep 1000 & echo $!'", 0, &r), 0);
 	ck_assert_int_eq(sscanf(r.out, "%d\n%d", &a, &b), 2);
 	ck_assert(!pid_alive(a));
 	ck_assert(!pid_alive(b));
@@ -363,11 +389,11 @@ START_TEST(cancel_reaches_the_helper)
 	cae_helper *h = start();
 	int p[2];
 	ck_assert_int_eq(pipe(p), 0);
-	struct canceller c = { p[1] };
+	struct canceller c = {p[1]};
 	pthread_t th;
 	pthread_create(&th, NULL, cancel_later, &c);
-	const char *argv[] = { "sh", "-c", "echo before; echo $$; sleep 1000", NULL };
-	cae_run_spec spec = { .argv = argv, .cancel_fd = p[0], .has_cancel_fd = true };
+	const char *argv[] = {"sh", "-c", "echo before; echo $$; sleep 1000", NULL};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0], .has_cancel_fd = true};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
@@ -416,7 +442,7 @@ START_TEST(concurrent_commands)
 	pthread_t th[4];
 	struct par ps[4];
 	for (int i = 0; i < 4; i++) {
-		ps[i] = (struct par){ .h = h, .dir = dir, .i = i };
+		ps[i] = (struct par){.h = h, .dir = dir, .i = i};
 		pthread_create(&th[i], NULL, run_par, &ps[i]);
 	}
 	for (int i = 0; i < 4; i++) {
@@ -438,8 +464,8 @@ START_TEST(survives_the_runners_orphan_sweep)
 	cae_helper *h = start();
 	/* A command run here ends with a sweep of this process's unknown children: the
 	 * helper is registered and must not be taken for an orphan. */
-	const char *argv[] = { "true", NULL };
-	cae_run_spec spec = { .argv = argv };
+	const char *argv[] = {"true", NULL};
+	cae_run_spec spec = {.argv = argv};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -470,8 +496,8 @@ START_TEST(helper_death_is_reported)
 
 	/* killed during a command */
 	h = start();
-	const char *argv[] = { "sh", "-c", "kill -9 $PPID; sleep 5", NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 10000 };
+	const char *argv[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000};
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), -ECONNRESET);
 	ck_assert(!cae_helper_alive(h));
 	cae_helper_stop(h);
@@ -483,14 +509,14 @@ START_TEST(start_failures_leave_nothing)
 {
 	cae_helper *h = NULL;
 	cae_error err;
-	const char *t[] = { "/bin/true", NULL };
+	const char *t[] = {"/bin/true", NULL};
 	ck_assert_int_eq(cae_helper_start(t, NULL, 5000, &h, &err), -ECHILD);
 	ck_assert_ptr_nonnull(strstr(err.message, "did not start"));
-	const char *other[] = { "/bin/sh", "-c", "printf 'hello there' >&0; sleep 5", NULL };
+	const char *other[] = {"/bin/sh", "-c", "printf 'hello there' >&0; sleep 5", NULL};
 	ck_assert_int_eq(cae_helper_start(other, NULL, 5000, &h, &err), -EPROTO);
-	const char *silent[] = { "/bin/sleep", "100", NULL };
+	const char *silent[] = {"/bin/sleep", "100", NULL};
 	ck_assert_int_eq(cae_helper_start(silent, NULL, 300, &h, &err), -ETIMEDOUT);
-	const char *none[] = { "/nonexistent/cae-helper", NULL };
+	const char *none[] = {"/nonexistent/cae-helper", NULL};
 	ck_assert_int_eq(cae_helper_start(none, NULL, 300, &h, &err), -ENOENT);
 	ck_assert_ptr_null(h);
 	ck_assert_uint_eq(my_children(), 0);
@@ -505,12 +531,12 @@ START_TEST(end_of_channel_kills_commands)
 	int ctl[2], rq[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl), 0);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rq), 0);
-	const char *argv[] = { path, NULL };
+	const char *argv[] = {path, NULL};
 	pid_t pid;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_service_start(argv, NULL, ctl[1], &pid, &err), 0);
 	close(ctl[1]);
-	char hello[64] = { 0 };
+	char hello[64] = {0};
 	ck_assert_int_gt(recv(ctl[0], hello, sizeof(hello) - 1, 0), 0);
 	ck_assert_str_eq(hello, "cae-helper 1");
 
@@ -520,10 +546,10 @@ START_TEST(end_of_channel_kills_commands)
 	char *dir = tu_mkdtemp();
 	char *pidfile = cae_path_join(dir, "pid");
 	char script[4200];
-	snprintf(script, sizeof(script), "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 1000",
-		 pidfile, pidfile, pidfile);
-	const char *cmd[] = { "sh", "-c", script, NULL };
-	cae_run_spec spec = { .argv = cmd };
+	snprintf(script, sizeof(script), "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 1000", pidfile,
+		 pidfile, pidfile);
+	const char *cmd[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = cmd};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae_helper_encode_request(&spec, &b), 0);
@@ -557,7 +583,7 @@ START_TEST(max_idle_ends_the_helper)
 {
 	const char *path = getenv("CAE_HELPER");
 	ck_assert_ptr_nonnull(path);
-	const char *argv[] = { path, "--max-idle", "1", NULL };
+	const char *argv[] = {path, "--max-idle", "1", NULL};
 	cae_helper *h = NULL;
 	cae_error err;
 	ck_assert_int_eq(cae_helper_start(argv, NULL, 5000, &h, &err), 0);

@@ -408,8 +408,26 @@ static unsigned rnd(unsigned n)
 static size_t random_text(char *buf, size_t max)
 {
 	static const char *const pieces[] = {
-	    "a", "Z", " ", "0", "\"", "\\", "/", "\n", "\t", "\r", "\b", "\f", "\x01", "\x1f",
-	    "\x7f", "\xc3\xa9", "\xe2\x80\xa8", "\xef\xbf\xbd", "\xf0\x9f\x98\x80", "line 01: the quick brown fox\n",
+	    "a",
+	    "Z",
+	    " ",
+	    "0",
+	    "\"",
+	    "\\",
+	    "/",
+	    "\n",
+	    "\t",
+	    "\r",
+	    "\b",
+	    "\f",
+	    "\x01",
+	    "\x1f",
+	    "\x7f",
+	    "\xc3\xa9",
+	    "\xe2\x80\xa8",
+	    "\xef\xbf\xbd",
+	    "\xf0\x9f\x98\x80",
+	    "line 01: the quick brown fox\n",
 	};
 	size_t n = 0, want = rnd(4) == 0 ? rnd(3000) : rnd(24);
 	while (n < want) {
@@ -456,7 +474,8 @@ static json_t *random_value(unsigned depth)
 	case 5: {
 		if (gen_plain)
 			return json_string("no real");
-		static const double reals[] = {0.0, -0.5, 1.0, 1e300, 3.141592653589793, 1e-7, 12.0};
+		static const double reals[] = {0.0,  -0.5, 1.0, 1e300, 3.141592653589793,
+					       1e-7, 12.0};
 		return json_real(reals[rnd(ARRAY_SIZE(reals))] * (rnd(2) ? 1 : -3));
 	}
 	case 6:
@@ -536,9 +555,9 @@ START_TEST(encode_matches_jansson)
 	char other[sizeof(longtext)];
 	memcpy(other, longtext, sizeof(other));
 	other[0] = 'Z'; /* as long, not the same */
-	v = json_pack("{s:[{s:O}], s:{s:O, s:s, s:O, s:s}, s:[O, s, O]}", "content", "text",
-		      shared, "structuredContent", "output", shared, "copy", longtext, "again",
-		      shared, "other", other, "list", shared, "tail", shared);
+	v = json_pack("{s:[{s:O}], s:{s:O, s:s, s:O, s:s}, s:[O, s, O]}", "content", "text", shared,
+		      "structuredContent", "output", shared, "copy", longtext, "again", shared,
+		      "other", other, "list", shared, "tail", shared);
 	ck_assert_ptr_nonnull(v);
 	assert_encodes_like_dumps(v);
 	json_decref(v);
@@ -582,7 +601,6 @@ START_TEST(encode_refuses_what_jansson_refuses)
 	json_decref(a);
 }
 END_TEST
-
 
 static Suite *make_suite(void)
 {

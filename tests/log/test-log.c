@@ -44,7 +44,8 @@ static json_t *read_lines(struct sink *s)
 		ck_assert_ptr_nonnull(nl);
 		json_error_t jerr;
 		json_t *o = json_loadb(p, (size_t)(nl - p), 0, &jerr);
-		ck_assert_msg(o != NULL, "invalid JSON line: %s (%.*s)", jerr.text, (int)MIN(nl - p, 200), p);
+		ck_assert_msg(o != NULL, "invalid JSON line: %s (%.*s)", jerr.text,
+			      (int)MIN(nl - p, 200), p);
 		ck_assert(json_is_object(o));
 		const char *ts = json_string_value(json_object_get(o, "ts"));
 		ck_assert_ptr_nonnull(ts);
@@ -72,9 +73,9 @@ START_TEST(lines_are_json)
 	cae_log_event(log, CAE_LOG_INFO, "worker.patch_execution_start", "starting %d commands", 3);
 	cae_log_event(log, CAE_LOG_DEBUG, "x.nomsg", NULL);
 	cae_log_fields(log, CAE_LOG_WARN, "worker.command_executed",
-		       json_pack("{s:s, s:i, s:b, s:{s:[i,s]}, s:s, s:s}", "command", "echo \"hi\"\n",
-				 "duration_ms", 12, "success", 1, "nested", "a", 1, "b", "ts", "spoof",
-				 "quote", "tab\there"),
+		       json_pack("{s:s, s:i, s:b, s:{s:[i,s]}, s:s, s:s}", "command",
+				 "echo \"hi\"\n", "duration_ms", 12, "success", 1, "nested", "a", 1,
+				 "b", "ts", "spoof", "quote", "tab\there"),
 		       "ran %s", "echo");
 	cae_log_fields(log, CAE_LOG_ERROR, "x.null_fields", NULL, NULL);
 	cae_log_fields(log, CAE_LOG_ERROR, "x.not_object", json_integer(3), "m");
@@ -99,12 +100,13 @@ START_TEST(lines_are_json)
 	ck_assert_int_eq(json_integer_value(json_object_get(l2, "duration_ms")), 12);
 	ck_assert(json_is_true(json_object_get(l2, "success")));
 	ck_assert_str_eq(json_string_value(json_array_get(
-				 json_object_get(json_object_get(l2, "nested"), "a"), 1)),
+			     json_object_get(json_object_get(l2, "nested"), "a"), 1)),
 			 "b");
 	ck_assert_str_ne(field_str(l2, "ts"), "spoof"); /* reserved names are not overridden */
 	ck_assert_str_eq(field_str(l2, "msg"), "ran echo");
 	ck_assert_str_eq(field_str(json_array_get(lines, 3), "level"), "error");
-	ck_assert_str_eq(field_str(json_array_get(lines, 5), "msg"), "name \xef\xbf\xbd\xef\xbf\xbd end");
+	ck_assert_str_eq(field_str(json_array_get(lines, 5), "msg"),
+			 "name \xef\xbf\xbd\xef\xbf\xbd end");
 	json_decref(lines);
 	sink_close(&s);
 }
@@ -167,26 +169,26 @@ START_TEST(url_redaction)
 	static const struct {
 		const char *in, *out;
 	} cases[] = {
-		{ "https://user:token@host/x", "https://***@host/x" },
-		{ "git clone https://x-access-token:ghs_abc@github.com/o/r.git dir",
-		  "git clone https://***@github.com/o/r.git dir" },
-		{ "https://oauth2:glpat-1@gitlab.example.com:8443/g/p.git",
-		  "https://***@gitlab.example.com:8443/g/p.git" },
-		{ "https://TOKENONLY@github.com/o/r", "https://***@github.com/o/r" },
-		{ "https://u:p@ss@host/x", "https://***@host/x" }, /* the last '@' ends the userinfo */
-		{ "https://host/path@notuserinfo", "https://host/path@notuserinfo" },
-		{ "https://host?q=a@b", "https://host?q=a@b" },
-		{ "no url here, a@b and :// alone", "no url here, a@b and :// alone" },
-		{ "two: http://a:b@h1/ and ftp://c:d@h2", "two: http://***@h1/ and ftp://***@h2" },
-		{ "\"https://u:p@h\"", "\"https://***@h\"" },
-		{ "tcp://admin:pw@10.0.0.1:2376", "tcp://***@10.0.0.1:2376" },
-		{ "https://@host/x", "https://@host/x" },
-		{ "", "" },
+	    {"https://user:token@host/x", "https://***@host/x"},
+	    {"git clone https://x-access-token:ghs_abc@github.com/o/r.git dir",
+	     "git clone https://***@github.com/o/r.git dir"},
+	    {"https://oauth2:glpat-1@gitlab.example.com:8443/g/p.git",
+	     "https://***@gitlab.example.com:8443/g/p.git"},
+	    {"https://TOKENONLY@github.com/o/r", "https://***@github.com/o/r"},
+	    {"https://u:p@ss@host/x", "https://***@host/x"}, /* the last '@' ends the userinfo */
+	    {"https://host/path@notuserinfo", "https://host/path@notuserinfo"},
+	    {"https://host?q=a@b", "https://host?q=a@b"},
+	    {"no url here, a@b and :// alone", "no url here, a@b and :// alone"},
+	    {"two: http://a:b@h1/ and ftp://c:d@h2", "two: http://***@h1/ and ftp://***@h2"},
+	    {"\"https://u:p@h\"", "\"https://***@h\""},
+	    {"tcp://admin:pw@10.0.0.1:2376", "tcp://***@10.0.0.1:2376"},
+	    {"https://@host/x", "https://@host/x"},
+	    {"", ""},
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
 		char *r = cae_redact_url(cases[i].in);
-		ck_assert_msg(strcmp(r, cases[i].out) == 0, "%s -> %s (expected %s)", cases[i].in, r,
-			      cases[i].out);
+		ck_assert_msg(strcmp(r, cases[i].out) == 0, "%s -> %s (expected %s)", cases[i].in,
+			      r, cases[i].out);
 		free(r);
 	}
 }
@@ -198,7 +200,7 @@ START_TEST(secret_redaction)
 	sink_open(&s);
 	cae_log *log = cae_log_new(s.fd, CAE_LOG_DEBUG);
 	ck_assert_int_eq(cae_log_add_secret(log, "ghp_SECRET123"), 0);
-	ck_assert_int_eq(cae_log_add_secret(log, "ghp_SECRET123"), 0); /* twice: harmless */
+	ck_assert_int_eq(cae_log_add_secret(log, "ghp_SECRET123"), 0);	 /* twice: harmless */
 	ck_assert_int_eq(cae_log_add_secret(log, "SECRET123456789"), 0); /* overlaps, longer */
 	ck_assert_int_eq(cae_log_add_secret(log, "abc"), -EINVAL);
 	ck_assert_int_eq(cae_log_add_secret(log, ""), 0);
@@ -213,12 +215,13 @@ START_TEST(secret_redaction)
 	ck_assert(memcmp(r, "x\0***\0y", 7) == 0);
 	free(r);
 
-	cae_log_event(log, CAE_LOG_INFO, "git.push", "pushing with ghp_SECRET123 to https://u:pw@h/r");
+	cae_log_event(log, CAE_LOG_INFO, "git.push",
+		      "pushing with ghp_SECRET123 to https://u:pw@h/r");
 	cae_log_fields(log, CAE_LOG_INFO, "git.clone",
 		       json_pack("{s:s, s:{s:[s, {s:s}]}, s:s, s:i}", "url",
-				 "https://x-access-token:zzz@github.com/o/r.git", "nested", "deeper",
-				 "plain ghp_SECRET123", "deepest", "it is ghp_SECRET123!", "ghp_SECRET123",
-				 "as a key", "n", 5),
+				 "https://x-access-token:zzz@github.com/o/r.git", "nested",
+				 "deeper", "plain ghp_SECRET123", "deepest", "it is ghp_SECRET123!",
+				 "ghp_SECRET123", "as a key", "n", 5),
 		       NULL);
 	cae_log_event(log, CAE_LOG_INFO, "ghp_SECRET123", NULL);
 	cae_log_free(log);
@@ -232,7 +235,8 @@ START_TEST(secret_redaction)
 	free(raw);
 
 	json_t *lines = read_lines(&s);
-	ck_assert_str_eq(field_str(json_array_get(lines, 0), "msg"), "pushing with *** to https://***@h/r");
+	ck_assert_str_eq(field_str(json_array_get(lines, 0), "msg"),
+			 "pushing with *** to https://***@h/r");
 	json_t *l1 = json_array_get(lines, 1);
 	ck_assert_str_eq(field_str(l1, "url"), "https://***@github.com/o/r.git");
 	json_t *deeper = json_object_get(json_object_get(l1, "nested"), "deeper");
@@ -251,7 +255,8 @@ START_TEST(secret_redaction)
 	json_t *out = cae_redact_json(l2, in);
 	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(out, "a"), 0)), "x ***");
 	ck_assert_uint_eq(json_array_size(json_object_get(out, "a")), 4);
-	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(in, "a"), 0)), "x tok-12345");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(in, "a"), 0)),
+			 "x tok-12345");
 	json_decref(in);
 	json_decref(out);
 	cae_log_free(l2);
@@ -323,7 +328,7 @@ START_TEST(concurrent_writers)
 	pthread_t th[THREADS];
 	struct writer w[THREADS];
 	for (int i = 0; i < THREADS; i++) {
-		w[i] = (struct writer){ log, i };
+		w[i] = (struct writer){log, i};
 		ck_assert_int_eq(pthread_create(&th[i], NULL, writer_main, &w[i]), 0);
 	}
 	for (int i = 0; i < THREADS; i++)
@@ -331,10 +336,11 @@ START_TEST(concurrent_writers)
 	cae_log_free(log);
 	json_t *lines = read_lines(&s);
 	ck_assert_uint_eq(json_array_size(lines), THREADS * PER_THREAD);
-	int next[THREADS] = { 0 };
+	int next[THREADS] = {0};
 	size_t i;
 	json_t *l;
-	json_array_foreach(lines, i, l) {
+	json_array_foreach(lines, i, l)
+	{
 		int t = (int)json_integer_value(json_object_get(l, "thread"));
 		int seq = (int)json_integer_value(json_object_get(l, "seq"));
 		ck_assert(t >= 0 && t < THREADS);

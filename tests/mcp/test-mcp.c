@@ -1051,7 +1051,8 @@ START_TEST(log_levels_filtered_before_formatting)
 					"\"params\":{\"name\":\"echo\",\"arguments\":{\"text\":"
 					"\"x\"}}}\n"); /* info: mcp.tool_call */
 		json_decref(r);
-		r = request(&c, "{\"jsonrpc\":\"1.0\",\"id\":2,\"method\":\"ping\"}\n"); /* warning */
+		r = request(&c,
+			    "{\"jsonrpc\":\"1.0\",\"id\":2,\"method\":\"ping\"}\n"); /* warning */
 		json_decref(r);
 		client_stop(&c);
 		ck_assert_int_ge(atomic_load(&logged_warning), 1);

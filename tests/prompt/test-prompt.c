@@ -8,7 +8,7 @@ static cae_config *cfg_from(const char *yaml)
 {
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", envp, &err) == 0,
 		      "%s", err.message);
 	return cfg;
@@ -24,16 +24,17 @@ START_TEST(command_executor_prompt_filled)
 	ck_assert_ptr_null(strstr(t, "{allowed_commands_list}"));
 	/* the seed's §6.5.2 lines, exactly */
 	ck_assert_ptr_nonnull(strstr(
-		t, "\nBuild/Package Management: npm, yarn, pnpm, pip, pip3, conda, mamba, python, "
-		   "python3, cargo, make, cmake, bundle, gem, composer, dotnet\n"));
+	    t, "\nBuild/Package Management: npm, yarn, pnpm, pip, pip3, conda, mamba, python, "
+	       "python3, cargo, make, cmake, bundle, gem, composer, dotnet\n"));
 	ck_assert_ptr_nonnull(strstr(t, "\nVersion Control: git status, git diff, git log, git "
 					"branch, git show, git blame\n"));
 	ck_assert_ptr_nonnull(strstr(t, "**Python environment**: `pip install <package>`"));
 	free(t);
 	cae_policy_free(p);
 	cae_config_free(cfg);
-	cfg = cfg_from("command_executor:\n  enabled: false\n  state_dir: /tmp\n  allowed_commands:\n"
-		       "    exclude: [curl]\n");
+	cfg =
+	    cfg_from("command_executor:\n  enabled: false\n  state_dir: /tmp\n  allowed_commands:\n"
+		     "    exclude: [curl]\n");
 	p = cae_policy_from_config(cfg, &err);
 	t = cae_prompt_command_executor(cfg, p);
 	ck_assert_str_eq(t, "");
@@ -69,7 +70,8 @@ START_TEST(environment_table_from_config)
 				   "    python: img-py:1\n    rust: img-rust:2\n");
 	char *t = cae_prompt_environment_selection(cfg);
 	ck_assert_ptr_nonnull(strstr(t, "## Execution Environment Selection"));
-	ck_assert_ptr_nonnull(strstr(t, "| python | img-py:1 | Pure Python projects, Django/Flask |"));
+	ck_assert_ptr_nonnull(
+	    strstr(t, "| python | img-py:1 | Pure Python projects, Django/Flask |"));
 	ck_assert_ptr_nonnull(strstr(t, "| rust | img-rust:2 | Custom environment |"));
 	ck_assert_ptr_null(strstr(t, "node"));
 	ck_assert_ptr_nonnull(strstr(t, "selected_environment"));
@@ -97,10 +99,11 @@ static void expect(cae_config *cfg, const char *text, const char *name, bool fal
 START_TEST(select_environment)
 {
 	cae_config *cfg = cfg_from("command_executor:\n  state_dir: /tmp\n");
-	expect(cfg, "{\"selected_environment\": {\"name\": \"node\", \"reasoning\": \"r\"}}", "node",
-	       false);
-	expect(cfg, "Plan:\n```json\n{\"phase\": \"planning\", \"selected_environment\": {\"name\": "
-		    "\"go\"}}\n```\nThanks.",
+	expect(cfg, "{\"selected_environment\": {\"name\": \"node\", \"reasoning\": \"r\"}}",
+	       "node", false);
+	expect(cfg,
+	       "Plan:\n```json\n{\"phase\": \"planning\", \"selected_environment\": {\"name\": "
+	       "\"go\"}}\n```\nThanks.",
 	       "go", false);
 	expect(cfg, "I chose {\"selected_environment\": {\"name\": \"java\"}} for this.", "java",
 	       false);

@@ -14,8 +14,8 @@
 
 static int run_sh(const char *script, int64_t timeout_ms, cae_run_result *res)
 {
-	const char *argv[] = { "sh", "-c", script, NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200 };
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200};
 	cae_error err;
 	return cae_runner_run(&spec, res, &err);
 }
@@ -60,14 +60,14 @@ END_TEST
 
 START_TEST(direct_argv_and_not_found)
 {
-	const char *argv[] = { "printf", "%s|", "a b", "$HOME", NULL };
-	cae_run_spec spec = { .argv = argv };
+	const char *argv[] = {"printf", "%s|", "a b", "$HOME", NULL};
+	cae_run_spec spec = {.argv = argv};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
 	ck_assert_str_eq(r.out, "a b|$HOME|");
 	cae_run_result_clear(&r);
-	const char *nf[] = { "definitely-not-a-command-xyz", NULL };
+	const char *nf[] = {"definitely-not-a-command-xyz", NULL};
 	spec.argv = nf;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "definitely-not-a-command-xyz"));
@@ -77,7 +77,7 @@ START_TEST(direct_argv_and_not_found)
 	spec.cwd = "/etc/passwd";
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), -ENOTDIR);
 	spec.cwd = "/tmp";
-	const char *pw[] = { "pwd", NULL };
+	const char *pw[] = {"pwd", NULL};
 	spec.argv = pw;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
 	ck_assert_str_eq(r.out, "/tmp\n");
@@ -91,9 +91,12 @@ START_TEST(stdin_10mib_intact)
 	char *data = malloc(n);
 	for (size_t i = 0; i < n; i++)
 		data[i] = (char)('a' + (i * 7 + i / 13) % 26);
-	const char *argv[] = { "cat", NULL };
-	cae_run_spec spec = { .argv = argv, .stdin_data = data, .stdin_len = n, .has_stdin = true,
-			      .max_stdout = n + 1 };
+	const char *argv[] = {"cat", NULL};
+	cae_run_spec spec = {.argv = argv,
+			     .stdin_data = data,
+			     .stdin_len = n,
+			     .has_stdin = true,
+			     .max_stdout = n + 1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -102,7 +105,7 @@ START_TEST(stdin_10mib_intact)
 	ck_assert(!r.out_truncated);
 	cae_run_result_clear(&r);
 	/* A command that does not read its stdin must not hang us or kill us with SIGPIPE. */
-	const char *t[] = { "true", NULL };
+	const char *t[] = {"true", NULL};
 	spec.argv = t;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
 	ck_assert_int_eq(r.exit_code, 0);
@@ -147,9 +150,8 @@ START_TEST(no_orphan_after_normal_exit)
 	cae_run_result r;
 	/* The command returns at once but leaves a setsid'd daemon holding stdout open and a
 	 * double-forked grandchild: the call still returns promptly and both are gone. */
-	ck_assert_int_eq(run_sh("setsid sleep 1000 & echo $!; sh -c 'sleep 1000 & echo $!'; exit 0",
-				0, &r),
-			 0);
+	ck_assert_int_eq(
+	    run_sh("setsid sleep 1000 & echo $!; sh -c 'sleep 1000 & echo $!'; exit 0", 0, &r), 0);
 	ck_assert(!r.timed_out);
 	ck_assert_int_eq(r.exit_code, 0);
 	int a = 0, b = 0;
@@ -165,8 +167,8 @@ END_TEST
 START_TEST(sigterm_ignored_gets_sigkill)
 {
 	cae_run_result r;
-	ck_assert_int_eq(run_sh("trap '' TERM; echo started; while :; do sleep 0.05; done", 300, &r),
-			 0);
+	ck_assert_int_eq(
+	    run_sh("trap '' TERM; echo started; while :; do sleep 0.05; done", 300, &r), 0);
 	ck_assert(r.timed_out);
 	ck_assert_str_eq(r.out, "started\n");
 	ck_assert_int_eq(r.exit_code, 128 + SIGKILL);
@@ -179,9 +181,9 @@ START_TEST(yes_for_10s_under_1mib_cap)
 {
 	struct rusage before, after;
 	getrusage(RUSAGE_SELF, &before);
-	const char *argv[] = { "yes", NULL };
-	cae_run_spec spec = { .argv = argv, .timeout_ms = 10000, .grace_ms = 200,
-			      .max_stdout = 1024 * 1024 };
+	const char *argv[] = {"yes", NULL};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = 10000, .grace_ms = 200, .max_stdout = 1024 * 1024};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -206,8 +208,8 @@ START_TEST(invalid_utf8_becomes_replacement)
 	ck_assert_str_eq(r.err, "\xef\xbf\xbd");
 	cae_run_result_clear(&r);
 	/* A cap that falls inside a multi-byte character cuts before it. */
-	const char *argv[] = { "printf", "ab\xc3\xa9z", NULL };
-	cae_run_spec spec = { .argv = argv, .max_stdout = 3 };
+	const char *argv[] = {"printf", "ab\xc3\xa9z", NULL};
+	cae_run_spec spec = {.argv = argv, .max_stdout = 3};
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
 	ck_assert_str_eq(r.out, "ab");
@@ -218,8 +220,8 @@ END_TEST
 
 START_TEST(head_tail_keeps_both_ends)
 {
-	const char *argv[] = { "seq", "1", "100000", NULL };
-	cae_run_spec spec = { .argv = argv, .max_stdout = 1000, .truncate = CAE_TRUNCATE_HEAD_TAIL };
+	const char *argv[] = {"seq", "1", "100000", NULL};
+	cae_run_spec spec = {.argv = argv, .max_stdout = 1000, .truncate = CAE_TRUNCATE_HEAD_TAIL};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -259,7 +261,7 @@ struct canceller {
 static void *cancel_later(void *arg)
 {
 	struct canceller *c = arg;
-	struct timespec ts = { 0, 200 * 1000000L };
+	struct timespec ts = {0, 200 * 1000000L};
 	nanosleep(&ts, NULL);
 	ck_assert_int_eq(write(c->fd, "x", 1), 1);
 	return NULL;
@@ -269,11 +271,11 @@ START_TEST(cancel_fd_kills)
 {
 	int p[2];
 	ck_assert_int_eq(pipe(p), 0);
-	struct canceller c = { p[1] };
+	struct canceller c = {p[1]};
 	pthread_t th;
 	pthread_create(&th, NULL, cancel_later, &c);
-	const char *argv[] = { "sh", "-c", "echo before; sleep 1000", NULL };
-	cae_run_spec spec = { .argv = argv, .cancel_fd = p[0], .has_cancel_fd = true };
+	const char *argv[] = {"sh", "-c", "echo before; sleep 1000", NULL};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0], .has_cancel_fd = true};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -321,7 +323,7 @@ START_TEST(find_program)
 	ck_assert_int_eq(cae_runner_find_program("sh", NULL, &p), 0);
 	ck_assert_ptr_nonnull(strstr(p, "/sh"));
 	free(p);
-	const char *env[] = { "PATH=/nonexistent", NULL };
+	const char *env[] = {"PATH=/nonexistent", NULL};
 	ck_assert_int_eq(cae_runner_find_program("sh", env, &p), -ENOENT);
 }
 END_TEST

@@ -20,13 +20,13 @@ static cae_session *open_session(const char *extra_yaml)
 	state = tu_mkdtemp();
 	ws = tu_mkdtemp();
 	char yaml[4096];
-	snprintf(yaml, sizeof(yaml),
-		 "command_executor:\n  backend: local\n  state_dir: %s\n%s", state,
-		 extra_yaml ? extra_yaml : "");
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n%s",
+		 state, extra_yaml ? extra_yaml : "");
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
-	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "test.yaml", envp, &err) == 0,
+	char *envp[] = {NULL};
+	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "test.yaml", envp, &err) ==
+			  0,
 		      "%s", err.message);
 	cae_session *s;
 	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
@@ -51,7 +51,8 @@ static json_t *call(cae_session *s, const char *tool, const char *args_json, boo
 	ck_assert_msg(args != NULL, "bad test JSON: %s", je.text);
 	cae_tool_result res;
 	cae_error err;
-	ck_assert_msg(cae_session_call_tool(s, tool, args, NULL, &res, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_call_tool(s, tool, args, NULL, &res, &err) == 0, "%s",
+		      err.message);
 	json_decref(args);
 	ck_assert_ptr_nonnull(res.text);
 	*is_error = res.is_error;
@@ -73,20 +74,24 @@ START_TEST(exec_command_echo_hello)
 {
 	cae_session *s = open_session(NULL);
 	bool e;
-	json_t *r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"echo\", \"hello\"]}", &e);
+	json_t *r =
+	    call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"echo\", \"hello\"]}", &e);
 	ck_assert(!e);
 	ck_assert_int_eq(I(r, "exit_code"), 0);
 	ck_assert_str_eq(S(r, "stdout"), "hello\n");
 	ck_assert(!B(r, "timed_out"));
 	/* command and cwd reflected as given/run (absolute). */
-	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "command"), 1)), "hello");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(r, "command"), 1)),
+			 "hello");
 	/* the workspace is where commands see it in the sandbox, as in containers */
 	ck_assert_str_eq(S(r, "cwd"), "/workspace/project");
 	ck_assert_int_ge(I(r, "duration_ms"), 0);
 	json_decref(r);
 	/* direct mode and the default shell mode quote arguments properly */
-	r = call(s, "exec_command",
-		 "{\"cwd\": \".\", \"command\": [\"printf\", \"%s|\", \"a b\", \"$HOME\", \"it's\"]}", &e);
+	r = call(
+	    s, "exec_command",
+	    "{\"cwd\": \".\", \"command\": [\"printf\", \"%s|\", \"a b\", \"$HOME\", \"it's\"]}",
+	    &e);
 	ck_assert_str_eq(S(r, "stdout"), "a b|$HOME|it's|");
 	json_decref(r);
 	r = call(s, "exec_command",
@@ -107,17 +112,17 @@ START_TEST(exec_command_invalid_arguments)
 {
 	cae_session *s = open_session(NULL);
 	const char *bad[] = {
-		"{\"cwd\": \".\", \"command\": []}",
-		"{\"cwd\": \".\", \"command\": [\"echo\", 1]}",
-		"{\"cwd\": \".\", \"command\": \"echo\"}",
-		"{\"cwd\": \"\", \"command\": [\"echo\"]}",
-		"{\"command\": [\"echo\"]}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 0}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 120001}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 999}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 1000001}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"shell_mode\": \"zsh\"}",
-		"{\"cwd\": \".\", \"command\": [\"echo\"], \"stdin\": 5}",
+	    "{\"cwd\": \".\", \"command\": []}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\", 1]}",
+	    "{\"cwd\": \".\", \"command\": \"echo\"}",
+	    "{\"cwd\": \"\", \"command\": [\"echo\"]}",
+	    "{\"command\": [\"echo\"]}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 0}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"timeout_ms\": 120001}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 999}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"max_output_chars\": 1000001}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"shell_mode\": \"zsh\"}",
+	    "{\"cwd\": \".\", \"command\": [\"echo\"], \"stdin\": 5}",
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		bool e;
@@ -136,7 +141,8 @@ START_TEST(exec_command_not_directory)
 	tu_write(ws, "file.txt", "x");
 	_cleanup_free_ char *link = cae_path_join(ws, "up");
 	ck_assert_int_eq(symlink("/etc", link), 0);
-	const char *cwds[] = { "missing", "file.txt", "..", "/etc", "../../..", "up", "a\\\\..\\\\..\\\\.." };
+	const char *cwds[] = {"missing", "file.txt",	       "..", "/etc", "../../..",
+			      "up",	 "a\\\\..\\\\..\\\\.."};
 	for (size_t i = 0; i < sizeof(cwds) / sizeof(cwds[0]); i++) {
 		char args[512];
 		snprintf(args, sizeof(args), "{\"cwd\": \"%s\", \"command\": [\"pwd\"]}", cwds[i]);
@@ -159,21 +165,21 @@ START_TEST(exec_command_not_directory)
 END_TEST
 
 /* Both ways the local backend runs commands: confined (bubblewrap) and plain. */
-static const char *const sandbox_modes[] = { "  local:\n    sandbox: bubblewrap\n",
-					     "  local:\n    sandbox: none\n    unconfined: true\n" };
+static const char *const sandbox_modes[] = {"  local:\n    sandbox: bubblewrap\n",
+					    "  local:\n    sandbox: none\n    unconfined: true\n"};
 
 START_TEST(exec_command_not_found)
 {
 	cae_session *s = open_session(sandbox_modes[_i]);
 	bool e;
-	json_t *r = call(s, "exec_command",
-			 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"no-such-cmd-xyz\"]}",
-			 &e);
+	json_t *r = call(
+	    s, "exec_command",
+	    "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"no-such-cmd-xyz\"]}", &e);
 	ck_assert(e);
 	ck_assert_str_eq(error_code(r), "COMMAND_NOT_FOUND");
-	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(json_object_get(r, "error"),
-								       "message")),
-				     "no-such-cmd-xyz"));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(json_object_get(r, "error"), "message")),
+		   "no-such-cmd-xyz"));
 	json_decref(r);
 	/* default mode: the shell says so, exit 127 */
 	r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"no-such-cmd-xyz\"]}", &e);
@@ -188,10 +194,11 @@ START_TEST(exec_command_timeout_keeps_output)
 {
 	cae_session *s = open_session(NULL);
 	bool e;
-	json_t *r = call(s, "exec_command",
-			 "{\"cwd\": \".\", \"command\": [\"echo started; echo err >&2; sleep 30\"], "
-			 "\"timeout_ms\": 300}",
-			 &e);
+	json_t *r =
+	    call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"echo started; echo err >&2; sleep 30\"], "
+		 "\"timeout_ms\": 300}",
+		 &e);
 	ck_assert(!e);
 	ck_assert(B(r, "timed_out"));
 	ck_assert_int_eq(I(r, "exit_code"), 124);
@@ -224,8 +231,9 @@ START_TEST(exec_command_stdin_and_env)
 {
 	cae_session *s = open_session(NULL);
 	bool e;
-	json_t *r = call(s, "exec_command",
-			 "{\"cwd\": \".\", \"command\": [\"cat\"], \"stdin\": \"h\\u00e9llo\\n\"}", &e);
+	json_t *r =
+	    call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"cat\"], \"stdin\": \"h\\u00e9llo\\n\"}", &e);
 	ck_assert_str_eq(S(r, "stdout"), "h\xc3\xa9llo\n");
 	json_decref(r);
 	/* the environment's own environment: nothing of cae's (the manager's) leaks in */
@@ -295,12 +303,13 @@ START_TEST(execute_command_policy_denies_before_running)
 	ck_assert_ptr_nonnull(strstr(S(r, "stderr"), "rm"));
 	json_decref(r);
 	r = call(s, "exec_command",
-		 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"/usr/bin/sudo\", \"ls\"]}",
+		 "{\"cwd\": \".\", \"shell_mode\": \"direct\", \"command\": [\"/usr/bin/sudo\", "
+		 "\"ls\"]}",
 		 &e);
 	ck_assert_int_eq(I(r, "exit_code"), 126);
 	json_decref(r);
-	r = call(s, "command-executor_execute_command", "{\"command\": \"echo \\\"sudo is a word\\\"\"}",
-		 &e);
+	r = call(s, "command-executor_execute_command",
+		 "{\"command\": \"echo \\\"sudo is a word\\\"\"}", &e);
 	ck_assert_int_eq(I(r, "exit_code"), 0);
 	json_decref(r);
 	close_session(s);
@@ -356,10 +365,11 @@ START_TEST(no_environment_is_an_error)
 {
 	state = tu_mkdtemp();
 	char yaml[512];
-	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n", state);
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n",
+		 state);
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
 	cae_session *s;
 	ck_assert(cae_session_new(cfg, NULL, &s, &err) == 0);
@@ -396,11 +406,11 @@ START_TEST(environment_prepare_repo_rules)
 	json_t *r0;
 	char *root = tu_mkdtemp(), *outside = tu_mkdtemp();
 	tu_sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
-	   " add . && " GIT " commit -qm c && cd .. && mkdir notgit && ln -s %s escape",
-	   root, outside);
+	      " add . && " GIT " commit -qm c && cd .. && mkdir notgit && ln -s %s escape",
+	      root, outside);
 	tu_sh("cd %s && " GIT " init -q && echo secret > s.txt && " GIT " add . && " GIT
-	   " commit -qm c",
-	   outside);
+	      " commit -qm c",
+	      outside);
 	char yaml[4096];
 	snprintf(yaml, sizeof(yaml), "  local_repo_roots: [%s]\n", root);
 	cae_session *s = open_session(yaml);
@@ -482,31 +492,38 @@ START_TEST(model_repo_classes)
 {
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	const char *yaml = "command_executor:\n  backend: local\n";
 	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
-	const char *remote[] = { "https://github.com/o/r.git", "http://example.com/r",
-				 "git://example.com/r", "ssh://git@example.com/r",
-				 "git@github.com:o/r.git", "HTTPS://example.com/r", NULL };
+	const char *remote[] = {"https://github.com/o/r.git",
+				"http://example.com/r",
+				"git://example.com/r",
+				"ssh://git@example.com/r",
+				"git@github.com:o/r.git",
+				"HTTPS://example.com/r",
+				NULL};
 	for (size_t i = 0; remote[i]; i++) {
-		cae_task t = { .repo = strdup(remote[i]) };
+		cae_task t = {.repo = strdup(remote[i])};
 		ck_assert_msg(cae_task_check_model_repo(cfg, &t, &err) == 0, "%s: %s", remote[i],
 			      err.message);
 		ck_assert_str_eq(t.repo, remote[i]);
 		free(t.repo);
 	}
 	/* no roots configured: every local form refused, existing or not */
-	const char *local[] = { "/tmp", "./x", "x", "~", "/etc/x@y:z", "file:///tmp",
-				"tmp:x", "ext::sh -c id", "transport::addr", NULL };
+	const char *local[] = {"/tmp",	"./x",		 "x",
+			       "~",	"/etc/x@y:z",	 "file:///tmp",
+			       "tmp:x", "ext::sh -c id", "transport::addr",
+			       NULL};
 	for (size_t i = 0; local[i]; i++) {
-		cae_task t = { .repo = strdup(local[i]) };
+		cae_task t = {.repo = strdup(local[i])};
 		cae_error_clear(&err);
-		ck_assert_msg(cae_task_check_model_repo(cfg, &t, &err) < 0, "%s accepted", local[i]);
+		ck_assert_msg(cae_task_check_model_repo(cfg, &t, &err) < 0, "%s accepted",
+			      local[i]);
 		ck_assert_msg(strstr(err.message, local[i]), "%s", err.message);
 		free(t.repo);
 	}
 	/* platform + owner + name: a URL cae builds */
-	cae_task t = { .platform = (char *)"github", .owner = (char *)"o", .name = (char *)"r" };
+	cae_task t = {.platform = (char *)"github", .owner = (char *)"o", .name = (char *)"r"};
 	ck_assert_int_eq(cae_task_check_model_repo(cfg, &t, &err), 0);
 	cae_config_free(cfg);
 }
@@ -516,18 +533,20 @@ START_TEST(host_paths_hidden_in_place)
 {
 	cae_config *cfg;
 	cae_error err;
-	char *envp[] = { NULL };
+	char *envp[] = {NULL};
 	const char *yaml = "command_executor:\n  state_dir: /srv/cae-state\n  docker_host: "
 			   "unix:///run/user/7/docker.sock\n";
 	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t", envp, &err) == 0);
 	char msg[96];
-	snprintf(msg, sizeof(msg), "create: /srv/cae-state/local/x: Not a directory; "
-				   "/srv/cae-state again");
+	snprintf(msg, sizeof(msg),
+		 "create: /srv/cae-state/local/x: Not a directory; "
+		 "/srv/cae-state again");
 	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
 	ck_assert_str_eq(msg, "create: <state directory>/local/x: Not a directory; <state "
 			      "directory> again");
-	snprintf(msg, sizeof(msg), "cannot connect to the Docker engine at "
-				   "unix:///run/user/7/docker.sock: refused");
+	snprintf(msg, sizeof(msg),
+		 "cannot connect to the Docker engine at "
+		 "unix:///run/user/7/docker.sock: refused");
 	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
 	ck_assert_str_eq(msg, "cannot connect to the Docker engine at <docker socket>: refused");
 	/* a replacement longer than what it replaces, at the end of a full buffer: cut */
@@ -553,7 +572,8 @@ START_TEST(state_dir_hidden_from_errors)
 				 "https://example.invalid/r.git");
 	cae_tool_result res;
 	cae_error err;
-	ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", args, NULL, &res, &err), 0);
+	ck_assert_int_eq(cae_session_call_tool(s, "environment_prepare", args, NULL, &res, &err),
+			 0);
 	json_decref(args);
 	ck_assert(res.is_error);
 	ck_assert_msg(!strstr(res.text, state), "%s names the state directory", res.text);
@@ -572,7 +592,7 @@ END_TEST
 START_TEST(definitions_exec_command_exact)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
-	cae_tools_options o = { .format = CAE_TOOLS_FUNCTIONS };
+	cae_tools_options o = {.format = CAE_TOOLS_FUNCTIONS};
 	json_t *defs = cae_tools_definitions(cfg, &o);
 	json_t *ec = NULL;
 	size_t i;
@@ -581,19 +601,19 @@ START_TEST(definitions_exec_command_exact)
 	ck_assert_ptr_nonnull(ec);
 	/* seed 001 §4.4, verbatim */
 	const char *expected =
-		"{\"name\": \"exec_command\", \"description\": \"Runs a command once in the workspace "
-		"and returns stdout, stderr, and exit code.\", \"parameters\": {\"type\": \"object\", "
-		"\"properties\": {\"cwd\": {\"type\": \"string\", \"description\": \"Working directory "
-		"path in workspace.\"}, \"command\": {\"type\": \"array\", \"items\": {\"type\": "
-		"\"string\"}, \"description\": \"Only the target command tokens to run (e.g. bun run "
-		"dev).\"}, \"shell_mode\": {\"type\": \"string\", \"enum\": [\"default\", \"direct\"], "
-		"\"default\": \"default\", \"description\": \"Use default to apply OS shell wrapper "
-		"automatically (default: default).\"}, \"stdin\": {\"type\": \"string\", "
-		"\"description\": \"UTF-8 stdin text.\"}, \"timeout_ms\": {\"type\": \"number\", "
-		"\"default\": 30000, \"description\": \"Execution timeout in milliseconds (default: "
-		"30000).\"}, \"max_output_chars\": {\"type\": \"number\", \"default\": 200000, "
-		"\"description\": \"Per-stream output char limit (default: 200000).\"}}, "
-		"\"required\": [\"cwd\", \"command\"]}}";
+	    "{\"name\": \"exec_command\", \"description\": \"Runs a command once in the workspace "
+	    "and returns stdout, stderr, and exit code.\", \"parameters\": {\"type\": \"object\", "
+	    "\"properties\": {\"cwd\": {\"type\": \"string\", \"description\": \"Working directory "
+	    "path in workspace.\"}, \"command\": {\"type\": \"array\", \"items\": {\"type\": "
+	    "\"string\"}, \"description\": \"Only the target command tokens to run (e.g. bun run "
+	    "dev).\"}, \"shell_mode\": {\"type\": \"string\", \"enum\": [\"default\", \"direct\"], "
+	    "\"default\": \"default\", \"description\": \"Use default to apply OS shell wrapper "
+	    "automatically (default: default).\"}, \"stdin\": {\"type\": \"string\", "
+	    "\"description\": \"UTF-8 stdin text.\"}, \"timeout_ms\": {\"type\": \"number\", "
+	    "\"default\": 30000, \"description\": \"Execution timeout in milliseconds (default: "
+	    "30000).\"}, \"max_output_chars\": {\"type\": \"number\", \"default\": 200000, "
+	    "\"description\": \"Per-stream output char limit (default: 200000).\"}}, "
+	    "\"required\": [\"cwd\", \"command\"]}}";
 	json_t *want = json_loads(expected, 0, NULL);
 	ck_assert_ptr_nonnull(want);
 	ck_assert(json_equal(ec, want));
@@ -626,17 +646,18 @@ START_TEST(definitions_editor_forms_and_platform_filter)
 	ck_assert_uint_eq(json_array_size(one), 1);
 	ck_assert_str_eq(S(json_array_get(one, 0), "name"), "text_editor");
 	json_t *cmd = json_object_get(
-		json_object_get(json_object_get(json_array_get(one, 0), "parameters"), "properties"),
-		"command");
+	    json_object_get(json_object_get(json_array_get(one, 0), "parameters"), "properties"),
+	    "command");
 	ck_assert_uint_eq(json_array_size(json_object_get(cmd, "enum")), 5);
 	json_decref(one);
 	json_t *split = cae_tools_text_editor_functions(cfg, true);
 	ck_assert_uint_eq(json_array_size(split), 5);
 	ck_assert_str_eq(S(json_array_get(split, 2), "name"), "text_editor_str_replace");
 	json_decref(split);
-	json_t *tools = json_pack("[{s:s}, {s:s}, {s:s}, {s:{s:s}}]", "name",
-				  "github_create_or_update_file", "name", "text_editor", "name",
-				  "gitlab_push_files", "function", "name", "github_get_file_contents");
+	json_t *tools =
+	    json_pack("[{s:s}, {s:s}, {s:s}, {s:{s:s}}]", "name", "github_create_or_update_file",
+		      "name", "text_editor", "name", "gitlab_push_files", "function", "name",
+		      "github_get_file_contents");
 	json_t *f = cae_tools_filter_platform_tools(cfg, tools);
 	ck_assert_uint_eq(json_array_size(f), 1);
 	json_decref(f);

@@ -89,11 +89,11 @@ static void fx_init(fx *f, int mode)
 	f->tmp = tu_mkdtemp();
 	ck_assert_int_ge(asprintf(&f->origin, "%s/origin", f->tmp), 0);
 	tu_sh("mkdir -p %s/src && cd %s && git init -q -b main && "
-		"printf '# Demo\\n\\nHello.\\n' > README.md && "
-		"printf 'def main():\\n    print(\"hi\")\\n\\n\\nif __name__ == \"__main__\":\\n"
-		"    main()\\n' > src/app.py && printf '*.log\\nbuild/\\n' > .gitignore && "
-		"git add . && git -c user.name=t -c user.email=t@e commit -qm init",
-		f->origin, f->origin);
+	      "printf '# Demo\\n\\nHello.\\n' > README.md && "
+	      "printf 'def main():\\n    print(\"hi\")\\n\\n\\nif __name__ == \"__main__\":\\n"
+	      "    main()\\n' > src/app.py && printf '*.log\\nbuild/\\n' > .gitignore && "
+	      "git add . && git -c user.name=t -c user.email=t@e commit -qm init",
+	      f->origin, f->origin);
 	ck_assert_int_ge(asprintf(&f->logpath, "%s/log.jsonl", f->tmp), 0);
 	f->logfd = open(f->logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(f->logfd, 0);
@@ -1138,9 +1138,9 @@ START_TEST(big_file_50mb)
 	snprintf(path, sizeof(path), "%s/big.expected", f.tmp);
 	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, content, n, 0644, false), 0);
 	tu_sh("cd %s && sha256sum < big.expected | cut -d' ' -f1 > big.sha && "
-		"printf 'tail\\n' >> big.expected && sha256sum < big.expected | cut -d' ' -f1 >> "
-		"big.sha",
-		f.tmp);
+	      "printf 'tail\\n' >> big.expected && sha256sum < big.expected | cut -d' ' -f1 >> "
+	      "big.sha",
+	      f.tmp);
 	char *shas = NULL;
 	size_t sl;
 	snprintf(path, sizeof(path), "%s/big.sha", f.tmp);
@@ -1739,8 +1739,8 @@ START_TEST(cli_patch)
 	snprintf(state, sizeof(state), "%s/state", tmp);
 	snprintf(pf, sizeof(pf), "%s/p.md", tmp);
 	tu_sh("mkdir -p %s && cd %s && git init -q && echo hi > a.txt && "
-		"printf '```text:b.txt\\nb\\n```\\n' > %s",
-		ws, ws, pf);
+	      "printf '```text:b.txt\\nb\\n```\\n' > %s",
+	      ws, ws, pf);
 	/* --help */
 	cli_out o = cli(NULL, "patch", "--help", NULL);
 	ck_assert_int_eq(o.status, 0);
@@ -1845,12 +1845,12 @@ static void kill_tree_reset(const char *ws)
 	ck_assert_int_eq(cae_rm_rf(kp), 0);
 	free(kp);
 	tu_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
-		"d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
-		"printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
-		"printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
-		"printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh && "
-		"chown -R --reference=. kp", /* the workspace's owner: the sandbox's user */
-		ws);
+	      "d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
+	      "printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
+	      "printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
+	      "printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh && "
+	      "chown -R --reference=. kp", /* the workspace's owner: the sandbox's user */
+	      ws);
 }
 
 static char *kill_patch_text(void)
@@ -2074,10 +2074,10 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	char *scratch = cae_path_join(f.tmp, "scratch");
 	unsigned long long me = cae_process_start_time(getpid());
 	tu_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
-		"%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
-		"echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
-		scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
-		(int)getpid(), me, scratch, scratch, (int)dead);
+	      "%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
+	      "echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
+	      scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
+	      (int)getpid(), me, scratch, scratch, (int)dead);
 	setenv("TMPDIR", scratch, 1);
 	char state[PATH_MAX];
 	snprintf(state, sizeof(state), "%s/state", f.tmp);

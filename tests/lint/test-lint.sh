@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The lint itself (scripts/lint.sh): it must fail on a mis-formatted file, on a source file
+# that does not include base/banned.h last, and on library code that prints to stdout, and
+# pass on a file that keeps the rules. Ends with "N passed, N failed".
+set -uo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+lint=$root/scripts/lint.sh
+tmp=$(mktemp -d "$root/src/.lint-test-XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+rel=${tmp#"$root"/}
+passed=0 failed=0
+expect() { # name, expected status (0 or 1), file
+	if "$lint" "$3" >/dev/null 2>"$tmp/err"; then got=0; else got=1; fi
+	if [ "$got" = "$2" ]; then
+		passed=$((passed + 1)); echo "ok - $1"
+	else
+		failed=$((failed + 1)); echo "not ok - $1"; sed 's/^/#   /' "$tmp/err"
+	fi
+}
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nint lint_ok(void);\nint lint_ok(void)\n{\n\treturn 0;\n}\n' > "$tmp/good.c"
+expect "a file that keeps the rules passes" 0 "$rel/good.c"
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nint lint_bad(void);\nint lint_bad(void) {  return 0; }\n' > "$tmp/format.c"
+expect "a mis-formatted file fails" 1 "$rel/format.c"
+printf '#include "base/banned.h"\n#include <stdio.h>\n\nint lint_order(void);\nint lint_order(void)\n{\n\treturn 0;\n}\n' > "$tmp/order.c"
+expect "banned.h not included last fails" 1 "$rel/order.c"
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nvoid lint_print(void);\nvoid lint_print(void)\n{\n\tputs("x");\n}\n' > "$tmp/print.c"
+expect "library code printing to stdout fails" 1 "$rel/print.c"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
