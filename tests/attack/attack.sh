@@ -27,7 +27,9 @@ fi
 CAE=$(realpath "${1:-$here/../../build/cae}")
 [ -n "${CAE_HELPER:-}" ] || export CAE_HELPER="$(dirname "$CAE")/cae-helper"
 
-work=$(mktemp -d /tmp/cae-attack-XXXXXX)
+# outside /tmp, where an older sandbox of ours (a private /tmp over a read-only host) hid it
+mkdir -p /var/tmp
+work=$(mktemp -d /var/tmp/cae-attack-XXXXXX)
 listener_pid=
 cleanup() {
 	[ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
