@@ -22,6 +22,9 @@
 
 #define CG_ROOT "/sys/fs/cgroup"
 
+/* The v1 hierarchies an environment's cgroup is made in. */
+static const char *const v1_controllers[] = {"pids", "memory", "cpu"};
+
 /* This process's cgroup path in the hierarchy that has `controller` (v1), or in the unified
  * hierarchy when controller is NULL. New string, or NULL. */
 static char *own_cgroup(const char *controller)
@@ -143,13 +146,13 @@ static int setup_v2(const char *name, const cae_sandbox_limits *lim, char ***pro
 
 static int setup_v1(const char *name, const cae_sandbox_limits *lim, char ***procs, size_t *n)
 {
-	static const char *const ctl[] = {"pids", "memory", "cpu"};
-	char **l = calloc(ARRAY_SIZE(ctl), sizeof(char *));
+	const char *const *ctl = v1_controllers;
+	char **l = calloc(ARRAY_SIZE(v1_controllers), sizeof(char *));
 	if (!l)
 		return -ENOMEM;
 	size_t k = 0;
 	int r = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(ctl) && r == 0; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers) && r == 0; i++) {
 		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = mount ? cg_dir(mount, ctl[i], name) : NULL;
 		if (!dir) {
@@ -206,8 +209,8 @@ void cae_sandbox_cgroup_remove(const char *name)
 			(void)rmdir(dir);
 		return;
 	}
-	static const char *const ctl[] = {"pids", "memory", "cpu"};
-	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
+	const char *const *ctl = v1_controllers;
+	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers); i++) {
 		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = mount ? cg_dir(mount, ctl[i], name) : NULL;
 		if (dir)
@@ -238,9 +241,9 @@ int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud)
 		_cleanup_free_ char *dir = own ? cae_path_join(CG_ROOT, own) : NULL;
 		return dir ? sweep_dir(dir, keep, ud) : 0;
 	}
-	static const char *const ctl[] = {"pids", "memory", "cpu"};
+	const char *const *ctl = v1_controllers;
 	int removed = 0;
-	for (size_t i = 0; i < ARRAY_SIZE(ctl); i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers); i++) {
 		_cleanup_free_ char *own = own_cgroup(ctl[i]);
 		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = own && mount ? cae_path_join(mount, own) : NULL;

@@ -303,17 +303,7 @@ static int journal_create(cae_txn *t)
 	t->jname = strdup(name);
 	if (!t->jname)
 		return -ENOMEM;
-	cae_buf b;
-	cae_buf_init(&b, SIZE_MAX - 1);
-	int r = cae_buf_puts(&b, JOURNAL_MAGIC);
-	if (r == 0)
-		r = put_field(&b, w->root);
-	if (r == 0)
-		r = cae_buf_append(&b, "\n", 1);
-	if (r == 0)
-		r = journal_append(t, b.data, b.len);
-	cae_buf_clear(&b);
-	return r;
+	return journal_line(t, JOURNAL_MAGIC, w->root, NULL, NULL);
 }
 
 /* Removes the journal (still locked) and closes it. */

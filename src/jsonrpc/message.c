@@ -158,6 +158,19 @@ const char *cae_jsonrpc_raw_number(const json_t *v, size_t *len)
 	return json_string_value(v) + 1;
 }
 
+/* The value that stands for x when x is a quoted big number (a real, or the number's text
+ * when even a double overflows; null on ENOMEM); NULL when x is not one. */
+static json_t *big_number_value(json_t *x)
+{
+	size_t n;
+	const char *tok = cae_jsonrpc_raw_number(x, &n);
+	if (!tok)
+		return NULL;
+	double d = strtod(tok, NULL);
+	json_t *r = isfinite(d) ? json_real(d) : json_stringn(tok, n);
+	return r ? r : json_null();
+}
+
 /* Turns the quoted big numbers of v back into numbers, except at the places that keep
  * them raw (skip, borrowed, may be NULL). */
 static void unquote_big_numbers(json_t *v, const json_t *skip)
@@ -170,28 +183,20 @@ static void unquote_big_numbers(json_t *v, const json_t *skip)
 		{
 			if (x == skip)
 				continue;
-			size_t n;
-			const char *tok = cae_jsonrpc_raw_number(x, &n);
-			if (!tok) {
+			json_t *r = big_number_value(x);
+			if (!r)
 				unquote_big_numbers(x, skip);
-				continue;
-			}
-			double d = strtod(tok, NULL);
-			json_t *r = isfinite(d) ? json_real(d) : json_stringn(tok, n);
-			json_object_set_new(v, k, r ? r : json_null());
+			else
+				json_object_set_new(v, k, r);
 		}
 	} else if (json_is_array(v)) {
 		for (size_t i = 0; i < json_array_size(v); i++) {
 			json_t *x = json_array_get(v, i);
-			size_t n;
-			const char *tok = cae_jsonrpc_raw_number(x, &n);
-			if (!tok) {
+			json_t *r = big_number_value(x);
+			if (!r)
 				unquote_big_numbers(x, skip);
-				continue;
-			}
-			double d = strtod(tok, NULL);
-			json_t *r = isfinite(d) ? json_real(d) : json_stringn(tok, n);
-			json_array_set_new(v, i, r ? r : json_null());
+			else
+				json_array_set_new(v, i, r);
 		}
 	}
 }
