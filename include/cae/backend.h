@@ -1,7 +1,7 @@
 /* Backends: where an environment lives. One interface, two implementations:
  *   local  — a directory under the state directory, commands confined with bubblewrap when
- *            it is installed (src/backend/local.c);
- *   docker — one container per task through the Engine API (src/backend/docker.c).
+ *            it is installed (src/backend/backend-local.c);
+ *   docker — one container per task through the Engine API (src/backend/backend-docker.c).
  * Both return the same ContainerInfo and the same command results (SPEC §2).
  *
  * Ownership: cae_task and cae_env_info own their strings; *_clear frees them and accepts a

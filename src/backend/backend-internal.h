@@ -8,13 +8,60 @@
 
 struct cae_log;
 
+/* Runs one command in the environment being prepared. */
+typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_result *res,
+			       cae_error *err);
+
+/* One prepare in progress: what the lifecycle (src/backend/prepare.c) and a backend's hooks
+ * share. The lifecycle owns the arrays and the strings; hooks add to them. */
+typedef struct cae_prepare {
+	cae_backend *b;
+	const cae_task *task;
+	const cae_prepare_options *opts; /* never NULL */
+	const char *environment;	 /* the environment used: configured, or the default */
+	int cancel_fd;			 /* readable when the prepare is cancelled; -1: none */
+	char created_at[40];		 /* ISO 8601 UTC, when step 1 began */
+	json_t *warnings;		 /* array of strings: cae_prepare_warn */
+	json_t *deps;			 /* array of objects, filled by the dependency step */
+	/* Set by the create hook: */
+	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
+	void *exec_ctx;
+	const char *project;   /* where the project is, as commands see it */
+	bool given_as_is;      /* a workspace used as is: no clone, no dependency install */
+	json_t *create_fields; /* more fields for the environment.create event (owned) */
+	void *state;	       /* the backend's own; its release hook frees it */
+} cae_prepare;
+
+/* Adds a warning to the environment's ContainerInfo and, when event is set, logs it. */
+void cae_prepare_warn(cae_prepare *p, const char *event, const char *msg);
+
+/* Runs the lifecycle with b's hooks (cae_backend_prepare). */
+int cae_prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
+		    const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+
+/* What a backend supplies. The prepare hooks run in the order of their steps; any of them
+ * failing ends the prepare, and remove then takes away whatever create began. */
 typedef struct cae_backend_ops {
 	const char *name;
-	int (*prepare)(cae_backend *b, const cae_task *task, const char *env_name,
-		       const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+	/* step 1 (may be NULL): checks that need the backend (an image, a sandbox) */
+	int (*validate)(cae_prepare *p, cae_error *err);
+	/* steps 2 and failure, and cleanup: removes the task's environment, made or half made;
+	 * graceful gives running commands a moment to stop. A missing environment is success. */
+	int (*remove)(cae_backend *b, const char *task_uuid, bool graceful, cae_error *err);
+	/* step 3: creates the environment, not ready yet; sets p->exec, p->exec_ctx,
+	 * p->project, and p->given_as_is for a workspace used as is */
+	int (*create)(cae_prepare *p, cae_error *err);
+	/* step 4: fills the workspace (the clone) */
+	int (*populate)(cae_prepare *p, cae_error *err);
+	/* step 6 (may be NULL): starts what serves the editor in the environment */
+	int (*editor)(cae_prepare *p, cae_error *err);
+	/* step 7: marks the environment ready and fills info */
+	int (*ready)(cae_prepare *p, cae_env_info *info, cae_error *err);
+	/* after the last step, success or not (may be NULL): frees p->state */
+	void (*release)(cae_prepare *p);
+
 	int (*exec)(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
 		    cae_run_result *res, cae_error *err);
-	int (*cleanup)(cae_backend *b, const char *task_uuid, cae_error *err);
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
@@ -44,10 +91,6 @@ bool cae_docker_backend_available(const cae_config *cfg);
 void cae_preparer_label(char *out, size_t size);
 bool cae_preparer_alive(const char *label, int64_t created, int timeout_s);
 
-/* Runs one command in the environment being prepared. */
-typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_result *res,
-			       cae_error *err);
-
 /* The URL to clone (token-free) and, when a token applies, the token (borrowed from cfg) and
  * the user name git must send with it ("x-access-token" for GitHub, "oauth2" for GitLab).
  * *url is new. */
@@ -70,8 +113,9 @@ int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct
 
 /* SPEC §2 step 5: detects manifests in project (a path as commands see it) and runs each
  * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
- * each failure also as a line to warnings. Never fails the preparation. */
+ * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the
+ * preparation. */
 void cae_deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
-		      json_t *deps, json_t *warnings, int cancel_fd, bool has_cancel_fd);
+		      json_t *deps, json_t *warnings, int cancel_fd);
 
 #endif

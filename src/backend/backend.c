@@ -1,5 +1,7 @@
 #include "backend/backend-internal.h"
 
+#include "cae/log.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +45,7 @@ int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *enviro
 {
 	static const cae_prepare_options none = {.cancel_fd = -1};
 	memset(info, 0, sizeof(*info));
-	return b->ops->prepare(b, task, environment_name, opts ? opts : &none, info, err);
+	return cae_prepare_run(b, task, environment_name, opts ? opts : &none, info, err);
 }
 
 int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
@@ -59,7 +61,17 @@ int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 {
 	if (!cae_task_uuid_valid(task_uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	return b->ops->cleanup(b, task_uuid, err);
+	int r = b->ops->remove(b, task_uuid, true, err);
+	if (r == 0)
+		cae_log_fields(
+		    b->log, CAE_LOG_INFO, "environment.cleanup",
+		    json_pack("{s:s, s:s}", "task_uuid", task_uuid, "backend", b->ops->name), NULL);
+	else
+		cae_log_fields(
+		    b->log, CAE_LOG_ERROR, "environment.cleanup_failed",
+		    json_pack("{s:s, s:s}", "task_uuid", task_uuid, "backend", b->ops->name), "%s",
+		    err ? err->message : "");
+	return r;
 }
 
 int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)

@@ -54,8 +54,7 @@ static bool has_line(const char *list, const char *name)
 }
 
 static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
-			const struct installer *in, json_t *deps, json_t *warnings, int cancel_fd,
-			bool has_cancel_fd)
+			const struct installer *in, json_t *deps, json_t *warnings, int cancel_fd)
 {
 	char script[512];
 	/* 127 with a marker: the tool is missing in this environment. */
@@ -71,7 +70,7 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	    .max_stderr = 64 * 1024,
 	    .truncate = CAE_TRUNCATE_HEAD_TAIL,
 	    .cancel_fd = cancel_fd,
-	    .has_cancel_fd = has_cancel_fd,
+	    .has_cancel_fd = cancel_fd >= 0,
 	    .network = true,
 	};
 	cae_run_result res;
@@ -125,7 +124,7 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 }
 
 void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
-		      json_t *deps, json_t *warnings, int cancel_fd, bool has_cancel_fd)
+		      json_t *deps, json_t *warnings, int cancel_fd)
 {
 	/* One round trip lists the manifests present. */
 	static const char list_script[] =
@@ -151,7 +150,7 @@ void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char 
 		for (size_t i = 0; i < ARRAY_SIZE(node_installers); i++)
 			if (has_line(res.out, node_installers[i].manifest)) {
 				install_one(exec, ctx, log, project, &node_installers[i], deps,
-					    warnings, cancel_fd, has_cancel_fd);
+					    warnings, cancel_fd);
 				break;
 			}
 	for (size_t i = 0; i < ARRAY_SIZE(other_installers); i++) {
@@ -165,7 +164,7 @@ void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char 
 		if (strcmp(in->manifest, "build.gradle.kts") == 0 &&
 		    has_line(res.out, "build.gradle"))
 			continue;
-		install_one(exec, ctx, log, project, in, deps, warnings, cancel_fd, has_cancel_fd);
+		install_one(exec, ctx, log, project, in, deps, warnings, cancel_fd);
 	}
 	cae_run_result_clear(&res);
 }

@@ -162,14 +162,28 @@ static bool disk_limit_supported(struct docker_impl *di)
 	       strcmp(di->driver, "devicemapper") == 0 || strcmp(di->driver, "windowsfilter") == 0;
 }
 
-/* ---- the container's configuration ---- */
+/* The context of the exec callback of the shared prepare steps (clone, dependencies). */
+struct prep_ctx {
+	cae_backend *b;
+	const char *uuid;
+	const char *id;
+	int cancel_fd; /* -1: none */
+};
 
-static void add_warning(json_t *warnings, cae_log *log, const char *uuid, const char *event,
-			const char *text)
+/* One docker prepare in progress. */
+struct docker_prep {
+	const char *image; /* borrowed from the config */
+	bool with_disk;	   /* the disk limit is applied */
+	char *id;	   /* the container, once created */
+	struct prep_ctx pc;
+};
+
+static struct docker_prep *prep_of(cae_prepare *p)
 {
-	json_array_append_new(warnings, json_string(text));
-	cae_log_fields(log, CAE_LOG_WARN, event, json_pack("{s:s}", "task_uuid", uuid), "%s", text);
+	return p->state;
 }
+
+/* ---- the container's configuration ---- */
 
 static const char *network_mode(const cae_config *cfg)
 {
@@ -185,12 +199,10 @@ static const char *network_mode(const cae_config *cfg)
 }
 
 /* Builds the create body. Warnings about what could not be applied go to warnings. */
-static json_t *container_config(cae_backend *b, const cae_task *task, const char *env_name,
-				const char *image, const char *created_at, bool with_disk,
-				json_t *warnings)
+static json_t *container_config(cae_prepare *p, bool with_disk)
 {
-	struct docker_impl *di = impl_of(b);
-	const cae_config *cfg = b->cfg;
+	struct docker_impl *di = impl_of(p->b);
+	const cae_config *cfg = p->b->cfg;
 	const __typeof__(cfg->command_executor.docker) *dk = &cfg->command_executor.docker;
 	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:s, s:{s:s}}", "Init", 1, "CapDrop", "ALL",
 			       "SecurityOpt", "no-new-privileges", "NetworkMode", network_mode(cfg),
@@ -202,7 +214,7 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 			snprintf(w, sizeof(w),
 				 "cpu_limit %g is more than the engine's %d CPUs; using %d", cpus,
 				 di->ncpu, di->ncpu);
-			add_warning(warnings, b->log, task->uuid, "docker.cpu_limit_clamped", w);
+			cae_prepare_warn(p, "docker.cpu_limit_clamped", w);
 			cpus = di->ncpu;
 		}
 		json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(cpus * 1e9)));
@@ -230,32 +242,34 @@ static json_t *container_config(cae_backend *b, const cae_task *task, const char
 		char bind[PATH_MAX + 64];
 		snprintf(bind, sizeof(bind), "%s:/var/run/docker.sock", sock);
 		json_array_append_new(binds, json_string(bind));
-		add_warning(warnings, b->log, task->uuid, "docker.socket_mounted",
-			    "the host Docker socket is mounted into the container "
-			    "(command_executor.docker.mount_docker_socket): the agent can control "
-			    "the host's Docker engine");
+		cae_prepare_warn(
+		    p, "docker.socket_mounted",
+		    "the host Docker socket is mounted into the container "
+		    "(command_executor.docker.mount_docker_socket): the agent can control "
+		    "the host's Docker engine");
 	}
 	if (json_array_size(binds) > 0)
 		json_object_set_new(hc, "Binds", binds);
 	else
 		json_decref(binds);
 	if (dk->network.whitelist_mode)
-		add_warning(warnings, b->log, task->uuid, "docker.allowlist_unsupported",
-			    "command_executor.docker.network.whitelist_mode is not enforced by the "
-			    "docker backend: the container has the network mode's full access");
+		cae_prepare_warn(
+		    p, "docker.allowlist_unsupported",
+		    "command_executor.docker.network.whitelist_mode is not enforced by the "
+		    "docker backend: the container has the network mode's full access");
 
 	json_t *entry = json_array();
 	for (const char *const *a = pid1_argv; *a; a++)
 		json_array_append_new(entry, json_string(*a));
-	_cleanup_free_ char *wtext = json_dumps(warnings, JSON_COMPACT);
+	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
 	char preparer[CAE_PREPARER_MAX];
 	cae_preparer_label(preparer, sizeof(preparer));
-	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, task->uuid, LABEL_ENV,
-				   env_name, LABEL_CREATED, created_at, LABEL_WARNINGS,
-				   wtext ? wtext : "[]", LABEL_PREPARER, preparer);
-	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", image, "Entrypoint",
-			 entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT, "Labels",
-			 labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
+	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, p->task->uuid,
+				   LABEL_ENV, p->environment, LABEL_CREATED, p->created_at,
+				   LABEL_WARNINGS, wtext ? wtext : "[]", LABEL_PREPARER, preparer);
+	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
+			 "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
+			 "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
 }
 
 /* ---- ContainerInfo from the engine's view ---- */
@@ -402,21 +416,12 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
 }
 
-/* The exec callback of the shared prepare steps (clone, dependencies). */
-struct prep_ctx {
-	cae_backend *b;
-	const char *uuid;
-	const char *id;
-	int cancel_fd;
-	bool has_cancel_fd;
-};
-
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
 	struct prep_ctx *p = ctx;
 	cae_docker_exec_spec spec;
 	fill_spec(&spec, req, req->cwd ? req->cwd : WORKSPACE);
-	if (!req->has_cancel_fd && p->has_cancel_fd) {
+	if (!req->has_cancel_fd && p->cancel_fd >= 0) {
 		spec.cancel_fd = p->cancel_fd;
 		spec.has_cancel_fd = true;
 	}
@@ -482,20 +487,6 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 	if (nr < 0 && nr != -ENOENT)
 		return cae_error_set(err, nr, "could not remove network %s: %s", name, e.message);
 	return 0;
-}
-
-static int docker_cleanup(cae_backend *b, const char *uuid, cae_error *err)
-{
-	int r = remove_env(b, uuid, STOP_TIMEOUT_S, err);
-	if (r == 0)
-		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"),
-			       NULL);
-	else
-		cae_log_fields(b->log, CAE_LOG_ERROR, "environment.cleanup_failed",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "docker"),
-			       "%s", err ? err->message : "");
-	return r;
 }
 
 /* ---- local repositories ----
@@ -673,21 +664,7 @@ out:
 	return r;
 }
 
-/* ---- prepare ---- */
-
-static void progress(const cae_prepare_options *o, int step, const char *msg)
-{
-	if (o && o->progress)
-		o->progress(o->progress_userdata, step, 7, msg);
-}
-
-static bool cancelled(const cae_prepare_options *o)
-{
-	if (!o->has_cancel_fd || o->cancel_fd < 0)
-		return false;
-	struct pollfd pfd = {.fd = o->cancel_fd, .events = POLLIN};
-	return poll(&pfd, 1, 0) > 0;
-}
+/* ---- prepare hooks (the lifecycle is src/backend/prepare.c) ---- */
 
 static bool storage_opt_refused(const char *msg)
 {
@@ -695,183 +672,140 @@ static bool storage_opt_refused(const char *msg)
 	       strstr(msg, "StorageOpt") || strstr(msg, "quota");
 }
 
-static int docker_prepare(cae_backend *b, const cae_task *task, const char *env_name,
-			  const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
+static int docker_validate(cae_prepare *p, cae_error *err)
 {
-	struct docker_impl *di = impl_of(b);
-	const cae_config *cfg = b->cfg;
-	cae_docker *d = di->d;
-	int r;
-	_cleanup_free_ char *id = NULL;
-	if (!cae_task_uuid_valid(task->uuid))
-		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	char name[128];
-	container_name(name, sizeof(name), task->uuid);
-
-	/* 1. environment name */
-	progress(opts, 1, "validate");
-	_cleanup_free_ char *fallback = NULL;
-	const char *used = cae_backend_select_environment(cfg, env_name, &fallback);
-	const char *image = cae_config_environment_image(cfg, used);
-	if (!image)
-		image = cfg->command_executor.docker.base_image;
-	if (!image)
-		return cae_error_set(err, -EINVAL, "validate: no image for environment %s", used);
-	json_t *warnings = json_array();
-	json_t *deps = json_array();
-	if (fallback)
-		add_warning(warnings, b->log, task->uuid, "environment.fallback", fallback);
+	struct docker_impl *di = impl_of(p->b);
+	const cae_config *cfg = p->b->cfg;
+	struct docker_prep *dp = calloc(1, sizeof(*dp));
+	if (!dp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	p->state = dp;
+	dp->image = cae_config_environment_image(cfg, p->environment);
+	if (!dp->image)
+		dp->image = cfg->command_executor.docker.base_image;
+	if (!dp->image)
+		return cae_error_set(err, -EINVAL, "no image for environment %s", p->environment);
 	probe_engine(di);
-	bool with_disk =
-	    cfg->command_executor.docker.resources.disk_bytes > 0 && disk_limit_supported(di);
-	if (cfg->command_executor.docker.resources.disk_bytes > 0 && !with_disk) {
+	const __typeof__(cfg->command_executor.docker.resources) *res =
+	    &cfg->command_executor.docker.resources;
+	dp->with_disk = res->disk_bytes > 0 && disk_limit_supported(di);
+	if (res->disk_bytes > 0 && !dp->with_disk) {
 		char w[256];
 		snprintf(w, sizeof(w),
 			 "disk limit %s not applied: storage driver %s%s%s takes no size option",
-			 cfg->command_executor.docker.resources.disk_limit
-			     ? cfg->command_executor.docker.resources.disk_limit
-			     : "?",
+			 res->disk_limit ? res->disk_limit : "?",
 			 di->driver[0] ? di->driver : "(unknown)", di->backing[0] ? " on " : "",
 			 di->backing);
-		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
+		cae_prepare_warn(p, "docker.disk_limit_unsupported", w);
 	}
+	return 0;
+}
 
-	/* 2. clean start: whatever the same uuid left behind goes (no grace: it is discarded) */
-	progress(opts, 2, "remove");
-	r = remove_env(b, task->uuid, -1, err);
-	if (r < 0) {
-		cae_error_prefix(err, "remove");
-		goto out;
-	}
+static int docker_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
+{
+	/* a discarded environment (a clean start, a failed prepare) gets no grace */
+	return remove_env(b, uuid, graceful ? STOP_TIMEOUT_S : -1, err);
+}
 
-	/* 3. create and start */
-	progress(opts, 3, "create");
-	char created_at[40];
-	cae_iso8601_now(created_at, sizeof(created_at));
+/* Creates and starts the container, under the creating name until the last step (see the
+ * top of this file). */
+static int docker_create(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	cae_docker *d = impl_of(p->b)->d;
 	json_t *engine_warnings = NULL;
-	json_t *config = container_config(b, task, used, image, created_at, with_disk, warnings);
-	if (!config) {
-		r = cae_error_set(err, -ENOMEM, "create: out of memory");
-		goto out;
-	}
-	/* Under the creating name until the last step (see the top of this file). */
+	json_t *config = container_config(p, dp->with_disk);
+	if (!config)
+		return cae_error_set(err, -ENOMEM, "out of memory");
 	char creating[160];
-	creating_name(creating, sizeof(creating), task->uuid);
+	creating_name(creating, sizeof(creating), p->task->uuid);
 	int64_t t_create = cae_now_ms();
-	r = cae_docker_container_create(d, creating, config, &id, &engine_warnings, err);
+	int r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings, err);
 	json_decref(config);
-	if (r < 0 && with_disk && storage_opt_refused(err->message)) {
+	if (r < 0 && dp->with_disk && storage_opt_refused(err->message)) {
 		char w[CAE_ERROR_MSG_MAX + 64];
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
-		add_warning(warnings, b->log, task->uuid, "docker.disk_limit_unsupported", w);
-		config = container_config(b, task, used, image, created_at, false, warnings);
-		r = cae_docker_container_create(d, creating, config, &id, &engine_warnings, err);
+		cae_prepare_warn(p, "docker.disk_limit_unsupported", w);
+		config = container_config(p, false);
+		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
+						err);
 		json_decref(config);
 	}
-	if (r < 0) {
-		cae_error_prefix(err, "create");
-		goto fail;
-	}
+	if (r < 0)
+		return r;
 	size_t wi;
 	json_t *wv;
 	json_array_foreach(engine_warnings, wi, wv)
 	{
 		if (json_is_string(wv) && *json_string_value(wv))
-			add_warning(warnings, b->log, task->uuid, "docker.engine_warning",
-				    json_string_value(wv));
+			cae_prepare_warn(p, "docker.engine_warning", json_string_value(wv));
 	}
 	json_decref(engine_warnings);
 	int64_t t_start = cae_now_ms();
-	r = cae_docker_container_start(d, id, err);
+	r = cae_docker_container_start(d, dp->id, err);
 	if (r < 0) {
 		cae_error_prefix(err, "start");
-		goto fail;
+		return r;
 	}
 	int64_t t_started = cae_now_ms();
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.create",
-		       json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I}", "task_uuid", task->uuid,
-				 "backend", "docker", "container", name, "image", image, "network",
-				 network_mode(cfg), "create_ms", (json_int_t)(t_start - t_create),
-				 "start_ms", (json_int_t)(t_started - t_start)),
-		       NULL);
-	if (cancelled(opts)) {
-		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
-		goto fail;
-	}
+	char name[128];
+	container_name(name, sizeof(name), p->task->uuid);
+	p->create_fields =
+	    json_pack("{s:s, s:s, s:s, s:I, s:I}", "container", name, "image", dp->image, "network",
+		      network_mode(p->b->cfg), "create_ms", (json_int_t)(t_start - t_create),
+		      "start_ms", (json_int_t)(t_started - t_start));
+	dp->pc = (struct prep_ctx){
+	    .b = p->b, .uuid = p->task->uuid, .id = dp->id, .cancel_fd = p->cancel_fd};
+	p->exec = prep_exec;
+	p->exec_ctx = &dp->pc;
+	p->project = PROJECT;
+	return 0;
+}
 
-	/* 4. clone */
-	progress(opts, 4, "clone");
-	struct prep_ctx pc = {.b = b,
-			      .uuid = task->uuid,
-			      .id = id,
-			      .cancel_fd = opts->cancel_fd,
-			      .has_cancel_fd = opts->has_cancel_fd};
-	if (is_local_repo(task->repo)) {
-		r = upload_local_repo(b, &pc, task->repo, err);
-		if (r < 0) {
-			cae_error_prefix(err, "clone");
-			goto fail;
-		}
-		cae_task local = *task;
-		local.repo = (char *)"file://" SOURCE_MIRROR;
-		r = cae_git_clone(prep_exec, &pc, cfg, b->log, &local, PROJECT, err);
-	} else {
-		r = cae_git_clone(prep_exec, &pc, cfg, b->log, task, PROJECT, err);
-	}
-	if (r < 0) {
-		cae_error_prefix(err, "clone");
-		goto fail;
-	}
-	if (cancelled(opts)) {
-		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
-		goto fail;
-	}
+static int docker_populate(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (!is_local_repo(p->task->repo))
+		return cae_git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, p->task, PROJECT,
+				     err);
+	int r = upload_local_repo(p->b, &dp->pc, p->task->repo, err);
+	if (r < 0)
+		return r;
+	cae_task local = *p->task;
+	local.repo = (char *)"file://" SOURCE_MIRROR;
+	return cae_git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, &local, PROJECT, err);
+}
 
-	/* 5. dependencies (failures are warnings) */
-	progress(opts, 5, "deps");
-	if (cfg->command_executor.clone.auto_install_deps)
-		cae_deps_install(prep_exec, &pc, b->log, PROJECT, deps, warnings, opts->cancel_fd,
-				 opts->has_cancel_fd);
+/* Step 6: the text editor is served by the in-container helper once it lands; nothing to
+ * start yet. */
 
-	/* 6. text editor: served by the in-container helper once it lands; nothing to start. */
-	progress(opts, 6, "editor");
-
-	/* 7. ready: the final name says so */
-	if (cancelled(opts)) {
-		r = cae_error_set(err, -ECANCELED, "prepare cancelled");
-		goto fail;
-	}
-	r = cae_docker_container_rename(d, id, name, err);
-	if (r < 0) {
-		cae_error_prefix(err, "ready");
-		goto fail;
-	}
-	json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", id,
-			      "task_uuid", task->uuid, "environment_name", used, "workspace_path",
-			      PROJECT, "created_at", created_at, "status", "ready", "backend",
-			      "docker", "warnings", warnings, "deps", deps);
+/* Step 7: the final name says the environment is ready. */
+static int docker_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	char name[128];
+	container_name(name, sizeof(name), p->task->uuid);
+	int r = cae_docker_container_rename(impl_of(p->b)->d, dp->id, name, err);
+	if (r < 0)
+		return r;
+	json_t *j =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", dp->id,
+		      "task_uuid", p->task->uuid, "environment_name", p->environment,
+		      "workspace_path", PROJECT, "created_at", p->created_at, "status", "ready",
+		      "backend", "docker", "warnings", p->warnings, "deps", p->deps);
 	r = cae_env_info_from_json(j, info, err);
 	json_decref(j);
-	if (r < 0)
-		goto fail;
-	progress(opts, 7, "ready");
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",
-		       json_pack("{s:s, s:s, s:s}", "task_uuid", task->uuid, "backend", "docker",
-				 "container", name),
-		       NULL);
-	r = 0;
-	goto out;
-
-fail:
-	/* Nothing is left behind: the container goes, with its volumes. */
-	remove_env(b, task->uuid, -1, NULL);
-	cae_log_fields(b->log, CAE_LOG_ERROR, "environment.prepare_failed",
-		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "docker"), "%s",
-		       err ? err->message : "");
-out:
-	json_decref(warnings);
-	json_decref(deps);
 	return r;
+}
+
+static void docker_release(cae_prepare *p)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (dp) {
+		free(dp->id);
+		free(dp);
+		p->state = NULL;
+	}
 }
 
 /* ---- info, list, stale GC ---- */
@@ -1006,9 +940,13 @@ static void docker_free(cae_backend *b)
 
 static const cae_backend_ops docker_ops = {
     .name = "docker",
-    .prepare = docker_prepare,
+    .validate = docker_validate,
+    .remove = docker_remove,
+    .create = docker_create,
+    .populate = docker_populate,
+    .ready = docker_ready,
+    .release = docker_release,
     .exec = docker_exec,
-    .cleanup = docker_cleanup,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,

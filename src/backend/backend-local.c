@@ -868,243 +868,206 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 			     strerror(r < 0 ? -r : EBUSY));
 }
 
-static int local_cleanup(cae_backend *b, const char *uuid, cae_error *err)
+static int local_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
 {
-	int r = remove_task_dir(b, uuid, err);
-	if (r == 0)
-		cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup",
-			       json_pack("{s:s, s:s}", "task_uuid", uuid, "backend", "local"),
-			       NULL);
-	return r;
+	(void)graceful; /* a helper that is stopped takes its commands with it either way */
+	return remove_task_dir(b, uuid, err);
 }
 
-static void progress(const cae_prepare_options *o, int step, const char *msg)
+/* ---- prepare hooks (the lifecycle is src/backend/prepare.c) ---- */
+
+/* One local prepare in progress. */
+struct local_prep {
+	struct local_env env; /* how prepare steps run (sandboxed when the environment is) */
+	json_t *meta;	      /* meta.json as written at create */
+	char *seen_project;   /* the project as commands see it */
+	bool give_away;	      /* the workspace becomes the sandbox uid's */
+};
+
+static struct local_prep *prep_of(cae_prepare *p)
 {
-	if (o && o->progress)
-		o->progress(o->progress_userdata, step, 7, msg);
+	return p->state;
 }
 
-static int local_prepare(cae_backend *b, const cae_task *task, const char *env_name,
-			 const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
+static int local_validate(cae_prepare *p, cae_error *err)
 {
-	struct local_impl *li = impl_of(b);
-	const cae_config *cfg = b->cfg;
-	int r;
-	/* 1. environment name */
-	progress(opts, 1, "validate");
-	_cleanup_free_ char *warning = NULL;
-	const char *used = cae_backend_select_environment(cfg, env_name, &warning);
-	json_t *warnings = json_array();
-	json_t *deps = json_array();
-	if (warning) {
-		json_array_append_new(warnings, json_string(warning));
-		cae_log_fields(
-		    b->log, CAE_LOG_WARN, "environment.fallback",
-		    json_pack("{s:s, s:s?}", "task_uuid", task->uuid, "requested", env_name), "%s",
-		    warning);
-	}
-	int sandbox = use_sandbox(b, err);
-	if (sandbox < 0) {
-		json_decref(warnings);
-		json_decref(deps);
-		cae_error_prefix(err, "prepare");
+	struct local_prep *lp = calloc(1, sizeof(*lp));
+	if (!lp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	p->state = lp;
+	int sandbox = use_sandbox(p->b, err);
+	if (sandbox < 0)
 		return sandbox;
-	}
+	lp->env.sandbox = sandbox;
 	if (!sandbox)
-		json_array_append_new(warnings,
-				      json_string("commands run unconfined on this host "
-						  "(command_executor.local.unconfined: true)"));
-	/* 2. clean start */
-	progress(opts, 2, "remove");
-	remove_task_dir(b, task->uuid, NULL);
-	/* 3. create */
-	progress(opts, 3, "create");
-	_cleanup_free_ char *dir = task_dir(li, task->uuid);
+		cae_prepare_warn(p, NULL,
+				 "commands run unconfined on this host "
+				 "(command_executor.local.unconfined: true)");
+	return 0;
+}
+
+/* The environment's limits as ContainerInfo reports them; a cgroup is tried here (and
+ * removed: it is made again when a sandbox starts, nothing is kept for an idle environment). */
+static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
+{
+	struct local_impl *li = impl_of(p->b);
+	cae_sandbox_limits lim = sandbox_limits(p->b->cfg);
+	char name[160];
+	cgroup_name(li, p->task->uuid, name, sizeof(name));
+	char **procs = NULL;
+	size_t n = 0;
+	bool cg = cae_sandbox_cgroup_setup(name, &lim, &procs, &n) == 0;
+	for (size_t i = 0; i < n; i++)
+		free(procs[i]);
+	free(procs);
+	cae_sandbox_cgroup_remove(name);
+	if (!cg)
+		cae_prepare_warn(p, NULL,
+				 env->uid != 0
+				     ? "no cgroup could be made for the sandbox: commands are "
+				       "bounded by rlimits (per process memory and CPU time, "
+				       "processes of the sandbox uid), not as a whole"
+				     : "no cgroup could be made for the sandbox: commands are "
+				       "bounded by rlimits per process; the number of processes "
+				       "is not bounded");
+	return json_pack(
+	    "{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism", cg ? "cgroup" : "rlimit",
+	    "pids", cg || env->uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
+	    (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL, "cpu_seconds",
+	    (json_int_t)lim.cpu_seconds, "tmp_bytes", (json_int_t)lim.tmp_bytes, "file_bytes",
+	    lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL, "uid",
+	    CAE_SANDBOX_UID);
+}
+
+static int local_create(cae_prepare *p, cae_error *err)
+{
+	struct local_impl *li = impl_of(p->b);
+	struct local_prep *lp = prep_of(p);
+	struct local_env *env = &lp->env;
+	const cae_config *cfg = p->b->cfg;
+	const char *workspace = p->opts->workspace;
+	_cleanup_free_ char *dir = task_dir(li, p->task->uuid);
 	_cleanup_free_ char *wsroot = dir ? cae_path_join(dir, "workspace") : NULL;
 	_cleanup_free_ char *tmp = wsroot ? cae_path_join(wsroot, "tmp") : NULL;
-	_cleanup_free_ char *project = NULL;
-	_cleanup_free_ char *seen_project = NULL; /* the project as commands see it */
-	char created_at[40];
-	cae_iso8601_now(created_at, sizeof(created_at));
-	if (!tmp) {
-		r = -ENOMEM;
-		goto fail_nodir;
-	}
-	r = cae_mkdir_p(opts->workspace ? dir : tmp, 0700);
-	if (r < 0) {
-		r = cae_error_set(err, r, "create: cannot create the environment's directory: %s",
-				  strerror(-r));
-		goto fail;
-	}
+	if (!tmp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	int r = cae_mkdir_p(workspace ? dir : tmp, 0700);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot create the environment's directory: %s",
+				     strerror(-r));
+	env->impl = li;
+	env->cfg = cfg;
+	env->task = p->task->uuid;
+	env->network = true;
+	env->external = workspace != NULL;
+	env->cancel_fd = p->cancel_fd;
+	env->has_cancel_fd = p->cancel_fd >= 0;
+	sandbox_ids(cfg, &env->uid, &env->gid);
+	lp->give_away = env->uid != 0 && env->sandbox;
 	char real[PATH_MAX];
-	struct local_env env = {.impl = li,
-				.cfg = cfg,
-				.task = task->uuid,
-				.sandbox = sandbox,
-				.network = true,
-				.external = opts->workspace != NULL,
-				.cancel_fd = opts->cancel_fd,
-				.has_cancel_fd = opts->has_cancel_fd};
-	sandbox_ids(cfg, &env.uid, &env.gid);
-	bool give_away = env.uid != 0; /* the workspace becomes the sandbox uid's */
-	if (opts->workspace) {
+	if (workspace) {
 		struct stat st;
-		if (!realpath(opts->workspace, real) || stat(real, &st) < 0 ||
-		    !S_ISDIR(st.st_mode)) {
-			r = cae_error_set(err, -ENOTDIR, "create: workspace is not a directory: %s",
-					  opts->workspace);
-			goto fail;
-		}
+		if (!realpath(workspace, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
+			return cae_error_set(err, -ENOTDIR, "workspace is not a directory: %s",
+					     workspace);
 		/* A directory of another user's: commands run as that user. */
-		if (env.uid != 0 && st.st_uid != 0) {
-			env.uid = st.st_uid;
-			env.gid = st.st_gid;
-			give_away = false;
-		} else if (give_away && sandbox) {
-			json_array_append_new(
-			    warnings, json_string("the workspace belonged to root: it now belongs "
-						  "to the sandbox's user (command_executor."
-						  "local.sandbox_uid)"));
+		if (env->uid != 0 && st.st_uid != 0) {
+			env->uid = st.st_uid;
+			env->gid = st.st_gid;
+			lp->give_away = false;
+		} else if (lp->give_away) {
+			cae_prepare_warn(p, NULL,
+					 "the workspace belonged to root: it now belongs to the "
+					 "sandbox's user (command_executor.local.sandbox_uid)");
 		}
-		project = strdup(real);
-		env.root = strdup(real);
+		env->root = strdup(real);
+		env->project = strdup(real);
+		p->given_as_is = true;
 	} else {
-		if (!realpath(wsroot, real)) {
-			r = cae_error_set(err, -errno, "create: the workspace: %s",
-					  strerror(errno));
-			goto fail;
-		}
-		env.root = strdup(real);
-		project = cae_path_join(real, "project");
+		if (!realpath(wsroot, real))
+			return cae_error_set(err, -errno, "the workspace: %s", strerror(errno));
+		env->root = strdup(real);
+		env->project = cae_path_join(real, "project");
 	}
-	env.project = project ? strdup(project) : NULL;
-	if (!env.root || !env.project) {
-		local_env_clear(&env);
-		r = -ENOMEM;
-		goto fail;
-	}
-	if (!sandbox)
-		env.uid = env.gid = 0;
-	/* How commands are bounded here: a cgroup when this host lets us make one. */
-	json_t *limits = NULL;
-	if (sandbox) {
-		cae_sandbox_limits lim = sandbox_limits(cfg);
-		char name[160];
-		cgroup_name(li, task->uuid, name, sizeof(name));
-		char **procs = NULL;
-		size_t n = 0;
-		bool cg = cae_sandbox_cgroup_setup(name, &lim, &procs, &n) == 0;
-		for (size_t i = 0; i < n; i++)
-			free(procs[i]);
-		free(procs);
-		/* made again when a sandbox starts; nothing is kept for an idle environment */
-		cae_sandbox_cgroup_remove(name);
-		limits =
-		    json_pack("{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
-			      cg ? "cgroup" : "rlimit", "pids",
-			      cg || env.uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
-			      (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL,
-			      "cpu_seconds", (json_int_t)lim.cpu_seconds, "tmp_bytes",
-			      (json_int_t)lim.tmp_bytes, "file_bytes",
-			      lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL,
-			      "uid", CAE_SANDBOX_UID);
-		if (!cg)
-			json_array_append_new(
-			    warnings,
-			    json_string(env.uid != 0
-					    ? "no cgroup could be made for the sandbox: commands "
-					      "are bounded by rlimits (per process memory and "
-					      "CPU time, processes of the sandbox uid), not as a "
-					      "whole"
-					    : "no cgroup could be made for the sandbox: commands "
-					      "are bounded by rlimits per process; the number of "
-					      "processes is not bounded"));
-	}
-	seen_project = inside_project(&env);
-	char preparer[256];
+	if (!env->root || !env->project)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (!env->sandbox)
+		env->uid = env->gid = 0;
+	json_t *limits = env->sandbox ? probe_limits(p, env) : NULL;
+	lp->seen_project = inside_project(env);
+	if (!lp->seen_project)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	char preparer[CAE_PREPARER_MAX];
 	cae_preparer_label(preparer, sizeof(preparer));
-	json_t *meta = json_pack(
-	    "{s:s, s:s, s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}", "task_uuid",
-	    task->uuid, "environment_name", used, "workspace_path", seen_project, "host_path",
-	    project, "workspace_root", env.root, "created_at", created_at, "status", "creating",
-	    "backend", "local", "sandbox", sandbox ? "bubblewrap" : "none", "external",
-	    opts->workspace != NULL, "sandbox_uid", (int)env.uid, "sandbox_gid", (int)env.gid,
-	    "preparer", preparer, "limits", limits);
 	char cid[128];
-	snprintf(cid, sizeof(cid), "local-%s", task->uuid);
-	json_object_set_new(meta, "container_id", json_string(cid));
-	r = write_meta(li, task->uuid, meta, err);
-	if (r < 0) {
-		json_decref(meta);
-		local_env_clear(&env);
-		goto fail;
-	}
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.create",
-		       json_pack("{s:s, s:s, s:s}", "task_uuid", task->uuid, "backend", "local",
-				 "sandbox", sandbox ? "bubblewrap" : "none"),
-		       NULL);
-	if (!opts->workspace) {
-		/* 4. clone: git runs on the host, unconfined (the source may be a local path the
-		 * sandbox hides); nothing of the repository runs during a clone. */
-		progress(opts, 4, "clone");
-		struct local_env genv = env;
+	snprintf(cid, sizeof(cid), "local-%s", p->task->uuid);
+	lp->meta = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}",
+	    "container_id", cid, "task_uuid", p->task->uuid, "environment_name", p->environment,
+	    "workspace_path", lp->seen_project, "host_path", env->project, "workspace_root",
+	    env->root, "created_at", p->created_at, "status", "creating", "backend", "local",
+	    "sandbox", env->sandbox ? "bubblewrap" : "none", "external", workspace != NULL,
+	    "sandbox_uid", (int)env->uid, "sandbox_gid", (int)env->gid, "preparer", preparer,
+	    "limits", limits);
+	if (!lp->meta)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	r = write_meta(li, p->task->uuid, lp->meta, err);
+	if (r < 0)
+		return r;
+	p->exec = env_exec_cb;
+	p->exec_ctx = env;
+	p->project = lp->seen_project;
+	p->create_fields = json_pack("{s:s}", "sandbox", env->sandbox ? "bubblewrap" : "none");
+	return 0;
+}
+
+static int local_populate(cae_prepare *p, cae_error *err)
+{
+	struct local_prep *lp = prep_of(p);
+	struct local_env *env = &lp->env;
+	if (!p->given_as_is) {
+		/* git runs on the host, unconfined (the source may be a local path the sandbox
+		 * hides); nothing of the repository runs during a clone. */
+		struct local_env genv = *env;
 		genv.sandbox = false;
 		genv.default_cwd = genv.root;
-		r = cae_git_clone(env_exec_cb, &genv, cfg, b->log, task, project, err);
-		if (r < 0) {
-			cae_error_prefix(err, "clone");
-			json_decref(meta);
-			local_env_clear(&env);
-			goto fail;
-		}
+		int r = cae_git_clone(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
+				      env->project, err);
+		if (r < 0)
+			return r;
 	}
-	if (give_away && sandbox) {
-		r = cae_sandbox_chown_tree(env.root, env.uid, env.gid);
-		if (r < 0) {
-			r = cae_error_set(err, r,
-					  "create: cannot give the workspace to the sandbox's "
-					  "user: %s",
-					  strerror(-r));
-			json_decref(meta);
-			local_env_clear(&env);
-			goto fail;
-		}
+	if (lp->give_away) {
+		int r = cae_sandbox_chown_tree(env->root, env->uid, env->gid);
+		if (r < 0)
+			return cae_error_set(err, r,
+					     "cannot give the workspace to the sandbox's user: %s",
+					     strerror(-r));
 	}
-	if (!opts->workspace) {
-		/* 5. dependencies, inside the sandbox (they run the project's code), network on */
-		progress(opts, 5, "deps");
-		if (cfg->command_executor.clone.auto_install_deps)
-			cae_deps_install(env_exec_cb, &env, b->log, seen_project, deps, warnings,
-					 opts->cancel_fd, opts->has_cancel_fd);
-	}
-	local_env_clear(&env);
-	/* 6. the text editor is native and in-process for this backend: nothing to start. */
-	progress(opts, 6, "editor");
-	/* 7. ready */
-	json_object_set_new(meta, "status", json_string("ready"));
-	json_object_set(meta, "warnings", warnings);
-	json_object_set(meta, "deps", deps);
-	r = write_meta(li, task->uuid, meta, err);
-	if (r == 0)
-		r = cae_env_info_from_json(meta, info, err);
-	json_decref(meta);
-	if (r < 0)
-		goto fail;
-	progress(opts, 7, "ready");
-	json_decref(warnings);
-	json_decref(deps);
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",
-		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "local"), NULL);
 	return 0;
-fail:
-	remove_task_dir(b, task->uuid, NULL);
-fail_nodir:
-	json_decref(warnings);
-	json_decref(deps);
-	cae_log_fields(b->log, CAE_LOG_ERROR, "environment.prepare_failed",
-		       json_pack("{s:s, s:s}", "task_uuid", task->uuid, "backend", "local"), "%s",
-		       err ? err->message : "");
-	return r;
+}
+
+/* The text editor is native and in-process for this backend: step 6 has nothing to start. */
+
+static int local_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
+{
+	struct local_prep *lp = prep_of(p);
+	json_object_set_new(lp->meta, "status", json_string("ready"));
+	json_object_set(lp->meta, "warnings", p->warnings);
+	json_object_set(lp->meta, "deps", p->deps);
+	int r = write_meta(impl_of(p->b), p->task->uuid, lp->meta, err);
+	return r < 0 ? r : cae_env_info_from_json(lp->meta, info, err);
+}
+
+static void local_release(cae_prepare *p)
+{
+	struct local_prep *lp = prep_of(p);
+	if (!lp)
+		return;
+	local_env_clear(&lp->env);
+	json_decref(lp->meta);
+	free(lp->seen_project);
+	free(lp);
+	p->state = NULL;
 }
 
 static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_error *err)
@@ -1247,9 +1210,13 @@ static void local_free(cae_backend *b)
 
 static const cae_backend_ops local_ops = {
     .name = "local",
-    .prepare = local_prepare,
+    .validate = local_validate,
+    .remove = local_remove,
+    .create = local_create,
+    .populate = local_populate,
+    .ready = local_ready,
+    .release = local_release,
     .exec = local_exec,
-    .cleanup = local_cleanup,
     .cleanup_stale = local_cleanup_stale,
     .list = local_list,
     .info = local_info,

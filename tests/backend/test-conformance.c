@@ -1,0 +1,598 @@
+/* The backend conformance suite: every scenario a backend must pass, run against the backend
+ * named by argv[1] ("local" or "docker"; meson runs it once for each). A new backend is
+ * proven by adding its target below and passing. What differs between backends is only how
+ * a test makes a config for it and how it destroys an environment behind cae's back.
+ *
+ * Repositories come from the loopback git server (tests/gitserver.h); docker containers use
+ * the host network to reach it. */
+#include "testutil.h"
+#include "gitserver.h"
+
+#include "base/macro.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "cae/docker.h"
+#include "cae/log.h"
+#include "cae/session.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+/* ---- targets ---- */
+
+struct target {
+	const char *name;
+	void (*configure)(cae_config *cfg);
+	/* removes the environment the way a crash, an operator or the engine would */
+	void (*destroy)(const cae_env_info *info);
+};
+
+static char *state; /* this test's state directory */
+
+static void cfg_set(cae_config *cfg, const char *key, const char *value)
+{
+	cae_error err = {0};
+	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
+}
+
+static void local_configure(cae_config *cfg)
+{
+	cfg_set(cfg, "command_executor.backend", "local");
+}
+
+static void local_destroy(const cae_env_info *info)
+{
+	ck_assert_ptr_nonnull(info->host_path);
+	ck_assert_int_eq(cae_rm_rf(info->host_path), 0);
+}
+
+static void docker_configure(cae_config *cfg)
+{
+	cfg_set(cfg, "command_executor.backend", "docker");
+	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "256");
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+}
+
+static void docker_destroy(const cae_env_info *info)
+{
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_new(getenv("DOCKER_HOST"), &d, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_docker_container_remove(d, info->container_id, true, true, &err) == 0,
+		      "%s", err.message);
+	cae_docker_free(d);
+}
+
+static const struct target targets[] = {
+    {"local", local_configure, local_destroy},
+    {"docker", docker_configure, docker_destroy},
+};
+static const struct target *T;
+
+/* ---- helpers ---- */
+
+#define C(s) ((char *)(s))
+#define S(j, k) json_string_value(json_object_get((j), (k)))
+#define I(j, k) json_integer_value(json_object_get((j), (k)))
+
+static int seq;
+
+/* A task uuid unique to this run: docker environments of parallel runs share one engine. */
+static void new_uuid(char *buf, size_t size)
+{
+	snprintf(buf, size, "conf-%s-%d-%d", T->name, (int)getpid(), ++seq);
+}
+
+static cae_config *config(void)
+{
+	state = tu_mkdtemp();
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cfg_set(cfg, "github.token", git_token);
+	T->configure(cfg);
+	return cfg;
+}
+
+static cae_backend *backend(cae_config *cfg, cae_log *log)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named(T->name, cfg, log, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), T->name);
+	return b;
+}
+
+static char repo_url[512];
+
+/* py.git over authenticated HTTP (platform github: the token applies). */
+static cae_task task(const char *uuid)
+{
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	cae_task t = {.uuid = C(uuid), .repo = repo_url, .platform = C("github")};
+	return t;
+}
+
+static void prepare_ok(cae_backend *b, const cae_task *t, const char *env,
+		       const cae_prepare_options *o, cae_env_info *info)
+{
+	cae_error err = {0};
+	int r = cae_backend_prepare(b, t, env, o, info, &err);
+	ck_assert_msg(r == 0, "prepare: %s", err.message);
+	ck_assert_str_eq(info->status, "ready");
+	ck_assert_str_eq(info->backend, T->name);
+	ck_assert_str_eq(info->task_uuid, t->uuid);
+}
+
+static cae_run_result sh(cae_backend *b, const char *uuid, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
+		      err.message);
+	return r;
+}
+
+static bool listed(cae_backend *b, const char *uuid)
+{
+	json_t *list = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_list(b, &list, &err) == 0, "%s", err.message);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e) found |= strcmp(S(e, "task_uuid"), uuid) == 0;
+	json_decref(list);
+	return found;
+}
+
+static void assert_gone(cae_backend *b, const char *uuid)
+{
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), -ENOENT);
+	ck_assert(!listed(b, uuid));
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result r;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+}
+
+static void done(cae_backend *b, cae_config *cfg)
+{
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(state);
+	free(state);
+	state = NULL;
+}
+
+/* ---- prepare ---- */
+
+struct steps {
+	int seen[8];
+	int last;
+	bool ordered;
+};
+
+static void on_progress(void *ud, int step, int total, const char *msg)
+{
+	struct steps *s = ud;
+	ck_assert_int_eq(total, 7);
+	ck_assert(step >= 1 && step <= 7);
+	ck_assert_ptr_nonnull(msg);
+	if (step <= s->last)
+		s->ordered = false;
+	s->last = step;
+	s->seen[step]++;
+}
+
+/* Seven steps in order, a ready environment with the clone where ContainerInfo says, and
+ * the same ContainerInfo from info and list. */
+START_TEST(prepare_reports_every_step_and_a_ready_environment)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	struct steps st = {.ordered = true};
+	cae_prepare_options o = {
+	    .progress = on_progress, .progress_userdata = &st, .cancel_fd = -1};
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, &o, &info);
+	ck_assert(st.ordered);
+	for (int i = 1; i <= 7; i++)
+		ck_assert_int_eq(st.seen[i], 1);
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	ck_assert_ptr_nonnull(info.container_id);
+	ck_assert_ptr_nonnull(info.created_at);
+	ck_assert_ptr_nonnull(info.environment_name);
+	cae_run_result r = sh(b, uuid, "pwd; cat calc.py; git rev-parse --abbrev-ref HEAD");
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_msg(strstr(r.out, "/workspace/project\n") == r.out, "%s", r.out);
+	ck_assert_ptr_nonnull(strstr(r.out, "def add"));
+	ck_assert_ptr_nonnull(strstr(r.out, "main\n"));
+	cae_run_result_clear(&r);
+	cae_env_info again;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_info(b, uuid, &again, &err), 0);
+	ck_assert_str_eq(again.status, "ready");
+	ck_assert_str_eq(again.container_id, info.container_id);
+	ck_assert_str_eq(again.workspace_path, info.workspace_path);
+	ck_assert_str_eq(again.environment_name, info.environment_name);
+	cae_env_info_clear(&again);
+	ck_assert(listed(b, uuid));
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	assert_gone(b, uuid);
+	/* a second cleanup finds nothing, and that is fine */
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+START_TEST(reprepare_starts_clean)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	cae_run_result r = sh(b, uuid, "echo x > left.txt && echo y > /workspace/tmp/scratch");
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	cae_env_info_clear(&info);
+	prepare_ok(b, &t, NULL, NULL, &info);
+	r = sh(b, uuid,
+	       "test -e left.txt && echo left; test -e /workspace/tmp/scratch && echo scratch; "
+	       "git status --porcelain; test -f calc.py && echo clone");
+	ck_assert_str_eq(r.out, "clone\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+START_TEST(unknown_environment_falls_back_with_a_warning)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info dflt, info;
+	prepare_ok(b, &t, NULL, NULL, &dflt);
+	prepare_ok(b, &t, "no-such-environment", NULL, &info);
+	ck_assert_str_eq(info.environment_name, dflt.environment_name);
+	bool warned = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) warned |=
+	    strstr(json_string_value(w), "no-such-environment") != NULL;
+	ck_assert_msg(warned, "no warning names the environment asked for");
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&dflt);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+/* A clone that fails leaves nothing, names its step, and says so in the log with the
+ * backend's name. */
+START_TEST(failed_clone_leaves_nothing)
+{
+	char logpath[] = "/tmp/cae-conf-log-XXXXXX";
+	int fd = mkstemp(logpath);
+	ck_assert_int_ge(fd, 0);
+	cae_log *log = cae_log_new(fd, CAE_LOG_DEBUG);
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, log);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	char missing[600];
+	snprintf(missing, sizeof(missing), "%sno-such-repo.git", git_http);
+	cae_task t = {.uuid = uuid, .repo = missing, .platform = C("github")};
+	cae_env_info info;
+	cae_error err = {0};
+	int r = cae_backend_prepare(b, &t, NULL, NULL, &info, &err);
+	ck_assert_int_lt(r, 0);
+	ck_assert_msg(strncmp(err.message, "clone", 5) == 0, "%s", err.message);
+	ck_assert_ptr_null(info.status);
+	assert_gone(b, uuid);
+	cae_log_free(log);
+	char *text = NULL;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &text, NULL), 0);
+	char want[128];
+	snprintf(want, sizeof(want), "\"backend\":\"%s\"", T->name);
+	const char *line = strstr(text, "\"event\":\"environment.prepare_failed\"");
+	ck_assert_msg(line != NULL, "%s", text);
+	ck_assert_msg(strstr(line, want) != NULL && strstr(line, uuid) != NULL, "%s", line);
+	ck_assert_msg(strstr(text, git_token) == NULL, "the token is in the log");
+	free(text);
+	close(fd);
+	unlink(logpath);
+	done(b, cfg);
+}
+END_TEST
+
+/* Cancelled at any step: the prepare stops there, says so, and leaves nothing. */
+struct cancel_at {
+	int step;
+	int wfd;
+};
+
+static void cancel_on_step(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct cancel_at *c = ud;
+	if (step == c->step)
+		ck_assert_int_eq(write(c->wfd, "x", 1), 1);
+}
+
+START_TEST(cancelled_at_every_step_leaves_nothing)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	for (int step = 1; step <= 6; step++) {
+		char uuid[64];
+		new_uuid(uuid, sizeof(uuid));
+		cae_task t = task(uuid);
+		int p[2];
+		ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+		struct cancel_at c = {.step = step, .wfd = p[1]};
+		cae_prepare_options o = {.progress = cancel_on_step,
+					 .progress_userdata = &c,
+					 .cancel_fd = p[0],
+					 .has_cancel_fd = true};
+		cae_env_info info;
+		cae_error err = {0};
+		int r = cae_backend_prepare(b, &t, NULL, &o, &info, &err);
+		ck_assert_msg(r == -ECANCELED, "step %d: %d %s", step, r, err.message);
+		assert_gone(b, uuid);
+		close(p[0]);
+		close(p[1]);
+	}
+	done(b, cfg);
+}
+END_TEST
+
+/* ---- environments that go away ---- */
+
+START_TEST(environment_gone_is_clear)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	T->destroy(&info);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, uuid) != NULL, "%s", err.message);
+	ck_assert_int_eq(cae_backend_exec(b, "never-prepared", &req, &r, &err), -ENOENT);
+	/* cleanup of what is left is fine */
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+/* Stale cleanup removes what is older than the threshold and nothing younger. Ages only
+ * grow, so waiting until the environment is surely older than one second is not a race. */
+START_TEST(cleanup_stale_by_age)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	int removed = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_cleanup_stale(b, 3600, &removed, &err) == 0, "%s", err.message);
+	ck_assert(listed(b, uuid));
+	sleep(3);
+	ck_assert_msg(cae_backend_cleanup_stale(b, 1, &removed, &err) == 0, "%s", err.message);
+	ck_assert_int_ge(removed, 1);
+	assert_gone(b, uuid);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+/* ---- commands ---- */
+
+START_TEST(commands_behave_the_same)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	cae_error err = {0};
+	cae_run_result r;
+	/* exit code, both streams apart */
+	r = sh(b, uuid, "echo out; echo err >&2; exit 3");
+	ck_assert_int_eq(r.exit_code, 3);
+	ck_assert_str_eq(r.out, "out\n");
+	ck_assert_str_eq(r.err, "err\n");
+	cae_run_result_clear(&r);
+	/* stdin, extra environment, a relative working directory */
+	r = sh(b, uuid, "mkdir -p sub/dir");
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	const char *cat[] = {"sh", "-c", "cat; echo \"[$CONF_VAR]\"; pwd", NULL};
+	const char *env[] = {"CONF_VAR=v1", NULL};
+	cae_exec_request req = {.argv = cat,
+				.cwd = "sub/dir",
+				.extra_env = env,
+				.stdin_data = "in\n",
+				.stdin_len = 3,
+				.has_stdin = true,
+				.timeout_ms = 60000,
+				.cancel_fd = -1};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(r.out, "in\n[v1]\n/workspace/project/sub/dir\n");
+	cae_run_result_clear(&r);
+	/* an absolute working directory inside the workspace */
+	req.cwd = "/workspace/project/sub";
+	req.has_stdin = false;
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
+	ck_assert_msg(strstr(r.out, "/workspace/project/sub\n") != NULL, "%s", r.out);
+	cae_run_result_clear(&r);
+	/* a working directory that is not there */
+	req.cwd = "no/such/dir";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	/* output caps */
+	const char *big[] = {"sh", "-c", "seq 1 100000", NULL};
+	cae_exec_request capped = {
+	    .argv = big, .timeout_ms = 60000, .max_stdout = 1000, .cancel_fd = -1};
+	ck_assert_msg(cae_backend_exec(b, uuid, &capped, &r, &err) == 0, "%s", err.message);
+	ck_assert(r.out_truncated);
+	ck_assert_uint_le(strlen(r.out), 1000);
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	/* a timeout kills the command and what it started */
+	const char *slow[] = {"sh", "-c", "sleep 1000 & sleep 1000; echo never", NULL};
+	cae_exec_request timed = {.argv = slow, .timeout_ms = 500, .cancel_fd = -1};
+	ck_assert_msg(cae_backend_exec(b, uuid, &timed, &r, &err) == 0, "%s", err.message);
+	ck_assert(r.timed_out);
+	ck_assert_ptr_null(strstr(r.out, "never"));
+	cae_run_result_clear(&r);
+	r = sh(b, uuid, "ps -eo args 2>/dev/null | grep -c '^sleep 1000' || true");
+	ck_assert_msg(strcmp(r.out, "0\n") == 0, "left running: %s", r.out);
+	cae_run_result_clear(&r);
+	/* a program that is not there: exit code 127, as a shell says it */
+	const char *none[] = {"no-such-program-xyz", NULL};
+	cae_exec_request missing = {.argv = none, .timeout_ms = 60000, .cancel_fd = -1};
+	int rc = cae_backend_exec(b, uuid, &missing, &r, &err);
+	ck_assert_msg(rc == -ENOENT || (rc == 0 && r.exit_code == 127), "%d %d", rc,
+		      rc == 0 ? r.exit_code : 0);
+	if (rc == 0)
+		cae_run_result_clear(&r);
+	/* commands are not root */
+	r = sh(b, uuid, "id -u");
+	ck_assert_str_ne(r.out, "0\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
+/* ---- the agent's tools over this backend ---- */
+
+static json_t *call(cae_session *s, const char *tool, json_t *args, bool *is_error)
+{
+	cae_tool_result res;
+	cae_error err = {0};
+	ck_assert_msg(cae_session_call_tool(s, tool, args, NULL, &res, &err) == 0, "%s",
+		      err.message);
+	json_decref(args);
+	*is_error = res.is_error;
+	json_t *out = json_incref(res.structured);
+	if (!out)
+		out = json_pack("{s:s}", "text", res.text ? res.text : "");
+	cae_tool_result_clear(&res);
+	return out;
+}
+
+START_TEST(tools_behave_the_same)
+{
+	cae_config *cfg = config();
+	cae_session *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(cae_session_backend(s)), T->name);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	json_t *info = NULL;
+	ck_assert_msg(cae_session_prepare(s, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	json_decref(info);
+	bool e;
+	/* the command tool */
+	json_t *r = call(s, "exec_command",
+			 json_pack("{s:s, s:[s]}", "cwd", ".", "command",
+				   "echo $GITHUB_PERSONAL_ACCESS_TOKEN; git config --get "
+				   "remote.origin.url; ls"),
+			 &e);
+	ck_assert(!e);
+	ck_assert_int_eq(I(r, "exit_code"), 0);
+	ck_assert_str_eq(S(r, "cwd"), "/workspace/project");
+	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "calc.py"));
+	ck_assert_ptr_null(strstr(S(r, "stdout"), git_token));
+	json_decref(r);
+	/* the patch worker: a unified diff, all or nothing */
+	r = call(s, "apply_patch",
+		 json_pack("{s:s}", "patch",
+			   "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n"
+			   "-    return a + b\n+    return b + a\n"),
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(
+	    s, "exec_command",
+	    json_pack("{s:s, s:[s]}", "cwd", ".", "command", "git diff --stat; ls /etc/cae-conf"),
+	    &e);
+	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "calc.py | 2"));
+	json_decref(r);
+	ck_assert_int_eq(cae_session_cleanup(s, NULL, &err), 0);
+	cae_session_free(s);
+	cae_rm_rf(state);
+	free(state);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create(T->name);
+	TCase *tc = tcase_create("conformance");
+	tcase_set_timeout(tc, 600);
+	tcase_add_unchecked_fixture(tc, gs_setup, gs_teardown);
+	tcase_add_test(tc, prepare_reports_every_step_and_a_ready_environment);
+	tcase_add_test(tc, reprepare_starts_clean);
+	tcase_add_test(tc, unknown_environment_falls_back_with_a_warning);
+	tcase_add_test(tc, failed_clone_leaves_nothing);
+	tcase_add_test(tc, cancelled_at_every_step_leaves_nothing);
+	tcase_add_test(tc, environment_gone_is_clear);
+	tcase_add_test(tc, cleanup_stale_by_age);
+	tcase_add_test(tc, commands_behave_the_same);
+	tcase_add_test(tc, tools_behave_the_same);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(int argc, char **argv)
+{
+	for (size_t i = 0; argc == 2 && i < sizeof(targets) / sizeof(targets[0]); i++)
+		if (strcmp(argv[1], targets[i].name) == 0)
+			T = &targets[i];
+	if (!T) {
+		fprintf(stderr, "usage: %s local|docker\n", argv[0]);
+		return 2;
+	}
+	return tu_run(make_suite());
+}
