@@ -282,7 +282,15 @@ START_TEST(unknown_environment_falls_back_with_a_warning)
 	json_array_foreach(info.warnings, i, w) warned |=
 	    strstr(json_string_value(w), "no-such-environment") != NULL;
 	ck_assert_msg(warned, "no warning names the environment asked for");
+	/* recorded with the environment: another backend object (another process) sees it */
+	cae_backend *b2 = backend(cfg, NULL);
+	cae_env_info seen;
 	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &seen, &err), 0);
+	ck_assert_str_eq(seen.environment_name, dflt.environment_name);
+	ck_assert(json_equal(seen.warnings, info.warnings));
+	cae_env_info_clear(&seen);
+	cae_backend_free(b2);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&dflt);
 	cae_env_info_clear(&info);

@@ -1,0 +1,1371 @@
+/* Tests of the docker backend (src/backend/backend-docker.c) against a real engine: what
+ * is particular to containers (images, limits, security options, the network, local
+ * repositories as bundles, unfinished prepares, the socket warning, auto selection); what
+ * every backend must do is tests/backend/test-conformance.c. Fails, loudly, when no engine
+ * answers (scripts/docker-env.sh up). Repositories come from the loopback git server
+ * (tests/gitserver.h); containers use the host network to reach it. */
+#include "testutil.h"
+#include "dockertest.h"
+#include "gitserver.h"
+
+#include "backend/backend-internal.h"
+#include "base/buf.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "cae/docker.h"
+#include "cae/log.h"
+#include "cae/session.h"
+#include "docker/docker-internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+START_TEST(preparer_alive_or_not)
+{
+	char me[CAE_PREPARER_MAX];
+	cae_preparer_label(me, sizeof(me));
+	ck_assert(cae_preparer_alive(me, 0, 300));
+	/* a process that ended: dead, however recent */
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char l[CAE_PREPARER_MAX];
+		cae_preparer_label(l, sizeof(l));
+		ssize_t k = write(p[1], l, strlen(l) + 1);
+		_exit(k > 0 ? 0 : 1);
+	}
+	char child[CAE_PREPARER_MAX] = {0};
+	ck_assert_int_gt(read(p[0], child, sizeof(child) - 1), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	close(p[0]);
+	close(p[1]);
+	ck_assert_str_ne(child, me);
+	ck_assert(!cae_preparer_alive(child, (int64_t)time(NULL), 300));
+	/* the same pid with another start time (a reused pid): dead */
+	char reused[CAE_PREPARER_MAX + 8];
+	snprintf(reused, sizeof(reused), "%.*s1", (int)(strrchr(me, '/') - me + 1), me);
+	ck_assert(!cae_preparer_alive(reused, (int64_t)time(NULL), 300));
+	/* another host or namespace: alive only while younger than the timeout */
+	const char *far = "00000000-0000-0000-0000-000000000000/pid:[1]/42/42";
+	ck_assert(cae_preparer_alive(far, (int64_t)time(NULL) - 10, 300));
+	ck_assert(!cae_preparer_alive(far, (int64_t)time(NULL) - 400, 300));
+	ck_assert(!cae_preparer_alive(NULL, 0, 300));
+}
+END_TEST
+
+static void cfg_set(cae_config *cfg, const char *key, const char *value)
+{
+	cae_error err = {0};
+	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s", err.message);
+}
+
+/* The docker backend on the host network (the engine has no bridge; the git server is on
+ * loopback), modest limits, the test token as the GitHub token. */
+static cae_config *dcfg(void)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	cfg_set(cfg, "command_executor.backend", "docker");
+	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "256");
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	cfg_set(cfg, "github.token", git_token);
+	return cfg;
+}
+
+static cae_backend *dbackend(cae_config *cfg, cae_log *log)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named("docker", cfg, log, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "docker");
+	return b;
+}
+
+static void task_uuid(char *buf, size_t size)
+{
+	snprintf(buf, size, "caetest-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
+}
+
+static char repo_url[512];
+
+/* A task for py.git over authenticated HTTP (platform github: the token applies). */
+static cae_task http_task(const char *uuid)
+{
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
+	return t;
+}
+
+static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script,
+			    int64_t timeout_ms)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
+		      err.message);
+	return r;
+}
+
+static void prepare_ok(cae_backend *b, const cae_task *t, const char *env, cae_env_info *info)
+{
+	cae_error err = {0};
+	int r = cae_backend_prepare(b, t, env, NULL, info, &err);
+	ck_assert_msg(r == 0, "prepare: %s", err.message);
+}
+
+static bool container_exists(cae_docker *d, const char *uuid)
+{
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *j = NULL;
+	cae_error err = {0};
+	int r = cae_docker_container_inspect(d, name, &j, &err);
+	json_decref(j);
+	ck_assert_msg(r == 0 || r == -ENOENT, "%s", err.message);
+	return r == 0;
+}
+
+struct steps {
+	int seen[8];
+	int last;
+	bool ordered;
+};
+
+static void on_progress(void *ud, int step, int total, const char *msg)
+{
+	struct steps *s = ud;
+	ck_assert_int_eq(total, 7);
+	ck_assert(step >= 1 && step <= 7);
+	if (step <= s->last)
+		s->ordered = false;
+	s->last = step;
+	s->seen[step]++;
+}
+
+START_TEST(backend_prepare_pytest_cleanup)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	struct steps st = {.ordered = true};
+	cae_prepare_options opts = {
+	    .progress = on_progress, .progress_userdata = &st, .cancel_fd = -1};
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &opts, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert(st.ordered);
+	for (int i = 1; i <= 7; i++)
+		ck_assert_int_eq(st.seen[i], 1);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert_str_eq(info.backend, "docker");
+	ck_assert_str_eq(info.task_uuid, uuid);
+	ck_assert_str_eq(info.environment_name, "python");
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	ck_assert_uint_ge(strlen(info.container_id), 12);
+	ck_assert(cae_parse_iso8601(info.created_at) > 0);
+
+	/* labels and name, through the API */
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.environment")), "python");
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.created_at")),
+			 info.created_at);
+	ck_assert_str_eq(json_string_value(json_object_get(c, "Id")), info.container_id);
+	json_t *mounts = json_deep_copy(json_object_get(c, "Mounts"));
+	json_decref(c);
+
+	cae_run_result r = bexec(b, uuid, "python3 -m pytest -q -p no:cacheprovider 2>&1", 120000);
+	ck_assert_msg(r.exit_code == 0, "pytest: %s", r.out);
+	ck_assert_msg(strstr(r.out, "1 passed") != NULL, "%s", r.out);
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "pwd; git remote get-url origin; ls /workspace", 30000);
+	char expect[1024];
+	snprintf(expect, sizeof(expect), "/workspace/project\n%s\nproject\ntmp\n", repo_url);
+	ck_assert_str_eq(r.out, expect);
+	cae_run_result_clear(&r);
+
+	/* info and list agree, from a second backend (as a second process would) */
+	cae_backend *b2 = dbackend(cfg, NULL);
+	cae_env_info i2;
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), 0);
+	ck_assert_str_eq(i2.container_id, info.container_id);
+	ck_assert_str_eq(i2.status, "ready");
+	ck_assert_str_eq(i2.environment_name, "python");
+	cae_env_info_clear(&i2);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b2, &list, &err), 0);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			found = true;
+	}
+	ck_assert(found);
+	json_decref(list);
+
+	/* cleanup leaves no container, volume or network */
+	ck_assert_msg(cae_backend_cleanup(b2, uuid, &err) == 0, "%s", err.message);
+	ck_assert(!container_exists(d, uuid));
+	json_t *vols = NULL;
+	ck_assert_int_ge(cae_docker_call(d, "GET", "/volumes", NULL, &vols, &err), 0);
+	json_t *m;
+	json_array_foreach(mounts, i, m)
+	{
+		const char *vn = json_string_value(json_object_get(m, "Name"));
+		size_t k;
+		json_t *v;
+		json_array_foreach(json_object_get(vols, "Volumes"), k, v)
+		{
+			ck_assert(!vn ||
+				  strcmp(vn, json_string_value(json_object_get(v, "Name"))) != 0);
+		}
+	}
+	json_decref(vols);
+	json_decref(mounts);
+	char path[256];
+	snprintf(path, sizeof(path), "/networks/%s", name);
+	ck_assert_int_eq(cae_docker_call(d, "GET", path, NULL, NULL, &err), -ENOENT);
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), -ENOENT);
+	/* cleaning up again is fine */
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* exec now: a clear error */
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, "environment gone") != NULL, "%s", err.message);
+
+	cae_env_info_clear(&info);
+	cae_backend_free(b2);
+	cae_backend_free(b);
+	cae_docker_free(d);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A failed prepare names its step, and leaves no container behind. */
+static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env, const char *step,
+				   const char *needle)
+{
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	cae_env_info info;
+	cae_error err = {0};
+	int r = cae_backend_prepare(b, t, env, NULL, &info, &err);
+	ck_assert_msg(r < 0, "prepare succeeded");
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "%s: ", step);
+	ck_assert_msg(strncmp(err.message, prefix, strlen(prefix)) == 0, "%s", err.message);
+	ck_assert_msg(strstr(err.message, needle) != NULL, "%s", err.message);
+	ck_assert_msg(strstr(err.message, git_token) == NULL, "token in error: %s", err.message);
+	ck_assert(!container_exists(d, t->uuid));
+	cae_docker_free(d);
+	cae_backend_free(b);
+}
+
+START_TEST(backend_missing_image)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(
+	    cfg, "command_executor.environments",
+	    "python=coding-agent-executor-python:latest,ghost=coding-agent-executor-ghost:latest");
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	expect_prepare_failure(cfg, &t, "ghost", "create", "coding-agent-executor-ghost");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_unreachable_repo)
+{
+	cae_config *cfg = dcfg();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = {.uuid = uuid, .repo = (char *)"http://127.0.0.1:9/nope.git"};
+	expect_prepare_failure(cfg, &t, "python", "clone", "127.0.0.1");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_wrong_token)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "github.token", "wrong-token-0123456789");
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	expect_prepare_failure(cfg, &t, "python", "clone", "uthentication");
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_pull_request_diff_in_shallow_clone)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	char url[512];
+	snprintf(url, sizeof(url), "%spy.git", git_daemon);
+	cae_task t = {.uuid = uuid,
+		      .repo = url,
+		      .kind = CAE_TASK_PULL_REQUEST,
+		      .branch = (char *)"feature",
+		      .target_branch = (char *)"main"};
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid,
+				 "git rev-parse --abbrev-ref HEAD; "
+				 "git diff --name-only origin/main...HEAD; "
+				 "git rev-parse --is-shallow-repository",
+				 30000);
+	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_local_path_repository)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	/* a local clone of py.git: the container cannot see this path, nor any network */
+	char *work = tu_mkdtemp();
+	shf("git clone -q %s/py.git %s/repo && git -C %s/repo branch -q feature origin/feature",
+	    git_root, work, work);
+	char repo[600];
+	snprintf(repo, sizeof(repo), "%s/repo", work);
+	cae_task t = {.uuid = uuid,
+		      .repo = repo,
+		      .kind = CAE_TASK_PULL_REQUEST,
+		      .branch = (char *)"feature",
+		      .target_branch = (char *)"main"};
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r =
+	    bexec(b, uuid,
+		  "git rev-parse --abbrev-ref HEAD; "
+		  "git diff --name-only origin/main...HEAD; "
+		  "git rev-parse --is-shallow-repository; git remote get-url origin; "
+		  "ls /workspace/tmp",
+		  30000);
+	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\nfile:///workspace/tmp/.cae-src.git\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	/* a path that does not exist: the clone step says so, nothing is left */
+	cae_backend_free(b);
+	snprintf(repo, sizeof(repo), "%s/nope", work);
+	cae_task t2 = {.uuid = uuid, .repo = repo};
+	expect_prepare_failure(cfg, &t2, "python", "clone", "repository not found");
+	cae_rm_rf(work);
+	free(work);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static bool file_contains(const char *path, const char *needle)
+{
+	char *text = NULL;
+	size_t len = 0;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 64 * 1024 * 1024, &text, &len), 0);
+	bool found = memmem(text, len, needle, strlen(needle)) != NULL;
+	free(text);
+	return found;
+}
+
+START_TEST(backend_token_appears_nowhere)
+{
+	cae_config *cfg = dcfg();
+	char *dir = tu_mkdtemp();
+	char *logpath = cae_path_join(dir, "log.jsonl");
+	int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ck_assert_int_ge(logfd, 0);
+	cae_log *log = cae_log_new(logfd, CAE_LOG_DEBUG);
+	cae_backend *b = dbackend(cfg, log);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	json_t *ij = cae_env_info_to_json(&info);
+	_cleanup_free_ char *infotext = json_dumps(ij, 0);
+	json_decref(ij);
+	ck_assert(strstr(infotext, git_token) == NULL);
+
+	/* .git/config and the whole container filesystem (the pattern is built in the shell so
+	 * that it is not in any command line) */
+	char script[1024];
+	size_t half = strlen(git_token) / 2;
+	snprintf(script, sizeof(script),
+		 "a='%.*s'; b='%s'; cat .git/config; "
+		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
+		 "2>/dev/null; echo searched; "
+		 "(env; cat /proc/[0-9]*/environ) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$a$b\"; "
+		 "echo env-searched",
+		 (int)half, git_token, git_token + half);
+	cae_run_result r = bexec(b, uuid, script, 120000);
+	/* no command's environment holds it either */
+	ck_assert_msg(strstr(r.out, "\n0\nenv-searched\n") != NULL, "%s", r.out);
+	ck_assert_msg(strstr(r.out, git_token) == NULL, "token found: %s", r.out);
+	ck_assert_msg(strstr(r.out, "searched\n") != NULL, "%s", r.out);
+	ck_assert_msg(strstr(r.out, "url = ") != NULL, "%s", r.out);
+	ck_assert(strstr(r.err, git_token) == NULL);
+	cae_run_result_clear(&r);
+
+	/* docker inspect (env, args, labels), the container's logs */
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	_cleanup_free_ char *ctext = json_dumps(c, 0);
+	ck_assert_msg(strstr(ctext, git_token) == NULL, "token in inspect");
+	/* exec inspects of everything that ran in it */
+	size_t i;
+	json_t *eid;
+	json_array_foreach(json_object_get(c, "ExecIDs"), i, eid)
+	{
+		char path[256];
+		snprintf(path, sizeof(path), "/exec/%s/json", json_string_value(eid));
+		json_t *x = NULL;
+		if (cae_docker_call(d, "GET", path, NULL, &x, &err) >= 0) {
+			_cleanup_free_ char *xt = json_dumps(x, 0);
+			ck_assert_msg(strstr(xt, git_token) == NULL, "token in exec inspect");
+		}
+		json_decref(x);
+	}
+	json_decref(c);
+	char lpath[256];
+	snprintf(lpath, sizeof(lpath), "/containers/%s/logs?stdout=1&stderr=1", name);
+	char *logs = NULL;
+	size_t loglen = 0;
+	ck_assert_int_ge(cae_docker_call_raw(d, "GET", lpath, &logs, &loglen, &err), 0);
+	ck_assert(memmem(logs, loglen, git_token, strlen(git_token)) == NULL);
+	free(logs);
+
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_backend_free(b);
+	cae_log_free(log);
+	close(logfd);
+	ck_assert(!file_contains(logpath, git_token));
+	ck_assert(file_contains(logpath, "environment.ready"));
+	cae_rm_rf(dir);
+	free(dir);
+	free(logpath);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_security_and_limits)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r =
+	    bexec(b, uuid, "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status",
+		  30000);
+	ck_assert_str_eq(r.out, "1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
+				"CapBnd:\t0000000000000000\nNoNewPrivs:\t1\n");
+	cae_run_result_clear(&r);
+	/* PID 1 is Docker's init, which reaps zombies */
+	r = bexec(b, uuid, "cat /proc/1/comm", 30000);
+	ck_assert_str_eq(r.out, "docker-init\n");
+	cae_run_result_clear(&r);
+
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *hc = json_object_get(c, "HostConfig");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "CapDrop"), 0)),
+			 "ALL");
+	ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "SecurityOpt"), 0)),
+			 "no-new-privileges");
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "PidsLimit")), 256);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "Memory")), 1 << 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "MemorySwap")), 1 << 30);
+	ck_assert_int_eq(json_integer_value(json_object_get(hc, "NanoCpus")), 1000000000);
+	ck_assert_str_eq(json_string_value(json_object_get(hc, "NetworkMode")), "host");
+	ck_assert(json_array_size(json_object_get(hc, "Binds")) == 0);
+	ck_assert(json_array_size(json_object_get(c, "Mounts")) == 0);
+	ck_assert(json_is_true(json_object_get(hc, "Init")));
+	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "Config"), "User")),
+			 "1000:1000");
+	json_decref(c);
+	/* the disk limit: applied, or a warning says why not */
+	bool disk_warning = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	{
+		if (strstr(json_string_value(w), "disk limit"))
+			disk_warning = true;
+	}
+	json_t *dinfo = NULL;
+	ck_assert_int_eq(cae_docker_info(d, &dinfo, &err), 0);
+	_cleanup_free_ char *ds = json_dumps(json_object_get(dinfo, "DriverStatus"), 0);
+	bool xfs = strstr(ds, "xfs") != NULL;
+	json_decref(dinfo);
+	ck_assert(disk_warning || xfs);
+
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_network_none_and_socket_warning)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	/* no network: the clone cannot reach the server, and the failure says so */
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_int_lt(cae_backend_prepare(b, &t, "python", NULL, &info, &err), 0);
+	ck_assert_msg(strncmp(err.message, "clone: ", 7) == 0, "%s", err.message);
+	ck_assert(!container_exists(d, uuid));
+	cae_backend_free(b);
+
+	/* from a local repository it works; the container has loopback only. The Docker socket
+	 * is mounted only when configured, and then with a warning. */
+	cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
+	b = dbackend(cfg, NULL);
+	char *work = tu_mkdtemp();
+	shf("git clone -q %s/py.git %s/repo", git_root, work);
+	char repo[600];
+	snprintf(repo, sizeof(repo), "%s/repo", work);
+	cae_task t2 = {.uuid = uuid, .repo = repo};
+	prepare_ok(b, &t2, "python", &info);
+	bool warned = false;
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	{
+		warned |= strstr(json_string_value(w), "Docker socket") != NULL;
+	}
+	ck_assert(warned);
+	cae_run_result r =
+	    bexec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock", 30000);
+	ck_assert_str_eq(r.out, "lo\nsock\n");
+	cae_run_result_clear(&r);
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *c = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	json_t *binds = json_object_get(json_object_get(c, "HostConfig"), "Binds");
+	ck_assert_uint_eq(json_array_size(binds), 1);
+	ck_assert(strstr(json_string_value(json_array_get(binds, 0)), ":/var/run/docker.sock"));
+	json_decref(c);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_rm_rf(work);
+	free(work);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_fork_bomb_held)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "64");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	/* a bounded burst first: forks fail with EAGAIN before 64 processes exist */
+	static const char burst[] =
+	    "python3 - <<'EOF'\n"
+	    "import errno, os, signal\n"
+	    "pids, err = [], None\n"
+	    "for i in range(200):\n"
+	    "    try:\n"
+	    "        pid = os.fork()\n"
+	    "    except OSError as e:\n"
+	    "        err = e.errno\n"
+	    "        break\n"
+	    "    if pid == 0:\n"
+	    "        signal.pause()\n"
+	    "        os._exit(0)\n"
+	    "    pids.append(pid)\n"
+	    "for p in pids:\n"
+	    "    os.kill(p, 9)\n"
+	    "    os.waitpid(p, 0)\n"
+	    "mx = None\n"
+	    "for f in ('/sys/fs/cgroup/pids/pids.max', '/sys/fs/cgroup/pids.max'):\n"
+	    "    if os.path.exists(f):\n"
+	    "        mx = open(f).read().strip()\n"
+	    "print(len(pids), err == errno.EAGAIN, mx)\n"
+	    "EOF\n";
+	cae_run_result r = bexec(b, uuid, burst, 60000);
+	int forked = 0;
+	char again[8] = "", mx[16] = "";
+	ck_assert_msg(sscanf(r.out, "%d %7s %15s", &forked, again, mx) == 3, "%s%s", r.out, r.err);
+	ck_assert_int_lt(forked, 64);
+	ck_assert_int_gt(forked, 32);
+	ck_assert_str_eq(again, "True");
+	ck_assert_str_eq(mx, "64");
+	cae_run_result_clear(&r);
+	/* the real thing, with a timeout: the manager gets its result and stays usable */
+	int64_t t0 = cae_now_ms();
+	r = bexec(b, uuid, "b() { b | b & }; b; sleep 100", 5000);
+	int64_t took = cae_now_ms() - t0;
+	ck_assert_msg(took < 60000, "took %lld ms", (long long)took);
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "echo alive; cat calc.py | head -1", 60000);
+	ck_assert_str_eq(r.out, "alive\ndef add(a, b):\n");
+	cae_run_result_clear(&r);
+	r = bexec(b, uuid, "ls /proc | grep -c '^[0-9]'", 60000);
+	ck_assert_int_lt(strtol(r.out, NULL, 10), 10);
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_oom_is_137)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "96m");
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid, "python3 -c \"a = b'x' * (512 * 1024 * 1024)\"", 60000);
+	ck_assert_int_eq(r.exit_code, 137);
+	ck_assert(!r.timed_out);
+	cae_run_result_clear(&r);
+	/* the environment survives its command's OOM kill */
+	r = bexec(b, uuid, "echo fine", 30000);
+	ck_assert_str_eq(r.out, "fine\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_timeout_kills_in_container)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid, "sleep 1000", 2000);
+	ck_assert(r.timed_out);
+	cae_run_result_clear(&r);
+	char *top = top_text(d, info.container_id);
+	ck_assert_msg(strstr(top, "sleep 1000") == NULL, "left behind: %s", top);
+	free(top);
+	/* relative and absolute working directories; outside the workspace is refused */
+	const char *argv[] = {"pwd", NULL};
+	cae_exec_request req = {.argv = argv, .cwd = "..\\tmp", .cancel_fd = -1};
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), 0);
+	ck_assert_str_eq(r.out, "/workspace/tmp\n");
+	cae_run_result_clear(&r);
+	req.cwd = "/etc";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	req.cwd = "../../etc";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	req.cwd = "nope";
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOTDIR);
+	const char *nf[] = {"no-such-tool", NULL};
+	cae_exec_request rq2 = {.argv = nf, .cancel_fd = -1};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &rq2, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, "no-such-tool") != NULL, "%s", err.message);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_environment_gone)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	/* removed behind the manager's back */
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_remove(d, info.container_id, true, true, &err), 0);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result r;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	char expect[256];
+	snprintf(expect, sizeof(expect),
+		 "environment gone: container coding-agent-exec-%s no longer exists", uuid);
+	ck_assert_str_eq(err.message, expect);
+	/* stopped behind its back: not ready */
+	cae_env_info i2;
+	prepare_ok(b, &t, "python", &i2);
+	ck_assert_int_eq(cae_docker_container_stop(d, i2.container_id, 1, &err), 0);
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "not running") != NULL, "%s", err.message);
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_info(b, uuid, &i2, &err), 0);
+	ck_assert_str_eq(i2.status, "exited");
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A container that looks like an environment, made directly with a chosen label. */
+static char *fake_env(cae_docker *d, const char *name, const char *uuid, const char *created)
+{
+	json_t *cfg = json_pack("{s:s, s:[s,s], s:[], s:{s:s, s:s, s:s}, s:{s:s}}", "Image",
+				test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "Labels",
+				"cae.task_uuid", uuid, "cae.environment", "python",
+				"cae.created_at", created, "HostConfig", "NetworkMode", "none");
+	char *id = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
+		      err.message);
+	json_decref(cfg);
+	return id;
+}
+
+START_TEST(backend_stale_gc)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char old_uuid[64], new_uuid[64], other[128], n1[160], n2[160];
+	task_uuid(old_uuid, sizeof(old_uuid));
+	task_uuid(new_uuid, sizeof(new_uuid));
+	snprintf(n1, sizeof(n1), "coding-agent-exec-%s", old_uuid);
+	snprintf(n2, sizeof(n2), "coding-agent-exec-%s", new_uuid);
+	unique_name(other, sizeof(other), "not-ours");
+	char old[40], now[40];
+	time_t two_days_ago = time(NULL) - 2 * 86400;
+	struct tm tm;
+	gmtime_r(&two_days_ago, &tm);
+	strftime(old, sizeof(old), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+	cae_iso8601_now(now, sizeof(now));
+	char *a = fake_env(d, n1, old_uuid, old);
+	char *bb = fake_env(d, n2, new_uuid, now);
+	char *c = fake_env(d, other, old_uuid, old); /* old, but not named like ours */
+	ck_assert_int_eq(cae_docker_container_start(d, a, NULL), 0);
+	int removed = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
+		      err.message);
+	ck_assert_int_ge(removed, 1);
+	json_t *j = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, a, &j, &err), -ENOENT);
+	ck_assert_int_eq(cae_docker_container_inspect(d, bb, &j, &err), 0);
+	json_decref(j);
+	ck_assert_int_eq(cae_docker_container_inspect(d, c, &j, &err), 0);
+	json_decref(j);
+	/* list shows ours only */
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+	bool saw_new = false, saw_other = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		const char *cid = json_string_value(json_object_get(e, "container_id"));
+		saw_new |= strcmp(cid, bb) == 0;
+		saw_other |= strcmp(cid, c) == 0;
+	}
+	ck_assert(saw_new && !saw_other);
+	json_decref(list);
+	remove_container(d, bb);
+	remove_container(d, c);
+	free(a);
+	free(bb);
+	free(c);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* ---- the tools' view of a container gone during a command ---- */
+
+struct bg_tool {
+	cae_session *s;
+	const char *tool;
+	const char *args;
+	cae_tool_result res;
+	int r;
+};
+
+static void *bg_tool_main(void *arg)
+{
+	struct bg_tool *x = arg;
+	json_t *a = json_loads(x->args, 0, NULL);
+	cae_error err = {0};
+	x->r = cae_session_call_tool(x->s, x->tool, a, NULL, &x->res, &err);
+	json_decref(a);
+	return NULL;
+}
+
+START_TEST(tools_report_a_container_gone_mid_command)
+{
+	cae_config *cfg = dcfg();
+	cae_session *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	const char *tools[] = {"exec_command", "command-executor_execute_command"};
+	const char *args[] = {"{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
+			      "{\"command\": \"sleep 30\"}"};
+	for (int i = 0; i < 2; i++) {
+		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo",
+				       repo_url, "platform", "github");
+		cae_tool_result res;
+		ck_assert_int_eq(
+		    cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err), 0);
+		json_decref(pa);
+		ck_assert_msg(!res.is_error, "%s", res.text);
+		char id[80];
+		snprintf(id, sizeof(id), "%s",
+			 json_string_value(json_object_get(res.structured, "container_id")));
+		cae_tool_result_clear(&res);
+		struct bg_tool x = {.s = s, .tool = tools[i], .args = args[i]};
+		pthread_t th;
+		ck_assert_int_eq(pthread_create(&th, NULL, bg_tool_main, &x), 0);
+		wait_for_sleep(d, id);
+		if (i == 0)
+			ck_assert_int_eq(cae_docker_container_kill(d, id, "KILL", &err), 0);
+		else
+			ck_assert_int_eq(cae_docker_container_remove(d, id, true, true, &err), 0);
+		pthread_join(th, NULL);
+		ck_assert_int_eq(x.r, 0);
+		json_t *o = x.res.structured;
+		if (i == 0) {
+			/* exec_command: a tool error, INTERNAL, saying what happened */
+			ck_assert(x.res.is_error);
+			json_t *e = json_object_get(o, "error");
+			ck_assert_str_eq(json_string_value(json_object_get(e, "code")), "INTERNAL");
+			ck_assert_msg(strstr(json_string_value(json_object_get(e, "message")),
+					     "container stopped during the command"),
+				      "%s", x.res.text);
+		} else {
+			/* execute_command (seed 000): exit -1 and the error in stderr */
+			ck_assert_int_eq(json_integer_value(json_object_get(o, "exit_code")), -1);
+			const char *se = json_string_value(json_object_get(o, "stderr"));
+			const char *want = "Command execution error: the environment's container "
+					   "stopped during the command";
+			ck_assert_msg(se && strncmp(se, want, strlen(want)) == 0, "%s", x.res.text);
+		}
+		cae_tool_result_clear(&x.res);
+	}
+	json_t *ca = json_pack("{s:s}", "task_uuid", uuid);
+	cae_tool_result res;
+	ck_assert_int_eq(cae_session_call_tool(s, "environment_cleanup", ca, NULL, &res, &err), 0);
+	cae_tool_result_clear(&res);
+	json_decref(ca);
+	cae_docker_free(d);
+	cae_session_free(s);
+}
+END_TEST
+
+/* ---- a prepare that did not finish ---- */
+
+struct prep_child {
+	int wfd;
+	int hold_at;
+};
+
+static void child_progress(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct prep_child *pc = ud;
+	char c = (char)('0' + step);
+	if (write(pc->wfd, &c, 1) != 1)
+		_exit(3);
+	if (step == pc->hold_at)
+		for (;;)
+			pause(); /* until killed */
+}
+
+/* Forks a process that prepares uuid, reports each progress step on a pipe and stays at
+ * step hold_at (0: none). Returns its pid; *rd is the pipe's read end. */
+static pid_t spawn_prepare(const char *uuid, int hold_at, int *rd)
+{
+	int p[2];
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(p[0]);
+		cae_config *cfg = dcfg();
+		cae_backend *b = dbackend(cfg, NULL);
+		cae_task t = http_task(uuid);
+		struct prep_child pc = {.wfd = p[1], .hold_at = hold_at};
+		cae_prepare_options o = {
+		    .progress = child_progress, .progress_userdata = &pc, .cancel_fd = -1};
+		cae_env_info info;
+		cae_error err = {0};
+		_exit(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0 ? 0 : 1);
+	}
+	close(p[1]);
+	*rd = p[0];
+	return pid;
+}
+
+/* Reads progress steps until `step` was reported. */
+static void wait_step(int rd, int step)
+{
+	char c = 0;
+	while (c != (char)('0' + step))
+		ck_assert_msg(read(rd, &c, 1) == 1, "the prepare ended before step %d", step);
+}
+
+static const char *status_in_list(cae_backend *b, const char *uuid, json_t **keep)
+{
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_list(b, keep, &err), 0);
+	size_t i;
+	json_t *e;
+	json_array_foreach(*keep, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			return json_string_value(json_object_get(e, "status"));
+	}
+	return NULL;
+}
+
+static bool any_container(cae_docker *d, const char *uuid)
+{
+	char name[200];
+	snprintf(name, sizeof(name), "%s.creating", uuid);
+	return container_exists(d, uuid) || container_exists(d, name);
+}
+
+START_TEST(backend_killed_prepare_is_never_ready)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	/* Killed at the start of create (before the container exists), of the clone, and of
+	 * the last steps (the child waits there to be killed: no race with its next step). */
+	const int points[] = {3, 4, 6};
+	for (size_t k = 0; k < 3; k++) {
+		char uuid[64];
+		task_uuid(uuid, sizeof(uuid));
+		int rd;
+		pid_t pid = spawn_prepare(uuid, points[k], &rd);
+		wait_step(rd, points[k]);
+		ck_assert_int_eq(kill(pid, SIGKILL), 0);
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		close(rd);
+
+		cae_env_info info;
+		cae_error err = {0};
+		int r = cae_backend_info(b, uuid, &info, &err);
+		if (points[k] == 3) {
+			ck_assert_int_eq(r, -ENOENT);
+		} else {
+			ck_assert_msg(r == 0, "%s", err.message);
+			ck_assert_str_eq(info.status, "failed");
+			cae_env_info_clear(&info);
+			json_t *list = NULL;
+			const char *st = status_in_list(b, uuid, &list);
+			ck_assert_msg(st && strcmp(st, "failed") == 0, "listed as %s", st);
+			json_decref(list);
+			const char *argv[] = {"true", NULL};
+			cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+			cae_run_result res;
+			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+		}
+		/* gc removes it whatever its age */
+		int removed = 0;
+		ck_assert_msg(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err) == 0, "%s",
+			      err.message);
+		ck_assert_msg(!any_container(d, uuid), "step %d: left behind", points[k]);
+		ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), -ENOENT);
+	}
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+START_TEST(backend_prepare_in_progress_is_creating)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	int rd;
+	pid_t pid = spawn_prepare(uuid, 5, &rd);
+	wait_step(rd, 5); /* cloned; held before the dependencies */
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "creating");
+	cae_env_info_clear(&info);
+	json_t *list = NULL;
+	const char *st = status_in_list(b, uuid, &list);
+	ck_assert_msg(st && strcmp(st, "creating") == 0, "listed as %s", st);
+	json_decref(list);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result res;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
+	/* its preparer lives: gc leaves it */
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(any_container(d, uuid));
+	/* the preparer dies: failed, and gc takes it */
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	close(rd);
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "failed");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
+	ck_assert(!any_container(d, uuid));
+	/* a finished prepare: ready under its final name */
+	pid = spawn_prepare(uuid, 0, &rd);
+	int st_code;
+	ck_assert_int_eq(waitpid(pid, &st_code, 0), pid);
+	close(rd);
+	ck_assert_msg(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0, "prepare failed");
+	ck_assert(container_exists(d, uuid));
+	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
+	ck_assert_str_eq(info.status, "ready");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* ---- `cae prepare` killed, as an operator would meet it ---- */
+
+/* Runs build/cae with CAE_CONFIG=config; stdout and stderr captured together. */
+static char *cae_out(const char *config, const char *args, int *status)
+{
+	char cmd[2048];
+	snprintf(cmd, sizeof(cmd), "CAE_CONFIG=%s CAE_LOG_LEVEL=error %s %s 2>&1", config, CAE_EXE,
+		 args);
+	FILE *f = popen(cmd, "r");
+	ck_assert_ptr_nonnull(f);
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	char chunk[4096];
+	size_t n;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+		cae_buf_append(&b, chunk, n);
+	*status = pclose(f);
+	char *s = strndup(b.data ? b.data : "", b.len);
+	cae_buf_clear(&b);
+	return s;
+}
+
+START_TEST(cli_prepare_killed_then_gc)
+{
+	char *dir = tu_mkdtemp();
+	char config[600];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	tu_write(
+	    dir, "config.yaml",
+	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	cae_docker *d = client();
+	/* Killed once its container exists, and once it logged that the container started
+	 * (the clone comes next). A prepare that finished before the kill landed proves
+	 * nothing: that round is done again. */
+	for (int point = 0; point < 2; point++) {
+		bool killed = false;
+		for (int attempt = 0; attempt < 5 && !killed; attempt++) {
+			char uuid[64], creating[200];
+			task_uuid(uuid, sizeof(uuid));
+			snprintf(creating, sizeof(creating), "coding-agent-exec-%s.creating", uuid);
+			char repo[400];
+			snprintf(repo, sizeof(repo), "%spy.git", git_daemon);
+			int errp[2];
+			ck_assert_int_eq(pipe2(errp, O_CLOEXEC), 0);
+			pid_t pid = fork();
+			ck_assert_int_ge(pid, 0);
+			if (pid == 0) {
+				dup2(errp[1], 2);
+				int null = open("/dev/null", O_WRONLY);
+				dup2(null, 1);
+				setenv("CAE_CONFIG", config, 1);
+				setenv("CAE_LOG_LEVEL", "info", 1);
+				execl(CAE_EXE, CAE_EXE, "prepare", "--repo", repo, "--uuid", uuid,
+				      (char *)NULL);
+				_exit(127);
+			}
+			close(errp[1]);
+			FILE *ef = fdopen(errp[0], "r");
+			if (point == 0) {
+				for (int i = 0; i < 3000 && !any_container(d, uuid); i++)
+					nanosleep(&(struct timespec){0, 10000000L}, NULL);
+			} else {
+				char line[4096];
+				while (fgets(line, sizeof(line), ef) &&
+				       !strstr(line, "\"environment.create\""))
+					;
+			}
+			kill(pid, SIGKILL);
+			int st;
+			ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+			fclose(ef);
+			cae_error err = {0};
+			if (!WIFSIGNALED(st)) {
+				cae_config *cfg = dcfg();
+				cae_backend *b = dbackend(cfg, NULL);
+				cae_backend_cleanup(b, uuid, &err);
+				cae_backend_free(b);
+				cae_config_free(cfg);
+				continue;
+			}
+			killed = true;
+			int status;
+			char *out = cae_out(config, "env list", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			json_t *list = json_loads(out, 0, NULL);
+			ck_assert_msg(json_is_array(list), "%s", out);
+			const char *st_text = NULL;
+			size_t i;
+			json_t *e;
+			json_array_foreach(list, i, e)
+			{
+				if (strcmp(json_string_value(json_object_get(e, "task_uuid")),
+					   uuid) == 0)
+					st_text = json_string_value(json_object_get(e, "status"));
+			}
+			ck_assert_msg(st_text && strcmp(st_text, "failed") == 0, "%s: %s", uuid,
+				      out);
+			json_decref(list);
+			free(out);
+			out = cae_out(config, "gc", &status);
+			ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s", out);
+			free(out);
+			ck_assert_msg(!any_container(d, uuid), "gc left %s", creating);
+		}
+		ck_assert_msg(killed, "point %d: every prepare finished before its kill", point);
+	}
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+/* End of input while `cae mcp --task` still prepares (a clone from a server that accepts and
+ * never answers): the prepare is cancelled, the server exits and nothing is left behind. */
+START_TEST(mcp_end_of_input_cancels_task_prepare)
+{
+	char *dir = tu_mkdtemp();
+	tu_write(
+	    dir, "config.yaml",
+	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sin);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
+	char uuid[64], task[512], config[600], taskpath[600];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(task, sizeof(task),
+		 "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}", uuid,
+		 ntohs(sin.sin_port));
+	tu_write(dir, "task.json", task);
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
+	int in[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("CAE_CONFIG", config, 1);
+		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	/* the clone reached the server (and waits for an answer that never comes) */
+	struct pollfd p = {.fd = lfd, .events = POLLIN};
+	ck_assert_msg(poll(&p, 1, 120000) == 1, "the clone never connected");
+	int conn = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(conn, 0);
+	cae_docker *d = client();
+	ck_assert(any_container(d, uuid));
+	close(in[1]); /* end of input */
+	int st = 0;
+	pid_t w = 0;
+	for (int i = 0; i < 600 && w == 0; i++) { /* a generous bound: 60 s, not the clone's 300 */
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_assert_msg(w == pid, "cae mcp still prepares after the end of its input");
+	ck_assert_msg(!any_container(d, uuid), "the cancelled prepare left its container");
+	close(conn);
+	close(lfd);
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+START_TEST(backend_auto_selection)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.backend", "auto");
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "docker");
+	cae_backend_free(b);
+	/* no engine: auto is local, docker is a clear error naming the host */
+	cfg_set(cfg, "command_executor.docker_host", "unix:///nonexistent/docker.sock");
+	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(cae_backend_name(b), "local");
+	cae_backend_free(b);
+	ck_assert_int_lt(cae_backend_new_named("docker", cfg, NULL, &b, &err), 0);
+	ck_assert_msg(strstr(err.message, "unix:///nonexistent/docker.sock") != NULL, "%s",
+		      err.message);
+	cae_rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("backend-docker");
+	TCase *u = tcase_create("unit");
+	tcase_add_test(u, preparer_alive_or_not);
+	suite_add_tcase(s, u);
+
+	TCase *b = tcase_create("backend");
+	tcase_set_timeout(b, 300);
+	tcase_add_unchecked_fixture(b, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(b, NULL, sweep);
+	tcase_add_test(b, backend_prepare_pytest_cleanup);
+	tcase_add_test(b, backend_killed_prepare_is_never_ready);
+	tcase_add_test(b, backend_prepare_in_progress_is_creating);
+	tcase_add_test(b, tools_report_a_container_gone_mid_command);
+	tcase_add_test(b, cli_prepare_killed_then_gc);
+	tcase_add_test(b, mcp_end_of_input_cancels_task_prepare);
+	tcase_add_test(b, backend_missing_image);
+	tcase_add_test(b, backend_unreachable_repo);
+	tcase_add_test(b, backend_wrong_token);
+	tcase_add_test(b, backend_pull_request_diff_in_shallow_clone);
+	tcase_add_test(b, backend_local_path_repository);
+	tcase_add_test(b, backend_token_appears_nowhere);
+	tcase_add_test(b, backend_security_and_limits);
+	tcase_add_test(b, backend_network_none_and_socket_warning);
+	tcase_add_test(b, backend_fork_bomb_held);
+	tcase_add_test(b, backend_oom_is_137);
+	tcase_add_test(b, backend_timeout_kills_in_container);
+	tcase_add_test(b, backend_environment_gone);
+	tcase_add_test(b, backend_stale_gc);
+	tcase_add_test(b, backend_auto_selection);
+	suite_add_tcase(s, b);
+	return s;
+}
+
+int main(void)
+{
+	dt_init();
+	return tu_run(make_suite());
+}
