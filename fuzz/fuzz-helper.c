@@ -21,7 +21,9 @@ static void check_request(const char *body, size_t len)
 		return;
 	cae_buf b;
 	cae_buf_init(&b, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	if (cae_helper_encode_request(&q.spec, &b) == 0) {
+	cae_helper_request_extra x = {.env_add = (const char *const *)q.env_add,
+				      .confine = q.confine};
+	if (cae_helper_encode_request(&q.spec, &x, &b) == 0) {
 		cae_helper_request q2;
 		if (cae_helper_decode_request(b.data + 4, b.len - 4, &q2, &err) != 0)
 			abort();
@@ -31,7 +33,9 @@ static void check_request(const char *body, size_t len)
 				abort();
 		if (q2.spec.argv[i] || q.spec.has_stdin != q2.spec.has_stdin ||
 		    q.spec.stdin_len != q2.spec.stdin_len || (!q.spec.envp) != (!q2.spec.envp) ||
-		    q.spec.timeout_ms != q2.spec.timeout_ms || q.spec.truncate != q2.spec.truncate)
+		    q.spec.timeout_ms != q2.spec.timeout_ms || q.spec.truncate != q2.spec.truncate ||
+		    (!q.confine) != (!q2.confine) || (q.confine && strcmp(q.confine, q2.confine)) ||
+		    (!q.env_add) != (!q2.env_add))
 			abort();
 		cae_helper_request_clear(&q2);
 	}

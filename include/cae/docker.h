@@ -161,6 +161,27 @@ typedef struct cae_docker_exec_info {
 int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_spec *spec,
 		    cae_run_result *res, cae_docker_exec_info *info, cae_error *err);
 
+/* ---- attached exec: a long-lived byte stream to a program in a container ----
+ * Starts argv (as user; NULL: the container's) with stdin and stdout attached, without the
+ * exec wrapper, and keeps the connection: bytes written reach the program's stdin, bytes
+ * read are its stdout (Docker's stream framing removed); its stderr is kept (the last 4 KiB)
+ * for messages. One thread may read while others write. Closing (or shutting down the fd)
+ * closes the program's stdin. Used for the in-container helper's channel. */
+typedef struct cae_docker_stream cae_docker_stream;
+
+int cae_docker_attach(cae_docker *d, const char *container, const char *const *argv,
+		      const char *user, int64_t timeout_ms, cae_docker_stream **out,
+		      cae_error *err);
+/* The connection's socket (non-blocking), for poll. */
+int cae_docker_stream_fd(const cae_docker_stream *s);
+/* > 0 bytes of stdout, 0 at end of stream, -EAGAIN when none is there yet, or -errno. */
+ssize_t cae_docker_stream_read(cae_docker_stream *s, char *buf, size_t size);
+/* Writes all of p (waiting as needed). 0 or -errno. */
+int cae_docker_stream_write(cae_docker_stream *s, const void *p, size_t n);
+/* What the program wrote on stderr lately (NUL-terminated, borrowed). */
+const char *cae_docker_stream_stderr(const cae_docker_stream *s);
+void cae_docker_stream_close(cae_docker_stream *s); /* accepts NULL */
+
 #ifdef __cplusplus
 }
 #endif

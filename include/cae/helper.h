@@ -29,6 +29,10 @@ extern "C" {
 
 #define CAE_HELPER_PROTOCOL 1
 
+/* The exit status of `cae-helper --init` (a container's PID 1) when its lifetime ran out
+ * without a manager: the container may be started again. */
+#define CAE_HELPER_INIT_EXPIRED 75
+
 /* ---- helper side ---- */
 
 typedef struct cae_helper_serve_options {
@@ -67,6 +71,44 @@ pid_t cae_helper_pid(const cae_helper *h);
 /* Closes the channel (the helper kills its commands and exits), waits briefly, kills what
  * is left and frees h. No call on h may be running. Accepts NULL. */
 void cae_helper_stop(cae_helper *h);
+
+/* ---- manager side, multiplexed: `cae-helper --stream` over any byte stream ----
+ *
+ * In a container the helper is reached through one Engine API exec whose stdin and stdout
+ * stay open (src/docker/attach.c), wherever the engine is (unix socket or tcp://). Any
+ * number of threads may run commands on one mux at once; each request is a frame with an
+ * id (src/helper/mux.h). */
+
+/* A byte stream to `cae-helper --stream`; fd is a socket (shut down to end the stream). read
+ * returns bytes of the helper's stdout (> 0), 0 at end of file, -EAGAIN when nothing is there yet
+ * (poll fd for POLLIN), or -errno; write sends all of p to the helper's stdin (blocking) and
+ * returns 0 or -errno; close releases ctx. */
+typedef struct cae_helper_link {
+	int fd;
+	ssize_t (*read)(void *ctx, char *buf, size_t size);
+	int (*write)(void *ctx, const void *p, size_t n);
+	void (*close)(void *ctx);
+	void *ctx;
+} cae_helper_link;
+
+typedef struct cae_helper_mux cae_helper_mux;
+
+/* Takes over link (closed with the mux, and on failure) and waits up to timeout_ms for the
+ * helper's greeting. */
+int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_helper_mux **out,
+			cae_error *err);
+/* Runs spec through the helper, with the contract of cae_helper_run (-EPIPE: the command
+ * did not run; -ECONNRESET: the helper ended during it; -ETIMEDOUT: no answer in time).
+ * env_add ("K=V", may be NULL) is added to the helper's environment; confine (may be NULL)
+ * is a directory the working directory must resolve beneath (else -ENOTDIR). */
+int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *const *env_add,
+		       const char *confine, cae_run_result *res, cae_error *err);
+/* A round trip without a command (liveness, benchmarks). */
+int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
+bool cae_helper_mux_alive(const cae_helper_mux *m);
+/* Closes the stream (the helper cancels its commands and exits) and frees m. No call on m
+ * may be running. Accepts NULL. */
+void cae_helper_mux_close(cae_helper_mux *m);
 
 #ifdef __cplusplus
 }

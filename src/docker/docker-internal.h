@@ -84,6 +84,12 @@ size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, siz
 extern const char cae_docker_wrapper_script[];
 extern const char cae_docker_kill_script[];
 
+/* A connection of our own (libcurl CONNECT_ONLY), hijacked by the engine for an exec. */
+typedef struct cae_docker_conn {
+	CURL *h;
+	curl_socket_t sock;
+} cae_docker_conn;
+
 /* ---- client.c, for exec.c ---- */
 
 /* Negotiates if needed and writes "/v1.41" into prefix (>= 16 bytes). */

@@ -34,12 +34,7 @@
 
 /* ---- low-level I/O on the hijacked connection ---- */
 
-struct conn {
-	CURL *h;
-	curl_socket_t sock;
-};
-
-static void conn_close(struct conn *c)
+static void conn_close(cae_docker_conn *c)
 {
 	if (c->h)
 		curl_easy_cleanup(c->h);
@@ -62,7 +57,7 @@ static int wait_sock(curl_socket_t s, short events, int64_t deadline_ns)
 	}
 }
 
-static int send_all(struct conn *c, const char *p, size_t n, int64_t deadline_ns)
+static int send_all(cae_docker_conn *c, const char *p, size_t n, int64_t deadline_ns)
 {
 	while (n > 0) {
 		size_t sent = 0;
@@ -82,7 +77,7 @@ static int send_all(struct conn *c, const char *p, size_t n, int64_t deadline_ns
 }
 
 /* Reads what is there: > 0 bytes, 0 at end of stream, -EAGAIN, or -EIO. */
-static ssize_t recv_some(struct conn *c, char *buf, size_t size)
+static ssize_t recv_some(cae_docker_conn *c, char *buf, size_t size)
 {
 	size_t n = 0;
 	CURLcode cc = curl_easy_recv(c->h, buf, size, &n);
@@ -119,7 +114,7 @@ static long content_length(const char *head)
 
 /* Starts exec_id on a new connection. On success *conn is the raw stream and *early holds
  * stream bytes that came with the response head. */
-static int exec_start(cae_docker *d, const char *exec_id, struct conn *conn, cae_buf *early,
+static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn, cae_buf *early,
 		      int64_t timeout_ms, cae_error *err)
 {
 	char prefix[24];
@@ -480,7 +475,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	if (r < 0)
 		return r;
 
-	struct conn conn = {.sock = CURL_SOCKET_BAD};
+	cae_docker_conn conn = {.sock = CURL_SOCKET_BAD};
 	cae_buf early;
 	cae_buf_init(&early, HEAD_MAX);
 	/* The start call answers at once (the stream follows): the API call timeout applies. */
@@ -675,4 +670,145 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	if (ret < 0)
 		cae_run_result_clear(res);
 	return ret;
+}
+
+/* ---- attached streams (cae_docker_attach) ----
+ * One exec whose stdin and stdout stay open: the hijacked connection is used with plain
+ * send/recv on its socket (no TLS on the engine's socket; curl's own calls are not safe from
+ * two threads at once), so that one thread may read while others write. */
+
+#define STREAM_READ_CHUNK (64 * 1024)
+#define STREAM_STDERR_KEEP 4096
+
+struct cae_docker_stream {
+	cae_docker_conn conn;
+	cae_buf early; /* stream bytes that came with the response head */
+	size_t early_off;
+	cae_docker_demux dm;
+	cae_buf out; /* demultiplexed stdout not yet returned */
+	size_t out_off;
+	char errtail[STREAM_STDERR_KEEP]; /* the last of the program's stderr */
+	size_t errlen;
+};
+
+static int stream_frame(void *ud, int stream, const char *p, size_t n)
+{
+	cae_docker_stream *s = ud;
+	if (stream == 1)
+		return cae_buf_append(&s->out, p, n);
+	if (stream == 2) {
+		if (n >= sizeof(s->errtail) - 1) {
+			p += n - (sizeof(s->errtail) - 1);
+			n = sizeof(s->errtail) - 1;
+		}
+		if (s->errlen + n >= sizeof(s->errtail)) {
+			size_t drop = s->errlen + n - (sizeof(s->errtail) - 1);
+			memmove(s->errtail, s->errtail + drop, s->errlen - drop);
+			s->errlen -= drop;
+		}
+		memcpy(s->errtail + s->errlen, p, n);
+		s->errlen += n;
+		s->errtail[s->errlen] = '\0';
+	}
+	return 0;
+}
+
+int cae_docker_attach(cae_docker *d, const char *container, const char *const *argv,
+		      const char *user, int64_t timeout_ms, cae_docker_stream **out, cae_error *err)
+{
+	cae_docker_exec_spec spec = {.argv = argv, .user = user, .raw = true};
+	char exec_id[80];
+	int r = exec_create(d, container, &spec, true, exec_id, sizeof(exec_id), err);
+	if (r < 0)
+		return r;
+	cae_docker_stream *s = calloc(1, sizeof(*s));
+	if (!s)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	s->conn.sock = CURL_SOCKET_BAD;
+	cae_buf_init(&s->early, HEAD_MAX + READ_CHUNK);
+	cae_buf_init(&s->out, SIZE_MAX);
+	cae_docker_demux_init(&s->dm);
+	r = exec_start(d, exec_id, &s->conn, &s->early, timeout_ms, err);
+	if (r < 0) {
+		cae_docker_stream_close(s);
+		return r;
+	}
+	*out = s;
+	return 0;
+}
+
+int cae_docker_stream_fd(const cae_docker_stream *s)
+{
+	return (int)s->conn.sock;
+}
+
+ssize_t cae_docker_stream_read(cae_docker_stream *s, char *buf, size_t size)
+{
+	for (;;) {
+		if (s->out_off < s->out.len) {
+			size_t n = MIN(size, s->out.len - s->out_off);
+			memcpy(buf, s->out.data + s->out_off, n);
+			s->out_off += n;
+			if (s->out_off == s->out.len) {
+				s->out.len = 0;
+				s->out_off = 0;
+			}
+			return (ssize_t)n;
+		}
+		char raw[STREAM_READ_CHUNK];
+		size_t got;
+		if (s->early_off < s->early.len) {
+			got = MIN(sizeof(raw), s->early.len - s->early_off);
+			memcpy(raw, s->early.data + s->early_off, got);
+			s->early_off += got;
+		} else {
+			ssize_t k = recv(s->conn.sock, raw, sizeof(raw), 0);
+			if (k < 0)
+				return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+			if (k == 0)
+				return 0;
+			got = (size_t)k;
+		}
+		int r = cae_docker_demux_feed(&s->dm, raw, got, stream_frame, s);
+		if (r < 0)
+			return r;
+	}
+}
+
+int cae_docker_stream_write(cae_docker_stream *s, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = send(s->conn.sock, c, n, MSG_NOSIGNAL);
+		if (w > 0) {
+			c += w;
+			n -= (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			struct pollfd pfd = {.fd = s->conn.sock, .events = POLLOUT};
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return -errno;
+			continue;
+		}
+		return w < 0 ? -errno : -EIO;
+	}
+	return 0;
+}
+
+const char *cae_docker_stream_stderr(const cae_docker_stream *s)
+{
+	return s->errtail;
+}
+
+void cae_docker_stream_close(cae_docker_stream *s)
+{
+	if (!s)
+		return;
+	conn_close(&s->conn);
+	cae_buf_clear(&s->early);
+	cae_buf_clear(&s->out);
+	free(s);
 }

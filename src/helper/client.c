@@ -148,7 +148,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf req;
 	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	int r = cae_helper_encode_request(spec, &req);
+	int r = cae_helper_encode_request(spec, NULL, &req);
 	if (r < 0) {
 		cae_buf_clear(&req);
 		return cae_error_set(err, r == -E2BIG ? -E2BIG : r,

@@ -2,6 +2,7 @@
  * (see include/cae/helper.h). Not meant to be started by hand. */
 #include "cae/helper.h"
 #include "helper/enter.h"
+#include "helper/mux.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -21,8 +22,54 @@ static void usage(FILE *f)
 		   "       cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR "
 		   "SRC...]\n"
 		   "                  [--user UID:GID] -- PROGRAM ARG...\n"
+		   "       cae-helper --stream [--heartbeat SECONDS]\n"
+		   "       cae-helper --init [--lifetime SECONDS]\n"
 		   "Runs commands for cae over the unix socket on standard input; exits when the\n"
-		   "socket closes (or after SECONDS without a command, when given).\n");
+		   "socket closes (or after SECONDS without a command, when given). --stream\n"
+		   "serves the multiplexed channel on stdin/stdout (in a container, through one\n"
+		   "exec); --init is a container's PID 1.\n");
+}
+
+/* The channel is stdin/stdout; commands get /dev/null as stdin (or theirs) and their own
+ * output pipes, and the channel's descriptors are not inherited. */
+static int stream_main(int argc, char **argv)
+{
+	int heartbeat_s = 0;
+	for (int i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--heartbeat") == 0 && i + 1 < argc) {
+			char *end;
+			long s = strtol(argv[++i], &end, 10);
+			if (*end || s < 0 || s > 86400) {
+				usage(stderr);
+				return 2;
+			}
+			heartbeat_s = (int)s;
+		} else {
+			usage(stderr);
+			return 2;
+		}
+	}
+	int in = fcntl(0, F_DUPFD_CLOEXEC, 3);
+	int out = fcntl(1, F_DUPFD_CLOEXEC, 3);
+	if (in < 0 || out < 0) {
+		fprintf(stderr, "cae-helper: no channel on stdin/stdout: %s\n", strerror(errno));
+		return 2;
+	}
+	(void)syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+	int nul = open("/dev/null", O_RDWR);
+	if (nul >= 0) {
+		dup2(nul, 0);
+		dup2(nul, 1);
+		if (nul > 2)
+			close(nul);
+	}
+	signal(SIGPIPE, SIG_IGN);
+	int r = cae_helper_serve_stream(in, out, heartbeat_s);
+	if (r < 0) {
+		fprintf(stderr, "cae-helper: %s\n", strerror(-r));
+		return 1;
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -30,6 +77,10 @@ int main(int argc, char **argv)
 	cae_helper_serve_options o = {0};
 	if (argc > 1 && strcmp(argv[1], "--enter") == 0)
 		return cae_helper_enter_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--init") == 0)
+		return cae_helper_init_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--stream") == 0)
+		return stream_main(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--max-idle") == 0 && i + 1 < argc) {
 			char *end;

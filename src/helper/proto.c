@@ -24,6 +24,8 @@ enum {
 	RQ_MAX_STDOUT = 9,
 	RQ_MAX_STDERR = 10,
 	RQ_TRUNCATE = 11,
+	RQ_ENV_ADD = 12, /* repeated */
+	RQ_CONFINE = 13,
 	/* response */
 	RS_STATUS = 1,
 	RS_MESSAGE = 2,
@@ -113,7 +115,8 @@ static int finish_frame(cae_buf *b, size_t at, int r)
 	return r;
 }
 
-int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *b)
+int cae_helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
+			      cae_buf *b)
 {
 	if (!spec || !spec->argv || !spec->argv[0])
 		return -EINVAL;
@@ -146,6 +149,10 @@ int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *b)
 		r = put_i64(b, RQ_MAX_STDERR, (int64_t)spec->max_stderr);
 	if (r == 0 && spec->truncate)
 		r = put_i64(b, RQ_TRUNCATE, spec->truncate);
+	for (const char *const *e = x ? x->env_add : NULL; e && *e && r == 0; e++)
+		r = put_str(b, RQ_ENV_ADD, *e);
+	if (r == 0 && x && x->confine)
+		r = put_str(b, RQ_CONFINE, x->confine);
 	return finish_frame(b, at, r);
 }
 
@@ -177,7 +184,7 @@ static int walk(const char *body, size_t len, char type, field_fn fn, void *ud, 
 
 struct req_ctx {
 	cae_helper_request *req;
-	size_t argc, envc, argcap, envcap;
+	size_t argc, envc, argcap, envcap, addc, addcap;
 	bool env_set;
 };
 
@@ -205,7 +212,8 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 {
 	struct req_ctx *c = ud;
 	cae_helper_request *q = c->req;
-	bool text = tag == RQ_ARGV || tag == RQ_ENV || tag == RQ_CWD;
+	bool text = tag == RQ_ARGV || tag == RQ_ENV || tag == RQ_CWD || tag == RQ_ENV_ADD ||
+		    tag == RQ_CONFINE;
 	if (text && memchr(d, '\0', len))
 		return cae_error_set(err, -EINVAL, "helper request: NUL in field %d", tag);
 	int64_t v = 0;
@@ -218,6 +226,18 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 		return push(&q->envp, &c->envc, &c->envcap, d, len) < 0
 			   ? cae_error_set(err, -E2BIG, "helper request: environment too long")
 			   : 0;
+	case RQ_ENV_ADD:
+		if (!memchr(d, '=', len))
+			return cae_error_set(err, -EINVAL,
+					     "helper request: environment entry "
+					     "without '='");
+		return push(&q->env_add, &c->addc, &c->addcap, d, len) < 0
+			   ? cae_error_set(err, -E2BIG, "helper request: environment too long")
+			   : 0;
+	case RQ_CONFINE:
+		free(q->confine);
+		q->confine = cae_memdup0(d, len);
+		return q->confine ? 0 : -ENOMEM;
 	case RQ_ENV_SET:
 		c->env_set = true;
 		return 0;
@@ -284,7 +304,9 @@ void cae_helper_request_clear(cae_helper_request *q)
 		return;
 	free_vec(q->argv);
 	free_vec(q->envp);
+	free_vec(q->env_add);
 	free(q->cwd);
+	free(q->confine);
 	free(q->stdin_data);
 	memset(q, 0, sizeof(*q));
 }

@@ -14,6 +14,7 @@
 #include "cae/error.h"
 #include "cae/runner.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,17 +26,27 @@
 #define CAE_HELPER_MAX_FRAME (512u * 1024u * 1024u)
 #define CAE_HELPER_MAX_ARGS 65536
 
+/* What a request carries besides a run spec. */
+typedef struct cae_helper_request_extra {
+	const char *const *env_add; /* "K=V" added to the helper's environment (envp NULL) */
+	const char *confine;	    /* cwd must resolve beneath this directory (-ENOTDIR) */
+} cae_helper_request_extra;
+
 /* A decoded request: spec points into the owned copies below. */
 typedef struct cae_helper_request {
 	cae_run_spec spec;
-	char **argv; /* NULL-terminated */
-	char **envp; /* NULL-terminated, or NULL: inherit the helper's environment */
+	char **argv;	/* NULL-terminated */
+	char **envp;	/* NULL-terminated, or NULL: inherit the helper's environment */
+	char **env_add; /* NULL-terminated, or NULL */
 	char *cwd;
+	char *confine;
 	char *stdin_data;
 } cae_helper_request;
 
-/* Appends the frame of spec (header included) to out. spec's cancel fd is not sent. */
-int cae_helper_encode_request(const cae_run_spec *spec, cae_buf *out);
+/* Appends the frame of spec (header included) to out. spec's cancel fd is not sent. x may
+ * be NULL. */
+int cae_helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
+			      cae_buf *out);
 /* Decodes a body (without the header). Returns 0 or -EINVAL (err says what is wrong). */
 int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *req,
 			      cae_error *err);
@@ -56,6 +67,13 @@ int cae_helper_send_fd(int ctl, int fd);
 /* Receives one message; returns the fd it carried (close-on-exec; extra fds are closed), -1
  * for a message without one, -EPIPE at end of file, -errno on error. */
 int cae_helper_recv_fd(int ctl);
+
+/* Serves one request body (helper side): decodes it, calls ack (false: the manager is gone,
+ * the command is not run), runs it with cancel_fd (-1: none) and appends the response frame
+ * (header included) to out, which must be empty. Returns 0, or -ENOMEM when no response
+ * could be made. */
+int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
+			      void *ud, cae_buf *out);
 
 /* The body length a frame header announces. */
 uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);

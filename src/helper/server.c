@@ -73,46 +73,118 @@ static int send_full(int fd, const char *p, size_t n)
 	return 0;
 }
 
+extern char **environ;
+
+/* envp for a request that adds to the helper's environment: ours, minus the names it sets,
+ * then its entries. */
+static char **env_with(char *const *add)
+{
+	size_t n = 0, k = 0;
+	for (char **e = environ; e && *e; e++)
+		n++;
+	for (char *const *a = add; *a; a++)
+		k++;
+	char **v = calloc(n + k + 1, sizeof(char *));
+	if (!v)
+		return NULL;
+	size_t o = 0;
+	for (char **e = environ; e && *e; e++) {
+		size_t kl = strcspn(*e, "=");
+		bool replaced = false;
+		for (char *const *a = add; *a && !replaced; a++)
+			replaced = strncmp(*a, *e, kl) == 0 && (*a)[kl] == '=';
+		if (!replaced)
+			v[o++] = *e;
+	}
+	for (char *const *a = add; *a; a++)
+		v[o++] = *a;
+	return v;
+}
+
+/* The request's working directory must lie beneath its confinement (symlinks resolved). */
+static int check_confined(const cae_helper_request *q, cae_error *err)
+{
+	if (!q->confine)
+		return 0;
+	char *real = realpath(q->cwd ? q->cwd : ".", NULL);
+	size_t cl = strlen(q->confine);
+	while (cl > 1 && q->confine[cl - 1] == '/')
+		cl--;
+	bool ok = real && strncmp(real, q->confine, cl) == 0 &&
+		  (real[cl] == '\0' || real[cl] == '/' || cl == 1);
+	free(real);
+	if (ok)
+		return 0;
+	return cae_error_set(err, -ENOTDIR, "working directory %s is not a directory in %s",
+			     q->cwd ? q->cwd : ".", q->confine);
+}
+
+int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
+			      void *ud, cae_buf *out)
+{
+	cae_error err = {0};
+	cae_run_result res = {0};
+	cae_helper_request req = {0};
+	int status = cae_helper_decode_request(body, len, &req, &err);
+	if (!ack(ud))
+		status = -EPIPE; /* the manager is gone: do not run it */
+	_cleanup_free_ char **envp = NULL;
+	if (status == 0 && req.env_add && !req.envp) {
+		envp = env_with(req.env_add);
+		if (!envp)
+			status = cae_error_set(&err, -ENOMEM, "out of memory");
+		req.spec.envp = (const char *const *)envp;
+	}
+	if (status == 0)
+		status = check_confined(&req, &err);
+	if (status == 0) {
+		req.spec.cancel_fd = cancel_fd;
+		req.spec.has_cancel_fd = cancel_fd >= 0;
+		status = cae_runner_run(&req.spec, &res, &err);
+	}
+	cae_helper_request_clear(&req);
+	int r = cae_helper_encode_response(status, err.message, &res, out);
+	if (r == -E2BIG && status == 0) {
+		/* Outputs past what a frame holds (caps above the frame limit): say so. */
+		cae_buf_clear(out); /* the maximum is kept */
+		cae_error_set(&err, -E2BIG, "command output too large for the helper channel");
+		r = cae_helper_encode_response(-E2BIG, err.message, NULL, out);
+	}
+	cae_run_result_clear(&res);
+	return r;
+}
+
+static bool ack_on_socket(void *ud)
+{
+	char ack = CAE_HELPER_ACK;
+	return send_full(*(int *)ud, &ack, 1) == 0;
+}
+
 static void serve_one(int fd)
 {
 	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
 	if (read_full(fd, hdr, sizeof(hdr)) < 0)
 		return;
 	uint32_t len = cae_helper_frame_length(hdr);
-	cae_error err = {0};
-	int status;
-	cae_run_result res = {0};
-	cae_helper_request req = {0};
-	_cleanup_free_ char *body = NULL;
-	if (len > CAE_HELPER_MAX_FRAME) {
-		status = cae_error_set(&err, -E2BIG, "helper request too large (%u bytes)", len);
-	} else if (!(body = malloc(len ? len : 1))) {
-		status = cae_error_set(&err, -ENOMEM, "out of memory");
-	} else if (read_full(fd, body, len) < 0) {
-		return;
-	} else {
-		status = cae_helper_decode_request(body, len, &req, &err);
-	}
-	free(TAKE_PTR(body));
-	char ack = CAE_HELPER_ACK;
-	if (send_full(fd, &ack, 1) < 0)
-		status = -EPIPE; /* the manager is gone: do not run it */
-	if (status == 0) {
-		req.spec.cancel_fd = fd;
-		req.spec.has_cancel_fd = true;
-		status = cae_runner_run(&req.spec, &res, &err);
-	}
-	cae_helper_request_clear(&req);
 	cae_buf out;
 	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	int r = cae_helper_encode_response(status, err.message, &res, &out);
-	if (r == -E2BIG && status == 0) {
-		/* Outputs past what a frame holds (caps above the frame limit): say so. */
-		cae_buf_clear(&out);
-		cae_error_set(&err, -E2BIG, "command output too large for the helper channel");
-		r = cae_helper_encode_response(-E2BIG, err.message, NULL, &out);
+	int r;
+	if (len > CAE_HELPER_MAX_FRAME) {
+		if (!ack_on_socket(&fd))
+			return;
+		r = cae_helper_encode_response(-E2BIG, "helper request too large", NULL, &out);
+	} else {
+		_cleanup_free_ char *body = malloc(len ? len : 1);
+		if (!body) {
+			if (!ack_on_socket(&fd))
+				return;
+			r = cae_helper_encode_response(-ENOMEM, "out of memory", NULL, &out);
+		} else if (read_full(fd, body, len) < 0) {
+			return;
+		} else {
+			r = cae_helper_handle_request(body, len, fd, ack_on_socket, &fd, &out);
+		}
 	}
-	cae_run_result_clear(&res);
 	if (r == 0)
 		(void)send_full(fd, out.data, out.len);
 	cae_buf_clear(&out);

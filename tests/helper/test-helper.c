@@ -98,7 +98,7 @@ START_TEST(request_round_trip)
 			     .truncate = CAE_TRUNCATE_HEAD_TAIL};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_helper_encode_request(&spec, &b), 0);
+	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);
 	ck_assert_uint_eq(cae_helper_frame_length((const unsigned char *)b.data), b.len - 4);
 	cae_helper_request q;
 	cae_error err = {0};
@@ -126,7 +126,7 @@ START_TEST(request_round_trip)
 	const char *empty[] = {NULL};
 	cae_run_spec s2 = {.argv = argv, .envp = empty};
 	cae_buf_clear(&b);
-	ck_assert_int_eq(cae_helper_encode_request(&s2, &b), 0);
+	ck_assert_int_eq(cae_helper_encode_request(&s2, NULL, &b), 0);
 	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_nonnull(q.spec.envp);
 	ck_assert_ptr_null(q.spec.envp[0]);
@@ -134,7 +134,7 @@ START_TEST(request_round_trip)
 	cae_helper_request_clear(&q);
 	s2.envp = NULL;
 	cae_buf_clear(&b);
-	ck_assert_int_eq(cae_helper_encode_request(&s2, &b), 0);
+	ck_assert_int_eq(cae_helper_encode_request(&s2, NULL, &b), 0);
 	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_null(q.spec.envp);
 	cae_helper_request_clear(&q);
@@ -552,7 +552,7 @@ START_TEST(end_of_channel_kills_commands)
 	cae_run_spec spec = {.argv = cmd};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_helper_encode_request(&spec, &b), 0);
+	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);
 	ck_assert_int_eq(write(rq[0], b.data, b.len), (ssize_t)b.len);
 	cae_buf_clear(&b);
 	FILE *f = NULL;

@@ -1,0 +1,393 @@
+/* The manager side of the multiplexed helper channel (cae/helper.h, src/helper/mux.h).
+ *
+ * One reader thread owns the stream's input: it parses frames and hands each to the call
+ * waiting for that id (a record with an eventfd the caller polls together with its cancel
+ * fd). Writers take a lock per frame. When the stream ends, every waiting call learns it:
+ * a request not yet acknowledged did not run (-EPIPE), one acknowledged ended with the
+ * helper (-ECONNRESET). Everything read is untrusted: lengths are bounded per request. */
+#include "cae/helper.h"
+
+#include "base/buf.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "helper/mux.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#define ANSWER_MARGIN_MS 30000
+#define SMALL_FRAME 65536 /* most a frame nobody asked for may carry */
+
+struct call {
+	struct call *next;
+	uint32_t id;
+	int ev; /* eventfd: written when acked or done */
+	uint64_t max_body;
+	bool acked;
+	bool done;
+	char type; /* of the answer */
+	char *body;
+	size_t len;
+};
+
+struct cae_helper_mux {
+	cae_helper_link link;
+	pthread_t reader;
+	bool reader_started;
+	pthread_mutex_t lock; /* calls, next_id, dead, greeted */
+	pthread_cond_t cond;  /* greeting */
+	pthread_mutex_t wlock;
+	struct call *calls;
+	uint32_t next_id;
+	bool greeted;
+	atomic_bool dead;
+	char why[128]; /* why the stream ended */
+};
+
+static void signal_call(struct call *c)
+{
+	uint64_t one = 1;
+	(void)!write(c->ev, &one, sizeof(one));
+}
+
+static struct call *find_locked(cae_helper_mux *m, uint32_t id)
+{
+	for (struct call *c = m->calls; c; c = c->next)
+		if (c->id == id)
+			return c;
+	return NULL;
+}
+
+/* Reads exactly n bytes from the link, waiting as needed. 0, -EPIPE at end of file. */
+static int link_read_full(cae_helper_mux *m, char *p, size_t n)
+{
+	while (n) {
+		ssize_t r = m->link.read(m->link.ctx, p, n);
+		if (r > 0) {
+			p += r;
+			n -= (size_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -EPIPE;
+		if (r != -EAGAIN && r != -EINTR)
+			return (int)r;
+		struct pollfd pfd = {.fd = m->link.fd, .events = POLLIN};
+		if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+			return -errno;
+	}
+	return 0;
+}
+
+static void end_stream(cae_helper_mux *m, const char *why)
+{
+	pthread_mutex_lock(&m->lock);
+	if (!atomic_load(&m->dead))
+		snprintf(m->why, sizeof(m->why), "%s", why);
+	atomic_store(&m->dead, true);
+	for (struct call *c = m->calls; c; c = c->next)
+		signal_call(c);
+	pthread_cond_broadcast(&m->cond);
+	pthread_mutex_unlock(&m->lock);
+}
+
+static void *reader_main(void *arg)
+{
+	cae_helper_mux *m = arg;
+	for (;;) {
+		unsigned char h[CAE_MUX_HEADER];
+		int r = link_read_full(m, (char *)h, sizeof(h));
+		if (r < 0) {
+			end_stream(m, r == -EPIPE ? "end of file" : strerror(-r));
+			return NULL;
+		}
+		char type;
+		uint32_t id, n;
+		if (cae_mux_parse_header(h, &type, &id, &n) < 0) {
+			end_stream(m, "malformed frame");
+			return NULL;
+		}
+		pthread_mutex_lock(&m->lock);
+		struct call *c = find_locked(m, id);
+		uint64_t max = c && type == CAE_MUX_RESULT ? c->max_body : SMALL_FRAME;
+		pthread_mutex_unlock(&m->lock);
+		if (n > max) {
+			end_stream(m, "answer larger than asked for");
+			return NULL;
+		}
+		char *body = malloc(n ? n : 1);
+		if (!body) {
+			end_stream(m, "out of memory");
+			return NULL;
+		}
+		r = link_read_full(m, body, n);
+		if (r < 0) {
+			free(body);
+			end_stream(m, r == -EPIPE ? "end of file" : strerror(-r));
+			return NULL;
+		}
+		pthread_mutex_lock(&m->lock);
+		if (type == CAE_MUX_HELLO) {
+			m->greeted = true;
+			pthread_cond_broadcast(&m->cond);
+		}
+		c = find_locked(m, id);
+		if (c && type == CAE_MUX_ACK) {
+			c->acked = true;
+			signal_call(c);
+		} else if (c && (type == CAE_MUX_RESULT || type == CAE_MUX_PONG) && !c->done) {
+			c->done = true;
+			c->acked = true;
+			c->type = type;
+			c->body = TAKE_PTR(body);
+			c->len = n;
+			signal_call(c);
+		}
+		pthread_mutex_unlock(&m->lock);
+		free(body);
+	}
+}
+
+static int send_frame(cae_helper_mux *m, char type, uint32_t id, const void *p, size_t n)
+{
+	unsigned char h[CAE_MUX_HEADER];
+	cae_mux_header(h, type, id, (uint32_t)n);
+	pthread_mutex_lock(&m->wlock);
+	int r = m->link.write(m->link.ctx, h, sizeof(h));
+	if (r == 0 && n)
+		r = m->link.write(m->link.ctx, p, n);
+	pthread_mutex_unlock(&m->wlock);
+	if (r < 0)
+		end_stream(m, "cannot write to the helper");
+	return r;
+}
+
+int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_helper_mux **out,
+			cae_error *err)
+{
+	cae_helper_mux *m = calloc(1, sizeof(*m));
+	if (!m) {
+		link->close(link->ctx);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	m->link = *link;
+	m->next_id = 1;
+	pthread_mutex_init(&m->lock, NULL);
+	pthread_mutex_init(&m->wlock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&m->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (pthread_create(&m->reader, NULL, reader_main, m) != 0) {
+		cae_helper_mux_close(m);
+		return cae_error_set(err, -EAGAIN, "cannot start the helper channel's reader");
+	}
+	m->reader_started = true;
+	int64_t deadline = cae_now_ns() + timeout_ms * 1000000LL;
+	pthread_mutex_lock(&m->lock);
+	while (!m->greeted && !atomic_load(&m->dead) && cae_now_ns() < deadline) {
+		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
+		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
+	}
+	bool ok = m->greeted && !atomic_load(&m->dead);
+	char why[sizeof(m->why)];
+	snprintf(why, sizeof(why), "%s", atomic_load(&m->dead) ? m->why : "no greeting in time");
+	pthread_mutex_unlock(&m->lock);
+	if (!ok) {
+		cae_helper_mux_close(m);
+		return cae_error_set(err, -EPIPE, "cae-helper did not start: %s", why);
+	}
+	*out = m;
+	return 0;
+}
+
+bool cae_helper_mux_alive(const cae_helper_mux *m)
+{
+	return m && !atomic_load(&m->dead);
+}
+
+/* Registers a call; NULL when the stream is dead or on ENOMEM. */
+static struct call *call_new(cae_helper_mux *m, uint64_t max_body)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->ev = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (c->ev < 0) {
+		free(c);
+		return NULL;
+	}
+	c->max_body = max_body;
+	pthread_mutex_lock(&m->lock);
+	c->id = m->next_id++;
+	if (m->next_id == 0)
+		m->next_id = 1;
+	c->next = m->calls;
+	m->calls = c;
+	pthread_mutex_unlock(&m->lock);
+	return c;
+}
+
+static void call_free(cae_helper_mux *m, struct call *c)
+{
+	pthread_mutex_lock(&m->lock);
+	for (struct call **p = &m->calls; *p; p = &(*p)->next) {
+		if (*p == c) {
+			*p = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&m->lock);
+	close(c->ev);
+	free(c->body);
+	free(c);
+}
+
+/* Waits for c to be done, watching cancel_fd (-1: none) until deadline_ns. On cancel, sends
+ * CANCEL once and keeps waiting for the answer. Returns 0 (done), -ETIMEDOUT, or the stream's
+ * end as -EPIPE (never acknowledged) / -ECONNRESET. */
+static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int64_t deadline_ns)
+{
+	bool cancel_sent = false;
+	for (;;) {
+		pthread_mutex_lock(&m->lock);
+		bool done = c->done, acked = c->acked, dead = atomic_load(&m->dead);
+		pthread_mutex_unlock(&m->lock);
+		if (done)
+			return 0;
+		if (dead)
+			return acked ? -ECONNRESET : -EPIPE;
+		int64_t now = cae_now_ns();
+		if (now >= deadline_ns)
+			return -ETIMEDOUT;
+		struct pollfd p[2] = {{.fd = c->ev, .events = POLLIN},
+				      {.fd = cancel_fd, .events = POLLIN}};
+		nfds_t np = cancel_fd >= 0 && !cancel_sent ? 2 : 1;
+		int pr = poll(p, np, cae_poll_timeout_ms(deadline_ns, now));
+		if (pr < 0 && errno != EINTR)
+			return -errno;
+		if (pr > 0 && (p[0].revents & POLLIN)) {
+			uint64_t v;
+			(void)!read(c->ev, &v, sizeof(v));
+		}
+		if (np > 1 && p[1].revents) {
+			cancel_sent = true;
+			(void)send_frame(m, CAE_MUX_CANCEL, c->id, NULL, 0);
+		}
+	}
+}
+
+static size_t cap_or_default(size_t v)
+{
+	return v ? v : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
+}
+
+int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *const *env_add,
+		       const char *confine, cae_run_result *res, cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	if (!spec || !spec->argv || !spec->argv[0] || !spec->argv[0][0])
+		return cae_error_set(err, -EINVAL, "no command to run");
+	if (!cae_helper_mux_alive(m))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	cae_buf req;
+	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae_helper_request_extra x = {.env_add = env_add, .confine = confine};
+	int r = cae_helper_encode_request(spec, &x, &req);
+	if (r < 0) {
+		cae_buf_clear(&req);
+		return cae_error_set(err, r, "command too large for cae-helper");
+	}
+	/* The answer holds both streams, each up to 3 bytes per byte kept (U+FFFD). */
+	uint64_t max_body =
+	    3ull * (cap_or_default(spec->max_stdout) + cap_or_default(spec->max_stderr)) + 65536;
+	struct call *c = call_new(m, MIN(max_body, (uint64_t)CAE_HELPER_MAX_FRAME));
+	if (!c) {
+		cae_buf_clear(&req);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	r = send_frame(m, CAE_MUX_RUN, c->id, req.data + CAE_HELPER_FRAME_HEADER,
+		       req.len - CAE_HELPER_FRAME_HEADER);
+	cae_buf_clear(&req);
+	int64_t deadline = INT64_MAX;
+	if (spec->timeout_ms > 0)
+		deadline = cae_now_ns() +
+			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
+			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
+			       1000000LL;
+	if (r == 0)
+		r = wait_call(m, c, spec->has_cancel_fd ? spec->cancel_fd : -1, deadline);
+	else
+		r = -EPIPE;
+	if (r < 0) {
+		char why[sizeof(m->why)];
+		pthread_mutex_lock(&m->lock);
+		snprintf(why, sizeof(why), "%s", m->why[0] ? m->why : "no answer");
+		pthread_mutex_unlock(&m->lock);
+		call_free(m, c);
+		if (r == -ETIMEDOUT) {
+			/* a helper that hangs is not trusted with another command */
+			end_stream(m, "did not answer in time");
+			return cae_error_set(err, r, "cae-helper did not answer in time");
+		}
+		if (r == -EPIPE)
+			return cae_error_set(err, r, "cae-helper is gone (%s)", why);
+		return cae_error_set(err, r, "cae-helper ended during the command (%s)", why);
+	}
+	int status;
+	r = cae_helper_decode_response(c->body, c->len, &status, res, err);
+	call_free(m, c);
+	if (r < 0) {
+		end_stream(m, "malformed answer");
+		return cae_error_set(err, -EPROTO, "cae-helper answer malformed: %s",
+				     err ? err->message : "");
+	}
+	return status;
+}
+
+int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err)
+{
+	if (!cae_helper_mux_alive(m))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	struct call *c = call_new(m, 0);
+	if (!c)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	int r = send_frame(m, CAE_MUX_PING, c->id, NULL, 0);
+	if (r == 0)
+		r = wait_call(m, c, -1, cae_now_ns() + timeout_ms * 1000000LL);
+	call_free(m, c);
+	return r < 0 ? cae_error_set(err, r, "cae-helper did not answer a ping") : 0;
+}
+
+void cae_helper_mux_close(cae_helper_mux *m)
+{
+	if (!m)
+		return;
+	/* Shutting the stream down ends the helper and wakes the reader with end of file. */
+	(void)shutdown(m->link.fd, SHUT_RDWR);
+	if (m->reader_started)
+		pthread_join(m->reader, NULL);
+	m->link.close(m->link.ctx);
+	while (m->calls) {
+		struct call *c = m->calls;
+		m->calls = c->next;
+		close(c->ev);
+		free(c->body);
+		free(c);
+	}
+	pthread_mutex_destroy(&m->lock);
+	pthread_mutex_destroy(&m->wlock);
+	pthread_cond_destroy(&m->cond);
+	free(m);
+}

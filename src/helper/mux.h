@@ -1,0 +1,45 @@
+/* The multiplexed helper channel (internal to src/helper): frames on one byte stream, so
+ * that a single Engine API exec (the manager writes the helper's stdin and reads its stdout)
+ * carries any number of concurrent requests. Used by `cae-helper --stream` (stream.c) and
+ * the manager's client (mux-client.c).
+ *
+ * A frame: a little-endian u32 length of what follows, a type byte, a little-endian u32
+ * request id, then the payload. RUN and RESULT payloads are request and response bodies
+ * (proto.h, without their own 4-byte length). Both sides bound every length; the manager
+ * treats whatever comes back as untrusted (the helper runs where commands run). */
+#ifndef CAE_HELPER_MUX_H
+#define CAE_HELPER_MUX_H
+
+#include <stdint.h>
+
+#include "helper/proto.h"
+
+#define CAE_MUX_HEADER 9
+#define CAE_MUX_MAX_LENGTH (CAE_HELPER_MAX_FRAME + 5u)
+
+enum cae_mux_type {
+	CAE_MUX_HELLO = 'G',  /* helper -> manager, id 0: "cae-helper <protocol>" */
+	CAE_MUX_RUN = 'Q',    /* manager -> helper: run a command */
+	CAE_MUX_ACK = 'A',    /* helper -> manager: request read; from now on it may run */
+	CAE_MUX_RESULT = 'R', /* helper -> manager: the outcome */
+	CAE_MUX_CANCEL = 'X', /* manager -> helper: cancel request id (no payload) */
+	CAE_MUX_PING = 'P',   /* manager -> helper: answered by PONG with the same id */
+	CAE_MUX_PONG = 'p',
+};
+
+/* Fills a frame header for a payload of n bytes. */
+void cae_mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uint32_t n);
+/* Reads a frame header: *type, *id and the payload length. -EPROTO for a length that is too
+ * short or over CAE_MUX_MAX_LENGTH. */
+int cae_mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint32_t *id,
+			 uint32_t *payload_len);
+
+/* cae-helper --stream: serves frames read from in, answers on out, until end of file on
+ * in; then cancels every command and returns 0 (-errno on a read error). heartbeat_s > 0:
+ * signals PID 1 (cae-helper --init) with SIGUSR1 that often while connected. */
+int cae_helper_serve_stream(int in, int out, int heartbeat_s);
+
+/* cae-helper --init: a container's PID 1 (init.c). */
+int cae_helper_init_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,425 @@
+/* The multiplexed helper channel: `cae-helper --stream` (the program from the build tree,
+ * CAE_HELPER) on one end of a socket pair, the manager's mux client on the other, as the
+ * docker backend uses them through an exec. Runner semantics through the channel, many
+ * requests at once, cancellation, the helper's end, confinement of the working directory
+ * and `--init` as a PID 1 would run. */
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "cae/helper.h"
+#include "helper/mux.h"
+#include "runner/proctree.h"
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static const char *helper_path(void)
+{
+	const char *p = getenv("CAE_HELPER");
+	ck_assert_msg(p && *p, "CAE_HELPER is not set (run through meson test)");
+	return p;
+}
+
+struct plink {
+	int fd;
+};
+
+static ssize_t p_read(void *ctx, char *buf, size_t size)
+{
+	struct plink *l = ctx;
+	ssize_t n = read(l->fd, buf, size);
+	if (n < 0)
+		return errno == EAGAIN ? -EAGAIN : -errno;
+	return n;
+}
+
+static int p_write(void *ctx, const void *p, size_t n)
+{
+	struct plink *l = ctx;
+	const char *c = p;
+	while (n) {
+		ssize_t w = send(l->fd, c, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void p_close(void *ctx)
+{
+	struct plink *l = ctx;
+	close(l->fd);
+	free(l);
+}
+
+static pid_t helper_pid;
+static int stream_fd; /* the manager's end of the last stream opened */
+
+/* Starts `cae-helper --stream` on a socket pair and opens a mux over it. */
+static cae_helper_mux *open_mux(void)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(sv[1], 0);
+		dup2(sv[1], 1);
+		execl(helper_path(), "cae-helper", "--stream", (char *)NULL);
+		_exit(127);
+	}
+	close(sv[1]);
+	helper_pid = pid;
+	struct plink *l = calloc(1, sizeof(*l));
+	l->fd = sv[0];
+	stream_fd = sv[0];
+	cae_helper_link link = {
+	    .fd = sv[0], .read = p_read, .write = p_write, .close = p_close, .ctx = l};
+	cae_helper_mux *m = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_helper_mux_open(&link, 10000, &m, &err) == 0, "%s", err.message);
+	return m;
+}
+
+static void close_mux(cae_helper_mux *m)
+{
+	cae_helper_mux_close(m);
+	int st;
+	ck_assert_int_eq(waitpid(helper_pid, &st, 0), helper_pid);
+	ck_assert(WIFEXITED(st));
+}
+
+static int run_sh(cae_helper_mux *m, const char *script, int64_t timeout_ms, cae_run_result *r,
+		  cae_error *err)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms};
+	return cae_helper_mux_run(m, &spec, NULL, NULL, r, err);
+}
+
+START_TEST(runs_like_the_runner)
+{
+	cae_helper_mux *m = open_mux();
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_int_eq(run_sh(m, "echo out; echo err >&2; exit 3", 10000, &r, &err), 0);
+	ck_assert_int_eq(r.exit_code, 3);
+	ck_assert_str_eq(r.out, "out\n");
+	ck_assert_str_eq(r.err, "err\n");
+	cae_run_result_clear(&r);
+	/* stdin, cwd, added environment */
+	const char *argv[] = {"sh", "-c", "cat; echo \"[$ADDED]\"; pwd", NULL};
+	const char *add[] = {"ADDED=yes", NULL};
+	cae_run_spec spec = {.argv = argv,
+			     .cwd = "/tmp",
+			     .stdin_data = "in\n",
+			     .stdin_len = 3,
+			     .has_stdin = true,
+			     .timeout_ms = 10000};
+	ck_assert_int_eq(cae_helper_mux_run(m, &spec, add, NULL, &r, &err), 0);
+	ck_assert_str_eq(r.out, "in\n[yes]\n/tmp\n");
+	cae_run_result_clear(&r);
+	/* a program that is not there, a cwd that is not a directory */
+	const char *none[] = {"no-such-program-xyz", NULL};
+	cae_run_spec s2 = {.argv = none, .timeout_ms = 10000};
+	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, NULL, &r, &err), -ENOENT);
+	s2.argv = argv;
+	s2.cwd = "/no/such/dir";
+	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, NULL, &r, &err), -ENOTDIR);
+	/* confinement: the cwd must resolve beneath it, symlinks included */
+	char *dir = tu_mkdtemp();
+	char in[600], up[600];
+	snprintf(in, sizeof(in), "%s/in", dir);
+	snprintf(up, sizeof(up), "%s/in/up", dir);
+	/* not tu_sh: the runner in this process would end the helper, our child */
+	ck_assert_int_eq(mkdir(in, 0755), 0);
+	ck_assert_int_eq(symlink("/", up), 0);
+	s2.cwd = in;
+	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, in, &r, &err), 0);
+	cae_run_result_clear(&r);
+	s2.cwd = up;
+	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, in, &r, &err), -ENOTDIR);
+	s2.cwd = dir;
+	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, in, &r, &err), -ENOTDIR);
+	cae_rm_rf(dir);
+	free(dir);
+	ck_assert_int_eq(cae_helper_mux_ping(m, 5000, &err), 0);
+	close_mux(m);
+}
+END_TEST
+
+struct par {
+	cae_helper_mux *m;
+	int i;
+	bool ok;
+};
+
+static void *par_main(void *arg)
+{
+	struct par *p = arg;
+	char script[64];
+	snprintf(script, sizeof(script), "sleep 0.2; echo %d", p->i);
+	cae_run_result r;
+	cae_error err = {0};
+	if (run_sh(p->m, script, 20000, &r, &err) == 0) {
+		char want[16];
+		snprintf(want, sizeof(want), "%d\n", p->i);
+		p->ok = strcmp(r.out, want) == 0;
+		cae_run_result_clear(&r);
+	}
+	return NULL;
+}
+
+/* Many commands at once on one stream: each gets its own answer. */
+START_TEST(concurrent_requests_get_their_own_answers)
+{
+	cae_helper_mux *m = open_mux();
+	enum { N = 16 };
+	pthread_t t[N];
+	struct par p[N];
+	int64_t t0 = cae_now_ms();
+	for (int i = 0; i < N; i++) {
+		p[i] = (struct par){.m = m, .i = i};
+		ck_assert_int_eq(pthread_create(&t[i], NULL, par_main, &p[i]), 0);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_msg(p[i].ok, "request %d", i);
+	}
+	/* they ran at once, not one after the other (16 x 0.2 s) */
+	ck_assert_int_lt(cae_now_ms() - t0, 3200);
+	close_mux(m);
+}
+END_TEST
+
+/* A timeout kills the whole tree, setsid and double forks included, and returns. */
+START_TEST(timeout_kills_the_tree)
+{
+	cae_helper_mux *m = open_mux();
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_int_eq(
+	    run_sh(m, "setsid sleep 301 & (sleep 302 &) ; sleep 303; echo never", 500, &r, &err),
+	    0);
+	ck_assert(r.timed_out);
+	ck_assert_ptr_null(strstr(r.out, "never"));
+	cae_run_result_clear(&r);
+	pid_t kids[64];
+	ck_assert_uint_eq(cae_proctree_descendants(helper_pid, kids, 64), 0);
+	close_mux(m);
+}
+END_TEST
+
+/* A cancel fd that becomes readable cancels the command; the stream goes on. */
+START_TEST(cancel_through_the_stream)
+{
+	cae_helper_mux *m = open_mux();
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	ck_assert_int_eq(write(p[1], "x", 1), 1);
+	const char *argv[] = {"sleep", "300", NULL};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = 60000, .cancel_fd = p[0], .has_cancel_fd = true};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_helper_mux_run(m, &spec, NULL, NULL, &r, &err), 0);
+	ck_assert(r.cancelled);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(run_sh(m, "echo after", 10000, &r, &err), 0);
+	ck_assert_str_eq(r.out, "after\n");
+	cae_run_result_clear(&r);
+	close(p[0]);
+	close(p[1]);
+	close_mux(m);
+}
+END_TEST
+
+struct bg {
+	cae_helper_mux *m;
+	int r;
+	cae_error err;
+};
+
+static void *bg_main(void *arg)
+{
+	struct bg *b = arg;
+	cae_run_result r;
+	b->r = run_sh(b->m, "sleep 300", 60000, &r, &b->err);
+	if (b->r == 0)
+		cae_run_result_clear(&r);
+	return NULL;
+}
+
+/* The helper killed mid-command: the call says so, and the command does not outlive it
+ * for long (it is the helper's child: the test's subreaper collects it). */
+START_TEST(helper_killed_mid_command_is_an_error)
+{
+	cae_helper_mux *m = open_mux();
+	struct bg b = {.m = m};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, bg_main, &b), 0);
+	for (int i = 0; i < 500; i++) {
+		pid_t kids[64];
+		if (cae_proctree_descendants(helper_pid, kids, 64) > 0)
+			break;
+		nanosleep(&(struct timespec){0, 10000000L}, NULL);
+	}
+	kill(helper_pid, SIGKILL);
+	pthread_join(t, NULL);
+	ck_assert_int_eq(b.r, -ECONNRESET);
+	ck_assert_msg(strstr(b.err.message, "ended during the command") != NULL, "%s",
+		      b.err.message);
+	ck_assert(!cae_helper_mux_alive(m));
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_int_eq(run_sh(m, "true", 1000, &r, &err), -EPIPE);
+	cae_helper_mux_close(m);
+	waitpid(helper_pid, NULL, 0);
+	/* a new stream works */
+	m = open_mux();
+	ck_assert_int_eq(run_sh(m, "echo again", 10000, &r, &err), 0);
+	ck_assert_str_eq(r.out, "again\n");
+	cae_run_result_clear(&r);
+	close_mux(m);
+}
+END_TEST
+
+/* Closing the stream ends the helper and every command it runs. */
+START_TEST(end_of_stream_ends_everything)
+{
+	cae_helper_mux *m = open_mux();
+	struct bg b = {.m = m};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, bg_main, &b), 0);
+	for (int i = 0; i < 500; i++) {
+		pid_t kids[64];
+		if (cae_proctree_descendants(helper_pid, kids, 64) > 0)
+			break;
+		nanosleep(&(struct timespec){0, 10000000L}, NULL);
+	}
+	pid_t kids[64];
+	ck_assert_uint_gt(cae_proctree_descendants(helper_pid, kids, 64), 0);
+	pid_t sleeper = kids[0];
+	/* the manager's end goes away as when its process dies */
+	ck_assert_int_eq(shutdown(stream_fd, SHUT_RDWR), 0);
+	pthread_join(t, NULL);
+	ck_assert_int_lt(b.r, 0);
+	int st;
+	ck_assert_int_eq(waitpid(helper_pid, &st, 0), helper_pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_int_ne(kill(sleeper, 0), 0);
+	cae_helper_mux_close(m);
+}
+END_TEST
+
+/* Runs `cae-helper --init ARGS` as PID 1 of a new PID namespace with its own /proc (as in
+ * a container: --init signals every process it can see). In a forked child: returns its
+ * exit status through the child's. what: 0 wait for it; 1 SIGTERM it after a moment; 2
+ * start an orphan in the namespace first and check it is killed. */
+static int init_in_namespace(const char *lifetime, int what)
+{
+	pid_t outer = fork();
+	ck_assert_int_ge(outer, 0);
+	if (outer == 0) {
+		if (unshare(CLONE_NEWPID | CLONE_NEWNS) < 0)
+			_exit(100);
+		pid_t pid = fork();
+		if (pid < 0)
+			_exit(101);
+		if (pid == 0) {
+			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+			    mount("proc", "/proc", "proc", 0, NULL) < 0)
+				_exit(102);
+			if (what == 2 && fork() == 0) {
+				/* an orphan: its parent exits at once, it is re-parented to 1 */
+				if (fork() == 0) {
+					setpgid(0, 0);
+					execl("/bin/sleep", "sleep", "300", (char *)NULL);
+					_exit(127);
+				}
+				_exit(0);
+			}
+			execl(helper_path(), "cae-helper", "--init", "--lifetime", lifetime,
+			      (char *)NULL);
+			_exit(127);
+		}
+		if (what == 1) {
+			nanosleep(&(struct timespec){0, 300000000L}, NULL);
+			kill(pid, SIGTERM);
+		}
+		if (what == 2) {
+			/* within two ticks the orphan is gone, long before the lifetime ends */
+			nanosleep(&(struct timespec){2, 500000000L}, NULL);
+			pid_t kids[16];
+			if (cae_proctree_descendants(pid, kids, 16) != 0)
+				_exit(104);
+		}
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+			_exit(103);
+		_exit(WEXITSTATUS(st));
+	}
+	int st;
+	ck_assert_int_eq(waitpid(outer, &st, 0), outer);
+	ck_assert(WIFEXITED(st));
+	return WEXITSTATUS(st);
+}
+
+/* --init: exits by itself after its lifetime without contact; exits 0 on SIGTERM; kills
+ * orphans; refuses to run when it is not PID 1. */
+START_TEST(init_as_pid1)
+{
+	int64_t t0 = cae_now_ms();
+	ck_assert_int_eq(init_in_namespace("2", 0), CAE_HELPER_INIT_EXPIRED);
+	ck_assert_int_ge(cae_now_ms() - t0, 2000);
+	ck_assert_int_eq(init_in_namespace("0", 1), 0);
+	/* the orphan (sleep 300) is killed: the namespace empties and the lifetime ends it */
+	t0 = cae_now_ms();
+	ck_assert_int_eq(init_in_namespace("6", 2), CAE_HELPER_INIT_EXPIRED);
+	ck_assert_int_lt(cae_now_ms() - t0, 60000);
+	/* not PID 1: refused, nothing signalled */
+	pid_t pid = fork();
+	if (pid == 0) {
+		execl(helper_path(), "cae-helper", "--init", "--lifetime", "1", (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st));
+	ck_assert_int_eq(WEXITSTATUS(st), 2);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("helper-mux");
+	TCase *tc = tcase_create("mux");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, runs_like_the_runner);
+	tcase_add_test(tc, concurrent_requests_get_their_own_answers);
+	tcase_add_test(tc, timeout_kills_the_tree);
+	tcase_add_test(tc, cancel_through_the_stream);
+	tcase_add_test(tc, helper_killed_mid_command_is_an_error);
+	tcase_add_test(tc, end_of_stream_ends_everything);
+	tcase_add_test(tc, init_as_pid1);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	cae_proctree_init();
+	return tu_run(make_suite());
+}
