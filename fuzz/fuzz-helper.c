@@ -33,9 +33,9 @@ static void check_request(const char *body, size_t len)
 				abort();
 		if (q2.spec.argv[i] || q.spec.has_stdin != q2.spec.has_stdin ||
 		    q.spec.stdin_len != q2.spec.stdin_len || (!q.spec.envp) != (!q2.spec.envp) ||
-		    q.spec.timeout_ms != q2.spec.timeout_ms || q.spec.truncate != q2.spec.truncate ||
-		    (!q.confine) != (!q2.confine) || (q.confine && strcmp(q.confine, q2.confine)) ||
-		    (!q.env_add) != (!q2.env_add))
+		    q.spec.timeout_ms != q2.spec.timeout_ms ||
+		    q.spec.truncate != q2.spec.truncate || (!q.confine) != (!q2.confine) ||
+		    (q.confine && strcmp(q.confine, q2.confine)) || (!q.env_add) != (!q2.env_add))
 			abort();
 		cae_helper_request_clear(&q2);
 	}
