@@ -3,7 +3,9 @@
  * dispatches the agent tools by name. The MCP server and `cae tools` only use this header.
  *
  * Tool names: "command-executor_execute_command", "exec_command", "text_editor",
- * "apply_patch", "environment_list", "environment_prepare", "environment_cleanup".
+ * "text_editor_<command>" (view, create, str_replace, insert, undo_edit), "apply_patch",
+ * "environment_list", "environment_prepare", "environment_cleanup"; the configuration
+ * disables some (cae_session_tool_list lists those enabled).
  */
 #ifndef CAE_SESSION_H
 #define CAE_SESSION_H
@@ -52,6 +54,11 @@ void cae_tool_result_clear(cae_tool_result *res);
  * outputSchema?}]. New reference. with_output_schema: include outputSchema (protocol
  * versions that have it). */
 json_t *cae_session_tool_list(cae_session *s, bool with_output_schema);
+
+/* True when a call of tool name with args (borrowed, may be NULL) is short and never
+ * blocks (a text editor view), so that a front end may run it inline instead of handing it to
+ * a worker thread. */
+bool cae_session_call_is_quick(const cae_session *s, const char *name, const json_t *args);
 
 /* Calls a tool. args is borrowed. Returns 0 with *res filled (check res->is_error), or a
  * negative errno for a protocol-level failure with err set. */

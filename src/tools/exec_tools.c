@@ -1,5 +1,7 @@
-/* The two command tools: exec_command (seed 001) and command-executor_execute_command
- * (seed 000 §6). Both run through the backend, so they behave the same on every backend. */
+/* The command tools: exec_command and command-executor_execute_command, their definitions,
+ * output schemas and calls. Both run through the backend, so they behave the same on every
+ * backend. The exec_command definition's strings are fixed by the tool's specification and
+ * must stay byte-identical. */
 #include "tools/tools-internal.h"
 
 #include "base/macro.h"
@@ -7,22 +9,97 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/banned.h"
 
-json_t *cae_tool_error(const char *code, const char *fmt, ...)
+bool cae_tool_command_executor_enabled(const cae_config *cfg)
 {
-	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	_cleanup_free_ char *clean = cae_utf8_sanitize(msg, strlen(msg), NULL);
-	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean ? clean : "");
+	return cfg->command_executor.enabled;
+}
+
+int cae_tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err)
+{
+	bool is_error;
+	json_t *out = cae_tool_exec_command(env, args, &is_error);
+	return cae_tool_finish(res, out, is_error, err);
+}
+
+int cae_tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				  cae_error *err)
+{
+	bool is_error;
+	json_t *out = cae_tool_execute_command(env, args, &is_error);
+	return cae_tool_finish(res, out, is_error, err);
+}
+
+json_t *cae_tool_execute_command_definition(void)
+{
+	return cae_tool_function(
+	    "command-executor_execute_command",
+	    "Execute a shell command (run with `sh -c`) in the task's isolated execution "
+	    "environment, where the project is cloned at /workspace/project and its "
+	    "dependencies are installed. Use it to run tests, builds, linters, grep/find and "
+	    "git. Returns exit_code, stdout, stderr and duration_ms; each output stream is "
+	    "limited in size (stdout_truncated / stderr_truncated tell when it was cut).",
+	    json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}", "type",
+		      "object", "properties", "command", "type", "string", "description",
+		      "The command to execute, e.g. `pytest -q` or `grep -rn \"foo\" src/`.",
+		      "working_directory", "type", "string", "description",
+		      "Working directory (default: /workspace/project). Relative paths are "
+		      "resolved against it.",
+		      "timeout_seconds", "type", "integer", "description",
+		      "Timeout in seconds (default: the configured timeout, 1800).", "minimum", 1,
+		      "required", "command"));
+}
+
+json_t *cae_tool_execute_command_output_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}, "
+			 "s:[s, s, s, s]}",
+			 "type", "object", "properties", "exit_code", "type", "integer", "stdout",
+			 "type", "string", "stderr", "type", "string", "duration_ms", "type",
+			 "integer", "stdout_truncated", "type", "boolean", "stderr_truncated",
+			 "type", "boolean", "timed_out", "type", "boolean", "required", "exit_code",
+			 "stdout", "stderr", "duration_ms");
+}
+
+json_t *cae_tool_exec_command_definition(void)
+{
+	/* Verbatim from the tool's specification. */
+	return cae_tool_function(
+	    "exec_command",
+	    "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
+	    json_pack(
+		"{s:s, s:{s:{s:s, s:s}, s:{s:s, s:{s:s}, s:s}, s:{s:s, s:[s, s], s:s, "
+		"s:s}, s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}}, s:[s, s]}",
+		"type", "object", "properties", "cwd", "type", "string", "description",
+		"Working directory path in workspace.", "command", "type", "array", "items", "type",
+		"string", "description",
+		"Only the target command tokens to run (e.g. bun run dev).", "shell_mode", "type",
+		"string", "enum", "default", "direct", "default", "default", "description",
+		"Use default to apply OS shell wrapper automatically (default: default).", "stdin",
+		"type", "string", "description", "UTF-8 stdin text.", "timeout_ms", "type",
+		"number", "default", 30000, "description",
+		"Execution timeout in milliseconds (default: 30000).", "max_output_chars", "type",
+		"number", "default", 200000, "description",
+		"Per-stream output char limit (default: 200000).", "required", "cwd", "command"));
+}
+
+json_t *cae_tool_exec_command_output_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+			 "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s, s, s, s, s, s, s]}",
+			 "type", "object", "properties", "cwd", "type", "string", "command", "type",
+			 "array", "items", "type", "string", "exit_code", "type", "integer",
+			 "stdout", "type", "string", "stderr", "type", "string", "stdout_truncated",
+			 "type", "boolean", "stderr_truncated", "type", "boolean", "timed_out",
+			 "type", "boolean", "duration_ms", "type", "integer", "required", "cwd",
+			 "command", "exit_code", "stdout", "stderr", "stdout_truncated",
+			 "stderr_truncated", "timed_out", "duration_ms");
 }
 
 static bool shell_safe(const char *s)
