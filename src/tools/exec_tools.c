@@ -215,9 +215,9 @@ static void cut_chars(char *s, size_t max_chars, bool *truncated)
 }
 
 /* Output that reaches the model: known secrets become ***. */
-static json_t *redacted_string(cae_log *log, const char *s)
+static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 {
-	_cleanup_free_ char *r = cae_redact(log, s ? s : "");
+	_cleanup_free_ char *r = cae_secrets_mask(secrets, s ? s : "");
 	return json_string(r ? r : "");
 }
 
@@ -372,8 +372,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	cut_chars(res.err, (size_t)max_chars, &err_tr);
 	json_t *out = json_pack("{s:s, s:O, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "cwd", cwd,
 				"command", jcmd, "exit_code", res.timed_out ? 124 : res.exit_code,
-				"stdout", redacted_string(env->log, res.out), "stderr",
-				redacted_string(env->log, res.err), "stdout_truncated", out_tr,
+				"stdout", redacted_string(env->secrets, res.out), "stderr",
+				redacted_string(env->secrets, res.err), "stdout_truncated", out_tr,
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
@@ -465,8 +465,8 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "Command execution error: %s", err.message);
-		return exec_result(-1, json_string(""), redacted_string(env->log, msg), 0, false,
-				   false, false);
+		return exec_result(-1, json_string(""), redacted_string(env->secrets, msg), 0,
+				   false, false, false);
 	}
 	json_t *out;
 	if (res.cancelled) {
@@ -475,11 +475,11 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	} else if (res.timed_out) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);
-		out = exec_result(-1, redacted_string(env->log, res.out), json_string(msg),
+		out = exec_result(-1, redacted_string(env->secrets, res.out), json_string(msg),
 				  res.duration_ms, res.out_truncated, false, true);
 	} else {
-		out = exec_result(res.exit_code, redacted_string(env->log, res.out),
-				  redacted_string(env->log, res.err), res.duration_ms,
+		out = exec_result(res.exit_code, redacted_string(env->secrets, res.out),
+				  redacted_string(env->secrets, res.err), res.duration_ms,
 				  res.out_truncated, res.err_truncated, false);
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));

@@ -81,7 +81,7 @@ int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_re
 	}
 	cae_error werr;
 	cae_error_clear(&werr);
-	json_t *result = NULL;
+	_cleanup_(json_decrefp) json_t *result = NULL;
 	int r;
 	if (json_is_string(jp)) {
 		r = cae_worker_run_text(env->backend, env->task_uuid, json_string_value(jp),
@@ -98,7 +98,11 @@ int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_re
 		return cae_tool_finish_error(
 		    env, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL", &werr,
 		    err);
-	res->structured = result;
+	/* The worker masks with the logger's secrets, and there may be no logger: the
+	 * session's are masked here, in what the model reads. */
+	res->structured = cae_secrets_mask_json(env->secrets, result, 0);
+	if (!res->structured)
+		return cae_error_set(err, -ENOMEM, "out of memory");
 	res->is_error = json_object_get(res->structured, "error") != NULL;
 	res->text = cae_worker_render(res->structured);
 	return res->text ? 0 : cae_error_set(err, -ENOMEM, "out of memory");

@@ -24,6 +24,7 @@ struct cae_session {
 	cae_backend *backend; /* from the config */
 	cae_backend *local;   /* for --workspace directories when the main backend is not local */
 	cae_policy *policy;
+	cae_secrets *secrets; /* masked in tool output; also registered in log */
 	pthread_mutex_t lock; /* guards the current environment and the editor */
 	char *current;	      /* task uuid */
 	cae_backend *current_backend;
@@ -60,12 +61,16 @@ int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error 
 	s->cfg = cfg;
 	s->log = log;
 	pthread_mutex_init(&s->lock, NULL);
-	if (cfg->github.token)
-		cae_log_add_secret(log, cfg->github.token);
-	if (cfg->gitlab.token)
-		cae_log_add_secret(log, cfg->gitlab.token);
-	s->policy = cae_policy_from_config(cfg, err);
-	int r = s->policy ? cae_backend_new(cfg, log, &s->backend, err) : -EINVAL;
+	s->secrets = cae_secrets_new();
+	int r = s->secrets ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+	/* A token too short to be masked is ignored, as the logger ignores it. */
+	if (r == 0 && (cae_session_add_secret(s, cfg->github.token) == -ENOMEM ||
+		       cae_session_add_secret(s, cfg->gitlab.token) == -ENOMEM))
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0) {
+		s->policy = cae_policy_from_config(cfg, err);
+		r = s->policy ? cae_backend_new(cfg, log, &s->backend, err) : -EINVAL;
+	}
 	if (r < 0) {
 		cae_session_free(s);
 		return r;
@@ -101,6 +106,7 @@ void cae_session_free(cae_session *s)
 	cae_backend_free(s->local);
 	cae_backend_free(s->backend);
 	cae_policy_free(s->policy);
+	cae_secrets_free(s->secrets);
 	cae_config_free(s->cfg);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -124,6 +130,13 @@ const cae_config *cae_session_config(const cae_session *s)
 void cae_session_set_editor_compat(cae_session *s, bool on)
 {
 	s->editor_compat = on;
+}
+
+int cae_session_add_secret(cae_session *s, const char *secret)
+{
+	int r = cae_secrets_add(s->secrets, secret);
+	int rl = cae_log_add_secret(s->log, secret);
+	return r < 0 ? r : rl;
 }
 
 /* Makes (backend, info) current; opens the editor for local environments. */
@@ -287,6 +300,7 @@ int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *
 	    .cfg = s->cfg,
 	    .policy = s->policy,
 	    .log = s->log,
+	    .secrets = s->secrets,
 	    .editor_compat = s->editor_compat,
 	    .ctx = ctx,
 	};

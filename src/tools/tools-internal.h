@@ -33,9 +33,10 @@ typedef struct cae_tool_env {
 	char *workspace_path; /* as commands see it */
 	const cae_config *cfg;
 	const cae_policy *policy;
-	cae_log *log;		 /* may be NULL */
-	bool editor_compat;	 /* text editor results in the npm server's shape */
-	const cae_call_ctx *ctx; /* may be NULL */
+	cae_log *log;		    /* may be NULL */
+	const cae_secrets *secrets; /* masked in tool output */
+	bool editor_compat;	    /* text editor results in the npm server's shape */
+	const cae_call_ctx *ctx;    /* may be NULL */
 } cae_tool_env;
 
 /* Which definitions list offers a tool (cae_tools_options); a bit each. */

@@ -1,6 +1,6 @@
 /* The agent tools through the session on the local backend: exec_command (its acceptance
- * lines for Linux), command-executor_execute_command, the tool table, tool definitions (the
- * exec_command strings, byte for byte). */
+ * lines for Linux), command-executor_execute_command, the tool table, secrets masking with and
+ * without a logger, tool definitions (the exec_command strings, byte for byte). */
 #include "base/macro.h"
 #include "cae/session.h"
 #include "cae/tools.h"
@@ -597,6 +597,71 @@ START_TEST(state_dir_hidden_from_errors)
 }
 END_TEST
 
+/* The session owns its secrets: tool output is masked with or without a logger (_i 0: no
+ * logger, 1: a logger, whose lines must not show the tokens either). */
+START_TEST(secrets_masked_with_or_without_logger)
+{
+	char *logdir = tu_mkdtemp();
+	_cleanup_free_ char *logpath = cae_path_join(logdir, "log");
+	cae_log *log = NULL;
+	int logfd = -1;
+	if (_i == 1) {
+		logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		ck_assert_int_ge(logfd, 0);
+		log = cae_log_new(logfd, CAE_LOG_DEBUG);
+	}
+	cae_session *s = open_session_log("github:\n  token: ghp_tokenvalue_0001\ngitlab:\n"
+					  "  token: glpat-tokenvalue-0002\n",
+					  log);
+	ck_assert_int_eq(cae_session_add_secret(s, "added-secret-0003"), 0);
+	ck_assert_int_eq(cae_session_add_secret(s, "abc"), -EINVAL);
+	tu_sh("printf 'gh=ghp_tokenvalue_0001\ngl=glpat-tokenvalue-0002\nx=added-secret-0003\n' "
+	      ">%s/found.txt",
+	      ws);
+	bool e;
+	json_t *r =
+	    call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"cat found.txt; cat found.txt >&2\"]}", &e);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "stdout"), "gh=***\ngl=***\nx=***\n");
+	ck_assert_str_eq(S(r, "stderr"), "gh=***\ngl=***\nx=***\n");
+	json_decref(r);
+	r = call(s, "command-executor_execute_command", "{\"command\": \"cat found.txt\"}", &e);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "stdout"), "gh=***\ngl=***\nx=***\n");
+	json_decref(r);
+	/* The patch worker's output (a shell command of the patch) too, text and structure. */
+	json_t *args = json_pack("{s:s}", "patch", "```bash\ncat found.txt\n```\n");
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_msg(cae_session_call_tool(s, "apply_patch", args, NULL, &res, &err) == 0, "%s",
+		      err.message);
+	json_decref(args);
+	_cleanup_free_ char *structured = json_dumps(res.structured, 0);
+	ck_assert_msg(strstr(structured, "gh=***") && !strstr(structured, "tokenvalue") &&
+			  !strstr(structured, "added-secret"),
+		      "%s", structured);
+	ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"), "%s",
+		      res.text);
+	cae_tool_result_clear(&res);
+	close_session(s);
+	if (log) {
+		cae_log_event(log, CAE_LOG_INFO, "test.after",
+			      "ghp_tokenvalue_0001 added-secret-0003");
+		cae_log_free(log);
+		close(logfd);
+		_cleanup_free_ char *raw = NULL;
+		size_t len;
+		ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &raw, &len), 0);
+		ck_assert_msg(!strstr(raw, "tokenvalue") && !strstr(raw, "added-secret"), "%s",
+			      raw);
+		ck_assert_ptr_nonnull(strstr(raw, "\"msg\":\"*** ***\""));
+	}
+	cae_rm_rf(logdir);
+	free(logdir);
+}
+END_TEST
+
 /* Every tool name is a row of the table, which dispatch, listing and the quick check read. */
 START_TEST(tool_table_rows)
 {
@@ -779,6 +844,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, model_repo_classes);
 	tcase_add_test(tc, state_dir_hidden_from_errors);
 	tcase_add_test(tc, host_paths_hidden_in_place);
+	tcase_add_loop_test(tc, secrets_masked_with_or_without_logger, 0, 2);
 	tcase_add_test(tc, tool_table_rows);
 	tcase_add_test(tc, definitions_exec_command_exact);
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
