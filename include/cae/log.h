@@ -12,10 +12,9 @@
  * fields follow (a field named ts, level, event or msg is dropped). Event names are stable
  * dotted identifiers ("module.what_happened"); the message is for people.
  *
- * Redaction, applied to the message and to every string in the fields (object keys and
- * nested values too): every occurrence of a registered secret becomes "***", and the
- * credentials of any URL become "***": https://user:token@host/x -> https:// ***@host/x
- * (without the space, which only keeps this comment a comment).
+ * Masking (cae/secrets.h), applied to the event name, the message and every string in the
+ * fields (object keys and nested values too): every occurrence of a secret registered in
+ * the logger's cae_secrets becomes "***", and so do the credentials of any URL.
  * Strings are made valid UTF-8 and each is capped at CAE_LOG_MAX_STRING bytes.
  *
  * Thread-safe: one logger may be used from any number of threads.
@@ -27,12 +26,14 @@
 #include <stdarg.h>
 #include <stdbool.h>
 
+#include "cae/secrets.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define CAE_LOG_MAX_STRING (64 * 1024) /* bytes per string in a line; longer: cut, marked */
-#define CAE_LOG_MIN_SECRET 4	       /* shorter secrets are refused (they would mangle logs) */
+#define CAE_LOG_MAX_STRING (64 * 1024)	       /* bytes per string in a line; longer: cut, marked */
+#define CAE_LOG_MIN_SECRET CAE_SECRETS_MIN_LEN /* shorter secrets are refused */
 
 typedef enum cae_log_level {
 	CAE_LOG_DEBUG = 0,
@@ -56,9 +57,10 @@ bool cae_log_enabled(const cae_log *log, cae_log_level level);
 int cae_log_level_parse(const char *s, cae_log_level *out);
 const char *cae_log_level_name(cae_log_level level);
 
-/* Registers a secret (copied). NULL or "" is ignored (returns 0); a secret shorter than
- * CAE_LOG_MIN_SECRET is refused with -EINVAL; -ENOMEM. Adding the same secret twice is
- * harmless. Longer secrets are replaced first. */
+/* The secrets masked in this logger's lines: owned by the logger, borrowed by the caller
+ * for the logger's life. NULL for a NULL logger. */
+cae_secrets *cae_log_secrets(cae_log *log);
+/* cae_secrets_add on the logger's secrets (0 for a NULL logger). */
 int cae_log_add_secret(cae_log *log, const char *secret);
 
 /* Writes an event. fmt (may be NULL) gives the "msg" field, printf-style. */
@@ -76,15 +78,14 @@ void cae_log_fields(cae_log *log, cae_log_level level, const char *event, json_t
 /* Returns a new string in which the credentials of every URL in text are replaced by ***
  * ("scheme://" then the userinfo up to the last '@' of the authority):
  * clone https://x-access-token:abc@github.com/o/r.git -> clone https:// ***@github.com/o/r.git
- * NULL only on ENOMEM (or text NULL). */
+ * NULL only on ENOMEM (or text NULL). cae_secrets_mask(NULL, text). */
 char *cae_redact_url(const char *text);
-/* Returns a new string with URL credentials and every secret registered in log replaced
- * by *** (log may be NULL: URLs only). For other modules, e.g. command output before it
- * reaches the model. NULL only on ENOMEM (or text NULL). */
+/* cae_secrets_mask with the logger's secrets (log may be NULL: URLs only). New string;
+ * NULL only on ENOMEM (or text NULL). */
 char *cae_redact(const cae_log *log, const char *text);
 /* Same for a byte string of len bytes (may contain NULs); *out_len receives the length. */
 char *cae_redactn(const cae_log *log, const char *text, size_t len, size_t *out_len);
-/* A new deep copy of a JSON value with every string (keys included) redacted as above.
+/* cae_secrets_mask_json with the logger's secrets, strings capped at CAE_LOG_MAX_STRING.
  * NULL on ENOMEM. value is borrowed. */
 json_t *cae_redact_json(const cae_log *log, const json_t *value);
 

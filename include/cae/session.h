@@ -1,9 +1,17 @@
 /* A session: what every interface (CLI, MCP server, library user) talks to. It holds the
- * configuration, the backend, the policy, the logger and the current environment, and
- * dispatches the agent tools by name. The MCP server and `cae tools` only use this header.
+ * configuration, the backend, the policy, the secrets, the logger and the current
+ * environment, and dispatches the agent tools by name. The MCP server and `cae tools` only
+ * use this header.
  *
  * Tool names: "command-executor_execute_command", "exec_command", "text_editor",
- * "apply_patch", "environment_list", "environment_prepare", "environment_cleanup".
+ * "text_editor_<command>" (view, create, str_replace, insert, undo_edit), "apply_patch",
+ * "environment_list", "environment_prepare", "environment_cleanup"; the configuration
+ * disables some (cae_session_tool_list lists those enabled).
+ *
+ * Secrets: the session owns the set its tool output is masked with (a command's output that
+ * shows a token shows *** instead), filled with the configuration's GitHub and GitLab tokens
+ * and cae_session_add_secret; each is registered in the logger too, when there is one, so
+ * masking does not depend on having a logger.
  */
 #ifndef CAE_SESSION_H
 #define CAE_SESSION_H
@@ -53,6 +61,11 @@ void cae_tool_result_clear(cae_tool_result *res);
  * versions that have it). */
 json_t *cae_session_tool_list(cae_session *s, bool with_output_schema);
 
+/* True when a call of tool name with args (borrowed, may be NULL) is short and never
+ * blocks (a text editor view), so that a front end may run it inline instead of handing it to
+ * a worker thread. */
+bool cae_session_call_is_quick(const cae_session *s, const char *name, const json_t *args);
+
 /* Calls a tool. args is borrowed. Returns 0 with *res filled (check res->is_error), or a
  * negative errno for a protocol-level failure with err set. */
 int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
@@ -84,6 +97,10 @@ const cae_config *cae_session_config(const cae_session *s);
 cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err);
 /* Text editor results in the npm mcp-server-text-editor (bhouston) shape. */
 void cae_session_set_editor_compat(cae_session *s, bool on);
+/* Registers a secret (copied) that tool output and the log must not show: in the session's
+ * secrets and in the logger's. Returns as cae_secrets_add (NULL or "" is ignored, shorter
+ * than CAE_SECRETS_MIN_LEN is -EINVAL). */
+int cae_session_add_secret(cae_session *s, const char *secret);
 
 #ifdef __cplusplus
 }

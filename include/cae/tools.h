@@ -1,6 +1,6 @@
-/* Tool definitions for agents (SPEC §9, seed 000 §11.2, seed 001 §4.4, seed 004 §3.2):
- * the functions form, the OpenAI `tools` form and the MCP `tools/list` form of every tool
- * that is enabled by the configuration. */
+/* Tool definitions for agents: the functions form, the OpenAI `tools` form and the MCP
+ * `tools/list` form of every tool that is enabled by the configuration. They are made from
+ * the one tool table (src/tools/table.c) that also drives dispatch, in its order. */
 #ifndef CAE_TOOLS_H
 #define CAE_TOOLS_H
 
@@ -33,17 +33,17 @@ typedef struct cae_tools_options {
  * when asked. */
 json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *opts);
 
-/* seed 000 get_function_calling_functions(): command-executor_execute_command in the
- * functions form; [] when the command executor is disabled. New reference. */
+/* command-executor_execute_command in the functions form; [] when the command executor is
+ * disabled. New reference. */
 json_t *cae_tools_command_executor_functions(const cae_config *cfg);
-/* seed 000 get_text_editor_functions(): the text editor (one tool, or split); [] when the
- * text editor is disabled. New reference. */
+/* The text editor (one tool, or split) in the functions form; [] when the text editor is
+ * disabled. New reference. */
 json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split);
 /* Wraps a functions-form array in the OpenAI tools form. tools is borrowed; new reference. */
 json_t *cae_tools_to_openai(json_t *functions);
 
-/* seed 004 §5 (_should_exclude_git_platform_tools): when the text editor is enabled, the
- * GitHub/GitLab file tools are removed from a tool list offered to the model. tools is a
+/* When the text editor is enabled, the GitHub/GitLab file tools are removed from a tool list
+ * offered to the model (two tools that write the same files would compete). tools is a
  * JSON array in any of the forms above (borrowed); returns a new array. */
 json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools);
 /* True for a GitHub/GitLab MCP file tool name (e.g. "github_create_or_update_file",

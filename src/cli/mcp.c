@@ -167,22 +167,15 @@ static int session_call(void *userdata, const char *name, json_t *args, const ca
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
-/* A text editor view is short and does not block (a bounded read of a local file or
- * directory listing; the editor serves local environments only), so it runs on the reader
- * thread. Not before the session is open: that can take long. Edits are not quick: they
- * fsync. */
+/* A call the session declares quick (a text editor view) runs on the reader thread. Not
+ * before the session is open: that can take long. */
 static bool session_call_is_quick(void *userdata, const char *name, const json_t *args)
 {
 	struct lazy_session *l = userdata;
 	pthread_mutex_lock(&l->lock);
-	bool ready = l->ready && l->s;
+	cae_session *s = l->ready ? l->s : NULL;
 	pthread_mutex_unlock(&l->lock);
-	if (!ready)
-		return false;
-	if (strcmp(name, "text_editor_view") == 0)
-		return true;
-	const char *command = json_string_value(json_object_get(args, "command"));
-	return strcmp(name, "text_editor") == 0 && command && strcmp(command, "view") == 0;
+	return s && cae_session_call_is_quick(s, name, args);
 }
 
 static bool server_log_enabled(void *userdata, const char *level)

@@ -1,5 +1,7 @@
-/* The two command tools: exec_command (seed 001) and command-executor_execute_command
- * (seed 000 §6). Both run through the backend, so they behave the same on every backend. */
+/* The command tools: exec_command and command-executor_execute_command, their definitions,
+ * output schemas and calls. Both run through the backend, so they behave the same on every
+ * backend. The exec_command definition's strings are fixed by the tool's specification and
+ * must stay byte-identical. */
 #include "tools/tools-internal.h"
 
 #include "base/macro.h"
@@ -7,22 +9,97 @@
 
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/banned.h"
 
-json_t *cae_tool_error(const char *code, const char *fmt, ...)
+bool cae_tool_command_executor_enabled(const cae_config *cfg)
 {
-	char msg[2048];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	_cleanup_free_ char *clean = cae_utf8_sanitize(msg, strlen(msg), NULL);
-	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean ? clean : "");
+	return cfg->command_executor.enabled;
+}
+
+int cae_tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err)
+{
+	bool is_error;
+	json_t *out = cae_tool_exec_command(env, args, &is_error);
+	return cae_tool_finish(res, out, is_error, err);
+}
+
+int cae_tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				  cae_error *err)
+{
+	bool is_error;
+	json_t *out = cae_tool_execute_command(env, args, &is_error);
+	return cae_tool_finish(res, out, is_error, err);
+}
+
+json_t *cae_tool_execute_command_definition(void)
+{
+	return cae_tool_function(
+	    "command-executor_execute_command",
+	    "Execute a shell command (run with `sh -c`) in the task's isolated execution "
+	    "environment, where the project is cloned at /workspace/project and its "
+	    "dependencies are installed. Use it to run tests, builds, linters, grep/find and "
+	    "git. Returns exit_code, stdout, stderr and duration_ms; each output stream is "
+	    "limited in size (stdout_truncated / stderr_truncated tell when it was cut).",
+	    json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}", "type",
+		      "object", "properties", "command", "type", "string", "description",
+		      "The command to execute, e.g. `pytest -q` or `grep -rn \"foo\" src/`.",
+		      "working_directory", "type", "string", "description",
+		      "Working directory (default: /workspace/project). Relative paths are "
+		      "resolved against it.",
+		      "timeout_seconds", "type", "integer", "description",
+		      "Timeout in seconds (default: the configured timeout, 1800).", "minimum", 1,
+		      "required", "command"));
+}
+
+json_t *cae_tool_execute_command_output_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}, "
+			 "s:[s, s, s, s]}",
+			 "type", "object", "properties", "exit_code", "type", "integer", "stdout",
+			 "type", "string", "stderr", "type", "string", "duration_ms", "type",
+			 "integer", "stdout_truncated", "type", "boolean", "stderr_truncated",
+			 "type", "boolean", "timed_out", "type", "boolean", "required", "exit_code",
+			 "stdout", "stderr", "duration_ms");
+}
+
+json_t *cae_tool_exec_command_definition(void)
+{
+	/* Verbatim from the tool's specification. */
+	return cae_tool_function(
+	    "exec_command",
+	    "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
+	    json_pack(
+		"{s:s, s:{s:{s:s, s:s}, s:{s:s, s:{s:s}, s:s}, s:{s:s, s:[s, s], s:s, "
+		"s:s}, s:{s:s, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}}, s:[s, s]}",
+		"type", "object", "properties", "cwd", "type", "string", "description",
+		"Working directory path in workspace.", "command", "type", "array", "items", "type",
+		"string", "description",
+		"Only the target command tokens to run (e.g. bun run dev).", "shell_mode", "type",
+		"string", "enum", "default", "direct", "default", "default", "description",
+		"Use default to apply OS shell wrapper automatically (default: default).", "stdin",
+		"type", "string", "description", "UTF-8 stdin text.", "timeout_ms", "type",
+		"number", "default", 30000, "description",
+		"Execution timeout in milliseconds (default: 30000).", "max_output_chars", "type",
+		"number", "default", 200000, "description",
+		"Per-stream output char limit (default: 200000).", "required", "cwd", "command"));
+}
+
+json_t *cae_tool_exec_command_output_schema(void)
+{
+	return json_pack("{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+			 "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s, s, s, s, s, s, s]}",
+			 "type", "object", "properties", "cwd", "type", "string", "command", "type",
+			 "array", "items", "type", "string", "exit_code", "type", "integer",
+			 "stdout", "type", "string", "stderr", "type", "string", "stdout_truncated",
+			 "type", "boolean", "stderr_truncated", "type", "boolean", "timed_out",
+			 "type", "boolean", "duration_ms", "type", "integer", "required", "cwd",
+			 "command", "exit_code", "stdout", "stderr", "stdout_truncated",
+			 "stderr_truncated", "timed_out", "duration_ms");
 }
 
 static bool shell_safe(const char *s)
@@ -138,9 +215,9 @@ static void cut_chars(char *s, size_t max_chars, bool *truncated)
 }
 
 /* Output that reaches the model: known secrets become ***. */
-static json_t *redacted_string(cae_log *log, const char *s)
+static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 {
-	_cleanup_free_ char *r = cae_redact(log, s ? s : "");
+	_cleanup_free_ char *r = cae_secrets_mask(secrets, s ? s : "");
 	return json_string(r ? r : "");
 }
 
@@ -295,8 +372,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	cut_chars(res.err, (size_t)max_chars, &err_tr);
 	json_t *out = json_pack("{s:s, s:O, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "cwd", cwd,
 				"command", jcmd, "exit_code", res.timed_out ? 124 : res.exit_code,
-				"stdout", redacted_string(env->log, res.out), "stderr",
-				redacted_string(env->log, res.err), "stdout_truncated", out_tr,
+				"stdout", redacted_string(env->secrets, res.out), "stderr",
+				redacted_string(env->secrets, res.err), "stdout_truncated", out_tr,
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
@@ -388,8 +465,8 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "Command execution error: %s", err.message);
-		return exec_result(-1, json_string(""), redacted_string(env->log, msg), 0, false,
-				   false, false);
+		return exec_result(-1, json_string(""), redacted_string(env->secrets, msg), 0,
+				   false, false, false);
 	}
 	json_t *out;
 	if (res.cancelled) {
@@ -398,11 +475,11 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	} else if (res.timed_out) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);
-		out = exec_result(-1, redacted_string(env->log, res.out), json_string(msg),
+		out = exec_result(-1, redacted_string(env->secrets, res.out), json_string(msg),
 				  res.duration_ms, res.out_truncated, false, true);
 	} else {
-		out = exec_result(res.exit_code, redacted_string(env->log, res.out),
-				  redacted_string(env->log, res.err), res.duration_ms,
+		out = exec_result(res.exit_code, redacted_string(env->secrets, res.out),
+				  redacted_string(env->secrets, res.err), res.duration_ms,
 				  res.out_truncated, res.err_truncated, false);
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));

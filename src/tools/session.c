@@ -1,11 +1,10 @@
-/* The session: configuration, backend, policy, current environment and the tool dispatch
- * every front end uses (CLI, MCP server). */
+/* The session's state: configuration, backends, policy, secrets, the current environment and
+ * its editor, the workspace it owns. The tools (table.c and the family files) reach that
+ * state through the few functions of tools-internal.h. */
 #include "cae/session.h"
 
 #include "base/macro.h"
-#include "base/utf8.h"
 #include "cae/editor.h"
-#include "cae/tools.h"
 #include "cae/worker.h"
 #include "tools/tools-internal.h"
 
@@ -25,6 +24,7 @@ struct cae_session {
 	cae_backend *backend; /* from the config */
 	cae_backend *local;   /* for --workspace directories when the main backend is not local */
 	cae_policy *policy;
+	cae_secrets *secrets; /* masked in tool output; also registered in log */
 	pthread_mutex_t lock; /* guards the current environment and the editor */
 	char *current;	      /* task uuid */
 	cae_backend *current_backend;
@@ -34,15 +34,6 @@ struct cae_session {
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
 	bool editor_compat;
 };
-
-void cae_tool_result_clear(cae_tool_result *res)
-{
-	if (!res)
-		return;
-	free(res->text);
-	json_decref(res->structured);
-	memset(res, 0, sizeof(*res));
-}
 
 cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err)
 {
@@ -70,12 +61,16 @@ int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error 
 	s->cfg = cfg;
 	s->log = log;
 	pthread_mutex_init(&s->lock, NULL);
-	if (cfg->github.token)
-		cae_log_add_secret(log, cfg->github.token);
-	if (cfg->gitlab.token)
-		cae_log_add_secret(log, cfg->gitlab.token);
-	s->policy = cae_policy_from_config(cfg, err);
-	int r = s->policy ? cae_backend_new(cfg, log, &s->backend, err) : -EINVAL;
+	s->secrets = cae_secrets_new();
+	int r = s->secrets ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+	/* A token too short to be masked is ignored, as the logger ignores it. */
+	if (r == 0 && (cae_session_add_secret(s, cfg->github.token) == -ENOMEM ||
+		       cae_session_add_secret(s, cfg->gitlab.token) == -ENOMEM))
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0) {
+		s->policy = cae_policy_from_config(cfg, err);
+		r = s->policy ? cae_backend_new(cfg, log, &s->backend, err) : -EINVAL;
+	}
 	if (r < 0) {
 		cae_session_free(s);
 		return r;
@@ -111,6 +106,7 @@ void cae_session_free(cae_session *s)
 	cae_backend_free(s->local);
 	cae_backend_free(s->backend);
 	cae_policy_free(s->policy);
+	cae_secrets_free(s->secrets);
 	cae_config_free(s->cfg);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -136,6 +132,13 @@ void cae_session_set_editor_compat(cae_session *s, bool on)
 	s->editor_compat = on;
 }
 
+int cae_session_add_secret(cae_session *s, const char *secret)
+{
+	int r = cae_secrets_add(s->secrets, secret);
+	int rl = cae_log_add_secret(s->log, secret);
+	return r < 0 ? r : rl;
+}
+
 /* Makes (backend, info) current; opens the editor for local environments. */
 static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info *info)
 {
@@ -149,9 +152,10 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 	}
 	/* A dead process's half-made change (its journal) is completed or rolled back before
 	 * any command of ours sees the workspace (the editor does it too when it opens). */
-	if (info->host_path && !s->cfg->text_editor_mcp.enabled)
+	bool editor = cae_tool_editor_enabled(s->cfg);
+	if (info->host_path && !editor)
 		(void)cae_worker_recover(b, info->task_uuid, NULL);
-	if (!s->cfg->text_editor_mcp.enabled)
+	if (!editor)
 		return 0;
 	if (info->host_path) {
 		cae_editor_limits lim;
@@ -289,356 +293,74 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	return cae_backend_cleanup(b, uuid, err);
 }
 
-json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
+int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
 {
-	cae_tools_options o = {
-	    .format = CAE_TOOLS_MCP,
-	    .environment_tools = true,
-	    .output_schema = with_output_schema,
-	    .patch_tool = true,
+	*env = (cae_tool_env){
+	    .session = s,
+	    .cfg = s->cfg,
+	    .policy = s->policy,
+	    .log = s->log,
+	    .secrets = s->secrets,
+	    .editor_compat = s->editor_compat,
+	    .ctx = ctx,
 	};
-	return cae_tools_definitions(s->cfg, &o);
-}
-
-static void replace_all(char *msg, size_t size, const char *what, const char *with)
-{
-	size_t wn = strlen(what), rn = strlen(with);
-	if (wn < 2)
-		return; /* "/" alone is no secret, and replacing it would mangle every path */
-	for (char *at = strstr(msg, what); at; at = strstr(at + rn, what)) {
-		size_t head = (size_t)(at - msg);
-		if (head + rn >= size) {
-			*at = '\0'; /* no room for the replacement: the message ends here */
-			return;
-		}
-		size_t tail = strlen(at + wn);
-		if (head + rn + tail + 1 > size)
-			tail = size - 1 - head - rn;
-		memmove(at + rn, at + wn, tail);
-		at[rn + tail] = '\0';
-		memcpy(at, with, rn);
-	}
-}
-
-void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
-{
-	const char *sd = cfg ? cfg->command_executor.state_dir : NULL;
-	if (!cfg || size < 32)
-		return;
-	if (!sd)
-		sd = "";
-	char real[PATH_MAX];
-	/* The longer spelling first, so that a prefix of it does not hide the rest. */
-	const char *a = sd, *b = realpath(sd, real) ? real : NULL;
-	if (b && strlen(b) > strlen(a)) {
-		const char *t = a;
-		a = b;
-		b = t;
-	}
-	replace_all(msg, size, a, "<state directory>");
-	if (b)
-		replace_all(msg, size, b, "<state directory>");
-	/* "cannot connect to the Docker engine at unix:///..." */
-	const char *dh = cfg->command_executor.docker_host;
-	if (dh && strncmp(dh, "unix://", 7) == 0)
-		replace_all(msg, size, dh, "<docker socket>");
-}
-
-/* Text for the model: the structured result as JSON, or the error message. */
-static void finish(cae_tool_result *res, json_t *structured, bool is_error)
-{
-	res->is_error = is_error;
-	res->structured = structured;
-	json_t *e = json_object_get(structured, "error");
-	const char *msg = json_string_value(json_object_get(e, "message"));
-	const char *code = json_string_value(json_object_get(e, "code"));
-	if (is_error && msg) {
-		size_t n = strlen(msg) + (code ? strlen(code) : 0) + 4;
-		res->text = malloc(n);
-		if (res->text)
-			snprintf(res->text, n, "%s: %s", code ? code : "ERROR", msg);
-	} else {
-		res->text = json_dumps(structured, JSON_COMPACT);
-	}
-}
-
-/* An error result for the environment tools, with host paths hidden. */
-static void env_error(cae_session *s, cae_tool_result *res, const char *code, cae_error *err)
-{
-	cae_tools_hide_host_paths(s->cfg, err->message, sizeof(err->message));
-	finish(res, cae_tool_error(code, "%s", err->message), true);
-}
-
-static int call_editor(cae_session *s, const char *name, json_t *args, cae_tool_result *res)
-{
-	_cleanup_(json_decrefp) json_t *a = NULL;
-	if (strncmp(name, "text_editor_", 12) == 0) {
-		a = json_is_object(args) ? json_deep_copy(args) : json_object();
-		json_object_set_new(a, "command", json_string(name + 12));
-		args = a;
-	}
 	pthread_mutex_lock(&s->lock);
-	if (!s->current) {
-		pthread_mutex_unlock(&s->lock);
-		finish(res,
-		       cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
-						  "(environment_prepare)"),
-		       true);
-		return 0;
-	}
-	if (!s->editor) {
-		finish(res,
-		       cae_tool_error("INTERNAL", "the text editor is not available: %s",
-				      s->editor_error ? s->editor_error : "unknown"),
-		       true);
-		pthread_mutex_unlock(&s->lock);
-		return 0;
-	}
-	cae_editor_result er;
-	int r = cae_editor_call(s->editor, args, &er);
+	env->backend = s->current_backend;
+	env->task_uuid = s->current ? strdup(s->current) : NULL;
+	env->workspace_path = s->workspace_path ? strdup(s->workspace_path) : NULL;
+	bool ok = (!s->current || env->task_uuid) && (!s->workspace_path || env->workspace_path);
 	pthread_mutex_unlock(&s->lock);
-	if (r < 0)
-		return r;
-	res->is_error = er.is_error;
-	if (s->editor_compat) {
-		res->text = cae_editor_result_compat_text(&er);
-		res->structured = res->text ? json_loads(res->text, 0, NULL) : NULL;
-	} else {
-		res->text = er.text;
-		er.text = NULL;
-		/* The output can be a whole file: checked once here (a faster check than
-		 * json_pack's), and the MCP result shares this string for its text. */
-		size_t n = res->text ? strlen(res->text) : 0;
-		json_t *out = res->text && cae_utf8_is_valid(res->text, n)
-				  ? json_stringn_nocheck(res->text, n)
-				  : NULL;
-		res->structured = out ? json_pack("{s:s, s:s?, s:o, s:b}", "command",
-						  cae_editor_command_name(er.command), "path",
-						  er.path, "output", out, "is_error", er.is_error)
-				      : NULL;
+	if (!ok) {
+		cae_tool_env_clear(env);
+		return -ENOMEM;
 	}
-	cae_editor_result_clear(&er);
-	return res->text ? 0 : -ENOMEM;
-}
-
-/* What the model sees of an environment: where things are as commands see them, not where
- * they are on this host (the state directory is the operator's business). */
-static void model_view(json_t *info)
-{
-	json_object_del(info, "host_path");
-}
-
-static int call_environment(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
-			    cae_tool_result *res)
-{
-	cae_error err;
-	cae_error_clear(&err);
-	if (strcmp(name, "environment_list") == 0) {
-		json_t *list = NULL;
-		int r = cae_backend_list(s->backend, &list, &err);
-		if (r < 0) {
-			env_error(s, res, "INTERNAL", &err);
-			return 0;
-		}
-		if (s->local) {
-			json_t *more = NULL;
-			if (cae_backend_list(s->local, &more, NULL) == 0) {
-				json_array_extend(list, more);
-				json_decref(more);
-			}
-		}
-		size_t i;
-		json_t *e;
-		json_array_foreach(list, i, e) model_view(e);
-		pthread_mutex_lock(&s->lock);
-		json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current",
-					s->current, "backend", cae_backend_name(s->backend));
-		pthread_mutex_unlock(&s->lock);
-		finish(res, out, false);
-		return 0;
-	}
-	if (strcmp(name, "environment_prepare") == 0) {
-		json_t *jt = json_object_get(args, "task");
-		json_t *je = json_object_get(args, "environment");
-		if (je && !json_is_null(je) && !json_is_string(je)) {
-			finish(res,
-			       cae_tool_error("INVALID_ARGUMENT", "environment must be a string"),
-			       true);
-			return 0;
-		}
-		cae_task task;
-		if (cae_task_from_json(jt, &task, &err) < 0) {
-			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", err.message), true);
-			return 0;
-		}
-		/* The model names remote repositories; host paths are the operator's. */
-		if (cae_task_check_model_repo(s->cfg, &task, &err) < 0) {
-			cae_task_clear(&task);
-			finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", err.message), true);
-			return 0;
-		}
-		json_t *info = NULL;
-		int r = cae_session_prepare(s, &task, json_string_value(je), ctx, &info, &err);
-		cae_task_clear(&task);
-		if (r < 0) {
-			env_error(s, res, "INTERNAL", &err);
-			return 0;
-		}
-		model_view(info);
-		finish(res, info, false);
-		return 0;
-	}
-	/* environment_cleanup */
-	json_t *ju = json_object_get(args, "task_uuid");
-	if (ju && !json_is_null(ju) && !json_is_string(ju)) {
-		finish(res, cae_tool_error("INVALID_ARGUMENT", "task_uuid must be a string"), true);
-		return 0;
-	}
-	const char *uuid = json_string_value(ju);
-	pthread_mutex_lock(&s->lock);
-	_cleanup_free_ char *target = strdup(uuid ? uuid : s->current ? s->current : "");
-	pthread_mutex_unlock(&s->lock);
-	if (!target || !*target) {
-		finish(res,
-		       cae_tool_error("INVALID_ARGUMENT",
-				      "no task_uuid given and no current environment"),
-		       true);
-		return 0;
-	}
-	int r = cae_session_cleanup(s, target, &err);
-	if (r < 0) {
-		env_error(s, res, "INTERNAL", &err);
-		return 0;
-	}
-	finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1), false);
 	return 0;
 }
 
-/* apply_patch: the patch worker (src/worker) in the current environment. */
-static int call_patch(cae_session *s, json_t *args, const cae_call_ctx *ctx, cae_tool_result *res)
+void cae_tool_env_clear(cae_tool_env *env)
 {
-	cae_worker_options o;
-	cae_worker_options_from_config(&o, s->cfg);
-	static const char *const flags[] = {"dry_run", "stop_on_error", "rollback", "auto_commit"};
-	bool *dest[] = {&o.dry_run, &o.stop_on_error, &o.rollback, &o.auto_commit};
-	for (size_t i = 0; i < ARRAY_SIZE(flags); i++) {
-		json_t *v = json_object_get(args, flags[i]);
-		if (!v || json_is_null(v))
-			continue;
-		if (!json_is_boolean(v)) {
-			finish(res,
-			       cae_tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
-			       true);
-			return 0;
-		}
-		*dest[i] = json_is_true(v);
-	}
-	json_t *jp = json_object_get(args, "patch");
-	if (!json_is_string(jp) && !json_is_array(jp)) {
-		finish(res,
-		       cae_tool_error("INVALID_ARGUMENT",
-				      "patch must be a string (the patch text) or an array of "
-				      "commands"),
-		       true);
-		return 0;
-	}
-	pthread_mutex_lock(&s->lock);
-	_cleanup_free_ char *uuid = s->current ? strdup(s->current) : NULL;
-	cae_backend *b = s->current_backend;
-	pthread_mutex_unlock(&s->lock);
-	if (!uuid) {
-		finish(res,
-		       cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
-						  "(environment_prepare)"),
-		       true);
-		return 0;
-	}
-	o.policy = s->policy;
-	o.session_key = uuid;
-	if (ctx && ctx->has_cancel_fd) {
-		o.cancel_fd = ctx->cancel_fd;
-		o.has_cancel_fd = true;
-	}
-	cae_error err;
-	cae_error_clear(&err);
-	json_t *result = NULL;
-	int r;
-	if (json_is_string(jp)) {
-		r = cae_worker_run_text(b, uuid, json_string_value(jp), json_string_length(jp), &o,
-					s->log, &result, &err);
-	} else {
-		cae_patch *p = NULL;
-		r = cae_patch_from_json(jp, &p, &err);
-		if (r == 0)
-			r = cae_worker_run(b, uuid, p, &o, s->log, &result, &err);
-		cae_patch_free(p);
-	}
-	if (r < 0) {
-		env_error(s, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL",
-			  &err);
-		return 0;
-	}
-	res->structured = result;
-	res->is_error = json_object_get(result, "error") != NULL;
-	res->text = cae_worker_render(result);
-	return res->text ? 0 : -ENOMEM;
+	free(env->task_uuid);
+	free(env->workspace_path);
+	env->task_uuid = env->workspace_path = NULL;
 }
 
-int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
-			  cae_tool_result *res, cae_error *err)
+cae_editor *cae_session_editor_acquire(cae_session *s, json_t **error)
 {
-	memset(res, 0, sizeof(*res));
-	if (!name)
-		return cae_error_set(err, -ENOENT, "no tool name");
-	if (args && !json_is_object(args))
-		return cae_error_set(err, -EINVAL, "tool arguments must be an object");
-	_cleanup_(json_decrefp) json_t *empty = NULL;
-	if (!args)
-		args = empty = json_object();
-	bool exec_tool = strcmp(name, "exec_command") == 0 ||
-			 strcmp(name, "command-executor_execute_command") == 0;
-	if (exec_tool) {
-		if (!s->cfg->command_executor.enabled)
-			return cae_error_set(err, -ENOENT, "unknown tool: %s (disabled)", name);
-		pthread_mutex_lock(&s->lock);
-		_cleanup_free_ char *uuid = s->current ? strdup(s->current) : NULL;
-		_cleanup_free_ char *ws = s->workspace_path ? strdup(s->workspace_path) : NULL;
-		cae_backend *b = s->current_backend;
-		pthread_mutex_unlock(&s->lock);
-		cae_tool_env env = {
-		    .backend = b,
-		    .task_uuid = uuid,
-		    .workspace_path = ws,
-		    .cfg = s->cfg,
-		    .policy = s->policy,
-		    .log = s->log,
-		    .ctx = ctx,
-		};
-		bool is_error;
-		json_t *out = strcmp(name, "exec_command") == 0
-				  ? cae_tool_exec_command(&env, args, &is_error)
-				  : cae_tool_execute_command(&env, args, &is_error);
-		if (!out)
-			return cae_error_set(err, -ENOMEM, "out of memory");
-		finish(res, out, is_error);
-		return res->text ? 0 : -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	if (!s->current)
+		*error = cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
+						    "(environment_prepare)");
+	else if (!s->editor)
+		*error = cae_tool_error("INTERNAL", "the text editor is not available: %s",
+					s->editor_error ? s->editor_error : "unknown");
+	else
+		return s->editor; /* locked until cae_session_editor_release */
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+void cae_session_editor_release(cae_session *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+json_t *cae_session_environments(cae_session *s, cae_error *err)
+{
+	json_t *list = NULL;
+	if (cae_backend_list(s->backend, &list, err) < 0)
+		return NULL;
+	if (s->local) {
+		json_t *more = NULL;
+		if (cae_backend_list(s->local, &more, NULL) == 0) {
+			json_array_extend(list, more);
+			json_decref(more);
+		}
 	}
-	if (strcmp(name, "text_editor") == 0 ||
-	    (strncmp(name, "text_editor_", 12) == 0 &&
-	     (strcmp(name + 12, "view") == 0 || strcmp(name + 12, "create") == 0 ||
-	      strcmp(name + 12, "str_replace") == 0 || strcmp(name + 12, "insert") == 0 ||
-	      strcmp(name + 12, "undo_edit") == 0))) {
-		if (!s->cfg->text_editor_mcp.enabled)
-			return cae_error_set(err, -ENOENT, "unknown tool: %s (disabled)", name);
-		return call_editor(s, name, args, res);
-	}
-	if (strcmp(name, "apply_patch") == 0) {
-		if (!s->cfg->worker.enabled)
-			return cae_error_set(err, -ENOENT, "unknown tool: %s (disabled)", name);
-		return call_patch(s, args, ctx, res);
-	}
-	if (strcmp(name, "environment_list") == 0 || strcmp(name, "environment_prepare") == 0 ||
-	    strcmp(name, "environment_cleanup") == 0)
-		return call_environment(s, name, args, ctx, res);
-	return cae_error_set(err, -ENOENT, "unknown tool: %s", name);
+	pthread_mutex_lock(&s->lock);
+	json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current", s->current,
+				"backend", cae_backend_name(s->backend));
+	pthread_mutex_unlock(&s->lock);
+	if (!out)
+		cae_error_set(err, -ENOMEM, "out of memory");
+	return out;
 }

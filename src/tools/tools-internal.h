@@ -1,6 +1,13 @@
-/* Internal to src/tools: the agent tools over a backend. Each tool takes its JSON arguments
- * (borrowed) and returns its structured result (new reference), setting *is_error for a tool
- * failure; the session turns that into text + structuredContent. */
+/* Internal to src/tools: the tool table and what the tool families share.
+ *
+ * One row of the table (table.c) per tool name gives everything about that tool: whether the
+ * configuration enables it, its definition (name, description, input schema), its output
+ * schema, the function that runs it and whether a call is quick. Dispatch
+ * (cae_session_call_tool), the definitions in every form (definitions.c) and the front ends'
+ * quick check (cae_session_call_is_quick) all read the table; nothing else compares tool
+ * names. Each family of tools lives in a file of its own (exec_tools.c, editor_tools.c,
+ * patch_tools.c, env_tools.c); session.c keeps the session's state.
+ */
 #ifndef CAE_TOOLS_INTERNAL_H
 #define CAE_TOOLS_INTERNAL_H
 
@@ -9,34 +16,160 @@
 
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "cae/editor.h"
 #include "cae/log.h"
 #include "cae/policy.h"
+#include "cae/secrets.h"
 #include "cae/session.h"
 
-/* What the command tools need from the session: borrowed for the call. */
+/* What a tool call sees of the session: the current environment is copied under the session
+ * lock when the call starts (cae_session_snapshot), so that a concurrent environment_prepare
+ * does not change it under the call. task_uuid and workspace_path are owned by the env
+ * (cae_tool_env_clear); the rest is borrowed from the session for the call. */
 typedef struct cae_tool_env {
-	cae_backend *backend;
-	const char *task_uuid;	    /* NULL: no environment ready */
-	const char *workspace_path; /* as commands see it */
+	cae_session *session;
+	cae_backend *backend; /* the current environment's; NULL when none */
+	char *task_uuid;      /* NULL: no environment ready */
+	char *workspace_path; /* as commands see it */
 	const cae_config *cfg;
 	const cae_policy *policy;
-	cae_log *log;
-	const cae_call_ctx *ctx; /* may be NULL */
+	cae_log *log;		    /* may be NULL */
+	const cae_secrets *secrets; /* masked in tool output */
+	bool editor_compat;	    /* text editor results in the npm server's shape */
+	const cae_call_ctx *ctx;    /* may be NULL */
 } cae_tool_env;
 
-/* SPEC §7.2 / seed 001. */
-json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error);
-/* SPEC §7.1 / seed 000 §6. */
-json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error);
+/* Which definitions list offers a tool (cae_tools_options); a bit each. */
+typedef enum cae_tool_family {
+	CAE_TOOL_COMMAND_EXECUTOR = 1 << 0, /* command-executor_execute_command */
+	CAE_TOOL_EXEC = 1 << 1,		    /* exec_command */
+	CAE_TOOL_EDITOR = 1 << 2,	    /* the one text_editor (split_editor off) */
+	CAE_TOOL_EDITOR_SPLIT = 1 << 3,	    /* text_editor_<command> (split_editor on) */
+	CAE_TOOL_PATCH = 1 << 4,	    /* apply_patch (patch_tool) */
+	CAE_TOOL_ENVIRONMENT = 1 << 5,	    /* environment_* (environment_tools) */
+} cae_tool_family;
+
+/* Runs the tool with args (an object, borrowed): returns 0 with *res filled (res->is_error
+ * for a tool failure), or a negative errno with err set. */
+typedef int (*cae_tool_call_fn)(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+
+typedef struct cae_tool_def {
+	const char *name;
+	cae_tool_family family;
+	/* The one place that decides whether the configuration enables the tool: a disabled
+	 * tool is neither listed nor dispatched. */
+	bool (*enabled)(const cae_config *cfg);
+	/* The definition in the functions form, {name, description, parameters} (the
+	 * parameters are the input schema). New reference. */
+	json_t *(*definition)(void);
+	/* The MCP outputSchema (new reference); NULL: none. */
+	json_t *(*output_schema)(void);
+	cae_tool_call_fn call;
+	/* True when a call with these arguments is short and never blocks, so that a front end
+	 * may run it inline; NULL: never. */
+	bool (*quick)(const json_t *args);
+} cae_tool_def;
+
+/* The table, in the order the tools are listed; cae_tool_table_size rows. */
+extern const cae_tool_def cae_tool_table[];
+extern const size_t cae_tool_table_size;
+/* The row named name, or NULL. */
+const cae_tool_def *cae_tool_lookup(const char *name);
+
+/* ---- the session, as the tool families see it (session.c) ------------------------------ */
+
+/* Fills *env for one call (ctx borrowed, may be NULL). -ENOMEM. */
+int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env);
+void cae_tool_env_clear(cae_tool_env *env);
+/* The current environment's text editor, with the session locked for the call: release it
+ * with cae_session_editor_release. NULL (the session not locked) with *error set to a tool
+ * error (new reference) when there is no environment or it has no editor. */
+cae_editor *cae_session_editor_acquire(cae_session *s, json_t **error);
+void cae_session_editor_release(cae_session *s);
+/* Every environment of the session's backends: {"environments": [ContainerInfo...],
+ * "current": uuid?, "backend": name}. New reference, or NULL with err set. */
+json_t *cae_session_environments(cae_session *s, cae_error *err);
+
+/* ---- results (result.c) ---------------------------------------------------------------- */
 
 /* {"error": {"code": kind, "message": msg}} — the one shape of a tool error. */
 json_t *cae_tool_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Fills res from a structured result (stolen): its text is the JSON, or "CODE: message" for
+ * an error. Returns 0, or -ENOMEM with err set (structured NULL, or no memory for the
+ * text). */
+int cae_tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae_error *err);
+/* cae_tool_finish of a tool error whose message is cause's, host paths hidden (in cause's
+ * message too). */
+int cae_tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const char *code,
+			  cae_error *cause, cae_error *err);
+/* {name, description, parameters} (parameters stolen). New reference. */
+json_t *cae_tool_function(const char *name, const char *description, json_t *parameters);
 
 /* Error messages go to the model, which must not learn host paths it did not give: the
  * state directory (as configured and its real path) in msg becomes "<state directory>" and
  * a unix:// Docker host "<docker socket>", in place (msg is NUL-terminated within size). */
 void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size);
+
+/* ---- the families: the functions their table rows point to ----------------------------- */
+
+/* exec_tools.c: command-executor_execute_command and exec_command. */
+bool cae_tool_command_executor_enabled(const cae_config *cfg);
+json_t *cae_tool_execute_command_definition(void);
+json_t *cae_tool_execute_command_output_schema(void);
+int cae_tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				  cae_error *err);
+json_t *cae_tool_exec_command_definition(void);
+json_t *cae_tool_exec_command_output_schema(void);
+int cae_tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err);
+/* The tools themselves: the structured result (new reference), *is_error for a failure. */
+json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error);
+json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error);
+
+/* editor_tools.c: text_editor (the command is an argument) and text_editor_<command>. */
+bool cae_tool_editor_enabled(const cae_config *cfg);
+json_t *cae_tool_editor_definition(void);
+int cae_tool_call_editor(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			 cae_error *err);
+bool cae_tool_editor_quick(const json_t *args); /* a view */
+json_t *cae_tool_editor_view_definition(void);
+int cae_tool_call_editor_view(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			      cae_error *err);
+bool cae_tool_editor_view_quick(const json_t *args); /* always */
+json_t *cae_tool_editor_create_definition(void);
+int cae_tool_call_editor_create(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+json_t *cae_tool_editor_str_replace_definition(void);
+int cae_tool_call_editor_str_replace(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				     cae_error *err);
+json_t *cae_tool_editor_insert_definition(void);
+int cae_tool_call_editor_insert(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+json_t *cae_tool_editor_undo_edit_definition(void);
+int cae_tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				   cae_error *err);
+
+/* patch_tools.c: apply_patch. */
+bool cae_tool_patch_enabled(const cae_config *cfg);
+json_t *cae_tool_apply_patch_definition(void);
+int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			      cae_error *err);
+
+/* env_tools.c: environment_list, environment_prepare, environment_cleanup. */
+bool cae_tool_environment_enabled(const cae_config *cfg); /* always */
+json_t *cae_tool_environment_list_definition(void);
+int cae_tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				   cae_error *err);
+json_t *cae_tool_environment_prepare_definition(void);
+int cae_tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err);
+json_t *cae_tool_environment_cleanup_definition(void);
+int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err);
+
+/* ---- helpers of the command tools (exec_tools.c) --------------------------------------- */
 
 /* Quotes argv for sh: words of safe characters stay as they are, others are single-quoted.
  * New string. */

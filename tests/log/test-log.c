@@ -264,6 +264,71 @@ START_TEST(secret_redaction)
 }
 END_TEST
 
+/* A cae_secrets on its own, without any logger: what a session masks tool output with. */
+START_TEST(secrets_without_logger)
+{
+	cae_secrets *sec = cae_secrets_new();
+	ck_assert_ptr_nonnull(sec);
+	ck_assert_int_eq(cae_secrets_add(sec, "tok-ABCDEF"), 0);
+	ck_assert_int_eq(cae_secrets_add(sec, "tok-ABCDEF"), 0); /* twice: harmless */
+	ck_assert_int_eq(cae_secrets_add(sec, "ABC"), -EINVAL);
+	ck_assert_int_eq(cae_secrets_add(sec, NULL), 0);
+	ck_assert_int_eq(cae_secrets_add(NULL, "tok-ABCDEF"), 0);
+
+	char *r = cae_secrets_mask(sec, "x tok-ABCDEF y https://u:tok@h/z");
+	ck_assert_str_eq(r, "x *** y https://***@h/z");
+	free(r);
+	r = cae_secrets_mask(NULL, "x tok-ABCDEF https://u:p@h/");
+	ck_assert_str_eq(r, "x tok-ABCDEF https://***@h/");
+	free(r);
+	ck_assert_ptr_null(cae_secrets_mask(sec, NULL));
+
+	/* JSON: keys and nested strings masked, other values copied, the input untouched;
+	 * max_bytes 0 cuts nothing, a max cuts and marks. */
+	json_t *in = json_pack("{s:[s, i, b], s:s}", "tok-ABCDEF", "a tok-ABCDEF b", 7, 1, "long",
+			       "0123456789012345678901234567890123456789");
+	json_t *out = cae_secrets_mask_json(sec, in, 0);
+	json_t *a = json_object_get(out, "***");
+	ck_assert_str_eq(json_string_value(json_array_get(a, 0)), "a *** b");
+	ck_assert_int_eq(json_integer_value(json_array_get(a, 1)), 7);
+	ck_assert(json_is_true(json_array_get(a, 2)));
+	ck_assert_uint_eq(strlen(json_string_value(json_object_get(out, "long"))), 40);
+	ck_assert_ptr_nonnull(json_object_get(in, "tok-ABCDEF"));
+	json_decref(out);
+	out = cae_secrets_mask_json(sec, in, 30);
+	ck_assert_str_eq(json_string_value(json_object_get(out, "long")),
+			 "0123456789012345...[truncated]");
+	json_decref(out);
+	json_decref(in);
+
+	json_t *js = cae_secrets_json_string(sec, "\xff tok-ABCDEF", 12, 0);
+	ck_assert_str_eq(json_string_value(js), "\xef\xbf\xbd ***");
+	json_decref(js);
+	cae_secrets_free(sec);
+	cae_secrets_free(NULL);
+}
+END_TEST
+
+/* The logger masks with its own cae_secrets, the one cae_log_secrets hands out. */
+START_TEST(logger_secrets_object)
+{
+	ck_assert_ptr_null(cae_log_secrets(NULL));
+	struct sink s;
+	sink_open(&s);
+	cae_log *log = cae_log_new(s.fd, CAE_LOG_DEBUG);
+	ck_assert_int_eq(cae_secrets_add(cae_log_secrets(log), "via-the-object"), 0);
+	cae_log_event(log, CAE_LOG_INFO, "x.y", "a via-the-object b");
+	char *r = cae_redact(log, "via-the-object");
+	ck_assert_str_eq(r, "***");
+	free(r);
+	cae_log_free(log);
+	json_t *lines = read_lines(&s);
+	ck_assert_str_eq(field_str(json_array_get(lines, 0), "msg"), "a *** b");
+	json_decref(lines);
+	sink_close(&s);
+}
+END_TEST
+
 START_TEST(long_strings_capped)
 {
 	struct sink s;
@@ -364,6 +429,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, null_logger_is_noop);
 	tcase_add_test(tc, url_redaction);
 	tcase_add_test(tc, secret_redaction);
+	tcase_add_test(tc, secrets_without_logger);
+	tcase_add_test(tc, logger_secrets_object);
 	tcase_add_test(tc, long_strings_capped);
 	tcase_add_test(tc, concurrent_writers);
 	suite_add_tcase(s, tc);

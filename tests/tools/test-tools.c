@@ -1,6 +1,6 @@
-/* The agent tools through the session on the local backend: exec_command (seed 001 §11
- * acceptance lines for Linux), command-executor_execute_command (seed 000 §6 / SPEC §7.1),
- * tool definitions (seed 001 §4.4 strings). */
+/* The agent tools through the session on the local backend: exec_command (its acceptance
+ * lines for Linux), command-executor_execute_command, the tool table, secrets masking with and
+ * without a logger, tool definitions (the exec_command strings, byte for byte). */
 #include "base/macro.h"
 #include "cae/session.h"
 #include "cae/tools.h"
@@ -15,7 +15,15 @@
 
 static char *state, *ws;
 
+static cae_session *open_session_log(const char *extra_yaml, cae_log *log);
+
 static cae_session *open_session(const char *extra_yaml)
+{
+	return open_session_log(extra_yaml, NULL);
+}
+
+/* A session over a fresh state directory and workspace, with log (borrowed, may be NULL). */
+static cae_session *open_session_log(const char *extra_yaml, cae_log *log)
 {
 	state = tu_mkdtemp();
 	ws = tu_mkdtemp();
@@ -29,7 +37,7 @@ static cae_session *open_session(const char *extra_yaml)
 			  0,
 		      "%s", err.message);
 	cae_session *s;
-	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_new(cfg, log, &s, &err) == 0, "%s", err.message);
 	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
 	return s;
 }
@@ -257,7 +265,7 @@ START_TEST(execute_command_semantics)
 	ck_assert_str_eq(S(r, "stdout"), "out\n");
 	ck_assert_str_eq(S(r, "stderr"), "err\n");
 	json_decref(r);
-	/* timeout: -1, the seed's message, output so far kept */
+	/* timeout: -1, the specified message, output so far kept */
 	r = call(s, "command-executor_execute_command",
 		 "{\"command\": \"echo partial; sleep 30\", \"timeout_seconds\": 1}", &e);
 	ck_assert_int_eq(I(r, "exit_code"), -1);
@@ -589,6 +597,152 @@ START_TEST(state_dir_hidden_from_errors)
 }
 END_TEST
 
+/* The session owns its secrets: tool output is masked with or without a logger (_i 0: no
+ * logger, 1: a logger, whose lines must not show the tokens either). */
+START_TEST(secrets_masked_with_or_without_logger)
+{
+	char *logdir = tu_mkdtemp();
+	_cleanup_free_ char *logpath = cae_path_join(logdir, "log");
+	cae_log *log = NULL;
+	int logfd = -1;
+	if (_i == 1) {
+		logfd = open(logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		ck_assert_int_ge(logfd, 0);
+		log = cae_log_new(logfd, CAE_LOG_DEBUG);
+	}
+	cae_session *s = open_session_log("github:\n  token: ghp_tokenvalue_0001\ngitlab:\n"
+					  "  token: glpat-tokenvalue-0002\n",
+					  log);
+	ck_assert_int_eq(cae_session_add_secret(s, "added-secret-0003"), 0);
+	ck_assert_int_eq(cae_session_add_secret(s, "abc"), -EINVAL);
+	tu_sh("printf 'gh=ghp_tokenvalue_0001\ngl=glpat-tokenvalue-0002\nx=added-secret-0003\n' "
+	      ">%s/found.txt",
+	      ws);
+	bool e;
+	json_t *r =
+	    call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"cat found.txt; cat found.txt >&2\"]}", &e);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "stdout"), "gh=***\ngl=***\nx=***\n");
+	ck_assert_str_eq(S(r, "stderr"), "gh=***\ngl=***\nx=***\n");
+	json_decref(r);
+	r = call(s, "command-executor_execute_command", "{\"command\": \"cat found.txt\"}", &e);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "stdout"), "gh=***\ngl=***\nx=***\n");
+	json_decref(r);
+	/* The patch worker's output (a shell command of the patch) too, text and structure. */
+	json_t *args = json_pack("{s:s}", "patch", "```bash\ncat found.txt\n```\n");
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_msg(cae_session_call_tool(s, "apply_patch", args, NULL, &res, &err) == 0, "%s",
+		      err.message);
+	json_decref(args);
+	_cleanup_free_ char *structured = json_dumps(res.structured, 0);
+	ck_assert_msg(strstr(structured, "gh=***") && !strstr(structured, "tokenvalue") &&
+			  !strstr(structured, "added-secret"),
+		      "%s", structured);
+	ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"), "%s",
+		      res.text);
+	cae_tool_result_clear(&res);
+	close_session(s);
+	if (log) {
+		cae_log_event(log, CAE_LOG_INFO, "test.after",
+			      "ghp_tokenvalue_0001 added-secret-0003");
+		cae_log_free(log);
+		close(logfd);
+		_cleanup_free_ char *raw = NULL;
+		size_t len;
+		ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &raw, &len), 0);
+		ck_assert_msg(!strstr(raw, "tokenvalue") && !strstr(raw, "added-secret"), "%s",
+			      raw);
+		ck_assert_ptr_nonnull(strstr(raw, "\"msg\":\"*** ***\""));
+	}
+	cae_rm_rf(logdir);
+	free(logdir);
+}
+END_TEST
+
+/* Every tool name is a row of the table, which dispatch, listing and the quick check read. */
+START_TEST(tool_table_rows)
+{
+	for (size_t i = 0; i < cae_tool_table_size; i++) {
+		const cae_tool_def *t = &cae_tool_table[i];
+		ck_assert_ptr_eq(cae_tool_lookup(t->name), t);
+		ck_assert_ptr_nonnull(t->enabled);
+		ck_assert_ptr_nonnull(t->call);
+		json_t *d = t->definition();
+		ck_assert_str_eq(S(d, "name"), t->name);
+		ck_assert(json_is_string(json_object_get(d, "description")));
+		ck_assert(json_is_object(json_object_get(d, "parameters")));
+		json_decref(d);
+	}
+	ck_assert_ptr_null(cae_tool_lookup("no_such_tool"));
+	ck_assert_ptr_null(cae_tool_lookup(NULL));
+
+	/* Everything enabled: the MCP listing is the table minus the split editor. */
+	cae_session *s = open_session(NULL);
+	json_t *list = cae_session_tool_list(s, true);
+	size_t k = 0;
+	for (size_t i = 0; i < cae_tool_table_size; i++) {
+		const cae_tool_def *t = &cae_tool_table[i];
+		if (t->family == CAE_TOOL_EDITOR_SPLIT)
+			continue;
+		json_t *l = json_array_get(list, k++);
+		ck_assert_str_eq(S(l, "name"), t->name);
+		ck_assert(!json_object_get(l, "outputSchema") == !t->output_schema);
+	}
+	ck_assert_uint_eq(json_array_size(list), k);
+	json_decref(list);
+	json_t *view = json_pack("{s:s}", "command", "view");
+	json_t *create = json_pack("{s:s}", "command", "create");
+	ck_assert(cae_session_call_is_quick(s, "text_editor_view", NULL));
+	ck_assert(cae_session_call_is_quick(s, "text_editor", view));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor", create));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor", NULL));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor_create", NULL));
+	ck_assert(!cae_session_call_is_quick(s, "exec_command", view));
+	ck_assert(!cae_session_call_is_quick(s, "no_such_tool", view));
+	/* A split editor name works whether or not the listing splits the editor. */
+	tu_sh("printf 'one\\n' >%s/f.txt", ws);
+	bool e;
+	json_t *r = call(s, "text_editor_view", "{\"path\": \"f.txt\"}", &e);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "command"), "view");
+	json_decref(r);
+	close_session(s);
+
+	/* Everything the configuration can disable disabled: not listed, not dispatched, not
+	 * quick. */
+	s = open_session("  enabled: false\ntext_editor_mcp:\n  enabled: false\nworker:\n"
+			 "  enabled: false\n");
+	list = cae_session_tool_list(s, true);
+	for (size_t i = 0; i < cae_tool_table_size; i++) {
+		const cae_tool_def *t = &cae_tool_table[i];
+		bool listed = false;
+		size_t j;
+		json_t *l;
+		json_array_foreach(list, j, l) listed |= strcmp(S(l, "name"), t->name) == 0;
+		if (t->family == CAE_TOOL_ENVIRONMENT) { /* never disabled */
+			ck_assert_msg(listed, "%s not listed", t->name);
+			continue;
+		}
+		ck_assert_msg(!listed, "%s listed", t->name);
+		cae_tool_result res;
+		cae_error err;
+		ck_assert_int_eq(cae_session_call_tool(s, t->name, NULL, NULL, &res, &err),
+				 -ENOENT);
+		ck_assert_ptr_nonnull(strstr(err.message, "(disabled)"));
+	}
+	ck_assert_uint_eq(json_array_size(list), 3);
+	json_decref(list);
+	ck_assert(!cae_session_call_is_quick(s, "text_editor_view", NULL));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor", view));
+	json_decref(view);
+	json_decref(create);
+	close_session(s);
+}
+END_TEST
+
 START_TEST(definitions_exec_command_exact)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
@@ -599,7 +753,7 @@ START_TEST(definitions_exec_command_exact)
 	json_t *d;
 	json_array_foreach(defs, i, d) if (strcmp(S(d, "name"), "exec_command") == 0) ec = d;
 	ck_assert_ptr_nonnull(ec);
-	/* seed 001 §4.4, verbatim */
+	/* the specification's strings, verbatim */
 	const char *expected =
 	    "{\"name\": \"exec_command\", \"description\": \"Runs a command once in the workspace "
 	    "and returns stdout, stderr, and exit code.\", \"parameters\": {\"type\": \"object\", "
@@ -690,6 +844,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, model_repo_classes);
 	tcase_add_test(tc, state_dir_hidden_from_errors);
 	tcase_add_test(tc, host_paths_hidden_in_place);
+	tcase_add_loop_test(tc, secrets_masked_with_or_without_logger, 0, 2);
+	tcase_add_test(tc, tool_table_rows);
 	tcase_add_test(tc, definitions_exec_command_exact);
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
 	suite_add_tcase(s, tc);

@@ -1,0 +1,122 @@
+/* The environment tools: environment_list, environment_prepare and environment_cleanup,
+ * their definitions and calls, over the session's environments. */
+#include "tools/tools-internal.h"
+
+#include "base/macro.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+bool cae_tool_environment_enabled(const cae_config *cfg)
+{
+	(void)cfg;
+	return true;
+}
+
+json_t *cae_tool_environment_list_definition(void)
+{
+	return cae_tool_function("environment_list",
+				 "List the execution environments and which one is current.",
+				 json_pack("{s:s, s:{}}", "type", "object", "properties"));
+}
+
+json_t *cae_tool_environment_prepare_definition(void)
+{
+	return cae_tool_function(
+	    "environment_prepare",
+	    "Prepare an isolated execution environment for a task: clone the repository "
+	    "(a URL or a local path), install its dependencies, and make it the current "
+	    "environment for the other tools. Returns its ContainerInfo.",
+	    json_pack("{s:s, s:{s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s, s:[s, s]}, s:{s:s}, "
+		      "s:{s:s}}, s:[s, s]}, s:{s:s, s:s}}, s:[s]}",
+		      "type", "object", "properties", "task", "type", "object", "properties",
+		      "uuid", "type", "string", "repo", "type", "string", "kind", "type", "string",
+		      "enum", "issue", "pull_request", "branch", "type", "string", "target_branch",
+		      "type", "string", "required", "uuid", "repo", "environment", "type", "string",
+		      "description",
+		      "Environment name (python, node, java, go, miniforge); default python.",
+		      "required", "task"));
+}
+
+json_t *cae_tool_environment_cleanup_definition(void)
+{
+	return cae_tool_function("environment_cleanup",
+				 "Remove an execution environment (default: the current one).",
+				 json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties",
+					   "task_uuid", "type", "string"));
+}
+
+/* What the model sees of an environment: where things are as commands see them, not where
+ * they are on this host (the state directory is the operator's business). */
+static void model_view(json_t *info)
+{
+	json_object_del(info, "host_path");
+}
+
+static int invalid(cae_tool_result *res, const char *message, cae_error *err)
+{
+	return cae_tool_finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", message), true, err);
+}
+
+int cae_tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				   cae_error *err)
+{
+	(void)args;
+	cae_error cause;
+	cae_error_clear(&cause);
+	json_t *out = cae_session_environments(env->session, &cause);
+	if (!out)
+		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
+	size_t i;
+	json_t *e;
+	json_array_foreach(json_object_get(out, "environments"), i, e) model_view(e);
+	return cae_tool_finish(res, out, false, err);
+}
+
+int cae_tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err)
+{
+	json_t *jt = json_object_get(args, "task");
+	json_t *je = json_object_get(args, "environment");
+	if (je && !json_is_null(je) && !json_is_string(je))
+		return invalid(res, "environment must be a string", err);
+	cae_error cause;
+	cae_error_clear(&cause);
+	cae_task task;
+	if (cae_task_from_json(jt, &task, &cause) < 0)
+		return invalid(res, cause.message, err);
+	/* The model names remote repositories; host paths are the operator's. */
+	if (cae_task_check_model_repo(env->cfg, &task, &cause) < 0) {
+		cae_task_clear(&task);
+		return invalid(res, cause.message, err);
+	}
+	json_t *info = NULL;
+	int r = cae_session_prepare(env->session, &task, json_string_value(je), env->ctx, &info,
+				    &cause);
+	cae_task_clear(&task);
+	if (r < 0)
+		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
+	model_view(info);
+	return cae_tool_finish(res, info, false, err);
+}
+
+int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err)
+{
+	json_t *ju = json_object_get(args, "task_uuid");
+	if (ju && !json_is_null(ju) && !json_is_string(ju))
+		return invalid(res, "task_uuid must be a string", err);
+	const char *target = json_is_string(ju) ? json_string_value(ju) : env->task_uuid;
+	if (!target || !*target)
+		return invalid(res, "no task_uuid given and no current environment", err);
+	cae_error cause;
+	cae_error_clear(&cause);
+	int r = cae_session_cleanup(env->session, target, &cause);
+	if (r < 0)
+		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
+	return cae_tool_finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1),
+			       false, err);
+}
