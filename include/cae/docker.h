@@ -161,6 +161,12 @@ typedef struct cae_docker_exec_info {
 int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_spec *spec,
 		    cae_run_result *res, cae_docker_exec_info *info, cae_error *err);
 
+/* After a command's stream ended unexpectedly: 0 when the container still runs, else
+ * -ECONNABORTED ("the environment's container stopped during the command ...") or
+ * -ECONNRESET (the engine went away), err set. Waits up to a second for the engine to
+ * record a container's death. */
+int cae_docker_container_still_running(cae_docker *d, const char *container, cae_error *err);
+
 /* ---- attached exec: a long-lived byte stream to a program in a container ----
  * Starts argv (as user; NULL: the container's) with stdin and stdout attached, without the
  * exec wrapper, and keeps the connection: bytes written reach the program's stdin, bytes

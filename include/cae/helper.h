@@ -50,6 +50,9 @@ typedef struct cae_helper cae_helper;
 /* Finds the cae-helper program: $CAE_HELPER, else beside the running executable, else the
  * installed libexec directory, else PATH. *path is new. Returns 0 or -ENOENT. */
 int cae_helper_find(char **path);
+/* The same for the static build that runs in any container image (cae-helper-static;
+ * $CAE_HELPER_STATIC overrides). */
+int cae_helper_find_static(char **path);
 
 /* Starts argv (the helper program, possibly behind a wrapper such as bwrap ... --) with
  * envp (NULL: ours) and waits up to timeout_ms for its greeting. Returns 0 and a new

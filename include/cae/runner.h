@@ -71,6 +71,8 @@ typedef struct cae_run_result {
 	uint64_t err_total;
 	int64_t duration_us; /* monotonic clock, spawn to reaped */
 	int64_t duration_ms;
+	char *warning; /* owned, NULL: none; how the command ran when that is worth saying
+			* (e.g. a container's helper was gone and a plain exec was used) */
 } cae_run_result;
 
 /* Runs spec to completion. Returns 0 when the command ran (whatever its exit status), or

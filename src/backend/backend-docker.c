@@ -21,6 +21,7 @@
 #include "base/scratch.h"
 #include "base/timeutil.h"
 #include "cae/docker.h"
+#include "cae/helper.h"
 #include "cae/log.h"
 
 #include <errno.h>
@@ -54,9 +55,28 @@
 #define AVAILABLE_TIMEOUT_MS 1000
 #define CONNECT_TIMEOUT_MS 10000
 
-/* PID 1 of every environment, in one place: the in-container helper (cae-helper) takes
- * its place later. Docker's init (HostConfig.Init) runs it and reaps zombies. */
+/* The in-container helper: uploaded at create (the archive API works with any engine),
+ * root's and read-only to commands, PID 1 of the container (`--init`: reaps, kills orphans,
+ * stops the container after HELPER_LIFETIME_S without a manager), and reached through one
+ * attached exec per manager process (`--stream`). Without a static helper on this host the
+ * container gets Docker's init and `sleep infinity`, and commands run as plain execs. */
+#define HELPER_DIR "/.cae"
+#define HELPER_PATH HELPER_DIR "/cae-helper"
+#define LABEL_HELPER "cae.helper"
+#define HELPER_LIFETIME_S 3600
+#define HELPER_HEARTBEAT_S 10
+#define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
+
+/* One stream to the helper of an environment, shared by this process's commands. */
+struct chan {
+	struct chan *next;
+	char *uuid;
+	cae_helper_mux *m; /* NULL: this environment has no helper that answers */
+	char *why;	   /* ... and why, for the warning of plain execs */
+	int refs;	   /* commands using it */
+	bool retired;	   /* out of the list: closed when the last command ends */
+};
 
 struct docker_impl {
 	cae_docker *d;
@@ -66,6 +86,8 @@ struct docker_impl {
 	char driver[64]; /* storage driver */
 	char backing[64];
 	char *socket_path; /* unix:// engines: the socket, for mount_docker_socket */
+	pthread_mutex_t chan_lock;
+	struct chan *chans;
 };
 
 static struct docker_impl *impl_of(cae_backend *b)
@@ -174,6 +196,7 @@ struct prep_ctx {
 struct docker_prep {
 	const char *image; /* borrowed from the config */
 	bool with_disk;	   /* the disk limit is applied */
+	char *helper;	   /* the static helper to upload; NULL: none on this host */
 	char *id;	   /* the container, once created */
 	struct prep_ctx pc;
 };
@@ -204,9 +227,10 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	struct docker_impl *di = impl_of(p->b);
 	const cae_config *cfg = p->b->cfg;
 	const __typeof__(cfg->command_executor.docker) *dk = &cfg->command_executor.docker;
-	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:s, s:{s:s}}", "Init", 1, "CapDrop", "ALL",
-			       "SecurityOpt", "no-new-privileges", "NetworkMode", network_mode(cfg),
-			       "RestartPolicy", "Name", "no");
+	bool helper = prep_of(p)->helper != NULL;
+	json_t *hc = json_pack("{s:b, s:[s], s:[s], s:s, s:{s:s}}", "Init", !helper, "CapDrop",
+			       "ALL", "SecurityOpt", "no-new-privileges", "NetworkMode",
+			       network_mode(cfg), "RestartPolicy", "Name", "no");
 	double cpus = dk->resources.cpu_limit;
 	if (cpus > 0) {
 		if (di->ncpu > 0 && cpus > di->ncpu) {
@@ -259,14 +283,25 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "docker backend: the container has the network mode's full access");
 
 	json_t *entry = json_array();
-	for (const char *const *a = pid1_argv; *a; a++)
-		json_array_append_new(entry, json_string(*a));
+	if (helper) {
+		char lifetime[24];
+		snprintf(lifetime, sizeof(lifetime), "%d", HELPER_LIFETIME_S);
+		json_array_append_new(entry, json_string(HELPER_PATH));
+		json_array_append_new(entry, json_string("--init"));
+		json_array_append_new(entry, json_string("--lifetime"));
+		json_array_append_new(entry, json_string(lifetime));
+	} else {
+		for (const char *const *a = pid1_argv; *a; a++)
+			json_array_append_new(entry, json_string(*a));
+	}
 	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
 	char preparer[CAE_PREPARER_MAX];
 	cae_preparer_label(preparer, sizeof(preparer));
 	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, p->task->uuid,
 				   LABEL_ENV, p->environment, LABEL_CREATED, p->created_at,
 				   LABEL_WARNINGS, wtext ? wtext : "[]", LABEL_PREPARER, preparer);
+	if (helper)
+		json_object_set_new(labels, LABEL_HELPER, json_string("1"));
 	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
 			 "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
 			 "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
@@ -395,6 +430,238 @@ static int resolve_cwd(const char *cwd, char **out, cae_error *err)
 	return 0;
 }
 
+/* ---- the helper channel ---- */
+
+static ssize_t link_read(void *ctx, char *buf, size_t n)
+{
+	return cae_docker_stream_read(ctx, buf, n);
+}
+
+static int link_write(void *ctx, const void *p, size_t n)
+{
+	return cae_docker_stream_write(ctx, p, n);
+}
+
+static void link_close(void *ctx)
+{
+	cae_docker_stream_close(ctx);
+}
+
+static void chan_free(struct chan *c)
+{
+	if (c) {
+		cae_helper_mux_close(c->m);
+		free(c->uuid);
+		free(c->why);
+		free(c);
+	}
+}
+
+/* A container whose helper ended it after its lifetime without a manager is started again
+ * (files and all); true when that was done. */
+static bool restart_expired(cae_backend *b, const char *name)
+{
+	cae_docker *d = impl_of(b)->d;
+	json_t *c = NULL;
+	if (cae_docker_container_inspect(d, name, &c, NULL) < 0)
+		return false;
+	json_t *state = json_object_get(c, "State");
+	bool expired =
+	    !json_is_true(json_object_get(state, "Running")) &&
+	    json_integer_value(json_object_get(state, "ExitCode")) == CAE_HELPER_INIT_EXPIRED &&
+	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_HELPER);
+	json_decref(c);
+	if (expired)
+		cae_log_fields(b->log, CAE_LOG_INFO, "docker.restart_expired",
+			       json_pack("{s:s}", "container", name), NULL);
+	return expired && cae_docker_container_start(d, name, NULL) == 0;
+}
+
+/* Whether the container was made with a helper (its label says so). */
+static bool has_helper(cae_backend *b, const char *name)
+{
+	json_t *c = NULL;
+	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
+		return false;
+	bool h = label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_HELPER);
+	json_decref(c);
+	return h;
+}
+
+/* A new channel to uuid's helper: a stream, or none (m NULL) with why set when the
+ * container should have had one. Fails (-ESRCH, -EAGAIN, ...) when the container cannot run
+ * anything. */
+static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_error *err)
+{
+	char name[128], hb[16];
+	container_name(name, sizeof(name), uuid);
+	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
+	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
+	cae_docker_stream *st = NULL;
+	int r =
+	    cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st, err);
+	if (r == -EAGAIN && restart_expired(b, name))
+		r = cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
+				      err);
+	if (r < 0)
+		return r;
+	struct chan *c = calloc(1, sizeof(*c));
+	if (!c || !(c->uuid = strdup(uuid))) {
+		cae_docker_stream_close(st);
+		free(c);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = link_read,
+				.write = link_write,
+				.close = link_close,
+				.ctx = st};
+	cae_error e = {0};
+	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) < 0) {
+		c->m = NULL;
+		if (has_helper(b, name)) {
+			char why[CAE_ERROR_MSG_MAX + 128];
+			snprintf(why, sizeof(why),
+				 "the container's cae-helper did not answer (%s): the command ran "
+				 "as a plain Engine API exec",
+				 e.message);
+			c->why = strdup(why);
+			cae_log_fields(b->log, CAE_LOG_WARN, "docker.helper_unavailable",
+				       json_pack("{s:s}", "task_uuid", uuid), "%s", why);
+		}
+	}
+	*out = c;
+	return 0;
+}
+
+/* The channel of uuid for one command (refs held): the one this process has, or a new
+ * one. */
+static struct chan *chan_acquire(cae_backend *b, const char *uuid, int *r, cae_error *err)
+{
+	struct docker_impl *di = impl_of(b);
+	struct chan *dead = NULL;
+	pthread_mutex_lock(&di->chan_lock);
+	for (struct chan **pp = &di->chans; *pp; pp = &(*pp)->next) {
+		struct chan *c = *pp;
+		if (strcmp(c->uuid, uuid) != 0)
+			continue;
+		if (!c->m || cae_helper_mux_alive(c->m)) {
+			c->refs++;
+			pthread_mutex_unlock(&di->chan_lock);
+			return c;
+		}
+		*pp = c->next; /* a stream that ended: retired */
+		c->retired = true;
+		if (c->refs == 0)
+			dead = c;
+		break;
+	}
+	pthread_mutex_unlock(&di->chan_lock);
+	chan_free(dead);
+	struct chan *c = NULL;
+	*r = chan_open(b, uuid, &c, err);
+	if (*r < 0)
+		return NULL;
+	pthread_mutex_lock(&di->chan_lock);
+	c->refs = 1;
+	c->next = di->chans;
+	di->chans = c;
+	pthread_mutex_unlock(&di->chan_lock);
+	return c;
+}
+
+/* Ends a command's use of c; retire: the stream is not to be used again. */
+static void chan_release(cae_backend *b, struct chan *c, bool retire)
+{
+	struct docker_impl *di = impl_of(b);
+	pthread_mutex_lock(&di->chan_lock);
+	if (retire && !c->retired) {
+		for (struct chan **pp = &di->chans; *pp; pp = &(*pp)->next) {
+			if (*pp == c) {
+				*pp = c->next;
+				break;
+			}
+		}
+		c->retired = true;
+	}
+	bool last = --c->refs == 0 && c->retired;
+	pthread_mutex_unlock(&di->chan_lock);
+	if (last)
+		chan_free(c);
+}
+
+/* The environment of uuid goes (cleanup, re-prepare): its channels are retired. */
+static void chan_forget(cae_backend *b, const char *uuid)
+{
+	struct docker_impl *di = impl_of(b);
+	struct chan *unused = NULL;
+	pthread_mutex_lock(&di->chan_lock);
+	for (struct chan **pp = &di->chans; *pp;) {
+		struct chan *c = *pp;
+		if (strcmp(c->uuid, uuid) != 0) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		c->retired = true;
+		if (c->refs == 0) {
+			c->next = unused;
+			unused = c;
+		}
+	}
+	pthread_mutex_unlock(&di->chan_lock);
+	while (unused) {
+		struct chan *c = unused;
+		unused = c->next;
+		chan_free(c);
+	}
+}
+
+/* One command through the helper. A stream found dead before the command was taken is
+ * replaced once (the command did not run); one that ends during the command is reported:
+ * the container stopped or was removed, or the helper was killed. */
+static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
+		       const cae_exec_request *req, const char *cwd, cae_run_result *res,
+		       cae_error *err)
+{
+	cae_run_spec spec = {.argv = req->argv,
+			     .cwd = cwd,
+			     .stdin_data = req->stdin_data,
+			     .stdin_len = req->stdin_len,
+			     .has_stdin = req->has_stdin,
+			     .timeout_ms = req->timeout_ms,
+			     .max_stdout = req->max_stdout,
+			     .max_stderr = req->max_stderr,
+			     .truncate = req->truncate,
+			     .cancel_fd = req->cancel_fd,
+			     .has_cancel_fd = req->has_cancel_fd};
+	int r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
+	if (r == -EPIPE) {
+		chan_release(b, *cp, true);
+		*cp = chan_acquire(b, uuid, &r, err);
+		if (!*cp)
+			return r;
+		if (!(*cp)->m)
+			return 1; /* no helper now: the caller runs a plain exec */
+		r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
+	}
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO) {
+		char name[128];
+		container_name(name, sizeof(name), uuid);
+		chan_release(b, *cp, true);
+		*cp = NULL;
+		cae_error e = {0};
+		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
+		if (g < 0)
+			return cae_error_set(err, g, "%s", e.message);
+		char why[CAE_ERROR_MSG_MAX];
+		snprintf(why, sizeof(why), "%s", err ? err->message : "");
+		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
+				     "%s; the next command starts a new one", why);
+	}
+	return r;
+}
+
 static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
 		       cae_run_result *res, cae_error *err)
 {
@@ -404,6 +671,18 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	int r = resolve_cwd(req->cwd, &cwd, err);
 	if (r < 0)
 		return r;
+	struct chan *c = chan_acquire(b, uuid, &r, err);
+	if (!c)
+		return map_exec_error(b, r, uuid, err);
+	if (c->m) {
+		r = helper_exec(b, uuid, &c, req, cwd, res, err);
+		if (r != 1) {
+			if (c)
+				chan_release(b, c, false);
+			return r;
+		}
+	}
+	/* No helper: a plain exec, with the wrapper's checks and tree kill. */
 	char name[128];
 	container_name(name, sizeof(name), uuid);
 	cae_docker_exec_spec spec;
@@ -413,6 +692,9 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	cae_docker_exec_info xi;
 	r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
 	log_kill(b, uuid, &xi);
+	if (r == 0 && c->why)
+		res->warning = strdup(c->why);
+	chan_release(b, c, false);
 	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
 }
 
@@ -518,23 +800,25 @@ static void tar_octal(char *field, size_t width, uint64_t v)
 
 /* Writes a ustar archive holding one regular file `name` (owned by uid/gid 1000, 0644) with
  * the size bytes of in_fd. */
-static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
+/* One ustar entry: a regular file ('0', size bytes read from in_fd) or a directory ('5'). */
+static int write_tar_entry(int out, const char *name, char type, unsigned mode, unsigned uid,
+			   const char *owner, int in_fd, uint64_t size)
 {
 	if (strlen(name) >= 100 || size >= (1ULL << 33))
 		return -EFBIG;
 	char h[TAR_BLOCK];
 	memset(h, 0, sizeof(h));
 	memcpy(h, name, strlen(name));
-	tar_octal(h + 100, 8, 0644);
-	tar_octal(h + 108, 8, 1000);
-	tar_octal(h + 116, 8, 1000);
+	tar_octal(h + 100, 8, mode);
+	tar_octal(h + 108, 8, uid);
+	tar_octal(h + 116, 8, uid);
 	tar_octal(h + 124, 12, size);
 	tar_octal(h + 136, 12, (uint64_t)time(NULL));
-	h[156] = '0';
+	h[156] = type;
 	memcpy(h + 257, "ustar", 6);
 	memcpy(h + 263, "00", 2);
-	memcpy(h + 265, "agent", 5);
-	memcpy(h + 297, "agent", 5);
+	memcpy(h + 265, owner, strlen(owner));
+	memcpy(h + 297, owner, strlen(owner));
 	memset(h + 148, ' ', 8);
 	unsigned sum = 0;
 	for (size_t i = 0; i < sizeof(h); i++)
@@ -553,11 +837,63 @@ static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
 		r = cae_write_all(out, buf, (size_t)n);
 		left -= (uint64_t)n;
 	}
-	/* pad to a block, then the two zero blocks that end an archive */
-	memset(buf, 0, 3 * TAR_BLOCK);
+	/* pad to a block */
+	memset(buf, 0, TAR_BLOCK);
 	size_t pad = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
+	if (r == 0 && pad)
+		r = cae_write_all(out, buf, pad);
+	return r;
+}
+
+/* The two zero blocks that end an archive. */
+static int write_tar_end(int out)
+{
+	char z[2 * TAR_BLOCK];
+	memset(z, 0, sizeof(z));
+	return cae_write_all(out, z, sizeof(z));
+}
+
+static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
+{
+	int r = write_tar_entry(out, name, '0', 0644, 1000, "agent", in_fd, size);
+	return r < 0 ? r : write_tar_end(out);
+}
+
+/* Puts the static helper at HELPER_PATH in container id (created, not started): root's,
+ * mode 0755, in a directory of root's, so that commands can run it but not replace it. */
+static int upload_helper(cae_backend *b, const char *id, const char *helper, cae_error *err)
+{
+	char dir[PATH_MAX];
+	int r = cae_scratch_mkdtemp(NULL, "cae-helper-", dir, sizeof(dir));
+	if (r < 0)
+		return cae_error_set(err, r, "cannot create a temporary directory: %s",
+				     strerror(-r));
+	_cleanup_free_ char *tarpath = cae_path_join(dir, "helper.tar");
+	_cleanup_close_ int in = open(helper, O_RDONLY | O_CLOEXEC);
+	_cleanup_close_ int tar =
+	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+	struct stat st;
+	if (in < 0 || tar < 0 || fstat(in, &st) < 0) {
+		r = cae_error_set(err, -errno, "cannot stage cae-helper: %s", strerror(errno));
+		goto out;
+	}
+	r = write_tar_entry(tar, HELPER_DIR + 1, '5', 0755, 0, "root", -1, 0);
 	if (r == 0)
-		r = cae_write_all(out, buf, pad + 2 * TAR_BLOCK);
+		r = write_tar_entry(tar, HELPER_PATH + 1, '0', 0755, 0, "root", in,
+				    (uint64_t)st.st_size);
+	if (r == 0)
+		r = write_tar_end(tar);
+	off_t size = lseek(tar, 0, SEEK_CUR);
+	if (r < 0 || size < 0 || lseek(tar, 0, SEEK_SET) < 0) {
+		r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage cae-helper: %s",
+				  strerror(r < 0 ? -r : errno));
+		goto out;
+	}
+	r = cae_docker_put_archive(impl_of(b)->d, id, "/", tar, (uint64_t)size, err);
+	if (r < 0)
+		cae_error_prefix(err, "cae-helper");
+out:
+	cae_rm_rf(dir);
 	return r;
 }
 
@@ -686,6 +1022,12 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	if (!dp->image)
 		return cae_error_set(err, -EINVAL, "no image for environment %s", p->environment);
 	probe_engine(di);
+	if (cae_helper_find_static(&dp->helper) < 0) {
+		dp->helper = NULL;
+		cae_prepare_warn(p, "docker.no_helper",
+				 "cae-helper-static was not found on this host: commands run as "
+				 "plain Engine API execs and the text editor is not available");
+	}
 	const __typeof__(cfg->command_executor.docker.resources) *res =
 	    &cfg->command_executor.docker.resources;
 	dp->with_disk = res->disk_bytes > 0 && disk_limit_supported(di);
@@ -703,6 +1045,7 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 
 static int docker_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
 {
+	chan_forget(b, uuid);
 	/* a discarded environment (a clean start, a failed prepare) gets no grace */
 	return remove_env(b, uuid, graceful ? STOP_TIMEOUT_S : -1, err);
 }
@@ -741,6 +1084,8 @@ static int docker_create(cae_prepare *p, cae_error *err)
 			cae_prepare_warn(p, "docker.engine_warning", json_string_value(wv));
 	}
 	json_decref(engine_warnings);
+	if (dp->helper && (r = upload_helper(p->b, dp->id, dp->helper, err)) < 0)
+		return r;
 	int64_t t_start = cae_now_ms();
 	r = cae_docker_container_start(d, dp->id, err);
 	if (r < 0) {
@@ -803,6 +1148,7 @@ static void docker_release(cae_prepare *p)
 	struct docker_prep *dp = prep_of(p);
 	if (dp) {
 		free(dp->id);
+		free(dp->helper);
 		free(dp);
 		p->state = NULL;
 	}
@@ -930,7 +1276,13 @@ static void docker_free(cae_backend *b)
 {
 	struct docker_impl *di = b ? impl_of(b) : NULL;
 	if (di) {
+		while (di->chans) {
+			struct chan *c = di->chans;
+			di->chans = c->next;
+			chan_free(c);
+		}
 		cae_docker_free(di->d);
+		pthread_mutex_destroy(&di->chan_lock);
 		pthread_mutex_destroy(&di->lock);
 		free(di->socket_path);
 		free(di);
@@ -963,6 +1315,7 @@ int cae_docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&di->lock, NULL);
+	pthread_mutex_init(&di->chan_lock, NULL);
 	b->ops = &docker_ops;
 	b->cfg = cfg;
 	b->log = log;

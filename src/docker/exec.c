@@ -346,6 +346,13 @@ static int exec_exit_code(cae_docker *d, const char *exec_id, int *code, cae_err
 
 static int check_still_there_once(cae_docker *d, const char *container, cae_error *err);
 
+static int check_still_there(cae_docker *d, const char *container, cae_error *err);
+
+int cae_docker_container_still_running(cae_docker *d, const char *container, cae_error *err)
+{
+	return check_still_there(d, container, err);
+}
+
 /* After a command's stream ended on its own: whether its container or the engine went
  * away meanwhile (docker kill / rm -f / stop from outside, the engine stopped, the
  * connection cut), which a bare exit status (137 when the container was killed) would

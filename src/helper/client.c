@@ -47,9 +47,11 @@ static int try_path(const char *p, char **out)
 	return *out ? 0 : -errno;
 }
 
-int cae_helper_find(char **path)
+/* name beside the running executable, then in the libexec directory, then on PATH; env
+ * (when set) overrides. */
+static int find_program(const char *env_name, const char *name, char **path)
 {
-	const char *env = getenv("CAE_HELPER");
+	const char *env = getenv(env_name);
 	if (env && *env)
 		return try_path(env, path);
 	char self[PATH_MAX];
@@ -57,15 +59,27 @@ int cae_helper_find(char **path)
 	if (n > 0) {
 		self[n] = '\0';
 		char *slash = strrchr(self, '/');
-		if (slash && (size_t)(slash - self) + sizeof("/cae-helper") <= sizeof(self)) {
-			memcpy(slash, "/cae-helper", sizeof("/cae-helper"));
+		if (slash && (size_t)(slash - self) + strlen(name) + 2 <= sizeof(self)) {
+			snprintf(slash + 1, sizeof(self) - (size_t)(slash + 1 - self), "%s", name);
 			if (try_path(self, path) == 0)
 				return 0;
 		}
 	}
-	if (try_path(CAE_LIBEXECDIR "/cae-helper", path) == 0)
+	char lib[PATH_MAX];
+	snprintf(lib, sizeof(lib), "%s/%s", CAE_LIBEXECDIR, name);
+	if (try_path(lib, path) == 0)
 		return 0;
-	return cae_runner_find_program("cae-helper", NULL, path) == 0 ? 0 : -ENOENT;
+	return cae_runner_find_program(name, NULL, path) == 0 ? 0 : -ENOENT;
+}
+
+int cae_helper_find(char **path)
+{
+	return find_program("CAE_HELPER", "cae-helper", path);
+}
+
+int cae_helper_find_static(char **path)
+{
+	return find_program("CAE_HELPER_STATIC", "cae-helper-static", path);
 }
 
 int cae_helper_start(const char *const *argv, const char *const *envp, int64_t timeout_ms,

@@ -821,6 +821,9 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 		long n = cae_jsonrpc_framer_read(f, in_fd);
 		if (n == -EAGAIN)
 			continue;
+		/* a socket client that closed with our answer unread resets the connection */
+		if (n == -ECONNRESET)
+			return cae_error_set(err, -EPIPE, "the client closed its input");
 		if (n < 0)
 			return cae_error_set(err, (int)n, "reading the client's messages: %s",
 					     strerror((int)-n));

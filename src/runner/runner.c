@@ -34,6 +34,7 @@ void cae_run_result_clear(cae_run_result *res)
 		return;
 	free(res->out);
 	free(res->err);
+	free(res->warning);
 	memset(res, 0, sizeof(*res));
 }
 

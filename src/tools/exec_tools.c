@@ -56,15 +56,24 @@ json_t *cae_tool_execute_command_definition(void)
 		      "required", "command"));
 }
 
+/* Adds the optional "warning" (how the command ran, when worth saying) to a result schema. */
+static json_t *with_warning(json_t *schema)
+{
+	json_object_set_new(json_object_get(schema, "properties"), "warning",
+			    json_pack("{s:s}", "type", "string"));
+	return schema;
+}
+
 json_t *cae_tool_execute_command_output_schema(void)
 {
-	return json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}, "
-			 "s:[s, s, s, s]}",
-			 "type", "object", "properties", "exit_code", "type", "integer", "stdout",
-			 "type", "string", "stderr", "type", "string", "duration_ms", "type",
-			 "integer", "stdout_truncated", "type", "boolean", "stderr_truncated",
-			 "type", "boolean", "timed_out", "type", "boolean", "required", "exit_code",
-			 "stdout", "stderr", "duration_ms");
+	return with_warning(
+	    json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}, "
+		      "s:[s, s, s, s]}",
+		      "type", "object", "properties", "exit_code", "type", "integer", "stdout",
+		      "type", "string", "stderr", "type", "string", "duration_ms", "type",
+		      "integer", "stdout_truncated", "type", "boolean", "stderr_truncated", "type",
+		      "boolean", "timed_out", "type", "boolean", "required", "exit_code", "stdout",
+		      "stderr", "duration_ms"));
 }
 
 json_t *cae_tool_exec_command_definition(void)
@@ -91,15 +100,15 @@ json_t *cae_tool_exec_command_definition(void)
 
 json_t *cae_tool_exec_command_output_schema(void)
 {
-	return json_pack("{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
-			 "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s, s, s, s, s, s, s]}",
-			 "type", "object", "properties", "cwd", "type", "string", "command", "type",
-			 "array", "items", "type", "string", "exit_code", "type", "integer",
-			 "stdout", "type", "string", "stderr", "type", "string", "stdout_truncated",
-			 "type", "boolean", "stderr_truncated", "type", "boolean", "timed_out",
-			 "type", "boolean", "duration_ms", "type", "integer", "required", "cwd",
-			 "command", "exit_code", "stdout", "stderr", "stdout_truncated",
-			 "stderr_truncated", "timed_out", "duration_ms");
+	return with_warning(json_pack(
+	    "{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
+	    "s:{s:s}, s:{s:s}, s:{s:s}}, s:[s, s, s, s, s, s, s, s, s]}",
+	    "type", "object", "properties", "cwd", "type", "string", "command", "type", "array",
+	    "items", "type", "string", "exit_code", "type", "integer", "stdout", "type", "string",
+	    "stderr", "type", "string", "stdout_truncated", "type", "boolean", "stderr_truncated",
+	    "type", "boolean", "timed_out", "type", "boolean", "duration_ms", "type", "integer",
+	    "required", "cwd", "command", "exit_code", "stdout", "stderr", "stdout_truncated",
+	    "stderr_truncated", "timed_out", "duration_ms"));
 }
 
 static bool shell_safe(const char *s)
@@ -376,6 +385,8 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 				redacted_string(env->secrets, res.err), "stdout_truncated", out_tr,
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
+	if (out && res.warning)
+		json_object_set_new(out, "warning", json_string(res.warning));
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
 		       json_pack("{s:i, s:b, s:I}", "exit_code",
 				 res.timed_out ? 124 : res.exit_code, "timed_out", res.timed_out,
@@ -484,6 +495,8 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));
 	}
+	if (out && res.warning)
+		json_object_set_new(out, "warning", json_string(res.warning));
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.execute_command",
 		       json_pack("{s:i, s:b, s:I}", "exit_code", res.timed_out ? -1 : res.exit_code,
 				 "timed_out", res.timed_out, "duration_ms",
