@@ -5,7 +5,14 @@
 #ifndef CAE_TESTS_DOCKERTEST_H
 #define CAE_TESTS_DOCKERTEST_H
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,24 +20,25 @@
 #include <unistd.h>
 
 #include "cae/docker.h"
+#include "docker/docker-internal.h"
 #include "testutil.h"
 
-static const char *test_image(void)
+static inline const char *test_image(void)
 {
 	const char *s = getenv("CAE_TEST_IMAGE");
 	return s && *s ? s : "coding-agent-executor-python:latest";
 }
 
-static int runner_pid; /* set by dt_init */
-static int name_seq;
+__attribute__((unused)) static int runner_pid; /* set by dt_init */
+__attribute__((unused)) static int name_seq;
 
 /* A fresh name unique to this test run. */
-static void unique_name(char *buf, size_t size, const char *what)
+static inline void unique_name(char *buf, size_t size, const char *what)
 {
 	snprintf(buf, size, "caetest-%d-%d-%d-%s", runner_pid, (int)getpid(), ++name_seq, what);
 }
 
-static cae_docker *client(void)
+static inline cae_docker *client(void)
 {
 	cae_docker *d = NULL;
 	cae_error err = {0};
@@ -43,12 +51,12 @@ static cae_docker *client(void)
 	return d;
 }
 
-static void dt_init(void)
+static inline void dt_init(void)
 {
 	runner_pid = (int)getpid();
 }
 
-static void remove_container(cae_docker *d, const char *id)
+static inline void remove_container(cae_docker *d, const char *id)
 {
 	cae_error err = {0};
 	int r = cae_docker_container_remove(d, id, true, true, &err);
@@ -56,7 +64,7 @@ static void remove_container(cae_docker *d, const char *id)
 }
 
 /* Removes every container this test run made (by name), also after failed tests. */
-static void sweep(void)
+static inline void sweep(void)
 {
 	cae_docker *d = NULL;
 	if (cae_docker_new(getenv("DOCKER_HOST"), &d, NULL) < 0)
@@ -81,7 +89,7 @@ static void sweep(void)
 }
 
 /* The container's processes (GET /containers/{id}/top) as JSON text; free it. */
-static char *top_text(cae_docker *d, const char *id)
+static inline char *top_text(cae_docker *d, const char *id)
 {
 	char path[256];
 	snprintf(path, sizeof(path), "/containers/%s/top?ps_args=-eo%%20pid,args", id);
@@ -95,7 +103,7 @@ static char *top_text(cae_docker *d, const char *id)
 }
 
 /* Waits until `sleep 30` runs in the container. */
-static void wait_for_sleep(cae_docker *d, const char *id)
+static inline void wait_for_sleep(cae_docker *d, const char *id)
 {
 	for (int i = 0; i < 600; i++) {
 		char *top = top_text(d, id);
@@ -106,6 +114,85 @@ static void wait_for_sleep(cae_docker *d, const char *id)
 		nanosleep(&(struct timespec){0, 50000000L}, NULL);
 	}
 	ck_abort_msg("sleep 30 never started");
+}
+
+/* A TCP listener on 127.0.0.1 relaying each connection to the engine's unix socket (with
+ * half-closes passed on), so that tcp:// DOCKER_HOST is exercised against the real engine. */
+struct relay {
+	int lfd;
+	int port;
+	char sock[108];
+};
+
+static inline void relay_pair(int a, int b)
+{
+	char buf[65536];
+	bool a_open = true, b_open = true;
+	while (a_open || b_open) {
+		struct pollfd p[2] = {{.fd = a_open ? a : -1, .events = POLLIN},
+				      {.fd = b_open ? b : -1, .events = POLLIN}};
+		if (poll(p, 2, -1) <= 0)
+			break;
+		for (int i = 0; i < 2; i++) {
+			if (!p[i].revents)
+				continue;
+			int from = i ? b : a, to = i ? a : b;
+			ssize_t n = read(from, buf, sizeof(buf));
+			if (n <= 0) {
+				shutdown(to, SHUT_WR);
+				if (i)
+					b_open = false;
+				else
+					a_open = false;
+				continue;
+			}
+			if (write(to, buf, (size_t)n) != n)
+				return;
+		}
+	}
+}
+
+/* A relay process for the engine at $DOCKER_HOST (a unix socket): listens on 127.0.0.1 and
+ * serves each connection in a child. Writes "tcp://127.0.0.1:PORT" to host; returns the
+ * relay's pid (kill it with SIGKILL; its children end with their connections). */
+static inline pid_t dt_tcp_relay(char *host, size_t size)
+{
+	cae_docker_endpoint ep;
+	if (cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL) < 0 || !ep.is_unix) {
+		fprintf(stderr, "dt_tcp_relay: DOCKER_HOST is not a unix socket\n");
+		exit(2);
+	}
+	struct relay rl = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+	snprintf(rl.sock, sizeof(rl.sock), "%s", ep.socket_path);
+	cae_docker_endpoint_clear(&ep);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sin);
+	if (bind(rl.lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(rl.lfd, 64) < 0 ||
+	    getsockname(rl.lfd, (struct sockaddr *)&sin, &sl) < 0) {
+		perror("dt_tcp_relay");
+		exit(2);
+	}
+	snprintf(host, size, "tcp://127.0.0.1:%d", ntohs(sin.sin_port));
+	pid_t pid = fork();
+	if (pid != 0) {
+		close(rl.lfd);
+		return pid;
+	}
+	signal(SIGCHLD, SIG_IGN);
+	for (;;) {
+		int c = accept(rl.lfd, NULL, NULL);
+		if (c < 0)
+			_exit(0);
+		if (fork() == 0) {
+			int u = socket(AF_UNIX, SOCK_STREAM, 0);
+			struct sockaddr_un sa = {.sun_family = AF_UNIX};
+			memcpy(sa.sun_path, rl.sock, sizeof(rl.sock));
+			if (connect(u, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+				relay_pair(c, u);
+			_exit(0);
+		}
+		close(c);
+	}
 }
 
 #endif

@@ -6,6 +6,7 @@
  * Repositories come from the loopback git server (tests/gitserver.h); docker containers use
  * the host network to reach it. */
 #include "testutil.h"
+#include "dockertest.h"
 #include "gitserver.h"
 
 #include "base/macro.h"
@@ -71,6 +72,8 @@ static void docker_destroy(const cae_env_info *info)
 static const struct target targets[] = {
     {"local", local_configure, local_destroy},
     {"docker", docker_configure, docker_destroy},
+    /* the docker backend through a tcp:// engine (a loopback relay to the real one) */
+    {"docker-tcp", docker_configure, docker_destroy},
 };
 static const struct target *T;
 
@@ -99,12 +102,19 @@ static cae_config *config(void)
 	return cfg;
 }
 
+/* The backend a target tests ("docker-tcp" is the docker backend). */
+static const char *backend_name(void)
+{
+	return strncmp(T->name, "docker", 6) == 0 ? "docker" : T->name;
+}
+
 static cae_backend *backend(cae_config *cfg, cae_log *log)
 {
 	cae_backend *b = NULL;
 	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named(T->name, cfg, log, &b, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(cae_backend_name(b), T->name);
+	ck_assert_msg(cae_backend_new_named(backend_name(), cfg, log, &b, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(cae_backend_name(b), backend_name());
 	return b;
 }
 
@@ -125,7 +135,7 @@ static void prepare_ok(cae_backend *b, const cae_task *t, const char *env,
 	int r = cae_backend_prepare(b, t, env, o, info, &err);
 	ck_assert_msg(r == 0, "prepare: %s", err.message);
 	ck_assert_str_eq(info->status, "ready");
-	ck_assert_str_eq(info->backend, T->name);
+	ck_assert_str_eq(info->backend, backend_name());
 	ck_assert_str_eq(info->task_uuid, t->uuid);
 }
 
@@ -324,7 +334,7 @@ START_TEST(failed_clone_leaves_nothing)
 	char *text = NULL;
 	ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &text, NULL), 0);
 	char want[128];
-	snprintf(want, sizeof(want), "\"backend\":\"%s\"", T->name);
+	snprintf(want, sizeof(want), "\"backend\":\"%s\"", backend_name());
 	const char *line = strstr(text, "\"event\":\"environment.prepare_failed\"");
 	ck_assert_msg(line != NULL, "%s", text);
 	ck_assert_msg(strstr(line, want) != NULL && strstr(line, uuid) != NULL, "%s", line);
@@ -482,12 +492,16 @@ START_TEST(commands_behave_the_same)
 	ck_assert_uint_le(strlen(r.out), 1000);
 	ck_assert_int_eq(r.exit_code, 0);
 	cae_run_result_clear(&r);
-	/* a timeout kills the command and what it started */
-	const char *slow[] = {"sh", "-c", "sleep 1000 & sleep 1000; echo never", NULL};
+	/* a timeout kills the command and all it started, in a new session or double-forked
+	 * too, and returns without waiting for them */
+	const char *slow[] = {
+	    "sh", "-c", "sleep 1000 & setsid sleep 1000 & (sleep 1000 &) ; sleep 1000; echo never",
+	    NULL};
 	cae_exec_request timed = {.argv = slow, .timeout_ms = 500, .cancel_fd = -1};
 	ck_assert_msg(cae_backend_exec(b, uuid, &timed, &r, &err) == 0, "%s", err.message);
 	ck_assert(r.timed_out);
 	ck_assert_ptr_null(strstr(r.out, "never"));
+	ck_assert_int_lt(r.duration_ms, 30000);
 	cae_run_result_clear(&r);
 	r = sh(b, uuid, "ps -eo args 2>/dev/null | grep -c '^sleep 1000' || true");
 	ck_assert_msg(strcmp(r.out, "0\n") == 0, "left running: %s", r.out);
@@ -533,7 +547,7 @@ START_TEST(tools_behave_the_same)
 	cae_session *s = NULL;
 	cae_error err = {0};
 	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(cae_backend_name(cae_session_backend(s)), T->name);
+	ck_assert_str_eq(cae_backend_name(cae_session_backend(s)), backend_name());
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
 	cae_task t = task(uuid);
@@ -599,8 +613,19 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], targets[i].name) == 0)
 			T = &targets[i];
 	if (!T) {
-		fprintf(stderr, "usage: %s local|docker\n", argv[0]);
+		fprintf(stderr, "usage: %s local|docker|docker-tcp\n", argv[0]);
 		return 2;
 	}
-	return tu_run(make_suite());
+	pid_t relay = 0;
+	if (strcmp(T->name, "docker-tcp") == 0) {
+		char host[64];
+		relay = dt_tcp_relay(host, sizeof(host));
+		setenv("DOCKER_HOST", host, 1);
+	}
+	int r = tu_run(make_suite());
+	if (relay > 0) {
+		kill(relay, SIGKILL);
+		waitpid(relay, NULL, 0);
+	}
+	return r;
 }

@@ -669,42 +669,6 @@ START_TEST(exec_timeout_kills_tree_in_container)
 }
 END_TEST
 
-/* A TCP listener on 127.0.0.1 relaying each connection to the engine's unix socket (with
- * half-closes passed on), so that tcp:// DOCKER_HOST is exercised against the real engine. */
-struct relay {
-	int lfd;
-	int port;
-	char sock[108];
-};
-
-static void relay_pair(int a, int b)
-{
-	char buf[65536];
-	bool a_open = true, b_open = true;
-	while (a_open || b_open) {
-		struct pollfd p[2] = {{.fd = a_open ? a : -1, .events = POLLIN},
-				      {.fd = b_open ? b : -1, .events = POLLIN}};
-		if (poll(p, 2, 30000) <= 0)
-			break;
-		for (int i = 0; i < 2; i++) {
-			if (!p[i].revents)
-				continue;
-			int from = i ? b : a, to = i ? a : b;
-			ssize_t n = read(from, buf, sizeof(buf));
-			if (n <= 0) {
-				shutdown(to, SHUT_WR);
-				if (i)
-					b_open = false;
-				else
-					a_open = false;
-				continue;
-			}
-			if (write(to, buf, (size_t)n) != n)
-				return;
-		}
-	}
-}
-
 static void *relay_main(void *arg)
 {
 	struct relay *r = arg;
