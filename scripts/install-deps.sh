@@ -9,7 +9,7 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
       check git musl-tools bubblewrap)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
-         debootstrap nginx fcgiwrap)
+         debootstrap nginx fcgiwrap busybox-static)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,32 @@ typedef struct exec_opts {
 	"  --timeout-ms MS    exec_command timeout (default 30000, at most 120000)\n"              \
 	"  --stdin FILE       exec_command: text for standard input (- = stdin)\n"                 \
 	"  --max-output-chars N  exec_command: per-stream limit (default 200000)\n"
+
+static int cancel_pipe[2] = {-1, -1};
+static volatile sig_atomic_t cancel_signals;
+
+static void on_cancel_signal(int sig)
+{
+	if (cancel_signals++ > 0)
+		_exit(128 + sig);
+	int saved = errno;
+	ssize_t k = write(cancel_pipe[1], "c", 1);
+	(void)k;
+	errno = saved;
+}
+
+static int install_cancel_signals(void)
+{
+	if (cancel_pipe[0] < 0 && pipe2(cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+		return -errno;
+	struct sigaction sa = {.sa_handler = on_cancel_signal, .sa_flags = SA_RESTART};
+	sigemptyset(&sa.sa_mask);
+	int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		if (sigaction(sigs[i], &sa, NULL) < 0)
+			return -errno;
+	return 0;
+}
 
 static int exec_option(exec_opts *e, int opt, const char *arg)
 {
@@ -158,7 +185,15 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 	cae_tool_result res;
 	cae_error err;
 	cae_error_clear(&err);
-	int r = cae_session_call_tool(s, tool, args, NULL, &res, &err);
+	/* SIGINT, SIGTERM or SIGHUP cancel the command (wherever it runs); a second one ends
+	 * cae at once (the environment's helper then ends the command when our stream
+	 * closes). */
+	cae_call_ctx ctx = {.cancel_fd = -1};
+	if (install_cancel_signals() == 0) {
+		ctx.cancel_fd = cancel_pipe[0];
+		ctx.has_cancel_fd = true;
+	}
+	int r = cae_session_call_tool(s, tool, args, &ctx, &res, &err);
 	json_decref(args);
 	if (r < 0) {
 		fprintf(stderr, "cae: %s\n", err.message);
@@ -166,7 +201,9 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 	}
 	*result = json_incref(res.structured);
 	int status;
-	if (res.is_error) {
+	if (cancel_signals > 0) {
+		status = 130; /* cancelled by a signal, as a shell reports an interrupted command */
+	} else if (res.is_error) {
 		status = 1;
 	} else {
 		json_t *st = res.structured;

@@ -15,6 +15,7 @@
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "cae/docker.h"
+#include "cae/helper.h"
 #include "cae/log.h"
 #include "cae/session.h"
 #include "docker/docker-internal.h"
@@ -1341,6 +1342,257 @@ START_TEST(backend_auto_selection)
 }
 END_TEST
 
+/* ---- the in-container helper ---- */
+
+/* Waits until the container's processes (GET top) show needle, or (gone) no longer do. */
+static void wait_top(cae_docker *d, const char *id, const char *needle, bool gone)
+{
+	for (int i = 0; i < 1200; i++) {
+		char *top = top_text(d, id);
+		bool seen = strstr(top, needle) != NULL;
+		free(top);
+		if (seen != gone)
+			return;
+		nanosleep(&(struct timespec){0, 50000000L}, NULL);
+	}
+	ck_abort_msg("%s never %s", needle, gone ? "went" : "appeared");
+}
+
+struct bg_exec {
+	cae_backend *b;
+	const char *uuid;
+	const char *script;
+	int r;
+	cae_run_result res;
+	cae_error err;
+};
+
+static void *bg_exec_backend(void *arg)
+{
+	struct bg_exec *x = arg;
+	const char *argv[] = {"sh", "-c", x->script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
+	x->r = cae_backend_exec(x->b, x->uuid, &req, &x->res, &x->err);
+	return NULL;
+}
+
+/* The stream helper killed with SIGKILL during a command: the command's call says so, the
+ * command does not survive it (PID 1 kills what the dead helper left), and the next command
+ * works through a new helper. */
+START_TEST(helper_killed_mid_command)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	struct bg_exec x = {.b = b, .uuid = uuid, .script = "sleep 313; echo never"};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_backend, &x), 0);
+	wait_top(d, info.container_id, "sleep 313", false);
+	/* from outside (as the container's user: root there has no CAP_KILL): the helper
+	 * serving this process's stream */
+	const char *kill_argv[] = {"sh", "-c", "pkill -KILL -f 'cae-helper --stream'", NULL};
+	cae_docker_exec_spec ks = {
+	    .argv = kill_argv, .raw = true, .timeout_ms = 30000, .cancel_fd = -1};
+	cae_run_result kr;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_exec(d, info.container_id, &ks, &kr, NULL, &err) == 0, "%s",
+		      err.message);
+	cae_run_result_clear(&kr);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(x.r, -ECONNRESET);
+	ck_assert_msg(strstr(x.err.message, "cae-helper ended during the command") &&
+			  strstr(x.err.message, "the next command starts a new one"),
+		      "%s", x.err.message);
+	wait_top(d, info.container_id, "sleep 313", true);
+	cae_run_result r = bexec(b, uuid, "echo again", 30000);
+	ck_assert_str_eq(r.out, "again\n");
+	ck_assert_ptr_null(r.warning);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* SIGTERM to `cae exec` cancels the command in the container (exit 130, nothing left);
+ * SIGKILL (no chance to cancel) ends it too: its stream closes and the helper stops. */
+START_TEST(cli_exec_signals_end_the_command_in_the_container)
+{
+	char *dir = tu_mkdtemp();
+	char config[600];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
+		 "host\n");
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	const int sigs[] = {SIGTERM, SIGKILL};
+	for (int i = 0; i < 2; i++) {
+		char script[64];
+		snprintf(script, sizeof(script), "sleep %d", 320 + i);
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			int null = open("/dev/null", O_WRONLY);
+			dup2(null, 1);
+			dup2(null, 2);
+			setenv("CAE_CONFIG", config, 1);
+			execl(CAE_EXE, CAE_EXE, "exec", "--uuid", uuid, "--", script, (char *)NULL);
+			_exit(127);
+		}
+		wait_top(d, info.container_id, script, false);
+		kill(pid, sigs[i]);
+		int st;
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (sigs[i] == SIGTERM) {
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 130, "status %d", st);
+			/* cancelled before cae exec answered: gone already */
+			char *top = top_text(d, info.container_id);
+			ck_assert_msg(strstr(top, script) == NULL, "left: %s", top);
+			free(top);
+		} else {
+			wait_top(d, info.container_id, script, true);
+		}
+	}
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+static ssize_t st_read(void *ctx, char *buf, size_t n)
+{
+	return cae_docker_stream_read(ctx, buf, n);
+}
+
+static int st_write(void *ctx, const void *p, size_t n)
+{
+	return cae_docker_stream_write(ctx, p, n);
+}
+
+static void st_close(void *ctx)
+{
+	cae_docker_stream_close(ctx);
+}
+
+/* cae-helper-static in an image with nothing but Debian's static busybox (no libc, no
+ * git): PID 1 there, commands through its stream with the runner's semantics, and, once no
+ * manager is connected, the container stops by itself after its lifetime. */
+START_TEST(helper_in_a_busybox_only_image)
+{
+	const char *helper = getenv("CAE_HELPER_STATIC");
+	ck_assert_msg(helper && *helper, "CAE_HELPER_STATIC is not set");
+	cae_docker *d = client();
+	char name[128];
+	unique_name(name, sizeof(name), "busybox");
+	json_t *cfg = json_pack("{s:s, s:[s,s,s,s], s:[], s:s, s:{s:s, s:b}}", "Image",
+				"cae-test-busybox:latest", "Entrypoint", "/.cae/cae-helper",
+				"--init", "--lifetime", "4", "Cmd", "User", "1000:1000",
+				"HostConfig", "NetworkMode", "none", "Init", 0);
+	char *id = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
+		      err.message);
+	json_decref(cfg);
+	/* the helper goes in as the docker backend puts it: root's, 0755, in /.cae */
+	char *dir = tu_mkdtemp();
+	tu_sh("mkdir %s/.cae && cp %s %s/.cae/cae-helper && tar --owner=0 --group=0 "
+	      "--numeric-owner --mode=0755 -C %s -cf %s/h.tar .cae",
+	      dir, helper, dir, dir, dir);
+	char tarpath[600];
+	snprintf(tarpath, sizeof(tarpath), "%s/h.tar", dir);
+	int fd = open(tarpath, O_RDONLY | O_CLOEXEC);
+	struct stat sb;
+	ck_assert_int_eq(fstat(fd, &sb), 0);
+	ck_assert_msg(cae_docker_put_archive(d, id, "/", fd, (uint64_t)sb.st_size, &err) == 0, "%s",
+		      err.message);
+	close(fd);
+	ck_assert_msg(cae_docker_container_start(d, id, &err) == 0, "%s", err.message);
+	const char *argv[] = {"/.cae/cae-helper", "--stream", "--heartbeat", "1", NULL};
+	cae_docker_stream *st = NULL;
+	ck_assert_msg(cae_docker_attach(d, id, argv, NULL, 10000, &st, &err) == 0, "%s",
+		      err.message);
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = st_read,
+				.write = st_write,
+				.close = st_close,
+				.ctx = st};
+	cae_helper_mux *m = NULL;
+	ck_assert_msg(cae_helper_mux_open(&link, 10000, &m, &err) == 0, "%s", err.message);
+	const char *sh[] = {"sh", "-c",
+			    "echo hi; id -u; tr '\\0' ' ' < /proc/1/cmdline; echo; cat; "
+			    "echo \"[$ADDED]\"",
+			    NULL};
+	const char *add[] = {"ADDED=1", NULL};
+	cae_run_spec spec = {.argv = sh,
+			     .cwd = "/workspace",
+			     .stdin_data = "in\n",
+			     .stdin_len = 3,
+			     .has_stdin = true,
+			     .timeout_ms = 30000};
+	cae_run_result r;
+	ck_assert_msg(cae_helper_mux_run(m, &spec, add, "/workspace", &r, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(r.out, "hi\n1000\n/.cae/cae-helper --init --lifetime 4 \nin\n[1]\n");
+	cae_run_result_clear(&r);
+	/* a timeout kills the tree, setsid and double forks included */
+	const char *slow[] = {"sh", "-c", "setsid sleep 331 & (sleep 332 &); sleep 333", NULL};
+	cae_run_spec s2 = {.argv = slow, .cwd = "/workspace", .timeout_ms = 500};
+	ck_assert_msg(cae_helper_mux_run(m, &s2, NULL, "/workspace", &r, &err) == 0, "%s",
+		      err.message);
+	ck_assert(r.timed_out);
+	cae_run_result_clear(&r);
+	const char *ps[] = {"sh", "-c", "ps -o args | grep -c '^sleep 33' || true", NULL};
+	cae_run_spec s3 = {.argv = ps, .cwd = "/workspace", .timeout_ms = 30000};
+	ck_assert_msg(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(r.out, "0\n");
+	cae_run_result_clear(&r);
+	/* the cwd must stay in the confinement */
+	s3.cwd = "/tmp";
+	ck_assert_int_eq(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err), -ENOTDIR);
+	/* the manager goes: after its lifetime (4 s) the container stops by itself */
+	cae_helper_mux_close(m);
+	bool stopped = false;
+	int64_t code = -1;
+	for (int i = 0; i < 600 && !stopped; i++) {
+		json_t *c = NULL;
+		ck_assert_int_eq(cae_docker_container_inspect(d, id, &c, &err), 0);
+		json_t *state = json_object_get(c, "State");
+		stopped = !json_is_true(json_object_get(state, "Running"));
+		code = json_integer_value(json_object_get(state, "ExitCode"));
+		json_decref(c);
+		if (!stopped)
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	ck_assert(stopped);
+	ck_assert_int_eq(code, CAE_HELPER_INIT_EXPIRED);
+	remove_container(d, id);
+	free(id);
+	cae_rm_rf(dir);
+	free(dir);
+	cae_docker_free(d);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -1372,6 +1624,9 @@ static Suite *make_suite(void)
 	tcase_add_test(b, backend_environment_gone);
 	tcase_add_test(b, backend_stale_gc);
 	tcase_add_test(b, backend_auto_selection);
+	tcase_add_test(b, helper_killed_mid_command);
+	tcase_add_test(b, cli_exec_signals_end_the_command_in_the_container);
+	tcase_add_test(b, helper_in_a_busybox_only_image);
 	suite_add_tcase(s, b);
 	return s;
 }
