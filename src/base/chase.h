@@ -104,7 +104,9 @@ typedef struct cae_chased {
  * Errors: -EXDEV the path or a symbolic link leads outside root_fd (an absolute path or link
  * too); -ELOOP too many symbolic links, or a /proc magic link on the way; -ENOENT,
  * -ENOTDIR, -ENAMETOOLONG (a path longer than PATH_MAX), -EINVAL (NULL path), -ENOMEM, or
- * what a system call returned. out is always initialised (clear it in every case). */
+ * what a system call returned. out is always initialised (clear it in every case); on an
+ * error, out->links still counts the final links followed before it (-ENOENT after one: a
+ * dangling link). */
 int cae_chase(int root_fd, const char *path, unsigned flags, cae_chase_mkdir_fn mkdir_fn, void *ctx,
 	      cae_chased *out);
 

@@ -66,16 +66,16 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, cae_ch
 	unsigned flags =
 	    CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0) | (follow ? 0 : CAE_CHASE_NOFOLLOW);
 	int r = cae_chase(h->root_fd, rel, flags, h->txn ? cae_txn_mkdir_hook : NULL, h->txn, t);
-	if (r < 0)
+	if (r < 0 && r != -ENOENT)
 		return path_error(err, rel, r);
-	if (!*t->name)
+	if (r == 0 && !*t->name)
 		return path_error(err, rel, -EISDIR);
-	if (t->links && !t->exists)
+	if (t->links && (r == -ENOENT || !t->exists))
 		return cae_error_set(err, -EACCES,
 				     "%s: is a symbolic link to a missing file; refusing to write "
 				     "through it",
 				     rel);
-	return 0;
+	return r < 0 ? path_error(err, rel, r) : 0;
 }
 
 static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t *len, mode_t *mode,

@@ -560,6 +560,8 @@ START_TEST(chase_mkdir)
 	/* never on a link's target */
 	fx_link(&f, "nodir/f", "dangling");
 	ck_assert_int_eq(chase(&f, "dangling", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, &c), -ENOENT);
+	ck_assert_uint_eq(c.links, 1); /* the caller can tell a dangling link */
+	cae_chased_clear(&c);
 	ck_assert_int_eq(fstatat(f.root, "nodir", &st, 0), -1);
 	/* a file on the way */
 	ck_assert_int_eq(chase(&f, "f/x/y", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, &c), -ENOTDIR);
