@@ -7,6 +7,7 @@
 #include <limits.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,10 +27,14 @@ int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	};
 	if (!path || !*path)
 		path = ".";
-	long fd;
-	do
+	long fd = -1;
+	/* EAGAIN: a rename or mount raced with the resolution of a ".."; the kernel asks us to
+	 * try again (bounded, so that a busy attacker only gets an error). */
+	for (int i = 0; i < 64; i++) {
 		fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-	while (fd < 0 && errno == EINTR);
+		if (fd >= 0 || (errno != EINTR && errno != EAGAIN))
+			break;
+	}
 	if (fd < 0)
 		return -errno;
 	return (int)fd;
@@ -51,63 +56,108 @@ int cae_write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
-int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
-			  bool beneath)
+/* fsync of the directory dfd (an O_PATH fd cannot be synced: reopened). Best effort. */
+static void fsync_dir(int dfd)
 {
-	_cleanup_free_ char *dir = NULL;
-	const char *base = strrchr(path, '/');
-	if (base) {
-		dir = strndup(path, (size_t)(base - path));
-		if (!dir)
-			return -ENOMEM;
-		base++;
-		if (!*dir) {
-			free(dir);
-			dir = strdup("/");
-			if (!dir)
-				return -ENOMEM;
-		}
-	} else {
-		base = path;
+	int fd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		(void)fsync(fd);
+		close(fd);
 	}
-	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+}
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0) /* the kernel's value (musl's headers lack it) */
+#endif
+
+/* renameat2(RENAME_NOREPLACE) (the system call: musl has no wrapper), or link + unlink where
+ * the file system has no such rename (link() refuses to replace too). */
+static int rename_noreplace(int dfd, const char *from, const char *to)
+{
+	if (syscall(SYS_renameat2, dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
+		return 0;
+	int r = -errno;
+	if (r != -EINVAL && r != -ENOSYS)
+		return r;
+	r = linkat(dfd, from, dfd, to, 0) < 0 ? -errno : 0;
+	unlinkat(dfd, from, 0);
+	return r;
+}
+
+int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae_fill_fn fill,
+		     void *ctx)
+{
+	if (strchr(name, '/'))
+		return -EINVAL;
+	if (!*name || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
 		return -EISDIR;
-
-	_cleanup_close_ int dfd = -1;
-	if (beneath)
-		dfd = cae_open_beneath(dirfd, dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
-	else
-		dfd = openat(dirfd, dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (dfd < 0)
-		return beneath ? dfd : -errno;
-
-	char tmp[64];
+	static atomic_uint seq;
+	char tmp[96];
 	int fd = -1;
 	for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-		snprintf(tmp, sizeof(tmp), ".cae-tmp-%d-%u-%d", (int)getpid(), (unsigned)random(),
-			 attempt);
+		snprintf(tmp, sizeof(tmp), ".cae-tmp-%d-%u-%u", (int)getpid(),
+			 atomic_fetch_add(&seq, 1), (unsigned)random());
 		fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0 && errno != EEXIST)
 			return -errno;
 	}
 	if (fd < 0)
 		return -EEXIST;
-	int r = cae_write_all(fd, data, len);
-	cae_keep_owner(fd, dfd, base);
+	cae_keep_owner(fd, dfd, name);
+	int r = fill(ctx, fd);
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;
 	if (r == 0 && fsync(fd) < 0)
 		r = -errno;
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
-	if (r == 0 && renameat(dfd, tmp, dfd, base) < 0)
+	if (r == 0 && (flags & CAE_WRITE_NOREPLACE))
+		r = rename_noreplace(dfd, tmp, name);
+	else if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
 		r = -errno;
 	if (r < 0) {
 		unlinkat(dfd, tmp, 0);
 		return r;
 	}
-	(void)fsync(dfd);
+	fsync_dir(dfd);
 	return 0;
+}
+
+typedef struct data_fill {
+	const void *data;
+	size_t len;
+} data_fill;
+
+static int fill_data(void *ctx, int fd)
+{
+	const data_fill *d = ctx;
+	return cae_write_all(fd, d->data, d->len);
+}
+
+int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
+			  bool beneath)
+{
+	_cleanup_free_ char *dir = NULL;
+	const char *base = strrchr(path, '/');
+	if (base) {
+		dir = base == path ? strdup("/") : strndup(path, (size_t)(base - path));
+		if (!dir)
+			return -ENOMEM;
+		base++;
+	} else {
+		base = path;
+	}
+	if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+		return -EISDIR;
+	_cleanup_close_ int dfd = -1;
+	if (beneath)
+		dfd = cae_open_beneath(dirfd, dir ? dir : ".", O_PATH | O_DIRECTORY, 0);
+	else if ((dfd = openat(dirfd, dir ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
+		dfd = -errno;
+	if (dfd < 0)
+		return dfd;
+	data_fill d = {data, len};
+	return cae_write_atomic(dfd, base, mode, 0, fill_data, &d);
 }
 
 int cae_read_fd(int fd, size_t max, char **out, size_t *len)

@@ -8,13 +8,28 @@
 
 /* openat2(dirfd, path, flags, mode) with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS: the path
  * (relative, or "" / "." for dirfd itself) and every symlink on the way must stay below
- * dirfd. Returns an fd or -errno (-EXDEV when the path escapes). O_CLOEXEC is added. */
+ * dirfd. Returns an fd or -errno (-EXDEV when the path escapes). O_CLOEXEC is added; retried
+ * when the kernel answers EAGAIN (a rename raced with "..") or EINTR. The kernel primitive
+ * under base/chase.h, which is where a path from outside is resolved. */
 int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode);
 
-/* Writes data to path (relative to dirfd, AT_FDCWD allowed) atomically: a temporary file
- * in the same directory, fsync, rename over, fsync of the directory. mode is applied to
- * the new file (mode & 07777). With beneath=true, the directory is opened with
- * cae_open_beneath. Returns 0 or -errno. */
+#define CAE_WRITE_NOREPLACE 1u /* fail with -EEXIST when the name exists */
+
+/* Writes the content of a new file into fd (empty, O_WRONLY, borrowed). Returns 0 or
+ * -errno. It may fchown the file; the mode is applied after it. */
+typedef int (*cae_fill_fn)(void *ctx, int fd);
+
+/* The one atomic writer: replaces (or, with CAE_WRITE_NOREPLACE, only creates) dfd/name with
+ * a temporary file made in dfd (.cae-tmp-*, O_EXCL), given the owner of what it replaces
+ * (cae_keep_owner), filled by fill(ctx, fd), mode & 07777 applied, fsync'd, renamed over
+ * name; then dfd is fsync'd. name is a single component. dfd may be an O_PATH fd. On failure
+ * the temporary file is removed and name untouched. Returns 0 or -errno. */
+int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae_fill_fn fill,
+		     void *ctx);
+
+/* cae_write_atomic of data for path (relative to dirfd, AT_FDCWD allowed; its directory
+ * must exist). With beneath=true the directory is opened with cae_open_beneath. Returns 0
+ * or -errno. */
 int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
 			  bool beneath);
 

@@ -446,6 +446,13 @@ int cae_txn_mkdir(cae_txn *t, const char *dir)
 	return 0;
 }
 
+int cae_txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path)
+{
+	(void)dfd;
+	(void)name;
+	return cae_txn_mkdir(ctx, path);
+}
+
 /* The key of dir/name about to be changed (its earlier staged version dropped), with the
  * journal made; NULL with *r set on failure. */
 static key *change_key(cae_txn *t, int dfd, const char *dir, const char *name, int *r)

@@ -87,6 +87,10 @@ int cae_txn_begin(cae_wsj *w, cae_txn **out);
 /* Makes directory dir (relative to the workspace; its parent must exist), announced first.
  * -EEXIST when it exists (not announced then). */
 int cae_txn_mkdir(cae_txn *t, const char *dir);
+/* cae_txn_mkdir as base/chase.h's cae_chase_mkdir_fn (ctx: the cae_txn, of the root that
+ * cae_chase resolves beneath), so that directories made while resolving a path are
+ * announced and a rollback removes them again. */
+int cae_txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path);
 
 #define CAE_TXN_NOREPLACE 1u /* the commit fails with -EEXIST if the target exists */
 

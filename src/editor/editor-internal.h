@@ -1,13 +1,27 @@
-/* Internals of the text editor (src/editor/): text scanning and numbering (text.c), path
- * normalisation (path.c), the bounded undo history (undo.c). Not installed. */
+/* Internals of the text editor (src/editor/), one file per concern:
+ *   editor.c  the editor object, its spare buffer, results, the typed entry points
+ *   args.c    cae_editor_call: the JSON arguments and the dispatch to a command
+ *   path.c    the agent's path to a target in the workspace (through base/chase.h)
+ *   file.c    reading a file as text, writing one atomically
+ *   view.c    `view` of a file or a directory
+ *   edit.c    `create`, `str_replace`, `insert`, `undo_edit`
+ *   text.c    text scanning, search and numbering
+ *   undo.c    the bounded undo history
+ * Not installed. */
 #ifndef CAE_EDITOR_INTERNAL_H
 #define CAE_EDITOR_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "base/buf.h"
+#include "base/chase.h"
+#include "base/macro.h"
+#include "base/txn.h"
+#include "cae/editor.h"
 
 /* ---- text.c ---- */
 
@@ -101,8 +115,8 @@ size_t ed_count_chars(const char *s, size_t n);
 
 /* ---- path.c ---- */
 
-/* Normalises display_root (absolute) into a new string without trailing slashes ("/" stays).
- * NULL if it is not absolute or on allocation failure. */
+/* Normalises display_root (absolute) into a new string without trailing slashes ("/" stays),
+ * ".." folded. NULL if it is not absolute, folds above "/", or on allocation failure. */
 char *ed_path_root_normalize(const char *display_root);
 
 typedef enum ed_path_error {
@@ -111,22 +125,48 @@ typedef enum ed_path_error {
 	ED_PATH_TOO_LONG,
 	ED_PATH_NUL,
 	ED_PATH_NOT_UTF8,
-	ED_PATH_OUTSIDE, /* absolute and not under the display root, or ".." above the workspace */
+	ED_PATH_OUTSIDE, /* absolute and not under the display root */
 	ED_PATH_NOMEM,
 } ed_path_error;
 
-#define ED_PATH_MAX 4096
+#define ED_PATH_MAX CAE_PATH_MAX
 
-/* Turns the agent's path into a workspace-relative path (empty and "." components dropped,
- * ".." kept for openat2 to judge, "" for the workspace itself); also the display form's
- * tail. An absolute path must start with the display root's components. Confinement itself
- * is done by openat2 when the path is used; this only refuses what is plainly outside (an
- * absolute path elsewhere). *rel is new. */
+/* Turns the agent's path into a workspace-relative path (cae_path_lexical: empty and "."
+ * components dropped, ".." kept for the resolver to judge, "" for the workspace itself);
+ * also the display form's tail. An absolute path must start with the display root's
+ * components. *rel is new. */
 ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel);
 /* root + "/" + rel (root alone for ""). New string, NULL on allocation failure. */
 char *ed_path_display(const char *root, const char *rel);
-/* Joins a relative directory and a relative path ("" dir = path). New string. */
-char *ed_path_join_rel(const char *dir, const char *path);
+
+/* A path resolved in the workspace. */
+typedef struct ed_target {
+	char *display; /* the agent's path in display form (what outputs echo) */
+	char *key;     /* the undo key: the parent directory's identity and the name, or the
+			* path of a directory */
+	char *dir;     /* dfd's path relative to the workspace ("" for it), when base is set */
+	int dfd;       /* parent directory (O_PATH) beneath the workspace, or the target
+			* directory itself when base is NULL */
+	char *base;    /* final name in dfd; NULL when the target is a directory named by the
+			* workspace itself, a trailing "/" or a final ".." */
+	bool exists;
+	struct stat st; /* when exists (a final symbolic link is resolved) */
+} ed_target;
+
+#define ED_TARGET_INIT                                                                             \
+	{                                                                                          \
+		.dfd = -1                                                                          \
+	}
+
+void ed_target_clear(ed_target *t);
+/* Resolves the agent's path (len bytes) with cae_chase; with create, missing parent
+ * directories are made (in ed->create_txn when set). res->path names the target. Returns 0
+ * (t filled), 1 (error result set), or -ENOMEM. */
+int ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+	       cae_editor_result *res);
+/* The error result for a failed resolution or access (-errno e) of display. Returns 1, or
+ * -ENOMEM. */
+int ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e);
 
 /* ---- undo.c ---- */
 
@@ -161,5 +201,122 @@ size_t ed_undo_bytes(const ed_undo *u);
 /* The data the history lets go of (entries dropped for the depth or the budget, data pushed
  * but not kept) goes to release(ctx, data), which then owns it, instead of free(). */
 void ed_undo_set_release(ed_undo *u, void (*release)(void *ctx, char *data), void *ctx);
+
+/* ---- editor.c ---- */
+
+struct cae_editor {
+	int root_fd; /* O_PATH | O_DIRECTORY */
+	char *root;  /* display root, normalised */
+	/* The workspace's journal (base/txn.h): every write is a transaction, so a process
+	 * killed mid-write leaves no staged file once recovered. NULL when the journal
+	 * directory cannot be made (writes are then plain temporary file + rename). */
+	cae_wsj *wsj;
+	/* The transaction of the `create` being run (its directories are made in it, so that a
+	 * crash or a failure removes them again), else NULL. */
+	cae_txn *create_txn;
+	cae_editor_limits lim;
+	ed_undo *undo;
+	pthread_mutex_t lock;
+	/* The latest large buffer let go of (an undo entry dropped, a failed edit's file), for
+	 * the next read of a file of about its size: faulting fresh pages in costs more than
+	 * reading the file (10 MB: ~6 ms against ~2-4 ms). At most one, of at most
+	 * max_file_bytes plus a little. */
+	char *spare;
+	size_t spare_cap;
+};
+
+/* Buffers from this size on are kept for reuse, and allocated with room to grow. */
+#define ED_SPARE_MIN ((size_t)1 << 20)
+
+/* Takes data (may be NULL): kept as the spare if large, else freed. */
+void ed_spare_put(cae_editor *ed, char *data);
+/* A buffer of at least need bytes (the spare when its size fits). NULL on failure. */
+char *ed_buf_get(cae_editor *ed, size_t need);
+
+/* Sets a tool error. Returns 0, or -ENOMEM. */
+int ed_res_error(cae_editor_result *res, const char *fmt, ...) _printf_(2, 3);
+/* Sets a success: text is stolen, summary formatted. Returns 0, or -ENOMEM. */
+int ed_res_ok(cae_editor_result *res, char *text, const char *fmt, ...) _printf_(3, 4);
+/* s as echoed in an error: at most ECHO_MAX_CHARS characters. New string. */
+char *ed_echo_str(const char *s, size_t n);
+/* An output buffer (uncapped: outputs are bounded by max_output_chars as they are made). */
+void ed_out_init(cae_buf *b);
+
+/* ---- args.c ---- */
+
+/* Runs the command args (a JSON object: command, path, ...) describe; with ed->lock held.
+ * Returns 0 (res set) or -ENOMEM. */
+int ed_call_locked(cae_editor *ed, json_t *args, cae_editor_result *res);
+
+/* ---- file.c ---- */
+
+/* A text file read for viewing or editing. */
+typedef struct ed_loaded {
+	cae_editor *ed;
+	int fd;	   /* a large file stays open until its edit is written: see ed_close_later */
+	char *raw; /* the file's bytes */
+	size_t raw_len;
+	char *conv;	  /* LF copy of a CRLF file, else NULL */
+	const char *text; /* raw or conv */
+	size_t len;
+	bool crlf;
+	struct stat st;
+} ed_loaded;
+
+#define ED_LOADED_INIT                                                                             \
+	{                                                                                          \
+		.fd = -1                                                                           \
+	}
+
+void ed_loaded_clear(ed_loaded *l);
+/* Opens and reads the regular file t (which exists). Returns 0, 1 (error set) or -ENOMEM.
+ * With want_lf, a CRLF file is also converted for editing. With search (may be NULL), the
+ * raw bytes are searched as they are read (the result is only meaningful when the file turns
+ * out valid and not CRLF). */
+int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *search, ed_loaded *l,
+		 cae_editor_result *res);
+/* Closes fd on a short-lived thread of its own (the old version of a large file an edit
+ * has just replaced: the kernel frees its pages then, not while the agent waits). */
+void ed_close_later(int fd);
+
+/* A piece of a file's new content. */
+typedef struct ed_seg {
+	const char *p;
+	size_t n;
+} ed_seg;
+
+/* Writes the concatenation of segs to t (dfd/base) atomically: as a transaction of the
+ * workspace's journal when there is one (ed->create_txn first), else with base/fs.h's
+ * cae_write_atomic. With noreplace, only if base does not exist. mode is applied; with
+ * owner, its uid/gid are kept where we can. With crlf, every "\n" is written as "\r\n".
+ * hash (may be NULL) gets the ed_hash of the bytes written. Returns 0 or -errno. */
+int ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs, size_t nsegs, bool crlf,
+		    mode_t mode, const struct stat *owner, bool noreplace, uint64_t *hash);
+/* The error result for a failed write. Returns 1, or -ENOMEM. */
+int ed_write_error(cae_editor_result *res, const char *display, int e);
+/* The refusals shared by the commands that take a file: a directory (only `view` lists
+ * one) and anything but a regular file. Return 1 (error result set) or -ENOMEM. */
+int ed_refuse_directory(cae_editor_result *res, const ed_target *t);
+int ed_refuse_special(cae_editor_result *res, const ed_target *t);
+
+/* ---- view.c ---- */
+
+int ed_do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,
+	       cae_editor_result *res);
+/* "Here's the result of running `cat -n` on {descr}:\n" + numbered s, clipped with a note.
+ * total_lines is the file's line count (for the note). */
+int ed_make_output(cae_editor *ed, cae_buf *out, const char *s, size_t n, const char *descr,
+		   size_t first_no, size_t total_lines, bool strip_cr);
+
+/* ---- edit.c ---- */
+
+/* The commands; each returns 0 (res set) or -ENOMEM. */
+int ed_do_create(cae_editor *ed, const char *path, size_t plen, const char *text, size_t len,
+		 cae_editor_result *res);
+int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char *old, size_t olen,
+		      const char *new, size_t nlen, cae_editor_result *res);
+int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, const char *new,
+		 size_t nlen, cae_editor_result *res);
+int ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res);
 
 #endif

@@ -1,150 +1,190 @@
-/* Lexical path handling for the editor: the agent's path becomes a workspace-relative path
- * and a display form. This never decides confinement on its own: every access goes through
- * openat2(RESOLVE_BENEATH) from the workspace fd (editor.c), which also judges every "..". It
- * only refuses early what is plainly outside: an absolute path not under the display root. */
+/* From the agent's path to a target in the workspace. The confinement itself is base/chase.h:
+ * cae_path_lexical turns the path into a workspace-relative one (".." left for the resolver),
+ * cae_chase resolves it beneath the workspace fd (openat2 RESOLVE_BENEATH, a final symbolic
+ * link followed by hand). What remains here is the editor's wording of each refusal and its
+ * undo key. */
 #include "editor-internal.h"
 
+#include "base/chase.h"
+#include "base/fs.h"
 #include "base/macro.h"
-#include "base/utf8.h"
+#include "base/txn.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/banned.h"
-
-typedef struct comp {
-	const char *p;
-	size_t n;
-} comp;
-
-/* Splits s[0..len) at "/", dropping empty and "." components (".." kept). */
-static long split(const char *s, size_t len, comp *out)
-{
-	long n = 0;
-	size_t i = 0;
-	while (i < len) {
-		while (i < len && s[i] == '/')
-			i++;
-		size_t start = i;
-		while (i < len && s[i] != '/')
-			i++;
-		size_t k = i - start;
-		if (k == 0 || (k == 1 && s[start] == '.'))
-			continue;
-		out[n].p = s + start;
-		out[n].n = k;
-		n++;
-	}
-	return n;
-}
-
-/* split(), then ".." resolved on the stack (".." at the top stays at the top, as for "/..").
- * Returns the number of components. */
-static long normalize(const char *s, size_t len, comp *stack)
-{
-	long n = split(s, len, stack), top = 0;
-	for (long i = 0; i < n; i++) {
-		if (stack[i].n == 2 && stack[i].p[0] == '.' && stack[i].p[1] == '.') {
-			if (top > 0)
-				top--;
-			continue;
-		}
-		stack[top++] = stack[i];
-	}
-	return top;
-}
-
-static char *join(const comp *stack, long count, bool leading_slash)
-{
-	size_t total = leading_slash ? 1 : 0;
-	for (long i = 0; i < count; i++)
-		total += stack[i].n + 1;
-	char *r = malloc(total + 1);
-	if (!r)
-		return NULL;
-	size_t o = 0;
-	if (leading_slash)
-		r[o++] = '/';
-	for (long i = 0; i < count; i++) {
-		if (i > 0)
-			r[o++] = '/';
-		memcpy(r + o, stack[i].p, stack[i].n);
-		o += stack[i].n;
-	}
-	r[o] = '\0';
-	return r;
-}
 
 char *ed_path_root_normalize(const char *display_root)
 {
 	if (!display_root || display_root[0] != '/')
 		return NULL;
-	size_t len = strlen(display_root);
-	_cleanup_free_ comp *stack = calloc(len / 2 + 2, sizeof(comp));
-	if (!stack)
+	char *root = NULL;
+	if (cae_path_lexical("/", NULL, display_root, strlen(display_root),
+			     CAE_PATH_FOLD_DOTDOT | CAE_PATH_ABSOLUTE, &root) < 0)
 		return NULL;
-	long n = normalize(display_root, len, stack);
-	return join(stack, n, true);
+	return root;
 }
 
 ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
 {
-	*rel = NULL;
-	if (len == 0)
+	switch (cae_path_lexical(root, NULL, path, len, CAE_PATH_UTF8, rel)) {
+	case 0:
+		return ED_PATH_OK;
+	case -ENOENT:
 		return ED_PATH_EMPTY;
-	if (len > ED_PATH_MAX)
+	case -ENAMETOOLONG:
 		return ED_PATH_TOO_LONG;
-	if (memchr(path, '\0', len))
+	case -EINVAL:
 		return ED_PATH_NUL;
-	if (!cae_utf8_is_valid(path, len))
+	case -EILSEQ:
 		return ED_PATH_NOT_UTF8;
-	size_t rlen = strlen(root);
-	_cleanup_free_ comp *c = calloc(len / 2 + 2, sizeof(comp));
-	_cleanup_free_ comp *rc = calloc(rlen / 2 + 2, sizeof(comp));
-	if (!c || !rc)
+	case -EXDEV:
+		return ED_PATH_OUTSIDE;
+	default:
 		return ED_PATH_NOMEM;
-	long n = split(path, len, c), skip = 0;
-	if (path[0] == '/') {
-		/* Under the display root, component by component (root has no ".."). */
-		long k = split(root, rlen, rc);
-		if (n < k)
-			return ED_PATH_OUTSIDE;
-		for (long i = 0; i < k; i++)
-			if (c[i].n != rc[i].n || memcmp(c[i].p, rc[i].p, c[i].n) != 0)
-				return ED_PATH_OUTSIDE;
-		skip = k;
 	}
-	*rel = join(c + skip, n - skip, false);
-	return *rel ? ED_PATH_OK : ED_PATH_NOMEM;
 }
 
 char *ed_path_display(const char *root, const char *rel)
 {
-	if (!*rel)
-		return strdup(root);
-	size_t rl = strlen(root), l = strlen(rel);
-	bool slash = !(rl == 1 && root[0] == '/');
-	char *r = malloc(rl + l + 2);
-	if (!r)
-		return NULL;
-	memcpy(r, root, rl);
-	size_t o = rl;
-	if (slash)
-		r[o++] = '/';
-	memcpy(r + o, rel, l + 1);
-	return r;
+	return cae_path_join(root, rel);
 }
 
-char *ed_path_join_rel(const char *dir, const char *path)
+void ed_target_clear(ed_target *t)
 {
-	if (!*dir)
-		return strdup(path);
-	size_t dl = strlen(dir), pl = strlen(path);
-	char *r = malloc(dl + pl + 2);
-	if (!r)
-		return NULL;
-	memcpy(r, dir, dl);
-	r[dl] = '/';
-	memcpy(r + dl + 1, path, pl + 1);
-	return r;
+	free(t->display);
+	free(t->key);
+	free(t->dir);
+	free(t->base);
+	if (t->dfd >= 0)
+		close(t->dfd);
+	*t = (ed_target)ED_TARGET_INIT;
+}
+
+int ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e)
+{
+	int r;
+	switch (e) {
+	case -ENOENT:
+		r = ed_res_error(res, "The path %s does not exist. Please provide a valid path.",
+				 display);
+		break;
+	case -ENOTDIR:
+		r = ed_res_error(res,
+				 "The path %s does not exist (a part of it is not a directory). "
+				 "Please provide a valid path.",
+				 display);
+		break;
+	case -EXDEV:
+		r = ed_res_error(res,
+				 "The path %s leads outside the workspace %s (through `..` or a "
+				 "symbolic link). Only files and directories inside %s can be "
+				 "viewed or edited.",
+				 display, ed->root, ed->root);
+		break;
+	case -ELOOP:
+		r = ed_res_error(res,
+				 "The path %s could not be resolved: too many levels of symbolic "
+				 "links, or a link that is not allowed.",
+				 display);
+		break;
+	case -ENAMETOOLONG:
+		r = ed_res_error(res, "The path %s is too long (a name in it is too long).",
+				 display);
+		break;
+	case -EACCES:
+	case -EPERM:
+		r = ed_res_error(res, "Permission denied while trying to access %s.", display);
+		break;
+	case -ENOMEM:
+		return -ENOMEM;
+	default:
+		r = ed_res_error(res, "Ran into %s while trying to access %s.", strerror(-e),
+				 display);
+		break;
+	}
+	return r < 0 ? r : 1;
+}
+
+/* The lexical step, worded for the agent. Returns 0 (*rel new), 1 (error set), -ENOMEM. */
+static int to_rel(cae_editor *ed, const char *path, size_t len, char **rel, cae_editor_result *res)
+{
+	int r;
+	switch (ed_path_to_rel(ed->root, path, len, rel)) {
+	case ED_PATH_OK:
+		return 0;
+	case ED_PATH_EMPTY:
+		r = ed_res_error(res, "Parameter `path` must not be empty: give a path inside %s.",
+				 ed->root);
+		break;
+	case ED_PATH_TOO_LONG:
+		r = ed_res_error(res,
+				 "The path is too long (%zu bytes); a path has at most %d bytes.",
+				 len, ED_PATH_MAX);
+		break;
+	case ED_PATH_NUL:
+		r = ed_res_error(res,
+				 "The path contains a NUL character, which no file name can hold.");
+		break;
+	case ED_PATH_NOT_UTF8:
+		r = ed_res_error(res, "The path is not valid UTF-8; give the path as UTF-8 text.");
+		break;
+	case ED_PATH_OUTSIDE:
+		r = ed_res_error(res,
+				 "The path %.*s is outside the workspace %s. Only files and "
+				 "directories inside %s can be viewed or edited; a relative path "
+				 "is taken relative to %s.",
+				 (int)len, path, ed->root, ed->root, ed->root);
+		break;
+	case ED_PATH_NOMEM:
+	default:
+		return -ENOMEM;
+	}
+	return r < 0 ? r : 1;
+}
+
+int ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+	       cae_editor_result *res)
+{
+	*t = (ed_target)ED_TARGET_INIT;
+	_cleanup_free_ char *rel = NULL;
+	int r = to_rel(ed, path, len, &rel, res);
+	if (r != 0)
+		return r;
+	t->display = ed_path_display(ed->root, rel);
+	if (!t->display)
+		return -ENOMEM;
+	_cleanup_(cae_chased_clear) cae_chased c = CAE_CHASED_INIT;
+	r = cae_chase(ed->root_fd, rel, CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0),
+		      ed->create_txn ? cae_txn_mkdir_hook : NULL, ed->create_txn, &c);
+	if (r < 0)
+		return ed_resolve_error(ed, res, t->display, r);
+	t->exists = c.exists;
+	t->st = c.st;
+	t->dfd = TAKE_FD(c.fd);
+	if (!*c.name) {
+		/* A directory named as itself (the workspace, "dir/", a link to ".."): dfd is
+		 * that directory; its path is its undo key. */
+		t->key = TAKE_PTR(c.dir);
+	} else {
+		/* The undo key: the parent directory's identity and the name, so every spelling
+		 * of the path (links, "..") shares one history. */
+		struct stat dst;
+		if (fstat(t->dfd, &dst) < 0)
+			return ed_resolve_error(ed, res, t->display, -errno);
+		if (asprintf(&t->key, "%llu:%llu/%s", (unsigned long long)dst.st_dev,
+			     (unsigned long long)dst.st_ino, c.name) < 0) {
+			t->key = NULL;
+			return -ENOMEM;
+		}
+		t->dir = TAKE_PTR(c.dir);
+		t->base = TAKE_PTR(c.name);
+	}
+	res->path = strdup(t->display);
+	return res->path ? 0 : -ENOMEM;
 }

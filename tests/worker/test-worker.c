@@ -30,6 +30,7 @@
  * cancelled, and (local only) render_format, path_rel, options_from_config, session_tool,
  * cli_patch.
  */
+#include "base/chase.h"
 #include "base/macro.h"
 #include "cae/backend.h"
 #include "cae/config.h"
@@ -1536,6 +1537,92 @@ START_TEST(path_rel)
 }
 END_TEST
 
+/* Writes data to rel through fs; returns its result, err's message in msg. */
+static int fs_put(wk_fs *fs, const char *rel, const char *data, char *msg, size_t cap)
+{
+	cae_error err = {0};
+	int r = fs->ops->write(fs, rel, data, strlen(data), WK_MODE_KEEP, &err);
+	snprintf(msg, cap, "%s", err.message);
+	return r;
+}
+
+static char *slurp(const char *path)
+{
+	char *data = NULL;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 1000, &data, NULL), 0);
+	return data;
+}
+
+/* The host file system resolves through base/chase.h: links inside are followed up to the one
+ * limit (CAE_CHASE_SYMLINK_MAX), never out; directories are made only on the patch's path. */
+START_TEST(host_fs_links)
+{
+	char *top = tu_mkdtemp();
+	char *ws = cae_path_join(top, "ws");
+	tu_sh("mkdir -p '%s/sub' '%s/outside' && echo secret > '%s/outside/secret.txt' && "
+	      "echo old > '%s/f.txt'",
+	      ws, top, top, ws);
+	/* l0 -> l1 -> ... -> l40 -> f.txt: from l1 the limit exactly, from l0 one more */
+	for (int i = 0; i < CAE_CHASE_SYMLINK_MAX; i++)
+		tu_sh("cd '%s' && ln -s l%d l%d", ws, i + 1, i);
+	tu_sh("cd '%s' && ln -s f.txt l%d && ln -s .. sub/up && ln -s ../outside out && "
+	      "ln -s nothing/missing.txt dangling",
+	      ws, CAE_CHASE_SYMLINK_MAX);
+	wk_fs *fs = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(wk_fs_host_new(ws, &fs, &err), 0);
+	char msg[sizeof(err.message)];
+	ck_assert_msg(fs_put(fs, "l1", "new\n", msg, sizeof(msg)) == 0, "%s", msg);
+	char *f = cae_path_join(ws, "f.txt");
+	char *data = slurp(f);
+	ck_assert_str_eq(data, "new\n");
+	free(data);
+	ck_assert_int_eq(fs_put(fs, "l0", "pwned\n", msg, sizeof(msg)), -EACCES);
+	ck_assert_ptr_nonnull(strstr(msg, "security error"));
+	/* a link to ".." inside: the file lands in the workspace itself */
+	ck_assert_msg(fs_put(fs, "sub/up/via_up.txt", "up\n", msg, sizeof(msg)) == 0, "%s", msg);
+	char *via = cae_path_join(ws, "via_up.txt");
+	ck_assert_int_eq(access(via, F_OK), 0);
+	/* out, with or without new directories: refused, nothing made outside */
+	ck_assert_int_eq(fs_put(fs, "out/secret.txt", "pwned\n", msg, sizeof(msg)), -EACCES);
+	ck_assert_int_eq(fs_put(fs, "out/made/x.txt", "pwned\n", msg, sizeof(msg)), -EACCES);
+	char *made = cae_path_join(top, "outside/made");
+	ck_assert_int_ne(access(made, F_OK), 0);
+	/* a dangling link: not written through, and its directory not made */
+	ck_assert_int_eq(fs_put(fs, "dangling", "x\n", msg, sizeof(msg)), -EACCES);
+	ck_assert_ptr_nonnull(strstr(msg, "symbolic link"));
+	char *nothing = cae_path_join(ws, "nothing");
+	ck_assert_int_ne(access(nothing, F_OK), 0);
+	/* new directories on the patch's own path */
+	ck_assert_msg(fs_put(fs, "n1/n2/new.txt", "n\n", msg, sizeof(msg)) == 0, "%s", msg);
+	/* a removal takes the link, not its target */
+	ck_assert_int_eq(fs->ops->remove(fs, "l1", &err), 0);
+	data = slurp(f);
+	ck_assert_str_eq(data, "new\n");
+	free(data);
+	/* directories made in a transaction go again with it */
+	ck_assert_int_eq(fs->ops->txn_begin(fs, &err), 0);
+	ck_assert_int_eq(fs->ops->txn_write(fs, "t1/t2/a.txt", "a", 1, WK_MODE_KEEP, &err), 0);
+	fs->ops->txn_abort(fs);
+	char *t1 = cae_path_join(ws, "t1");
+	ck_assert_int_ne(access(t1, F_OK), 0);
+	wk_fs_free(fs);
+	char *secret = cae_path_join(top, "outside/secret.txt");
+	data = slurp(secret);
+	ck_assert_str_eq(data, "secret\n");
+	free(data);
+	cae_rm_rf(top);
+	free(t1);
+	free(secret);
+	free(nothing);
+	free(made);
+	free(via);
+	free(f);
+	free(ws);
+	free(top);
+}
+END_TEST
+
 START_TEST(options_from_config)
 {
 	cae_worker_options o;
@@ -2251,6 +2338,7 @@ static Suite *worker_suite(void)
 	tcase_set_timeout(unit, 300);
 	tcase_add_test(unit, render_format);
 	tcase_add_test(unit, path_rel);
+	tcase_add_test(unit, host_fs_links);
 	tcase_add_test(unit, options_from_config);
 	tcase_add_test(unit, session_tool);
 	tcase_add_test(unit, cli_patch);
