@@ -4,6 +4,7 @@
  * must stay byte-identical. */
 #include "tools/tools-internal.h"
 
+#include "base/chase.h"
 #include "base/macro.h"
 #include "base/utf8.h"
 
@@ -157,58 +158,23 @@ char *cae_shell_join(const char *const *argv, size_t argc)
 	return out;
 }
 
-char *cae_path_normalize(const char *base, const char *path)
+/* The working directory a tool call names, as an absolute path: relative ones start at the
+ * project, ".." folds, and climbing above "/" is refused. Returns a tool error, or NULL with
+ * *cwd set. */
+static json_t *tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
 {
-	size_t bl = base ? strlen(base) : 0, pl = strlen(path);
-	char *in = malloc(bl + pl + 2);
-	char *out = malloc(bl + pl + 2);
-	if (!in || !out) {
-		free(in);
-		free(out);
+	int r =
+	    cae_path_lexical("/", env->workspace_path, path, strlen(path),
+			     CAE_PATH_FOLD_DOTDOT | CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, cwd);
+	if (r == 0)
 		return NULL;
-	}
-	bool abs = path[0] == '/' || path[0] == '\\';
-	size_t n = 0;
-	if (!abs && base) {
-		memcpy(in, base, bl);
-		n = bl;
-		in[n++] = '/';
-	}
-	memcpy(in + n, path, pl + 1);
-	for (char *p = in; *p; p++)
-		if (*p == '\\')
-			*p = '/';
-	/* Walk components. */
-	size_t o = 0;
-	out[o++] = '/';
-	const char *p = in;
-	while (*p) {
-		while (*p == '/')
-			p++;
-		if (!*p)
-			break;
-		const char *e = strchr(p, '/');
-		size_t l = e ? (size_t)(e - p) : strlen(p);
-		if (l == 1 && p[0] == '.') {
-			/* skip */
-		} else if (l == 2 && p[0] == '.' && p[1] == '.') {
-			if (o > 1) {
-				o--; /* drop the trailing slash */
-				while (o > 1 && out[o - 1] != '/')
-					o--;
-			}
-		} else {
-			memcpy(out + o, p, l);
-			o += l;
-			out[o++] = '/';
-		}
-		p += l;
-	}
-	if (o > 1)
-		o--;
-	out[o] = '\0';
-	free(in);
-	return out;
+	if (r == -ENOMEM)
+		return cae_tool_error("INTERNAL", "out of memory");
+	if (r == -EXDEV)
+		return cae_tool_error("NOT_DIRECTORY",
+				      "working directory %s is outside the workspace", path);
+	return cae_tool_error("INVALID_ARGUMENT", "bad working directory %s: %s", path,
+			      strerror(-r));
 }
 
 /* Cuts valid UTF-8 to max_chars characters. */
@@ -313,9 +279,10 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	for (size_t i = 0; i < argc; i++)
 		argv[i] = json_string_value(json_array_get(jcmd, i));
 	bool direct = strcmp(mode, "direct") == 0;
-	_cleanup_free_ char *cwd = cae_path_normalize(env->workspace_path, json_string_value(jcwd));
-	if (!cwd)
-		return cae_tool_error("INTERNAL", "out of memory");
+	_cleanup_free_ char *cwd = NULL;
+	json_t *bad = tool_cwd(env, json_string_value(jcwd), &cwd);
+	if (bad)
+		return bad;
 
 	/* The policy's deny-list holds for both tools. */
 	cae_policy_verdict v;
@@ -450,7 +417,17 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	}
 	const char *wd =
 	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : NULL;
-	_cleanup_free_ char *cwd = cae_path_normalize(env->workspace_path, wd ? wd : ".");
+	_cleanup_free_ char *cwd = NULL;
+	json_t *bad = tool_cwd(env, wd ? wd : ".", &cwd);
+	if (bad) {
+		json_decref(bad);
+		char msg[1200];
+		snprintf(msg, sizeof(msg),
+			 "Command execution error: working directory %s is outside the workspace",
+			 wd ? wd : ".");
+		return exec_result(-1, json_string(""), redacted_string(env->secrets, msg), 0,
+				   false, false, false);
+	}
 	const char *argv[] = {"sh", "-c", command, NULL};
 	int cancel_fd;
 	bool has_cancel = cancelled_ctx(env, &cancel_fd);

@@ -175,8 +175,5 @@ int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae
  * New string. */
 char *cae_shell_join(const char *const *argv, size_t argc);
 
-/* Lexically normalises path (joined to base when relative): '\' becomes '/', "." and ".."
- * components are resolved without touching the filesystem. New string. */
-char *cae_path_normalize(const char *base, const char *path);
 
 #endif
