@@ -175,5 +175,4 @@ int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae
  * New string. */
 char *cae_shell_join(const char *const *argv, size_t argc);
 
-
 #endif
