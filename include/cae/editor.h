@@ -112,6 +112,27 @@ void cae_editor_free(cae_editor *ed);
  * arguments), or -ENOMEM with *res cleared. */
 int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res);
 
+/* A call's arguments, checked (cae_editor_parse) and ready to run (cae_editor_run), here or
+ * in an environment's helper. Strings are borrowed; lengths are byte counts. */
+typedef struct cae_editor_request {
+	cae_editor_command command;
+	const char *path;
+	size_t path_len;
+	const char *text; /* create: file_text; str_replace: old_str */
+	size_t text_len;
+	const char *new_str; /* str_replace (NULL = ""), insert */
+	size_t new_len;
+	long long line; /* insert: insert_line */
+	bool has_range; /* view: view_range given */
+	long long range[2];
+} cae_editor_request;
+
+/* Checks a call's arguments (as cae_editor_call does): 0 with *req filled (strings borrowed
+ * from args), 1 with *res an error result the agent can act on, or -ENOMEM. */
+int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *res);
+/* Runs a checked request; returns as cae_editor_call. */
+int cae_editor_run(cae_editor *ed, const cae_editor_request *req, cae_editor_result *res);
+
 /* Direct entry points, same semantics and return values as cae_editor_call. Strings are
  * borrowed; lengths are byte counts (the strings may not contain NUL). */
 /* view_range: NULL, or {start, end} (end -1 = end of file). */

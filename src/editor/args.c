@@ -1,4 +1,5 @@
-/* cae_editor_call: the tool's JSON arguments checked and turned into a command, with an
+/* cae_editor_parse and cae_editor_call: the tool's JSON arguments checked and turned into a
+ * request (cae_editor_run runs it, here or in a container's helper), with an
  * error result the agent can act on for each mistake (a missing or mistyped parameter, an
  * unknown command). */
 #include "editor-internal.h"
@@ -54,19 +55,20 @@ static bool get_int(json_t *v, long long *out)
 	return false;
 }
 
-int ed_call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
+/* A mistake in the arguments: the error result, and 1 (-ENOMEM when it cannot be made). */
+#define BAD(...) return ed_res_error(res, __VA_ARGS__) < 0 ? -ENOMEM : 1
+
+int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *res)
 {
+	memset(req, 0, sizeof(*req));
 	if (!json_is_object(args))
-		return ed_res_error(res,
-				    "Invalid arguments: expected a JSON object with `command` and "
-				    "`path`.");
+		BAD("Invalid arguments: expected a JSON object with `command` and "
+		    "`path`.");
 	const char *cmd_s, *path, *s1, *s2;
 	size_t cmd_n, plen, n1, n2;
 	int k = get_str(args, "command", &cmd_s, &cmd_n);
 	if (k <= 0)
-		return ed_res_error(
-		    res,
-		    "Parameter `command` %s: one of view, create, str_replace, insert, "
+		BAD("Parameter `command` %s: one of view, create, str_replace, insert, "
 		    "undo_edit.",
 		    k == 0 ? "is required" : "must be a string");
 	cae_editor_command cmd = CAE_EDITOR_CMD_UNKNOWN;
@@ -77,19 +79,20 @@ int ed_call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 		_cleanup_free_ char *echo = ed_echo_str(cmd_s, cmd_n);
 		if (!echo)
 			return -ENOMEM;
-		return ed_res_error(
-		    res,
-		    "Unrecognized command %s. The allowed commands are: view, create, "
+		BAD("Unrecognized command %s. The allowed commands are: view, create, "
 		    "str_replace, insert, undo_edit",
 		    echo);
 	}
 	res->command = cmd;
+	req->command = cmd;
 	const char *name = cae_editor_command_name(cmd);
 	k = get_str(args, "path", &path, &plen);
 	if (k == 0)
-		return ed_res_error(res, "Parameter `path` is required for command: %s", name);
+		BAD("Parameter `path` is required for command: %s", name);
 	if (k < 0)
-		return ed_res_error(res, "Parameter `path` must be a string (command: %s)", name);
+		BAD("Parameter `path` must be a string (command: %s)", name);
+	req->path = path;
+	req->path_len = plen;
 
 	switch (cmd) {
 	case CAE_EDITOR_CMD_VIEW: {
@@ -100,55 +103,95 @@ int ed_call_locked(cae_editor *ed, json_t *args, cae_editor_result *res)
 			if (!json_is_array(vr) || json_array_size(vr) != 2 ||
 			    !get_int(json_array_get(vr, 0), &range[0]) ||
 			    !get_int(json_array_get(vr, 1), &range[1]))
-				return ed_res_error(res,
-						    "Invalid `view_range`. It should be a list of "
-						    "two integers: [start_line, end_line], counted "
-						    "from 1, with end_line -1 for the end of the "
-						    "file.");
+				BAD("Invalid `view_range`. It should be a list of "
+				    "two integers: [start_line, end_line], counted "
+				    "from 1, with end_line -1 for the end of the "
+				    "file.");
 			have = true;
 		}
-		return ed_do_view(ed, path, plen, have ? range : NULL, res);
+		req->has_range = have;
+		if (have) {
+			req->range[0] = range[0];
+			req->range[1] = range[1];
+		}
+		return 0;
 	}
 	case CAE_EDITOR_CMD_CREATE:
 		k = get_str(args, "file_text", &s1, &n1);
 		if (k == 0)
-			return ed_res_error(
-			    res, "Parameter `file_text` is required for command: %s", name);
+			BAD("Parameter `file_text` is required for command: %s", name);
 		if (k < 0)
-			return ed_res_error(res, "Parameter `file_text` must be a string");
-		return ed_do_create(ed, path, plen, s1, n1, res);
+			BAD("Parameter `file_text` must be a string");
+		req->text = s1;
+		req->text_len = n1;
+		return 0;
 	case CAE_EDITOR_CMD_STR_REPLACE:
 		k = get_str(args, "old_str", &s1, &n1);
 		if (k == 0)
-			return ed_res_error(res, "Parameter `old_str` is required for command: %s",
-					    name);
+			BAD("Parameter `old_str` is required for command: %s", name);
 		if (k < 0)
-			return ed_res_error(res, "Parameter `old_str` must be a string");
+			BAD("Parameter `old_str` must be a string");
 		if (get_str(args, "new_str", &s2, &n2) < 0)
-			return ed_res_error(res, "Parameter `new_str` must be a string");
-		return ed_do_str_replace(ed, path, plen, s1, n1, s2, n2, res);
+			BAD("Parameter `new_str` must be a string");
+		req->text = s1;
+		req->text_len = n1;
+		req->new_str = s2;
+		req->new_len = n2;
+		return 0;
 	case CAE_EDITOR_CMD_INSERT: {
 		json_t *il = json_object_get(args, "insert_line");
 		long long line;
 		if (!il || json_is_null(il))
-			return ed_res_error(
-			    res, "Parameter `insert_line` is required for command: %s", name);
+			BAD("Parameter `insert_line` is required for command: %s", name);
 		if (!get_int(il, &line))
-			return ed_res_error(res,
-					    "Invalid `insert_line` parameter: it should be an "
-					    "integer, the line after which to insert (0 for the "
-					    "top of the file).");
+			BAD("Invalid `insert_line` parameter: it should be an "
+			    "integer, the line after which to insert (0 for the "
+			    "top of the file).");
 		k = get_str(args, "new_str", &s2, &n2);
 		if (k == 0)
-			return ed_res_error(res, "Parameter `new_str` is required for command: %s",
-					    name);
+			BAD("Parameter `new_str` is required for command: %s", name);
 		if (k < 0)
-			return ed_res_error(res, "Parameter `new_str` must be a string");
-		return ed_do_insert(ed, path, plen, line, s2, n2, res);
+			BAD("Parameter `new_str` must be a string");
+		req->line = line;
+		req->new_str = s2;
+		req->new_len = n2;
+		return 0;
 	}
 	case CAE_EDITOR_CMD_UNDO_EDIT:
-		return ed_do_undo(ed, path, plen, res);
+		return 0;
 	default:
 		return 0;
 	}
+}
+
+char *cae_editor_result_compat_text(const cae_editor_result *res)
+{
+	json_t *o = json_object();
+	if (!o)
+		return NULL;
+	int r = json_object_set_new(o, "success", json_boolean(!res->is_error));
+	if (res->is_error) {
+		r |= json_object_set_new(o, "message", json_string(res->text ? res->text : ""));
+	} else {
+		r |= json_object_set_new(o, "message",
+					 json_string(res->summary ? res->summary : ""));
+		r |= json_object_set_new(o, "content", json_string(res->text ? res->text : ""));
+	}
+	char *s = r == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
+	json_decref(o);
+	return s;
+}
+
+int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res)
+{
+	memset(res, 0, sizeof(*res));
+	cae_editor_request req;
+	int r = cae_editor_parse(args, &req, res);
+	if (r < 0) {
+		cae_editor_result_clear(res);
+		return r;
+	}
+	if (r > 0)
+		return 0; /* the arguments' error is the result */
+	return cae_editor_run(ed, &req, res);
 }

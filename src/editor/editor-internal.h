@@ -244,9 +244,6 @@ void ed_out_init(cae_buf *b);
 
 /* ---- args.c ---- */
 
-/* Runs the command args (a JSON object: command, path, ...) describe; with ed->lock held.
- * Returns 0 (res set) or -ENOMEM. */
-int ed_call_locked(cae_editor *ed, json_t *args, cae_editor_result *res);
 
 /* ---- file.c ---- */
 

@@ -101,24 +101,6 @@ void cae_editor_result_clear(cae_editor_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-char *cae_editor_result_compat_text(const cae_editor_result *res)
-{
-	json_t *o = json_object();
-	if (!o)
-		return NULL;
-	int r = json_object_set_new(o, "success", json_boolean(!res->is_error));
-	if (res->is_error) {
-		r |= json_object_set_new(o, "message", json_string(res->text ? res->text : ""));
-	} else {
-		r |= json_object_set_new(o, "message",
-					 json_string(res->summary ? res->summary : ""));
-		r |= json_object_set_new(o, "content", json_string(res->text ? res->text : ""));
-	}
-	char *s = r == 0 ? json_dumps(o, JSON_COMPACT) : NULL;
-	json_decref(o);
-	return s;
-}
-
 static char *vfmt(const char *fmt, va_list ap) _printf_(1, 0);
 static char *vfmt(const char *fmt, va_list ap)
 {
@@ -275,11 +257,39 @@ static int finish(cae_editor *ed, cae_editor_result *res, int r)
 	return r < 0 ? r : 0;
 }
 
-int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res)
+int cae_editor_run(cae_editor *ed, const cae_editor_request *q, cae_editor_result *res)
 {
 	memset(res, 0, sizeof(*res));
+	res->command = q->command;
+	if (!q->path)
+		return ed_res_error(res, "Parameter `path` is required") < 0 ? -ENOMEM : 0;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res, ed_call_locked(ed, args, res));
+	int r;
+	switch (q->command) {
+	case CAE_EDITOR_CMD_VIEW:
+		r = ed_do_view(ed, q->path, q->path_len, q->has_range ? q->range : NULL, res);
+		break;
+	case CAE_EDITOR_CMD_CREATE:
+		r = ed_do_create(ed, q->path, q->path_len, q->text ? q->text : "", q->text_len,
+				 res);
+		break;
+	case CAE_EDITOR_CMD_STR_REPLACE:
+		r = ed_do_str_replace(ed, q->path, q->path_len, q->text ? q->text : "", q->text_len,
+				      q->new_str, q->new_len, res);
+		break;
+	case CAE_EDITOR_CMD_INSERT:
+		r = ed_do_insert(ed, q->path, q->path_len, q->line, q->new_str ? q->new_str : "",
+				 q->new_len, res);
+		break;
+	case CAE_EDITOR_CMD_UNDO_EDIT:
+		r = ed_do_undo(ed, q->path, q->path_len, res);
+		break;
+	default:
+		r = ed_res_error(res,
+				 "Unrecognized command. The allowed commands are: view, create, "
+				 "str_replace, insert, undo_edit");
+	}
+	return finish(ed, res, r);
 }
 
 int cae_editor_view(cae_editor *ed, const char *path, const long long *view_range,
