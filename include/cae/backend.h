@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cae/editor.h"
 #include "cae/error.h"
 #include "cae/runner.h"
 
@@ -125,6 +126,12 @@ int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *enviro
  * was not found; -ENOTDIR: bad cwd; the result otherwise. */
 int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
 		     cae_run_result *res, cae_error *err);
+/* Runs a checked text editor request in an environment that is not on this host (its
+ * workspace is edited where commands run, by the environment's helper). -EOPNOTSUPP when
+ * the backend or the environment cannot (then err says why), -ENOENT when there is no such
+ * environment; else as cae_editor_run. */
+int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
+		     const cae_editor_request *req, cae_editor_result *res, cae_error *err);
 /* Removes the environment (retrying up to 3 times). A missing environment is success. */
 int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
 /* Removes every environment older than threshold_s seconds; *removed gets the count. */

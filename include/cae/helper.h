@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cae/editor.h"
 #include "cae/error.h"
 #include "cae/runner.h"
 
@@ -106,6 +107,12 @@ int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_hel
  * is a directory the working directory must resolve beneath (else -ENOTDIR). */
 int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *const *env_add,
 		       const char *confine, cae_run_result *res, cae_error *err);
+/* Runs a checked text editor request in the environment (the helper's editor on root, the
+ * workspace as commands see it, opened with limits on first use; its undo history lasts as
+ * long as the stream). Returns as cae_editor_run, or -ECONNRESET / -ETIMEDOUT / -EPROTO with
+ * err set when the helper failed. */
+int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_limits *limits,
+			const cae_editor_request *req, cae_editor_result *res, cae_error *err);
 /* A round trip without a command (liveness, benchmarks). */
 int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
 bool cae_helper_mux_alive(const cae_helper_mux *m);

@@ -698,6 +698,38 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
 }
 
+/* The text editor, run by the environment's helper on the project. An edit that the helper
+ * did not answer may have happened: it is not tried again. */
+static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits *limits,
+		       const cae_editor_request *req, cae_editor_result *res, cae_error *err)
+{
+	int r;
+	struct chan *c = chan_acquire(b, uuid, &r, err);
+	if (!c)
+		return map_exec_error(b, r, uuid, err);
+	if (!c->m) {
+		r = cae_error_set(err, -EOPNOTSUPP, "%s",
+				  c->why ? c->why
+					 : "this environment's container has no cae-helper (it "
+					   "was prepared where cae-helper-static was missing)");
+		chan_release(b, c, false);
+		return r;
+	}
+	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
+		char name[128];
+		container_name(name, sizeof(name), uuid);
+		chan_release(b, c, true);
+		cae_error e = {0};
+		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
+		if (g < 0)
+			return cae_error_set(err, g, "%s", e.message);
+		return r;
+	}
+	chan_release(b, c, false);
+	return r;
+}
+
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
 	struct prep_ctx *p = ctx;
@@ -1299,6 +1331,7 @@ static const cae_backend_ops docker_ops = {
     .ready = docker_ready,
     .release = docker_release,
     .exec = docker_exec,
+    .edit = docker_edit,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,

@@ -62,6 +62,9 @@ typedef struct cae_backend_ops {
 
 	int (*exec)(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
 		    cae_run_result *res, cae_error *err);
+	/* may be NULL: the backend's environments are edited on this host (host_path) */
+	int (*edit)(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
+		    const cae_editor_request *req, cae_editor_result *res, cae_error *err);
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);

@@ -57,6 +57,19 @@ int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_reque
 	return b->ops->exec(b, task_uuid, req, res, err);
 }
 
+int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
+		     const cae_editor_request *req, cae_editor_result *res, cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	if (!cae_task_uuid_valid(task_uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	if (!b->ops->edit)
+		return cae_error_set(err, -EOPNOTSUPP,
+				     "the %s backend edits its environments on this host",
+				     b->ops->name);
+	return b->ops->edit(b, task_uuid, limits, req, res, err);
+}
+
 int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 {
 	if (!cae_task_uuid_valid(task_uuid))

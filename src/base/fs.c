@@ -72,7 +72,7 @@ static void fsync_dir(int dfd)
 
 /* renameat2(RENAME_NOREPLACE) (the system call: musl has no wrapper), or link + unlink where
  * the file system has no such rename (link() refuses to replace too). */
-static int rename_noreplace(int dfd, const char *from, const char *to)
+int cae_rename_noreplace(int dfd, const char *from, const char *to)
 {
 	if (syscall(SYS_renameat2, dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
 		return 0;
@@ -112,7 +112,7 @@ int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && (flags & CAE_WRITE_NOREPLACE))
-		r = rename_noreplace(dfd, tmp, name);
+		r = cae_rename_noreplace(dfd, tmp, name);
 	else if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
 		r = -errno;
 	if (r < 0) {

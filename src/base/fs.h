@@ -65,4 +65,8 @@ char *cae_path_join(const char *a, const char *b);
 /* True if path is a directory (following symlinks). */
 bool cae_is_dir(const char *path);
 
+/* Renames from to to in dfd unless to exists (-EEXIST): renameat2(RENAME_NOREPLACE), or
+ * link + unlink on file systems without it. 0 or -errno. */
+int cae_rename_noreplace(int dfd, const char *from, const char *to);
+
 #endif

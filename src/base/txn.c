@@ -610,15 +610,8 @@ static int apply_key(cae_txn *t, key *k, int dfd, bool backup)
 		if (unlinkat(dfd, k->name, 0) < 0 && errno != ENOENT)
 			return -errno;
 	} else if (k->noreplace) {
-		if (renameat2(dfd, k->staged, dfd, k->name, RENAME_NOREPLACE) < 0) {
-			r = -errno;
-			if (r != -EINVAL && r != -ENOSYS)
-				return r;
-			/* no RENAME_NOREPLACE here: link() also refuses to replace */
-			if (linkat(dfd, k->staged, dfd, k->name, 0) < 0)
-				return -errno;
-			unlinkat(dfd, k->staged, 0);
-		}
+		if ((r = cae_rename_noreplace(dfd, k->staged, k->name)) < 0)
+			return r;
 	} else if (renameat(dfd, k->staged, dfd, k->name) < 0) {
 		return -errno;
 	}

@@ -119,7 +119,9 @@ static void *reader_main(void *arg)
 		}
 		pthread_mutex_lock(&m->lock);
 		struct call *c = find_locked(m, id);
-		uint64_t max = c && type == CAE_MUX_RESULT ? c->max_body : SMALL_FRAME;
+		uint64_t max = c && (type == CAE_MUX_RESULT || type == CAE_MUX_EDIT_RESULT)
+				   ? c->max_body
+				   : SMALL_FRAME;
 		pthread_mutex_unlock(&m->lock);
 		if (n > max) {
 			end_stream(m, "answer larger than asked for");
@@ -145,7 +147,10 @@ static void *reader_main(void *arg)
 		if (c && type == CAE_MUX_ACK) {
 			c->acked = true;
 			signal_call(c);
-		} else if (c && (type == CAE_MUX_RESULT || type == CAE_MUX_PONG) && !c->done) {
+		} else if (c &&
+			   (type == CAE_MUX_RESULT || type == CAE_MUX_PONG ||
+			    type == CAE_MUX_EDIT_RESULT) &&
+			   !c->done) {
 			c->done = true;
 			c->acked = true;
 			c->type = type;
@@ -351,6 +356,54 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 	if (r < 0) {
 		end_stream(m, "malformed answer");
 		return cae_error_set(err, -EPROTO, "cae-helper answer malformed: %s",
+				     err ? err->message : "");
+	}
+	return status;
+}
+
+#define EDIT_TIMEOUT_MS (10 * 60 * 1000)
+
+int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_limits *limits,
+			const cae_editor_request *req, cae_editor_result *res, cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	if (!cae_helper_mux_alive(m))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	cae_buf q;
+	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	int r = cae_helper_encode_edit(root, limits, req, &q);
+	if (r < 0) {
+		cae_buf_clear(&q);
+		return cae_error_set(err, r, "edit too large for cae-helper");
+	}
+	struct call *c = call_new(m, CAE_HELPER_MAX_FRAME);
+	if (!c) {
+		cae_buf_clear(&q);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	r = send_frame(m, CAE_MUX_EDIT, c->id, q.data + CAE_HELPER_FRAME_HEADER,
+		       q.len - CAE_HELPER_FRAME_HEADER);
+	cae_buf_clear(&q);
+	if (r == 0)
+		r = wait_call(m, c, -1, cae_now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+	else
+		r = -EPIPE;
+	if (r == 0 && c->type != CAE_MUX_EDIT_RESULT)
+		r = -EPROTO;
+	if (r < 0) {
+		call_free(m, c);
+		if (r == -ETIMEDOUT || r == -EPROTO)
+			end_stream(m, "no edit result");
+		/* an edit is acknowledged only by its result: gone before it, it may have run */
+		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
+				     "cae-helper ended during the edit");
+	}
+	int status;
+	r = cae_helper_decode_edit_result(c->body, c->len, &status, res, err);
+	call_free(m, c);
+	if (r < 0) {
+		end_stream(m, "malformed edit result");
+		return cae_error_set(err, -EPROTO, "cae-helper edit result malformed: %s",
 				     err ? err->message : "");
 	}
 	return status;

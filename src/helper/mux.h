@@ -25,6 +25,8 @@ enum cae_mux_type {
 	CAE_MUX_CANCEL = 'X', /* manager -> helper: cancel request id (no payload) */
 	CAE_MUX_PING = 'P',   /* manager -> helper: answered by PONG with the same id */
 	CAE_MUX_PONG = 'p',
+	CAE_MUX_EDIT = 'E',	   /* manager -> helper: a text editor request (proto.h) */
+	CAE_MUX_EDIT_RESULT = 'e', /* helper -> manager: its result */
 };
 
 /* Fills a frame header for a payload of n bytes. */

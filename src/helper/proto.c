@@ -558,3 +558,276 @@ int cae_helper_recv_fd(int ctl)
 	}
 	return fd;
 }
+
+/* ---- edits ---- */
+
+enum {
+	ED_ROOT = 1,
+	ED_COMMAND = 2,
+	ED_PATH = 3,
+	ED_TEXT = 4,
+	ED_NEW = 5, /* present: new_str given */
+	ED_LINE = 6,
+	ED_RANGE_START = 7, /* present: view_range given */
+	ED_RANGE_END = 8,
+	ED_MAX_FILE = 9,
+	ED_MAX_OUTPUT = 10,
+	ED_UNDO_DEPTH = 11,
+	ED_UNDO_BUDGET = 12,
+	ED_MAX_DIR = 13,
+	/* result */
+	EDR_STATUS = 1,
+	EDR_MESSAGE = 2,
+	EDR_IS_ERROR = 3,
+	EDR_TEXT = 4,
+	EDR_SUMMARY = 5,
+	EDR_PATH = 6,
+	EDR_COMMAND = 7,
+};
+
+int cae_helper_encode_edit(const char *root, const cae_editor_limits *l,
+			   const cae_editor_request *q, cae_buf *b)
+{
+	size_t at;
+	int r = begin_frame(b, 'E', &at);
+	if (r == 0)
+		r = put_str(b, ED_ROOT, root);
+	if (r == 0)
+		r = put_i64(b, ED_COMMAND, q->command);
+	if (r == 0 && q->path)
+		r = put_field(b, ED_PATH, q->path, q->path_len);
+	if (r == 0 && q->text)
+		r = put_field(b, ED_TEXT, q->text, q->text_len);
+	if (r == 0 && q->new_str)
+		r = put_field(b, ED_NEW, q->new_str, q->new_len);
+	if (r == 0)
+		r = put_i64(b, ED_LINE, q->line);
+	if (r == 0 && q->has_range)
+		r = put_i64(b, ED_RANGE_START, q->range[0]);
+	if (r == 0 && q->has_range)
+		r = put_i64(b, ED_RANGE_END, q->range[1]);
+	if (r == 0)
+		r = put_i64(b, ED_MAX_FILE, (int64_t)l->max_file_bytes);
+	if (r == 0)
+		r = put_i64(b, ED_MAX_OUTPUT, (int64_t)l->max_output_chars);
+	if (r == 0)
+		r = put_i64(b, ED_UNDO_DEPTH, (int64_t)l->undo_depth);
+	if (r == 0)
+		r = put_i64(b, ED_UNDO_BUDGET, (int64_t)l->undo_budget_bytes);
+	if (r == 0)
+		r = put_i64(b, ED_MAX_DIR, (int64_t)l->max_dir_entries);
+	return finish_frame(b, at, r);
+}
+
+static int set_copy(char **dst, const unsigned char *d, size_t len)
+{
+	free(*dst);
+	*dst = cae_memdup0(d, len);
+	return *dst ? 0 : -ENOMEM;
+}
+
+static int edit_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	cae_helper_edit *e = ud;
+	int64_t v = 0;
+	switch (tag) {
+	case ED_ROOT:
+		if (memchr(d, '\0', len))
+			return cae_error_set(err, -EINVAL, "edit request: NUL in the root");
+		return set_copy(&e->root, d, len);
+	case ED_PATH:
+		e->req.path_len = len;
+		return set_copy(&e->path, d, len);
+	case ED_TEXT:
+		e->req.text_len = len;
+		return set_copy(&e->text, d, len);
+	case ED_NEW:
+		e->req.new_len = len;
+		return set_copy(&e->new_str, d, len);
+	case ED_COMMAND:
+	case ED_LINE:
+	case ED_RANGE_START:
+	case ED_RANGE_END:
+	case ED_MAX_FILE:
+	case ED_MAX_OUTPUT:
+	case ED_UNDO_DEPTH:
+	case ED_UNDO_BUDGET:
+	case ED_MAX_DIR:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "edit request: bad integer %d", tag);
+		break;
+	default:
+		return 0;
+	}
+	if (tag >= ED_MAX_FILE && v < 0)
+		return cae_error_set(err, -EINVAL, "edit request: negative limit %d", tag);
+	switch (tag) {
+	case ED_COMMAND:
+		if (v < CAE_EDITOR_CMD_VIEW || v > CAE_EDITOR_CMD_UNDO_EDIT)
+			return cae_error_set(err, -EINVAL, "edit request: bad command");
+		e->req.command = (cae_editor_command)v;
+		break;
+	case ED_LINE:
+		e->req.line = v;
+		break;
+	case ED_RANGE_START:
+		e->req.range[0] = v;
+		e->req.has_range = true;
+		break;
+	case ED_RANGE_END:
+		e->req.range[1] = v;
+		break;
+	case ED_MAX_FILE:
+		e->limits.max_file_bytes = (size_t)v;
+		break;
+	case ED_MAX_OUTPUT:
+		e->limits.max_output_chars = (size_t)v;
+		break;
+	case ED_UNDO_DEPTH:
+		e->limits.undo_depth = (unsigned)MIN(v, (int64_t)UINT32_MAX);
+		break;
+	case ED_UNDO_BUDGET:
+		e->limits.undo_budget_bytes = (size_t)v;
+		break;
+	default:
+		e->limits.max_dir_entries = (size_t)v;
+	}
+	return 0;
+}
+
+void cae_helper_edit_clear(cae_helper_edit *e)
+{
+	if (!e)
+		return;
+	free(e->root);
+	free(e->path);
+	free(e->text);
+	free(e->new_str);
+	memset(e, 0, sizeof(*e));
+}
+
+int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err)
+{
+	memset(e, 0, sizeof(*e));
+	cae_editor_limits_default(&e->limits);
+	int r = walk(body, len, 'E', edit_field, e, err);
+	if (r == 0 && (!e->root || e->root[0] != '/' || !e->path || !e->req.command))
+		r = cae_error_set(err, -EINVAL, "edit request: root, command and path are needed");
+	if (r < 0) {
+		if (err && err->code == 0)
+			cae_error_set(err, r, "edit request: %s", strerror(-r));
+		cae_helper_edit_clear(e);
+		return r;
+	}
+	e->req.path = e->path;
+	e->req.text = e->text;
+	e->req.new_str = e->new_str;
+	return 0;
+}
+
+int cae_helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
+				  cae_buf *b)
+{
+	size_t at;
+	int r = begin_frame(b, 'e', &at);
+	if (r == 0)
+		r = put_i64(b, EDR_STATUS, status);
+	if (status < 0) {
+		if (r == 0)
+			r = put_str(b, EDR_MESSAGE, message ? message : "");
+		return finish_frame(b, at, r);
+	}
+	if (r == 0)
+		r = put_i64(b, EDR_IS_ERROR, res->is_error);
+	if (r == 0)
+		r = put_i64(b, EDR_COMMAND, res->command);
+	if (r == 0 && res->text)
+		r = put_str(b, EDR_TEXT, res->text);
+	if (r == 0 && res->summary)
+		r = put_str(b, EDR_SUMMARY, res->summary);
+	if (r == 0 && res->path)
+		r = put_str(b, EDR_PATH, res->path);
+	return finish_frame(b, at, r);
+}
+
+struct edr_ctx {
+	int64_t status;
+	bool has_status;
+	char message[CAE_ERROR_MSG_MAX];
+	cae_editor_result *res;
+};
+
+static int edr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	struct edr_ctx *c = ud;
+	cae_editor_result *res = c->res;
+	size_t n;
+	int64_t v = 0;
+	switch (tag) {
+	case EDR_MESSAGE: {
+		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
+		if (!m)
+			return -ENOMEM;
+		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
+		for (size_t i = 0; i < n; i++)
+			c->message[i] = m[i] ? m[i] : ' ';
+		c->message[n] = '\0';
+		return 0;
+	}
+	case EDR_TEXT:
+		free(res->text);
+		res->text = utf8_copy(d, len, &n);
+		return res->text ? 0 : -ENOMEM;
+	case EDR_SUMMARY:
+		free(res->summary);
+		res->summary = utf8_copy(d, len, &n);
+		return res->summary ? 0 : -ENOMEM;
+	case EDR_PATH:
+		free(res->path);
+		res->path = utf8_copy(d, len, &n);
+		return res->path ? 0 : -ENOMEM;
+	case EDR_STATUS:
+	case EDR_IS_ERROR:
+	case EDR_COMMAND:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "edit result: bad integer %d", tag);
+		break;
+	default:
+		return 0;
+	}
+	if (tag == EDR_STATUS) {
+		if (v > 0 || v < -4095)
+			return cae_error_set(err, -EINVAL, "edit result: bad status");
+		c->status = v;
+		c->has_status = true;
+	} else if (tag == EDR_IS_ERROR) {
+		res->is_error = v != 0;
+	} else {
+		if (v < CAE_EDITOR_CMD_UNKNOWN || v > CAE_EDITOR_CMD_UNDO_EDIT)
+			return cae_error_set(err, -EINVAL, "edit result: bad command");
+		res->command = (cae_editor_command)v;
+	}
+	return 0;
+}
+
+int cae_helper_decode_edit_result(const char *body, size_t len, int *status,
+				  cae_editor_result *res, cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	struct edr_ctx c = {.res = res};
+	int r = walk(body, len, 'e', edr_field, &c, err);
+	if (r == 0 && !c.has_status)
+		r = cae_error_set(err, -EINVAL, "edit result: no status");
+	if (r == 0 && c.status == 0 && !res->text)
+		r = cae_error_set(err, -EINVAL, "edit result: no text");
+	if (r < 0) {
+		cae_editor_result_clear(res);
+		return r;
+	}
+	*status = (int)c.status;
+	if (c.status < 0) {
+		cae_editor_result_clear(res);
+		cae_error_set(err, (int)c.status, "%s", c.message);
+	}
+	return 0;
+}

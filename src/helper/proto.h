@@ -11,6 +11,7 @@
 #define CAE_HELPER_PROTO_H
 
 #include "base/buf.h"
+#include "cae/editor.h"
 #include "cae/error.h"
 #include "cae/runner.h"
 
@@ -61,6 +62,28 @@ int cae_helper_encode_response(int status, const char *message, const cae_run_re
  * (then res holds nothing to free). */
 int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
 			       cae_error *err);
+
+/* ---- the text editor through the helper (mux frames EDIT / EDIT_RESULT) ---- */
+
+/* A decoded edit request: req's strings point into the owned copies. */
+typedef struct cae_helper_edit {
+	char *root; /* the workspace directory in the environment (also the display root) */
+	cae_editor_limits limits;
+	cae_editor_request req;
+	char *path, *text, *new_str;
+} cae_helper_edit;
+
+/* Appends an edit request's frame (header included) to out. */
+int cae_helper_encode_edit(const char *root, const cae_editor_limits *limits,
+			   const cae_editor_request *req, cae_buf *out);
+int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err);
+void cae_helper_edit_clear(cae_helper_edit *e);
+/* status < 0: the editor failed (message says why); else res is the result. */
+int cae_helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
+				  cae_buf *out);
+/* Decodes into *status, err (status < 0) and res (owned; valid UTF-8). -EINVAL: malformed. */
+int cae_helper_decode_edit_result(const char *body, size_t len, int *status,
+				  cae_editor_result *res, cae_error *err);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
 int cae_helper_send_fd(int ctl, int fd);

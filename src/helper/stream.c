@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
+#include "cae/editor.h"
 #include "cae/helper.h"
 #include "runner/proctree.h"
 
@@ -37,6 +38,9 @@ struct sreq {
 
 struct stream {
 	int out;
+	pthread_mutex_t ed_lock; /* the editor below */
+	cae_editor *ed;		 /* opened on the first edit, for ed_root */
+	char *ed_root;
 	pthread_mutex_t wlock; /* one frame at a time on out */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -47,6 +51,7 @@ struct stream {
 
 struct job {
 	struct stream *st;
+	char type; /* CAE_MUX_RUN or CAE_MUX_EDIT */
 	uint32_t id;
 	char *body;
 	size_t len;
@@ -105,15 +110,47 @@ static bool job_ack(void *ud)
 	return send_frame(j->st, CAE_MUX_ACK, j->id, NULL, 0) == 0;
 }
 
+/* One edit: the editor of the stream (one workspace: a request for another root reopens it)
+ * runs what the manager checked; undo history lives as long as the stream. */
+static int handle_edit(struct stream *st, const char *body, size_t len, cae_buf *out)
+{
+	cae_error err = {0};
+	cae_helper_edit e;
+	cae_editor_result res = {0};
+	int status = cae_helper_decode_edit(body, len, &e, &err);
+	if (status == 0) {
+		pthread_mutex_lock(&st->ed_lock);
+		if (!st->ed || strcmp(st->ed_root, e.root) != 0) {
+			cae_editor_free(st->ed);
+			free(st->ed_root);
+			st->ed_root = strdup(e.root);
+			st->ed = st->ed_root ? cae_editor_new(e.root, e.root, &e.limits, &err) : NULL;
+		}
+		status = st->ed ? cae_editor_run(st->ed, &e.req, &res) : (err.code ? err.code : -ENOMEM);
+		pthread_mutex_unlock(&st->ed_lock);
+		cae_helper_edit_clear(&e);
+	}
+	int r = cae_helper_encode_edit_result(status, err.message, &res, out);
+	cae_editor_result_clear(&res);
+	return r;
+}
+
 static void *job_main(void *arg)
 {
 	struct job *j = arg;
 	struct stream *st = j->st;
 	cae_buf out;
 	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, &out) == 0)
+	if (j->type == CAE_MUX_EDIT) {
+		if (handle_edit(st, j->body, j->len, &out) == 0)
+			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
+					 out.data + CAE_HELPER_FRAME_HEADER,
+					 out.len - CAE_HELPER_FRAME_HEADER);
+	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, &out) ==
+		   0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
+	}
 	cae_buf_clear(&out);
 	pthread_mutex_lock(&st->lock);
 	for (struct sreq **p = &st->reqs; *p; p = &(*p)->next) {
@@ -134,7 +171,7 @@ static void *job_main(void *arg)
 	return NULL;
 }
 
-static int start_job(struct stream *st, uint32_t id, char *body, size_t len)
+static int start_job(struct stream *st, char type, uint32_t id, char *body, size_t len)
 {
 	int p[2];
 	struct job *j = calloc(1, sizeof(*j));
@@ -145,7 +182,8 @@ static int start_job(struct stream *st, uint32_t id, char *body, size_t len)
 		free(body);
 		return -ENOMEM;
 	}
-	*j = (struct job){.st = st, .id = id, .body = body, .len = len, .cancel_r = p[0]};
+	*j = (struct job){
+	    .st = st, .type = type, .id = id, .body = body, .len = len, .cancel_r = p[0]};
 	*r = (struct sreq){.id = id, .cancel_w = p[1]};
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -204,6 +242,7 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 {
 	cae_proctree_init();
 	struct stream st = {.out = out};
+	pthread_mutex_init(&st.ed_lock, NULL);
 	pthread_mutex_init(&st.wlock, NULL);
 	pthread_mutex_init(&st.lock, NULL);
 	pthread_condattr_t ca;
@@ -256,8 +295,21 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			break;
 		}
 		switch (type) {
+		case CAE_MUX_EDIT:
+			if (start_job(&st, CAE_MUX_EDIT, id, body, n) < 0) {
+				cae_buf e;
+				cae_buf_init(&e, 4096);
+				if (cae_helper_encode_edit_result(-EAGAIN, "cae-helper: cannot start "
+									   "a thread",
+								  NULL, &e) == 0)
+					(void)send_frame(&st, CAE_MUX_EDIT_RESULT, id,
+							 e.data + CAE_HELPER_FRAME_HEADER,
+							 e.len - CAE_HELPER_FRAME_HEADER);
+				cae_buf_clear(&e);
+			}
+			break;
 		case CAE_MUX_RUN:
-			if (start_job(&st, id, body, n) < 0) {
+			if (start_job(&st, CAE_MUX_RUN, id, body, n) < 0) {
 				cae_buf e;
 				cae_buf_init(&e, 4096);
 				if (cae_helper_encode_response(-EAGAIN,

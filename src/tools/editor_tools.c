@@ -141,12 +141,34 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 		args = a;
 	}
 	json_t *error = NULL;
-	cae_editor *ed = cae_session_editor_acquire(env->session, &error);
-	if (!ed)
+	cae_editor_target t;
+	if (cae_session_editor_acquire(env->session, &t, &error) < 0)
 		return cae_tool_finish(res, error, true, err);
 	cae_editor_result er;
-	int r = cae_editor_call(ed, args, &er);
-	cae_session_editor_release(env->session);
+	int r;
+	if (t.local) {
+		r = cae_editor_call(t.local, args, &er);
+	} else {
+		/* checked here, run by the environment's helper: the same results */
+		cae_editor_request q;
+		r = cae_editor_parse(args, &q, &er);
+		if (r == 0) {
+			cae_error e = {0};
+			r = cae_backend_edit(t.backend, t.task_uuid, &t.limits, &q, &er, &e);
+			if (r < 0) {
+				cae_session_editor_release(env->session, &t);
+				cae_tools_hide_host_paths(env->cfg, e.message, sizeof(e.message));
+				return cae_tool_finish(
+				    res,
+				    cae_tool_error("INTERNAL", "the text editor failed: %s",
+						   e.message),
+				    true, err);
+			}
+		} else if (r > 0) {
+			r = 0; /* the arguments' error is the result */
+		}
+	}
+	cae_session_editor_release(env->session, &t);
 	if (r < 0)
 		return cae_error_set(err, r, "text editor: %s", strerror(-r));
 	res->is_error = er.is_error;
@@ -207,8 +229,8 @@ int cae_tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_to
 	return call_editor(env, "undo_edit", args, res, err);
 }
 
-/* A view is short and does not block: a bounded read of a local file or directory listing
- * (the editor serves local environments only). Edits are not quick: they fsync. */
+/* A view is short and does not block: a bounded read of a file or directory listing, here
+ * or through an environment's helper. Edits are not quick: they fsync. */
 bool cae_tool_editor_quick(const json_t *args)
 {
 	const char *command = json_string_value(json_object_get(args, "command"));

@@ -30,6 +30,8 @@ struct cae_session {
 	cae_backend *current_backend;
 	char *workspace_path;	    /* of the current environment, as commands see it */
 	cae_editor *editor;	    /* current environment's editor (local environments) */
+	bool remote_editor;	    /* ... or its backend edits it (environments elsewhere) */
+	cae_editor_limits editor_limits;
 	char *editor_error;	    /* why there is no editor */
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
 	bool editor_compat;
@@ -88,6 +90,7 @@ static void drop_current_locked(cae_session *s)
 	s->workspace_path = NULL;
 	cae_editor_free(s->editor);
 	s->editor = NULL;
+	s->remote_editor = false;
 	free(s->editor_error);
 	s->editor_error = NULL;
 }
@@ -157,22 +160,20 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 		(void)cae_worker_recover(b, info->task_uuid, NULL);
 	if (!editor)
 		return 0;
+	cae_editor_limits *lim = &s->editor_limits;
+	cae_editor_limits_default(lim);
+	lim->max_file_bytes = (size_t)s->cfg->text_editor_mcp.max_file_size;
+	lim->undo_depth = (unsigned)s->cfg->text_editor_mcp.undo_depth;
+	lim->undo_budget_bytes = (size_t)s->cfg->text_editor_mcp.undo_max_bytes;
+	lim->max_output_chars = (size_t)s->cfg->text_editor_mcp.view_max_chars;
 	if (info->host_path) {
-		cae_editor_limits lim;
-		cae_editor_limits_default(&lim);
-		lim.max_file_bytes = (size_t)s->cfg->text_editor_mcp.max_file_size;
-		lim.undo_depth = (unsigned)s->cfg->text_editor_mcp.undo_depth;
-		lim.undo_budget_bytes = (size_t)s->cfg->text_editor_mcp.undo_max_bytes;
-		lim.max_output_chars = (size_t)s->cfg->text_editor_mcp.view_max_chars;
 		cae_error e;
-		s->editor = cae_editor_new(info->host_path, info->workspace_path, &lim, &e);
+		s->editor = cae_editor_new(info->host_path, info->workspace_path, lim, &e);
 		if (!s->editor)
 			s->editor_error = strdup(e.message);
 	} else {
-		s->editor_error =
-		    strdup("the native text editor runs in-process for local "
-			   "environments; this environment's backend does not offer it "
-			   "yet");
+		/* the environment's helper edits where commands run */
+		s->remote_editor = true;
 	}
 	return 0;
 }
@@ -324,24 +325,39 @@ void cae_tool_env_clear(cae_tool_env *env)
 	env->task_uuid = env->workspace_path = NULL;
 }
 
-cae_editor *cae_session_editor_acquire(cae_session *s, json_t **error)
+int cae_session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error)
 {
+	memset(t, 0, sizeof(*t));
 	pthread_mutex_lock(&s->lock);
-	if (!s->current)
+	if (!s->current) {
 		*error = cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
 						    "(environment_prepare)");
-	else if (!s->editor)
+	} else if (s->editor) {
+		t->local = s->editor;
+		return 0; /* locked until cae_session_editor_release */
+	} else if (s->remote_editor) {
+		t->backend = s->current_backend;
+		t->task_uuid = strdup(s->current);
+		t->limits = s->editor_limits;
+		pthread_mutex_unlock(&s->lock);
+		if (t->task_uuid)
+			return 0;
+		*error = cae_tool_error("INTERNAL", "out of memory");
+		return -1;
+	} else {
 		*error = cae_tool_error("INTERNAL", "the text editor is not available: %s",
 					s->editor_error ? s->editor_error : "unknown");
-	else
-		return s->editor; /* locked until cae_session_editor_release */
+	}
 	pthread_mutex_unlock(&s->lock);
-	return NULL;
+	return -1;
 }
 
-void cae_session_editor_release(cae_session *s)
+void cae_session_editor_release(cae_session *s, cae_editor_target *t)
 {
-	pthread_mutex_unlock(&s->lock);
+	if (t->local)
+		pthread_mutex_unlock(&s->lock);
+	free(t->task_uuid);
+	memset(t, 0, sizeof(*t));
 }
 
 json_t *cae_session_environments(cae_session *s, cae_error *err)

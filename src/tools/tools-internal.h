@@ -82,11 +82,20 @@ const cae_tool_def *cae_tool_lookup(const char *name);
 /* Fills *env for one call (ctx borrowed, may be NULL). -ENOMEM. */
 int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env);
 void cae_tool_env_clear(cae_tool_env *env);
-/* The current environment's text editor, with the session locked for the call: release it
- * with cae_session_editor_release. NULL (the session not locked) with *error set to a tool
- * error (new reference) when there is no environment or it has no editor. */
-cae_editor *cae_session_editor_acquire(cae_session *s, json_t **error);
-void cae_session_editor_release(cae_session *s);
+/* Where the current environment's files are edited: in this process (local, the session
+ * locked until release), or by the environment's backend (backend and task_uuid set: an
+ * environment elsewhere, its helper runs the editor). */
+typedef struct cae_editor_target {
+	cae_editor *local;
+	cae_backend *backend;
+	char *task_uuid; /* owned */
+	cae_editor_limits limits;
+} cae_editor_target;
+
+/* 0 with *t filled (release it with cae_session_editor_release), or -1 with *error set to a
+ * tool error (new reference) when there is no environment or it has no editor. */
+int cae_session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error);
+void cae_session_editor_release(cae_session *s, cae_editor_target *t);
 /* Every environment of the session's backends: {"environments": [ContainerInfo...],
  * "current": uuid?, "backend": name}. New reference, or NULL with err set. */
 json_t *cae_session_environments(cae_session *s, cae_error *err);

@@ -10,17 +10,20 @@
 
 #include "backend/backend-internal.h"
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "cae/docker.h"
+#include "cae/editor.h"
 #include "cae/helper.h"
 #include "cae/log.h"
 #include "cae/session.h"
 #include "docker/docker-internal.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -1493,26 +1496,43 @@ static void st_close(void *ctx)
 	cae_docker_stream_close(ctx);
 }
 
-/* cae-helper-static in an image with nothing but Debian's static busybox (no libc, no
- * git): PID 1 there, commands through its stream with the runner's semantics, and, once no
- * manager is connected, the container stops by itself after its lifetime. */
-START_TEST(helper_in_a_busybox_only_image)
+/* A new stream to the helper of container id. */
+static cae_helper_mux *helper_stream(cae_docker *d, const char *id)
+{
+	const char *argv[] = {"/.cae/cae-helper", "--stream", "--heartbeat", "1", NULL};
+	cae_docker_stream *st = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_attach(d, id, argv, NULL, 10000, &st, &err) == 0, "%s",
+		      err.message);
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = st_read,
+				.write = st_write,
+				.close = st_close,
+				.ctx = st};
+	cae_helper_mux *m = NULL;
+	ck_assert_msg(cae_helper_mux_open(&link, 10000, &m, &err) == 0, "%s", err.message);
+	return m;
+}
+
+/* A container of image with cae-helper-static put in as the docker backend does (root's,
+ * 0755, in /.cae) and running as PID 1 with lifetime_s; *m is a stream to it. Returns the
+ * container id (new). */
+static char *helper_container(cae_docker *d, const char *image, const char *lifetime_s,
+			      cae_helper_mux **m)
 {
 	const char *helper = getenv("CAE_HELPER_STATIC");
 	ck_assert_msg(helper && *helper, "CAE_HELPER_STATIC is not set");
-	cae_docker *d = client();
 	char name[128];
-	unique_name(name, sizeof(name), "busybox");
-	json_t *cfg = json_pack("{s:s, s:[s,s,s,s], s:[], s:s, s:{s:s, s:b}}", "Image",
-				"cae-test-busybox:latest", "Entrypoint", "/.cae/cae-helper",
-				"--init", "--lifetime", "4", "Cmd", "User", "1000:1000",
-				"HostConfig", "NetworkMode", "none", "Init", 0);
+	unique_name(name, sizeof(name), "helper");
+	json_t *cfg =
+	    json_pack("{s:s, s:[s,s,s,s], s:[], s:s, s:{s:s, s:b}}", "Image", image, "Entrypoint",
+		      "/.cae/cae-helper", "--init", "--lifetime", lifetime_s, "Cmd", "User",
+		      "1000:1000", "HostConfig", "NetworkMode", "none", "Init", 0);
 	char *id = NULL;
 	cae_error err = {0};
 	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
 		      err.message);
 	json_decref(cfg);
-	/* the helper goes in as the docker backend puts it: root's, 0755, in /.cae */
 	char *dir = tu_mkdtemp();
 	tu_sh("mkdir %s/.cae && cp %s %s/.cae/cae-helper && tar --owner=0 --group=0 "
 	      "--numeric-owner --mode=0755 -C %s -cf %s/h.tar .cae",
@@ -1525,18 +1545,22 @@ START_TEST(helper_in_a_busybox_only_image)
 	ck_assert_msg(cae_docker_put_archive(d, id, "/", fd, (uint64_t)sb.st_size, &err) == 0, "%s",
 		      err.message);
 	close(fd);
+	cae_rm_rf(dir);
+	free(dir);
 	ck_assert_msg(cae_docker_container_start(d, id, &err) == 0, "%s", err.message);
-	const char *argv[] = {"/.cae/cae-helper", "--stream", "--heartbeat", "1", NULL};
-	cae_docker_stream *st = NULL;
-	ck_assert_msg(cae_docker_attach(d, id, argv, NULL, 10000, &st, &err) == 0, "%s",
-		      err.message);
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = st_read,
-				.write = st_write,
-				.close = st_close,
-				.ctx = st};
+	*m = helper_stream(d, id);
+	return id;
+}
+
+/* cae-helper-static in an image with nothing but Debian's static busybox (no libc, no
+ * git): PID 1 there, commands through its stream with the runner's semantics, and, once no
+ * manager is connected, the container stops by itself after its lifetime. */
+START_TEST(helper_in_a_busybox_only_image)
+{
+	cae_docker *d = client();
 	cae_helper_mux *m = NULL;
-	ck_assert_msg(cae_helper_mux_open(&link, 10000, &m, &err) == 0, "%s", err.message);
+	char *id = helper_container(d, "cae-test-busybox:latest", "4", &m);
+	cae_error err = {0};
 	const char *sh[] = {"sh", "-c",
 			    "echo hi; id -u; tr '\\0' ' ' < /proc/1/cmdline; echo; cat; "
 			    "echo \"[$ADDED]\"",
@@ -1587,8 +1611,281 @@ START_TEST(helper_in_a_busybox_only_image)
 	ck_assert_int_eq(code, CAE_HELPER_INIT_EXPIRED);
 	remove_container(d, id);
 	free(id);
-	cae_rm_rf(dir);
-	free(dir);
+	cae_docker_free(d);
+}
+END_TEST
+
+/* ---- the editor's golden cases, run by the helper in a container ---- */
+
+/* Runs script (sh) through the stream; it must succeed; returns its stdout (new). */
+static char *mux_sh(cae_helper_mux *m, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_run_spec spec = {.argv = argv, .cwd = "/workspace", .timeout_ms = 60000};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_helper_mux_run(m, &spec, NULL, NULL, &r, &err) == 0, "%s", err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: %s%s", script, r.out, r.err);
+	char *out = TAKE_PTR(r.out);
+	cae_run_result_clear(&r);
+	return out;
+}
+
+/* s in single quotes for sh. */
+static void sq(cae_buf *b, const char *s)
+{
+	cae_buf_puts(b, "'");
+	for (; *s; s++) {
+		if (*s == '\'')
+			cae_buf_puts(b, "'\\''");
+		else
+			cae_buf_append(b, s, 1);
+	}
+	cae_buf_puts(b, "'");
+}
+
+/* The shell commands that make what a case's setup.json describes, in the current
+ * directory (the same on this host and in the container). */
+static char *setup_script(json_t *setup)
+{
+	cae_buf b;
+	cae_buf_init(&b, 1 << 20);
+	cae_buf_puts(&b, "set -e; ");
+	const char *k;
+	json_t *v;
+	size_t i;
+	json_array_foreach(json_object_get(setup, "dirs"), i, v)
+	{
+		cae_buf_puts(&b, "mkdir -p ");
+		sq(&b, json_string_value(v));
+		cae_buf_puts(&b, "; ");
+	}
+	json_object_foreach(json_object_get(setup, "symlinks"), k, v)
+	{
+		cae_buf_puts(&b, "ln -s ");
+		sq(&b, json_string_value(v));
+		cae_buf_puts(&b, " ");
+		sq(&b, k);
+		cae_buf_puts(&b, "; ");
+	}
+	json_array_foreach(json_object_get(setup, "fifos"), i, v)
+	{
+		cae_buf_puts(&b, "mkfifo ");
+		sq(&b, json_string_value(v));
+		cae_buf_puts(&b, "; ");
+	}
+	json_object_foreach(json_object_get(setup, "modes"), k, v)
+	{
+		cae_buf_puts(&b, "if [ -e ");
+		sq(&b, k);
+		cae_buf_printf(&b, " ]; then chmod %s ", json_string_value(v));
+		sq(&b, k);
+		cae_buf_puts(&b, "; fi; ");
+	}
+	cae_buf_puts(&b, "true");
+	return cae_buf_steal(&b, NULL);
+}
+
+/* Every entry below the current directory: type, name, and a file's checksum and mode or a
+ * link's target (busybox and coreutils print these alike). */
+#define TREE_SCRIPT                                                                                \
+	"find . ! -name . | sort | while IFS= read -r f; do "                                      \
+	"if [ -L \"$f\" ]; then echo \"L $f $(readlink \"$f\")\"; "                                \
+	"elif [ -d \"$f\" ]; then echo \"D $f\"; elif [ -p \"$f\" ]; then echo \"P $f\"; "         \
+	"else echo \"F $f $(md5sum < \"$f\" | cut -c1-32) $(stat -c %a \"$f\")\"; fi; done"
+
+static char *host_sh(const char *dir, const char *script)
+{
+	char *cmd = NULL;
+	ck_assert_int_ge(asprintf(&cmd, "cd '%s' && %s", dir, script), 0);
+	const char *argv[] = {"sh", "-c", cmd, NULL};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 60000};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: %s", cmd, r.err);
+	free(cmd);
+	char *out = TAKE_PTR(r.out);
+	cae_run_result_clear(&r);
+	return out;
+}
+
+static void limits_of(json_t *setup, cae_editor_limits *lim)
+{
+	cae_editor_limits_default(lim);
+	json_t *l = json_object_get(setup, "limits"), *v;
+	if ((v = json_object_get(l, "max_file_bytes")))
+		lim->max_file_bytes = (size_t)json_integer_value(v);
+	if ((v = json_object_get(l, "max_output_chars")))
+		lim->max_output_chars = (size_t)json_integer_value(v);
+	if ((v = json_object_get(l, "undo_depth")))
+		lim->undo_depth = (unsigned)json_integer_value(v);
+	if ((v = json_object_get(l, "undo_budget_bytes")))
+		lim->undo_budget_bytes = (size_t)json_integer_value(v);
+	if ((v = json_object_get(l, "max_dir_entries")))
+		lim->max_dir_entries = (size_t)json_integer_value(v);
+}
+
+#define OUTSIDE_SCRIPT                                                                             \
+	"mkdir -p /workspace/outside/dir && printf 'top secret\\nneedle\\n' > "                    \
+	"/workspace/outside/secret.txt && printf 'outside file\\nneedle\\n' > "                    \
+	"/workspace/outside/dir/f.txt && printf 'outside a\\nneedle\\n' > "                        \
+	"/workspace/outside/dir/a.txt"
+
+/* One golden case (tests/data/editor/<name>, see tests/editor/test-editor.c) through the
+ * helper's editor in the container: the same text, byte for byte, and the same workspace
+ * afterwards. Returns a description of the first difference (new), or NULL. */
+static char *golden_in_container(cae_docker *d, const char *id, const char *name)
+{
+	char cdir[PATH_MAX];
+	snprintf(cdir, sizeof(cdir), "%s/tests/data/editor/%s", CAE_SOURCE_ROOT, name);
+	char *p_args = cae_path_join(cdir, "args.json"),
+	     *p_exp = cae_path_join(cdir, "expected.txt");
+	char *p_before = cae_path_join(cdir, "before"), *p_after = cae_path_join(cdir, "after");
+	char *p_setup = cae_path_join(cdir, "setup.json");
+	json_error_t je;
+	json_t *args = json_load_file(p_args, JSON_ALLOW_NUL, &je);
+	ck_assert_msg(args != NULL, "%s: %s", p_args, je.text);
+	json_t *setup =
+	    access(p_setup, F_OK) == 0 ? json_load_file(p_setup, 0, &je) : json_object();
+	ck_assert_ptr_nonnull(setup);
+	char *expected = NULL;
+	ck_assert_int_eq(cae_read_file(AT_FDCWD, p_exp, 64 << 20, &expected, NULL), 0);
+
+	/* a fresh stream (a fresh editor: no undo history) on a fresh workspace */
+	cae_helper_mux *m = helper_stream(d, id);
+	free(mux_sh(m, "rm -rf /workspace/project /workspace/outside /workspace/.cae-journal "
+		       "/workspace/pwned && mkdir /workspace/project && " OUTSIDE_SCRIPT));
+	cae_error err = {0};
+	if (cae_is_dir(p_before)) {
+		char *tmp = tu_mkdtemp();
+		tu_sh("tar --owner=1000 --group=1000 --numeric-owner -C '%s' -cf %s/t.tar .",
+		      p_before, tmp);
+		char tarpath[PATH_MAX];
+		snprintf(tarpath, sizeof(tarpath), "%s/t.tar", tmp);
+		int fd = open(tarpath, O_RDONLY | O_CLOEXEC);
+		struct stat sb;
+		ck_assert_int_eq(fstat(fd, &sb), 0);
+		ck_assert_msg(cae_docker_put_archive(d, id, "/workspace/project", fd,
+						     (uint64_t)sb.st_size, &err) == 0,
+			      "%s", err.message);
+		close(fd);
+		cae_rm_rf(tmp);
+		free(tmp);
+	}
+	char *setup_sh = setup_script(setup);
+	char *cmd = NULL;
+	ck_assert_int_ge(asprintf(&cmd, "cd /workspace/project && %s", setup_sh), 0);
+	free(mux_sh(m, cmd));
+	free(cmd);
+	char *outside_before = mux_sh(m, "cd /workspace/outside && " TREE_SCRIPT);
+
+	cae_editor_limits lim;
+	limits_of(setup, &lim);
+	bool compat = json_is_true(json_object_get(setup, "compat"));
+	cae_buf actual;
+	cae_buf_init(&actual, 256 << 20);
+	size_t ncalls = json_is_array(args) ? json_array_size(args) : 1;
+	for (size_t i = 0; i < ncalls; i++) {
+		json_t *call = json_is_array(args) ? json_array_get(args, i) : args;
+		cae_editor_request q;
+		cae_editor_result res;
+		int r = cae_editor_parse(call, &q, &res);
+		ck_assert_int_ge(r, 0);
+		if (r == 0)
+			ck_assert_msg(
+			    cae_helper_mux_edit(m, "/workspace/project", &lim, &q, &res, &err) == 0,
+			    "%s: %s", name, err.message);
+		ck_assert_ptr_nonnull(res.text);
+		cae_buf_puts(&actual, res.is_error ? "[error]\n" : "[ok]\n");
+		if (compat) {
+			char *c = cae_editor_result_compat_text(&res);
+			cae_buf_puts(&actual, c);
+			free(c);
+		} else {
+			cae_buf_puts(&actual, res.text);
+		}
+		cae_buf_puts(&actual, "\n");
+		cae_editor_result_clear(&res);
+	}
+	char *diff = NULL;
+	if (strcmp(actual.data ? actual.data : "", expected) != 0)
+		ck_assert_int_ge(asprintf(&diff,
+					  "%s: output differs:\n--- expected\n%s\n--- got\n%s",
+					  name, expected, actual.data ? actual.data : ""),
+				 0);
+	/* the workspace afterwards, and nothing outside it touched */
+	char *got_tree = mux_sh(m, "cd /workspace/project && " TREE_SCRIPT);
+	char *outside_after =
+	    mux_sh(m, "cd /workspace/outside && " TREE_SCRIPT
+		      "; ls /workspace/pwned /workspace/project/pwned 2>/dev/null; true");
+	char *want_dir = tu_mkdtemp();
+	const char *src = cae_is_dir(p_after) ? p_after : p_before;
+	if (cae_is_dir(src))
+		tu_sh("cp -a '%s'/. %s", src, want_dir);
+	free(host_sh(want_dir, setup_sh));
+	char *want_tree = host_sh(want_dir, TREE_SCRIPT);
+	if (!diff && strcmp(got_tree, want_tree) != 0)
+		ck_assert_int_ge(asprintf(&diff,
+					  "%s: workspace differs:\n--- expected\n%s--- got\n%s",
+					  name, want_tree, got_tree),
+				 0);
+	if (!diff && strcmp(outside_before, outside_after) != 0)
+		ck_assert_int_ge(asprintf(&diff, "%s: outside changed:\n%s\n%s", name,
+					  outside_before, outside_after),
+				 0);
+	cae_rm_rf(want_dir);
+	free(want_dir);
+	free(want_tree);
+	free(got_tree);
+	free(outside_after);
+	free(outside_before);
+	free(setup_sh);
+	cae_buf_clear(&actual);
+	cae_helper_mux_close(m);
+	free(expected);
+	json_decref(setup);
+	json_decref(args);
+	free(p_args);
+	free(p_exp);
+	free(p_before);
+	free(p_after);
+	free(p_setup);
+	return diff;
+}
+
+/* The editor's golden suite (tests/data/editor), the one the local editor passes, run by
+ * cae-helper in a container: byte-identical results. */
+START_TEST(editor_goldens_in_a_container)
+{
+	cae_docker *d = client();
+	cae_helper_mux *m = NULL;
+	char *id = helper_container(d, "cae-test-busybox:latest", "600", &m);
+	free(mux_sh(m, "mkdir -p /workspace"));
+	cae_helper_mux_close(m);
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s/tests/data/editor", CAE_SOURCE_ROOT);
+	DIR *dd = opendir(dir);
+	ck_assert_ptr_nonnull(dd);
+	struct dirent *e;
+	int cases = 0, failed = 0;
+	while ((e = readdir(dd))) {
+		if (e->d_name[0] == '.')
+			continue;
+		cases++;
+		char *diff = golden_in_container(d, id, e->d_name);
+		if (diff) {
+			fprintf(stderr, "%s\n", diff);
+			failed++;
+			free(diff);
+		}
+	}
+	closedir(dd);
+	ck_assert_int_gt(cases, 50);
+	ck_assert_msg(failed == 0, "%d of %d golden cases differ in the container (see stderr)",
+		      failed, cases);
+	remove_container(d, id);
+	free(id);
 	cae_docker_free(d);
 }
 END_TEST
@@ -1627,6 +1924,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, helper_killed_mid_command);
 	tcase_add_test(b, cli_exec_signals_end_the_command_in_the_container);
 	tcase_add_test(b, helper_in_a_busybox_only_image);
+	tcase_add_test(b, editor_goldens_in_a_container);
 	suite_add_tcase(s, b);
 	return s;
 }

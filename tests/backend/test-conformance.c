@@ -567,6 +567,47 @@ START_TEST(tools_behave_the_same)
 	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "calc.py"));
 	ck_assert_ptr_null(strstr(S(r, "stdout"), git_token));
 	json_decref(r);
+	/* the editor: create, view, str_replace, undo */
+	r = call(s, "text_editor",
+		 json_pack("{s:s, s:s, s:s}", "command", "create", "path", "pkg/new.py",
+			   "file_text", "a = 1\nb = 2\n"),
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(s, "text_editor",
+		 json_pack("{s:s, s:s, s:s, s:s}", "command", "str_replace", "path", "pkg/new.py",
+			   "old_str", "b = 2", "new_str", "b = 3"),
+		 &e);
+	ck_assert(!e);
+	json_decref(r);
+	r = call(s, "text_editor", json_pack("{s:s, s:s}", "command", "view", "path", "pkg/new.py"),
+		 &e);
+	ck_assert(!e);
+	char *text = json_dumps(r, 0);
+	ck_assert_msg(strstr(text, "b = 3") != NULL, "%s", text);
+	free(text);
+	json_decref(r);
+	/* the file is the command's too, owned by the user commands run as */
+	r = call(s, "exec_command",
+		 json_pack("{s:s, s:[s]}", "cwd", ".", "command",
+			   "cat pkg/new.py; test -O pkg/new.py && echo mine; echo c >> pkg/new.py"),
+		 &e);
+	ck_assert_str_eq(S(r, "stdout"), "a = 1\nb = 3\nmine\n");
+	json_decref(r);
+	/* the editor stays in the workspace */
+	r = call(s, "text_editor",
+		 json_pack("{s:s, s:s}", "command", "view", "path", "../../../../etc/shadow"), &e);
+	ck_assert(e);
+	json_decref(r);
+	r = call(s, "exec_command",
+		 json_pack("{s:s, s:[s]}", "cwd", ".", "command", "ln -s /etc escape"), &e);
+	json_decref(r);
+	r = call(s, "text_editor",
+		 json_pack("{s:s, s:s, s:s}", "command", "create", "path", "escape/cae-conf",
+			   "file_text", "x"),
+		 &e);
+	ck_assert(e);
+	json_decref(r);
 	/* the patch worker: a unified diff, all or nothing */
 	r = call(s, "apply_patch",
 		 json_pack("{s:s}", "patch",
@@ -580,6 +621,7 @@ START_TEST(tools_behave_the_same)
 	    json_pack("{s:s, s:[s]}", "cwd", ".", "command", "git diff --stat; ls /etc/cae-conf"),
 	    &e);
 	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "calc.py | 2"));
+	ck_assert_ptr_null(strstr(S(r, "stdout"), "/etc/cae-conf\n"));
 	json_decref(r);
 	ck_assert_int_eq(cae_session_cleanup(s, NULL, &err), 0);
 	cae_session_free(s);
