@@ -810,8 +810,8 @@ static int edr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	return 0;
 }
 
-int cae_helper_decode_edit_result(const char *body, size_t len, int *status,
-				  cae_editor_result *res, cae_error *err)
+int cae_helper_decode_edit_result(const char *body, size_t len, int *status, cae_editor_result *res,
+				  cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
 	struct edr_ctx c = {.res = res};

@@ -124,9 +124,11 @@ static int handle_edit(struct stream *st, const char *body, size_t len, cae_buf 
 			cae_editor_free(st->ed);
 			free(st->ed_root);
 			st->ed_root = strdup(e.root);
-			st->ed = st->ed_root ? cae_editor_new(e.root, e.root, &e.limits, &err) : NULL;
+			st->ed =
+			    st->ed_root ? cae_editor_new(e.root, e.root, &e.limits, &err) : NULL;
 		}
-		status = st->ed ? cae_editor_run(st->ed, &e.req, &res) : (err.code ? err.code : -ENOMEM);
+		status =
+		    st->ed ? cae_editor_run(st->ed, &e.req, &res) : (err.code ? err.code : -ENOMEM);
 		pthread_mutex_unlock(&st->ed_lock);
 		cae_helper_edit_clear(&e);
 	}
@@ -146,8 +148,7 @@ static void *job_main(void *arg)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
 					 out.len - CAE_HELPER_FRAME_HEADER);
-	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, &out) ==
-		   0) {
+	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, &out) == 0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
@@ -299,8 +300,9 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			if (start_job(&st, CAE_MUX_EDIT, id, body, n) < 0) {
 				cae_buf e;
 				cae_buf_init(&e, 4096);
-				if (cae_helper_encode_edit_result(-EAGAIN, "cae-helper: cannot start "
-									   "a thread",
+				if (cae_helper_encode_edit_result(-EAGAIN,
+								  "cae-helper: cannot start "
+								  "a thread",
 								  NULL, &e) == 0)
 					(void)send_frame(&st, CAE_MUX_EDIT_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,

@@ -158,11 +158,11 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 			if (r < 0) {
 				cae_session_editor_release(env->session, &t);
 				cae_tools_hide_host_paths(env->cfg, e.message, sizeof(e.message));
-				return cae_tool_finish(
-				    res,
-				    cae_tool_error("INTERNAL", "the text editor failed: %s",
-						   e.message),
-				    true, err);
+				return cae_tool_finish(res,
+						       cae_tool_error("INTERNAL",
+								      "the text editor failed: %s",
+								      e.message),
+						       true, err);
 			}
 		} else if (r > 0) {
 			r = 0; /* the arguments' error is the result */

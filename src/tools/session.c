@@ -28,9 +28,9 @@ struct cae_session {
 	pthread_mutex_t lock; /* guards the current environment and the editor */
 	char *current;	      /* task uuid */
 	cae_backend *current_backend;
-	char *workspace_path;	    /* of the current environment, as commands see it */
-	cae_editor *editor;	    /* current environment's editor (local environments) */
-	bool remote_editor;	    /* ... or its backend edits it (environments elsewhere) */
+	char *workspace_path; /* of the current environment, as commands see it */
+	cae_editor *editor;   /* current environment's editor (local environments) */
+	bool remote_editor;   /* ... or its backend edits it (environments elsewhere) */
 	cae_editor_limits editor_limits;
 	char *editor_error;	    /* why there is no editor */
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
