@@ -244,7 +244,6 @@ void ed_out_init(cae_buf *b);
 
 /* ---- args.c ---- */
 
-
 /* ---- file.c ---- */
 
 /* A text file read for viewing or editing. */

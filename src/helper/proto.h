@@ -82,8 +82,8 @@ void cae_helper_edit_clear(cae_helper_edit *e);
 int cae_helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
 				  cae_buf *out);
 /* Decodes into *status, err (status < 0) and res (owned; valid UTF-8). -EINVAL: malformed. */
-int cae_helper_decode_edit_result(const char *body, size_t len, int *status,
-				  cae_editor_result *res, cae_error *err);
+int cae_helper_decode_edit_result(const char *body, size_t len, int *status, cae_editor_result *res,
+				  cae_error *err);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
 int cae_helper_send_fd(int ctl, int fd);
