@@ -113,6 +113,12 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
  * err set when the helper failed. */
 int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_limits *limits,
 			const cae_editor_request *req, cae_editor_result *res, cae_error *err);
+/* Answers git's credential requests from commands run through m (git's text protocol:
+ * request "protocol=https\nhost=example.com\n..."; returns the reply, a new string
+ * "username=..\npassword=..\n", or NULL to give none). Called on the mux's reader thread:
+ * it must not block. */
+typedef char *(*cae_helper_credential_fn)(void *ud, const char *request, size_t len);
+void cae_helper_mux_set_credentials(cae_helper_mux *m, cae_helper_credential_fn fn, void *ud);
 /* A round trip without a command (liveness, benchmarks). */
 int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
 bool cae_helper_mux_alive(const cae_helper_mux *m);

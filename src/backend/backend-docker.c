@@ -63,15 +63,28 @@
 #define HELPER_DIR "/.cae"
 #define HELPER_PATH HELPER_DIR "/cae-helper"
 #define LABEL_HELPER "cae.helper"
+/* "host user forge": where a push may authenticate, and as whom; the token itself is never
+ * in the container: the helper asks for it when git does (docker_credential) */
+#define LABEL_GIT_CREDENTIAL "cae.git_credential"
 #define HELPER_LIFETIME_S 3600
 #define HELPER_HEARTBEAT_S 10
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
 /* One stream to the helper of an environment, shared by this process's commands. */
+/* What a channel's credential requests are answered from. */
+struct cred_ctx {
+	cae_backend *b;
+	char *uuid;
+	char host[256];
+	char user[64];
+	char forge[16];
+};
+
 struct chan {
 	struct chan *next;
 	char *uuid;
+	struct cred_ctx *cred; /* NULL: no push credentials for this environment */
 	cae_helper_mux *m; /* NULL: this environment has no helper that answers */
 	char *why;	   /* ... and why, for the warning of plain execs */
 	int refs;	   /* commands using it */
@@ -197,6 +210,7 @@ struct docker_prep {
 	const char *image; /* borrowed from the config */
 	bool with_disk;	   /* the disk limit is applied */
 	char *helper;	   /* the static helper to upload; NULL: none on this host */
+	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
 	char *id;	   /* the container, once created */
 	struct prep_ctx pc;
 };
@@ -302,6 +316,9 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 				   LABEL_WARNINGS, wtext ? wtext : "[]", LABEL_PREPARER, preparer);
 	if (helper)
 		json_object_set_new(labels, LABEL_HELPER, json_string("1"));
+	if (prep_of(p)->git_credential)
+		json_object_set_new(labels, LABEL_GIT_CREDENTIAL,
+				    json_string(prep_of(p)->git_credential));
 	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
 			 "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
 			 "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
@@ -451,6 +468,9 @@ static void chan_free(struct chan *c)
 {
 	if (c) {
 		cae_helper_mux_close(c->m);
+		if (c->cred)
+			free(c->cred->uuid);
+		free(c->cred);
 		free(c->uuid);
 		free(c->why);
 		free(c);
@@ -488,6 +508,58 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
+/* git's credential request from a command in the environment: the token of the forge the
+ * environment was cloned from, for that host only; nothing for any other host. The token
+ * reaches git's memory in the container, never its environment, files or configuration. */
+static char *docker_credential(void *ud, const char *request, size_t len)
+{
+	struct cred_ctx *c = ud;
+	char host[256] = "", protocol[16] = "";
+	for (const char *p = request, *end = request + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (n > 5 && strncmp(p, "host=", 5) == 0 && n - 5 < sizeof(host))
+			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), p + 5);
+		if (n > 9 && strncmp(p, "protocol=", 9) == 0 && n - 9 < sizeof(protocol))
+			snprintf(protocol, sizeof(protocol), "%.*s", (int)(n - 9), p + 9);
+		p += n + 1;
+	}
+	const cae_config *cfg = c->b->cfg;
+	const char *token = strcmp(c->forge, "github") == 0 ? cfg->github.token : cfg->gitlab.token;
+	bool grant = token && *token && strcmp(host, c->host) == 0 &&
+		     (strcmp(protocol, "https") == 0 || strcmp(protocol, "http") == 0);
+	cae_log_fields(c->b->log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
+		       json_pack("{s:s, s:s, s:b}", "task_uuid", c->uuid, "host", host, "granted",
+				 grant),
+		       NULL);
+	char *reply = NULL;
+	if (grant && asprintf(&reply, "username=%s\npassword=%s\n", c->user, token) < 0)
+		reply = NULL;
+	return reply;
+}
+
+/* The environment's push credentials (its label), for a new channel. */
+static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
+{
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	json_t *c = NULL;
+	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
+		return NULL;
+	const char *v = label(json_object_get(json_object_get(c, "Config"), "Labels"),
+			      LABEL_GIT_CREDENTIAL);
+	struct cred_ctx *x = v ? calloc(1, sizeof(*x)) : NULL;
+	if (x && (sscanf(v, "%255s %63s %15s", x->host, x->user, x->forge) != 3 ||
+		  !(x->uuid = strdup(uuid)))) {
+		free(x);
+		x = NULL;
+	}
+	if (x)
+		x->b = b;
+	json_decref(c);
+	return x;
+}
+
 /* A new channel to uuid's helper: a stream, or none (m NULL) with why set when the
  * container should have had one. Fails (-ESRCH, -EAGAIN, ...) when the container cannot run
  * anything. */
@@ -517,7 +589,11 @@ static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_er
 				.close = link_close,
 				.ctx = st};
 	cae_error e = {0};
-	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) < 0) {
+	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) == 0) {
+		c->cred = cred_of(b, uuid);
+		if (c->cred)
+			cae_helper_mux_set_credentials(c->m, docker_credential, c->cred);
+	} else {
 		c->m = NULL;
 		if (has_helper(b, name)) {
 			char why[CAE_ERROR_MSG_MAX + 128];
@@ -1089,6 +1165,18 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	struct docker_prep *dp = prep_of(p);
 	cae_docker *d = impl_of(p->b)->d;
 	json_t *engine_warnings = NULL;
+	if (!is_local_repo(p->task->repo)) {
+		char *host = NULL;
+		const char *user = NULL, *token = NULL;
+		cae_error e = {0};
+		if (cae_git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
+		    host) {
+			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
+			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
+				dp->git_credential = NULL;
+		}
+		free(host);
+	}
 	json_t *config = container_config(p, dp->with_disk);
 	if (!config)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1181,6 +1269,7 @@ static void docker_release(cae_prepare *p)
 	if (dp) {
 		free(dp->id);
 		free(dp->helper);
+		free(dp->git_credential);
 		free(dp);
 		p->state = NULL;
 	}

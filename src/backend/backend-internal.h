@@ -100,6 +100,12 @@ bool cae_preparer_alive(const char *label, int64_t created, int timeout_s);
 int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
 			 const char **token, const char **user, cae_error *err);
 
+/* Where a push from task's environment may authenticate: the clone URL's host[:port]
+ * (*host new) with the user and token (borrowed from cfg) git must send there; *host stays
+ * NULL when no token applies (a local repository, no token configured). */
+int cae_git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
+			      const char **user, const char **token, cae_error *err);
+
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.
  * *path is new. */

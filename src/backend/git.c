@@ -38,6 +38,28 @@ static char *url_origin(const char *url)
 	return slash ? strndup(url, (size_t)(slash - url)) : strdup(url);
 }
 
+int cae_git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
+			      const char **user, const char **token, cae_error *err)
+{
+	*host = NULL;
+	_cleanup_free_ char *url = NULL;
+	int r = cae_git_clone_source(cfg, task, &url, token, user, err);
+	if (r < 0 || !*token || !**token)
+		return r;
+	const char *p = strstr(url, "://");
+	if (!p)
+		return 0;
+	p += 3;
+	size_t n = strcspn(p, "/?#");
+	const char *at = memchr(p, '@', n);
+	if (at) {
+		n -= (size_t)(at + 1 - p);
+		p = at + 1;
+	}
+	*host = strndup(p, n);
+	return *host ? 0 : -ENOMEM;
+}
+
 static bool is_local_path(const char *repo)
 {
 	return !strstr(repo, "://") && !(strchr(repo, '@') && strchr(repo, ':'));

@@ -24,6 +24,7 @@ static void usage(FILE *f)
 		   "                  [--user UID:GID] -- PROGRAM ARG...\n"
 		   "       cae-helper --stream [--heartbeat SECONDS]\n"
 		   "       cae-helper --init [--lifetime SECONDS]\n"
+		   "       cae-helper --credential get|store|erase   (git's credential helper)\n"
 		   "Runs commands for cae over the unix socket on standard input; exits when the\n"
 		   "socket closes (or after SECONDS without a command, when given). --stream\n"
 		   "serves the multiplexed channel on stdin/stdout (in a container, through one\n"
@@ -81,6 +82,8 @@ int main(int argc, char **argv)
 		return cae_helper_init_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--stream") == 0)
 		return stream_main(argc, argv);
+	if (argc > 1 && strcmp(argv[1], "--credential") == 0)
+		return cae_helper_credential_main(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--max-idle") == 0 && i + 1 < argc) {
 			char *end;

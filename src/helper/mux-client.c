@@ -50,6 +50,8 @@ struct cae_helper_mux {
 	struct call *calls;
 	uint32_t next_id;
 	bool greeted;
+	cae_helper_credential_fn cred_fn; /* under lock */
+	void *cred_ud;
 	atomic_bool dead;
 	char why[128]; /* why the stream ended */
 };
@@ -101,6 +103,8 @@ static void end_stream(cae_helper_mux *m, const char *why)
 	pthread_mutex_unlock(&m->lock);
 }
 
+static int send_frame(cae_helper_mux *m, char type, uint32_t id, const void *p, size_t n);
+
 static void *reader_main(void *arg)
 {
 	cae_helper_mux *m = arg;
@@ -137,6 +141,22 @@ static void *reader_main(void *arg)
 			free(body);
 			end_stream(m, r == -EPIPE ? "end of file" : strerror(-r));
 			return NULL;
+		}
+		if (type == CAE_MUX_CREDENTIAL) {
+			pthread_mutex_lock(&m->lock);
+			cae_helper_credential_fn fn = m->cred_fn;
+			void *ud = m->cred_ud;
+			pthread_mutex_unlock(&m->lock);
+			char *reply = fn ? fn(ud, body, n) : NULL;
+			(void)send_frame(m, CAE_MUX_CREDENTIAL_REPLY, id, reply,
+					 reply ? strlen(reply) : 0);
+			if (reply) {
+				/* a token: do not leave it in freed memory */
+				explicit_bzero(reply, strlen(reply));
+				free(reply);
+			}
+			free(body);
+			continue;
 		}
 		pthread_mutex_lock(&m->lock);
 		if (type == CAE_MUX_HELLO) {
@@ -407,6 +427,14 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 				     err ? err->message : "");
 	}
 	return status;
+}
+
+void cae_helper_mux_set_credentials(cae_helper_mux *m, cae_helper_credential_fn fn, void *ud)
+{
+	pthread_mutex_lock(&m->lock);
+	m->cred_fn = fn;
+	m->cred_ud = ud;
+	pthread_mutex_unlock(&m->lock);
 }
 
 int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err)

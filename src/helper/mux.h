@@ -27,6 +27,11 @@ enum cae_mux_type {
 	CAE_MUX_PONG = 'p',
 	CAE_MUX_EDIT = 'E',	   /* manager -> helper: a text editor request (proto.h) */
 	CAE_MUX_EDIT_RESULT = 'e', /* helper -> manager: its result */
+	CAE_MUX_CREDENTIAL = 'K',  /* helper -> manager: a git credential request (git's text
+				    * protocol: "protocol=https\nhost=...\n"); ids from the
+				    * helper have the high bit set */
+	CAE_MUX_CREDENTIAL_REPLY = 'k', /* manager -> helper: "username=..\npassword=..\n" or
+					 * "" (none) */
 };
 
 /* Fills a frame header for a payload of n bytes. */
@@ -40,6 +45,10 @@ int cae_mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint
  * in; then cancels every command and returns 0 (-errno on a read error). heartbeat_s > 0:
  * signals PID 1 (cae-helper --init) with SIGUSR1 that often while connected. */
 int cae_helper_serve_stream(int in, int out, int heartbeat_s);
+
+/* cae-helper --credential get|store|erase: git's credential helper inside an environment;
+ * asks the stream helper that ran the command (CAE_CREDENTIAL_SOCKET) (stream.c). */
+int cae_helper_credential_main(int argc, char **argv);
 
 /* cae-helper --init: a container's PID 1 (init.c). */
 int cae_helper_init_main(int argc, char **argv);

@@ -120,7 +120,7 @@ static int check_confined(const cae_helper_request *q, cae_error *err)
 }
 
 int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
-			      void *ud, cae_buf *out)
+			      void *ud, const char *const *server_env, cae_buf *out)
 {
 	cae_error err = {0};
 	cae_run_result res = {0};
@@ -129,8 +129,26 @@ int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool 
 	if (!ack(ud))
 		status = -EPIPE; /* the manager is gone: do not run it */
 	_cleanup_free_ char **envp = NULL;
-	if (status == 0 && req.env_add && !req.envp) {
-		envp = env_with(req.env_add);
+	_cleanup_free_ char **adds = NULL;
+	if (status == 0 && server_env && server_env[0]) {
+		size_t n = 0, k = 0;
+		for (char **a = req.env_add; a && *a; a++)
+			n++;
+		for (const char *const *a = server_env; *a; a++)
+			k++;
+		adds = calloc(n + k + 1, sizeof(char *));
+		if (!adds) {
+			status = cae_error_set(&err, -ENOMEM, "out of memory");
+		} else {
+			for (size_t i = 0; i < n; i++)
+				adds[i] = req.env_add[i];
+			for (size_t i = 0; i < k; i++)
+				adds[n + i] = (char *)server_env[i];
+		}
+	}
+	char **add = adds ? adds : req.env_add;
+	if (status == 0 && add && !req.envp) {
+		envp = env_with(add);
 		if (!envp)
 			status = cae_error_set(&err, -ENOMEM, "out of memory");
 		req.spec.envp = (const char *const *)envp;
@@ -182,7 +200,8 @@ static void serve_one(int fd)
 		} else if (read_full(fd, body, len) < 0) {
 			return;
 		} else {
-			r = cae_helper_handle_request(body, len, fd, ack_on_socket, &fd, &out);
+			r = cae_helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,
+						      &out);
 		}
 	}
 	if (r == 0)

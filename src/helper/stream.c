@@ -20,8 +20,12 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
+#include <limits.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -36,8 +40,24 @@ struct sreq {
 	int cancel_w;
 };
 
+/* A credential request waiting for the manager's reply. */
+struct cred {
+	struct cred *next;
+	uint32_t id;
+	bool done;
+	char *reply;
+	size_t len;
+};
+
 struct stream {
 	int out;
+	/* git's credential requests: a socket commands reach through CAE_CREDENTIAL_SOCKET */
+	int cred_fd;
+	char cred_dir[64];
+	uint32_t cred_next;
+	struct cred *creds; /* under lock, signalled on cond */
+	const char *env[8]; /* what every command gets added to its environment */
+	char env_store[4][PATH_MAX + 64];
 	pthread_mutex_t ed_lock; /* the editor below */
 	cae_editor *ed;		 /* opened on the first edit, for ed_root */
 	char *ed_root;
@@ -98,9 +118,13 @@ static int send_frame(struct stream *st, char type, uint32_t id, const void *p, 
 	int r = st->broken ? -EPIPE : write_full(st->out, h, sizeof(h));
 	if (r == 0 && n)
 		r = write_full(st->out, p, n);
-	if (r < 0)
-		st->broken = true;
 	pthread_mutex_unlock(&st->wlock);
+	if (r < 0) {
+		pthread_mutex_lock(&st->lock);
+		st->broken = true;
+		pthread_cond_broadcast(&st->cond);
+		pthread_mutex_unlock(&st->lock);
+	}
 	return r;
 }
 
@@ -148,7 +172,8 @@ static void *job_main(void *arg)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
 					 out.len - CAE_HELPER_FRAME_HEADER);
-	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, &out) == 0) {
+	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, st->env,
+					     &out) == 0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
@@ -239,6 +264,198 @@ static void kill_descendants(void)
 	free(pids);
 }
 
+#define CRED_MAX 65536
+#define CRED_WAIT_MS 30000
+
+/* One connection of `cae-helper --credential`: its request goes to the manager, the reply
+ * comes back. */
+static void *cred_conn_main(void *arg)
+{
+	struct stream *st = ((void **)arg)[0];
+	int fd = (int)(intptr_t)((void **)arg)[1];
+	free(arg);
+	char *req = malloc(CRED_MAX);
+	size_t n = 0;
+	while (req && n < CRED_MAX) {
+		ssize_t k = read(fd, req + n, CRED_MAX - n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	struct cred c = {0};
+	pthread_mutex_lock(&st->lock);
+	c.id = 0x80000000u | (st->cred_next++ & 0x7fffffffu);
+	c.next = st->creds;
+	st->creds = &c;
+	pthread_mutex_unlock(&st->lock);
+	if (req && send_frame(st, CAE_MUX_CREDENTIAL, c.id, req, n) == 0) {
+		int64_t deadline = cae_now_ns() + CRED_WAIT_MS * 1000000LL;
+		pthread_mutex_lock(&st->lock);
+		while (!c.done && !st->broken && cae_now_ns() < deadline) {
+			struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
+			pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+		}
+		pthread_mutex_unlock(&st->lock);
+	}
+	pthread_mutex_lock(&st->lock);
+	for (struct cred **p = &st->creds; *p; p = &(*p)->next)
+		if (*p == &c) {
+			*p = c.next;
+			break;
+		}
+	pthread_mutex_unlock(&st->lock);
+	if (c.reply)
+		(void)write_full(fd, c.reply, c.len);
+	free(c.reply);
+	free(req);
+	close(fd);
+	return NULL;
+}
+
+static void *cred_accept_main(void *arg)
+{
+	struct stream *st = arg;
+	for (;;) {
+		int fd = accept4(st->cred_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		void **a = malloc(2 * sizeof(void *));
+		pthread_t t;
+		pthread_attr_t attr;
+		pthread_attr_init(&attr);
+		pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+		if (a) {
+			a[0] = st;
+			a[1] = (void *)(intptr_t)fd;
+		}
+		if (!a || pthread_create(&t, &attr, cred_conn_main, a) != 0) {
+			free(a);
+			close(fd);
+		}
+		pthread_attr_destroy(&attr);
+	}
+}
+
+static void cred_reply(struct stream *st, uint32_t id, char *body, size_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	for (struct cred *c = st->creds; c; c = c->next) {
+		if (c->id == id && !c->done) {
+			c->done = true;
+			c->reply = body;
+			c->len = n;
+			body = NULL;
+			break;
+		}
+	}
+	pthread_cond_broadcast(&st->cond);
+	pthread_mutex_unlock(&st->lock);
+	free(body);
+}
+
+/* The credential socket (a private directory under /tmp: commands run as our user and may
+ * reach it; nothing else can), and the environment that points git at it. Without it,
+ * commands just get no credentials. */
+static void cred_setup(struct stream *st)
+{
+	st->cred_fd = -1;
+	snprintf(st->cred_dir, sizeof(st->cred_dir), "/tmp/cae-cred-XXXXXX");
+	if (!mkdtemp(st->cred_dir)) {
+		st->cred_dir[0] = '\0';
+		return;
+	}
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/s", st->cred_dir);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 16) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	st->cred_fd = fd;
+	char self[PATH_MAX];
+	ssize_t k = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (k <= 0)
+		return;
+	self[k] = '\0';
+	snprintf(st->env_store[0], sizeof(st->env_store[0]), "CAE_CREDENTIAL_SOCKET=%s",
+		 sa.sun_path);
+	snprintf(st->env_store[1], sizeof(st->env_store[1]), "GIT_CONFIG_COUNT=1");
+	snprintf(st->env_store[2], sizeof(st->env_store[2]), "GIT_CONFIG_KEY_0=credential.helper");
+	snprintf(st->env_store[3], sizeof(st->env_store[3]), "GIT_CONFIG_VALUE_0=!%s --credential",
+		 self);
+	for (int i = 0; i < 4; i++)
+		st->env[i] = st->env_store[i];
+	pthread_t t;
+	pthread_attr_t attr;
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	(void)pthread_create(&t, &attr, cred_accept_main, st);
+	pthread_attr_destroy(&attr);
+}
+
+static void cred_cleanup(struct stream *st)
+{
+	if (st->cred_dir[0]) {
+		char p[160];
+		snprintf(p, sizeof(p), "%s/s", st->cred_dir);
+		unlink(p);
+		rmdir(st->cred_dir);
+	}
+}
+
+int cae_helper_credential_main(int argc, char **argv)
+{
+	/* git calls "get", "store" and "erase": only get asks for anything */
+	if (argc < 3 || strcmp(argv[2], "get") != 0)
+		return 0;
+	const char *path = getenv("CAE_CREDENTIAL_SOCKET");
+	if (!path || !*path) {
+		fprintf(stderr, "cae: no credential channel here (CAE_CREDENTIAL_SOCKET)\n");
+		return 0;
+	}
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		fprintf(stderr, "cae: the credential channel is gone: %s\n", strerror(errno));
+		return 0;
+	}
+	char buf[CRED_MAX];
+	size_t n = 0;
+	ssize_t k;
+	while (n < sizeof(buf) && (k = read(0, buf + n, sizeof(buf) - n)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+	if (write_full(fd, buf, n) < 0)
+		return 0;
+	shutdown(fd, SHUT_WR);
+	n = 0;
+	while (n < sizeof(buf) - 1 && (k = read(fd, buf + n, sizeof(buf) - 1 - n)) != 0) {
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			break;
+		n += (size_t)k;
+	}
+	close(fd);
+	if (n == 0) {
+		fprintf(stderr, "cae: no token is configured for this repository's host "
+				"(github.token or gitlab.token in cae's configuration)\n");
+		return 0;
+	}
+	return write_full(1, buf, n) < 0 ? 1 : 0;
+}
+
 int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 {
 	cae_proctree_init();
@@ -251,6 +468,7 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&st.cond, &ca);
 	pthread_condattr_destroy(&ca);
+	cred_setup(&st);
 
 	char hello[32];
 	int hl = snprintf(hello, sizeof(hello), "cae-helper %d", CAE_HELPER_PROTOCOL);
@@ -330,6 +548,9 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			cancel(&st, id, false);
 			free(body);
 			break;
+		case CAE_MUX_CREDENTIAL_REPLY:
+			cred_reply(&st, id, body, n);
+			break;
 		case CAE_MUX_PING:
 			(void)send_frame(&st, CAE_MUX_PONG, id, NULL, 0);
 			free(body);
@@ -348,5 +569,6 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 	}
 	pthread_mutex_unlock(&st.lock);
 	kill_descendants();
+	cred_cleanup(&st);
 	return ret;
 }
