@@ -1892,8 +1892,9 @@ END_TEST
 
 /* git push inside an environment: git asks cae-helper for credentials, which asks the
  * manager (the process list is searched with the pattern on a file descriptor: grep's own
- * command line would hold it otherwise); the token goes to the clone's host only, is never in the container's
- * environment, files, processes or inspect output, and without a token the error says so. */
+ * command line would hold it otherwise); the token goes to the clone's host only, is never in the
+ * container's environment, files, processes or inspect output, and without a token the error says
+ * so. */
 START_TEST(push_on_demand)
 {
 	cae_config *cfg = dcfg();
