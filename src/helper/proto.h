@@ -92,8 +92,8 @@ int cae_helper_send_fd(int ctl, int fd);
 int cae_helper_recv_fd(int ctl);
 
 /* Serves one request body (helper side): decodes it (server_env, "K=V" or NULL, is added to
- * the command's environment after the request's own additions), calls ack (false: the manager is gone,
- * the command is not run), runs it with cancel_fd (-1: none) and appends the response frame
+ * the command's environment after the request's own additions), calls ack (false: the manager is
+ * gone, the command is not run), runs it with cancel_fd (-1: none) and appends the response frame
  * (header included) to out, which must be empty. Returns 0, or -ENOMEM when no response
  * could be made. */
 int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
