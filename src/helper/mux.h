@@ -25,11 +25,11 @@ enum cae_mux_type {
 	CAE_MUX_CANCEL = 'X', /* manager -> helper: cancel request id (no payload) */
 	CAE_MUX_PING = 'P',   /* manager -> helper: answered by PONG with the same id */
 	CAE_MUX_PONG = 'p',
-	CAE_MUX_EDIT = 'E',	   /* manager -> helper: a text editor request (proto.h) */
-	CAE_MUX_EDIT_RESULT = 'e', /* helper -> manager: its result */
-	CAE_MUX_CREDENTIAL = 'K',  /* helper -> manager: a git credential request (git's text
-				    * protocol: "protocol=https\nhost=...\n"); ids from the
-				    * helper have the high bit set */
+	CAE_MUX_EDIT = 'E',		/* manager -> helper: a text editor request (proto.h) */
+	CAE_MUX_EDIT_RESULT = 'e',	/* helper -> manager: its result */
+	CAE_MUX_CREDENTIAL = 'K',	/* helper -> manager: a git credential request (git's text
+					 * protocol: "protocol=https\nhost=...\n"); ids from the
+					 * helper have the high bit set */
 	CAE_MUX_CREDENTIAL_REPLY = 'k', /* manager -> helper: "username=..\npassword=..\n" or
 					 * "" (none) */
 };
