@@ -85,10 +85,10 @@ struct chan {
 	struct chan *next;
 	char *uuid;
 	struct cred_ctx *cred; /* NULL: no push credentials for this environment */
-	cae_helper_mux *m; /* NULL: this environment has no helper that answers */
-	char *why;	   /* ... and why, for the warning of plain execs */
-	int refs;	   /* commands using it */
-	bool retired;	   /* out of the list: closed when the last command ends */
+	cae_helper_mux *m;     /* NULL: this environment has no helper that answers */
+	char *why;	       /* ... and why, for the warning of plain execs */
+	int refs;	       /* commands using it */
+	bool retired;	       /* out of the list: closed when the last command ends */
 };
 
 struct docker_impl {
@@ -207,11 +207,11 @@ struct prep_ctx {
 
 /* One docker prepare in progress. */
 struct docker_prep {
-	const char *image; /* borrowed from the config */
-	bool with_disk;	   /* the disk limit is applied */
-	char *helper;	   /* the static helper to upload; NULL: none on this host */
+	const char *image;    /* borrowed from the config */
+	bool with_disk;	      /* the disk limit is applied */
+	char *helper;	      /* the static helper to upload; NULL: none on this host */
 	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
-	char *id;	   /* the container, once created */
+	char *id;	      /* the container, once created */
 	struct prep_ctx pc;
 };
 
@@ -528,10 +528,10 @@ static char *docker_credential(void *ud, const char *request, size_t len)
 	const char *token = strcmp(c->forge, "github") == 0 ? cfg->github.token : cfg->gitlab.token;
 	bool grant = token && *token && strcmp(host, c->host) == 0 &&
 		     (strcmp(protocol, "https") == 0 || strcmp(protocol, "http") == 0);
-	cae_log_fields(c->b->log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
-		       json_pack("{s:s, s:s, s:b}", "task_uuid", c->uuid, "host", host, "granted",
-				 grant),
-		       NULL);
+	cae_log_fields(
+	    c->b->log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
+	    json_pack("{s:s, s:s, s:b}", "task_uuid", c->uuid, "host", host, "granted", grant),
+	    NULL);
 	char *reply = NULL;
 	if (grant && asprintf(&reply, "username=%s\npassword=%s\n", c->user, token) < 0)
 		reply = NULL;
@@ -546,8 +546,8 @@ static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
 		return NULL;
-	const char *v = label(json_object_get(json_object_get(c, "Config"), "Labels"),
-			      LABEL_GIT_CREDENTIAL);
+	const char *v =
+	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_GIT_CREDENTIAL);
 	struct cred_ctx *x = v ? calloc(1, sizeof(*x)) : NULL;
 	if (x && (sscanf(v, "%255s %63s %15s", x->host, x->user, x->forge) != 3 ||
 		  !(x->uuid = strdup(uuid)))) {
