@@ -2,15 +2,21 @@
 # Project rules a compiler does not check:
 #   - every .c under src/ includes base/banned.h (last);
 #   - library code does not print to stdout;
-#   - every C file is formatted as .clang-format says (clang-format -i FILE fixes it).
+#   - every C file is formatted as .clang-format says (clang-format -i FILE fixes it);
+#   - no code, build file or script cites a document outside the repository (the product
+#     specification by section, the design documents it came from, the style guide): a
+#     comment states the rule itself, or points at a file in the repository.
 # usage: scripts/lint.sh [FILE...]   (default: every tracked file)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bad=0
 if [ $# -gt 0 ]; then
   files=("$@")
+  cite_files=("$@")
 else
   mapfile -t files < <(git ls-files '*.c' '*.h')
+  mapfile -t cite_files < <(git ls-files src include tests scripts fuzz bench meson.build \
+    '*/meson.build')
 fi
 for f in "${files[@]}"; do
   case "$f" in
@@ -30,6 +36,24 @@ for f in "${files[@]}"; do
     esac
     ;;
   esac
+done
+# Citations of documents outside the repository: "SPEC §2", "SPEC.md", "seed 002", "the
+# seed's", "STYLE.md", or a bare section sign. Data (golden files, fuzz corpora) and this
+# lint with its own test (which name the patterns) are not checked.
+cite_re='\bSPEC\b|SPEC\.md|STYLE\.md|\b[Ss]eeds?\b|§'
+for f in "${cite_files[@]}"; do
+  case "$f" in
+  tests/data/*|fuzz/corpus/*|scripts/lint.sh|tests/lint/test-lint.sh) continue ;;
+  src/*|include/*|tests/*|scripts/*|fuzz/*|bench/*|meson.build|*/meson.build) ;;
+  *) continue ;;
+  esac
+  [ -f "$f" ] || continue
+  if hits=$(grep -InE "$cite_re" "$f"); then
+    while IFS= read -r h; do
+      echo "lint: $f:${h%%:*}: cites a document outside the repository (state the rule itself)" >&2
+    done <<<"$hits"
+    bad=1
+  fi
 done
 if ! command -v clang-format >/dev/null; then
   echo "lint: clang-format is not installed (Debian package clang-format)" >&2; bad=1

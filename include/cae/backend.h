@@ -2,7 +2,7 @@
  *   local  — a directory under the state directory, commands confined with bubblewrap when
  *            it is installed (src/backend/backend-local.c);
  *   docker — one container per task through the Engine API (src/backend/backend-docker.c).
- * Both return the same ContainerInfo and the same command results (SPEC §2).
+ * Both return the same ContainerInfo and the same command results.
  *
  * Ownership: cae_task and cae_env_info own their strings; *_clear frees them and accepts a
  * zeroed struct. Backends are opaque; cae_backend_free accepts NULL.
@@ -55,7 +55,7 @@ void cae_task_clear(cae_task *t);
  * with '.' or '-' (it becomes a container and a directory name). */
 bool cae_task_uuid_valid(const char *uuid);
 
-/* ContainerInfo (SPEC §2 step 7). */
+/* ContainerInfo: what a prepared environment is (the result of prepare). */
 typedef struct cae_env_info {
 	char *container_id;
 	char *task_uuid;
@@ -118,8 +118,10 @@ int cae_backend_new_named(const char *name, const struct cae_config *cfg, struct
 void cae_backend_free(cae_backend *b);
 const char *cae_backend_name(const cae_backend *b);
 
-/* SPEC §2 prepare(task, environment_name): steps 1-7. On failure nothing is left behind and
- * err names the step. environment_name may be NULL (the default environment). */
+/* Prepares the task's environment: validates the name (unknown: the default, with a warning),
+ * removes any environment of the same task, creates it, clones, installs dependencies,
+ * starts the text editor, fills info. On failure nothing is left behind and err names the
+ * step. environment_name may be NULL (the default environment). */
 int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *environment_name,
 			const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
 /* Runs one command. -ENOENT: no such environment ("environment not found"), or the program

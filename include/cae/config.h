@@ -1,4 +1,5 @@
-/* cae's configuration: config.yaml (the seeds' keys) + environment variables.
+/* cae's configuration: config.yaml (command_executor.*, text_editor_mcp.*, worker.*, ...)
+ * + environment variables.
  *
  * A cae_config is a plain struct that owns everything it points to (strings, lists);
  * cae_config_free() releases it all. Modules read it directly; nothing in it changes after
@@ -21,7 +22,7 @@
  *        TEXT_EDITOR_MCP_ENABLED    text_editor_mcp.enabled
  *        PICOCLAW_WORKER_AUTO_COMMIT, PICOCLAW_WORKER_COMMIT_PREFIX,
  *        PICOCLAW_WORKER_COMMAND_TIMEOUT, PICOCLAW_WORKER_GIT_TIMEOUT,
- *        PICOCLAW_WORKER_STOP_ON_ERROR (seed 002 §3), and PICOCLAW_WORKER_ENABLED,
+ *        PICOCLAW_WORKER_STOP_ON_ERROR, PICOCLAW_WORKER_ENABLED,
  *        PICOCLAW_WORKER_DRY_RUN, PICOCLAW_WORKER_ROLLBACK      worker.*
  *        GITHUB_PERSONAL_ACCESS_TOKEN github.token
  *        GITLAB_PERSONAL_ACCESS_TOKEN gitlab.token, GITLAB_API_URL gitlab.api_url
@@ -75,7 +76,7 @@ typedef enum cae_config_network_mode {
 } cae_config_network_mode;
 
 typedef enum cae_config_truncate {
-	CAE_CONFIG_TRUNCATE_HEAD = 0,  /* keep the beginning (seed 000) */
+	CAE_CONFIG_TRUNCATE_HEAD = 0,  /* keep the beginning (the default) */
 	CAE_CONFIG_TRUNCATE_HEAD_TAIL, /* keep beginning and end with an omission marker */
 } cae_config_truncate;
 
@@ -104,7 +105,7 @@ typedef struct cae_config_environment {
 
 typedef struct cae_config {
 	struct {
-		bool enabled;		    /* true (cae is the product; seed 000 had false) */
+		bool enabled;		    /* true (the command executor is cae's product) */
 		cae_config_backend backend; /* auto */
 		char *docker_host;	    /* "unix:///var/run/docker.sock" */
 		cae_config_environment *environments; /* python, miniforge, node, java, go ->
@@ -123,9 +124,10 @@ typedef struct cae_config {
 		 * not limited. Absolute paths; a leading "~/" is expanded. */
 		cae_config_strlist local_repo_roots;
 		struct {
-			char *name; /* "command-executor" (seed 000; informative) */
+			char *name; /* "command-executor" (informative) */
 			cae_config_strlist
-			    command; /* seed 000's npx command; cae does not run it */
+			    command; /* an external MCP server's npx command, read so that such
+				      * config files load; cae does not run it */
 		} mcp_server;
 		struct {
 			/* Image for an environment name missing from `environments` (and the only

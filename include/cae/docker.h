@@ -1,4 +1,4 @@
-/* The Docker Engine API client (SPEC §2): HTTP over DOCKER_HOST with libcurl, no docker CLI.
+/* The Docker Engine API client: HTTP over DOCKER_HOST with libcurl, no docker CLI.
  *
  * DOCKER_HOST forms: unix:///path/to.sock (default unix:///var/run/docker.sock), a bare
  * absolute socket path, tcp://host[:port] or http://host[:port] (plain HTTP, port 2375 by
@@ -11,7 +11,7 @@
  *
  * Every call has a timeout (CAE_DOCKER_DEFAULT_TIMEOUT_MS unless changed); exec streams use
  * the command's own timeout instead. Idempotent calls (GET, DELETE) are retried twice on a
- * transport failure or timeout (seed 000 §8.2: "retry, then error"). Errors carry the
+ * transport failure or timeout (retry, then error). Errors carry the
  * engine's own message ("No such image: x:latest") after the method and path, and map HTTP
  * statuses to errno values:
  *   400 -EINVAL, 401/403 -EACCES, 404 -ENOENT, 409 -EEXIST (conflict), 500 -EIO,

@@ -1,5 +1,5 @@
 /* The native text editor: `view`, `create`, `str_replace`, `insert`, `undo_edit` on the files of
- * one workspace directory (SPEC.md §5).
+ * one workspace directory.
  *
  * Wire format: the text of Anthropic's reference text editor (`str_replace_based_edit_tool` /
  * `str_replace_editor`): a file view is numbered like `cat -n` ("%6d\t") under

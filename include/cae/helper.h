@@ -1,4 +1,4 @@
-/* cae-helper (SPEC §5): a small long-lived process that runs commands for the manager from
+/* cae-helper: a small long-lived process that runs commands for the manager from
  * inside an environment's confinement, with the runner's semantics (own process group,
  * caps, timeout and cancellation killing the whole tree, no orphan left). The local backend
  * starts one per environment under bubblewrap, so that a command costs a fork inside an

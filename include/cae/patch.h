@@ -1,12 +1,12 @@
-/* The patch worker's parser and its pure (in-memory) application core (SPEC §8, seed 002).
+/* The patch worker's parser and its pure (in-memory) application core.
  *
  * A patch is text from a model. cae_patch_parse() recognises five forms and turns any of
- * them into one list of commands (seed 002's PatchCommand {type, action, target, content,
- * metadata}):
+ * them into one list of commands (a PatchCommand {type, action, target, content, metadata}):
  *
  *   empty        whitespace only: zero commands, not an error.
  *   JSON         a JSON array of {type, action, target, content?, metadata?} (the text starts
- *                with '['). Types and actions are those of seed 002 §1.1.
+ *                with '['). Types: file_edit (actions create, update, delete, append),
+ *                shell_command (run), git_operation (add, commit, reset, checkout).
  *   Markdown     fenced code blocks (``` or ~~~, three or more): ```<lang>:<path> (or
  *                ```:<path>) writes the file (file_edit/update); ```bash, ```sh, ```shell,
  *                ```zsh run the block (shell_command/run, one command per block);
@@ -39,7 +39,7 @@
  *     whole patch fails with err.message ("hunk 2 of src/a.py did not apply: ..."). On
  *     success write every WRITE step (atomically, beneath the workspace; for a move keep
  *     the old file's mode, then remove old_path), then every DELETE, in step order.
- *  4. Otherwise (JSON / Markdown, seed 002 continue mode): execute the commands one by one,
+ *  4. Otherwise (JSON / Markdown, continue mode): execute the commands one by one,
  *     each giving a CommandResult; stop_on_error stops at the first failure:
  *       file_edit create|update   write `content` (content_len bytes) to `target`
  *       file_edit append          append `content` to `target` (create if missing)
@@ -91,7 +91,7 @@ typedef enum cae_patch_type {
 } cae_patch_type;
 
 typedef enum cae_patch_action {
-	/* file_edit (seed 002) */
+	/* file_edit from the JSON and Markdown forms */
 	CAE_PATCH_CREATE,
 	CAE_PATCH_UPDATE,
 	CAE_PATCH_DELETE,
@@ -262,7 +262,7 @@ void cae_patch_plan_free(cae_patch_plan *plan);
 char *cae_patch_plan_text(const cae_patch *p);
 /* {"format", "commands": [...], "warnings": [...]}. New reference. */
 json_t *cae_patch_to_json(const cae_patch *p);
-/* {type, action, target, content, metadata?, args?, path?, move_to?, hunks?}: the seed's
+/* {type, action, target, content, metadata?, args?, path?, move_to?, hunks?}: the
  * PatchCommand plus the diff forms' fields. content is cut to max_content bytes when
  * max_content > 0 (then "content_truncated": true and "content_bytes"). Invalid UTF-8 is
  * replaced by U+FFFD. New reference, NULL on allocation failure. */

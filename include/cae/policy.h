@@ -1,4 +1,4 @@
-/* The command policy (SPEC §7.1, seed 000 §6.3): which command lines an agent may run.
+/* The command policy: which command lines an agent may run.
  *
  * A command line is lexed as sh would lex it (nothing is run): quotes and escapes, ; && ||
  * | & newlines, ( ) subshells, { } groups, if/while/until/for/case, here-documents (their
@@ -11,7 +11,7 @@
  * (its arguments are lexed), sh/bash/dash/zsh/ksh -c STRING (the string is lexed), and
  * find's -exec/-execdir/-ok commands; alias and trap bodies are lexed too.
  *
- * The deny list (seed §6.3.7) always applies: sudo (and doas, pkexec), su (and runuser),
+ * The deny list always applies: sudo (and doas, pkexec), su (and runuser),
  * rm with both a recursive and a force flag in any spelling (-rf, -fr, -r -f, -Rf,
  * --recursive --force, --rec --for, ...), chmod with mode 777 in any numeric spelling (777,
  * 0777, 1777...) or a symbolic mode giving rwx to everyone (a+rwx, ugo=rwx), chown,
@@ -19,7 +19,7 @@
  * reboot/shutdown/halt/poweroff, dd, mkfs and mkfs.*, fdisk/sfdisk/cfdisk/parted,
  * nc/netcat/ncat, nmap, ssh, scp/sftp/rsync. A program name with an unquoted glob
  * (/usr/bin/su?o) that matches a denied name is denied.
- * The allow list (seed §6.3.1-6.3.6, by category, shaped by use_default / additional /
+ * The allow list (by category, shaped by use_default / additional /
  * exclude / custom_list) is what the prompt shows; with `enforce` it is also enforced: a
  * program outside it is refused (shell builtins and keywords such as cd, export, true, test,
  * [ are always fine; a program name only known at run time, like $CMD, is refused). An
@@ -60,10 +60,10 @@ typedef struct cae_policy_list {
 	size_t n;
 } cae_policy_list;
 
-/* The seed's allowed_commands keys (§6.3.8) plus the bounds. Borrowed: cae_policy_new()
+/* The config's allowed_commands keys plus the bounds. Borrowed: cae_policy_new()
  * copies what it needs. Entries are program names or "program subcommand" phrases. */
 typedef struct cae_policy_options {
-	bool use_default;	     /* true: start from the seed's default list */
+	bool use_default;	     /* true: start from the default list */
 	cae_policy_list additional;  /* added (after exclude) */
 	cae_policy_list exclude;     /* removed; a one-word entry also removes "word ..." entries */
 	cae_policy_list custom_list; /* the starting list when use_default is false */
@@ -75,8 +75,8 @@ typedef struct cae_policy_options {
 /* Fills *o with the defaults: use_default true, empty lists, enforce false. */
 void cae_policy_options_init(cae_policy_options *o);
 
-/* The categories, in the seed's order. CAE_POLICY_CAT_CUSTOM holds additional/custom_list
- * entries that are not in the seed's list. */
+/* The categories, in the prompt's order. CAE_POLICY_CAT_CUSTOM holds additional/custom_list
+ * entries that are not in the default list. */
 typedef enum cae_policy_category {
 	CAE_POLICY_CAT_BUILD_PACKAGE = 0, /* "build_package", "Build/Package Management" */
 	CAE_POLICY_CAT_TEST,		  /* "test", "Test Execution" */
@@ -144,12 +144,12 @@ char *cae_policy_verdict_stderr(const cae_policy_verdict *v);
 bool cae_policy_is_listed(const cae_policy *p, const char *entry);
 bool cae_policy_enforced(const cae_policy *p);
 
-/* The allow list by category (seed get_allowed_commands()): a new JSON object
+/* The allow list by category: a new JSON object
  * {"build_package": [...], "test": [...], "linter_formatter": [...], "file_operations":
  * [...], "version_control": [...], "utilities": [...]} with every key present, plus
- * "custom": [...] when there are entries outside the seed's list. NULL on ENOMEM. */
+ * "custom": [...] when there are entries outside the default list. NULL on ENOMEM. */
 json_t *cae_policy_allowed_json(const cae_policy *p);
-/* The same as prompt text (seed get_allowed_commands_text(), §6.5.2): one line per
+/* The same as prompt text: one line per
  * non-empty category, "Label: a, b, c", lines separated by "\n" with no trailing newline.
  * A new string, or NULL on ENOMEM. */
 char *cae_policy_allowed_text(const cae_policy *p);

@@ -1,4 +1,4 @@
-/* System-prompt sections (SPEC §9 "Prompts"): the text an agent's system prompt gains for
+/* System-prompt sections: the text an agent's system prompt gains for
  * each enabled feature. The templates live in prompts/ and are embedded at build time. */
 #ifndef CAE_PROMPT_H
 #define CAE_PROMPT_H
@@ -14,15 +14,15 @@ extern "C" {
 #endif
 
 /* system_prompt_command_executor.txt with {allowed_commands_list} filled from the policy
- * (seed 000 §6.5). Returns a new string; "" when the command executor is disabled; NULL on
+ * (one line per category). Returns a new string; "" when the command executor is disabled; NULL on
  * ENOMEM. */
 char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy);
 
-/* system_prompt_text_editor.txt: the text editor tool and the git workflow (seed 004 §7).
+/* system_prompt_text_editor.txt: the text editor tool and the git workflow.
  * "" when the text editor is disabled. New string, NULL on ENOMEM. */
 char *cae_prompt_text_editor(const cae_config *cfg);
 
-/* The planning prompt's "Execution Environment Selection" section (seed 003 §6.2): a table of
+/* The planning prompt's "Execution Environment Selection" section: a table of
  * the configured environments (name, image, recommended use) and the `selected_environment`
  * field the plan must carry. "" when the command executor is disabled. New string. */
 char *cae_prompt_environment_selection(const cae_config *cfg);
@@ -37,7 +37,7 @@ typedef struct cae_env_selection {
 	char *comment;	 /* text to post on the issue / merge request, NULL when no fallback */
 } cae_env_selection;
 
-/* Extracts selected_environment.name from a planning response (seed 003 §6.3, §11): the
+/* Extracts selected_environment.name from a planning response: the
  * text may be the JSON itself, JSON inside a Markdown fence, or JSON surrounded by prose.
  * A missing field, an unknown name or malformed JSON select the default environment with a
  * warning and a comment. Always fills *sel (free with cae_env_selection_clear); returns 0 or

@@ -1,4 +1,4 @@
-/* The patch worker's executor (SPEC §8, seed 002): runs a parsed patch (cae/patch.h) in a
+/* The patch worker's executor: runs a parsed patch (cae/patch.h) in a
  * task's environment, on any backend.
  *
  * What it does, in order:
@@ -22,12 +22,12 @@
  *     next process opening the workspace, or `cae gc`, recovers). Through commands the
  *     same is done by scripts in the environment (staged files, a journal and a commit
  *     record there; the next worker run in that environment recovers).
- *  4. The seed's forms (JSON, Markdown) run command by command: file_edit
+ *  4. The command forms (JSON, Markdown) run command by command: file_edit
  *     create|update|append|delete|patch|move, shell_command (sh -c, bash when the
  *     environment has it, stdout and stderr combined, command_timeout, 5 min by default),
  *     git_operation add|commit|reset|checkout (argv, no shell, git_timeout, 30 s by
  *     default). Continue mode by default; stop_on_error stops at the first failure.
- *  5. Options beyond the seed: dry_run (check and plan, nothing changed) and rollback (a tar
+ *  5. Options: dry_run (check and plan, nothing changed) and rollback (a tar
  *     snapshot of the whole workspace, modes included, taken before the first command; on
  *     the first failure the workspace is emptied and the snapshot extracted, so tracked,
  *     untracked, ignored and deleted files alike come back byte for byte). rollback implies
@@ -41,9 +41,9 @@
  *     cut at 80 characters>"` (an identity is given with -c when the repository has none);
  *     "nothing to commit" is not an error. The commit hash goes into `git_commit`.
  *
- * The result (new JSON object, seed 002 §1.2 and more):
+ * The result (new JSON object):
  *   { "success": bool,            every command succeeded (and the patch was applied)
- *     "executed_cmds": n,         commands that succeeded (the seed's meaning)
+ *     "executed_cmds": n,         commands that succeeded (not merely run)
  *     "failed_cmds": n,
  *     "skipped_cmds": n,          not run (stop_on_error, rollback, all-or-nothing)
  *     "results": [ { "command": {type, action, target, content (cut), ...},
@@ -60,7 +60,7 @@
  *                                 apply, a path was refused in the check, ...)
  * Output and error strings are valid UTF-8, capped, and have the log's secrets redacted.
  *
- * Log events (seed 002 §7; fields as listed there, plus a few):
+ * Log events (name, level, fields):
  *   worker.patch_execution_start    info   patch, session_key, format, commands
  *   worker.command_executed         info   command_index, type, action, target, duration_ms
  *   worker.command_failed           error  command_index, type, action, target, error
@@ -123,7 +123,7 @@ typedef struct cae_worker_options {
 	const char *patch_text;
 	const char *session_key; /* for the log; NULL: the task uuid */
 	/* When set (borrowed), a shell_command the policy denies is not run and fails. NULL:
-	 * no check (seed 002 §2.5: the container is the boundary). */
+	 * no check (the environment, not a word list, is the boundary). */
 	const struct cae_policy *policy;
 	cae_worker_fs_mode fs;
 	int cancel_fd; /* readable = stop: the running command is killed, the rest not run */
@@ -157,7 +157,7 @@ int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text,
  * reached. */
 int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
 
-/* The human rendering (seed 002 §8.2) of a result (borrowed): the summary, a blank line, then
+/* The human rendering of a result (borrowed): the summary, a blank line, then
  * one line per command
  *   ✓ [1] file_edit update src/a.go (3ms)
  *   ✗ [2] shell_command run go test ./... (1520ms)

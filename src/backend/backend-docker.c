@@ -1,4 +1,4 @@
-/* The docker backend (SPEC §2, §6): one container per task through the Engine API
+/* The docker backend: one container per task through the Engine API
  * (include/cae/docker.h), named coding-agent-exec-{task_uuid} and labelled with the task
  * uuid, the environment name and the creation time. Docker is the source of truth: info,
  * list and cleanup work from any process, from names and labels alone.
@@ -10,7 +10,7 @@
  * after — which exec refuses and gc removes whatever its age.
  *
  * Inside an environment: /workspace/project (the clone), /workspace/tmp (scratch), owned by
- * the image's non-root user (uid 1000, SPEC §4). Containers run as 1000:1000 with every
+ * the image's non-root user (uid 1000). Containers run as 1000:1000 with every
  * capability dropped, no-new-privileges, CPU, memory (no swap beyond it) and pids limits, a
  * disk limit where the storage driver takes one, Docker's init as PID 1 (it reaps zombies),
  * and no host mount unless the Docker socket is configured (with a warning). */
@@ -272,7 +272,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		json_object_set_new(hc, "StorageOpt", json_pack("{s:s}", "size", size));
 	}
 	json_t *binds = json_array();
-	/* Host mounts: none, except the Docker socket when configured (SPEC §6: a warning,
+	/* Host mounts: none, except the Docker socket when configured (with a warning,
 	 * since it gives the agent root on the host). The in-container helper's read-only bind
 	 * mount will be added here too. */
 	if (dk->mount_docker_socket) {

@@ -113,14 +113,14 @@ int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char
 			    cae_error *err);
 
 /* Clones task's repository into dest (a path as commands see it; its parent must exist),
- * per SPEC §2 step 4: shallow unless configured, pull requests with the source branch checked
+ * shallow unless configured, pull requests with the source branch checked
  * out and origin/<target> fetched deep enough for `git diff origin/<target>...HEAD`. The
  * token reaches git only through the environment of each git process (a credential helper
  * that reads it from there); the remote URL stays token-free. */
 int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct cae_log *log,
 		  const cae_task *task, const char *dest, cae_error *err);
 
-/* SPEC §2 step 5: detects manifests in project (a path as commands see it) and runs each
+/* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
  * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
  * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the
  * preparation. */

@@ -1,4 +1,4 @@
-/* The local backend (SPEC §2): an environment is a directory under the state directory,
+/* The local backend: an environment is a directory under the state directory,
  *   <state_dir>/local/<uuid>/meta.json          ContainerInfo + where the workspace is
  *   <state_dir>/local/<uuid>/workspace/project  the clone
  *   <state_dir>/local/<uuid>/workspace/tmp      scratch

@@ -1,4 +1,4 @@
-/* Dependency installation (SPEC §2 step 5), shared by every backend. */
+/* Dependency installation (the prepare step after the clone), shared by every backend. */
 #include "backend/backend-internal.h"
 
 #include "base/macro.h"

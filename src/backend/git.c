@@ -1,4 +1,5 @@
-/* Clone (SPEC §2 step 4, §3), shared by every backend through its exec callback. */
+/* Clone (the token reaches git only, never the clone), shared by every backend through its
+ * exec callback. */
 #include "backend/backend-internal.h"
 
 #include "base/macro.h"

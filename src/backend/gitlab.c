@@ -1,4 +1,4 @@
-/* The one GitLab API call cae needs: a project's path_with_namespace (SPEC §3). */
+/* The one GitLab API call cae needs: a project's path_with_namespace, for the clone URL. */
 #include "backend/backend-internal.h"
 
 #include "base/buf.h"

@@ -1,6 +1,6 @@
 /* The process preparing an environment, recorded with it (a docker label; a field of a
  * local environment's metadata) so that any later process can tell a prepare still running
- * from one that died: SPEC §2, "an environment that is either ready or visibly not". */
+ * from one that died: an environment is either ready or visibly not. */
 #include "backend/backend-internal.h"
 
 #include "base/macro.h"

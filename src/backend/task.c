@@ -225,7 +225,7 @@ void cae_env_info_clear(cae_env_info *i)
 	memset(i, 0, sizeof(*i));
 }
 
-/* ---- repositories named by the model (SPEC §2: host paths are the operator's) ---- */
+/* ---- repositories named by the model (host paths are the operator's) ---- */
 
 static bool scheme_char(char c)
 {

@@ -28,7 +28,7 @@ static int usage_patch(FILE *f)
 {
 	fprintf(f,
 		"usage: cae patch [--uuid UUID | --workspace DIR] [options] [FILE|-]\n\n"
-		"Applies a patch (seed 002: a JSON array of commands or Markdown with fenced "
+		"Applies a patch (a JSON array of commands or Markdown with fenced "
 		"blocks; or the `*** Begin Patch` format; or a unified diff) in a prepared "
 		"environment, as the apply_patch tool does, and prints the result. FILE defaults "
 		"to standard input. The exit status is 0 when every command succeeded, 1 when one "

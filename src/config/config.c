@@ -1104,7 +1104,7 @@ static int validate(struct ctx *c, bool warn)
 				 "none runs commands on this host unconfined: it needs "
 				 "command_executor.local.unconfined: true");
 
-	/* network: mode and the seed's external_access describe one thing */
+	/* network: mode and external_access describe one thing */
 	struct cae_config_net_view {
 		cae_config_network_mode *mode;
 		bool *ext;

@@ -1,4 +1,4 @@
-/* Form A of seed 002: a JSON array of {type, action, target, content, metadata?}. */
+/* The JSON form: a JSON array of {type, action, target, content, metadata?}. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +85,7 @@ static int copy_metadata(const json_t *m, size_t index, json_t **out, cae_error 
 		if (json_is_string(v)) {
 			s = json_incref(v);
 		} else if (json_is_number(v) || json_is_boolean(v)) {
-			/* map[string]string in the seed: scalars are taken as their JSON text */
+			/* metadata is a map of strings: scalars are taken as their JSON text */
 			char *t = json_dumps(v, JSON_ENCODE_ANY);
 			if (!t)
 				return cae_error_set(err, -ENOMEM, "out of memory");

@@ -1,4 +1,4 @@
-/* Form B of seed 002: Markdown with fenced code blocks, in document order.
+/* The Markdown form: Markdown with fenced code blocks, in document order.
  *
  *   ```<lang>:<path>  or ```:<path>   file_edit update <path> with the block's text
  *   ```bash ```sh ```shell ```zsh     shell_command run (the whole block is one command)

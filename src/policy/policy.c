@@ -17,7 +17,7 @@
 
 #include "base/banned.h"
 
-/* ---- the seed's lists (000 §6.3) ---- */
+/* ---- the default lists ---- */
 
 /* clang-format off */
 
@@ -61,7 +61,7 @@ static const struct {
 	[CAE_POLICY_CAT_CUSTOM] = {NULL, 0, "custom", "Custom"},
 };
 
-/* seed §6.3.7, with the obvious siblings (doas, pkill, halt, sftp, ...) */
+/* the deny list, with the obvious siblings (doas, pkill, halt, sftp, ...) */
 static const struct {
 	const char *name;
 	const char *why;

@@ -1,5 +1,5 @@
-/* The planning prompt's environment table and the extraction of the planner's choice
- * (seed 003 §6, §11). */
+/* The planning prompt's environment table and the extraction of the planner's choice (the
+ * default environment, with a warning, when the choice is missing or invalid). */
 #include "cae/prompt.h"
 
 #include "base/buf.h"

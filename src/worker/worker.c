@@ -1,5 +1,5 @@
-/* The patch worker's executor (SPEC §8, seed 002 §2.2-§2.7, §10): runs a parsed patch in an
- * environment and builds the seed's PatchExecutionResult. See cae/worker.h. */
+/* The patch worker's executor: runs a parsed patch in an environment and builds its result
+ * (PatchExecutionResult). See cae/worker.h. */
 #include "cae/worker.h"
 
 #include "base/buf.h"
@@ -340,8 +340,8 @@ static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_m
 	cae_run_result_clear(&res);
 }
 
-/* stdout and stderr in one stream, in order, as the seed's CombinedOutput; bash when the
- * environment has it (the seed runs bash -c), else sh. */
+/* stdout and stderr in one stream, in order (a combined output); bash when the environment
+ * has it (patches are written for bash -c), else sh. */
 static const char shell_wrapper[] =
     "exec 2>&1\n"
     "if command -v bash >/dev/null 2>&1; then exec bash -c \"$1\"; fi\n"
@@ -1007,7 +1007,7 @@ static char *run_atomic(run_state *st)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Auto-commit (seed 002 §2.7) */
+/* Auto-commit */
 
 /* The commit message: prefix, a space, the first non-blank line cut at 80 characters. */
 static char *commit_message(run_state *st)
@@ -1250,7 +1250,7 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 		failed = patch_error != NULL;
 		if (failed && st->ok + st->failed == 0)
 			st->skipped = n;
-		/* nothing was changed: for a seed form with rollback, that is the rollback */
+		/* nothing was changed: for a command form with rollback, that is the rollback */
 		if (failed && o->rollback && !cae_patch_is_atomic(p)) {
 			rolled_back = true;
 			json_object_set_new(out, "rolled_back", json_true());
@@ -1468,7 +1468,7 @@ int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text,
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Rendering (seed 002 §8.2) */
+/* Rendering */
 
 /* The target on one line: its first line, "…" when there is more or it is long. */
 static void put_target(cae_buf *b, const char *t)

@@ -944,7 +944,7 @@ START_TEST(tools_report_a_container_gone_mid_command)
 					     "container stopped during the command"),
 				      "%s", x.res.text);
 		} else {
-			/* execute_command (seed 000): exit -1 and the error in stderr */
+			/* execute_command: exit -1 and the error in stderr */
 			ck_assert_int_eq(json_integer_value(json_object_get(o, "exit_code")), -1);
 			const char *se = json_string_value(json_object_get(o, "stderr"));
 			const char *want = "Command execution error: the environment's container "

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The lint itself (scripts/lint.sh): it must fail on a mis-formatted file, on a source file
-# that does not include base/banned.h last, and on library code that prints to stdout, and
-# pass on a file that keeps the rules. Ends with "N passed, N failed".
+# that does not include base/banned.h last, on library code that prints to stdout, and on a
+# comment or build file that cites a document outside the repository (a section of the
+# product specification, a design document), and pass on a file that keeps the rules. Ends with "N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lint=$root/scripts/lint.sh
@@ -9,9 +10,9 @@ tmp=$(mktemp -d "$root/src/.lint-test-XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 rel=${tmp#"$root"/}
 passed=0 failed=0
-expect() { # name, expected status (0 or 1), file
+expect() { # name, expected status (0 or 1), file[, text the complaint must hold]
 	if "$lint" "$3" >/dev/null 2>"$tmp/err"; then got=0; else got=1; fi
-	if [ "$got" = "$2" ]; then
+	if [ "$got" = "$2" ] && { [ $# -lt 4 ] || grep -qF -- "$4" "$tmp/err"; }; then
 		passed=$((passed + 1)); echo "ok - $1"
 	else
 		failed=$((failed + 1)); echo "not ok - $1"; sed 's/^/#   /' "$tmp/err"
@@ -25,5 +26,16 @@ printf '#include "base/banned.h"\n#include <stdio.h>\n\nint lint_order(void);\ni
 expect "banned.h not included last fails" 1 "$rel/order.c"
 printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nvoid lint_print(void);\nvoid lint_print(void)\n{\n\tputs("x");\n}\n' > "$tmp/print.c"
 expect "library code printing to stdout fails" 1 "$rel/print.c"
+# a citation is built from parts, so that this file does not hold one itself
+sect=$(printf '\302\247')
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\n/* as SP%s %s2 says */\nint lint_spec(void);\n' EC "$sect" > "$tmp/spec.c"
+expect "a comment citing the specification fails" 1 "$rel/spec.c" "spec.c:5: cites a document"
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\n/* the se%s 002 form */\nint lint_seed(void);\n' ed > "$tmp/seed.c"
+expect "a comment citing a design document fails" 1 "$rel/seed.c" "seed.c:5: cites a document"
+printf "# the se%s's keys\nfoo = 1\n" ed > "$tmp/meson.build"
+expect "a build file citing a design document fails" 1 "$rel/meson.build" \
+	"meson.build:1: cites a document"
+printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nvoid seed_workspace(void);\n' > "$tmp/ident.c"
+expect "an identifier starting with seed_ passes" 0 "$rel/ident.c"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -20,7 +20,7 @@ if (!cae || !existsSync(cae)) {
   process.exit(2);
 }
 
-// The tools session.h promises (SPEC §9).
+// The tools session.h promises.
 const EXPECTED_TOOLS = [
   "command-executor_execute_command",
   "exec_command",
@@ -58,7 +58,7 @@ writeFileSync(join(repo, "README.md"), "# sdk test repo\n");
 git("add", "README.md");
 git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
 
-// environment_prepare may name local repositories only under local_repo_roots (SPEC §2).
+// environment_prepare may name local repositories only under local_repo_roots.
 const config = join(tmp, "config.yaml");
 writeFileSync(config, `command_executor:\n  local_repo_roots: [${JSON.stringify(tmp)}]\n`);
 const serverEnv = { ...process.env, CAE_CONFIG: config };
@@ -90,7 +90,7 @@ async function main() {
   }
   const has = (n) => names.includes(n);
 
-  // command-executor_execute_command (SPEC §7.1)
+  // command-executor_execute_command
   if (has("command-executor_execute_command")) {
     let r = await client.callTool({
       name: "command-executor_execute_command",
@@ -108,7 +108,7 @@ async function main() {
     check(r.structuredContent?.exit_code === 126, "execute_command: policy denial is exit_code 126", r);
   }
 
-  // exec_command (SPEC §7.2)
+  // exec_command
   if (has("exec_command")) {
     let r = await client.callTool({
       name: "exec_command",
@@ -121,7 +121,7 @@ async function main() {
     check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
   }
 
-  // text_editor (SPEC §5)
+  // text_editor
   if (has("text_editor")) {
     let r = await client.callTool({ name: "text_editor", arguments: { command: "view", path: "hello.txt" } });
     check(r.isError !== true && textOf(r).includes("line 51"), "text_editor view", r);
@@ -169,7 +169,7 @@ async function main() {
     check(true, "server still answers after a cancellation");
   }
 
-  // apply_patch (SPEC §8): a Markdown block creating a file.
+  // apply_patch: a Markdown block creating a file.
   if (has("apply_patch")) {
     const schema = tools.find((t) => t.name === "apply_patch").inputSchema;
     const key = (schema.required ?? []).find((k) => schema.properties?.[k]?.type === "string") ?? "patch";
@@ -181,7 +181,7 @@ async function main() {
     check(existsSync(join(ws, "patched_by_sdk.py")), "apply_patch: the file exists");
   }
 
-  // environment_list / prepare (with progress) / cleanup (SPEC §9)
+  // environment_list / prepare (with progress) / cleanup
   if (has("environment_list")) {
     const r = await client.callTool({ name: "environment_list", arguments: {} });
     check(r.isError !== true && Array.isArray(r.structuredContent?.environments), "environment_list", r);

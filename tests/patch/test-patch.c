@@ -1,5 +1,7 @@
 /* Tests of the patch module: golden parse/apply cases under tests/data/patch/<case>/ and the
- * rows of seed 002 §5.1/§5.2 that belong to parsing and pure application.
+ * patch worker's required cases that belong to parsing and pure application (parse JSON and
+ * Markdown, good and bad, and an empty patch; each file_edit action; a patch of several
+ * commands).
  *
  * Golden case layout: input (the patch text), expected.json (cae_patch_to_json() of the
  * parse, or {"error": "<message>"}), and for command i with hunks optionally old.<i> (the
@@ -145,7 +147,7 @@ START_TEST(golden)
 }
 END_TEST
 
-/* ---- seed 002 §5.1 parsePatch(): JSON (ok, bad), Markdown (ok, bad), empty ---- */
+/* ---- parsing: JSON (ok, bad), Markdown (ok, bad), empty ---- */
 
 START_TEST(seed_parse_json_ok)
 {
@@ -279,7 +281,7 @@ START_TEST(seed_parse_empty)
 	ck_assert_uint_eq(cae_patch_count(p), 0);
 	cae_patch_free(p);
 	cae_patch_free(NULL);
-	/* neither JSON nor Markdown nor a diff: an error (seed 002 §2.1 step 3) */
+	/* neither JSON nor Markdown nor a diff: an error */
 	cae_error err = {0};
 	parse_err("please fix the bug\n", &err);
 	ck_assert_msg(strstr(err.message, "unrecognized patch format"), "%s", err.message);
@@ -807,9 +809,9 @@ START_TEST(check_missing_files)
 }
 END_TEST
 
-/* Seed 002 §5.1 executeFileEdit rows (create, update, delete, append, path outside the
- * workspace) at the plan level: what the executor will write. Confinement is the
- * executor's (openat2 beneath the workspace); the plan hands it the path unchanged. */
+/* The file_edit cases (create, update, delete, append, path outside the workspace) at the plan
+ * level: what the executor will write. Confinement is the executor's (openat2 beneath the
+ * workspace); the plan hands it the path unchanged. */
 START_TEST(seed_file_edit_plan)
 {
 	fake_fs ffs = {.names = {"log.txt", "old.txt"}, .contents = {"a\n", "x\n"}};
@@ -912,7 +914,7 @@ START_TEST(check_after_run_is_deferred)
 }
 END_TEST
 
-/* Seed 002 §5.2 "complete patch execution", at this layer: a JSON patch of several commands
+/* A complete patch run, at this layer: a JSON patch of several commands
  * gives one plan step per command, in order, ready for the executor. */
 START_TEST(seed_integration_plan)
 {

@@ -1,5 +1,5 @@
 /* Tests of the command policy (include/cae/policy.h): the deny list in every spelling, no
- * false positives, enforce mode and the allow-list knobs, the seed's prompt text, argv
+ * false positives, enforce mode and the allow-list knobs, the default prompt text, argv
  * checks, and hostile input. */
 #include "base/macro.h"
 #include "base/utf8.h"
@@ -40,7 +40,7 @@ static const struct {
 	const char *shown; /* what the reason names: "command '<shown>' is not allowed: ..." */
 	const char *program;
 } denied[] = {
-	/* the spellings the spec names */
+	/* the spellings the deny list is written for */
 	{"sudo ls", "sudo", "sudo"},
 	{"/usr/bin/sudo ls", "sudo", "sudo"},
 	{"FOO=1 sudo ls", "sudo", "sudo"},
@@ -542,7 +542,7 @@ START_TEST(empty_entry_is_an_error)
 }
 END_TEST
 
-/* ---- the seed's text (000 §6.5.2) and the structured list ---- */
+/* ---- the default prompt text ("Label: a, b, c" per category) and the structured list ---- */
 
 START_TEST(default_text_is_the_seeds)
 {

@@ -1,5 +1,5 @@
-/* Prompt sections (seed 000 §6.5, seed 003 §6/§8, seed 004 §7) and the planner's
- * environment choice (seed 003 §11). */
+/* Prompt sections (command executor, text editor, environment selection) and the planner's
+ * environment choice (the default, with a warning, when the choice is missing or invalid). */
 #include "cae/prompt.h"
 #include "cae/session.h"
 #include "testutil.h"
@@ -22,7 +22,7 @@ START_TEST(command_executor_prompt_filled)
 	char *t = cae_prompt_command_executor(cfg, p);
 	ck_assert_ptr_nonnull(strstr(t, "## Command Execution Feature"));
 	ck_assert_ptr_null(strstr(t, "{allowed_commands_list}"));
-	/* the seed's §6.5.2 lines, exactly */
+	/* the default list's lines, exactly */
 	ck_assert_ptr_nonnull(strstr(
 	    t, "\nBuild/Package Management: npm, yarn, pnpm, pip, pip3, conda, mamba, python, "
 	       "python3, cargo, make, cmake, bundle, gem, composer, dotnet\n"));

@@ -1,4 +1,4 @@
-/* The patch worker's executor (src/worker, SPEC §8, seed 002).
+/* The patch worker's executor (src/worker).
  *
  * Every test that touches an environment runs in several modes (a Check loop test):
  *   mode 0  local backend, files through this host's file system (openat2 beneath)
@@ -8,7 +8,7 @@
  *           container of coding-agent-executor-python:latest, network none)
  * and inspects the workspace through commands in the environment, so one body checks all.
  *
- * Seed 002 §5.1 (unit) rows -> tests:
+ * Required unit cases -> tests:
  *   parsePatch()           JSON ok -> json_patch_full; JSON bad -> parse_json_bad;
  *                          Markdown ok -> markdown_patch; Markdown bad -> markdown_bad;
  *                          empty patch -> empty_patch
@@ -19,12 +19,12 @@
  *                          (+ git_timeout)
  *   autoCommitChanges()    commit -> auto_commit_hash; nothing to commit ->
  *                          auto_commit_nothing; error -> auto_commit_error
- * Seed 002 §5.2 (integration) rows -> tests:
+ * Required integration cases -> tests:
  *   complete patch run     -> json_patch_full
  *   error handling         -> continue_mode_and_stop_on_error
  *   auto-commit            -> auto_commit_hash
  *   security               -> outside_paths_refused, shell_timeout
- * Beyond the seed: diff formats (apply_patch_format, unified_diff_format,
+ * Beyond those: diff formats (apply_patch_format, unified_diff_format,
  * diff_context_not_found, diff_crlf, diff_no_final_newline), big_file_50mb,
  * thousand_commands, rollback_7_of_10 (+ without git), dry_run_changes_nothing, log_events,
  * cancelled, and (local only) render_format, path_rel, options_from_config, session_tool,
@@ -327,7 +327,7 @@ static json_t *event(json_t *lines, const char *name)
 }
 
 /* ---------------------------------------------------------------------------------------- */
-/* Seed 002 §5.1 parsePatch() and §5.2 complete patch run */
+/* parsePatch() and a complete patch run */
 
 START_TEST(json_patch_full)
 {
@@ -547,7 +547,7 @@ START_TEST(file_edit_actions)
 }
 END_TEST
 
-/* Seed 002 §6.4 / §9: nothing outside the workspace is written, whatever the path. */
+/* Nothing outside the workspace is written, whatever the path. */
 START_TEST(outside_paths_refused)
 {
 	fx f;
@@ -863,7 +863,7 @@ START_TEST(auto_commit_error)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------- */
-/* Seed 002 §5.2 error handling: continue (default) and stop_on_error */
+/* Error handling: continue (default) and stop_on_error */
 
 START_TEST(continue_mode_and_stop_on_error)
 {
@@ -1202,7 +1202,7 @@ START_TEST(thousand_commands)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------- */
-/* Rollback and dry run (seed 002 §10) */
+/* Rollback and dry run */
 
 /* A workspace with every kind of entry: tracked, untracked, ignored, modes, links, empty
  * directories. */
@@ -1380,7 +1380,7 @@ START_TEST(dry_run_changes_nothing)
 END_TEST
 
 /* ---------------------------------------------------------------------------------------- */
-/* Log events (seed 002 §7) */
+/* Log events */
 
 START_TEST(log_events)
 {
@@ -1629,7 +1629,7 @@ START_TEST(options_from_config)
 	cae_config *cfg = cae_config_defaults(NULL);
 	cae_worker_options_from_config(&o, cfg);
 	ck_assert(!o.auto_commit && !o.stop_on_error && !o.dry_run && !o.rollback);
-	ck_assert_int_eq(o.command_timeout_ms, 300000); /* seed 002 §3.3: 5 minutes */
+	ck_assert_int_eq(o.command_timeout_ms, 300000); /* 5 minutes */
 	ck_assert_int_eq(o.git_timeout_ms, 30000);
 	ck_assert_str_eq(o.commit_message_prefix, "[Worker Auto-Commit]");
 	ck_assert_int_eq(o.cancel_fd, -1);
@@ -2106,7 +2106,7 @@ END_TEST
 
 START_TEST(sigkill_every_json_rollback_point)
 {
-	/* the seed's JSON form with rollback: 20 file edits (update, append, create, delete,
+	/* the JSON form with rollback: 20 file edits (update, append, create, delete,
 	 * append to a new file) are one transaction too */
 	json_t *c = json_array();
 	char path[64];
