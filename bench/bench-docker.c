@@ -172,7 +172,7 @@ int main(int argc, char **argv)
 	const char *targv[] = {"true", NULL};
 	cae_exec_request req = {.argv = targv, .timeout_ms = 60000, .cancel_fd = -1};
 	const char *cargv[] = {"docker", "exec", info.container_id, "true", NULL};
-	cae_run_spec cspec = {.argv = cargv, .timeout_ms = 60000};
+	cae_run_spec cspec = {.argv = cargv, .timeout_ms = 60000, .cancel_fd = -1};
 	int cli_ok = 1;
 	for (int i = 0; i < ne; i++) {
 		cae_run_result r;

@@ -37,7 +37,7 @@ int main(int argc, char **argv)
 	cae_runner_find_program("true", NULL, &true_path);
 	char *targv[] = {true_path, NULL};
 	const char *cargv[] = {true_path, NULL};
-	cae_run_spec spec = {.argv = cargv};
+	cae_run_spec spec = {.argv = cargv, .cancel_fd = -1};
 	/* Interleave the two loops so that machine noise hits both alike. */
 	for (int i = 0; i < n; i++) {
 		int64_t t = cae_now_ns();
@@ -58,7 +58,7 @@ int main(int argc, char **argv)
 
 	/* Throughput. */
 	const char *hargv[] = {"head", "-c", "1G", "/dev/zero", NULL};
-	cae_run_spec hs = {.argv = hargv, .max_stdout = 1024 * 1024};
+	cae_run_spec hs = {.argv = hargv, .max_stdout = 1024 * 1024, .cancel_fd = -1};
 	double best = 0, base_best = 0;
 	for (int k = 0; k < 3; k++) {
 		int64_t t = cae_now_ns();
@@ -70,7 +70,7 @@ int main(int argc, char **argv)
 			best = gbs;
 		cae_run_result_clear(&r);
 		const char *sargv[] = {"sh", "-c", "head -c 1G /dev/zero | cat > /dev/null", NULL};
-		cae_run_spec ss = {.argv = sargv};
+		cae_run_spec ss = {.argv = sargv, .cancel_fd = -1};
 		t = cae_now_ns();
 		cae_runner_run(&ss, &r, NULL);
 		s = (cae_now_ns() - t) / 1e9;

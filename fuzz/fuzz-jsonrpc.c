@@ -152,8 +152,11 @@ static void serve(const uint8_t *data, size_t size)
 	if (in >= 0 && out >= 0 && write(in, data, size) == (ssize_t)size &&
 	    lseek(in, 0, SEEK_SET) == 0) {
 		cae_mcp_handler h = {fake_list, fake_call, NULL};
-		cae_mcp_options o = {
-		    .max_message_size = 8192, .max_depth = 16, .max_calls = 2, .max_queued = 4};
+		cae_mcp_options o = {.max_message_size = 8192,
+				     .max_depth = 16,
+				     .max_calls = 2,
+				     .max_queued = 4,
+				     .shutdown_fd = -1};
 		cae_error err;
 		(void)cae_mcp_serve(&h, in, out, &o, &err);
 	}

@@ -45,7 +45,7 @@ static inline void tu_sh(const char *fmt, ...)
 	ck_assert_int_ge(vasprintf(&script, fmt, ap), 0);
 	va_end(ap);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);

@@ -88,9 +88,8 @@ typedef struct cae_exec_request {
 	size_t max_stdout;
 	size_t max_stderr;
 	cae_truncate_mode truncate;
-	int cancel_fd;
-	bool has_cancel_fd;
-	bool network; /* local sandbox: allow network for this command (prepare steps) */
+	int cancel_fd; /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
+	bool network;  /* local sandbox: allow network for this command (prepare steps) */
 } cae_exec_request;
 
 /* Progress callback for prepare (steps: "validate", "remove", "create", "clone", "deps",
@@ -101,8 +100,7 @@ typedef struct cae_prepare_options {
 	const char *workspace;	  /* local only: use this existing directory as is (no clone) */
 	cae_progress_fn progress; /* may be NULL */
 	void *progress_userdata;
-	int cancel_fd;
-	bool has_cancel_fd;
+	int cancel_fd; /* readable = stop preparing; -1: none (0 is fd 0: set -1) */
 } cae_prepare_options;
 
 typedef struct cae_backend cae_backend;

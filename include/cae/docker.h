@@ -138,8 +138,7 @@ typedef struct cae_docker_exec_spec {
 	size_t max_stdout;  /* 0: CAE_RUNNER_DEFAULT_MAX_OUTPUT */
 	size_t max_stderr;
 	cae_truncate_mode truncate;
-	int cancel_fd;
-	bool has_cancel_fd;
+	int cancel_fd; /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
 	bool raw;
 	bool allow_restart;
 } cae_docker_exec_spec;

@@ -72,9 +72,8 @@ typedef struct cae_mcp_options {
 	const char *server_version; /* serverInfo.version; NULL: the cae version */
 	const char *instructions;   /* initialize result's instructions; NULL: none */
 	/* When readable (a signal's self-pipe, say): cancel running calls, drop queued ones,
-	 * and return. Ignored unless has_shutdown_fd. */
+	 * and return. -1: none (0 is fd 0: set -1). */
 	int shutdown_fd;
-	bool has_shutdown_fd;
 	/* Diagnostics (the server itself never prints): level "debug"|"info"|"warning"|"error",
 	 * a stable event name ("mcp.parse_error", "mcp.tool_call", ...) and a message. Called
 	 * from any of the server's threads. */

@@ -52,8 +52,7 @@ typedef struct cae_run_spec {
 	size_t max_stdout;  /* bytes kept per stream; 0: default (1 MiB) */
 	size_t max_stderr;
 	cae_truncate_mode truncate;
-	int cancel_fd; /* when has_cancel_fd: readable = cancel the command */
-	bool has_cancel_fd;
+	int cancel_fd; /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
 } cae_run_spec;
 
 typedef struct cae_run_result {

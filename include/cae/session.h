@@ -31,13 +31,13 @@ extern "C" {
 
 typedef struct cae_session cae_session;
 
-/* Per-call context supplied by the interface. All fields optional (zero = absent). */
+/* Per-call context supplied by the interface. All fields optional (zero = absent, except
+ * cancel_fd: -1 = absent). */
 typedef struct cae_call_ctx {
 	/* Becomes readable when the call is cancelled (MCP notifications/cancelled): a running
-	 * command is killed and the call returns a cancelled error. -1 or 0-initialised = none;
-	 * set has_cancel_fd to use fd 0. */
+	 * command is killed and the call returns a cancelled error. -1: none (0 is fd 0: a
+	 * zero-initialised context must set -1). */
 	int cancel_fd;
-	bool has_cancel_fd;
 	/* Progress reports during long calls (environment_prepare): progress counts up to
 	 * total (total may be 0 when unknown). message is borrowed for the call only. */
 	void (*progress)(void *userdata, double progress, double total, const char *message);

@@ -126,8 +126,9 @@ typedef struct cae_worker_options {
 	 * no check (the environment, not a word list, is the boundary). */
 	const struct cae_policy *policy;
 	cae_worker_fs_mode fs;
-	int cancel_fd; /* readable = stop: the running command is killed, the rest not run */
-	bool has_cancel_fd;
+	/* readable = stop: the running command is killed, the rest not run. -1: none (as
+	 * cae_worker_options_init() sets it; 0 is fd 0). */
+	int cancel_fd;
 } cae_worker_options;
 
 /* Zeroes *o (defaults everywhere, cancel_fd -1). */

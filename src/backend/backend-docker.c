@@ -403,7 +403,6 @@ static void fill_spec(cae_docker_exec_spec *spec, const cae_exec_request *req, c
 	    .max_stderr = req->max_stderr,
 	    .truncate = req->truncate,
 	    .cancel_fd = req->cancel_fd,
-	    .has_cancel_fd = req->has_cancel_fd,
 	};
 }
 
@@ -709,8 +708,7 @@ static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
 			     .max_stdout = req->max_stdout,
 			     .max_stderr = req->max_stderr,
 			     .truncate = req->truncate,
-			     .cancel_fd = req->cancel_fd,
-			     .has_cancel_fd = req->has_cancel_fd};
+			     .cancel_fd = req->cancel_fd};
 	int r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
 	if (r == -EPIPE) {
 		chan_release(b, *cp, true);
@@ -811,10 +809,8 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	struct prep_ctx *p = ctx;
 	cae_docker_exec_spec spec;
 	fill_spec(&spec, req, req->cwd ? req->cwd : WORKSPACE);
-	if (!req->has_cancel_fd && p->cancel_fd >= 0) {
+	if (req->cancel_fd < 0)
 		spec.cancel_fd = p->cancel_fd;
-		spec.has_cancel_fd = true;
-	}
 	cae_docker_exec_info xi;
 	int r = cae_docker_exec(impl_of(p->b)->d, p->id, &spec, res, &xi, err);
 	log_kill(p->b, p->uuid, &xi);
@@ -1043,7 +1039,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 	cae_run_spec spec = {.argv = argv,
 			     .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
 			     .max_stdout = 64 * 1024,
-			     .max_stderr = 64 * 1024};
+			     .max_stderr = 64 * 1024,
+			     .cancel_fd = -1};
 	cae_run_result res;
 	r = cae_runner_run(&spec, &res, err);
 	if (r < 0) {

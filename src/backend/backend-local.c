@@ -99,8 +99,7 @@ struct local_env {
 	bool sandbox;  /* confine with bubblewrap */
 	bool network;  /* network inside the sandbox */
 	bool external; /* a workspace used as is: bound at /workspace/project */
-	int cancel_fd; /* prepare: cancels every step that has no cancel fd of its own */
-	bool has_cancel_fd;
+	int cancel_fd; /* prepare: cancels every step that has no cancel fd of its own; -1: none */
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
@@ -113,6 +112,7 @@ static void local_env_clear(struct local_env *e)
 	free(e->root);
 	free(e->project);
 	memset(e, 0, sizeof(*e));
+	e->cancel_fd = -1;
 }
 
 /* Where commands see env's workspace root: inside the sandbox, or the host path. */
@@ -206,7 +206,8 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
 		cae_run_spec rs = {.argv = (const char *const *)argv,
 				   .envp = (const char *const *)envp,
-				   .timeout_ms = 10000};
+				   .timeout_ms = 10000,
+				   .cancel_fd = -1};
 		cae_run_result res;
 		if (!argv || !envp) {
 			snprintf(why, sizeof(why), "out of memory");
@@ -603,7 +604,6 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	    .max_stderr = req->max_stderr,
 	    .truncate = req->truncate,
 	    .cancel_fd = req->cancel_fd,
-	    .has_cancel_fd = req->has_cancel_fd,
 	};
 	if (!env->sandbox)
 		return cae_runner_run(&spec, res, err);
@@ -638,11 +638,10 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
 	const struct local_env *env = ctx;
-	if (req->has_cancel_fd || !env->has_cancel_fd)
+	if (req->cancel_fd >= 0 || env->cancel_fd < 0)
 		return local_env_exec(NULL, ctx, req, res, err);
 	cae_exec_request r = *req;
 	r.cancel_fd = env->cancel_fd;
-	r.has_cancel_fd = true;
 	return local_env_exec(NULL, ctx, &r, res, err);
 }
 
@@ -755,6 +754,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 {
 	struct local_impl *li = impl_of(b);
 	memset(env, 0, sizeof(*env));
+	env->cancel_fd = -1;
 	_cleanup_free_ char *dir = task_dir(li, uuid);
 	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
 	if (!path)
@@ -961,7 +961,6 @@ static int local_create(cae_prepare *p, cae_error *err)
 	env->network = true;
 	env->external = workspace != NULL;
 	env->cancel_fd = p->cancel_fd;
-	env->has_cancel_fd = p->cancel_fd >= 0;
 	sandbox_ids(cfg, &env->uid, &env->gid);
 	lp->give_away = env->uid != 0 && env->sandbox;
 	char real[PATH_MAX];

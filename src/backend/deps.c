@@ -70,7 +70,6 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	    .max_stderr = 64 * 1024,
 	    .truncate = CAE_TRUNCATE_HEAD_TAIL,
 	    .cancel_fd = cancel_fd,
-	    .has_cancel_fd = cancel_fd >= 0,
 	    .network = true,
 	};
 	cae_run_result res;
@@ -136,7 +135,8 @@ void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char 
 				.cwd = project,
 				.timeout_ms = 30000,
 				.max_stdout = 4096,
-				.max_stderr = 4096};
+				.max_stderr = 4096,
+				.cancel_fd = -1};
 	cae_run_result res;
 	cae_error err;
 	if (exec(ctx, &req, &res, &err) < 0) {

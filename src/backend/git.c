@@ -184,6 +184,7 @@ static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv, 
 	    .timeout_ms = (int64_t)g->timeout_s * 1000,
 	    .max_stdout = 64 * 1024,
 	    .max_stderr = 64 * 1024,
+	    .cancel_fd = -1, /* the prepare's */
 	    .network = true,
 	};
 	int r = g->exec(g->ctx, &req, res, err);

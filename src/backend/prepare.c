@@ -67,7 +67,7 @@ int cae_prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 			 .task = task,
 			 .opts = opts,
 			 .environment = cae_backend_select_environment(b->cfg, env_name, &fallback),
-			 .cancel_fd = opts->has_cancel_fd ? opts->cancel_fd : -1,
+			 .cancel_fd = opts->cancel_fd,
 			 .warnings = json_array(),
 			 .deps = json_array()};
 	cae_iso8601_now(p.created_at, sizeof(p.created_at));

@@ -189,10 +189,8 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 	 * cae at once (the environment's helper then ends the command when our stream
 	 * closes). */
 	cae_call_ctx ctx = {.cancel_fd = -1};
-	if (install_cancel_signals() == 0) {
+	if (install_cancel_signals() == 0)
 		ctx.cancel_fd = cancel_pipe[0];
-		ctx.has_cancel_fd = true;
-	}
 	int r = cae_session_call_tool(s, tool, args, &ctx, &res, &err);
 	json_decref(args);
 	if (r < 0) {

@@ -153,8 +153,7 @@ static int session_call(void *userdata, const char *name, json_t *args, const ca
 	cae_error why;
 	cae_error_clear(&why);
 	bool cancelled;
-	cae_session *s = wait_session(userdata, ctx && ctx->has_cancel_fd ? ctx->cancel_fd : -1,
-				      &cancelled, &why);
+	cae_session *s = wait_session(userdata, ctx ? ctx->cancel_fd : -1, &cancelled, &why);
 	if (cancelled)
 		return cae_error_set(err, -ECANCELED, "cancelled while the session was opening");
 	/* The cause names the operator's paths (--workspace, --task, the state directory): it
@@ -242,7 +241,7 @@ static int take_stdio(int *in, int *out)
 
 static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err)
 {
-	cae_call_ctx ctx = {.cancel_fd = cancel_fd, .has_cancel_fd = cancel_fd >= 0};
+	cae_call_ctx ctx = {.cancel_fd = cancel_fd};
 	json_t *j = cae_cli_read_json(task_file, err);
 	if (!j)
 		return -EINVAL;
@@ -335,7 +334,6 @@ int cae_cli_mcp(int argc, char **argv)
 	cae_mcp_handler h = {session_list, session_call, &lazy, session_call_is_quick};
 	cae_mcp_options o = {
 	    .shutdown_fd = shutdown_pipe[0],
-	    .has_shutdown_fd = true,
 	    .log = server_log,
 	    .log_enabled = server_log_enabled,
 	};

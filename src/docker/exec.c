@@ -546,8 +546,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		int n = 0, i_cancel = -1;
 		pfd[n++] = (struct pollfd){.fd = conn.sock,
 					   .events = (short)(POLLIN | (in_left ? POLLOUT : 0))};
-		if (st == ST_RUNNING && !res->cancelled && spec->has_cancel_fd &&
-		    spec->cancel_fd >= 0)
+		if (st == ST_RUNNING && !res->cancelled && spec->cancel_fd >= 0)
 			pfd[i_cancel = n++] =
 			    (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
 		int64_t next = st == ST_RUNNING	    ? deadline
@@ -723,7 +722,7 @@ static int stream_frame(void *ud, int stream, const char *p, size_t n)
 int cae_docker_attach(cae_docker *d, const char *container, const char *const *argv,
 		      const char *user, int64_t timeout_ms, cae_docker_stream **out, cae_error *err)
 {
-	cae_docker_exec_spec spec = {.argv = argv, .user = user, .raw = true};
+	cae_docker_exec_spec spec = {.argv = argv, .user = user, .cancel_fd = -1, .raw = true};
 	char exec_id[80];
 	int r = exec_create(d, container, &spec, true, exec_id, sizeof(exec_id), err);
 	if (r < 0)

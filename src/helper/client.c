@@ -218,7 +218,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		struct pollfd p[2];
 		p[0] = (struct pollfd){.fd = fd, .events = POLLIN | (sent < req.len ? POLLOUT : 0)};
 		int np = 1;
-		if (spec->has_cancel_fd && spec->cancel_fd >= 0 && !cancel_sent)
+		if (spec->cancel_fd >= 0 && !cancel_sent)
 			p[np++] = (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
 		int64_t now = cae_now_ns();
 		if (now >= guard_ns) {

@@ -352,7 +352,7 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 			       1000000LL;
 	if (r == 0)
-		r = wait_call(m, c, spec->has_cancel_fd ? spec->cancel_fd : -1, deadline);
+		r = wait_call(m, c, spec->cancel_fd, deadline);
 	else
 		r = -EPIPE;
 	if (r < 0) {

@@ -337,6 +337,7 @@ int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *
 	q->spec.envp = (const char *const *)q->envp;
 	q->spec.cwd = q->cwd;
 	q->spec.stdin_data = q->stdin_data;
+	q->spec.cancel_fd = -1; /* not sent: the receiver's own */
 	return 0;
 }
 

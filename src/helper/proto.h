@@ -33,7 +33,8 @@ typedef struct cae_helper_request_extra {
 	const char *confine;	    /* cwd must resolve beneath this directory (-ENOTDIR) */
 } cae_helper_request_extra;
 
-/* A decoded request: spec points into the owned copies below. */
+/* A decoded request: spec points into the owned copies below; spec.cancel_fd is -1 (the
+ * receiver sets its own). */
 typedef struct cae_helper_request {
 	cae_run_spec spec;
 	char **argv;	/* NULL-terminated */

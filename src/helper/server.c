@@ -157,7 +157,6 @@ int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool 
 		status = check_confined(&req, &err);
 	if (status == 0) {
 		req.spec.cancel_fd = cancel_fd;
-		req.spec.has_cancel_fd = cancel_fd >= 0;
 		status = cae_runner_run(&req.spec, &res, &err);
 	}
 	cae_helper_request_clear(&req);

@@ -352,8 +352,7 @@ static json_t *run_list(struct server *srv, struct job *j)
 static json_t *run_call(struct server *srv, struct job *j)
 {
 	cae_call_ctx ctx = {
-	    .cancel_fd = j->cancel_pipe[0],
-	    .has_cancel_fd = j->cancel_pipe[0] >= 0, /* none for a call run inline */
+	    .cancel_fd = j->cancel_pipe[0], /* -1: none for a call run inline */
 	    .progress = j->progress_token ? progress_cb : NULL,
 	    .progress_userdata = j,
 	};
@@ -737,7 +736,7 @@ static void handle_line(struct server *srv, const char *line, size_t len)
 
 static bool shutdown_requested(const struct server *srv, short revents)
 {
-	return srv->o.has_shutdown_fd && (revents & (POLLIN | POLLHUP | POLLERR));
+	return srv->o.shutdown_fd >= 0 && (revents & (POLLIN | POLLHUP | POLLERR));
 }
 
 /* Waits until every job has ended; a shutdown request meanwhile cancels them. */
@@ -750,8 +749,7 @@ static void drain(struct server *srv)
 		pthread_mutex_unlock(&srv->lock);
 		struct pollfd p[2] = {
 		    {.fd = srv->wake[0], .events = POLLIN},
-		    {.fd = srv->o.has_shutdown_fd && !cancelled ? srv->o.shutdown_fd : -1,
-		     .events = POLLIN},
+		    {.fd = !cancelled ? srv->o.shutdown_fd : -1, .events = POLLIN},
 		};
 		int r = poll(p, 2, -1);
 		if (r > 0 && (p[0].revents & POLLIN)) {
@@ -803,7 +801,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 		}
 		struct pollfd p[2] = {
 		    {.fd = in_fd, .events = POLLIN},
-		    {.fd = srv->o.has_shutdown_fd ? srv->o.shutdown_fd : -1, .events = POLLIN},
+		    {.fd = srv->o.shutdown_fd, .events = POLLIN},
 		};
 		int pr = poll(p, 2, -1);
 		if (pr < 0 && errno == EINTR)
@@ -849,6 +847,8 @@ int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp
 	struct server srv = {.h = h, .out_fd = out_fd, .wake = {-1, -1}};
 	if (opts)
 		srv.o = *opts;
+	else
+		srv.o.shutdown_fd = -1;
 	if (!srv.o.max_message_size)
 		srv.o.max_message_size = CAE_JSONRPC_DEFAULT_MAX_MESSAGE;
 	if (!srv.o.max_depth)

@@ -310,7 +310,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 			pfd[i_in = n++] = (struct pollfd){.fd = in_w, .events = POLLOUT};
 		if (!exited && pidfd >= 0)
 			pfd[i_pid = n++] = (struct pollfd){.fd = pidfd, .events = POLLIN};
-		if (st == ST_RUNNING && spec->has_cancel_fd && spec->cancel_fd >= 0)
+		if (st == ST_RUNNING && spec->cancel_fd >= 0)
 			pfd[i_cancel = n++] =
 			    (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
 

@@ -222,14 +222,10 @@ static bool get_int_arg(json_t *args, const char *key, long long lo, long long h
 	return true;
 }
 
-static bool cancelled_ctx(const cae_tool_env *env, int *fd)
+/* The call's cancel fd, -1: none. */
+static int call_cancel_fd(const cae_tool_env *env)
 {
-	if (env->ctx && env->ctx->has_cancel_fd) {
-		*fd = env->ctx->cancel_fd;
-		return true;
-	}
-	*fd = -1;
-	return false;
+	return env->ctx ? env->ctx->cancel_fd : -1;
 }
 
 json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error)
@@ -312,8 +308,7 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	/* COMMAND_NOT_FOUND is decided by the backend, on the PATH of the environment the command
 	 * runs in (the host's for the local backend, the container's for docker): -ENOENT. */
 	const char *sh_argv[] = {"sh", "-c", script, NULL};
-	int cancel_fd;
-	bool has_cancel = cancelled_ctx(env, &cancel_fd);
+	int cancel_fd = call_cancel_fd(env);
 	size_t cap = (size_t)max_chars * 4;
 	cae_exec_request req = {
 	    .argv = direct ? argv : sh_argv,
@@ -325,7 +320,6 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	    .max_stdout = cap,
 	    .max_stderr = cap,
 	    .cancel_fd = cancel_fd,
-	    .has_cancel_fd = has_cancel,
 	};
 	cae_run_result res;
 	cae_error err;
@@ -429,8 +423,7 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 				   false, false, false);
 	}
 	const char *argv[] = {"sh", "-c", command, NULL};
-	int cancel_fd;
-	bool has_cancel = cancelled_ctx(env, &cancel_fd);
+	int cancel_fd = call_cancel_fd(env);
 	size_t cap = (size_t)env->cfg->command_executor.execution.max_output_size;
 	cae_exec_request req = {
 	    .argv = argv,
@@ -443,7 +436,6 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 		    ? CAE_TRUNCATE_HEAD_TAIL
 		    : CAE_TRUNCATE_HEAD,
 	    .cancel_fd = cancel_fd,
-	    .has_cancel_fd = has_cancel,
 	};
 	cae_run_result res;
 	cae_error err;

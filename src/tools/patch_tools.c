@@ -75,10 +75,8 @@ int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_re
 				       true, err);
 	o.policy = env->policy;
 	o.session_key = env->task_uuid;
-	if (env->ctx && env->ctx->has_cancel_fd) {
+	if (env->ctx)
 		o.cancel_fd = env->ctx->cancel_fd;
-		o.has_cancel_fd = true;
-	}
 	cae_error werr;
 	cae_error_clear(&werr);
 	_cleanup_(json_decrefp) json_t *result = NULL;

@@ -246,8 +246,7 @@ int cae_session_prepare(cae_session *s, const cae_task *task, const char *enviro
 	cae_prepare_options opts = {
 	    .progress = progress_cb,
 	    .progress_userdata = &pb,
-	    .cancel_fd = ctx && ctx->has_cancel_fd ? ctx->cancel_fd : -1,
-	    .has_cancel_fd = ctx && ctx->has_cancel_fd,
+	    .cancel_fd = ctx ? ctx->cancel_fd : -1,
 	};
 	cae_env_info info;
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);

@@ -251,7 +251,6 @@ int wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const
 		    .max_stdout = max_out,
 		    .max_stderr = max_out,
 		    .cancel_fd = ctx->cancel_fd,
-		    .has_cancel_fd = ctx->has_cancel_fd,
 		};
 		return cae_runner_run(&spec, res, err);
 	}
@@ -267,7 +266,6 @@ int wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const
 	    .max_stdout = max_out,
 	    .max_stderr = max_out,
 	    .cancel_fd = ctx->cancel_fd,
-	    .has_cancel_fd = ctx->has_cancel_fd,
 	};
 	return cae_backend_exec(ctx->backend, ctx->task_uuid, &req, res, err);
 }

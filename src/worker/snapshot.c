@@ -83,7 +83,6 @@ int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	s->ctx = *ctx;
 	/* the snapshot must be readable whatever happens later: not cancellable */
-	s->ctx.has_cancel_fd = false;
 	s->ctx.cancel_fd = -1;
 	s->host = host_path != NULL;
 	s->root = strdup(host_path ? host_path : root);

@@ -68,8 +68,7 @@ typedef struct wk_exec_ctx {
 	cae_backend *backend;
 	const char *task_uuid;
 	int64_t timeout_ms;
-	int cancel_fd;
-	bool has_cancel_fd;
+	int cancel_fd; /* -1: none */
 } wk_exec_ctx;
 int wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err);
 

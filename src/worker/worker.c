@@ -107,7 +107,7 @@ static void fail(outcome *oc, const char *fmt, ...)
 
 static bool cancel_requested(run_state *st)
 {
-	if (!st->o->has_cancel_fd || st->o->cancel_fd < 0)
+	if (st->o->cancel_fd < 0)
 		return false;
 	struct pollfd pfd = {.fd = st->o->cancel_fd, .events = POLLIN};
 	return poll(&pfd, 1, 0) > 0;
@@ -305,7 +305,6 @@ static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_m
 	    .max_stdout = st->max_output,
 	    .max_stderr = st->max_output,
 	    .cancel_fd = ctx.cancel_fd,
-	    .has_cancel_fd = ctx.has_cancel_fd,
 	};
 	int r = cae_backend_exec(st->b, st->uuid, &req, &res, &err);
 	if (r < 0) {
@@ -1378,8 +1377,7 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	    .backend = b,
 	    .task_uuid = task_uuid,
 	    .timeout_ms = st.command_timeout_ms,
-	    .cancel_fd = o->has_cancel_fd ? o->cancel_fd : -1,
-	    .has_cancel_fd = o->has_cancel_fd,
+	    .cancel_fd = o->cancel_fd,
 	};
 	r = st.host ? wk_fs_host_new(st.info.host_path, &st.fs, err)
 		    : wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);

@@ -1571,7 +1571,8 @@ START_TEST(helper_in_a_busybox_only_image)
 			     .stdin_data = "in\n",
 			     .stdin_len = 3,
 			     .has_stdin = true,
-			     .timeout_ms = 30000};
+			     .timeout_ms = 30000,
+			     .cancel_fd = -1};
 	cae_run_result r;
 	ck_assert_msg(cae_helper_mux_run(m, &spec, add, "/workspace", &r, &err) == 0, "%s",
 		      err.message);
@@ -1579,13 +1580,13 @@ START_TEST(helper_in_a_busybox_only_image)
 	cae_run_result_clear(&r);
 	/* a timeout kills the tree, setsid and double forks included */
 	const char *slow[] = {"sh", "-c", "setsid sleep 331 & (sleep 332 &); sleep 333", NULL};
-	cae_run_spec s2 = {.argv = slow, .cwd = "/workspace", .timeout_ms = 500};
+	cae_run_spec s2 = {.argv = slow, .cwd = "/workspace", .timeout_ms = 500, .cancel_fd = -1};
 	ck_assert_msg(cae_helper_mux_run(m, &s2, NULL, "/workspace", &r, &err) == 0, "%s",
 		      err.message);
 	ck_assert(r.timed_out);
 	cae_run_result_clear(&r);
 	const char *ps[] = {"sh", "-c", "ps -o args | grep -c '^sleep 33' || true", NULL};
-	cae_run_spec s3 = {.argv = ps, .cwd = "/workspace", .timeout_ms = 30000};
+	cae_run_spec s3 = {.argv = ps, .cwd = "/workspace", .timeout_ms = 30000, .cancel_fd = -1};
 	ck_assert_msg(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err) == 0, "%s",
 		      err.message);
 	ck_assert_str_eq(r.out, "0\n");
@@ -1621,7 +1622,8 @@ END_TEST
 static char *mux_sh(cae_helper_mux *m, const char *script)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .cwd = "/workspace", .timeout_ms = 60000};
+	cae_run_spec spec = {
+	    .argv = argv, .cwd = "/workspace", .timeout_ms = 60000, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_msg(cae_helper_mux_run(m, &spec, NULL, NULL, &r, &err) == 0, "%s", err.message);
@@ -1699,7 +1701,7 @@ static char *host_sh(const char *dir, const char *script)
 	char *cmd = NULL;
 	ck_assert_int_ge(asprintf(&cmd, "cd '%s' && %s", dir, script), 0);
 	const char *argv[] = {"sh", "-c", cmd, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 60000};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);

@@ -372,10 +372,8 @@ START_TEST(cancelled_at_every_step_leaves_nothing)
 		int p[2];
 		ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 		struct cancel_at c = {.step = step, .wfd = p[1]};
-		cae_prepare_options o = {.progress = cancel_on_step,
-					 .progress_userdata = &c,
-					 .cancel_fd = p[0],
-					 .has_cancel_fd = true};
+		cae_prepare_options o = {
+		    .progress = cancel_on_step, .progress_userdata = &c, .cancel_fd = p[0]};
 		cae_env_info info;
 		cae_error err = {0};
 		int r = cae_backend_prepare(b, &t, NULL, &o, &info, &err);

@@ -61,7 +61,7 @@ static cae_backend *backend(cae_config *cfg)
 static cae_run_result run(cae_backend *b, const char *uuid, const char *script)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 30000};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 30000, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
@@ -326,7 +326,7 @@ START_TEST(sandbox_lives_with_the_environment)
 	/* a timeout inside the sandbox kills the command's whole tree, the sandbox stays */
 	const char *argv[] = {"sh", "-c", "setsid sleep 1000 & sh -c 'sleep 1000 &'; sleep 1000",
 			      NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 500};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 500, .cancel_fd = -1};
 	ck_assert_int_eq(cae_backend_exec(b, "keep1", &req, &r, &err), 0);
 	ck_assert(r.timed_out);
 	cae_run_result_clear(&r);
@@ -482,7 +482,7 @@ START_TEST(sandbox_replaced_when_the_helper_dies)
 	cae_run_result_clear(&r);
 
 	const char *argv[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 20000};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 20000, .cancel_fd = -1};
 	cae_error err;
 	ck_assert_int_eq(cae_backend_exec(b, "phoenix", &req, &r, &err), -ECONNRESET);
 	ck_assert_ptr_nonnull(strstr(err.message, "cae-helper ended during the command"));
@@ -516,8 +516,8 @@ START_TEST(prepare_killed_is_never_ready)
 		if (pid == 0) {
 			cae_backend *b = backend(cfg);
 			cae_task t = {.uuid = C("killed"), .repo = repo};
-			cae_prepare_options o = {.progress = kill_at_step,
-						 .progress_userdata = &step};
+			cae_prepare_options o = {
+			    .progress = kill_at_step, .progress_userdata = &step, .cancel_fd = -1};
 			cae_env_info info;
 			cae_error err;
 			cae_backend_prepare(b, &t, NULL, &o, &info, &err);
@@ -537,7 +537,7 @@ START_TEST(prepare_killed_is_never_ready)
 			ck_assert_str_eq(info.status, step == 7 ? "ready" : "failed");
 			cae_env_info_clear(&info);
 			const char *argv[] = {"true", NULL};
-			cae_exec_request req = {.argv = argv};
+			cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 			cae_run_result res;
 			r = cae_backend_exec(b, "killed", &req, &res, &err);
 			if (step == 7) {
@@ -656,7 +656,7 @@ START_TEST(environment_gone_is_clear)
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
 	cae_rm_rf(info.host_path);
 	const char *argv[] = {"true", NULL};
-	cae_exec_request req = {.argv = argv};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
 	ck_assert_int_eq(cae_backend_exec(b, "gone", &req, &r, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "gone"));
@@ -685,7 +685,7 @@ START_TEST(metadata_changes_are_seen)
 	memcpy(ready, "\"reset\"", 7);
 	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
 	const char *argv[] = {"true", NULL};
-	cae_exec_request req = {.argv = argv};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_error err;
 	ck_assert_int_eq(cae_backend_exec(b, "meta", &req, &r, &err), -EAGAIN);
 	ck_assert_ptr_nonnull(strstr(err.message, "not ready"));

@@ -41,7 +41,8 @@ static out cae(const char *first, ...)
 	argv[n] = NULL;
 	setenv("CAE_STATE_DIR", state, 1);
 	setenv("EXECUTOR_BACKEND", "local", 1);
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = 120000, .max_stdout = 16 << 20, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
@@ -59,7 +60,7 @@ static char *make_repo(void)
 		 "git -c user.email=t@e -c user.name=t commit -qm init",
 		 d);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
 	ck_assert_int_eq(r.exit_code, 0);

@@ -877,11 +877,7 @@ START_TEST(exec_cancel)
 	cae_run_result res;
 	cae_error err = {0};
 	const char *argv[] = {"sh", "-c", "echo hi; sleep 1004", NULL};
-	cae_docker_exec_spec s = {.argv = argv,
-				  .cwd = "/",
-				  .timeout_ms = 60000,
-				  .cancel_fd = p[0],
-				  .has_cancel_fd = true};
+	cae_docker_exec_spec s = {.argv = argv, .cwd = "/", .timeout_ms = 60000, .cancel_fd = p[0]};
 	cae_docker_exec_info info;
 	ck_assert_int_eq(cae_docker_exec(d, id, &s, &res, &info, &err), 0);
 	waitpid(child, NULL, 0);

@@ -72,7 +72,8 @@ static cae_helper *start(void)
 static int run_sh(cae_helper *h, const char *script, int64_t timeout_ms, cae_run_result *res)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200, .cancel_fd = -1};
 	cae_error err;
 	return cae_helper_run(h, &spec, res, &err);
 }
@@ -95,7 +96,8 @@ START_TEST(request_round_trip)
 			     .drain_ms = 6,
 			     .max_stdout = 77,
 			     .max_stderr = 88,
-			     .truncate = CAE_TRUNCATE_HEAD_TAIL};
+			     .truncate = CAE_TRUNCATE_HEAD_TAIL,
+			     .cancel_fd = -1};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);
@@ -119,12 +121,12 @@ START_TEST(request_round_trip)
 	ck_assert_uint_eq(q.spec.max_stdout, 77);
 	ck_assert_uint_eq(q.spec.max_stderr, 88);
 	ck_assert_int_eq(q.spec.truncate, CAE_TRUNCATE_HEAD_TAIL);
-	ck_assert(!q.spec.has_cancel_fd);
+	ck_assert_int_eq(q.spec.cancel_fd, -1);
 	cae_helper_request_clear(&q);
 
 	/* An empty environment stays empty (not "inherit"); no envp inherits. */
 	const char *empty[] = {NULL};
-	cae_run_spec s2 = {.argv = argv, .envp = empty};
+	cae_run_spec s2 = {.argv = argv, .envp = empty, .cancel_fd = -1};
 	cae_buf_clear(&b);
 	ck_assert_int_eq(cae_helper_encode_request(&s2, NULL, &b), 0);
 	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
@@ -281,7 +283,8 @@ START_TEST(runs_commands_like_the_runner)
 			     .envp = envp,
 			     .cwd = dir,
 			     .max_stderr = 6,
-			     .truncate = CAE_TRUNCATE_HEAD_TAIL};
+			     .truncate = CAE_TRUNCATE_HEAD_TAIL,
+			     .cancel_fd = -1};
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
 	char want[4200];
@@ -295,11 +298,11 @@ START_TEST(runs_commands_like_the_runner)
 
 	/* the runner's errors come back with their codes and messages */
 	const char *nope[] = {"no-such-program-cae", NULL};
-	cae_run_spec s2 = {.argv = nope};
+	cae_run_spec s2 = {.argv = nope, .cancel_fd = -1};
 	ck_assert_int_eq(cae_helper_run(h, &s2, &r, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "no-such-program-cae"));
 	const char *t[] = {"true", NULL};
-	cae_run_spec s3 = {.argv = t, .cwd = "/nonexistent-cae"};
+	cae_run_spec s3 = {.argv = t, .cwd = "/nonexistent-cae", .cancel_fd = -1};
 	ck_assert_int_eq(cae_helper_run(h, &s3, &r, &err), -ENOTDIR);
 	ck_assert(cae_helper_alive(h));
 	cae_helper_stop(h);
@@ -317,8 +320,12 @@ START_TEST(stdin_10mib_and_large_output_intact)
 	for (size_t i = 0; i < n; i++)
 		in[i] = (char)('a' + (i * 7919) % 26);
 	const char *argv[] = {"cat", NULL};
-	cae_run_spec spec = {
-	    .argv = argv, .stdin_data = in, .stdin_len = n, .has_stdin = true, .max_stdout = n + 1};
+	cae_run_spec spec = {.argv = argv,
+			     .stdin_data = in,
+			     .stdin_len = n,
+			     .has_stdin = true,
+			     .max_stdout = n + 1,
+			     .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
@@ -393,7 +400,7 @@ START_TEST(cancel_reaches_the_helper)
 	pthread_t th;
 	pthread_create(&th, NULL, cancel_later, &c);
 	const char *argv[] = {"sh", "-c", "echo before; echo $$; sleep 1000", NULL};
-	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0], .has_cancel_fd = true};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0]};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), 0);
@@ -465,7 +472,7 @@ START_TEST(survives_the_runners_orphan_sweep)
 	/* A command run here ends with a sweep of this process's unknown children: the
 	 * helper is registered and must not be taken for an orphan. */
 	const char *argv[] = {"true", NULL};
-	cae_run_spec spec = {.argv = argv};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -497,7 +504,7 @@ START_TEST(helper_death_is_reported)
 	/* killed during a command */
 	h = start();
 	const char *argv[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000, .cancel_fd = -1};
 	ck_assert_int_eq(cae_helper_run(h, &spec, &r, &err), -ECONNRESET);
 	ck_assert(!cae_helper_alive(h));
 	cae_helper_stop(h);
@@ -549,7 +556,7 @@ START_TEST(end_of_channel_kills_commands)
 	snprintf(script, sizeof(script), "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 1000", pidfile,
 		 pidfile, pidfile);
 	const char *cmd[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = cmd};
+	cae_run_spec spec = {.argv = cmd, .cancel_fd = -1};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);

@@ -105,7 +105,7 @@ static int run_sh(cae_helper_mux *m, const char *script, int64_t timeout_ms, cae
 		  cae_error *err)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1};
 	return cae_helper_mux_run(m, &spec, NULL, NULL, r, err);
 }
 
@@ -127,13 +127,14 @@ START_TEST(runs_like_the_runner)
 			     .stdin_data = "in\n",
 			     .stdin_len = 3,
 			     .has_stdin = true,
-			     .timeout_ms = 10000};
+			     .timeout_ms = 10000,
+			     .cancel_fd = -1};
 	ck_assert_int_eq(cae_helper_mux_run(m, &spec, add, NULL, &r, &err), 0);
 	ck_assert_str_eq(r.out, "in\n[yes]\n/tmp\n");
 	cae_run_result_clear(&r);
 	/* a program that is not there, a cwd that is not a directory */
 	const char *none[] = {"no-such-program-xyz", NULL};
-	cae_run_spec s2 = {.argv = none, .timeout_ms = 10000};
+	cae_run_spec s2 = {.argv = none, .timeout_ms = 10000, .cancel_fd = -1};
 	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, NULL, &r, &err), -ENOENT);
 	s2.argv = argv;
 	s2.cwd = "/no/such/dir";
@@ -230,8 +231,7 @@ START_TEST(cancel_through_the_stream)
 	ck_assert_int_eq(pipe(p), 0);
 	ck_assert_int_eq(write(p[1], "x", 1), 1);
 	const char *argv[] = {"sleep", "300", NULL};
-	cae_run_spec spec = {
-	    .argv = argv, .timeout_ms = 60000, .cancel_fd = p[0], .has_cancel_fd = true};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 60000, .cancel_fd = p[0]};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_helper_mux_run(m, &spec, NULL, NULL, &r, &err), 0);

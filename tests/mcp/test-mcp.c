@@ -41,7 +41,7 @@ static int fake_call(void *ud, const char *name, json_t *args, const cae_call_ct
 {
 	(void)ud;
 	ck_assert(json_is_object(args));
-	ck_assert(ctx->has_cancel_fd);
+	ck_assert(ctx->cancel_fd >= 0);
 	if (strcmp(name, "echo") == 0) {
 		json_t *text = json_object_get(args, "text");
 		if (!json_is_string(text))
@@ -109,7 +109,7 @@ static int quick_call(void *ud, const char *name, json_t *args, const cae_call_c
 	if (strcmp(name, "quick") != 0)
 		return fake_call(ud, name, args, ctx, res, err);
 	quick_thread = pthread_self();
-	quick_had_cancel_fd = ctx->has_cancel_fd;
+	quick_had_cancel_fd = ctx->cancel_fd >= 0;
 	if (json_is_true(json_object_get(args, "progress")) && ctx->progress)
 		ctx->progress(ctx->progress_userdata, 1, 2, "half way");
 	json_t *text = json_object_get(args, "text");
@@ -149,6 +149,8 @@ static void client_start_with(struct client *c, const cae_mcp_options *opts,
 	c->h = h;
 	if (opts)
 		c->opts = *opts;
+	else
+		c->opts.shutdown_fd = -1;
 	int sv[2];
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
 	c->fd = sv[0];
@@ -604,7 +606,7 @@ END_TEST
 
 START_TEST(bounded_calls_and_queue)
 {
-	cae_mcp_options o = {.max_calls = 1, .max_queued = 1};
+	cae_mcp_options o = {.max_calls = 1, .max_queued = 1, .shutdown_fd = -1};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
@@ -639,7 +641,7 @@ END_TEST
 
 START_TEST(survives_garbage)
 {
-	cae_mcp_options o = {.max_message_size = 1024, .max_depth = 32};
+	cae_mcp_options o = {.max_message_size = 1024, .max_depth = 32, .shutdown_fd = -1};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
@@ -865,7 +867,7 @@ START_TEST(shutdown_fd_cancels_and_returns)
 {
 	int sd[2];
 	ck_assert_int_eq(pipe2(sd, O_CLOEXEC), 0);
-	cae_mcp_options o = {.shutdown_fd = sd[0], .has_shutdown_fd = true};
+	cae_mcp_options o = {.shutdown_fd = sd[0]};
 	struct client c;
 	client_start(&c, &o);
 	initialize(&c, "2025-06-18");
@@ -1043,7 +1045,8 @@ START_TEST(log_levels_filtered_before_formatting)
 		atomic_store(&logged_warning, 0);
 		atomic_store(&log_level_asked, 0);
 		cae_mcp_options o = {.log = count_log,
-				     .log_enabled = filtered ? warnings_and_up : NULL};
+				     .log_enabled = filtered ? warnings_and_up : NULL,
+				     .shutdown_fd = -1};
 		struct client c;
 		client_start(&c, &o);
 		initialize(&c, "2025-06-18"); /* info: mcp.initialize */

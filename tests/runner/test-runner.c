@@ -15,7 +15,8 @@
 static int run_sh(const char *script, int64_t timeout_ms, cae_run_result *res)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = timeout_ms, .grace_ms = 200, .cancel_fd = -1};
 	cae_error err;
 	return cae_runner_run(&spec, res, &err);
 }
@@ -61,7 +62,7 @@ END_TEST
 START_TEST(direct_argv_and_not_found)
 {
 	const char *argv[] = {"printf", "%s|", "a b", "$HOME", NULL};
-	cae_run_spec spec = {.argv = argv};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -96,7 +97,8 @@ START_TEST(stdin_10mib_intact)
 			     .stdin_data = data,
 			     .stdin_len = n,
 			     .has_stdin = true,
-			     .max_stdout = n + 1};
+			     .max_stdout = n + 1,
+			     .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -182,8 +184,11 @@ START_TEST(yes_for_10s_under_1mib_cap)
 	struct rusage before, after;
 	getrusage(RUSAGE_SELF, &before);
 	const char *argv[] = {"yes", NULL};
-	cae_run_spec spec = {
-	    .argv = argv, .timeout_ms = 10000, .grace_ms = 200, .max_stdout = 1024 * 1024};
+	cae_run_spec spec = {.argv = argv,
+			     .timeout_ms = 10000,
+			     .grace_ms = 200,
+			     .max_stdout = 1024 * 1024,
+			     .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -209,7 +214,7 @@ START_TEST(invalid_utf8_becomes_replacement)
 	cae_run_result_clear(&r);
 	/* A cap that falls inside a multi-byte character cuts before it. */
 	const char *argv[] = {"printf", "ab\xc3\xa9z", NULL};
-	cae_run_spec spec = {.argv = argv, .max_stdout = 3};
+	cae_run_spec spec = {.argv = argv, .max_stdout = 3, .cancel_fd = -1};
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
 	ck_assert_str_eq(r.out, "ab");
@@ -221,7 +226,8 @@ END_TEST
 START_TEST(head_tail_keeps_both_ends)
 {
 	const char *argv[] = {"seq", "1", "100000", NULL};
-	cae_run_spec spec = {.argv = argv, .max_stdout = 1000, .truncate = CAE_TRUNCATE_HEAD_TAIL};
+	cae_run_spec spec = {
+	    .argv = argv, .max_stdout = 1000, .truncate = CAE_TRUNCATE_HEAD_TAIL, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);
@@ -275,7 +281,7 @@ START_TEST(cancel_fd_kills)
 	pthread_t th;
 	pthread_create(&th, NULL, cancel_later, &c);
 	const char *argv[] = {"sh", "-c", "echo before; sleep 1000", NULL};
-	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0], .has_cancel_fd = true};
+	cae_run_spec spec = {.argv = argv, .cancel_fd = p[0]};
 	cae_run_result r;
 	cae_error err;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, &err), 0);

@@ -1451,7 +1451,6 @@ START_TEST(cancelled)
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.cancel_fd = p[0];
-	o.has_cancel_fd = true;
 	json_t *res = run(&f, "```text:c.txt\nc\n```\n", &o);
 	ck_assert(!rb(res, "success"));
 	ck_assert_int_eq(ri(res, "skipped_cmds"), 1);
@@ -1809,7 +1808,8 @@ static cli_out cli(const char *stdin_text, const char *first, ...)
 			     .max_stdout = 16 << 20,
 			     .stdin_data = stdin_text,
 			     .stdin_len = stdin_text ? strlen(stdin_text) : 0,
-			     .has_stdin = stdin_text != NULL};
+			     .has_stdin = stdin_text != NULL,
+			     .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
@@ -2191,7 +2191,7 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	char *left = NULL;
 	ck_assert_int_ge(asprintf(&left, "cd %s && ls -d cae-* | sort", scratch), 0);
 	const char *argv[] = {"sh", "-c", left, NULL};
-	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000};
+	cae_run_spec spec = {.argv = argv, .timeout_ms = 10000, .cancel_fd = -1};
 	cae_run_result r;
 	ck_assert_int_eq(cae_runner_run(&spec, &r, NULL), 0);
 	char want[512];
