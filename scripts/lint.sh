@@ -5,11 +5,31 @@
 #   - every C file is formatted as .clang-format says (clang-format -i FILE fixes it);
 #   - no code, build file or script cites a document outside the repository (the product
 #     specification by section, the design documents it came from, the style guide): a
-#     comment states the rule itself, or points at a file in the repository.
-# usage: scripts/lint.sh [FILE...]   (default: every tracked file)
+#     comment states the rule itself, or points at a file in the repository;
+#   - the shared library exports only what include/cae/ declares (the library is built with
+#     hidden visibility and the public API marked CAE_EXPORT): no internal function, no
+#     cae__ name, nothing without the cae_ prefix.
+# usage: scripts/lint.sh [--lib LIBRARY.so] [FILE...]
+#   default: every tracked file, and the build tree's libcae.so ($CAE_BUILD or build/; it is
+#   brought up to date first). With FILEs, the library is checked only when --lib names one.
 set -euo pipefail
+lib=
+if [ "${1:-}" = --lib ]; then
+  lib=$(realpath -- "$2"); shift 2
+fi
 cd "$(dirname "$0")/.."
 bad=0
+if [ -z "$lib" ] && [ $# -eq 0 ]; then
+  build=${CAE_BUILD:-build}
+  if [ -f "$build/build.ninja" ]; then
+    ninja -C "$build" libcae.so >/dev/null || bad=1
+  fi
+  lib=$build/libcae.so
+  if [ ! -f "$lib" ]; then
+    echo "lint: $lib: no library to check (meson setup $build && ninja -C $build)" >&2
+    bad=1; lib=
+  fi
+fi
 if [ $# -gt 0 ]; then
   files=("$@")
   cite_files=("$@")
@@ -55,6 +75,32 @@ for f in "${cite_files[@]}"; do
     bad=1
   fi
 done
+# Exported symbols: the dynamic symbols the library defines, against the names the public
+# headers declare (functions and variables, read from the preprocessed headers).
+if [ -n "$lib" ]; then
+  declared=$(for h in include/cae/*.h; do echo "#include \"${h#include/}\""; done |
+    ${CC:-cc} -E -P -Iinclude $(pkg-config --cflags jansson 2>/dev/null) -x c - |
+    grep -oE '\bcae_[A-Za-z0-9_]+[[:space:]]*[(\[]' | sed -E 's/[[:space:]]*[(\[]$//' | sort -u)
+  exported=$(nm -D --defined-only "$lib" | awk 'NF == 3 && $2 ~ /^[A-Z]$/ { print $3 }' |
+    grep -vxE '_init|_fini|_edata|_end|__bss_start' | sort -u || true)
+  if [ -z "$declared" ]; then
+    echo "lint: include/cae/*.h: could not read the declared names" >&2; bad=1
+  fi
+  while IFS= read -r sym; do
+    [ -n "$sym" ] || continue
+    case "$sym" in
+    cae__*) why="has the internal prefix cae__" ;;
+    cae_*) why="is not declared in include/cae/" ;;
+    *) why="lacks the cae_ prefix" ;;
+    esac
+    echo "lint: $lib: exports $sym, which $why (only the public API is exported)" >&2
+    bad=1
+  done < <(comm -23 <(echo "$exported") <(echo "$declared"))
+  while IFS= read -r sym; do
+    [ -n "$sym" ] || continue
+    echo "lint: $lib: exports $sym, which has the internal prefix cae__" >&2; bad=1
+  done < <(echo "$exported" | grep -E '^cae__' | comm -12 - <(echo "$declared") || true)
+fi
 if ! command -v clang-format >/dev/null; then
   echo "lint: clang-format is not installed (Debian package clang-format)" >&2; bad=1
 else

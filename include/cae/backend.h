@@ -10,6 +10,8 @@
 #ifndef CAE_BACKEND_H
 #define CAE_BACKEND_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -41,19 +43,19 @@ typedef struct cae_task {
 
 /* Parses {uuid, repo | (platform, owner, name), kind?, branch?, target_branch?}. A missing
  * uuid is an error; repo given as "owner/name" with a platform is accepted. */
-int cae_task_from_json(json_t *j, cae_task *t, cae_error *err);
-json_t *cae_task_to_json(const cae_task *t); /* new reference */
+CAE_EXPORT int cae_task_from_json(json_t *j, cae_task *t, cae_error *err);
+CAE_EXPORT json_t *cae_task_to_json(const cae_task *t); /* new reference */
 /* For a task the model gave (MCP environment_prepare): https, http, git and ssh URLs and
  * scp-like user@host:path are accepted; a local path or file:// URL only when its real path
  * lies under the real path of one of command_executor.local_repo_roots, and then t->repo
  * becomes that real path; remote-helper transports (ext::...) and other schemes never.
  * Returns 0, or -EINVAL / -EPERM with a message naming only t->repo as given. The
  * operator's own tasks (CLI) are not checked. */
-int cae_task_check_model_repo(const struct cae_config *cfg, cae_task *t, cae_error *err);
-void cae_task_clear(cae_task *t);
+CAE_EXPORT int cae_task_check_model_repo(const struct cae_config *cfg, cae_task *t, cae_error *err);
+CAE_EXPORT void cae_task_clear(cae_task *t);
 /* True for a syntactically acceptable task uuid: 1-64 of [A-Za-z0-9_.-], not starting
  * with '.' or '-' (it becomes a container and a directory name). */
-bool cae_task_uuid_valid(const char *uuid);
+CAE_EXPORT bool cae_task_uuid_valid(const char *uuid);
 
 /* ContainerInfo: what a prepared environment is (the result of prepare). */
 typedef struct cae_env_info {
@@ -72,9 +74,9 @@ typedef struct cae_env_info {
 			 * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
 } cae_env_info;
 
-json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
-int cae_env_info_from_json(json_t *j, cae_env_info *info, cae_error *err);
-void cae_env_info_clear(cae_env_info *info);
+CAE_EXPORT json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
+CAE_EXPORT int cae_env_info_from_json(json_t *j, cae_env_info *info, cae_error *err);
+CAE_EXPORT void cae_env_info_clear(cae_env_info *info);
 
 /* One command in an environment. Paths are as commands see them. */
 typedef struct cae_exec_request {
@@ -108,43 +110,47 @@ typedef struct cae_backend cae_backend;
 /* Creates the backend named by cfg->command_executor.backend ("auto" picks docker when an
  * engine answers, else local). log may be NULL. cfg and log are borrowed and must outlive
  * the backend. */
-int cae_backend_new(const struct cae_config *cfg, struct cae_log *log, cae_backend **out,
-		    cae_error *err);
+CAE_EXPORT int cae_backend_new(const struct cae_config *cfg, struct cae_log *log, cae_backend **out,
+			       cae_error *err);
 /* Creates a specific backend: "local" or "docker". */
-int cae_backend_new_named(const char *name, const struct cae_config *cfg, struct cae_log *log,
-			  cae_backend **out, cae_error *err);
-void cae_backend_free(cae_backend *b);
-const char *cae_backend_name(const cae_backend *b);
+CAE_EXPORT int cae_backend_new_named(const char *name, const struct cae_config *cfg,
+				     struct cae_log *log, cae_backend **out, cae_error *err);
+CAE_EXPORT void cae_backend_free(cae_backend *b);
+CAE_EXPORT const char *cae_backend_name(const cae_backend *b);
 
 /* Prepares the task's environment: validates the name (unknown: the default, with a warning),
  * removes any environment of the same task, creates it, clones, installs dependencies,
  * starts the text editor, fills info. On failure nothing is left behind and err names the
  * step. environment_name may be NULL (the default environment). */
-int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *environment_name,
-			const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+CAE_EXPORT int cae_backend_prepare(cae_backend *b, const cae_task *task,
+				   const char *environment_name, const cae_prepare_options *opts,
+				   cae_env_info *info, cae_error *err);
 /* Runs one command. -ENOENT: no such environment ("environment not found"), or the program
  * was not found; -ENOTDIR: bad cwd; the result otherwise. */
-int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
-		     cae_run_result *res, cae_error *err);
+CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
+				cae_run_result *res, cae_error *err);
 /* Runs a checked text editor request in an environment that is not on this host (its
  * workspace is edited where commands run, by the environment's helper). -EOPNOTSUPP when
  * the backend or the environment cannot (then err says why), -ENOENT when there is no such
  * environment; else as cae_editor_run. */
-int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
-		     const cae_editor_request *req, cae_editor_result *res, cae_error *err);
+CAE_EXPORT int cae_backend_edit(cae_backend *b, const char *task_uuid,
+				const cae_editor_limits *limits, const cae_editor_request *req,
+				cae_editor_result *res, cae_error *err);
 /* Removes the environment (retrying up to 3 times). A missing environment is success. */
-int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
+CAE_EXPORT int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
 /* Removes every environment older than threshold_s seconds; *removed gets the count. */
-int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
+CAE_EXPORT int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed,
+					 cae_error *err);
 /* The environments this backend knows: a JSON array of ContainerInfo (new reference). */
-int cae_backend_list(cae_backend *b, json_t **out, cae_error *err);
+CAE_EXPORT int cae_backend_list(cae_backend *b, json_t **out, cae_error *err);
 /* ContainerInfo of one environment; -ENOENT when there is none. */
-int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
+CAE_EXPORT int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info,
+				cae_error *err);
 
 /* The environment name actually used: name when it is configured, else the default
  * environment; *warning (new string or NULL) explains a fallback. */
-const char *cae_backend_select_environment(const struct cae_config *cfg, const char *name,
-					   char **warning);
+CAE_EXPORT const char *cae_backend_select_environment(const struct cae_config *cfg,
+						      const char *name, char **warning);
 
 #ifdef __cplusplus
 }

@@ -49,6 +49,8 @@
 #ifndef CAE_CONFIG_H
 #define CAE_CONFIG_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -227,50 +229,52 @@ typedef struct cae_config {
 
 /* Built-in defaults (no file, no environment overrides). envp (NULL = environ) is read only
  * for the default state_dir (XDG_STATE_HOME, HOME). Returns a new config, NULL on ENOMEM. */
-cae_config *cae_config_defaults(char *const *envp);
+CAE_EXPORT cae_config *cae_config_defaults(char *const *envp);
 
 /* Loads the effective config: defaults, the file (see the top of this header; path NULL =
  * the default lookup), then the environment envp (NULL = environ). On success *out is a new
  * config. On failure returns -errno (-EINVAL for a bad value or bad YAML, -ENOENT for a
  * missing explicit file, -EFBIG for a file over CAE_CONFIG_MAX_BYTES) with err set. */
-int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_error *err);
+CAE_EXPORT int cae_config_load(cae_config **out, const char *path, char *const *envp,
+			       cae_error *err);
 
 /* Same from a document in memory (text need not be NUL-terminated; len bytes). filename is
  * used in messages and as cfg->source (NULL: "<string>"). envp NULL = environ; pass an
  * empty array ({NULL}) for no environment overrides. */
-int cae_config_load_string(cae_config **out, const char *text, size_t len, const char *filename,
-			   char *const *envp, cae_error *err);
+CAE_EXPORT int cae_config_load_string(cae_config **out, const char *text, size_t len,
+				      const char *filename, char *const *envp, cae_error *err);
 
 /* A new deep copy of cfg (NULL on ENOMEM). */
-cae_config *cae_config_dup(const cae_config *cfg);
+CAE_EXPORT cae_config *cae_config_dup(const cae_config *cfg);
 
 /* Sets one value by its dotted key ("command_executor.execution.timeout_seconds") from its
  * text form (the environment-variable syntax above), with the same validation; all or
  * nothing (cfg is unchanged on failure). Aliases are accepted. Returns 0, or -EINVAL (bad
  * value, unknown key, or an inconsistent result) / -ENOMEM with err set. */
-int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_error *err);
+CAE_EXPORT int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_error *err);
 
 /* The image configured for an environment name, NULL if the name is not in the map.
  * Borrowed from cfg. */
-const char *cae_config_environment_image(const cae_config *cfg, const char *name);
+CAE_EXPORT const char *cae_config_environment_image(const cae_config *cfg, const char *name);
 
 /* The effective config as a new JSON object with the same keys as config.yaml (the output
  * is itself a valid config file). With redact_secrets, tokens become "***" (null when unset)
  * and the user:password part of URLs becomes *** (user:pw@host -> ***@host).
  * NULL on ENOMEM. */
-json_t *cae_config_to_json(const cae_config *cfg, bool redact_secrets);
+CAE_EXPORT json_t *cae_config_to_json(const cae_config *cfg, bool redact_secrets);
 
 /* Parses a size ("4g", "512m", "1048576", "1.5GiB") into bytes. Returns 0 or -EINVAL. */
-int cae_config_parse_size(const char *s, uint64_t *out);
+CAE_EXPORT int cae_config_parse_size(const char *s, uint64_t *out);
 /* Parses a boolean (true/false/yes/no/on/off/1/0, any case). Returns 0 or -EINVAL. */
-int cae_config_parse_bool(const char *s, bool *out);
+CAE_EXPORT int cae_config_parse_bool(const char *s, bool *out);
 
 /* Names of enum values as written in config.yaml ("auto", "bridge", "head_tail", ...). */
-const char *cae_config_backend_name(cae_config_backend b);
-const char *cae_config_network_mode_name(cae_config_network_mode m);
+CAE_EXPORT const char *cae_config_backend_name(cae_config_backend b);
+CAE_EXPORT const char *cae_config_network_mode_name(cae_config_network_mode m);
 
-void cae_config_strlist_clear(cae_config_strlist *l); /* frees the items, leaves an empty list */
-void cae_config_free(cae_config *cfg);		      /* accepts NULL */
+/* Frees the items, leaves an empty list. */
+CAE_EXPORT void cae_config_strlist_clear(cae_config_strlist *l);
+CAE_EXPORT void cae_config_free(cae_config *cfg); /* accepts NULL */
 
 #ifdef __cplusplus
 }

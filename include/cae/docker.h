@@ -27,6 +27,8 @@
 #ifndef CAE_DOCKER_H
 #define CAE_DOCKER_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -49,59 +51,64 @@ typedef struct cae_docker cae_docker;
 
 /* A client for host (NULL or "": CAE_DOCKER_DEFAULT_HOST). Does not connect yet.
  * -EINVAL for a host form that is not supported. */
-int cae_docker_new(const char *host, cae_docker **out, cae_error *err);
-void cae_docker_free(cae_docker *d); /* accepts NULL */
+CAE_EXPORT int cae_docker_new(const char *host, cae_docker **out, cae_error *err);
+CAE_EXPORT void cae_docker_free(cae_docker *d); /* accepts NULL */
 
 /* Timeout of each later call, in ms (<= 0: the default). */
-void cae_docker_set_timeout(cae_docker *d, int64_t timeout_ms);
+CAE_EXPORT void cae_docker_set_timeout(cae_docker *d, int64_t timeout_ms);
 /* The host as given (normalised), e.g. "unix:///var/run/docker.sock". Borrowed. */
-const char *cae_docker_host(const cae_docker *d);
+CAE_EXPORT const char *cae_docker_host(const cae_docker *d);
 
 /* GET /_ping with its own timeout (<= 0: the call timeout), no retry; negotiates the API
  * version when not done yet. 0 when the engine answers. */
-int cae_docker_ping(cae_docker *d, int64_t timeout_ms, cae_error *err);
+CAE_EXPORT int cae_docker_ping(cae_docker *d, int64_t timeout_ms, cae_error *err);
 /* The negotiated version ("1.41"), negotiating first if needed; NULL when the engine does
  * not answer (err set). Borrowed, valid for the client's life. */
-const char *cae_docker_api_version(cae_docker *d, cae_error *err);
+CAE_EXPORT const char *cae_docker_api_version(cae_docker *d, cae_error *err);
 
 /* One API call: method ("GET", "POST", "DELETE", ...), path below the version prefix
  * ("/containers/json?all=1"), optional JSON body (borrowed). On a 2xx or 304 answer returns
  * the HTTP status and, when resp is not NULL, the parsed JSON body (*resp NULL for an empty
  * or non-JSON body). Otherwise -errno as mapped above, err = "METHOD PATH: message". */
-int cae_docker_call(cae_docker *d, const char *method, const char *path, json_t *body,
-		    json_t **resp, cae_error *err);
+CAE_EXPORT int cae_docker_call(cae_docker *d, const char *method, const char *path, json_t *body,
+			       json_t **resp, cae_error *err);
 
 /* ---- containers (id may be a name or an id) ---- */
 
 /* POST /containers/create?name=NAME with config (borrowed). *id is new; *warnings (may be
  * NULL) receives the engine's warnings array. */
-int cae_docker_container_create(cae_docker *d, const char *name, json_t *config, char **id,
-				json_t **warnings, cae_error *err);
-int cae_docker_container_start(cae_docker *d, const char *id, cae_error *err);
+CAE_EXPORT int cae_docker_container_create(cae_docker *d, const char *name, json_t *config,
+					   char **id, json_t **warnings, cae_error *err);
+CAE_EXPORT int cae_docker_container_start(cae_docker *d, const char *id, cae_error *err);
 /* GET /containers/{id}/json; -ENOENT when there is no such container. */
-int cae_docker_container_inspect(cae_docker *d, const char *id, json_t **out, cae_error *err);
+CAE_EXPORT int cae_docker_container_inspect(cae_docker *d, const char *id, json_t **out,
+					    cae_error *err);
 /* POST /containers/{id}/stop?t=timeout_s (an already stopped container is success). */
-int cae_docker_container_stop(cae_docker *d, const char *id, int timeout_s, cae_error *err);
+CAE_EXPORT int cae_docker_container_stop(cae_docker *d, const char *id, int timeout_s,
+					 cae_error *err);
 /* POST /containers/{id}/kill?signal=SIG (signal NULL: KILL). */
-int cae_docker_container_kill(cae_docker *d, const char *id, const char *signal, cae_error *err);
+CAE_EXPORT int cae_docker_container_kill(cae_docker *d, const char *id, const char *signal,
+					 cae_error *err);
 /* POST /containers/{id}/restart?t=timeout_s */
-int cae_docker_container_restart(cae_docker *d, const char *id, int timeout_s, cae_error *err);
+CAE_EXPORT int cae_docker_container_restart(cae_docker *d, const char *id, int timeout_s,
+					    cae_error *err);
 /* POST /containers/{id}/rename?name=NAME; -EEXIST (409) when the name is taken. */
-int cae_docker_container_rename(cae_docker *d, const char *id, const char *name, cae_error *err);
+CAE_EXPORT int cae_docker_container_rename(cae_docker *d, const char *id, const char *name,
+					   cae_error *err);
 /* DELETE /containers/{id}?force=&v= ; -ENOENT when there is no such container. */
-int cae_docker_container_remove(cae_docker *d, const char *id, bool force, bool volumes,
-				cae_error *err);
+CAE_EXPORT int cae_docker_container_remove(cae_docker *d, const char *id, bool force, bool volumes,
+					   cae_error *err);
 /* GET /containers/json?all=&filters= with filters (borrowed, may be NULL) such as
  * {"name": ["coding-agent-exec-"], "label": ["cae.task_uuid"]}. *out: array. */
-int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t **out,
-			      cae_error *err);
+CAE_EXPORT int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t **out,
+					 cae_error *err);
 /* PUT /containers/{id}/archive?path=PATH: extracts the tar read from fd (until EOF, size
  * bytes; the fd is borrowed and read from its current offset) into the directory PATH of
  * the container, which must exist. The call timeout applies to the whole upload. */
-int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd, uint64_t size,
-			   cae_error *err);
+CAE_EXPORT int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
+				      uint64_t size, cae_error *err);
 /* GET /info */
-int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
+CAE_EXPORT int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
 
 /* ---- exec ---- */
 
@@ -157,14 +164,16 @@ typedef struct cae_docker_exec_info {
  * when the container stopped or was removed during the command and -ECONNRESET when the
  * engine went away during it (rather than the exit status a killed command would show),
  * other -errno for engine or transport failures (err set). info may be NULL. */
-int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_spec *spec,
-		    cae_run_result *res, cae_docker_exec_info *info, cae_error *err);
+CAE_EXPORT int cae_docker_exec(cae_docker *d, const char *container,
+			       const cae_docker_exec_spec *spec, cae_run_result *res,
+			       cae_docker_exec_info *info, cae_error *err);
 
 /* After a command's stream ended unexpectedly: 0 when the container still runs, else
  * -ECONNABORTED ("the environment's container stopped during the command ...") or
  * -ECONNRESET (the engine went away), err set. Waits up to a second for the engine to
  * record a container's death. */
-int cae_docker_container_still_running(cae_docker *d, const char *container, cae_error *err);
+CAE_EXPORT int cae_docker_container_still_running(cae_docker *d, const char *container,
+						  cae_error *err);
 
 /* ---- attached exec: a long-lived byte stream to a program in a container ----
  * Starts argv (as user; NULL: the container's) with stdin and stdout attached, without the
@@ -174,18 +183,18 @@ int cae_docker_container_still_running(cae_docker *d, const char *container, cae
  * closes the program's stdin. Used for the in-container helper's channel. */
 typedef struct cae_docker_stream cae_docker_stream;
 
-int cae_docker_attach(cae_docker *d, const char *container, const char *const *argv,
-		      const char *user, int64_t timeout_ms, cae_docker_stream **out,
-		      cae_error *err);
+CAE_EXPORT int cae_docker_attach(cae_docker *d, const char *container, const char *const *argv,
+				 const char *user, int64_t timeout_ms, cae_docker_stream **out,
+				 cae_error *err);
 /* The connection's socket (non-blocking), for poll. */
-int cae_docker_stream_fd(const cae_docker_stream *s);
+CAE_EXPORT int cae_docker_stream_fd(const cae_docker_stream *s);
 /* > 0 bytes of stdout, 0 at end of stream, -EAGAIN when none is there yet, or -errno. */
-ssize_t cae_docker_stream_read(cae_docker_stream *s, char *buf, size_t size);
+CAE_EXPORT ssize_t cae_docker_stream_read(cae_docker_stream *s, char *buf, size_t size);
 /* Writes all of p (waiting as needed). 0 or -errno. */
-int cae_docker_stream_write(cae_docker_stream *s, const void *p, size_t n);
+CAE_EXPORT int cae_docker_stream_write(cae_docker_stream *s, const void *p, size_t n);
 /* What the program wrote on stderr lately (NUL-terminated, borrowed). */
-const char *cae_docker_stream_stderr(const cae_docker_stream *s);
-void cae_docker_stream_close(cae_docker_stream *s); /* accepts NULL */
+CAE_EXPORT const char *cae_docker_stream_stderr(const cae_docker_stream *s);
+CAE_EXPORT void cae_docker_stream_close(cae_docker_stream *s); /* accepts NULL */
 
 #ifdef __cplusplus
 }

@@ -33,6 +33,8 @@
 #ifndef CAE_EDITOR_H
 #define CAE_EDITOR_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -65,7 +67,7 @@ typedef struct cae_editor_limits {
 #define CAE_EDITOR_DEFAULT_MAX_DIR_ENTRIES ((size_t)10000)
 
 /* Fills *limits with the defaults above. */
-void cae_editor_limits_default(cae_editor_limits *limits);
+CAE_EXPORT void cae_editor_limits_default(cae_editor_limits *limits);
 
 typedef enum cae_editor_command {
 	CAE_EDITOR_CMD_UNKNOWN = 0,
@@ -77,7 +79,7 @@ typedef enum cae_editor_command {
 } cae_editor_command;
 
 /* The name of a command ("view", ...), or "unknown". Static string. */
-const char *cae_editor_command_name(cae_editor_command cmd);
+CAE_EXPORT const char *cae_editor_command_name(cae_editor_command cmd);
 
 typedef struct cae_editor_result {
 	bool is_error;		    /* a tool error: text says what was wrong and what is valid */
@@ -88,12 +90,12 @@ typedef struct cae_editor_result {
 } cae_editor_result;
 
 /* Frees the strings and zeroes the struct. Accepts a zeroed struct. */
-void cae_editor_result_clear(cae_editor_result *res);
+CAE_EXPORT void cae_editor_result_clear(cae_editor_result *res);
 
 /* The bhouston `mcp-server-text-editor` shape of a result: a new JSON text
  * {"success":true,"message":summary,"content":text} or {"success":false,"message":text}.
  * NULL on allocation failure. */
-char *cae_editor_result_compat_text(const cae_editor_result *res);
+CAE_EXPORT char *cae_editor_result_compat_text(const cae_editor_result *res);
 
 /* Opens the workspace `root_path` (a host directory, opened once as O_PATH|O_DIRECTORY),
  * making its journal directory (<root_path>/../.cae-journal, else <root_path>/.cae-journal)
@@ -101,16 +103,16 @@ char *cae_editor_result_compat_text(const cae_editor_result *res);
  * display_root (absolute; NULL = root_path) is how the agent sees that directory; paths in
  * outputs use it. limits is copied (NULL = defaults). Returns a new editor, or NULL with err
  * set. */
-cae_editor *cae_editor_new(const char *root_path, const char *display_root,
-			   const cae_editor_limits *limits, cae_error *err);
+CAE_EXPORT cae_editor *cae_editor_new(const char *root_path, const char *display_root,
+				      const cae_editor_limits *limits, cae_error *err);
 /* Frees the editor and its undo history. Accepts NULL. */
-void cae_editor_free(cae_editor *ed);
+CAE_EXPORT void cae_editor_free(cae_editor *ed);
 
 /* Runs one call. args (borrowed) is the tool's argument object: command, path, file_text,
  * old_str, new_str, insert_line, view_range; other keys (e.g. bhouston's description) are
  * ignored. Returns 0 with *res filled (res->is_error for tool errors, including bad
  * arguments), or -ENOMEM with *res cleared. */
-int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res);
+CAE_EXPORT int cae_editor_call(cae_editor *ed, json_t *args, cae_editor_result *res);
 
 /* A call's arguments, checked (cae_editor_parse) and ready to run (cae_editor_run), here or
  * in an environment's helper. Strings are borrowed; lengths are byte counts. */
@@ -129,27 +131,29 @@ typedef struct cae_editor_request {
 
 /* Checks a call's arguments (as cae_editor_call does): 0 with *req filled (strings borrowed
  * from args), 1 with *res an error result the agent can act on, or -ENOMEM. */
-int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *res);
+CAE_EXPORT int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *res);
 /* Runs a checked request; returns as cae_editor_call. */
-int cae_editor_run(cae_editor *ed, const cae_editor_request *req, cae_editor_result *res);
+CAE_EXPORT int cae_editor_run(cae_editor *ed, const cae_editor_request *req,
+			      cae_editor_result *res);
 
 /* Direct entry points, same semantics and return values as cae_editor_call. Strings are
  * borrowed; lengths are byte counts (the strings may not contain NUL). */
 /* view_range: NULL, or {start, end} (end -1 = end of file). */
-int cae_editor_view(cae_editor *ed, const char *path, const long long *view_range,
-		    cae_editor_result *res);
-int cae_editor_create(cae_editor *ed, const char *path, const char *file_text, size_t len,
-		      cae_editor_result *res);
+CAE_EXPORT int cae_editor_view(cae_editor *ed, const char *path, const long long *view_range,
+			       cae_editor_result *res);
+CAE_EXPORT int cae_editor_create(cae_editor *ed, const char *path, const char *file_text,
+				 size_t len, cae_editor_result *res);
 /* new_str NULL = "" (delete old_str). */
-int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str, size_t old_len,
-			   const char *new_str, size_t new_len, cae_editor_result *res);
+CAE_EXPORT int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str,
+				      size_t old_len, const char *new_str, size_t new_len,
+				      cae_editor_result *res);
 /* Inserts new_str as whole lines after line insert_line (0 = at the top). */
-int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, const char *new_str,
-		      size_t new_len, cae_editor_result *res);
-int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *res);
+CAE_EXPORT int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line,
+				 const char *new_str, size_t new_len, cae_editor_result *res);
+CAE_EXPORT int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *res);
 
 /* Bytes of previous contents currently held for undo (for tests and metrics). */
-size_t cae_editor_undo_bytes(cae_editor *ed);
+CAE_EXPORT size_t cae_editor_undo_bytes(cae_editor *ed);
 
 #ifdef __cplusplus
 }

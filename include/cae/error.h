@@ -15,6 +15,8 @@
 #ifndef CAE_ERROR_H
 #define CAE_ERROR_H
 
+#include "cae/export.h"
+
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -30,13 +32,14 @@ typedef struct cae_error {
 
 /* Sets code and message (printf format). err may be NULL. Returns code, so that
  * `return cae_error_set(err, -EINVAL, "...")` reads naturally. */
-int cae_error_set(cae_error *err, int code, const char *fmt, ...)
+CAE_EXPORT int cae_error_set(cae_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Puts "context: " in front of the current message. err may be NULL. Returns err->code. */
-int cae_error_prefix(cae_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void cae_error_clear(cae_error *err);
+CAE_EXPORT int cae_error_prefix(cae_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+CAE_EXPORT void cae_error_clear(cae_error *err);
 /* Stable upper-case name of the error kind for tool results: "INVALID_ARGUMENT", ... */
-const char *cae_error_kind(int code);
+CAE_EXPORT const char *cae_error_kind(int code);
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef CAE_HELPER_H
 #define CAE_HELPER_H
 
+#include "cae/export.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -42,7 +44,7 @@ typedef struct cae_helper_serve_options {
 
 /* Serves the channel ctl_fd until end of file (returns 0) or idle expiry (returns
  * -ETIMEDOUT). Other errors: -errno. */
-int cae_helper_serve(int ctl_fd, const cae_helper_serve_options *opts);
+CAE_EXPORT int cae_helper_serve(int ctl_fd, const cae_helper_serve_options *opts);
 
 /* ---- manager side ---- */
 
@@ -50,16 +52,16 @@ typedef struct cae_helper cae_helper;
 
 /* Finds the cae-helper program: $CAE_HELPER, else beside the running executable, else the
  * installed libexec directory, else PATH. *path is new. Returns 0 or -ENOENT. */
-int cae_helper_find(char **path);
+CAE_EXPORT int cae_helper_find(char **path);
 /* The same for the static build that runs in any container image (cae-helper-static;
  * $CAE_HELPER_STATIC overrides). */
-int cae_helper_find_static(char **path);
+CAE_EXPORT int cae_helper_find_static(char **path);
 
 /* Starts argv (the helper program, possibly behind a wrapper such as bwrap ... --) with
  * envp (NULL: ours) and waits up to timeout_ms for its greeting. Returns 0 and a new
  * helper, or -errno with err naming the cause (nothing is left running). */
-int cae_helper_start(const char *const *argv, const char *const *envp, int64_t timeout_ms,
-		     cae_helper **out, cae_error *err);
+CAE_EXPORT int cae_helper_start(const char *const *argv, const char *const *envp,
+				int64_t timeout_ms, cae_helper **out, cae_error *err);
 
 /* Runs spec in the helper; same contract as cae_runner_run() (spec->cwd, argv[0] and envp
  * as the helper sees them; the cancel fd is watched here and forwarded). Thread-safe.
@@ -67,14 +69,15 @@ int cae_helper_start(const char *const *argv, const char *const *envp, int64_t t
  * not run: start a new helper and retry), -ECONNRESET when the helper ended during the
  * command, -ETIMEDOUT when it did not answer within the command's timeout plus a margin
  * (then the helper is killed). After any of these cae_helper_alive() is false. */
-int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res, cae_error *err);
+CAE_EXPORT int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
+			      cae_error *err);
 
-bool cae_helper_alive(const cae_helper *h);
-pid_t cae_helper_pid(const cae_helper *h);
+CAE_EXPORT bool cae_helper_alive(const cae_helper *h);
+CAE_EXPORT pid_t cae_helper_pid(const cae_helper *h);
 
 /* Closes the channel (the helper kills its commands and exits), waits briefly, kills what
  * is left and frees h. No call on h may be running. Accepts NULL. */
-void cae_helper_stop(cae_helper *h);
+CAE_EXPORT void cae_helper_stop(cae_helper *h);
 
 /* ---- manager side, multiplexed: `cae-helper --stream` over any byte stream ----
  *
@@ -99,32 +102,35 @@ typedef struct cae_helper_mux cae_helper_mux;
 
 /* Takes over link (closed with the mux, and on failure) and waits up to timeout_ms for the
  * helper's greeting. */
-int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_helper_mux **out,
-			cae_error *err);
+CAE_EXPORT int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms,
+				   cae_helper_mux **out, cae_error *err);
 /* Runs spec through the helper, with the contract of cae_helper_run (-EPIPE: the command
  * did not run; -ECONNRESET: the helper ended during it; -ETIMEDOUT: no answer in time).
  * env_add ("K=V", may be NULL) is added to the helper's environment; confine (may be NULL)
  * is a directory the working directory must resolve beneath (else -ENOTDIR). */
-int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *const *env_add,
-		       const char *confine, cae_run_result *res, cae_error *err);
+CAE_EXPORT int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec,
+				  const char *const *env_add, const char *confine,
+				  cae_run_result *res, cae_error *err);
 /* Runs a checked text editor request in the environment (the helper's editor on root, the
  * workspace as commands see it, opened with limits on first use; its undo history lasts as
  * long as the stream). Returns as cae_editor_run, or -ECONNRESET / -ETIMEDOUT / -EPROTO with
  * err set when the helper failed. */
-int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_limits *limits,
-			const cae_editor_request *req, cae_editor_result *res, cae_error *err);
+CAE_EXPORT int cae_helper_mux_edit(cae_helper_mux *m, const char *root,
+				   const cae_editor_limits *limits, const cae_editor_request *req,
+				   cae_editor_result *res, cae_error *err);
 /* Answers git's credential requests from commands run through m (git's text protocol:
  * request "protocol=https\nhost=example.com\n..."; returns the reply, a new string
  * "username=..\npassword=..\n", or NULL to give none). Called on the mux's reader thread:
  * it must not block. */
 typedef char *(*cae_helper_credential_fn)(void *ud, const char *request, size_t len);
-void cae_helper_mux_set_credentials(cae_helper_mux *m, cae_helper_credential_fn fn, void *ud);
+CAE_EXPORT void cae_helper_mux_set_credentials(cae_helper_mux *m, cae_helper_credential_fn fn,
+					       void *ud);
 /* A round trip without a command (liveness, benchmarks). */
-int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
-bool cae_helper_mux_alive(const cae_helper_mux *m);
+CAE_EXPORT int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
+CAE_EXPORT bool cae_helper_mux_alive(const cae_helper_mux *m);
 /* Closes the stream (the helper cancels its commands and exits) and frees m. No call on m
  * may be running. Accepts NULL. */
-void cae_helper_mux_close(cae_helper_mux *m);
+CAE_EXPORT void cae_helper_mux_close(cae_helper_mux *m);
 
 #ifdef __cplusplus
 }

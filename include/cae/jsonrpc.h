@@ -12,6 +12,8 @@
 #ifndef CAE_JSONRPC_H
 #define CAE_JSONRPC_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,25 +47,25 @@ typedef struct cae_jsonrpc_framer cae_jsonrpc_framer;
 
 /* New framer for lines of at most max_line bytes (0: CAE_JSONRPC_DEFAULT_MAX_MESSAGE),
  * not counting the newline. Memory stays below about max_line + 64 KiB. NULL on ENOMEM. */
-cae_jsonrpc_framer *cae_jsonrpc_framer_new(size_t max_line);
-void cae_jsonrpc_framer_free(cae_jsonrpc_framer *f);
+CAE_EXPORT cae_jsonrpc_framer *cae_jsonrpc_framer_new(size_t max_line);
+CAE_EXPORT void cae_jsonrpc_framer_free(cae_jsonrpc_framer *f);
 
 /* Appends bytes. Takes at most what fits under the framer's bound and returns how many it
  * took (call cae_jsonrpc_framer_next until it returns 0, then feed the rest); -ENOMEM. */
-long cae_jsonrpc_framer_feed(cae_jsonrpc_framer *f, const void *data, size_t n);
+CAE_EXPORT long cae_jsonrpc_framer_feed(cae_jsonrpc_framer *f, const void *data, size_t n);
 /* One read(2) from fd into the framer: > 0 bytes read, 0 at end of file, -errno
  * (EINTR is retried; -EAGAIN for a non-blocking fd with nothing to read). Call it only
  * after cae_jsonrpc_framer_next returned 0. */
-long cae_jsonrpc_framer_read(cae_jsonrpc_framer *f, int fd);
+CAE_EXPORT long cae_jsonrpc_framer_read(cae_jsonrpc_framer *f, int fd);
 
 /* The next complete line. Returns 1 with *line (NUL-terminated, without the newline and
  * a trailing CR; borrowed, valid until the next feed/read/finish/free) and *len; 0 when
  * more input is needed; -E2BIG when a line longer than the maximum was dropped (reported
  * once per line; the bytes up to its newline are skipped). Blank lines are skipped. */
-int cae_jsonrpc_framer_next(cae_jsonrpc_framer *f, const char **line, size_t *len);
+CAE_EXPORT int cae_jsonrpc_framer_next(cae_jsonrpc_framer *f, const char **line, size_t *len);
 /* At end of input: the unterminated rest as a last line (same returns as _next; 0 when
  * nothing is left). */
-int cae_jsonrpc_framer_finish(cae_jsonrpc_framer *f, const char **line, size_t *len);
+CAE_EXPORT int cae_jsonrpc_framer_finish(cae_jsonrpc_framer *f, const char **line, size_t *len);
 
 /* ---- parsing and validation --------------------------------------------------------- */
 
@@ -71,8 +73,8 @@ int cae_jsonrpc_framer_finish(cae_jsonrpc_framer *f, const char **line, size_t *
  * than max_depth (0: the default) is refused before parsing. Returns 0 with *out (new
  * reference), or -EINVAL with e set: -32700 for text that is not JSON, -32600 for JSON that
  * is neither object nor array, or too deep. */
-int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t **out,
-		      cae_jsonrpc_err *e);
+CAE_EXPORT int cae_jsonrpc_parse(const char *text, size_t len, unsigned max_depth, json_t **out,
+				 cae_jsonrpc_err *e);
 
 typedef enum cae_jsonrpc_kind {
 	CAE_JSONRPC_REQUEST,	  /* method and id */
@@ -92,36 +94,36 @@ typedef struct cae_jsonrpc_msg {
 
 /* Validates one message. Returns 0 with *m filled, or -EINVAL with e set (-32600); then
  * m->id is the message's id when that id itself was valid (to answer with), else NULL. */
-int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e);
+CAE_EXPORT int cae_jsonrpc_validate(json_t *v, cae_jsonrpc_msg *m, cae_jsonrpc_err *e);
 
 /* True for a valid request id: a string or an integer. */
-bool cae_jsonrpc_id_valid(const json_t *id);
+CAE_EXPORT bool cae_jsonrpc_id_valid(const json_t *id);
 
 /* A number too large for jansson (an integer beyond int64, a real beyond double) as a
  * request's "id" or notifications/cancelled's "requestId": cae_jsonrpc_parse keeps it as a
  * string holding a NUL byte and the token as the client wrote it (no other string can
  * start with NUL), and cae_jsonrpc_encode writes a message's such id back as that number.
  * Returns the token (borrowed, *len bytes) when v is one, else NULL. */
-const char *cae_jsonrpc_raw_number(const json_t *v, size_t *len);
+CAE_EXPORT const char *cae_jsonrpc_raw_number(const json_t *v, size_t *len);
 
 /* ---- building and encoding ---------------------------------------------------------- */
 
 /* {"jsonrpc":"2.0","id":id,"result":result}. id is borrowed (NULL: null), result stolen.
  * New reference, NULL on ENOMEM. */
-json_t *cae_jsonrpc_result(json_t *id, json_t *result);
+CAE_EXPORT json_t *cae_jsonrpc_result(json_t *id, json_t *result);
 /* {"jsonrpc":"2.0","id":id,"error":{"code","message","data"?}}. id borrowed (NULL: null),
  * data stolen (may be NULL). An invalid UTF-8 message is repaired. New reference. */
-json_t *cae_jsonrpc_error(json_t *id, int code, const char *message, json_t *data);
+CAE_EXPORT json_t *cae_jsonrpc_error(json_t *id, int code, const char *message, json_t *data);
 /* {"jsonrpc":"2.0","method":method,"params":params?}. params stolen (may be NULL). */
-json_t *cae_jsonrpc_notification(const char *method, json_t *params);
+CAE_EXPORT json_t *cae_jsonrpc_notification(const char *method, json_t *params);
 
 /* Compact one-line JSON followed by "\n" (strings never contain a raw newline); a
  * message's raw-number id (cae_jsonrpc_raw_number) is written as the number. New string,
  * NULL on ENOMEM. */
-char *cae_jsonrpc_encode(const json_t *msg, size_t *len);
+CAE_EXPORT char *cae_jsonrpc_encode(const json_t *msg, size_t *len);
 
 /* Fills e and returns -EINVAL. */
-int cae_jsonrpc_err_set(cae_jsonrpc_err *e, int code, const char *fmt, ...)
+CAE_EXPORT int cae_jsonrpc_err_set(cae_jsonrpc_err *e, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #ifdef __cplusplus

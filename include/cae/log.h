@@ -22,6 +22,8 @@
 #ifndef CAE_LOG_H
 #define CAE_LOG_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -46,48 +48,48 @@ typedef struct cae_log cae_log;
 
 /* A logger writing to fd (borrowed: not closed by cae_log_free) the events at min_level or
  * above. Returns NULL on ENOMEM. */
-cae_log *cae_log_new(int fd, cae_log_level min_level);
-void cae_log_free(cae_log *log); /* accepts NULL */
+CAE_EXPORT cae_log *cae_log_new(int fd, cae_log_level min_level);
+CAE_EXPORT void cae_log_free(cae_log *log); /* accepts NULL */
 
-void cae_log_set_level(cae_log *log, cae_log_level min_level);
+CAE_EXPORT void cae_log_set_level(cae_log *log, cae_log_level min_level);
 /* True when an event of this level would be written (to skip building costly fields). */
-bool cae_log_enabled(const cae_log *log, cae_log_level level);
+CAE_EXPORT bool cae_log_enabled(const cae_log *log, cae_log_level level);
 
 /* "debug", "info", "warn" (or "warning"), "error", any case. Returns 0 or -EINVAL. */
-int cae_log_level_parse(const char *s, cae_log_level *out);
-const char *cae_log_level_name(cae_log_level level);
+CAE_EXPORT int cae_log_level_parse(const char *s, cae_log_level *out);
+CAE_EXPORT const char *cae_log_level_name(cae_log_level level);
 
 /* The secrets masked in this logger's lines: owned by the logger, borrowed by the caller
  * for the logger's life. NULL for a NULL logger. */
-cae_secrets *cae_log_secrets(cae_log *log);
+CAE_EXPORT cae_secrets *cae_log_secrets(cae_log *log);
 /* cae_secrets_add on the logger's secrets (0 for a NULL logger). */
-int cae_log_add_secret(cae_log *log, const char *secret);
+CAE_EXPORT int cae_log_add_secret(cae_log *log, const char *secret);
 
 /* Writes an event. fmt (may be NULL) gives the "msg" field, printf-style. */
-void cae_log_event(cae_log *log, cae_log_level level, const char *event, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-void cae_log_eventv(cae_log *log, cae_log_level level, const char *event, const char *fmt,
-		    va_list ap) __attribute__((format(printf, 4, 0)));
+CAE_EXPORT void cae_log_event(cae_log *log, cae_log_level level, const char *event, const char *fmt,
+			      ...) __attribute__((format(printf, 4, 5)));
+CAE_EXPORT void cae_log_eventv(cae_log *log, cae_log_level level, const char *event,
+			       const char *fmt, va_list ap) __attribute__((format(printf, 4, 0)));
 /* Same with structured fields: `fields` is a JSON object and is STOLEN (its reference is
  * released in every case, also when log is NULL, the level is filtered or fields is not an
  * object), so `cae_log_fields(log, CAE_LOG_INFO, "x.y", json_pack(...), NULL)` does not
  * leak. fields may be NULL. */
-void cae_log_fields(cae_log *log, cae_log_level level, const char *event, json_t *fields,
-		    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+CAE_EXPORT void cae_log_fields(cae_log *log, cae_log_level level, const char *event, json_t *fields,
+			       const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 /* Returns a new string in which the credentials of every URL in text are replaced by ***
  * ("scheme://" then the userinfo up to the last '@' of the authority):
  * clone https://x-access-token:abc@github.com/o/r.git -> clone https:// ***@github.com/o/r.git
  * NULL only on ENOMEM (or text NULL). cae_secrets_mask(NULL, text). */
-char *cae_redact_url(const char *text);
+CAE_EXPORT char *cae_redact_url(const char *text);
 /* cae_secrets_mask with the logger's secrets (log may be NULL: URLs only). New string;
  * NULL only on ENOMEM (or text NULL). */
-char *cae_redact(const cae_log *log, const char *text);
+CAE_EXPORT char *cae_redact(const cae_log *log, const char *text);
 /* Same for a byte string of len bytes (may contain NULs); *out_len receives the length. */
-char *cae_redactn(const cae_log *log, const char *text, size_t len, size_t *out_len);
+CAE_EXPORT char *cae_redactn(const cae_log *log, const char *text, size_t len, size_t *out_len);
 /* cae_secrets_mask_json with the logger's secrets, strings capped at CAE_LOG_MAX_STRING.
  * NULL on ENOMEM. value is borrowed. */
-json_t *cae_redact_json(const cae_log *log, const json_t *value);
+CAE_EXPORT json_t *cae_redact_json(const cae_log *log, const json_t *value);
 
 #ifdef __cplusplus
 }

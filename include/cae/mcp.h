@@ -16,6 +16,8 @@
 #ifndef CAE_MCP_H
 #define CAE_MCP_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -30,16 +32,16 @@ extern "C" {
 /* Protocol versions spoken, newest first. A client asking for one of them gets it; any other
  * request is answered with the newest, which the client may refuse. */
 #define CAE_MCP_PROTOCOL_LATEST "2025-11-25"
-extern const char *const cae_mcp_protocol_versions[]; /* NULL-terminated */
+extern CAE_EXPORT const char *const cae_mcp_protocol_versions[]; /* NULL-terminated */
 
 /* What a protocol version has: outputSchema and structuredContent (2025-06-18 on), JSON-RPC
  * batches (2024-11-05 and 2025-03-26; 2025-06-18 removed them), a message in progress
  * notifications (2025-03-26 on). NULL or an unknown version behaves as the newest. */
-bool cae_mcp_version_has_structured(const char *version);
-bool cae_mcp_version_has_batches(const char *version);
-bool cae_mcp_version_has_progress_message(const char *version);
+CAE_EXPORT bool cae_mcp_version_has_structured(const char *version);
+CAE_EXPORT bool cae_mcp_version_has_batches(const char *version);
+CAE_EXPORT bool cae_mcp_version_has_progress_message(const char *version);
 /* The version to answer an initialize request asking for `requested` (may be NULL). Static. */
-const char *cae_mcp_negotiate(const char *requested);
+CAE_EXPORT const char *cae_mcp_negotiate(const char *requested);
 
 /* The tools behind the server. list_tools and call_tool are called from worker threads
  * (call_tool from the reader thread for a call that call_is_quick accepts). */
@@ -89,8 +91,8 @@ typedef struct cae_mcp_options {
  * and drops the queued ones. Requests other than initialize and ping before a successful
  * initialize get a -32002 error. opts may be NULL. Returns 0, or -errno with err set: a read
  * error, -EPIPE when out_fd closed, -ENOMEM. */
-int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp_options *opts,
-		  cae_error *err);
+CAE_EXPORT int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd,
+			     const cae_mcp_options *opts, cae_error *err);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,8 @@
 #ifndef CAE_PATCH_H
 #define CAE_PATCH_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -173,28 +175,28 @@ typedef struct cae_patch cae_patch;
 /* Parses text[0..len) (need not be NUL-terminated). Returns 0 and a new patch in *out, or
  * -EINVAL (malformed; err says where: "line 3, column 14: ..." or "command at index 2: ...")
  * or -E2BIG (a bound) or -ENOMEM. */
-int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *err);
+CAE_EXPORT int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *err);
 /* Builds a patch from an already parsed JSON array of commands (the MCP tool argument).
  * commands is borrowed. Same validation as the JSON form. */
-int cae_patch_from_json(const json_t *commands, cae_patch **out, cae_error *err);
-void cae_patch_free(cae_patch *p);
+CAE_EXPORT int cae_patch_from_json(const json_t *commands, cae_patch **out, cae_error *err);
+CAE_EXPORT void cae_patch_free(cae_patch *p);
 
-cae_patch_format cae_patch_get_format(const cae_patch *p);
-size_t cae_patch_count(const cae_patch *p);
+CAE_EXPORT cae_patch_format cae_patch_get_format(const cae_patch *p);
+CAE_EXPORT size_t cae_patch_count(const cae_patch *p);
 /* Borrowed; NULL when i is out of range. */
-const cae_patch_command *cae_patch_get(const cae_patch *p, size_t i);
-size_t cae_patch_warning_count(const cae_patch *p);
-const char *cae_patch_warning(const cae_patch *p, size_t i); /* borrowed */
+CAE_EXPORT const cae_patch_command *cae_patch_get(const cae_patch *p, size_t i);
+CAE_EXPORT size_t cae_patch_warning_count(const cae_patch *p);
+CAE_EXPORT const char *cae_patch_warning(const cae_patch *p, size_t i); /* borrowed */
 /* True for the diff forms (and empty patches): check, then write all or nothing. */
-bool cae_patch_is_atomic(const cae_patch *p);
+CAE_EXPORT bool cae_patch_is_atomic(const cae_patch *p);
 
 /* Stable names: "json", "markdown", "apply_patch", "unified", "empty"; "file_edit", ...;
  * "create", "update", "delete", "append", "patch", "move", "run", "add", "commit", ... */
-const char *cae_patch_format_name(cae_patch_format f);
-const char *cae_patch_type_name(cae_patch_type t);
-const char *cae_patch_action_name(cae_patch_action a);
+CAE_EXPORT const char *cae_patch_format_name(cae_patch_format f);
+CAE_EXPORT const char *cae_patch_type_name(cae_patch_type t);
+CAE_EXPORT const char *cae_patch_action_name(cae_patch_action a);
 /* A metadata value (borrowed) or NULL. */
-const char *cae_patch_command_meta(const cae_patch_command *c, const char *key);
+CAE_EXPORT const char *cae_patch_command_meta(const cae_patch_command *c, const char *key);
 
 /* Applies every hunk of op to old[0..old_len) and returns the new content in *new_text
  * (new, NUL-terminated, *new_len bytes). Hunks are located in order, each searched from the
@@ -207,8 +209,8 @@ const char *cae_patch_command_meta(const cae_patch_command *c, const char *key);
  * err names the file and the hunk: "hunk 2 of src/a.py did not apply: context not found
  * near line 40 ...". Returns 0, -EINVAL (did not apply), -EFBIG (old larger than
  * CAE_PATCH_MAX_FILE) or -ENOMEM. */
-int cae_patch_apply_hunks(const char *old, size_t old_len, const cae_patch_file_op *op,
-			  char **new_text, size_t *new_len, cae_error *err);
+CAE_EXPORT int cae_patch_apply_hunks(const char *old, size_t old_len, const cae_patch_file_op *op,
+				     char **new_text, size_t *new_len, cae_error *err);
 
 /* ---- Checking a whole patch before writing (all-or-nothing) ---- */
 
@@ -248,25 +250,26 @@ typedef struct cae_patch_plan cae_patch_plan;
  * producing no plan, if any hunk does not apply, a file to update, move or delete does not
  * exist, or a hunked delete does not match: the error names the command and the file.
  * fs may be NULL for patches that never read a file (JSON/Markdown writes). */
-int cae_patch_check(const cae_patch *p, const cae_patch_fs *fs, cae_patch_plan **out,
-		    cae_error *err);
-size_t cae_patch_plan_count(const cae_patch_plan *plan);
-const cae_patch_step *cae_patch_plan_step(const cae_patch_plan *plan, size_t i); /* borrowed */
-void cae_patch_plan_free(cae_patch_plan *plan);
+CAE_EXPORT int cae_patch_check(const cae_patch *p, const cae_patch_fs *fs, cae_patch_plan **out,
+			       cae_error *err);
+CAE_EXPORT size_t cae_patch_plan_count(const cae_patch_plan *plan);
+CAE_EXPORT const cae_patch_step *cae_patch_plan_step(const cae_patch_plan *plan,
+						     size_t i); /* borrowed */
+CAE_EXPORT void cae_patch_plan_free(cae_patch_plan *plan);
 
 /* ---- Rendering ---- */
 
 /* The dry-run plan: one line per command, "[1] file_edit update src/a.go (123 bytes)",
  * "[2] shell_command run go test ./...", "[3] file_edit patch src/a.py (2 hunks, +5 -3)",
  * then one "warning: ..." line per warning. New string (never NULL unless out of memory). */
-char *cae_patch_plan_text(const cae_patch *p);
+CAE_EXPORT char *cae_patch_plan_text(const cae_patch *p);
 /* {"format", "commands": [...], "warnings": [...]}. New reference. */
-json_t *cae_patch_to_json(const cae_patch *p);
+CAE_EXPORT json_t *cae_patch_to_json(const cae_patch *p);
 /* {type, action, target, content, metadata?, args?, path?, move_to?, hunks?}: the
  * PatchCommand plus the diff forms' fields. content is cut to max_content bytes when
  * max_content > 0 (then "content_truncated": true and "content_bytes"). Invalid UTF-8 is
  * replaced by U+FFFD. New reference, NULL on allocation failure. */
-json_t *cae_patch_command_to_json(const cae_patch_command *c, size_t max_content);
+CAE_EXPORT json_t *cae_patch_command_to_json(const cae_patch_command *c, size_t max_content);
 
 #ifdef __cplusplus
 }

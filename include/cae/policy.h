@@ -35,6 +35,8 @@
 #ifndef CAE_POLICY_H
 #define CAE_POLICY_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -73,7 +75,7 @@ typedef struct cae_policy_options {
 } cae_policy_options;
 
 /* Fills *o with the defaults: use_default true, empty lists, enforce false. */
-void cae_policy_options_init(cae_policy_options *o);
+CAE_EXPORT void cae_policy_options_init(cae_policy_options *o);
 
 /* The categories, in the prompt's order. CAE_POLICY_CAT_CUSTOM holds additional/custom_list
  * entries that are not in the default list. */
@@ -89,8 +91,8 @@ typedef enum cae_policy_category {
 } cae_policy_category;
 
 /* Static strings for a category: its JSON key and its label in the prompt text. */
-const char *cae_policy_category_key(cae_policy_category c);
-const char *cae_policy_category_label(cae_policy_category c);
+CAE_EXPORT const char *cae_policy_category_key(cae_policy_category c);
+CAE_EXPORT const char *cae_policy_category_label(cae_policy_category c);
 
 /* Why a command was refused. */
 typedef enum cae_policy_rule {
@@ -120,39 +122,41 @@ typedef struct cae_policy cae_policy;
 
 /* Returns a new policy (NULL opts: the defaults), or NULL with err set (-ENOMEM, or -EINVAL
  * for an empty list entry). Free with cae_policy_free(). */
-cae_policy *cae_policy_new(const cae_policy_options *opts, cae_error *err);
-void cae_policy_free(cae_policy *p); /* accepts NULL */
+CAE_EXPORT cae_policy *cae_policy_new(const cae_policy_options *opts, cae_error *err);
+CAE_EXPORT void cae_policy_free(cae_policy *p); /* accepts NULL */
 
 /* Checks a shell command line (as given to `sh -c`). Fills *v (allowed or denied, with the
  * reason) and returns 0; returns -EINVAL for NULL arguments and -ENOMEM on allocation
  * failure, in which case *v is still filled, as denied. Stops at the first refused
  * simple command. */
-int cae_policy_check(const cae_policy *p, const char *cmdline, cae_policy_verdict *v);
+CAE_EXPORT int cae_policy_check(const cae_policy *p, const char *cmdline, cae_policy_verdict *v);
 /* The same for a command line of `len` bytes (NUL bytes are ordinary characters). */
-int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len, cae_policy_verdict *v);
+CAE_EXPORT int cae_policy_check_n(const cae_policy *p, const char *cmdline, size_t len,
+				  cae_policy_verdict *v);
 /* Checks an argv executed directly, without a shell (NULL-terminated, argv[0] the program):
  * the same rules on the words as given (no quote removal, no operators); a wrapped sh -c
  * string is lexed. An empty argv is refused. */
-int cae_policy_check_argv(const cae_policy *p, const char *const *argv, cae_policy_verdict *v);
+CAE_EXPORT int cae_policy_check_argv(const cae_policy *p, const char *const *argv,
+				     cae_policy_verdict *v);
 
 /* The stderr of a refused command: "<reason>\n" followed by "  in: <command>\n" when the
  * command text says more than the program name. Returns a new string ("" when allowed), or
  * NULL on allocation failure. */
-char *cae_policy_verdict_stderr(const cae_policy_verdict *v);
+CAE_EXPORT char *cae_policy_verdict_stderr(const cae_policy_verdict *v);
 
 /* Is this entry (a program name or a "program subcommand" phrase) in the allow list? */
-bool cae_policy_is_listed(const cae_policy *p, const char *entry);
-bool cae_policy_enforced(const cae_policy *p);
+CAE_EXPORT bool cae_policy_is_listed(const cae_policy *p, const char *entry);
+CAE_EXPORT bool cae_policy_enforced(const cae_policy *p);
 
 /* The allow list by category: a new JSON object
  * {"build_package": [...], "test": [...], "linter_formatter": [...], "file_operations":
  * [...], "version_control": [...], "utilities": [...]} with every key present, plus
  * "custom": [...] when there are entries outside the default list. NULL on ENOMEM. */
-json_t *cae_policy_allowed_json(const cae_policy *p);
+CAE_EXPORT json_t *cae_policy_allowed_json(const cae_policy *p);
 /* The same as prompt text: one line per
  * non-empty category, "Label: a, b, c", lines separated by "\n" with no trailing newline.
  * A new string, or NULL on ENOMEM. */
-char *cae_policy_allowed_text(const cae_policy *p);
+CAE_EXPORT char *cae_policy_allowed_text(const cae_policy *p);
 
 #ifdef __cplusplus
 }

@@ -3,6 +3,8 @@
 #ifndef CAE_PROMPT_H
 #define CAE_PROMPT_H
 
+#include "cae/export.h"
+
 #include "cae/config.h"
 #include "cae/policy.h"
 
@@ -16,16 +18,16 @@ extern "C" {
 /* system_prompt_command_executor.txt with {allowed_commands_list} filled from the policy
  * (one line per category). Returns a new string; "" when the command executor is disabled; NULL on
  * ENOMEM. */
-char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy);
+CAE_EXPORT char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy);
 
 /* system_prompt_text_editor.txt: the text editor tool and the git workflow.
  * "" when the text editor is disabled. New string, NULL on ENOMEM. */
-char *cae_prompt_text_editor(const cae_config *cfg);
+CAE_EXPORT char *cae_prompt_text_editor(const cae_config *cfg);
 
 /* The planning prompt's "Execution Environment Selection" section: a table of
  * the configured environments (name, image, recommended use) and the `selected_environment`
  * field the plan must carry. "" when the command executor is disabled. New string. */
-char *cae_prompt_environment_selection(const cae_config *cfg);
+CAE_EXPORT char *cae_prompt_environment_selection(const cae_config *cfg);
 
 /* The outcome of reading `selected_environment.name` from a planning response. */
 typedef struct cae_env_selection {
@@ -42,12 +44,12 @@ typedef struct cae_env_selection {
  * A missing field, an unknown name or malformed JSON select the default environment with a
  * warning and a comment. Always fills *sel (free with cae_env_selection_clear); returns 0 or
  * -ENOMEM. */
-int cae_prompt_select_environment(const cae_config *cfg, const char *text, size_t len,
-				  cae_env_selection *sel);
-void cae_env_selection_clear(cae_env_selection *sel);
+CAE_EXPORT int cae_prompt_select_environment(const cae_config *cfg, const char *text, size_t len,
+					     cae_env_selection *sel);
+CAE_EXPORT void cae_env_selection_clear(cae_env_selection *sel);
 
 /* Replaces every "{name}" in template with value. New string, NULL on ENOMEM. */
-char *cae_prompt_fill(const char *template_text, const char *name, const char *value);
+CAE_EXPORT char *cae_prompt_fill(const char *template_text, const char *name, const char *value);
 
 #ifdef __cplusplus
 }

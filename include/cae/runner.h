@@ -18,6 +18,8 @@
 #ifndef CAE_RUNNER_H
 #define CAE_RUNNER_H
 
+#include "cae/export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -78,25 +80,25 @@ typedef struct cae_run_result {
  * -ENOENT when argv[0] cannot be found or executed as a program ("command not found"),
  * -ENOTDIR when cwd is not a directory, -EINVAL for a bad spec, other -errno for system
  * failures; err names the cause. On failure *res holds nothing to free. */
-int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err);
+CAE_EXPORT int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err);
 
 /* Frees the result's strings and zeroes it. Accepts a zeroed result. */
-void cae_run_result_clear(cae_run_result *res);
+CAE_EXPORT void cae_run_result_clear(cae_run_result *res);
 
 /* Resolves a program name as execvp would (PATH from envp or the environment; a name with a
  * '/' is taken as is). *out is a new string. Returns 0, or -ENOENT / -EACCES. */
-int cae_runner_find_program(const char *name, const char *const *envp, char **out);
+CAE_EXPORT int cae_runner_find_program(const char *name, const char *const *envp, char **out);
 
 /* Long-lived children (services, such as cae-helper): started like a command (own process
  * group, signal mask and dispositions reset, every other fd closed) with stdin = stdin_fd,
  * stdout on /dev/null and stderr inherited, and registered so that the orphan sweep at the end
  * of every cae_runner_run() leaves them alone. Not waited for: stop them with
  * cae_runner_service_stop(). Returns 0 and *pid, or -errno (err names the cause). */
-int cae_runner_service_start(const char *const *argv, const char *const *envp, int stdin_fd,
-			     pid_t *pid, cae_error *err);
+CAE_EXPORT int cae_runner_service_start(const char *const *argv, const char *const *envp,
+					int stdin_fd, pid_t *pid, cae_error *err);
 /* Waits up to grace_ms for the service to exit, then kills its whole tree; reaps it and
  * forgets it, then kills what it left behind (re-parented to us). Returns its wait status. */
-int cae_runner_service_stop(pid_t pid, int64_t grace_ms);
+CAE_EXPORT int cae_runner_service_stop(pid_t pid, int64_t grace_ms);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,8 @@
 #ifndef CAE_SESSION_H
 #define CAE_SESSION_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -54,53 +56,54 @@ typedef struct cae_tool_result {
 	bool is_error;
 } cae_tool_result;
 
-void cae_tool_result_clear(cae_tool_result *res);
+CAE_EXPORT void cae_tool_result_clear(cae_tool_result *res);
 
 /* The tools offered now, as MCP `tools/list` entries: [{name, description, inputSchema,
  * outputSchema?}]. New reference. with_output_schema: include outputSchema (protocol
  * versions that have it). */
-json_t *cae_session_tool_list(cae_session *s, bool with_output_schema);
+CAE_EXPORT json_t *cae_session_tool_list(cae_session *s, bool with_output_schema);
 
 /* True when a call of tool name with args (borrowed, may be NULL) is short and never
  * blocks (a text editor view), so that a front end may run it inline instead of handing it to
  * a worker thread. */
-bool cae_session_call_is_quick(const cae_session *s, const char *name, const json_t *args);
+CAE_EXPORT bool cae_session_call_is_quick(const cae_session *s, const char *name,
+					  const json_t *args);
 
 /* Calls a tool. args is borrowed. Returns 0 with *res filled (check res->is_error), or a
  * negative errno for a protocol-level failure with err set. */
-int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
-			  cae_tool_result *res, cae_error *err);
+CAE_EXPORT int cae_session_call_tool(cae_session *s, const char *name, json_t *args,
+				     const cae_call_ctx *ctx, cae_tool_result *res, cae_error *err);
 
 /* A new session over cfg (STOLEN: freed with the session) and log (borrowed, may be NULL,
  * must outlive the session). The backend is created from the config (auto: docker when an
  * engine answers, else local). */
-int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error *err);
-void cae_session_free(cae_session *s); /* accepts NULL */
+CAE_EXPORT int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error *err);
+CAE_EXPORT void cae_session_free(cae_session *s); /* accepts NULL */
 
 /* Makes an existing directory the current environment (local backend, used as is). */
-int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err);
+CAE_EXPORT int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err);
 /* Prepares an environment for task and makes it current; *info (may be NULL) receives its
  * ContainerInfo as JSON (new reference). ctx (may be NULL) carries progress/cancellation. */
-int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
-			const cae_call_ctx *ctx, json_t **info, cae_error *err);
+CAE_EXPORT int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
+				   const cae_call_ctx *ctx, json_t **info, cae_error *err);
 /* Makes an environment prepared earlier (maybe by another process) current. */
-int cae_session_set_current(cae_session *s, const char *task_uuid, cae_error *err);
+CAE_EXPORT int cae_session_set_current(cae_session *s, const char *task_uuid, cae_error *err);
 /* Removes an environment (NULL: the current one). */
-int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err);
+CAE_EXPORT int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err);
 /* The current environment's task uuid (borrowed, NULL when none). */
-const char *cae_session_current(cae_session *s);
+CAE_EXPORT const char *cae_session_current(cae_session *s);
 /* Borrowed accessors. */
-cae_backend *cae_session_backend(cae_session *s);
-const cae_config *cae_session_config(const cae_session *s);
+CAE_EXPORT cae_backend *cae_session_backend(cae_session *s);
+CAE_EXPORT const cae_config *cae_session_config(const cae_session *s);
 /* The command policy configured by cfg->command_executor.allowed_commands (new, or NULL with
  * err set). */
-cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err);
+CAE_EXPORT cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err);
 /* Text editor results in the npm mcp-server-text-editor (bhouston) shape. */
-void cae_session_set_editor_compat(cae_session *s, bool on);
+CAE_EXPORT void cae_session_set_editor_compat(cae_session *s, bool on);
 /* Registers a secret (copied) that tool output and the log must not show: in the session's
  * secrets and in the logger's. Returns as cae_secrets_add (NULL or "" is ignored, shorter
  * than CAE_SECRETS_MIN_LEN is -EINVAL). */
-int cae_session_add_secret(cae_session *s, const char *secret);
+CAE_EXPORT int cae_session_add_secret(cae_session *s, const char *secret);
 
 #ifdef __cplusplus
 }

@@ -4,6 +4,8 @@
 #ifndef CAE_TOOLS_H
 #define CAE_TOOLS_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -31,24 +33,24 @@ typedef struct cae_tools_options {
  * and exec_command when command_executor.enabled, the text editor when
  * text_editor_mcp.enabled, apply_patch when asked and worker.enabled, the environment tools
  * when asked. */
-json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *opts);
+CAE_EXPORT json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *opts);
 
 /* command-executor_execute_command in the functions form; [] when the command executor is
  * disabled. New reference. */
-json_t *cae_tools_command_executor_functions(const cae_config *cfg);
+CAE_EXPORT json_t *cae_tools_command_executor_functions(const cae_config *cfg);
 /* The text editor (one tool, or split) in the functions form; [] when the text editor is
  * disabled. New reference. */
-json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split);
+CAE_EXPORT json_t *cae_tools_text_editor_functions(const cae_config *cfg, bool split);
 /* Wraps a functions-form array in the OpenAI tools form. tools is borrowed; new reference. */
-json_t *cae_tools_to_openai(json_t *functions);
+CAE_EXPORT json_t *cae_tools_to_openai(json_t *functions);
 
 /* When the text editor is enabled, the GitHub/GitLab file tools are removed from a tool list
  * offered to the model (two tools that write the same files would compete). tools is a
  * JSON array in any of the forms above (borrowed); returns a new array. */
-json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools);
+CAE_EXPORT json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools);
 /* True for a GitHub/GitLab MCP file tool name (e.g. "github_create_or_update_file",
  * "create_or_update_file", "push_files", "get_file_contents", "gitlab_create_or_update_file"). */
-bool cae_tools_is_platform_file_tool(const char *name);
+CAE_EXPORT bool cae_tools_is_platform_file_tool(const char *name);
 
 #ifdef __cplusplus
 }

@@ -76,6 +76,8 @@
 #ifndef CAE_WORKER_H
 #define CAE_WORKER_H
 
+#include "cae/export.h"
+
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -132,31 +134,33 @@ typedef struct cae_worker_options {
 } cae_worker_options;
 
 /* Zeroes *o (defaults everywhere, cancel_fd -1). */
-void cae_worker_options_init(cae_worker_options *o);
+CAE_EXPORT void cae_worker_options_init(cae_worker_options *o);
 /* cae_worker_options_init() then worker.* of cfg (borrowed; strings point into cfg). */
-void cae_worker_options_from_config(cae_worker_options *o, const struct cae_config *cfg);
+CAE_EXPORT void cae_worker_options_from_config(cae_worker_options *o, const struct cae_config *cfg);
 
 /* Runs p (borrowed) in the environment of task_uuid. Returns 0 with *result (new reference)
  * whenever the environment was reached, whatever the commands did: check result.success and
  * result.error. Returns < 0 with err set, and no result, when nothing could be done: -ENOENT
  * (no such environment), -EINVAL (bad options), a snapshot that could not be taken
  * (rollback), -ENOMEM. log may be NULL. */
-int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
-		   const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err);
+CAE_EXPORT int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
+			      const cae_worker_options *o, cae_log *log, json_t **result,
+			      cae_error *err);
 
 /* Parses text[0..len) (cae_patch_parse; warnings are logged) and runs it. A patch that does
  * not parse is -EINVAL (or -E2BIG) with the parser's message in err ("patch parse error:
  * line 3, column 14: ..."), logged as worker.patch_execution_error; nothing runs. When
  * o->patch_text is NULL the text is used for the commit message and the log. */
-int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text, size_t len,
-			const cae_worker_options *o, cae_log *log, json_t **result, cae_error *err);
+CAE_EXPORT int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text,
+				   size_t len, const cae_worker_options *o, cae_log *log,
+				   json_t **result, cae_error *err);
 
 /* Completes or rolls back what cae processes that are gone left half done in the files of
  * task_uuid's environment (what every cae_worker_run does first for the file system it
  * uses): the workspace's journal on this host (local environments), and the environment's
  * own (one command in it). Returns 0, or < 0 with err set when the environment cannot be
  * reached. */
-int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
+CAE_EXPORT int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
 
 /* The human rendering of a result (borrowed): the summary, a blank line, then
  * one line per command
@@ -166,7 +170,7 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
  * then "git commit: <hash>", "rolled back: ..." or "error: ..." lines when present, and for
  * a dry run the plan. A multi-line target shows its first line and "…". New string, NULL
  * only on ENOMEM. */
-char *cae_worker_render(const json_t *result);
+CAE_EXPORT char *cae_worker_render(const json_t *result);
 
 #ifdef __cplusplus
 }

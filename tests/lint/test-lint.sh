@@ -2,7 +2,9 @@
 # The lint itself (scripts/lint.sh): it must fail on a mis-formatted file, on a source file
 # that does not include base/banned.h last, on library code that prints to stdout, and on a
 # comment or build file that cites a document outside the repository (a section of the
-# product specification, a design document), and pass on a file that keeps the rules. Ends with "N passed, N failed".
+# product specification, a design document), and on a shared library that exports an internal
+# symbol; and pass on a file that keeps the rules and on a library that exports only the public
+# API. usage: test-lint.sh [LIBCAE.so] (the build's shared library, checked too when given) Ends with "N passed, N failed".
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 lint=$root/scripts/lint.sh
@@ -37,5 +39,30 @@ expect "a build file citing a design document fails" 1 "$rel/meson.build" \
 	"meson.build:1: cites a document"
 printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nvoid seed_workspace(void);\n' > "$tmp/ident.c"
 expect "an identifier starting with seed_ passes" 0 "$rel/ident.c"
+# Exported symbols. The lint reads the shared library named by --lib (with one file that
+# keeps the rules, so that nothing else is checked).
+expect_lib() { # name, expected status, library[, text the complaint must hold]
+	if "$lint" --lib "$3" "$rel/good.c" >/dev/null 2>"$tmp/err"; then got=0; else got=1; fi
+	if [ "$got" = "$2" ] && { [ $# -lt 4 ] || grep -qF -- "$4" "$tmp/err"; }; then
+		passed=$((passed + 1)); echo "ok - $1"
+	else
+		failed=$((failed + 1)); echo "not ok - $1"; sed 's/^/#   /' "$tmp/err"
+	fi
+}
+cc=${CC:-cc}
+printf '#include "cae/export.h"\n\nint cae__lint_internal(void);\nint cae__lint_internal(void)\n{\n\treturn 1;\n}\n' > "$tmp/hidden.c"
+printf '#include "cae/export.h"\n\nCAE_EXPORT int cae__lint_internal(void);\nint cae__lint_internal(void)\n{\n\treturn 1;\n}\n' > "$tmp/exported.c"
+printf '#include "cae/export.h"\n\nCAE_EXPORT int lint_unprefixed(void);\nint lint_unprefixed(void)\n{\n\treturn 1;\n}\n' > "$tmp/unprefixed.c"
+for x in hidden exported unprefixed; do
+	"$cc" -shared -fPIC -fvisibility=hidden -I"$root/include" -o "$tmp/lib$x.so" "$tmp/$x.c"
+done
+expect_lib "a library whose internal symbols are hidden passes" 0 "$tmp/libhidden.so"
+expect_lib "a library exporting an internal symbol fails" 1 "$tmp/libexported.so" \
+	"exports cae__lint_internal, which has the internal prefix cae__"
+expect_lib "a library exporting a symbol without the cae_ prefix fails" 1 "$tmp/libunprefixed.so" \
+	"exports lint_unprefixed, which lacks the cae_ prefix"
+if [ $# -gt 0 ]; then
+	expect_lib "the build's libcae.so exports only the public API" 0 "$1"
+fi
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
