@@ -68,23 +68,25 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 		ck_assert_int_eq(lstat(p, &st), 0);
 		if (S_ISDIR(st.st_mode)) {
 			if (cu_with_dirs)
-				cae_buf_printf(out, "%s/ %04o\n", rel,
-					       (unsigned)(st.st_mode & 07777));
+				ck_assert_int_eq(cae_buf_printf(out, "%s/ %04o\n", rel,
+								(unsigned)(st.st_mode & 07777)),
+						 0);
 			cu_walk(p, rel, out, temps);
 		} else if (S_ISLNK(st.st_mode)) {
 			char t[4096];
 			ssize_t k = readlink(p, t, sizeof(t) - 1);
 			ck_assert_int_ge(k, 0);
 			t[k] = '\0';
-			cae_buf_printf(out, "%s -> %s\n", rel, t);
+			ck_assert_int_eq(cae_buf_printf(out, "%s -> %s\n", rel, t), 0);
 		} else {
 			char *data = NULL;
 			size_t len = 0;
 			ck_assert_int_eq(cae_read_file(AT_FDCWD, p, (size_t)1 << 30, &data, &len),
 					 0);
-			cae_buf_printf(out, "%s %04o %016llx\n", rel,
-				       (unsigned)(st.st_mode & 07777),
-				       (unsigned long long)cu_hash(data, len));
+			ck_assert_int_eq(cae_buf_printf(out, "%s %04o %016llx\n", rel,
+							(unsigned)(st.st_mode & 07777),
+							(unsigned long long)cu_hash(data, len)),
+					 0);
 			free(data);
 		}
 		free(p);

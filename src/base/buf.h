@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/macro.h"
+
 typedef struct cae_buf {
 	char *data;	/* owned; NULL until the first append */
 	size_t len;	/* bytes kept */
@@ -22,13 +24,15 @@ typedef struct cae_buf {
 } cae_buf;
 
 void cae_buf_init(cae_buf *b, size_t max);
-/* Keeps what fits under max, records the rest as truncated. Returns 0, or -ENOMEM. */
-int cae_buf_append(cae_buf *b, const void *p, size_t n);
-int cae_buf_puts(cae_buf *b, const char *s);
-int cae_buf_printf(cae_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int cae_buf_vprintf(cae_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
+/* Keeps what fits under max, records the rest as truncated. Returns 0 (also when bytes were
+ * dropped at the maximum), or -ENOMEM (printf: -EINVAL for a bad format), and then the
+ * buffer lacks the bytes offered: a caller building something that must be whole checks. */
+_warn_unused_result_ int cae_buf_append(cae_buf *b, const void *p, size_t n);
+_warn_unused_result_ int cae_buf_puts(cae_buf *b, const char *s);
+_warn_unused_result_ int cae_buf_printf(cae_buf *b, const char *fmt, ...) _printf_(2, 3);
+_warn_unused_result_ int cae_buf_vprintf(cae_buf *b, const char *fmt, va_list ap) _printf_(2, 0);
 /* Makes sure `n` more bytes can be kept without reallocating (bounded by max). */
-int cae_buf_reserve(cae_buf *b, size_t n);
+_warn_unused_result_ int cae_buf_reserve(cae_buf *b, size_t n);
 /* Hands the data to the caller (never NULL on success: "" for an empty buffer) and
  * resets the buffer. Returns NULL only on allocation failure. */
 char *cae_buf_steal(cae_buf *b, size_t *len);

@@ -17,6 +17,9 @@
 #define _unused_ __attribute__((unused))
 #define _printf_(a, b) __attribute__((format(printf, a, b)))
 #define _warn_unused_result_ __attribute__((warn_unused_result))
+/* Drops the result of a _warn_unused_result_ call on purpose (GCC ignores a plain (void)
+ * cast); the caller says why in a comment beside it. */
+#define DISCARD_RESULT(x) ((void)!(x))
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -167,12 +167,17 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 			r = -EPROTO;
 			break;
 		}
-		cae_buf_append(&head, buf, (size_t)k);
+		if (cae_buf_append(&head, buf, (size_t)k) < 0) {
+			r = -ENOMEM;
+			break;
+		}
 		end = head.data ? strstr(head.data, "\r\n\r\n") : NULL;
 	}
 	if (!end) {
 		cae_buf_clear(&head);
 		conn_close(conn);
+		if (r == -ENOMEM)
+			return cae_error_set(err, r, "POST /exec/%s/start: out of memory", exec_id);
 		if (r == -ETIMEDOUT)
 			return cae_error_set(err, r,
 					     "POST /exec/%s/start: no answer within %lld ms",
@@ -184,15 +189,22 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 	size_t head_len = (size_t)(end - head.data) + 4;
 	long status = parse_status_line(head.data);
 	if (status == 101 || status == 200) {
-		cae_buf_append(early, head.data + head_len, head.len - head_len);
+		/* the stream's first bytes: losing them would corrupt it */
+		r = cae_buf_append(early, head.data + head_len, head.len - head_len);
 		cae_buf_clear(&head);
+		if (r < 0) {
+			conn_close(conn);
+			return cae_error_set(err, r, "POST /exec/%s/start: out of memory", exec_id);
+		}
 		return 0;
 	}
 	/* An error answer: its body is {"message": ...}. */
 	long clen = content_length(head.data);
 	cae_buf errbody;
 	cae_buf_init(&errbody, ERROR_BODY_MAX);
-	cae_buf_append(&errbody, head.data + head_len, head.len - head_len);
+	/* The body only adds the engine's words to an error reported anyway: capped, and
+	 * dropped when memory runs out. */
+	DISCARD_RESULT(cae_buf_append(&errbody, head.data + head_len, head.len - head_len));
 	cae_buf_clear(&head);
 	while (clen < 0 || errbody.len < (size_t)clen) {
 		ssize_t k = recv_some(conn, buf, sizeof(buf));
@@ -203,7 +215,7 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 		}
 		if (k <= 0 || errbody.truncated)
 			break;
-		cae_buf_append(&errbody, buf, (size_t)k);
+		DISCARD_RESULT(cae_buf_append(&errbody, buf, (size_t)k)); /* as above */
 	}
 	conn_close(conn);
 	char msg[768];

@@ -136,8 +136,10 @@ static void emit(cae_log *log, cae_log_level level, const char *event, json_t *f
 	cae_iso8601_now(ts, sizeof(ts));
 	cae_buf msg;
 	cae_buf_init(&msg, CAE_LOG_MAX_STRING + 1);
+	/* a log message is cut at the cap, and empty when memory runs out: the line is still
+	 * written with its event and fields */
 	if (fmt)
-		(void)cae_buf_vprintf(&msg, fmt, ap);
+		DISCARD_RESULT(cae_buf_vprintf(&msg, fmt, ap));
 
 	/* The line is built and masked outside the lock: only the write is serialised. */
 	json_t *line = json_object();

@@ -119,13 +119,18 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 		cae_buf b;
 		cae_buf_init(&b, SIZE_MAX / 2);
 		bool no_nl = false;
+		int a = 0; /* the content whole or none: a failed append leaves a negative */
 		for (size_t i = 0; i < op->nhunks; i++) {
 			for (size_t j = 0; j < op->hunks[i].nlines; j++) {
-				cae_buf_append(&b, op->hunks[i].lines[j].text,
-					       op->hunks[i].lines[j].len);
-				cae_buf_append(&b, "\n", 1);
+				a |= cae_buf_append(&b, op->hunks[i].lines[j].text,
+						    op->hunks[i].lines[j].len);
+				a |= cae_buf_append(&b, "\n", 1);
 			}
 			no_nl = op->hunks[i].new_no_newline;
+		}
+		if (a < 0) {
+			cae_buf_clear(&b);
+			return cae_error_set(err, -ENOMEM, "out of memory");
 		}
 		if (no_nl && b.len)
 			b.data[--b.len] = '\0';
@@ -468,7 +473,9 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 
 /* ---- unified diffs ---- */
 
-/* A C-quoted name as git writes it ("a/x\ty"). Returns bytes consumed or 0. */
+/* A C-quoted name as git writes it ("a/x\ty"), appended to out, which must have room for n
+ * bytes (cae_buf_reserve): a name is never longer than its quoted form, so no append here
+ * allocates or fails. Returns bytes consumed or 0. */
 static size_t unquote(const char *s, size_t n, cae_buf *out)
 {
 	if (n < 2 || s[0] != '"')
@@ -502,10 +509,10 @@ static size_t unquote(const char *s, size_t n, cae_buf *out)
 					       : e;
 				i += 2;
 			}
-			cae_buf_append(out, &v, 1);
+			DISCARD_RESULT(cae_buf_append(out, &v, 1)); /* cannot fail: room reserved */
 			continue;
 		}
-		cae_buf_append(out, &c, 1);
+		DISCARD_RESULT(cae_buf_append(out, &c, 1)); /* cannot fail: room reserved */
 		i++;
 	}
 	return 0;
@@ -516,6 +523,8 @@ static char *header_name(const char *s, size_t n)
 {
 	cae_buf b;
 	cae_buf_init(&b, n + 1);
+	if (n && s[0] == '"' && cae_buf_reserve(&b, n) < 0)
+		return NULL;
 	if (n && s[0] == '"' && unquote(s, n, &b)) {
 		char *r = cae_buf_steal(&b, NULL);
 		return r;
@@ -555,7 +564,7 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 	cae_buf q;
 	cae_buf_init(&q, n + 1);
 	if (n && s[0] == '"') {
-		size_t k = unquote(s, n, &q);
+		size_t k = cae_buf_reserve(&q, n) == 0 ? unquote(s, n, &q) : 0;
 		if (!k) {
 			cae_buf_clear(&q);
 			return;

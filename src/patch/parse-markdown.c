@@ -164,21 +164,26 @@ static int add_shell_block(cae_patch *p, const char *lang, size_t lang_len, cons
 			prompts = false;
 	cae_buf b;
 	cae_buf_init(&b, n + 1);
+	int r = 0; /* the command whole or none: a failed append leaves r negative */
 	if (prompts) {
 		patch_lines_init(&it, body, n, lineno + 1);
 		bool first = true;
 		while (patch_lines_next(&it, &l)) {
 			if (!first)
-				cae_buf_append(&b, "\n", 1);
+				r |= cae_buf_append(&b, "\n", 1);
 			first = false;
 			if (l.len)
-				cae_buf_append(&b, l.p + 2, l.len - 2);
+				r |= cae_buf_append(&b, l.p + 2, l.len - 2);
 		}
 	} else {
-		cae_buf_append(&b, body, n);
+		r = cae_buf_append(&b, body, n);
+	}
+	if (r < 0) {
+		cae_buf_clear(&b);
+		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	cae_patch_command *c;
-	int r = patch_add_command(p, &c, err);
+	r = patch_add_command(p, &c, err);
 	if (r < 0) {
 		cae_buf_clear(&b);
 		return r;
@@ -201,10 +206,15 @@ static char *join_words(char **w, size_t n)
 {
 	cae_buf b;
 	cae_buf_init(&b, SIZE_MAX / 2);
+	int r = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i)
-			cae_buf_append(&b, " ", 1);
-		cae_buf_puts(&b, w[i]);
+			r |= cae_buf_append(&b, " ", 1);
+		r |= cae_buf_puts(&b, w[i]);
+	}
+	if (r < 0) {
+		cae_buf_clear(&b);
+		return NULL;
 	}
 	return cae_buf_steal(&b, NULL);
 }
@@ -269,10 +279,11 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 			}
 		}
 		if (m) {
-			if (msg.len)
-				cae_buf_append(&msg, "\n\n",
-					       2); /* several -m: paragraphs, as git */
-			cae_buf_puts(&msg, m);
+			/* several -m: paragraphs, as git */
+			if (msg.len && cae_buf_append(&msg, "\n\n", 2) < 0)
+				r = -ENOMEM;
+			if (r == 0 && cae_buf_puts(&msg, m) < 0)
+				r = -ENOMEM;
 			continue;
 		}
 		if (r == 0 && !(args[nargs++] = strdup(a)))
@@ -334,16 +345,21 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 	while (r == 0 && patch_lines_next(&it, &l)) {
 		size_t start_line = l.lineno;
 		cmd.len = 0;
+		int a = 0; /* a failed append leaves a negative */
 		/* backslash-newline continues a command */
 		for (;;) {
 			if (l.len && l.p[l.len - 1] == '\\') {
-				cae_buf_append(&cmd, l.p, l.len - 1);
-				cae_buf_append(&cmd, " ", 1);
+				a |= cae_buf_append(&cmd, l.p, l.len - 1);
+				a |= cae_buf_append(&cmd, " ", 1);
 				if (!patch_lines_next(&it, &l))
 					break;
 				continue;
 			}
-			cae_buf_append(&cmd, l.p, l.len);
+			a |= cae_buf_append(&cmd, l.p, l.len);
+			break;
+		}
+		if (a < 0) {
+			r = cae_error_set(err, -ENOMEM, "out of memory");
 			break;
 		}
 		const char *s = cmd.data ? cmd.data : "";
@@ -363,11 +379,15 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		for (size_t more = 0;
 		     open_quote && more < GIT_QUOTE_LINES && patch_lines_next(&it, &l); more++) {
 			size_t at = (size_t)(s - cmd.data);
-			cae_buf_append(&cmd, "\n", 1);
-			cae_buf_append(&cmd, l.p, l.len);
+			a |= cae_buf_append(&cmd, "\n", 1);
+			a |= cae_buf_append(&cmd, l.p, l.len);
 			s = cmd.data + at;
 			sn = cmd.len - at;
 			open_quote = quote_scan(l.p, l.len, open_quote);
+		}
+		if (a < 0) {
+			r = cae_error_set(err, -ENOMEM, "out of memory");
+			break;
 		}
 		r = patch_shell_split(s, sn, &w, &ops, &nw);
 		if (r == -EINVAL) {

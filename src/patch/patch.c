@@ -620,8 +620,9 @@ static void hunk_stats(const cae_patch_file_op *op, size_t *added, size_t *remov
 		}
 }
 
-/* One line of text for the plan: first line only, control characters escaped, cut. */
-static void plan_put_text(cae_buf *b, const char *s, size_t n, bool quoted)
+/* One line of text for the plan: first line only, control characters escaped, cut. Returns 0
+ * or -ENOMEM. */
+static int plan_put_text(cae_buf *b, const char *s, size_t n, bool quoted)
 {
 	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r'))
 		n--;
@@ -634,58 +635,67 @@ static void plan_put_text(cae_buf *b, const char *s, size_t n, bool quoted)
 	char buf[512];
 	_cleanup_free_ char *clean = cae_utf8_sanitize(s, first, NULL);
 	if (!clean)
-		return;
+		return -ENOMEM;
+	int r = 0;
 	if (quoted)
-		cae_buf_puts(b, "\"");
-	cae_buf_puts(b, patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
+		r |= cae_buf_puts(b, "\"");
+	r |= cae_buf_puts(b, patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
 	if (quoted)
-		cae_buf_puts(b, "\"");
+		r |= cae_buf_puts(b, "\"");
 	if (more)
-		cae_buf_printf(b, " (+%zu more line%s)", more, more == 1 ? "" : "s");
+		r |= cae_buf_printf(b, " (+%zu more line%s)", more, more == 1 ? "" : "s");
+	return r < 0 ? -ENOMEM : 0;
 }
 
 char *cae_patch_plan_text(const cae_patch *p)
 {
 	cae_buf b;
 	cae_buf_init(&b, (size_t)16 << 20);
+	int r = 0; /* whole or nothing: a failed append leaves r negative */
 	for (size_t i = 0; i < p->ncmds; i++) {
 		const cae_patch_command *c = &p->cmds[i];
-		cae_buf_printf(&b, "[%zu] %s %s ", i + 1, cae_patch_type_name(c->type),
-			       cae_patch_action_name(c->action));
+		r |= cae_buf_printf(&b, "[%zu] %s %s ", i + 1, cae_patch_type_name(c->type),
+				    cae_patch_action_name(c->action));
 		if (c->op && (c->action == CAE_PATCH_PATCH || c->action == CAE_PATCH_MOVE)) {
 			size_t a, d;
 			hunk_stats(c->op, &a, &d);
-			plan_put_text(&b, c->op->path, strlen(c->op->path), false);
+			r |= plan_put_text(&b, c->op->path, strlen(c->op->path), false);
 			if (c->op->move_to) {
-				cae_buf_puts(&b, " -> ");
-				plan_put_text(&b, c->op->move_to, strlen(c->op->move_to), false);
+				r |= cae_buf_puts(&b, " -> ");
+				r |= plan_put_text(&b, c->op->move_to, strlen(c->op->move_to),
+						   false);
 			}
-			cae_buf_printf(&b, " (%zu hunk%s, +%zu -%zu)", c->op->nhunks,
-				       c->op->nhunks == 1 ? "" : "s", a, d);
+			r |= cae_buf_printf(&b, " (%zu hunk%s, +%zu -%zu)", c->op->nhunks,
+					    c->op->nhunks == 1 ? "" : "s", a, d);
 		} else if (c->type == CAE_PATCH_FILE_EDIT) {
-			plan_put_text(&b, c->target, strlen(c->target), false);
+			r |= plan_put_text(&b, c->target, strlen(c->target), false);
 			if (c->action != CAE_PATCH_DELETE)
-				cae_buf_printf(&b, " (%zu bytes)", c->content_len);
+				r |= cae_buf_printf(&b, " (%zu bytes)", c->content_len);
 		} else if (c->action == CAE_PATCH_GIT_COMMIT) {
 			if (c->target[0]) {
-				plan_put_text(&b, c->target, strlen(c->target), false);
-				cae_buf_puts(&b, " ");
+				r |= plan_put_text(&b, c->target, strlen(c->target), false);
+				r |= cae_buf_puts(&b, " ");
 			}
-			plan_put_text(&b, c->content_len ? c->content : "Auto-commit by Worker",
-				      c->content_len ? c->content_len : 21, true);
+			r |=
+			    plan_put_text(&b, c->content_len ? c->content : "Auto-commit by Worker",
+					  c->content_len ? c->content_len : 21, true);
 		} else {
-			plan_put_text(&b, c->target, strlen(c->target), false);
+			r |= plan_put_text(&b, c->target, strlen(c->target), false);
 			if (c->type == CAE_PATCH_SHELL_COMMAND && c->content_len) {
-				cae_buf_puts(&b, " ");
-				plan_put_text(&b, c->content, c->content_len, false);
+				r |= cae_buf_puts(&b, " ");
+				r |= plan_put_text(&b, c->content, c->content_len, false);
 			}
 		}
-		cae_buf_puts(&b, "\n");
+		r |= cae_buf_puts(&b, "\n");
 	}
 	for (size_t i = 0; i < p->nwarnings; i++)
-		cae_buf_printf(&b, "warning: %s\n", p->warnings[i]);
+		r |= cae_buf_printf(&b, "warning: %s\n", p->warnings[i]);
 	if (p->dropped_warnings)
-		cae_buf_printf(&b, "warning: %zu more warnings\n", p->dropped_warnings);
+		r |= cae_buf_printf(&b, "warning: %zu more warnings\n", p->dropped_warnings);
+	if (r < 0) {
+		cae_buf_clear(&b);
+		return NULL;
+	}
 	return cae_buf_steal(&b, NULL);
 }
 
@@ -739,8 +749,8 @@ static json_t *hunk_to_json(const cae_patch_hunk *h)
 	cae_buf_init(&b, CAE_PATCH_MAX_LINE + 2);
 	for (size_t i = 0; lines && i < h->nlines; i++) {
 		b.len = 0;
-		cae_buf_append(&b, &h->lines[i].kind, 1);
-		cae_buf_append(&b, h->lines[i].text, h->lines[i].len);
+		r |= cae_buf_append(&b, &h->lines[i].kind, 1);
+		r |= cae_buf_append(&b, h->lines[i].text, h->lines[i].len);
 		r |= json_array_append_new(lines, json_bytes(b.data, b.len));
 	}
 	cae_buf_clear(&b);

@@ -112,11 +112,15 @@ char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
 		/* Everything fits: head then the ring in order. */
 		cae_buf all;
 		cae_buf_init(&all, c->max);
-		cae_buf_append(&all, c->head.data, c->head.len);
+		int r = cae_buf_append(&all, c->head.data, c->head.len);
 		size_t start = c->ring_len < c->ring_cap ? 0 : c->ring_pos;
 		size_t first = MIN(c->ring_len, c->ring_cap - start);
-		cae_buf_append(&all, c->ring + start, first);
-		cae_buf_append(&all, c->ring, c->ring_len - first);
+		r |= cae_buf_append(&all, c->ring + start, first);
+		r |= cae_buf_append(&all, c->ring, c->ring_len - first);
+		if (r < 0) { /* never a part of the output as all of it */
+			cae_buf_clear(&all);
+			return NULL;
+		}
 		res = cae_text_sanitize_cap(all.data ? all.data : "", all.len, c->max, &rlen, NULL);
 		cae_buf_clear(&all);
 	} else {

@@ -101,7 +101,19 @@ static void fail(outcome *oc, const char *fmt, ...)
 	cae_buf_clear(&oc->error);
 	va_list ap;
 	va_start(ap, fmt);
-	cae_buf_vprintf(&oc->error, fmt, ap);
+	/* the failure is recorded above; its text is capped, and empty when memory ran out */
+	DISCARD_RESULT(cae_buf_vprintf(&oc->error, fmt, ap));
+	va_end(ap);
+}
+
+/* What a successful file edit did, in the command's output. The edit is done and recorded
+ * (success): when memory runs out, the report stays short. */
+static void report(outcome *oc, const char *fmt, ...) _printf_(2, 3);
+static void report(outcome *oc, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	DISCARD_RESULT(cae_buf_vprintf(&oc->output, fmt, ap)); /* best effort: see above */
 	va_end(ap);
 }
 
@@ -193,8 +205,8 @@ static void exec_file_edit(run_state *st, const cae_patch_command *c, outcome *o
 	case CAE_PATCH_UPDATE:
 		r = fs_write(st, c->target, c->content, c->content_len, WK_MODE_KEEP, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "File %s written successfully (%zu bytes)",
-				       c->target, c->content_len);
+			report(oc, "File %s written successfully (%zu bytes)", c->target,
+			       c->content_len);
 		break;
 	case CAE_PATCH_APPEND: {
 		_cleanup_free_ char *old = NULL;
@@ -220,8 +232,7 @@ static void exec_file_edit(run_state *st, const cae_patch_command *c, outcome *o
 		memcpy(buf + old_len, c->content, c->content_len);
 		r = fs_write(st, c->target, buf, old_len + c->content_len, WK_MODE_KEEP, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "Appended %zu bytes to %s", c->content_len,
-				       c->target);
+			report(oc, "Appended %zu bytes to %s", c->content_len, c->target);
 		break;
 	}
 	case CAE_PATCH_DELETE: {
@@ -236,7 +247,7 @@ static void exec_file_edit(run_state *st, const cae_patch_command *c, outcome *o
 		}
 		r = fs_remove(st, path, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "File %s deleted", path);
+			report(oc, "File %s deleted", path);
 		break;
 	}
 	case CAE_PATCH_PATCH:
@@ -258,11 +269,11 @@ static void exec_file_edit(run_state *st, const cae_patch_command *c, outcome *o
 		if (r == 0 && move)
 			r = fs_remove(st, op->path, &err);
 		if (r == 0 && move)
-			cae_buf_printf(&oc->output, "Moved %s to %s (%zu hunk%s applied)", op->path,
-				       op->move_to, op->nhunks, op->nhunks == 1 ? "" : "s");
+			report(oc, "Moved %s to %s (%zu hunk%s applied)", op->path, op->move_to,
+			       op->nhunks, op->nhunks == 1 ? "" : "s");
 		else if (r == 0)
-			cae_buf_printf(&oc->output, "Patched %s (%zu hunk%s applied)", op->path,
-				       op->nhunks, op->nhunks == 1 ? "" : "s");
+			report(oc, "Patched %s (%zu hunk%s applied)", op->path, op->nhunks,
+			       op->nhunks == 1 ? "" : "s");
 		break;
 	}
 	default:
@@ -284,7 +295,9 @@ static void put_tail(cae_buf *b, const char *s, size_t n)
 	if (!n)
 		return;
 	size_t from = cae_utf8_suffix_chars(s, n, ERROR_OUTPUT_CHARS);
-	cae_buf_printf(b, " (output: %s%.*s)", from ? "…" : "", (int)(n - from), s + from);
+	/* a quote in an error message already recorded: dropped when memory runs out */
+	DISCARD_RESULT(
+	    cae_buf_printf(b, " (output: %s%.*s)", from ? "…" : "", (int)(n - from), s + from));
 }
 
 /* Runs argv in the workspace with the timeout; fills oc. what: "command" or "git command". */
@@ -311,11 +324,19 @@ static void run_in_env(run_state *st, const char *const *argv, int64_t timeout_m
 		fail(oc, "%s execution error: %s", what, err.message);
 		return;
 	}
-	cae_buf_append(&oc->output, res.out, res.out_len);
-	if (res.err_len) {
+	/* the output is capped (what does not fit is dropped and recorded); failing to keep
+	 * what fits would show the model part of it as all of it */
+	r = cae_buf_append(&oc->output, res.out, res.out_len);
+	if (r == 0 && res.err_len) {
 		if (oc->output.len && oc->output.data[oc->output.len - 1] != '\n')
-			cae_buf_append(&oc->output, "\n", 1);
-		cae_buf_append(&oc->output, res.err, res.err_len);
+			r = cae_buf_append(&oc->output, "\n", 1);
+		if (r == 0)
+			r = cae_buf_append(&oc->output, res.err, res.err_len);
+	}
+	if (r < 0) {
+		fail(oc, "%s output: %s", what, strerror(-r));
+		cae_run_result_clear(&res);
+		return;
 	}
 	oc->has_exit_code = true;
 	oc->exit_code = res.exit_code;
@@ -350,10 +371,15 @@ static void exec_shell(run_state *st, const cae_patch_command *c, outcome *oc)
 {
 	cae_buf script;
 	cae_buf_init(&script, CAE_PATCH_MAX_INPUT + 16);
-	cae_buf_puts(&script, c->target);
-	if (c->content_len) {
-		cae_buf_puts(&script, " ");
-		cae_buf_append(&script, c->content, strnlen(c->content, c->content_len));
+	int r = cae_buf_puts(&script, c->target);
+	if (r == 0 && c->content_len)
+		r = cae_buf_puts(&script, " ");
+	if (r == 0 && c->content_len)
+		r = cae_buf_append(&script, c->content, strnlen(c->content, c->content_len));
+	if (r < 0) { /* never a part of the command */
+		cae_buf_clear(&script);
+		fail(oc, "%s", strerror(-r));
+		return;
 	}
 	if (!script.data || !*script.data) {
 		cae_buf_clear(&script);
@@ -665,15 +691,13 @@ static void exec_step(run_state *st, journal *j, const cae_patch_step *s, outcom
 		if (r < 0)
 			break;
 		if (move)
-			cae_buf_printf(&oc->output, "Moved %s to %s (%zu bytes)", s->old_path,
-				       s->path, s->len);
+			report(oc, "Moved %s to %s (%zu bytes)", s->old_path, s->path, s->len);
 		else if (c->action == CAE_PATCH_PATCH)
-			cae_buf_printf(&oc->output, "Patched %s (%zu hunk%s applied, %zu bytes)",
-				       s->path, c->op ? c->op->nhunks : 0,
-				       c->op && c->op->nhunks == 1 ? "" : "s", s->len);
+			report(oc, "Patched %s (%zu hunk%s applied, %zu bytes)", s->path,
+			       c->op ? c->op->nhunks : 0, c->op && c->op->nhunks == 1 ? "" : "s",
+			       s->len);
 		else
-			cae_buf_printf(&oc->output, "File %s written successfully (%zu bytes)",
-				       s->path, s->len);
+			report(oc, "File %s written successfully (%zu bytes)", s->path, s->len);
 		break;
 	}
 	case CAE_PATCH_STEP_APPEND:
@@ -686,7 +710,7 @@ static void exec_step(run_state *st, journal *j, const cae_patch_step *s, outcom
 		if (r == 0)
 			r = fs_remove(st, s->path, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "File %s deleted", s->path);
+			report(oc, "File %s deleted", s->path);
 		break;
 	default:
 		r = cae_error_set(&err, -EINVAL, "unexpected step");
@@ -821,7 +845,7 @@ static void stage_step(run_state *st, staged_set *ss, const cae_patch_step *s, o
 	if (r == 0 && s->kind == CAE_PATCH_STEP_APPEND) {
 		r = stage_append(st, ss, rel, s, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "Appended %zu bytes to %s", s->len, s->path);
+			report(oc, "Appended %zu bytes to %s", s->len, s->path);
 	} else if (r == 0 && s->kind == CAE_PATCH_STEP_DELETE) {
 		const staged_file *f = staged_set_get(ss, rel);
 		if (f && !f->data)
@@ -832,7 +856,7 @@ static void stage_step(run_state *st, staged_set *ss, const cae_patch_step *s, o
 			r = cae_error_set(&err, -ENOMEM, "out of memory");
 		r = st->fs->ops->txn_remove(st->fs, rel, &err);
 		if (r == 0)
-			cae_buf_printf(&oc->output, "File %s deleted", s->path);
+			report(oc, "File %s deleted", s->path);
 	} else if (r == 0) {
 		mode_t mode = WK_MODE_KEEP;
 		bool move = old_rel && strcmp(old_rel, rel) != 0;
@@ -848,15 +872,13 @@ static void stage_step(run_state *st, staged_set *ss, const cae_patch_step *s, o
 		if (r == 0 && move && staged_set_put(ss, old_rel, NULL, 0) < 0)
 			r = cae_error_set(&err, -ENOMEM, "out of memory");
 		if (r == 0 && move)
-			cae_buf_printf(&oc->output, "Moved %s to %s (%zu bytes)", s->old_path,
-				       s->path, s->len);
+			report(oc, "Moved %s to %s (%zu bytes)", s->old_path, s->path, s->len);
 		else if (r == 0 && c->action == CAE_PATCH_PATCH)
-			cae_buf_printf(&oc->output, "Patched %s (%zu hunk%s applied, %zu bytes)",
-				       s->path, c->op ? c->op->nhunks : 0,
-				       c->op && c->op->nhunks == 1 ? "" : "s", s->len);
+			report(oc, "Patched %s (%zu hunk%s applied, %zu bytes)", s->path,
+			       c->op ? c->op->nhunks : 0, c->op && c->op->nhunks == 1 ? "" : "s",
+			       s->len);
 		else if (r == 0)
-			cae_buf_printf(&oc->output, "File %s written successfully (%zu bytes)",
-				       s->path, s->len);
+			report(oc, "File %s written successfully (%zu bytes)", s->path, s->len);
 	}
 	if (r < 0)
 		fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
@@ -1015,6 +1037,7 @@ static char *commit_message(run_state *st)
 	    st->o->commit_message_prefix ? st->o->commit_message_prefix : CAE_WORKER_DEFAULT_PREFIX;
 	cae_buf line;
 	cae_buf_init(&line, 4096);
+	int r = 0;
 	const char *t = st->o->patch_text;
 	if (t) {
 		while (*t) {
@@ -1027,7 +1050,7 @@ static char *commit_message(run_state *st)
 			while (z > a && (t[z - 1] == ' ' || t[z - 1] == '\t' || t[z - 1] == '\r'))
 				z--;
 			if (z > a) {
-				cae_buf_append(&line, t + a, MIN(z - a, (size_t)4000));
+				r = cae_buf_append(&line, t + a, MIN(z - a, (size_t)4000));
 				break;
 			}
 			if (!e)
@@ -1035,10 +1058,14 @@ static char *commit_message(run_state *st)
 			t = e + 1;
 		}
 	}
-	if (!line.len && cae_patch_count(st->p)) {
+	if (r == 0 && !line.len && cae_patch_count(st->p)) {
 		const cae_patch_command *c = cae_patch_get(st->p, 0);
-		cae_buf_printf(&line, "%s %s %.300s", cae_patch_type_name(c->type),
-			       cae_patch_action_name(c->action), c->target);
+		r = cae_buf_printf(&line, "%s %s %.300s", cae_patch_type_name(c->type),
+				   cae_patch_action_name(c->action), c->target);
+	}
+	if (r < 0) {
+		cae_buf_clear(&line);
+		return NULL;
 	}
 	_cleanup_free_ char *u = cae_utf8_sanitize(line.data ? line.data : "", line.len, NULL);
 	cae_buf_clear(&line);
@@ -1468,50 +1495,57 @@ int cae_worker_run_text(cae_backend *b, const char *task_uuid, const char *text,
 /* ---------------------------------------------------------------------------------------- */
 /* Rendering */
 
+/* The rendering is whole or nothing (NULL): every append's result is kept with r |= (a
+ * failed one leaves r negative), and checked at the end. */
+
 /* The target on one line: its first line, "…" when there is more or it is long. */
-static void put_target(cae_buf *b, const char *t)
+static int put_target(cae_buf *b, const char *t)
 {
 	const char *nl = strchr(t, '\n');
 	size_t n = nl ? (size_t)(nl - t) : strlen(t);
 	size_t cut = cae_utf8_prefix_chars(t, n, 200, NULL);
-	cae_buf_append(b, t, cut);
+	int r = cae_buf_append(b, t, cut);
 	if (cut < n || nl)
-		cae_buf_puts(b, " …");
+		r |= cae_buf_puts(b, " …");
+	return r;
 }
 
 /* Appends text with every line after the first indented by indent. */
-static void put_indented(cae_buf *b, const char *text, const char *indent)
+static int put_indented(cae_buf *b, const char *text, const char *indent)
 {
+	int r = 0;
 	for (const char *s = text; *s;) {
 		const char *nl = strchr(s, '\n');
 		size_t n = nl ? (size_t)(nl - s) : strlen(s);
 		if (s != text)
-			cae_buf_puts(b, indent);
-		cae_buf_append(b, s, n);
+			r |= cae_buf_puts(b, indent);
+		r |= cae_buf_append(b, s, n);
 		if (!nl)
 			break;
-		cae_buf_puts(b, "\n");
+		r |= cae_buf_puts(b, "\n");
 		s = nl + 1;
 	}
+	return r;
 }
 
 char *cae_worker_render(const json_t *result)
 {
 	cae_buf b;
 	cae_buf_init(&b, (size_t)64 << 20);
+	int ret = 0;
 	const char *summary = json_string_value(json_object_get(result, "summary"));
-	cae_buf_puts(&b, summary ? summary : "");
-	cae_buf_puts(&b, "\n");
+	ret |= cae_buf_puts(&b, summary ? summary : "");
+	ret |= cae_buf_puts(&b, "\n");
 	if (json_is_true(json_object_get(result, "dry_run"))) {
 		const char *plan = json_string_value(json_object_get(result, "plan"));
 		if (plan && *plan) {
-			cae_buf_puts(&b, "\n");
-			cae_buf_puts(&b, plan);
+			ret |= cae_buf_puts(&b, "\n");
+			ret |= cae_buf_puts(&b, plan);
 		}
 	}
 	json_t *results = json_object_get(result, "results");
 	if (json_array_size(results))
-		cae_buf_puts(&b, "\n");
+		ret |= cae_buf_puts(&b, "\n");
 	size_t i;
 	json_t *r;
 	json_array_foreach(results, i, r)
@@ -1521,17 +1555,17 @@ char *cae_worker_render(const json_t *result)
 		const char *action = json_string_value(json_object_get(cmd, "action"));
 		const char *target = json_string_value(json_object_get(cmd, "target"));
 		bool ok = json_is_true(json_object_get(r, "success"));
-		cae_buf_printf(&b, "%s [%zu] %s %s ", ok ? "✓" : "✗", i + 1, type ? type : "",
-			       action ? action : "");
-		put_target(&b, target ? target : "");
-		cae_buf_printf(&b, " (%lldms)",
-			       (long long)json_integer_value(json_object_get(r, "duration")));
+		ret |= cae_buf_printf(&b, "%s [%zu] %s %s ", ok ? "✓" : "✗", i + 1,
+				      type ? type : "", action ? action : "");
+		ret |= put_target(&b, target ? target : "");
+		ret |= cae_buf_printf(
+		    &b, " (%lldms)", (long long)json_integer_value(json_object_get(r, "duration")));
 		const char *e = json_string_value(json_object_get(r, "error"));
 		if (e && *e) {
-			cae_buf_puts(&b, "\n    error: ");
-			put_indented(&b, e, "    ");
+			ret |= cae_buf_puts(&b, "\n    error: ");
+			ret |= put_indented(&b, e, "    ");
 		}
-		cae_buf_puts(&b, "\n");
+		ret |= cae_buf_puts(&b, "\n");
 	}
 	const char *hash = json_string_value(json_object_get(result, "git_commit"));
 	const char *ac = json_string_value(json_object_get(result, "auto_commit"));
@@ -1539,26 +1573,31 @@ char *cae_worker_render(const json_t *result)
 	bool tail = hash || (ac && strcmp(ac, "committed") != 0) ||
 		    json_object_get(result, "rolled_back") || json_object_get(result, "error");
 	if (tail)
-		cae_buf_puts(&b, "\n");
+		ret |= cae_buf_puts(&b, "\n");
 	if (hash)
-		cae_buf_printf(&b, "git commit: %s\n", hash);
+		ret |= cae_buf_printf(&b, "git commit: %s\n", hash);
 	else if (ac && strcmp(ac, "nothing_to_commit") == 0)
-		cae_buf_puts(&b, "git commit: nothing to commit\n");
+		ret |= cae_buf_puts(&b, "git commit: nothing to commit\n");
 	else if (ac && strcmp(ac, "failed") == 0)
-		cae_buf_printf(&b, "git commit failed: %s\n", ace ? ace : "");
+		ret |= cae_buf_printf(&b, "git commit failed: %s\n", ace ? ace : "");
 	json_t *rb = json_object_get(result, "rolled_back");
 	if (json_is_true(rb))
-		cae_buf_puts(&b, "rolled back: the workspace was restored to its state before "
-				 "the patch\n");
+		ret |=
+		    cae_buf_puts(&b, "rolled back: the workspace was restored to its state before "
+				     "the patch\n");
 	else if (rb) {
 		const char *re = json_string_value(json_object_get(result, "rollback_error"));
-		cae_buf_printf(&b, "rollback failed: %s\n", re ? re : "");
+		ret |= cae_buf_printf(&b, "rollback failed: %s\n", re ? re : "");
 	}
 	const char *err = json_string_value(json_object_get(result, "error"));
 	if (err) {
-		cae_buf_puts(&b, "error: ");
-		put_indented(&b, err, "    ");
-		cae_buf_puts(&b, "\n");
+		ret |= cae_buf_puts(&b, "error: ");
+		ret |= put_indented(&b, err, "    ");
+		ret |= cae_buf_puts(&b, "\n");
+	}
+	if (ret < 0) {
+		cae_buf_clear(&b);
+		return NULL;
 	}
 	return cae_buf_steal(&b, NULL);
 }

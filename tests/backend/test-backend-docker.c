@@ -1156,7 +1156,7 @@ static char *cae_out(const char *config, const char *args, int *status)
 	char chunk[4096];
 	size_t n;
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		cae_buf_append(&b, chunk, n);
+		ck_assert_int_eq(cae_buf_append(&b, chunk, n), 0);
 	*status = pclose(f);
 	char *s = strndup(b.data ? b.data : "", b.len);
 	cae_buf_clear(&b);
@@ -1636,14 +1636,14 @@ static char *mux_sh(cae_helper_mux *m, const char *script)
 /* s in single quotes for sh. */
 static void sq(cae_buf *b, const char *s)
 {
-	cae_buf_puts(b, "'");
+	ck_assert_int_eq(cae_buf_puts(b, "'"), 0);
 	for (; *s; s++) {
 		if (*s == '\'')
-			cae_buf_puts(b, "'\\''");
+			ck_assert_int_eq(cae_buf_puts(b, "'\\''"), 0);
 		else
-			cae_buf_append(b, s, 1);
+			ck_assert_int_eq(cae_buf_append(b, s, 1), 0);
 	}
-	cae_buf_puts(b, "'");
+	ck_assert_int_eq(cae_buf_puts(b, "'"), 0);
 }
 
 /* The shell commands that make what a case's setup.json describes, in the current
@@ -1652,39 +1652,39 @@ static char *setup_script(json_t *setup)
 {
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	cae_buf_puts(&b, "set -e; ");
+	ck_assert_int_eq(cae_buf_puts(&b, "set -e; "), 0);
 	const char *k;
 	json_t *v;
 	size_t i;
 	json_array_foreach(json_object_get(setup, "dirs"), i, v)
 	{
-		cae_buf_puts(&b, "mkdir -p ");
+		ck_assert_int_eq(cae_buf_puts(&b, "mkdir -p "), 0);
 		sq(&b, json_string_value(v));
-		cae_buf_puts(&b, "; ");
+		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
 	}
 	json_object_foreach(json_object_get(setup, "symlinks"), k, v)
 	{
-		cae_buf_puts(&b, "ln -s ");
+		ck_assert_int_eq(cae_buf_puts(&b, "ln -s "), 0);
 		sq(&b, json_string_value(v));
-		cae_buf_puts(&b, " ");
+		ck_assert_int_eq(cae_buf_puts(&b, " "), 0);
 		sq(&b, k);
-		cae_buf_puts(&b, "; ");
+		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
 	}
 	json_array_foreach(json_object_get(setup, "fifos"), i, v)
 	{
-		cae_buf_puts(&b, "mkfifo ");
+		ck_assert_int_eq(cae_buf_puts(&b, "mkfifo "), 0);
 		sq(&b, json_string_value(v));
-		cae_buf_puts(&b, "; ");
+		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
 	}
 	json_object_foreach(json_object_get(setup, "modes"), k, v)
 	{
-		cae_buf_puts(&b, "if [ -e ");
+		ck_assert_int_eq(cae_buf_puts(&b, "if [ -e "), 0);
 		sq(&b, k);
-		cae_buf_printf(&b, " ]; then chmod %s ", json_string_value(v));
+		ck_assert_int_eq(cae_buf_printf(&b, " ]; then chmod %s ", json_string_value(v)), 0);
 		sq(&b, k);
-		cae_buf_puts(&b, "; fi; ");
+		ck_assert_int_eq(cae_buf_puts(&b, "; fi; "), 0);
 	}
-	cae_buf_puts(&b, "true");
+	ck_assert_int_eq(cae_buf_puts(&b, "true"), 0);
 	return cae_buf_steal(&b, NULL);
 }
 
@@ -1799,15 +1799,15 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 			    cae_helper_mux_edit(m, "/workspace/project", &lim, &q, &res, &err) == 0,
 			    "%s: %s", name, err.message);
 		ck_assert_ptr_nonnull(res.text);
-		cae_buf_puts(&actual, res.is_error ? "[error]\n" : "[ok]\n");
+		ck_assert_int_eq(cae_buf_puts(&actual, res.is_error ? "[error]\n" : "[ok]\n"), 0);
 		if (compat) {
 			char *c = cae_editor_result_compat_text(&res);
-			cae_buf_puts(&actual, c);
+			ck_assert_int_eq(cae_buf_puts(&actual, c), 0);
 			free(c);
 		} else {
-			cae_buf_puts(&actual, res.text);
+			ck_assert_int_eq(cae_buf_puts(&actual, res.text), 0);
 		}
-		cae_buf_puts(&actual, "\n");
+		ck_assert_int_eq(cae_buf_puts(&actual, "\n"), 0);
 		cae_editor_result_clear(&res);
 	}
 	char *diff = NULL;

@@ -1528,7 +1528,10 @@ static void kill_ws_reset(const char *ws)
 	cae_buf big;
 	cae_buf_init(&big, SIZE_MAX - 1);
 	for (int i = 0; i < 20000; i++)
-		cae_buf_printf(&big, "L%05d some text to make the file larger than a piece\n", i);
+		ck_assert_int_eq(
+		    cae_buf_printf(&big, "L%05d some text to make the file larger than a piece\n",
+				   i),
+		    0);
 	tu_write(ws, "big.txt", big.data);
 	cae_buf_clear(&big);
 }

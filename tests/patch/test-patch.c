@@ -366,14 +366,16 @@ START_TEST(thousand_commands)
 {
 	cae_buf b;
 	cae_buf_init(&b, (size_t)64 << 20);
-	cae_buf_puts(&b, "[");
+	ck_assert_int_eq(cae_buf_puts(&b, "["), 0);
 	for (int i = 0; i < 1000; i++)
-		cae_buf_printf(
-		    &b,
-		    "%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"f%d.txt\","
-		    "\"content\":\"%d\\n\"}",
-		    i ? "," : "", i, i);
-	cae_buf_puts(&b, "]");
+		ck_assert_int_eq(
+		    cae_buf_printf(
+			&b,
+			"%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"f%d.txt\","
+			"\"content\":\"%d\\n\"}",
+			i ? "," : "", i, i),
+		    0);
+	ck_assert_int_eq(cae_buf_puts(&b, "]"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
@@ -389,16 +391,16 @@ START_TEST(thousand_commands)
 	/* the same as Markdown and as apply_patch */
 	cae_buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i < 1000; i++)
-		cae_buf_printf(&b, "```txt:d/f%d.txt\nline %d\n```\n", i, i);
+		ck_assert_int_eq(cae_buf_printf(&b, "```txt:d/f%d.txt\nline %d\n```\n", i, i), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1000);
 	cae_patch_free(p);
 	cae_buf_clear(&b);
 	cae_buf_init(&b, (size_t)64 << 20);
-	cae_buf_puts(&b, "*** Begin Patch\n");
+	ck_assert_int_eq(cae_buf_puts(&b, "*** Begin Patch\n"), 0);
 	for (int i = 0; i < 1000; i++)
-		cae_buf_printf(&b, "*** Add File: f%d\n+%d\n", i, i);
-	cae_buf_puts(&b, "*** End Patch\n");
+		ck_assert_int_eq(cae_buf_printf(&b, "*** Add File: f%d\n+%d\n", i, i), 0);
+	ck_assert_int_eq(cae_buf_puts(&b, "*** End Patch\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1000);
 	ck_assert_str_eq(cae_patch_get(p, 500)->content, "500\n");
@@ -412,7 +414,7 @@ START_TEST(too_many_commands)
 	cae_buf b;
 	cae_buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i <= CAE_PATCH_MAX_COMMANDS; i++)
-		cae_buf_puts(&b, "```sh\nx\n```\n");
+		ck_assert_int_eq(cae_buf_puts(&b, "```sh\nx\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), -E2BIG);
@@ -426,16 +428,16 @@ START_TEST(fifty_megabytes)
 	size_t n = (size_t)50 << 20;
 	cae_buf b;
 	cae_buf_init(&b, n * 2);
-	cae_buf_puts(
-	    &b,
-	    "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"big.txt\",\"content\":\"");
+	ck_assert_int_eq(cae_buf_puts(&b, "[{\"type\":\"file_edit\",\"action\":\"create\","
+					  "\"target\":\"big.txt\",\"content\":\""),
+			 0);
 	/* lines of 63 'x' and an escaped newline: 50 MiB of content */
 	char chunk[66];
 	memset(chunk, 'x', 63);
 	memcpy(chunk + 63, "\\n", 2);
 	for (size_t i = 0; i < n / 64; i++)
-		cae_buf_append(&b, chunk, 65);
-	cae_buf_puts(&b, "\"}]");
+		ck_assert_int_eq(cae_buf_append(&b, chunk, 65), 0);
+	ck_assert_int_eq(cae_buf_puts(&b, "\"}]"), 0);
 	ck_assert(!b.truncated);
 	cae_patch *p = NULL;
 	cae_error err = {0};
@@ -455,11 +457,13 @@ START_TEST(fifty_megabytes)
 
 	/* the same content in a Markdown block */
 	cae_buf_init(&b, n + 1024);
-	cae_buf_puts(&b, "```txt:big.txt\n");
+	ck_assert_int_eq(cae_buf_puts(&b, "```txt:big.txt\n"), 0);
 	for (size_t i = 0; i < n / 64; i++)
-		cae_buf_puts(&b,
-			     "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n");
-	cae_buf_puts(&b, "```\n");
+		ck_assert_int_eq(
+		    cae_buf_puts(
+			&b, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"),
+		    0);
+	ck_assert_int_eq(cae_buf_puts(&b, "```\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_get(p, 0)->content_len, n);
 	cae_patch_free(p);
@@ -487,7 +491,7 @@ START_TEST(hostile_sizes)
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	for (int i = 0; i < 100000; i++)
-		cae_buf_puts(&b, "[");
+		ck_assert_int_eq(cae_buf_puts(&b, "["), 0);
 	ck_assert_int_lt(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	cae_buf_clear(&b);
 }
@@ -504,7 +508,7 @@ START_TEST(hostile_shapes)
 	cae_buf b;
 	cae_buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i < 9999; i++)
-		cae_buf_puts(&b, "```a:b\n```x\n```\n");
+		ck_assert_int_eq(cae_buf_puts(&b, "```a:b\n```x\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
@@ -513,10 +517,10 @@ START_TEST(hostile_shapes)
 	cae_patch_free(p);
 	cae_buf_clear(&b);
 	/* a ```git block with a quote that never closes: joined a bounded number of lines */
-	cae_buf_puts(&b, "```git\ngit commit -m \"x\n");
+	ck_assert_int_eq(cae_buf_puts(&b, "```git\ngit commit -m \"x\n"), 0);
 	for (int i = 0; i < 5000; i++)
-		cae_buf_puts(&b, "git add y\n");
-	cae_buf_puts(&b, "```\n");
+		ck_assert_int_eq(cae_buf_puts(&b, "git add y\n"), 0);
+	ck_assert_int_eq(cae_buf_puts(&b, "```\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 5000 - 200);
 	ck_assert_str_eq(cae_patch_warning(p, 0),
@@ -637,13 +641,15 @@ START_TEST(apply_large_and_adversarial)
 	cae_buf_init(&f, (size_t)64 << 20);
 	cae_buf_init(&d, (size_t)64 << 20);
 	for (size_t i = 0; i < nl; i++)
-		cae_buf_printf(&f, "line %zu\n", i);
-	cae_buf_puts(&d, "--- a/big\n+++ b/big\n");
+		ck_assert_int_eq(cae_buf_printf(&f, "line %zu\n", i), 0);
+	ck_assert_int_eq(cae_buf_puts(&d, "--- a/big\n+++ b/big\n"), 0);
 	for (size_t h = 0; h < 50; h++) {
 		size_t at = h * 4000 + 100;
-		cae_buf_printf(&d,
-			       "@@ -%zu,3 +%zu,3 @@\n line %zu\n-line %zu\n+LINE %zu\n line %zu\n",
-			       at + 1, at + 1, at, at + 1, at + 1, at + 2);
+		ck_assert_int_eq(
+		    cae_buf_printf(
+			&d, "@@ -%zu,3 +%zu,3 @@\n line %zu\n-line %zu\n+LINE %zu\n line %zu\n",
+			at + 1, at + 1, at, at + 1, at + 1, at + 2),
+		    0);
 	}
 	cae_patch *p = NULL;
 	cae_error err = {0};
@@ -662,11 +668,11 @@ START_TEST(apply_large_and_adversarial)
 	/* identical lines everywhere and a long hunk that almost matches at every position:
 	 * the rolling hash keeps this linear per hunk (no quadratic blow-up) */
 	for (size_t i = 0; i < 100000; i++)
-		cae_buf_puts(&f, "x\n");
-	cae_buf_puts(&d, "*** Begin Patch\n*** Update File: same\n@@\n");
+		ck_assert_int_eq(cae_buf_puts(&f, "x\n"), 0);
+	ck_assert_int_eq(cae_buf_puts(&d, "*** Begin Patch\n*** Update File: same\n@@\n"), 0);
 	for (size_t i = 0; i < 2000; i++)
-		cae_buf_puts(&d, " x\n");
-	cae_buf_puts(&d, "-y\n+z\n*** End Patch\n");
+		ck_assert_int_eq(cae_buf_puts(&d, " x\n"), 0);
+	ck_assert_int_eq(cae_buf_puts(&d, "-y\n+z\n*** End Patch\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(d.data, d.len, &p, &err), 0);
 	ck_assert_int_eq(cae_patch_apply_hunks(f.data, f.len, first_op(p), &out, &n, &err),
 			 -EINVAL);
@@ -1006,7 +1012,7 @@ START_TEST(warnings_are_capped)
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
 	for (int i = 0; i < 150; i++)
-		cae_buf_puts(&b, "```text\nx\n```\n");
+		ck_assert_int_eq(cae_buf_puts(&b, "```text\nx\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);

@@ -1944,20 +1944,25 @@ static char *kill_patch_text(void)
 {
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	cae_buf_puts(&b, "*** Begin Patch\n");
+	ck_assert_int_eq(cae_buf_puts(&b, "*** Begin Patch\n"), 0);
 	for (int i = 0; i < 15; i++)
-		cae_buf_printf(&b,
-			       "*** Update File: kp/%s/p%02d.txt\n@@\n line A %02d\n-line B %02d\n"
-			       "+line B %02d changed\n line C %02d\n",
-			       i >= 8 ? "lib/deep" : "src", i, i, i, i, i);
-	cae_buf_puts(&b,
-		     "*** Add File: kp/newdir/sub/added1.txt\n+added one\n"
-		     "*** Add File: kp/src/added2.txt\n+added two\n"
-		     "*** Delete File: kp/lib/deep/p15.txt\n"
-		     "*** Update File: kp/mv/old.txt\n*** Move to: kp/mv2/new.txt\n@@\n moving\n"
-		     "-along\n+moved\n"
-		     "*** Update File: kp/mode.sh\n@@\n #!/bin/sh\n-echo one\n+echo two\n"
-		     "*** End Patch\n");
+		ck_assert_int_eq(
+		    cae_buf_printf(
+			&b,
+			"*** Update File: kp/%s/p%02d.txt\n@@\n line A %02d\n-line B %02d\n"
+			"+line B %02d changed\n line C %02d\n",
+			i >= 8 ? "lib/deep" : "src", i, i, i, i, i),
+		    0);
+	ck_assert_int_eq(
+	    cae_buf_puts(
+		&b, "*** Add File: kp/newdir/sub/added1.txt\n+added one\n"
+		    "*** Add File: kp/src/added2.txt\n+added two\n"
+		    "*** Delete File: kp/lib/deep/p15.txt\n"
+		    "*** Update File: kp/mv/old.txt\n*** Move to: kp/mv2/new.txt\n@@\n moving\n"
+		    "-along\n+moved\n"
+		    "*** Update File: kp/mode.sh\n@@\n #!/bin/sh\n-echo one\n+echo two\n"
+		    "*** End Patch\n"),
+	    0);
 	return cae_buf_steal(&b, NULL);
 }
 
