@@ -17,15 +17,15 @@ static void check_request(const char *body, size_t len)
 {
 	cae_helper_request q;
 	cae_error err = {0};
-	if (cae_helper_decode_request(body, len, &q, &err) < 0)
+	if (cae__helper_decode_request(body, len, &q, &err) < 0)
 		return;
 	cae_buf b;
 	cae_buf_init(&b, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	cae_helper_request_extra x = {.env_add = (const char *const *)q.env_add,
 				      .confine = q.confine};
-	if (cae_helper_encode_request(&q.spec, &x, &b) == 0) {
+	if (cae__helper_encode_request(&q.spec, &x, &b) == 0) {
 		cae_helper_request q2;
-		if (cae_helper_decode_request(b.data + 4, b.len - 4, &q2, &err) != 0)
+		if (cae__helper_decode_request(b.data + 4, b.len - 4, &q2, &err) != 0)
 			abort();
 		size_t i = 0;
 		for (; q.spec.argv[i]; i++)
@@ -37,10 +37,10 @@ static void check_request(const char *body, size_t len)
 		    q.spec.truncate != q2.spec.truncate || (!q.confine) != (!q2.confine) ||
 		    (q.confine && strcmp(q.confine, q2.confine)) || (!q.env_add) != (!q2.env_add))
 			abort();
-		cae_helper_request_clear(&q2);
+		cae__helper_request_clear(&q2);
 	}
 	cae_buf_clear(&b);
-	cae_helper_request_clear(&q);
+	cae__helper_request_clear(&q);
 }
 
 static void check_response(const char *body, size_t len)
@@ -48,7 +48,7 @@ static void check_response(const char *body, size_t len)
 	cae_run_result res;
 	cae_error err = {0};
 	int status = 0;
-	if (cae_helper_decode_response(body, len, &status, &res, &err) < 0)
+	if (cae__helper_decode_response(body, len, &status, &res, &err) < 0)
 		return;
 	if (status == 0) {
 		/* What reaches the tools is valid UTF-8, NUL-terminated. */

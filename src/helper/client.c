@@ -162,7 +162,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf req;
 	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	int r = cae_helper_encode_request(spec, NULL, &req);
+	int r = cae__helper_encode_request(spec, NULL, &req);
 	if (r < 0) {
 		cae_buf_clear(&req);
 		return cae_error_set(err, r == -E2BIG ? -E2BIG : r,
@@ -186,7 +186,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			break;
 		sent += (size_t)w;
 	}
-	r = cae_helper_send_fd(h->ctl, sv[1]);
+	r = cae__helper_send_fd(h->ctl, sv[1]);
 	close(sv[1]);
 	if (r < 0) {
 		cae_buf_clear(&req);
@@ -287,7 +287,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 				break;
 			}
 			if (hdr_got == sizeof(hdr)) {
-				body_len = cae_helper_frame_length(hdr + 1);
+				body_len = cae__helper_frame_length(hdr + 1);
 				if (body_len > max_body || body_len == 0) {
 					r = cae_error_set(err, -EPROTO,
 							  "cae-helper answer of %u bytes refused",
@@ -314,7 +314,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		return r;
 	}
 	int status;
-	r = cae_helper_decode_response(body, body_len, &status, res, err);
+	r = cae__helper_decode_response(body, body_len, &status, res, err);
 	if (r < 0) {
 		atomic_store(&h->dead, true);
 		return cae_error_set(err, -EPROTO, "cae-helper answer malformed: %s",

@@ -145,7 +145,7 @@ static int become(const char *spec)
 	return 0;
 }
 
-int cae_helper_enter_main(int argc, char **argv)
+int cae__helper_enter_main(int argc, char **argv)
 {
 	const char *stage_dir = NULL, *user = NULL;
 	char **stage_srcs = NULL;

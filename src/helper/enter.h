@@ -4,6 +4,6 @@
 #define CAE_HELPER_ENTER_H
 
 /* argv[1] is "--enter". Execs the program after "--"; returns an exit status on failure. */
-int cae_helper_enter_main(int argc, char **argv);
+int cae__helper_enter_main(int argc, char **argv);
 
 #endif

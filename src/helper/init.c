@@ -101,7 +101,7 @@ static int usage(void)
 	return 2;
 }
 
-int cae_helper_init_main(int argc, char **argv)
+int cae__helper_init_main(int argc, char **argv)
 {
 	long long lifetime_s = 0;
 	for (int i = 2; i < argc; i++) {

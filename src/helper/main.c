@@ -65,7 +65,7 @@ static int stream_main(int argc, char **argv)
 			close(nul);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	int r = cae_helper_serve_stream(in, out, heartbeat_s);
+	int r = cae__helper_serve_stream(in, out, heartbeat_s);
 	if (r < 0) {
 		fprintf(stderr, "cae-helper: %s\n", strerror(-r));
 		return 1;
@@ -77,13 +77,13 @@ int main(int argc, char **argv)
 {
 	cae_helper_serve_options o = {0};
 	if (argc > 1 && strcmp(argv[1], "--enter") == 0)
-		return cae_helper_enter_main(argc, argv);
+		return cae__helper_enter_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--init") == 0)
-		return cae_helper_init_main(argc, argv);
+		return cae__helper_init_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--stream") == 0)
 		return stream_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--credential") == 0)
-		return cae_helper_credential_main(argc, argv);
+		return cae__helper_credential_main(argc, argv);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--max-idle") == 0 && i + 1 < argc) {
 			char *end;

@@ -117,7 +117,7 @@ static void *reader_main(void *arg)
 		}
 		char type;
 		uint32_t id, n;
-		if (cae_mux_parse_header(h, &type, &id, &n) < 0) {
+		if (cae__mux_parse_header(h, &type, &id, &n) < 0) {
 			end_stream(m, "malformed frame");
 			return NULL;
 		}
@@ -186,7 +186,7 @@ static void *reader_main(void *arg)
 static int send_frame(cae_helper_mux *m, char type, uint32_t id, const void *p, size_t n)
 {
 	unsigned char h[CAE_MUX_HEADER];
-	cae_mux_header(h, type, id, (uint32_t)n);
+	cae__mux_header(h, type, id, (uint32_t)n);
 	pthread_mutex_lock(&m->wlock);
 	int r = m->link.write(m->link.ctx, h, sizeof(h));
 	if (r == 0 && n)
@@ -329,7 +329,7 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 	cae_buf req;
 	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	cae_helper_request_extra x = {.env_add = env_add, .confine = confine};
-	int r = cae_helper_encode_request(spec, &x, &req);
+	int r = cae__helper_encode_request(spec, &x, &req);
 	if (r < 0) {
 		cae_buf_clear(&req);
 		return cae_error_set(err, r, "command too large for cae-helper");
@@ -371,7 +371,7 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 		return cae_error_set(err, r, "cae-helper ended during the command (%s)", why);
 	}
 	int status;
-	r = cae_helper_decode_response(c->body, c->len, &status, res, err);
+	r = cae__helper_decode_response(c->body, c->len, &status, res, err);
 	call_free(m, c);
 	if (r < 0) {
 		end_stream(m, "malformed answer");
@@ -391,7 +391,7 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf q;
 	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	int r = cae_helper_encode_edit(root, limits, req, &q);
+	int r = cae__helper_encode_edit(root, limits, req, &q);
 	if (r < 0) {
 		cae_buf_clear(&q);
 		return cae_error_set(err, r, "edit too large for cae-helper");
@@ -419,7 +419,7 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 				     "cae-helper ended during the edit");
 	}
 	int status;
-	r = cae_helper_decode_edit_result(c->body, c->len, &status, res, err);
+	r = cae__helper_decode_edit_result(c->body, c->len, &status, res, err);
 	call_free(m, c);
 	if (r < 0) {
 		end_stream(m, "malformed edit result");

@@ -5,7 +5,7 @@
 
 #include "base/banned.h"
 
-void cae_mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uint32_t n)
+void cae__mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uint32_t n)
 {
 	uint32_t len = n + 5;
 	for (int i = 0; i < 4; i++) {
@@ -15,8 +15,8 @@ void cae_mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uin
 	h[4] = (unsigned char)type;
 }
 
-int cae_mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint32_t *id,
-			 uint32_t *payload_len)
+int cae__mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint32_t *id,
+			  uint32_t *payload_len)
 {
 	uint32_t len = 0, v = 0;
 	for (int i = 0; i < 4; i++) {

@@ -35,22 +35,22 @@ enum cae_mux_type {
 };
 
 /* Fills a frame header for a payload of n bytes. */
-void cae_mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uint32_t n);
+void cae__mux_header(unsigned char h[CAE_MUX_HEADER], char type, uint32_t id, uint32_t n);
 /* Reads a frame header: *type, *id and the payload length. -EPROTO for a length that is too
  * short or over CAE_MUX_MAX_LENGTH. */
-int cae_mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint32_t *id,
-			 uint32_t *payload_len);
+int cae__mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uint32_t *id,
+			  uint32_t *payload_len);
 
 /* cae-helper --stream: serves frames read from in, answers on out, until end of file on
  * in; then cancels every command and returns 0 (-errno on a read error). heartbeat_s > 0:
  * signals PID 1 (cae-helper --init) with SIGUSR1 that often while connected. */
-int cae_helper_serve_stream(int in, int out, int heartbeat_s);
+int cae__helper_serve_stream(int in, int out, int heartbeat_s);
 
 /* cae-helper --credential get|store|erase: git's credential helper inside an environment;
  * asks the stream helper that ran the command (CAE_CREDENTIAL_SOCKET) (stream.c). */
-int cae_helper_credential_main(int argc, char **argv);
+int cae__helper_credential_main(int argc, char **argv);
 
 /* cae-helper --init: a container's PID 1 (init.c). */
-int cae_helper_init_main(int argc, char **argv);
+int cae__helper_init_main(int argc, char **argv);
 
 #endif

@@ -52,7 +52,7 @@ static uint32_t get_u32(const unsigned char *p)
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER])
+uint32_t cae__helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER])
 {
 	return get_u32(header);
 }
@@ -115,8 +115,8 @@ static int finish_frame(cae_buf *b, size_t at, int r)
 	return r;
 }
 
-int cae_helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
-			      cae_buf *b)
+int cae__helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
+			       cae_buf *b)
 {
 	if (!spec || !spec->argv || !spec->argv[0])
 		return -EINVAL;
@@ -298,7 +298,7 @@ static void free_vec(char **v)
 	free(v);
 }
 
-void cae_helper_request_clear(cae_helper_request *q)
+void cae__helper_request_clear(cae_helper_request *q)
 {
 	if (!q)
 		return;
@@ -311,7 +311,7 @@ void cae_helper_request_clear(cae_helper_request *q)
 	memset(q, 0, sizeof(*q));
 }
 
-int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *q, cae_error *err)
+int cae__helper_decode_request(const char *body, size_t len, cae_helper_request *q, cae_error *err)
 {
 	memset(q, 0, sizeof(*q));
 	struct req_ctx c = {.req = q};
@@ -326,7 +326,7 @@ int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *
 	if (r < 0) {
 		if (err && err->code == 0)
 			cae_error_set(err, r, "helper request: %s", strerror(-r));
-		cae_helper_request_clear(q);
+		cae__helper_request_clear(q);
 		return r;
 	}
 	if (!c.env_set) {
@@ -341,8 +341,8 @@ int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *
 	return 0;
 }
 
-int cae_helper_encode_response(int status, const char *message, const cae_run_result *res,
-			       cae_buf *b)
+int cae__helper_encode_response(int status, const char *message, const cae_run_result *res,
+				cae_buf *b)
 {
 	size_t at;
 	int r = begin_frame(b, 'R', &at);
@@ -467,8 +467,8 @@ static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae
 	return 0;
 }
 
-int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
-			       cae_error *err)
+int cae__helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
+				cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
 	struct resp_ctx c = {.res = res};
@@ -499,7 +499,7 @@ int cae_helper_decode_response(const char *body, size_t len, int *status, cae_ru
 	return 0;
 }
 
-int cae_helper_send_fd(int ctl, int fd)
+int cae__helper_send_fd(int ctl, int fd)
 {
 	char byte = 'r';
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
@@ -524,7 +524,7 @@ int cae_helper_send_fd(int ctl, int fd)
 	return n < 0 ? -errno : 0;
 }
 
-int cae_helper_recv_fd(int ctl)
+int cae__helper_recv_fd(int ctl)
 {
 	char byte;
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
@@ -586,8 +586,8 @@ enum {
 	EDR_COMMAND = 7,
 };
 
-int cae_helper_encode_edit(const char *root, const cae_editor_limits *l,
-			   const cae_editor_request *q, cae_buf *b)
+int cae__helper_encode_edit(const char *root, const cae_editor_limits *l,
+			    const cae_editor_request *q, cae_buf *b)
 {
 	size_t at;
 	int r = begin_frame(b, 'E', &at);
@@ -696,7 +696,7 @@ static int edit_field(void *ud, int tag, const unsigned char *d, size_t len, cae
 	return 0;
 }
 
-void cae_helper_edit_clear(cae_helper_edit *e)
+void cae__helper_edit_clear(cae_helper_edit *e)
 {
 	if (!e)
 		return;
@@ -707,7 +707,7 @@ void cae_helper_edit_clear(cae_helper_edit *e)
 	memset(e, 0, sizeof(*e));
 }
 
-int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err)
+int cae__helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err)
 {
 	memset(e, 0, sizeof(*e));
 	cae_editor_limits_default(&e->limits);
@@ -717,7 +717,7 @@ int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae
 	if (r < 0) {
 		if (err && err->code == 0)
 			cae_error_set(err, r, "edit request: %s", strerror(-r));
-		cae_helper_edit_clear(e);
+		cae__helper_edit_clear(e);
 		return r;
 	}
 	e->req.path = e->path;
@@ -726,8 +726,8 @@ int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae
 	return 0;
 }
 
-int cae_helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
-				  cae_buf *b)
+int cae__helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
+				   cae_buf *b)
 {
 	size_t at;
 	int r = begin_frame(b, 'e', &at);
@@ -811,8 +811,8 @@ static int edr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	return 0;
 }
 
-int cae_helper_decode_edit_result(const char *body, size_t len, int *status, cae_editor_result *res,
-				  cae_error *err)
+int cae__helper_decode_edit_result(const char *body, size_t len, int *status,
+				   cae_editor_result *res, cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
 	struct edr_ctx c = {.res = res};

@@ -47,22 +47,22 @@ typedef struct cae_helper_request {
 
 /* Appends the frame of spec (header included) to out. spec's cancel fd is not sent. x may
  * be NULL. */
-int cae_helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
-			      cae_buf *out);
+int cae__helper_encode_request(const cae_run_spec *spec, const cae_helper_request_extra *x,
+			       cae_buf *out);
 /* Decodes a body (without the header). Returns 0 or -EINVAL (err says what is wrong). */
-int cae_helper_decode_request(const char *body, size_t len, cae_helper_request *req,
-			      cae_error *err);
-void cae_helper_request_clear(cae_helper_request *req);
+int cae__helper_decode_request(const char *body, size_t len, cae_helper_request *req,
+			       cae_error *err);
+void cae__helper_request_clear(cae_helper_request *req);
 
 /* Appends the frame of a command's outcome: status is cae_runner_run()'s return value,
  * message its error text when status < 0, res its result when status == 0. */
-int cae_helper_encode_response(int status, const char *message, const cae_run_result *res,
-			       cae_buf *out);
+int cae__helper_encode_response(int status, const char *message, const cae_run_result *res,
+				cae_buf *out);
 /* Decodes a response body into *status, err (when *status < 0: its code and message) and
  * res (when *status == 0; owned, valid UTF-8). Returns 0, or -EINVAL for a malformed body
  * (then res holds nothing to free). */
-int cae_helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
-			       cae_error *err);
+int cae__helper_decode_response(const char *body, size_t len, int *status, cae_run_result *res,
+				cae_error *err);
 
 /* ---- the text editor through the helper (mux frames EDIT / EDIT_RESULT) ---- */
 
@@ -75,32 +75,32 @@ typedef struct cae_helper_edit {
 } cae_helper_edit;
 
 /* Appends an edit request's frame (header included) to out. */
-int cae_helper_encode_edit(const char *root, const cae_editor_limits *limits,
-			   const cae_editor_request *req, cae_buf *out);
-int cae_helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err);
-void cae_helper_edit_clear(cae_helper_edit *e);
+int cae__helper_encode_edit(const char *root, const cae_editor_limits *limits,
+			    const cae_editor_request *req, cae_buf *out);
+int cae__helper_decode_edit(const char *body, size_t len, cae_helper_edit *e, cae_error *err);
+void cae__helper_edit_clear(cae_helper_edit *e);
 /* status < 0: the editor failed (message says why); else res is the result. */
-int cae_helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
-				  cae_buf *out);
+int cae__helper_encode_edit_result(int status, const char *message, const cae_editor_result *res,
+				   cae_buf *out);
 /* Decodes into *status, err (status < 0) and res (owned; valid UTF-8). -EINVAL: malformed. */
-int cae_helper_decode_edit_result(const char *body, size_t len, int *status, cae_editor_result *res,
-				  cae_error *err);
+int cae__helper_decode_edit_result(const char *body, size_t len, int *status,
+				   cae_editor_result *res, cae_error *err);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
-int cae_helper_send_fd(int ctl, int fd);
+int cae__helper_send_fd(int ctl, int fd);
 /* Receives one message; returns the fd it carried (close-on-exec; extra fds are closed), -1
  * for a message without one, -EPIPE at end of file, -errno on error. */
-int cae_helper_recv_fd(int ctl);
+int cae__helper_recv_fd(int ctl);
 
 /* Serves one request body (helper side): decodes it (server_env, "K=V" or NULL, is added to
  * the command's environment after the request's own additions), calls ack (false: the manager is
  * gone, the command is not run), runs it with cancel_fd (-1: none) and appends the response frame
  * (header included) to out, which must be empty. Returns 0, or -ENOMEM when no response
  * could be made. */
-int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
-			      void *ud, const char *const *server_env, cae_buf *out);
+int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
+			       void *ud, const char *const *server_env, cae_buf *out);
 
 /* The body length a frame header announces. */
-uint32_t cae_helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);
+uint32_t cae__helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);
 
 #endif

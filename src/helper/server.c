@@ -119,13 +119,13 @@ static int check_confined(const cae_helper_request *q, cae_error *err)
 			     q->cwd ? q->cwd : ".", q->confine);
 }
 
-int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
-			      void *ud, const char *const *server_env, cae_buf *out)
+int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
+			       void *ud, const char *const *server_env, cae_buf *out)
 {
 	cae_error err = {0};
 	cae_run_result res = {0};
 	cae_helper_request req = {0};
-	int status = cae_helper_decode_request(body, len, &req, &err);
+	int status = cae__helper_decode_request(body, len, &req, &err);
 	if (!ack(ud))
 		status = -EPIPE; /* the manager is gone: do not run it */
 	_cleanup_free_ char **envp = NULL;
@@ -159,13 +159,13 @@ int cae_helper_handle_request(const char *body, size_t len, int cancel_fd, bool 
 		req.spec.cancel_fd = cancel_fd;
 		status = cae_runner_run(&req.spec, &res, &err);
 	}
-	cae_helper_request_clear(&req);
-	int r = cae_helper_encode_response(status, err.message, &res, out);
+	cae__helper_request_clear(&req);
+	int r = cae__helper_encode_response(status, err.message, &res, out);
 	if (r == -E2BIG && status == 0) {
 		/* Outputs past what a frame holds (caps above the frame limit): say so. */
 		cae_buf_clear(out); /* the maximum is kept */
 		cae_error_set(&err, -E2BIG, "command output too large for the helper channel");
-		r = cae_helper_encode_response(-E2BIG, err.message, NULL, out);
+		r = cae__helper_encode_response(-E2BIG, err.message, NULL, out);
 	}
 	cae_run_result_clear(&res);
 	return r;
@@ -182,25 +182,25 @@ static void serve_one(int fd)
 	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
 	if (read_full(fd, hdr, sizeof(hdr)) < 0)
 		return;
-	uint32_t len = cae_helper_frame_length(hdr);
+	uint32_t len = cae__helper_frame_length(hdr);
 	cae_buf out;
 	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	int r;
 	if (len > CAE_HELPER_MAX_FRAME) {
 		if (!ack_on_socket(&fd))
 			return;
-		r = cae_helper_encode_response(-E2BIG, "helper request too large", NULL, &out);
+		r = cae__helper_encode_response(-E2BIG, "helper request too large", NULL, &out);
 	} else {
 		_cleanup_free_ char *body = malloc(len ? len : 1);
 		if (!body) {
 			if (!ack_on_socket(&fd))
 				return;
-			r = cae_helper_encode_response(-ENOMEM, "out of memory", NULL, &out);
+			r = cae__helper_encode_response(-ENOMEM, "out of memory", NULL, &out);
 		} else if (read_full(fd, body, len) < 0) {
 			return;
 		} else {
-			r = cae_helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,
-						      &out);
+			r = cae__helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,
+						       &out);
 		}
 	}
 	if (r == 0)
@@ -243,7 +243,7 @@ static void *worker(void *arg)
 {
 	struct server *sv = arg;
 	for (;;) {
-		int fd = cae_helper_recv_fd(sv->ctl);
+		int fd = cae__helper_recv_fd(sv->ctl);
 		pthread_mutex_lock(&sv->lock);
 		sv->last_activity_ns = cae_now_ns();
 		if (fd < 0 && fd != -1) {

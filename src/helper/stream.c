@@ -113,7 +113,7 @@ static int read_full(int fd, void *p, size_t n)
 static int send_frame(struct stream *st, char type, uint32_t id, const void *p, size_t n)
 {
 	unsigned char h[CAE_MUX_HEADER];
-	cae_mux_header(h, type, id, (uint32_t)n);
+	cae__mux_header(h, type, id, (uint32_t)n);
 	pthread_mutex_lock(&st->wlock);
 	int r = st->broken ? -EPIPE : write_full(st->out, h, sizeof(h));
 	if (r == 0 && n)
@@ -141,7 +141,7 @@ static int handle_edit(struct stream *st, const char *body, size_t len, cae_buf 
 	cae_error err = {0};
 	cae_helper_edit e;
 	cae_editor_result res = {0};
-	int status = cae_helper_decode_edit(body, len, &e, &err);
+	int status = cae__helper_decode_edit(body, len, &e, &err);
 	if (status == 0) {
 		pthread_mutex_lock(&st->ed_lock);
 		if (!st->ed || strcmp(st->ed_root, e.root) != 0) {
@@ -154,9 +154,9 @@ static int handle_edit(struct stream *st, const char *body, size_t len, cae_buf 
 		status =
 		    st->ed ? cae_editor_run(st->ed, &e.req, &res) : (err.code ? err.code : -ENOMEM);
 		pthread_mutex_unlock(&st->ed_lock);
-		cae_helper_edit_clear(&e);
+		cae__helper_edit_clear(&e);
 	}
-	int r = cae_helper_encode_edit_result(status, err.message, &res, out);
+	int r = cae__helper_encode_edit_result(status, err.message, &res, out);
 	cae_editor_result_clear(&res);
 	return r;
 }
@@ -172,8 +172,8 @@ static void *job_main(void *arg)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
 					 out.len - CAE_HELPER_FRAME_HEADER);
-	} else if (cae_helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, st->env,
-					     &out) == 0) {
+	} else if (cae__helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, st->env,
+					      &out) == 0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
@@ -409,7 +409,7 @@ static void cred_cleanup(struct stream *st)
 	}
 }
 
-int cae_helper_credential_main(int argc, char **argv)
+int cae__helper_credential_main(int argc, char **argv)
 {
 	/* git calls "get", "store" and "erase": only get asks for anything */
 	if (argc < 3 || strcmp(argv[2], "get") != 0)
@@ -456,7 +456,7 @@ int cae_helper_credential_main(int argc, char **argv)
 	return write_full(1, buf, n) < 0 ? 1 : 0;
 }
 
-int cae_helper_serve_stream(int in, int out, int heartbeat_s)
+int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 {
 	cae_proctree_init();
 	struct stream st = {.out = out};
@@ -498,7 +498,7 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 		}
 		char type;
 		uint32_t id, n;
-		if (cae_mux_parse_header(h, &type, &id, &n) < 0) {
+		if (cae__mux_parse_header(h, &type, &id, &n) < 0) {
 			ret = -EPROTO;
 			break;
 		}
@@ -518,10 +518,10 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			if (start_job(&st, CAE_MUX_EDIT, id, body, n) < 0) {
 				cae_buf e;
 				cae_buf_init(&e, 4096);
-				if (cae_helper_encode_edit_result(-EAGAIN,
-								  "cae-helper: cannot start "
-								  "a thread",
-								  NULL, &e) == 0)
+				if (cae__helper_encode_edit_result(-EAGAIN,
+								   "cae-helper: cannot start "
+								   "a thread",
+								   NULL, &e) == 0)
 					(void)send_frame(&st, CAE_MUX_EDIT_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,
 							 e.len - CAE_HELPER_FRAME_HEADER);
@@ -532,10 +532,10 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			if (start_job(&st, CAE_MUX_RUN, id, body, n) < 0) {
 				cae_buf e;
 				cae_buf_init(&e, 4096);
-				if (cae_helper_encode_response(-EAGAIN,
-							       "cae-helper: cannot start "
-							       "a thread",
-							       NULL, &e) == 0) {
+				if (cae__helper_encode_response(-EAGAIN,
+								"cae-helper: cannot start "
+								"a thread",
+								NULL, &e) == 0) {
 					(void)send_frame(&st, CAE_MUX_ACK, id, NULL, 0);
 					(void)send_frame(&st, CAE_MUX_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,

@@ -100,11 +100,11 @@ START_TEST(request_round_trip)
 			     .cancel_fd = -1};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);
-	ck_assert_uint_eq(cae_helper_frame_length((const unsigned char *)b.data), b.len - 4);
+	ck_assert_int_eq(cae__helper_encode_request(&spec, NULL, &b), 0);
+	ck_assert_uint_eq(cae__helper_frame_length((const unsigned char *)b.data), b.len - 4);
 	cae_helper_request q;
 	cae_error err = {0};
-	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
+	ck_assert_int_eq(cae__helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_str_eq(q.spec.argv[0], "printf");
 	ck_assert_str_eq(q.spec.argv[2], "a b");
 	ck_assert_str_eq(q.spec.argv[3], "");
@@ -122,24 +122,24 @@ START_TEST(request_round_trip)
 	ck_assert_uint_eq(q.spec.max_stderr, 88);
 	ck_assert_int_eq(q.spec.truncate, CAE_TRUNCATE_HEAD_TAIL);
 	ck_assert_int_eq(q.spec.cancel_fd, -1);
-	cae_helper_request_clear(&q);
+	cae__helper_request_clear(&q);
 
 	/* An empty environment stays empty (not "inherit"); no envp inherits. */
 	const char *empty[] = {NULL};
 	cae_run_spec s2 = {.argv = argv, .envp = empty, .cancel_fd = -1};
 	cae_buf_clear(&b);
-	ck_assert_int_eq(cae_helper_encode_request(&s2, NULL, &b), 0);
-	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
+	ck_assert_int_eq(cae__helper_encode_request(&s2, NULL, &b), 0);
+	ck_assert_int_eq(cae__helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_nonnull(q.spec.envp);
 	ck_assert_ptr_null(q.spec.envp[0]);
 	ck_assert(!q.spec.has_stdin);
-	cae_helper_request_clear(&q);
+	cae__helper_request_clear(&q);
 	s2.envp = NULL;
 	cae_buf_clear(&b);
-	ck_assert_int_eq(cae_helper_encode_request(&s2, NULL, &b), 0);
-	ck_assert_int_eq(cae_helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
+	ck_assert_int_eq(cae__helper_encode_request(&s2, NULL, &b), 0);
+	ck_assert_int_eq(cae__helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_null(q.spec.envp);
-	cae_helper_request_clear(&q);
+	cae__helper_request_clear(&q);
 	cae_buf_clear(&b);
 }
 END_TEST
@@ -159,11 +159,12 @@ START_TEST(response_round_trip)
 			      .duration_us = 4567};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_helper_encode_response(0, NULL, &res, &b), 0);
+	ck_assert_int_eq(cae__helper_encode_response(0, NULL, &res, &b), 0);
 	cae_run_result got;
 	int status = 1;
 	cae_error err = {0};
-	ck_assert_int_eq(cae_helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err), 0);
+	ck_assert_int_eq(cae__helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err),
+			 0);
 	ck_assert_int_eq(status, 0);
 	ck_assert_int_eq(got.exit_code, 130);
 	ck_assert_int_eq(got.term_signal, 2);
@@ -177,9 +178,10 @@ START_TEST(response_round_trip)
 	cae_run_result_clear(&got);
 
 	cae_buf_clear(&b);
-	ck_assert_int_eq(cae_helper_encode_response(-ENOENT, "command not found: nope", NULL, &b),
+	ck_assert_int_eq(cae__helper_encode_response(-ENOENT, "command not found: nope", NULL, &b),
 			 0);
-	ck_assert_int_eq(cae_helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err), 0);
+	ck_assert_int_eq(cae__helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err),
+			 0);
 	ck_assert_int_eq(status, -ENOENT);
 	ck_assert_int_eq(err.code, -ENOENT);
 	ck_assert_str_eq(err.message, "command not found: nope");
@@ -205,57 +207,57 @@ START_TEST(malformed_messages_refused)
 	cae_error err;
 	/* wrong type byte */
 	size_t n = body(b, 'R', "\x01\x01\x00\x00\x00x", 6);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	/* empty body */
-	ck_assert_int_eq(cae_helper_decode_request(b, 0, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, 0, &q, &err), -EINVAL);
 	/* field header cut short */
 	n = body(b, 'Q', "\x01\x01\x00", 3);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	/* field length past the end */
 	n = body(b, 'Q', "\x01\xff\x00\x00\x00x", 6);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "overruns"));
 	/* NUL inside an argument */
 	n = body(b, 'Q',
 		 "\x01\x03\x00\x00\x00"
 		 "a\0b",
 		 8);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	/* no command */
 	n = body(b, 'Q', "\x04\x01\x00\x00\x00/", 6);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "no command"));
 	/* an integer of the wrong size, a bad truncate mode */
 	n = body(b, 'Q', "\x01\x01\x00\x00\x00x\x06\x02\x00\x00\x00\x01\x02", 13);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	n = body(b, 'Q', "\x01\x01\x00\x00\x00x\x0b\x08\x00\x00\x00\x07\0\0\0\0\0\0\0", 19);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), -EINVAL);
 	/* unknown tags are skipped */
 	n = body(b, 'Q', "\x01\x01\x00\x00\x00x\x63\x02\x00\x00\x00zz", 13);
-	ck_assert_int_eq(cae_helper_decode_request(b, n, &q, &err), 0);
+	ck_assert_int_eq(cae__helper_decode_request(b, n, &q, &err), 0);
 	ck_assert_str_eq(q.spec.argv[0], "x");
-	cae_helper_request_clear(&q);
+	cae__helper_request_clear(&q);
 
 	/* responses: no status; an exit code out of range; invalid UTF-8 made valid */
 	n = body(b, 'R', "\x06\x01\x00\x00\x00x", 6);
-	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_response(b, n, &status, &res, &err), -EINVAL);
 	n = body(b, 'R',
 		 "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x03\x08\x00\x00\x00\xff\xff\0\0\0\0\0\0",
 		 26);
-	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_response(b, n, &status, &res, &err), -EINVAL);
 	n = body(b, 'R',
 		 "\x01\x08\x00\x00\x00\0\0\0\0\0\0\0\0\x06\x03\x00\x00\x00"
 		 "a\xff"
 		 "z",
 		 21);
-	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), 0);
+	ck_assert_int_eq(cae__helper_decode_response(b, n, &status, &res, &err), 0);
 	ck_assert_int_eq(status, 0);
 	ck_assert_str_eq(res.out, "a\xef\xbf\xbdz");
 	ck_assert_str_eq(res.err, "");
 	cae_run_result_clear(&res);
 	/* a positive status is not a thing */
 	n = body(b, 'R', "\x01\x08\x00\x00\x00\x05\0\0\0\0\0\0\0", 13);
-	ck_assert_int_eq(cae_helper_decode_response(b, n, &status, &res, &err), -EINVAL);
+	ck_assert_int_eq(cae__helper_decode_response(b, n, &status, &res, &err), -EINVAL);
 }
 END_TEST
 
@@ -547,7 +549,7 @@ START_TEST(end_of_channel_kills_commands)
 	ck_assert_int_gt(recv(ctl[0], hello, sizeof(hello) - 1, 0), 0);
 	ck_assert_str_eq(hello, "cae-helper 1");
 
-	ck_assert_int_eq(cae_helper_send_fd(ctl[0], rq[1]), 0);
+	ck_assert_int_eq(cae__helper_send_fd(ctl[0], rq[1]), 0);
 	close(rq[1]);
 
 	char *dir = tu_mkdtemp();
@@ -559,7 +561,7 @@ START_TEST(end_of_channel_kills_commands)
 	cae_run_spec spec = {.argv = cmd, .cancel_fd = -1};
 	cae_buf b;
 	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_helper_encode_request(&spec, NULL, &b), 0);
+	ck_assert_int_eq(cae__helper_encode_request(&spec, NULL, &b), 0);
 	ck_assert_int_eq(write(rq[0], b.data, b.len), (ssize_t)b.len);
 	cae_buf_clear(&b);
 	FILE *f = NULL;
