@@ -158,13 +158,13 @@ static inline void relay_pair(int a, int b)
 static inline pid_t dt_tcp_relay(char *host, size_t size)
 {
 	cae_docker_endpoint ep;
-	if (cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL) < 0 || !ep.is_unix) {
+	if (cae__docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL) < 0 || !ep.is_unix) {
 		fprintf(stderr, "dt_tcp_relay: DOCKER_HOST is not a unix socket\n");
 		exit(2);
 	}
 	struct relay rl = {.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
 	snprintf(rl.sock, sizeof(rl.sock), "%s", ep.socket_path);
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	if (bind(rl.lfd, (struct sockaddr *)&sin, sizeof(sin)) < 0 || listen(rl.lfd, 64) < 0 ||

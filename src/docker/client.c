@@ -40,7 +40,7 @@ static void curl_init(void)
 
 /* ---- DOCKER_HOST ---- */
 
-void cae_docker_endpoint_clear(cae_docker_endpoint *ep)
+void cae__docker_endpoint_clear(cae_docker_endpoint *ep)
 {
 	if (!ep)
 		return;
@@ -62,7 +62,7 @@ static char *str_printf(const char *fmt, ...)
 	return s;
 }
 
-int cae_docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_error *err)
+int cae__docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_error *err)
 {
 	memset(ep, 0, sizeof(*ep));
 	if (!host || !*host)
@@ -125,7 +125,7 @@ int cae_docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_err
 	}
 done:
 	if (!ep->base_url || !ep->host || (ep->is_unix && !ep->socket_path)) {
-		cae_docker_endpoint_clear(ep);
+		cae__docker_endpoint_clear(ep);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	return 0;
@@ -145,7 +145,7 @@ static bool parse_version(const char *s, long *maj, long *min)
 	return *end == '\0' && *maj >= 0 && *maj < 1000 && *min >= 0 && *min < 100000;
 }
 
-int cae_docker_version_cmp(const char *a, const char *b)
+int cae__docker_version_cmp(const char *a, const char *b)
 {
 	long am, an, bm, bn;
 	bool ao = parse_version(a, &am, &an), bo = parse_version(b, &bm, &bn);
@@ -158,18 +158,18 @@ int cae_docker_version_cmp(const char *a, const char *b)
 	return 0;
 }
 
-int cae_docker_negotiate(const char *server, char *out, size_t size, cae_error *err)
+int cae__docker_negotiate(const char *server, char *out, size_t size, cae_error *err)
 {
 	long m, n;
 	if (!server || !parse_version(server, &m, &n)) {
 		snprintf(out, size, "%s", CAE_DOCKER_API_MAX);
 		return 0;
 	}
-	if (cae_docker_version_cmp(server, CAE_DOCKER_API_MIN) < 0)
+	if (cae__docker_version_cmp(server, CAE_DOCKER_API_MIN) < 0)
 		return cae_error_set(err, -ENOTSUP,
 				     "the Docker engine speaks API %s; cae needs at least %s",
 				     server, CAE_DOCKER_API_MIN);
-	if (cae_docker_version_cmp(server, CAE_DOCKER_API_MAX) < 0)
+	if (cae__docker_version_cmp(server, CAE_DOCKER_API_MAX) < 0)
 		snprintf(out, size, "%ld.%ld", m, n);
 	else
 		snprintf(out, size, "%s", CAE_DOCKER_API_MAX);
@@ -178,7 +178,7 @@ int cae_docker_negotiate(const char *server, char *out, size_t size, cae_error *
 
 /* ---- errors ---- */
 
-int cae_docker_status_errno(long status)
+int cae__docker_status_errno(long status)
 {
 	switch (status) {
 	case 400:
@@ -199,7 +199,7 @@ int cae_docker_status_errno(long status)
 	}
 }
 
-void cae_docker_error_message(const char *body, size_t len, char *out, size_t size)
+void cae__docker_error_message(const char *body, size_t len, char *out, size_t size)
 {
 	out[0] = '\0';
 	if (!body || len == 0)
@@ -265,7 +265,7 @@ int cae_docker_new(const char *host, cae_docker **out, cae_error *err)
 	cae_docker *d = calloc(1, sizeof(*d));
 	if (!d)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	int r = cae_docker_endpoint_parse(host, &d->ep, err);
+	int r = cae__docker_endpoint_parse(host, &d->ep, err);
 	if (r < 0) {
 		free(d);
 		return r;
@@ -283,7 +283,7 @@ void cae_docker_free(cae_docker *d)
 	for (int i = 0; i < d->npool; i++)
 		curl_easy_cleanup(d->pool[i]);
 	pthread_mutex_destroy(&d->lock);
-	cae_docker_endpoint_clear(&d->ep);
+	cae__docker_endpoint_clear(&d->ep);
 	free(d);
 }
 
@@ -427,9 +427,9 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 		}
 		if (status != 200) {
 			char msg[512];
-			cae_docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
+			cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
 			cae_buf_clear(&resp.body);
-			return cae_error_set(err, cae_docker_status_errno(status),
+			return cae_error_set(err, cae__docker_status_errno(status),
 					     "GET /_ping: %s (HTTP %ld)", msg, status);
 		}
 		cae_buf_clear(&resp.body);
@@ -452,7 +452,7 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 			cae_buf_clear(&vr.body);
 		}
 		char version[16];
-		r = cae_docker_negotiate(server[0] ? server : NULL, version, sizeof(version), err);
+		r = cae__docker_negotiate(server[0] ? server : NULL, version, sizeof(version), err);
 		if (r < 0)
 			return r;
 		pthread_mutex_lock(&d->lock);
@@ -485,7 +485,7 @@ const char *cae_docker_api_version(cae_docker *d, cae_error *err)
 	return ensure_negotiated(d, err) == 0 ? d->version : NULL;
 }
 
-int cae_docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_error *err)
+int cae__docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_error *err)
 {
 	int r = ensure_negotiated(d, err);
 	if (r < 0)
@@ -500,7 +500,7 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 	if (resp_json)
 		*resp_json = NULL;
 	char prefix[24];
-	int r = cae_docker_version_prefix(d, prefix, sizeof(prefix), err);
+	int r = cae__docker_version_prefix(d, prefix, sizeof(prefix), err);
 	if (r < 0)
 		return r;
 	_cleanup_free_ char *url_path = str_printf("%s%s", prefix, path);
@@ -535,9 +535,9 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 		return (int)status;
 	}
 	char msg[768];
-	cae_docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
+	cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
 	cae_buf_clear(&resp.body);
-	return cae_error_set(err, cae_docker_status_errno(status), "%s %s: %s (HTTP %ld)", method,
+	return cae_error_set(err, cae__docker_status_errno(status), "%s %s: %s (HTTP %ld)", method,
 			     path, msg[0] ? msg : "no message", status);
 }
 
@@ -547,8 +547,8 @@ int cae_docker_call(cae_docker *d, const char *method, const char *path, json_t 
 	return docker_call(d, method, path, body, resp_json, d->timeout_ms, NULL, err);
 }
 
-int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
-			size_t *len, cae_error *err)
+int cae__docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
+			 size_t *len, cae_error *err)
 {
 	cae_buf raw = {0};
 	int r = docker_call(d, method, path, NULL, NULL, d->timeout_ms, &raw, err);
@@ -558,8 +558,8 @@ int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, cha
 	return *body ? r : cae_error_set(err, -ENOMEM, "out of memory");
 }
 
-int cae_docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
-			   cae_error *err)
+int cae__docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
+			    cae_error *err)
 {
 	CURL *h = curl_easy_init();
 	if (!h)
@@ -592,7 +592,7 @@ int cae_docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_s
 
 /* ---- containers ---- */
 
-char *cae_docker_escape(const char *s)
+char *cae__docker_escape(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
 	size_t n = strlen(s);
@@ -617,7 +617,7 @@ char *cae_docker_escape(const char *s)
 static int call_id(cae_docker *d, const char *method, const char *fmt_path, const char *id,
 		   const char *query, json_t *body, json_t **resp, int64_t extra_ms, cae_error *err)
 {
-	_cleanup_free_ char *eid = cae_docker_escape(id);
+	_cleanup_free_ char *eid = cae__docker_escape(id);
 	if (!eid)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	_cleanup_free_ char *path = NULL;
@@ -632,7 +632,7 @@ int cae_docker_container_create(cae_docker *d, const char *name, json_t *config,
 	*id = NULL;
 	if (warnings)
 		*warnings = NULL;
-	_cleanup_free_ char *ename = name ? cae_docker_escape(name) : NULL;
+	_cleanup_free_ char *ename = name ? cae__docker_escape(name) : NULL;
 	_cleanup_free_ char *path = NULL;
 	if ((name && !ename) || asprintf(&path, "/containers/create%s%s", ename ? "?name=" : "",
 					 ename ? ename : "") < 0)
@@ -701,7 +701,7 @@ int cae_docker_container_restart(cae_docker *d, const char *id, int timeout_s, c
 
 int cae_docker_container_rename(cae_docker *d, const char *id, const char *name, cae_error *err)
 {
-	_cleanup_free_ char *ename = cae_docker_escape(name);
+	_cleanup_free_ char *ename = cae__docker_escape(name);
 	_cleanup_free_ char *q = NULL;
 	if (!ename || asprintf(&q, "?name=%s", ename) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -723,7 +723,7 @@ int cae_docker_container_list(cae_docker *d, bool all, json_t *filters, json_t *
 {
 	*out = NULL;
 	_cleanup_free_ char *ftext = filters ? json_dumps(filters, JSON_COMPACT) : NULL;
-	_cleanup_free_ char *efilters = ftext ? cae_docker_escape(ftext) : NULL;
+	_cleanup_free_ char *efilters = ftext ? cae__docker_escape(ftext) : NULL;
 	_cleanup_free_ char *path = NULL;
 	if ((filters && !efilters) ||
 	    asprintf(&path, "/containers/json?all=%d%s%s", all ? 1 : 0, efilters ? "&filters=" : "",
@@ -763,11 +763,11 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 			   cae_error *err)
 {
 	char prefix[24];
-	int r = cae_docker_version_prefix(d, prefix, sizeof(prefix), err);
+	int r = cae__docker_version_prefix(d, prefix, sizeof(prefix), err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *eid = cae_docker_escape(id);
-	_cleanup_free_ char *epath = cae_docker_escape(path);
+	_cleanup_free_ char *eid = cae__docker_escape(id);
+	_cleanup_free_ char *epath = cae__docker_escape(path);
 	_cleanup_free_ char *url = NULL;
 	if (!eid || !epath ||
 	    asprintf(&url, "%s%s/containers/%s/archive?path=%s", d->ep.base_url, prefix, eid,
@@ -821,9 +821,9 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 		return 0;
 	}
 	char msg[768];
-	cae_docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
+	cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
 	cae_buf_clear(&resp.body);
-	return cae_error_set(err, cae_docker_status_errno(status),
+	return cae_error_set(err, cae__docker_status_errno(status),
 			     "PUT /containers/%s/archive: %s (HTTP %ld)", id,
 			     msg[0] ? msg : "no message", status);
 }

@@ -87,13 +87,13 @@ static void load(void)
 	api.slist_free_all = no_slist_free_all;
 }
 
-const cae_curl_api *cae_curl(void)
+const cae_curl_api *cae__curl(void)
 {
 	pthread_once(&once, load);
 	return &api;
 }
 
-const char *cae_curl_error(void)
+const char *cae__curl_error(void)
 {
 	pthread_once(&once, load);
 	return load_error[0] ? load_error : NULL;

@@ -21,16 +21,16 @@ typedef struct cae_docker_endpoint {
 } cae_docker_endpoint;
 
 /* Parses a DOCKER_HOST value (see include/cae/docker.h). NULL/"" = the default. */
-int cae_docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_error *err);
-void cae_docker_endpoint_clear(cae_docker_endpoint *ep);
+int cae__docker_endpoint_parse(const char *host, cae_docker_endpoint *ep, cae_error *err);
+void cae__docker_endpoint_clear(cae_docker_endpoint *ep);
 
 /* ---- API versions ---- */
 
 /* Compares "1.41"-style versions numerically (1.9 < 1.10). Unparsable sorts lowest. */
-int cae_docker_version_cmp(const char *a, const char *b);
+int cae__docker_version_cmp(const char *a, const char *b);
 /* The version to speak with an engine advertising `server` (NULL: unknown, speak
  * CAE_DOCKER_API_MAX): min(server, MAX). -ENOTSUP when server < MIN. out >= 16 bytes. */
-int cae_docker_negotiate(const char *server, char *out, size_t size, cae_error *err);
+int cae__docker_negotiate(const char *server, char *out, size_t size, cae_error *err);
 
 /* ---- the multiplexed stream (attach and exec with Tty false) ----
  * Frames: 8-byte header {stream (0 stdin, 1 stdout, 2 stderr), 0, 0, 0, size (uint32 big
@@ -44,13 +44,13 @@ typedef struct cae_docker_demux {
 	int stream;
 } cae_docker_demux;
 
-void cae_docker_demux_init(cae_docker_demux *dm);
+void cae__docker_demux_init(cae_docker_demux *dm);
 /* Feeds n bytes; calls fn for each payload piece. -EPROTO on a bad header; fn's negative
  * return is passed up. */
-int cae_docker_demux_feed(cae_docker_demux *dm, const char *p, size_t n, cae_docker_demux_fn fn,
-			  void *ud);
+int cae__docker_demux_feed(cae_docker_demux *dm, const char *p, size_t n, cae_docker_demux_fn fn,
+			   void *ud);
 /* True between frames (a stream that ends elsewhere was cut). */
-bool cae_docker_demux_idle(const cae_docker_demux *dm);
+bool cae__docker_demux_idle(const cae_docker_demux *dm);
 
 /* ---- the exec wrapper's first stderr line: "cae-exec PID PGID STATUS\n" ---- */
 
@@ -77,12 +77,12 @@ typedef struct cae_docker_wrap_header {
  * belong to the header (the rest is the command's stderr). When stderr does not start with
  * the header, done is set with status NONE and *replay and *replay_len give bytes held back
  * that belong to the command (borrowed from h). */
-size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, size_t n,
-				   const char **replay, size_t *replay_len);
+size_t cae__docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, size_t n,
+				    const char **replay, size_t *replay_len);
 
 /* The wrapper and kill scripts (POSIX sh), for tests and for docs. */
-extern const char cae_docker_wrapper_script[];
-extern const char cae_docker_kill_script[];
+extern const char cae__docker_wrapper_script[];
+extern const char cae__docker_kill_script[];
 
 /* A connection of our own (libcurl CONNECT_ONLY), hijacked by the engine for an exec. */
 typedef struct cae_docker_conn {
@@ -93,20 +93,20 @@ typedef struct cae_docker_conn {
 /* ---- client.c, for exec.c ---- */
 
 /* Negotiates if needed and writes "/v1.41" into prefix (>= 16 bytes). */
-int cae_docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_error *err);
+int cae__docker_version_prefix(cae_docker *d, char *prefix, size_t size, cae_error *err);
 /* A new easy handle connected (CONNECT_ONLY) to the engine; *sock its socket. */
-int cae_docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
-			   cae_error *err);
+int cae__docker_connect_raw(cae_docker *d, int64_t timeout_ms, CURL **out, curl_socket_t *sock,
+			    cae_error *err);
 /* cae_docker_call for endpoints whose body is not JSON (logs, archives): *body (new,
  * NUL-terminated) and *len receive the raw body of a 2xx answer. */
-int cae_docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
-			size_t *len, cae_error *err);
+int cae__docker_call_raw(cae_docker *d, const char *method, const char *path, char **body,
+			 size_t *len, cae_error *err);
 /* Percent-encodes s for a URL path segment or query value (new string, NULL on ENOMEM). */
-char *cae_docker_escape(const char *s);
+char *cae__docker_escape(const char *s);
 /* Maps an HTTP status to -errno (>= 400). */
-int cae_docker_status_errno(long status);
+int cae__docker_status_errno(long status);
 /* The engine's message from an error body: {"message": "..."} or the text itself; writes a
  * NUL-terminated, single-line excerpt into out. */
-void cae_docker_error_message(const char *body, size_t len, char *out, size_t size);
+void cae__docker_error_message(const char *body, size_t len, char *out, size_t size);
 
 #endif

@@ -118,10 +118,10 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 		      int64_t timeout_ms, cae_error *err)
 {
 	char prefix[24];
-	int r = cae_docker_version_prefix(d, prefix, sizeof(prefix), err);
+	int r = cae__docker_version_prefix(d, prefix, sizeof(prefix), err);
 	if (r < 0)
 		return r;
-	r = cae_docker_connect_raw(d, timeout_ms, &conn->h, &conn->sock, err);
+	r = cae__docker_connect_raw(d, timeout_ms, &conn->h, &conn->sock, err);
 	if (r < 0)
 		return r;
 	static const char body[] = "{\"Detach\":false,\"Tty\":false}";
@@ -219,9 +219,9 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 	}
 	conn_close(conn);
 	char msg[768];
-	cae_docker_error_message(errbody.data, errbody.len, msg, sizeof(msg));
+	cae__docker_error_message(errbody.data, errbody.len, msg, sizeof(msg));
 	cae_buf_clear(&errbody);
-	return cae_error_set(err, status > 0 ? cae_docker_status_errno(status) : -EPROTO,
+	return cae_error_set(err, status > 0 ? cae__docker_status_errno(status) : -EPROTO,
 			     "POST /exec/%s/start: %s (HTTP %ld)", exec_id,
 			     msg[0] ? msg : "no message", status);
 }
@@ -244,7 +244,7 @@ static int on_frame(void *ud, int stream, const char *p, size_t n)
 	if (run->use_header && !run->hdr.done) {
 		const char *replay;
 		size_t rlen;
-		size_t used = cae_docker_wrap_header_feed(&run->hdr, p, n, &replay, &rlen);
+		size_t used = cae__docker_wrap_header_feed(&run->hdr, p, n, &replay, &rlen);
 		if (rlen > 0) {
 			int r = cae_capture_add(&run->err, replay, rlen);
 			if (r < 0)
@@ -271,7 +271,7 @@ static int exec_create(cae_docker *d, const char *container, const cae_docker_ex
 	if (!spec->raw) {
 		json_array_append_new(cmd, json_string("sh"));
 		json_array_append_new(cmd, json_string("-c"));
-		json_array_append_new(cmd, json_string(cae_docker_wrapper_script));
+		json_array_append_new(cmd, json_string(cae__docker_wrapper_script));
 		json_array_append_new(cmd, json_string("cae-exec"));
 		json_array_append_new(cmd, json_string(spec->cwd ? spec->cwd : "/"));
 		json_array_append_new(cmd, json_string(spec->confine ? spec->confine : ""));
@@ -303,7 +303,7 @@ static int exec_create(cae_docker *d, const char *container, const cae_docker_ex
 		json_object_set_new(body, "User", json_string(spec->user));
 	if (spec->raw && spec->cwd)
 		json_object_set_new(body, "WorkingDir", json_string(spec->cwd));
-	_cleanup_free_ char *ec = cae_docker_escape(container);
+	_cleanup_free_ char *ec = cae__docker_escape(container);
 	char path[512];
 	if (!ec || snprintf(path, sizeof(path), "/containers/%s/exec", ec) >= (int)sizeof(path)) {
 		json_decref(body);
@@ -418,7 +418,7 @@ static int kill_session(cae_docker *d, const char *container, const char *user, 
 {
 	char sidtext[16];
 	snprintf(sidtext, sizeof(sidtext), "%d", sid);
-	const char *argv[] = {"sh", "-c", cae_docker_kill_script, "cae-kill", sig, sidtext, NULL};
+	const char *argv[] = {"sh", "-c", cae__docker_kill_script, "cae-kill", sig, sidtext, NULL};
 	cae_docker_exec_spec ks = {
 	    .argv = argv,
 	    .user = user,
@@ -510,13 +510,13 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	cae_capture_init(&run.out, max_out, spec->truncate);
 	cae_capture_init(&run.err, max_err, spec->truncate);
 	cae_docker_demux dm;
-	cae_docker_demux_init(&dm);
+	cae__docker_demux_init(&dm);
 	struct killer killer = {.d = d, .container = container, .spec = spec, .info = info};
 
 	int ret = 0;
 	bool eof = false;
 	if (early.len > 0)
-		ret = cae_docker_demux_feed(&dm, early.data, early.len, on_frame, &run);
+		ret = cae__docker_demux_feed(&dm, early.data, early.len, on_frame, &run);
 	cae_buf_clear(&early);
 
 	const char *in_p = spec->stdin_data;
@@ -586,7 +586,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 					eof = true; /* end of stream (or the connection broke) */
 					break;
 				}
-				ret = cae_docker_demux_feed(&dm, chunk, (size_t)k, on_frame, &run);
+				ret = cae__docker_demux_feed(&dm, chunk, (size_t)k, on_frame, &run);
 				if (ret < 0) {
 					cae_error_set(err, ret,
 						      "exec %.12s: bad stream from the engine",
@@ -745,7 +745,7 @@ int cae_docker_attach(cae_docker *d, const char *container, const char *const *a
 	s->conn.sock = CURL_SOCKET_BAD;
 	cae_buf_init(&s->early, HEAD_MAX + READ_CHUNK);
 	cae_buf_init(&s->out, SIZE_MAX);
-	cae_docker_demux_init(&s->dm);
+	cae__docker_demux_init(&s->dm);
 	r = exec_start(d, exec_id, &s->conn, &s->early, timeout_ms, err);
 	if (r < 0) {
 		cae_docker_stream_close(s);
@@ -787,7 +787,7 @@ ssize_t cae_docker_stream_read(cae_docker_stream *s, char *buf, size_t size)
 				return 0;
 			got = (size_t)k;
 		}
-		int r = cae_docker_demux_feed(&s->dm, raw, got, stream_frame, s);
+		int r = cae__docker_demux_feed(&s->dm, raw, got, stream_frame, s);
 		if (r < 0)
 			return r;
 	}

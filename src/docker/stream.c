@@ -12,18 +12,18 @@
 
 /* ---- demultiplexer ---- */
 
-void cae_docker_demux_init(cae_docker_demux *dm)
+void cae__docker_demux_init(cae_docker_demux *dm)
 {
 	memset(dm, 0, sizeof(*dm));
 }
 
-bool cae_docker_demux_idle(const cae_docker_demux *dm)
+bool cae__docker_demux_idle(const cae_docker_demux *dm)
 {
 	return dm->hdr_len == 0 && dm->left == 0;
 }
 
-int cae_docker_demux_feed(cae_docker_demux *dm, const char *p, size_t n, cae_docker_demux_fn fn,
-			  void *ud)
+int cae__docker_demux_feed(cae_docker_demux *dm, const char *p, size_t n, cae_docker_demux_fn fn,
+			   void *ud)
 {
 	while (n > 0) {
 		if (dm->left == 0) {
@@ -95,8 +95,8 @@ static void parse_header(cae_docker_wrap_header *h)
 		h->status = CAE_WRAP_NOTFOUND;
 }
 
-size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, size_t n,
-				   const char **replay, size_t *replay_len)
+size_t cae__docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, size_t n,
+				    const char **replay, size_t *replay_len)
 {
 	*replay = NULL;
 	*replay_len = 0;
@@ -146,7 +146,7 @@ size_t cae_docker_wrap_header_feed(cae_docker_wrap_header *h, const char *p, siz
  * SIGTERM), as the local runner does after every call, provided the wrapper leads its group
  * (runc makes every exec a session and group leader; the check keeps us from signalling
  * someone else's processes in a runtime that does not). */
-const char cae_docker_wrapper_script[] =
+const char cae__docker_wrapper_script[] =
     "p=; r=; read -r r </proc/$$/stat; r=${r##*) }; g() { p=$3; }; g $r\n"
     "if ! cd -P \"$1\" 2>/dev/null; then printf 'cae-exec %s %s nocwd\\n' $$ \"$p\" >&2; "
     "exit 126; fi\n"
@@ -170,7 +170,7 @@ const char cae_docker_wrapper_script[] =
  * Signals the process group SID and every process whose session is SID (a process that
  * changed its group stays in the session). Shell builtins only: no fork is needed once the
  * shell runs, which matters when a fork bomb holds every pid the container may have. */
-const char cae_docker_kill_script[] =
+const char cae__docker_kill_script[] =
     "t=$2; s=; l=; g() { s=$4; }\n"
     "kill -$1 -$t 2>/dev/null; kill -$1 $t 2>/dev/null\n"
     "for d in /proc/[0-9]*; do read -r l 2>/dev/null <\"$d/stat\" || continue; l=${l##*) }; "

@@ -484,7 +484,7 @@ START_TEST(backend_token_appears_nowhere)
 	snprintf(lpath, sizeof(lpath), "/containers/%s/logs?stdout=1&stderr=1", name);
 	char *logs = NULL;
 	size_t loglen = 0;
-	ck_assert_int_ge(cae_docker_call_raw(d, "GET", lpath, &logs, &loglen, &err), 0);
+	ck_assert_int_ge(cae__docker_call_raw(d, "GET", lpath, &logs, &loglen, &err), 0);
 	ck_assert(memmem(logs, loglen, git_token, strlen(git_token)) == NULL);
 	free(logs);
 

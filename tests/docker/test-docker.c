@@ -71,11 +71,11 @@ START_TEST(demux_split_everywhere)
 		cae_buf_init(&f.out, 1024);
 		cae_buf_init(&f.err, 1024);
 		cae_docker_demux dm;
-		cae_docker_demux_init(&dm);
-		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream, cut, collect, &f), 0);
-		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream + cut, len - cut, collect, &f),
+		cae__docker_demux_init(&dm);
+		ck_assert_int_eq(cae__docker_demux_feed(&dm, stream, cut, collect, &f), 0);
+		ck_assert_int_eq(cae__docker_demux_feed(&dm, stream + cut, len - cut, collect, &f),
 				 0);
-		ck_assert(cae_docker_demux_idle(&dm));
+		ck_assert(cae__docker_demux_idle(&dm));
 		ck_assert_str_eq(f.out.data, "hello world\n");
 		ck_assert_str_eq(f.err.data, "oops\n");
 		cae_buf_clear(&f.out);
@@ -85,10 +85,10 @@ START_TEST(demux_split_everywhere)
 	cae_buf_init(&f.out, 1024);
 	cae_buf_init(&f.err, 1024);
 	cae_docker_demux dm;
-	cae_docker_demux_init(&dm);
+	cae__docker_demux_init(&dm);
 	for (size_t i = 0; i < len; i++) {
-		ck_assert_int_eq(cae_docker_demux_feed(&dm, stream + i, 1, collect, &f), 0);
-		ck_assert(cae_docker_demux_idle(&dm) ==
+		ck_assert_int_eq(cae__docker_demux_feed(&dm, stream + i, 1, collect, &f), 0);
+		ck_assert(cae__docker_demux_idle(&dm) ==
 			  (i == len - 1 || i == 13 || i == 13 + 13 || i == 13 + 13 + 8));
 	}
 	ck_assert_str_eq(f.out.data, "hello world\n");
@@ -103,18 +103,18 @@ START_TEST(demux_bad_header)
 	cae_buf_init(&f.out, 64);
 	cae_buf_init(&f.err, 64);
 	cae_docker_demux dm;
-	cae_docker_demux_init(&dm);
+	cae__docker_demux_init(&dm);
 	const char bad[8] = {7, 0, 0, 0, 0, 0, 0, 1};
-	ck_assert_int_eq(cae_docker_demux_feed(&dm, bad, 8, collect, &f), -EPROTO);
-	cae_docker_demux_init(&dm);
+	ck_assert_int_eq(cae__docker_demux_feed(&dm, bad, 8, collect, &f), -EPROTO);
+	cae__docker_demux_init(&dm);
 	const char bad2[8] = {1, 1, 0, 0, 0, 0, 0, 1};
-	ck_assert_int_eq(cae_docker_demux_feed(&dm, bad2, 8, collect, &f), -EPROTO);
+	ck_assert_int_eq(cae__docker_demux_feed(&dm, bad2, 8, collect, &f), -EPROTO);
 	/* A frame cut in the middle leaves the demuxer busy. */
 	char s[64];
 	size_t n = frame(s, 1, "abcdef");
-	cae_docker_demux_init(&dm);
-	ck_assert_int_eq(cae_docker_demux_feed(&dm, s, n - 2, collect, &f), 0);
-	ck_assert(!cae_docker_demux_idle(&dm));
+	cae__docker_demux_init(&dm);
+	ck_assert_int_eq(cae__docker_demux_feed(&dm, s, n - 2, collect, &f), 0);
+	ck_assert(!cae__docker_demux_idle(&dm));
 	cae_buf_clear(&f.out);
 	cae_buf_clear(&f.err);
 }
@@ -137,15 +137,15 @@ START_TEST(demux_large_frame)
 	cae_buf_init(&f.out, 16);
 	cae_buf_init(&f.err, 2 * n);
 	cae_docker_demux dm;
-	cae_docker_demux_init(&dm);
+	cae__docker_demux_init(&dm);
 	for (size_t off = 0; off < n + 8;) {
 		size_t k = MIN((size_t)4093, n + 8 - off);
-		ck_assert_int_eq(cae_docker_demux_feed(&dm, s + off, k, collect, &f), 0);
+		ck_assert_int_eq(cae__docker_demux_feed(&dm, s + off, k, collect, &f), 0);
 		off += k;
 	}
 	ck_assert_uint_eq(f.err.len, n);
 	ck_assert_int_eq(memcmp(f.err.data, s + 8, n), 0);
-	ck_assert(cae_docker_demux_idle(&dm));
+	ck_assert(cae__docker_demux_idle(&dm));
 	free(s);
 	cae_buf_clear(&f.out);
 	cae_buf_clear(&f.err);
@@ -159,9 +159,9 @@ START_TEST(wrap_header_parse)
 	/* Split across pieces, followed by the command's own stderr. */
 	cae_docker_wrap_header h = {0};
 	const char *a = "cae-exec 12", *b = " 12 ok\nreal stderr";
-	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h, a, strlen(a), &replay, &rl), strlen(a));
+	ck_assert_uint_eq(cae__docker_wrap_header_feed(&h, a, strlen(a), &replay, &rl), strlen(a));
 	ck_assert(!h.done);
-	size_t used = cae_docker_wrap_header_feed(&h, b, strlen(b), &replay, &rl);
+	size_t used = cae__docker_wrap_header_feed(&h, b, strlen(b), &replay, &rl);
 	ck_assert_uint_eq(used, strlen(" 12 ok\n"));
 	ck_assert(h.done);
 	ck_assert_int_eq(h.status, CAE_WRAP_OK);
@@ -171,7 +171,7 @@ START_TEST(wrap_header_parse)
 
 	cae_docker_wrap_header h2 = {0};
 	const char *c = "cae-exec 7  notfound\n";
-	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h2, c, strlen(c), &replay, &rl), strlen(c));
+	ck_assert_uint_eq(cae__docker_wrap_header_feed(&h2, c, strlen(c), &replay, &rl), strlen(c));
 	ck_assert_int_eq(h2.status, CAE_WRAP_NOTFOUND);
 	ck_assert_int_eq(h2.pid, 7);
 	ck_assert_int_eq(h2.pgid, 0);
@@ -179,8 +179,8 @@ START_TEST(wrap_header_parse)
 	/* Not a header: the bytes held back are given back. */
 	cae_docker_wrap_header h3 = {0};
 	const char *d1 = "cae-", *d2 = "oops";
-	ck_assert_uint_eq(cae_docker_wrap_header_feed(&h3, d1, 4, &replay, &rl), 4);
-	used = cae_docker_wrap_header_feed(&h3, d2, 4, &replay, &rl);
+	ck_assert_uint_eq(cae__docker_wrap_header_feed(&h3, d1, 4, &replay, &rl), 4);
+	used = cae__docker_wrap_header_feed(&h3, d2, 4, &replay, &rl);
 	ck_assert_uint_eq(used, 0);
 	ck_assert(h3.done);
 	ck_assert_int_eq(h3.status, CAE_WRAP_NONE);
@@ -190,7 +190,7 @@ START_TEST(wrap_header_parse)
 	/* Looks like one, is not one. */
 	cae_docker_wrap_header h4 = {0};
 	const char *e = "cae-exec x\n";
-	used = cae_docker_wrap_header_feed(&h4, e, strlen(e), &replay, &rl);
+	used = cae__docker_wrap_header_feed(&h4, e, strlen(e), &replay, &rl);
 	ck_assert(h4.done);
 	ck_assert_int_eq(h4.status, CAE_WRAP_NONE);
 	ck_assert_uint_eq(used + 0, strlen(e));
@@ -201,7 +201,7 @@ START_TEST(wrap_header_parse)
 	char longl[300];
 	memcpy(longl, "cae-exec ", 9);
 	memset(longl + 9, '1', sizeof(longl) - 9);
-	used = cae_docker_wrap_header_feed(&h5, longl, sizeof(longl), &replay, &rl);
+	used = cae__docker_wrap_header_feed(&h5, longl, sizeof(longl), &replay, &rl);
 	ck_assert(h5.done);
 	ck_assert_int_eq(h5.status, CAE_WRAP_NONE);
 	ck_assert_uint_eq(used, CAE_DOCKER_WRAP_HEADER_MAX - 1);
@@ -213,38 +213,38 @@ START_TEST(host_parse)
 {
 	cae_docker_endpoint ep;
 	cae_error err = {0};
-	ck_assert_int_eq(cae_docker_endpoint_parse(NULL, &ep, &err), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse(NULL, &ep, &err), 0);
 	ck_assert(ep.is_unix);
 	ck_assert_str_eq(ep.socket_path, "/var/run/docker.sock");
 	ck_assert_str_eq(ep.host, "unix:///var/run/docker.sock");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
 	ck_assert_int_eq(
-	    cae_docker_endpoint_parse("unix:///run/user/1000/podman/podman.sock", &ep, &err), 0);
+	    cae__docker_endpoint_parse("unix:///run/user/1000/podman/podman.sock", &ep, &err), 0);
 	ck_assert_str_eq(ep.socket_path, "/run/user/1000/podman/podman.sock");
 	ck_assert_str_eq(ep.base_url, "http://localhost");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
-	ck_assert_int_eq(cae_docker_endpoint_parse("/tmp/x.sock", &ep, &err), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse("/tmp/x.sock", &ep, &err), 0);
 	ck_assert_str_eq(ep.host, "unix:///tmp/x.sock");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
-	ck_assert_int_eq(cae_docker_endpoint_parse("tcp://10.0.0.5:2376", &ep, &err), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse("tcp://10.0.0.5:2376", &ep, &err), 0);
 	ck_assert(!ep.is_unix);
 	ck_assert_str_eq(ep.base_url, "http://10.0.0.5:2376");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
-	ck_assert_int_eq(cae_docker_endpoint_parse("tcp://docker.example", &ep, &err), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse("tcp://docker.example", &ep, &err), 0);
 	ck_assert_str_eq(ep.base_url, "http://docker.example:2375");
 	ck_assert_str_eq(ep.host, "tcp://docker.example:2375");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
-	ck_assert_int_eq(cae_docker_endpoint_parse("tcp://[::1]:2375/", &ep, &err), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse("tcp://[::1]:2375/", &ep, &err), 0);
 	ck_assert_str_eq(ep.base_url, "http://[::1]:2375");
-	cae_docker_endpoint_clear(&ep);
-	ck_assert_int_eq(cae_docker_endpoint_parse("tcp://[::1]", &ep, &err), 0);
+	cae__docker_endpoint_clear(&ep);
+	ck_assert_int_eq(cae__docker_endpoint_parse("tcp://[::1]", &ep, &err), 0);
 	ck_assert_str_eq(ep.base_url, "http://[::1]:2375");
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 
 	const char *bad[] = {"ssh://me@host",	"npipe:////./pipe/docker_engine",
 			     "unix://rel.sock", "tcp://",
@@ -254,7 +254,8 @@ START_TEST(host_parse)
 			     "https://h:1",	NULL};
 	for (const char **b = bad; *b; b++) {
 		cae_error e = {0};
-		ck_assert_msg(cae_docker_endpoint_parse(*b, &ep, &e) == -EINVAL, "%s accepted", *b);
+		ck_assert_msg(cae__docker_endpoint_parse(*b, &ep, &e) == -EINVAL, "%s accepted",
+			      *b);
 		ck_assert_msg(strstr(e.message, "DOCKER_HOST") != NULL, "%s", e.message);
 	}
 }
@@ -262,22 +263,22 @@ END_TEST
 
 START_TEST(version_negotiation)
 {
-	ck_assert_int_lt(cae_docker_version_cmp("1.9", "1.10"), 0);
-	ck_assert_int_gt(cae_docker_version_cmp("1.41", "1.4"), 0);
-	ck_assert_int_eq(cae_docker_version_cmp("1.41", "1.41"), 0);
-	ck_assert_int_gt(cae_docker_version_cmp("2.0", "1.99"), 0);
-	ck_assert_int_lt(cae_docker_version_cmp("garbage", "1.0"), 0);
+	ck_assert_int_lt(cae__docker_version_cmp("1.9", "1.10"), 0);
+	ck_assert_int_gt(cae__docker_version_cmp("1.41", "1.4"), 0);
+	ck_assert_int_eq(cae__docker_version_cmp("1.41", "1.41"), 0);
+	ck_assert_int_gt(cae__docker_version_cmp("2.0", "1.99"), 0);
+	ck_assert_int_lt(cae__docker_version_cmp("garbage", "1.0"), 0);
 	char v[16];
 	cae_error err = {0};
-	ck_assert_int_eq(cae_docker_negotiate("1.41", v, sizeof(v), &err), 0);
+	ck_assert_int_eq(cae__docker_negotiate("1.41", v, sizeof(v), &err), 0);
 	ck_assert_str_eq(v, "1.41");
-	ck_assert_int_eq(cae_docker_negotiate("1.52", v, sizeof(v), &err), 0);
+	ck_assert_int_eq(cae__docker_negotiate("1.52", v, sizeof(v), &err), 0);
 	ck_assert_str_eq(v, CAE_DOCKER_API_MAX);
-	ck_assert_int_eq(cae_docker_negotiate(NULL, v, sizeof(v), &err), 0);
+	ck_assert_int_eq(cae__docker_negotiate(NULL, v, sizeof(v), &err), 0);
 	ck_assert_str_eq(v, CAE_DOCKER_API_MAX);
-	ck_assert_int_eq(cae_docker_negotiate("1.12", v, sizeof(v), &err), -ENOTSUP);
+	ck_assert_int_eq(cae__docker_negotiate("1.12", v, sizeof(v), &err), -ENOTSUP);
 	ck_assert(strstr(err.message, "1.12") != NULL);
-	ck_assert_int_eq(cae_docker_negotiate("1.24", v, sizeof(v), &err), 0);
+	ck_assert_int_eq(cae__docker_negotiate("1.24", v, sizeof(v), &err), 0);
 	ck_assert_str_eq(v, "1.24");
 }
 END_TEST
@@ -286,16 +287,16 @@ START_TEST(error_message_extraction)
 {
 	char m[64];
 	const char *j = "{\"message\":\"No such image: x:latest\"}\n";
-	cae_docker_error_message(j, strlen(j), m, sizeof(m));
+	cae__docker_error_message(j, strlen(j), m, sizeof(m));
 	ck_assert_str_eq(m, "No such image: x:latest");
 	const char *t = "page not found\n";
-	cae_docker_error_message(t, strlen(t), m, sizeof(m));
+	cae__docker_error_message(t, strlen(t), m, sizeof(m));
 	ck_assert_str_eq(m, "page not found");
-	cae_docker_error_message(NULL, 0, m, sizeof(m));
+	cae__docker_error_message(NULL, 0, m, sizeof(m));
 	ck_assert_str_eq(m, "");
-	ck_assert_int_eq(cae_docker_status_errno(404), -ENOENT);
-	ck_assert_int_eq(cae_docker_status_errno(409), -EEXIST);
-	ck_assert_int_eq(cae_docker_status_errno(500), -EIO);
+	ck_assert_int_eq(cae__docker_status_errno(404), -ENOENT);
+	ck_assert_int_eq(cae__docker_status_errno(409), -EEXIST);
+	ck_assert_int_eq(cae__docker_status_errno(500), -EIO);
 }
 END_TEST
 
@@ -411,8 +412,8 @@ START_TEST(client_version_and_info)
 	cae_error err = {0};
 	const char *v = cae_docker_api_version(d, &err);
 	ck_assert_ptr_nonnull(v);
-	ck_assert_int_ge(cae_docker_version_cmp(v, CAE_DOCKER_API_MIN), 0);
-	ck_assert_int_le(cae_docker_version_cmp(v, CAE_DOCKER_API_MAX), 0);
+	ck_assert_int_ge(cae__docker_version_cmp(v, CAE_DOCKER_API_MIN), 0);
+	ck_assert_int_le(cae__docker_version_cmp(v, CAE_DOCKER_API_MAX), 0);
 	json_t *info = NULL;
 	ck_assert_int_eq(cae_docker_info(d, &info, &err), 0);
 	ck_assert_ptr_nonnull(json_object_get(info, "Driver"));
@@ -691,12 +692,12 @@ static void *relay_main(void *arg)
 START_TEST(client_over_tcp)
 {
 	cae_docker_endpoint ep;
-	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
 	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
 	signal(SIGCHLD, SIG_IGN);
 	struct relay rl = {.lfd = socket(AF_INET, SOCK_STREAM, 0)};
 	snprintf(rl.sock, sizeof(rl.sock), "%s", ep.socket_path);
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	ck_assert_int_eq(bind(rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
@@ -768,12 +769,12 @@ static void *cut_relay_main(void *arg)
 START_TEST(exec_engine_gone_is_an_error)
 {
 	cae_docker_endpoint ep;
-	ck_assert_int_eq(cae_docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
+	ck_assert_int_eq(cae__docker_endpoint_parse(getenv("DOCKER_HOST"), &ep, NULL), 0);
 	ck_assert_msg(ep.is_unix, "this test relays to a unix socket");
 	struct cut_relay cr = {.rl = {.lfd = socket(AF_INET, SOCK_STREAM, 0)}};
 	pthread_mutex_init(&cr.lock, NULL);
 	snprintf(cr.rl.sock, sizeof(cr.rl.sock), "%s", ep.socket_path);
-	cae_docker_endpoint_clear(&ep);
+	cae__docker_endpoint_clear(&ep);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
 	ck_assert_int_eq(bind(cr.rl.lfd, (struct sockaddr *)&sin, sizeof(sin)), 0);
