@@ -149,8 +149,8 @@ static enum phase container_phase(const cae_backend *b, json_t *c, const char **
 		return PHASE_NOT_OURS;
 	int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
 	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return cae_preparer_alive(label(labels, LABEL_PREPARER), created,
-				  timeout > 0 ? timeout : 300)
+	return cae__preparer_alive(label(labels, LABEL_PREPARER), created,
+				   timeout > 0 ? timeout : 300)
 		   ? PHASE_CREATING
 		   : PHASE_FAILED;
 }
@@ -252,7 +252,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 			snprintf(w, sizeof(w),
 				 "cpu_limit %g is more than the engine's %d CPUs; using %d", cpus,
 				 di->ncpu, di->ncpu);
-			cae_prepare_warn(p, "docker.cpu_limit_clamped", w);
+			cae__prepare_warn(p, "docker.cpu_limit_clamped", w);
 			cpus = di->ncpu;
 		}
 		json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)llround(cpus * 1e9)));
@@ -280,7 +280,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		char bind[PATH_MAX + 64];
 		snprintf(bind, sizeof(bind), "%s:/var/run/docker.sock", sock);
 		json_array_append_new(binds, json_string(bind));
-		cae_prepare_warn(
+		cae__prepare_warn(
 		    p, "docker.socket_mounted",
 		    "the host Docker socket is mounted into the container "
 		    "(command_executor.docker.mount_docker_socket): the agent can control "
@@ -291,7 +291,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	else
 		json_decref(binds);
 	if (dk->network.whitelist_mode)
-		cae_prepare_warn(
+		cae__prepare_warn(
 		    p, "docker.allowlist_unsupported",
 		    "command_executor.docker.network.whitelist_mode is not enforced by the "
 		    "docker backend: the container has the network mode's full access");
@@ -310,7 +310,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	}
 	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
 	char preparer[CAE_PREPARER_MAX];
-	cae_preparer_label(preparer, sizeof(preparer));
+	cae__preparer_label(preparer, sizeof(preparer));
 	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, p->task->uuid,
 				   LABEL_ENV, p->environment, LABEL_CREATED, p->created_at,
 				   LABEL_WARNINGS, wtext ? wtext : "[]", LABEL_PREPARER, preparer);
@@ -1129,9 +1129,9 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	probe_engine(di);
 	if (cae_helper_find_static(&dp->helper) < 0) {
 		dp->helper = NULL;
-		cae_prepare_warn(p, "docker.no_helper",
-				 "cae-helper-static was not found on this host: commands run as "
-				 "plain Engine API execs and the text editor is not available");
+		cae__prepare_warn(p, "docker.no_helper",
+				  "cae-helper-static was not found on this host: commands run as "
+				  "plain Engine API execs and the text editor is not available");
 	}
 	const __typeof__(cfg->command_executor.docker.resources) *res =
 	    &cfg->command_executor.docker.resources;
@@ -1143,7 +1143,7 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 			 res->disk_limit ? res->disk_limit : "?",
 			 di->driver[0] ? di->driver : "(unknown)", di->backing[0] ? " on " : "",
 			 di->backing);
-		cae_prepare_warn(p, "docker.disk_limit_unsupported", w);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
 	}
 	return 0;
 }
@@ -1166,7 +1166,7 @@ static int docker_create(cae_prepare *p, cae_error *err)
 		char *host = NULL;
 		const char *user = NULL, *token = NULL;
 		cae_error e = {0};
-		if (cae_git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
+		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
 		    host) {
 			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
 			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
@@ -1185,7 +1185,7 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	if (r < 0 && dp->with_disk && storage_opt_refused(err->message)) {
 		char w[CAE_ERROR_MSG_MAX + 64];
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
-		cae_prepare_warn(p, "docker.disk_limit_unsupported", w);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
 		config = container_config(p, false);
 		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
 						err);
@@ -1198,7 +1198,7 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	json_array_foreach(engine_warnings, wi, wv)
 	{
 		if (json_is_string(wv) && *json_string_value(wv))
-			cae_prepare_warn(p, "docker.engine_warning", json_string_value(wv));
+			cae__prepare_warn(p, "docker.engine_warning", json_string_value(wv));
 	}
 	json_decref(engine_warnings);
 	if (dp->helper && (r = upload_helper(p->b, dp->id, dp->helper, err)) < 0)
@@ -1228,14 +1228,14 @@ static int docker_populate(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
 	if (!is_local_repo(p->task->repo))
-		return cae_git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, p->task, PROJECT,
-				     err);
+		return cae__git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, p->task, PROJECT,
+				      err);
 	int r = upload_local_repo(p->b, &dp->pc, p->task->repo, err);
 	if (r < 0)
 		return r;
 	cae_task local = *p->task;
 	local.repo = (char *)"file://" SOURCE_MIRROR;
-	return cae_git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, &local, PROJECT, err);
+	return cae__git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, &local, PROJECT, err);
 }
 
 /* Step 6: the text editor is served by the in-container helper once it lands; nothing to
@@ -1424,7 +1424,7 @@ static const cae_backend_ops docker_ops = {
     .free = docker_free,
 };
 
-int cae_docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
+int cae__docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
 {
 	cae_backend *b = calloc(1, sizeof(*b));
 	struct docker_impl *di = calloc(1, sizeof(*di));
@@ -1461,7 +1461,7 @@ int cae_docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 	return 0;
 }
 
-bool cae_docker_backend_available(const cae_config *cfg)
+bool cae__docker_backend_available(const cae_config *cfg)
 {
 	cae_docker *d = NULL;
 	if (cae_docker_new(cfg->command_executor.docker_host, &d, NULL) < 0)

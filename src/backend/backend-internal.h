@@ -21,7 +21,7 @@ typedef struct cae_prepare {
 	const char *environment;	 /* the environment used: configured, or the default */
 	int cancel_fd;			 /* readable when the prepare is cancelled; -1: none */
 	char created_at[40];		 /* ISO 8601 UTC, when step 1 began */
-	json_t *warnings;		 /* array of strings: cae_prepare_warn */
+	json_t *warnings;		 /* array of strings: cae__prepare_warn */
 	json_t *deps;			 /* array of objects, filled by the dependency step */
 	/* Set by the create hook: */
 	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
@@ -33,11 +33,11 @@ typedef struct cae_prepare {
 } cae_prepare;
 
 /* Adds a warning to the environment's ContainerInfo and, when event is set, logs it. */
-void cae_prepare_warn(cae_prepare *p, const char *event, const char *msg);
+void cae__prepare_warn(cae_prepare *p, const char *event, const char *msg);
 
 /* Runs the lifecycle with b's hooks (cae_backend_prepare). */
-int cae_prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
-		    const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
+int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
+		     const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
 
 /* What a backend supplies. The prepare hooks run in the order of their steps; any of them
  * failing ends the prepare, and remove then takes away whatever create began. */
@@ -78,12 +78,12 @@ struct cae_backend {
 	void *impl;
 };
 
-int cae_local_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
-			  cae_error *err);
-int cae_docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
+int cae__local_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
 			   cae_error *err);
+int cae__docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
+			    cae_error *err);
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
-bool cae_docker_backend_available(const cae_config *cfg);
+bool cae__docker_backend_available(const cae_config *cfg);
 
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes
@@ -91,40 +91,40 @@ bool cae_docker_backend_available(const cae_config *cfg);
  * from elsewhere (a remote engine, another namespace) it cannot be seen, and a prepare
  * created less than timeout_s ago (created: seconds since the epoch) counts as alive. */
 #define CAE_PREPARER_MAX 256
-void cae_preparer_label(char *out, size_t size);
-bool cae_preparer_alive(const char *label, int64_t created, int timeout_s);
+void cae__preparer_label(char *out, size_t size);
+bool cae__preparer_alive(const char *label, int64_t created, int timeout_s);
 
 /* The URL to clone (token-free) and, when a token applies, the token (borrowed from cfg) and
  * the user name git must send with it ("x-access-token" for GitHub, "oauth2" for GitLab).
  * *url is new. */
-int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
-			 const char **token, const char **user, cae_error *err);
+int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
+			  const char **token, const char **user, cae_error *err);
 
 /* Where a push from task's environment may authenticate: the clone URL's host[:port]
  * (*host new) with the user and token (borrowed from cfg) git must send there; *host stays
  * NULL when no token applies (a local repository, no token configured). */
-int cae_git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
-			      const char **user, const char **token, cae_error *err);
+int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
+			       const char **user, const char **token, cae_error *err);
 
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.
  * *path is new. */
-int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name, char **path,
-			    cae_error *err);
+int cae__gitlab_project_path(const cae_config *cfg, const char *owner, const char *name,
+			     char **path, cae_error *err);
 
 /* Clones task's repository into dest (a path as commands see it; its parent must exist),
  * shallow unless configured, pull requests with the source branch checked
  * out and origin/<target> fetched deep enough for `git diff origin/<target>...HEAD`. The
  * token reaches git only through the environment of each git process (a credential helper
  * that reads it from there); the remote URL stays token-free. */
-int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct cae_log *log,
-		  const cae_task *task, const char *dest, cae_error *err);
+int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct cae_log *log,
+		   const cae_task *task, const char *dest, cae_error *err);
 
 /* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
  * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
  * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the
  * preparation. */
-void cae_deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
-		      json_t *deps, json_t *warnings, int cancel_fd);
+void cae__deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
+		       json_t *deps, json_t *warnings, int cancel_fd);
 
 #endif

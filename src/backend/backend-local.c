@@ -188,7 +188,7 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		snprintf(why, sizeof(why), "bubblewrap (bwrap) is not installed");
 	else if (cae_helper_find(&helper) < 0)
 		snprintf(why, sizeof(why), "cae-helper was not found");
-	else if (cae_sandbox_write_etc(li->etc_dir) < 0)
+	else if (cae__sandbox_write_etc(li->etc_dir) < 0)
 		snprintf(why, sizeof(why), "cannot write the sandbox's /etc files");
 	if (!*why) {
 		cae_sandbox_limits lim = sandbox_limits(b->cfg);
@@ -202,8 +202,8 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 					 .argv = cmd,
 					 .limits = &lim};
 		sandbox_ids(b->cfg, &spec.uid, &spec.gid);
-		char **argv = cae_sandbox_argv(&spec);
-		_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
+		char **argv = cae__sandbox_argv(&spec);
+		_cleanup_(cae__sandbox_argv_free_p) char **envp = cae__sandbox_env(NULL);
 		cae_run_spec rs = {.argv = (const char *const *)argv,
 				   .envp = (const char *const *)envp,
 				   .timeout_ms = 10000,
@@ -221,7 +221,7 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		} else {
 			snprintf(why, sizeof(why), "bubblewrap could not be started");
 		}
-		cae_sandbox_argv_free(argv);
+		cae__sandbox_argv_free(argv);
 	}
 	if (!*why) {
 		li->bwrap_ok = true;
@@ -273,7 +273,7 @@ static const char *meta_status(json_t *meta, int clone_timeout_s)
 	int64_t created = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
 	/* a prepare of this host is alive while its process is; one recorded elsewhere (a
 	 * state directory shared between hosts) for as long as a clone may take */
-	if (!preparer || !cae_preparer_alive(preparer, created, clone_timeout_s))
+	if (!preparer || !cae__preparer_alive(preparer, created, clone_timeout_s))
 		return "failed";
 	return status;
 }
@@ -389,7 +389,7 @@ static void helper_free(struct local_helper *lh)
 		return;
 	cae_helper_stop(lh->h);
 	if (lh->cgname[0])
-		cae_sandbox_cgroup_remove(lh->cgname);
+		cae__sandbox_cgroup_remove(lh->cgname);
 	free(lh->uuid);
 	free(lh->root);
 	free(lh);
@@ -425,7 +425,7 @@ static void helper_forget(struct local_impl *li, const char *uuid)
 
 /* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
  * here (else rlimits), its uid, its file system. serve: cae-helper inside, else argv.
- * New array (cae_sandbox_argv_free). */
+ * New array (cae__sandbox_argv_free). */
 static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			       bool serve, const char *const *argv, bool die_with_parent)
 {
@@ -435,7 +435,7 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	cgroup_name(li, env->task, name, sizeof(name));
 	char **procs = NULL;
 	size_t n = 0;
-	if (cae_sandbox_cgroup_setup(name, &lim, &procs, &n) < 0)
+	if (cae__sandbox_cgroup_setup(name, &lim, &procs, &n) < 0)
 		n = 0;
 	cae_sandbox_spec spec = {
 	    .helper = li->helper_path,
@@ -455,7 +455,7 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .rlimit_nproc = n == 0 && env->uid != 0,
 	    .die_with_parent = die_with_parent,
 	};
-	char **out = cae_sandbox_argv(&spec);
+	char **out = cae__sandbox_argv(&spec);
 	for (size_t i = 0; i < n; i++)
 		free(procs[i]);
 	free(procs);
@@ -465,9 +465,9 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 static int helper_launch(cae_backend *b, struct local_env *env, struct local_helper **out,
 			 cae_error *err)
 {
-	_cleanup_(cae_sandbox_argv_free_p) char **argv =
+	_cleanup_(cae__sandbox_argv_free_p) char **argv =
 	    env_sandbox_argv(env, env->network, inside_root(env), true, NULL, false);
-	_cleanup_(cae_sandbox_argv_free_p) char **envp = cae_sandbox_env(NULL);
+	_cleanup_(cae__sandbox_argv_free_p) char **envp = cae__sandbox_env(NULL);
 	if (!argv || !envp)
 		return -ENOMEM;
 	struct local_helper *lh = calloc(1, sizeof(*lh));
@@ -584,9 +584,9 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	if (r < 0)
 		return r;
 	_cleanup_free_ char **plain_env = NULL;
-	_cleanup_(cae_sandbox_argv_free_p) char **sandbox_env = NULL;
+	_cleanup_(cae__sandbox_argv_free_p) char **sandbox_env = NULL;
 	if (env->sandbox)
-		sandbox_env = cae_sandbox_env(req->extra_env);
+		sandbox_env = cae__sandbox_env(req->extra_env);
 	else
 		plain_env = build_env(req->extra_env, env->cfg);
 	char **envp = env->sandbox ? sandbox_env : plain_env;
@@ -620,7 +620,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	    cae_runner_find_program(req->argv[0], (const char *const *)envp, &prog) < 0)
 		return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
 	/* This thread waits for the command: bwrap may die with it. */
-	_cleanup_(cae_sandbox_argv_free_p) char **argv =
+	_cleanup_(cae__sandbox_argv_free_p) char **argv =
 	    env_sandbox_argv(env, env->network || req->network, cwd, false, req->argv, true);
 	if (!argv)
 		return -ENOMEM;
@@ -631,7 +631,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	/* its whole tree is gone: the cgroup stays only if a sandbox still uses it */
 	char name[160];
 	cgroup_name(env->impl, env->task, name, sizeof(name));
-	cae_sandbox_cgroup_remove(name);
+	cae__sandbox_cgroup_remove(name);
 	return r;
 }
 
@@ -855,7 +855,7 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	helper_forget(li, uuid);
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
-	cae_sandbox_cgroup_remove(name);
+	cae__sandbox_cgroup_remove(name);
 	int r = 0;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae_rm_rf(dir);
@@ -900,9 +900,9 @@ static int local_validate(cae_prepare *p, cae_error *err)
 		return sandbox;
 	lp->env.sandbox = sandbox;
 	if (!sandbox)
-		cae_prepare_warn(p, NULL,
-				 "commands run unconfined on this host "
-				 "(command_executor.local.unconfined: true)");
+		cae__prepare_warn(p, NULL,
+				  "commands run unconfined on this host "
+				  "(command_executor.local.unconfined: true)");
 	return 0;
 }
 
@@ -916,20 +916,20 @@ static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
 	cgroup_name(li, p->task->uuid, name, sizeof(name));
 	char **procs = NULL;
 	size_t n = 0;
-	bool cg = cae_sandbox_cgroup_setup(name, &lim, &procs, &n) == 0;
+	bool cg = cae__sandbox_cgroup_setup(name, &lim, &procs, &n) == 0;
 	for (size_t i = 0; i < n; i++)
 		free(procs[i]);
 	free(procs);
-	cae_sandbox_cgroup_remove(name);
+	cae__sandbox_cgroup_remove(name);
 	if (!cg)
-		cae_prepare_warn(p, NULL,
-				 env->uid != 0
-				     ? "no cgroup could be made for the sandbox: commands are "
-				       "bounded by rlimits (per process memory and CPU time, "
-				       "processes of the sandbox uid), not as a whole"
-				     : "no cgroup could be made for the sandbox: commands are "
-				       "bounded by rlimits per process; the number of processes "
-				       "is not bounded");
+		cae__prepare_warn(p, NULL,
+				  env->uid != 0
+				      ? "no cgroup could be made for the sandbox: commands are "
+					"bounded by rlimits (per process memory and CPU time, "
+					"processes of the sandbox uid), not as a whole"
+				      : "no cgroup could be made for the sandbox: commands are "
+					"bounded by rlimits per process; the number of processes "
+					"is not bounded");
 	return json_pack(
 	    "{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism", cg ? "cgroup" : "rlimit",
 	    "pids", cg || env->uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
@@ -975,9 +975,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 			env->gid = st.st_gid;
 			lp->give_away = false;
 		} else if (lp->give_away) {
-			cae_prepare_warn(p, NULL,
-					 "the workspace belonged to root: it now belongs to the "
-					 "sandbox's user (command_executor.local.sandbox_uid)");
+			cae__prepare_warn(p, NULL,
+					  "the workspace belonged to root: it now belongs to the "
+					  "sandbox's user (command_executor.local.sandbox_uid)");
 		}
 		env->root = strdup(real);
 		env->project = strdup(real);
@@ -997,7 +997,7 @@ static int local_create(cae_prepare *p, cae_error *err)
 	if (!lp->seen_project)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	char preparer[CAE_PREPARER_MAX];
-	cae_preparer_label(preparer, sizeof(preparer));
+	cae__preparer_label(preparer, sizeof(preparer));
 	char cid[128];
 	snprintf(cid, sizeof(cid), "local-%s", p->task->uuid);
 	lp->meta = json_pack(
@@ -1030,13 +1030,13 @@ static int local_populate(cae_prepare *p, cae_error *err)
 		struct local_env genv = *env;
 		genv.sandbox = false;
 		genv.default_cwd = genv.root;
-		int r = cae_git_clone(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
-				      env->project, err);
+		int r = cae__git_clone(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
+				       env->project, err);
 		if (r < 0)
 			return r;
 	}
 	if (lp->give_away) {
-		int r = cae_sandbox_chown_tree(env->root, env->uid, env->gid);
+		int r = cae__sandbox_chown_tree(env->root, env->uid, env->gid);
 		if (r < 0)
 			return cae_error_set(err, r,
 					     "cannot give the workspace to the sandbox's user: %s",
@@ -1169,7 +1169,7 @@ static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed
 	struct stale_ctx s = {.cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
-	(void)cae_sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
+	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
 	*removed = s.removed;
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
 		       json_pack("{s:i, s:i, s:I}", "removed", s.removed, "failed", s.failed,
@@ -1222,7 +1222,7 @@ static const cae_backend_ops local_ops = {
     .free = local_free,
 };
 
-int cae_local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
+int cae__local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out, cae_error *err)
 {
 	const char *state = cfg->command_executor.state_dir;
 	if (!state || state[0] != '/')

@@ -13,13 +13,13 @@ int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_lo
 			  cae_backend **out, cae_error *err)
 {
 	if (strcmp(name, "local") == 0)
-		return cae_local_backend_new(cfg, log, out, err);
+		return cae__local_backend_new(cfg, log, out, err);
 	if (strcmp(name, "docker") == 0)
-		return cae_docker_backend_new(cfg, log, out, err);
+		return cae__docker_backend_new(cfg, log, out, err);
 	if (strcmp(name, "auto") == 0)
-		return cae_docker_backend_available(cfg)
-			   ? cae_docker_backend_new(cfg, log, out, err)
-			   : cae_local_backend_new(cfg, log, out, err);
+		return cae__docker_backend_available(cfg)
+			   ? cae__docker_backend_new(cfg, log, out, err)
+			   : cae__local_backend_new(cfg, log, out, err);
 	return cae_error_set(err, -EINVAL, "unknown backend \"%s\" (auto, docker or local)", name);
 }
 
@@ -45,7 +45,7 @@ int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *enviro
 {
 	static const cae_prepare_options none = {.cancel_fd = -1};
 	memset(info, 0, sizeof(*info));
-	return cae_prepare_run(b, task, environment_name, opts ? opts : &none, info, err);
+	return cae__prepare_run(b, task, environment_name, opts ? opts : &none, info, err);
 }
 
 int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,

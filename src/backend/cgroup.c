@@ -188,8 +188,8 @@ static int setup_v1(const char *name, const cae_sandbox_limits *lim, char ***pro
 	return 0;
 }
 
-int cae_sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, char ***procs,
-			     size_t *n)
+int cae__sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, char ***procs,
+			      size_t *n)
 {
 	*procs = NULL;
 	*n = 0;
@@ -197,11 +197,11 @@ int cae_sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, ch
 		return -EACCES;
 	int r = is_v2() ? setup_v2(name, lim, procs, n) : setup_v1(name, lim, procs, n);
 	if (r < 0)
-		cae_sandbox_cgroup_remove(name);
+		cae__sandbox_cgroup_remove(name);
 	return r;
 }
 
-void cae_sandbox_cgroup_remove(const char *name)
+void cae__sandbox_cgroup_remove(const char *name)
 {
 	if (is_v2()) {
 		_cleanup_free_ char *dir = cg_dir(CG_ROOT, NULL, name);
@@ -234,7 +234,7 @@ static int sweep_dir(const char *dir, bool (*keep)(const char *name, void *ud), 
 	return removed;
 }
 
-int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud)
+int cae__sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud)
 {
 	if (is_v2()) {
 		_cleanup_free_ char *own = own_cgroup(NULL);

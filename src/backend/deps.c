@@ -122,8 +122,8 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	json_array_append_new(deps, d);
 }
 
-void cae_deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
-		      json_t *deps, json_t *warnings, int cancel_fd)
+void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
+		       json_t *deps, json_t *warnings, int cancel_fd)
 {
 	/* One round trip lists the manifests present. */
 	static const char list_script[] =

@@ -39,12 +39,12 @@ static char *url_origin(const char *url)
 	return slash ? strndup(url, (size_t)(slash - url)) : strdup(url);
 }
 
-int cae_git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
-			      const char **user, const char **token, cae_error *err)
+int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
+			       const char **user, const char **token, cae_error *err)
 {
 	*host = NULL;
 	_cleanup_free_ char *url = NULL;
-	int r = cae_git_clone_source(cfg, task, &url, token, user, err);
+	int r = cae__git_clone_source(cfg, task, &url, token, user, err);
 	if (r < 0 || !*token || !**token)
 		return r;
 	const char *p = strstr(url, "://");
@@ -66,8 +66,8 @@ static bool is_local_path(const char *repo)
 	return !strstr(repo, "://") && !(strchr(repo, '@') && strchr(repo, ':'));
 }
 
-int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
-			 const char **token, const char **user, cae_error *err)
+int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **url,
+			  const char **token, const char **user, cae_error *err)
 {
 	*url = NULL;
 	*token = NULL;
@@ -121,7 +121,7 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 		if (!origin)
 			return cae_error_set(err, -EINVAL, "gitlab.api_url is not a URL");
 		_cleanup_free_ char *path = NULL;
-		int r = cae_gitlab_project_path(cfg, task->owner, task->name, &path, err);
+		int r = cae__gitlab_project_path(cfg, task->owner, task->name, &path, err);
 		if (r < 0)
 			return r;
 		size_t n = strlen(origin) + strlen(path) + 16;
@@ -234,12 +234,12 @@ static int git_step(struct git_ctx *g, const char *cwd, const char *const *argv,
 	return 0;
 }
 
-int cae_git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
-		  const cae_task *task, const char *dest, cae_error *err)
+int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
+		   const cae_task *task, const char *dest, cae_error *err)
 {
 	_cleanup_free_ char *url = NULL;
 	const char *token, *user;
-	int r = cae_git_clone_source(cfg, task, &url, &token, &user, err);
+	int r = cae__git_clone_source(cfg, task, &url, &token, &user, err);
 	if (r < 0)
 		return r;
 	struct git_ctx g = {

@@ -23,8 +23,8 @@ static size_t on_body(char *p, size_t size, size_t n, void *ud)
 	return size * n;
 }
 
-int cae_gitlab_project_path(const cae_config *cfg, const char *owner, const char *name, char **path,
-			    cae_error *err)
+int cae__gitlab_project_path(const cae_config *cfg, const char *owner, const char *name,
+			     char **path, cae_error *err)
 {
 	*path = NULL;
 	const char *api = cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4";

@@ -7,8 +7,8 @@
  *   1 validate  the environment name (fallback: a warning), then the backend's checks
  *   2 remove    whatever the same task uuid left behind
  *   3 create    the environment, under a name or status that says it is not ready
- *   4 clone     the backend fills the workspace (usually cae_git_clone through p->exec)
- *   5 deps      cae_deps_install through p->exec, unless the workspace was given as is
+ *   4 clone     the backend fills the workspace (usually cae__git_clone through p->exec)
+ *   5 deps      cae__deps_install through p->exec, unless the workspace was given as is
  *   6 editor    the backend starts what edits files there, if anything
  *   7 ready     the backend marks it ready and fills ContainerInfo
  */
@@ -40,7 +40,7 @@ static bool cancelled(const cae_prepare *p)
 	return poll(&pfd, 1, 0) > 0;
 }
 
-void cae_prepare_warn(cae_prepare *p, const char *event, const char *msg)
+void cae__prepare_warn(cae_prepare *p, const char *event, const char *msg)
 {
 	json_array_append_new(p->warnings, json_string(msg));
 	if (event)
@@ -56,8 +56,8 @@ static int check_cancel(const cae_prepare *p, cae_error *err)
 	return cancelled(p) ? cae_error_set(err, -ECANCELED, "prepare cancelled") : 0;
 }
 
-int cae_prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
-		    const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
+int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
+		     const cae_prepare_options *opts, cae_env_info *info, cae_error *err)
 {
 	const cae_backend_ops *ops = b->ops;
 	if (!cae_task_uuid_valid(task->uuid))
@@ -127,8 +127,8 @@ int cae_prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 
 	progress(&p, 5, "deps");
 	if (!p.given_as_is && b->cfg->command_executor.clone.auto_install_deps)
-		cae_deps_install(p.exec, p.exec_ctx, b->log, p.project, p.deps, p.warnings,
-				 p.cancel_fd);
+		cae__deps_install(p.exec, p.exec_ctx, b->log, p.project, p.deps, p.warnings,
+				  p.cancel_fd);
 	if ((r = check_cancel(&p, err)) < 0)
 		goto fail;
 

@@ -49,14 +49,14 @@ static unsigned long long process_start(long pid)
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-void cae_preparer_label(char *out, size_t size)
+void cae__preparer_label(char *out, size_t size)
 {
 	char host[160];
 	host_identity(host, sizeof(host));
 	snprintf(out, size, "%s/%ld/%llu", host, (long)getpid(), process_start((long)getpid()));
 }
 
-bool cae_preparer_alive(const char *label, int64_t created, int timeout_s)
+bool cae__preparer_alive(const char *label, int64_t created, int timeout_s)
 {
 	char host[160];
 	host_identity(host, sizeof(host));

@@ -61,7 +61,7 @@ static void addf(struct argl *a, const char *fmt, ...)
 	add(a, buf);
 }
 
-void cae_sandbox_argv_free(char **argv)
+void cae__sandbox_argv_free(char **argv)
 {
 	if (!argv)
 		return;
@@ -142,7 +142,7 @@ static void add_top(struct argl *a)
 	}
 }
 
-char **cae_sandbox_argv(const cae_sandbox_spec *s)
+char **cae__sandbox_argv(const cae_sandbox_spec *s)
 {
 	struct argl a = {0};
 	const cae_sandbox_limits *l = s->limits;
@@ -258,13 +258,13 @@ char **cae_sandbox_argv(const cae_sandbox_spec *s)
 			add(&a, *p);
 	}
 	if (a.oom) {
-		cae_sandbox_argv_free(a.v);
+		cae__sandbox_argv_free(a.v);
 		return NULL;
 	}
 	return a.v;
 }
 
-char **cae_sandbox_env(const char *const *extra)
+char **cae__sandbox_env(const char *const *extra)
 {
 	struct argl a = {0};
 	const char *fixed[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -288,13 +288,13 @@ char **cae_sandbox_env(const char *const *extra)
 	if (!a.v && !a.oom)
 		add(&a, "PATH=/usr/bin:/bin");
 	if (a.oom) {
-		cae_sandbox_argv_free(a.v);
+		cae__sandbox_argv_free(a.v);
 		return NULL;
 	}
 	return a.v;
 }
 
-int cae_sandbox_write_etc(const char *dir)
+int cae__sandbox_write_etc(const char *dir)
 {
 	static const char passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 				     "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
@@ -325,7 +325,7 @@ static int chown_one(const char *path, const struct stat *st, int flag, struct F
 	return lchown(path, chown_uid, chown_gid) < 0 ? -errno : 0;
 }
 
-int cae_sandbox_chown_tree(const char *root, uid_t uid, gid_t gid)
+int cae__sandbox_chown_tree(const char *root, uid_t uid, gid_t gid)
 {
 	/* nftw has no user pointer: one tree at a time */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

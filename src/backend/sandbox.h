@@ -53,36 +53,36 @@ typedef struct cae_sandbox_spec {
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new
- * strings; free with cae_sandbox_argv_free(). NULL on ENOMEM. */
-char **cae_sandbox_argv(const cae_sandbox_spec *s);
-void cae_sandbox_argv_free(char **argv);
-static inline void cae_sandbox_argv_free_p(char ***p)
+ * strings; free with cae__sandbox_argv_free(). NULL on ENOMEM. */
+char **cae__sandbox_argv(const cae_sandbox_spec *s);
+void cae__sandbox_argv_free(char **argv);
+static inline void cae__sandbox_argv_free_p(char ***p)
 {
-	cae_sandbox_argv_free(*p);
+	cae__sandbox_argv_free(*p);
 }
 
 /* The environment of a sandboxed command: a fixed minimal set (PATH, HOME, USER, LOGNAME,
  * SHELL, TMPDIR, LANG, TERM) plus extra "K=V" entries; none of cae's own environment (its
- * tokens in particular) goes in. New array of new strings (cae_sandbox_argv_free). */
-char **cae_sandbox_env(const char *const *extra);
+ * tokens in particular) goes in. New array of new strings (cae__sandbox_argv_free). */
+char **cae__sandbox_env(const char *const *extra);
 
 /* Gives every file below root (root included, links not followed) to uid:gid. */
-int cae_sandbox_chown_tree(const char *root, uid_t uid, gid_t gid);
+int cae__sandbox_chown_tree(const char *root, uid_t uid, gid_t gid);
 
 /* Writes passwd and group for the sandbox into dir (created), atomically. */
-int cae_sandbox_write_etc(const char *dir);
+int cae__sandbox_write_etc(const char *dir);
 
 /* Cgroups (cgroup.c): makes cae-<name> below this process's cgroup in every hierarchy with
  * pids, memory and cpu, with lim's bounds; *procs gets the cgroup.procs paths (new).
  * -errno when cgroups cannot be used here (not writable, v2 controllers not delegable):
  * nothing is left then. */
-int cae_sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, char ***procs,
-			     size_t *n);
+int cae__sandbox_cgroup_setup(const char *name, const cae_sandbox_limits *lim, char ***procs,
+			      size_t *n);
 /* Removes cae-<name> where it is empty (a running sandbox keeps it). */
-void cae_sandbox_cgroup_remove(const char *name);
+void cae__sandbox_cgroup_remove(const char *name);
 /* Removes every empty cae-<name> cgroup below ours for which keep(name) is false (a cgroup
  * just made is empty until its sandbox joins it: keep() must claim live environments'). */
-int cae_sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud);
+int cae__sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud);
 
 /* Where an environment's files would be reachable only through a name the sandbox uid
  * cannot resolve, --enter stages them in a private mount namespace on this directory. */

@@ -244,7 +244,7 @@ static size_t prefix_before(const char *s, const char *sep)
 
 enum repo_kind { REPO_REMOTE, REPO_LOCAL, REPO_HELPER, REPO_BAD_SCHEME };
 
-/* What git (and the backends: cae_git_clone_source, the docker backend's bundling) make
+/* What git (and the backends: cae__git_clone_source, the docker backend's bundling) make
  * of repo. *path: for REPO_LOCAL, the path part (borrowed from repo). */
 static enum repo_kind repo_kind(const char *repo, const char **path)
 {

@@ -41,15 +41,15 @@
 START_TEST(preparer_alive_or_not)
 {
 	char me[CAE_PREPARER_MAX];
-	cae_preparer_label(me, sizeof(me));
-	ck_assert(cae_preparer_alive(me, 0, 300));
+	cae__preparer_label(me, sizeof(me));
+	ck_assert(cae__preparer_alive(me, 0, 300));
 	/* a process that ended: dead, however recent */
 	int p[2];
 	ck_assert_int_eq(pipe(p), 0);
 	pid_t pid = fork();
 	if (pid == 0) {
 		char l[CAE_PREPARER_MAX];
-		cae_preparer_label(l, sizeof(l));
+		cae__preparer_label(l, sizeof(l));
 		ssize_t k = write(p[1], l, strlen(l) + 1);
 		_exit(k > 0 ? 0 : 1);
 	}
@@ -59,16 +59,16 @@ START_TEST(preparer_alive_or_not)
 	close(p[0]);
 	close(p[1]);
 	ck_assert_str_ne(child, me);
-	ck_assert(!cae_preparer_alive(child, (int64_t)time(NULL), 300));
+	ck_assert(!cae__preparer_alive(child, (int64_t)time(NULL), 300));
 	/* the same pid with another start time (a reused pid): dead */
 	char reused[CAE_PREPARER_MAX + 8];
 	snprintf(reused, sizeof(reused), "%.*s1", (int)(strrchr(me, '/') - me + 1), me);
-	ck_assert(!cae_preparer_alive(reused, (int64_t)time(NULL), 300));
+	ck_assert(!cae__preparer_alive(reused, (int64_t)time(NULL), 300));
 	/* another host or namespace: alive only while younger than the timeout */
 	const char *far = "00000000-0000-0000-0000-000000000000/pid:[1]/42/42";
-	ck_assert(cae_preparer_alive(far, (int64_t)time(NULL) - 10, 300));
-	ck_assert(!cae_preparer_alive(far, (int64_t)time(NULL) - 400, 300));
-	ck_assert(!cae_preparer_alive(NULL, 0, 300));
+	ck_assert(cae__preparer_alive(far, (int64_t)time(NULL) - 10, 300));
+	ck_assert(!cae__preparer_alive(far, (int64_t)time(NULL) - 400, 300));
+	ck_assert(!cae__preparer_alive(NULL, 0, 300));
 }
 END_TEST
 

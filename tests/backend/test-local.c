@@ -781,7 +781,7 @@ START_TEST(gitlab_clone_url_from_projects_api)
 	char *url = NULL;
 	const char *token, *user;
 	cae_error err;
-	ck_assert_msg(cae_git_clone_source(cfg, &t, &url, &token, &user, &err) == 0, "%s",
+	ck_assert_msg(cae__git_clone_source(cfg, &t, &url, &token, &user, &err) == 0, "%s",
 		      err.message);
 	char want[128];
 	snprintf(want, sizeof(want), "http://127.0.0.1:%s/Group/Sub/proj.git", port);
@@ -793,11 +793,11 @@ START_TEST(gitlab_clone_url_from_projects_api)
 	/* unknown project and a wrong token are clear errors */
 	cae_task t2 = {
 	    .uuid = C("gl2"), .platform = C("gitlab"), .owner = C("nobody"), .name = C("x")};
-	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), -ENOENT);
+	ck_assert_int_eq(cae__git_clone_source(cfg, &t2, &url, &token, &user, &err), -ENOENT);
 	ck_assert_ptr_nonnull(strstr(err.message, "404"));
 	free(cfg->gitlab.token);
 	cfg->gitlab.token = strdup("wrong-token");
-	ck_assert_int_lt(cae_git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
+	ck_assert_int_lt(cae__git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
 	ck_assert_ptr_nonnull(strstr(err.message, "401"));
 	ck_assert_ptr_null(strstr(err.message, "wrong-token"));
 	kill(pid, SIGTERM);
@@ -815,17 +815,17 @@ START_TEST(github_clone_url)
 	char *url = NULL;
 	const char *token, *user;
 	cae_error err;
-	ck_assert_int_eq(cae_git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
+	ck_assert_int_eq(cae__git_clone_source(cfg, &t, &url, &token, &user, &err), 0);
 	ck_assert_str_eq(url, "https://github.com/o/r.git");
 	ck_assert_str_eq(user, "x-access-token");
 	ck_assert_str_eq(token, "ghp_test_token_value");
 	free(url);
 	cae_task t2 = {.uuid = C("gh2"), .repo = C("https://github.com/o/r.git")};
-	ck_assert_int_eq(cae_git_clone_source(cfg, &t2, &url, &token, &user, &err), 0);
+	ck_assert_int_eq(cae__git_clone_source(cfg, &t2, &url, &token, &user, &err), 0);
 	ck_assert_str_eq(token, "ghp_test_token_value");
 	free(url);
 	cae_task t3 = {.uuid = C("gh3"), .repo = C("https://example.com/o/r.git")};
-	ck_assert_int_eq(cae_git_clone_source(cfg, &t3, &url, &token, &user, &err), 0);
+	ck_assert_int_eq(cae__git_clone_source(cfg, &t3, &url, &token, &user, &err), 0);
 	ck_assert_ptr_null(token);
 	free(url);
 	cae_config_free(cfg);
