@@ -26,8 +26,8 @@ static unsigned offered(const cae_tools_options *o)
 static json_t *tools_of(const cae_config *cfg, unsigned families, bool mcp, bool output_schema)
 {
 	json_t *a = json_array();
-	for (size_t i = 0; i < cae_tool_table_size; i++) {
-		const cae_tool_def *t = &cae_tool_table[i];
+	for (size_t i = 0; i < cae__tool_table_size; i++) {
+		const cae_tool_def *t = &cae__tool_table[i];
 		if (!(t->family & families) || !t->enabled(cfg))
 			continue;
 		json_t *f = t->definition();
@@ -105,7 +105,7 @@ json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools)
 	json_t *t;
 	json_array_foreach(tools, i, t)
 	{
-		if (cae_tool_editor_enabled(cfg) && cae_tools_is_platform_file_tool(tool_name(t)))
+		if (cae__tool_editor_enabled(cfg) && cae_tools_is_platform_file_tool(tool_name(t)))
 			continue;
 		json_array_append(a, t);
 	}

@@ -13,7 +13,7 @@
 
 #include "base/banned.h"
 
-bool cae_tool_editor_enabled(const cae_config *cfg)
+bool cae__tool_editor_enabled(const cae_config *cfg)
 {
 	return cfg->text_editor_mcp.enabled;
 }
@@ -60,16 +60,16 @@ static json_t *editor_property(const char *which)
 			 "view: [start, end] line range, 1-based, end -1 = end of file.");
 }
 
-json_t *cae_tool_editor_definition(void)
+json_t *cae__tool_editor_definition(void)
 {
 	json_t *props = json_object();
 	const char *names[] = {"command", "path",	 "file_text", "old_str",
 			       "new_str", "insert_line", "view_range"};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		json_object_set_new(props, names[i], editor_property(names[i]));
-	return cae_tool_function("text_editor", editor_description,
-				 json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties",
-					   props, "required", "command", "path"));
+	return cae__tool_function("text_editor", editor_description,
+				  json_pack("{s:s, s:o, s:[s, s]}", "type", "object", "properties",
+					    props, "required", "command", "path"));
 }
 
 static json_t *editor_split_def(const char *cmd, const char *desc, const char *const *props,
@@ -82,14 +82,14 @@ static json_t *editor_split_def(const char *cmd, const char *desc, const char *c
 		json_array_append_new(req, json_string(*x));
 	char name[64];
 	snprintf(name, sizeof(name), "text_editor_%s", cmd);
-	return cae_tool_function(
+	return cae__tool_function(
 	    name, desc,
 	    json_pack("{s:s, s:o, s:o}", "type", "object", "properties", p, "required", req));
 }
 
 static const char *const path_only[] = {"path", NULL};
 
-json_t *cae_tool_editor_view_definition(void)
+json_t *cae__tool_editor_view_definition(void)
 {
 	static const char *const props[] = {"path", "view_range", NULL};
 	return editor_split_def("view",
@@ -98,7 +98,7 @@ json_t *cae_tool_editor_view_definition(void)
 				props, path_only);
 }
 
-json_t *cae_tool_editor_create_definition(void)
+json_t *cae__tool_editor_create_definition(void)
 {
 	static const char *const props[] = {"path", "file_text", NULL};
 	return editor_split_def(
@@ -106,7 +106,7 @@ json_t *cae_tool_editor_create_definition(void)
 	    props);
 }
 
-json_t *cae_tool_editor_str_replace_definition(void)
+json_t *cae__tool_editor_str_replace_definition(void)
 {
 	static const char *const props[] = {"path", "old_str", "new_str", NULL};
 	static const char *const required[] = {"path", "old_str", NULL};
@@ -116,14 +116,14 @@ json_t *cae_tool_editor_str_replace_definition(void)
 				props, required);
 }
 
-json_t *cae_tool_editor_insert_definition(void)
+json_t *cae__tool_editor_insert_definition(void)
 {
 	static const char *const props[] = {"path", "insert_line", "new_str", NULL};
 	return editor_split_def("insert", "Insert new_str after line insert_line (0 = top).", props,
 				props);
 }
 
-json_t *cae_tool_editor_undo_edit_definition(void)
+json_t *cae__tool_editor_undo_edit_definition(void)
 {
 	return editor_split_def("undo_edit", "Revert the last edit of the file.", path_only,
 				path_only);
@@ -142,8 +142,8 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 	}
 	json_t *error = NULL;
 	cae_editor_target t;
-	if (cae_session_editor_acquire(env->session, &t, &error) < 0)
-		return cae_tool_finish(res, error, true, err);
+	if (cae__session_editor_acquire(env->session, &t, &error) < 0)
+		return cae__tool_finish(res, error, true, err);
 	cae_editor_result er;
 	int r;
 	if (t.local) {
@@ -156,19 +156,19 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 			cae_error e = {0};
 			r = cae_backend_edit(t.backend, t.task_uuid, &t.limits, &q, &er, &e);
 			if (r < 0) {
-				cae_session_editor_release(env->session, &t);
-				cae_tools_hide_host_paths(env->cfg, e.message, sizeof(e.message));
-				return cae_tool_finish(res,
-						       cae_tool_error("INTERNAL",
-								      "the text editor failed: %s",
-								      e.message),
-						       true, err);
+				cae__session_editor_release(env->session, &t);
+				cae__tools_hide_host_paths(env->cfg, e.message, sizeof(e.message));
+				return cae__tool_finish(
+				    res,
+				    cae__tool_error("INTERNAL", "the text editor failed: %s",
+						    e.message),
+				    true, err);
 			}
 		} else if (r > 0) {
 			r = 0; /* the arguments' error is the result */
 		}
 	}
-	cae_session_editor_release(env->session, &t);
+	cae__session_editor_release(env->session, &t);
 	if (r < 0)
 		return cae_error_set(err, r, "text editor: %s", strerror(-r));
 	res->is_error = er.is_error;
@@ -193,51 +193,51 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 	return res->text ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
 }
 
-int cae_tool_call_editor(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			 cae_error *err)
+int cae__tool_call_editor(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			  cae_error *err)
 {
 	return call_editor(env, NULL, args, res, err);
 }
 
-int cae_tool_call_editor_view(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			      cae_error *err)
+int cae__tool_call_editor_view(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err)
 {
 	return call_editor(env, "view", args, res, err);
 }
 
-int cae_tool_call_editor_create(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				cae_error *err)
+int cae__tool_call_editor_create(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err)
 {
 	return call_editor(env, "create", args, res, err);
 }
 
-int cae_tool_call_editor_str_replace(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				     cae_error *err)
+int cae__tool_call_editor_str_replace(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err)
 {
 	return call_editor(env, "str_replace", args, res, err);
 }
 
-int cae_tool_call_editor_insert(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				cae_error *err)
+int cae__tool_call_editor_insert(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err)
 {
 	return call_editor(env, "insert", args, res, err);
 }
 
-int cae_tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				   cae_error *err)
+int cae__tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				    cae_error *err)
 {
 	return call_editor(env, "undo_edit", args, res, err);
 }
 
 /* A view is short and does not block: a bounded read of a file or directory listing, here
  * or through an environment's helper. Edits are not quick: they fsync. */
-bool cae_tool_editor_quick(const json_t *args)
+bool cae__tool_editor_quick(const json_t *args)
 {
 	const char *command = json_string_value(json_object_get(args, "command"));
 	return command && strcmp(command, "view") == 0;
 }
 
-bool cae_tool_editor_view_quick(const json_t *args)
+bool cae__tool_editor_view_quick(const json_t *args)
 {
 	(void)args;
 	return true;

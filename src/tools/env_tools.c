@@ -10,22 +10,22 @@
 
 #include "base/banned.h"
 
-bool cae_tool_environment_enabled(const cae_config *cfg)
+bool cae__tool_environment_enabled(const cae_config *cfg)
 {
 	(void)cfg;
 	return true;
 }
 
-json_t *cae_tool_environment_list_definition(void)
+json_t *cae__tool_environment_list_definition(void)
 {
-	return cae_tool_function("environment_list",
-				 "List the execution environments and which one is current.",
-				 json_pack("{s:s, s:{}}", "type", "object", "properties"));
+	return cae__tool_function("environment_list",
+				  "List the execution environments and which one is current.",
+				  json_pack("{s:s, s:{}}", "type", "object", "properties"));
 }
 
-json_t *cae_tool_environment_prepare_definition(void)
+json_t *cae__tool_environment_prepare_definition(void)
 {
-	return cae_tool_function(
+	return cae__tool_function(
 	    "environment_prepare",
 	    "Prepare an isolated execution environment for a task: clone the repository "
 	    "(a URL or a local path), install its dependencies, and make it the current "
@@ -41,12 +41,12 @@ json_t *cae_tool_environment_prepare_definition(void)
 		      "required", "task"));
 }
 
-json_t *cae_tool_environment_cleanup_definition(void)
+json_t *cae__tool_environment_cleanup_definition(void)
 {
-	return cae_tool_function("environment_cleanup",
-				 "Remove an execution environment (default: the current one).",
-				 json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties",
-					   "task_uuid", "type", "string"));
+	return cae__tool_function("environment_cleanup",
+				  "Remove an execution environment (default: the current one).",
+				  json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties",
+					    "task_uuid", "type", "string"));
 }
 
 /* What the model sees of an environment: where things are as commands see them, not where
@@ -58,26 +58,26 @@ static void model_view(json_t *info)
 
 static int invalid(cae_tool_result *res, const char *message, cae_error *err)
 {
-	return cae_tool_finish(res, cae_tool_error("INVALID_ARGUMENT", "%s", message), true, err);
+	return cae__tool_finish(res, cae__tool_error("INVALID_ARGUMENT", "%s", message), true, err);
 }
 
-int cae_tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				   cae_error *err)
+int cae__tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				    cae_error *err)
 {
 	(void)args;
 	cae_error cause;
 	cae_error_clear(&cause);
-	json_t *out = cae_session_environments(env->session, &cause);
+	json_t *out = cae__session_environments(env->session, &cause);
 	if (!out)
-		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
+		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
 	size_t i;
 	json_t *e;
 	json_array_foreach(json_object_get(out, "environments"), i, e) model_view(e);
-	return cae_tool_finish(res, out, false, err);
+	return cae__tool_finish(res, out, false, err);
 }
 
-int cae_tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				      cae_error *err)
+int cae__tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err)
 {
 	json_t *jt = json_object_get(args, "task");
 	json_t *je = json_object_get(args, "environment");
@@ -98,13 +98,13 @@ int cae_tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae
 				    &cause);
 	cae_task_clear(&task);
 	if (r < 0)
-		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
+		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
 	model_view(info);
-	return cae_tool_finish(res, info, false, err);
+	return cae__tool_finish(res, info, false, err);
 }
 
-int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				      cae_error *err)
+int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err)
 {
 	json_t *ju = json_object_get(args, "task_uuid");
 	if (ju && !json_is_null(ju) && !json_is_string(ju))
@@ -116,7 +116,7 @@ int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae
 	cae_error_clear(&cause);
 	int r = cae_session_cleanup(env->session, target, &cause);
 	if (r < 0)
-		return cae_tool_finish_error(env, res, "INTERNAL", &cause, err);
-	return cae_tool_finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1),
-			       false, err);
+		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
+	return cae__tool_finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1),
+				false, err);
 }

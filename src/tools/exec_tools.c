@@ -16,30 +16,30 @@
 
 #include "base/banned.h"
 
-bool cae_tool_command_executor_enabled(const cae_config *cfg)
+bool cae__tool_command_executor_enabled(const cae_config *cfg)
 {
 	return cfg->command_executor.enabled;
 }
 
-int cae_tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			       cae_error *err)
+int cae__tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err)
 {
 	bool is_error;
-	json_t *out = cae_tool_exec_command(env, args, &is_error);
-	return cae_tool_finish(res, out, is_error, err);
+	json_t *out = cae__tool_exec_command(env, args, &is_error);
+	return cae__tool_finish(res, out, is_error, err);
 }
 
-int cae_tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				  cae_error *err)
+int cae__tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				   cae_error *err)
 {
 	bool is_error;
-	json_t *out = cae_tool_execute_command(env, args, &is_error);
-	return cae_tool_finish(res, out, is_error, err);
+	json_t *out = cae__tool_execute_command(env, args, &is_error);
+	return cae__tool_finish(res, out, is_error, err);
 }
 
-json_t *cae_tool_execute_command_definition(void)
+json_t *cae__tool_execute_command_definition(void)
 {
-	return cae_tool_function(
+	return cae__tool_function(
 	    "command-executor_execute_command",
 	    "Execute a shell command (run with `sh -c`) in the task's isolated execution "
 	    "environment, where the project is cloned at /workspace/project and its "
@@ -65,7 +65,7 @@ static json_t *with_warning(json_t *schema)
 	return schema;
 }
 
-json_t *cae_tool_execute_command_output_schema(void)
+json_t *cae__tool_execute_command_output_schema(void)
 {
 	return with_warning(
 	    json_pack("{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}}, "
@@ -77,10 +77,10 @@ json_t *cae_tool_execute_command_output_schema(void)
 		      "stderr", "duration_ms"));
 }
 
-json_t *cae_tool_exec_command_definition(void)
+json_t *cae__tool_exec_command_definition(void)
 {
 	/* Verbatim from the tool's specification. */
-	return cae_tool_function(
+	return cae__tool_function(
 	    "exec_command",
 	    "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
 	    json_pack(
@@ -99,7 +99,7 @@ json_t *cae_tool_exec_command_definition(void)
 		"Per-stream output char limit (default: 200000).", "required", "cwd", "command"));
 }
 
-json_t *cae_tool_exec_command_output_schema(void)
+json_t *cae__tool_exec_command_output_schema(void)
 {
 	return with_warning(json_pack(
 	    "{s:s, s:{s:{s:s}, s:{s:s, s:{s:s}}, s:{s:s}, s:{s:s}, s:{s:s}, s:{s:s}, "
@@ -125,7 +125,7 @@ static bool shell_safe(const char *s)
 	return true;
 }
 
-char *cae_shell_join(const char *const *argv, size_t argc)
+char *cae__shell_join(const char *const *argv, size_t argc)
 {
 	size_t cap = 1;
 	for (size_t i = 0; i < argc; i++)
@@ -169,12 +169,12 @@ static json_t *tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
 	if (r == 0)
 		return NULL;
 	if (r == -ENOMEM)
-		return cae_tool_error("INTERNAL", "out of memory");
+		return cae__tool_error("INTERNAL", "out of memory");
 	if (r == -EXDEV)
-		return cae_tool_error("NOT_DIRECTORY",
-				      "working directory %s is outside the workspace", path);
-	return cae_tool_error("INVALID_ARGUMENT", "bad working directory %s: %s", path,
-			      strerror(-r));
+		return cae__tool_error("NOT_DIRECTORY",
+				       "working directory %s is outside the workspace", path);
+	return cae__tool_error("INVALID_ARGUMENT", "bad working directory %s: %s", path,
+			       strerror(-r));
 }
 
 /* Cuts valid UTF-8 to max_chars characters. */
@@ -210,12 +210,12 @@ static bool get_int_arg(json_t *args, const char *key, long long lo, long long h
 	else if (json_is_real(v))
 		d = json_real_value(v);
 	else {
-		*error = cae_tool_error("INVALID_ARGUMENT", "%s must be a number", key);
+		*error = cae__tool_error("INVALID_ARGUMENT", "%s must be a number", key);
 		return false;
 	}
 	if (!isfinite(d) || d < (double)lo || d > (double)hi || d != floor(d)) {
-		*error = cae_tool_error("INVALID_ARGUMENT",
-					"%s must be an integer from %lld to %lld", key, lo, hi);
+		*error = cae__tool_error("INVALID_ARGUMENT",
+					 "%s must be an integer from %lld to %lld", key, lo, hi);
 		return false;
 	}
 	*out = (long long)d;
@@ -228,50 +228,50 @@ static int call_cancel_fd(const cae_tool_env *env)
 	return env->ctx ? env->ctx->cancel_fd : -1;
 }
 
-json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error)
+json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error)
 {
 	*is_error = true;
 	if (!json_is_object(args))
-		return cae_tool_error("INVALID_ARGUMENT", "arguments must be an object");
+		return cae__tool_error("INVALID_ARGUMENT", "arguments must be an object");
 	json_t *jcwd = json_object_get(args, "cwd");
 	if (!json_is_string(jcwd) || json_string_length(jcwd) == 0)
-		return cae_tool_error("INVALID_ARGUMENT", "cwd must be a non-empty string");
+		return cae__tool_error("INVALID_ARGUMENT", "cwd must be a non-empty string");
 	json_t *jcmd = json_object_get(args, "command");
 	if (!json_is_array(jcmd) || json_array_size(jcmd) == 0)
-		return cae_tool_error("INVALID_ARGUMENT",
-				      "command must be an array of at least one string");
+		return cae__tool_error("INVALID_ARGUMENT",
+				       "command must be an array of at least one string");
 	size_t argc = json_array_size(jcmd);
 	if (argc > 4096)
-		return cae_tool_error("INVALID_ARGUMENT", "command has too many elements");
+		return cae__tool_error("INVALID_ARGUMENT", "command has too many elements");
 	for (size_t i = 0; i < argc; i++)
 		if (!json_is_string(json_array_get(jcmd, i)))
-			return cae_tool_error("INVALID_ARGUMENT", "command[%zu] must be a string",
-					      i);
+			return cae__tool_error("INVALID_ARGUMENT", "command[%zu] must be a string",
+					       i);
 	if (json_string_length(json_array_get(jcmd, 0)) == 0)
-		return cae_tool_error("INVALID_ARGUMENT", "command[0] must not be empty");
+		return cae__tool_error("INVALID_ARGUMENT", "command[0] must not be empty");
 	const char *mode = "default";
 	json_t *jmode = json_object_get(args, "shell_mode");
 	if (jmode && !json_is_null(jmode)) {
 		mode = json_string_value(jmode);
 		if (!mode || (strcmp(mode, "default") != 0 && strcmp(mode, "direct") != 0))
-			return cae_tool_error("INVALID_ARGUMENT",
-					      "shell_mode must be \"default\" or \"direct\"");
+			return cae__tool_error("INVALID_ARGUMENT",
+					       "shell_mode must be \"default\" or \"direct\"");
 	}
 	json_t *jstdin = json_object_get(args, "stdin");
 	if (jstdin && !json_is_null(jstdin) && !json_is_string(jstdin))
-		return cae_tool_error("INVALID_ARGUMENT", "stdin must be a string");
+		return cae__tool_error("INVALID_ARGUMENT", "stdin must be a string");
 	long long timeout_ms, max_chars;
 	json_t *error = NULL;
 	if (!get_int_arg(args, "timeout_ms", 1, 120000, 30000, &timeout_ms, &error) ||
 	    !get_int_arg(args, "max_output_chars", 1000, 1000000, 200000, &max_chars, &error))
 		return error;
 	if (!env->task_uuid)
-		return cae_tool_error(
+		return cae__tool_error(
 		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
 	/* Strings of the argument array: borrowed from args for the call. */
 	_cleanup_free_ const char **argv = calloc(argc + 1, sizeof(char *));
 	if (!argv)
-		return cae_tool_error("INTERNAL", "out of memory");
+		return cae__tool_error("INTERNAL", "out of memory");
 	for (size_t i = 0; i < argc; i++)
 		argv[i] = json_string_value(json_array_get(jcmd, i));
 	bool direct = strcmp(mode, "direct") == 0;
@@ -284,9 +284,9 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	cae_policy_verdict v;
 	_cleanup_free_ char *script = NULL;
 	if (!direct)
-		script = argc == 1 ? strdup(argv[0]) : cae_shell_join(argv, argc);
+		script = argc == 1 ? strdup(argv[0]) : cae__shell_join(argv, argc);
 	if (!direct && !script)
-		return cae_tool_error("INTERNAL", "out of memory");
+		return cae__tool_error("INTERNAL", "out of memory");
 	if (env->policy) {
 		if (direct)
 			cae_policy_check_argv(env->policy, argv, &v);
@@ -326,16 +326,16 @@ json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_er
 	cae_error_clear(&err);
 	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
 	if (r < 0)
-		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
+		cae__tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 	if (r == -ENOTDIR)
-		return cae_tool_error("NOT_DIRECTORY", "%s", err.message);
+		return cae__tool_error("NOT_DIRECTORY", "%s", err.message);
 	if (r == -ENOENT && direct)
-		return cae_tool_error("COMMAND_NOT_FOUND", "%s", err.message);
+		return cae__tool_error("COMMAND_NOT_FOUND", "%s", err.message);
 	if (r < 0)
-		return cae_tool_error("INTERNAL", "%s", err.message);
+		return cae__tool_error("INTERNAL", "%s", err.message);
 	if (res.cancelled) {
 		cae_run_result_clear(&res);
-		return cae_tool_error("CANCELLED", "the command was cancelled");
+		return cae__tool_error("CANCELLED", "the command was cancelled");
 	}
 	bool out_tr = res.out_truncated, err_tr = res.err_truncated;
 	cut_chars(res.out, (size_t)max_chars, &out_tr);
@@ -367,20 +367,20 @@ static json_t *exec_result(int exit_code, json_t *out, json_t *err, int64_t dura
 			 timed_out);
 }
 
-json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error)
+json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error)
 {
 	*is_error = true;
 	if (!json_is_object(args))
-		return cae_tool_error("INVALID_ARGUMENT", "arguments must be an object");
+		return cae__tool_error("INVALID_ARGUMENT", "arguments must be an object");
 	json_t *jcmd = json_object_get(args, "command");
 	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
-		return cae_tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
+		return cae__tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
 	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
-		return cae_tool_error("INVALID_ARGUMENT",
-				      "command must not contain NUL characters");
+		return cae__tool_error("INVALID_ARGUMENT",
+				       "command must not contain NUL characters");
 	json_t *jwd = json_object_get(args, "working_directory");
 	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
-		return cae_tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+		return cae__tool_error("INVALID_ARGUMENT", "working_directory must be a string");
 	long long timeout_s;
 	json_t *error = NULL;
 	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
@@ -389,9 +389,9 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	if (!get_int_arg(args, "timeout_seconds", 1, 86400, def_timeout, &timeout_s, &error))
 		return error;
 	if (!env->task_uuid)
-		return cae_tool_error("INTERNAL",
-				      "Execution environment not ready: prepare one first "
-				      "(environment_prepare)");
+		return cae__tool_error("INTERNAL",
+				       "Execution environment not ready: prepare one first "
+				       "(environment_prepare)");
 	const char *command = json_string_value(jcmd);
 	*is_error = false;
 	if (env->policy) {
@@ -442,7 +442,7 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	cae_error_clear(&err);
 	int r = cae_backend_exec(env->backend, env->task_uuid, &req, &res, &err);
 	if (r < 0) {
-		cae_tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
+		cae__tools_hide_host_paths(env->cfg, err.message, sizeof(err.message));
 		char msg[1200];
 		snprintf(msg, sizeof(msg), "Command execution error: %s", err.message);
 		return exec_result(-1, json_string(""), redacted_string(env->secrets, msg), 0,
@@ -451,7 +451,7 @@ json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is
 	json_t *out;
 	if (res.cancelled) {
 		*is_error = true;
-		out = cae_tool_error("CANCELLED", "the command was cancelled");
+		out = cae__tool_error("CANCELLED", "the command was cancelled");
 	} else if (res.timed_out) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);

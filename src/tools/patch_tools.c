@@ -12,14 +12,14 @@
 
 #include "base/banned.h"
 
-bool cae_tool_patch_enabled(const cae_config *cfg)
+bool cae__tool_patch_enabled(const cae_config *cfg)
 {
 	return cfg->worker.enabled;
 }
 
-json_t *cae_tool_apply_patch_definition(void)
+json_t *cae__tool_apply_patch_definition(void)
 {
-	return cae_tool_function(
+	return cae__tool_function(
 	    "apply_patch",
 	    "Apply a patch to the workspace. Accepts a JSON array of commands "
 	    "({type: file_edit|shell_command|git_operation, action, target, content}), "
@@ -42,8 +42,8 @@ json_t *cae_tool_apply_patch_definition(void)
 		"Commit every change afterwards (git add -A; git commit).", "required", "patch"));
 }
 
-int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			      cae_error *err)
+int cae__tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err)
 {
 	cae_worker_options o;
 	cae_worker_options_from_config(&o, env->cfg);
@@ -54,25 +54,26 @@ int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_re
 		if (!v || json_is_null(v))
 			continue;
 		if (!json_is_boolean(v))
-			return cae_tool_finish(
+			return cae__tool_finish(
 			    res,
-			    cae_tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
+			    cae__tool_error("INVALID_ARGUMENT", "%s must be a boolean", flags[i]),
 			    true, err);
 		*dest[i] = json_is_true(v);
 	}
 	json_t *jp = json_object_get(args, "patch");
 	if (!json_is_string(jp) && !json_is_array(jp))
-		return cae_tool_finish(res,
-				       cae_tool_error("INVALID_ARGUMENT",
-						      "patch must be a string (the patch text) or "
-						      "an array of commands"),
-				       true, err);
+		return cae__tool_finish(
+		    res,
+		    cae__tool_error("INVALID_ARGUMENT",
+				    "patch must be a string (the patch text) or "
+				    "an array of commands"),
+		    true, err);
 	if (!env->task_uuid)
-		return cae_tool_finish(res,
-				       cae_tool_error("INTERNAL",
-						      "no environment is ready: prepare "
-						      "one first (environment_prepare)"),
-				       true, err);
+		return cae__tool_finish(res,
+					cae__tool_error("INTERNAL",
+							"no environment is ready: prepare "
+							"one first (environment_prepare)"),
+					true, err);
 	o.policy = env->policy;
 	o.session_key = env->task_uuid;
 	if (env->ctx)
@@ -93,7 +94,7 @@ int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_re
 		cae_patch_free(p);
 	}
 	if (r < 0)
-		return cae_tool_finish_error(
+		return cae__tool_finish_error(
 		    env, res, r == -EINVAL || r == -E2BIG ? "INVALID_ARGUMENT" : "INTERNAL", &werr,
 		    err);
 	/* The worker masks with the logger's secrets, and there may be no logger: the

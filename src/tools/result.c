@@ -23,7 +23,7 @@ void cae_tool_result_clear(cae_tool_result *res)
 	memset(res, 0, sizeof(*res));
 }
 
-json_t *cae_tool_error(const char *code, const char *fmt, ...)
+json_t *cae__tool_error(const char *code, const char *fmt, ...)
 {
 	char msg[2048];
 	va_list ap;
@@ -34,13 +34,13 @@ json_t *cae_tool_error(const char *code, const char *fmt, ...)
 	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean ? clean : "");
 }
 
-json_t *cae_tool_function(const char *name, const char *description, json_t *parameters)
+json_t *cae__tool_function(const char *name, const char *description, json_t *parameters)
 {
 	return json_pack("{s:s, s:s, s:o}", "name", name, "description", description, "parameters",
 			 parameters);
 }
 
-int cae_tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae_error *err)
+int cae__tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae_error *err)
 {
 	if (!structured)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -60,11 +60,11 @@ int cae_tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae
 	return res->text ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
 }
 
-int cae_tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const char *code,
-			  cae_error *cause, cae_error *err)
+int cae__tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const char *code,
+			   cae_error *cause, cae_error *err)
 {
-	cae_tools_hide_host_paths(env->cfg, cause->message, sizeof(cause->message));
-	return cae_tool_finish(res, cae_tool_error(code, "%s", cause->message), true, err);
+	cae__tools_hide_host_paths(env->cfg, cause->message, sizeof(cause->message));
+	return cae__tool_finish(res, cae__tool_error(code, "%s", cause->message), true, err);
 }
 
 static void replace_all(char *msg, size_t size, const char *what, const char *with)
@@ -87,7 +87,7 @@ static void replace_all(char *msg, size_t size, const char *what, const char *wi
 	}
 }
 
-void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
+void cae__tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size)
 {
 	const char *sd = cfg ? cfg->command_executor.state_dir : NULL;
 	if (!cfg || size < 32)

@@ -155,7 +155,7 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 	}
 	/* A dead process's half-made change (its journal) is completed or rolled back before
 	 * any command of ours sees the workspace (the editor does it too when it opens). */
-	bool editor = cae_tool_editor_enabled(s->cfg);
+	bool editor = cae__tool_editor_enabled(s->cfg);
 	if (info->host_path && !editor)
 		(void)cae_worker_recover(b, info->task_uuid, NULL);
 	if (!editor)
@@ -293,7 +293,7 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	return cae_backend_cleanup(b, uuid, err);
 }
 
-int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
+int cae__session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
 {
 	*env = (cae_tool_env){
 	    .session = s,
@@ -311,29 +311,29 @@ int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *
 	bool ok = (!s->current || env->task_uuid) && (!s->workspace_path || env->workspace_path);
 	pthread_mutex_unlock(&s->lock);
 	if (!ok) {
-		cae_tool_env_clear(env);
+		cae__tool_env_clear(env);
 		return -ENOMEM;
 	}
 	return 0;
 }
 
-void cae_tool_env_clear(cae_tool_env *env)
+void cae__tool_env_clear(cae_tool_env *env)
 {
 	free(env->task_uuid);
 	free(env->workspace_path);
 	env->task_uuid = env->workspace_path = NULL;
 }
 
-int cae_session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error)
+int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error)
 {
 	memset(t, 0, sizeof(*t));
 	pthread_mutex_lock(&s->lock);
 	if (!s->current) {
-		*error = cae_tool_error("INTERNAL", "no environment is ready: prepare one first "
-						    "(environment_prepare)");
+		*error = cae__tool_error("INTERNAL", "no environment is ready: prepare one first "
+						     "(environment_prepare)");
 	} else if (s->editor) {
 		t->local = s->editor;
-		return 0; /* locked until cae_session_editor_release */
+		return 0; /* locked until cae__session_editor_release */
 	} else if (s->remote_editor) {
 		t->backend = s->current_backend;
 		t->task_uuid = strdup(s->current);
@@ -341,17 +341,17 @@ int cae_session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **er
 		pthread_mutex_unlock(&s->lock);
 		if (t->task_uuid)
 			return 0;
-		*error = cae_tool_error("INTERNAL", "out of memory");
+		*error = cae__tool_error("INTERNAL", "out of memory");
 		return -1;
 	} else {
-		*error = cae_tool_error("INTERNAL", "the text editor is not available: %s",
-					s->editor_error ? s->editor_error : "unknown");
+		*error = cae__tool_error("INTERNAL", "the text editor is not available: %s",
+					 s->editor_error ? s->editor_error : "unknown");
 	}
 	pthread_mutex_unlock(&s->lock);
 	return -1;
 }
 
-void cae_session_editor_release(cae_session *s, cae_editor_target *t)
+void cae__session_editor_release(cae_session *s, cae_editor_target *t)
 {
 	if (t->local)
 		pthread_mutex_unlock(&s->lock);
@@ -359,7 +359,7 @@ void cae_session_editor_release(cae_session *s, cae_editor_target *t)
 	memset(t, 0, sizeof(*t));
 }
 
-json_t *cae_session_environments(cae_session *s, cae_error *err)
+json_t *cae__session_environments(cae_session *s, cae_error *err)
 {
 	json_t *list = NULL;
 	if (cae_backend_list(s->backend, &list, err) < 0)

@@ -10,106 +10,106 @@
 
 #include "base/banned.h"
 
-const cae_tool_def cae_tool_table[] = {
+const cae_tool_def cae__tool_table[] = {
     {
 	.name = "command-executor_execute_command",
 	.family = CAE_TOOL_COMMAND_EXECUTOR,
-	.enabled = cae_tool_command_executor_enabled,
-	.definition = cae_tool_execute_command_definition,
-	.output_schema = cae_tool_execute_command_output_schema,
-	.call = cae_tool_call_execute_command,
+	.enabled = cae__tool_command_executor_enabled,
+	.definition = cae__tool_execute_command_definition,
+	.output_schema = cae__tool_execute_command_output_schema,
+	.call = cae__tool_call_execute_command,
     },
     {
 	.name = "exec_command",
 	.family = CAE_TOOL_EXEC,
-	.enabled = cae_tool_command_executor_enabled,
-	.definition = cae_tool_exec_command_definition,
-	.output_schema = cae_tool_exec_command_output_schema,
-	.call = cae_tool_call_exec_command,
+	.enabled = cae__tool_command_executor_enabled,
+	.definition = cae__tool_exec_command_definition,
+	.output_schema = cae__tool_exec_command_output_schema,
+	.call = cae__tool_call_exec_command,
     },
     {
 	.name = "text_editor",
 	.family = CAE_TOOL_EDITOR,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_definition,
-	.call = cae_tool_call_editor,
-	.quick = cae_tool_editor_quick,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_definition,
+	.call = cae__tool_call_editor,
+	.quick = cae__tool_editor_quick,
     },
     {
 	.name = "text_editor_view",
 	.family = CAE_TOOL_EDITOR_SPLIT,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_view_definition,
-	.call = cae_tool_call_editor_view,
-	.quick = cae_tool_editor_view_quick,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_view_definition,
+	.call = cae__tool_call_editor_view,
+	.quick = cae__tool_editor_view_quick,
     },
     {
 	.name = "text_editor_create",
 	.family = CAE_TOOL_EDITOR_SPLIT,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_create_definition,
-	.call = cae_tool_call_editor_create,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_create_definition,
+	.call = cae__tool_call_editor_create,
     },
     {
 	.name = "text_editor_str_replace",
 	.family = CAE_TOOL_EDITOR_SPLIT,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_str_replace_definition,
-	.call = cae_tool_call_editor_str_replace,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_str_replace_definition,
+	.call = cae__tool_call_editor_str_replace,
     },
     {
 	.name = "text_editor_insert",
 	.family = CAE_TOOL_EDITOR_SPLIT,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_insert_definition,
-	.call = cae_tool_call_editor_insert,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_insert_definition,
+	.call = cae__tool_call_editor_insert,
     },
     {
 	.name = "text_editor_undo_edit",
 	.family = CAE_TOOL_EDITOR_SPLIT,
-	.enabled = cae_tool_editor_enabled,
-	.definition = cae_tool_editor_undo_edit_definition,
-	.call = cae_tool_call_editor_undo_edit,
+	.enabled = cae__tool_editor_enabled,
+	.definition = cae__tool_editor_undo_edit_definition,
+	.call = cae__tool_call_editor_undo_edit,
     },
     {
 	.name = "apply_patch",
 	.family = CAE_TOOL_PATCH,
-	.enabled = cae_tool_patch_enabled,
-	.definition = cae_tool_apply_patch_definition,
-	.call = cae_tool_call_apply_patch,
+	.enabled = cae__tool_patch_enabled,
+	.definition = cae__tool_apply_patch_definition,
+	.call = cae__tool_call_apply_patch,
     },
     {
 	.name = "environment_list",
 	.family = CAE_TOOL_ENVIRONMENT,
-	.enabled = cae_tool_environment_enabled,
-	.definition = cae_tool_environment_list_definition,
-	.call = cae_tool_call_environment_list,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_list_definition,
+	.call = cae__tool_call_environment_list,
     },
     {
 	.name = "environment_prepare",
 	.family = CAE_TOOL_ENVIRONMENT,
-	.enabled = cae_tool_environment_enabled,
-	.definition = cae_tool_environment_prepare_definition,
-	.call = cae_tool_call_environment_prepare,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_prepare_definition,
+	.call = cae__tool_call_environment_prepare,
     },
     {
 	.name = "environment_cleanup",
 	.family = CAE_TOOL_ENVIRONMENT,
-	.enabled = cae_tool_environment_enabled,
-	.definition = cae_tool_environment_cleanup_definition,
-	.call = cae_tool_call_environment_cleanup,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_cleanup_definition,
+	.call = cae__tool_call_environment_cleanup,
     },
 };
 
-const size_t cae_tool_table_size = ARRAY_SIZE(cae_tool_table);
+const size_t cae__tool_table_size = ARRAY_SIZE(cae__tool_table);
 
-const cae_tool_def *cae_tool_lookup(const char *name)
+const cae_tool_def *cae__tool_lookup(const char *name)
 {
 	if (!name)
 		return NULL;
-	for (size_t i = 0; i < cae_tool_table_size; i++)
-		if (strcmp(cae_tool_table[i].name, name) == 0)
-			return &cae_tool_table[i];
+	for (size_t i = 0; i < cae__tool_table_size; i++)
+		if (strcmp(cae__tool_table[i].name, name) == 0)
+			return &cae__tool_table[i];
 	return NULL;
 }
 
@@ -126,7 +126,7 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 
 bool cae_session_call_is_quick(const cae_session *s, const char *name, const json_t *args)
 {
-	const cae_tool_def *t = cae_tool_lookup(name);
+	const cae_tool_def *t = cae__tool_lookup(name);
 	return t && t->quick && t->enabled(cae_session_config(s)) && t->quick(args);
 }
 
@@ -138,7 +138,7 @@ int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const 
 		return cae_error_set(err, -ENOENT, "no tool name");
 	if (args && !json_is_object(args))
 		return cae_error_set(err, -EINVAL, "tool arguments must be an object");
-	const cae_tool_def *t = cae_tool_lookup(name);
+	const cae_tool_def *t = cae__tool_lookup(name);
 	if (!t)
 		return cae_error_set(err, -ENOENT, "unknown tool: %s", name);
 	if (!t->enabled(cae_session_config(s)))
@@ -147,10 +147,10 @@ int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const 
 	if (!args && !(args = empty = json_object()))
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	cae_tool_env env;
-	if (cae_session_snapshot(s, ctx, &env) < 0)
+	if (cae__session_snapshot(s, ctx, &env) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = t->call(&env, args, res, err);
-	cae_tool_env_clear(&env);
+	cae__tool_env_clear(&env);
 	if (r < 0)
 		cae_tool_result_clear(res);
 	return r;

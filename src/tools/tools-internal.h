@@ -23,9 +23,9 @@
 #include "cae/session.h"
 
 /* What a tool call sees of the session: the current environment is copied under the session
- * lock when the call starts (cae_session_snapshot), so that a concurrent environment_prepare
+ * lock when the call starts (cae__session_snapshot), so that a concurrent environment_prepare
  * does not change it under the call. task_uuid and workspace_path are owned by the env
- * (cae_tool_env_clear); the rest is borrowed from the session for the call. */
+ * (cae__tool_env_clear); the rest is borrowed from the session for the call. */
 typedef struct cae_tool_env {
 	cae_session *session;
 	cae_backend *backend; /* the current environment's; NULL when none */
@@ -71,17 +71,17 @@ typedef struct cae_tool_def {
 	bool (*quick)(const json_t *args);
 } cae_tool_def;
 
-/* The table, in the order the tools are listed; cae_tool_table_size rows. */
-extern const cae_tool_def cae_tool_table[];
-extern const size_t cae_tool_table_size;
+/* The table, in the order the tools are listed; cae__tool_table_size rows. */
+extern const cae_tool_def cae__tool_table[];
+extern const size_t cae__tool_table_size;
 /* The row named name, or NULL. */
-const cae_tool_def *cae_tool_lookup(const char *name);
+const cae_tool_def *cae__tool_lookup(const char *name);
 
 /* ---- the session, as the tool families see it (session.c) ------------------------------ */
 
 /* Fills *env for one call (ctx borrowed, may be NULL). -ENOMEM. */
-int cae_session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env);
-void cae_tool_env_clear(cae_tool_env *env);
+int cae__session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env);
+void cae__tool_env_clear(cae_tool_env *env);
 /* Where the current environment's files are edited: in this process (local, the session
  * locked until release), or by the environment's backend (backend and task_uuid set: an
  * environment elsewhere, its helper runs the editor). */
@@ -92,96 +92,96 @@ typedef struct cae_editor_target {
 	cae_editor_limits limits;
 } cae_editor_target;
 
-/* 0 with *t filled (release it with cae_session_editor_release), or -1 with *error set to a
+/* 0 with *t filled (release it with cae__session_editor_release), or -1 with *error set to a
  * tool error (new reference) when there is no environment or it has no editor. */
-int cae_session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error);
-void cae_session_editor_release(cae_session *s, cae_editor_target *t);
+int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **error);
+void cae__session_editor_release(cae_session *s, cae_editor_target *t);
 /* Every environment of the session's backends: {"environments": [ContainerInfo...],
  * "current": uuid?, "backend": name}. New reference, or NULL with err set. */
-json_t *cae_session_environments(cae_session *s, cae_error *err);
+json_t *cae__session_environments(cae_session *s, cae_error *err);
 
 /* ---- results (result.c) ---------------------------------------------------------------- */
 
 /* {"error": {"code": kind, "message": msg}} — the one shape of a tool error. */
-json_t *cae_tool_error(const char *code, const char *fmt, ...)
+json_t *cae__tool_error(const char *code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Fills res from a structured result (stolen): its text is the JSON, or "CODE: message" for
  * an error. Returns 0, or -ENOMEM with err set (structured NULL, or no memory for the
  * text). */
-int cae_tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae_error *err);
-/* cae_tool_finish of a tool error whose message is cause's, host paths hidden (in cause's
+int cae__tool_finish(cae_tool_result *res, json_t *structured, bool is_error, cae_error *err);
+/* cae__tool_finish of a tool error whose message is cause's, host paths hidden (in cause's
  * message too). */
-int cae_tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const char *code,
-			  cae_error *cause, cae_error *err);
+int cae__tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const char *code,
+			   cae_error *cause, cae_error *err);
 /* {name, description, parameters} (parameters stolen). New reference. */
-json_t *cae_tool_function(const char *name, const char *description, json_t *parameters);
+json_t *cae__tool_function(const char *name, const char *description, json_t *parameters);
 
 /* Error messages go to the model, which must not learn host paths it did not give: the
  * state directory (as configured and its real path) in msg becomes "<state directory>" and
  * a unix:// Docker host "<docker socket>", in place (msg is NUL-terminated within size). */
-void cae_tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size);
+void cae__tools_hide_host_paths(const cae_config *cfg, char *msg, size_t size);
 
 /* ---- the families: the functions their table rows point to ----------------------------- */
 
 /* exec_tools.c: command-executor_execute_command and exec_command. */
-bool cae_tool_command_executor_enabled(const cae_config *cfg);
-json_t *cae_tool_execute_command_definition(void);
-json_t *cae_tool_execute_command_output_schema(void);
-int cae_tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				  cae_error *err);
-json_t *cae_tool_exec_command_definition(void);
-json_t *cae_tool_exec_command_output_schema(void);
-int cae_tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			       cae_error *err);
+bool cae__tool_command_executor_enabled(const cae_config *cfg);
+json_t *cae__tool_execute_command_definition(void);
+json_t *cae__tool_execute_command_output_schema(void);
+int cae__tool_call_execute_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				   cae_error *err);
+json_t *cae__tool_exec_command_definition(void);
+json_t *cae__tool_exec_command_output_schema(void);
+int cae__tool_call_exec_command(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
 /* The tools themselves: the structured result (new reference), *is_error for a failure. */
-json_t *cae_tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error);
-json_t *cae_tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error);
+json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_error);
+json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *is_error);
 
 /* editor_tools.c: text_editor (the command is an argument) and text_editor_<command>. */
-bool cae_tool_editor_enabled(const cae_config *cfg);
-json_t *cae_tool_editor_definition(void);
-int cae_tool_call_editor(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			 cae_error *err);
-bool cae_tool_editor_quick(const json_t *args); /* a view */
-json_t *cae_tool_editor_view_definition(void);
-int cae_tool_call_editor_view(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			      cae_error *err);
-bool cae_tool_editor_view_quick(const json_t *args); /* always */
-json_t *cae_tool_editor_create_definition(void);
-int cae_tool_call_editor_create(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				cae_error *err);
-json_t *cae_tool_editor_str_replace_definition(void);
-int cae_tool_call_editor_str_replace(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				     cae_error *err);
-json_t *cae_tool_editor_insert_definition(void);
-int cae_tool_call_editor_insert(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				cae_error *err);
-json_t *cae_tool_editor_undo_edit_definition(void);
-int cae_tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				   cae_error *err);
+bool cae__tool_editor_enabled(const cae_config *cfg);
+json_t *cae__tool_editor_definition(void);
+int cae__tool_call_editor(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			  cae_error *err);
+bool cae__tool_editor_quick(const json_t *args); /* a view */
+json_t *cae__tool_editor_view_definition(void);
+int cae__tool_call_editor_view(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err);
+bool cae__tool_editor_view_quick(const json_t *args); /* always */
+json_t *cae__tool_editor_create_definition(void);
+int cae__tool_call_editor_create(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err);
+json_t *cae__tool_editor_str_replace_definition(void);
+int cae__tool_call_editor_str_replace(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				      cae_error *err);
+json_t *cae__tool_editor_insert_definition(void);
+int cae__tool_call_editor_insert(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err);
+json_t *cae__tool_editor_undo_edit_definition(void);
+int cae__tool_call_editor_undo_edit(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				    cae_error *err);
 
 /* patch_tools.c: apply_patch. */
-bool cae_tool_patch_enabled(const cae_config *cfg);
-json_t *cae_tool_apply_patch_definition(void);
-int cae_tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-			      cae_error *err);
+bool cae__tool_patch_enabled(const cae_config *cfg);
+json_t *cae__tool_apply_patch_definition(void);
+int cae__tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+			       cae_error *err);
 
 /* env_tools.c: environment_list, environment_prepare, environment_cleanup. */
-bool cae_tool_environment_enabled(const cae_config *cfg); /* always */
-json_t *cae_tool_environment_list_definition(void);
-int cae_tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				   cae_error *err);
-json_t *cae_tool_environment_prepare_definition(void);
-int cae_tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				      cae_error *err);
-json_t *cae_tool_environment_cleanup_definition(void);
-int cae_tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
-				      cae_error *err);
+bool cae__tool_environment_enabled(const cae_config *cfg); /* always */
+json_t *cae__tool_environment_list_definition(void);
+int cae__tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				    cae_error *err);
+json_t *cae__tool_environment_prepare_definition(void);
+int cae__tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err);
+json_t *cae__tool_environment_cleanup_definition(void);
+int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err);
 
 /* ---- helpers of the command tools (exec_tools.c) --------------------------------------- */
 
 /* Quotes argv for sh: words of safe characters stay as they are, others are single-quoted.
  * New string. */
-char *cae_shell_join(const char *const *argv, size_t argc);
+char *cae__shell_join(const char *const *argv, size_t argc);
 
 #endif

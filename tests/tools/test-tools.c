@@ -549,19 +549,19 @@ START_TEST(host_paths_hidden_in_place)
 	snprintf(msg, sizeof(msg),
 		 "create: /srv/cae-state/local/x: Not a directory; "
 		 "/srv/cae-state again");
-	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	cae__tools_hide_host_paths(cfg, msg, sizeof(msg));
 	ck_assert_str_eq(msg, "create: <state directory>/local/x: Not a directory; <state "
 			      "directory> again");
 	snprintf(msg, sizeof(msg),
 		 "cannot connect to the Docker engine at "
 		 "unix:///run/user/7/docker.sock: refused");
-	cae_tools_hide_host_paths(cfg, msg, sizeof(msg));
+	cae__tools_hide_host_paths(cfg, msg, sizeof(msg));
 	ck_assert_str_eq(msg, "cannot connect to the Docker engine at <docker socket>: refused");
 	/* a replacement longer than what it replaces, at the end of a full buffer: cut */
 	cae_config_set(cfg, "command_executor.state_dir", "/s", NULL);
 	char small[40];
 	snprintf(small, sizeof(small), "%s", "0123456789012345678901234567890123 /s");
-	cae_tools_hide_host_paths(cfg, small, sizeof(small));
+	cae__tools_hide_host_paths(cfg, small, sizeof(small));
 	ck_assert_uint_lt(strlen(small), sizeof(small));
 	ck_assert_str_eq(small, "0123456789012345678901234567890123 ");
 	cae_config_free(cfg);
@@ -665,9 +665,9 @@ END_TEST
 /* Every tool name is a row of the table, which dispatch, listing and the quick check read. */
 START_TEST(tool_table_rows)
 {
-	for (size_t i = 0; i < cae_tool_table_size; i++) {
-		const cae_tool_def *t = &cae_tool_table[i];
-		ck_assert_ptr_eq(cae_tool_lookup(t->name), t);
+	for (size_t i = 0; i < cae__tool_table_size; i++) {
+		const cae_tool_def *t = &cae__tool_table[i];
+		ck_assert_ptr_eq(cae__tool_lookup(t->name), t);
 		ck_assert_ptr_nonnull(t->enabled);
 		ck_assert_ptr_nonnull(t->call);
 		json_t *d = t->definition();
@@ -676,15 +676,15 @@ START_TEST(tool_table_rows)
 		ck_assert(json_is_object(json_object_get(d, "parameters")));
 		json_decref(d);
 	}
-	ck_assert_ptr_null(cae_tool_lookup("no_such_tool"));
-	ck_assert_ptr_null(cae_tool_lookup(NULL));
+	ck_assert_ptr_null(cae__tool_lookup("no_such_tool"));
+	ck_assert_ptr_null(cae__tool_lookup(NULL));
 
 	/* Everything enabled: the MCP listing is the table minus the split editor. */
 	cae_session *s = open_session(NULL);
 	json_t *list = cae_session_tool_list(s, true);
 	size_t k = 0;
-	for (size_t i = 0; i < cae_tool_table_size; i++) {
-		const cae_tool_def *t = &cae_tool_table[i];
+	for (size_t i = 0; i < cae__tool_table_size; i++) {
+		const cae_tool_def *t = &cae__tool_table[i];
 		if (t->family == CAE_TOOL_EDITOR_SPLIT)
 			continue;
 		json_t *l = json_array_get(list, k++);
@@ -716,8 +716,8 @@ START_TEST(tool_table_rows)
 	s = open_session("  enabled: false\ntext_editor_mcp:\n  enabled: false\nworker:\n"
 			 "  enabled: false\n");
 	list = cae_session_tool_list(s, true);
-	for (size_t i = 0; i < cae_tool_table_size; i++) {
-		const cae_tool_def *t = &cae_tool_table[i];
+	for (size_t i = 0; i < cae__tool_table_size; i++) {
+		const cae_tool_def *t = &cae__tool_table[i];
 		bool listed = false;
 		size_t j;
 		json_t *l;
