@@ -120,8 +120,8 @@ static int put_escaped(struct out *o, const char *str, size_t n)
 		for (uint64_t w, sp; i + 8 <= n; i += 8, d += 8) {
 			memcpy(&w, s + i, 8);
 			memcpy(d, &w, 8);
-			if ((sp = cae_jsonrpc_special8(w)) != 0) {
-				size_t k = cae_jsonrpc_special8_offset(sp);
+			if ((sp = cae__jsonrpc_special8(w)) != 0) {
+				size_t k = cae__jsonrpc_special8_offset(sp);
 				i += k;
 				d += k;
 				break;

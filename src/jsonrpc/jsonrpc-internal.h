@@ -12,7 +12,7 @@
  * string: the top bit of each byte below 0x20, '"', '\\' or from 0x80 (the "has a byte less
  * than" and "has a zero byte" word tricks). 0 when all 8 are plain ASCII. Bits above the
  * lowest one may be spurious; the lowest one is exact. */
-static inline uint64_t cae_jsonrpc_special8(uint64_t w)
+static inline uint64_t cae__jsonrpc_special8(uint64_t w)
 {
 	const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
 	uint64_t quote = w ^ (ones * '"'), backslash = w ^ (ones * '\\');
@@ -23,7 +23,7 @@ static inline uint64_t cae_jsonrpc_special8(uint64_t w)
 
 /* Offset of the byte of the lowest bit set in a non-zero special8 mask, or 0 where the byte
  * order does not allow it (the caller then goes on byte by byte). */
-static inline size_t cae_jsonrpc_special8_offset(uint64_t sp)
+static inline size_t cae__jsonrpc_special8_offset(uint64_t sp)
 {
 #if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 	return (size_t)__builtin_ctzll(sp) / 8;
