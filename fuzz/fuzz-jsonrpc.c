@@ -82,25 +82,25 @@ static void decode_message(json_t *v)
 		return;
 	if (strcmp(m.method, "tools/call") == 0) {
 		cae_mcp_call_params p;
-		if (cae_mcp_decode_call_params(m.params, &p, &e) == 0) {
+		if (cae__mcp_decode_call_params(m.params, &p, &e) == 0) {
 			cae_tool_result res = {.text = json_dumps(p.arguments, JSON_COMPACT),
 					       .structured = json_incref(p.arguments)};
-			json_t *r = cae_jsonrpc_result(m.id, cae_mcp_tool_result_json(&res, true));
+			json_t *r = cae_jsonrpc_result(m.id, cae__mcp_tool_result_json(&res, true));
 			char *line = r ? cae_jsonrpc_encode(r, NULL) : NULL;
 			free(line);
 			json_decref(r);
-			cae_mcp_tool_result_release(&res);
-			cae_mcp_call_params_clear(&p);
+			cae__mcp_tool_result_release(&res);
+			cae__mcp_call_params_clear(&p);
 		}
 	} else if (strcmp(m.method, "initialize") == 0) {
 		const char *version;
-		if (cae_mcp_decode_initialize(m.params, &version, &e) == 0)
-			json_decref(cae_mcp_initialize_result(cae_mcp_negotiate(version), "cae",
-							      "0", NULL));
+		if (cae__mcp_decode_initialize(m.params, &version, &e) == 0)
+			json_decref(cae__mcp_initialize_result(cae_mcp_negotiate(version), "cae",
+							       "0", NULL));
 	} else if (strcmp(m.method, "tools/list") == 0) {
-		(void)cae_mcp_decode_list_params(m.params, &e);
+		(void)cae__mcp_decode_list_params(m.params, &e);
 	} else if (strcmp(m.method, "notifications/cancelled") == 0) {
-		(void)cae_mcp_decode_cancelled(m.params);
+		(void)cae__mcp_decode_cancelled(m.params);
 	}
 }
 

@@ -18,34 +18,34 @@ typedef struct cae_mcp_call_params {
 } cae_mcp_call_params;
 
 /* Returns 0, or -EINVAL with e set (-32602). On success clear *p with _params_clear. */
-int cae_mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonrpc_err *e);
-void cae_mcp_call_params_clear(cae_mcp_call_params *p);
+int cae__mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonrpc_err *e);
+void cae__mcp_call_params_clear(cae_mcp_call_params *p);
 
 /* initialize params: {protocolVersion: string, capabilities?, clientInfo?}. *version is
  * borrowed. Returns 0 or -EINVAL with e set (-32602). */
-int cae_mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_err *e);
+int cae__mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_err *e);
 
 /* tools/list params: absent or an object; a cursor is refused (nothing is paginated). */
-int cae_mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e);
+int cae__mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e);
 
 /* notifications/cancelled params: the requestId (borrowed), or NULL when unusable. */
-json_t *cae_mcp_decode_cancelled(json_t *params);
+json_t *cae__mcp_decode_cancelled(json_t *params);
 
 /* The initialize result for a negotiated version. New reference, NULL on ENOMEM. */
-json_t *cae_mcp_initialize_result(const char *version, const char *name, const char *server_version,
-				  const char *instructions);
+json_t *cae__mcp_initialize_result(const char *version, const char *name,
+				   const char *server_version, const char *instructions);
 
 /* A CallToolResult: {content: [{type: "text", text}], structuredContent?, isError}. Text is
  * repaired to valid UTF-8; without text, the structured content is rendered as JSON text.
  * structuredContent only when with_structured, the result is not an error, and
  * res->structured is an object. New
  * reference, NULL on ENOMEM. */
-json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structured);
+json_t *cae__mcp_tool_result_json(const cae_tool_result *res, bool with_structured);
 
 /* The JSON-RPC error for a handler's protocol failure (see cae_mcp_handler.call_tool). */
-json_t *cae_mcp_call_error(json_t *id, const char *tool, int code, const cae_error *err);
+json_t *cae__mcp_call_error(json_t *id, const char *tool, int code, const cae_error *err);
 
 /* Frees what a handler put in a result (the server owns it once call_tool returned). */
-void cae_mcp_tool_result_release(cae_tool_result *res);
+void cae__mcp_tool_result_release(cae_tool_result *res);
 
 #endif

@@ -41,7 +41,7 @@ const char *cae_mcp_negotiate(const char *requested)
 	return CAE_MCP_PROTOCOL_LATEST;
 }
 
-int cae_mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonrpc_err *e)
+int cae__mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonrpc_err *e)
 {
 	memset(p, 0, sizeof(*p));
 	if (!json_is_object(params))
@@ -79,7 +79,7 @@ int cae_mcp_decode_call_params(json_t *params, cae_mcp_call_params *p, cae_jsonr
 	return 0;
 }
 
-void cae_mcp_call_params_clear(cae_mcp_call_params *p)
+void cae__mcp_call_params_clear(cae_mcp_call_params *p)
 {
 	if (!p)
 		return;
@@ -87,7 +87,7 @@ void cae_mcp_call_params_clear(cae_mcp_call_params *p)
 	memset(p, 0, sizeof(*p));
 }
 
-int cae_mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_err *e)
+int cae__mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_err *e)
 {
 	*version = NULL;
 	if (!json_is_object(params))
@@ -106,7 +106,7 @@ int cae_mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_
 	return 0;
 }
 
-int cae_mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e)
+int cae__mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e)
 {
 	if (!params || json_is_null(params))
 		return 0;
@@ -121,7 +121,7 @@ int cae_mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e)
 	return 0;
 }
 
-json_t *cae_mcp_decode_cancelled(json_t *params)
+json_t *cae__mcp_decode_cancelled(json_t *params)
 {
 	if (!json_is_object(params))
 		return NULL;
@@ -129,8 +129,8 @@ json_t *cae_mcp_decode_cancelled(json_t *params)
 	return cae_jsonrpc_id_valid(id) ? id : NULL;
 }
 
-json_t *cae_mcp_initialize_result(const char *version, const char *name, const char *server_version,
-				  const char *instructions)
+json_t *cae__mcp_initialize_result(const char *version, const char *name,
+				   const char *server_version, const char *instructions)
 {
 	json_t *r = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s}}", "protocolVersion", version,
 			      "capabilities", "tools", "listChanged", 0, "serverInfo", "name", name,
@@ -159,7 +159,7 @@ static json_t *text_json(const char *s, const json_t *structured)
 	return fixed ? json_stringn(fixed, n) : NULL;
 }
 
-json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structured)
+json_t *cae__mcp_tool_result_json(const cae_tool_result *res, bool with_structured)
 {
 	_cleanup_free_ char *dumped = NULL;
 	const char *text = res->text;
@@ -181,7 +181,7 @@ json_t *cae_mcp_tool_result_json(const cae_tool_result *res, bool with_structure
 	return r;
 }
 
-json_t *cae_mcp_call_error(json_t *id, const char *tool, int code, const cae_error *err)
+json_t *cae__mcp_call_error(json_t *id, const char *tool, int code, const cae_error *err)
 {
 	const char *detail = err && err->message[0] ? err->message : NULL;
 	char msg[CAE_ERROR_MSG_MAX + 128];
@@ -209,7 +209,7 @@ json_t *cae_mcp_call_error(json_t *id, const char *tool, int code, const cae_err
 	return cae_jsonrpc_error(id, jcode, msg, NULL);
 }
 
-void cae_mcp_tool_result_release(cae_tool_result *res)
+void cae__mcp_tool_result_release(cae_tool_result *res)
 {
 	if (!res)
 		return;

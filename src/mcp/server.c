@@ -365,13 +365,13 @@ static json_t *run_call(struct server *srv, struct job *j)
 		slog(srv, r == -ECANCELED ? "info" : "warning", "mcp.tool_call",
 		     "tool %s failed after %lld ms: %s", j->name, (long long)ms,
 		     err.message[0] ? err.message : strerror(-r));
-		resp = cae_mcp_call_error(j->id, j->name, r, &err);
+		resp = cae__mcp_call_error(j->id, j->name, r, &err);
 	} else {
 		slog(srv, "info", "mcp.tool_call", "tool %s answered in %lld ms%s", j->name,
 		     (long long)ms, res.is_error ? " (isError)" : "");
-		resp = cae_jsonrpc_result(j->id, cae_mcp_tool_result_json(&res, j->structured));
+		resp = cae_jsonrpc_result(j->id, cae__mcp_tool_result_json(&res, j->structured));
 	}
-	cae_mcp_tool_result_release(&res);
+	cae__mcp_tool_result_release(&res);
 	return resp;
 }
 
@@ -518,7 +518,7 @@ static void handle_initialize(struct server *srv, const cae_jsonrpc_msg *m, stru
 		return;
 	}
 	const char *requested;
-	if (cae_mcp_decode_initialize(m->params, &requested, &e) < 0) {
+	if (cae__mcp_decode_initialize(m->params, &requested, &e) < 0) {
 		reply_error(srv, b, m->id, e.code, e.message);
 		return;
 	}
@@ -529,9 +529,9 @@ static void handle_initialize(struct server *srv, const cae_jsonrpc_msg *m, stru
 	slog(srv, "info", "mcp.initialize", "client asked for protocol %.64s, speaking %s",
 	     requested, v);
 	reply(srv, b,
-	      cae_jsonrpc_result(m->id, cae_mcp_initialize_result(v, srv->o.server_name,
-								  srv->o.server_version,
-								  srv->o.instructions)));
+	      cae_jsonrpc_result(m->id, cae__mcp_initialize_result(v, srv->o.server_name,
+								   srv->o.server_version,
+								   srv->o.instructions)));
 }
 
 /* Runs a quick call on the reader thread: nothing is copied (the request outlives the
@@ -567,13 +567,13 @@ static void handle_tools_call(struct server *srv, const cae_jsonrpc_msg *m, stru
 {
 	cae_jsonrpc_err e;
 	cae_mcp_call_params p;
-	if (cae_mcp_decode_call_params(m->params, &p, &e) < 0) {
+	if (cae__mcp_decode_call_params(m->params, &p, &e) < 0) {
 		reply_error(srv, b, m->id, e.code, e.message);
 		return;
 	}
 	if (srv->h->call_is_quick && srv->h->call_is_quick(srv->h->userdata, p.name, p.arguments)) {
 		run_inline(srv, m, &p, b);
-		cae_mcp_call_params_clear(&p);
+		cae__mcp_call_params_clear(&p);
 		return;
 	}
 	struct job *j = job_new(srv, JOB_CALL, m->id, b);
@@ -583,7 +583,7 @@ static void handle_tools_call(struct server *srv, const cae_jsonrpc_msg *m, stru
 		j->progress_token = p.progress_token ? json_deep_copy(p.progress_token) : NULL;
 	}
 	bool copied = j && j->id && j->name && j->args && (j->progress_token || !p.progress_token);
-	cae_mcp_call_params_clear(&p);
+	cae__mcp_call_params_clear(&p);
 	if (!copied || pipe2(j->cancel_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
 		reply_error(srv, b, m->id, CAE_JSONRPC_INTERNAL_ERROR,
 			    "Internal error: cannot start the call");
@@ -601,7 +601,7 @@ static void handle_tools_call(struct server *srv, const cae_jsonrpc_msg *m, stru
 static void handle_tools_list(struct server *srv, const cae_jsonrpc_msg *m, struct batch *b)
 {
 	cae_jsonrpc_err e;
-	if (cae_mcp_decode_list_params(m->params, &e) < 0) {
+	if (cae__mcp_decode_list_params(m->params, &e) < 0) {
 		reply_error(srv, b, m->id, e.code, e.message);
 		return;
 	}
@@ -623,7 +623,7 @@ static void handle_tools_list(struct server *srv, const cae_jsonrpc_msg *m, stru
 static void handle_notification(struct server *srv, const cae_jsonrpc_msg *m)
 {
 	if (strcmp(m->method, "notifications/cancelled") == 0) {
-		json_t *id = cae_mcp_decode_cancelled(m->params);
+		json_t *id = cae__mcp_decode_cancelled(m->params);
 		if (id)
 			cancel_by_id(srv, id);
 		return;
