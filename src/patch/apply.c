@@ -340,7 +340,7 @@ static int not_found(const cae_patch_file_op *op, size_t hi, const cae_patch_hun
 				     "hunk %zu of %s did not apply: context not found %s (expected "
 				     "\"%s\")",
 				     hi + 1, op->path, where,
-				     patch_quote(first, n, 80, q, sizeof(q)));
+				     cae__patch_quote(first, n, 80, q, sizeof(q)));
 	return cae_error_set(err, -EINVAL, "hunk %zu of %s did not apply: context not found %s",
 			     hi + 1, op->path, where);
 }
@@ -377,12 +377,12 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 				return cae_error_set(err, r, "out of memory");
 			if (r == 0) {
 				char q[200];
-				return cae_error_set(err, -EINVAL,
-						     "hunk %zu of %s did not apply: context line "
-						     "\"%s\" not found after line %zu",
-						     hi + 1, op->path,
-						     patch_quote(cl.text, cl.len, 80, q, sizeof(q)),
-						     from);
+				return cae_error_set(
+				    err, -EINVAL,
+				    "hunk %zu of %s did not apply: context line "
+				    "\"%s\" not found after line %zu",
+				    hi + 1, op->path,
+				    cae__patch_quote(cl.text, cl.len, 80, q, sizeof(q)), from);
 			}
 			ctx_found = true;
 		}
@@ -769,7 +769,7 @@ void cae_patch_plan_free(cae_patch_plan *plan)
 {
 	if (!plan)
 		return;
-	patch_strv_free(plan->owned, plan->nowned);
+	cae__patch_strv_free(plan->owned, plan->nowned);
 	free(plan->steps);
 	free(plan);
 }

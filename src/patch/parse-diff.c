@@ -28,7 +28,7 @@
 
 #include "base/banned.h"
 
-DEFINE_TRIVIAL_CLEANUP_FUNC(cae_patch_file_op *, patch_file_op_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(cae_patch_file_op *, cae__patch_file_op_free)
 
 /* ---- building ops ---- */
 
@@ -105,7 +105,7 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 {
 	cae_patch_file_op *op = *opp;
 	cae_patch_command *c;
-	int r = patch_add_command(p, &c, err);
+	int r = cae__patch_add_command(p, &c, err);
 	if (r < 0)
 		return r;
 	c->type = CAE_PATCH_FILE_EDIT;
@@ -207,7 +207,7 @@ static bool parse_unified_ranges(const char *s, size_t n, cae_patch_hunk *h, boo
 	i += k;
 	while (i < n && s[i] == ' ')
 		i++;
-	if (!patch_starts_with(s + i, n - i, "@@"))
+	if (!cae__patch_starts_with(s + i, n - i, "@@"))
 		return false;
 	i += 2;
 	h->has_range = true;
@@ -217,7 +217,7 @@ static bool parse_unified_ranges(const char *s, size_t n, cae_patch_hunk *h, boo
 	h->new_count = nc;
 	const char *hd = s + i;
 	size_t hn = n - i;
-	patch_trim(&hd, &hn);
+	cae__patch_trim(&hd, &hn);
 	if (hn && !(h->heading = cae_memdup0(hd, hn)))
 		*heading_oom = true;
 	return true;
@@ -234,12 +234,12 @@ static bool marker(const patch_line *l, const char *m, const char **rest, size_t
 {
 	const char *s = l->p;
 	size_t n = l->len;
-	patch_trim(&s, &n);
-	if (!patch_starts_with(s, n, m))
+	cae__patch_trim(&s, &n);
+	if (!cae__patch_starts_with(s, n, m))
 		return false;
 	*rest = s + strlen(m);
 	*rn = n - strlen(m);
-	patch_trim(rest, rn);
+	cae__patch_trim(rest, rn);
 	return true;
 }
 
@@ -247,8 +247,8 @@ static bool trimmed_is(const patch_line *l, const char *lit)
 {
 	const char *s = l->p;
 	size_t n = l->len;
-	patch_trim(&s, &n);
-	return patch_eq(s, n, lit);
+	cae__patch_trim(&s, &n);
+	return cae__patch_eq(s, n, lit);
 }
 
 static int ap_path(const patch_line *l, const char *what, const char *s, size_t n, cae_error *err)
@@ -264,25 +264,26 @@ static int ap_path(const patch_line *l, const char *what, const char *s, size_t 
 static int ap_add(cae_patch *p, patch_lines *it, const patch_line *hdr, const char *path, size_t pn,
 		  cae_error *err)
 {
-	_cleanup_(patch_file_op_freep) cae_patch_file_op *op = op_new(CAE_PATCH_OP_ADD, path, pn);
+	_cleanup_(cae__patch_file_op_freep) cae_patch_file_op *op =
+	    op_new(CAE_PATCH_OP_ADD, path, pn);
 	if (!op)
 		return oom(err);
 	hunk_builder b = {.op = op};
 	patch_line l;
-	while (patch_lines_peek(it, &l)) {
+	while (cae__patch_lines_peek(it, &l)) {
 		if (l.len && l.p[0] == '+') {
 			/* fine */
 		} else if (l.len == 0) {
 			/* a blank line between '+' lines is an empty line the model left bare */
 			patch_lines la = *it;
 			patch_line nx;
-			patch_lines_next(&la, &nx);
-			if (!patch_lines_peek(&la, &nx) || !nx.len || nx.p[0] != '+')
+			cae__patch_lines_next(&la, &nx);
+			if (!cae__patch_lines_peek(&la, &nx) || !nx.len || nx.p[0] != '+')
 				break;
 		} else {
 			break;
 		}
-		patch_lines_next(it, &l);
+		cae__patch_lines_next(it, &l);
 		if (!b.cur && !hb_open(&b, l.lineno))
 			return oom(err);
 		if (hb_line(&b, '+', l.len ? l.p + 1 : l.p, l.len ? l.len - 1 : 0) < 0)
@@ -307,7 +308,7 @@ static int ap_close_hunk(hunk_builder *b, const char *path, cae_error *err)
 static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const char *path,
 		     size_t pn, cae_error *err)
 {
-	_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
+	_cleanup_(cae__patch_file_op_freep) cae_patch_file_op *op =
 	    op_new(CAE_PATCH_OP_UPDATE, path, pn);
 	if (!op)
 		return oom(err);
@@ -315,21 +316,21 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 	patch_line l;
 	const char *rest;
 	size_t rn;
-	if (patch_lines_peek(it, &l) && marker(&l, "*** Move to:", &rest, &rn)) {
+	if (cae__patch_lines_peek(it, &l) && marker(&l, "*** Move to:", &rest, &rn)) {
 		int r = ap_path(&l, "Move to:", rest, rn, err);
 		if (r < 0)
 			return r;
-		patch_lines_next(it, &l);
-		if (!patch_eq(rest, rn, op->path) && !(op->move_to = cae_memdup0(rest, rn)))
+		cae__patch_lines_next(it, &l);
+		if (!cae__patch_eq(rest, rn, op->path) && !(op->move_to = cae_memdup0(rest, rn)))
 			return oom(err);
 	}
 	hunk_builder b = {.op = op};
 	size_t pending_blank = 0; /* bare empty lines not yet known to be inside the hunk */
 	const char *pending_at = NULL;
 	int r;
-	while (patch_lines_peek(it, &l)) {
+	while (cae__patch_lines_peek(it, &l)) {
 		if (l.len == 0) {
-			patch_lines_next(it, &l);
+			cae__patch_lines_next(it, &l);
 			if (b.cur) {
 				if (!pending_blank)
 					pending_at = l.p;
@@ -339,11 +340,11 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		}
 		const char *t = l.p;
 		size_t tn = l.len;
-		patch_trim(&t, &tn);
-		if (patch_starts_with(l.p, l.len, "***")) { /* markers start the line */
-			if (!patch_eq(t, tn, "*** End of File"))
+		cae__patch_trim(&t, &tn);
+		if (cae__patch_starts_with(l.p, l.len, "***")) { /* markers start the line */
+			if (!cae__patch_eq(t, tn, "*** End of File"))
 				break;
-			patch_lines_next(it, &l);
+			cae__patch_lines_next(it, &l);
 			if (!b.cur || b.cur->nlines == 0)
 				return cae_error_set(
 				    err, -EINVAL,
@@ -356,8 +357,8 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 				return r;
 			continue;
 		}
-		if (l.p[0] == '@' && patch_starts_with(t, tn, "@@")) {
-			patch_lines_next(it, &l);
+		if (l.p[0] == '@' && cae__patch_starts_with(t, tn, "@@")) {
+			cae__patch_lines_next(it, &l);
 			pending_blank = 0;
 			if (b.cur && b.cur->nlines > 0 &&
 			    (r = ap_close_hunk(&b, op->path, err)) < 0)
@@ -387,9 +388,9 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 			    err, -EINVAL,
 			    "line %zu: unexpected line in the update of %s: \"%s\" "
 			    "(hunk lines start with ' ', '-' or '+', hunks with '@@')",
-			    l.lineno, op->path, patch_quote(l.p, l.len, 80, q, sizeof(q)));
+			    l.lineno, op->path, cae__patch_quote(l.p, l.len, 80, q, sizeof(q)));
 		}
-		patch_lines_next(it, &l);
+		cae__patch_lines_next(it, &l);
 		if (!b.cur && !hb_open(&b, l.lineno))
 			return oom(err);
 		for (; pending_blank; pending_blank--)
@@ -408,17 +409,17 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 	return emit_op(p, &op, section, slen, hdr->lineno, err);
 }
 
-int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			    cae_error *err)
+int cae__patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+				 cae_error *err)
 {
 	patch_lines it;
 	patch_line l;
-	patch_lines_init(&it, text, len, first_lineno);
+	cae__patch_lines_init(&it, text, len, first_lineno);
 	size_t begin_line = 0;
 	bool in = false, seen = false;
-	while (patch_lines_next(&it, &l)) {
+	while (cae__patch_lines_next(&it, &l)) {
 		if (!in) {
-			if (patch_line_is_begin_patch(&l)) {
+			if (cae__patch_line_is_begin_patch(&l)) {
 				in = seen = true;
 				begin_line = l.lineno;
 			}
@@ -440,7 +441,7 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 		} else if (marker(&l, "*** Delete File:", &rest, &rn)) {
 			if ((r = ap_path(&l, "Delete File:", rest, rn, err)) < 0)
 				return r;
-			_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
+			_cleanup_(cae__patch_file_op_freep) cae_patch_file_op *op =
 			    op_new(CAE_PATCH_OP_DELETE, rest, rn);
 			if (!op)
 				return oom(err);
@@ -457,7 +458,7 @@ int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t f
 			    "line %zu: expected '*** Add File: <path>', '*** Delete "
 			    "File: <path>', '*** Update File: <path>' or '*** End "
 			    "Patch', got \"%s\"",
-			    l.lineno, patch_quote(l.p, l.len, 80, q, sizeof(q)));
+			    l.lineno, cae__patch_quote(l.p, l.len, 80, q, sizeof(q)));
 		}
 	}
 	if (in)
@@ -533,7 +534,7 @@ static char *header_name(const char *s, size_t n)
 	const char *tab = memchr(s, '\t', n);
 	if (tab)
 		n = (size_t)(tab - s);
-	patch_trim(&s, &n);
+	cae__patch_trim(&s, &n);
 	return cae_memdup0(s, n);
 }
 
@@ -572,7 +573,7 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 		*a = cae_buf_steal(&q, NULL);
 		const char *r = s + k;
 		size_t rn = n - k;
-		patch_trim(&r, &rn);
+		cae__patch_trim(&r, &rn);
 		*b = header_name(r, rn);
 		return;
 	}
@@ -587,7 +588,7 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 			best = sp;
 			break;
 		}
-		if (patch_starts_with(sp + 1, right, "b/") || !best)
+		if (cae__patch_starts_with(sp + 1, right, "b/") || !best)
 			best = sp;
 		if ((size_t)(sp + 1 - s) >= n)
 			break;
@@ -626,17 +627,17 @@ static bool header_ahead(const patch_lines *it, bool strict)
 {
 	patch_line l, l2, l3;
 	patch_lines la = *it;
-	if (!patch_lines_next(&la, &l))
+	if (!cae__patch_lines_next(&la, &l))
 		return false;
-	if (patch_starts_with(l.p, l.len, "diff --git "))
+	if (cae__patch_starts_with(l.p, l.len, "diff --git "))
 		return true;
-	if (!patch_starts_with(l.p, l.len, "--- "))
+	if (!cae__patch_starts_with(l.p, l.len, "--- "))
 		return false;
-	if (!patch_lines_next(&la, &l2) || !patch_starts_with(l2.p, l2.len, "+++ "))
+	if (!cae__patch_lines_next(&la, &l2) || !cae__patch_starts_with(l2.p, l2.len, "+++ "))
 		return false;
 	if (!strict)
 		return true;
-	return patch_lines_next(&la, &l3) && patch_starts_with(l3.p, l3.len, "@@");
+	return cae__patch_lines_next(&la, &l3) && cae__patch_starts_with(l3.p, l3.len, "@@");
 }
 
 static bool is_hunk_line(const patch_line *l)
@@ -649,7 +650,7 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 			cae_error *err)
 {
 	patch_line l;
-	patch_lines_next(it, &l);
+	cae__patch_lines_next(it, &l);
 	cae_patch_hunk *h = hb_open(b, l.lineno);
 	if (!h)
 		return oom(err);
@@ -658,11 +659,11 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 		/* a bare "@@" (or unreadable numbers): read the body by its prefixes */
 		const char *s = l.p + 2;
 		size_t n = l.len - 2;
-		patch_trim(&s, &n);
-		if (patch_starts_with(s, n, "@@")) {
+		cae__patch_trim(&s, &n);
+		if (cae__patch_starts_with(s, n, "@@")) {
 			s += 2;
 			n -= 2;
-			patch_trim(&s, &n);
+			cae__patch_trim(&s, &n);
 		}
 		if (n && !(h->heading = cae_memdup0(s, n)))
 			return oom(err);
@@ -672,10 +673,10 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 	bool counted = h->has_range;
 	size_t old_left = h->old_count, new_left = h->new_count;
 	char prev = 0;
-	while (patch_lines_peek(it, &l)) {
+	while (cae__patch_lines_peek(it, &l)) {
 		char c = l.len ? l.p[0] : 0;
 		if (c == '\\') {
-			patch_lines_next(it, &l);
+			cae__patch_lines_next(it, &l);
 			if (prev == '-' || prev == ' ')
 				h->old_no_newline = true;
 			if (prev == '+' || prev == ' ')
@@ -697,8 +698,8 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 			if (!counted) {
 				patch_lines la = *it;
 				patch_line nx;
-				patch_lines_next(&la, &nx);
-				if (!patch_lines_peek(&la, &nx) || !is_hunk_line(&nx) ||
+				cae__patch_lines_next(&la, &nx);
+				if (!cae__patch_lines_peek(&la, &nx) || !is_hunk_line(&nx) ||
 				    header_ahead(&la, false))
 					break;
 			}
@@ -716,7 +717,7 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 					new_left--;
 			}
 		}
-		patch_lines_next(it, &l);
+		cae__patch_lines_next(it, &l);
 		if (hb_line(b, c, l.len ? l.p + 1 : l.p, l.len ? l.len - 1 : 0) < 0)
 			return oom(err);
 		prev = c;
@@ -732,11 +733,12 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 			n += h->lines[i].kind != '-';
 		}
 		if (o != h->old_count || n != h->new_count)
-			patch_warn(p,
-				   "line %zu: the hunk header of %s says -%zu,%zu +%zu,%zu but the "
-				   "hunk has %zu old and %zu new lines; using the lines given",
-				   h->source_line, path, h->old_start, h->old_count, h->new_start,
-				   h->new_count, o, n);
+			cae__patch_warn(
+			    p,
+			    "line %zu: the hunk header of %s says -%zu,%zu +%zu,%zu but the "
+			    "hunk has %zu old and %zu new lines; using the lines given",
+			    h->source_line, path, h->old_start, h->old_count, h->new_start,
+			    h->new_count, o, n);
 	}
 	return 0;
 }
@@ -745,7 +747,7 @@ static int unified_hunks(cae_patch *p, patch_lines *it, cae_patch_file_op *op, c
 {
 	hunk_builder b = {.op = op};
 	patch_line l;
-	while (patch_lines_peek(it, &l) && patch_starts_with(l.p, l.len, "@@")) {
+	while (cae__patch_lines_peek(it, &l) && cae__patch_starts_with(l.p, l.len, "@@")) {
 		int r = unified_hunk(p, it, &b, op->path, err);
 		if (r < 0)
 			return r;
@@ -775,7 +777,8 @@ static int unified_file(cae_patch *p, patch_lines *it, git_section *g, char *old
 				 : is_dev_null(nn) ? CAE_PATCH_OP_DELETE
 						   : CAE_PATCH_OP_UPDATE;
 	const char *path = kind == CAE_PATCH_OP_ADD ? nn : on;
-	_cleanup_(patch_file_op_freep) cae_patch_file_op *op = op_new(kind, path, strlen(path));
+	_cleanup_(cae__patch_file_op_freep) cae_patch_file_op *op =
+	    op_new(kind, path, strlen(path));
 	if (!op)
 		return oom(err);
 	if (kind == CAE_PATCH_OP_UPDATE && strcmp(on, nn) != 0 && !(op->move_to = strdup(nn)))
@@ -826,8 +829,9 @@ static int git_section_finish(cae_patch *p, git_section *g, cae_error *err)
 		r = unified_file(p, NULL, g, a, b, NULL, g->lineno, err);
 	} else {
 		char q[160];
-		patch_warn(p, "line %zu: skipped a change of file mode only (%s)", g->lineno,
-			   g->a ? patch_quote(g->a, strlen(g->a), 80, q, sizeof(q)) : "?");
+		cae__patch_warn(p, "line %zu: skipped a change of file mode only (%s)", g->lineno,
+				g->a ? cae__patch_quote(g->a, strlen(g->a), 80, q, sizeof(q))
+				     : "?");
 	}
 	git_section_clear(g);
 	return r;
@@ -840,40 +844,40 @@ static int set_str(char **dst, const char *s, size_t n)
 	return *dst ? 0 : -ENOMEM;
 }
 
-int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			const char *default_path, cae_error *err)
+int cae__patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+			     const char *default_path, cae_error *err)
 {
 	size_t before = p->ncmds;
 	patch_lines it;
 	patch_line l;
-	patch_lines_init(&it, text, len, first_lineno);
+	cae__patch_lines_init(&it, text, len, first_lineno);
 	git_section g = {0};
 	int r = 0;
-	while (r == 0 && patch_lines_peek(&it, &l)) {
+	while (r == 0 && cae__patch_lines_peek(&it, &l)) {
 		const char *s = l.p;
 		size_t n = l.len;
-		if (patch_starts_with(s, n, "diff --git ")) {
+		if (cae__patch_starts_with(s, n, "diff --git ")) {
 			if ((r = git_section_finish(p, &g, err)) < 0)
 				break;
-			patch_lines_next(&it, &l);
+			cae__patch_lines_next(&it, &l);
 			g.active = true;
 			g.lineno = l.lineno;
 			g.start = l.p;
 			git_line_names(s + 11, n - 11, &g.a, &g.b);
 			continue;
 		}
-		if (patch_starts_with(s, n, "Binary files ") ||
-		    patch_starts_with(s, n, "GIT binary patch")) {
+		if (cae__patch_starts_with(s, n, "Binary files ") ||
+		    cae__patch_starts_with(s, n, "GIT binary patch")) {
 			r = cae_error_set(err, -EINVAL,
 					  "line %zu: binary patches are not supported", l.lineno);
 			break;
 		}
-		if (patch_starts_with(s, n, "--- ") && header_ahead(&it, false)) {
+		if (cae__patch_starts_with(s, n, "--- ") && header_ahead(&it, false)) {
 			size_t lineno = l.lineno;
 			const char *section = g.active ? g.start : l.p;
 			patch_line l2;
-			patch_lines_next(&it, &l);
-			patch_lines_next(&it, &l2);
+			cae__patch_lines_next(&it, &l);
+			cae__patch_lines_next(&it, &l2);
 			char *on = header_name(l.p + 4, l.len - 4);
 			char *nn = header_name(l2.p + 4, l2.len - 4);
 			if (!on || !nn) {
@@ -890,39 +894,39 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 		if (g.active) {
 			const char *rest;
 			size_t rn;
-			patch_lines_next(&it, &l);
-			if (patch_starts_with(s, n, "rename from ") ||
-			    patch_starts_with(s, n, "rename old ")) {
+			cae__patch_lines_next(&it, &l);
+			if (cae__patch_starts_with(s, n, "rename from ") ||
+			    cae__patch_starts_with(s, n, "rename old ")) {
 				rest = s + (s[7] == 'f' ? 12 : 11);
 				rn = n - (size_t)(rest - s);
 				if (set_str(&g.rename_from, rest, rn) < 0)
 					r = oom(err);
-			} else if (patch_starts_with(s, n, "rename to ") ||
-				   patch_starts_with(s, n, "rename new ")) {
+			} else if (cae__patch_starts_with(s, n, "rename to ") ||
+				   cae__patch_starts_with(s, n, "rename new ")) {
 				rest = s + (s[7] == 't' ? 10 : 11);
 				rn = n - (size_t)(rest - s);
 				if (set_str(&g.rename_to, rest, rn) < 0)
 					r = oom(err);
-			} else if (patch_starts_with(s, n, "new file mode")) {
+			} else if (cae__patch_starts_with(s, n, "new file mode")) {
 				g.new_file = true;
-			} else if (patch_starts_with(s, n, "deleted file mode")) {
+			} else if (cae__patch_starts_with(s, n, "deleted file mode")) {
 				g.deleted = true;
-			} else if (patch_starts_with(s, n, "copy from ") ||
-				   patch_starts_with(s, n, "copy to ")) {
+			} else if (cae__patch_starts_with(s, n, "copy from ") ||
+				   cae__patch_starts_with(s, n, "copy to ")) {
 				g.copy = true;
-			} else if (patch_starts_with(s, n, "old mode") ||
-				   patch_starts_with(s, n, "new mode") ||
-				   patch_starts_with(s, n, "index ") ||
-				   patch_starts_with(s, n, "similarity index") ||
-				   patch_starts_with(s, n, "dissimilarity index")) {
+			} else if (cae__patch_starts_with(s, n, "old mode") ||
+				   cae__patch_starts_with(s, n, "new mode") ||
+				   cae__patch_starts_with(s, n, "index ") ||
+				   cae__patch_starts_with(s, n, "similarity index") ||
+				   cae__patch_starts_with(s, n, "dissimilarity index")) {
 				/* nothing to apply */
 			} else {
 				r = git_section_finish(p, &g, err);
 			}
 			continue;
 		}
-		if (patch_starts_with(s, n, "@@") && default_path) {
-			_cleanup_(patch_file_op_freep) cae_patch_file_op *op =
+		if (cae__patch_starts_with(s, n, "@@") && default_path) {
+			_cleanup_(cae__patch_file_op_freep) cae_patch_file_op *op =
 			    op_new(CAE_PATCH_OP_UPDATE, default_path, strlen(default_path));
 			if (!op) {
 				r = oom(err);
@@ -935,7 +939,7 @@ int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first
 			r = emit_op(p, &op, section, (size_t)(it.cur - section), lineno, err);
 			continue;
 		}
-		patch_lines_next(&it, &l); /* prose between files */
+		cae__patch_lines_next(&it, &l); /* prose between files */
 	}
 	if (r == 0)
 		r = git_section_finish(p, &g, err);

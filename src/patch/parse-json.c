@@ -109,7 +109,7 @@ static int copy_metadata(const json_t *m, size_t index, json_t **out, cae_error 
 
 static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 {
-	int r = patch_shell_split(c->target, strlen(c->target), &c->args, NULL, &c->nargs);
+	int r = cae__patch_shell_split(c->target, strlen(c->target), &c->args, NULL, &c->nargs);
 	if (r == -EINVAL)
 		return cae_error_set(err, r,
 				     "patch command at index %zu: unterminated quote in "
@@ -185,7 +185,7 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 				     index);
 	const char *t = target;
 	size_t tn = tlen;
-	patch_trim(&t, &tn);
+	cae__patch_trim(&t, &tn);
 	bool need_target = type == CAE_PATCH_FILE_EDIT || action == CAE_PATCH_GIT_ADD ||
 			   action == CAE_PATCH_GIT_CHECKOUT;
 	if (need_target && tn == 0)
@@ -196,7 +196,7 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	if (type == CAE_PATCH_SHELL_COMMAND && tn == 0) {
 		const char *cc = content;
 		size_t cn = clen;
-		patch_trim(&cc, &cn);
+		cae__patch_trim(&cc, &cn);
 		if (cn == 0)
 			return cae_error_set(
 			    err, -EINVAL,
@@ -206,7 +206,7 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	}
 
 	cae_patch_command *c;
-	r = patch_add_command(p, &c, err);
+	r = cae__patch_add_command(p, &c, err);
 	if (r < 0)
 		return r;
 	c->type = type;
@@ -227,7 +227,7 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	return 0;
 }
 
-int patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err)
+int cae__patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err)
 {
 	if (!json_is_array(arr))
 		return cae_error_set(err, -EINVAL,
@@ -247,7 +247,7 @@ int patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err)
 	return 0;
 }
 
-int patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error *err)
+int cae__patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error *err)
 {
 	json_error_t jerr;
 	_cleanup_(json_decrefp) json_t *v =
@@ -255,5 +255,5 @@ int patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error 
 	if (!v)
 		return cae_error_set(err, -EINVAL, "invalid JSON at line %d, column %d: %s",
 				     jerr.line, jerr.column, jerr.text);
-	return patch_parse_json_value(p, v, err);
+	return cae__patch_parse_json_value(p, v, err);
 }

@@ -37,7 +37,7 @@ static bool fence_close(const patch_line *l, const patch_fence *open)
 	if (run < open->run)
 		return false;
 	for (size_t j = i + run; j < l->len; j++)
-		if (!patch_is_space(l->p[j]))
+		if (!cae__patch_is_space(l->p[j]))
 			return false;
 	return true;
 }
@@ -46,7 +46,7 @@ static bool fence_close(const patch_line *l, const patch_fence *open)
 static bool fence_inner_open(const patch_line *l, const patch_fence *open)
 {
 	patch_fence f;
-	return patch_fence_open(l, &f) && f.ch == open->ch && f.run >= open->run &&
+	return cae__patch_fence_open(l, &f) && f.ch == open->ch && f.run >= open->run &&
 	       f.indent <= open->indent && f.info_len > 0;
 }
 
@@ -61,7 +61,7 @@ static bool find_close(patch_lines *it, const patch_fence *open, size_t *budget,
 	patch_line l;
 	size_t depth = 0;
 	bool nested = budget != NULL;
-	while (patch_lines_next(&scan, &l)) {
+	while (cae__patch_lines_next(&scan, &l)) {
 		if (nested) {
 			if (*budget == 0)
 				return false;
@@ -102,11 +102,11 @@ static bool path_ends_with(const char *s, size_t n, const char *suffix)
 static bool first_content_line(const char *s, size_t n, size_t lineno, patch_line *l,
 			       patch_lines *rest)
 {
-	patch_lines_init(rest, s, n, lineno);
-	while (patch_lines_next(rest, l)) {
+	cae__patch_lines_init(rest, s, n, lineno);
+	while (cae__patch_lines_next(rest, l)) {
 		const char *t = l->p;
 		size_t tn = l->len;
-		patch_trim(&t, &tn);
+		cae__patch_trim(&t, &tn);
 		if (tn)
 			return true;
 	}
@@ -118,7 +118,7 @@ static int add_file_block(cae_patch *p, const char *lang, size_t lang_len, const
 			  cae_error *err)
 {
 	cae_patch_command *c;
-	int r = patch_add_command(p, &c, err);
+	int r = cae__patch_add_command(p, &c, err);
 	if (r < 0)
 		return r;
 	c->type = CAE_PATCH_FILE_EDIT;
@@ -143,32 +143,32 @@ static int add_file_block(cae_patch *p, const char *lang, size_t lang_len, const
 static int add_shell_block(cae_patch *p, const char *lang, size_t lang_len, const char *body,
 			   size_t n, size_t lineno, cae_error *err)
 {
-	while (n && patch_is_space(body[n - 1]))
+	while (n && cae__patch_is_space(body[n - 1]))
 		n--;
 	while (n && (body[0] == '\n' || body[0] == '\r')) {
 		body++;
 		n--;
 	}
 	if (n == 0) {
-		patch_warn(p, "line %zu: skipped an empty ```%.*s block", lineno, (int)lang_len,
-			   lang);
+		cae__patch_warn(p, "line %zu: skipped an empty ```%.*s block", lineno,
+				(int)lang_len, lang);
 		return 0;
 	}
 	/* Prompts ("$ make") are not part of the command: drop them when every line has one. */
 	bool prompts = true;
 	patch_lines it;
 	patch_line l;
-	patch_lines_init(&it, body, n, lineno + 1);
-	while (patch_lines_next(&it, &l))
-		if (l.len && !patch_starts_with(l.p, l.len, "$ "))
+	cae__patch_lines_init(&it, body, n, lineno + 1);
+	while (cae__patch_lines_next(&it, &l))
+		if (l.len && !cae__patch_starts_with(l.p, l.len, "$ "))
 			prompts = false;
 	cae_buf b;
 	cae_buf_init(&b, n + 1);
 	int r = 0; /* the command whole or none: a failed append leaves r negative */
 	if (prompts) {
-		patch_lines_init(&it, body, n, lineno + 1);
+		cae__patch_lines_init(&it, body, n, lineno + 1);
 		bool first = true;
-		while (patch_lines_next(&it, &l)) {
+		while (cae__patch_lines_next(&it, &l)) {
 			if (!first)
 				r |= cae_buf_append(&b, "\n", 1);
 			first = false;
@@ -183,7 +183,7 @@ static int add_shell_block(cae_patch *p, const char *lang, size_t lang_len, cons
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	cae_patch_command *c;
-	r = patch_add_command(p, &c, err);
+	r = cae__patch_add_command(p, &c, err);
 	if (r < 0) {
 		cae_buf_clear(&b);
 		return r;
@@ -223,7 +223,7 @@ static char *join_words(char **w, size_t n)
 static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_error *err)
 {
 	if (n < 2) {
-		patch_warn(p, "line %zu: skipped a bare \"git\" in a ```git block", lineno);
+		cae__patch_warn(p, "line %zu: skipped a bare \"git\" in a ```git block", lineno);
 		return 0;
 	}
 	const char *sub = w[1];
@@ -237,14 +237,14 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 	else if (strcmp(sub, "checkout") == 0)
 		action = CAE_PATCH_GIT_CHECKOUT;
 	else {
-		patch_warn(p,
-			   "line %zu: skipped \"git %s\" in a ```git block (supported: add, "
-			   "commit, reset, checkout)",
-			   lineno, sub);
+		cae__patch_warn(p,
+				"line %zu: skipped \"git %s\" in a ```git block (supported: add, "
+				"commit, reset, checkout)",
+				lineno, sub);
 		return 0;
 	}
 	if ((action == CAE_PATCH_GIT_ADD || action == CAE_PATCH_GIT_CHECKOUT) && n < 3) {
-		patch_warn(p, "line %zu: skipped \"git %s\" without arguments", lineno, sub);
+		cae__patch_warn(p, "line %zu: skipped \"git %s\" without arguments", lineno, sub);
 		return 0;
 	}
 	char **args = calloc(n, sizeof(*args));
@@ -259,7 +259,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 			size_t al = strlen(a);
 			if (strcmp(a, "-m") == 0 || strcmp(a, "--message") == 0) {
 				m = i + 1 < n ? w[++i] : "";
-			} else if (patch_starts_with(a, al, "--message=")) {
+			} else if (cae__patch_starts_with(a, al, "--message=")) {
 				m = a + 10;
 			} else if (al >= 2 && a[0] == '-' && a[1] != '-' && strchr(a, 'm')) {
 				/* short flags ending in m: -am "msg", or -m"msg" stuck on */
@@ -291,9 +291,9 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 	}
 	cae_patch_command *c = NULL;
 	if (r == 0)
-		r = patch_add_command(p, &c, err);
+		r = cae__patch_add_command(p, &c, err);
 	if (r < 0) {
-		patch_strv_free(args, nargs);
+		cae__patch_strv_free(args, nargs);
 		cae_buf_clear(&msg);
 		return r == -E2BIG ? r : cae_error_set(err, r, "out of memory");
 	}
@@ -337,12 +337,12 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 {
 	patch_lines it;
 	patch_line l;
-	patch_lines_init(&it, body, n, lineno + 1);
+	cae__patch_lines_init(&it, body, n, lineno + 1);
 	cae_buf cmd;
 	cae_buf_init(&cmd, n + 1);
 	int r = 0;
 	size_t found = 0;
-	while (r == 0 && patch_lines_next(&it, &l)) {
+	while (r == 0 && cae__patch_lines_next(&it, &l)) {
 		size_t start_line = l.lineno;
 		cmd.len = 0;
 		int a = 0; /* a failed append leaves a negative */
@@ -351,7 +351,7 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 			if (l.len && l.p[l.len - 1] == '\\') {
 				a |= cae_buf_append(&cmd, l.p, l.len - 1);
 				a |= cae_buf_append(&cmd, " ", 1);
-				if (!patch_lines_next(&it, &l))
+				if (!cae__patch_lines_next(&it, &l))
 					break;
 				continue;
 			}
@@ -364,7 +364,7 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		}
 		const char *s = cmd.data ? cmd.data : "";
 		size_t sn = cmd.len;
-		patch_trim(&s, &sn);
+		cae__patch_trim(&s, &sn);
 		if (sn && s[0] == '$' && sn > 1 && s[1] == ' ') {
 			s += 2;
 			sn -= 2;
@@ -377,7 +377,8 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		/* a quoted message may span lines: git commit -m "title<NL><NL>body" */
 		char open_quote = quote_scan(s, sn, 0);
 		for (size_t more = 0;
-		     open_quote && more < GIT_QUOTE_LINES && patch_lines_next(&it, &l); more++) {
+		     open_quote && more < GIT_QUOTE_LINES && cae__patch_lines_next(&it, &l);
+		     more++) {
 			size_t at = (size_t)(s - cmd.data);
 			a |= cae_buf_append(&cmd, "\n", 1);
 			a |= cae_buf_append(&cmd, l.p, l.len);
@@ -389,10 +390,11 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 			r = cae_error_set(err, -ENOMEM, "out of memory");
 			break;
 		}
-		r = patch_shell_split(s, sn, &w, &ops, &nw);
+		r = cae__patch_shell_split(s, sn, &w, &ops, &nw);
 		if (r == -EINVAL) {
-			patch_warn(p, "line %zu: skipped a git command with an unterminated quote",
-				   start_line);
+			cae__patch_warn(
+			    p, "line %zu: skipped a git command with an unterminated quote",
+			    start_line);
 			r = 0;
 			continue;
 		}
@@ -411,22 +413,22 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 					found++;
 				} else {
 					char q[128];
-					patch_warn(
+					cae__patch_warn(
 					    p,
 					    "line %zu: skipped \"%s\" in a ```git block (not "
 					    "a git command)",
 					    start_line,
-					    patch_quote(w[b], strlen(w[b]), 60, q, sizeof(q)));
+					    cae__patch_quote(w[b], strlen(w[b]), 60, q, sizeof(q)));
 				}
 			}
 			b = i + 1;
 		}
-		patch_strv_free(w, nw);
+		cae__patch_strv_free(w, nw);
 		free(ops);
 	}
 	cae_buf_clear(&cmd);
 	if (r == 0 && found == 0)
-		patch_warn(p, "line %zu: skipped a ```git block without git commands", lineno);
+		cae__patch_warn(p, "line %zu: skipped a ```git block without git commands", lineno);
 	return r;
 }
 
@@ -442,12 +444,12 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 		lang_len = (size_t)(colon - info);
 		path = colon + 1;
 		path_len = info_len - lang_len - 1;
-		patch_trim(&path, &path_len);
-		patch_trim(&lang, &lang_len);
+		cae__patch_trim(&path, &path_len);
+		cae__patch_trim(&lang, &lang_len);
 	} else {
 		/* the language is the first word of the info string */
 		size_t i = 0;
-		while (i < info_len && !patch_is_space(info[i]))
+		while (i < info_len && !cae__patch_is_space(info[i]))
 			i++;
 		lang_len = i;
 	}
@@ -455,7 +457,7 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 	patch_line first;
 	patch_lines rest;
 	bool has_first = first_content_line(body, n, lineno + 1, &first, &rest);
-	bool begin_patch = has_first && patch_line_is_begin_patch(&first);
+	bool begin_patch = has_first && cae__patch_line_is_begin_patch(&first);
 
 	if (path_len) {
 		if (memchr(path, '\0', path_len))
@@ -468,53 +470,54 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 			if (!dp)
 				return cae_error_set(err, -ENOMEM, "out of memory");
 			if (begin_patch)
-				return patch_parse_apply_patch(p, body, n, lineno + 1, err);
-			return patch_parse_unified(p, body, n, lineno + 1, dp, err);
+				return cae__patch_parse_apply_patch(p, body, n, lineno + 1, err);
+			return cae__patch_parse_unified(p, body, n, lineno + 1, dp, err);
 		}
 		return add_file_block(p, lang, lang_len, path, path_len, body, n, lineno, err);
 	}
 	if (colon && path_len == 0) {
-		patch_warn(p, "line %zu: skipped a ```%s block: the path after ':' is empty",
-			   lineno, patch_quote(info, info_len, 60, q, sizeof(q)));
+		cae__patch_warn(p, "line %zu: skipped a ```%s block: the path after ':' is empty",
+				lineno, cae__patch_quote(info, info_len, 60, q, sizeof(q)));
 		return 0;
 	}
 	if (begin_patch)
-		return patch_parse_apply_patch(p, body, n, lineno + 1, err);
+		return cae__patch_parse_apply_patch(p, body, n, lineno + 1, err);
 	if (lang_is(lang, lang_len, shell_langs))
 		return add_shell_block(p, lang, lang_len, body, n, lineno, err);
 	if (lang_len == 3 && strncasecmp(lang, "git", 3) == 0)
 		return add_git_block(p, body, n, lineno, err);
 	if (lang_is(lang, lang_len, diff_langs) ||
-	    (lang_len == 0 && has_first && patch_line_starts_unified(&first, &rest)))
-		return patch_parse_unified(p, body, n, lineno + 1, NULL, err);
+	    (lang_len == 0 && has_first && cae__patch_line_starts_unified(&first, &rest)))
+		return cae__patch_parse_unified(p, body, n, lineno + 1, NULL, err);
 	if (lang_len == 0)
-		patch_warn(p,
-			   "line %zu: skipped a code block without a language (write "
-			   "```<lang>:<path> to write a file, ```bash to run a command)",
-			   lineno);
+		cae__patch_warn(p,
+				"line %zu: skipped a code block without a language (write "
+				"```<lang>:<path> to write a file, ```bash to run a command)",
+				lineno);
 	else
-		patch_warn(p,
-			   "line %zu: skipped a ```%s block: no target path (write ```%s:<path> "
-			   "to write a file)",
-			   lineno, patch_quote(lang, lang_len, 40, q, sizeof(q)),
-			   patch_quote(lang, lang_len, 40, q, sizeof(q)));
+		cae__patch_warn(
+		    p,
+		    "line %zu: skipped a ```%s block: no target path (write ```%s:<path> "
+		    "to write a file)",
+		    lineno, cae__patch_quote(lang, lang_len, 40, q, sizeof(q)),
+		    cae__patch_quote(lang, lang_len, 40, q, sizeof(q)));
 	return 0;
 }
 
-int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			 cae_error *err)
+int cae__patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+			      cae_error *err)
 {
 	patch_lines it;
 	patch_line l;
 	patch_fence f;
-	patch_lines_init(&it, text, len, first_lineno);
+	cae__patch_lines_init(&it, text, len, first_lineno);
 	/* nested scans may read the document's lines twice over in total */
 	size_t budget = 64;
 	for (const char *c = text, *e = text + len; c && c < e; budget += 2)
 		if ((c = memchr(c, '\n', (size_t)(e - c))))
 			c++;
-	while (patch_lines_next(&it, &l)) {
-		if (!patch_fence_open(&l, &f))
+	while (cae__patch_lines_next(&it, &l)) {
+		if (!cae__patch_fence_open(&l, &f))
 			continue;
 		const char *body = it.cur;
 		size_t lineno = l.lineno;
@@ -537,7 +540,7 @@ int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t firs
 			    "line %zu: code block %.*s%s is never closed (the patch "
 			    "may be cut short)",
 			    lineno, (int)MIN(f.run, 8), f.ch == '`' ? "````````" : "~~~~~~~~",
-			    patch_quote(f.info, f.info_len, 60, q, sizeof(q)));
+			    cae__patch_quote(f.info, f.info_len, 60, q, sizeof(q)));
 		}
 		int r = handle_block(p, &f, body, (size_t)(end - body), lineno, err);
 		if (r < 0)

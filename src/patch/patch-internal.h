@@ -32,51 +32,51 @@ typedef struct patch_lines {
 	size_t lineno; /* of the line returned last */
 } patch_lines;
 
-void patch_lines_init(patch_lines *it, const char *text, size_t len, size_t first_lineno);
+void cae__patch_lines_init(patch_lines *it, const char *text, size_t len, size_t first_lineno);
 /* Next line, or false at the end. A final line without "\n" counts; "" has no lines. */
-bool patch_lines_next(patch_lines *it, patch_line *l);
+bool cae__patch_lines_next(patch_lines *it, patch_line *l);
 /* The next line without consuming it. */
-bool patch_lines_peek(const patch_lines *it, patch_line *l);
+bool cae__patch_lines_peek(const patch_lines *it, patch_line *l);
 
 /* Appends a zeroed command (target and content set to "") and returns it in *out; the
  * pointer is valid until the next append. -E2BIG past CAE_PATCH_MAX_COMMANDS. */
-int patch_add_command(cae_patch *p, cae_patch_command **out, cae_error *err);
+int cae__patch_add_command(cae_patch *p, cae_patch_command **out, cae_error *err);
 /* Records a warning (kept up to CAE_PATCH_MAX_WARNINGS, then counted). */
-void patch_warn(cae_patch *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void patch_command_clear(cae_patch_command *c);
-void patch_file_op_free(cae_patch_file_op *op);
+void cae__patch_warn(cae_patch *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cae__patch_command_clear(cae_patch_command *c);
+void cae__patch_file_op_free(cae_patch_file_op *op);
 
 /* Small string helpers. */
-bool patch_is_space(char c); /* ' ', \t, \r, \v, \f, \n */
-void patch_trim(const char **s, size_t *n);
-bool patch_starts_with(const char *s, size_t n, const char *prefix);
-bool patch_eq(const char *s, size_t n, const char *lit);
+bool cae__patch_is_space(char c); /* ' ', \t, \r, \v, \f, \n */
+void cae__patch_trim(const char **s, size_t *n);
+bool cae__patch_starts_with(const char *s, size_t n, const char *prefix);
+bool cae__patch_eq(const char *s, size_t n, const char *lit);
 /* Quotes a piece of text for an error message: at most max bytes, control characters
  * escaped, cut at a UTF-8 boundary with "..." when longer. Writes into buf (size bsize). */
-const char *patch_quote(const char *s, size_t n, size_t max, char *buf, size_t bsize);
+const char *cae__patch_quote(const char *s, size_t n, size_t max, char *buf, size_t bsize);
 
 /* Splits a command line into words as a shell would (single and double quotes, backslash).
  * Operators && || ; | outside quotes are returned as separate words "&&", ";" (with
  * *is_op[i] true). Returns 0, -EINVAL (unterminated quote) or -ENOMEM. */
-int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size_t *nwords);
-void patch_strv_free(char **v, size_t n);
+int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size_t *nwords);
+void cae__patch_strv_free(char **v, size_t n);
 
 /* Parsers. text lies inside p->src for the line-based forms; first_lineno is the line
  * number of text's first line in the whole patch. */
-int patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error *err);
-int patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err);
-int patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			 cae_error *err);
-int patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			    cae_error *err);
+int cae__patch_parse_json_text(cae_patch *p, const char *text, size_t len, cae_error *err);
+int cae__patch_parse_json_value(cae_patch *p, const json_t *arr, cae_error *err);
+int cae__patch_parse_markdown(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+			      cae_error *err);
+int cae__patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+				 cae_error *err);
 /* default_path: for hunks without file headers (a ```diff:<path> block), else NULL. */
-int patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first_lineno,
-			const char *default_path, cae_error *err);
+int cae__patch_parse_unified(cae_patch *p, const char *text, size_t len, size_t first_lineno,
+			     const char *default_path, cae_error *err);
 
 /* Line classification shared by format detection and Markdown. */
-bool patch_line_is_begin_patch(const patch_line *l);
+bool cae__patch_line_is_begin_patch(const patch_line *l);
 /* "--- x" whose next line is "+++ y", or "diff --git ". */
-bool patch_line_starts_unified(const patch_line *l, const patch_lines *rest);
+bool cae__patch_line_starts_unified(const patch_line *l, const patch_lines *rest);
 
 /* Fence recognition (Markdown): an opening fence is up to 3 spaces, then 3+ '`' or '~',
  * then an info string (no '`' in it for backtick fences). */
@@ -87,6 +87,6 @@ typedef struct patch_fence {
 	const char *info;
 	size_t info_len;
 } patch_fence;
-bool patch_fence_open(const patch_line *l, patch_fence *f);
+bool cae__patch_fence_open(const patch_line *l, patch_fence *f);
 
 #endif

@@ -16,33 +16,33 @@
 
 /* ---- small helpers ---- */
 
-bool patch_is_space(char c)
+bool cae__patch_is_space(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == '\n';
 }
 
-void patch_trim(const char **s, size_t *n)
+void cae__patch_trim(const char **s, size_t *n)
 {
-	while (*n && patch_is_space(**s)) {
+	while (*n && cae__patch_is_space(**s)) {
 		(*s)++;
 		(*n)--;
 	}
-	while (*n && patch_is_space((*s)[*n - 1]))
+	while (*n && cae__patch_is_space((*s)[*n - 1]))
 		(*n)--;
 }
 
-bool patch_starts_with(const char *s, size_t n, const char *prefix)
+bool cae__patch_starts_with(const char *s, size_t n, const char *prefix)
 {
 	size_t pl = strlen(prefix);
 	return n >= pl && memcmp(s, prefix, pl) == 0;
 }
 
-bool patch_eq(const char *s, size_t n, const char *lit)
+bool cae__patch_eq(const char *s, size_t n, const char *lit)
 {
 	return strlen(lit) == n && memcmp(s, lit, n) == 0;
 }
 
-const char *patch_quote(const char *s, size_t n, size_t max, char *buf, size_t bsize)
+const char *cae__patch_quote(const char *s, size_t n, size_t max, char *buf, size_t bsize)
 {
 	size_t o = 0;
 	bool cut = false;
@@ -69,7 +69,7 @@ const char *patch_quote(const char *s, size_t n, size_t max, char *buf, size_t b
 	return buf;
 }
 
-void patch_strv_free(char **v, size_t n)
+void cae__patch_strv_free(char **v, size_t n)
 {
 	if (!v)
 		return;
@@ -80,7 +80,7 @@ void patch_strv_free(char **v, size_t n)
 
 /* Shell-like word splitting: enough for the git lines of a ```git block and JSON git
  * targets. Not a shell: no expansions; the policy module has the full lexer. */
-int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size_t *nwords)
+int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size_t *nwords)
 {
 	char **v = NULL;
 	bool *ops = NULL;
@@ -189,7 +189,7 @@ int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size
 	}
 	cae_buf_clear(&w);
 	if (r < 0) {
-		patch_strv_free(v, nv);
+		cae__patch_strv_free(v, nv);
 		free(ops);
 		return r;
 	}
@@ -204,7 +204,7 @@ int patch_shell_split(const char *s, size_t n, char ***words, bool **is_op, size
 
 /* ---- lines ---- */
 
-void patch_lines_init(patch_lines *it, const char *text, size_t len, size_t first_lineno)
+void cae__patch_lines_init(patch_lines *it, const char *text, size_t len, size_t first_lineno)
 {
 	it->cur = text;
 	it->end = text + len;
@@ -226,7 +226,7 @@ static bool lines_get(const patch_lines *it, patch_line *l, const char **next)
 	return true;
 }
 
-bool patch_lines_next(patch_lines *it, patch_line *l)
+bool cae__patch_lines_next(patch_lines *it, patch_line *l)
 {
 	const char *next;
 	if (!lines_get(it, l, &next))
@@ -236,31 +236,31 @@ bool patch_lines_next(patch_lines *it, patch_line *l)
 	return true;
 }
 
-bool patch_lines_peek(const patch_lines *it, patch_line *l)
+bool cae__patch_lines_peek(const patch_lines *it, patch_line *l)
 {
 	const char *next;
 	return lines_get(it, l, &next);
 }
 
-bool patch_line_is_begin_patch(const patch_line *l)
+bool cae__patch_line_is_begin_patch(const patch_line *l)
 {
 	const char *s = l->p;
 	size_t n = l->len;
-	patch_trim(&s, &n);
-	return patch_eq(s, n, "*** Begin Patch");
+	cae__patch_trim(&s, &n);
+	return cae__patch_eq(s, n, "*** Begin Patch");
 }
 
-bool patch_line_starts_unified(const patch_line *l, const patch_lines *rest)
+bool cae__patch_line_starts_unified(const patch_line *l, const patch_lines *rest)
 {
-	if (patch_starts_with(l->p, l->len, "diff --git "))
+	if (cae__patch_starts_with(l->p, l->len, "diff --git "))
 		return true;
-	if (!patch_starts_with(l->p, l->len, "--- "))
+	if (!cae__patch_starts_with(l->p, l->len, "--- "))
 		return false;
 	patch_line nx;
-	return patch_lines_peek(rest, &nx) && patch_starts_with(nx.p, nx.len, "+++ ");
+	return cae__patch_lines_peek(rest, &nx) && cae__patch_starts_with(nx.p, nx.len, "+++ ");
 }
 
-bool patch_fence_open(const patch_line *l, patch_fence *f)
+bool cae__patch_fence_open(const patch_line *l, patch_fence *f)
 {
 	size_t i = 0;
 	while (i < l->len && i < 4 && l->p[i] == ' ')
@@ -279,7 +279,7 @@ bool patch_fence_open(const patch_line *l, patch_fence *f)
 	size_t info_len = l->len - i - run;
 	if (ch == '`' && memchr(info, '`', info_len))
 		return false;
-	patch_trim(&info, &info_len);
+	cae__patch_trim(&info, &info_len);
 	f->ch = ch;
 	f->indent = i;
 	f->run = run;
@@ -290,14 +290,14 @@ bool patch_fence_open(const patch_line *l, patch_fence *f)
 
 /* ---- the patch object ---- */
 
-void patch_file_op_free(cae_patch_file_op *op)
+void cae__patch_file_op_free(cae_patch_file_op *op)
 {
 	if (!op)
 		return;
 	for (size_t i = 0; i < op->nhunks; i++) {
 		cae_patch_hunk *h = &op->hunks[i];
 		free(h->heading);
-		patch_strv_free(h->contexts, h->ncontexts);
+		cae__patch_strv_free(h->contexts, h->ncontexts);
 		free(h->lines);
 	}
 	free(op->hunks);
@@ -306,17 +306,17 @@ void patch_file_op_free(cae_patch_file_op *op)
 	free(op);
 }
 
-void patch_command_clear(cae_patch_command *c)
+void cae__patch_command_clear(cae_patch_command *c)
 {
 	free(c->target);
 	free(c->content);
 	json_decref(c->metadata);
-	patch_strv_free(c->args, c->nargs);
-	patch_file_op_free(c->op);
+	cae__patch_strv_free(c->args, c->nargs);
+	cae__patch_file_op_free(c->op);
 	memset(c, 0, sizeof(*c));
 }
 
-int patch_add_command(cae_patch *p, cae_patch_command **out, cae_error *err)
+int cae__patch_add_command(cae_patch *p, cae_patch_command **out, cae_error *err)
 {
 	if (p->ncmds >= CAE_PATCH_MAX_COMMANDS)
 		return cae_error_set(err, -E2BIG, "patch has more than %d commands",
@@ -343,7 +343,7 @@ int patch_add_command(cae_patch *p, cae_patch_command **out, cae_error *err)
 	return 0;
 }
 
-void patch_warn(cae_patch *p, const char *fmt, ...)
+void cae__patch_warn(cae_patch *p, const char *fmt, ...)
 {
 	if (p->nwarnings >= CAE_PATCH_MAX_WARNINGS) {
 		p->dropped_warnings++;
@@ -373,9 +373,9 @@ void cae_patch_free(cae_patch *p)
 	if (!p)
 		return;
 	for (size_t i = 0; i < p->ncmds; i++)
-		patch_command_clear(&p->cmds[i]);
+		cae__patch_command_clear(&p->cmds[i]);
 	free(p->cmds);
-	patch_strv_free(p->warnings, p->nwarnings);
+	cae__patch_strv_free(p->warnings, p->nwarnings);
 	free(p->src);
 	free(p);
 }
@@ -387,7 +387,7 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(cae_patch *, cae_patch_free)
 static int detect_format(const char *text, size_t len, cae_patch_format *fmt, cae_error *err)
 {
 	size_t i = 0;
-	while (i < len && patch_is_space(text[i]))
+	while (i < len && cae__patch_is_space(text[i]))
 		i++;
 	if (i == len) {
 		*fmt = CAE_PATCH_FORMAT_EMPTY;
@@ -401,17 +401,17 @@ static int detect_format(const char *text, size_t len, cae_patch_format *fmt, ca
 	patch_lines it;
 	patch_line l;
 	patch_fence f;
-	patch_lines_init(&it, text, len, 1);
-	while (patch_lines_next(&it, &l)) {
-		if (patch_fence_open(&l, &f)) {
+	cae__patch_lines_init(&it, text, len, 1);
+	while (cae__patch_lines_next(&it, &l)) {
+		if (cae__patch_fence_open(&l, &f)) {
 			*fmt = CAE_PATCH_FORMAT_MARKDOWN;
 			return 0;
 		}
-		if (patch_line_is_begin_patch(&l)) {
+		if (cae__patch_line_is_begin_patch(&l)) {
 			*fmt = CAE_PATCH_FORMAT_APPLY_PATCH;
 			return 0;
 		}
-		if (patch_line_starts_unified(&l, &it)) {
+		if (cae__patch_line_starts_unified(&l, &it)) {
 			*fmt = CAE_PATCH_FORMAT_UNIFIED;
 			return 0;
 		}
@@ -470,7 +470,7 @@ int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *er
 	case CAE_PATCH_FORMAT_EMPTY:
 		break;
 	case CAE_PATCH_FORMAT_JSON:
-		r = patch_parse_json_text(p, text, len, err);
+		r = cae__patch_parse_json_text(p, text, len, err);
 		break;
 	default:
 		r = check_line_lengths(text, len, err);
@@ -481,11 +481,11 @@ int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *er
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		p->src_len = len;
 		if (p->format == CAE_PATCH_FORMAT_MARKDOWN)
-			r = patch_parse_markdown(p, p->src, len, 1, err);
+			r = cae__patch_parse_markdown(p, p->src, len, 1, err);
 		else if (p->format == CAE_PATCH_FORMAT_APPLY_PATCH)
-			r = patch_parse_apply_patch(p, p->src, len, 1, err);
+			r = cae__patch_parse_apply_patch(p, p->src, len, 1, err);
 		else
-			r = patch_parse_unified(p, p->src, len, 1, NULL, err);
+			r = cae__patch_parse_unified(p, p->src, len, 1, NULL, err);
 		break;
 	}
 	if (r < 0)
@@ -502,7 +502,7 @@ int cae_patch_from_json(const json_t *commands, cae_patch **out, cae_error *err)
 	if (r < 0)
 		return r;
 	p->format = CAE_PATCH_FORMAT_JSON;
-	r = patch_parse_json_value(p, commands, err);
+	r = cae__patch_parse_json_value(p, commands, err);
 	if (r < 0)
 		return r;
 	*out = TAKE_PTR(p);
@@ -639,7 +639,7 @@ static int plan_put_text(cae_buf *b, const char *s, size_t n, bool quoted)
 	int r = 0;
 	if (quoted)
 		r |= cae_buf_puts(b, "\"");
-	r |= cae_buf_puts(b, patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
+	r |= cae_buf_puts(b, cae__patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
 	if (quoted)
 		r |= cae_buf_puts(b, "\"");
 	if (more)
