@@ -56,7 +56,7 @@ static bool get_int(json_t *v, long long *out)
 }
 
 /* A mistake in the arguments: the error result, and 1 (-ENOMEM when it cannot be made). */
-#define BAD(...) return ed_res_error(res, __VA_ARGS__) < 0 ? -ENOMEM : 1
+#define BAD(...) return cae__ed_res_error(res, __VA_ARGS__) < 0 ? -ENOMEM : 1
 
 int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *res)
 {
@@ -76,7 +76,7 @@ int cae_editor_parse(json_t *args, cae_editor_request *req, cae_editor_result *r
 		if (strlen(COMMANDS[i].name) == cmd_n && strcmp(COMMANDS[i].name, cmd_s) == 0)
 			cmd = COMMANDS[i].cmd;
 	if (cmd == CAE_EDITOR_CMD_UNKNOWN) {
-		_cleanup_free_ char *echo = ed_echo_str(cmd_s, cmd_n);
+		_cleanup_free_ char *echo = cae__ed_echo_str(cmd_s, cmd_n);
 		if (!echo)
 			return -ENOMEM;
 		BAD("Unrecognized command %s. The allowed commands are: view, create, "

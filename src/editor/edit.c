@@ -35,9 +35,9 @@ static const char REVIEW_HINT_INSERT[] =
 static int check_editable(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 {
 	if (!t->exists)
-		return ed_resolve_error(ed, res, t->display, -ENOENT);
+		return cae__ed_resolve_error(ed, res, t->display, -ENOENT);
 	if (S_ISDIR(t->st.st_mode))
-		return ed_refuse_directory(res, t);
+		return cae__ed_refuse_directory(res, t);
 	return 0;
 }
 
@@ -45,7 +45,7 @@ static int text_arg_check(cae_editor_result *res, const char *name, const char *
 {
 	int r;
 	if (memchr(s, '\0', n)) {
-		r = ed_res_error(
+		r = cae__ed_res_error(
 		    res,
 		    "Parameter `%s` contains a NUL character; the text editor only writes "
 		    "text files.",
@@ -53,37 +53,39 @@ static int text_arg_check(cae_editor_result *res, const char *name, const char *
 		return r < 0 ? r : 1;
 	}
 	if (!cae_utf8_is_valid(s, n)) {
-		r = ed_res_error(res, "Parameter `%s` is not valid UTF-8 text.", name);
+		r = cae__ed_res_error(res, "Parameter `%s` is not valid UTF-8 text.", name);
 		return r < 0 ? r : 1;
 	}
 	return 0;
 }
 
-int ed_do_create(cae_editor *ed, const char *path, size_t plen, const char *text, size_t len,
-		 cae_editor_result *res)
+int cae__ed_do_create(cae_editor *ed, const char *path, size_t plen, const char *text, size_t len,
+		      cae_editor_result *res)
 {
 	int r = text_arg_check(res, "file_text", text, len);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(ed_target_clear) ed_target t = ED_TARGET_INIT;
+	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
 	if (len > ed->lim.max_file_bytes) {
-		r = ed_res_error(res,
-				 "Parameter `file_text` is too large (%zu bytes; the limit is %zu "
-				 "bytes).",
-				 len, ed->lim.max_file_bytes);
+		r = cae__ed_res_error(
+		    res,
+		    "Parameter `file_text` is too large (%zu bytes; the limit is %zu "
+		    "bytes).",
+		    len, ed->lim.max_file_bytes);
 		return r < 0 ? r : 0;
 	}
 	/* missing directories are made in the write's transaction */
 	if (ed->wsj && cae_txn_begin(ed->wsj, &ed->create_txn) < 0)
 		ed->create_txn = NULL;
-	r = ed_resolve(ed, path, plen, true, &t, res);
+	r = cae__ed_resolve(ed, path, plen, true, &t, res);
 	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
-		r = ed_refuse_directory(res, &t);
+		r = cae__ed_refuse_directory(res, &t);
 	else if (r == 0 && t.exists) {
-		r = ed_res_error(res,
-				 "File already exists at: %s. Cannot overwrite files using command "
-				 "`create`.",
-				 t.display);
+		r = cae__ed_res_error(
+		    res,
+		    "File already exists at: %s. Cannot overwrite files using command "
+		    "`create`.",
+		    t.display);
 		r = r < 0 ? r : 1;
 	}
 	if (r != 0) {
@@ -92,19 +94,19 @@ int ed_do_create(cae_editor *ed, const char *path, size_t plen, const char *text
 	}
 	ed_seg s = {text, len};
 	uint64_t written = 0;
-	r = ed_write_atomic(ed, &t, &s, 1, false, NEW_FILE_MODE, NULL, true,
-			    ed->lim.undo_depth ? &written : NULL);
-	cae_txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by ed_write_atomic) */
+	r = cae__ed_write_atomic(ed, &t, &s, 1, false, NEW_FILE_MODE, NULL, true,
+				 ed->lim.undo_depth ? &written : NULL);
+	cae_txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by cae__ed_write_atomic) */
 	if (r < 0) {
-		r = ed_write_error(res, t.display, r);
+		r = cae__ed_write_error(res, t.display, r);
 		return r < 0 ? r : 0;
 	}
-	if (ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
+	if (cae__ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
 		return -ENOMEM;
 	_cleanup_free_ char *msg = NULL;
 	if (asprintf(&msg, "File created successfully at: %s", t.display) < 0)
 		return -ENOMEM;
-	return ed_res_ok(res, TAKE_PTR(msg), "File created: %s", t.display);
+	return cae__ed_res_ok(res, TAKE_PTR(msg), "File created: %s", t.display);
 }
 
 /* Builds and writes an edit: segments of the new (LF-form) text; keeps the old content for
@@ -116,23 +118,23 @@ static int commit_edit(cae_editor *ed, const ed_target *t, ed_loaded *l, const e
 	for (size_t i = 0; i < nsegs; i++)
 		total += segs[i].n;
 	if (total > ed->lim.max_file_bytes) {
-		int r =
-		    ed_res_error(res,
-				 "No change was made: the edited file %s would be %zu bytes, over "
-				 "the limit of %zu bytes.",
-				 t->display, total, ed->lim.max_file_bytes);
+		int r = cae__ed_res_error(
+		    res,
+		    "No change was made: the edited file %s would be %zu bytes, over "
+		    "the limit of %zu bytes.",
+		    t->display, total, ed->lim.max_file_bytes);
 		return r < 0 ? r : 1;
 	}
 	uint64_t written = 0;
-	int r = ed_write_atomic(ed, t, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false,
-				ed->lim.undo_depth ? &written : NULL);
+	int r = cae__ed_write_atomic(ed, t, segs, nsegs, l->crlf, l->st.st_mode, &l->st, false,
+				     ed->lim.undo_depth ? &written : NULL);
 	if (r < 0)
-		return ed_write_error(res, t->display, r);
+		return cae__ed_write_error(res, t->display, r);
 	if (l->fd >= 0) {
-		ed_close_later(l->fd);
+		cae__ed_close_later(l->fd);
 		l->fd = -1;
 	}
-	r = ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true, written);
+	r = cae__ed_undo_push(ed->undo, t->key, TAKE_PTR(l->raw), l->raw_len, true, written);
 	if (r < 0)
 		return r;
 	*undo_kept = r == 1;
@@ -156,8 +158,8 @@ static int snippet_output(cae_editor *ed, cae_buf *out, const ed_seg *parts, siz
 		r = cae_buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
 		ed_numbered nb;
 		if (r == 0)
-			r = ed_number_lines(out, sn.data ? sn.data : "", sn.len, first_no,
-					    ed->lim.max_output_chars, false, &nb);
+			r = cae__ed_number_lines(out, sn.data ? sn.data : "", sn.len, first_no,
+						 ed->lim.max_output_chars, false, &nb);
 		if (r == 0 && nb.clipped)
 			r = cae_buf_puts(out, "<response clipped><NOTE>The snippet was clipped to "
 					      "save on context; use `view` with `view_range` to "
@@ -177,7 +179,7 @@ static int multiple_error(cae_editor_result *res, const char *text, size_t len, 
 	size_t listed = 0, line = 1, counted = 0, last_line = 0;
 	int r = cae_buf_puts(&lines, "[");
 	for (size_t pos = first; r == 0;) {
-		line += ed_count_newlines(text + counted, pos - counted);
+		line += cae__ed_count_newlines(text + counted, pos - counted);
 		counted = pos;
 		if (line != last_line) {
 			if (listed < MAX_LISTED_LINES)
@@ -194,9 +196,9 @@ static int multiple_error(cae_editor_result *res, const char *text, size_t len, 
 		r = cae_buf_printf(&lines, ", ... (%zu lines in all)", listed);
 	if (r == 0)
 		r = cae_buf_puts(&lines, "]");
-	_cleanup_free_ char *echo = ed_echo_str(old, olen);
+	_cleanup_free_ char *echo = cae__ed_echo_str(old, olen);
 	if (r == 0 && echo)
-		r = ed_res_error(
+		r = cae__ed_res_error(
 		    res,
 		    "No replacement was performed. Multiple occurrences of old_str `%s` "
 		    "in lines %s%s. Please ensure it is unique: include more of the "
@@ -215,7 +217,7 @@ static int nomatch_error(cae_editor_result *res, const ed_target *t, const char 
 {
 	ed_ws_match m[MAX_LISTED_LINES];
 	bool gave_up;
-	size_t found = ed_ws_find(text, len, old, olen, m, MAX_LISTED_LINES, &gave_up);
+	size_t found = cae__ed_ws_find(text, len, old, olen, m, MAX_LISTED_LINES, &gave_up);
 	cae_buf hint;
 	cae_buf_init(&hint, 1 << 16);
 	int r = 0;
@@ -242,17 +244,17 @@ static int nomatch_error(cae_editor_result *res, const ed_target *t, const char 
 					 "into old_str, whitespace included, with enough "
 					 "surrounding lines to make it unique.");
 	}
-	_cleanup_free_ char *echo = ed_echo_str(old, olen);
+	_cleanup_free_ char *echo = cae__ed_echo_str(old, olen);
 	if (r == 0 && !echo)
 		r = -ENOMEM;
 	if (r == 0 && found == 0)
-		r = ed_res_error(
+		r = cae__ed_res_error(
 		    res,
 		    "No replacement was performed, old_str `%s` did not appear verbatim "
 		    "in %s.",
 		    echo, t->display);
 	else if (r == 0)
-		r = ed_res_error(
+		r = cae__ed_res_error(
 		    res,
 		    "No replacement was performed, old_str `%s` did not appear verbatim "
 		    "in %s. %s that differ%s from it only in whitespace (indentation, tabs "
@@ -269,7 +271,7 @@ static int to_lf(bool crlf, const char **s, size_t *n, char **owned)
 	*owned = NULL;
 	if (!crlf || !memchr(*s, '\r', *n))
 		return 0;
-	*owned = ed_crlf_to_lf(*s, *n, n);
+	*owned = cae__ed_crlf_to_lf(*s, *n, n);
 	if (!*owned)
 		return -ENOMEM;
 	*s = *owned;
@@ -284,8 +286,8 @@ static int finish_edit_output(cae_buf *out, const char *hint, bool undo_kept)
 	return r;
 }
 
-int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char *old, size_t olen,
-		      const char *new, size_t nlen, cae_editor_result *res)
+int cae__ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char *old,
+			   size_t olen, const char *new, size_t nlen, cae_editor_result *res)
 {
 	int r;
 	if (!new) {
@@ -293,7 +295,8 @@ int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char 
 		nlen = 0;
 	}
 	if (olen == 0) {
-		r = ed_res_error(res, "Parameter `old_str` must not be empty: it must be the exact "
+		r = cae__ed_res_error(res,
+				      "Parameter `old_str` must not be empty: it must be the exact "
 				      "text to replace, whitespace and indentation included.");
 		return r < 0 ? r : 0;
 	}
@@ -301,12 +304,13 @@ int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char 
 	    (r = text_arg_check(res, "new_str", new, nlen)) != 0)
 		return r < 0 ? r : 0;
 	if (olen == nlen && memcmp(old, new, olen) == 0) {
-		r = ed_res_error(res, "No replacement was performed: `old_str` and `new_str` are "
+		r = cae__ed_res_error(res,
+				      "No replacement was performed: `old_str` and `new_str` are "
 				      "identical, so the file would not change.");
 		return r < 0 ? r : 0;
 	}
-	_cleanup_(ed_target_clear) ed_target t = ED_TARGET_INIT;
-	r = ed_resolve(ed, path, plen, false, &t, res);
+	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
+	r = cae__ed_resolve(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = check_editable(ed, &t, res)) != 0)
@@ -314,23 +318,24 @@ int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char 
 	/* old_str is searched while the file is read; that result stands unless the file is
 	 * CRLF (it is then searched again, in LF form). */
 	ed_search se;
-	ed_search_init(&se, old, olen);
-	_cleanup_(ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
-	if ((r = ed_load_file(ed, &t, true, &se, &l, res)) != 0)
+	cae__ed_search_init(&se, old, olen);
+	_cleanup_(cae__ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
+	if ((r = cae__ed_load_file(ed, &t, true, &se, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	_cleanup_free_ char *old_own = NULL, *new_own = NULL;
 	if (to_lf(l.crlf, &old, &olen, &old_own) < 0 || to_lf(l.crlf, &new, &nlen, &new_own) < 0)
 		return -ENOMEM;
 	if (olen == nlen && memcmp(old, new, olen) == 0) {
-		r = ed_res_error(res, "No replacement was performed: `old_str` and `new_str` only "
+		r = cae__ed_res_error(res,
+				      "No replacement was performed: `old_str` and `new_str` only "
 				      "differ in line endings, so the file would not change.");
 		return r < 0 ? r : 0;
 	}
 	const char *text = l.text;
 	size_t len = l.len;
 	if (l.crlf) {
-		ed_search_init(&se, old, olen);
-		ed_search_feed(&se, text, len);
+		cae__ed_search_init(&se, old, olen);
+		cae__ed_search_feed(&se, text, len);
 	}
 	if (se.first == SIZE_MAX) {
 		r = nomatch_error(res, &t, text, len, old, olen);
@@ -344,16 +349,16 @@ int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char 
 
 	/* The answer first (it reads the old text, which goes to the undo history). */
 	size_t line0 = se.newlines;
-	size_t pre = ed_back_lines(text, off, SNIPPET_LINES);
-	size_t first_no = line0 - ed_count_newlines(text + pre, off - pre) + 1;
-	size_t post_end = ed_skip_lines(text, len, off + olen, SNIPPET_LINES + 1);
+	size_t pre = cae__ed_back_lines(text, off, SNIPPET_LINES);
+	size_t first_no = line0 - cae__ed_count_newlines(text + pre, off - pre) + 1;
+	size_t post_end = cae__ed_skip_lines(text, len, off + olen, SNIPPET_LINES + 1);
 	ed_seg parts[3] = {
 	    {text + pre, off - pre},
 	    {new, nlen},
 	    {text + off + olen, post_end - off - olen},
 	};
 	cae_buf out;
-	ed_out_init(&out);
+	cae__ed_out_init(&out);
 	_cleanup_free_ char *descr = NULL;
 	if (asprintf(&descr, "a snippet of %s", t.display) < 0)
 		return -ENOMEM;
@@ -377,30 +382,30 @@ int ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const char 
 		cae_buf_clear(&out);
 		return r < 0 ? r : 0;
 	}
-	return ed_res_ok(res, cae_buf_steal(&out, NULL), "Successfully replaced text in %s",
-			 t.display);
+	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL), "Successfully replaced text in %s",
+			      t.display);
 }
 
-int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, const char *new,
-		 size_t nlen, cae_editor_result *res)
+int cae__ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line,
+		      const char *new, size_t nlen, cae_editor_result *res)
 {
 	int r = text_arg_check(res, "new_str", new, nlen);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(ed_target_clear) ed_target t = ED_TARGET_INIT;
-	r = ed_resolve(ed, path, plen, false, &t, res);
+	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
+	r = cae__ed_resolve(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = check_editable(ed, &t, res)) != 0)
 		return r < 0 ? r : 0;
-	_cleanup_(ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
-	if ((r = ed_load_file(ed, &t, true, NULL, &l, res)) != 0)
+	_cleanup_(cae__ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
+	if ((r = cae__ed_load_file(ed, &t, true, NULL, &l, res)) != 0)
 		return r < 0 ? r : 0;
 	const char *text = l.text;
 	size_t len = l.len;
-	size_t nlines = ed_count_lines(text, len);
+	size_t nlines = cae__ed_count_lines(text, len);
 	if (line < 0 || (unsigned long long)line > nlines) {
-		r = ed_res_error(
+		r = cae__ed_res_error(
 		    res,
 		    "Invalid `insert_line` parameter: %lld. It should be within the range "
 		    "of lines of the file: [0, %zu] (0 inserts at the top, %zu after the "
@@ -422,7 +427,7 @@ int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, 
 		/* After an unterminated last line: it gets its "\n", the file stays without a
 		 * final newline. */
 		size_t body = new_ends_nl ? nlen - 1 : nlen;
-		size_t pre = ed_back_lines(text, len, SNIPPET_LINES - 1);
+		size_t pre = cae__ed_back_lines(text, len, SNIPPET_LINES - 1);
 		segs[0] = (ed_seg){text, len};
 		segs[1] = (ed_seg){"\n", 1};
 		segs[2] = (ed_seg){new, body};
@@ -432,9 +437,9 @@ int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, 
 		parts[2] = (ed_seg){new, body};
 		nparts = 3;
 	} else {
-		size_t off = ed_line_offset(text, len, L);
-		size_t pre = ed_back_lines(text, off, SNIPPET_LINES);
-		size_t post = ed_skip_lines(text, len, off, SNIPPET_LINES);
+		size_t off = cae__ed_line_offset(text, len, L);
+		size_t pre = cae__ed_back_lines(text, off, SNIPPET_LINES);
+		size_t post = cae__ed_skip_lines(text, len, off, SNIPPET_LINES);
 		segs[0] = (ed_seg){text, off};
 		segs[1] = (ed_seg){new, nlen};
 		segs[2] = (ed_seg){"\n", new_ends_nl ? 0 : 1};
@@ -448,7 +453,7 @@ int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, 
 	}
 	size_t first_no = L >= SNIPPET_LINES ? L - SNIPPET_LINES + 1 : 1;
 	cae_buf out;
-	ed_out_init(&out);
+	cae__ed_out_init(&out);
 	r = cae_buf_printf(&out, "The file %s has been edited. ", t.display);
 	if (r == 0)
 		r = snippet_output(ed, &out, parts, nparts, "a snippet of the edited file",
@@ -465,8 +470,8 @@ int ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long line, 
 		cae_buf_clear(&out);
 		return r < 0 ? r : 0;
 	}
-	return ed_res_ok(res, cae_buf_steal(&out, NULL),
-			 "Successfully inserted text after line %lld in %s", line, t.display);
+	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+			      "Successfully inserted text after line %lld in %s", line, t.display);
 }
 
 /* Whether t still holds what the editor wrote (ed_hash `written`). Returns 0 (it does), 1 (it
@@ -488,42 +493,42 @@ static int changed_since(cae_editor *ed, const ed_target *t, uint64_t written)
 	if (r < 0)
 		return 1;
 	ed_hash hs;
-	ed_hash_init(&hs);
-	ed_hash_feed(&hs, buf, n);
-	ed_spare_put(ed, buf);
-	return ed_hash_final(&hs) == written ? 0 : 1;
+	cae__ed_hash_init(&hs);
+	cae__ed_hash_feed(&hs, buf, n);
+	cae__ed_spare_put(ed, buf);
+	return cae__ed_hash_final(&hs) == written ? 0 : 1;
 }
 
-int ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
+int cae__ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
 {
-	_cleanup_(ed_target_clear) ed_target t = ED_TARGET_INIT;
-	int r = ed_resolve(ed, path, plen, false, &t, res);
+	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
+	int r = cae__ed_resolve(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (t.exists && S_ISDIR(t.st.st_mode)) {
-		r = ed_refuse_directory(res, &t);
+		r = cae__ed_refuse_directory(res, &t);
 		return r < 0 ? r : 0;
 	}
 	if (t.exists && !S_ISREG(t.st.st_mode)) {
-		r = ed_refuse_special(res, &t);
+		r = cae__ed_refuse_special(res, &t);
 		return r < 0 ? r : 0;
 	}
 	char *data = NULL;
 	size_t len = 0;
 	bool existed = false;
 	uint64_t written = 0;
-	if (ed_undo_pop(ed->undo, t.key, &data, &len, &existed, &written) == 0) {
-		r = ed_res_error(res, "No edit history found for %s.", t.display);
+	if (cae__ed_undo_pop(ed->undo, t.key, &data, &len, &existed, &written) == 0) {
+		r = cae__ed_res_error(res, "No edit history found for %s.", t.display);
 		return r < 0 ? r : 0;
 	}
 	/* Only what the edit wrote is undone: a change made since (a command, another process)
 	 * would be lost without a word. The entry stays for when the file is back. */
 	int c = changed_since(ed, &t, written);
 	if (c != 0) {
-		if (ed_undo_push(ed->undo, t.key, data, len, existed, written) < 0 || c < 0)
+		if (cae__ed_undo_push(ed->undo, t.key, data, len, existed, written) < 0 || c < 0)
 			return -ENOMEM;
 		if (!t.exists)
-			r = ed_res_error(
+			r = cae__ed_res_error(
 			    res,
 			    "%s was removed since the last edit (by a command or another "
 			    "process); undo_edit would bring back an older version and "
@@ -531,7 +536,7 @@ int ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result 
 			    "write the file again.",
 			    t.display);
 		else
-			r = ed_res_error(
+			r = cae__ed_res_error(
 			    res,
 			    "%s changed since the last edit (by a command or another "
 			    "process); undo_edit would discard that change. Nothing was "
@@ -542,9 +547,9 @@ int ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result 
 	if (!existed) {
 		if (t.exists && unlinkat(t.dfd, t.base, 0) < 0 && errno != ENOENT) {
 			int e = -errno;
-			if (ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
+			if (cae__ed_undo_push(ed->undo, t.key, NULL, 0, false, written) < 0)
 				return -ENOMEM;
-			r = ed_write_error(res, t.display, e);
+			r = cae__ed_write_error(res, t.display, e);
 			return r < 0 ? r : 0;
 		}
 		_cleanup_free_ char *msg = NULL;
@@ -553,30 +558,30 @@ int ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result 
 			     "it was created with `create`, so it has been removed.",
 			     t.display) < 0)
 			return -ENOMEM;
-		return ed_res_ok(res, TAKE_PTR(msg), "Successfully reverted last edit to %s",
-				 t.display);
+		return cae__ed_res_ok(res, TAKE_PTR(msg), "Successfully reverted last edit to %s",
+				      t.display);
 	}
 	ed_seg s = {data, len};
-	r = ed_write_atomic(ed, &t, &s, 1, false, t.exists ? t.st.st_mode : NEW_FILE_MODE,
-			    t.exists ? &t.st : NULL, false, NULL);
+	r = cae__ed_write_atomic(ed, &t, &s, 1, false, t.exists ? t.st.st_mode : NEW_FILE_MODE,
+				 t.exists ? &t.st : NULL, false, NULL);
 	if (r < 0) {
 		/* Keep the entry: the agent may retry. */
-		if (ed_undo_push(ed->undo, t.key, data, len, true, written) < 0)
+		if (cae__ed_undo_push(ed->undo, t.key, data, len, true, written) < 0)
 			return -ENOMEM;
-		r = ed_write_error(res, t.display, r);
+		r = cae__ed_write_error(res, t.display, r);
 		return r < 0 ? r : 0;
 	}
 	cae_buf out;
-	ed_out_init(&out);
+	cae__ed_out_init(&out);
 	r = cae_buf_printf(&out, "Last edit to %s undone successfully. ", t.display);
 	if (r == 0)
-		r = ed_make_output(ed, &out, data, len, t.display, 1, ed_count_lines(data, len),
-				   ed_is_crlf(data, len));
-	ed_spare_put(ed, data);
+		r = cae__ed_make_output(ed, &out, data, len, t.display, 1,
+					cae__ed_count_lines(data, len), cae__ed_is_crlf(data, len));
+	cae__ed_spare_put(ed, data);
 	if (r < 0) {
 		cae_buf_clear(&out);
 		return r;
 	}
-	return ed_res_ok(res, cae_buf_steal(&out, NULL), "Successfully reverted last edit to %s",
-			 t.display);
+	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+			      "Successfully reverted last edit to %s", t.display);
 }

@@ -28,7 +28,7 @@
 /* ---------------------------------------------------------------------------------------- */
 /* Spare buffers */
 
-void ed_spare_put(cae_editor *ed, char *data)
+void cae__ed_spare_put(cae_editor *ed, char *data)
 {
 	if (!data)
 		return;
@@ -44,13 +44,13 @@ void ed_spare_put(cae_editor *ed, char *data)
 
 static void spare_release(void *ctx, char *data)
 {
-	ed_spare_put(ctx, data);
+	cae__ed_spare_put(ctx, data);
 }
 
 /* A buffer of at least need bytes: the spare if its size is close (a buffer goes to the undo
  * history, whose budget counts the content), else a new one (with 1/32 to grow when large,
  * so that a later, slightly larger version of the file can reuse it). */
-char *ed_buf_get(cae_editor *ed, size_t need)
+char *cae__ed_buf_get(cae_editor *ed, size_t need)
 {
 	if (ed->spare && ed->spare_cap >= need && ed->spare_cap - need <= need / 8 + (64 << 10)) {
 		ed->spare_cap = 0;
@@ -110,7 +110,7 @@ static char *vfmt(const char *fmt, va_list ap)
 	return s;
 }
 
-int ed_res_error(cae_editor_result *res, const char *fmt, ...)
+int cae__ed_res_error(cae_editor_result *res, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -126,7 +126,7 @@ int ed_res_error(cae_editor_result *res, const char *fmt, ...)
 	return 0;
 }
 
-int ed_res_ok(cae_editor_result *res, char *text, const char *fmt, ...)
+int cae__ed_res_ok(cae_editor_result *res, char *text, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -145,7 +145,7 @@ int ed_res_ok(cae_editor_result *res, char *text, const char *fmt, ...)
 	return 0;
 }
 
-char *ed_echo_str(const char *s, size_t n)
+char *cae__ed_echo_str(const char *s, size_t n)
 {
 	size_t chars = 0;
 	size_t keep = cae_utf8_prefix_chars(s, n, ECHO_MAX_CHARS, &chars);
@@ -153,12 +153,12 @@ char *ed_echo_str(const char *s, size_t n)
 		return strndup(s, n);
 	char *r = NULL;
 	if (asprintf(&r, "%.*s[... %zu more characters]", (int)keep, s,
-		     ed_count_chars(s + keep, n - keep)) < 0)
+		     cae__ed_count_chars(s + keep, n - keep)) < 0)
 		return NULL;
 	return r;
 }
 
-void ed_out_init(cae_buf *b)
+void cae__ed_out_init(cae_buf *b)
 {
 	cae_buf_init(b, SIZE_MAX - 1);
 }
@@ -189,7 +189,7 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 	}
 	if (!display_root)
 		display_root = root_path;
-	_cleanup_free_ char *root = ed_path_root_normalize(display_root);
+	_cleanup_free_ char *root = cae__ed_path_root_normalize(display_root);
 	if (!root) {
 		cae_error_set(err, -EINVAL, "editor: display root '%s' is not an absolute path",
 			      display_root);
@@ -206,14 +206,14 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 		cae_error_set(err, -ENOMEM, "editor: out of memory");
 		return NULL;
 	}
-	ed->undo = ed_undo_new(lim.undo_depth, lim.undo_budget_bytes);
+	ed->undo = cae__ed_undo_new(lim.undo_depth, lim.undo_budget_bytes);
 	if (!ed->undo) {
 		free(ed);
 		cae_error_set(err, -ENOMEM, "editor: out of memory");
 		return NULL;
 	}
 	pthread_mutex_init(&ed->lock, NULL);
-	ed_undo_set_release(ed->undo, spare_release, ed);
+	cae__ed_undo_set_release(ed->undo, spare_release, ed);
 	ed->lim = lim;
 	/* Finishes what a process killed while editing this workspace left (a failure leaves
 	 * only temporary files, and the next open tries again). */
@@ -230,7 +230,7 @@ void cae_editor_free(cae_editor *ed)
 		return;
 	if (ed->root_fd >= 0)
 		close(ed->root_fd);
-	ed_undo_free(ed->undo);
+	cae__ed_undo_free(ed->undo);
 	cae_wsj_free(ed->wsj);
 	free(ed->spare);
 	pthread_mutex_destroy(&ed->lock);
@@ -241,7 +241,7 @@ void cae_editor_free(cae_editor *ed)
 size_t cae_editor_undo_bytes(cae_editor *ed)
 {
 	pthread_mutex_lock(&ed->lock);
-	size_t n = ed_undo_bytes(ed->undo);
+	size_t n = cae__ed_undo_bytes(ed->undo);
 	pthread_mutex_unlock(&ed->lock);
 	return n;
 }
@@ -262,32 +262,32 @@ int cae_editor_run(cae_editor *ed, const cae_editor_request *q, cae_editor_resul
 	memset(res, 0, sizeof(*res));
 	res->command = q->command;
 	if (!q->path)
-		return ed_res_error(res, "Parameter `path` is required") < 0 ? -ENOMEM : 0;
+		return cae__ed_res_error(res, "Parameter `path` is required") < 0 ? -ENOMEM : 0;
 	pthread_mutex_lock(&ed->lock);
 	int r;
 	switch (q->command) {
 	case CAE_EDITOR_CMD_VIEW:
-		r = ed_do_view(ed, q->path, q->path_len, q->has_range ? q->range : NULL, res);
+		r = cae__ed_do_view(ed, q->path, q->path_len, q->has_range ? q->range : NULL, res);
 		break;
 	case CAE_EDITOR_CMD_CREATE:
-		r = ed_do_create(ed, q->path, q->path_len, q->text ? q->text : "", q->text_len,
-				 res);
+		r = cae__ed_do_create(ed, q->path, q->path_len, q->text ? q->text : "", q->text_len,
+				      res);
 		break;
 	case CAE_EDITOR_CMD_STR_REPLACE:
-		r = ed_do_str_replace(ed, q->path, q->path_len, q->text ? q->text : "", q->text_len,
-				      q->new_str, q->new_len, res);
+		r = cae__ed_do_str_replace(ed, q->path, q->path_len, q->text ? q->text : "",
+					   q->text_len, q->new_str, q->new_len, res);
 		break;
 	case CAE_EDITOR_CMD_INSERT:
-		r = ed_do_insert(ed, q->path, q->path_len, q->line, q->new_str ? q->new_str : "",
-				 q->new_len, res);
+		r = cae__ed_do_insert(ed, q->path, q->path_len, q->line,
+				      q->new_str ? q->new_str : "", q->new_len, res);
 		break;
 	case CAE_EDITOR_CMD_UNDO_EDIT:
-		r = ed_do_undo(ed, q->path, q->path_len, res);
+		r = cae__ed_do_undo(ed, q->path, q->path_len, res);
 		break;
 	default:
-		r = ed_res_error(res,
-				 "Unrecognized command. The allowed commands are: view, create, "
-				 "str_replace, insert, undo_edit");
+		r = cae__ed_res_error(
+		    res, "Unrecognized command. The allowed commands are: view, create, "
+			 "str_replace, insert, undo_edit");
 	}
 	return finish(ed, res, r);
 }
@@ -298,7 +298,7 @@ int cae_editor_view(cae_editor *ed, const char *path, const long long *view_rang
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_VIEW;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res, ed_do_view(ed, path, strlen(path), view_range, res));
+	return finish(ed, res, cae__ed_do_view(ed, path, strlen(path), view_range, res));
 }
 
 int cae_editor_create(cae_editor *ed, const char *path, const char *file_text, size_t len,
@@ -307,7 +307,7 @@ int cae_editor_create(cae_editor *ed, const char *path, const char *file_text, s
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_CREATE;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res, ed_do_create(ed, path, strlen(path), file_text, len, res));
+	return finish(ed, res, cae__ed_do_create(ed, path, strlen(path), file_text, len, res));
 }
 
 int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str, size_t old_len,
@@ -316,9 +316,9 @@ int cae_editor_str_replace(cae_editor *ed, const char *path, const char *old_str
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_STR_REPLACE;
 	pthread_mutex_lock(&ed->lock);
-	return finish(
-	    ed, res,
-	    ed_do_str_replace(ed, path, strlen(path), old_str, old_len, new_str, new_len, res));
+	return finish(ed, res,
+		      cae__ed_do_str_replace(ed, path, strlen(path), old_str, old_len, new_str,
+					     new_len, res));
 }
 
 int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, const char *new_str,
@@ -327,8 +327,8 @@ int cae_editor_insert(cae_editor *ed, const char *path, long long insert_line, c
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_INSERT;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res,
-		      ed_do_insert(ed, path, strlen(path), insert_line, new_str, new_len, res));
+	return finish(
+	    ed, res, cae__ed_do_insert(ed, path, strlen(path), insert_line, new_str, new_len, res));
 }
 
 int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *res)
@@ -336,5 +336,5 @@ int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor_result *re
 	memset(res, 0, sizeof(*res));
 	res->command = CAE_EDITOR_CMD_UNDO_EDIT;
 	pthread_mutex_lock(&ed->lock);
-	return finish(ed, res, ed_do_undo(ed, path, strlen(path), res));
+	return finish(ed, res, cae__ed_do_undo(ed, path, strlen(path), res));
 }

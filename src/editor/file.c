@@ -22,10 +22,10 @@
 
 #include "base/banned.h"
 
-void ed_loaded_clear(ed_loaded *l)
+void cae__ed_loaded_clear(ed_loaded *l)
 {
 	if (l->ed)
-		ed_spare_put(l->ed, l->raw);
+		cae__ed_spare_put(l->ed, l->raw);
 	else
 		free(l->raw);
 	free(l->conv);
@@ -45,7 +45,7 @@ static void *closer(void *arg)
  * edit has just replaced: its last reference goes with this close, and the kernel frees its
  * pages and blocks then (10 MB: ~1 ms on tmpfs, ~5-10 ms on ext4), which the rename would
  * otherwise do while the agent waits. Falls back to closing here. */
-void ed_close_later(int fd)
+void cae__ed_close_later(int fd)
 {
 	pthread_attr_t attr;
 	pthread_t th;
@@ -63,7 +63,7 @@ void ed_close_later(int fd)
 static int too_large_error(cae_editor *ed, cae_editor_result *res, const char *display,
 			   unsigned long long size)
 {
-	int r = ed_res_error(
+	int r = cae__ed_res_error(
 	    res,
 	    "The file %s is too large for the text editor (%llu bytes; the limit is "
 	    "%zu bytes). Use shell commands (e.g. `grep -n`, `sed -n '10,20p'`) to work "
@@ -87,23 +87,23 @@ static const char *file_type_name(mode_t m)
 
 /* The refusals shared by the commands that take a file: a directory (only `view` lists
  * one) and anything but a regular file. Return 1 (error result set) or -ENOMEM. */
-int ed_refuse_directory(cae_editor_result *res, const ed_target *t)
+int cae__ed_refuse_directory(cae_editor_result *res, const ed_target *t)
 {
-	int r =
-	    ed_res_error(res,
-			 "The path %s is a directory and only the `view` command can be used on "
-			 "directories",
-			 t->display);
+	int r = cae__ed_res_error(
+	    res,
+	    "The path %s is a directory and only the `view` command can be used on "
+	    "directories",
+	    t->display);
 	return r < 0 ? r : 1;
 }
 
-int ed_refuse_special(cae_editor_result *res, const ed_target *t)
+int cae__ed_refuse_special(cae_editor_result *res, const ed_target *t)
 {
-	int r =
-	    ed_res_error(res,
-			 "The path %s is %s; the text editor only views and edits regular files "
-			 "and directories.",
-			 t->display, file_type_name(t->st.st_mode));
+	int r = cae__ed_res_error(
+	    res,
+	    "The path %s is %s; the text editor only views and edits regular files "
+	    "and directories.",
+	    t->display, file_type_name(t->st.st_mode));
 	return r < 0 ? r : 1;
 }
 
@@ -114,42 +114,42 @@ int ed_refuse_special(cae_editor_result *res, const ed_target *t)
  * With want_lf, a CRLF file is also converted for editing. With search (may be NULL), the
  * raw bytes are searched as they are read (the result is only meaningful when the file turns
  * out valid and not CRLF). */
-int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *search, ed_loaded *l,
-		 cae_editor_result *res)
+int cae__ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *search,
+		      ed_loaded *l, cae_editor_result *res)
 {
 	int r;
 	memset(l, 0, sizeof(*l));
 	l->ed = ed;
 	l->fd = -1;
 	if (!S_ISREG(t->st.st_mode))
-		return ed_refuse_special(res, t);
+		return cae__ed_refuse_special(res, t);
 	if ((unsigned long long)t->st.st_size > ed->lim.max_file_bytes)
 		return too_large_error(ed, res, t->display, (unsigned long long)t->st.st_size);
 	_cleanup_close_ int fd =
 	    openat(t->dfd, t->base, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
 	if (fd < 0 && errno == ELOOP) {
-		r = ed_res_error(res, "The file %s changed while it was being opened; try again.",
-				 t->display);
+		r = cae__ed_res_error(
+		    res, "The file %s changed while it was being opened; try again.", t->display);
 		return r < 0 ? r : 1;
 	}
 	if (fd < 0)
-		return ed_resolve_error(ed, res, t->display, -errno);
+		return cae__ed_resolve_error(ed, res, t->display, -errno);
 	if (fstat(fd, &l->st) < 0)
-		return ed_resolve_error(ed, res, t->display, -errno);
+		return cae__ed_resolve_error(ed, res, t->display, -errno);
 	if (!S_ISREG(l->st.st_mode) || l->st.st_ino != t->st.st_ino ||
 	    l->st.st_dev != t->st.st_dev) {
-		r = ed_res_error(res, "The file %s changed while it was being opened; try again.",
-				 t->display);
+		r = cae__ed_res_error(
+		    res, "The file %s changed while it was being opened; try again.", t->display);
 		return r < 0 ? r : 1;
 	}
 	size_t cap = (size_t)l->st.st_size;
 	if (cap > ed->lim.max_file_bytes)
 		return too_large_error(ed, res, t->display, (unsigned long long)cap);
-	char *buf = ed_buf_get(ed, cap + 1);
+	char *buf = cae__ed_buf_get(ed, cap + 1);
 	if (!buf)
 		return -ENOMEM;
 	ed_scan scan;
-	ed_scan_init(&scan);
+	cae__ed_scan_init(&scan);
 	size_t n = 0;
 	for (;;) {
 		char *dst = buf + n;
@@ -168,9 +168,9 @@ int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *se
 			int e = errno;
 			free(buf);
 			if (n == cap && cap >= ed->lim.max_file_bytes)
-				return ed_resolve_error(ed, res, t->display, -e);
-			r = ed_res_error(res, "Ran into %s while trying to read %s", strerror(e),
-					 t->display);
+				return cae__ed_resolve_error(ed, res, t->display, -e);
+			r = cae__ed_res_error(res, "Ran into %s while trying to read %s",
+					      strerror(e), t->display);
 			return r < 0 ? r : 1;
 		}
 		if (got == 0)
@@ -201,26 +201,26 @@ int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *se
 			memcpy(buf + n, probe, (size_t)got);
 		}
 		n += (size_t)got;
-		ed_scan_feed(&scan, buf, n, false);
+		cae__ed_scan_feed(&scan, buf, n, false);
 		/* (A long old_str is searched less often: the last m - 1 bytes are searched
 		 * again each time.) */
 		if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX &&
 		    n - search->next >= 4 * search->m)
-			ed_search_feed(search, buf, n);
+			cae__ed_search_feed(search, buf, n);
 	}
 	if (search && scan.info.nul_at == SIZE_MAX && scan.info.bad_at == SIZE_MAX)
-		ed_search_feed(search, buf, n);
+		cae__ed_search_feed(search, buf, n);
 	buf[n] = '\0';
 	l->raw = buf;
 	l->raw_len = n;
 	if (n >= ED_SPARE_MIN)
 		l->fd = TAKE_FD(fd);
 
-	ed_scan_feed(&scan, buf, n, true);
+	cae__ed_scan_feed(&scan, buf, n, true);
 	const ed_text_info info = scan.info;
 	if (info.nul_at != SIZE_MAX) {
-		ed_loaded_clear(l);
-		r = ed_res_error(
+		cae__ed_loaded_clear(l);
+		r = cae__ed_res_error(
 		    res,
 		    "The file %s looks like a binary file (it contains a NUL byte at "
 		    "offset %zu); the text editor only views and edits text files. Use a "
@@ -229,9 +229,9 @@ int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *se
 		return r < 0 ? r : 1;
 	}
 	if (info.bad_at != SIZE_MAX) {
-		size_t line = ed_count_newlines(buf, info.bad_at) + 1;
-		ed_loaded_clear(l);
-		r = ed_res_error(
+		size_t line = cae__ed_count_newlines(buf, info.bad_at) + 1;
+		cae__ed_loaded_clear(l);
+		r = cae__ed_res_error(
 		    res,
 		    "The file %s is not valid UTF-8 text (the first invalid byte is on "
 		    "line %zu, at offset %zu); the text editor only views and edits UTF-8 "
@@ -240,13 +240,13 @@ int ed_load_file(cae_editor *ed, const ed_target *t, bool want_lf, ed_search *se
 		    t->display, line, info.bad_at);
 		return r < 0 ? r : 1;
 	}
-	l->crlf = info.has_cr && ed_is_crlf(buf, n);
+	l->crlf = info.has_cr && cae__ed_is_crlf(buf, n);
 	l->text = l->raw;
 	l->len = n;
 	if (l->crlf && want_lf) {
-		l->conv = ed_crlf_to_lf(buf, n, &l->len);
+		l->conv = cae__ed_crlf_to_lf(buf, n, &l->len);
 		if (!l->conv) {
-			ed_loaded_clear(l);
+			cae__ed_loaded_clear(l);
 			return -ENOMEM;
 		}
 		l->text = l->conv;
@@ -312,7 +312,7 @@ static int write_segs(int fd, const ed_seg *segs, size_t nsegs)
 static void hash_segs(ed_hash *hs, const ed_seg *segs, size_t nsegs)
 {
 	for (size_t i = 0; hs && i < nsegs; i++)
-		ed_hash_feed(hs, segs[i].p, segs[i].n);
+		cae__ed_hash_feed(hs, segs[i].p, segs[i].n);
 }
 
 typedef struct fill_ctx {
@@ -336,7 +336,7 @@ static int fill_file(void *ctx, int fd)
 		cae_buf_init(&b, SIZE_MAX - 1);
 		r = cae_buf_reserve(&b, total + total / 8 + 16);
 		for (size_t i = 0; r == 0 && i < fc->nsegs; i++)
-			r = ed_lf_to_crlf(&b, fc->segs[i].p, fc->segs[i].n);
+			r = cae__ed_lf_to_crlf(&b, fc->segs[i].p, fc->segs[i].n);
 		ed_seg all = {b.data, b.len};
 		if (r == 0)
 			r = write_segs(fd, &all, 1);
@@ -356,11 +356,12 @@ static int fill_file(void *ctx, int fd)
 	return r;
 }
 
-int ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs, size_t nsegs, bool crlf,
-		    mode_t mode, const struct stat *owner, bool noreplace, uint64_t *hash)
+int cae__ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs, size_t nsegs,
+			 bool crlf, mode_t mode, const struct stat *owner, bool noreplace,
+			 uint64_t *hash)
 {
 	ed_hash hs;
-	ed_hash_init(&hs);
+	cae__ed_hash_init(&hs);
 	fill_ctx fc = {segs, nsegs, crlf, owner, hash ? &hs : NULL};
 	int r;
 	cae_txn *tx = TAKE_PTR(ed->create_txn);
@@ -388,22 +389,23 @@ int ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs, size
 				     fill_file, &fc);
 	}
 	if (r == 0 && hash)
-		*hash = ed_hash_final(&hs);
+		*hash = cae__ed_hash_final(&hs);
 	return r;
 }
 
-int ed_write_error(cae_editor_result *res, const char *display, int e)
+int cae__ed_write_error(cae_editor_result *res, const char *display, int e)
 {
 	int r;
 	if (e == -ENOMEM)
 		return -ENOMEM;
 	if (e == -EEXIST)
-		r = ed_res_error(res,
-				 "File already exists at: %s. Cannot overwrite files using command "
-				 "`create`.",
-				 display);
+		r = cae__ed_res_error(
+		    res,
+		    "File already exists at: %s. Cannot overwrite files using command "
+		    "`create`.",
+		    display);
 	else
-		r = ed_res_error(res, "Ran into %s while trying to write to %s", strerror(-e),
-				 display);
+		r = cae__ed_res_error(res, "Ran into %s while trying to write to %s", strerror(-e),
+				      display);
 	return r < 0 ? r : 1;
 }

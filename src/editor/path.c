@@ -19,7 +19,7 @@
 
 #include "base/banned.h"
 
-char *ed_path_root_normalize(const char *display_root)
+char *cae__ed_path_root_normalize(const char *display_root)
 {
 	if (!display_root || display_root[0] != '/')
 		return NULL;
@@ -30,7 +30,7 @@ char *ed_path_root_normalize(const char *display_root)
 	return root;
 }
 
-ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
+ed_path_error cae__ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
 {
 	switch (cae_path_lexical(root, NULL, path, len, CAE_PATH_UTF8, rel)) {
 	case 0:
@@ -50,12 +50,12 @@ ed_path_error ed_path_to_rel(const char *root, const char *path, size_t len, cha
 	}
 }
 
-char *ed_path_display(const char *root, const char *rel)
+char *cae__ed_path_display(const char *root, const char *rel)
 {
 	return cae_path_join(root, rel);
 }
 
-void ed_target_clear(ed_target *t)
+void cae__ed_target_clear(ed_target *t)
 {
 	free(t->display);
 	free(t->key);
@@ -66,46 +66,49 @@ void ed_target_clear(ed_target *t)
 	*t = (ed_target)ED_TARGET_INIT;
 }
 
-int ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e)
+int cae__ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e)
 {
 	int r;
 	switch (e) {
 	case -ENOENT:
-		r = ed_res_error(res, "The path %s does not exist. Please provide a valid path.",
-				 display);
+		r = cae__ed_res_error(
+		    res, "The path %s does not exist. Please provide a valid path.", display);
 		break;
 	case -ENOTDIR:
-		r = ed_res_error(res,
-				 "The path %s does not exist (a part of it is not a directory). "
-				 "Please provide a valid path.",
-				 display);
+		r = cae__ed_res_error(
+		    res,
+		    "The path %s does not exist (a part of it is not a directory). "
+		    "Please provide a valid path.",
+		    display);
 		break;
 	case -EXDEV:
-		r = ed_res_error(res,
-				 "The path %s leads outside the workspace %s (through `..` or a "
-				 "symbolic link). Only files and directories inside %s can be "
-				 "viewed or edited.",
-				 display, ed->root, ed->root);
+		r = cae__ed_res_error(
+		    res,
+		    "The path %s leads outside the workspace %s (through `..` or a "
+		    "symbolic link). Only files and directories inside %s can be "
+		    "viewed or edited.",
+		    display, ed->root, ed->root);
 		break;
 	case -ELOOP:
-		r = ed_res_error(res,
-				 "The path %s could not be resolved: too many levels of symbolic "
-				 "links, or a link that is not allowed.",
-				 display);
+		r = cae__ed_res_error(
+		    res,
+		    "The path %s could not be resolved: too many levels of symbolic "
+		    "links, or a link that is not allowed.",
+		    display);
 		break;
 	case -ENAMETOOLONG:
-		r = ed_res_error(res, "The path %s is too long (a name in it is too long).",
-				 display);
+		r = cae__ed_res_error(res, "The path %s is too long (a name in it is too long).",
+				      display);
 		break;
 	case -EACCES:
 	case -EPERM:
-		r = ed_res_error(res, "Permission denied while trying to access %s.", display);
+		r = cae__ed_res_error(res, "Permission denied while trying to access %s.", display);
 		break;
 	case -ENOMEM:
 		return -ENOMEM;
 	default:
-		r = ed_res_error(res, "Ran into %s while trying to access %s.", strerror(-e),
-				 display);
+		r = cae__ed_res_error(res, "Ran into %s while trying to access %s.", strerror(-e),
+				      display);
 		break;
 	}
 	return r < 0 ? r : 1;
@@ -115,31 +118,33 @@ int ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display
 static int to_rel(cae_editor *ed, const char *path, size_t len, char **rel, cae_editor_result *res)
 {
 	int r;
-	switch (ed_path_to_rel(ed->root, path, len, rel)) {
+	switch (cae__ed_path_to_rel(ed->root, path, len, rel)) {
 	case ED_PATH_OK:
 		return 0;
 	case ED_PATH_EMPTY:
-		r = ed_res_error(res, "Parameter `path` must not be empty: give a path inside %s.",
-				 ed->root);
+		r = cae__ed_res_error(
+		    res, "Parameter `path` must not be empty: give a path inside %s.", ed->root);
 		break;
 	case ED_PATH_TOO_LONG:
-		r = ed_res_error(res,
-				 "The path is too long (%zu bytes); a path has at most %d bytes.",
-				 len, ED_PATH_MAX);
+		r = cae__ed_res_error(
+		    res, "The path is too long (%zu bytes); a path has at most %d bytes.", len,
+		    ED_PATH_MAX);
 		break;
 	case ED_PATH_NUL:
-		r = ed_res_error(res,
-				 "The path contains a NUL character, which no file name can hold.");
+		r = cae__ed_res_error(
+		    res, "The path contains a NUL character, which no file name can hold.");
 		break;
 	case ED_PATH_NOT_UTF8:
-		r = ed_res_error(res, "The path is not valid UTF-8; give the path as UTF-8 text.");
+		r = cae__ed_res_error(res,
+				      "The path is not valid UTF-8; give the path as UTF-8 text.");
 		break;
 	case ED_PATH_OUTSIDE:
-		r = ed_res_error(res,
-				 "The path %.*s is outside the workspace %s. Only files and "
-				 "directories inside %s can be viewed or edited; a relative path "
-				 "is taken relative to %s.",
-				 (int)len, path, ed->root, ed->root, ed->root);
+		r = cae__ed_res_error(
+		    res,
+		    "The path %.*s is outside the workspace %s. Only files and "
+		    "directories inside %s can be viewed or edited; a relative path "
+		    "is taken relative to %s.",
+		    (int)len, path, ed->root, ed->root, ed->root);
 		break;
 	case ED_PATH_NOMEM:
 	default:
@@ -148,22 +153,22 @@ static int to_rel(cae_editor *ed, const char *path, size_t len, char **rel, cae_
 	return r < 0 ? r : 1;
 }
 
-int ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
-	       cae_editor_result *res)
+int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+		    cae_editor_result *res)
 {
 	*t = (ed_target)ED_TARGET_INIT;
 	_cleanup_free_ char *rel = NULL;
 	int r = to_rel(ed, path, len, &rel, res);
 	if (r != 0)
 		return r;
-	t->display = ed_path_display(ed->root, rel);
+	t->display = cae__ed_path_display(ed->root, rel);
 	if (!t->display)
 		return -ENOMEM;
 	_cleanup_(cae_chased_clear) cae_chased c = CAE_CHASED_INIT;
 	r = cae_chase(ed->root_fd, rel, CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0),
 		      ed->create_txn ? cae_txn_mkdir_hook : NULL, ed->create_txn, &c);
 	if (r < 0)
-		return ed_resolve_error(ed, res, t->display, r);
+		return cae__ed_resolve_error(ed, res, t->display, r);
 	t->exists = c.exists;
 	t->st = c.st;
 	t->dfd = TAKE_FD(c.fd);
@@ -176,7 +181,7 @@ int ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_tar
 		 * of the path (links, "..") shares one history. */
 		struct stat dst;
 		if (fstat(t->dfd, &dst) < 0)
-			return ed_resolve_error(ed, res, t->display, -errno);
+			return cae__ed_resolve_error(ed, res, t->display, -errno);
 		if (asprintf(&t->key, "%llu:%llu/%s", (unsigned long long)dst.st_dev,
 			     (unsigned long long)dst.st_ino, c.name) < 0) {
 			t->key = NULL;

@@ -103,7 +103,7 @@ static size_t scan_range(const char *s, size_t i, size_t n, bool final, ed_text_
 	return i;
 }
 
-void ed_scan_init(ed_scan *sc)
+void cae__ed_scan_init(ed_scan *sc)
 {
 	sc->pos = 0;
 	sc->info.nul_at = SIZE_MAX;
@@ -111,7 +111,7 @@ void ed_scan_init(ed_scan *sc)
 	sc->info.has_cr = false;
 }
 
-void ed_scan_feed(ed_scan *sc, const char *s, size_t avail, bool final)
+void cae__ed_scan_feed(ed_scan *sc, const char *s, size_t avail, bool final)
 {
 	ed_text_info *info = &sc->info;
 	if (info->nul_at != SIZE_MAX)
@@ -126,17 +126,17 @@ void ed_scan_feed(ed_scan *sc, const char *s, size_t avail, bool final)
 	}
 }
 
-void ed_text_scan(const char *s, size_t n, ed_text_info *info)
+void cae__ed_text_scan(const char *s, size_t n, ed_text_info *info)
 {
 	ed_scan sc;
-	ed_scan_init(&sc);
-	ed_scan_feed(&sc, s, n, true);
+	cae__ed_scan_init(&sc);
+	cae__ed_scan_feed(&sc, s, n, true);
 	*info = sc.info;
 }
 
 #define VERIFY_PREFIX 32
 
-size_t ed_find(const char *hay, size_t n, size_t from, const char *needle, size_t m)
+size_t cae__ed_find(const char *hay, size_t n, size_t from, const char *needle, size_t m)
 {
 	if (from > n || m > n - from)
 		return SIZE_MAX;
@@ -187,7 +187,7 @@ size_t ed_find(const char *hay, size_t n, size_t from, const char *needle, size_
 	return p ? (size_t)(p - hay) : SIZE_MAX;
 }
 
-void ed_search_init(ed_search *se, const char *needle, size_t m)
+void cae__ed_search_init(ed_search *se, const char *needle, size_t m)
 {
 	*se = (ed_search){
 	    .needle = needle,
@@ -197,10 +197,10 @@ void ed_search_init(ed_search *se, const char *needle, size_t m)
 	};
 }
 
-void ed_search_feed(ed_search *se, const char *s, size_t avail)
+void cae__ed_search_feed(ed_search *se, const char *s, size_t avail)
 {
 	while (se->second == SIZE_MAX) {
-		size_t x = ed_find(s, avail, se->next, se->needle, se->m);
+		size_t x = cae__ed_find(s, avail, se->next, se->needle, se->m);
 		if (x == SIZE_MAX) {
 			/* None starts before avail - m + 1 (it would have ended by avail). */
 			if (avail >= se->m && avail - se->m + 1 > se->next)
@@ -218,12 +218,12 @@ void ed_search_feed(ed_search *se, const char *s, size_t avail)
 	 * up to where no occurrence can start any more. */
 	size_t upto = se->first != SIZE_MAX ? se->first : se->next;
 	if (upto > se->counted) {
-		se->newlines += ed_count_newlines(s + se->counted, upto - se->counted);
+		se->newlines += cae__ed_count_newlines(s + se->counted, upto - se->counted);
 		se->counted = upto;
 	}
 }
 
-size_t ed_count_newlines(const char *s, size_t n)
+size_t cae__ed_count_newlines(const char *s, size_t n)
 {
 	const uint64_t nl = ONES * (unsigned char)'\n';
 	size_t count = 0, i = 0;
@@ -257,14 +257,14 @@ size_t ed_count_newlines(const char *s, size_t n)
 	return count;
 }
 
-size_t ed_count_lines(const char *s, size_t n)
+size_t cae__ed_count_lines(const char *s, size_t n)
 {
 	if (n == 0)
 		return 0;
-	return ed_count_newlines(s, n) + (s[n - 1] != '\n');
+	return cae__ed_count_newlines(s, n) + (s[n - 1] != '\n');
 }
 
-size_t ed_skip_lines(const char *s, size_t n, size_t from, size_t count)
+size_t cae__ed_skip_lines(const char *s, size_t n, size_t from, size_t count)
 {
 	size_t off = from;
 	while (count > 0 && off < n) {
@@ -277,12 +277,12 @@ size_t ed_skip_lines(const char *s, size_t n, size_t from, size_t count)
 	return off;
 }
 
-size_t ed_line_offset(const char *s, size_t n, size_t idx)
+size_t cae__ed_line_offset(const char *s, size_t n, size_t idx)
 {
-	return ed_skip_lines(s, n, 0, idx);
+	return cae__ed_skip_lines(s, n, 0, idx);
 }
 
-size_t ed_back_lines(const char *s, size_t off, size_t back)
+size_t cae__ed_back_lines(const char *s, size_t off, size_t back)
 {
 	/* Start of the line holding off. */
 	size_t p = off;
@@ -297,7 +297,7 @@ size_t ed_back_lines(const char *s, size_t off, size_t back)
 	return p;
 }
 
-bool ed_is_crlf(const char *s, size_t n)
+bool cae__ed_is_crlf(const char *s, size_t n)
 {
 	const char *p = s, *end = s + n;
 	bool any = false;
@@ -313,7 +313,7 @@ bool ed_is_crlf(const char *s, size_t n)
 	return any;
 }
 
-char *ed_crlf_to_lf(const char *s, size_t n, size_t *out_len)
+char *cae__ed_crlf_to_lf(const char *s, size_t n, size_t *out_len)
 {
 	char *r = malloc(n + 1);
 	if (!r)
@@ -329,7 +329,7 @@ char *ed_crlf_to_lf(const char *s, size_t n, size_t *out_len)
 	return r;
 }
 
-int ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
+int cae__ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
 {
 	const char *p = s, *end = s + n;
 	while (p < end) {
@@ -348,7 +348,7 @@ int ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
 	return out->truncated ? -EFBIG : 0;
 }
 
-size_t ed_count_chars(const char *s, size_t n)
+size_t cae__ed_count_chars(const char *s, size_t n)
 {
 	/* Characters = bytes - continuation bytes (10xxxxxx), a word at a time. */
 	size_t cont = 0, i = 0;
@@ -380,8 +380,8 @@ static size_t format_number(char *buf, size_t no)
 	return o;
 }
 
-int ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no, size_t max_chars,
-		    bool strip_cr, ed_numbered *res)
+int cae__ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no, size_t max_chars,
+			 bool strip_cr, ed_numbered *res)
 {
 	memset(res, 0, sizeof(*res));
 	size_t used = 0, off = 0, no = first_no;
@@ -399,7 +399,7 @@ int ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no, size
 			len--;
 		char prefix[32];
 		size_t plen = format_number(prefix, no);
-		size_t chars = plen + ed_count_chars(s + off, len) + 1;
+		size_t chars = plen + cae__ed_count_chars(s + off, len) + 1;
 		if (used + chars > max_chars) {
 			res->clipped = true;
 			if (res->lines_shown > 0)
@@ -436,8 +436,8 @@ static inline bool is_ws(unsigned char c)
 	return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\v' || c == '\f';
 }
 
-size_t ed_ws_find(const char *hay, size_t n, const char *needle, size_t m, ed_ws_match *out,
-		  size_t max_out, bool *gave_up)
+size_t cae__ed_ws_find(const char *hay, size_t n, const char *needle, size_t m, ed_ws_match *out,
+		       size_t max_out, bool *gave_up)
 {
 	*gave_up = false;
 	char *key = malloc(m + 1);
@@ -477,11 +477,11 @@ size_t ed_ws_find(const char *hay, size_t n, const char *needle, size_t m, ed_ws
 			pos = i + 1;
 			continue;
 		}
-		line += ed_count_newlines(hay + counted_to, i - counted_to);
+		line += cae__ed_count_newlines(hay + counted_to, i - counted_to);
 		counted_to = i;
 		if (found < max_out) {
 			out[found].first_line = line;
-			out[found].last_line = line + ed_count_newlines(hay + i, p - i);
+			out[found].last_line = line + cae__ed_count_newlines(hay + i, p - i);
 		}
 		found++;
 		pos = p;

@@ -42,7 +42,7 @@ struct ed_undo {
 	void *release_ctx;
 };
 
-ed_undo *ed_undo_new(unsigned depth, size_t budget)
+ed_undo *cae__ed_undo_new(unsigned depth, size_t budget)
 {
 	ed_undo *u = calloc(1, sizeof(*u));
 	if (!u)
@@ -52,7 +52,7 @@ ed_undo *ed_undo_new(unsigned depth, size_t budget)
 	return u;
 }
 
-void ed_undo_set_release(ed_undo *u, void (*release)(void *ctx, char *data), void *ctx)
+void cae__ed_undo_set_release(ed_undo *u, void (*release)(void *ctx, char *data), void *ctx)
 {
 	u->release = release;
 	u->release_ctx = ctx;
@@ -75,7 +75,7 @@ static void history_free(history *h)
 	free(h->key);
 }
 
-void ed_undo_free(ed_undo *u)
+void cae__ed_undo_free(ed_undo *u)
 {
 	if (!u)
 		return;
@@ -85,7 +85,7 @@ void ed_undo_free(ed_undo *u)
 	free(u);
 }
 
-size_t ed_undo_bytes(const ed_undo *u)
+size_t cae__ed_undo_bytes(const ed_undo *u)
 {
 	return u->bytes;
 }
@@ -134,8 +134,8 @@ static bool evict_one(ed_undo *u)
 	return true;
 }
 
-int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed,
-		 uint64_t written)
+int cae__ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool existed,
+		      uint64_t written)
 {
 	size_t cost = len + ENTRY_OVERHEAD + strlen(key);
 	if (u->depth == 0 || cost > u->budget || cost < len) {
@@ -186,8 +186,8 @@ int ed_undo_push(ed_undo *u, const char *key, char *data, size_t len, bool exist
 	return 1;
 }
 
-int ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed,
-		uint64_t *written)
+int cae__ed_undo_pop(ed_undo *u, const char *key, char **data, size_t *len, bool *existed,
+		     uint64_t *written)
 {
 	history *h = find(u, key);
 	if (!h || h->n == 0)
@@ -214,13 +214,13 @@ static uint64_t mix(uint64_t h, uint64_t w)
 	return h ^ (h >> 29);
 }
 
-void ed_hash_init(ed_hash *hs)
+void cae__ed_hash_init(ed_hash *hs)
 {
 	memset(hs, 0, sizeof(*hs));
 	hs->h = 0xcbf29ce484222325ULL;
 }
 
-void ed_hash_feed(ed_hash *hs, const void *data, size_t n)
+void cae__ed_hash_feed(ed_hash *hs, const void *data, size_t n)
 {
 	const unsigned char *p = data;
 	hs->total += n;
@@ -247,7 +247,7 @@ void ed_hash_feed(ed_hash *hs, const void *data, size_t n)
 	hs->nbuf = n;
 }
 
-uint64_t ed_hash_final(const ed_hash *hs)
+uint64_t cae__ed_hash_final(const ed_hash *hs)
 {
 	uint64_t w = 0;
 	memcpy(&w, hs->buf, hs->nbuf);

@@ -29,14 +29,14 @@ static const char CLIP_NOTE_CUT_FMT[] =
     "shell command (e.g. `cut -c1-2000` or `fold`) to read long lines, and `view_range` for "
     "other lines.</NOTE>\n";
 
-int ed_make_output(cae_editor *ed, cae_buf *out, const char *s, size_t n, const char *descr,
-		   size_t first_no, size_t total_lines, bool strip_cr)
+int cae__ed_make_output(cae_editor *ed, cae_buf *out, const char *s, size_t n, const char *descr,
+			size_t first_no, size_t total_lines, bool strip_cr)
 {
 	int r = cae_buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
 	if (r < 0)
 		return r;
 	ed_numbered nb;
-	r = ed_number_lines(out, s, n, first_no, ed->lim.max_output_chars, strip_cr, &nb);
+	r = cae__ed_number_lines(out, s, n, first_no, ed->lim.max_output_chars, strip_cr, &nb);
 	if (r < 0)
 		return r;
 	if (!nb.clipped)
@@ -83,7 +83,7 @@ static char *display_name(const char *name)
 static int list_line(listing *ls, const char *path)
 {
 	size_t len = strlen(path);
-	size_t chars = ed_count_chars(path, len) + 1;
+	size_t chars = cae__ed_count_chars(path, len) + 1;
 	if (ls->chars + chars > ls->ed->lim.max_output_chars) {
 		ls->clipped = true;
 		return 0;
@@ -214,9 +214,9 @@ static int view_dir(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 	int fd = t->base ? cae_open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
 			 : cae_open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
-		return ed_resolve_error(ed, res, t->display, fd);
+		return cae__ed_resolve_error(ed, res, t->display, fd);
 	cae_buf out;
-	ed_out_init(&out);
+	cae__ed_out_init(&out);
 	listing ls = {.ed = ed, .out = &out};
 	int r = cae_buf_printf(&out,
 			       "Here's the files and directories up to 2 levels deep in %s, "
@@ -255,23 +255,24 @@ static int view_dir(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 		cae_buf_clear(&out);
 		return r;
 	}
-	return ed_res_ok(res, cae_buf_steal(&out, NULL), "Directory listing for %s:", t->display);
+	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+			      "Directory listing for %s:", t->display);
 }
 
 static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 		     cae_editor_result *res)
 {
-	_cleanup_(ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
-	int r = ed_load_file(ed, t, false, NULL, &l, res);
+	_cleanup_(cae__ed_loaded_clear) ed_loaded l = ED_LOADED_INIT;
+	int r = cae__ed_load_file(ed, t, false, NULL, &l, res);
 	if (r != 0)
 		return r;
-	size_t nlines = ed_count_lines(l.text, l.len);
+	size_t nlines = cae__ed_count_lines(l.text, l.len);
 	size_t first = 1, last = nlines, start_off = 0, end_off = l.len;
 	bool clamped = false;
 	if (range) {
 		long long a = range[0], b = range[1];
 		if (nlines == 0) {
-			r = ed_res_error(
+			r = cae__ed_res_error(
 			    res,
 			    "Invalid `view_range`: [%lld, %lld]. The file %s is empty (0 "
 			    "lines); view it without `view_range`.",
@@ -279,7 +280,7 @@ static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 			return r < 0 ? r : 1;
 		}
 		if (a < 1 || (unsigned long long)a > nlines) {
-			r = ed_res_error(
+			r = cae__ed_res_error(
 			    res,
 			    "Invalid `view_range`: [%lld, %lld]. Its first element `%lld` "
 			    "should be within the range of lines of the file: [1, %zu]",
@@ -287,7 +288,7 @@ static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 			return r < 0 ? r : 1;
 		}
 		if (b != -1 && b < a) {
-			r = ed_res_error(
+			r = cae__ed_res_error(
 			    res,
 			    "Invalid `view_range`: [%lld, %lld]. Its second element `%lld` "
 			    "should be larger or equal than its first `%lld`, or -1 for the "
@@ -302,13 +303,13 @@ static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 		} else {
 			last = (size_t)b;
 		}
-		start_off = ed_line_offset(l.text, l.len, first - 1);
-		end_off = ed_skip_lines(l.text, l.len, start_off, last - first + 1);
+		start_off = cae__ed_line_offset(l.text, l.len, first - 1);
+		end_off = cae__ed_skip_lines(l.text, l.len, start_off, last - first + 1);
 	}
 	cae_buf out;
-	ed_out_init(&out);
-	r = ed_make_output(ed, &out, l.text + start_off, end_off - start_off, t->display, first,
-			   nlines, l.crlf);
+	cae__ed_out_init(&out);
+	r = cae__ed_make_output(ed, &out, l.text + start_off, end_off - start_off, t->display,
+				first, nlines, l.crlf);
 	if (r == 0 && clamped)
 		r = cae_buf_printf(
 		    &out,
@@ -320,23 +321,23 @@ static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 		cae_buf_clear(&out);
 		return r;
 	}
-	return ed_res_ok(res, cae_buf_steal(&out, NULL), "File content:");
+	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL), "File content:");
 }
 
-int ed_do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,
-	       cae_editor_result *res)
+int cae__ed_do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,
+		    cae_editor_result *res)
 {
-	_cleanup_(ed_target_clear) ed_target t = ED_TARGET_INIT;
-	int r = ed_resolve(ed, path, plen, false, &t, res);
+	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
+	int r = cae__ed_resolve(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (!t.exists)
-		r = ed_resolve_error(ed, res, t.display, -ENOENT);
+		r = cae__ed_resolve_error(ed, res, t.display, -ENOENT);
 	else if (S_ISDIR(t.st.st_mode)) {
 		if (range) {
-			r = ed_res_error(res,
-					 "The `view_range` parameter is not allowed when `path` "
-					 "points to a directory.");
+			r = cae__ed_res_error(
+			    res, "The `view_range` parameter is not allowed when `path` "
+				 "points to a directory.");
 			r = r < 0 ? r : 1;
 		} else {
 			r = view_dir(ed, &t, res);

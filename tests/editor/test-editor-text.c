@@ -89,9 +89,9 @@ START_TEST(scan_and_count_match_reference)
 		size_t align = rnd() % 16;
 		char *b = buf + align;
 		fill(b, n, round % 4);
-		ck_assert_uint_eq(ed_count_newlines(b, n), ref_newlines(b, n));
+		ck_assert_uint_eq(cae__ed_count_newlines(b, n), ref_newlines(b, n));
 		ed_text_info got, want;
-		ed_text_scan(b, n, &got);
+		cae__ed_text_scan(b, n, &got);
 		ref_scan(b, n, &want);
 		ck_assert_uint_eq(got.nul_at, want.nul_at);
 		if (want.nul_at == SIZE_MAX) {
@@ -100,7 +100,7 @@ START_TEST(scan_and_count_match_reference)
 			if (want.bad_at == SIZE_MAX) {
 				ck_assert_msg(got.has_cr == want.has_cr, "has_cr n=%zu round %d", n,
 					      round);
-				ck_assert_uint_eq(ed_count_chars(b, n), cae_utf8_count(b, n));
+				ck_assert_uint_eq(cae__ed_count_chars(b, n), cae_utf8_count(b, n));
 			}
 		}
 	}
@@ -114,25 +114,25 @@ START_TEST(long_buffers)
 	size_t n = 1 << 20;
 	char *b = malloc(n);
 	memset(b, '\n', n);
-	ck_assert_uint_eq(ed_count_newlines(b, n), n);
-	ck_assert_uint_eq(ed_count_lines(b, n), n);
+	ck_assert_uint_eq(cae__ed_count_newlines(b, n), n);
+	ck_assert_uint_eq(cae__ed_count_lines(b, n), n);
 	memset(b, 'x', n);
 	b[n - 1] = '\r';
 	ed_text_info info;
-	ed_text_scan(b, n, &info);
+	cae__ed_text_scan(b, n, &info);
 	ck_assert(info.has_cr);
 	ck_assert_uint_eq(info.nul_at, SIZE_MAX);
 	b[n - 1] = '\xff';
-	ed_text_scan(b, n, &info);
+	cae__ed_text_scan(b, n, &info);
 	ck_assert_uint_eq(info.bad_at, n - 1);
 	b[5] = '\0';
-	ed_text_scan(b, n, &info);
+	cae__ed_text_scan(b, n, &info);
 	ck_assert_uint_eq(info.nul_at, 5);
 	free(b);
 }
 END_TEST
 
-/* memmem with a starting offset: the reference for ed_find. */
+/* memmem with a starting offset: the reference for cae__ed_find. */
 static size_t ref_find(const char *h, size_t n, size_t from, const char *nd, size_t m)
 {
 	if (from > n)
@@ -164,7 +164,8 @@ START_TEST(find_matches_memmem)
 				needle[i] = (char)('a' + rnd() % alpha);
 		}
 		size_t from = n ? rnd() % (n + 2) : rnd() % 2;
-		ck_assert_msg(ed_find(b, n, from, needle, m) == ref_find(b, n, from, needle, m),
+		ck_assert_msg(cae__ed_find(b, n, from, needle, m) ==
+				  ref_find(b, n, from, needle, m),
 			      "round %d n=%zu m=%zu from=%zu", round, n, m, from);
 	}
 	/* Near-misses everywhere: "aaa...aba...a" in a text of "a" (the memmem fallback), then
@@ -174,12 +175,12 @@ START_TEST(find_matches_memmem)
 	memset(h, 'a', n);
 	memset(needle, 'a', 100);
 	needle[50] = 'b';
-	ck_assert_uint_eq(ed_find(h, n, 0, needle, 100), SIZE_MAX);
+	ck_assert_uint_eq(cae__ed_find(h, n, 0, needle, 100), SIZE_MAX);
 	memcpy(h + n - 100, needle, 100);
-	ck_assert_uint_eq(ed_find(h, n, 0, needle, 100), n - 100);
-	ck_assert_uint_eq(ed_find(h, n, 7, needle, 100), n - 100);
-	ck_assert_uint_eq(ed_find(h, n, n - 99, needle, 100), SIZE_MAX);
-	ck_assert_uint_eq(ed_find(h, n, n + 1, needle, 1), SIZE_MAX);
+	ck_assert_uint_eq(cae__ed_find(h, n, 0, needle, 100), n - 100);
+	ck_assert_uint_eq(cae__ed_find(h, n, 7, needle, 100), n - 100);
+	ck_assert_uint_eq(cae__ed_find(h, n, n - 99, needle, 100), SIZE_MAX);
+	ck_assert_uint_eq(cae__ed_find(h, n, n + 1, needle, 1), SIZE_MAX);
 	free(h);
 	free(buf);
 }
@@ -195,16 +196,16 @@ START_TEST(scan_in_pieces)
 		if (round % 4 == 1 && n > 0)
 			buf[rnd() % n] = (char)0xe6; /* a lead byte, maybe cut by a piece */
 		ed_text_info want;
-		ed_text_scan(buf, n, &want);
+		cae__ed_text_scan(buf, n, &want);
 		ed_scan sc;
-		ed_scan_init(&sc);
+		cae__ed_scan_init(&sc);
 		size_t avail = 0;
 		while (avail < n) {
 			size_t step = 1 + rnd() % (round % 2 ? 7 : 3000);
 			avail = step > n - avail ? n : avail + step;
-			ed_scan_feed(&sc, buf, avail, false);
+			cae__ed_scan_feed(&sc, buf, avail, false);
 		}
-		ed_scan_feed(&sc, buf, n, true);
+		cae__ed_scan_feed(&sc, buf, n, true);
 		ck_assert_uint_eq(sc.info.nul_at, want.nul_at);
 		if (want.nul_at == SIZE_MAX) {
 			ck_assert_uint_eq(sc.info.bad_at, want.bad_at);
@@ -236,12 +237,12 @@ START_TEST(search_in_pieces)
 		size_t first = ref_find(buf, n, 0, nd, m);
 		size_t second = first == SIZE_MAX ? SIZE_MAX : ref_find(buf, n, first + m, nd, m);
 		ed_search se;
-		ed_search_init(&se, nd, m);
+		cae__ed_search_init(&se, nd, m);
 		size_t avail = 0;
 		do {
 			size_t step = 1 + rnd() % (round % 2 ? 5 : 4000);
 			avail = step > n - avail ? n : avail + step;
-			ed_search_feed(&se, buf, avail);
+			cae__ed_search_feed(&se, buf, avail);
 		} while (avail < n);
 		ck_assert_uint_eq(se.first, first);
 		ck_assert_uint_eq(se.second, second);
@@ -250,12 +251,12 @@ START_TEST(search_in_pieces)
 	}
 	/* Overlapping occurrences are one: "aaa" holds "aa" once (then "a" is left). */
 	ed_search se;
-	ed_search_init(&se, "aa", 2);
-	ed_search_feed(&se, "aaa", 3);
+	cae__ed_search_init(&se, "aa", 2);
+	cae__ed_search_feed(&se, "aaa", 3);
 	ck_assert_uint_eq(se.first, 0);
 	ck_assert_uint_eq(se.second, SIZE_MAX);
-	ed_search_init(&se, "aa", 2);
-	ed_search_feed(&se, "aaaa", 4);
+	cae__ed_search_init(&se, "aa", 2);
+	cae__ed_search_feed(&se, "aaaa", 4);
 	ck_assert_uint_eq(se.second, 2);
 	free(buf);
 }
@@ -265,26 +266,26 @@ START_TEST(lines_and_offsets)
 {
 	const char *s = "a\nbb\n\nccc";
 	size_t n = strlen(s);
-	ck_assert_uint_eq(ed_count_lines(s, n), 4);
-	ck_assert_uint_eq(ed_count_lines("a\n", 2), 1);
-	ck_assert_uint_eq(ed_count_lines("", 0), 0);
-	ck_assert_uint_eq(ed_line_offset(s, n, 0), 0);
-	ck_assert_uint_eq(ed_line_offset(s, n, 1), 2);
-	ck_assert_uint_eq(ed_line_offset(s, n, 3), 6);
-	ck_assert_uint_eq(ed_line_offset(s, n, 9), n);
-	ck_assert_uint_eq(ed_skip_lines(s, n, 2, 2), 6);
-	ck_assert_uint_eq(ed_back_lines(s, 7, 0), 6);
-	ck_assert_uint_eq(ed_back_lines(s, 7, 2), 2);
-	ck_assert_uint_eq(ed_back_lines(s, 7, 9), 0);
-	ck_assert(ed_is_crlf("a\r\nb\r\n", 6));
-	ck_assert(!ed_is_crlf("a\r\nb\n", 5));
-	ck_assert(!ed_is_crlf("ab", 2));
+	ck_assert_uint_eq(cae__ed_count_lines(s, n), 4);
+	ck_assert_uint_eq(cae__ed_count_lines("a\n", 2), 1);
+	ck_assert_uint_eq(cae__ed_count_lines("", 0), 0);
+	ck_assert_uint_eq(cae__ed_line_offset(s, n, 0), 0);
+	ck_assert_uint_eq(cae__ed_line_offset(s, n, 1), 2);
+	ck_assert_uint_eq(cae__ed_line_offset(s, n, 3), 6);
+	ck_assert_uint_eq(cae__ed_line_offset(s, n, 9), n);
+	ck_assert_uint_eq(cae__ed_skip_lines(s, n, 2, 2), 6);
+	ck_assert_uint_eq(cae__ed_back_lines(s, 7, 0), 6);
+	ck_assert_uint_eq(cae__ed_back_lines(s, 7, 2), 2);
+	ck_assert_uint_eq(cae__ed_back_lines(s, 7, 9), 0);
+	ck_assert(cae__ed_is_crlf("a\r\nb\r\n", 6));
+	ck_assert(!cae__ed_is_crlf("a\r\nb\n", 5));
+	ck_assert(!cae__ed_is_crlf("ab", 2));
 	size_t l;
-	char *lf = ed_crlf_to_lf("a\r\nb\rc\r\n", 8, &l);
+	char *lf = cae__ed_crlf_to_lf("a\r\nb\rc\r\n", 8, &l);
 	ck_assert_str_eq(lf, "a\nb\rc\n");
 	cae_buf out;
 	cae_buf_init(&out, 1024);
-	ck_assert_int_eq(ed_lf_to_crlf(&out, lf, l), 0);
+	ck_assert_int_eq(cae__ed_lf_to_crlf(&out, lf, l), 0);
 	ck_assert_str_eq(out.data, "a\r\nb\rc\r\n");
 	cae_buf_clear(&out);
 	free(lf);
@@ -296,25 +297,26 @@ START_TEST(numbering_and_clipping)
 	cae_buf out;
 	cae_buf_init(&out, 1 << 20);
 	ed_numbered nb;
-	ck_assert_int_eq(ed_number_lines(&out, "x\n\ty\r\nz", 7, 1, 1000, true, &nb), 0);
+	ck_assert_int_eq(cae__ed_number_lines(&out, "x\n\ty\r\nz", 7, 1, 1000, true, &nb), 0);
 	ck_assert_str_eq(out.data, "     1\tx\n     2\t\ty\n     3\tz\n");
 	ck_assert(!nb.clipped);
 	ck_assert_uint_eq(nb.lines_shown, 3);
 	cae_buf_clear(&out);
 	/* Wide numbers are not cut. */
-	ck_assert_int_eq(ed_number_lines(&out, "a\n", 2, 1234567, 1000, false, &nb), 0);
+	ck_assert_int_eq(cae__ed_number_lines(&out, "a\n", 2, 1234567, 1000, false, &nb), 0);
 	ck_assert_str_eq(out.data, "1234567\ta\n");
 	cae_buf_clear(&out);
 	/* Clipping counts characters, not bytes, and stops at whole lines. */
-	ck_assert_int_eq(ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb),
-			 0);
+	ck_assert_int_eq(
+	    cae__ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb), 0);
 	ck_assert_str_eq(out.data, "     1\t\xc3\xa9\xc3\xa9\n     2\tbb\n");
 	ck_assert(nb.clipped);
 	ck_assert_uint_eq(nb.lines_shown, 2);
 	cae_buf_clear(&out);
 	/* A first line longer than the budget is cut at a character boundary. */
-	ck_assert_int_eq(
-	    ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1, 10, false, &nb), 0);
+	ck_assert_int_eq(cae__ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1,
+					      10, false, &nb),
+			 0);
 	ck_assert_str_eq(out.data, "     1\t\xe6\x97\xa5\xe6\x97\xa5\n");
 	ck_assert(nb.line_cut);
 	cae_buf_clear(&out);
@@ -326,44 +328,45 @@ START_TEST(whitespace_insensitive_find)
 	const char *hay = "def f():\n\tif x:\n\t\treturn 1\nif x:\n    return 1\n";
 	ed_ws_match m[4];
 	bool gave_up;
-	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), "if x:\n  return 1", 16, m, 4, &gave_up), 2);
+	ck_assert_uint_eq(
+	    cae__ed_ws_find(hay, strlen(hay), "if x:\n  return 1", 16, m, 4, &gave_up), 2);
 	ck_assert_uint_eq(m[0].first_line, 2);
 	ck_assert_uint_eq(m[0].last_line, 3);
 	ck_assert_uint_eq(m[1].first_line, 4);
 	ck_assert_uint_eq(m[1].last_line, 5);
 	ck_assert(!gave_up);
-	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), " \t\n", 3, m, 4, &gave_up), 0);
-	ck_assert_uint_eq(ed_ws_find(hay, strlen(hay), "return 2", 8, m, 4, &gave_up), 0);
+	ck_assert_uint_eq(cae__ed_ws_find(hay, strlen(hay), " \t\n", 3, m, 4, &gave_up), 0);
+	ck_assert_uint_eq(cae__ed_ws_find(hay, strlen(hay), "return 2", 8, m, 4, &gave_up), 0);
 	/* More matches than slots: counted, not written past the end. */
-	ck_assert_uint_eq(ed_ws_find("a a a a a a", 11, "a", 1, m, 4, &gave_up), 6);
+	ck_assert_uint_eq(cae__ed_ws_find("a a a a a a", 11, "a", 1, m, 4, &gave_up), 6);
 }
 END_TEST
 
 START_TEST(path_forms)
 {
 	char *rel = NULL;
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/p/a//./b/", 12, &rel), ED_PATH_OK);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "/w/p/a//./b/", 12, &rel), ED_PATH_OK);
 	ck_assert_str_eq(rel, "a/b");
 	free(rel);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "x/../y", 6, &rel), ED_PATH_OK);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "x/../y", 6, &rel), ED_PATH_OK);
 	ck_assert_str_eq(rel, "x/../y"); /* ".." is left to openat2 */
 	free(rel);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/p", 4, &rel), ED_PATH_OK);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "/w/p", 4, &rel), ED_PATH_OK);
 	ck_assert_str_eq(rel, "");
 	free(rel);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/px/a", 7, &rel), ED_PATH_OUTSIDE);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "/w/../w/p/a", 11, &rel), ED_PATH_OUTSIDE);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "", 0, &rel), ED_PATH_EMPTY);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "a\0b", 3, &rel), ED_PATH_NUL);
-	ck_assert_int_eq(ed_path_to_rel("/w/p", "\xff", 1, &rel), ED_PATH_NOT_UTF8);
-	ck_assert_int_eq(ed_path_to_rel("/", "/etc/x", 6, &rel), ED_PATH_OK);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "/w/px/a", 7, &rel), ED_PATH_OUTSIDE);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "/w/../w/p/a", 11, &rel), ED_PATH_OUTSIDE);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "", 0, &rel), ED_PATH_EMPTY);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "a\0b", 3, &rel), ED_PATH_NUL);
+	ck_assert_int_eq(cae__ed_path_to_rel("/w/p", "\xff", 1, &rel), ED_PATH_NOT_UTF8);
+	ck_assert_int_eq(cae__ed_path_to_rel("/", "/etc/x", 6, &rel), ED_PATH_OK);
 	ck_assert_str_eq(rel, "etc/x");
 	free(rel);
-	char *root = ed_path_root_normalize("/a/./b//../c/");
+	char *root = cae__ed_path_root_normalize("/a/./b//../c/");
 	ck_assert_str_eq(root, "/a/c");
 	free(root);
-	ck_assert_ptr_null(ed_path_root_normalize("rel"));
-	char *d = ed_path_display("/", "x");
+	ck_assert_ptr_null(cae__ed_path_root_normalize("rel"));
+	char *d = cae__ed_path_display("/", "x");
 	ck_assert_str_eq(d, "/x");
 	free(d);
 }
@@ -371,40 +374,41 @@ END_TEST
 
 START_TEST(undo_history_bounds)
 {
-	ed_undo *u = ed_undo_new(2, 1000);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true, 42), 1); /* drops "one" */
+	ed_undo *u = cae__ed_undo_new(2, 1000);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("three"), 5, true, 42),
+			 1); /* drops "one" */
 	char *data;
 	size_t len;
 	bool existed;
 	uint64_t written;
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
+	ck_assert_int_eq(cae__ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
 	ck_assert_str_eq(data, "three");
 	ck_assert_uint_eq(written, 42);
 	free(data);
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
+	ck_assert_int_eq(cae__ed_undo_pop(u, "k", &data, &len, &existed, &written), 1);
 	ck_assert_str_eq(data, "two");
 	free(data);
-	ck_assert_int_eq(ed_undo_pop(u, "k", &data, &len, &existed, &written), 0);
-	ck_assert_uint_eq(ed_undo_bytes(u), 0);
+	ck_assert_int_eq(cae__ed_undo_pop(u, "k", &data, &len, &existed, &written), 0);
+	ck_assert_uint_eq(cae__ed_undo_bytes(u), 0);
 	/* Larger than the budget: not kept. */
 	char *big = malloc(2000);
 	memset(big, 'x', 2000);
-	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true, 0), 0);
-	ck_assert_uint_eq(ed_undo_bytes(u), 0);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", big, 2000, true, 0), 0);
+	ck_assert_uint_eq(cae__ed_undo_bytes(u), 0);
 	/* Many files: the total stays under the budget, the newest survive. */
 	for (int i = 0; i < 100; i++) {
 		char key[16];
 		snprintf(key, sizeof(key), "f%d", i);
-		ck_assert_int_ge(ed_undo_push(u, key, strdup("0123456789"), 10, true, 0), 0);
-		ck_assert_uint_le(ed_undo_bytes(u), 1000);
+		ck_assert_int_ge(cae__ed_undo_push(u, key, strdup("0123456789"), 10, true, 0), 0);
+		ck_assert_uint_le(cae__ed_undo_bytes(u), 1000);
 	}
-	ck_assert_int_eq(ed_undo_pop(u, "f0", &data, &len, &existed, &written), 0);
-	ck_assert_int_eq(ed_undo_pop(u, "f99", &data, &len, &existed, &written), 1);
+	ck_assert_int_eq(cae__ed_undo_pop(u, "f0", &data, &len, &existed, &written), 0);
+	ck_assert_int_eq(cae__ed_undo_pop(u, "f99", &data, &len, &existed, &written), 1);
 	free(data);
-	ed_undo_free(u);
-	ed_undo_free(NULL);
+	cae__ed_undo_free(u);
+	cae__ed_undo_free(NULL);
 }
 END_TEST
 
@@ -415,28 +419,28 @@ START_TEST(hash_split_invariant)
 	for (size_t i = 0; i < sizeof(text); i++)
 		text[i] = (char)('a' + (i * 7) % 26);
 	ed_hash whole;
-	ed_hash_init(&whole);
-	ed_hash_feed(&whole, text, sizeof(text));
-	uint64_t h = ed_hash_final(&whole);
+	cae__ed_hash_init(&whole);
+	cae__ed_hash_feed(&whole, text, sizeof(text));
+	uint64_t h = cae__ed_hash_final(&whole);
 	for (size_t a = 0; a < 20; a++)
 		for (size_t b = a; b < 40; b += 3) {
 			ed_hash hs;
-			ed_hash_init(&hs);
-			ed_hash_feed(&hs, text, a);
-			ed_hash_feed(&hs, text + a, b - a);
-			ed_hash_feed(&hs, text + b, sizeof(text) - b);
-			ck_assert_uint_eq(ed_hash_final(&hs), h);
+			cae__ed_hash_init(&hs);
+			cae__ed_hash_feed(&hs, text, a);
+			cae__ed_hash_feed(&hs, text + a, b - a);
+			cae__ed_hash_feed(&hs, text + b, sizeof(text) - b);
+			ck_assert_uint_eq(cae__ed_hash_final(&hs), h);
 		}
 	text[150] ^= 1;
-	ed_hash_init(&whole);
-	ed_hash_feed(&whole, text, sizeof(text));
-	ck_assert_uint_ne(ed_hash_final(&whole), h);
+	cae__ed_hash_init(&whole);
+	cae__ed_hash_feed(&whole, text, sizeof(text));
+	ck_assert_uint_ne(cae__ed_hash_final(&whole), h);
 	/* length matters: "" and "\0" differ */
 	ed_hash e0, e1;
-	ed_hash_init(&e0);
-	ed_hash_init(&e1);
-	ed_hash_feed(&e1, "", 1);
-	ck_assert_uint_ne(ed_hash_final(&e0), ed_hash_final(&e1));
+	cae__ed_hash_init(&e0);
+	cae__ed_hash_init(&e1);
+	cae__ed_hash_feed(&e1, "", 1);
+	ck_assert_uint_ne(cae__ed_hash_final(&e0), cae__ed_hash_final(&e1));
 }
 END_TEST
 
@@ -453,27 +457,27 @@ static void release_cb(void *ctx, char *data)
 START_TEST(undo_release_hook)
 {
 	/* What the history lets go of goes to the hook (which owns it), not to free(). */
-	ed_undo *u = ed_undo_new(2, 1000);
-	ed_undo_set_release(u, release_cb, &nreleased);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
+	ed_undo *u = cae__ed_undo_new(2, 1000);
+	cae__ed_undo_set_release(u, release_cb, &nreleased);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("one"), 3, true, 0), 1);
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("two"), 3, true, 0), 1);
 	ck_assert_uint_eq(nreleased, 0);
-	ck_assert_int_eq(ed_undo_push(u, "k", strdup("three"), 5, true, 0), 1); /* depth */
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", strdup("three"), 5, true, 0), 1); /* depth */
 	ck_assert_uint_eq(nreleased, 1);
 	ck_assert_str_eq(released[0], "one");
 	char *big = malloc(2000);
 	memset(big, 'x', 2000);
-	ck_assert_int_eq(ed_undo_push(u, "k", big, 2000, true, 0), 0); /* over the budget */
+	ck_assert_int_eq(cae__ed_undo_push(u, "k", big, 2000, true, 0), 0); /* over the budget */
 	ck_assert_uint_eq(nreleased, 2);
 	ck_assert_ptr_eq(released[1], big);
 	char *b900 = calloc(1, 900);
-	ck_assert_int_eq(ed_undo_push(u, "j", b900, 800, true, 0), 1); /* evicts by budget */
+	ck_assert_int_eq(cae__ed_undo_push(u, "j", b900, 800, true, 0), 1); /* evicts by budget */
 	ck_assert_uint_ge(nreleased, 3);
 	ck_assert_str_eq(released[2], "two");
-	ck_assert_int_eq(ed_undo_push(u, "new", NULL, 0, false, 0), 1);
+	ck_assert_int_eq(cae__ed_undo_push(u, "new", NULL, 0, false, 0), 1);
 	for (size_t i = 0; i < nreleased; i++)
 		free(released[i]);
-	ed_undo_free(u); /* what is still kept is freed */
+	cae__ed_undo_free(u); /* what is still kept is freed */
 }
 END_TEST
 
