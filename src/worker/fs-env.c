@@ -5,7 +5,7 @@
  * final symbolic link is followed only when its target is inside. Writes go to a temporary
  * file in the target's directory (checked for length) renamed over the target; reads come
  * back base64-encoded (od when base64 is missing), since command output is text. Also the
- * process helper wk_run().
+ * process helper cae__wk_run().
  *
  * Transactions (txn_*): each staged version is written beside its target as
  * .cae-tmp-<token>-<n>, announced first in the environment's journal
@@ -236,9 +236,9 @@ static env_fs *env_of(wk_fs *fs)
 	return (env_fs *)fs;
 }
 
-int wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
-	   const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
-	   cae_run_result *res, cae_error *err)
+int cae__wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
+		const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
+		cae_run_result *res, cae_error *err)
 {
 	if (host) {
 		cae_run_spec spec = {
@@ -282,7 +282,8 @@ static int run_script_tx(env_fs *e, const char *script, const char *op, const ch
 				 tok,  idx,  NULL};
 	const char *tx_argv[] = {"sh", "-c", script, "cae-worker-txn", op, e->root, tok, NULL};
 	const char *const *argv = script == txn_script ? tx_argv : fs_argv;
-	int r = wk_run(&e->ctx, false, e->root, argv, data, len, data != NULL, max_out, res, err);
+	int r =
+	    cae__wk_run(&e->ctx, false, e->root, argv, data, len, data != NULL, max_out, res, err);
 	if (r < 0) {
 		cae_error_prefix(err, "%s", rel);
 		return r;
@@ -653,7 +654,7 @@ static const wk_fs_ops env_ops = {
     .free = env_free,
 };
 
-int wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err)
+int cae__wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err)
 {
 	env_fs *e = calloc(1, sizeof(*e));
 	if (!e)

@@ -251,7 +251,7 @@ static const wk_fs_ops host_ops = {
     .free = host_free,
 };
 
-int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
+int cae__wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
 {
 	host_fs *h = calloc(1, sizeof(*h));
 	if (!h)
@@ -270,7 +270,7 @@ int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
 	return 0;
 }
 
-void wk_fs_free(wk_fs *fs)
+void cae__wk_fs_free(wk_fs *fs)
 {
 	if (fs)
 		fs->ops->free(fs);

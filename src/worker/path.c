@@ -13,7 +13,7 @@
 
 #include "base/banned.h"
 
-int wk_path_rel(const char *root, const char *path, char **rel, cae_error *err)
+int cae__wk_path_rel(const char *root, const char *path, char **rel, cae_error *err)
 {
 	*rel = NULL;
 	size_t len = path ? strlen(path) : 0;

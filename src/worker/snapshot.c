@@ -54,8 +54,8 @@ static const char restore_script[] =
 
 static int run(wk_snapshot *s, const char *const *argv, cae_run_result *res, cae_error *err)
 {
-	int r = wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 65536, res,
-		       err);
+	int r = cae__wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 65536,
+			    res, err);
 	if (r < 0)
 		return r;
 	if (res->exit_code != 0 || res->timed_out || res->cancelled) {
@@ -75,8 +75,8 @@ static int run(wk_snapshot *s, const char *const *argv, cae_run_result *res, cae
 	return 0;
 }
 
-int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
-		     wk_snapshot **out, cae_error *err)
+int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
+			  wk_snapshot **out, cae_error *err)
 {
 	_cleanup_free_ wk_snapshot *s = calloc(1, sizeof(*s));
 	if (!s)
@@ -135,7 +135,7 @@ int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_
 	return 0;
 }
 
-int wk_snapshot_restore(wk_snapshot *s, cae_error *err)
+int cae__wk_snapshot_restore(wk_snapshot *s, cae_error *err)
 {
 	const char *argv[] = {"sh", "-c", restore_script, "cae-restore", s->root, s->dir, NULL};
 	cae_run_result res;
@@ -146,15 +146,15 @@ int wk_snapshot_restore(wk_snapshot *s, cae_error *err)
 	return 0;
 }
 
-void wk_snapshot_free(wk_snapshot *s)
+void cae__wk_snapshot_free(wk_snapshot *s)
 {
 	if (!s)
 		return;
 	if (s->dir) {
 		const char *argv[] = {"rm", "-rf", "--", s->dir, NULL};
 		cae_run_result res;
-		if (wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false, 4096,
-			   &res, NULL) == 0)
+		if (cae__wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false,
+				4096, &res, NULL) == 0)
 			cae_run_result_clear(&res);
 	}
 	free(s->root);

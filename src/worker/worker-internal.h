@@ -16,7 +16,7 @@
  * "." components and repeated slashes are dropped. Refused with -EACCES and a message: "",
  * a NUL byte, a ".." component, an absolute path outside root, the workspace itself.
  * *rel is a new string ("a/b.txt"). */
-int wk_path_rel(const char *root, const char *path, char **rel, cae_error *err);
+int cae__wk_path_rel(const char *root, const char *path, char **rel, cae_error *err);
 
 /* ---- The environment file system ---- */
 
@@ -42,8 +42,8 @@ typedef struct wk_fs_ops {
 	 * txn_remove (same checks as write and remove) only stage; txn_commit applies every
 	 * staged change, or none (then err says why); txn_abort drops them. One transaction
 	 * at a time. A crash at any point is completed or rolled back by the next recovery:
-	 * on this host base/txn.h's (wk_fs_host_new), through commands the environment's own
-	 * journal (wk_fs_env_new). */
+	 * on this host base/txn.h's (cae__wk_fs_host_new), through commands the environment's own
+	 * journal (cae__wk_fs_env_new). */
 	int (*txn_begin)(wk_fs *fs, cae_error *err);
 	int (*txn_write)(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
 			 cae_error *err);
@@ -59,7 +59,7 @@ struct wk_fs {
 
 /* Host file system calls below host_path (opened once; openat2 RESOLVE_BENEATH). Opening
  * recovers what a killed process left in the workspace's journal (base/txn.h). */
-int wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
+int cae__wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
 
 /* Through commands in the environment (any backend). root is the workspace as commands see
  * it. b, uuid are borrowed and must outlive the fs. Opening recovers the environment's
@@ -70,9 +70,9 @@ typedef struct wk_exec_ctx {
 	int64_t timeout_ms;
 	int cancel_fd; /* -1: none */
 } wk_exec_ctx;
-int wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err);
+int cae__wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err);
 
-void wk_fs_free(wk_fs *fs);
+void cae__wk_fs_free(wk_fs *fs);
 
 /* ---- Rollback snapshot: a tar of the whole workspace ---- */
 
@@ -80,17 +80,17 @@ typedef struct wk_snapshot wk_snapshot;
 
 /* host_path non-NULL: tar on this host into a private temporary directory; else tar in the
  * environment into its scratch directory (the workspace's sibling "tmp", $TMPDIR or /tmp). */
-int wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
-		     wk_snapshot **out, cae_error *err);
+int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
+			  wk_snapshot **out, cae_error *err);
 /* Empties the workspace and extracts the snapshot into it. */
-int wk_snapshot_restore(wk_snapshot *s, cae_error *err);
+int cae__wk_snapshot_restore(wk_snapshot *s, cae_error *err);
 /* Removes the snapshot's files and frees it. Accepts NULL. */
-void wk_snapshot_free(wk_snapshot *s);
+void cae__wk_snapshot_free(wk_snapshot *s);
 
 /* Runs argv in the environment (ctx) or, when host is true, on this host with cwd. The
  * output is capped at max_out bytes per stream. */
-int wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
-	   const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
-	   cae_run_result *res, cae_error *err);
+int cae__wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
+		const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
+		cae_run_result *res, cae_error *err);
 
 #endif

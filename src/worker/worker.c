@@ -137,7 +137,7 @@ static json_t *clean_string(run_state *st, const char *s, size_t n)
 
 static int rel_path(run_state *st, const char *path, char **rel, cae_error *err)
 {
-	return wk_path_rel(st->root, path, rel, err);
+	return cae__wk_path_rel(st->root, path, rel, err);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -1233,7 +1233,7 @@ static void rollback(run_state *st, wk_snapshot *snap, json_t *out, bool *rolled
 {
 	cae_error err;
 	cae_error_clear(&err);
-	int r = wk_snapshot_restore(snap, &err);
+	int r = cae__wk_snapshot_restore(snap, &err);
 	*rolled_back = r == 0;
 	json_object_set_new(out, "rolled_back", json_boolean(r == 0));
 	if (r < 0)
@@ -1261,8 +1261,8 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	bool transactional =
 	    st->fs->ops->txn_begin && (cae_patch_is_atomic(p) || (o->rollback && files_only));
 	if (o->rollback && !transactional) {
-		int r = wk_snapshot_take(&st->fs_ctx, st->root,
-					 st->host ? st->info.host_path : NULL, &snap, err);
+		int r = cae__wk_snapshot_take(&st->fs_ctx, st->root,
+					      st->host ? st->info.host_path : NULL, &snap, err);
 		if (r < 0)
 			return r;
 	}
@@ -1297,7 +1297,7 @@ static int execute(run_state *st, json_t *out, cae_error *err)
 	}
 	if (snap && (failed || st->cancelled))
 		rollback(st, snap, out, &rolled_back);
-	wk_snapshot_free(snap);
+	cae__wk_snapshot_free(snap);
 
 	bool success = !failed && !st->cancelled && st->failed == 0;
 	json_object_set_new(out, "success", json_boolean(success));
@@ -1406,8 +1406,8 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	    .timeout_ms = st.command_timeout_ms,
 	    .cancel_fd = o->cancel_fd,
 	};
-	r = st.host ? wk_fs_host_new(st.info.host_path, &st.fs, err)
-		    : wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);
+	r = st.host ? cae__wk_fs_host_new(st.info.host_path, &st.fs, err)
+		    : cae__wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);
 	_cleanup_(json_decrefp) json_t *out = json_object();
 	st.results = json_array();
 	if (r == 0 && (!out || !st.results))
@@ -1421,7 +1421,7 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	if (r == 0 && o->dry_run)
 		json_object_set_new(out, "results", json_incref(st.results));
 	json_decref(st.results);
-	wk_fs_free(st.fs);
+	cae__wk_fs_free(st.fs);
 	cae_env_info_clear(&st.info);
 	if (r < 0)
 		return r;
@@ -1437,8 +1437,8 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
 		return r;
 	wk_fs *fs = NULL;
 	if (info.host_path) {
-		r = wk_fs_host_new(info.host_path, &fs, err);
-		wk_fs_free(TAKE_PTR(fs));
+		r = cae__wk_fs_host_new(info.host_path, &fs, err);
+		cae__wk_fs_free(TAKE_PTR(fs));
 	}
 	/* and the environment's own journal (a local environment has one when a patch ran
 	 * with fs=env) */
@@ -1449,8 +1449,8 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
 		    .timeout_ms = CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
 		    .cancel_fd = -1,
 		};
-		r = wk_fs_env_new(&ctx, info.workspace_path, &fs, err);
-		wk_fs_free(fs);
+		r = cae__wk_fs_env_new(&ctx, info.workspace_path, &fs, err);
+		cae__wk_fs_free(fs);
 	}
 	cae_env_info_clear(&info);
 	return r;

@@ -1509,7 +1509,7 @@ START_TEST(path_rel)
 	for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
 		char *rel = NULL;
 		cae_error err = {0};
-		ck_assert_msg(wk_path_rel("/workspace/project", ok[i].in, &rel, &err) == 0,
+		ck_assert_msg(cae__wk_path_rel("/workspace/project", ok[i].in, &rel, &err) == 0,
 			      "%s: %s", ok[i].in, err.message);
 		ck_assert_str_eq(rel, ok[i].out);
 		free(rel);
@@ -1528,7 +1528,7 @@ START_TEST(path_rel)
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		char *rel = NULL;
 		cae_error err = {0};
-		ck_assert_msg(wk_path_rel("/workspace/project", bad[i], &rel, &err) == -EACCES,
+		ck_assert_msg(cae__wk_path_rel("/workspace/project", bad[i], &rel, &err) == -EACCES,
 			      "%s accepted", bad[i]);
 		ck_assert_ptr_null(rel);
 		ck_assert(err.message[0]);
@@ -1569,7 +1569,7 @@ START_TEST(host_fs_links)
 	      ws, CAE_CHASE_SYMLINK_MAX);
 	wk_fs *fs = NULL;
 	cae_error err = {0};
-	ck_assert_int_eq(wk_fs_host_new(ws, &fs, &err), 0);
+	ck_assert_int_eq(cae__wk_fs_host_new(ws, &fs, &err), 0);
 	char msg[sizeof(err.message)];
 	ck_assert_msg(fs_put(fs, "l1", "new\n", msg, sizeof(msg)) == 0, "%s", msg);
 	char *f = cae_path_join(ws, "f.txt");
@@ -1605,7 +1605,7 @@ START_TEST(host_fs_links)
 	fs->ops->txn_abort(fs);
 	char *t1 = cae_path_join(ws, "t1");
 	ck_assert_int_ne(access(t1, F_OK), 0);
-	wk_fs_free(fs);
+	cae__wk_fs_free(fs);
 	char *secret = cae_path_join(top, "outside/secret.txt");
 	data = slurp(secret);
 	ck_assert_str_eq(data, "secret\n");
@@ -2002,8 +2002,8 @@ static int recover_ws_job(void *arg)
 	patch_job *j = arg;
 	wk_fs *fs = NULL;
 	if (!j->env) {
-		int r = wk_fs_host_new(j->ws, &fs, NULL);
-		wk_fs_free(fs);
+		int r = cae__wk_fs_host_new(j->ws, &fs, NULL);
+		cae__wk_fs_free(fs);
 		return r;
 	}
 	cae_backend *b = NULL;
@@ -2011,8 +2011,8 @@ static int recover_ws_job(void *arg)
 		return 1;
 	wk_exec_ctx ctx = {
 	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
-	int r = wk_fs_env_new(&ctx, j->ws, &fs, NULL);
-	wk_fs_free(fs);
+	int r = cae__wk_fs_env_new(&ctx, j->ws, &fs, NULL);
+	cae__wk_fs_free(fs);
 	cae_backend_free(b);
 	return r;
 }
@@ -2231,7 +2231,7 @@ static int commit_half_run(void *arg)
 	wk_exec_ctx ctx = {
 	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
 	wk_fs *fs = NULL;
-	if (wk_fs_env_new(&ctx, j->env_ws, &fs, NULL) < 0 || fs->ops->txn_begin(fs, NULL) < 0)
+	if (cae__wk_fs_env_new(&ctx, j->env_ws, &fs, NULL) < 0 || fs->ops->txn_begin(fs, NULL) < 0)
 		return 2;
 	const char *names[] = {"kp/src/p00.txt", "kp/src/p01.txt", "kp/newdir/n.txt"};
 	for (int i = 0; i < 3; i++)
