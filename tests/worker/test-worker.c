@@ -21,7 +21,7 @@
  *                          auto_commit_nothing; error -> auto_commit_error
  * Seed 002 §5.2 (integration) rows -> tests:
  *   complete patch run     -> json_patch_full
- *   error handling         -> continue_mode_and_stop_on_error
+ *   error handling         -> continue_mode_and_stop_on_error (+ continue_mode_diffs)
  *   auto-commit            -> auto_commit_hash
  *   security               -> outside_paths_refused, shell_timeout
  * Beyond the seed: diff formats (apply_patch_format, unified_diff_format,
@@ -899,6 +899,54 @@ START_TEST(continue_mode_and_stop_on_error)
 		}
 		json_decref(res);
 	}
+	fx_free(&f);
+}
+END_TEST
+
+/* Continue mode runs a Markdown patch's diff blocks step by step: each hunked step is
+ * computed when it runs, from the files as the commands before it left them, and a step that
+ * does not apply fails alone. */
+START_TEST(continue_mode_diffs)
+{
+	fx f;
+	fx_init(&f, _i);
+	free(sh(&f, "printf 'one\\ntwo\\n' > a.txt && printf 'keep\\n' > m.txt && chmod 750 m.txt "
+		    "&& printf 'x\\n' > d.txt && printf 'y\\n' > e.txt && printf 'z\\n' > g.txt"));
+	const char *text = "```bash\nprintf 'one\\nTWO\\n' > a.txt\n```\n"
+			   "```\n*** Begin Patch\n"
+			   "*** Update File: a.txt\n@@\n one\n-TWO\n+three\n"
+			   "*** Update File: m.txt\n*** Move to: moved/m.txt\n@@\n-keep\n+kept\n"
+			   "*** Update File: e.txt\n@@\n-nope\n+no\n"
+			   "*** End Patch\n```\n"
+			   "```diff\n--- a/d.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+			   "--- a/g.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-wrong\n```\n";
+	json_t *res = run(&f, text, NULL);
+	ck_assert_str_eq(rs(res, "format"), "markdown");
+	ck_assert(!rb(res, "success"));
+	ck_assert_int_eq(json_array_size(json_object_get(res, "results")), 6);
+	ck_assert_int_eq(ri(res, "executed_cmds"), 4);
+	ck_assert_int_eq(ri(res, "failed_cmds"), 2);
+	ck_assert_ptr_null(json_object_get(res, "error"));
+	/* the hunk applies to what the shell command wrote */
+	ck_assert_str_eq(rs(result_at(res, 1), "output"),
+			 "Patched a.txt (1 hunk applied, 10 bytes)");
+	assert_file(&f, "a.txt", "one\nthree\n");
+	ck_assert_str_eq(rs(result_at(res, 2), "output"),
+			 "Moved m.txt to moved/m.txt (1 hunk applied, 5 bytes)");
+	ck_assert(!exists(&f, "m.txt"));
+	assert_file(&f, "moved/m.txt", "kept\n");
+	char *mode = sh(&f, "stat -c %%a moved/m.txt");
+	ck_assert_str_eq(mode, "750\n"); /* a move keeps the mode */
+	free(mode);
+	assert_contains(rs(result_at(res, 3), "error"), "hunk 1 of e.txt did not apply");
+	assert_file(&f, "e.txt", "y\n");
+	ck_assert_str_eq(rs(result_at(res, 4), "output"), "File d.txt deleted");
+	ck_assert(!exists(&f, "d.txt"));
+	/* a deletion whose content no longer matches fails, and the file stays */
+	assert_contains(rs(result_at(res, 5), "error"), "g.txt");
+	ck_assert(!rb(result_at(res, 5), "success"));
+	assert_file(&f, "g.txt", "z\n");
+	json_decref(res);
 	fx_free(&f);
 }
 END_TEST
@@ -2319,6 +2367,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, auto_commit_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_error, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, continue_mode_and_stop_on_error, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, continue_mode_diffs, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, apply_patch_format, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, unified_diff_format, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, diff_context_not_found, MODE_FIRST, MODE_LAST);
