@@ -1974,18 +1974,48 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* Crash consistency (local, host files): SIGKILL at every kill point of a 20-file patch */
 
+/* Writes text to ws/rel as a shell's `printf > rel` would (mode 0666 less the umask), then
+ * gives it mode when mode is not 0, and the owner of ws. */
+static void kill_tree_file(const char *ws, const struct stat *owner, const char *rel,
+			   const char *text, mode_t mode)
+{
+	char *p = cae_path_join(ws, rel);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	ck_assert_msg(fd >= 0, "%s: %s", p, strerror(errno));
+	ck_assert_int_eq(cae_write_all(fd, text, strlen(text)), 0);
+	ck_assert_int_eq(fchown(fd, owner->st_uid, owner->st_gid), 0);
+	if (mode)
+		ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+	free(p);
+}
+
+/* The tree the crash tests patch (kp/ in the workspace), made afresh before every kill point:
+ * 16 files in kp/src and kp/lib/deep, kp/mv/old.txt (0640) and kp/mode.sh (0755), owned like
+ * the workspace (by the sandbox's user). Plain system calls: a shell per kill point would
+ * take most of the test's time. */
 static void kill_tree_reset(const char *ws)
 {
 	char *kp = cae_path_join(ws, "kp");
 	ck_assert_int_eq(cae_rm_rf(kp), 0);
 	free(kp);
-	tu_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
-	      "d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
-	      "printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
-	      "printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
-	      "printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh && "
-	      "chown -R --reference=. kp", /* the workspace's owner: the sandbox's user */
-	      ws);
+	struct stat owner;
+	ck_assert_int_eq(stat(ws, &owner), 0);
+	const char *dirs[] = {"kp", "kp/src", "kp/lib", "kp/lib/deep", "kp/mv"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char *d = cae_path_join(ws, dirs[i]);
+		ck_assert_msg(mkdir(d, 0777) == 0, "%s: %s", d, strerror(errno));
+		ck_assert_int_eq(chown(d, owner.st_uid, owner.st_gid), 0);
+		free(d);
+	}
+	for (int i = 0; i < 16; i++) {
+		char rel[64], text[128];
+		snprintf(rel, sizeof(rel), "kp/%s/p%02d.txt", i >= 8 ? "lib/deep" : "src", i);
+		snprintf(text, sizeof(text), "line A %02d\nline B %02d\nline C %02d\n", i, i, i);
+		kill_tree_file(ws, &owner, rel, text, 0);
+	}
+	kill_tree_file(ws, &owner, "kp/mv/old.txt", "moving\nalong\n", 0640);
+	kill_tree_file(ws, &owner, "kp/mode.sh", "#!/bin/sh\necho one\n", 0755);
 }
 
 static char *kill_patch_text(void)
