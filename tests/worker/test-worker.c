@@ -34,6 +34,7 @@
 #include "base/macro.h"
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "cae/docker.h"
 #include "cae/log.h"
 #include "cae/runner.h"
 #include "cae/session.h"
@@ -82,46 +83,151 @@ static void cfg_set(cae_config *cfg, const char *key, const char *value)
 	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
 }
 
-/* Runs a shell script on this host; asserts it succeeds. */
-static void fx_init(fx *f, int mode)
+/* The origin repository every environment is cloned from, made in dir/origin (new path). */
+static char *make_origin(const char *dir)
 {
-	memset(f, 0, sizeof(*f));
-	f->mode = mode;
-	f->tmp = tu_mkdtemp();
-	ck_assert_int_ge(asprintf(&f->origin, "%s/origin", f->tmp), 0);
+	char *origin = NULL;
+	ck_assert_int_ge(asprintf(&origin, "%s/origin", dir), 0);
 	tu_sh("mkdir -p %s/src && cd %s && git init -q -b main && "
 	      "printf '# Demo\\n\\nHello.\\n' > README.md && "
 	      "printf 'def main():\\n    print(\"hi\")\\n\\n\\nif __name__ == \"__main__\":\\n"
 	      "    main()\\n' > src/app.py && printf '*.log\\nbuild/\\n' > .gitignore && "
 	      "git add . && git -c user.name=t -c user.email=t@e commit -qm init",
-	      f->origin, f->origin);
+	      origin, origin);
+	return origin;
+}
+
+/* A config for mode with its state in dir (new). */
+static cae_config *make_cfg(const char *dir, int mode)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	char state[PATH_MAX];
+	snprintf(state, sizeof(state), "%s/state", dir);
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
+	cfg_set(cfg, "text_editor_mcp.enabled", "false");
+	if (mode == 2) {
+		cfg_set(cfg, "command_executor.backend", "docker");
+		if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+			cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+		cfg_set(cfg, "command_executor.docker.network.mode", "none");
+		cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	} else {
+		cfg_set(cfg, "command_executor.backend", "local");
+	}
+	return cfg;
+}
+
+static cae_backend *make_backend(const cae_config *cfg, int mode, cae_log *log)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named(mode == 2 ? "docker" : "local", cfg, log, &b, &err) ==
+			  0,
+		      "%s", err.message);
+	return b;
+}
+
+#ifdef CAE_WORKER_DOCKER
+/* One container for every case of a TCase: preparing one (create, start, clone) costs more
+ * than most cases. An unchecked fixture prepares it in the parent before the cases are
+ * forked and keeps a copy of the workspace and of its scratch directory beside them; each
+ * case starts by putting both back (fx_init), so no case sees another's files, snapshots or
+ * journals. Cases run one at a time. The copies are made and restored by raw execs from /,
+ * which also work after a case removed the project directory (commands through the backend
+ * then cannot run: they start in it). */
+#define SHARED_PRISTINE "/workspace/.wkt-pristine"
+static char *shared_tmp;
+static char shared_uuid[64];
+
+/* Runs script with sh -c in the shared container, from /; asserts it succeeds. */
+static void shared_sh(const cae_config *cfg, const char *script)
+{
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_new(cfg->command_executor.docker_host, &d, &err) == 0, "%s",
+		      err.message);
+	char name[128];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", shared_uuid);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_docker_exec_spec spec = {
+	    .argv = argv, .cwd = "/", .timeout_ms = 120000, .cancel_fd = -1, .raw = true};
+	cae_run_result r;
+	ck_assert_msg(cae_docker_exec(d, name, &spec, &r, NULL, &err) == 0, "%s: %s", script,
+		      err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: exit %d: %s", script, r.exit_code, r.err);
+	cae_run_result_clear(&r);
+	cae_docker_free(d);
+}
+
+static void shared_setup(void)
+{
+	shared_tmp = tu_mkdtemp();
+	char *origin = make_origin(shared_tmp);
+	cae_config *cfg = make_cfg(shared_tmp, 2);
+	cae_backend *b = make_backend(cfg, 2, NULL);
+	snprintf(shared_uuid, sizeof(shared_uuid), "wkt-%d-shared", (int)getpid());
+	cae_task t = {.uuid = shared_uuid, .repo = origin};
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "prepare: %s",
+		      err.message);
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	shared_sh(cfg, "mkdir " SHARED_PRISTINE
+		       " && cp -a /workspace/project /workspace/tmp " SHARED_PRISTINE "/");
+	cae_config_free(cfg);
+	free(origin);
+}
+
+static void shared_teardown(void)
+{
+	cae_config *cfg = make_cfg(shared_tmp, 2);
+	cae_backend *b = make_backend(cfg, 2, NULL);
+	cae_error err = {0};
+	cae_backend_cleanup(b, shared_uuid, &err);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(shared_tmp);
+	free(shared_tmp);
+}
+
+/* The shared environment as its fixture prepared it. */
+static void shared_reset(fx *f)
+{
+	snprintf(f->uuid, sizeof(f->uuid), "%s", shared_uuid);
+	shared_sh(f->cfg,
+		  "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
+		  "/project " SHARED_PRISTINE "/tmp .");
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_info(f->b, f->uuid, &f->info, &err) == 0, "%s", err.message);
+}
+#endif
+
+static void fx_init(fx *f, int mode)
+{
+	memset(f, 0, sizeof(*f));
+	f->mode = mode;
+	f->tmp = tu_mkdtemp();
 	ck_assert_int_ge(asprintf(&f->logpath, "%s/log.jsonl", f->tmp), 0);
 	f->logfd = open(f->logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(f->logfd, 0);
 	f->log = cae_log_new(f->logfd, CAE_LOG_DEBUG);
-	f->cfg = cae_config_defaults(NULL);
-	ck_assert_ptr_nonnull(f->cfg);
-	char state[PATH_MAX];
-	snprintf(state, sizeof(state), "%s/state", f->tmp);
-	cfg_set(f->cfg, "command_executor.state_dir", state);
-	cfg_set(f->cfg, "command_executor.clone.auto_install_deps", "false");
-	cfg_set(f->cfg, "text_editor_mcp.enabled", "false");
-	cae_error err = {0};
+	f->cfg = make_cfg(f->tmp, mode);
+	f->b = make_backend(f->cfg, mode, f->log);
+#ifdef CAE_WORKER_DOCKER
 	if (mode == 2) {
-		cfg_set(f->cfg, "command_executor.backend", "docker");
-		if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
-			cfg_set(f->cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
-		cfg_set(f->cfg, "command_executor.docker.network.mode", "none");
-		cfg_set(f->cfg, "command_executor.docker.resources.memory_limit", "1g");
-		ck_assert_msg(cae_backend_new_named("docker", f->cfg, f->log, &f->b, &err) == 0,
-			      "%s", err.message);
-	} else {
-		cfg_set(f->cfg, "command_executor.backend", "local");
-		ck_assert_msg(cae_backend_new_named("local", f->cfg, f->log, &f->b, &err) == 0,
-			      "%s", err.message);
+		shared_reset(f);
+		f->ws = f->info.workspace_path;
+		return;
 	}
+#endif
+	f->origin = make_origin(f->tmp);
 	snprintf(f->uuid, sizeof(f->uuid), "wkt-%d-%d", (int)getpid(), ++seq);
 	cae_task t = {.uuid = f->uuid, .repo = f->origin};
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_prepare(f->b, &t, "python", NULL, &f->info, &err) == 0,
 		      "prepare: %s", err.message);
 	f->ws = f->info.workspace_path;
@@ -130,7 +236,8 @@ static void fx_init(fx *f, int mode)
 static void fx_free(fx *f)
 {
 	cae_error err = {0};
-	cae_backend_cleanup(f->b, f->uuid, &err);
+	if (f->origin) /* else the shared environment: its fixture removes it */
+		cae_backend_cleanup(f->b, f->uuid, &err);
 	cae_env_info_clear(&f->info);
 	cae_backend_free(f->b);
 	cae_config_free(f->cfg);
@@ -2411,6 +2518,9 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, dry_run_changes_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, log_events, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, cancelled, MODE_FIRST, MODE_LAST);
+#ifdef CAE_WORKER_DOCKER
+	tcase_add_unchecked_fixture(env, shared_setup, shared_teardown);
+#endif
 	suite_add_tcase(s, env);
 #ifndef CAE_WORKER_DOCKER
 	TCase *unit = tcase_create("local");
