@@ -141,8 +141,9 @@ static cae_backend *make_backend(const cae_config *cfg, int mode, cae_log *log)
 static char *shared_tmp;
 static char shared_uuid[64];
 
-/* Runs script with sh -c in the shared container, from /; asserts it succeeds. */
-static void shared_sh(const cae_config *cfg, const char *script)
+/* Runs script with sh -c in the shared container, from /. Returns 0, or -ENOENT when the
+ * container is gone; asserts that the script succeeds. */
+static int shared_sh(const cae_config *cfg, const char *script)
 {
 	cae_docker *d = NULL;
 	cae_error err = {0};
@@ -154,20 +155,21 @@ static void shared_sh(const cae_config *cfg, const char *script)
 	cae_docker_exec_spec spec = {
 	    .argv = argv, .cwd = "/", .timeout_ms = 120000, .cancel_fd = -1, .raw = true};
 	cae_run_result r;
-	ck_assert_msg(cae_docker_exec(d, name, &spec, &r, NULL, &err) == 0, "%s: %s", script,
-		      err.message);
+	int ret = cae_docker_exec(d, name, &spec, &r, NULL, &err);
+	cae_docker_free(d);
+	if (ret == -ENOENT || ret == -ESRCH || ret == -EAGAIN)
+		return -ENOENT;
+	ck_assert_msg(ret == 0, "%s: %d %s", script, ret, err.message);
 	ck_assert_msg(r.exit_code == 0, "%s: exit %d: %s", script, r.exit_code, r.err);
 	cae_run_result_clear(&r);
-	cae_docker_free(d);
+	return 0;
 }
 
-static void shared_setup(void)
+/* Prepares the shared environment (again, when a case found it gone) and keeps its copies. */
+static void shared_prepare(const cae_config *cfg)
 {
-	shared_tmp = tu_mkdtemp();
 	char *origin = make_origin(shared_tmp);
-	cae_config *cfg = make_cfg(shared_tmp, 2);
 	cae_backend *b = make_backend(cfg, 2, NULL);
-	snprintf(shared_uuid, sizeof(shared_uuid), "wkt-%d-shared", (int)getpid());
 	cae_task t = {.uuid = shared_uuid, .repo = origin};
 	cae_env_info info;
 	cae_error err = {0};
@@ -176,10 +178,20 @@ static void shared_setup(void)
 	ck_assert_str_eq(info.workspace_path, "/workspace/project");
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
-	shared_sh(cfg, "mkdir " SHARED_PRISTINE
-		       " && cp -a /workspace/project /workspace/tmp " SHARED_PRISTINE "/");
-	cae_config_free(cfg);
+	ck_assert_int_eq(shared_sh(cfg, "mkdir " SHARED_PRISTINE " && cp -a /workspace/project "
+					"/workspace/tmp " SHARED_PRISTINE "/"),
+			 0);
+	cae_rm_rf(origin);
 	free(origin);
+}
+
+static void shared_setup(void)
+{
+	shared_tmp = tu_mkdtemp();
+	snprintf(shared_uuid, sizeof(shared_uuid), "wkt-%d-shared", (int)getpid());
+	cae_config *cfg = make_cfg(shared_tmp, 2);
+	shared_prepare(cfg);
+	cae_config_free(cfg);
 }
 
 static void shared_teardown(void)
@@ -194,13 +206,15 @@ static void shared_teardown(void)
 	free(shared_tmp);
 }
 
-/* The shared environment as its fixture prepared it. */
+/* The shared environment as its fixture prepared it. A container removed from outside
+ * (another process's gc, a person) is prepared again. */
 static void shared_reset(fx *f)
 {
 	snprintf(f->uuid, sizeof(f->uuid), "%s", shared_uuid);
-	shared_sh(f->cfg,
-		  "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
-		  "/project " SHARED_PRISTINE "/tmp .");
+	if (shared_sh(f->cfg,
+		      "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
+		      "/project " SHARED_PRISTINE "/tmp .") < 0)
+		shared_prepare(f->cfg);
 	cae_error err = {0};
 	ck_assert_msg(cae_backend_info(f->b, f->uuid, &f->info, &err) == 0, "%s", err.message);
 }
