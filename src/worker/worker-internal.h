@@ -11,8 +11,9 @@
  *   command.c   shell_command, git_operation and the auto-commit (commands in the environment)
  *   report.c    each command's result and log event, the summary, the start event
  *   render.c    cae_worker_render(): the human rendering of a result
- *   path.c      paths from a patch made relative to the workspace, confined to it
- *   fs-host.c   files on this host (openat2 beneath the workspace, base/txn.h transactions)
+ *   path.c      what is refused in a patch's path, before anything is touched
+ *   fs-host.c   files on this host (resolved beneath the workspace with base/chase.h,
+ *               base/txn.h transactions)
  *   fs-env.c    files through commands in the environment (and wk_run())
  *   snapshot.c  the rollback snapshot (a tar of the workspace)
  */
