@@ -1,5 +1,22 @@
-/* Internal to src/worker: the environment file system the executor writes through, path
- * confinement, and the rollback snapshot. */
+/* Internal to src/worker: the state of one run, the plan it runs, and the parts it is made of:
+ * the environment file system the executor writes through, path confinement, commands in the
+ * environment, the rollback snapshot, and the result.
+ *
+ * The files, in the order a run uses them:
+ *   worker.c    the public entry points: options, setting up a run (environment, file system),
+ *               the run itself (snapshot, plan, execution, rollback, auto-commit), recovery
+ *   plan.c      the plan: checked whole before anything is written (all or nothing), or one
+ *               step per command, each checked as it runs (continue mode)
+ *   execute.c   the one execution path: every step, in either mode, through one executor
+ *   command.c   shell_command, git_operation and the auto-commit (commands in the environment)
+ *   report.c    each command's result and log event, the summary, the start event
+ *   render.c    cae_worker_render(): the human rendering of a result
+ *   path.c      what is refused in a patch's path, before anything is touched
+ *   fs-host.c   files on this host (resolved beneath the workspace with base/chase.h,
+ *               base/txn.h transactions)
+ *   fs-env.c    files through commands in the environment (and cae__wk_run())
+ *   snapshot.c  the rollback snapshot (a tar of the workspace)
+ */
 #ifndef CAE_WORKER_INTERNAL_H
 #define CAE_WORKER_INTERNAL_H
 
@@ -8,8 +25,14 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
+#include "base/buf.h"
 #include "cae/backend.h"
 #include "cae/error.h"
+#include "cae/log.h"
+#include "cae/patch.h"
+#include "cae/worker.h"
 
 /* Turns a path from a patch into a path relative to the workspace: relative paths are taken
  * from the workspace; absolute ones must lie under root (the workspace as commands see it).
@@ -38,7 +61,7 @@ typedef struct wk_fs_ops {
 		     cae_error *err);
 	/* Removes the file rel (a symbolic link itself, not its target). -ENOENT, -EISDIR. */
 	int (*remove)(wk_fs *fs, const char *rel, cae_error *err);
-	/* All-or-nothing changes (NULL when the fs has none): after txn_begin, txn_write and
+	/* All-or-nothing changes: after txn_begin, txn_write and
 	 * txn_remove (same checks as write and remove) only stage; txn_commit applies every
 	 * staged change, or none (then err says why); txn_abort drops them. One transaction
 	 * at a time. A crash at any point is completed or rolled back by the next recovery:
@@ -92,5 +115,99 @@ void cae__wk_snapshot_free(wk_snapshot *s);
 int cae__wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
 		const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
 		cae_run_result *res, cae_error *err);
+
+/* ---- One run ---- */
+
+typedef struct wk_state {
+	cae_backend *b;
+	const char *uuid;
+	const cae_worker_options *o;
+	cae_log *log;
+	const cae_patch *p;
+	cae_env_info info;
+	const char *root; /* the workspace as commands see it */
+	bool host;	  /* files through this host's file system */
+	wk_exec_ctx fs_ctx;
+	wk_fs *fs;
+	size_t max_file, max_output;
+	int64_t command_timeout_ms, git_timeout_ms;
+	int identity; /* -1 not asked yet; bit 0 name configured, bit 1 email configured */
+	json_t *results;
+	size_t ok, failed, skipped;
+	bool cancelled;
+} wk_state;
+
+/* What one command did. */
+typedef struct wk_outcome {
+	bool success;
+	cae_buf output;
+	cae_buf error;
+	int exit_code;
+	bool has_exit_code;
+	bool timed_out;
+} wk_outcome;
+
+void wk_outcome_init(wk_outcome *oc, size_t max_output);
+void wk_outcome_clear(wk_outcome *oc);
+/* Marks oc failed with the message. */
+void wk_fail(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What a successful file edit did, in oc's output. The edit is done and recorded (success):
+ * when memory runs out, the report stays short. */
+void wk_report(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- The plan (plan.c) ---- */
+
+typedef struct wk_plan {
+	bool all_or_nothing;
+	cae_patch_plan *checked; /* all or nothing: cae_patch_check()'s plan */
+	cae_patch_step *steps;	 /* continue mode: one step per command */
+	size_t n;
+} wk_plan;
+
+/* cae_patch_check() over the files as they are now (through st->fs). */
+int wk_plan_check(wk_state *st, cae_patch_plan **out, cae_error *err);
+/* Makes the plan of st->p. all_or_nothing: every path is checked first, lexically, then the
+ * whole patch against the files (cae_patch_check): every step's new content is known before
+ * anything is written. Otherwise one step per command, in order: a step that depends on a
+ * file's content (a hunked patch, move or delete, an append) is computed, and so checked,
+ * when it runs, from the files as the commands before it left them. Returns 0, or < 0 with
+ * *error (new) saying why nothing can run. */
+int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error);
+size_t wk_plan_count(const wk_plan *pl);
+const cae_patch_step *wk_plan_step(const wk_plan *pl, size_t i); /* borrowed */
+void wk_plan_clear(wk_plan *pl);
+
+/* ---- Execution (execute.c) ---- */
+
+/* Runs the plan through the one executor, recording every step it runs (wk_record) and
+ * counting the others in st->skipped. All or nothing: every file change is staged in one
+ * transaction, committed after the last step, or dropped at the first failure, a cancel or
+ * a failed commit. Continue mode: each change is made (and kept) as its step runs; a failed
+ * step is reported and the next one runs, unless stop_on_error. Returns whether a step
+ * failed or the patch was not applied; *error (new, or NULL) says why the patch as a whole
+ * failed (nothing was changed, or it was cancelled). */
+bool wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **error);
+
+/* ---- Commands in the environment (command.c) ---- */
+
+/* Runs a shell_command or git_operation, filling oc. */
+void wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc);
+/* The auto-commit: `git add -A`, then a commit when something is staged. Returns 0
+ * (committed: *hash new), 1 (nothing to commit), or -1 with *error new. */
+int wk_auto_commit(wk_state *st, char **hash, char **error);
+
+/* ---- The result and the log (report.c) ---- */
+
+/* A JSON string from bytes (made valid UTF-8, the log's secrets redacted). */
+json_t *wk_clean_string(const wk_state *st, const char *s, size_t n);
+/* Appends the result of command i to st->results, counts it, and logs it. */
+void wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
+	       int64_t duration_ms);
+/* The parser's warnings (new array). */
+json_t *wk_warnings_json(const cae_patch *p);
+/* worker.patch_execution_start. */
+void wk_log_start(const wk_state *st, bool dry_run);
+/* "commands: 3, succeeded: 2, failed: 1[, not run: n][; the workspace was rolled back]". */
+void wk_set_summary(json_t *out, const wk_state *st, bool rolled_back);
 
 #endif

@@ -21,7 +21,7 @@
  *                          auto_commit_nothing; error -> auto_commit_error
  * Required integration cases -> tests:
  *   complete patch run     -> json_patch_full
- *   error handling         -> continue_mode_and_stop_on_error
+ *   error handling         -> continue_mode_and_stop_on_error (+ continue_mode_diffs)
  *   auto-commit            -> auto_commit_hash
  *   security               -> outside_paths_refused, shell_timeout
  * Beyond those: diff formats (apply_patch_format, unified_diff_format,
@@ -34,6 +34,7 @@
 #include "base/macro.h"
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "cae/docker.h"
 #include "cae/log.h"
 #include "cae/runner.h"
 #include "cae/session.h"
@@ -82,46 +83,165 @@ static void cfg_set(cae_config *cfg, const char *key, const char *value)
 	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
 }
 
-/* Runs a shell script on this host; asserts it succeeds. */
-static void fx_init(fx *f, int mode)
+/* The origin repository every environment is cloned from, made in dir/origin (new path). */
+static char *make_origin(const char *dir)
 {
-	memset(f, 0, sizeof(*f));
-	f->mode = mode;
-	f->tmp = tu_mkdtemp();
-	ck_assert_int_ge(asprintf(&f->origin, "%s/origin", f->tmp), 0);
+	char *origin = NULL;
+	ck_assert_int_ge(asprintf(&origin, "%s/origin", dir), 0);
 	tu_sh("mkdir -p %s/src && cd %s && git init -q -b main && "
 	      "printf '# Demo\\n\\nHello.\\n' > README.md && "
 	      "printf 'def main():\\n    print(\"hi\")\\n\\n\\nif __name__ == \"__main__\":\\n"
 	      "    main()\\n' > src/app.py && printf '*.log\\nbuild/\\n' > .gitignore && "
 	      "git add . && git -c user.name=t -c user.email=t@e commit -qm init",
-	      f->origin, f->origin);
+	      origin, origin);
+	return origin;
+}
+
+/* A config for mode with its state in dir (new). */
+static cae_config *make_cfg(const char *dir, int mode)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	char state[PATH_MAX];
+	snprintf(state, sizeof(state), "%s/state", dir);
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
+	cfg_set(cfg, "text_editor_mcp.enabled", "false");
+	if (mode == 2) {
+		cfg_set(cfg, "command_executor.backend", "docker");
+		if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+			cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+		cfg_set(cfg, "command_executor.docker.network.mode", "none");
+		cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	} else {
+		cfg_set(cfg, "command_executor.backend", "local");
+	}
+	return cfg;
+}
+
+static cae_backend *make_backend(const cae_config *cfg, int mode, cae_log *log)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named(mode == 2 ? "docker" : "local", cfg, log, &b, &err) ==
+			  0,
+		      "%s", err.message);
+	return b;
+}
+
+#ifdef CAE_WORKER_DOCKER
+/* One container for every case of a TCase: preparing one (create, start, clone) costs more
+ * than most cases. An unchecked fixture prepares it in the parent before the cases are
+ * forked and keeps a copy of the workspace and of its scratch directory beside them; each
+ * case starts by putting both back (fx_init), so no case sees another's files, snapshots or
+ * journals. Cases run one at a time. The copies are made and restored by raw execs from /,
+ * which also work after a case removed the project directory (commands through the backend
+ * then cannot run: they start in it). */
+#define SHARED_PRISTINE "/workspace/.wkt-pristine"
+static char *shared_tmp;
+static char shared_uuid[64];
+
+/* Runs script with sh -c in the shared container, from /. Returns 0, or -ENOENT when the
+ * container is gone; asserts that the script succeeds. */
+static int shared_sh(const cae_config *cfg, const char *script)
+{
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_new(cfg->command_executor.docker_host, &d, &err) == 0, "%s",
+		      err.message);
+	char name[128];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", shared_uuid);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_docker_exec_spec spec = {
+	    .argv = argv, .cwd = "/", .timeout_ms = 120000, .cancel_fd = -1, .raw = true};
+	cae_run_result r;
+	int ret = cae_docker_exec(d, name, &spec, &r, NULL, &err);
+	cae_docker_free(d);
+	if (ret == -ENOENT || ret == -ESRCH || ret == -EAGAIN)
+		return -ENOENT;
+	ck_assert_msg(ret == 0, "%s: %d %s", script, ret, err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: exit %d: %s", script, r.exit_code, r.err);
+	cae_run_result_clear(&r);
+	return 0;
+}
+
+/* Prepares the shared environment (again, when a case found it gone) and keeps its copies. */
+static void shared_prepare(const cae_config *cfg)
+{
+	char *origin = make_origin(shared_tmp);
+	cae_backend *b = make_backend(cfg, 2, NULL);
+	cae_task t = {.uuid = shared_uuid, .repo = origin};
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "prepare: %s",
+		      err.message);
+	ck_assert_str_eq(info.workspace_path, "/workspace/project");
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	ck_assert_int_eq(shared_sh(cfg, "mkdir " SHARED_PRISTINE " && cp -a /workspace/project "
+					"/workspace/tmp " SHARED_PRISTINE "/"),
+			 0);
+	cae_rm_rf(origin);
+	free(origin);
+}
+
+static void shared_setup(void)
+{
+	shared_tmp = tu_mkdtemp();
+	snprintf(shared_uuid, sizeof(shared_uuid), "wkt-%d-shared", (int)getpid());
+	cae_config *cfg = make_cfg(shared_tmp, 2);
+	shared_prepare(cfg);
+	cae_config_free(cfg);
+}
+
+static void shared_teardown(void)
+{
+	cae_config *cfg = make_cfg(shared_tmp, 2);
+	cae_backend *b = make_backend(cfg, 2, NULL);
+	cae_error err = {0};
+	cae_backend_cleanup(b, shared_uuid, &err);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(shared_tmp);
+	free(shared_tmp);
+}
+
+/* The shared environment as its fixture prepared it. A container removed from outside
+ * (another process's gc, a person) is prepared again. */
+static void shared_reset(fx *f)
+{
+	snprintf(f->uuid, sizeof(f->uuid), "%s", shared_uuid);
+	if (shared_sh(f->cfg,
+		      "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
+		      "/project " SHARED_PRISTINE "/tmp .") < 0)
+		shared_prepare(f->cfg);
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_info(f->b, f->uuid, &f->info, &err) == 0, "%s", err.message);
+}
+#endif
+
+static void fx_init(fx *f, int mode)
+{
+	memset(f, 0, sizeof(*f));
+	f->mode = mode;
+	f->tmp = tu_mkdtemp();
 	ck_assert_int_ge(asprintf(&f->logpath, "%s/log.jsonl", f->tmp), 0);
 	f->logfd = open(f->logpath, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(f->logfd, 0);
 	f->log = cae_log_new(f->logfd, CAE_LOG_DEBUG);
-	f->cfg = cae_config_defaults(NULL);
-	ck_assert_ptr_nonnull(f->cfg);
-	char state[PATH_MAX];
-	snprintf(state, sizeof(state), "%s/state", f->tmp);
-	cfg_set(f->cfg, "command_executor.state_dir", state);
-	cfg_set(f->cfg, "command_executor.clone.auto_install_deps", "false");
-	cfg_set(f->cfg, "text_editor_mcp.enabled", "false");
-	cae_error err = {0};
+	f->cfg = make_cfg(f->tmp, mode);
+	f->b = make_backend(f->cfg, mode, f->log);
+#ifdef CAE_WORKER_DOCKER
 	if (mode == 2) {
-		cfg_set(f->cfg, "command_executor.backend", "docker");
-		if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
-			cfg_set(f->cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
-		cfg_set(f->cfg, "command_executor.docker.network.mode", "none");
-		cfg_set(f->cfg, "command_executor.docker.resources.memory_limit", "1g");
-		ck_assert_msg(cae_backend_new_named("docker", f->cfg, f->log, &f->b, &err) == 0,
-			      "%s", err.message);
-	} else {
-		cfg_set(f->cfg, "command_executor.backend", "local");
-		ck_assert_msg(cae_backend_new_named("local", f->cfg, f->log, &f->b, &err) == 0,
-			      "%s", err.message);
+		shared_reset(f);
+		f->ws = f->info.workspace_path;
+		return;
 	}
+#endif
+	f->origin = make_origin(f->tmp);
 	snprintf(f->uuid, sizeof(f->uuid), "wkt-%d-%d", (int)getpid(), ++seq);
 	cae_task t = {.uuid = f->uuid, .repo = f->origin};
+	cae_error err = {0};
 	ck_assert_msg(cae_backend_prepare(f->b, &t, "python", NULL, &f->info, &err) == 0,
 		      "prepare: %s", err.message);
 	f->ws = f->info.workspace_path;
@@ -130,7 +250,8 @@ static void fx_init(fx *f, int mode)
 static void fx_free(fx *f)
 {
 	cae_error err = {0};
-	cae_backend_cleanup(f->b, f->uuid, &err);
+	if (f->origin) /* else the shared environment: its fixture removes it */
+		cae_backend_cleanup(f->b, f->uuid, &err);
 	cae_env_info_clear(&f->info);
 	cae_backend_free(f->b);
 	cae_config_free(f->cfg);
@@ -899,6 +1020,54 @@ START_TEST(continue_mode_and_stop_on_error)
 		}
 		json_decref(res);
 	}
+	fx_free(&f);
+}
+END_TEST
+
+/* Continue mode runs a Markdown patch's diff blocks step by step: each hunked step is
+ * computed when it runs, from the files as the commands before it left them, and a step that
+ * does not apply fails alone. */
+START_TEST(continue_mode_diffs)
+{
+	fx f;
+	fx_init(&f, _i);
+	free(sh(&f, "printf 'one\\ntwo\\n' > a.txt && printf 'keep\\n' > m.txt && chmod 750 m.txt "
+		    "&& printf 'x\\n' > d.txt && printf 'y\\n' > e.txt && printf 'z\\n' > g.txt"));
+	const char *text = "```bash\nprintf 'one\\nTWO\\n' > a.txt\n```\n"
+			   "```\n*** Begin Patch\n"
+			   "*** Update File: a.txt\n@@\n one\n-TWO\n+three\n"
+			   "*** Update File: m.txt\n*** Move to: moved/m.txt\n@@\n-keep\n+kept\n"
+			   "*** Update File: e.txt\n@@\n-nope\n+no\n"
+			   "*** End Patch\n```\n"
+			   "```diff\n--- a/d.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-x\n"
+			   "--- a/g.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-wrong\n```\n";
+	json_t *res = run(&f, text, NULL);
+	ck_assert_str_eq(rs(res, "format"), "markdown");
+	ck_assert(!rb(res, "success"));
+	ck_assert_int_eq(json_array_size(json_object_get(res, "results")), 6);
+	ck_assert_int_eq(ri(res, "executed_cmds"), 4);
+	ck_assert_int_eq(ri(res, "failed_cmds"), 2);
+	ck_assert_ptr_null(json_object_get(res, "error"));
+	/* the hunk applies to what the shell command wrote */
+	ck_assert_str_eq(rs(result_at(res, 1), "output"),
+			 "Patched a.txt (1 hunk applied, 10 bytes)");
+	assert_file(&f, "a.txt", "one\nthree\n");
+	ck_assert_str_eq(rs(result_at(res, 2), "output"),
+			 "Moved m.txt to moved/m.txt (1 hunk applied, 5 bytes)");
+	ck_assert(!exists(&f, "m.txt"));
+	assert_file(&f, "moved/m.txt", "kept\n");
+	char *mode = sh(&f, "stat -c %%a moved/m.txt");
+	ck_assert_str_eq(mode, "750\n"); /* a move keeps the mode */
+	free(mode);
+	assert_contains(rs(result_at(res, 3), "error"), "hunk 1 of e.txt did not apply");
+	assert_file(&f, "e.txt", "y\n");
+	ck_assert_str_eq(rs(result_at(res, 4), "output"), "File d.txt deleted");
+	ck_assert(!exists(&f, "d.txt"));
+	/* a deletion whose content no longer matches fails, and the file stays */
+	assert_contains(rs(result_at(res, 5), "error"), "g.txt");
+	ck_assert(!rb(result_at(res, 5), "success"));
+	assert_file(&f, "g.txt", "z\n");
+	json_decref(res);
 	fx_free(&f);
 }
 END_TEST
@@ -1926,18 +2095,48 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* Crash consistency (local, host files): SIGKILL at every kill point of a 20-file patch */
 
+/* Writes text to ws/rel as a shell's `printf > rel` would (mode 0666 less the umask), then
+ * gives it mode when mode is not 0, and the owner of ws. */
+static void kill_tree_file(const char *ws, const struct stat *owner, const char *rel,
+			   const char *text, mode_t mode)
+{
+	char *p = cae_path_join(ws, rel);
+	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	ck_assert_msg(fd >= 0, "%s: %s", p, strerror(errno));
+	ck_assert_int_eq(cae_write_all(fd, text, strlen(text)), 0);
+	ck_assert_int_eq(fchown(fd, owner->st_uid, owner->st_gid), 0);
+	if (mode)
+		ck_assert_int_eq(fchmod(fd, mode), 0);
+	close(fd);
+	free(p);
+}
+
+/* The tree the crash tests patch (kp/ in the workspace), made afresh before every kill point:
+ * 16 files in kp/src and kp/lib/deep, kp/mv/old.txt (0640) and kp/mode.sh (0755), owned like
+ * the workspace (by the sandbox's user). Plain system calls: a shell per kill point would
+ * take most of the test's time. */
 static void kill_tree_reset(const char *ws)
 {
 	char *kp = cae_path_join(ws, "kp");
 	ck_assert_int_eq(cae_rm_rf(kp), 0);
 	free(kp);
-	tu_sh("cd '%s' && mkdir -p kp/src kp/lib/deep kp/mv && for i in $(seq -w 0 15); do "
-	      "d=kp/src; [ $i -ge 8 ] && d=kp/lib/deep; "
-	      "printf 'line A %%s\\nline B %%s\\nline C %%s\\n' $i $i $i > $d/p$i.txt; done && "
-	      "printf 'moving\\nalong\\n' > kp/mv/old.txt && chmod 640 kp/mv/old.txt && "
-	      "printf '#!/bin/sh\\necho one\\n' > kp/mode.sh && chmod 755 kp/mode.sh && "
-	      "chown -R --reference=. kp", /* the workspace's owner: the sandbox's user */
-	      ws);
+	struct stat owner;
+	ck_assert_int_eq(stat(ws, &owner), 0);
+	const char *dirs[] = {"kp", "kp/src", "kp/lib", "kp/lib/deep", "kp/mv"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char *d = cae_path_join(ws, dirs[i]);
+		ck_assert_msg(mkdir(d, 0777) == 0, "%s: %s", d, strerror(errno));
+		ck_assert_int_eq(chown(d, owner.st_uid, owner.st_gid), 0);
+		free(d);
+	}
+	for (int i = 0; i < 16; i++) {
+		char rel[64], text[128];
+		snprintf(rel, sizeof(rel), "kp/%s/p%02d.txt", i >= 8 ? "lib/deep" : "src", i);
+		snprintf(text, sizeof(text), "line A %02d\nline B %02d\nline C %02d\n", i, i, i);
+		kill_tree_file(ws, &owner, rel, text, 0);
+	}
+	kill_tree_file(ws, &owner, "kp/mv/old.txt", "moving\nalong\n", 0640);
+	kill_tree_file(ws, &owner, "kp/mode.sh", "#!/bin/sh\necho one\n", 0755);
 }
 
 static char *kill_patch_text(void)
@@ -2324,6 +2523,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, auto_commit_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_error, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, continue_mode_and_stop_on_error, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, continue_mode_diffs, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, apply_patch_format, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, unified_diff_format, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, diff_context_not_found, MODE_FIRST, MODE_LAST);
@@ -2337,6 +2537,9 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, dry_run_changes_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, log_events, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, cancelled, MODE_FIRST, MODE_LAST);
+#ifdef CAE_WORKER_DOCKER
+	tcase_add_unchecked_fixture(env, shared_setup, shared_teardown);
+#endif
 	suite_add_tcase(s, env);
 #ifndef CAE_WORKER_DOCKER
 	TCase *unit = tcase_create("local");

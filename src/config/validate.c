@@ -1,0 +1,93 @@
+/* Rules across keys, checked after every load and every cae_config_set(): the default
+ * environment is configured, an unconfined sandbox is asked for in so many words, the
+ * network mode and external_access agree. */
+#include "config/config-internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+static bool explicit(const struct cfg_ctx *c, const char *path)
+{
+	int i = cfg_find_key(path);
+	return i >= 0 && (c->origin[i].line > 0 || c->origin[i].env);
+}
+
+static const struct cfg_where *origin_of(const struct cfg_ctx *c, const char *path)
+{
+	return &c->origin[cfg_find_key(path)];
+}
+
+int cfg_validate(struct cfg_ctx *c, bool warn)
+{
+	cae_config *cfg = c->cfg;
+	char list[512];
+	int r;
+
+	/* default_environment must name a configured environment */
+	if (cfg->command_executor.n_environments > 0 &&
+	    !cae_config_environment_image(cfg, cfg->command_executor.default_environment)) {
+		size_t o = 0;
+		list[0] = '\0';
+		for (size_t i = 0; i < cfg->command_executor.n_environments && o < sizeof(list);
+		     i++)
+			o += (size_t)snprintf(list + o, sizeof(list) - o, "%s%s", i ? ", " : "",
+					      cfg->command_executor.environments[i].name);
+		const char *path =
+		    explicit(c, CE "default_environment") || !explicit(c, CE "environments")
+			? CE "default_environment"
+			: CE "environments";
+		char vbuf[128];
+		const char *de = cfg->command_executor.default_environment;
+		cfg_show_value(vbuf, sizeof(vbuf), de, strlen(de));
+		return cfg_key_error(
+		    c, origin_of(c, path), cfg_find_key(path),
+		    "the default environment %s is not one of the configured environments (%s)",
+		    vbuf, list);
+	}
+
+	/* running commands unconfined is a decision the config states in so many words */
+	if (cfg->command_executor.local.sandbox == CAE_CONFIG_SANDBOX_NONE &&
+	    !cfg->command_executor.local.unconfined)
+		return cfg_key_error(c, origin_of(c, CE "local.sandbox"),
+				     cfg_find_key(CE "local.sandbox"),
+				     "none runs commands on this host unconfined: it needs "
+				     "command_executor.local.unconfined: true");
+
+	/* network: mode and external_access describe one thing */
+	struct cae_config_net_view {
+		cae_config_network_mode *mode;
+		bool *ext;
+	} net = {&cfg->command_executor.docker.network.mode,
+		 &cfg->command_executor.docker.network.external_access};
+	bool mode_set = explicit(c, CE "docker.network.mode");
+	bool ext_set = explicit(c, CE "docker.network.external_access");
+	if (mode_set && ext_set && (*net.mode == CAE_CONFIG_NETWORK_NONE) == *net.ext) {
+		return cfg_key_error(c, origin_of(c, CE "docker.network.external_access"),
+				     cfg_find_key(CE "docker.network.external_access"),
+				     "%s contradicts command_executor.docker.network.mode: %s",
+				     *net.ext ? "true" : "false",
+				     cae_config_network_mode_name(*net.mode));
+	}
+	if (mode_set)
+		*net.ext = *net.mode != CAE_CONFIG_NETWORK_NONE;
+	else if (!*net.ext)
+		*net.mode = CAE_CONFIG_NETWORK_NONE;
+	else if (*net.mode == CAE_CONFIG_NETWORK_NONE)
+		*net.mode = CAE_CONFIG_NETWORK_BRIDGE;
+	if (cfg->command_executor.docker.network.whitelist_mode && !*net.ext)
+		return cfg_key_error(
+		    c, origin_of(c, CE "docker.network.whitelist_mode"),
+		    cfg_find_key(CE "docker.network.whitelist_mode"),
+		    "a domain allow-list needs external access (the network mode is none)");
+
+	if (warn && cfg->command_executor.docker.mount_docker_socket) {
+		r = cfg_add_warning(
+		    cfg, "command_executor.docker.mount_docker_socket is true: the agent "
+			 "controls the host's Docker engine (root on the host)");
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
