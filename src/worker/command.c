@@ -52,7 +52,7 @@ static void run_in_env(wk_state *st, const char *const *argv, int64_t timeout_ms
 	};
 	int r = cae_backend_exec(st->b, st->uuid, &req, &res, &err);
 	if (r < 0) {
-		wk_fail(oc, "%s execution error: %s", what, err.message);
+		cae__wk_fail(oc, "%s execution error: %s", what, err.message);
 		return;
 	}
 	/* the output is capped (what does not fit is dropped and recorded); failing to keep
@@ -65,7 +65,7 @@ static void run_in_env(wk_state *st, const char *const *argv, int64_t timeout_ms
 			r = cae_buf_append(&oc->output, res.err, res.err_len);
 	}
 	if (r < 0) {
-		wk_fail(oc, "%s output: %s", what, strerror(-r));
+		cae__wk_fail(oc, "%s output: %s", what, strerror(-r));
 		cae_run_result_clear(&res);
 		return;
 	}
@@ -74,16 +74,16 @@ static void run_in_env(wk_state *st, const char *const *argv, int64_t timeout_ms
 	oc->timed_out = res.timed_out;
 	if (res.cancelled) {
 		st->cancelled = true;
-		wk_fail(oc, "%s cancelled", what);
+		cae__wk_fail(oc, "%s cancelled", what);
 	} else if (res.timed_out) {
 		oc->exit_code = 124;
-		wk_fail(oc, "%s timed out (time limit: %lld seconds)", what,
-			(long long)((timeout_ms + 999) / 1000));
+		cae__wk_fail(oc, "%s timed out (time limit: %lld seconds)", what,
+			     (long long)((timeout_ms + 999) / 1000));
 	} else if (res.exit_code != 0) {
 		if (res.term_signal)
-			wk_fail(oc, "%s failed: killed by signal %d", what, res.term_signal);
+			cae__wk_fail(oc, "%s failed: killed by signal %d", what, res.term_signal);
 		else
-			wk_fail(oc, "%s failed: exit status %d", what, res.exit_code);
+			cae__wk_fail(oc, "%s failed: exit status %d", what, res.exit_code);
 		put_tail(&oc->error, oc->output.data ? oc->output.data : "", oc->output.len);
 	} else {
 		oc->success = true;
@@ -109,12 +109,12 @@ static void exec_shell(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 		r = cae_buf_append(&script, c->content, strnlen(c->content, c->content_len));
 	if (r < 0) { /* never a part of the command */
 		cae_buf_clear(&script);
-		wk_fail(oc, "%s", strerror(-r));
+		cae__wk_fail(oc, "%s", strerror(-r));
 		return;
 	}
 	if (!script.data || !*script.data) {
 		cae_buf_clear(&script);
-		wk_fail(oc, "empty shell command");
+		cae__wk_fail(oc, "empty shell command");
 		return;
 	}
 	if (st->o->policy) {
@@ -127,7 +127,7 @@ static void exec_shell(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 			    "%s", v.reason);
 			oc->has_exit_code = true;
 			oc->exit_code = 126;
-			wk_fail(oc, "refused by the command policy: %s", v.reason);
+			cae__wk_fail(oc, "refused by the command policy: %s", v.reason);
 			cae_buf_clear(&script);
 			return;
 		}
@@ -147,11 +147,11 @@ static int identity(wk_state *st)
 	for (int i = 0; i < 2; i++) {
 		const char *argv[] = {"git", "config", "--get", keys[i], NULL};
 		wk_outcome oc;
-		wk_outcome_init(&oc, 4096);
+		cae__wk_outcome_init(&oc, 4096);
 		run_in_env(st, argv, st->git_timeout_ms, "git command", &oc);
 		if (oc.success && oc.output.len > 1)
 			st->identity |= 1 << i;
-		wk_outcome_clear(&oc);
+		cae__wk_outcome_clear(&oc);
 	}
 	return st->identity;
 }
@@ -179,7 +179,7 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 {
 	_cleanup_free_ const char **argv = calloc(c->nargs + 12, sizeof(char *));
 	if (!argv) {
-		wk_fail(oc, "out of memory");
+		cae__wk_fail(oc, "out of memory");
 		return;
 	}
 	bool commit = c->action == CAE_PATCH_GIT_COMMIT;
@@ -198,7 +198,8 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 		argv[k++] = "checkout";
 		break;
 	default:
-		wk_fail(oc, "unknown git_operation action: %s", cae_patch_action_name(c->action));
+		cae__wk_fail(oc, "unknown git_operation action: %s",
+			     cae_patch_action_name(c->action));
 		return;
 	}
 	for (size_t i = 0; i < c->nargs; i++)
@@ -208,7 +209,7 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 		msg = c->content_len ? strndup(c->content, c->content_len)
 				     : strdup("Auto-commit by Worker");
 		if (!msg) {
-			wk_fail(oc, "out of memory");
+			cae__wk_fail(oc, "out of memory");
 			return;
 		}
 		argv[k++] = "-m";
@@ -218,7 +219,7 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 	run_in_env(st, argv, st->git_timeout_ms, "git command", oc);
 }
 
-void wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
+void cae__wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 {
 	switch (c->type) {
 	case CAE_PATCH_SHELL_COMMAND:
@@ -230,7 +231,7 @@ void wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 	case CAE_PATCH_FILE_EDIT:
 		break; /* a step of the plan, not a command (execute.c) */
 	}
-	wk_fail(oc, "not a shell or git command");
+	cae__wk_fail(oc, "not a shell or git command");
 }
 
 /* The commit message: prefix, a space, the first non-blank line cut at 80 characters. */
@@ -284,26 +285,26 @@ static char *commit_message(wk_state *st)
 }
 
 /* Returns 0 (committed: *hash new), 1 (nothing to commit), or -1 with *error new. */
-int wk_auto_commit(wk_state *st, char **hash, char **error)
+int cae__wk_auto_commit(wk_state *st, char **hash, char **error)
 {
 	*hash = NULL;
 	*error = NULL;
 	wk_outcome oc;
 	const char *add[] = {"git", "add", "-A", NULL};
-	wk_outcome_init(&oc, 65536);
+	cae__wk_outcome_init(&oc, 65536);
 	run_in_env(st, add, st->git_timeout_ms, "git add", &oc);
 	if (!oc.success) {
 		*error = strdup(oc.error.data ? oc.error.data : "git add failed");
-		wk_outcome_clear(&oc);
+		cae__wk_outcome_clear(&oc);
 		return -1;
 	}
-	wk_outcome_clear(&oc);
+	cae__wk_outcome_clear(&oc);
 	/* nothing staged: nothing to commit (not an error) */
 	const char *diff[] = {"git", "diff", "--cached", "--quiet", NULL};
-	wk_outcome_init(&oc, 65536);
+	cae__wk_outcome_init(&oc, 65536);
 	run_in_env(st, diff, st->git_timeout_ms, "git diff", &oc);
 	bool nothing = oc.success;
-	wk_outcome_clear(&oc);
+	cae__wk_outcome_clear(&oc);
 	if (nothing)
 		return 1;
 	_cleanup_free_ char *msg = commit_message(st);
@@ -317,29 +318,29 @@ int wk_auto_commit(wk_state *st, char **hash, char **error)
 	argv[k++] = "-m";
 	argv[k++] = msg;
 	argv[k] = NULL;
-	wk_outcome_init(&oc, 65536);
+	cae__wk_outcome_init(&oc, 65536);
 	run_in_env(st, argv, st->git_timeout_ms, "git commit", &oc);
 	if (!oc.success) {
 		bool none = oc.output.data && (strstr(oc.output.data, "nothing to commit") ||
 					       strstr(oc.output.data, "nothing added to commit"));
 		if (!none)
 			*error = strdup(oc.error.data ? oc.error.data : "git commit failed");
-		wk_outcome_clear(&oc);
+		cae__wk_outcome_clear(&oc);
 		return none ? 1 : -1;
 	}
-	wk_outcome_clear(&oc);
+	cae__wk_outcome_clear(&oc);
 	const char *rev[] = {"git", "rev-parse", "HEAD", NULL};
-	wk_outcome_init(&oc, 4096);
+	cae__wk_outcome_init(&oc, 4096);
 	run_in_env(st, rev, st->git_timeout_ms, "git rev-parse", &oc);
 	if (!oc.success || !oc.output.data) {
 		*error = strdup(oc.error.data ? oc.error.data : "failed to get the commit hash");
-		wk_outcome_clear(&oc);
+		cae__wk_outcome_clear(&oc);
 		return -1;
 	}
 	size_t n = oc.output.len;
 	while (n && (oc.output.data[n - 1] == '\n' || oc.output.data[n - 1] == '\r'))
 		n--;
 	*hash = strndup(oc.output.data, n);
-	wk_outcome_clear(&oc);
+	cae__wk_outcome_clear(&oc);
 	return *hash ? 0 : -1;
 }

@@ -174,13 +174,13 @@ static int step_write(wk_state *st, sink *k, const cae_patch_step *s, const char
 		return r;
 	size_t hunks = op ? op->nhunks : 0;
 	if (move)
-		wk_report(oc, "Moved %s to %s (%zu hunk%s applied, %zu bytes)", s->old_path,
-			  s->path, hunks, hunks == 1 ? "" : "s", len);
+		cae__wk_report(oc, "Moved %s to %s (%zu hunk%s applied, %zu bytes)", s->old_path,
+			       s->path, hunks, hunks == 1 ? "" : "s", len);
 	else if (op && (c->action == CAE_PATCH_PATCH || c->action == CAE_PATCH_MOVE))
-		wk_report(oc, "Patched %s (%zu hunk%s applied, %zu bytes)", s->path, hunks,
-			  hunks == 1 ? "" : "s", len);
+		cae__wk_report(oc, "Patched %s (%zu hunk%s applied, %zu bytes)", s->path, hunks,
+			       hunks == 1 ? "" : "s", len);
 	else
-		wk_report(oc, "File %s written successfully (%zu bytes)", s->path, len);
+		cae__wk_report(oc, "File %s written successfully (%zu bytes)", s->path, len);
 	return 0;
 }
 
@@ -207,7 +207,7 @@ static int step_append(wk_state *st, sink *k, const cae_patch_step *s, const cha
 	memcpy(buf + old_len, s->data, s->len);
 	r = sink_write(st, k, rel, buf, old_len + s->len, WK_MODE_KEEP, err);
 	if (r == 0)
-		wk_report(oc, "Appended %zu bytes to %s", s->len, s->path);
+		cae__wk_report(oc, "Appended %zu bytes to %s", s->len, s->path);
 	return r;
 }
 
@@ -228,7 +228,7 @@ static int step_delete(wk_state *st, sink *k, const cae_patch_step *s, const cha
 	}
 	int r = sink_remove(st, k, rel, err);
 	if (r == 0)
-		wk_report(oc, "File %s deleted", s->path);
+		cae__wk_report(oc, "File %s deleted", s->path);
 	return r;
 }
 
@@ -236,7 +236,7 @@ static int step_delete(wk_state *st, sink *k, const cae_patch_step *s, const cha
 static void exec_step(wk_state *st, sink *k, const cae_patch_step *s, wk_outcome *oc)
 {
 	if (s->kind == CAE_PATCH_STEP_RUN) {
-		wk_exec_command(st, s->command, oc);
+		cae__wk_exec_command(st, s->command, oc);
 		return;
 	}
 	cae_error err;
@@ -262,13 +262,13 @@ static void exec_step(wk_state *st, sink *k, const cae_patch_step *s, wk_outcome
 		}
 	}
 	if (r < 0)
-		wk_fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
+		cae__wk_fail(oc, "%s", err.message[0] ? err.message : strerror(-r));
 }
 
-bool wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **error)
+bool cae__wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **error)
 {
 	*error = NULL;
-	size_t n = wk_plan_count(pl);
+	size_t n = cae__wk_plan_count(pl);
 	sink k = {.txn = pl->all_or_nothing};
 	cae_error err;
 	cae_error_clear(&err);
@@ -300,17 +300,17 @@ bool wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **err
 			st->cancelled = true;
 		if (st->cancelled || (failed && stop_on_error))
 			break;
-		const cae_patch_step *s = wk_plan_step(pl, done);
+		const cae_patch_step *s = cae__wk_plan_step(pl, done);
 		wk_outcome one;
 		wk_outcome *oc = k.txn ? &held[done] : &one;
-		wk_outcome_init(oc, st->max_output);
+		cae__wk_outcome_init(oc, st->max_output);
 		int64_t t0 = cae_now_ns();
 		exec_step(st, &k, s, oc);
 		int64_t ms = (cae_now_ns() - t0) / 1000000;
 		failed = failed || !oc->success;
 		if (!k.txn) {
-			wk_record(st, s->index, s->command, oc, ms);
-			wk_outcome_clear(oc);
+			cae__wk_record(st, s->index, s->command, oc, ms);
+			cae__wk_outcome_clear(oc);
 			continue;
 		}
 		held_ms[done] = ms;
@@ -337,9 +337,9 @@ bool wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **err
 			    strdup(err.message[0] ? err.message : "the patch could not be applied");
 		}
 		for (size_t i = 0; i < done; i++) {
-			const cae_patch_step *s = wk_plan_step(pl, i);
-			wk_record(st, s->index, s->command, &held[i], held_ms[i]);
-			wk_outcome_clear(&held[i]);
+			const cae_patch_step *s = cae__wk_plan_step(pl, i);
+			cae__wk_record(st, s->index, s->command, &held[i], held_ms[i]);
+			cae__wk_outcome_clear(&held[i]);
 		}
 		free(held);
 		free(held_ms);

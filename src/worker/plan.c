@@ -23,7 +23,7 @@ static int check_read(void *userdata, const char *path, char **data, size_t *len
 	return st->fs->ops->read(st->fs, rel, st->max_file, data, len, NULL, err);
 }
 
-int wk_plan_check(wk_state *st, cae_patch_plan **out, cae_error *err)
+int cae__wk_plan_check(wk_state *st, cae_patch_plan **out, cae_error *err)
 {
 	cae_patch_fs pfs = {.read = check_read, .userdata = st};
 	return cae_patch_check(st->p, &pfs, out, err);
@@ -95,7 +95,7 @@ static int step_of(const cae_patch_command *c, size_t i, cae_patch_step *s, cae_
 	}
 }
 
-int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error)
+int cae__wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error)
 {
 	*pl = (wk_plan){.all_or_nothing = all_or_nothing};
 	*error = NULL;
@@ -106,7 +106,7 @@ int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error)
 		*error = refused_path(st);
 		if (*error)
 			return -EACCES;
-		int r = wk_plan_check(st, &pl->checked, &err);
+		int r = cae__wk_plan_check(st, &pl->checked, &err);
 		if (r < 0) {
 			*error = strdup(err.message[0] ? err.message : "the patch does not apply");
 			return r;
@@ -123,7 +123,7 @@ int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error)
 	for (size_t i = 0; i < n; i++) {
 		int r = step_of(cae_patch_get(st->p, i), i, &pl->steps[i], &err);
 		if (r < 0) {
-			wk_plan_clear(pl);
+			cae__wk_plan_clear(pl);
 			*error = strdup(err.message);
 			return r;
 		}
@@ -132,19 +132,19 @@ int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error)
 	return 0;
 }
 
-size_t wk_plan_count(const wk_plan *pl)
+size_t cae__wk_plan_count(const wk_plan *pl)
 {
 	return pl->n;
 }
 
-const cae_patch_step *wk_plan_step(const wk_plan *pl, size_t i)
+const cae_patch_step *cae__wk_plan_step(const wk_plan *pl, size_t i)
 {
 	if (i >= pl->n)
 		return NULL;
 	return pl->checked ? cae_patch_plan_step(pl->checked, i) : &pl->steps[i];
 }
 
-void wk_plan_clear(wk_plan *pl)
+void cae__wk_plan_clear(wk_plan *pl)
 {
 	cae_patch_plan_free(pl->checked);
 	free(pl->steps);

@@ -14,20 +14,20 @@
 
 #include "base/banned.h"
 
-void wk_outcome_init(wk_outcome *oc, size_t max_output)
+void cae__wk_outcome_init(wk_outcome *oc, size_t max_output)
 {
 	memset(oc, 0, sizeof(*oc));
 	cae_buf_init(&oc->output, max_output);
 	cae_buf_init(&oc->error, 16384);
 }
 
-void wk_outcome_clear(wk_outcome *oc)
+void cae__wk_outcome_clear(wk_outcome *oc)
 {
 	cae_buf_clear(&oc->output);
 	cae_buf_clear(&oc->error);
 }
 
-void wk_fail(wk_outcome *oc, const char *fmt, ...)
+void cae__wk_fail(wk_outcome *oc, const char *fmt, ...)
 {
 	oc->success = false;
 	cae_buf_clear(&oc->error);
@@ -38,7 +38,7 @@ void wk_fail(wk_outcome *oc, const char *fmt, ...)
 	va_end(ap);
 }
 
-void wk_report(wk_outcome *oc, const char *fmt, ...)
+void cae__wk_report(wk_outcome *oc, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -48,7 +48,7 @@ void wk_report(wk_outcome *oc, const char *fmt, ...)
 }
 
 /* A JSON string from bytes (made valid UTF-8, secrets redacted). */
-json_t *wk_clean_string(const wk_state *st, const char *s, size_t n)
+json_t *cae__wk_clean_string(const wk_state *st, const char *s, size_t n)
 {
 	_cleanup_free_ char *u = cae_utf8_sanitize(s ? s : "", s ? n : 0, NULL);
 	if (!u)
@@ -69,8 +69,8 @@ static json_t *command_json(const cae_patch_command *c)
 }
 
 /* Appends the result of command i and logs it. */
-void wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
-	       int64_t duration_ms)
+void cae__wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
+		    int64_t duration_ms)
 {
 	_cleanup_free_ char *target = cae_utf8_sanitize(c->target, strlen(c->target), NULL);
 	_cleanup_free_ char *error =
@@ -78,8 +78,8 @@ void wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outc
 	json_t *r = json_object();
 	json_object_set_new(r, "command", command_json(c));
 	json_object_set_new(r, "success", json_boolean(oc->success));
-	json_object_set_new(r, "output", wk_clean_string(st, oc->output.data, oc->output.len));
-	json_object_set_new(r, "error", wk_clean_string(st, oc->error.data, oc->error.len));
+	json_object_set_new(r, "output", cae__wk_clean_string(st, oc->output.data, oc->output.len));
+	json_object_set_new(r, "error", cae__wk_clean_string(st, oc->error.data, oc->error.len));
 	json_object_set_new(r, "duration", json_integer(duration_ms));
 	if (oc->has_exit_code)
 		json_object_set_new(r, "exit_code", json_integer(oc->exit_code));
@@ -109,7 +109,7 @@ void wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outc
 	}
 }
 
-json_t *wk_warnings_json(const cae_patch *p)
+json_t *cae__wk_warnings_json(const cae_patch *p)
 {
 	json_t *a = json_array();
 	for (size_t i = 0; i < cae_patch_warning_count(p); i++)
@@ -117,7 +117,7 @@ json_t *wk_warnings_json(const cae_patch *p)
 	return a;
 }
 
-void wk_log_start(const wk_state *st, bool dry_run)
+void cae__wk_log_start(const wk_state *st, bool dry_run)
 {
 	const char *text = st->o->patch_text;
 	_cleanup_free_ char *fallback = NULL;
@@ -141,7 +141,7 @@ void wk_log_start(const wk_state *st, bool dry_run)
 		       "patch execution start");
 }
 
-void wk_set_summary(json_t *out, const wk_state *st, bool rolled_back)
+void cae__wk_set_summary(json_t *out, const wk_state *st, bool rolled_back)
 {
 	char summary[256];
 	int n = snprintf(summary, sizeof(summary), "commands: %zu, succeeded: %zu, failed: %zu",

@@ -147,13 +147,13 @@ typedef struct wk_outcome {
 	bool timed_out;
 } wk_outcome;
 
-void wk_outcome_init(wk_outcome *oc, size_t max_output);
-void wk_outcome_clear(wk_outcome *oc);
+void cae__wk_outcome_init(wk_outcome *oc, size_t max_output);
+void cae__wk_outcome_clear(wk_outcome *oc);
 /* Marks oc failed with the message. */
-void wk_fail(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cae__wk_fail(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What a successful file edit did, in oc's output. The edit is done and recorded (success):
  * when memory runs out, the report stays short. */
-void wk_report(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void cae__wk_report(wk_outcome *oc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- The plan (plan.c) ---- */
 
@@ -165,49 +165,49 @@ typedef struct wk_plan {
 } wk_plan;
 
 /* cae_patch_check() over the files as they are now (through st->fs). */
-int wk_plan_check(wk_state *st, cae_patch_plan **out, cae_error *err);
+int cae__wk_plan_check(wk_state *st, cae_patch_plan **out, cae_error *err);
 /* Makes the plan of st->p. all_or_nothing: every path is checked first, lexically, then the
  * whole patch against the files (cae_patch_check): every step's new content is known before
  * anything is written. Otherwise one step per command, in order: a step that depends on a
  * file's content (a hunked patch, move or delete, an append) is computed, and so checked,
  * when it runs, from the files as the commands before it left them. Returns 0, or < 0 with
  * *error (new) saying why nothing can run. */
-int wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error);
-size_t wk_plan_count(const wk_plan *pl);
-const cae_patch_step *wk_plan_step(const wk_plan *pl, size_t i); /* borrowed */
-void wk_plan_clear(wk_plan *pl);
+int cae__wk_plan_make(wk_state *st, bool all_or_nothing, wk_plan *pl, char **error);
+size_t cae__wk_plan_count(const wk_plan *pl);
+const cae_patch_step *cae__wk_plan_step(const wk_plan *pl, size_t i); /* borrowed */
+void cae__wk_plan_clear(wk_plan *pl);
 
 /* ---- Execution (execute.c) ---- */
 
-/* Runs the plan through the one executor, recording every step it runs (wk_record) and
+/* Runs the plan through the one executor, recording every step it runs (cae__wk_record) and
  * counting the others in st->skipped. All or nothing: every file change is staged in one
  * transaction, committed after the last step, or dropped at the first failure, a cancel or
  * a failed commit. Continue mode: each change is made (and kept) as its step runs; a failed
  * step is reported and the next one runs, unless stop_on_error. Returns whether a step
  * failed or the patch was not applied; *error (new, or NULL) says why the patch as a whole
  * failed (nothing was changed, or it was cancelled). */
-bool wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **error);
+bool cae__wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char **error);
 
 /* ---- Commands in the environment (command.c) ---- */
 
 /* Runs a shell_command or git_operation, filling oc. */
-void wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc);
+void cae__wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *oc);
 /* The auto-commit: `git add -A`, then a commit when something is staged. Returns 0
  * (committed: *hash new), 1 (nothing to commit), or -1 with *error new. */
-int wk_auto_commit(wk_state *st, char **hash, char **error);
+int cae__wk_auto_commit(wk_state *st, char **hash, char **error);
 
 /* ---- The result and the log (report.c) ---- */
 
 /* A JSON string from bytes (made valid UTF-8, the log's secrets redacted). */
-json_t *wk_clean_string(const wk_state *st, const char *s, size_t n);
+json_t *cae__wk_clean_string(const wk_state *st, const char *s, size_t n);
 /* Appends the result of command i to st->results, counts it, and logs it. */
-void wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
-	       int64_t duration_ms);
+void cae__wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
+		    int64_t duration_ms);
 /* The parser's warnings (new array). */
-json_t *wk_warnings_json(const cae_patch *p);
+json_t *cae__wk_warnings_json(const cae_patch *p);
 /* worker.patch_execution_start. */
-void wk_log_start(const wk_state *st, bool dry_run);
+void cae__wk_log_start(const wk_state *st, bool dry_run);
 /* "commands: 3, succeeded: 2, failed: 1[, not run: n][; the workspace was rolled back]". */
-void wk_set_summary(json_t *out, const wk_state *st, bool rolled_back);
+void cae__wk_set_summary(json_t *out, const wk_state *st, bool rolled_back);
 
 #endif

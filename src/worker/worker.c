@@ -41,12 +41,12 @@ void cae_worker_options_from_config(cae_worker_options *o, const cae_config *cfg
 static int dry_run(wk_state *st, json_t *out)
 {
 	const cae_patch *p = st->p;
-	wk_log_start(st, true);
+	cae__wk_log_start(st, true);
 	_cleanup_free_ char *plan_text = cae_patch_plan_text(p);
 	cae_patch_plan *plan = NULL;
 	cae_error err;
 	cae_error_clear(&err);
-	int r = wk_plan_check(st, &plan, &err);
+	int r = cae__wk_plan_check(st, &plan, &err);
 	cae_patch_plan_free(plan);
 	size_t n = cae_patch_count(p);
 	char summary[160];
@@ -59,11 +59,11 @@ static int dry_run(wk_state *st, json_t *out)
 	json_object_set_new(out, "skipped_cmds", json_integer((json_int_t)n));
 	json_object_set_new(out, "summary", json_string(summary));
 	json_object_set_new(out, "plan",
-			    wk_clean_string(st, plan_text, plan_text ? strlen(plan_text) : 0));
+			    cae__wk_clean_string(st, plan_text, plan_text ? strlen(plan_text) : 0));
 	json_object_set_new(out, "patch", cae_patch_to_json(p));
 	if (r < 0) {
 		json_object_set_new(out, "error",
-				    wk_clean_string(st, err.message, strlen(err.message)));
+				    cae__wk_clean_string(st, err.message, strlen(err.message)));
 		cae_log_fields(st->log, CAE_LOG_ERROR, "worker.patch_execution_error",
 			       json_pack("{s:s, s:b}", "error", err.message, "dry_run", 1),
 			       "the patch would not apply");
@@ -85,7 +85,7 @@ static void rollback(wk_state *st, wk_snapshot *snap, json_t *out, bool *rolled_
 	json_object_set_new(out, "rolled_back", json_boolean(r == 0));
 	if (r < 0)
 		json_object_set_new(out, "rollback_error",
-				    wk_clean_string(st, err.message, strlen(err.message)));
+				    cae__wk_clean_string(st, err.message, strlen(err.message)));
 	cae_log_fields(
 	    st->log, r == 0 ? CAE_LOG_WARN : CAE_LOG_ERROR, "worker.rollback",
 	    json_pack("{s:b, s:s?}", "restored", r == 0, "error", r < 0 ? err.message : NULL),
@@ -112,16 +112,16 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 		if (r < 0)
 			return r;
 	}
-	wk_log_start(st, false);
+	cae__wk_log_start(st, false);
 	size_t n = cae_patch_count(p);
 	bool failed;
 	bool rolled_back = false;
 	wk_plan plan;
-	if (wk_plan_make(st, all_or_nothing, &plan, &patch_error) < 0)
+	if (cae__wk_plan_make(st, all_or_nothing, &plan, &patch_error) < 0)
 		failed = true;
 	else
-		failed = wk_plan_run(st, &plan, o->stop_on_error || o->rollback, &patch_error);
-	wk_plan_clear(&plan);
+		failed = cae__wk_plan_run(st, &plan, o->stop_on_error || o->rollback, &patch_error);
+	cae__wk_plan_clear(&plan);
 	if (failed && st->ok + st->failed == 0)
 		st->skipped = n;
 	/* all or nothing, nothing was changed: for a command form with rollback, that is
@@ -140,10 +140,10 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 	json_object_set_new(out, "failed_cmds", json_integer((json_int_t)st->failed));
 	json_object_set_new(out, "skipped_cmds", json_integer((json_int_t)st->skipped));
 	json_object_set_new(out, "results", json_incref(st->results));
-	wk_set_summary(out, st, rolled_back);
+	cae__wk_set_summary(out, st, rolled_back);
 	if (patch_error) {
 		json_object_set_new(out, "error",
-				    wk_clean_string(st, patch_error, strlen(patch_error)));
+				    cae__wk_clean_string(st, patch_error, strlen(patch_error)));
 		cae_log_fields(st->log, CAE_LOG_ERROR, "worker.patch_execution_error",
 			       json_pack("{s:s}", "error", patch_error),
 			       "the patch was not applied");
@@ -152,7 +152,7 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 	/* auto-commit: after at least one success, never after a rollback */
 	if (o->auto_commit && st->ok > 0 && !rolled_back && !st->cancelled) {
 		_cleanup_free_ char *hash = NULL, *cerr = NULL;
-		int r = wk_auto_commit(st, &hash, &cerr);
+		int r = cae__wk_auto_commit(st, &hash, &cerr);
 		if (r == 0) {
 			json_object_set_new(out, "git_commit", json_string(hash));
 			json_object_set_new(out, "auto_commit", json_string("committed"));
@@ -166,8 +166,9 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 			    "auto-commit: nothing to commit");
 		} else {
 			json_object_set_new(out, "auto_commit", json_string("failed"));
-			json_object_set_new(out, "auto_commit_error",
-					    wk_clean_string(st, cerr, cerr ? strlen(cerr) : 0));
+			json_object_set_new(
+			    out, "auto_commit_error",
+			    cae__wk_clean_string(st, cerr, cerr ? strlen(cerr) : 0));
 			cae_log_fields(st->log, CAE_LOG_WARN, "worker.auto_commit_failed",
 				       json_pack("{s:s}", "error", cerr ? cerr : ""),
 				       "auto-commit failed");
@@ -250,7 +251,7 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	if (r == 0) {
 		json_object_set_new(out, "format",
 				    json_string(cae_patch_format_name(cae_patch_get_format(p))));
-		json_object_set_new(out, "warnings", wk_warnings_json(p));
+		json_object_set_new(out, "warnings", cae__wk_warnings_json(p));
 		r = o->dry_run ? dry_run(&st, out) : execute(&st, out, err);
 	}
 	if (r == 0 && o->dry_run)
