@@ -16,6 +16,7 @@
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
 
+#include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/scratch.h"
@@ -424,27 +425,19 @@ static void log_kill(cae_backend *b, const char *uuid, const cae_docker_exec_inf
 /* The command's working directory as the container sees it: relative to the project,
  * '\' accepted as a separator, absolute ones inside /workspace (the wrapper checks the
  * real path again, after symlinks). */
+/* A command's working directory as an absolute path below the workspace (relative ones
+ * start at the project); where it really leads is checked in the container (confine). */
 static int resolve_cwd(const char *cwd, char **out, cae_error *err)
 {
-	if (!cwd || !*cwd) {
-		*out = strdup(PROJECT);
-		return *out ? 0 : -ENOMEM;
-	}
-	_cleanup_free_ char *p = strdup(cwd);
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p; *s; s++)
-		if (*s == '\\')
-			*s = '/';
-	if (p[0] != '/') {
-		*out = cae_path_join(PROJECT, p);
-		return *out ? 0 : -ENOMEM;
-	}
-	size_t wl = strlen(WORKSPACE);
-	if (strncmp(p, WORKSPACE, wl) != 0 || (p[wl] != '/' && p[wl] != '\0'))
+	if (!cwd || !*cwd)
+		cwd = PROJECT;
+	int r = cae_path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
+				 CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
 		return cae_error_set(err, -ENOTDIR,
 				     "working directory is outside the workspace: %s", cwd);
-	*out = TAKE_PTR(p);
 	return 0;
 }
 
