@@ -90,7 +90,8 @@ typedef enum cae_config_sandbox {
 
 typedef enum cae_config_editor_mode {
 	CAE_CONFIG_EDITOR_NATIVE = 0, /* cae's own editor (cae-helper) */
-	CAE_CONFIG_EDITOR_MCP,	      /* the configured MCP stdio server inside the environment */
+	CAE_CONFIG_EDITOR_MCP,	      /* a stdio MCP server inside the environment: refused at
+				       * load while the editor is enabled (not supported) */
 } cae_config_editor_mode;
 
 /* An owned list of owned strings. */
@@ -153,6 +154,10 @@ typedef struct cae_config {
 				cae_config_strlist allowed_domains; /* [] */
 			} network;
 			bool mount_docker_socket; /* false (a warning is due when true) */
+			/* 3600: a container's cae-helper stops it after this long without a
+			 * manager connected (a leaked container ends by itself; the next command
+			 * starts it again); 0: never */
+			int helper_lifetime_seconds;
 		} docker;
 		struct {
 			bool shallow;		/* true */

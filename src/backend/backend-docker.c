@@ -16,6 +16,7 @@
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
 
+#include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/scratch.h"
@@ -57,7 +58,8 @@
 
 /* The in-container helper: uploaded at create (the archive API works with any engine),
  * root's and read-only to commands, PID 1 of the container (`--init`: reaps, kills orphans,
- * stops the container after HELPER_LIFETIME_S without a manager), and reached through one
+ * stops the container after command_executor.docker.helper_lifetime_seconds without a
+ * manager), and reached through one
  * attached exec per manager process (`--stream`). Without a static helper on this host the
  * container gets Docker's init and `sleep infinity`, and commands run as plain execs. */
 #define HELPER_DIR "/.cae"
@@ -66,7 +68,6 @@
 /* "host user forge": where a push may authenticate, and as whom; the token itself is never
  * in the container: the helper asks for it when git does (docker_credential) */
 #define LABEL_GIT_CREDENTIAL "cae.git_credential"
-#define HELPER_LIFETIME_S 3600
 #define HELPER_HEARTBEAT_S 10
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
@@ -299,7 +300,8 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	json_t *entry = json_array();
 	if (helper) {
 		char lifetime[24];
-		snprintf(lifetime, sizeof(lifetime), "%d", HELPER_LIFETIME_S);
+		snprintf(lifetime, sizeof(lifetime), "%d",
+			 cfg->command_executor.docker.helper_lifetime_seconds);
 		json_array_append_new(entry, json_string(HELPER_PATH));
 		json_array_append_new(entry, json_string("--init"));
 		json_array_append_new(entry, json_string("--lifetime"));
@@ -422,27 +424,19 @@ static void log_kill(cae_backend *b, const char *uuid, const cae_docker_exec_inf
 /* The command's working directory as the container sees it: relative to the project,
  * '\' accepted as a separator, absolute ones inside /workspace (the wrapper checks the
  * real path again, after symlinks). */
+/* A command's working directory as an absolute path below the workspace (relative ones
+ * start at the project); where it really leads is checked in the container (confine). */
 static int resolve_cwd(const char *cwd, char **out, cae_error *err)
 {
-	if (!cwd || !*cwd) {
-		*out = strdup(PROJECT);
-		return *out ? 0 : -ENOMEM;
-	}
-	_cleanup_free_ char *p = strdup(cwd);
-	if (!p)
-		return -ENOMEM;
-	for (char *s = p; *s; s++)
-		if (*s == '\\')
-			*s = '/';
-	if (p[0] != '/') {
-		*out = cae_path_join(PROJECT, p);
-		return *out ? 0 : -ENOMEM;
-	}
-	size_t wl = strlen(WORKSPACE);
-	if (strncmp(p, WORKSPACE, wl) != 0 || (p[wl] != '/' && p[wl] != '\0'))
+	if (!cwd || !*cwd)
+		cwd = PROJECT;
+	int r = cae_path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
+				 CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
 		return cae_error_set(err, -ENOTDIR,
 				     "working directory is outside the workspace: %s", cwd);
-	*out = TAKE_PTR(p);
 	return 0;
 }
 
@@ -566,7 +560,13 @@ static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_er
 {
 	char name[128], hb[16];
 	container_name(name, sizeof(name), uuid);
-	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
+	/* well within the lifetime, so that a live manager always keeps its container */
+	int life = b->cfg->command_executor.docker.helper_lifetime_seconds;
+	int beat = life > 0 ? life / 3 : HELPER_HEARTBEAT_S;
+	snprintf(hb, sizeof(hb), "%d",
+		 beat < 1		     ? 1
+		 : beat > HELPER_HEARTBEAT_S ? HELPER_HEARTBEAT_S
+					     : beat);
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	cae_docker_stream *st = NULL;
 	int r =

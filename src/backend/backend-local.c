@@ -17,6 +17,7 @@
 #include "backend/backend-internal.h"
 #include "backend/sandbox.h"
 
+#include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -338,26 +339,20 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 		*out = env->default_cwd ? strdup(env->default_cwd) : inside_project(env);
 		return *out ? 0 : -ENOMEM;
 	}
-	_cleanup_free_ char *p = strdup(cwd);
-	if (!p)
+	/* the text (relative ones start at the project), then where it leads, beneath root */
+	_cleanup_free_ char *iproject = inside_project(env);
+	if (!iproject)
 		return -ENOMEM;
-	for (char *s = p; *s; s++)
-		if (*s == '\\')
-			*s = '/';
 	_cleanup_free_ char *rel = NULL;
-	size_t il = strlen(iroot);
-	if (p[0] == '/') {
-		if (strncmp(p, iroot, il) == 0 && (p[il] == '/' || p[il] == '\0'))
-			rel = strdup(p[il] ? p + il + 1 : ".");
-		else
-			return cae_error_set(err, -ENOTDIR,
-					     "working directory is outside the workspace: %s", cwd);
-	} else {
-		/* Relative to the project directory: where it is below the root. */
-		const char *proj_rel = env->project + strlen(env->root);
-		while (*proj_rel == '/')
-			proj_rel++;
-		rel = *proj_rel ? cae_path_join(proj_rel, p) : strdup(p);
+	int r = cae_path_lexical(iroot, iproject, cwd, strlen(cwd), CAE_PATH_BACKSLASH, &rel);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return cae_error_set(err, -ENOTDIR,
+				     "working directory is outside the workspace: %s", cwd);
+	if (!*rel) {
+		free(rel);
+		rel = strdup(".");
 	}
 	if (!rel)
 		return -ENOMEM;

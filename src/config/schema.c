@@ -104,6 +104,8 @@ const struct cfg_key cfg_keys[] = {
 	 "false", NULL),
     LIST(CE "docker.network.allowed_domains", command_executor.docker.network.allowed_domains,
 	 NULL),
+    INT(CE "docker.helper_lifetime_seconds", command_executor.docker.helper_lifetime_seconds, 0,
+	604800, "3600", NULL),
     BOOL(CE "docker.mount_docker_socket", command_executor.docker.mount_docker_socket, "false",
 	 NULL),
     SECTION(CE "clone"),

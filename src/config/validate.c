@@ -55,6 +55,14 @@ int cfg_validate(struct cfg_ctx *c, bool warn)
 				     "none runs commands on this host unconfined: it needs "
 				     "command_executor.local.unconfined: true");
 
+	/* an editor mode cae does not run is refused, not accepted and ignored */
+	if (cfg->text_editor_mcp.enabled && cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP)
+		return cfg_key_error(c, origin_of(c, "text_editor_mcp.mode"),
+				     cfg_find_key("text_editor_mcp.mode"),
+				     "mcp (a stdio MCP editor server inside the environment) is "
+				     "not supported: cae's native editor runs in every environment "
+				     "(local and containers); use mode: native, or enabled: false");
+
 	/* network: mode and external_access describe one thing */
 	struct cae_config_net_view {
 		cae_config_network_mode *mode;

@@ -1970,6 +1970,52 @@ START_TEST(push_on_demand)
 }
 END_TEST
 
+/* A container whose managers are all gone stops by itself after its helper's lifetime; the
+ * next command starts it again, files kept. */
+START_TEST(leaked_container_stops_and_comes_back)
+{
+	cae_config *cfg = dcfg();
+	cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "3");
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r = bexec(b, uuid, "echo kept > kept.txt", 30000);
+	cae_run_result_clear(&r);
+	/* this manager goes away (its stream closes with it) */
+	cae_backend_free(b);
+	bool stopped = false;
+	int64_t code = -1;
+	for (int i = 0; i < 600 && !stopped; i++) {
+		json_t *c = NULL;
+		cae_error err = {0};
+		ck_assert_int_eq(cae_docker_container_inspect(d, info.container_id, &c, &err), 0);
+		json_t *state = json_object_get(c, "State");
+		stopped = !json_is_true(json_object_get(state, "Running"));
+		code = json_integer_value(json_object_get(state, "ExitCode"));
+		json_decref(c);
+		if (!stopped)
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	ck_assert_msg(stopped, "the container did not stop after its lifetime");
+	ck_assert_int_eq(code, CAE_HELPER_INIT_EXPIRED);
+	/* a manager comes back: the container starts again, the workspace as it was */
+	b = dbackend(cfg, NULL);
+	r = bexec(b, uuid, "cat kept.txt", 30000);
+	ck_assert_str_eq(r.out, "kept\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2006,6 +2052,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, helper_in_a_busybox_only_image);
 	tcase_add_test(b, editor_goldens_in_a_container);
 	tcase_add_test(b, push_on_demand);
+	tcase_add_test(b, leaked_container_stops_and_comes_back);
 	suite_add_tcase(s, b);
 	return s;
 }

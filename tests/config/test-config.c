@@ -540,6 +540,20 @@ START_TEST(errors_with_file_and_line)
 }
 END_TEST
 
+/* An editor mode cae does not run is an error at load, not a key accepted and ignored. */
+START_TEST(editor_mode_mcp_is_refused)
+{
+	const char *m = load_err("text_editor_mcp:\n  mode: mcp\n", no_env, -EINVAL);
+	ck_assert_contains(m, "config.yaml:2: text_editor_mcp.mode: mcp");
+	ck_assert_contains(m, "not supported");
+	/* with the editor off, the mode changes nothing */
+	cae_config *cfg = load_ok("text_editor_mcp:\n  enabled: false\n  mode: mcp\n", no_env);
+	cae_config_free(cfg);
+	cfg = load_ok("text_editor_mcp:\n  mode: native\n", no_env);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(unknown_keys_warn)
 {
 	_cleanup_config_ cae_config *cfg = load_ok("llm:\n  model: x\n"
@@ -801,6 +815,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, env_errors_name_the_variable);
 	tcase_add_test(tc, errors_with_file_and_line);
 	tcase_add_test(tc, unknown_keys_warn);
+	tcase_add_test(tc, editor_mode_mcp_is_refused);
 	tcase_add_test(tc, malformed_yaml);
 	tcase_add_test(tc, network_modes);
 	tcase_add_test(tc, secrets_redacted_in_json);
