@@ -693,6 +693,18 @@ static void chan_forget(cae_backend *b, const char *uuid)
 	}
 }
 
+/* The helper's stream failed during a call: the channel is retired, and the error says
+ * whether the container stopped or went (-ECONNABORTED) or only the helper did (r kept). */
+static int helper_failed(cae_backend *b, const char *uuid, struct chan *c, int r, cae_error *err)
+{
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	chan_release(b, c, true);
+	cae_error e = {0};
+	int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
+	return g < 0 ? cae_error_set(err, g, "%s", e.message) : r;
+}
+
 /* One command through the helper. A stream found dead before the command was taken is
  * replaced once (the command did not run); one that ends during the command is reported:
  * the container stopped or was removed, or the helper was killed. */
@@ -722,18 +734,13 @@ static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
 		r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
 	}
 	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO) {
-		char name[128];
-		container_name(name, sizeof(name), uuid);
-		chan_release(b, *cp, true);
+		r = helper_failed(b, uuid, *cp, r == -EPIPE ? -ECONNRESET : r, err);
 		*cp = NULL;
-		cae_error e = {0};
-		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
-		if (g < 0)
-			return cae_error_set(err, g, "%s", e.message);
-		char why[CAE_ERROR_MSG_MAX];
-		snprintf(why, sizeof(why), "%s", err ? err->message : "");
-		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
-				     "%s; the next command starts a new one", why);
+		if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
+			char why[CAE_ERROR_MSG_MAX];
+			snprintf(why, sizeof(why), "%s", err ? err->message : "");
+			return cae_error_set(err, r, "%s; the next command starts a new one", why);
+		}
 	}
 	return r;
 }
@@ -792,16 +799,8 @@ static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits
 		return r;
 	}
 	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
-		char name[128];
-		container_name(name, sizeof(name), uuid);
-		chan_release(b, c, true);
-		cae_error e = {0};
-		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
-		if (g < 0)
-			return cae_error_set(err, g, "%s", e.message);
-		return r;
-	}
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
 	chan_release(b, c, false);
 	return r;
 }

@@ -382,6 +382,20 @@ struct resp_ctx {
 	cae_run_result *res;
 };
 
+/* An error message from the other side: valid UTF-8, no NUL, cut to fit dst. */
+static int copy_message(char *dst, size_t size, const unsigned char *d, size_t len)
+{
+	size_t n;
+	_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
+	if (!m)
+		return -ENOMEM;
+	n = cae_utf8_floor(m, MIN(n, size - 1));
+	for (size_t i = 0; i < n; i++)
+		dst[i] = m[i] ? m[i] : ' ';
+	dst[n] = '\0';
+	return 0;
+}
+
 /* Outputs come from inside the sandbox: keep them valid UTF-8 whatever was sent. */
 static char *utf8_copy(const unsigned char *d, size_t n, size_t *out_len)
 {
@@ -398,17 +412,8 @@ static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae
 	cae_run_result *res = c->res;
 	int64_t v = 0;
 	switch (tag) {
-	case RS_MESSAGE: {
-		size_t n;
-		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
-		if (!m)
-			return -ENOMEM;
-		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
-		for (size_t i = 0; i < n; i++)
-			c->message[i] = m[i] ? m[i] : ' ';
-		c->message[n] = '\0';
-		return 0;
-	}
+	case RS_MESSAGE:
+		return copy_message(c->message, sizeof(c->message), d, len);
 	case RS_OUT:
 		free(res->out);
 		res->out = utf8_copy(d, len, &res->out_len);
@@ -764,16 +769,8 @@ static int edr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	size_t n;
 	int64_t v = 0;
 	switch (tag) {
-	case EDR_MESSAGE: {
-		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
-		if (!m)
-			return -ENOMEM;
-		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
-		for (size_t i = 0; i < n; i++)
-			c->message[i] = m[i] ? m[i] : ' ';
-		c->message[n] = '\0';
-		return 0;
-	}
+	case EDR_MESSAGE:
+		return copy_message(c->message, sizeof(c->message), d, len);
 	case EDR_TEXT:
 		free(res->text);
 		res->text = utf8_copy(d, len, &n);

@@ -7,6 +7,7 @@
 #include "helper/mux.h"
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/editor.h"
@@ -78,46 +79,14 @@ struct job {
 	int cancel_r;
 };
 
-static int write_full(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w > 0) {
-			c += w;
-			n -= (size_t)w;
-		} else if (w < 0 && errno != EINTR) {
-			return -errno;
-		}
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *p, size_t n)
-{
-	char *c = p;
-	while (n) {
-		ssize_t r = read(fd, c, n);
-		if (r > 0) {
-			c += r;
-			n -= (size_t)r;
-		} else if (r == 0) {
-			return -EPIPE;
-		} else if (errno != EINTR) {
-			return -errno;
-		}
-	}
-	return 0;
-}
-
 static int send_frame(struct stream *st, char type, uint32_t id, const void *p, size_t n)
 {
 	unsigned char h[CAE_MUX_HEADER];
 	cae_mux_header(h, type, id, (uint32_t)n);
 	pthread_mutex_lock(&st->wlock);
-	int r = st->broken ? -EPIPE : write_full(st->out, h, sizeof(h));
+	int r = st->broken ? -EPIPE : cae_write_all(st->out, h, sizeof(h));
 	if (r == 0 && n)
-		r = write_full(st->out, p, n);
+		r = cae_write_all(st->out, p, n);
 	pthread_mutex_unlock(&st->wlock);
 	if (r < 0) {
 		pthread_mutex_lock(&st->lock);
@@ -307,7 +276,7 @@ static void *cred_conn_main(void *arg)
 		}
 	pthread_mutex_unlock(&st->lock);
 	if (c.reply)
-		(void)write_full(fd, c.reply, c.len);
+		(void)cae_write_all(fd, c.reply, c.len);
 	free(c.reply);
 	free(req);
 	close(fd);
@@ -436,7 +405,7 @@ int cae_helper_credential_main(int argc, char **argv)
 			break;
 		n += (size_t)k;
 	}
-	if (write_full(fd, buf, n) < 0)
+	if (cae_write_all(fd, buf, n) < 0)
 		return 0;
 	shutdown(fd, SHUT_WR);
 	n = 0;
@@ -453,7 +422,7 @@ int cae_helper_credential_main(int argc, char **argv)
 				"(github.token or gitlab.token in cae's configuration)\n");
 		return 0;
 	}
-	return write_full(1, buf, n) < 0 ? 1 : 0;
+	return cae_write_all(1, buf, n) < 0 ? 1 : 0;
 }
 
 int cae_helper_serve_stream(int in, int out, int heartbeat_s)
@@ -491,7 +460,7 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 		if (pr <= 0)
 			continue;
 		unsigned char h[CAE_MUX_HEADER];
-		int r = read_full(in, h, sizeof(h));
+		int r = cae_read_exact(in, h, sizeof(h));
 		if (r < 0) {
 			ret = r == -EPIPE ? 0 : r;
 			break;
@@ -507,7 +476,7 @@ int cae_helper_serve_stream(int in, int out, int heartbeat_s)
 			ret = -ENOMEM;
 			break;
 		}
-		r = read_full(in, body, n);
+		r = cae_read_exact(in, body, n);
 		if (r < 0) {
 			free(body);
 			ret = r == -EPIPE ? 0 : r;

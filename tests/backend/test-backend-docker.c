@@ -1496,6 +1496,25 @@ static void st_close(void *ctx)
 	cae_docker_stream_close(ctx);
 }
 
+/* Waits (up to a minute) until container id stops; returns its exit code. */
+static int64_t wait_stopped(cae_docker *d, const char *id)
+{
+	for (int i = 0; i < 600; i++) {
+		json_t *c = NULL;
+		cae_error err = {0};
+		ck_assert_int_eq(cae_docker_container_inspect(d, id, &c, &err), 0);
+		json_t *state = json_object_get(c, "State");
+		bool stopped = !json_is_true(json_object_get(state, "Running"));
+		int64_t code = json_integer_value(json_object_get(state, "ExitCode"));
+		json_decref(c);
+		if (stopped)
+			return code;
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	ck_abort_msg("container %s did not stop", id);
+	return -1;
+}
+
 /* A new stream to the helper of container id. */
 static cae_helper_mux *helper_stream(cae_docker *d, const char *id)
 {
@@ -1595,20 +1614,7 @@ START_TEST(helper_in_a_busybox_only_image)
 	ck_assert_int_eq(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err), -ENOTDIR);
 	/* the manager goes: after its lifetime (4 s) the container stops by itself */
 	cae_helper_mux_close(m);
-	bool stopped = false;
-	int64_t code = -1;
-	for (int i = 0; i < 600 && !stopped; i++) {
-		json_t *c = NULL;
-		ck_assert_int_eq(cae_docker_container_inspect(d, id, &c, &err), 0);
-		json_t *state = json_object_get(c, "State");
-		stopped = !json_is_true(json_object_get(state, "Running"));
-		code = json_integer_value(json_object_get(state, "ExitCode"));
-		json_decref(c);
-		if (!stopped)
-			nanosleep(&(struct timespec){0, 100000000L}, NULL);
-	}
-	ck_assert(stopped);
-	ck_assert_int_eq(code, CAE_HELPER_INIT_EXPIRED);
+	ck_assert_int_eq(wait_stopped(d, id), CAE_HELPER_INIT_EXPIRED);
 	remove_container(d, id);
 	free(id);
 	cae_docker_free(d);
@@ -1985,21 +1991,7 @@ START_TEST(leaked_container_stops_and_comes_back)
 	cae_run_result_clear(&r);
 	/* this manager goes away (its stream closes with it) */
 	cae_backend_free(b);
-	bool stopped = false;
-	int64_t code = -1;
-	for (int i = 0; i < 600 && !stopped; i++) {
-		json_t *c = NULL;
-		cae_error err = {0};
-		ck_assert_int_eq(cae_docker_container_inspect(d, info.container_id, &c, &err), 0);
-		json_t *state = json_object_get(c, "State");
-		stopped = !json_is_true(json_object_get(state, "Running"));
-		code = json_integer_value(json_object_get(state, "ExitCode"));
-		json_decref(c);
-		if (!stopped)
-			nanosleep(&(struct timespec){0, 100000000L}, NULL);
-	}
-	ck_assert_msg(stopped, "the container did not stop after its lifetime");
-	ck_assert_int_eq(code, CAE_HELPER_INIT_EXPIRED);
+	ck_assert_int_eq(wait_stopped(d, info.container_id), CAE_HELPER_INIT_EXPIRED);
 	/* a manager comes back: the container starts again, the workspace as it was */
 	b = dbackend(cfg, NULL);
 	r = bexec(b, uuid, "cat kept.txt", 30000);
