@@ -805,6 +805,27 @@ static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits
 	return r;
 }
 
+/* The patch worker's file operations, run by the environment's helper. */
+static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		     cae_error *err)
+{
+	int r;
+	struct chan *c = chan_acquire(b, uuid, &r, err);
+	if (!c)
+		return map_exec_error(b, r, uuid, err);
+	if (!c->m) {
+		chan_release(b, c, false);
+		return cae_error_set(err, -EOPNOTSUPP,
+				     "this environment's container has no "
+				     "cae-helper");
+	}
+	r = cae_helper_mux_fs(c->m, q, rep, err);
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
+	chan_release(b, c, false);
+	return r;
+}
+
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
 	struct prep_ctx *p = ctx;
@@ -1420,6 +1441,7 @@ static const cae_backend_ops docker_ops = {
     .release = docker_release,
     .exec = docker_exec,
     .edit = docker_edit,
+    .fs = docker_fs,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,

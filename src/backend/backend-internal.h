@@ -5,6 +5,7 @@
 
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "cae/helper.h"
 
 struct cae_log;
 
@@ -65,6 +66,9 @@ typedef struct cae_backend_ops {
 	/* may be NULL: the backend's environments are edited on this host (host_path) */
 	int (*edit)(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
 		    const cae_editor_request *req, cae_editor_result *res, cae_error *err);
+	/* may be NULL: file operations run by the environment's helper (cae_backend_fs) */
+	int (*fs)(cae_backend *b, const char *task_uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		  cae_error *err);
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
