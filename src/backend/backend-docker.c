@@ -1005,9 +1005,9 @@ static int upload_helper(cae_backend *b, const char *id, const char *helper, cae
 		r = cae_error_set(err, -errno, "cannot stage cae-helper: %s", strerror(errno));
 		goto out;
 	}
-	r = write_tar_entry(tar, HELPER_DIR + 1, '5', 0755, 0, "root", -1, 0);
+	r = write_tar_entry(tar, &HELPER_DIR[1], '5', 0755, 0, "root", -1, 0);
 	if (r == 0)
-		r = write_tar_entry(tar, HELPER_PATH + 1, '0', 0755, 0, "root", in,
+		r = write_tar_entry(tar, &HELPER_PATH[1], '0', 0755, 0, "root", in,
 				    (uint64_t)st.st_size);
 	if (r == 0)
 		r = write_tar_end(tar);
