@@ -2006,6 +2006,66 @@ START_TEST(leaked_container_stops_and_comes_back)
 }
 END_TEST
 
+/* Several manager processes on one environment at once, each with its own stream to the
+ * helper: this process runs a long command while three `cae exec` processes run theirs. */
+START_TEST(several_managers_at_once)
+{
+	char *dir = tu_mkdtemp();
+	char config[600];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
+		 "host\n");
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	struct bg_exec x = {.b = b, .uuid = uuid, .script = "sleep 2; echo long"};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_backend, &x), 0);
+	pid_t kids[3];
+	for (int k = 0; k < 3; k++) {
+		kids[k] = fork();
+		ck_assert_int_ge(kids[k], 0);
+		if (kids[k] == 0) {
+			char cmd[1024];
+			snprintf(cmd, sizeof(cmd),
+				 "for i in 1 2 3 4 5; do CAE_CONFIG=%s CAE_LOG_LEVEL=error %s exec "
+				 "--uuid %s -- \"echo p%d-$i >> out-%d.txt\" >/dev/null || exit 1; "
+				 "done",
+				 config, CAE_EXE, uuid, k, k);
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+	}
+	for (int k = 0; k < 3; k++) {
+		int st;
+		ck_assert_int_eq(waitpid(kids[k], &st, 0), kids[k]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "cae exec process %d: %d", k,
+			      st);
+	}
+	pthread_join(th, NULL);
+	ck_assert_int_eq(x.r, 0);
+	ck_assert_str_eq(x.res.out, "long\n");
+	cae_run_result_clear(&x.res);
+	cae_run_result r =
+	    bexec(b, uuid, "cat out-0.txt out-1.txt out-2.txt | sort | tr '\\n' ' '", 30000);
+	ck_assert_str_eq(r.out, "p0-1 p0-2 p0-3 p0-4 p0-5 p1-1 p1-2 p1-3 p1-4 p1-5 p2-1 p2-2 "
+				"p2-3 p2-4 p2-5 ");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2043,6 +2103,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, editor_goldens_in_a_container);
 	tcase_add_test(b, push_on_demand);
 	tcase_add_test(b, leaked_container_stops_and_comes_back);
+	tcase_add_test(b, several_managers_at_once);
 	suite_add_tcase(s, b);
 	return s;
 }
