@@ -77,9 +77,7 @@ static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 struct cred_ctx {
 	cae_backend *b;
 	char *uuid;
-	char host[256];
-	char user[64];
-	char forge[16];
+	char target[400]; /* "host user forge" */
 };
 
 struct chan {
@@ -502,34 +500,13 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
-/* git's credential request from a command in the environment: the token of the forge the
- * environment was cloned from, for that host only; nothing for any other host. The token
- * reaches git's memory in the container, never its environment, files or configuration. */
+/* git's credential request from a command in the environment (cae_git_credential_answer):
+ * the token reaches git's memory in the container, never its environment, files or
+ * configuration. */
 static char *docker_credential(void *ud, const char *request, size_t len)
 {
 	struct cred_ctx *c = ud;
-	char host[256] = "", protocol[16] = "";
-	for (const char *p = request, *end = request + len; p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		if (n > 5 && strncmp(p, "host=", 5) == 0 && n - 5 < sizeof(host))
-			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), p + 5);
-		if (n > 9 && strncmp(p, "protocol=", 9) == 0 && n - 9 < sizeof(protocol))
-			snprintf(protocol, sizeof(protocol), "%.*s", (int)(n - 9), p + 9);
-		p += n + 1;
-	}
-	const cae_config *cfg = c->b->cfg;
-	const char *token = strcmp(c->forge, "github") == 0 ? cfg->github.token : cfg->gitlab.token;
-	bool grant = token && *token && strcmp(host, c->host) == 0 &&
-		     (strcmp(protocol, "https") == 0 || strcmp(protocol, "http") == 0);
-	cae_log_fields(
-	    c->b->log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
-	    json_pack("{s:s, s:s, s:b}", "task_uuid", c->uuid, "host", host, "granted", grant),
-	    NULL);
-	char *reply = NULL;
-	if (grant && asprintf(&reply, "username=%s\npassword=%s\n", c->user, token) < 0)
-		reply = NULL;
-	return reply;
+	return cae_git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
 }
 
 /* The environment's push credentials (its label), for a new channel. */
@@ -542,9 +519,10 @@ static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
 		return NULL;
 	const char *v =
 	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_GIT_CREDENTIAL);
-	struct cred_ctx *x = v ? calloc(1, sizeof(*x)) : NULL;
-	if (x && (sscanf(v, "%255s %63s %15s", x->host, x->user, x->forge) != 3 ||
-		  !(x->uuid = strdup(uuid)))) {
+	struct cred_ctx *x = v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
+	if (x)
+		snprintf(x->target, sizeof(x->target), "%s", v);
+	if (x && !(x->uuid = strdup(uuid))) {
 		free(x);
 		x = NULL;
 	}

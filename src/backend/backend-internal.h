@@ -110,6 +110,13 @@ int cae_git_clone_source(const cae_config *cfg, const cae_task *task, char **url
 int cae_git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
 			      const char **user, const char **token, cae_error *err);
 
+/* The answer to git's credential request (git's text protocol) from a command of uuid's
+ * environment, whose credential target is target ("host user forge", as the environment
+ * recorded it): "username=..\npassword=..\n" for that host over http(s) when the forge's
+ * token is configured, else NULL. Audited as the event git.credential. New string. */
+char *cae_git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
+				const char *target, const char *request, size_t len);
+
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.
  * *path is new. */

@@ -469,7 +469,8 @@ int cae_helper_credential_main(int argc, char **argv)
 		return 0;
 	const char *path = getenv("CAE_CREDENTIAL_SOCKET");
 	if (!path || !*path) {
-		fprintf(stderr, "cae: no credential channel here (CAE_CREDENTIAL_SOCKET)\n");
+		fprintf(stderr, "cae: no token is configured for this repository's host "
+				"(github.token or gitlab.token in cae's configuration)\n");
 		return 0;
 	}
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};

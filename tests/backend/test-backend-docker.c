@@ -1896,12 +1896,9 @@ START_TEST(editor_goldens_in_a_container)
 }
 END_TEST
 
-/* git push inside an environment: git asks cae-helper for credentials, which asks the
- * manager (the process list is searched with the pattern on a file descriptor: grep's own
- * command line would hold it otherwise); the token goes to the clone's host only, is never in the
- * container's environment, files, processes or inspect output, and without a token the error says
- * so. */
-START_TEST(push_on_demand)
+/* After a push (the conformance suite's push_on_demand covers how it works), `docker
+ * inspect` of the container knows no token: the label names host, user and forge only. */
+START_TEST(push_leaves_no_token_in_inspect)
 {
 	cae_config *cfg = dcfg();
 	cae_backend *b = dbackend(cfg, NULL);
@@ -1911,61 +1908,20 @@ START_TEST(push_on_demand)
 	cae_task t = http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	char branch[96];
-	snprintf(branch, sizeof(branch), "pushed-%s", uuid);
-	char script[2048];
-	size_t half = strlen(git_token) / 2;
+	char script[512];
 	snprintf(script, sizeof(script),
-		 "set -e; echo change >> a.txt; git -c user.email=a@example.com -c user.name=a "
-		 "commit -qam change; git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
-		 "a='%.*s'; b='%s'; "
-		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
-		 "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
-		 "2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /dev/fd/3 3<<EOF || true\n"
-		 "$a$b\nEOF\n",
-		 branch, (int)half, git_token, git_token + half);
+		 "git push -q origin HEAD:refs/heads/inspect-%s 2>&1 && echo pushed", uuid);
 	cae_run_result r = bexec(b, uuid, script, 120000);
-	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "pushed\n0\n") == 0, "%d: %s%s",
-		      r.exit_code, r.out, r.err);
+	ck_assert_msg(strcmp(r.out, "pushed\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	/* it arrived */
-	tu_sh("git --git-dir=%s/py.git rev-parse --verify -q refs/heads/%s", git_root, branch);
-	/* docker inspect of the container knows no token */
 	json_t *c = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_container_inspect(d, info.container_id, &c, &err), 0);
 	char *text = json_dumps(c, 0);
 	ck_assert_ptr_null(strstr(text, git_token));
+	ck_assert_ptr_nonnull(strstr(text, "cae.git_credential"));
 	free(text);
 	json_decref(c);
-	/* another host gets nothing, even asked directly */
-	r = bexec(
-	    b, uuid,
-	    "printf 'protocol=https\\nhost=evil.example.com\\n\\n' | git credential fill 2>&1 "
-	    "</dev/null; echo rc=$?",
-	    60000);
-	ck_assert_msg(strstr(r.out, "password=") == NULL, "%s", r.out);
-	cae_run_result_clear(&r);
-	cae_backend_cleanup(b, uuid, &err);
-	cae_env_info_clear(&info);
-	cae_backend_free(b);
-	cae_config_free(cfg);
-
-	/* no token configured: the push fails and says why */
-	cfg = dcfg();
-	cfg_set(cfg, "github.token", "");
-	b = dbackend(cfg, NULL);
-	task_uuid(uuid, sizeof(uuid));
-	snprintf(repo_url, sizeof(repo_url), "%spublic/py.git", git_http);
-	cae_task pub = {.uuid = uuid, .repo = repo_url, .platform = (char *)"github"};
-	prepare_ok(b, &pub, "python", &info);
-	r = bexec(b, uuid,
-		  "git remote set-url origin $(git remote get-url origin | sed s,/public/,/,); "
-		  "git push origin HEAD:refs/heads/nope 2>&1 </dev/null; echo rc=$?",
-		  60000);
-	ck_assert_msg(strstr(r.out, "no token is configured") && !strstr(r.out, "rc=0"), "%s",
-		      r.out);
-	cae_run_result_clear(&r);
 	cae_backend_cleanup(b, uuid, &err);
 	cae_env_info_clear(&info);
 	cae_docker_free(d);
@@ -2101,7 +2057,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, cli_exec_signals_end_the_command_in_the_container);
 	tcase_add_test(b, helper_in_a_busybox_only_image);
 	tcase_add_test(b, editor_goldens_in_a_container);
-	tcase_add_test(b, push_on_demand);
+	tcase_add_test(b, push_leaves_no_token_in_inspect);
 	tcase_add_test(b, leaked_container_stops_and_comes_back);
 	tcase_add_test(b, several_managers_at_once);
 	suite_add_tcase(s, b);
