@@ -2022,6 +2022,43 @@ START_TEST(several_managers_at_once)
 }
 END_TEST
 
+/* A container whose helper does not answer (here: moved away, by root in the container):
+ * commands still run, as plain Engine API execs, and their result says so. */
+START_TEST(dead_helper_falls_back_with_a_warning)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_backend_free(b); /* its stream goes */
+	const char *mv[] = {"mv", "/.cae/cae-helper", "/.cae/moved", NULL};
+	cae_docker_exec_spec ms = {
+	    .argv = mv, .user = "0", .raw = true, .timeout_ms = 30000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_exec(d, info.container_id, &ms, &r, NULL, &err) == 0, "%s",
+		      err.message);
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	b = dbackend(cfg, NULL);
+	r = bexec(b, uuid, "echo still", 30000);
+	ck_assert_str_eq(r.out, "still\n");
+	ck_assert_msg(r.warning && strstr(r.warning, "cae-helper did not answer") &&
+			  strstr(r.warning, "plain Engine API exec"),
+		      "%s", r.warning ? r.warning : "(no warning)");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2060,6 +2097,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, push_leaves_no_token_in_inspect);
 	tcase_add_test(b, leaked_container_stops_and_comes_back);
 	tcase_add_test(b, several_managers_at_once);
+	tcase_add_test(b, dead_helper_falls_back_with_a_warning);
 	suite_add_tcase(s, b);
 	return s;
 }
