@@ -2059,6 +2059,73 @@ START_TEST(dead_helper_falls_back_with_a_warning)
 }
 END_TEST
 
+/* An MCP client that goes away (end of its input) while a command runs in a container: the
+ * call is cancelled and the command ends in the container. */
+START_TEST(mcp_client_gone_ends_the_command_in_the_container)
+{
+	char *dir = tu_mkdtemp();
+	tu_write(dir, "config.yaml",
+		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
+		 "host\n");
+	char uuid[64], task[1024], config[600], taskpath[600], name[160];
+	task_uuid(uuid, sizeof(uuid));
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_daemon);
+	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"%s\"}", uuid, repo_url);
+	tu_write(dir, "task.json", task);
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
+	int in[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("CAE_CONFIG", config, 1);
+		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	static const char msgs[] =
+	    "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+	    "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
+	    "\"version\":\"1\"}}}\n"
+	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":"
+	    "\"exec_command\",\"arguments\":{\"cwd\":\".\",\"command\":[\"sleep 334\"],"
+	    "\"timeout_ms\":120000}}}\n";
+	ck_assert_int_eq(write(in[1], msgs, sizeof(msgs) - 1), (ssize_t)(sizeof(msgs) - 1));
+	cae_docker *d = client();
+	/* the prepare first (the container gets its final name at the end) */
+	for (int i = 0; i < 1200 && !container_exists(d, uuid); i++)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	wait_top(d, name, "sleep 334", false);
+	close(in[1]); /* the client is gone */
+	int st;
+	pid_t w = 0;
+	for (int i = 0; i < 600 && w == 0; i++) {
+		w = waitpid(pid, &st, WNOHANG);
+		if (w == 0)
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	if (w == 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	ck_assert_msg(w == pid, "cae mcp still runs after the end of its input");
+	char *top = top_text(d, name);
+	ck_assert_msg(strstr(top, "sleep 334") == NULL, "left running: %s", top);
+	free(top);
+	cae_docker_container_remove(d, name, true, true, NULL);
+	cae_docker_free(d);
+	cae_rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2098,6 +2165,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, leaked_container_stops_and_comes_back);
 	tcase_add_test(b, several_managers_at_once);
 	tcase_add_test(b, dead_helper_falls_back_with_a_warning);
+	tcase_add_test(b, mcp_client_gone_ends_the_command_in_the_container);
 	suite_add_tcase(s, b);
 	return s;
 }
