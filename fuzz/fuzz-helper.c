@@ -64,12 +64,43 @@ static void check_response(const char *body, size_t len)
 	cae_run_result_clear(&res);
 }
 
+/* The editor's and the file operations' results: untrusted like a command's. */
+static void check_edit_and_fs_results(const char *body, size_t len)
+{
+	cae_editor_result er;
+	cae_error err = {0};
+	int status = 0;
+	if (cae__helper_decode_edit_result(body, len, &status, &er, &err) == 0) {
+		if (status == 0 &&
+		    (!er.text || !cae_utf8_is_valid(er.text, strlen(er.text)) ||
+		     (er.summary && !cae_utf8_is_valid(er.summary, strlen(er.summary)))))
+			abort();
+		if (status > 0 || (status < 0 && err.code != status))
+			abort();
+		cae_editor_result_clear(&er);
+	}
+	cae_fs_reply fr;
+	if (cae_helper_decode_fs_result(body, len, &status, &fr, &err) == 0) {
+		if (status > 0 || (fr.data && fr.data[fr.len]))
+			abort();
+		cae_fs_reply_clear(&fr);
+	}
+	cae_helper_edit e;
+	if (cae__helper_decode_edit(body, len, &e, &err) == 0)
+		cae__helper_edit_clear(&e);
+	cae_helper_fs f;
+	if (cae_helper_decode_fs(body, len, &f, &err) == 0)
+		cae_helper_fs_clear(&f);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	if (size < 1)
 		return 0;
 	const char *body = (const char *)data + 1;
-	if (data[0] & 1)
+	if (data[0] & 2)
+		check_edit_and_fs_results(body, size - 1);
+	else if (data[0] & 1)
 		check_response(body, size - 1);
 	else
 		check_request(body, size - 1);

@@ -136,6 +136,13 @@ CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae
 CAE_EXPORT int cae_backend_edit(cae_backend *b, const char *task_uuid,
 				const cae_editor_limits *limits, const cae_editor_request *req,
 				cae_editor_result *res, cae_error *err);
+/* Runs one of the patch worker's file operations where the environment's commands run (by
+ * its helper: include/cae/helper.h). -EOPNOTSUPP when the backend or the environment
+ * cannot; else the operation's status. */
+struct cae_fs_request;
+struct cae_fs_reply;
+CAE_EXPORT int cae_backend_fs(cae_backend *b, const char *task_uuid, const struct cae_fs_request *q,
+			      struct cae_fs_reply *rep, cae_error *err);
 /* Removes the environment (retrying up to 3 times). A missing environment is success. */
 CAE_EXPORT int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
 /* Removes every environment older than threshold_s seconds; *removed gets the count. */

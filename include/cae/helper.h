@@ -118,6 +118,51 @@ CAE_EXPORT int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec,
 CAE_EXPORT int cae_helper_mux_edit(cae_helper_mux *m, const char *root,
 				   const cae_editor_limits *limits, const cae_editor_request *req,
 				   cae_editor_result *res, cae_error *err);
+/* The patch worker's file operations, run by the helper in the environment with the same
+ * code as on a local host (src/worker/fs-host.c: resolution beneath the workspace, atomic
+ * writes keeping modes, journaled transactions). OPEN returns a handle (root: the
+ * workspace as commands see it); every other operation names it; CLOSE drops it (a
+ * stream that ends drops its handles: an open transaction is then rolled back by the
+ * journal's recovery). */
+typedef enum cae_fs_op {
+	CAE_FS_OPEN = 1,
+	CAE_FS_READ,
+	CAE_FS_WRITE,
+	CAE_FS_REMOVE,
+	CAE_FS_TXN_BEGIN,
+	CAE_FS_TXN_WRITE,
+	CAE_FS_TXN_REMOVE,
+	CAE_FS_TXN_COMMIT,
+	CAE_FS_TXN_ABORT,
+	CAE_FS_CLOSE,
+} cae_fs_op;
+
+typedef struct cae_fs_request {
+	cae_fs_op op;
+	uint32_t handle;
+	const char *root; /* OPEN */
+	const char *rel;  /* READ, WRITE, REMOVE, TXN_WRITE, TXN_REMOVE */
+	const char *data; /* WRITE, TXN_WRITE */
+	size_t len;
+	uint32_t mode; /* WRITE, TXN_WRITE: permission bits, or (uint32_t)-1 to keep */
+	uint64_t max;  /* READ: most bytes (-EFBIG beyond); 0: only whether it exists */
+} cae_fs_request;
+
+typedef struct cae_fs_reply {
+	uint32_t handle; /* OPEN */
+	char *data;	 /* READ: owned, NUL-terminated (NULL when max was 0) */
+	size_t len;
+	uint32_t mode; /* READ */
+} cae_fs_reply;
+
+CAE_EXPORT void cae_fs_reply_clear(cae_fs_reply *r);
+
+/* Runs one file operation through the helper. Returns the operation's status (0 or the
+ * -errno the local implementation gives, err set), or -ECONNRESET / -ETIMEDOUT /
+ * -EPROTO when the helper failed. */
+CAE_EXPORT int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *q, cae_fs_reply *rep,
+				 cae_error *err);
+
 /* Answers git's credential requests from commands run through m (git's text protocol:
  * request "protocol=https\nhost=example.com\n..."; returns the reply, a new string
  * "username=..\npassword=..\n", or NULL to give none). Called on the mux's reader thread:

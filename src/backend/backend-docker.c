@@ -77,9 +77,7 @@ static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 struct cred_ctx {
 	cae_backend *b;
 	char *uuid;
-	char host[256];
-	char user[64];
-	char forge[16];
+	char target[400]; /* "host user forge" */
 };
 
 struct chan {
@@ -501,34 +499,13 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
-/* git's credential request from a command in the environment: the token of the forge the
- * environment was cloned from, for that host only; nothing for any other host. The token
- * reaches git's memory in the container, never its environment, files or configuration. */
+/* git's credential request from a command in the environment (cae_git_credential_answer):
+ * the token reaches git's memory in the container, never its environment, files or
+ * configuration. */
 static char *docker_credential(void *ud, const char *request, size_t len)
 {
 	struct cred_ctx *c = ud;
-	char host[256] = "", protocol[16] = "";
-	for (const char *p = request, *end = request + len; p < end;) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		if (n > 5 && strncmp(p, "host=", 5) == 0 && n - 5 < sizeof(host))
-			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), p + 5);
-		if (n > 9 && strncmp(p, "protocol=", 9) == 0 && n - 9 < sizeof(protocol))
-			snprintf(protocol, sizeof(protocol), "%.*s", (int)(n - 9), p + 9);
-		p += n + 1;
-	}
-	const cae_config *cfg = c->b->cfg;
-	const char *token = strcmp(c->forge, "github") == 0 ? cfg->github.token : cfg->gitlab.token;
-	bool grant = token && *token && strcmp(host, c->host) == 0 &&
-		     (strcmp(protocol, "https") == 0 || strcmp(protocol, "http") == 0);
-	cae_log_fields(
-	    c->b->log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
-	    json_pack("{s:s, s:s, s:b}", "task_uuid", c->uuid, "host", host, "granted", grant),
-	    NULL);
-	char *reply = NULL;
-	if (grant && asprintf(&reply, "username=%s\npassword=%s\n", c->user, token) < 0)
-		reply = NULL;
-	return reply;
+	return cae_git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
 }
 
 /* The environment's push credentials (its label), for a new channel. */
@@ -541,9 +518,10 @@ static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
 		return NULL;
 	const char *v =
 	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_GIT_CREDENTIAL);
-	struct cred_ctx *x = v ? calloc(1, sizeof(*x)) : NULL;
-	if (x && (sscanf(v, "%255s %63s %15s", x->host, x->user, x->forge) != 3 ||
-		  !(x->uuid = strdup(uuid)))) {
+	struct cred_ctx *x = v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
+	if (x)
+		snprintf(x->target, sizeof(x->target), "%s", v);
+	if (x && !(x->uuid = strdup(uuid))) {
 		free(x);
 		x = NULL;
 	}
@@ -692,6 +670,18 @@ static void chan_forget(cae_backend *b, const char *uuid)
 	}
 }
 
+/* The helper's stream failed during a call: the channel is retired, and the error says
+ * whether the container stopped or went (-ECONNABORTED) or only the helper did (r kept). */
+static int helper_failed(cae_backend *b, const char *uuid, struct chan *c, int r, cae_error *err)
+{
+	char name[128];
+	container_name(name, sizeof(name), uuid);
+	chan_release(b, c, true);
+	cae_error e = {0};
+	int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
+	return g < 0 ? cae_error_set(err, g, "%s", e.message) : r;
+}
+
 /* One command through the helper. A stream found dead before the command was taken is
  * replaced once (the command did not run); one that ends during the command is reported:
  * the container stopped or was removed, or the helper was killed. */
@@ -720,18 +710,13 @@ static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
 		r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
 	}
 	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO) {
-		char name[128];
-		container_name(name, sizeof(name), uuid);
-		chan_release(b, *cp, true);
+		r = helper_failed(b, uuid, *cp, r == -EPIPE ? -ECONNRESET : r, err);
 		*cp = NULL;
-		cae_error e = {0};
-		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
-		if (g < 0)
-			return cae_error_set(err, g, "%s", e.message);
-		char why[CAE_ERROR_MSG_MAX];
-		snprintf(why, sizeof(why), "%s", err ? err->message : "");
-		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
-				     "%s; the next command starts a new one", why);
+		if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
+			char why[CAE_ERROR_MSG_MAX];
+			snprintf(why, sizeof(why), "%s", err ? err->message : "");
+			return cae_error_set(err, r, "%s; the next command starts a new one", why);
+		}
 	}
 	return r;
 }
@@ -790,16 +775,29 @@ static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits
 		return r;
 	}
 	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
-		char name[128];
-		container_name(name, sizeof(name), uuid);
-		chan_release(b, c, true);
-		cae_error e = {0};
-		int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
-		if (g < 0)
-			return cae_error_set(err, g, "%s", e.message);
-		return r;
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
+	chan_release(b, c, false);
+	return r;
+}
+
+/* The patch worker's file operations, run by the environment's helper. */
+static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		     cae_error *err)
+{
+	int r;
+	struct chan *c = chan_acquire(b, uuid, &r, err);
+	if (!c)
+		return map_exec_error(b, r, uuid, err);
+	if (!c->m) {
+		chan_release(b, c, false);
+		return cae_error_set(err, -EOPNOTSUPP,
+				     "this environment's container has no "
+				     "cae-helper");
 	}
+	r = cae_helper_mux_fs(c->m, q, rep, err);
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
 	chan_release(b, c, false);
 	return r;
 }
@@ -981,9 +979,9 @@ static int upload_helper(cae_backend *b, const char *id, const char *helper, cae
 		r = cae_error_set(err, -errno, "cannot stage cae-helper: %s", strerror(errno));
 		goto out;
 	}
-	r = write_tar_entry(tar, HELPER_DIR + 1, '5', 0755, 0, "root", -1, 0);
+	r = write_tar_entry(tar, &HELPER_DIR[1], '5', 0755, 0, "root", -1, 0);
 	if (r == 0)
-		r = write_tar_entry(tar, HELPER_PATH + 1, '0', 0755, 0, "root", in,
+		r = write_tar_entry(tar, &HELPER_PATH[1], '0', 0755, 0, "root", in,
 				    (uint64_t)st.st_size);
 	if (r == 0)
 		r = write_tar_end(tar);
@@ -1418,6 +1416,7 @@ static const cae_backend_ops docker_ops = {
     .release = docker_release,
     .exec = docker_exec,
     .edit = docker_edit,
+    .fs = docker_fs,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,

@@ -5,6 +5,7 @@
 
 #include "cae/backend.h"
 #include "cae/config.h"
+#include "cae/helper.h"
 
 struct cae_log;
 
@@ -65,6 +66,9 @@ typedef struct cae_backend_ops {
 	/* may be NULL: the backend's environments are edited on this host (host_path) */
 	int (*edit)(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
 		    const cae_editor_request *req, cae_editor_result *res, cae_error *err);
+	/* may be NULL: file operations run by the environment's helper (cae_backend_fs) */
+	int (*fs)(cae_backend *b, const char *task_uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		  cae_error *err);
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
@@ -105,6 +109,13 @@ int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **ur
  * NULL when no token applies (a local repository, no token configured). */
 int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
 			       const char **user, const char **token, cae_error *err);
+
+/* The answer to git's credential request (git's text protocol) from a command of uuid's
+ * environment, whose credential target is target ("host user forge", as the environment
+ * recorded it): "username=..\npassword=..\n" for that host over http(s) when the forge's
+ * token is configured, else NULL. Audited as the event git.credential. New string. */
+char *cae_git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
+				const char *target, const char *request, size_t len);
 
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.

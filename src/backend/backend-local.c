@@ -29,6 +29,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sys/un.h>
+#include <sys/socket.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +74,20 @@ struct meta_entry {
 	bool external;
 	uid_t uid;
 	gid_t gid;
+	char *git_credential;
+};
+
+/* The credential channel of one environment in this process: a socket in the workspace root
+ * (/workspace/.cae-run inside the sandbox) that `cae-helper --credential` reaches, answered by
+ * a thread here (cae_git_credential_answer). */
+struct local_cred {
+	struct local_cred *next;
+	char *uuid;
+	char *target; /* "host user forge" */
+	char path[PATH_MAX];
+	int fd;
+	pthread_t thread;
+	cae_backend *b;
 };
 
 struct local_impl {
@@ -87,6 +104,7 @@ struct local_impl {
 	int clone_timeout_s;
 	pthread_mutex_t helper_lock;
 	struct local_helper *helpers;
+	struct local_cred *creds; /* under helper_lock */
 	bool helper_probed;
 	char *helper_path; /* NULL: no cae-helper, or it could not start: a sandbox per command */
 };
@@ -104,6 +122,7 @@ struct local_env {
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
+	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
 	struct local_impl *impl;
 	const cae_config *cfg;
 };
@@ -112,6 +131,7 @@ static void local_env_clear(struct local_env *e)
 {
 	free(e->root);
 	free(e->project);
+	free(e->git_credential);
 	memset(e, 0, sizeof(*e));
 	e->cancel_fd = -1;
 }
@@ -418,6 +438,124 @@ static void helper_forget(struct local_impl *li, const char *uuid)
 	helper_free(dead);
 }
 
+#define CRED_DIR ".cae-run"
+#define CRED_MAX 65536
+
+static void *cred_main(void *arg)
+{
+	struct local_cred *c = arg;
+	for (;;) {
+		int fd = accept4(c->fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;
+		}
+		/* one request at a time: git asks once per push */
+		char *req = malloc(CRED_MAX);
+		size_t n = 0;
+		struct pollfd pfd = {.fd = fd, .events = POLLIN};
+		while (req && n < CRED_MAX && poll(&pfd, 1, 10000) > 0) {
+			ssize_t k = read(fd, req + n, CRED_MAX - n);
+			if (k <= 0)
+				break;
+			n += (size_t)k;
+		}
+		char *reply = req ? cae_git_credential_answer(c->b->cfg, c->b->log, c->uuid,
+							      c->target, req, n)
+				  : NULL;
+		if (reply) {
+			(void)cae_write_all(fd, reply, strlen(reply));
+			explicit_bzero(reply, strlen(reply));
+			free(reply);
+		}
+		free(req);
+		close(fd);
+	}
+}
+
+static void cred_free(struct local_cred *c)
+{
+	if (!c)
+		return;
+	shutdown(c->fd, SHUT_RDWR);
+	pthread_join(c->thread, NULL);
+	close(c->fd);
+	unlink(c->path);
+	free(c->uuid);
+	free(c->target);
+	free(c);
+}
+
+/* The credential channel of env in this process, started on first use; the socket's inside
+ * path into *inside. Returns false when there is none (no credential target, or it could not
+ * be made). */
+static bool cred_channel(cae_backend *b, const struct local_env *env, char *inside, size_t size)
+{
+	struct local_impl *li = impl_of(b);
+	if (!env->git_credential || !env->uuid || env->external)
+		return false;
+	char name[64];
+	snprintf(name, sizeof(name), "cred-%d.sock", (int)getpid());
+	snprintf(inside, size, "%s/%s/%s", inside_root(env), CRED_DIR, name);
+	pthread_mutex_lock(&li->helper_lock);
+	for (struct local_cred *c = li->creds; c; c = c->next)
+		if (strcmp(c->uuid, env->uuid) == 0) {
+			pthread_mutex_unlock(&li->helper_lock);
+			return true;
+		}
+	struct local_cred *c = calloc(1, sizeof(*c));
+	bool ok = false;
+	_cleanup_free_ char *dir = cae_path_join(env->root, CRED_DIR);
+	if (c && dir && (c->uuid = strdup(env->uuid)) &&
+	    (c->target = strdup(env->git_credential))) {
+		/* the sandbox's user reaches the socket; nobody else */
+		(void)mkdir(dir, 0700);
+		bool owned = chown(dir, env->uid, env->gid) == 0 || env->uid == 0;
+		snprintf(c->path, sizeof(c->path), "%s/%s", dir, name);
+		unlink(c->path);
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		c->b = b;
+		ok = owned && strlen(c->path) < sizeof(sa.sun_path) && c->fd >= 0;
+		if (ok) {
+			snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->path);
+			ok = bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+			     chown(c->path, env->uid, env->gid) == 0 && chmod(c->path, 0600) == 0 &&
+			     listen(c->fd, 8) == 0 &&
+			     pthread_create(&c->thread, NULL, cred_main, c) == 0;
+		}
+	}
+	if (ok) {
+		c->next = li->creds;
+		li->creds = c;
+	} else if (c) {
+		if (c->fd > 0)
+			close(c->fd);
+		unlink(c->path);
+		free(c->uuid);
+		free(c->target);
+		free(c);
+	}
+	pthread_mutex_unlock(&li->helper_lock);
+	return ok;
+}
+
+/* The environment of uuid goes: its credential channel too. */
+static void cred_forget(struct local_impl *li, const char *uuid)
+{
+	struct local_cred *dead = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	for (struct local_cred **pp = &li->creds; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->uuid, uuid) == 0) {
+			dead = *pp;
+			*pp = dead->next;
+			break;
+		}
+	pthread_mutex_unlock(&li->helper_lock);
+	cred_free(dead);
+}
+
 /* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
  * here (else rlimits), its uid, its file system. serve: cae-helper inside, else argv.
  * New array (cae__sandbox_argv_free). */
@@ -580,8 +718,30 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		return r;
 	_cleanup_free_ char **plain_env = NULL;
 	_cleanup_(cae__sandbox_argv_free_p) char **sandbox_env = NULL;
+	/* git push on demand: git's credential helper asks this process (cred_channel) */
+	char sock[PATH_MAX], sock_env[PATH_MAX + 32];
+	size_t ne = 0;
+	for (const char *const *e = req->extra_env; e && *e; e++)
+		ne++;
+	_cleanup_free_ const char **extra = calloc(ne + 5, sizeof(char *));
+	if (!extra)
+		return -ENOMEM;
+	ne = 0;
+	for (const char *const *e = req->extra_env; e && *e; e++)
+		extra[ne++] = *e;
+	if (b && env->sandbox && env->uuid) {
+		/* without a channel the credential helper says no token is configured */
+		if (cred_channel(b, env, sock, sizeof(sock))) {
+			snprintf(sock_env, sizeof(sock_env), "CAE_CREDENTIAL_SOCKET=%s", sock);
+			extra[ne++] = sock_env;
+		}
+		extra[ne++] = "GIT_CONFIG_COUNT=1";
+		extra[ne++] = "GIT_CONFIG_KEY_0=credential.helper";
+		extra[ne++] = "GIT_CONFIG_VALUE_0=!/.cae/cae-helper --credential";
+	}
+	extra[ne] = NULL;
 	if (env->sandbox)
-		sandbox_env = cae__sandbox_env(req->extra_env);
+		sandbox_env = cae__sandbox_env(extra);
 	else
 		plain_env = build_env(req->extra_env, env->cfg);
 	char **envp = env->sandbox ? sandbox_env : plain_env;
@@ -683,6 +843,7 @@ static void meta_entry_clear(struct meta_entry *m)
 	free(m->uuid);
 	free(m->root);
 	free(m->project);
+	free(m->git_credential);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -708,7 +869,10 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 		env->external = li->meta[i].external;
 		env->uid = li->meta[i].uid;
 		env->gid = li->meta[i].gid;
-		hit = env->root && env->project;
+		env->git_credential =
+		    li->meta[i].git_credential ? strdup(li->meta[i].git_credential) : NULL;
+		hit = env->root && env->project &&
+		      (!li->meta[i].git_credential || env->git_credential);
 		if (!hit)
 			local_env_clear(env);
 	}
@@ -737,6 +901,7 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->external = env->external;
 		m->uid = env->uid;
 		m->gid = env->gid;
+		m->git_credential = env->git_credential ? strdup(env->git_credential) : NULL;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
 		m->size = st->st_size;
@@ -784,6 +949,8 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		env->external = json_is_true(json_object_get(meta, "external"));
 		env->uid = (uid_t)json_integer_value(json_object_get(meta, "sandbox_uid"));
 		env->gid = (gid_t)json_integer_value(json_object_get(meta, "sandbox_gid"));
+		const char *gc = json_string_value(json_object_get(meta, "git_credential"));
+		env->git_credential = gc ? strdup(gc) : NULL;
 		json_decref(meta);
 		if (!env->root || !env->project) {
 			local_env_clear(env);
@@ -848,6 +1015,7 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	if (!dir)
 		return -ENOMEM;
 	helper_forget(li, uuid);
+	cred_forget(li, uuid);
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
 	cae__sandbox_cgroup_remove(name);
@@ -1005,6 +1173,20 @@ static int local_create(cae_prepare *p, cae_error *err)
 	    "limits", limits);
 	if (!lp->meta)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (!workspace && env->sandbox) {
+		/* where a push from the sandbox may authenticate (the token is asked for then) */
+		char *host = NULL;
+		const char *user = NULL, *token = NULL;
+		if (cae__git_credential_target(cfg, p->task, &host, &user, &token, NULL) == 0 &&
+		    host) {
+			const char *forge = token == cfg->github.token ? "github" : "gitlab";
+			char *v = NULL;
+			if (asprintf(&v, "%s %s %s", host, user, forge) >= 0)
+				json_object_set_new(lp->meta, "git_credential", json_string(v));
+			free(v);
+		}
+		free(host);
+	}
 	r = write_meta(li, p->task->uuid, lp->meta, err);
 	if (r < 0)
 		return r;
@@ -1186,6 +1368,11 @@ static void local_free(cae_backend *b)
 			struct local_helper *lh = li->helpers;
 			li->helpers = lh->next;
 			helper_free(lh);
+		}
+		while (li->creds) {
+			struct local_cred *c = li->creds;
+			li->creds = c->next;
+			cred_free(c);
 		}
 		free(li->helper_path);
 		for (size_t i = 0; i < META_CACHE; i++)

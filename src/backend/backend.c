@@ -70,6 +70,18 @@ int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_lim
 	return b->ops->edit(b, task_uuid, limits, req, res, err);
 }
 
+int cae_backend_fs(cae_backend *b, const char *task_uuid, const cae_fs_request *q,
+		   cae_fs_reply *rep, cae_error *err)
+{
+	memset(rep, 0, sizeof(*rep));
+	if (!cae_task_uuid_valid(task_uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	if (!b->ops->fs)
+		return cae_error_set(err, -EOPNOTSUPP, "the %s backend has no helper for files",
+				     b->ops->name);
+	return b->ops->fs(b, task_uuid, q, rep, err);
+}
+
 int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 {
 	if (!cae_task_uuid_valid(task_uuid))

@@ -6,6 +6,7 @@
 #include "cae/log.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,34 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
 	}
 	*host = strndup(p, n);
 	return *host ? 0 : -ENOMEM;
+}
+
+char *cae_git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
+				const char *target, const char *request, size_t len)
+{
+	char want_host[256], user[64], forge[16];
+	if (!target || sscanf(target, "%255s %63s %15s", want_host, user, forge) != 3)
+		return NULL;
+	char host[256] = "", protocol[16] = "";
+	for (const char *p = request, *end = request + len; p < end;) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+		if (n > 5 && strncmp(p, "host=", 5) == 0 && n - 5 < sizeof(host))
+			snprintf(host, sizeof(host), "%.*s", (int)(n - 5), p + 5);
+		if (n > 9 && strncmp(p, "protocol=", 9) == 0 && n - 9 < sizeof(protocol))
+			snprintf(protocol, sizeof(protocol), "%.*s", (int)(n - 9), p + 9);
+		p += n + 1;
+	}
+	const char *token = strcmp(forge, "github") == 0 ? cfg->github.token : cfg->gitlab.token;
+	bool grant = token && *token && strcmp(host, want_host) == 0 &&
+		     (strcmp(protocol, "https") == 0 || strcmp(protocol, "http") == 0);
+	cae_log_fields(
+	    log, grant ? CAE_LOG_INFO : CAE_LOG_WARN, "git.credential",
+	    json_pack("{s:s, s:s, s:b}", "task_uuid", uuid, "host", host, "granted", grant), NULL);
+	char *reply = NULL;
+	if (grant && asprintf(&reply, "username=%s\npassword=%s\n", user, token) < 0)
+		reply = NULL;
+	return reply;
 }
 
 static bool is_local_path(const char *repo)

@@ -40,6 +40,23 @@ int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	return (int)fd;
 }
 
+int cae_read_exact(int fd, void *data, size_t len)
+{
+	char *p = data;
+	while (len > 0) {
+		ssize_t r = read(fd, p, len);
+		if (r > 0) {
+			p += r;
+			len -= (size_t)r;
+		} else if (r == 0) {
+			return -EPIPE;
+		} else if (errno != EINTR) {
+			return -errno;
+		}
+	}
+	return 0;
+}
+
 int cae_write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;

@@ -38,6 +38,8 @@ int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t 
 int cae_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len);
 /* Same from an open fd (not closed). */
 int cae_read_fd(int fd, size_t max, char **out, size_t *len);
+/* read() exactly len bytes, retrying on EINTR and short reads; -EPIPE at end of file. */
+int cae_read_exact(int fd, void *data, size_t len);
 /* write() all of it, retrying on EINTR and short writes. */
 int cae_write_all(int fd, const void *data, size_t len);
 

@@ -123,7 +123,8 @@ static void *reader_main(void *arg)
 		}
 		pthread_mutex_lock(&m->lock);
 		struct call *c = find_locked(m, id);
-		uint64_t max = c && (type == CAE_MUX_RESULT || type == CAE_MUX_EDIT_RESULT)
+		uint64_t max = c && (type == CAE_MUX_RESULT || type == CAE_MUX_EDIT_RESULT ||
+				     type == CAE_MUX_FS_RESULT)
 				   ? c->max_body
 				   : SMALL_FRAME;
 		pthread_mutex_unlock(&m->lock);
@@ -169,7 +170,7 @@ static void *reader_main(void *arg)
 			signal_call(c);
 		} else if (c &&
 			   (type == CAE_MUX_RESULT || type == CAE_MUX_PONG ||
-			    type == CAE_MUX_EDIT_RESULT) &&
+			    type == CAE_MUX_EDIT_RESULT || type == CAE_MUX_FS_RESULT) &&
 			   !c->done) {
 			c->done = true;
 			c->acked = true;
@@ -425,6 +426,50 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 		end_stream(m, "malformed edit result");
 		return cae_error_set(err, -EPROTO, "cae-helper edit result malformed: %s",
 				     err ? err->message : "");
+	}
+	return status;
+}
+
+int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *fq, cae_fs_reply *rep,
+		      cae_error *err)
+{
+	memset(rep, 0, sizeof(*rep));
+	if (!cae_helper_mux_alive(m))
+		return cae_error_set(err, -ECONNRESET, "cae-helper is gone");
+	cae_buf q;
+	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	int r = cae_helper_encode_fs(fq, &q);
+	if (r < 0) {
+		cae_buf_clear(&q);
+		return cae_error_set(err, r, "file operation too large for cae-helper");
+	}
+	struct call *c = call_new(m, fq->op == CAE_FS_READ ? fq->max + 65536 : 65536);
+	if (!c) {
+		cae_buf_clear(&q);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	r = send_frame(m, CAE_MUX_FS, c->id, q.data + CAE_HELPER_FRAME_HEADER,
+		       q.len - CAE_HELPER_FRAME_HEADER);
+	cae_buf_clear(&q);
+	if (r == 0)
+		r = wait_call(m, c, -1, cae_now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+	else
+		r = -EPIPE;
+	if (r == 0 && c->type != CAE_MUX_FS_RESULT)
+		r = -EPROTO;
+	if (r < 0) {
+		call_free(m, c);
+		if (r == -ETIMEDOUT || r == -EPROTO)
+			end_stream(m, "no file operation result");
+		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
+				     "cae-helper ended during a file operation");
+	}
+	int status;
+	r = cae_helper_decode_fs_result(c->body, c->len, &status, rep, err);
+	call_free(m, c);
+	if (r < 0) {
+		end_stream(m, "malformed file result");
+		return cae_error_set(err, -EPROTO, "cae-helper file result malformed");
 	}
 	return status;
 }

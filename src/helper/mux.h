@@ -27,6 +27,8 @@ enum cae_mux_type {
 	CAE_MUX_PONG = 'p',
 	CAE_MUX_EDIT = 'E',		/* manager -> helper: a text editor request (proto.h) */
 	CAE_MUX_EDIT_RESULT = 'e',	/* helper -> manager: its result */
+	CAE_MUX_FS = 'F',		/* manager -> helper: a file operation (proto.h) */
+	CAE_MUX_FS_RESULT = 'f',	/* helper -> manager: its result */
 	CAE_MUX_CREDENTIAL = 'K',	/* helper -> manager: a git credential request (git's text
 					 * protocol: "protocol=https\nhost=...\n"); ids from the
 					 * helper have the high bit set */

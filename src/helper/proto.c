@@ -383,6 +383,20 @@ struct resp_ctx {
 	cae_run_result *res;
 };
 
+/* An error message from the other side: valid UTF-8, no NUL, cut to fit dst. */
+static int copy_message(char *dst, size_t size, const unsigned char *d, size_t len)
+{
+	size_t n;
+	_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
+	if (!m)
+		return -ENOMEM;
+	n = cae_utf8_floor(m, MIN(n, size - 1));
+	for (size_t i = 0; i < n; i++)
+		dst[i] = m[i] ? m[i] : ' ';
+	dst[n] = '\0';
+	return 0;
+}
+
 /* Outputs come from inside the sandbox: keep them valid UTF-8 whatever was sent. */
 static char *utf8_copy(const unsigned char *d, size_t n, size_t *out_len)
 {
@@ -399,17 +413,8 @@ static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae
 	cae_run_result *res = c->res;
 	int64_t v = 0;
 	switch (tag) {
-	case RS_MESSAGE: {
-		size_t n;
-		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
-		if (!m)
-			return -ENOMEM;
-		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
-		for (size_t i = 0; i < n; i++)
-			c->message[i] = m[i] ? m[i] : ' ';
-		c->message[n] = '\0';
-		return 0;
-	}
+	case RS_MESSAGE:
+		return copy_message(c->message, sizeof(c->message), d, len);
 	case RS_OUT:
 		free(res->out);
 		res->out = utf8_copy(d, len, &res->out_len);
@@ -765,16 +770,8 @@ static int edr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	size_t n;
 	int64_t v = 0;
 	switch (tag) {
-	case EDR_MESSAGE: {
-		_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
-		if (!m)
-			return -ENOMEM;
-		n = cae_utf8_floor(m, MIN(n, sizeof(c->message) - 1));
-		for (size_t i = 0; i < n; i++)
-			c->message[i] = m[i] ? m[i] : ' ';
-		c->message[n] = '\0';
-		return 0;
-	}
+	case EDR_MESSAGE:
+		return copy_message(c->message, sizeof(c->message), d, len);
 	case EDR_TEXT:
 		free(res->text);
 		res->text = utf8_copy(d, len, &n);
@@ -828,6 +825,196 @@ int cae__helper_decode_edit_result(const char *body, size_t len, int *status,
 	*status = (int)c.status;
 	if (c.status < 0) {
 		cae_editor_result_clear(res);
+		cae_error_set(err, (int)c.status, "%s", c.message);
+	}
+	return 0;
+}
+
+/* ---- file operations ---- */
+
+enum {
+	FS_OP = 1,
+	FS_HANDLE = 2,
+	FS_ROOT = 3,
+	FS_REL = 4,
+	FS_DATA = 5,
+	FS_MODE = 6,
+	FS_MAX = 7,
+	/* result */
+	FSR_STATUS = 1,
+	FSR_MESSAGE = 2,
+	FSR_HANDLE = 3,
+	FSR_DATA = 4,
+	FSR_MODE = 5,
+};
+
+void cae_fs_reply_clear(cae_fs_reply *r)
+{
+	if (r) {
+		free(r->data);
+		memset(r, 0, sizeof(*r));
+	}
+}
+
+int cae_helper_encode_fs(const cae_fs_request *q, cae_buf *b)
+{
+	size_t at;
+	int r = begin_frame(b, 'F', &at);
+	if (r == 0)
+		r = put_i64(b, FS_OP, q->op);
+	if (r == 0)
+		r = put_i64(b, FS_HANDLE, q->handle);
+	if (r == 0 && q->root)
+		r = put_str(b, FS_ROOT, q->root);
+	if (r == 0 && q->rel)
+		r = put_str(b, FS_REL, q->rel);
+	if (r == 0 && q->data)
+		r = put_field(b, FS_DATA, q->data, q->len);
+	if (r == 0)
+		r = put_i64(b, FS_MODE, (int64_t)q->mode);
+	if (r == 0)
+		r = put_i64(b, FS_MAX, (int64_t)MIN(q->max, (uint64_t)INT64_MAX));
+	return finish_frame(b, at, r);
+}
+
+static int fs_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	cae_helper_fs *f = ud;
+	int64_t v = 0;
+	switch (tag) {
+	case FS_ROOT:
+	case FS_REL:
+		if (memchr(d, '\0', len))
+			return cae_error_set(err, -EINVAL, "file request: NUL in a path");
+		return set_copy(tag == FS_ROOT ? &f->root : &f->rel, d, len);
+	case FS_DATA:
+		f->q.len = len;
+		return set_copy(&f->data, d, len);
+	case FS_OP:
+	case FS_HANDLE:
+	case FS_MODE:
+	case FS_MAX:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "file request: bad integer %d", tag);
+		break;
+	default:
+		return 0;
+	}
+	if (tag == FS_OP) {
+		if (v < CAE_FS_OPEN || v > CAE_FS_CLOSE)
+			return cae_error_set(err, -EINVAL, "file request: bad operation");
+		f->q.op = (cae_fs_op)v;
+	} else if (tag == FS_HANDLE) {
+		f->q.handle = (uint32_t)v;
+	} else if (tag == FS_MODE) {
+		f->q.mode = (uint32_t)v;
+	} else {
+		f->q.max = v < 0 ? 0 : (uint64_t)v;
+	}
+	return 0;
+}
+
+void cae_helper_fs_clear(cae_helper_fs *f)
+{
+	if (f) {
+		free(f->root);
+		free(f->rel);
+		free(f->data);
+		memset(f, 0, sizeof(*f));
+	}
+}
+
+int cae_helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err)
+{
+	memset(f, 0, sizeof(*f));
+	int r = walk(body, len, 'F', fs_field, f, err);
+	if (r == 0 && !f->q.op)
+		r = cae_error_set(err, -EINVAL, "file request: no operation");
+	if (r < 0) {
+		cae_helper_fs_clear(f);
+		return r;
+	}
+	f->q.root = f->root;
+	f->q.rel = f->rel;
+	f->q.data = f->data;
+	return 0;
+}
+
+int cae_helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
+				cae_buf *b)
+{
+	size_t at;
+	int r = begin_frame(b, 'f', &at);
+	if (r == 0)
+		r = put_i64(b, FSR_STATUS, status);
+	if (r == 0 && status < 0)
+		r = put_str(b, FSR_MESSAGE, message ? message : "");
+	if (r == 0 && status == 0 && rep) {
+		r = put_i64(b, FSR_HANDLE, rep->handle);
+		if (r == 0)
+			r = put_i64(b, FSR_MODE, rep->mode);
+		if (r == 0 && rep->data)
+			r = put_field(b, FSR_DATA, rep->data, rep->len);
+	}
+	return finish_frame(b, at, r);
+}
+
+struct fsr_ctx {
+	int64_t status;
+	bool has_status;
+	char message[CAE_ERROR_MSG_MAX];
+	cae_fs_reply *rep;
+};
+
+static int fsr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
+{
+	struct fsr_ctx *c = ud;
+	int64_t v = 0;
+	switch (tag) {
+	case FSR_MESSAGE:
+		return copy_message(c->message, sizeof(c->message), d, len);
+	case FSR_DATA:
+		free(c->rep->data);
+		c->rep->data = cae_memdup0(d, len);
+		c->rep->len = len;
+		return c->rep->data ? 0 : -ENOMEM;
+	case FSR_STATUS:
+	case FSR_HANDLE:
+	case FSR_MODE:
+		if (get_i64(d, len, &v) < 0)
+			return cae_error_set(err, -EINVAL, "file result: bad integer %d", tag);
+		break;
+	default:
+		return 0;
+	}
+	if (tag == FSR_STATUS) {
+		if (v > 0 || v < -4095)
+			return cae_error_set(err, -EINVAL, "file result: bad status");
+		c->status = v;
+		c->has_status = true;
+	} else if (tag == FSR_HANDLE) {
+		c->rep->handle = (uint32_t)v;
+	} else {
+		c->rep->mode = (uint32_t)v & 07777;
+	}
+	return 0;
+}
+
+int cae_helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
+				cae_error *err)
+{
+	memset(rep, 0, sizeof(*rep));
+	struct fsr_ctx c = {.rep = rep};
+	int r = walk(body, len, 'f', fsr_field, &c, err);
+	if (r == 0 && !c.has_status)
+		r = cae_error_set(err, -EINVAL, "file result: no status");
+	if (r < 0) {
+		cae_fs_reply_clear(rep);
+		return r;
+	}
+	*status = (int)c.status;
+	if (c.status < 0) {
+		cae_fs_reply_clear(rep);
 		cae_error_set(err, (int)c.status, "%s", c.message);
 	}
 	return 0;

@@ -13,6 +13,7 @@
 #include "base/buf.h"
 #include "cae/editor.h"
 #include "cae/error.h"
+#include "cae/helper.h"
 #include "cae/runner.h"
 
 #include <stdbool.h>
@@ -85,6 +86,23 @@ int cae__helper_encode_edit_result(int status, const char *message, const cae_ed
 /* Decodes into *status, err (status < 0) and res (owned; valid UTF-8). -EINVAL: malformed. */
 int cae__helper_decode_edit_result(const char *body, size_t len, int *status,
 				   cae_editor_result *res, cae_error *err);
+
+/* ---- file operations (mux frames FS / FS_RESULT) ---- */
+
+/* A decoded file operation: q's strings point into the owned copies. */
+typedef struct cae_helper_fs {
+	cae_fs_request q;
+	char *root, *rel, *data;
+} cae_helper_fs;
+
+int cae_helper_encode_fs(const cae_fs_request *q, cae_buf *out);
+int cae_helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err);
+void cae_helper_fs_clear(cae_helper_fs *f);
+int cae_helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
+				cae_buf *out);
+/* Decodes into *status, err (status < 0) and rep (owned). -EINVAL: malformed. */
+int cae_helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
+				cae_error *err);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
 int cae__helper_send_fd(int ctl, int fd);

@@ -2,6 +2,7 @@
 #include "cae/helper.h"
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "helper/proto.h"
@@ -40,24 +41,6 @@ struct server {
 	int error;   /* -errno when it failed */
 	int64_t last_activity_ns;
 };
-
-/* Reads exactly n bytes; 0, or -EPIPE at end of file, or -errno. */
-static int read_full(int fd, void *p, size_t n)
-{
-	char *c = p;
-	while (n) {
-		ssize_t r = read(fd, c, n);
-		if (r > 0) {
-			c += r;
-			n -= (size_t)r;
-		} else if (r == 0) {
-			return -EPIPE;
-		} else if (errno != EINTR) {
-			return -errno;
-		}
-	}
-	return 0;
-}
 
 static int send_full(int fd, const char *p, size_t n)
 {
@@ -180,7 +163,7 @@ static bool ack_on_socket(void *ud)
 static void serve_one(int fd)
 {
 	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
-	if (read_full(fd, hdr, sizeof(hdr)) < 0)
+	if (cae_read_exact(fd, hdr, sizeof(hdr)) < 0)
 		return;
 	uint32_t len = cae__helper_frame_length(hdr);
 	cae_buf out;
@@ -196,7 +179,7 @@ static void serve_one(int fd)
 			if (!ack_on_socket(&fd))
 				return;
 			r = cae__helper_encode_response(-ENOMEM, "out of memory", NULL, &out);
-		} else if (read_full(fd, body, len) < 0) {
+		} else if (cae_read_exact(fd, body, len) < 0) {
 			return;
 		} else {
 			r = cae__helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,

@@ -7,11 +7,13 @@
 #include "helper/mux.h"
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/editor.h"
 #include "cae/helper.h"
 #include "runner/proctree.h"
+#include "worker/worker-internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -49,8 +51,12 @@ struct cred {
 	size_t len;
 };
 
+#define FS_HANDLES 32
+
 struct stream {
 	int out;
+	pthread_mutex_t fs_lock; /* the patch worker's file systems below, one op at a time */
+	wk_fs *fs[FS_HANDLES];
 	/* git's credential requests: a socket commands reach through CAE_CREDENTIAL_SOCKET */
 	int cred_fd;
 	char cred_dir[64];
@@ -78,46 +84,14 @@ struct job {
 	int cancel_r;
 };
 
-static int write_full(int fd, const void *p, size_t n)
-{
-	const char *c = p;
-	while (n) {
-		ssize_t w = write(fd, c, n);
-		if (w > 0) {
-			c += w;
-			n -= (size_t)w;
-		} else if (w < 0 && errno != EINTR) {
-			return -errno;
-		}
-	}
-	return 0;
-}
-
-static int read_full(int fd, void *p, size_t n)
-{
-	char *c = p;
-	while (n) {
-		ssize_t r = read(fd, c, n);
-		if (r > 0) {
-			c += r;
-			n -= (size_t)r;
-		} else if (r == 0) {
-			return -EPIPE;
-		} else if (errno != EINTR) {
-			return -errno;
-		}
-	}
-	return 0;
-}
-
 static int send_frame(struct stream *st, char type, uint32_t id, const void *p, size_t n)
 {
 	unsigned char h[CAE_MUX_HEADER];
 	cae__mux_header(h, type, id, (uint32_t)n);
 	pthread_mutex_lock(&st->wlock);
-	int r = st->broken ? -EPIPE : write_full(st->out, h, sizeof(h));
+	int r = st->broken ? -EPIPE : cae_write_all(st->out, h, sizeof(h));
 	if (r == 0 && n)
-		r = write_full(st->out, p, n);
+		r = cae_write_all(st->out, p, n);
 	pthread_mutex_unlock(&st->wlock);
 	if (r < 0) {
 		pthread_mutex_lock(&st->lock);
@@ -161,13 +135,92 @@ static int handle_edit(struct stream *st, const char *body, size_t len, cae_buf 
 	return r;
 }
 
+/* One file operation of the patch worker, with the code a local host uses (fs-host.c). */
+static int handle_fs(struct stream *st, const char *body, size_t len, cae_buf *out)
+{
+	cae_error err = {0};
+	cae_helper_fs f;
+	cae_fs_reply rep = {0};
+	int status = cae_helper_decode_fs(body, len, &f, &err);
+	if (status < 0)
+		goto answer;
+	pthread_mutex_lock(&st->fs_lock);
+	const cae_fs_request *q = &f.q;
+	wk_fs *fs = NULL;
+	if (q->op != CAE_FS_OPEN) {
+		if (q->handle < 1 || q->handle > FS_HANDLES || !(fs = st->fs[q->handle - 1]))
+			status = cae_error_set(&err, -EBADF, "no such file system handle");
+	}
+	mode_t mode = q->mode == (uint32_t)-1 ? WK_MODE_KEEP : (mode_t)(q->mode & 07777);
+	if (status == 0) {
+		switch (q->op) {
+		case CAE_FS_OPEN: {
+			int slot = -1;
+			for (int i = 0; i < FS_HANDLES && slot < 0; i++)
+				if (!st->fs[i])
+					slot = i;
+			if (slot < 0 || !q->root)
+				status = cae_error_set(&err, -EMFILE, "too many open file systems");
+			else if ((status = cae__wk_fs_host_new(q->root, &st->fs[slot], &err)) == 0)
+				rep.handle = (uint32_t)slot + 1;
+			break;
+		}
+		case CAE_FS_READ: {
+			mode_t m = 0;
+			status = fs->ops->read(fs, q->rel ? q->rel : "", q->max,
+					       q->max ? &rep.data : NULL, &rep.len, &m, &err);
+			rep.mode = (uint32_t)m;
+			break;
+		}
+		case CAE_FS_WRITE:
+			status = fs->ops->write(fs, q->rel ? q->rel : "", q->data ? q->data : "",
+						q->len, mode, &err);
+			break;
+		case CAE_FS_REMOVE:
+			status = fs->ops->remove(fs, q->rel ? q->rel : "", &err);
+			break;
+		case CAE_FS_TXN_BEGIN:
+			status = fs->ops->txn_begin(fs, &err);
+			break;
+		case CAE_FS_TXN_WRITE:
+			status = fs->ops->txn_write(fs, q->rel ? q->rel : "",
+						    q->data ? q->data : "", q->len, mode, &err);
+			break;
+		case CAE_FS_TXN_REMOVE:
+			status = fs->ops->txn_remove(fs, q->rel ? q->rel : "", &err);
+			break;
+		case CAE_FS_TXN_COMMIT:
+			status = fs->ops->txn_commit(fs, &err);
+			break;
+		case CAE_FS_TXN_ABORT:
+			fs->ops->txn_abort(fs);
+			break;
+		case CAE_FS_CLOSE:
+			cae__wk_fs_free(fs);
+			st->fs[q->handle - 1] = NULL;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&st->fs_lock);
+	cae_helper_fs_clear(&f);
+answer:;
+	int r = cae_helper_encode_fs_result(status, err.message, &rep, out);
+	cae_fs_reply_clear(&rep);
+	return r;
+}
+
 static void *job_main(void *arg)
 {
 	struct job *j = arg;
 	struct stream *st = j->st;
 	cae_buf out;
 	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	if (j->type == CAE_MUX_EDIT) {
+	if (j->type == CAE_MUX_FS) {
+		if (handle_fs(st, j->body, j->len, &out) == 0)
+			(void)send_frame(st, CAE_MUX_FS_RESULT, j->id,
+					 out.data + CAE_HELPER_FRAME_HEADER,
+					 out.len - CAE_HELPER_FRAME_HEADER);
+	} else if (j->type == CAE_MUX_EDIT) {
 		if (handle_edit(st, j->body, j->len, &out) == 0)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
@@ -307,7 +360,7 @@ static void *cred_conn_main(void *arg)
 		}
 	pthread_mutex_unlock(&st->lock);
 	if (c.reply)
-		(void)write_full(fd, c.reply, c.len);
+		(void)cae_write_all(fd, c.reply, c.len);
 	free(c.reply);
 	free(req);
 	close(fd);
@@ -416,7 +469,8 @@ int cae__helper_credential_main(int argc, char **argv)
 		return 0;
 	const char *path = getenv("CAE_CREDENTIAL_SOCKET");
 	if (!path || !*path) {
-		fprintf(stderr, "cae: no credential channel here (CAE_CREDENTIAL_SOCKET)\n");
+		fprintf(stderr, "cae: no token is configured for this repository's host "
+				"(github.token or gitlab.token in cae's configuration)\n");
 		return 0;
 	}
 	struct sockaddr_un sa = {.sun_family = AF_UNIX};
@@ -436,7 +490,7 @@ int cae__helper_credential_main(int argc, char **argv)
 			break;
 		n += (size_t)k;
 	}
-	if (write_full(fd, buf, n) < 0)
+	if (cae_write_all(fd, buf, n) < 0)
 		return 0;
 	shutdown(fd, SHUT_WR);
 	n = 0;
@@ -453,7 +507,7 @@ int cae__helper_credential_main(int argc, char **argv)
 				"(github.token or gitlab.token in cae's configuration)\n");
 		return 0;
 	}
-	return write_full(1, buf, n) < 0 ? 1 : 0;
+	return cae_write_all(1, buf, n) < 0 ? 1 : 0;
 }
 
 int cae__helper_serve_stream(int in, int out, int heartbeat_s)
@@ -461,6 +515,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	cae_proctree_init();
 	struct stream st = {.out = out};
 	pthread_mutex_init(&st.ed_lock, NULL);
+	pthread_mutex_init(&st.fs_lock, NULL);
 	pthread_mutex_init(&st.wlock, NULL);
 	pthread_mutex_init(&st.lock, NULL);
 	pthread_condattr_t ca;
@@ -491,7 +546,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 		if (pr <= 0)
 			continue;
 		unsigned char h[CAE_MUX_HEADER];
-		int r = read_full(in, h, sizeof(h));
+		int r = cae_read_exact(in, h, sizeof(h));
 		if (r < 0) {
 			ret = r == -EPIPE ? 0 : r;
 			break;
@@ -507,13 +562,27 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 			ret = -ENOMEM;
 			break;
 		}
-		r = read_full(in, body, n);
+		r = cae_read_exact(in, body, n);
 		if (r < 0) {
 			free(body);
 			ret = r == -EPIPE ? 0 : r;
 			break;
 		}
 		switch (type) {
+		case CAE_MUX_FS:
+			if (start_job(&st, CAE_MUX_FS, id, body, n) < 0) {
+				cae_buf e;
+				cae_buf_init(&e, 4096);
+				if (cae_helper_encode_fs_result(-EAGAIN,
+								"cae-helper: cannot start a "
+								"thread",
+								NULL, &e) == 0)
+					(void)send_frame(&st, CAE_MUX_FS_RESULT, id,
+							 e.data + CAE_HELPER_FRAME_HEADER,
+							 e.len - CAE_HELPER_FRAME_HEADER);
+				cae_buf_clear(&e);
+			}
+			break;
 		case CAE_MUX_EDIT:
 			if (start_job(&st, CAE_MUX_EDIT, id, body, n) < 0) {
 				cae_buf e;
@@ -570,5 +639,10 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	pthread_mutex_unlock(&st.lock);
 	kill_descendants();
 	cred_cleanup(&st);
+	/* open transactions are dropped (their journal's recovery would do it otherwise) */
+	pthread_mutex_lock(&st.fs_lock);
+	for (int i = 0; i < FS_HANDLES; i++)
+		cae__wk_fs_free(st.fs[i]);
+	pthread_mutex_unlock(&st.fs_lock);
 	return ret;
 }

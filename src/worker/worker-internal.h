@@ -14,7 +14,9 @@
  *   path.c      what is refused in a patch's path, before anything is touched
  *   fs-host.c   files on this host (resolved beneath the workspace with base/chase.h,
  *               base/txn.h transactions)
- *   fs-env.c    files through commands in the environment (and cae__wk_run())
+ *   fs-helper.c files through the environment's helper (containers: fs-host.c's code there)
+ *   fs-env.c    files through commands in the environment, where there is no helper (and
+ *               cae__wk_run())
  *   snapshot.c  the rollback snapshot (a tar of the workspace)
  */
 #ifndef CAE_WORKER_INTERNAL_H
@@ -94,6 +96,12 @@ typedef struct wk_exec_ctx {
 	int cancel_fd; /* -1: none */
 } wk_exec_ctx;
 int cae__wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err);
+
+/* Through the environment's helper (fs-helper.c), which runs fs-host.c's code inside the
+ * environment on root (as commands see it). -EOPNOTSUPP when the environment has no helper
+ * (then cae__wk_fs_env_new serves). Opening recovers the workspace's journal there. */
+int wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
+		     cae_error *err);
 
 void cae__wk_fs_free(wk_fs *fs);
 

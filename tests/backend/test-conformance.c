@@ -628,6 +628,72 @@ START_TEST(tools_behave_the_same)
 }
 END_TEST
 
+/* git push from an environment: the token is asked for when git needs it, for the clone's
+ * host only, and is nowhere in the environment's files, environment or process list (the
+ * search pattern is given to grep on a descriptor: its own command line would hold it);
+ * without a token the error says so. */
+START_TEST(push_on_demand)
+{
+	cae_config *cfg = config();
+	/* the local sandbox reaches the loopback git server only with the network on */
+	cfg_set(cfg, "command_executor.local.network", "true");
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	char script[2048];
+	size_t half = strlen(git_token) / 2;
+	snprintf(script, sizeof(script),
+		 "set -e; echo change >> a.txt; git -c user.email=a@example.com -c user.name=a "
+		 "commit -qam change; git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
+		 "a='%.*s'; b='%s'; "
+		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
+		 "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
+		 "2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /dev/fd/3 3<<EOF || true\n"
+		 "$a$b\nEOF\n",
+		 uuid, (int)half, git_token, git_token + half);
+	cae_run_result r = sh(b, uuid, script);
+	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "pushed\n0\n") == 0, "%d: %s%s",
+		      r.exit_code, r.out, r.err);
+	cae_run_result_clear(&r);
+	tu_sh("git --git-dir=%s/py.git rev-parse --verify -q refs/heads/%s", git_root, uuid);
+	/* another host gets nothing, even asked directly */
+	r = sh(b, uuid,
+	       "printf 'protocol=https\\nhost=evil.example.com\\n\\n' | git credential fill 2>&1 "
+	       "</dev/null; echo rc=$?");
+	ck_assert_msg(strstr(r.out, "password=") == NULL, "%s", r.out);
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	cae_backend_cleanup(b, uuid, &err);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae_rm_rf(state);
+	free(state);
+
+	/* no token configured: the push fails and says why */
+	cfg = config();
+	cfg_set(cfg, "command_executor.local.network", "true");
+	cfg_set(cfg, "github.token", "");
+	b = backend(cfg, NULL);
+	new_uuid(uuid, sizeof(uuid));
+	snprintf(repo_url, sizeof(repo_url), "%spublic/py.git", git_http);
+	cae_task pub = {.uuid = uuid, .repo = repo_url, .platform = C("github")};
+	prepare_ok(b, &pub, NULL, NULL, &info);
+	r = sh(b, uuid,
+	       "git remote set-url origin $(git remote get-url origin | sed s,/public/,/,); "
+	       "git push origin HEAD:refs/heads/nope 2>&1 </dev/null; echo rc=$?");
+	ck_assert_msg(strstr(r.out, "no token is configured") && !strstr(r.out, "rc=0"), "%s",
+		      r.out);
+	cae_run_result_clear(&r);
+	cae_backend_cleanup(b, uuid, &err);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create(T->name);
@@ -643,6 +709,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, cleanup_stale_by_age);
 	tcase_add_test(tc, commands_behave_the_same);
 	tcase_add_test(tc, tools_behave_the_same);
+	tcase_add_test(tc, push_on_demand);
 	suite_add_tcase(s, tc);
 	return s;
 }
