@@ -80,7 +80,7 @@ static void check_edit_and_fs_results(const char *body, size_t len)
 		cae_editor_result_clear(&er);
 	}
 	cae_fs_reply fr;
-	if (cae_helper_decode_fs_result(body, len, &status, &fr, &err) == 0) {
+	if (cae__helper_decode_fs_result(body, len, &status, &fr, &err) == 0) {
 		if (status > 0 || (fr.data && fr.data[fr.len]))
 			abort();
 		cae_fs_reply_clear(&fr);
@@ -89,8 +89,8 @@ static void check_edit_and_fs_results(const char *body, size_t len)
 	if (cae__helper_decode_edit(body, len, &e, &err) == 0)
 		cae__helper_edit_clear(&e);
 	cae_helper_fs f;
-	if (cae_helper_decode_fs(body, len, &f, &err) == 0)
-		cae_helper_fs_clear(&f);
+	if (cae__helper_decode_fs(body, len, &f, &err) == 0)
+		cae__helper_fs_clear(&f);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -499,13 +499,13 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
-/* git's credential request from a command in the environment (cae_git_credential_answer):
+/* git's credential request from a command in the environment (cae__git_credential_answer):
  * the token reaches git's memory in the container, never its environment, files or
  * configuration. */
 static char *docker_credential(void *ud, const char *request, size_t len)
 {
 	struct cred_ctx *c = ud;
-	return cae_git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
+	return cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
 }
 
 /* The environment's push credentials (its label), for a new channel. */

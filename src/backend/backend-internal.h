@@ -114,8 +114,8 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
  * environment, whose credential target is target ("host user forge", as the environment
  * recorded it): "username=..\npassword=..\n" for that host over http(s) when the forge's
  * token is configured, else NULL. Audited as the event git.credential. New string. */
-char *cae_git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
-				const char *target, const char *request, size_t len);
+char *cae__git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
+				 const char *target, const char *request, size_t len);
 
 /* GitLab's path_with_namespace of project owner/name, from GET {api_url}/projects/{id} with
  * the configured token (PRIVATE-TOKEN header) and TLS verification per gitlab.ssl_verify.

@@ -79,7 +79,7 @@ struct meta_entry {
 
 /* The credential channel of one environment in this process: a socket in the workspace root
  * (/workspace/.cae-run inside the sandbox) that `cae-helper --credential` reaches, answered by
- * a thread here (cae_git_credential_answer). */
+ * a thread here (cae__git_credential_answer). */
 struct local_cred {
 	struct local_cred *next;
 	char *uuid;
@@ -461,8 +461,8 @@ static void *cred_main(void *arg)
 				break;
 			n += (size_t)k;
 		}
-		char *reply = req ? cae_git_credential_answer(c->b->cfg, c->b->log, c->uuid,
-							      c->target, req, n)
+		char *reply = req ? cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid,
+							       c->target, req, n)
 				  : NULL;
 		if (reply) {
 			(void)cae_write_all(fd, reply, strlen(reply));

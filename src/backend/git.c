@@ -62,8 +62,8 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
 	return *host ? 0 : -ENOMEM;
 }
 
-char *cae_git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
-				const char *target, const char *request, size_t len)
+char *cae__git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
+				 const char *target, const char *request, size_t len)
 {
 	char want_host[256], user[64], forge[16];
 	if (!target || sscanf(target, "%255s %63s %15s", want_host, user, forge) != 3)

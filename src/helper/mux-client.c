@@ -438,7 +438,7 @@ int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *fq, cae_fs_reply 
 		return cae_error_set(err, -ECONNRESET, "cae-helper is gone");
 	cae_buf q;
 	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
-	int r = cae_helper_encode_fs(fq, &q);
+	int r = cae__helper_encode_fs(fq, &q);
 	if (r < 0) {
 		cae_buf_clear(&q);
 		return cae_error_set(err, r, "file operation too large for cae-helper");
@@ -465,7 +465,7 @@ int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *fq, cae_fs_reply 
 				     "cae-helper ended during a file operation");
 	}
 	int status;
-	r = cae_helper_decode_fs_result(c->body, c->len, &status, rep, err);
+	r = cae__helper_decode_fs_result(c->body, c->len, &status, rep, err);
 	call_free(m, c);
 	if (r < 0) {
 		end_stream(m, "malformed file result");

@@ -856,7 +856,7 @@ void cae_fs_reply_clear(cae_fs_reply *r)
 	}
 }
 
-int cae_helper_encode_fs(const cae_fs_request *q, cae_buf *b)
+int cae__helper_encode_fs(const cae_fs_request *q, cae_buf *b)
 {
 	size_t at;
 	int r = begin_frame(b, 'F', &at);
@@ -914,7 +914,7 @@ static int fs_field(void *ud, int tag, const unsigned char *d, size_t len, cae_e
 	return 0;
 }
 
-void cae_helper_fs_clear(cae_helper_fs *f)
+void cae__helper_fs_clear(cae_helper_fs *f)
 {
 	if (f) {
 		free(f->root);
@@ -924,14 +924,14 @@ void cae_helper_fs_clear(cae_helper_fs *f)
 	}
 }
 
-int cae_helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err)
+int cae__helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err)
 {
 	memset(f, 0, sizeof(*f));
 	int r = walk(body, len, 'F', fs_field, f, err);
 	if (r == 0 && !f->q.op)
 		r = cae_error_set(err, -EINVAL, "file request: no operation");
 	if (r < 0) {
-		cae_helper_fs_clear(f);
+		cae__helper_fs_clear(f);
 		return r;
 	}
 	f->q.root = f->root;
@@ -940,8 +940,8 @@ int cae_helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_err
 	return 0;
 }
 
-int cae_helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
-				cae_buf *b)
+int cae__helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
+				 cae_buf *b)
 {
 	size_t at;
 	int r = begin_frame(b, 'f', &at);
@@ -1000,8 +1000,8 @@ static int fsr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 	return 0;
 }
 
-int cae_helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
-				cae_error *err)
+int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
+				 cae_error *err)
 {
 	memset(rep, 0, sizeof(*rep));
 	struct fsr_ctx c = {.rep = rep};

@@ -95,14 +95,14 @@ typedef struct cae_helper_fs {
 	char *root, *rel, *data;
 } cae_helper_fs;
 
-int cae_helper_encode_fs(const cae_fs_request *q, cae_buf *out);
-int cae_helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err);
-void cae_helper_fs_clear(cae_helper_fs *f);
-int cae_helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
-				cae_buf *out);
+int cae__helper_encode_fs(const cae_fs_request *q, cae_buf *out);
+int cae__helper_decode_fs(const char *body, size_t len, cae_helper_fs *f, cae_error *err);
+void cae__helper_fs_clear(cae_helper_fs *f);
+int cae__helper_encode_fs_result(int status, const char *message, const cae_fs_reply *rep,
+				 cae_buf *out);
 /* Decodes into *status, err (status < 0) and rep (owned). -EINVAL: malformed. */
-int cae_helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
-				cae_error *err);
+int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
+				 cae_error *err);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
 int cae__helper_send_fd(int ctl, int fd);

@@ -141,7 +141,7 @@ static int handle_fs(struct stream *st, const char *body, size_t len, cae_buf *o
 	cae_error err = {0};
 	cae_helper_fs f;
 	cae_fs_reply rep = {0};
-	int status = cae_helper_decode_fs(body, len, &f, &err);
+	int status = cae__helper_decode_fs(body, len, &f, &err);
 	if (status < 0)
 		goto answer;
 	pthread_mutex_lock(&st->fs_lock);
@@ -202,9 +202,9 @@ static int handle_fs(struct stream *st, const char *body, size_t len, cae_buf *o
 		}
 	}
 	pthread_mutex_unlock(&st->fs_lock);
-	cae_helper_fs_clear(&f);
+	cae__helper_fs_clear(&f);
 answer:;
-	int r = cae_helper_encode_fs_result(status, err.message, &rep, out);
+	int r = cae__helper_encode_fs_result(status, err.message, &rep, out);
 	cae_fs_reply_clear(&rep);
 	return r;
 }
@@ -573,10 +573,10 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 			if (start_job(&st, CAE_MUX_FS, id, body, n) < 0) {
 				cae_buf e;
 				cae_buf_init(&e, 4096);
-				if (cae_helper_encode_fs_result(-EAGAIN,
-								"cae-helper: cannot start a "
-								"thread",
-								NULL, &e) == 0)
+				if (cae__helper_encode_fs_result(-EAGAIN,
+								 "cae-helper: cannot start a "
+								 "thread",
+								 NULL, &e) == 0)
 					(void)send_frame(&st, CAE_MUX_FS_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,
 							 e.len - CAE_HELPER_FRAME_HEADER);

@@ -131,8 +131,8 @@ static const wk_fs_ops helper_ops = {
     .free = h_free,
 };
 
-int wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
-		     cae_error *err)
+int cae__wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
+			  cae_error *err)
 {
 	helper_fs *h = calloc(1, sizeof(*h));
 	if (!h || !(h->uuid = strdup(task_uuid))) {

@@ -100,8 +100,8 @@ int cae__wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, ca
 /* Through the environment's helper (fs-helper.c), which runs fs-host.c's code inside the
  * environment on root (as commands see it). -EOPNOTSUPP when the environment has no helper
  * (then cae__wk_fs_env_new serves). Opening recovers the workspace's journal there. */
-int wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
-		     cae_error *err);
+int cae__wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
+			  cae_error *err);
 
 void cae__wk_fs_free(wk_fs *fs);
 

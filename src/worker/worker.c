@@ -248,7 +248,7 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 		/* the environment's helper when it has one, else commands */
 		r = o->fs == CAE_WORKER_FS_ENV
 			? -EOPNOTSUPP
-			: wk_fs_helper_new(b, task_uuid, st.root, &st.fs, err);
+			: cae__wk_fs_helper_new(b, task_uuid, st.root, &st.fs, err);
 		if (r == -EOPNOTSUPP)
 			r = cae__wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);
 	}
@@ -286,7 +286,7 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
 	}
 	/* in a container: the workspace's journal, recovered by the helper there */
 	if (r == 0 && !info.host_path && info.workspace_path &&
-	    wk_fs_helper_new(b, task_uuid, info.workspace_path, &fs, NULL) == 0)
+	    cae__wk_fs_helper_new(b, task_uuid, info.workspace_path, &fs, NULL) == 0)
 		cae__wk_fs_free(TAKE_PTR(fs));
 	/* and the environment's own journal (a local environment has one when a patch ran
 	 * with fs=env) */
