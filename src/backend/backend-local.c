@@ -519,7 +519,7 @@ static bool cred_channel(cae_backend *b, const struct local_env *env, char *insi
 		c->b = b;
 		ok = owned && strlen(c->path) < sizeof(sa.sun_path) && c->fd >= 0;
 		if (ok) {
-			snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", c->path);
+			memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
 			ok = bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 			     chown(c->path, env->uid, env->gid) == 0 && chmod(c->path, 0600) == 0 &&
 			     listen(c->fd, 8) == 0 &&

@@ -413,7 +413,10 @@ START_TEST(environment_gone_is_clear)
 END_TEST
 
 /* Stale cleanup removes what is older than the threshold and nothing younger. Ages only
- * grow, so waiting until the environment is surely older than one second is not a race. */
+ * grow, so waiting until the environment is surely older than one second is not a race.
+ * On docker this removes every environment of the engine older than a second: the docker
+ * suites own their engine (they run alone, is_parallel: false; do not point them at an
+ * engine with environments you need). */
 START_TEST(cleanup_stale_by_age)
 {
 	cae_config *cfg = config();
