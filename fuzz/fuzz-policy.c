@@ -135,7 +135,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* the lexer alone */
 	size_t count = 0;
 	cae_error err = {0};
-	int r = cae_sh_lex(s, size, 0, 32, on_word_check, &count, &err);
+	int r = cae__sh_lex(s, size, 0, 32, on_word_check, &count, &err);
 	if (r > 0 || (r < 0 && r != -EINVAL && r != -ELOOP && r != -ENOMEM))
 		abort();
 

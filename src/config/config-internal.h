@@ -71,16 +71,16 @@ extern const struct cfg_key cfg_keys[];
 extern const size_t cfg_nkeys;
 
 /* The index of a key by its dotted path, -1 if unknown. */
-int cfg_find_key(const char *path);
+int cae__cfg_find_key(const char *path);
 /* The key an alias stands for (idx itself for other keys; -1 stays -1). */
-int cfg_canonical(int idx);
+int cae__cfg_canonical(int idx);
 
-static inline void *cfg_field(cae_config *cfg, size_t off)
+static inline void *cae__cfg_field(cae_config *cfg, size_t off)
 {
 	return (char *)cfg + off;
 }
 
-static inline const void *cfg_cfield(const cae_config *cfg, size_t off)
+static inline const void *cae__cfg_cfield(const cae_config *cfg, size_t off)
 {
 	return (const char *)cfg + off;
 }
@@ -106,57 +106,57 @@ struct cfg_ctx {
 
 /* ---- value.c: syntax and messages ---- */
 
-int cfg_parse_ll(const char *s, long long *out);
-int cfg_parse_positive_double(const char *s, double *out);
+int cae__cfg_parse_ll(const char *s, long long *out);
+int cae__cfg_parse_positive_double(const char *s, double *out);
 /* Trims blanks and line ends in place; returns the first character kept. */
-const char *cfg_trim(char *s);
+const char *cae__cfg_trim(char *s);
 /* A bounded, escaped rendering of a value for messages: "\"...\"". */
-void cfg_show_value(char *buf, size_t size, const char *s, size_t len);
+void cae__cfg_show_value(char *buf, size_t size, const char *s, size_t len);
 /* What the key expects, for messages (buf may be used for the text). */
-const char *cfg_expected(const struct cfg_key *k, char *buf, size_t size);
+const char *cae__cfg_expected(const struct cfg_key *k, char *buf, size_t size);
 /* Sets c->err to "<where>: <key path>: <message>" and returns -EINVAL. w may be NULL. */
-int cfg_key_error(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *fmt, ...)
+int cae__cfg_key_error(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *fmt, ...)
     _printf_(4, 5);
-/* cfg_key_error with what the key expects and the value given (hidden for secrets). */
-int cfg_bad_value(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *got,
-		  size_t len);
+/* cae__cfg_key_error with what the key expects and the value given (hidden for secrets). */
+int cae__cfg_bad_value(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *got,
+		       size_t len);
 /* Appends a line to cfg->warnings (at most CFG_MAX_WARNINGS, then one "omitted" line). */
-int cfg_add_warning(cae_config *cfg, const char *fmt, ...) _printf_(2, 3);
+int cae__cfg_add_warning(cae_config *cfg, const char *fmt, ...) _printf_(2, 3);
 
 /* ---- set.c: storing values ---- */
 
-int cfg_strlist_push(cae_config_strlist *l, const char *s, size_t len);
+int cae__cfg_strlist_push(cae_config_strlist *l, const char *s, size_t len);
 /* Replaces the string field at off by a copy of s (NULL: none). */
-int cfg_set_string(cae_config *cfg, size_t off, const char *s);
+int cae__cfg_set_string(cae_config *cfg, size_t off, const char *s);
 /* Appends one list item (NUL-terminated, trimmed), "~/"-expanded and required absolute for
  * F_ABSPATH lists. */
-int cfg_list_push_item(struct cfg_ctx *c, const struct cfg_where *w, int idx, cae_config_strlist *l,
-		       const char *t);
+int cae__cfg_list_push_item(struct cfg_ctx *c, const struct cfg_where *w, int idx,
+			    cae_config_strlist *l, const char *t);
 /* The environments map: one being built (map, n) gets name -> image appended, refusing
  * duplicates and bad names; install replaces cfg's map by it (stolen); free drops it. */
-int cfg_envmap_push(struct cfg_ctx *c, const struct cfg_where *w, int idx,
-		    cae_config_environment **map, size_t *n, const char *name, size_t name_len,
-		    const char *image, size_t image_len);
-void cfg_envmap_free(cae_config_environment *map, size_t n);
-void cfg_envmap_install(cae_config *cfg, cae_config_environment *map, size_t n);
-void cfg_envmap_clear(cae_config *cfg);
+int cae__cfg_envmap_push(struct cfg_ctx *c, const struct cfg_where *w, int idx,
+			 cae_config_environment **map, size_t *n, const char *name, size_t name_len,
+			 const char *image, size_t image_len);
+void cae__cfg_envmap_free(cae_config_environment *map, size_t n);
+void cae__cfg_envmap_install(cae_config *cfg, cae_config_environment *map, size_t n);
+void cae__cfg_envmap_clear(cae_config *cfg);
 /* Sets key idx from its text form (yaml: a scalar of the file, where lists and maps are not
  * accepted as text). */
-int cfg_set_from_text(struct cfg_ctx *c, int idx, const char *text, size_t len,
-		      const struct cfg_where *w, bool yaml);
+int cae__cfg_set_from_text(struct cfg_ctx *c, int idx, const char *text, size_t len,
+			   const struct cfg_where *w, bool yaml);
 
 /* ---- yaml.c, env.c, validate.c ---- */
 
 /* Applies the YAML document text[0..len) (c->file names it in messages). */
-int cfg_apply_yaml(struct cfg_ctx *c, const char *text, size_t len);
+int cae__cfg_apply_yaml(struct cfg_ctx *c, const char *text, size_t len);
 /* The value of an environment variable in envp, NULL when unset or empty. */
-const char *cfg_env_get(char *const *envp, const char *name);
+const char *cae__cfg_env_get(char *const *envp, const char *name);
 /* Applies the keys' environment variables of c->envp. */
-int cfg_apply_env(struct cfg_ctx *c);
+int cae__cfg_apply_env(struct cfg_ctx *c);
 /* The default state_dir for envp (new string, NULL on ENOMEM). */
-char *cfg_default_state_dir(char *const *envp);
+char *cae__cfg_default_state_dir(char *const *envp);
 /* Checks (and completes, for the network mode) what keys say together; warn adds the
  * warnings of a load. */
-int cfg_validate(struct cfg_ctx *c, bool warn);
+int cae__cfg_validate(struct cfg_ctx *c, bool warn);
 
 #endif

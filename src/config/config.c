@@ -25,13 +25,13 @@ cae_config *cae_config_defaults(char *const *envp)
 	for (size_t i = 0; i < cfg_nkeys; i++) {
 		if (!cfg_keys[i].def)
 			continue;
-		if (cfg_set_from_text(&c, (int)i, cfg_keys[i].def, strlen(cfg_keys[i].def), NULL,
-				      false) < 0) {
+		if (cae__cfg_set_from_text(&c, (int)i, cfg_keys[i].def, strlen(cfg_keys[i].def),
+					   NULL, false) < 0) {
 			cae_config_free(cfg);
 			return NULL;
 		}
 	}
-	cfg->command_executor.state_dir = cfg_default_state_dir(envp);
+	cfg->command_executor.state_dir = cae__cfg_default_state_dir(envp);
 	if (!cfg->command_executor.state_dir) {
 		cae_config_free(cfg);
 		return NULL;
@@ -59,12 +59,12 @@ static int load_common(cae_config **out, const char *text, size_t len, const cha
 			r = cae_error_set(err, -EFBIG, "%s: larger than %d bytes", file,
 					  CAE_CONFIG_MAX_BYTES);
 		else
-			r = cfg_apply_yaml(&c, text, len);
+			r = cae__cfg_apply_yaml(&c, text, len);
 	}
 	if (r >= 0)
-		r = cfg_apply_env(&c);
+		r = cae__cfg_apply_env(&c);
 	if (r >= 0)
-		r = cfg_validate(&c, true);
+		r = cae__cfg_validate(&c, true);
 	if (r < 0) {
 		if (r == -ENOMEM)
 			cae_error_set(err, r, "out of memory while loading the config");
@@ -118,7 +118,7 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 
 	const char *file = path;
 	if (!file)
-		file = cfg_env_get(envp, "CAE_CONFIG");
+		file = cae__cfg_env_get(envp, "CAE_CONFIG");
 	if (file) {
 		r = read_config_file(file, true, &text, &len, &found, err);
 		if (r < 0)
@@ -129,8 +129,8 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 		if (r < 0)
 			return r;
 		if (!found) {
-			const char *xdg = cfg_env_get(envp, "XDG_CONFIG_HOME");
-			const char *home = cfg_env_get(envp, "HOME");
+			const char *xdg = cae__cfg_env_get(envp, "XDG_CONFIG_HOME");
+			const char *home = cae__cfg_env_get(envp, "HOME");
 			if (xdg && xdg[0] == '/')
 				xdg_path = cae_path_join(xdg, "cae/config.yaml");
 			else if (home)
@@ -150,7 +150,7 @@ static int strlist_copy(cae_config_strlist *dst, const cae_config_strlist *src)
 {
 	*dst = (cae_config_strlist){0};
 	for (size_t i = 0; i < src->n; i++)
-		if (cfg_strlist_push(dst, src->items[i], strlen(src->items[i])) < 0)
+		if (cae__cfg_strlist_push(dst, src->items[i], strlen(src->items[i])) < 0)
 			return -ENOMEM;
 	return 0;
 }
@@ -169,9 +169,10 @@ cae_config *cae_config_dup(const cae_config *src)
 		if (k->alias_of)
 			continue;
 		if (k->type == V_STRING || k->type == V_MEMSIZE)
-			*(char **)cfg_field(cfg, k->off) = NULL;
+			*(char **)cae__cfg_field(cfg, k->off) = NULL;
 		else if (k->type == V_STRLIST)
-			*(cae_config_strlist *)cfg_field(cfg, k->off) = (cae_config_strlist){0};
+			*(cae_config_strlist *)cae__cfg_field(cfg, k->off) =
+			    (cae_config_strlist){0};
 	}
 	cfg->command_executor.environments = NULL;
 	cfg->command_executor.n_environments = 0;
@@ -184,9 +185,10 @@ cae_config *cae_config_dup(const cae_config *src)
 		if (k->alias_of)
 			continue;
 		if (k->type == V_STRING || k->type == V_MEMSIZE)
-			r = cfg_set_string(cfg, k->off, *(char *const *)cfg_cfield(src, k->off));
+			r = cae__cfg_set_string(cfg, k->off,
+						*(char *const *)cae__cfg_cfield(src, k->off));
 		else if (k->type == V_STRLIST)
-			r = strlist_copy(cfg_field(cfg, k->off), cfg_cfield(src, k->off));
+			r = strlist_copy(cae__cfg_field(cfg, k->off), cae__cfg_cfield(src, k->off));
 	}
 	for (size_t i = 0; i < src->command_executor.n_environments && r >= 0; i++) {
 		const cae_config_environment *e = &src->command_executor.environments[i];
@@ -218,7 +220,7 @@ int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_erro
 {
 	if (!cfg || !key || !value)
 		return cae_error_set(err, -EINVAL, "invalid argument");
-	int idx = cfg_canonical(cfg_find_key(key));
+	int idx = cae__cfg_canonical(cae__cfg_find_key(key));
 	if (idx < 0)
 		return cae_error_set(err, -EINVAL, "unknown config key \"%.200s\"", key);
 	/* all or nothing: change a copy, validate it, then swap it in */
@@ -226,7 +228,7 @@ int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_erro
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	struct cfg_ctx c = {.cfg = tmp, .envp = environ, .err = err};
-	int r = cfg_set_from_text(&c, idx, value, strlen(value), NULL, false);
+	int r = cae__cfg_set_from_text(&c, idx, value, strlen(value), NULL, false);
 	if (r >= 0) {
 		/* keep network mode and external_access consistent with the key just set */
 		if (strcmp(cfg_keys[idx].path, CE "docker.network.mode") == 0)
@@ -235,7 +237,7 @@ int cae_config_set(cae_config *cfg, const char *key, const char *value, cae_erro
 			 tmp->command_executor.docker.network.external_access &&
 			 tmp->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE)
 			tmp->command_executor.docker.network.mode = CAE_CONFIG_NETWORK_BRIDGE;
-		r = cfg_validate(&c, false);
+		r = cae__cfg_validate(&c, false);
 	}
 	if (r < 0) {
 		if (r == -ENOMEM)
@@ -273,13 +275,13 @@ void cae_config_free(cae_config *cfg)
 		switch (k->type) {
 		case V_STRING:
 		case V_MEMSIZE:
-			free(*(char **)cfg_field(cfg, k->off));
+			free(*(char **)cae__cfg_field(cfg, k->off));
 			break;
 		case V_STRLIST:
-			cae_config_strlist_clear(cfg_field(cfg, k->off));
+			cae_config_strlist_clear(cae__cfg_field(cfg, k->off));
 			break;
 		case V_ENVMAP:
-			cfg_envmap_clear(cfg);
+			cae__cfg_envmap_clear(cfg);
 			break;
 		default:
 			break;

@@ -16,22 +16,22 @@ static const char *env_get(char *const *envp, const char *name)
 	return NULL;
 }
 
-const char *cfg_env_get(char *const *envp, const char *name)
+const char *cae__cfg_env_get(char *const *envp, const char *name)
 {
 	const char *v = env_get(envp, name);
 	return v && *v ? v : NULL;
 }
 
-int cfg_apply_env(struct cfg_ctx *c)
+int cae__cfg_apply_env(struct cfg_ctx *c)
 {
 	for (size_t i = 0; i < cfg_nkeys; i++) {
 		if (!cfg_keys[i].env)
 			continue;
-		const char *v = cfg_env_get(c->envp, cfg_keys[i].env);
+		const char *v = cae__cfg_env_get(c->envp, cfg_keys[i].env);
 		if (!v)
 			continue;
 		struct cfg_where w = {.env = cfg_keys[i].env};
-		int r = cfg_set_from_text(c, (int)i, v, strlen(v), &w, false);
+		int r = cae__cfg_set_from_text(c, (int)i, v, strlen(v), &w, false);
 		if (r < 0)
 			return r;
 		c->origin[i] = w;
@@ -39,12 +39,12 @@ int cfg_apply_env(struct cfg_ctx *c)
 	return 0;
 }
 
-char *cfg_default_state_dir(char *const *envp)
+char *cae__cfg_default_state_dir(char *const *envp)
 {
-	const char *xdg = cfg_env_get(envp, "XDG_STATE_HOME");
+	const char *xdg = cae__cfg_env_get(envp, "XDG_STATE_HOME");
 	if (xdg && xdg[0] == '/')
 		return cae_path_join(xdg, "cae");
-	const char *home = cfg_env_get(envp, "HOME");
+	const char *home = cae__cfg_env_get(envp, "HOME");
 	if (home && home[0] == '/')
 		return cae_path_join(home, ".local/state/cae");
 	return strdup("/var/lib/cae");

@@ -93,22 +93,23 @@ json_t *cae_config_to_json(const cae_config *cfg, bool redact)
 			v = json_object();
 			break;
 		case V_BOOL:
-			v = json_boolean(*(const bool *)cfg_cfield(cfg, k->off));
+			v = json_boolean(*(const bool *)cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_INT:
-			v = json_integer(*(const int *)cfg_cfield(cfg, k->off));
+			v = json_integer(*(const int *)cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_SIZE:
-			v = json_integer((json_int_t) * (const uint64_t *)cfg_cfield(cfg, k->off));
+			v = json_integer((json_int_t) *
+					 (const uint64_t *)cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_DOUBLE:
-			v = json_real(*(const double *)cfg_cfield(cfg, k->off));
+			v = json_real(*(const double *)cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_MEMSIZE:
-			v = jstr(*(char *const *)cfg_cfield(cfg, k->off));
+			v = jstr(*(char *const *)cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_STRING: {
-			const char *s = *(char *const *)cfg_cfield(cfg, k->off);
+			const char *s = *(char *const *)cae__cfg_cfield(cfg, k->off);
 			if (redact && s && (k->flags & F_SECRET)) {
 				v = json_string("***");
 			} else if (redact && s && (k->flags & F_URL)) {
@@ -123,10 +124,10 @@ json_t *cae_config_to_json(const cae_config *cfg, bool redact)
 			break;
 		}
 		case V_ENUM:
-			v = json_string(k->names[*(const int *)cfg_cfield(cfg, k->off)]);
+			v = json_string(k->names[*(const int *)cae__cfg_cfield(cfg, k->off)]);
 			break;
 		case V_STRLIST:
-			v = strlist_json(cfg_cfield(cfg, k->off));
+			v = strlist_json(cae__cfg_cfield(cfg, k->off));
 			break;
 		case V_ENVMAP:
 			v = json_object();

@@ -176,7 +176,7 @@ const struct cfg_key cfg_keys[] = {
 const size_t cfg_nkeys = ARRAY_SIZE(cfg_keys);
 _Static_assert(ARRAY_SIZE(cfg_keys) <= CFG_MAX_KEYS, "CFG_MAX_KEYS is too small");
 
-int cfg_find_key(const char *path)
+int cae__cfg_find_key(const char *path)
 {
 	for (size_t i = 0; i < cfg_nkeys; i++)
 		if (strcmp(cfg_keys[i].path, path) == 0)
@@ -184,10 +184,10 @@ int cfg_find_key(const char *path)
 	return -1;
 }
 
-int cfg_canonical(int idx)
+int cae__cfg_canonical(int idx)
 {
 	if (idx >= 0 && cfg_keys[idx].alias_of)
-		return cfg_find_key(cfg_keys[idx].alias_of);
+		return cae__cfg_find_key(cfg_keys[idx].alias_of);
 	return idx;
 }
 

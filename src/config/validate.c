@@ -10,16 +10,16 @@
 
 static bool explicit(const struct cfg_ctx *c, const char *path)
 {
-	int i = cfg_find_key(path);
+	int i = cae__cfg_find_key(path);
 	return i >= 0 && (c->origin[i].line > 0 || c->origin[i].env);
 }
 
 static const struct cfg_where *origin_of(const struct cfg_ctx *c, const char *path)
 {
-	return &c->origin[cfg_find_key(path)];
+	return &c->origin[cae__cfg_find_key(path)];
 }
 
-int cfg_validate(struct cfg_ctx *c, bool warn)
+int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 {
 	cae_config *cfg = c->cfg;
 	char list[512];
@@ -40,9 +40,9 @@ int cfg_validate(struct cfg_ctx *c, bool warn)
 			: CE "environments";
 		char vbuf[128];
 		const char *de = cfg->command_executor.default_environment;
-		cfg_show_value(vbuf, sizeof(vbuf), de, strlen(de));
-		return cfg_key_error(
-		    c, origin_of(c, path), cfg_find_key(path),
+		cae__cfg_show_value(vbuf, sizeof(vbuf), de, strlen(de));
+		return cae__cfg_key_error(
+		    c, origin_of(c, path), cae__cfg_find_key(path),
 		    "the default environment %s is not one of the configured environments (%s)",
 		    vbuf, list);
 	}
@@ -50,18 +50,19 @@ int cfg_validate(struct cfg_ctx *c, bool warn)
 	/* running commands unconfined is a decision the config states in so many words */
 	if (cfg->command_executor.local.sandbox == CAE_CONFIG_SANDBOX_NONE &&
 	    !cfg->command_executor.local.unconfined)
-		return cfg_key_error(c, origin_of(c, CE "local.sandbox"),
-				     cfg_find_key(CE "local.sandbox"),
-				     "none runs commands on this host unconfined: it needs "
-				     "command_executor.local.unconfined: true");
+		return cae__cfg_key_error(c, origin_of(c, CE "local.sandbox"),
+					  cae__cfg_find_key(CE "local.sandbox"),
+					  "none runs commands on this host unconfined: it needs "
+					  "command_executor.local.unconfined: true");
 
 	/* an editor mode cae does not run is refused, not accepted and ignored */
 	if (cfg->text_editor_mcp.enabled && cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP)
-		return cfg_key_error(c, origin_of(c, "text_editor_mcp.mode"),
-				     cfg_find_key("text_editor_mcp.mode"),
-				     "mcp (a stdio MCP editor server inside the environment) is "
-				     "not supported: cae's native editor runs in every environment "
-				     "(local and containers); use mode: native, or enabled: false");
+		return cae__cfg_key_error(
+		    c, origin_of(c, "text_editor_mcp.mode"),
+		    cae__cfg_find_key("text_editor_mcp.mode"),
+		    "mcp (a stdio MCP editor server inside the environment) is "
+		    "not supported: cae's native editor runs in every environment "
+		    "(local and containers); use mode: native, or enabled: false");
 
 	/* network: mode and external_access describe one thing */
 	struct cae_config_net_view {
@@ -72,11 +73,11 @@ int cfg_validate(struct cfg_ctx *c, bool warn)
 	bool mode_set = explicit(c, CE "docker.network.mode");
 	bool ext_set = explicit(c, CE "docker.network.external_access");
 	if (mode_set && ext_set && (*net.mode == CAE_CONFIG_NETWORK_NONE) == *net.ext) {
-		return cfg_key_error(c, origin_of(c, CE "docker.network.external_access"),
-				     cfg_find_key(CE "docker.network.external_access"),
-				     "%s contradicts command_executor.docker.network.mode: %s",
-				     *net.ext ? "true" : "false",
-				     cae_config_network_mode_name(*net.mode));
+		return cae__cfg_key_error(c, origin_of(c, CE "docker.network.external_access"),
+					  cae__cfg_find_key(CE "docker.network.external_access"),
+					  "%s contradicts command_executor.docker.network.mode: %s",
+					  *net.ext ? "true" : "false",
+					  cae_config_network_mode_name(*net.mode));
 	}
 	if (mode_set)
 		*net.ext = *net.mode != CAE_CONFIG_NETWORK_NONE;
@@ -85,13 +86,13 @@ int cfg_validate(struct cfg_ctx *c, bool warn)
 	else if (*net.mode == CAE_CONFIG_NETWORK_NONE)
 		*net.mode = CAE_CONFIG_NETWORK_BRIDGE;
 	if (cfg->command_executor.docker.network.whitelist_mode && !*net.ext)
-		return cfg_key_error(
+		return cae__cfg_key_error(
 		    c, origin_of(c, CE "docker.network.whitelist_mode"),
-		    cfg_find_key(CE "docker.network.whitelist_mode"),
+		    cae__cfg_find_key(CE "docker.network.whitelist_mode"),
 		    "a domain allow-list needs external access (the network mode is none)");
 
 	if (warn && cfg->command_executor.docker.mount_docker_socket) {
-		r = cfg_add_warning(
+		r = cae__cfg_add_warning(
 		    cfg, "command_executor.docker.mount_docker_socket is true: the agent "
 			 "controls the host's Docker engine (root on the host)");
 		if (r < 0)

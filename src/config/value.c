@@ -33,7 +33,7 @@ int cae_config_parse_bool(const char *s, bool *out)
 	return -EINVAL;
 }
 
-int cfg_parse_ll(const char *s, long long *out)
+int cae__cfg_parse_ll(const char *s, long long *out)
 {
 	const char *p = s;
 	bool neg = false;
@@ -146,7 +146,7 @@ int cae_config_parse_size(const char *s, uint64_t *out)
 	return 0;
 }
 
-int cfg_parse_positive_double(const char *s, double *out)
+int cae__cfg_parse_positive_double(const char *s, double *out)
 {
 	const char *p = s;
 	unsigned long long ip, frac;
@@ -156,7 +156,7 @@ int cfg_parse_positive_double(const char *s, double *out)
 	return 0;
 }
 
-const char *cfg_trim(char *s)
+const char *cae__cfg_trim(char *s)
 {
 	while (*s == ' ' || *s == '\t' || *s == '\n' || *s == '\r')
 		s++;
@@ -167,7 +167,7 @@ const char *cfg_trim(char *s)
 	return s;
 }
 
-void cfg_show_value(char *buf, size_t size, const char *s, size_t len)
+void cae__cfg_show_value(char *buf, size_t size, const char *s, size_t len)
 {
 	size_t o = 0;
 	if (size < 8) {
@@ -196,7 +196,7 @@ void cfg_show_value(char *buf, size_t size, const char *s, size_t len)
 	buf[o] = '\0';
 }
 
-const char *cfg_expected(const struct cfg_key *k, char *buf, size_t size)
+const char *cae__cfg_expected(const struct cfg_key *k, char *buf, size_t size)
 {
 	switch (k->type) {
 	case V_BOOL:
@@ -230,7 +230,7 @@ const char *cfg_expected(const struct cfg_key *k, char *buf, size_t size)
 	return "bad value";
 }
 
-int cfg_key_error(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *fmt, ...)
+int cae__cfg_key_error(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *fmt, ...)
 {
 	char msg[CAE_ERROR_MSG_MAX];
 	va_list ap;
@@ -246,18 +246,18 @@ int cfg_key_error(struct cfg_ctx *c, const struct cfg_where *w, int idx, const c
 	return cae_error_set(c->err, -EINVAL, "%s: %s", path, msg);
 }
 
-int cfg_bad_value(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *got,
-		  size_t len)
+int cae__cfg_bad_value(struct cfg_ctx *c, const struct cfg_where *w, int idx, const char *got,
+		       size_t len)
 {
 	char ebuf[256], vbuf[128];
-	const char *exp = cfg_expected(&cfg_keys[idx], ebuf, sizeof(ebuf));
+	const char *exp = cae__cfg_expected(&cfg_keys[idx], ebuf, sizeof(ebuf));
 	if (cfg_keys[idx].flags & F_SECRET)
-		return cfg_key_error(c, w, idx, "%s", exp);
-	cfg_show_value(vbuf, sizeof(vbuf), got, len);
-	return cfg_key_error(c, w, idx, "%s, got %s", exp, vbuf);
+		return cae__cfg_key_error(c, w, idx, "%s", exp);
+	cae__cfg_show_value(vbuf, sizeof(vbuf), got, len);
+	return cae__cfg_key_error(c, w, idx, "%s, got %s", exp, vbuf);
 }
 
-int cfg_add_warning(cae_config *cfg, const char *fmt, ...)
+int cae__cfg_add_warning(cae_config *cfg, const char *fmt, ...)
 {
 	cae_config_strlist *l = &cfg->warnings;
 	if (l->n > CFG_MAX_WARNINGS)

@@ -175,8 +175,8 @@ static int on_event(struct builder *b, const yaml_event_t *ev, int *docs, bool *
 	return 0;
 }
 
-int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line, char *msg,
-		   size_t msg_size)
+int cae__cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line,
+			char *msg, size_t msg_size)
 {
 	memset(doc, 0, sizeof(*doc));
 	*line = 0;
@@ -235,11 +235,11 @@ int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, i
 		free(b.anchors[i].name);
 	free(b.stack);
 	if (r < 0)
-		cfg_ydoc_free(doc);
+		cae__cfg_ydoc_free(doc);
 	return r;
 }
 
-void cfg_ydoc_free(cfg_ydoc *doc)
+void cae__cfg_ydoc_free(cfg_ydoc *doc)
 {
 	if (!doc)
 		return;
@@ -251,7 +251,7 @@ void cfg_ydoc_free(cfg_ydoc *doc)
 	memset(doc, 0, sizeof(*doc));
 }
 
-bool cfg_ynode_is_null(const cfg_ynode *n)
+bool cae__cfg_ynode_is_null(const cfg_ynode *n)
 {
 	if (n->type != CFG_YSCALAR || !n->plain)
 		return false;

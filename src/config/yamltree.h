@@ -38,11 +38,11 @@ typedef struct cfg_ydoc {
 
 /* Parses len bytes. Returns 0, -ENOMEM, or -EINVAL with *line (1-based, 0 when unknown)
  * and msg (a description without the file name) set. */
-int cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line, char *msg,
-		   size_t msg_size);
-void cfg_ydoc_free(cfg_ydoc *doc);
+int cae__cfg_yaml_parse(const char *text, size_t len, int max_depth, cfg_ydoc *doc, int *line,
+			char *msg, size_t msg_size);
+void cae__cfg_ydoc_free(cfg_ydoc *doc);
 
 /* True for a plain scalar that YAML reads as null: "", "~", "null", "Null", "NULL". */
-bool cfg_ynode_is_null(const cfg_ynode *n);
+bool cae__cfg_ynode_is_null(const cfg_ynode *n);
 
 #endif

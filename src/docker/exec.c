@@ -238,7 +238,7 @@ static int on_frame(void *ud, int stream, const char *p, size_t n)
 {
 	struct run *run = ud;
 	if (stream == 1)
-		return cae_capture_add(&run->out, p, n);
+		return cae__capture_add(&run->out, p, n);
 	if (stream != 2)
 		return 0;
 	if (run->use_header && !run->hdr.done) {
@@ -246,14 +246,14 @@ static int on_frame(void *ud, int stream, const char *p, size_t n)
 		size_t rlen;
 		size_t used = cae__docker_wrap_header_feed(&run->hdr, p, n, &replay, &rlen);
 		if (rlen > 0) {
-			int r = cae_capture_add(&run->err, replay, rlen);
+			int r = cae__capture_add(&run->err, replay, rlen);
 			if (r < 0)
 				return r;
 		}
 		p += used;
 		n -= used;
 	}
-	return n ? cae_capture_add(&run->err, p, n) : 0;
+	return n ? cae__capture_add(&run->err, p, n) : 0;
 }
 
 static json_t *strv_json(const char *const *v)
@@ -507,8 +507,8 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	}
 
 	struct run run = {.use_header = !spec->raw};
-	cae_capture_init(&run.out, max_out, spec->truncate);
-	cae_capture_init(&run.err, max_err, spec->truncate);
+	cae__capture_init(&run.out, max_out, spec->truncate);
+	cae__capture_init(&run.err, max_err, spec->truncate);
 	cae_docker_demux dm;
 	cae__docker_demux_init(&dm);
 	struct killer killer = {.d = d, .container = container, .spec = spec, .info = info};
@@ -624,7 +624,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		info->pid = run.hdr.pid;
 	/* The header may sit alone in a capture that never saw a newline: give it back. */
 	if (run.use_header && !run.hdr.done && run.hdr.len > 0)
-		cae_capture_add(&run.err, run.hdr.buf, run.hdr.len);
+		cae__capture_add(&run.err, run.hdr.buf, run.hdr.len);
 	res->duration_us = (cae_now_ns() - t0) / 1000;
 
 	if (ret == 0) {
@@ -666,7 +666,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 			/* The wrapper never ran: the engine's own error is on stdout. */
 			size_t l;
 			bool t;
-			char *o = cae_capture_finish(&run.out, &l, &t);
+			char *o = cae__capture_finish(&run.out, &l, &t);
 			ret = cae_error_set(err, -EIO, "exec failed (exit %d): %.600s",
 					    res->exit_code, o && *o ? o : "no output");
 			free(o);
@@ -679,10 +679,10 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	res->duration_ms = res->duration_us / 1000;
 	res->out_total = run.out.total;
 	res->err_total = run.err.total;
-	res->out = cae_capture_finish(&run.out, &res->out_len, &res->out_truncated);
-	res->err = cae_capture_finish(&run.err, &res->err_len, &res->err_truncated);
-	cae_capture_clear(&run.out);
-	cae_capture_clear(&run.err);
+	res->out = cae__capture_finish(&run.out, &res->out_len, &res->out_truncated);
+	res->err = cae__capture_finish(&run.err, &res->err_len, &res->err_truncated);
+	cae__capture_clear(&run.out);
+	cae__capture_clear(&run.err);
 	if (ret == 0 && (!res->out || !res->err))
 		ret = cae_error_set(err, -ENOMEM, "out of memory");
 	if (ret < 0)

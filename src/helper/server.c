@@ -198,7 +198,7 @@ static void kill_children(void)
 	if (!pids)
 		return;
 	for (int round = 0; round < 10; round++) {
-		size_t n = cae_proctree_descendants(getpid(), pids, MAX_PIDS);
+		size_t n = cae__proctree_descendants(getpid(), pids, MAX_PIDS);
 		if (n == 0)
 			break;
 		for (size_t i = 0; i < n; i++)
@@ -272,7 +272,7 @@ static void *worker(void *arg)
 int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 {
 	int64_t max_idle_ms = opts ? opts->max_idle_ms : 0;
-	cae_proctree_init();
+	cae__proctree_init();
 	char hello[32];
 	int hl = snprintf(hello, sizeof(hello), "cae-helper %d", CAE_HELPER_PROTOCOL);
 	if (send(ctl, hello, (size_t)hl, MSG_NOSIGNAL) < 0)

@@ -307,7 +307,7 @@ static void kill_descendants(void)
 	if (!pids)
 		return;
 	for (int round = 0; round < 10; round++) {
-		size_t n = cae_proctree_descendants(getpid(), pids, MAX_PIDS);
+		size_t n = cae__proctree_descendants(getpid(), pids, MAX_PIDS);
 		if (n == 0)
 			break;
 		for (size_t i = 0; i < n; i++)
@@ -512,7 +512,7 @@ int cae__helper_credential_main(int argc, char **argv)
 
 int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 {
-	cae_proctree_init();
+	cae__proctree_init();
 	struct stream st = {.out = out};
 	pthread_mutex_init(&st.ed_lock, NULL);
 	pthread_mutex_init(&st.fs_lock, NULL);

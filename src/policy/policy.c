@@ -715,7 +715,7 @@ static int check_string(struct check *ck, const char *s, size_t len, unsigned de
 		return deny_msg(ck, CAE_POLICY_RULE_LIMIT, src, src_len,
 				"command line is nested more than %u levels deep",
 				ck->p->max_depth);
-	int r = cae_sh_lex(s, len, depth, ck->p->max_depth, on_command, ck, &e);
+	int r = cae__sh_lex(s, len, depth, ck->p->max_depth, on_command, ck, &e);
 	if (r >= 0)
 		return r > 0 ? 1 : 0;
 	if (r == -ENOMEM)

@@ -1374,8 +1374,8 @@ static int lex_run(struct lexer *lx)
 	}
 }
 
-int cae_sh_lex(const char *s, size_t len, unsigned depth, unsigned max_depth, cae_sh_command_fn fn,
-	       void *userdata, cae_error *err)
+int cae__sh_lex(const char *s, size_t len, unsigned depth, unsigned max_depth, cae_sh_command_fn fn,
+		void *userdata, cae_error *err)
 {
 	if (!s || !fn)
 		return -EINVAL;

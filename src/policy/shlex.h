@@ -47,7 +47,7 @@ typedef struct cae_sh_command {
 	unsigned depth; /* nesting depth at which it was found (for recursive checks) */
 } cae_sh_command;
 
-/* Returns 0 to go on, > 0 to stop the lexer (cae_sh_lex returns that value), < 0 an error
+/* Returns 0 to go on, > 0 to stop the lexer (cae__sh_lex returns that value), < 0 an error
  * (returned as is). */
 typedef int (*cae_sh_command_fn)(const cae_sh_command *cmd, void *userdata);
 
@@ -57,7 +57,7 @@ typedef int (*cae_sh_command_fn)(const cae_sh_command *cmd, void *userdata);
  * (unterminated quote, substitution, subshell or case; an unexpected ')'), -ELOOP when the
  * nesting exceeds max_depth, -ENOMEM. err (may be NULL) receives the message of an error
  * found by the lexer, with the byte offset. */
-int cae_sh_lex(const char *s, size_t len, unsigned depth, unsigned max_depth, cae_sh_command_fn fn,
-	       void *userdata, cae_error *err);
+int cae__sh_lex(const char *s, size_t len, unsigned depth, unsigned max_depth, cae_sh_command_fn fn,
+		void *userdata, cae_error *err);
 
 #endif

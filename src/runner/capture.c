@@ -10,7 +10,7 @@
 
 #include "base/banned.h"
 
-void cae_capture_init(cae_capture *c, size_t max, cae_truncate_mode mode)
+void cae__capture_init(cae_capture *c, size_t max, cae_truncate_mode mode)
 {
 	memset(c, 0, sizeof(*c));
 	c->mode = mode;
@@ -24,12 +24,12 @@ void cae_capture_init(cae_capture *c, size_t max, cae_truncate_mode mode)
 	}
 }
 
-bool cae_capture_full(const cae_capture *c)
+bool cae__capture_full(const cae_capture *c)
 {
 	return c->mode == CAE_TRUNCATE_HEAD && c->head.len >= c->head.max;
 }
 
-int cae_capture_add(cae_capture *c, const char *p, size_t n)
+int cae__capture_add(cae_capture *c, const char *p, size_t n)
 {
 	c->total += n;
 	size_t room = c->head.max - c->head.len;
@@ -67,12 +67,12 @@ int cae_capture_add(cae_capture *c, const char *p, size_t n)
 	return 0;
 }
 
-bool cae_capture_truncated(const cae_capture *c)
+bool cae__capture_truncated(const cae_capture *c)
 {
 	return c->total > c->max;
 }
 
-char *cae_text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len, bool *cut)
+char *cae__text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len, bool *cut)
 {
 	size_t l;
 	char *t = cae_utf8_sanitize(s, n, &l);
@@ -95,9 +95,9 @@ char *cae_text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len
 	return t;
 }
 
-char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
+char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated)
 {
-	bool trunc = cae_capture_truncated(c);
+	bool trunc = cae__capture_truncated(c);
 	char *res = NULL;
 	size_t rlen = 0;
 	if (c->mode == CAE_TRUNCATE_HEAD || c->ring_len == 0) {
@@ -105,8 +105,8 @@ char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
 		if (trunc)
 			n = cae_utf8_floor(c->head.data ? c->head.data : "", n);
 		bool cut;
-		res =
-		    cae_text_sanitize_cap(c->head.data ? c->head.data : "", n, c->max, &rlen, &cut);
+		res = cae__text_sanitize_cap(c->head.data ? c->head.data : "", n, c->max, &rlen,
+					     &cut);
 		trunc = trunc || cut;
 	} else if (!trunc) {
 		/* Everything fits: head then the ring in order. */
@@ -121,7 +121,8 @@ char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
 			cae_buf_clear(&all);
 			return NULL;
 		}
-		res = cae_text_sanitize_cap(all.data ? all.data : "", all.len, c->max, &rlen, NULL);
+		res =
+		    cae__text_sanitize_cap(all.data ? all.data : "", all.len, c->max, &rlen, NULL);
 		cae_buf_clear(&all);
 	} else {
 		size_t tail_len = c->ring_len;
@@ -159,11 +160,11 @@ char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated)
 		*len = rlen;
 	if (truncated)
 		*truncated = trunc;
-	cae_capture_clear(c);
+	cae__capture_clear(c);
 	return res;
 }
 
-void cae_capture_clear(cae_capture *c)
+void cae__capture_clear(cae_capture *c)
 {
 	cae_buf_clear(&c->head);
 	free(c->ring);

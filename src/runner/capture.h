@@ -26,18 +26,18 @@ typedef struct cae_capture {
 	uint64_t total;	 /* every byte offered */
 } cae_capture;
 
-void cae_capture_init(cae_capture *c, size_t max, cae_truncate_mode mode);
+void cae__capture_init(cae_capture *c, size_t max, cae_truncate_mode mode);
 /* True when further bytes would be dropped anyway (HEAD mode, cap reached): callers may
  * discard without copying. */
-bool cae_capture_full(const cae_capture *c);
-int cae_capture_add(cae_capture *c, const char *p, size_t n);
-bool cae_capture_truncated(const cae_capture *c);
+bool cae__capture_full(const cae_capture *c);
+int cae__capture_add(cae_capture *c, const char *p, size_t n);
+bool cae__capture_truncated(const cae_capture *c);
 /* Produces the text (new string, *len its length) and resets the capture. NULL on ENOMEM. */
-char *cae_capture_finish(cae_capture *c, size_t *len, bool *truncated);
-void cae_capture_clear(cae_capture *c);
+char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated);
+void cae__capture_clear(cae_capture *c);
 
 /* Makes arbitrary bytes valid UTF-8 and at most max bytes (cut at a character boundary).
  * New string. */
-char *cae_text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len, bool *cut);
+char *cae__text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len, bool *cut);
 
 #endif

@@ -31,28 +31,28 @@ static void do_init(void)
 	(void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 }
 
-void cae_proctree_init(void)
+void cae__proctree_init(void)
 {
 	pthread_once(&once, do_init);
 }
 
-void cae_proctree_lock(void)
+void cae__proctree_lock(void)
 {
 	pthread_mutex_lock(&lock);
 }
 
-void cae_proctree_unlock(void)
+void cae__proctree_unlock(void)
 {
 	pthread_mutex_unlock(&lock);
 }
 
-void cae_proctree_register(pid_t pid)
+void cae__proctree_register(pid_t pid)
 {
 	if (n_active < MAX_ACTIVE)
 		active[n_active++] = pid;
 }
 
-void cae_proctree_unregister(pid_t pid)
+void cae__proctree_unregister(pid_t pid)
 {
 	pthread_mutex_lock(&lock);
 	for (size_t i = 0; i < n_active; i++)
@@ -120,7 +120,7 @@ static size_t children_of(pid_t pid, pid_t *out, size_t max)
 	return n;
 }
 
-size_t cae_proctree_descendants(pid_t pid, pid_t *out, size_t max)
+size_t cae__proctree_descendants(pid_t pid, pid_t *out, size_t max)
 {
 	size_t n = children_of(pid, out, max);
 	for (size_t i = 0; i < n && n < max; i++)
@@ -134,7 +134,7 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-void cae_proctree_kill_tree(pid_t pid, int sig)
+void cae__proctree_kill_tree(pid_t pid, int sig)
 {
 	pid_t *tree = malloc(MAX_TREE * sizeof(pid_t));
 	if (sig == SIGKILL) {
@@ -145,7 +145,7 @@ void cae_proctree_kill_tree(pid_t pid, int sig)
 	for (int round = 0; round < 50; round++) {
 		kill(-pid, sig);
 		kill(pid, sig);
-		size_t n = tree ? cae_proctree_descendants(pid, tree, MAX_TREE) : 0;
+		size_t n = tree ? cae__proctree_descendants(pid, tree, MAX_TREE) : 0;
 		for (size_t i = 0; i < n; i++) {
 			if (sig == SIGKILL)
 				kill(tree[i], SIGSTOP);
@@ -156,7 +156,7 @@ void cae_proctree_kill_tree(pid_t pid, int sig)
 		/* Killed processes take a moment to exit; their own children get re-parented
 		 * to the nearest subreaper and show up in the next walk if still alive. */
 		sleep_ms(round < 5 ? 1 : 10);
-		n = tree ? cae_proctree_descendants(pid, tree, MAX_TREE) : 0;
+		n = tree ? cae__proctree_descendants(pid, tree, MAX_TREE) : 0;
 		bool alive = false;
 		for (size_t i = 0; i < n && !alive; i++) {
 			char p[64], state = 0;
@@ -182,7 +182,7 @@ void cae_proctree_kill_tree(pid_t pid, int sig)
 	free(tree);
 }
 
-void cae_proctree_reap_orphans(void)
+void cae__proctree_reap_orphans(void)
 {
 	pid_t kids[1024];
 	pthread_mutex_lock(&lock);
@@ -192,7 +192,7 @@ void cae_proctree_reap_orphans(void)
 		for (size_t i = 0; i < n; i++) {
 			if (is_active(kids[i]))
 				continue;
-			cae_proctree_kill_tree(kids[i], SIGKILL);
+			cae__proctree_kill_tree(kids[i], SIGKILL);
 			kill(kids[i], SIGKILL);
 			kill(kids[i], SIGCONT);
 			int st;

@@ -94,7 +94,7 @@ int cae_runner_find_program(const char *name, const char *const *envp, char **ou
 }
 
 /* For the pipe ends we made: their only status flag is the access mode. */
-void cae_spawnattr_init_command(posix_spawnattr_t *attr)
+void cae__spawnattr_init_command(posix_spawnattr_t *attr)
 {
 	sigset_t none, all;
 	sigemptyset(&none);
@@ -142,7 +142,7 @@ static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
 		ssize_t n = read(fd, sc->p, sc->size);
 		if (n > 0 && (size_t)n == sc->size && !sc->big &&
 		    (sc->big = malloc(SCRATCH_SIZE))) {
-			int r = cae_capture_add(cap, sc->p, (size_t)n);
+			int r = cae__capture_add(cap, sc->p, (size_t)n);
 			if (r < 0)
 				return r;
 			sc->p = sc->big;
@@ -151,7 +151,7 @@ static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
 		}
 		char *scratch = sc->p;
 		if (n > 0) {
-			int r = cae_capture_add(cap, scratch, (size_t)n);
+			int r = cae__capture_add(cap, scratch, (size_t)n);
 			if (r < 0)
 				return r;
 			continue;
@@ -174,7 +174,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	memset(res, 0, sizeof(*res));
 	if (!spec || !spec->argv || !spec->argv[0] || !spec->argv[0][0])
 		return cae_error_set(err, -EINVAL, "no command to run");
-	cae_proctree_init();
+	cae__proctree_init();
 
 	const char *const *envp = spec->envp ? spec->envp : (const char *const *)environ;
 	_cleanup_free_ char *prog = NULL;
@@ -228,7 +228,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
-	cae_spawnattr_init_command(&attr);
+	cae__spawnattr_init_command(&attr);
 	posix_spawn_file_actions_adddup2(&fa, in_r >= 0 ? in_r : devnull_fd, 0);
 	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
 	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
@@ -245,11 +245,11 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 
 	pid_t pid = -1;
 	int64_t t0 = cae_now_ns();
-	cae_proctree_lock();
+	cae__proctree_lock();
 	r = posix_spawn(&pid, prog, &fa, &attr, (char *const *)spec->argv, (char *const *)envp);
 	if (r == 0)
-		cae_proctree_register(pid);
-	cae_proctree_unlock();
+		cae__proctree_register(pid);
+	cae__proctree_unlock();
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (r != 0) {
@@ -272,8 +272,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	pidfd = pidfd_open_(pid);
 
 	cae_capture cout, cerr;
-	cae_capture_init(&cout, max_out, spec->truncate);
-	cae_capture_init(&cerr, max_err, spec->truncate);
+	cae__capture_init(&cout, max_out, spec->truncate);
+	cae__capture_init(&cerr, max_err, spec->truncate);
 	char small[16384];
 	struct scratch scratch = {.p = small, .size = sizeof(small)};
 	const char *in_p = spec->stdin_data;
@@ -289,12 +289,12 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		int64_t now = cae_now_ns();
 		if (st == ST_RUNNING && !exited && now >= deadline_ns) {
 			res->timed_out = true;
-			cae_proctree_kill_tree(pid, SIGTERM);
+			cae__proctree_kill_tree(pid, SIGTERM);
 			st = ST_TERM_SENT;
 			kill_at_ns = now + grace_ms * 1000000LL;
 		}
 		if (st == ST_TERM_SENT && !exited && now >= kill_at_ns) {
-			cae_proctree_kill_tree(pid, SIGKILL);
+			cae__proctree_kill_tree(pid, SIGKILL);
 			st = ST_DONE;
 		}
 		if (exited && now >= drain_until_ns)
@@ -326,7 +326,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
 		if (pr < 0 && errno != EINTR) {
 			ret = cae_error_set(err, -errno, "poll: %s", strerror(errno));
-			cae_proctree_kill_tree(pid, SIGKILL);
+			cae__proctree_kill_tree(pid, SIGKILL);
 			break;
 		}
 		if (pr <= 0 && !(pidfd < 0 && !exited))
@@ -360,7 +360,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		}
 		if (i_cancel >= 0 && pfd[i_cancel].revents && !exited) {
 			res->cancelled = true;
-			cae_proctree_kill_tree(pid, SIGTERM);
+			cae__proctree_kill_tree(pid, SIGTERM);
 			st = ST_TERM_SENT;
 			kill_at_ns = cae_now_ns() + MIN(grace_ms, 500) * 1000000LL;
 		}
@@ -375,8 +375,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 				if (waitpid(pid, &status, 0) == pid) {
 					exited = true;
 					res->duration_us = (cae_now_ns() - t0) / 1000;
-					cae_proctree_unregister(pid);
-					cae_proctree_reap_orphans();
+					cae__proctree_unregister(pid);
+					cae__proctree_reap_orphans();
 					drain_until_ns = cae_now_ns() + drain_ms * 1000000LL;
 					if (in_w >= 0) {
 						cae_closep(&in_w);
@@ -388,10 +388,10 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	}
 	if (!exited) {
 		/* Error path: make sure nothing is left. */
-		cae_proctree_kill_tree(pid, SIGKILL);
+		cae__proctree_kill_tree(pid, SIGKILL);
 		waitpid(pid, &status, 0);
-		cae_proctree_unregister(pid);
-		cae_proctree_reap_orphans();
+		cae__proctree_unregister(pid);
+		cae__proctree_reap_orphans();
 		res->duration_us = (cae_now_ns() - t0) / 1000;
 	}
 	/* Consume a SIGPIPE our writes may have raised, then restore the mask. */
@@ -412,10 +412,10 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	res->duration_ms = res->duration_us / 1000;
 	res->out_total = cout.total;
 	res->err_total = cerr.total;
-	res->out = cae_capture_finish(&cout, &res->out_len, &res->out_truncated);
-	res->err = cae_capture_finish(&cerr, &res->err_len, &res->err_truncated);
-	cae_capture_clear(&cout);
-	cae_capture_clear(&cerr);
+	res->out = cae__capture_finish(&cout, &res->out_len, &res->out_truncated);
+	res->err = cae__capture_finish(&cerr, &res->err_len, &res->err_truncated);
+	cae__capture_clear(&cout);
+	cae__capture_clear(&cerr);
 	if (ret == 0 && (!res->out || !res->err))
 		ret = cae_error_set(err, -ENOMEM, "out of memory");
 	if (ret < 0)

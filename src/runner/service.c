@@ -26,22 +26,22 @@ int cae_runner_service_start(const char *const *argv, const char *const *envp, i
 {
 	if (!argv || !argv[0] || !argv[0][0])
 		return cae_error_set(err, -EINVAL, "no service to start");
-	cae_proctree_init();
+	cae__proctree_init();
 	_cleanup_close_ int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
 	if (devnull < 0)
 		return cae_error_set(err, -errno, "open /dev/null: %s", strerror(errno));
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
-	cae_spawnattr_init_command(&attr);
+	cae__spawnattr_init_command(&attr);
 	posix_spawn_file_actions_adddup2(&fa, stdin_fd, 0);
 	posix_spawn_file_actions_adddup2(&fa, devnull, 1);
-	cae_proctree_lock();
+	cae__proctree_lock();
 	int r = posix_spawn(pid, argv[0], &fa, &attr, (char *const *)argv,
 			    (char *const *)(envp ? envp : (const char *const *)environ));
 	if (r == 0)
-		cae_proctree_register(*pid);
-	cae_proctree_unlock();
+		cae__proctree_register(*pid);
+	cae__proctree_unlock();
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	if (r != 0)
@@ -61,7 +61,7 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 			break;
 		int64_t now = cae_now_ns();
 		if (w == 0 && now >= until) {
-			cae_proctree_kill_tree(pid, SIGKILL);
+			cae__proctree_kill_tree(pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
 			break;
@@ -74,8 +74,8 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 			nanosleep(&ts, NULL);
 		}
 	}
-	cae_proctree_unregister(pid);
+	cae__proctree_unregister(pid);
 	/* What the service left behind was re-parented to us (we are a subreaper). */
-	cae_proctree_reap_orphans();
+	cae__proctree_reap_orphans();
 	return status;
 }

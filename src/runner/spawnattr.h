@@ -6,6 +6,6 @@
 
 /* Initialises attr for a child in its own process group with an empty signal mask and every
  * signal at its default disposition. Destroy with posix_spawnattr_destroy(). */
-void cae_spawnattr_init_command(posix_spawnattr_t *attr);
+void cae__spawnattr_init_command(posix_spawnattr_t *attr);
 
 #endif

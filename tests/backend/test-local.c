@@ -278,7 +278,7 @@ END_TEST
 static size_t descendants(void)
 {
 	pid_t kids[256];
-	return cae_proctree_descendants(getpid(), kids, 256);
+	return cae__proctree_descendants(getpid(), kids, 256);
 }
 
 static cae_backend *prepared(cae_config *cfg, const char *uuid, const char *repo)
@@ -448,7 +448,7 @@ END_TEST
 static pid_t find_helper(void)
 {
 	pid_t kids[256];
-	size_t n = cae_proctree_descendants(getpid(), kids, 256);
+	size_t n = cae__proctree_descendants(getpid(), kids, 256);
 	for (size_t i = 0; i < n; i++) {
 		char p[64], comm[64] = "";
 		snprintf(p, sizeof(p), "/proc/%d/comm", (int)kids[i]);
@@ -563,7 +563,7 @@ START_TEST(prepare_killed_is_never_ready)
 		for (int i = 0; i < 300; i++) {
 			while (waitpid(-1, NULL, WNOHANG) > 0)
 				;
-			if ((nk = cae_proctree_descendants(getpid(), kids, 16)) == 0)
+			if ((nk = cae__proctree_descendants(getpid(), kids, 16)) == 0)
 				break;
 			usleep(100000);
 		}

@@ -42,13 +42,13 @@ static char proc_state(pid_t pid)
 static size_t my_children(void)
 {
 	pid_t kids[64];
-	return cae_proctree_descendants(getpid(), kids, 64);
+	return cae__proctree_descendants(getpid(), kids, 64);
 }
 
 static size_t children_of(pid_t pid)
 {
 	pid_t kids[64];
-	return cae_proctree_descendants(pid, kids, 64);
+	return cae__proctree_descendants(pid, kids, 64);
 }
 
 static void sleep_ms(long ms)

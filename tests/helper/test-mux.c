@@ -218,7 +218,7 @@ START_TEST(timeout_kills_the_tree)
 	ck_assert_ptr_null(strstr(r.out, "never"));
 	cae_run_result_clear(&r);
 	pid_t kids[64];
-	ck_assert_uint_eq(cae_proctree_descendants(helper_pid, kids, 64), 0);
+	ck_assert_uint_eq(cae__proctree_descendants(helper_pid, kids, 64), 0);
 	close_mux(m);
 }
 END_TEST
@@ -272,7 +272,7 @@ START_TEST(helper_killed_mid_command_is_an_error)
 	ck_assert_int_eq(pthread_create(&t, NULL, bg_main, &b), 0);
 	for (int i = 0; i < 500; i++) {
 		pid_t kids[64];
-		if (cae_proctree_descendants(helper_pid, kids, 64) > 0)
+		if (cae__proctree_descendants(helper_pid, kids, 64) > 0)
 			break;
 		nanosleep(&(struct timespec){0, 10000000L}, NULL);
 	}
@@ -305,12 +305,12 @@ START_TEST(end_of_stream_ends_everything)
 	ck_assert_int_eq(pthread_create(&t, NULL, bg_main, &b), 0);
 	for (int i = 0; i < 500; i++) {
 		pid_t kids[64];
-		if (cae_proctree_descendants(helper_pid, kids, 64) > 0)
+		if (cae__proctree_descendants(helper_pid, kids, 64) > 0)
 			break;
 		nanosleep(&(struct timespec){0, 10000000L}, NULL);
 	}
 	pid_t kids[64];
-	ck_assert_uint_gt(cae_proctree_descendants(helper_pid, kids, 64), 0);
+	ck_assert_uint_gt(cae__proctree_descendants(helper_pid, kids, 64), 0);
 	pid_t sleeper = kids[0];
 	/* the manager's end goes away as when its process dies */
 	ck_assert_int_eq(shutdown(stream_fd, SHUT_RDWR), 0);
@@ -363,7 +363,7 @@ static int init_in_namespace(const char *lifetime, int what)
 			/* within two ticks the orphan is gone, long before the lifetime ends */
 			nanosleep(&(struct timespec){2, 500000000L}, NULL);
 			pid_t kids[16];
-			if (cae_proctree_descendants(pid, kids, 16) != 0)
+			if (cae__proctree_descendants(pid, kids, 16) != 0)
 				_exit(104);
 		}
 		int st;
@@ -420,6 +420,6 @@ static Suite *make_suite(void)
 
 int main(void)
 {
-	cae_proctree_init();
+	cae__proctree_init();
 	return tu_run(make_suite());
 }

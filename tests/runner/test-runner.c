@@ -39,7 +39,7 @@ static bool pid_alive(pid_t pid)
 static size_t my_children(void)
 {
 	pid_t kids[64];
-	return cae_proctree_descendants(getpid(), kids, 64);
+	return cae__proctree_descendants(getpid(), kids, 64);
 }
 
 START_TEST(echo_and_exit_codes)
@@ -243,18 +243,18 @@ END_TEST
 START_TEST(capture_head_tail_unit)
 {
 	cae_capture c;
-	cae_capture_init(&c, 10, CAE_TRUNCATE_HEAD_TAIL);
-	cae_capture_add(&c, "abcdefgh", 8);
+	cae__capture_init(&c, 10, CAE_TRUNCATE_HEAD_TAIL);
+	cae__capture_add(&c, "abcdefgh", 8);
 	size_t n;
 	bool t;
-	char *s = cae_capture_finish(&c, &n, &t);
+	char *s = cae__capture_finish(&c, &n, &t);
 	ck_assert_str_eq(s, "abcdefgh");
 	ck_assert(!t);
 	free(s);
-	cae_capture_init(&c, 10, CAE_TRUNCATE_HEAD_TAIL);
+	cae__capture_init(&c, 10, CAE_TRUNCATE_HEAD_TAIL);
 	for (int i = 0; i < 100; i++)
-		cae_capture_add(&c, "0123456789", 10);
-	s = cae_capture_finish(&c, &n, &t);
+		cae__capture_add(&c, "0123456789", 10);
+	s = cae__capture_finish(&c, &n, &t);
 	ck_assert(t);
 	ck_assert_str_eq(s, "01234\n\n[... 990 bytes omitted ...]\n\n56789");
 	free(s);
