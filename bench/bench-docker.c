@@ -73,7 +73,7 @@ static void on_progress(void *ud, int step, int total, const char *msg)
 	(void)total;
 	(void)msg;
 	if (step >= 1 && step <= 7)
-		m->at[step] = cae_now_ns();
+		m->at[step] = cae__now_ns();
 }
 
 /* create_ms and start_ms of the last environment.create event in the log file. */
@@ -179,7 +179,7 @@ static void bench_mcp(const char *exe, const char *dir, const char *url, int n)
 	int id = 1;
 	bool ok = true;
 	for (int i = -1; i < n && ok; i++) { /* i = -1: the first call opens the stream */
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		snprintf(line, sizeof(line),
 			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
 			 "\"name\":\"exec_command\",\"arguments\":{\"cwd\":\".\",\"command\":["
@@ -187,8 +187,8 @@ static void bench_mcp(const char *exe, const char *dir, const char *url, int n)
 			 id);
 		ok = mcp_call(&m, line, id++) == 0;
 		if (i >= 0)
-			ex[i] = cae_now_ns() - t;
-		t = cae_now_ns();
+			ex[i] = cae__now_ns() - t;
+		t = cae__now_ns();
 		snprintf(line, sizeof(line),
 			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"tools/call\",\"params\":{"
 			 "\"name\":\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":"
@@ -196,13 +196,13 @@ static void bench_mcp(const char *exe, const char *dir, const char *url, int n)
 			 id);
 		ok = ok && mcp_call(&m, line, id++) == 0;
 		if (i >= 0)
-			vw[i] = cae_now_ns() - t;
-		t = cae_now_ns();
+			vw[i] = cae__now_ns() - t;
+		t = cae__now_ns();
 		snprintf(line, sizeof(line),
 			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}\n", id);
 		ok = ok && mcp_call(&m, line, id++) == 0;
 		if (i >= 0)
-			pg[i] = cae_now_ns() - t;
+			pg[i] = cae__now_ns() - t;
 	}
 	if (ok)
 		printf("docker.mcp_exec_command_true_ms p50=%.2f text_editor_view_p50=%.2f "
@@ -321,12 +321,12 @@ int main(int argc, char **argv)
 		cae_prepare_options o = {
 		    .progress = on_progress, .progress_userdata = &m, .cancel_fd = -1};
 		cae_env_info info;
-		int64_t t0 = cae_now_ns();
+		int64_t t0 = cae__now_ns();
 		if (cae_backend_prepare(b, &task, "python", &o, &info, &err) < 0) {
 			fprintf(stderr, "bench-docker: prepare: %s\n", err.message);
 			return 1;
 		}
-		total[i] = cae_now_ns() - t0;
+		total[i] = cae__now_ns() - t0;
 		cae_env_info_clear(&info);
 		create_split(logpath, &create[i], &start[i]);
 		remove[i] = m.at[3] - m.at[2]; /* the clean start (removes run i-1's container) */
@@ -364,24 +364,24 @@ int main(int argc, char **argv)
 		cae_run_result_clear(&r0);
 	for (int i = 0; i < ne; i++) {
 		cae_run_result r;
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		if (cae_backend_exec(b, uuid, &req, &r, &err) < 0 || r.exit_code != 0) {
 			fprintf(stderr, "bench-docker: exec: %s\n", err.message);
 			return 1;
 		}
-		api[i] = cae_now_ns() - t;
+		api[i] = cae__now_ns() - t;
 		cae_run_result_clear(&r);
-		t = cae_now_ns();
+		t = cae__now_ns();
 		if (cae_docker_exec(dk, info.container_id, &rspec, &r, NULL, &err) < 0) {
 			fprintf(stderr, "bench-docker: raw exec: %s\n", err.message);
 			return 1;
 		}
-		raw[i] = cae_now_ns() - t;
+		raw[i] = cae__now_ns() - t;
 		cae_run_result_clear(&r);
-		t = cae_now_ns();
+		t = cae__now_ns();
 		if (cae_runner_run(&cspec, &r, &err) < 0 || r.exit_code != 0)
 			cli_ok = 0;
-		cli[i] = cae_now_ns() - t;
+		cli[i] = cae__now_ns() - t;
 		cae_run_result_clear(&r);
 	}
 	double ma = p50_ms(api, ne), mr = p50_ms(raw, ne), mc = p50_ms(cli, ne);
@@ -432,16 +432,16 @@ int main(int argc, char **argv)
 						.text_len = 10,
 						.new_str = to,
 						.new_len = 10};
-			int64_t t = cae_now_ns();
+			int64_t t = cae__now_ns();
 			if (cae_backend_edit(b, uuid, &lim, &q, &er, &err) < 0 || er.is_error) {
 				fprintf(stderr, "bench-docker: str_replace: %s\n", err.message);
 				return 1;
 			}
-			rem[i] = cae_now_ns() - t;
+			rem[i] = cae__now_ns() - t;
 			cae_editor_result_clear(&er);
-			t = cae_now_ns();
+			t = cae__now_ns();
 			cae_editor_run(led, &q, &er);
-			loc[i] = cae_now_ns() - t;
+			loc[i] = cae__now_ns() - t;
 			cae_editor_result_clear(&er);
 		}
 		double a = p50_ms(rem, n10), l = p50_ms(loc, n10);
@@ -474,18 +474,18 @@ int main(int argc, char **argv)
 		int64_t *one = calloc((size_t)n1, 8), *dcli = calloc((size_t)n1, 8);
 		for (int i = 0; i < n1; i++) {
 			cae_run_result r;
-			int64_t t = cae_now_ns();
+			int64_t t = cae__now_ns();
 			if (cae_runner_run(&es, &r, &err) < 0 || r.exit_code != 0) {
 				fprintf(stderr, "bench-docker: cae exec: %s %s\n", err.message,
 					r.err ? r.err : "");
 				return 1;
 			}
-			one[i] = cae_now_ns() - t;
+			one[i] = cae__now_ns() - t;
 			cae_run_result_clear(&r);
-			t = cae_now_ns();
+			t = cae__now_ns();
 			if (cae_runner_run(&cspec, &r, &err) == 0)
 				cae_run_result_clear(&r);
-			dcli[i] = cae_now_ns() - t;
+			dcli[i] = cae__now_ns() - t;
 		}
 		double o = p50_ms(one, n1), c = p50_ms(dcli, n1);
 		printf("docker.cae_exec_oneshot_ms p50=%.1f baseline(docker exec CLI)=%.1f "

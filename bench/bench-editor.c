@@ -94,10 +94,10 @@ static const char *fs_name(const char *dir)
 static int64_t edit_once(cae_editor *ed, json_t *args)
 {
 	cae_editor_result r;
-	int64_t t = cae_now_ns();
+	int64_t t = cae__now_ns();
 	if (cae_editor_call(ed, args, &r) < 0 || r.is_error)
 		die(r.text ? r.text : "edit failed");
-	t = cae_now_ns() - t;
+	t = cae__now_ns() - t;
 	cae_editor_result_clear(&r);
 	return t;
 }
@@ -137,9 +137,9 @@ static void rss_edits(const char *dir)
 
 static void rss_read_once(const char *dir)
 {
-	char *p = cae_path_join(dir, "big.txt"), *data = NULL;
+	char *p = cae__path_join(dir, "big.txt"), *data = NULL;
 	size_t len;
-	if (!p || cae_read_file(AT_FDCWD, p, 64u << 20, &data, &len) < 0)
+	if (!p || cae__read_file(AT_FDCWD, p, 64u << 20, &data, &len) < 0)
 		die("read");
 	free(data);
 	free(p);
@@ -164,8 +164,8 @@ int main(void)
 	for (int i = 1; i <= 51; i++)
 		so += (size_t)snprintf(small + so, sizeof(small) - so,
 				       "    line %d of a small Python module  # comment\n", i);
-	char *sp = cae_path_join(dir, "small.py");
-	if (!sp || cae_write_file_atomic(AT_FDCWD, sp, small, so, 0644, false) < 0)
+	char *sp = cae__path_join(dir, "small.py");
+	if (!sp || cae__write_file_atomic(AT_FDCWD, sp, small, so, 0644, false) < 0)
 		die("write small");
 	cae_editor *ed = cae_editor_new(dir, "/workspace/project", NULL, NULL);
 	if (!ed)
@@ -177,19 +177,19 @@ int main(void)
 		die("out of memory");
 	char rbuf[16384];
 	for (int i = 0; i < n; i++) {
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		int fd = open(sp, O_RDONLY | O_CLOEXEC);
 		ssize_t got = fd >= 0 ? read(fd, rbuf, sizeof(rbuf)) : -1;
 		if (fd >= 0)
 			close(fd);
-		b[i] = cae_now_ns() - t;
+		b[i] = cae__now_ns() - t;
 		if (got != (ssize_t)so)
 			die("baseline read");
 		cae_editor_result r;
-		t = cae_now_ns();
+		t = cae__now_ns();
 		if (cae_editor_call(ed, view, &r) < 0 || r.is_error)
 			die("view failed");
-		a[i] = cae_now_ns() - t;
+		a[i] = cae__now_ns() - t;
 		cae_editor_result_clear(&r);
 	}
 	printf(
@@ -200,8 +200,8 @@ int main(void)
 	/* 2. str_replace on a 10 MB file. */
 	size_t blen;
 	char *big = make_big(&blen);
-	char *bp = cae_path_join(dir, "big.txt");
-	if (!bp || cae_write_file_atomic(AT_FDCWD, bp, big, blen, 0644, false) < 0)
+	char *bp = cae__path_join(dir, "big.txt");
+	if (!bp || cae__write_file_atomic(AT_FDCWD, bp, big, blen, 0644, false) < 0)
 		die("write big");
 	json_t *fwd = json_pack("{s:s, s:s, s:s, s:s}", "command", "str_replace", "path", "big.txt",
 				"old_str", "MARKER_A", "new_str", "MARKER_B");
@@ -217,16 +217,16 @@ int main(void)
 	if (!ea || !eb || !ed_minus_base)
 		die("out of memory");
 	char *copy = malloc(blen);
-	char *cp = cae_path_join(dir, "copy.txt");
+	char *cp = cae__path_join(dir, "copy.txt");
 	if (!copy || !cp)
 		die("out of memory");
 	for (int i = 0; i < edits; i++) {
 		ea[i] = edit_once(ed, i % 2 ? back : fwd);
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		memcpy(copy, big, blen);
-		if (cae_write_file_atomic(AT_FDCWD, cp, copy, blen, 0644, false) < 0)
+		if (cae__write_file_atomic(AT_FDCWD, cp, copy, blen, 0644, false) < 0)
 			die("baseline write");
-		eb[i] = cae_now_ns() - t;
+		eb[i] = cae__now_ns() - t;
 		ed_minus_base[i] = ea[i] - eb[i];
 	}
 	/* beyond_baseline: the median of (edit - baseline) over the pairs, each pair measured
@@ -250,7 +250,7 @@ int main(void)
 	printf("editor.peak_rss_20_edits_10mb_mib peak=%.1f target<=100 baseline(read once)=%.1f\n",
 	       rss / 1024.0, rss_base / 1024.0);
 
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(sp);
 	free(bp);
 	free(cp);

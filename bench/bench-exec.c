@@ -56,19 +56,19 @@ static int bench(const char *sandbox, int n, const char *label)
 	char *targv[] = {true_path, NULL};
 	int64_t *a = calloc((size_t)n, sizeof(int64_t)), *b = calloc((size_t)n, sizeof(int64_t));
 	for (int i = 0; i < n; i++) {
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		pid_t pid;
 		if (posix_spawn(&pid, true_path, NULL, NULL, targv, environ) == 0)
 			waitpid(pid, NULL, 0);
-		b[i] = cae_now_ns() - t;
-		t = cae_now_ns();
+		b[i] = cae__now_ns() - t;
+		t = cae__now_ns();
 		cae_tool_result res;
 		if (cae_session_call_tool(s, "exec_command", args, NULL, &res, &err) < 0 ||
 		    res.is_error) {
 			fprintf(stderr, "bench-exec: %s\n", res.text ? res.text : err.message);
 			return 1;
 		}
-		a[i] = cae_now_ns() - t;
+		a[i] = cae__now_ns() - t;
 		cae_tool_result_clear(&res);
 	}
 	double ma = median_us(a, n), mb = median_us(b, n);
@@ -81,8 +81,8 @@ static int bench(const char *sandbox, int n, const char *label)
 	free(b);
 	free(true_path);
 	cae_session_free(s);
-	cae_rm_rf(state);
-	cae_rm_rf(ws);
+	cae__rm_rf(state);
+	cae__rm_rf(ws);
 	return 0;
 }
 

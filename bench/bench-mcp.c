@@ -100,10 +100,10 @@ static ssize_t read_line(struct child *c)
 
 static int64_t roundtrip(struct child *c, const char *req)
 {
-	int64_t t = cae_now_ns();
-	if (cae_write_all(c->in, req, strlen(req)) < 0 || read_line(c) < 0)
+	int64_t t = cae__now_ns();
+	if (cae__write_all(c->in, req, strlen(req)) < 0 || read_line(c) < 0)
 		return -1;
-	return cae_now_ns() - t;
+	return cae__now_ns() - t;
 }
 
 /* The cae binary: argv[1] (a build directory or the binary), else ../cae from here. */
@@ -111,13 +111,13 @@ static int64_t roundtrip(struct child *c, const char *req)
 static int64_t spawn_to_eof(char *const argv[])
 {
 	struct child c;
-	int64_t t = cae_now_ns();
+	int64_t t = cae__now_ns();
 	if (spawn(&c, argv) < 0)
 		return -1;
 	char b[256];
 	while (read(c.out, b, sizeof(b)) > 0)
 		;
-	int64_t d = cae_now_ns() - t;
+	int64_t d = cae__now_ns() - t;
 	reap(&c);
 	return d;
 }
@@ -126,12 +126,13 @@ static int64_t spawn_to_eof(char *const argv[])
 static int64_t spawn_to_initialized(char *const argv[])
 {
 	struct child c;
-	int64_t t = cae_now_ns();
+	int64_t t = cae__now_ns();
 	if (spawn(&c, argv) < 0)
 		return -1;
-	int64_t d = cae_write_all(c.in, INIT_REQUEST, strlen(INIT_REQUEST)) < 0 || read_line(&c) < 0
-			? -1
-			: cae_now_ns() - t;
+	int64_t d =
+	    cae__write_all(c.in, INIT_REQUEST, strlen(INIT_REQUEST)) < 0 || read_line(&c) < 0
+		? -1
+		: cae__now_ns() - t;
 	reap(&c);
 	return d;
 }
@@ -173,14 +174,14 @@ int main(int argc, char **argv)
 	snprintf(ws, sizeof(ws), "%s/ws", tmp);
 	snprintf(state, sizeof(state), "%s/state", tmp);
 	snprintf(file, sizeof(file), "%s/file51.txt", ws);
-	cae_mkdir_p(ws, 0755);
-	cae_mkdir_p(state, 0755);
+	cae__mkdir_p(ws, 0755);
+	cae__mkdir_p(state, 0755);
 	char text[51 * 48];
 	size_t tl = 0;
 	for (int i = 1; i <= 51; i++)
 		tl += (size_t)snprintf(text + tl, sizeof(text) - tl,
 				       "line %02d: the quick brown fox jumps over it\n", i);
-	cae_write_file_atomic(-100, file, text, tl, 0644, false);
+	cae__write_file_atomic(-100, file, text, tl, 0644, false);
 
 	char a_mcp[] = "mcp", a_ws[] = "--workspace", a_backend[] = "--backend",
 	     a_local[] = "local", a_state[] = "--state-dir", a_true[] = "/bin/true";
@@ -225,7 +226,7 @@ int main(int argc, char **argv)
 		return 1;
 	const char *initialized =
 	    "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n";
-	cae_write_all(c.in, initialized, strlen(initialized));
+	cae__write_all(c.in, initialized, strlen(initialized));
 	char req[PATH_MAX + 256];
 	snprintf(
 	    req, sizeof(req),
@@ -247,6 +248,6 @@ int main(int argc, char **argv)
 	       mv / 1e3, percentile(view, n, 90) / 1e3, mp / 1e3, (mv - mp) / 1e3, n);
 	free(view);
 	free(ping);
-	cae_rm_rf(tmp);
+	cae__rm_rf(tmp);
 	return 0;
 }

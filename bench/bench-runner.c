@@ -40,15 +40,15 @@ int main(int argc, char **argv)
 	cae_run_spec spec = {.argv = cargv, .cancel_fd = -1};
 	/* Interleave the two loops so that machine noise hits both alike. */
 	for (int i = 0; i < n; i++) {
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		pid_t pid;
 		if (posix_spawn(&pid, true_path, NULL, NULL, targv, environ) == 0)
 			waitpid(pid, NULL, 0);
-		b[i] = cae_now_ns() - t;
-		t = cae_now_ns();
+		b[i] = cae__now_ns() - t;
+		t = cae__now_ns();
 		cae_run_result r;
 		cae_runner_run(&spec, &r, NULL);
-		a[i] = cae_now_ns() - t;
+		a[i] = cae__now_ns() - t;
 		cae_run_result_clear(&r);
 	}
 	int64_t ma = median(a, n), mb = median(b, n);
@@ -61,19 +61,19 @@ int main(int argc, char **argv)
 	cae_run_spec hs = {.argv = hargv, .max_stdout = 1024 * 1024, .cancel_fd = -1};
 	double best = 0, base_best = 0;
 	for (int k = 0; k < 3; k++) {
-		int64_t t = cae_now_ns();
+		int64_t t = cae__now_ns();
 		cae_run_result r;
 		cae_runner_run(&hs, &r, NULL);
-		double s = (cae_now_ns() - t) / 1e9;
+		double s = (cae__now_ns() - t) / 1e9;
 		double gbs = (double)r.out_total / s / 1e9;
 		if (gbs > best)
 			best = gbs;
 		cae_run_result_clear(&r);
 		const char *sargv[] = {"sh", "-c", "head -c 1G /dev/zero | cat > /dev/null", NULL};
 		cae_run_spec ss = {.argv = sargv, .cancel_fd = -1};
-		t = cae_now_ns();
+		t = cae__now_ns();
 		cae_runner_run(&ss, &r, NULL);
-		s = (cae_now_ns() - t) / 1e9;
+		s = (cae__now_ns() - t) / 1e9;
 		gbs = 1073741824.0 / s / 1e9;
 		if (gbs > base_best)
 			base_best = gbs;

@@ -31,7 +31,7 @@ static const char SECRET[] = "outside the workspace\nneedle\n";
 
 static void put(const char *dir, const char *name, const char *content, size_t len)
 {
-	char *p = cae_path_join(dir, name);
+	char *p = cae__path_join(dir, name);
 	FILE *f = p ? fopen(p, "wb") : NULL;
 	if (!f)
 		abort();
@@ -43,11 +43,11 @@ static void put(const char *dir, const char *name, const char *content, size_t l
 
 static void seed_workspace(void)
 {
-	cae_rm_rf(ws_dir);
-	if (cae_mkdir_p(ws_dir, 0755) < 0)
+	cae__rm_rf(ws_dir);
+	if (cae__mkdir_p(ws_dir, 0755) < 0)
 		abort();
-	char *sub = cae_path_join(ws_dir, "src/pkg");
-	if (!sub || cae_mkdir_p(sub, 0755) < 0)
+	char *sub = cae__path_join(ws_dir, "src/pkg");
+	if (!sub || cae__mkdir_p(sub, 0755) < 0)
 		abort();
 	free(sub);
 	static const char py[] = "import os\n\n\ndef main():\n\tprint('needle')\n\treturn 0\n";
@@ -61,7 +61,7 @@ static void seed_workspace(void)
 	put(ws_dir, "bin.dat", bin, sizeof(bin) - 1);
 	put(ws_dir, "src/pkg/mod.py", "x = 1\n", 6);
 	put(ws_dir, "empty.txt", "", 0);
-	char *l1 = cae_path_join(ws_dir, "out"), *l2 = cae_path_join(ws_dir, "src/up");
+	char *l1 = cae__path_join(ws_dir, "out"), *l2 = cae__path_join(ws_dir, "src/up");
 	if (!l1 || !l2 || symlink("../outside", l1) < 0 || symlink("..", l2) < 0)
 		abort();
 	free(l1);
@@ -83,7 +83,7 @@ static void cleanup(void)
 	cae_editor_free(editor);
 	editor = NULL;
 	if (tmp_dir)
-		cae_rm_rf(tmp_dir);
+		cae__rm_rf(tmp_dir);
 	free(tmp_dir);
 	free(ws_dir);
 	free(outside_file);
@@ -100,19 +100,19 @@ static void setup_once(void)
 	if (!mkdtemp(tmpl))
 		abort();
 	tmp_dir = strdup(tmpl);
-	ws_dir = cae_path_join(tmp_dir, "ws");
-	char *outside = cae_path_join(tmp_dir, "outside");
-	if (!ws_dir || !outside || cae_mkdir_p(outside, 0755) < 0)
+	ws_dir = cae__path_join(tmp_dir, "ws");
+	char *outside = cae__path_join(tmp_dir, "outside");
+	if (!ws_dir || !outside || cae__mkdir_p(outside, 0755) < 0)
 		abort();
 	put(outside, "secret.txt", SECRET, sizeof(SECRET) - 1);
-	outside_file = cae_path_join(outside, "secret.txt");
+	outside_file = cae__path_join(outside, "secret.txt");
 	free(outside);
 	seed_workspace();
 }
 
 static void check_invariants(const cae_editor_result *res)
 {
-	if (!res->text || !cae_utf8_is_valid(res->text, strlen(res->text)))
+	if (!res->text || !cae__utf8_is_valid(res->text, strlen(res->text)))
 		abort();
 	char *compat = cae_editor_result_compat_text(res);
 	if (!compat)
@@ -124,7 +124,7 @@ static void check_invariants(const cae_editor_result *res)
 	free(compat);
 	char *now = NULL;
 	size_t len = 0;
-	if (cae_read_file(AT_FDCWD, outside_file, 1 << 16, &now, &len) < 0 ||
+	if (cae__read_file(AT_FDCWD, outside_file, 1 << 16, &now, &len) < 0 ||
 	    len != sizeof(SECRET) - 1 || memcmp(now, SECRET, len) != 0)
 		abort(); /* something outside the workspace changed */
 	free(now);

@@ -20,7 +20,7 @@ static void check_request(const char *body, size_t len)
 	if (cae__helper_decode_request(body, len, &q, &err) < 0)
 		return;
 	cae_buf b;
-	cae_buf_init(&b, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&b, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	cae_helper_request_extra x = {.env_add = (const char *const *)q.env_add,
 				      .confine = q.confine};
 	if (cae__helper_encode_request(&q.spec, &x, &b) == 0) {
@@ -39,7 +39,7 @@ static void check_request(const char *body, size_t len)
 			abort();
 		cae__helper_request_clear(&q2);
 	}
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	cae__helper_request_clear(&q);
 }
 
@@ -52,8 +52,8 @@ static void check_response(const char *body, size_t len)
 		return;
 	if (status == 0) {
 		/* What reaches the tools is valid UTF-8, NUL-terminated. */
-		if (!res.out || !res.err || !cae_utf8_is_valid(res.out, res.out_len) ||
-		    !cae_utf8_is_valid(res.err, res.err_len) || res.out[res.out_len] ||
+		if (!res.out || !res.err || !cae__utf8_is_valid(res.out, res.out_len) ||
+		    !cae__utf8_is_valid(res.err, res.err_len) || res.out[res.out_len] ||
 		    res.err[res.err_len])
 			abort();
 		if (res.exit_code < 0 || res.exit_code > 383 || res.duration_us < 0)
@@ -72,8 +72,8 @@ static void check_edit_and_fs_results(const char *body, size_t len)
 	int status = 0;
 	if (cae__helper_decode_edit_result(body, len, &status, &er, &err) == 0) {
 		if (status == 0 &&
-		    (!er.text || !cae_utf8_is_valid(er.text, strlen(er.text)) ||
-		     (er.summary && !cae_utf8_is_valid(er.summary, strlen(er.summary)))))
+		    (!er.text || !cae__utf8_is_valid(er.text, strlen(er.text)) ||
+		     (er.summary && !cae__utf8_is_valid(er.summary, strlen(er.summary)))))
 			abort();
 		if (status > 0 || (status < 0 && err.code != status))
 			abort();

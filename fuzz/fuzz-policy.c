@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static void check_text(const char *s, size_t max)
 {
 	size_t n = strnlen(s, max);
-	if (n == max || !cae_utf8_is_valid(s, n))
+	if (n == max || !cae__utf8_is_valid(s, n))
 		abort();
 	for (size_t i = 0; i < n; i++)
 		if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
@@ -95,7 +95,7 @@ static void fuzz_lists(const char *s, size_t size)
 		char *text = cae_policy_allowed_text(p);
 		json_t *j = cae_policy_allowed_json(p);
 		char *dump = j ? json_dumps(j, JSON_COMPACT) : NULL;
-		if (!text || !cae_utf8_is_valid(text, strlen(text)) || !dump)
+		if (!text || !cae__utf8_is_valid(text, strlen(text)) || !dump)
 			abort();
 		free(dump);
 		json_decref(j);

@@ -23,11 +23,11 @@ int main(int argc, char **argv)
 		while ((de = readdir(d))) {
 			if (de->d_name[0] == '.')
 				continue;
-			char *p = cae_path_join(argv[i], de->d_name);
+			char *p = cae__path_join(argv[i], de->d_name);
 			char *data = NULL;
 			size_t len = 0;
 			if (p &&
-			    cae_read_file(-100 /* AT_FDCWD */, p, 64u << 20, &data, &len) == 0) {
+			    cae__read_file(-100 /* AT_FDCWD */, p, 64u << 20, &data, &len) == 0) {
 				LLVMFuzzerTestOneInput((const uint8_t *)data, len);
 				n++;
 			}

@@ -60,16 +60,16 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 	if (n)
 		qsort(names, n, sizeof(char *), cu_cmp);
 	for (size_t i = 0; i < n; i++) {
-		char *p = cae_path_join(dir, names[i]);
-		char *rel = *prefix ? cae_path_join(prefix, names[i]) : strdup(names[i]);
+		char *p = cae__path_join(dir, names[i]);
+		char *rel = *prefix ? cae__path_join(prefix, names[i]) : strdup(names[i]);
 		if (strncmp(names[i], ".cae-", 5) == 0)
 			(*temps)++;
 		struct stat st;
 		ck_assert_int_eq(lstat(p, &st), 0);
 		if (S_ISDIR(st.st_mode)) {
 			if (cu_with_dirs)
-				ck_assert_int_eq(cae_buf_printf(out, "%s/ %04o\n", rel,
-								(unsigned)(st.st_mode & 07777)),
+				ck_assert_int_eq(cae__buf_printf(out, "%s/ %04o\n", rel,
+								 (unsigned)(st.st_mode & 07777)),
 						 0);
 			cu_walk(p, rel, out, temps);
 		} else if (S_ISLNK(st.st_mode)) {
@@ -77,15 +77,15 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 			ssize_t k = readlink(p, t, sizeof(t) - 1);
 			ck_assert_int_ge(k, 0);
 			t[k] = '\0';
-			ck_assert_int_eq(cae_buf_printf(out, "%s -> %s\n", rel, t), 0);
+			ck_assert_int_eq(cae__buf_printf(out, "%s -> %s\n", rel, t), 0);
 		} else {
 			char *data = NULL;
 			size_t len = 0;
-			ck_assert_int_eq(cae_read_file(AT_FDCWD, p, (size_t)1 << 30, &data, &len),
+			ck_assert_int_eq(cae__read_file(AT_FDCWD, p, (size_t)1 << 30, &data, &len),
 					 0);
-			ck_assert_int_eq(cae_buf_printf(out, "%s %04o %016llx\n", rel,
-							(unsigned)(st.st_mode & 07777),
-							(unsigned long long)cu_hash(data, len)),
+			ck_assert_int_eq(cae__buf_printf(out, "%s %04o %016llx\n", rel,
+							 (unsigned)(st.st_mode & 07777),
+							 (unsigned long long)cu_hash(data, len)),
 					 0);
 			free(data);
 		}
@@ -100,16 +100,16 @@ static inline void cu_walk(const char *dir, const char *prefix, cae_buf *out, in
 static inline char *cu_state(const char *root, int *temps)
 {
 	cae_buf b;
-	cae_buf_init(&b, (size_t)64 << 20);
+	cae__buf_init(&b, (size_t)64 << 20);
 	*temps = 0;
 	cu_walk(root, "", &b, temps);
-	return b.data ? cae_buf_steal(&b, NULL) : strdup("");
+	return b.data ? cae__buf_steal(&b, NULL) : strdup("");
 }
 
 /* Journals (any workspace) left in the journal directory beside root. */
 static inline int cu_journals(const char *root)
 {
-	char *jd = cae_path_join(root, "../" CAE_JOURNAL_DIR);
+	char *jd = cae__path_join(root, "../" CAE_JOURNAL_DIR);
 	DIR *d = opendir(jd);
 	free(jd);
 	if (!d)
@@ -131,7 +131,7 @@ static inline int cu_run_killed(long n, int (*fn)(void *), void *arg)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		cae_txn_test_kill_at(n);
+		cae__txn_test_kill_at(n);
 		_exit(fn(arg) == 0 ? 0 : 3);
 	}
 	int status = 0;

@@ -27,7 +27,7 @@ static inline char *tu_mkdtemp(void)
 /* Writes a file (creating it) relative to dir, aborting the test on failure. */
 static inline void tu_write(const char *dir, const char *name, const char *content)
 {
-	char *p = cae_path_join(dir, name);
+	char *p = cae__path_join(dir, name);
 	FILE *f = fopen(p, "wb");
 	ck_assert_msg(f != NULL, "cannot create %s", p);
 	fwrite(content, 1, strlen(content), f);

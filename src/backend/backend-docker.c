@@ -146,7 +146,7 @@ static enum phase container_phase(const cae_backend *b, json_t *c, const char **
 		return PHASE_FINAL;
 	if (strcmp(n + pl + ul, CREATING_SUFFIX) != 0)
 		return PHASE_NOT_OURS;
-	int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
+	int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
 	int timeout = b->cfg->command_executor.clone.timeout_seconds;
 	return cae__preparer_alive(label(labels, LABEL_PREPARER), created,
 				   timeout > 0 ? timeout : 300)
@@ -428,8 +428,8 @@ static int resolve_cwd(const char *cwd, char **out, cae_error *err)
 {
 	if (!cwd || !*cwd)
 		cwd = PROJECT;
-	int r = cae_path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
-				 CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
+	int r = cae__path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
+				  CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0)
@@ -927,7 +927,7 @@ static int write_tar_entry(int out, const char *name, char type, unsigned mode, 
 		sum += (unsigned char)h[i];
 	tar_octal(h + 148, 7, sum);
 	h[155] = ' ';
-	int r = cae_write_all(out, h, sizeof(h));
+	int r = cae__write_all(out, h, sizeof(h));
 	char buf[64 * 1024];
 	uint64_t left = size;
 	while (r == 0 && left > 0) {
@@ -936,14 +936,14 @@ static int write_tar_entry(int out, const char *name, char type, unsigned mode, 
 			continue;
 		if (n <= 0)
 			return n < 0 ? -errno : -EIO;
-		r = cae_write_all(out, buf, (size_t)n);
+		r = cae__write_all(out, buf, (size_t)n);
 		left -= (uint64_t)n;
 	}
 	/* pad to a block */
 	memset(buf, 0, TAR_BLOCK);
 	size_t pad = (TAR_BLOCK - size % TAR_BLOCK) % TAR_BLOCK;
 	if (r == 0 && pad)
-		r = cae_write_all(out, buf, pad);
+		r = cae__write_all(out, buf, pad);
 	return r;
 }
 
@@ -952,7 +952,7 @@ static int write_tar_end(int out)
 {
 	char z[2 * TAR_BLOCK];
 	memset(z, 0, sizeof(z));
-	return cae_write_all(out, z, sizeof(z));
+	return cae__write_all(out, z, sizeof(z));
 }
 
 static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
@@ -966,11 +966,11 @@ static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
 static int upload_helper(cae_backend *b, const char *id, const char *helper, cae_error *err)
 {
 	char dir[PATH_MAX];
-	int r = cae_scratch_mkdtemp(NULL, "cae-helper-", dir, sizeof(dir));
+	int r = cae__scratch_mkdtemp(NULL, "cae-helper-", dir, sizeof(dir));
 	if (r < 0)
 		return cae_error_set(err, r, "cannot create a temporary directory: %s",
 				     strerror(-r));
-	_cleanup_free_ char *tarpath = cae_path_join(dir, "helper.tar");
+	_cleanup_free_ char *tarpath = cae__path_join(dir, "helper.tar");
 	_cleanup_close_ int in = open(helper, O_RDONLY | O_CLOEXEC);
 	_cleanup_close_ int tar =
 	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
@@ -995,7 +995,7 @@ static int upload_helper(cae_backend *b, const char *id, const char *helper, cae
 	if (r < 0)
 		cae_error_prefix(err, "cae-helper");
 out:
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	return r;
 }
 
@@ -1015,16 +1015,16 @@ static void last_line(const cae_run_result *res, char *out, size_t size)
 static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *repo, cae_error *err)
 {
 	char real[PATH_MAX];
-	if (!realpath(repo, real) || !cae_is_dir(real))
+	if (!realpath(repo, real) || !cae__is_dir(real))
 		return cae_error_set(err, -ENOENT, "repository not found: %s", repo);
 	/* named after this process: `cae gc` removes it if we die before the end (scratch.h) */
 	char dir[PATH_MAX];
-	int m = cae_scratch_mkdtemp(NULL, "cae-bundle-", dir, sizeof(dir));
+	int m = cae__scratch_mkdtemp(NULL, "cae-bundle-", dir, sizeof(dir));
 	if (m < 0)
 		return cae_error_set(err, m, "cannot create a temporary directory: %s",
 				     strerror(-m));
-	_cleanup_free_ char *bundle = cae_path_join(dir, "src.bundle");
-	_cleanup_free_ char *tarpath = cae_path_join(dir, "src.tar");
+	_cleanup_free_ char *bundle = cae__path_join(dir, "src.bundle");
+	_cleanup_free_ char *tarpath = cae__path_join(dir, "src.tar");
 	int r = 0;
 	if (!bundle || !tarpath) {
 		r = cae_error_set(err, -ENOMEM, "out of memory");
@@ -1099,7 +1099,7 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		cae_run_result_clear(&res);
 	}
 out:
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	return r;
 }
 
@@ -1177,7 +1177,7 @@ static int docker_create(cae_prepare *p, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	char creating[160];
 	creating_name(creating, sizeof(creating), p->task->uuid);
-	int64_t t_create = cae_now_ms();
+	int64_t t_create = cae__now_ms();
 	int r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings, err);
 	json_decref(config);
 	if (r < 0 && dp->with_disk && storage_opt_refused(err->message)) {
@@ -1201,13 +1201,13 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	json_decref(engine_warnings);
 	if (dp->helper && (r = upload_helper(p->b, dp->id, dp->helper, err)) < 0)
 		return r;
-	int64_t t_start = cae_now_ms();
+	int64_t t_start = cae__now_ms();
 	r = cae_docker_container_start(d, dp->id, err);
 	if (r < 0) {
 		cae_error_prefix(err, "start");
 		return r;
 	}
-	int64_t t_started = cae_now_ms();
+	int64_t t_started = cae__now_ms();
 	char name[128];
 	container_name(name, sizeof(name), p->task->uuid);
 	p->create_fields =
@@ -1352,7 +1352,7 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *remove
 		const char *uuid;
 		enum phase ph = container_phase(b, c, &uuid);
 		json_t *labels = json_object_get(c, "Labels");
-		int64_t created = cae_parse_iso8601(label(labels, LABEL_CREATED));
+		int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
 		if (created < 0)
 			created = (int64_t)json_integer_value(json_object_get(c, "Created"));
 		/* An unfinished environment whose preparer is gone goes whatever its age; one

@@ -291,7 +291,8 @@ static const char *meta_status(json_t *meta, int clone_timeout_s)
 	if (strcmp(status, "creating") != 0)
 		return status;
 	const char *preparer = json_string_value(json_object_get(meta, "preparer"));
-	int64_t created = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
+	int64_t created =
+	    cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
 	/* a prepare of this host is alive while its process is; one recorded elsewhere (a
 	 * state directory shared between hosts) for as long as a clone may take */
 	if (!preparer || !cae__preparer_alive(preparer, created, clone_timeout_s))
@@ -301,7 +302,7 @@ static const char *meta_status(json_t *meta, int clone_timeout_s)
 
 static char *task_dir(struct local_impl *li, const char *uuid)
 {
-	return cae_path_join(li->root, uuid);
+	return cae__path_join(li->root, uuid);
 }
 
 static bool is_secret_var(const char *kv, size_t kl, const cae_config *cfg)
@@ -364,7 +365,7 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 	if (!iproject)
 		return -ENOMEM;
 	_cleanup_free_ char *rel = NULL;
-	int r = cae_path_lexical(iroot, iproject, cwd, strlen(cwd), CAE_PATH_BACKSLASH, &rel);
+	int r = cae__path_lexical(iroot, iproject, cwd, strlen(cwd), CAE_PATH_BACKSLASH, &rel);
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0)
@@ -380,21 +381,21 @@ static int resolve_cwd(const struct local_env *env, const char *cwd, char **out,
 	if (rootfd < 0)
 		return cae_error_set(err, -ENOENT,
 				     "environment gone: its workspace no longer exists");
-	_cleanup_close_ int fd = cae_open_beneath(rootfd, rel, O_PATH | O_DIRECTORY, 0);
+	_cleanup_close_ int fd = cae__open_beneath(rootfd, rel, O_PATH | O_DIRECTORY, 0);
 	if (fd < 0) {
 		if (fd == -EXDEV)
 			return cae_error_set(err, -ENOTDIR,
 					     "working directory is outside the workspace: %s", cwd);
 		return cae_error_set(err, -ENOTDIR, "not a directory: %s", cwd);
 	}
-	_cleanup_free_ char *real = cae_fd_path(fd);
+	_cleanup_free_ char *real = cae__fd_path(fd);
 	if (!real)
 		return cae_error_set(err, -EIO, "cannot resolve %s", cwd);
 	size_t rl = strlen(env->root);
 	if (strncmp(real, env->root, rl) != 0 || (real[rl] != '/' && real[rl] != '\0'))
 		return cae_error_set(err, -ENOTDIR,
 				     "working directory is outside the workspace: %s", cwd);
-	*out = real[rl] ? cae_path_join(iroot, real + rl + 1) : strdup(iroot);
+	*out = real[rl] ? cae__path_join(iroot, real + rl + 1) : strdup(iroot);
 	return *out ? 0 : -ENOMEM;
 }
 
@@ -465,7 +466,7 @@ static void *cred_main(void *arg)
 							       c->target, req, n)
 				  : NULL;
 		if (reply) {
-			(void)cae_write_all(fd, reply, strlen(reply));
+			(void)cae__write_all(fd, reply, strlen(reply));
 			explicit_bzero(reply, strlen(reply));
 			free(reply);
 		}
@@ -506,7 +507,7 @@ static bool cred_channel(cae_backend *b, const struct local_env *env, char *insi
 		}
 	struct local_cred *c = calloc(1, sizeof(*c));
 	bool ok = false;
-	_cleanup_free_ char *dir = cae_path_join(env->root, CRED_DIR);
+	_cleanup_free_ char *dir = cae__path_join(env->root, CRED_DIR);
 	if (c && dir && (c->uuid = strdup(env->uuid)) &&
 	    (c->target = strdup(env->git_credential))) {
 		/* the sandbox's user reaches the socket; nobody else */
@@ -803,12 +804,12 @@ static int env_exec_cb(void *ctx, const cae_exec_request *req, cae_run_result *r
 static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_error *err)
 {
 	_cleanup_free_ char *dir = task_dir(li, uuid);
-	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	_cleanup_free_ char *path = dir ? cae__path_join(dir, "meta.json") : NULL;
 	if (!path)
 		return -ENOMEM;
 	_cleanup_free_ char *text = NULL;
 	size_t len;
-	int r = cae_read_file(AT_FDCWD, path, META_MAX, &text, &len);
+	int r = cae__read_file(AT_FDCWD, path, META_MAX, &text, &len);
 	if (r == -ENOENT)
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
@@ -827,11 +828,11 @@ static int read_meta(struct local_impl *li, const char *uuid, json_t **out, cae_
 static int write_meta(struct local_impl *li, const char *uuid, json_t *meta, cae_error *err)
 {
 	_cleanup_free_ char *dir = task_dir(li, uuid);
-	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	_cleanup_free_ char *path = dir ? cae__path_join(dir, "meta.json") : NULL;
 	_cleanup_free_ char *text = json_dumps(meta, JSON_INDENT(2) | JSON_SORT_KEYS);
 	if (!path || !text)
 		return -ENOMEM;
-	int r = cae_write_file_atomic(AT_FDCWD, path, text, strlen(text), 0600, false);
+	int r = cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0600, false);
 	if (r < 0)
 		return cae_error_set(err, r, "environment %s: cannot write its metadata: %s", uuid,
 				     strerror(-r));
@@ -916,7 +917,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 	memset(env, 0, sizeof(*env));
 	env->cancel_fd = -1;
 	_cleanup_free_ char *dir = task_dir(li, uuid);
-	_cleanup_free_ char *path = dir ? cae_path_join(dir, "meta.json") : NULL;
+	_cleanup_free_ char *path = dir ? cae__path_join(dir, "meta.json") : NULL;
 	if (!path)
 		return -ENOMEM;
 	struct stat st;
@@ -961,7 +962,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		if (have_st)
 			meta_remember(li, uuid, &st, env);
 	}
-	if (!cae_is_dir(env->project)) {
+	if (!cae__is_dir(env->project)) {
 		local_env_clear(env);
 		return cae_error_set(err, -ENOENT,
 				     "environment gone: the workspace of task %s no longer exists",
@@ -1021,8 +1022,8 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	cae__sandbox_cgroup_remove(name);
 	int r = 0;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		r = cae_rm_rf(dir);
-		if (r == 0 && !cae_is_dir(dir))
+		r = cae__rm_rf(dir);
+		if (r == 0 && !cae__is_dir(dir))
 			return 0;
 		usleep(100000);
 	}
@@ -1110,11 +1111,11 @@ static int local_create(cae_prepare *p, cae_error *err)
 	const cae_config *cfg = p->b->cfg;
 	const char *workspace = p->opts->workspace;
 	_cleanup_free_ char *dir = task_dir(li, p->task->uuid);
-	_cleanup_free_ char *wsroot = dir ? cae_path_join(dir, "workspace") : NULL;
-	_cleanup_free_ char *tmp = wsroot ? cae_path_join(wsroot, "tmp") : NULL;
+	_cleanup_free_ char *wsroot = dir ? cae__path_join(dir, "workspace") : NULL;
+	_cleanup_free_ char *tmp = wsroot ? cae__path_join(wsroot, "tmp") : NULL;
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	int r = cae_mkdir_p(workspace ? dir : tmp, 0700);
+	int r = cae__mkdir_p(workspace ? dir : tmp, 0700);
 	if (r < 0)
 		return cae_error_set(err, r, "cannot create the environment's directory: %s",
 				     strerror(-r));
@@ -1149,7 +1150,7 @@ static int local_create(cae_prepare *p, cae_error *err)
 		if (!realpath(wsroot, real))
 			return cae_error_set(err, -errno, "the workspace: %s", strerror(errno));
 		env->root = strdup(real);
-		env->project = cae_path_join(real, "project");
+		env->project = cae__path_join(real, "project");
 	}
 	if (!env->root || !env->project)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1313,7 +1314,7 @@ struct stale_ctx {
 static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
-	int64_t t = cae_parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
+	int64_t t = cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
 	/* a preparation that died is collected whatever its age */
 	bool failed = strcmp(json_string_value(json_object_get(meta, "status")), "failed") == 0;
 	if (!failed && t >= 0 && t > s->cutoff)
@@ -1420,8 +1421,8 @@ int cae__local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 	pthread_mutex_init(&li->probe_lock, NULL);
 	pthread_mutex_init(&li->helper_lock, NULL);
 	pthread_mutex_init(&li->meta_lock, NULL);
-	li->root = cae_path_join(state, "local");
-	li->etc_dir = li->root ? cae_path_join(li->root, ".sandbox-etc") : NULL;
+	li->root = cae__path_join(state, "local");
+	li->etc_dir = li->root ? cae__path_join(li->root, ".sandbox-etc") : NULL;
 	li->clone_timeout_s = cfg->command_executor.clone.timeout_seconds;
 	b->ops = &local_ops;
 	b->cfg = cfg;
@@ -1431,7 +1432,7 @@ int cae__local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 		local_free(b);
 		return -ENOMEM;
 	}
-	int r = cae_mkdir_p(li->root, 0700);
+	int r = cae__mkdir_p(li->root, 0700);
 	if (r < 0) {
 		cae_error_set(err, r, "cannot create state directory %s: %s", li->root,
 			      strerror(-r));

@@ -31,7 +31,7 @@ static char *own_cgroup(const char *controller)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len;
-	if (cae_read_file(AT_FDCWD, "/proc/self/cgroup", 65536, &text, &len) < 0)
+	if (cae__read_file(AT_FDCWD, "/proc/self/cgroup", 65536, &text, &len) < 0)
 		return NULL;
 	for (char *line = text, *next; line && *line; line = next) {
 		next = strchr(line, '\n');
@@ -63,7 +63,7 @@ static char *own_cgroup(const char *controller)
 
 static int write_str(const char *dir, const char *file, const char *value)
 {
-	_cleanup_free_ char *p = cae_path_join(dir, file);
+	_cleanup_free_ char *p = cae__path_join(dir, file);
 	if (!p)
 		return -ENOMEM;
 	_cleanup_close_ int fd = open(p, O_WRONLY | O_CLOEXEC);
@@ -86,12 +86,12 @@ static char *cg_dir(const char *mount, const char *controller, const char *name)
 	_cleanup_free_ char *own = own_cgroup(controller);
 	if (!own)
 		return NULL;
-	_cleanup_free_ char *base = cae_path_join(mount, own);
+	_cleanup_free_ char *base = cae__path_join(mount, own);
 	if (!base)
 		return NULL;
 	char leaf[160];
 	snprintf(leaf, sizeof(leaf), "cae-%s", name);
-	return cae_path_join(base, leaf);
+	return cae__path_join(base, leaf);
 }
 
 static int make_dir(const char *dir)
@@ -135,7 +135,7 @@ static int setup_v2(const char *name, const cae_sandbox_limits *lim, char ***pro
 	if ((r = write_str(dir, "cpu.max", v)) < 0)
 		return r;
 	char **l = calloc(1, sizeof(char *));
-	if (!l || !(l[0] = cae_path_join(dir, "cgroup.procs"))) {
+	if (!l || !(l[0] = cae__path_join(dir, "cgroup.procs"))) {
 		free(l);
 		return -ENOMEM;
 	}
@@ -153,7 +153,7 @@ static int setup_v1(const char *name, const cae_sandbox_limits *lim, char ***pro
 	size_t k = 0;
 	int r = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers) && r == 0; i++) {
-		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
+		_cleanup_free_ char *mount = cae__path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = mount ? cg_dir(mount, ctl[i], name) : NULL;
 		if (!dir) {
 			r = -ENOENT;
@@ -176,7 +176,7 @@ static int setup_v1(const char *name, const cae_sandbox_limits *lim, char ***pro
 			if (r == 0)
 				r = write_str(dir, "cpu.cfs_quota_us", v);
 		}
-		if (r == 0 && !(l[k++] = cae_path_join(dir, "cgroup.procs")))
+		if (r == 0 && !(l[k++] = cae__path_join(dir, "cgroup.procs")))
 			r = -ENOMEM;
 	}
 	if (r < 0) {
@@ -211,7 +211,7 @@ void cae__sandbox_cgroup_remove(const char *name)
 	}
 	const char *const *ctl = v1_controllers;
 	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers); i++) {
-		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
+		_cleanup_free_ char *mount = cae__path_join(CG_ROOT, ctl[i]);
 		_cleanup_free_ char *dir = mount ? cg_dir(mount, ctl[i], name) : NULL;
 		if (dir)
 			(void)rmdir(dir); /* refused while processes are in it: fine */
@@ -238,15 +238,15 @@ int cae__sandbox_cgroup_sweep(bool (*keep)(const char *name, void *ud), void *ud
 {
 	if (is_v2()) {
 		_cleanup_free_ char *own = own_cgroup(NULL);
-		_cleanup_free_ char *dir = own ? cae_path_join(CG_ROOT, own) : NULL;
+		_cleanup_free_ char *dir = own ? cae__path_join(CG_ROOT, own) : NULL;
 		return dir ? sweep_dir(dir, keep, ud) : 0;
 	}
 	const char *const *ctl = v1_controllers;
 	int removed = 0;
 	for (size_t i = 0; i < ARRAY_SIZE(v1_controllers); i++) {
 		_cleanup_free_ char *own = own_cgroup(ctl[i]);
-		_cleanup_free_ char *mount = cae_path_join(CG_ROOT, ctl[i]);
-		_cleanup_free_ char *dir = own && mount ? cae_path_join(mount, own) : NULL;
+		_cleanup_free_ char *mount = cae__path_join(CG_ROOT, ctl[i]);
+		_cleanup_free_ char *dir = own && mount ? cae__path_join(mount, own) : NULL;
 		if (dir)
 			removed += sweep_dir(dir, keep, ud);
 	}

@@ -18,7 +18,7 @@
 static size_t on_body(char *p, size_t size, size_t n, void *ud)
 {
 	cae_buf *b = ud;
-	if (cae_buf_append(b, p, size * n) < 0 || b->truncated)
+	if (cae__buf_append(b, p, size * n) < 0 || b->truncated)
 		return 0; /* too large or no memory: abort the transfer */
 	return size * n;
 }
@@ -56,7 +56,7 @@ int cae__gitlab_project_path(const cae_config *cfg, const char *owner, const cha
 	}
 	hdrs = curl_slist_append(hdrs, "Accept: application/json");
 	cae_buf body;
-	cae_buf_init(&body, GITLAB_MAX_BODY);
+	cae__buf_init(&body, GITLAB_MAX_BODY);
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
@@ -92,6 +92,6 @@ int cae__gitlab_project_path(const cae_config *cfg, const char *owner, const cha
 			r = -ENOMEM;
 		json_decref(j);
 	}
-	cae_buf_clear(&body);
+	cae__buf_clear(&body);
 	return r;
 }

@@ -70,7 +70,7 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 			 .cancel_fd = opts->cancel_fd,
 			 .warnings = json_array(),
 			 .deps = json_array()};
-	cae_iso8601_now(p.created_at, sizeof(p.created_at));
+	cae__iso8601_now(p.created_at, sizeof(p.created_at));
 	bool made = false; /* step 3 began: a failure removes what it made */
 	int r = 0;
 	if (!p.warnings || !p.deps) {

@@ -300,16 +300,16 @@ int cae__sandbox_write_etc(const char *dir)
 				     "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
 				     "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
 	static const char group[] = "root:x:0:\nagent:x:1000:\nnogroup:x:65534:\n";
-	int r = cae_mkdir_p(dir, 0755);
+	int r = cae__mkdir_p(dir, 0755);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *p = cae_path_join(dir, "passwd");
-	_cleanup_free_ char *g = cae_path_join(dir, "group");
+	_cleanup_free_ char *p = cae__path_join(dir, "passwd");
+	_cleanup_free_ char *g = cae__path_join(dir, "group");
 	if (!p || !g)
 		return -ENOMEM;
-	r = cae_write_file_atomic(AT_FDCWD, p, passwd, sizeof(passwd) - 1, 0644, false);
+	r = cae__write_file_atomic(AT_FDCWD, p, passwd, sizeof(passwd) - 1, 0644, false);
 	if (r == 0)
-		r = cae_write_file_atomic(AT_FDCWD, g, group, sizeof(group) - 1, 0644, false);
+		r = cae__write_file_atomic(AT_FDCWD, g, group, sizeof(group) - 1, 0644, false);
 	return r;
 }
 

@@ -7,13 +7,13 @@
 
 #include "base/banned.h"
 
-void cae_buf_init(cae_buf *b, size_t max)
+void cae__buf_init(cae_buf *b, size_t max)
 {
 	memset(b, 0, sizeof(*b));
 	b->max = max;
 }
 
-int cae_buf_reserve(cae_buf *b, size_t n)
+int cae__buf_reserve(cae_buf *b, size_t n)
 {
 	size_t want = b->len + n;
 	if (want > b->max)
@@ -36,7 +36,7 @@ int cae_buf_reserve(cae_buf *b, size_t n)
 	return 0;
 }
 
-int cae_buf_append(cae_buf *b, const void *p, size_t n)
+int cae__buf_append(cae_buf *b, const void *p, size_t n)
 {
 	b->total += n;
 	size_t room = b->max - b->len;
@@ -46,10 +46,10 @@ int cae_buf_append(cae_buf *b, const void *p, size_t n)
 	}
 	if (n == 0) {
 		if (!b->data)
-			return cae_buf_reserve(b, 0);
+			return cae__buf_reserve(b, 0);
 		return 0;
 	}
-	int r = cae_buf_reserve(b, n);
+	int r = cae__buf_reserve(b, n);
 	if (r < 0)
 		return r;
 	memcpy(b->data + b->len, p, n);
@@ -58,12 +58,12 @@ int cae_buf_append(cae_buf *b, const void *p, size_t n)
 	return 0;
 }
 
-int cae_buf_puts(cae_buf *b, const char *s)
+int cae__buf_puts(cae_buf *b, const char *s)
 {
-	return cae_buf_append(b, s, strlen(s));
+	return cae__buf_append(b, s, strlen(s));
 }
 
-int cae_buf_vprintf(cae_buf *b, const char *fmt, va_list ap)
+int cae__buf_vprintf(cae_buf *b, const char *fmt, va_list ap)
 {
 	char small[256];
 	va_list aq;
@@ -73,45 +73,45 @@ int cae_buf_vprintf(cae_buf *b, const char *fmt, va_list ap)
 	if (n < 0)
 		return -EINVAL;
 	if ((size_t)n < sizeof(small))
-		return cae_buf_append(b, small, (size_t)n);
+		return cae__buf_append(b, small, (size_t)n);
 	char *big = malloc((size_t)n + 1);
 	if (!big)
 		return -ENOMEM;
 	vsnprintf(big, (size_t)n + 1, fmt, ap);
-	int r = cae_buf_append(b, big, (size_t)n);
+	int r = cae__buf_append(b, big, (size_t)n);
 	free(big);
 	return r;
 }
 
-int cae_buf_printf(cae_buf *b, const char *fmt, ...)
+int cae__buf_printf(cae_buf *b, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int r = cae_buf_vprintf(b, fmt, ap);
+	int r = cae__buf_vprintf(b, fmt, ap);
 	va_end(ap);
 	return r;
 }
 
-char *cae_buf_steal(cae_buf *b, size_t *len)
+char *cae__buf_steal(cae_buf *b, size_t *len)
 {
-	if (!b->data && cae_buf_reserve(b, 0) < 0)
+	if (!b->data && cae__buf_reserve(b, 0) < 0)
 		return NULL;
 	char *d = b->data;
 	if (len)
 		*len = b->len;
 	size_t max = b->max;
-	cae_buf_init(b, max);
+	cae__buf_init(b, max);
 	return d;
 }
 
-void cae_buf_clear(cae_buf *b)
+void cae__buf_clear(cae_buf *b)
 {
 	free(b->data);
 	size_t max = b->max;
-	cae_buf_init(b, max);
+	cae__buf_init(b, max);
 }
 
-char *cae_memdup0(const void *p, size_t n)
+char *cae__memdup0(const void *p, size_t n)
 {
 	char *r = malloc(n + 1);
 	if (!r)

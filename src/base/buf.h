@@ -23,23 +23,23 @@ typedef struct cae_buf {
 	bool truncated; /* some bytes were dropped */
 } cae_buf;
 
-void cae_buf_init(cae_buf *b, size_t max);
+void cae__buf_init(cae_buf *b, size_t max);
 /* Keeps what fits under max, records the rest as truncated. Returns 0 (also when bytes were
  * dropped at the maximum), or -ENOMEM (printf: -EINVAL for a bad format), and then the
  * buffer lacks the bytes offered: a caller building something that must be whole checks. */
-_warn_unused_result_ int cae_buf_append(cae_buf *b, const void *p, size_t n);
-_warn_unused_result_ int cae_buf_puts(cae_buf *b, const char *s);
-_warn_unused_result_ int cae_buf_printf(cae_buf *b, const char *fmt, ...) _printf_(2, 3);
-_warn_unused_result_ int cae_buf_vprintf(cae_buf *b, const char *fmt, va_list ap) _printf_(2, 0);
+_warn_unused_result_ int cae__buf_append(cae_buf *b, const void *p, size_t n);
+_warn_unused_result_ int cae__buf_puts(cae_buf *b, const char *s);
+_warn_unused_result_ int cae__buf_printf(cae_buf *b, const char *fmt, ...) _printf_(2, 3);
+_warn_unused_result_ int cae__buf_vprintf(cae_buf *b, const char *fmt, va_list ap) _printf_(2, 0);
 /* Makes sure `n` more bytes can be kept without reallocating (bounded by max). */
-_warn_unused_result_ int cae_buf_reserve(cae_buf *b, size_t n);
+_warn_unused_result_ int cae__buf_reserve(cae_buf *b, size_t n);
 /* Hands the data to the caller (never NULL on success: "" for an empty buffer) and
  * resets the buffer. Returns NULL only on allocation failure. */
-char *cae_buf_steal(cae_buf *b, size_t *len);
+char *cae__buf_steal(cae_buf *b, size_t *len);
 /* Frees the data and resets; the maximum is kept. Accepts a zeroed buffer. */
-void cae_buf_clear(cae_buf *b);
+void cae__buf_clear(cae_buf *b);
 
 /* A new NUL-terminated copy of the n bytes at p (which may hold NULs). NULL only on ENOMEM. */
-char *cae_memdup0(const void *p, size_t n);
+char *cae__memdup0(const void *p, size_t n);
 
 #endif

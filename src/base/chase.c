@@ -1,5 +1,5 @@
 /* The one place where a path is confined to a root directory: the lexical pass
- * (cae_path_lexical) and the resolver beneath an open directory (cae_chase). The editor, the
+ * (cae__path_lexical) and the resolver beneath an open directory (cae__chase). The editor, the
  * patch worker and the command tools all go through here, so a path means the same, and
  * is refused the same way, whichever tool gets it. See chase.h for the rules. */
 #include "base/chase.h"
@@ -96,8 +96,8 @@ static bool same_prefix(const comp *a, const comp *b, size_t k)
 	return true;
 }
 
-int cae_path_lexical(const char *root, const char *base, const char *path, size_t len,
-		     unsigned flags, char **out)
+int cae__path_lexical(const char *root, const char *base, const char *path, size_t len,
+		      unsigned flags, char **out)
 {
 	*out = NULL;
 	if (!path || len == 0)
@@ -106,7 +106,7 @@ int cae_path_lexical(const char *root, const char *base, const char *path, size_
 		return -ENAMETOOLONG;
 	if (memchr(path, '\0', len) || !root || root[0] != '/' || (base && base[0] != '/'))
 		return -EINVAL;
-	if ((flags & CAE_PATH_UTF8) && !cae_utf8_is_valid(path, len))
+	if ((flags & CAE_PATH_UTF8) && !cae__utf8_is_valid(path, len))
 		return -EILSEQ;
 	size_t rlen = strlen(root), blen = base ? strlen(base) : 0;
 	/* The root's and the base's components are ours: split at '/' only. */
@@ -156,7 +156,7 @@ int cae_path_lexical(const char *root, const char *base, const char *path, size_
 /* ---------------------------------------------------------------------------------------- */
 /* The resolver */
 
-void cae_chased_clear(cae_chased *c)
+void cae__chased_clear(cae_chased *c)
 {
 	if (c->fd >= 0)
 		close(c->fd);
@@ -210,20 +210,20 @@ static int dup_fd(int fd)
 /* An O_PATH fd on the directory dir (relative to root_fd, "" for it), beneath root_fd. */
 static int open_dir(int root_fd, const char *dir)
 {
-	return *dir ? cae_open_beneath(root_fd, dir, O_PATH | O_DIRECTORY, 0) : dup_fd(root_fd);
+	return *dir ? cae__open_beneath(root_fd, dir, O_PATH | O_DIRECTORY, 0) : dup_fd(root_fd);
 }
 
 static int default_mkdir(int dfd, const char *name)
 {
 	if (mkdirat(dfd, name, 0755) < 0)
 		return -errno;
-	cae_keep_owner_dir(dfd, name);
+	cae__keep_owner_dir(dfd, name);
 	return 0;
 }
 
 /* Makes the missing directories of dir (relative, no ".."), each one beneath root_fd in
  * its parent opened beneath root_fd just before. */
-static int make_dirs(int root_fd, const char *dir, cae_chase_mkdir_fn mkdir_fn, void *ctx)
+static int make_dirs(int root_fd, const char *dir, cae__chase_mkdir_fn mkdir_fn, void *ctx)
 {
 	_cleanup_free_ char *p = strdup(dir);
 	if (!p)
@@ -234,7 +234,7 @@ static int make_dirs(int root_fd, const char *dir, cae_chase_mkdir_fn mkdir_fn, 
 			continue;
 		char saved = p[i];
 		p[i] = '\0';
-		int fd = cae_open_beneath(root_fd, p, O_PATH | O_DIRECTORY, 0);
+		int fd = cae__open_beneath(root_fd, p, O_PATH | O_DIRECTORY, 0);
 		if (fd == -ENOENT) {
 			char *slash = strrchr(p, '/');
 			const char *name = slash ? slash + 1 : p;
@@ -248,7 +248,7 @@ static int make_dirs(int root_fd, const char *dir, cae_chase_mkdir_fn mkdir_fn, 
 			int r = mkdir_fn ? mkdir_fn(ctx, pfd, name, p) : default_mkdir(pfd, name);
 			if (r < 0 && r != -EEXIST)
 				return r;
-			fd = cae_open_beneath(root_fd, p, O_PATH | O_DIRECTORY, 0);
+			fd = cae__open_beneath(root_fd, p, O_PATH | O_DIRECTORY, 0);
 		}
 		if (fd < 0)
 			return fd;
@@ -265,7 +265,7 @@ static int fold_dir(int root_fd, int fd, char **dir)
 	if (!has_dotdot(*dir))
 		return 0;
 	char *folded = NULL;
-	int r = cae_path_lexical("/", NULL, *dir, strlen(*dir), CAE_PATH_FOLD_DOTDOT, &folded);
+	int r = cae__path_lexical("/", NULL, *dir, strlen(*dir), CAE_PATH_FOLD_DOTDOT, &folded);
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0)
@@ -305,8 +305,8 @@ static int found_dir(int root_fd, int dfd, char *dir, cae_chased *out)
 	return fold_dir(root_fd, dfd, &out->dir);
 }
 
-int cae_chase(int root_fd, const char *path, unsigned flags, cae_chase_mkdir_fn mkdir_fn, void *ctx,
-	      cae_chased *out)
+int cae__chase(int root_fd, const char *path, unsigned flags, cae__chase_mkdir_fn mkdir_fn,
+	       void *ctx, cae_chased *out)
 {
 	*out = (cae_chased)CAE_CHASED_INIT;
 	if (!path)
@@ -343,7 +343,7 @@ int cae_chase(int root_fd, const char *path, unsigned flags, cae_chase_mkdir_fn 
 			return found_dir(root_fd, TAKE_FD(dfd), TAKE_PTR(dir), out);
 		if (strcmp(name, "..") == 0) {
 			/* the kernel resolves it (beneath the root) */
-			int fd = cae_open_beneath(root_fd, cur, O_PATH | O_DIRECTORY, 0);
+			int fd = cae__open_beneath(root_fd, cur, O_PATH | O_DIRECTORY, 0);
 			if (fd < 0)
 				return fd;
 			return found_dir(root_fd, fd, TAKE_PTR(cur), out);
@@ -374,7 +374,7 @@ int cae_chase(int root_fd, const char *path, unsigned flags, cae_chase_mkdir_fn 
 			target[n] = '\0';
 			if (target[0] == '/')
 				return -EXDEV;
-			_cleanup_free_ char *joined = *dir ? cae_path_join(dir, target) : NULL;
+			_cleanup_free_ char *joined = *dir ? cae__path_join(dir, target) : NULL;
 			if (*dir && !joined)
 				return -ENOMEM;
 			char *next = tidy(joined ? joined : target);

@@ -2,10 +2,10 @@
  * agent, a patch or a command becomes a file beneath a root directory.
  *
  * Two steps, always the same:
- *   1. cae_path_lexical: the text alone. The agent's path (relative, or absolute under the
+ *   1. cae__path_lexical: the text alone. The agent's path (relative, or absolute under the
  *      root as the agent sees it) becomes a path relative to the root; empty and "."
  *      components and repeated or trailing slashes go.
- *   2. cae_chase: the file system. That relative path is resolved beneath an open root
+ *   2. cae__chase: the file system. That relative path is resolved beneath an open root
  *      directory with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS); a final symbolic
  *      link is followed by hand, beneath the root too. Everything after it is done with
  *      *at() calls on the directory fd it returns, so a name swapped for a symbolic link
@@ -54,24 +54,24 @@
  *   -EXDEV         absolute and not under root; or a folded ".." above the root
  *   -EACCES        a ".." component (CAE_PATH_NO_DOTDOT)
  *   -ENOMEM */
-int cae_path_lexical(const char *root, const char *base, const char *path, size_t len,
-		     unsigned flags, char **out);
+int cae__path_lexical(const char *root, const char *base, const char *path, size_t len,
+		      unsigned flags, char **out);
 
 /* ---- Step 2: the file system ---- */
 
 #define CAE_CHASE_SYMLINK_MAX 40
 
 #define CAE_CHASE_PARENT (1u << 0)   /* stop at the directory holding the last component */
-#define CAE_CHASE_MKDIR (1u << 1)    /* make missing directories (see cae_chase) */
+#define CAE_CHASE_MKDIR (1u << 1)    /* make missing directories (see cae__chase) */
 #define CAE_CHASE_NOFOLLOW (1u << 2) /* a final symbolic link is the target, not followed */
 
 /* Makes the directory name in dfd, whose path relative to the root is path (for a journal).
  * Returns 0, -EEXIST, or -errno. */
-typedef int (*cae_chase_mkdir_fn)(void *ctx, int dfd, const char *name, const char *path);
+typedef int (*cae__chase_mkdir_fn)(void *ctx, int dfd, const char *name, const char *path);
 
-/* What cae_chase found. dir + "/" + name is a path of the target relative to the root: the
+/* What cae__chase found. dir + "/" + name is a path of the target relative to the root: the
  * caller's path with every final symbolic link replaced by its target, ".." folded where
- * that names the same directory. Owned by the struct: cae_chased_clear. */
+ * that names the same directory. Owned by the struct: cae__chased_clear. */
 typedef struct cae_chased {
 	int fd;		/* O_PATH: with CAE_CHASE_PARENT the directory holding name, else the
 			 * target itself; when name is "", the target directory itself */
@@ -98,7 +98,7 @@ typedef struct cae_chased {
  * CAE_CHASE_MKDIR makes the missing directories of the caller's path (all but the last
  * component with CAE_CHASE_PARENT unless it ends in "/"; all of them otherwise), each one
  * beneath root_fd, with mkdir_fn(ctx, ...) when given, else mode 0755 and the owner of its
- * parent (cae_keep_owner_dir). Never on a path with a ".." component, and never on the
+ * parent (cae__keep_owner_dir). Never on a path with a ".." component, and never on the
  * target of a symbolic link.
  *
  * Errors: -EXDEV the path or a symbolic link leads outside root_fd (an absolute path or link
@@ -107,10 +107,10 @@ typedef struct cae_chased {
  * what a system call returned. out is always initialised (clear it in every case); on an
  * error, out->links still counts the final links followed before it (-ENOENT after one: a
  * dangling link). */
-int cae_chase(int root_fd, const char *path, unsigned flags, cae_chase_mkdir_fn mkdir_fn, void *ctx,
-	      cae_chased *out);
+int cae__chase(int root_fd, const char *path, unsigned flags, cae__chase_mkdir_fn mkdir_fn,
+	       void *ctx, cae_chased *out);
 
 /* Closes and frees what out holds; leaves CAE_CHASED_INIT. */
-void cae_chased_clear(cae_chased *c);
+void cae__chased_clear(cae_chased *c);
 
 #endif

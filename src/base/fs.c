@@ -18,7 +18,7 @@
 
 #include "base/banned.h"
 
-int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+int cae__open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {
 	    .flags = (uint64_t)(flags | O_CLOEXEC),
@@ -40,7 +40,7 @@ int cae_open_beneath(int dirfd, const char *path, int flags, mode_t mode)
 	return (int)fd;
 }
 
-int cae_read_exact(int fd, void *data, size_t len)
+int cae__read_exact(int fd, void *data, size_t len)
 {
 	char *p = data;
 	while (len > 0) {
@@ -57,7 +57,7 @@ int cae_read_exact(int fd, void *data, size_t len)
 	return 0;
 }
 
-int cae_write_all(int fd, const void *data, size_t len)
+int cae__write_all(int fd, const void *data, size_t len)
 {
 	const char *p = data;
 	while (len > 0) {
@@ -89,7 +89,7 @@ static void fsync_dir(int dfd)
 
 /* renameat2(RENAME_NOREPLACE) (the system call: musl has no wrapper), or link + unlink where
  * the file system has no such rename (link() refuses to replace too). */
-int cae_rename_noreplace(int dfd, const char *from, const char *to)
+int cae__rename_noreplace(int dfd, const char *from, const char *to)
 {
 	if (syscall(SYS_renameat2, dfd, from, dfd, to, RENAME_NOREPLACE) == 0)
 		return 0;
@@ -101,8 +101,8 @@ int cae_rename_noreplace(int dfd, const char *from, const char *to)
 	return r;
 }
 
-int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae_fill_fn fill,
-		     void *ctx)
+int cae__write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae_fill_fn fill,
+		      void *ctx)
 {
 	if (strchr(name, '/'))
 		return -EINVAL;
@@ -120,7 +120,7 @@ int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae
 	}
 	if (fd < 0)
 		return -EEXIST;
-	cae_keep_owner(fd, dfd, name);
+	cae__keep_owner(fd, dfd, name);
 	int r = fill(ctx, fd);
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;
@@ -129,7 +129,7 @@ int cae_write_atomic(int dfd, const char *name, mode_t mode, unsigned flags, cae
 	if (close(fd) < 0 && r == 0)
 		r = -errno;
 	if (r == 0 && (flags & CAE_WRITE_NOREPLACE))
-		r = cae_rename_noreplace(dfd, tmp, name);
+		r = cae__rename_noreplace(dfd, tmp, name);
 	else if (r == 0 && renameat(dfd, tmp, dfd, name) < 0)
 		r = -errno;
 	if (r < 0) {
@@ -148,11 +148,11 @@ typedef struct data_fill {
 static int fill_data(void *ctx, int fd)
 {
 	const data_fill *d = ctx;
-	return cae_write_all(fd, d->data, d->len);
+	return cae__write_all(fd, d->data, d->len);
 }
 
-int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
-			  bool beneath)
+int cae__write_file_atomic(int dirfd, const char *path, const void *data, size_t len, mode_t mode,
+			   bool beneath)
 {
 	_cleanup_free_ char *dir = NULL;
 	const char *base = strrchr(path, '/');
@@ -168,16 +168,16 @@ int cae_write_file_atomic(int dirfd, const char *path, const void *data, size_t 
 		return -EISDIR;
 	_cleanup_close_ int dfd = -1;
 	if (beneath)
-		dfd = cae_open_beneath(dirfd, dir ? dir : ".", O_PATH | O_DIRECTORY, 0);
+		dfd = cae__open_beneath(dirfd, dir ? dir : ".", O_PATH | O_DIRECTORY, 0);
 	else if ((dfd = openat(dirfd, dir ? dir : ".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
 		dfd = -errno;
 	if (dfd < 0)
 		return dfd;
 	data_fill d = {data, len};
-	return cae_write_atomic(dfd, base, mode, 0, fill_data, &d);
+	return cae__write_atomic(dfd, base, mode, 0, fill_data, &d);
 }
 
-int cae_read_fd(int fd, size_t max, char **out, size_t *len)
+int cae__read_fd(int fd, size_t max, char **out, size_t *len)
 {
 	size_t cap = 4096, n = 0;
 	struct stat st;
@@ -227,15 +227,15 @@ int cae_read_fd(int fd, size_t max, char **out, size_t *len)
 	return 0;
 }
 
-int cae_read_file(int dirfd, const char *path, size_t max, char **out, size_t *len)
+int cae__read_file(int dirfd, const char *path, size_t max, char **out, size_t *len)
 {
 	_cleanup_close_ int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
-	return cae_read_fd(fd, max, out, len);
+	return cae__read_fd(fd, max, out, len);
 }
 
-int cae_mkdir_p(const char *path, mode_t mode)
+int cae__mkdir_p(const char *path, mode_t mode)
 {
 	_cleanup_free_ char *p = strdup(path);
 	if (!p)
@@ -250,7 +250,7 @@ int cae_mkdir_p(const char *path, mode_t mode)
 	}
 	if (mkdir(p, mode) < 0 && errno != EEXIST)
 		return -errno;
-	return cae_is_dir(p) ? 0 : -ENOTDIR;
+	return cae__is_dir(p) ? 0 : -ENOTDIR;
 }
 
 static int rm_rf_children(int dfd, int depth)
@@ -268,7 +268,7 @@ static int rm_rf_children(int dfd, int depth)
 	while ((de = readdir(d))) {
 		if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
 			continue;
-		int r = cae_rm_rf_at(dirfd(d), de->d_name);
+		int r = cae__rm_rf_at(dirfd(d), de->d_name);
 		if (r < 0 && ret == 0)
 			ret = r;
 	}
@@ -276,7 +276,7 @@ static int rm_rf_children(int dfd, int depth)
 	return ret;
 }
 
-int cae_rm_rf_at(int dirfd, const char *name)
+int cae__rm_rf_at(int dirfd, const char *name)
 {
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -297,12 +297,12 @@ int cae_rm_rf_at(int dirfd, const char *name)
 	return 0;
 }
 
-int cae_rm_rf(const char *path)
+int cae__rm_rf(const char *path)
 {
-	return cae_rm_rf_at(AT_FDCWD, path);
+	return cae__rm_rf_at(AT_FDCWD, path);
 }
 
-char *cae_path_join(const char *a, const char *b)
+char *cae__path_join(const char *a, const char *b)
 {
 	size_t la = strlen(a);
 	while (la > 1 && a[la - 1] == '/')
@@ -325,13 +325,13 @@ char *cae_path_join(const char *a, const char *b)
 	return r;
 }
 
-bool cae_is_dir(const char *path)
+bool cae__is_dir(const char *path)
 {
 	struct stat st;
 	return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-void cae_keep_owner(int fd, int dfd, const char *base)
+void cae__keep_owner(int fd, int dfd, const char *base)
 {
 	if (geteuid() != 0)
 		return;
@@ -344,7 +344,7 @@ void cae_keep_owner(int fd, int dfd, const char *base)
 		(void)!fchown(fd, st.st_uid, st.st_gid);
 }
 
-void cae_keep_owner_dir(int dfd, const char *name)
+void cae__keep_owner_dir(int dfd, const char *name)
 {
 	if (geteuid() != 0)
 		return;
@@ -353,7 +353,7 @@ void cae_keep_owner_dir(int dfd, const char *name)
 		(void)!fchownat(dfd, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW);
 }
 
-char *cae_fd_path(int fd)
+char *cae__fd_path(int fd)
 {
 	char link[64], buf[PATH_MAX];
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);

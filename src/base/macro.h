@@ -40,11 +40,11 @@
 		_tf_;                                                                              \
 	})
 
-static inline void cae_freep(void *p)
+static inline void cae__freep(void *p)
 {
 	free(*(void **)p);
 }
-static inline void cae_closep(int *fd)
+static inline void cae__closep(int *fd)
 {
 	if (*fd >= 0) {
 		int saved = errno;
@@ -52,15 +52,15 @@ static inline void cae_closep(int *fd)
 		errno = saved;
 	}
 }
-static inline void cae_fclosep(FILE **f)
+static inline void cae__fclosep(FILE **f)
 {
 	if (*f)
 		fclose(*f);
 }
 
-#define _cleanup_free_ _cleanup_(cae_freep)
-#define _cleanup_close_ _cleanup_(cae_closep)
-#define _cleanup_fclose_ _cleanup_(cae_fclosep)
+#define _cleanup_free_ _cleanup_(cae__freep)
+#define _cleanup_close_ _cleanup_(cae__closep)
+#define _cleanup_fclose_ _cleanup_(cae__fclosep)
 
 /* Declare a cleanup function for a type whose destructor accepts NULL:
  * DEFINE_TRIVIAL_CLEANUP_FUNC(json_t *, json_decref) -> json_decrefp */

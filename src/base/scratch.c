@@ -16,13 +16,13 @@
 
 #include "base/banned.h"
 
-unsigned long long cae_process_start_time(pid_t pid)
+unsigned long long cae__process_start_time(pid_t pid)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 	char *text = NULL;
 	size_t len = 0;
-	if (cae_read_file(AT_FDCWD, path, 4096, &text, &len) < 0)
+	if (cae__read_file(AT_FDCWD, path, 4096, &text, &len) < 0)
 		return 0;
 	/* the command name (field 2) may hold spaces and parentheses: count after the last ')' */
 	const char *p = strrchr(text, ')');
@@ -47,11 +47,11 @@ static const char *tmp_base(const char *base)
 	return t && *t ? t : "/tmp";
 }
 
-int cae_scratch_mkdtemp(const char *base, const char *prefix, char *out, size_t size)
+int cae__scratch_mkdtemp(const char *base, const char *prefix, char *out, size_t size)
 {
 	pid_t pid = getpid();
 	int n = snprintf(out, size, "%s/%s%d-%llu.XXXXXX", tmp_base(base), prefix, (int)pid,
-			 cae_process_start_time(pid));
+			 cae__process_start_time(pid));
 	if (n < 0 || (size_t)n >= size)
 		return -ENAMETOOLONG;
 	if (!mkdtemp(out))
@@ -59,7 +59,7 @@ int cae_scratch_mkdtemp(const char *base, const char *prefix, char *out, size_t 
 	return 0;
 }
 
-bool cae_scratch_owner_dead(const char *name, const char *prefix, bool *owned)
+bool cae__scratch_owner_dead(const char *name, const char *prefix, bool *owned)
 {
 	*owned = false;
 	size_t pl = strlen(prefix);
@@ -76,7 +76,7 @@ bool cae_scratch_owner_dead(const char *name, const char *prefix, bool *owned)
 	if (end == p || *end != '.')
 		return false;
 	*owned = true;
-	unsigned long long now = cae_process_start_time((pid_t)pid);
+	unsigned long long now = cae__process_start_time((pid_t)pid);
 	return now == 0 || now != start;
 }
 
@@ -93,7 +93,7 @@ static int gc_dir(const char *dir, const char *prefix, int64_t legacy_age_s, uns
 		if (strncmp(de->d_name, prefix, pl) != 0)
 			continue;
 		bool owned;
-		bool dead = cae_scratch_owner_dead(de->d_name, prefix, &owned);
+		bool dead = cae__scratch_owner_dead(de->d_name, prefix, &owned);
 		if (!owned) {
 			struct stat st;
 			if (legacy_age_s < 0 ||
@@ -104,7 +104,7 @@ static int gc_dir(const char *dir, const char *prefix, int64_t legacy_age_s, uns
 		}
 		if (!dead)
 			continue;
-		int r = cae_rm_rf_at(dirfd(d), de->d_name);
+		int r = cae__rm_rf_at(dirfd(d), de->d_name);
 		if (r == 0)
 			(*removed)++;
 		else if (ret == 0)
@@ -114,7 +114,7 @@ static int gc_dir(const char *dir, const char *prefix, int64_t legacy_age_s, uns
 	return ret;
 }
 
-int cae_scratch_gc(const char *dir, const char *prefix, int64_t legacy_age_s, unsigned *removed)
+int cae__scratch_gc(const char *dir, const char *prefix, int64_t legacy_age_s, unsigned *removed)
 {
 	if (dir)
 		return gc_dir(dir, prefix, legacy_age_s, removed);

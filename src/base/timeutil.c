@@ -5,7 +5,7 @@
 
 #include "base/banned.h"
 
-void cae_iso8601_now(char *buf, size_t size)
+void cae__iso8601_now(char *buf, size_t size)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_REALTIME, &ts);
@@ -16,7 +16,7 @@ void cae_iso8601_now(char *buf, size_t size)
 	snprintf(buf, size, "%s.%03ldZ", base, ts.tv_nsec / 1000000L);
 }
 
-int64_t cae_parse_iso8601(const char *s)
+int64_t cae__parse_iso8601(const char *s)
 {
 	if (!s)
 		return -1;

@@ -6,19 +6,19 @@
 #include <stdint.h>
 #include <time.h>
 
-static inline int64_t cae_now_ns(void)
+static inline int64_t cae__now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
-static inline int64_t cae_now_ms(void)
+static inline int64_t cae__now_ms(void)
 {
-	return cae_now_ns() / 1000000LL;
+	return cae__now_ns() / 1000000LL;
 }
 /* The poll() timeout that wakes at the monotonic deadline (rounded up to a millisecond, at
  * most a minute; poll loops re-check): -1 for INT64_MAX (no deadline), 0 once it has passed. */
-static inline int cae_poll_timeout_ms(int64_t deadline_ns, int64_t now_ns)
+static inline int cae__poll_timeout_ms(int64_t deadline_ns, int64_t now_ns)
 {
 	if (deadline_ns == INT64_MAX)
 		return -1;
@@ -28,9 +28,9 @@ static inline int cae_poll_timeout_ms(int64_t deadline_ns, int64_t now_ns)
 	return ms > 60000 ? 60000 : (int)ms;
 }
 /* ISO 8601 UTC with milliseconds, e.g. 2026-11-22T02:25:36.123Z, into buf (>= 32 bytes). */
-void cae_iso8601_now(char *buf, size_t size);
+void cae__iso8601_now(char *buf, size_t size);
 /* Parses an ISO 8601 / RFC 3339 UTC timestamp (fractional seconds and Z or +00:00
  * accepted, also "YYYY-MM-DD HH:MM:SS"). Returns seconds since the epoch or -1. */
-int64_t cae_parse_iso8601(const char *s);
+int64_t cae__parse_iso8601(const char *s);
 
 #endif

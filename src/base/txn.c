@@ -35,14 +35,14 @@ static atomic_long kill_count;
 static atomic_long fail_at;
 static atomic_long apply_count;
 
-long cae_txn_test_fail_apply(long n)
+long cae__txn_test_fail_apply(long n)
 {
 	long passed = atomic_exchange(&apply_count, 0);
 	atomic_store(&fail_at, n);
 	return passed;
 }
 
-long cae_txn_test_kill_at(long n)
+long cae__txn_test_kill_at(long n)
 {
 	long passed = atomic_exchange(&kill_count, 0);
 	atomic_store(&kill_at, n);
@@ -57,7 +57,7 @@ static void kill_point(void)
 		raise(SIGKILL);
 }
 
-void cae_txn_kill_point(void)
+void cae__txn_kill_point(void)
 {
 	kill_point();
 }
@@ -89,13 +89,13 @@ static int open_jdir(int at, const char *path)
 	return fd;
 }
 
-int cae_wsj_open(int root_fd, cae_wsj **out)
+int cae__wsj_open(int root_fd, cae_wsj **out)
 {
 	_cleanup_free_ cae_wsj *w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
 	w->root_fd = root_fd;
-	w->root = cae_fd_path(w->root_fd);
+	w->root = cae__fd_path(w->root_fd);
 	if (!w->root || w->root[0] != '/') {
 		free(w->root);
 		return -EIO;
@@ -112,9 +112,9 @@ int cae_wsj_open(int root_fd, cae_wsj **out)
 	if (slash != w->root || w->root[1]) {
 		_cleanup_free_ char *parent =
 		    slash == w->root ? strdup("/") : strndup(w->root, (size_t)(slash - w->root));
-		_cleanup_free_ char *path = parent ? cae_path_join(parent, CAE_JOURNAL_DIR) : NULL;
+		_cleanup_free_ char *path = parent ? cae__path_join(parent, CAE_JOURNAL_DIR) : NULL;
 		if (!path) {
-			cae_wsj_free(TAKE_PTR(w));
+			cae__wsj_free(TAKE_PTR(w));
 			return -ENOMEM;
 		}
 		dfd = open_jdir(AT_FDCWD, path);
@@ -123,12 +123,12 @@ int cae_wsj_open(int root_fd, cae_wsj **out)
 	}
 	if (dfd < 0) {
 		dfd = open_jdir(w->root_fd, CAE_JOURNAL_DIR);
-		w->dir = cae_path_join(w->root, CAE_JOURNAL_DIR);
+		w->dir = cae__path_join(w->root, CAE_JOURNAL_DIR);
 		if (dfd < 0 || !w->dir) {
 			int r = dfd < 0 ? dfd : -ENOMEM;
 			if (dfd >= 0)
 				close(dfd);
-			cae_wsj_free(TAKE_PTR(w));
+			cae__wsj_free(TAKE_PTR(w));
 			return r;
 		}
 	}
@@ -146,7 +146,7 @@ static int wsj_dirfd(const cae_wsj *w)
 	return fd < 0 ? -errno : fd;
 }
 
-void cae_wsj_free(cae_wsj *w)
+void cae__wsj_free(cae_wsj *w)
 {
 	if (!w)
 		return;
@@ -155,7 +155,7 @@ void cae_wsj_free(cae_wsj *w)
 	free(w);
 }
 
-const char *cae_wsj_dir(const cae_wsj *w)
+const char *cae__wsj_dir(const cae_wsj *w)
 {
 	return w->dir;
 }
@@ -166,15 +166,15 @@ const char *cae_wsj_dir(const cae_wsj *w)
 static int put_field(cae_buf *b, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
-	int r = cae_buf_append(b, " ", 1);
+	int r = cae__buf_append(b, " ", 1);
 	if (!*s)
-		return r < 0 ? r : cae_buf_append(b, ".", 1);
+		return r < 0 ? r : cae__buf_append(b, ".", 1);
 	for (const unsigned char *p = (const unsigned char *)s; r == 0 && *p; p++) {
 		if (*p <= 0x20 || *p == '%' || *p >= 0x7f) {
 			char e[3] = {'%', hex[*p >> 4], hex[*p & 15]};
-			r = cae_buf_append(b, e, 3);
+			r = cae__buf_append(b, e, 3);
 		} else {
-			r = cae_buf_append(b, (const char *)p, 1);
+			r = cae__buf_append(b, (const char *)p, 1);
 		}
 	}
 	return r;
@@ -189,8 +189,8 @@ static bool decode_field(char *s)
 			*o++ = *p;
 			continue;
 		}
-		int a = cae_hex_digit((unsigned char)p[1]);
-		int c = a >= 0 ? cae_hex_digit((unsigned char)p[2]) : -1;
+		int a = cae__hex_digit((unsigned char)p[1]);
+		int c = a >= 0 ? cae__hex_digit((unsigned char)p[2]) : -1;
 		if (c < 0 || (a == 0 && c == 0))
 			return false;
 		*o++ = (char)(a * 16 + c);
@@ -229,7 +229,7 @@ struct cae_txn {
 	unsigned tmp_seq;
 };
 
-int cae_txn_begin(cae_wsj *w, cae_txn **out)
+int cae__txn_begin(cae_wsj *w, cae_txn **out)
 {
 	cae_txn *t = calloc(1, sizeof(*t));
 	if (!t)
@@ -241,7 +241,7 @@ int cae_txn_begin(cae_wsj *w, cae_txn **out)
 	return 0;
 }
 
-size_t cae_txn_count(const cae_txn *t)
+size_t cae__txn_count(const cae_txn *t)
 {
 	return t->n;
 }
@@ -249,23 +249,23 @@ size_t cae_txn_count(const cae_txn *t)
 static int journal_append(cae_txn *t, const char *line, size_t len)
 {
 	kill_point();
-	return cae_write_all(t->jfd, line, len);
+	return cae__write_all(t->jfd, line, len);
 }
 
 /* Writes one journal line: tag and fields (NULL-terminated). */
 static int journal_line(cae_txn *t, const char *tag, const char *f1, const char *f2, const char *f3)
 {
 	cae_buf b;
-	cae_buf_init(&b, SIZE_MAX - 1);
-	int r = cae_buf_puts(&b, tag);
+	cae__buf_init(&b, SIZE_MAX - 1);
+	int r = cae__buf_puts(&b, tag);
 	const char *fs[] = {f1, f2, f3};
 	for (size_t i = 0; r == 0 && i < 3 && fs[i]; i++)
 		r = put_field(&b, fs[i]);
 	if (r == 0)
-		r = cae_buf_append(&b, "\n", 1);
+		r = cae__buf_append(&b, "\n", 1);
 	if (r == 0)
 		r = journal_append(t, b.data, b.len);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	return r;
 }
 
@@ -349,7 +349,7 @@ static int key_dfd(cae_txn *t, key *k)
 		int d = fcntl(k->dfd, F_DUPFD_CLOEXEC, 3);
 		return d < 0 ? -errno : d;
 	}
-	return cae_open_beneath(t->w->root_fd, *k->dir ? k->dir : ".", O_PATH | O_DIRECTORY, 0);
+	return cae__open_beneath(t->w->root_fd, *k->dir ? k->dir : ".", O_PATH | O_DIRECTORY, 0);
 }
 
 static key *find_key(cae_txn *t, const char *dir, const char *name, int dfd, int *r)
@@ -409,7 +409,7 @@ static bool valid_name(const char *name)
 	return *name && !strchr(name, '/') && strcmp(name, ".") != 0 && strcmp(name, "..") != 0;
 }
 
-int cae_txn_mkdir(cae_txn *t, const char *dir)
+int cae__txn_mkdir(cae_txn *t, const char *dir)
 {
 	if (!*dir)
 		return -EEXIST;
@@ -420,7 +420,7 @@ int cae_txn_mkdir(cae_txn *t, const char *dir)
 	_cleanup_free_ char *parent = slash ? strndup(dir, (size_t)(slash - dir)) : strdup(".");
 	if (!parent)
 		return -ENOMEM;
-	_cleanup_close_ int pfd = cae_open_beneath(t->w->root_fd, parent, O_PATH | O_DIRECTORY, 0);
+	_cleanup_close_ int pfd = cae__open_beneath(t->w->root_fd, parent, O_PATH | O_DIRECTORY, 0);
 	if (pfd < 0)
 		return pfd;
 	struct stat st;
@@ -442,15 +442,15 @@ int cae_txn_mkdir(cae_txn *t, const char *dir)
 	kill_point();
 	if (mkdirat(pfd, name, 0755) < 0)
 		return -errno;
-	cae_keep_owner_dir(pfd, name);
+	cae__keep_owner_dir(pfd, name);
 	return 0;
 }
 
-int cae_txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path)
+int cae__txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path)
 {
 	(void)dfd;
 	(void)name;
-	return cae_txn_mkdir(ctx, path);
+	return cae__txn_mkdir(ctx, path);
 }
 
 /* The key of dir/name about to be changed (its earlier staged version dropped), with the
@@ -469,7 +469,7 @@ static key *change_key(cae_txn *t, int dfd, const char *dir, const char *name, i
 	return k;
 }
 
-int cae_txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsigned flags)
+int cae__txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsigned flags)
 {
 	int r;
 	key *k = change_key(t, dfd, dir, name, &r);
@@ -488,7 +488,7 @@ int cae_txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsign
 		    openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd >= 0) {
 			/* the owner of what it replaces, or of its directory (when we are root) */
-			cae_keep_owner(fd, dfd, name);
+			cae__keep_owner(fd, dfd, name);
 			k->staged = strdup(tmp);
 			if (!k->staged) {
 				unlinkat(dfd, tmp, 0);
@@ -503,7 +503,7 @@ int cae_txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsign
 	return -EEXIST;
 }
 
-int cae_txn_stage_done(cae_txn *t, int fd)
+int cae__txn_stage_done(cae_txn *t, int fd)
 {
 	(void)t;
 	kill_point();
@@ -513,7 +513,7 @@ int cae_txn_stage_done(cae_txn *t, int fd)
 	return r;
 }
 
-int cae_txn_remove(cae_txn *t, int dfd, const char *dir, const char *name)
+int cae__txn_remove(cae_txn *t, int dfd, const char *dir, const char *name)
 {
 	int r;
 	key *k = change_key(t, dfd, dir, name, &r);
@@ -550,7 +550,7 @@ static void rmdir_beneath(int root_fd, const char *dir)
 	_cleanup_free_ char *parent = slash ? strndup(dir, (size_t)(slash - dir)) : strdup(".");
 	if (!parent)
 		return;
-	_cleanup_close_ int pfd = cae_open_beneath(root_fd, parent, O_PATH | O_DIRECTORY, 0);
+	_cleanup_close_ int pfd = cae__open_beneath(root_fd, parent, O_PATH | O_DIRECTORY, 0);
 	if (pfd < 0 || !valid_name(slash ? slash + 1 : dir))
 		return;
 	kill_point();
@@ -563,7 +563,7 @@ static void remove_dirs(cae_txn *t)
 		rmdir_beneath(t->w->root_fd, t->dirs[i]);
 }
 
-void cae_txn_abort(cae_txn *t)
+void cae__txn_abort(cae_txn *t)
 {
 	if (!t)
 		return;
@@ -610,7 +610,7 @@ static int apply_key(cae_txn *t, key *k, int dfd, bool backup)
 		if (unlinkat(dfd, k->name, 0) < 0 && errno != ENOENT)
 			return -errno;
 	} else if (k->noreplace) {
-		if ((r = cae_rename_noreplace(dfd, k->staged, k->name)) < 0)
+		if ((r = cae__rename_noreplace(dfd, k->staged, k->name)) < 0)
 			return r;
 	} else if (renameat(dfd, k->staged, dfd, k->name) < 0) {
 		return -errno;
@@ -650,7 +650,7 @@ static int undo_applied(cae_txn *t)
 	return bad;
 }
 
-int cae_txn_commit(cae_txn *t, size_t *failed)
+int cae__txn_commit(cae_txn *t, size_t *failed)
 {
 	if (failed)
 		*failed = SIZE_MAX;
@@ -671,7 +671,7 @@ int cae_txn_commit(cae_txn *t, size_t *failed)
 		if (r == 0)
 			r = sync_fd(t->jdir_fd);
 		if (r < 0) {
-			cae_txn_abort(t);
+			cae__txn_abort(t);
 			return r;
 		}
 	}
@@ -696,7 +696,7 @@ int cae_txn_commit(cae_txn *t, size_t *failed)
 				return r;
 			}
 		}
-		cae_txn_abort(t);
+		cae__txn_abort(t);
 		return r;
 	}
 	for (size_t i = 0; i < t->n; i++) {
@@ -877,7 +877,7 @@ static unsigned replay(cae_wsj *w, rjournal *j, unsigned *removed)
 	for (size_t i = 0; i < j->n; i++) {
 		rkey *k = &j->keys[i];
 		_cleanup_close_ int dfd =
-		    cae_open_beneath(w->root_fd, k->dir, O_PATH | O_DIRECTORY, 0);
+		    cae__open_beneath(w->root_fd, k->dir, O_PATH | O_DIRECTORY, 0);
 		if (dfd < 0) {
 			if (dfd != -ENOENT)
 				bad++;
@@ -909,7 +909,7 @@ static unsigned replay(cae_wsj *w, rjournal *j, unsigned *removed)
 	}
 	for (size_t i = 0; i < j->ng; i++) {
 		_cleanup_close_ int dfd =
-		    cae_open_beneath(w->root_fd, j->garbage_dir[i], O_PATH | O_DIRECTORY, 0);
+		    cae__open_beneath(w->root_fd, j->garbage_dir[i], O_PATH | O_DIRECTORY, 0);
 		if (dfd < 0)
 			continue;
 		kill_point();
@@ -942,7 +942,7 @@ static int recover_one(cae_wsj *w, int jdir, const char *name, cae_wsj_stats *st
 		return 0;
 	char *text = NULL;
 	size_t len = 0;
-	int r = cae_read_fd(fd, JOURNAL_MAX_BYTES, &text, &len);
+	int r = cae__read_fd(fd, JOURNAL_MAX_BYTES, &text, &len);
 	if (r < 0)
 		return r;
 	rjournal j = {0};
@@ -972,7 +972,7 @@ static int recover_one(cae_wsj *w, int jdir, const char *name, cae_wsj_stats *st
 	return 0;
 }
 
-int cae_wsj_recover(cae_wsj *w, cae_wsj_stats *st)
+int cae__wsj_recover(cae_wsj *w, cae_wsj_stats *st)
 {
 	cae_wsj_stats local;
 	if (!st)
@@ -1022,16 +1022,16 @@ int cae_wsj_recover(cae_wsj *w, cae_wsj_stats *st)
 	return r;
 }
 
-int cae_wsj_recover_path(const char *root_path, cae_wsj_stats *st)
+int cae__wsj_recover_path(const char *root_path, cae_wsj_stats *st)
 {
 	_cleanup_close_ int fd = open(root_path, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -errno;
 	cae_wsj *w = NULL;
-	int r = cae_wsj_open(fd, &w);
+	int r = cae__wsj_open(fd, &w);
 	if (r < 0)
 		return r;
-	r = cae_wsj_recover(w, st);
-	cae_wsj_free(w);
+	r = cae__wsj_recover(w, st);
+	cae__wsj_free(w);
 	return r;
 }

@@ -22,7 +22,7 @@
  * of a name is its change). Staged files and backups live next to their target, named
  * .cae-tmp-* and .cae-bak-*, so every rename stays in one directory.
  *
- * Recovery (cae_wsj_recover, run when an editor or a worker opens a workspace and by
+ * Recovery (cae__wsj_recover, run when an editor or a worker opens a workspace and by
  * `cae gc`): a journal whose owner still lives is locked (flock, held for the whole
  * transaction) and left alone; any other one is completed: without C, staged files are
  * removed and made directories removed when empty (nothing else was touched); with C and no
@@ -53,11 +53,11 @@ typedef struct cae_wsj cae_wsj;
 /* Opens (making it if needed) the journal directory of the workspace whose directory is
  * root_fd (borrowed: it must stay open as long as the cae_wsj). Returns 0 with *out new, or
  * -errno. Holds no fd of its own. */
-int cae_wsj_open(int root_fd, cae_wsj **out);
+int cae__wsj_open(int root_fd, cae_wsj **out);
 /* Accepts NULL. */
-void cae_wsj_free(cae_wsj *w);
+void cae__wsj_free(cae_wsj *w);
 /* The journal directory's path (borrowed). */
-const char *cae_wsj_dir(const cae_wsj *w);
+const char *cae__wsj_dir(const cae_wsj *w);
 
 typedef struct cae_wsj_stats {
 	unsigned journals;   /* journals of dead transactions handled */
@@ -70,10 +70,10 @@ typedef struct cae_wsj_stats {
 
 /* Completes or rolls back every transaction of this workspace whose owner is gone. st may be
  * NULL. Returns 0 or -errno (the journal directory could not be read). */
-int cae_wsj_recover(cae_wsj *w, cae_wsj_stats *st);
+int cae__wsj_recover(cae_wsj *w, cae_wsj_stats *st);
 
 /* Opens the workspace at path and recovers it (cae gc). */
-int cae_wsj_recover_path(const char *root_path, cae_wsj_stats *st);
+int cae__wsj_recover_path(const char *root_path, cae_wsj_stats *st);
 
 /* ---- Transactions ---- */
 
@@ -82,50 +82,50 @@ typedef struct cae_txn cae_txn;
 /* Starts a transaction (its journal is created with the first change). Returns 0 or -errno.
  * A cae_wsj may run several transactions, from several threads; one transaction belongs to
  * one thread. */
-int cae_txn_begin(cae_wsj *w, cae_txn **out);
+int cae__txn_begin(cae_wsj *w, cae_txn **out);
 
 /* Makes directory dir (relative to the workspace; its parent must exist), announced first.
  * -EEXIST when it exists (not announced then). */
-int cae_txn_mkdir(cae_txn *t, const char *dir);
-/* cae_txn_mkdir as base/chase.h's cae_chase_mkdir_fn (ctx: the cae_txn, of the root that
- * cae_chase resolves beneath), so that directories made while resolving a path are
+int cae__txn_mkdir(cae_txn *t, const char *dir);
+/* cae__txn_mkdir as base/chase.h's cae__chase_mkdir_fn (ctx: the cae_txn, of the root that
+ * cae__chase resolves beneath), so that directories made while resolving a path are
  * announced and a rollback removes them again. */
-int cae_txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path);
+int cae__txn_mkdir_hook(void *ctx, int dfd, const char *name, const char *path);
 
 #define CAE_TXN_NOREPLACE 1u /* the commit fails with -EEXIST if the target exists */
 
 /* Stages a new version of dir/name: dfd is that directory (borrowed, beneath the workspace;
  * dir its path relative to the workspace, "" for the workspace). Returns an fd (O_WRONLY)
  * on an empty staged file (mode 0600) that the caller fills and may fchmod/fchown, then
- * hands back to cae_txn_stage_done. Staging a name again replaces its earlier version or
+ * hands back to cae__txn_stage_done. Staging a name again replaces its earlier version or
  * removal. */
-int cae_txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsigned flags);
+int cae__txn_stage(cae_txn *t, int dfd, const char *dir, const char *name, unsigned flags);
 /* fsync and close of a staged fd (always closed). Returns 0 or -errno. */
-int cae_txn_stage_done(cae_txn *t, int fd);
+int cae__txn_stage_done(cae_txn *t, int fd);
 /* Announces the removal of dir/name (not following a final symbolic link). */
-int cae_txn_remove(cae_txn *t, int dfd, const char *dir, const char *name);
+int cae__txn_remove(cae_txn *t, int dfd, const char *dir, const char *name);
 
 /* Applies every change in order. On failure every change is undone and -errno returned
  * (*failed, may be NULL, names the index of the change that failed, in the order of first
  * staging). Frees t in every case. */
-int cae_txn_commit(cae_txn *t, size_t *failed);
+int cae__txn_commit(cae_txn *t, size_t *failed);
 /* Drops every staged change; nothing in the workspace changes. Frees t. Accepts NULL. */
-void cae_txn_abort(cae_txn *t);
+void cae__txn_abort(cae_txn *t);
 
 /* Number of changes (distinct names) in t. */
-size_t cae_txn_count(const cae_txn *t);
+size_t cae__txn_count(const cae_txn *t);
 
 /* ---- Testing ---- */
 
 /* Every write, fsync, rename, link, unlink and mkdir of the transactions and of recovery is a
  * numbered kill point; with n > 0, the process raises SIGKILL at the n-th one from now on
  * (0: never). Returns the number of kill points passed since the last call. */
-long cae_txn_test_kill_at(long n);
+long cae__txn_test_kill_at(long n);
 /* A kill point of another transaction implementation (the worker's in-environment one). */
-void cae_txn_kill_point(void);
+void cae__txn_kill_point(void);
 /* With n > 0, the n-th change applied by a commit from now on fails with -EIO (the commit
  * then puts back what it applied). Returns the number of changes applied since the last
  * call. */
-long cae_txn_test_fail_apply(long n);
+long cae__txn_test_fail_apply(long n);
 
 #endif

@@ -8,7 +8,7 @@
 
 #include "base/banned.h"
 
-size_t cae_utf8_seq_len(const unsigned char *s, size_t n)
+size_t cae__utf8_seq_len(const unsigned char *s, size_t n)
 {
 	if (n == 0)
 		return 0;
@@ -43,7 +43,7 @@ size_t cae_utf8_seq_len(const unsigned char *s, size_t n)
 	return len;
 }
 
-bool cae_utf8_is_valid(const char *s, size_t n)
+bool cae__utf8_is_valid(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0;
@@ -58,7 +58,7 @@ bool cae_utf8_is_valid(const char *s, size_t n)
 			i++;
 			continue;
 		}
-		size_t l = cae_utf8_seq_len(p + i, n - i);
+		size_t l = cae__utf8_seq_len(p + i, n - i);
 		if (l == 0)
 			return false;
 		i += l;
@@ -66,12 +66,12 @@ bool cae_utf8_is_valid(const char *s, size_t n)
 	return true;
 }
 
-char *cae_utf8_sanitize(const char *s, size_t n, size_t *out_len)
+char *cae__utf8_sanitize(const char *s, size_t n, size_t *out_len)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	/* Fast path: already valid. */
-	if (cae_utf8_is_valid(s, n)) {
-		char *r = cae_memdup0(s, n);
+	if (cae__utf8_is_valid(s, n)) {
+		char *r = cae__memdup0(s, n);
 		if (!r)
 			return NULL;
 		if (out_len)
@@ -84,7 +84,7 @@ char *cae_utf8_sanitize(const char *s, size_t n, size_t *out_len)
 		return NULL;
 	size_t o = 0, i = 0;
 	while (i < n) {
-		size_t l = p[i] < 0x80 ? 1 : cae_utf8_seq_len(p + i, n - i);
+		size_t l = p[i] < 0x80 ? 1 : cae__utf8_seq_len(p + i, n - i);
 		if (l == 0) {
 			r[o++] = (char)0xEF;
 			r[o++] = (char)0xBF;
@@ -107,7 +107,7 @@ static inline bool is_cont(unsigned char c)
 	return (c & 0xC0) == 0x80;
 }
 
-size_t cae_utf8_prefix_chars(const char *s, size_t n, size_t max_chars, size_t *chars)
+size_t cae__utf8_prefix_chars(const char *s, size_t n, size_t max_chars, size_t *chars)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = 0, c = 0;
@@ -122,7 +122,7 @@ size_t cae_utf8_prefix_chars(const char *s, size_t n, size_t max_chars, size_t *
 	return i;
 }
 
-size_t cae_utf8_suffix_chars(const char *s, size_t n, size_t max_chars)
+size_t cae__utf8_suffix_chars(const char *s, size_t n, size_t max_chars)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = n, c = 0;
@@ -135,7 +135,7 @@ size_t cae_utf8_suffix_chars(const char *s, size_t n, size_t max_chars)
 	return i;
 }
 
-size_t cae_utf8_count(const char *s, size_t n)
+size_t cae__utf8_count(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t c = 0;
@@ -145,7 +145,7 @@ size_t cae_utf8_count(const char *s, size_t n)
 	return c;
 }
 
-size_t cae_utf8_floor(const char *s, size_t n)
+size_t cae__utf8_floor(const char *s, size_t n)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	/* Look back at most 3 bytes for the start of the last sequence. */
@@ -167,7 +167,7 @@ size_t cae_utf8_floor(const char *s, size_t n)
 	return n;
 }
 
-size_t cae_utf8_ceil(const char *s, size_t n, size_t off)
+size_t cae__utf8_ceil(const char *s, size_t n, size_t off)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t i = off, k = 0;
@@ -178,7 +178,7 @@ size_t cae_utf8_ceil(const char *s, size_t n, size_t off)
 	return i;
 }
 
-int cae_hex_digit(int c)
+int cae__hex_digit(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';

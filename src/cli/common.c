@@ -97,8 +97,8 @@ json_t *cae_cli_read_json(const char *path, cae_error *err)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
-	int r = strcmp(path, "-") == 0 ? cae_read_fd(STDIN_FILENO, 16u << 20, &text, &len)
-				       : cae_read_file(AT_FDCWD, path, 16u << 20, &text, &len);
+	int r = strcmp(path, "-") == 0 ? cae__read_fd(STDIN_FILENO, 16u << 20, &text, &len)
+				       : cae__read_file(AT_FDCWD, path, 16u << 20, &text, &len);
 	if (r < 0) {
 		cae_error_set(err, r, "%s: %s", path, strerror(-r));
 		return NULL;

@@ -326,7 +326,7 @@ int cae_cli_gc(int argc, char **argv)
 			const char *hp = json_string_value(json_object_get(e, "host_path"));
 			const char *uuid = json_string_value(json_object_get(e, "task_uuid"));
 			cae_wsj_stats st;
-			if (hp && cae_wsj_recover_path(hp, &st) == 0) {
+			if (hp && cae__wsj_recover_path(hp, &st) == 0) {
 				journals += st.journals;
 				incomplete += st.incomplete;
 			}
@@ -337,8 +337,8 @@ int cae_cli_gc(int argc, char **argv)
 		json_decref(envs);
 	}
 	int64_t legacy = (int64_t)(hours * 3600) > 3600 ? (int64_t)(hours * 3600) : 3600;
-	int g = cae_scratch_gc(NULL, "cae-snap.", legacy, &scratch);
-	int g2 = cae_scratch_gc(NULL, "cae-bundle-", legacy, &scratch);
+	int g = cae__scratch_gc(NULL, "cae-snap.", legacy, &scratch);
+	int g2 = cae__scratch_gc(NULL, "cae-bundle-", legacy, &scratch);
 	json_t *j = json_pack("{s:i, s:s, s:i, s:i}", "removed", removed, "backend",
 			      cae_backend_name(cae_session_backend(s)), "journals_recovered",
 			      (int)journals, "scratch_removed", (int)scratch);

@@ -147,8 +147,8 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 			size_t len;
 			int r =
 			    strcmp(e->stdin_file, "-") == 0
-				? cae_read_fd(STDIN_FILENO, 64u << 20, &text, &len)
-				: cae_read_file(AT_FDCWD, e->stdin_file, 64u << 20, &text, &len);
+				? cae__read_fd(STDIN_FILENO, 64u << 20, &text, &len)
+				: cae__read_file(AT_FDCWD, e->stdin_file, 64u << 20, &text, &len);
 			if (r < 0) {
 				fprintf(stderr, "cae: --stdin %s: %s\n", e->stdin_file,
 					strerror(-r));

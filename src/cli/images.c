@@ -35,7 +35,7 @@ int cae_cli_images(int argc, char **argv)
 	const char *src = getenv("CAE_SOURCE_DIR");
 	if (!src || !*src)
 		src = CAE_SOURCE_DIR;
-	_cleanup_free_ char *script = cae_path_join(src, "scripts/build-images.sh");
+	_cleanup_free_ char *script = cae__path_join(src, "scripts/build-images.sh");
 	if (!script || access(script, X_OK) < 0) {
 		fprintf(stderr,
 			"cae: images: %s not found (set CAE_SOURCE_DIR to the cae source tree)\n",

@@ -102,8 +102,8 @@ int cae_cli_patch(int argc, char **argv)
 	_cleanup_free_ char *text = NULL;
 	size_t len = 0;
 	int r = strcmp(file, "-") == 0
-		    ? cae_read_fd(STDIN_FILENO, CAE_PATCH_MAX_INPUT, &text, &len)
-		    : cae_read_file(AT_FDCWD, file, CAE_PATCH_MAX_INPUT, &text, &len);
+		    ? cae__read_fd(STDIN_FILENO, CAE_PATCH_MAX_INPUT, &text, &len)
+		    : cae__read_file(AT_FDCWD, file, CAE_PATCH_MAX_INPUT, &text, &len);
 	if (r < 0) {
 		fprintf(stderr, "cae: %s: %s\n", file,
 			r == -EFBIG ? "patch too large (at most 64 MiB)" : strerror(-r));

@@ -157,8 +157,8 @@ int cae_cli_plan(int argc, char **argv)
 	const char *file = optind + 1 < argc ? argv[optind + 1] : "-";
 	char *text = NULL;
 	size_t len = 0;
-	int r = strcmp(file, "-") == 0 ? cae_read_fd(STDIN_FILENO, 16u << 20, &text, &len)
-				       : cae_read_file(AT_FDCWD, file, 16u << 20, &text, &len);
+	int r = strcmp(file, "-") == 0 ? cae__read_fd(STDIN_FILENO, 16u << 20, &text, &len)
+				       : cae__read_file(AT_FDCWD, file, 16u << 20, &text, &len);
 	if (r < 0) {
 		fprintf(stderr, "cae: %s: %s\n", file, strerror(-r));
 		return 1;

@@ -88,7 +88,7 @@ static int read_config_file(const char *path, bool must_exist, char **text, size
 			    bool *found, cae_error *err)
 {
 	*found = false;
-	int r = cae_read_file(AT_FDCWD, path, CAE_CONFIG_MAX_BYTES, text, len);
+	int r = cae__read_file(AT_FDCWD, path, CAE_CONFIG_MAX_BYTES, text, len);
 	if (r == -ENOENT && !must_exist)
 		return 0;
 	if (r == -EFBIG)
@@ -132,9 +132,9 @@ int cae_config_load(cae_config **out, const char *path, char *const *envp, cae_e
 			const char *xdg = cae__cfg_env_get(envp, "XDG_CONFIG_HOME");
 			const char *home = cae__cfg_env_get(envp, "HOME");
 			if (xdg && xdg[0] == '/')
-				xdg_path = cae_path_join(xdg, "cae/config.yaml");
+				xdg_path = cae__path_join(xdg, "cae/config.yaml");
 			else if (home)
-				xdg_path = cae_path_join(home, ".config/cae/config.yaml");
+				xdg_path = cae__path_join(home, ".config/cae/config.yaml");
 			if (xdg_path) {
 				file = xdg_path;
 				r = read_config_file(file, false, &text, &len, &found, err);

@@ -43,9 +43,9 @@ char *cae__cfg_default_state_dir(char *const *envp)
 {
 	const char *xdg = cae__cfg_env_get(envp, "XDG_STATE_HOME");
 	if (xdg && xdg[0] == '/')
-		return cae_path_join(xdg, "cae");
+		return cae__path_join(xdg, "cae");
 	const char *home = cae__cfg_env_get(envp, "HOME");
 	if (home && home[0] == '/')
-		return cae_path_join(home, ".local/state/cae");
+		return cae__path_join(home, ".local/state/cae");
 	return strdup("/var/lib/cae");
 }

@@ -133,7 +133,7 @@ static char *expand_home(struct cfg_ctx *c, const char *s)
 	if (s[0] == '~' && (s[1] == '/' || s[1] == '\0')) {
 		const char *home = cae__cfg_env_get(c->envp, "HOME");
 		if (home)
-			return cae_path_join(home, s[1] ? s + 2 : "");
+			return cae__path_join(home, s[1] ? s + 2 : "");
 	}
 	return strdup(s);
 }

@@ -313,7 +313,7 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 		r->too_big = true;
 		return 0;
 	}
-	return cae_buf_append(&r->body, p, n) == 0 ? n : 0;
+	return cae__buf_append(&r->body, p, n) == 0 ? n : 0;
 }
 
 static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
@@ -418,27 +418,27 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 		if (attempt)
 			nanosleep(&(struct timespec){0, 100000000L * attempt * attempt}, NULL);
 		struct response resp = {0};
-		cae_buf_init(&resp.body, 4096);
+		cae__buf_init(&resp.body, 4096);
 		long status = 0;
 		r = perform(d, "GET", "/_ping", NULL, timeout_ms, &resp, &status, err);
 		if (r < 0) {
-			cae_buf_clear(&resp.body);
+			cae__buf_clear(&resp.body);
 			continue;
 		}
 		if (status != 200) {
 			char msg[512];
 			cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
-			cae_buf_clear(&resp.body);
+			cae__buf_clear(&resp.body);
 			return cae_error_set(err, cae__docker_status_errno(status),
 					     "GET /_ping: %s (HTTP %ld)", msg, status);
 		}
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		char server[32];
 		snprintf(server, sizeof(server), "%s", resp.api_version);
 		if (!server[0]) {
 			/* No API-Version header: ask /version (unversioned). */
 			struct response vr = {0};
-			cae_buf_init(&vr.body, 64 * 1024);
+			cae__buf_init(&vr.body, 64 * 1024);
 			if (perform(d, "GET", "/version", NULL, timeout_ms, &vr, &status, NULL) ==
 				0 &&
 			    status == 200) {
@@ -449,7 +449,7 @@ static int negotiate(cae_docker *d, int64_t timeout_ms, bool retry, cae_error *e
 					snprintf(server, sizeof(server), "%s", v);
 				json_decref(j);
 			}
-			cae_buf_clear(&vr.body);
+			cae__buf_clear(&vr.body);
 		}
 		char version[16];
 		r = cae__docker_negotiate(server[0] ? server : NULL, version, sizeof(version), err);
@@ -513,15 +513,15 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 	for (int attempt = 0; attempt < attempts; attempt++) {
 		if (attempt)
 			nanosleep(&(struct timespec){0, 100000000L * attempt * attempt}, NULL);
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		memset(&resp, 0, sizeof(resp));
-		cae_buf_init(&resp.body, CAE_DOCKER_MAX_RESPONSE);
+		cae__buf_init(&resp.body, CAE_DOCKER_MAX_RESPONSE);
 		r = perform(d, method, url_path, text, timeout_ms, &resp, &status, err);
 		if (r == 0 || r == -EFBIG)
 			break;
 	}
 	if (r < 0) {
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		return r;
 	}
 	if ((status >= 200 && status < 300) || status == 304) {
@@ -531,12 +531,12 @@ static int docker_call(cae_docker *d, const char *method, const char *path, json
 			*raw = resp.body;
 			return (int)status;
 		}
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		return (int)status;
 	}
 	char msg[768];
 	cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
-	cae_buf_clear(&resp.body);
+	cae__buf_clear(&resp.body);
 	return cae_error_set(err, cae__docker_status_errno(status), "%s %s: %s (HTTP %ld)", method,
 			     path, msg[0] ? msg : "no message", status);
 }
@@ -554,7 +554,7 @@ int cae__docker_call_raw(cae_docker *d, const char *method, const char *path, ch
 	int r = docker_call(d, method, path, NULL, NULL, d->timeout_ms, &raw, err);
 	if (r < 0)
 		return r;
-	*body = cae_buf_steal(&raw, len);
+	*body = cae__buf_steal(&raw, len);
 	return *body ? r : cae_error_set(err, -ENOMEM, "out of memory");
 }
 
@@ -777,7 +777,7 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 	if (!h)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	struct response resp = {0};
-	cae_buf_init(&resp.body, 64 * 1024);
+	cae__buf_init(&resp.body, 64 * 1024);
 	struct upload up = {.fd = fd};
 	char errbuf[CURL_ERROR_SIZE];
 	errbuf[0] = '\0';
@@ -802,7 +802,7 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
 	if (c != CURLE_OK) {
 		curl_easy_cleanup(h);
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		if (up.failed)
 			return cae_error_set(err, -EIO,
 					     "PUT /containers/%s/archive: cannot read the "
@@ -817,12 +817,12 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 	}
 	handle_put(d, h);
 	if (status >= 200 && status < 300) {
-		cae_buf_clear(&resp.body);
+		cae__buf_clear(&resp.body);
 		return 0;
 	}
 	char msg[768];
 	cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
-	cae_buf_clear(&resp.body);
+	cae__buf_clear(&resp.body);
 	return cae_error_set(err, cae__docker_status_errno(status),
 			     "PUT /containers/%s/archive: %s (HTTP %ld)", id,
 			     msg[0] ? msg : "no message", status);

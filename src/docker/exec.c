@@ -45,11 +45,11 @@ static void conn_close(cae_docker_conn *c)
 static int wait_sock(curl_socket_t s, short events, int64_t deadline_ns)
 {
 	for (;;) {
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
 		struct pollfd pfd = {.fd = s, .events = events};
-		int r = poll(&pfd, 1, cae_poll_timeout_ms(deadline_ns, now));
+		int r = poll(&pfd, 1, cae__poll_timeout_ms(deadline_ns, now));
 		if (r > 0)
 			return 0;
 		if (r < 0 && errno != EINTR)
@@ -139,7 +139,7 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 		conn_close(conn);
 		return cae_error_set(err, -EINVAL, "exec id too long");
 	}
-	int64_t deadline = cae_now_ns() + timeout_ms * 1000000LL;
+	int64_t deadline = cae__now_ns() + timeout_ms * 1000000LL;
 	r = send_all(conn, req, (size_t)n, deadline);
 	if (r < 0) {
 		conn_close(conn);
@@ -148,7 +148,7 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 	}
 	/* The response head, byte-exact: everything after it is the stream. */
 	cae_buf head;
-	cae_buf_init(&head, HEAD_MAX);
+	cae__buf_init(&head, HEAD_MAX);
 	char buf[4096];
 	char *end = NULL;
 	while (!end) {
@@ -167,14 +167,14 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 			r = -EPROTO;
 			break;
 		}
-		if (cae_buf_append(&head, buf, (size_t)k) < 0) {
+		if (cae__buf_append(&head, buf, (size_t)k) < 0) {
 			r = -ENOMEM;
 			break;
 		}
 		end = head.data ? strstr(head.data, "\r\n\r\n") : NULL;
 	}
 	if (!end) {
-		cae_buf_clear(&head);
+		cae__buf_clear(&head);
 		conn_close(conn);
 		if (r == -ENOMEM)
 			return cae_error_set(err, r, "POST /exec/%s/start: out of memory", exec_id);
@@ -190,8 +190,8 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 	long status = parse_status_line(head.data);
 	if (status == 101 || status == 200) {
 		/* the stream's first bytes: losing them would corrupt it */
-		r = cae_buf_append(early, head.data + head_len, head.len - head_len);
-		cae_buf_clear(&head);
+		r = cae__buf_append(early, head.data + head_len, head.len - head_len);
+		cae__buf_clear(&head);
 		if (r < 0) {
 			conn_close(conn);
 			return cae_error_set(err, r, "POST /exec/%s/start: out of memory", exec_id);
@@ -201,11 +201,11 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 	/* An error answer: its body is {"message": ...}. */
 	long clen = content_length(head.data);
 	cae_buf errbody;
-	cae_buf_init(&errbody, ERROR_BODY_MAX);
+	cae__buf_init(&errbody, ERROR_BODY_MAX);
 	/* The body only adds the engine's words to an error reported anyway: capped, and
 	 * dropped when memory runs out. */
-	DISCARD_RESULT(cae_buf_append(&errbody, head.data + head_len, head.len - head_len));
-	cae_buf_clear(&head);
+	DISCARD_RESULT(cae__buf_append(&errbody, head.data + head_len, head.len - head_len));
+	cae__buf_clear(&head);
 	while (clen < 0 || errbody.len < (size_t)clen) {
 		ssize_t k = recv_some(conn, buf, sizeof(buf));
 		if (k == -EAGAIN) {
@@ -215,12 +215,12 @@ static int exec_start(cae_docker *d, const char *exec_id, cae_docker_conn *conn,
 		}
 		if (k <= 0 || errbody.truncated)
 			break;
-		DISCARD_RESULT(cae_buf_append(&errbody, buf, (size_t)k)); /* as above */
+		DISCARD_RESULT(cae__buf_append(&errbody, buf, (size_t)k)); /* as above */
 	}
 	conn_close(conn);
 	char msg[768];
 	cae__docker_error_message(errbody.data, errbody.len, msg, sizeof(msg));
-	cae_buf_clear(&errbody);
+	cae__buf_clear(&errbody);
 	return cae_error_set(err, status > 0 ? cae__docker_status_errno(status) : -EPROTO,
 			     "POST /exec/%s/start: %s (HTTP %ld)", exec_id,
 			     msg[0] ? msg : "no message", status);
@@ -334,7 +334,7 @@ static int exec_exit_code(cae_docker *d, const char *exec_id, int *code, cae_err
 {
 	char path[160];
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
-	int64_t until = cae_now_ms() + EXIT_WAIT_MS;
+	int64_t until = cae__now_ms() + EXIT_WAIT_MS;
 	long delay_us = 1000;
 	for (;;) {
 		json_t *j = NULL;
@@ -349,7 +349,7 @@ static int exec_exit_code(cae_docker *d, const char *exec_id, int *code, cae_err
 			return 0;
 		}
 		json_decref(j);
-		if (cae_now_ms() >= until)
+		if (cae__now_ms() >= until)
 			return cae_error_set(err, -EBUSY, "exec %.12s is still running", exec_id);
 		nanosleep(&(struct timespec){0, delay_us * 1000}, NULL);
 		delay_us = MIN(delay_us * 2, 100000);
@@ -375,10 +375,10 @@ static int check_still_there(cae_docker *d, const char *container, cae_error *er
 	/* The engine records a killed container's state a moment after its processes died
 	 * (the command's stream ends first): a container still "running" is asked again for a
 	 * little while. A command the kernel OOM-killed pays that wait. */
-	int64_t until = cae_now_ms() + GONE_WAIT_MS;
+	int64_t until = cae__now_ms() + GONE_WAIT_MS;
 	long delay_us = 2000;
 	int r;
-	while ((r = check_still_there_once(d, container, err)) == 0 && cae_now_ms() < until) {
+	while ((r = check_still_there_once(d, container, err)) == 0 && cae__now_ms() < until) {
 		nanosleep(&(struct timespec){0, delay_us * 1000}, NULL);
 		delay_us = MIN(delay_us * 2, 200000);
 	}
@@ -488,7 +488,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	size_t max_err = spec->max_stderr ? spec->max_stderr : CAE_RUNNER_DEFAULT_MAX_OUTPUT;
 	bool send_stdin = spec->has_stdin && spec->stdin_len > 0;
 
-	int64_t t0 = cae_now_ns();
+	int64_t t0 = cae__now_ns();
 	int r =
 	    exec_create(d, container, spec, send_stdin, info->exec_id, sizeof(info->exec_id), err);
 	if (r < 0)
@@ -496,13 +496,13 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 
 	cae_docker_conn conn = {.sock = CURL_SOCKET_BAD};
 	cae_buf early;
-	cae_buf_init(&early, HEAD_MAX);
+	cae__buf_init(&early, HEAD_MAX);
 	/* The start call answers at once (the stream follows): the API call timeout applies. */
 	r = exec_start(d, info->exec_id, &conn, &early, CAE_DOCKER_DEFAULT_TIMEOUT_MS, err);
 	if (r == -EEXIST)
 		r = cae_error_set(err, -EAGAIN, "container %s is not running", container);
 	if (r < 0) {
-		cae_buf_clear(&early);
+		cae__buf_clear(&early);
 		return r;
 	}
 
@@ -517,7 +517,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	bool eof = false;
 	if (early.len > 0)
 		ret = cae__docker_demux_feed(&dm, early.data, early.len, on_frame, &run);
-	cae_buf_clear(&early);
+	cae__buf_clear(&early);
 
 	const char *in_p = spec->stdin_data;
 	size_t in_left = send_stdin ? spec->stdin_len : 0;
@@ -530,7 +530,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 		ret = cae_error_set(err, -ENOMEM, "out of memory");
 
 	while (ret == 0 && !eof) {
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (run.hdr.done && run.hdr.pid > 0)
 			killer.pid = run.hdr.pid;
 		bool know_pid = spec->raw || run.hdr.done;
@@ -541,14 +541,14 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 				res->timed_out = true;
 			kill_step(&killer, "TERM");
 			st = ST_TERM_SENT;
-			kill_at = cae_now_ns() +
+			kill_at = cae__now_ns() +
 				  (res->cancelled ? MIN(grace_ms, 500) : grace_ms) * 1000000LL;
 			continue;
 		}
 		if (st == ST_TERM_SENT && now >= kill_at) {
 			kill_step(&killer, "KILL");
 			st = ST_KILLED;
-			drain_until = cae_now_ns() + drain_ms * 1000000LL;
+			drain_until = cae__now_ns() + drain_ms * 1000000LL;
 			continue;
 		}
 		if (st == ST_KILLED && now >= drain_until)
@@ -566,7 +566,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 						    : drain_until;
 		if (st == ST_RUNNING && !know_pid && now >= deadline)
 			next = deadline + HEADER_WAIT_NS;
-		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
+		int pr = poll(pfd, (nfds_t)n, cae__poll_timeout_ms(next, now));
 		if (pr < 0 && errno != EINTR) {
 			ret = cae_error_set(err, -errno, "poll: %s", strerror(errno));
 			break;
@@ -575,7 +575,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 			continue;
 		if (i_cancel >= 0 && pfd[i_cancel].revents) {
 			res->cancelled = true;
-			deadline = cae_now_ns();
+			deadline = cae__now_ns();
 		}
 		if (pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) {
 			for (;;) {
@@ -625,7 +625,7 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	/* The header may sit alone in a capture that never saw a newline: give it back. */
 	if (run.use_header && !run.hdr.done && run.hdr.len > 0)
 		cae__capture_add(&run.err, run.hdr.buf, run.hdr.len);
-	res->duration_us = (cae_now_ns() - t0) / 1000;
+	res->duration_us = (cae__now_ns() - t0) / 1000;
 
 	if (ret == 0) {
 		int code = -1;
@@ -713,7 +713,7 @@ static int stream_frame(void *ud, int stream, const char *p, size_t n)
 {
 	cae_docker_stream *s = ud;
 	if (stream == 1)
-		return cae_buf_append(&s->out, p, n);
+		return cae__buf_append(&s->out, p, n);
 	if (stream == 2) {
 		if (n >= sizeof(s->errtail) - 1) {
 			p += n - (sizeof(s->errtail) - 1);
@@ -743,8 +743,8 @@ int cae_docker_attach(cae_docker *d, const char *container, const char *const *a
 	if (!s)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	s->conn.sock = CURL_SOCKET_BAD;
-	cae_buf_init(&s->early, HEAD_MAX + READ_CHUNK);
-	cae_buf_init(&s->out, SIZE_MAX);
+	cae__buf_init(&s->early, HEAD_MAX + READ_CHUNK);
+	cae__buf_init(&s->out, SIZE_MAX);
 	cae__docker_demux_init(&s->dm);
 	r = exec_start(d, exec_id, &s->conn, &s->early, timeout_ms, err);
 	if (r < 0) {
@@ -826,7 +826,7 @@ void cae_docker_stream_close(cae_docker_stream *s)
 	if (!s)
 		return;
 	conn_close(&s->conn);
-	cae_buf_clear(&s->early);
-	cae_buf_clear(&s->out);
+	cae__buf_clear(&s->early);
+	cae__buf_clear(&s->out);
 	free(s);
 }

@@ -52,7 +52,7 @@ static int text_arg_check(cae_editor_result *res, const char *name, const char *
 		    name);
 		return r < 0 ? r : 1;
 	}
-	if (!cae_utf8_is_valid(s, n)) {
+	if (!cae__utf8_is_valid(s, n)) {
 		r = cae__ed_res_error(res, "Parameter `%s` is not valid UTF-8 text.", name);
 		return r < 0 ? r : 1;
 	}
@@ -75,7 +75,7 @@ int cae__ed_do_create(cae_editor *ed, const char *path, size_t plen, const char 
 		return r < 0 ? r : 0;
 	}
 	/* missing directories are made in the write's transaction */
-	if (ed->wsj && cae_txn_begin(ed->wsj, &ed->create_txn) < 0)
+	if (ed->wsj && cae__txn_begin(ed->wsj, &ed->create_txn) < 0)
 		ed->create_txn = NULL;
 	r = cae__ed_resolve(ed, path, plen, true, &t, res);
 	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
@@ -89,14 +89,14 @@ int cae__ed_do_create(cae_editor *ed, const char *path, size_t plen, const char 
 		r = r < 0 ? r : 1;
 	}
 	if (r != 0) {
-		cae_txn_abort(TAKE_PTR(ed->create_txn));
+		cae__txn_abort(TAKE_PTR(ed->create_txn));
 		return r < 0 ? r : 0;
 	}
 	ed_seg s = {text, len};
 	uint64_t written = 0;
 	r = cae__ed_write_atomic(ed, &t, &s, 1, false, NEW_FILE_MODE, NULL, true,
 				 ed->lim.undo_depth ? &written : NULL);
-	cae_txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by cae__ed_write_atomic) */
+	cae__txn_abort(TAKE_PTR(ed->create_txn)); /* (taken by cae__ed_write_atomic) */
 	if (r < 0) {
 		r = cae__ed_write_error(res, t.display, r);
 		return r < 0 ? r : 0;
@@ -150,22 +150,22 @@ static int snippet_output(cae_editor *ed, cae_buf *out, const ed_seg *parts, siz
 			  const char *descr, size_t first_no)
 {
 	cae_buf sn;
-	cae_buf_init(&sn, SIZE_MAX - 1);
+	cae__buf_init(&sn, SIZE_MAX - 1);
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < nparts; i++)
-		r = cae_buf_append(&sn, parts[i].p, parts[i].n);
+		r = cae__buf_append(&sn, parts[i].p, parts[i].n);
 	if (r == 0) {
-		r = cae_buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
+		r = cae__buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
 		ed_numbered nb;
 		if (r == 0)
 			r = cae__ed_number_lines(out, sn.data ? sn.data : "", sn.len, first_no,
 						 ed->lim.max_output_chars, false, &nb);
 		if (r == 0 && nb.clipped)
-			r = cae_buf_puts(out, "<response clipped><NOTE>The snippet was clipped to "
-					      "save on context; use `view` with `view_range` to "
-					      "see the edited lines.</NOTE>\n");
+			r = cae__buf_puts(out, "<response clipped><NOTE>The snippet was clipped to "
+					       "save on context; use `view` with `view_range` to "
+					       "see the edited lines.</NOTE>\n");
 	}
-	cae_buf_clear(&sn);
+	cae__buf_clear(&sn);
 	return r;
 }
 
@@ -175,15 +175,15 @@ static int multiple_error(cae_editor_result *res, const char *text, size_t len, 
 			  size_t olen, size_t first)
 {
 	cae_buf lines;
-	cae_buf_init(&lines, 1 << 16);
+	cae__buf_init(&lines, 1 << 16);
 	size_t listed = 0, line = 1, counted = 0, last_line = 0;
-	int r = cae_buf_puts(&lines, "[");
+	int r = cae__buf_puts(&lines, "[");
 	for (size_t pos = first; r == 0;) {
 		line += cae__ed_count_newlines(text + counted, pos - counted);
 		counted = pos;
 		if (line != last_line) {
 			if (listed < MAX_LISTED_LINES)
-				r = cae_buf_printf(&lines, "%s%zu", listed ? ", " : "", line);
+				r = cae__buf_printf(&lines, "%s%zu", listed ? ", " : "", line);
 			listed++;
 			last_line = line;
 		}
@@ -193,9 +193,9 @@ static int multiple_error(cae_editor_result *res, const char *text, size_t len, 
 		pos = (size_t)(next - text);
 	}
 	if (r == 0 && listed > MAX_LISTED_LINES)
-		r = cae_buf_printf(&lines, ", ... (%zu lines in all)", listed);
+		r = cae__buf_printf(&lines, ", ... (%zu lines in all)", listed);
 	if (r == 0)
-		r = cae_buf_puts(&lines, "]");
+		r = cae__buf_puts(&lines, "]");
 	_cleanup_free_ char *echo = cae__ed_echo_str(old, olen);
 	if (r == 0 && echo)
 		r = cae__ed_res_error(
@@ -207,7 +207,7 @@ static int multiple_error(cae_editor_result *res, const char *text, size_t len, 
 		    memchr(old, '\n', olen) ? " (the line where each occurrence starts)" : "");
 	else if (r == 0)
 		r = -ENOMEM;
-	cae_buf_clear(&lines);
+	cae__buf_clear(&lines);
 	return r < 0 ? r : 1;
 }
 
@@ -219,30 +219,30 @@ static int nomatch_error(cae_editor_result *res, const ed_target *t, const char 
 	bool gave_up;
 	size_t found = cae__ed_ws_find(text, len, old, olen, m, MAX_LISTED_LINES, &gave_up);
 	cae_buf hint;
-	cae_buf_init(&hint, 1 << 16);
+	cae__buf_init(&hint, 1 << 16);
 	int r = 0;
 	if (found == 1) {
 		if (m[0].first_line == m[0].last_line)
-			r = cae_buf_printf(&hint, "at line %zu", m[0].first_line);
+			r = cae__buf_printf(&hint, "at line %zu", m[0].first_line);
 		else
-			r = cae_buf_printf(&hint, "at lines %zu-%zu", m[0].first_line,
-					   m[0].last_line);
+			r = cae__buf_printf(&hint, "at lines %zu-%zu", m[0].first_line,
+					    m[0].last_line);
 		if (r == 0)
-			r = cae_buf_puts(&hint,
-					 ". View those lines and copy them exactly into old_str, "
-					 "whitespace included.");
+			r = cae__buf_puts(&hint,
+					  ". View those lines and copy them exactly into old_str, "
+					  "whitespace included.");
 	} else if (found > 1) {
-		r = cae_buf_puts(&hint, "at lines [");
+		r = cae__buf_puts(&hint, "at lines [");
 		size_t shown = found < MAX_LISTED_LINES ? found : MAX_LISTED_LINES;
 		for (size_t i = 0; r == 0 && i < shown; i++)
-			r = cae_buf_printf(&hint, "%s%zu", i ? ", " : "", m[i].first_line);
+			r = cae__buf_printf(&hint, "%s%zu", i ? ", " : "", m[i].first_line);
 		if (r == 0 && found > shown)
-			r = cae_buf_printf(&hint, ", ... (%zu in all)", found);
+			r = cae__buf_printf(&hint, ", ... (%zu in all)", found);
 		if (r == 0)
-			r = cae_buf_puts(&hint,
-					 "]. View those lines, copy the one you mean exactly "
-					 "into old_str, whitespace included, with enough "
-					 "surrounding lines to make it unique.");
+			r = cae__buf_puts(&hint,
+					  "]. View those lines, copy the one you mean exactly "
+					  "into old_str, whitespace included, with enough "
+					  "surrounding lines to make it unique.");
 	}
 	_cleanup_free_ char *echo = cae__ed_echo_str(old, olen);
 	if (r == 0 && !echo)
@@ -261,7 +261,7 @@ static int nomatch_error(cae_editor_result *res, const ed_target *t, const char 
 		    "or spaces, line endings, trailing spaces) %s found %s",
 		    echo, t->display, found == 1 ? "A match" : "Matches", found == 1 ? "s" : "",
 		    found == 1 ? "was" : "were", hint.data);
-	cae_buf_clear(&hint);
+	cae__buf_clear(&hint);
 	return r < 0 ? r : 1;
 }
 
@@ -280,9 +280,9 @@ static int to_lf(bool crlf, const char **s, size_t *n, char **owned)
 
 static int finish_edit_output(cae_buf *out, const char *hint, bool undo_kept)
 {
-	int r = cae_buf_puts(out, hint);
+	int r = cae__buf_puts(out, hint);
 	if (r == 0 && !undo_kept)
-		r = cae_buf_printf(out, "\n%s", UNDO_NOT_KEPT);
+		r = cae__buf_printf(out, "\n%s", UNDO_NOT_KEPT);
 	return r;
 }
 
@@ -362,11 +362,11 @@ int cae__ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const 
 	_cleanup_free_ char *descr = NULL;
 	if (asprintf(&descr, "a snippet of %s", t.display) < 0)
 		return -ENOMEM;
-	r = cae_buf_printf(&out, "The file %s has been edited. ", t.display);
+	r = cae__buf_printf(&out, "The file %s has been edited. ", t.display);
 	if (r == 0)
 		r = snippet_output(ed, &out, parts, 3, descr, first_no);
 	if (r < 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r;
 	}
 	ed_seg segs[3] = {
@@ -379,10 +379,10 @@ int cae__ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const 
 	if (r == 0)
 		r = finish_edit_output(&out, REVIEW_HINT, kept);
 	if (r != 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r < 0 ? r : 0;
 	}
-	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL), "Successfully replaced text in %s",
+	return cae__ed_res_ok(res, cae__buf_steal(&out, NULL), "Successfully replaced text in %s",
 			      t.display);
 }
 
@@ -454,12 +454,12 @@ int cae__ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long l
 	size_t first_no = L >= SNIPPET_LINES ? L - SNIPPET_LINES + 1 : 1;
 	cae_buf out;
 	cae__ed_out_init(&out);
-	r = cae_buf_printf(&out, "The file %s has been edited. ", t.display);
+	r = cae__buf_printf(&out, "The file %s has been edited. ", t.display);
 	if (r == 0)
 		r = snippet_output(ed, &out, parts, nparts, "a snippet of the edited file",
 				   first_no);
 	if (r < 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r;
 	}
 	bool kept = false;
@@ -467,10 +467,10 @@ int cae__ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long l
 	if (r == 0)
 		r = finish_edit_output(&out, REVIEW_HINT_INSERT, kept);
 	if (r != 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r < 0 ? r : 0;
 	}
-	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+	return cae__ed_res_ok(res, cae__buf_steal(&out, NULL),
 			      "Successfully inserted text after line %lld in %s", line, t.display);
 }
 
@@ -487,7 +487,7 @@ static int changed_since(cae_editor *ed, const ed_target *t, uint64_t written)
 		return 1;
 	char *buf = NULL;
 	size_t n = 0;
-	int r = cae_read_fd(fd, ed->lim.max_file_bytes, &buf, &n);
+	int r = cae__read_fd(fd, ed->lim.max_file_bytes, &buf, &n);
 	if (r == -ENOMEM)
 		return r;
 	if (r < 0)
@@ -573,15 +573,15 @@ int cae__ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_re
 	}
 	cae_buf out;
 	cae__ed_out_init(&out);
-	r = cae_buf_printf(&out, "Last edit to %s undone successfully. ", t.display);
+	r = cae__buf_printf(&out, "Last edit to %s undone successfully. ", t.display);
 	if (r == 0)
 		r = cae__ed_make_output(ed, &out, data, len, t.display, 1,
 					cae__ed_count_lines(data, len), cae__ed_is_crlf(data, len));
 	cae__ed_spare_put(ed, data);
 	if (r < 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r;
 	}
-	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+	return cae__ed_res_ok(res, cae__buf_steal(&out, NULL),
 			      "Successfully reverted last edit to %s", t.display);
 }

@@ -131,7 +131,7 @@ typedef enum ed_path_error {
 
 #define ED_PATH_MAX CAE_PATH_MAX
 
-/* Turns the agent's path into a workspace-relative path (cae_path_lexical: empty and "."
+/* Turns the agent's path into a workspace-relative path (cae__path_lexical: empty and "."
  * components dropped, ".." kept for the resolver to judge, "" for the workspace itself);
  * also the display form's tail. An absolute path must start with the display root's
  * components. *rel is new. */
@@ -159,7 +159,7 @@ typedef struct ed_target {
 	}
 
 void cae__ed_target_clear(ed_target *t);
-/* Resolves the agent's path (len bytes) with cae_chase; with create, missing parent
+/* Resolves the agent's path (len bytes) with cae__chase; with create, missing parent
  * directories are made (in ed->create_txn when set). res->path names the target. Returns 0
  * (t filled), 1 (error result set), or -ENOMEM. */
 int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
@@ -283,7 +283,7 @@ typedef struct ed_seg {
 
 /* Writes the concatenation of segs to t (dfd/base) atomically: as a transaction of the
  * workspace's journal when there is one (ed->create_txn first), else with base/fs.h's
- * cae_write_atomic. With noreplace, only if base does not exist. mode is applied; with
+ * cae__write_atomic. With noreplace, only if base does not exist. mode is applied; with
  * owner, its uid/gid are kept where we can. With crlf, every "\n" is written as "\r\n".
  * hash (may be NULL) gets the ed_hash of the bytes written. Returns 0 or -errno. */
 int cae__ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs, size_t nsegs,

@@ -148,7 +148,7 @@ int cae__ed_res_ok(cae_editor_result *res, char *text, const char *fmt, ...)
 char *cae__ed_echo_str(const char *s, size_t n)
 {
 	size_t chars = 0;
-	size_t keep = cae_utf8_prefix_chars(s, n, ECHO_MAX_CHARS, &chars);
+	size_t keep = cae__utf8_prefix_chars(s, n, ECHO_MAX_CHARS, &chars);
 	if (keep == n)
 		return strndup(s, n);
 	char *r = NULL;
@@ -160,7 +160,7 @@ char *cae__ed_echo_str(const char *s, size_t n)
 
 void cae__ed_out_init(cae_buf *b)
 {
-	cae_buf_init(b, SIZE_MAX - 1);
+	cae__buf_init(b, SIZE_MAX - 1);
 }
 
 /* ---------------------------------------------------------------------------------------- */
@@ -217,8 +217,8 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 	ed->lim = lim;
 	/* Finishes what a process killed while editing this workspace left (a failure leaves
 	 * only temporary files, and the next open tries again). */
-	if (cae_wsj_open(fd, &ed->wsj) == 0)
-		(void)cae_wsj_recover(ed->wsj, NULL);
+	if (cae__wsj_open(fd, &ed->wsj) == 0)
+		(void)cae__wsj_recover(ed->wsj, NULL);
 	ed->root_fd = TAKE_FD(fd);
 	ed->root = TAKE_PTR(root);
 	return ed;
@@ -231,7 +231,7 @@ void cae_editor_free(cae_editor *ed)
 	if (ed->root_fd >= 0)
 		close(ed->root_fd);
 	cae__ed_undo_free(ed->undo);
-	cae_wsj_free(ed->wsj);
+	cae__wsj_free(ed->wsj);
 	free(ed->spare);
 	pthread_mutex_destroy(&ed->lock);
 	free(ed->root);

@@ -333,8 +333,8 @@ static int fill_file(void *ctx, int fd)
 		size_t total = 0;
 		for (size_t i = 0; i < fc->nsegs; i++)
 			total += fc->segs[i].n;
-		cae_buf_init(&b, SIZE_MAX - 1);
-		r = cae_buf_reserve(&b, total + total / 8 + 16);
+		cae__buf_init(&b, SIZE_MAX - 1);
+		r = cae__buf_reserve(&b, total + total / 8 + 16);
 		for (size_t i = 0; r == 0 && i < fc->nsegs; i++)
 			r = cae__ed_lf_to_crlf(&b, fc->segs[i].p, fc->segs[i].n);
 		ed_seg all = {b.data, b.len};
@@ -342,7 +342,7 @@ static int fill_file(void *ctx, int fd)
 			r = write_segs(fd, &all, 1);
 		if (r == 0)
 			hash_segs(fc->hs, &all, 1);
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 	} else {
 		r = write_segs(fd, fc->segs, fc->nsegs);
 		if (r == 0)
@@ -365,28 +365,28 @@ int cae__ed_write_atomic(cae_editor *ed, const ed_target *t, const ed_seg *segs,
 	fill_ctx fc = {segs, nsegs, crlf, owner, hash ? &hs : NULL};
 	int r;
 	cae_txn *tx = TAKE_PTR(ed->create_txn);
-	if (tx || (ed->wsj && cae_txn_begin(ed->wsj, &tx) == 0)) {
+	if (tx || (ed->wsj && cae__txn_begin(ed->wsj, &tx) == 0)) {
 		/* A staged file left by a crash is removed by the next recovery. */
-		int fd = cae_txn_stage(tx, t->dfd, t->dir ? t->dir : "", t->base,
-				       noreplace ? CAE_TXN_NOREPLACE : 0);
+		int fd = cae__txn_stage(tx, t->dfd, t->dir ? t->dir : "", t->base,
+					noreplace ? CAE_TXN_NOREPLACE : 0);
 		if (fd < 0) {
-			cae_txn_abort(tx);
+			cae__txn_abort(tx);
 			return fd;
 		}
 		r = fill_file(&fc, fd);
 		if (r == 0 && fchmod(fd, mode & 07777) < 0)
 			r = -errno;
-		int d = cae_txn_stage_done(tx, fd);
+		int d = cae__txn_stage_done(tx, fd);
 		if (r == 0)
 			r = d;
 		if (r < 0) {
-			cae_txn_abort(tx);
+			cae__txn_abort(tx);
 			return r;
 		}
-		r = cae_txn_commit(tx, NULL);
+		r = cae__txn_commit(tx, NULL);
 	} else {
-		r = cae_write_atomic(t->dfd, t->base, mode, noreplace ? CAE_WRITE_NOREPLACE : 0,
-				     fill_file, &fc);
+		r = cae__write_atomic(t->dfd, t->base, mode, noreplace ? CAE_WRITE_NOREPLACE : 0,
+				      fill_file, &fc);
 	}
 	if (r == 0 && hash)
 		*hash = cae__ed_hash_final(&hs);

@@ -1,6 +1,6 @@
 /* From the agent's path to a target in the workspace. The confinement itself is base/chase.h:
- * cae_path_lexical turns the path into a workspace-relative one (".." left for the resolver),
- * cae_chase resolves it beneath the workspace fd (openat2 RESOLVE_BENEATH, a final symbolic
+ * cae__path_lexical turns the path into a workspace-relative one (".." left for the resolver),
+ * cae__chase resolves it beneath the workspace fd (openat2 RESOLVE_BENEATH, a final symbolic
  * link followed by hand). What remains here is the editor's wording of each refusal and its
  * undo key. */
 #include "editor-internal.h"
@@ -24,15 +24,15 @@ char *cae__ed_path_root_normalize(const char *display_root)
 	if (!display_root || display_root[0] != '/')
 		return NULL;
 	char *root = NULL;
-	if (cae_path_lexical("/", NULL, display_root, strlen(display_root),
-			     CAE_PATH_FOLD_DOTDOT | CAE_PATH_ABSOLUTE, &root) < 0)
+	if (cae__path_lexical("/", NULL, display_root, strlen(display_root),
+			      CAE_PATH_FOLD_DOTDOT | CAE_PATH_ABSOLUTE, &root) < 0)
 		return NULL;
 	return root;
 }
 
 ed_path_error cae__ed_path_to_rel(const char *root, const char *path, size_t len, char **rel)
 {
-	switch (cae_path_lexical(root, NULL, path, len, CAE_PATH_UTF8, rel)) {
+	switch (cae__path_lexical(root, NULL, path, len, CAE_PATH_UTF8, rel)) {
 	case 0:
 		return ED_PATH_OK;
 	case -ENOENT:
@@ -52,7 +52,7 @@ ed_path_error cae__ed_path_to_rel(const char *root, const char *path, size_t len
 
 char *cae__ed_path_display(const char *root, const char *rel)
 {
-	return cae_path_join(root, rel);
+	return cae__path_join(root, rel);
 }
 
 void cae__ed_target_clear(ed_target *t)
@@ -164,9 +164,9 @@ int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, e
 	t->display = cae__ed_path_display(ed->root, rel);
 	if (!t->display)
 		return -ENOMEM;
-	_cleanup_(cae_chased_clear) cae_chased c = CAE_CHASED_INIT;
-	r = cae_chase(ed->root_fd, rel, CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0),
-		      ed->create_txn ? cae_txn_mkdir_hook : NULL, ed->create_txn, &c);
+	_cleanup_(cae__chased_clear) cae_chased c = CAE_CHASED_INIT;
+	r = cae__chase(ed->root_fd, rel, CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0),
+		       ed->create_txn ? cae__txn_mkdir_hook : NULL, ed->create_txn, &c);
 	if (r < 0)
 		return cae__ed_resolve_error(ed, res, t->display, r);
 	t->exists = c.exists;

@@ -91,7 +91,7 @@ static size_t scan_range(const char *s, size_t i, size_t n, bool final, ed_text_
 		}
 		if (!final && n - i < 4)
 			break; /* the sequence may go on in the next piece */
-		size_t l = cae_utf8_seq_len((const unsigned char *)s + i, n - i);
+		size_t l = cae__utf8_seq_len((const unsigned char *)s + i, n - i);
 		if (l == 0) {
 			info->bad_at = i;
 			break;
@@ -335,12 +335,12 @@ int cae__ed_lf_to_crlf(cae_buf *out, const char *s, size_t n)
 	while (p < end) {
 		const char *nl = memchr(p, '\n', (size_t)(end - p));
 		size_t seg = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		int r = cae_buf_append(out, p, seg);
+		int r = cae__buf_append(out, p, seg);
 		if (r < 0)
 			return r;
 		if (!nl)
 			break;
-		r = cae_buf_append(out, "\r\n", 2);
+		r = cae__buf_append(out, "\r\n", 2);
 		if (r < 0)
 			return r;
 		p = nl + 1;
@@ -387,7 +387,7 @@ int cae__ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no,
 	size_t used = 0, off = 0, no = first_no;
 	/* One allocation for the usual case: the text plus a prefix per short line. */
 	size_t guess = n < max_chars * 4 ? n : max_chars * 4;
-	int rr = cae_buf_reserve(out, guess + guess / 4 + 64);
+	int rr = cae__buf_reserve(out, guess + guess / 4 + 64);
 	if (rr < 0)
 		return rr;
 	while (off < n) {
@@ -406,21 +406,21 @@ int cae__ed_number_lines(cae_buf *out, const char *s, size_t n, size_t first_no,
 				return 0;
 			/* A first line longer than the whole budget: show its beginning. */
 			size_t room = max_chars > plen + 1 ? max_chars - plen - 1 : 0;
-			size_t keep = cae_utf8_prefix_chars(s + off, len, room, NULL);
-			int r = cae_buf_append(out, prefix, plen);
+			size_t keep = cae__utf8_prefix_chars(s + off, len, room, NULL);
+			int r = cae__buf_append(out, prefix, plen);
 			if (r == 0)
-				r = cae_buf_append(out, s + off, keep);
+				r = cae__buf_append(out, s + off, keep);
 			if (r == 0)
-				r = cae_buf_append(out, "\n", 1);
+				r = cae__buf_append(out, "\n", 1);
 			res->lines_shown = 1;
 			res->line_cut = true;
 			return r;
 		}
-		int r = cae_buf_append(out, prefix, plen);
+		int r = cae__buf_append(out, prefix, plen);
 		if (r == 0)
-			r = cae_buf_append(out, s + off, len);
+			r = cae__buf_append(out, s + off, len);
 		if (r == 0)
-			r = cae_buf_append(out, "\n", 1);
+			r = cae__buf_append(out, "\n", 1);
 		if (r < 0)
 			return r;
 		used += chars;

@@ -32,7 +32,7 @@ static const char CLIP_NOTE_CUT_FMT[] =
 int cae__ed_make_output(cae_editor *ed, cae_buf *out, const char *s, size_t n, const char *descr,
 			size_t first_no, size_t total_lines, bool strip_cr)
 {
-	int r = cae_buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
+	int r = cae__buf_printf(out, "Here's the result of running `cat -n` on %s:\n", descr);
 	if (r < 0)
 		return r;
 	ed_numbered nb;
@@ -43,8 +43,8 @@ int cae__ed_make_output(cae_editor *ed, cae_buf *out, const char *s, size_t n, c
 		return 0;
 	size_t last = first_no + nb.lines_shown - 1;
 	if (nb.line_cut)
-		return cae_buf_printf(out, CLIP_NOTE_CUT_FMT, last, ed->lim.max_output_chars);
-	return cae_buf_printf(out, CLIP_NOTE_FMT, first_no, last, total_lines, "", last + 1);
+		return cae__buf_printf(out, CLIP_NOTE_CUT_FMT, last, ed->lim.max_output_chars);
+	return cae__buf_printf(out, CLIP_NOTE_FMT, first_no, last, total_lines, "", last + 1);
 }
 
 typedef struct listing {
@@ -71,7 +71,7 @@ static int dent_cmp(const void *a, const void *b)
 static char *display_name(const char *name)
 {
 	size_t n;
-	char *s = cae_utf8_sanitize(name, strlen(name), &n);
+	char *s = cae__utf8_sanitize(name, strlen(name), &n);
 	if (!s)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
@@ -89,8 +89,8 @@ static int list_line(listing *ls, const char *path)
 		return 0;
 	}
 	ls->chars += chars;
-	int r = cae_buf_append(ls->out, path, len);
-	return r < 0 ? r : cae_buf_append(ls->out, "\n", 1);
+	int r = cae__buf_append(ls->out, path, len);
+	return r < 0 ? r : cae__buf_append(ls->out, "\n", 1);
 }
 
 static bool dent_is_dir(DIR *d, const struct dirent *de)
@@ -187,7 +187,7 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 	int r = read_entries(ls, d, shown, &ents, &n);
 	for (size_t i = 0; r == 0 && i < n && !ls->clipped; i++) {
 		_cleanup_free_ char *dn = display_name(ents[i].name);
-		_cleanup_free_ char *child = dn ? cae_path_join(shown, dn) : NULL;
+		_cleanup_free_ char *child = dn ? cae__path_join(shown, dn) : NULL;
 		if (!child) {
 			r = -ENOMEM;
 			break;
@@ -195,8 +195,8 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 		r = list_line(ls, child);
 		if (r == 0 && depth < 2 && ents[i].is_dir && !ls->clipped) {
 			/* O_NOFOLLOW: a symlink is listed, never descended (find -P). */
-			int sub = cae_open_beneath(dirfd(d), ents[i].name,
-						   O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
+			int sub = cae__open_beneath(dirfd(d), ents[i].name,
+						    O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0);
 			if (sub >= 0)
 				r = list_dir(ls, sub, child, depth + 1);
 		}
@@ -211,17 +211,18 @@ static int list_dir(listing *ls, int dfd, const char *shown, int depth)
 static int view_dir(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 {
 	/* base NULL: dfd is the directory itself */
-	int fd = t->base ? cae_open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
-			 : cae_open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY, 0);
+	int fd = t->base
+		     ? cae__open_beneath(t->dfd, t->base, O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0)
+		     : cae__open_beneath(t->dfd, ".", O_RDONLY | O_DIRECTORY, 0);
 	if (fd < 0)
 		return cae__ed_resolve_error(ed, res, t->display, fd);
 	cae_buf out;
 	cae__ed_out_init(&out);
 	listing ls = {.ed = ed, .out = &out};
-	int r = cae_buf_printf(&out,
-			       "Here's the files and directories up to 2 levels deep in %s, "
-			       "excluding hidden items:\n",
-			       t->display);
+	int r = cae__buf_printf(&out,
+				"Here's the files and directories up to 2 levels deep in %s, "
+				"excluding hidden items:\n",
+				t->display);
 	if (r == 0)
 		r = list_line(&ls, t->display);
 	if (r == 0)
@@ -229,7 +230,7 @@ static int view_dir(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 	else
 		close(fd);
 	if (r == 0 && ls.clipped)
-		r = cae_buf_printf(
+		r = cae__buf_printf(
 		    &out,
 		    "<response clipped><NOTE>Only part of this directory listing has "
 		    "been shown (the output limit is %zu characters). View a "
@@ -237,25 +238,26 @@ static int view_dir(cae_editor *ed, const ed_target *t, cae_editor_result *res)
 		    "or `ls`, to see the rest.</NOTE>\n",
 		    ed->lim.max_output_chars, t->display);
 	if (r == 0 && ls.capped_dir) {
-		r = cae_buf_printf(&out,
-				   "Note: %s has %zu entries; only the first %zu in name order are "
-				   "listed",
-				   ls.capped_dir, ls.capped_total, ed->lim.max_dir_entries);
+		r = cae__buf_printf(
+		    &out,
+		    "Note: %s has %zu entries; only the first %zu in name order are "
+		    "listed",
+		    ls.capped_dir, ls.capped_total, ed->lim.max_dir_entries);
 		if (r == 0 && ls.capped_more)
-			r = cae_buf_printf(&out, " (%zu more director%s cut the same way)",
-					   ls.capped_more,
-					   ls.capped_more == 1 ? "y was" : "ies were");
+			r = cae__buf_printf(&out, " (%zu more director%s cut the same way)",
+					    ls.capped_more,
+					    ls.capped_more == 1 ? "y was" : "ies were");
 		if (r == 0)
-			r = cae_buf_puts(&out, ". Use a shell command such as `ls` to see all.\n");
+			r = cae__buf_puts(&out, ". Use a shell command such as `ls` to see all.\n");
 	}
 	free(ls.capped_dir);
 	if (r == 0)
-		r = cae_buf_append(&out, "\n", 1);
+		r = cae__buf_append(&out, "\n", 1);
 	if (r < 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r;
 	}
-	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL),
+	return cae__ed_res_ok(res, cae__buf_steal(&out, NULL),
 			      "Directory listing for %s:", t->display);
 }
 
@@ -311,17 +313,17 @@ static int view_file(cae_editor *ed, const ed_target *t, const long long *range,
 	r = cae__ed_make_output(ed, &out, l.text + start_off, end_off - start_off, t->display,
 				first, nlines, l.crlf);
 	if (r == 0 && clamped)
-		r = cae_buf_printf(
+		r = cae__buf_printf(
 		    &out,
 		    "Note: `view_range` [%lld, %lld] goes past the end of the file, "
 		    "which has %zu lines; lines %zu-%zu are shown. Use -1 as the second "
 		    "element to view up to the end of the file.\n",
 		    range[0], range[1], nlines, first, nlines);
 	if (r < 0) {
-		cae_buf_clear(&out);
+		cae__buf_clear(&out);
 		return r;
 	}
-	return cae__ed_res_ok(res, cae_buf_steal(&out, NULL), "File content:");
+	return cae__ed_res_ok(res, cae__buf_steal(&out, NULL), "File content:");
 }
 
 int cae__ed_do_view(cae_editor *ed, const char *path, size_t plen, const long long *range,

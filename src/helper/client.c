@@ -93,7 +93,7 @@ int cae_helper_start(const char *const *argv, const char *const *envp, int64_t t
 	int r = cae_runner_service_start(argv, envp, theirs, &pid, err);
 	if (r < 0)
 		return r;
-	cae_closep(&theirs);
+	cae__closep(&theirs);
 	theirs = -1;
 	/* The greeting says the helper runs (the wrapper, e.g. bwrap, set it up). */
 	struct pollfd p = {.fd = mine, .events = POLLIN};
@@ -161,16 +161,16 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	if (!cae_helper_alive(h))
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf req;
-	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	int r = cae__helper_encode_request(spec, NULL, &req);
 	if (r < 0) {
-		cae_buf_clear(&req);
+		cae__buf_clear(&req);
 		return cae_error_set(err, r == -E2BIG ? -E2BIG : r,
 				     "command too large for cae-helper");
 	}
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, sv) < 0) {
-		cae_buf_clear(&req);
+		cae__buf_clear(&req);
 		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
 	}
 	_cleanup_close_ int fd = sv[0];
@@ -189,7 +189,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 	r = cae__helper_send_fd(h->ctl, sv[1]);
 	close(sv[1]);
 	if (r < 0) {
-		cae_buf_clear(&req);
+		cae__buf_clear(&req);
 		atomic_store(&h->dead, true);
 		return cae_error_set(err, -EPIPE, "cae-helper is gone: %s", strerror(-r));
 	}
@@ -201,7 +201,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		max_body = CAE_HELPER_MAX_FRAME;
 	int64_t guard_ns = INT64_MAX;
 	if (spec->timeout_ms > 0)
-		guard_ns = cae_now_ns() +
+		guard_ns = cae__now_ns() +
 			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 			       1000000LL;
@@ -220,16 +220,16 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		int np = 1;
 		if (spec->cancel_fd >= 0 && !cancel_sent)
 			p[np++] = (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (now >= guard_ns) {
 			r = cae_error_set(err, -ETIMEDOUT, "cae-helper did not answer in time");
 			break;
 		}
-		int tmo = cae_poll_timeout_ms(guard_ns, now);
+		int tmo = cae__poll_timeout_ms(guard_ns, now);
 		int pr;
 		if (spin_until == 0)
-			spin_until = cae_now_ns() + SPIN_NS;
-		if (cae_now_ns() < spin_until) {
+			spin_until = cae__now_ns() + SPIN_NS;
+		if (cae__now_ns() < spin_until) {
 			pr = poll(p, (nfds_t)np, 0);
 			if (pr == 0) {
 				sched_yield();
@@ -306,7 +306,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 		if (hdr_got == sizeof(hdr) && body_got == body_len)
 			break;
 	}
-	cae_buf_clear(&req);
+	cae__buf_clear(&req);
 	if (r < 0) {
 		/* A helper that breaks the protocol or hangs is not trusted with another
 		 * command: the owner stops it (cae_helper_stop kills what is left). */

@@ -126,16 +126,16 @@ int cae__helper_init_main(int argc, char **argv)
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		sigaddset(&set, sigs[i]);
 	sigprocmask(SIG_BLOCK, &set, NULL);
-	int64_t last_contact = cae_now_ns();
+	int64_t last_contact = cae__now_ns();
 	for (;;) {
 		struct timespec tick = {TICK_MS / 1000, (TICK_MS % 1000) * 1000000L};
 		int sig = sigtimedwait(&set, NULL, &tick);
 		if (sig == SIGUSR1)
-			last_contact = cae_now_ns();
+			last_contact = cae__now_ns();
 		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
 			kill(-1, SIGTERM);
-			int64_t until = cae_now_ns() + TERM_GRACE_MS * 1000000LL;
-			while (cae_now_ns() < until) {
+			int64_t until = cae__now_ns() + TERM_GRACE_MS * 1000000LL;
+			while (cae__now_ns() < until) {
 				reap();
 				if (kill(-1, 0) < 0 && errno == ESRCH)
 					break;
@@ -148,7 +148,7 @@ int cae__helper_init_main(int argc, char **argv)
 		reap();
 		if (sig < 0 || sig == SIGCHLD)
 			kill_orphans();
-		if (lifetime_s > 0 && cae_now_ns() - last_contact > lifetime_s * 1000000000LL) {
+		if (lifetime_s > 0 && cae__now_ns() - last_contact > lifetime_s * 1000000000LL) {
 			kill(-1, SIGKILL);
 			reap();
 			return CAE_HELPER_INIT_EXPIRED;

@@ -220,9 +220,9 @@ int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_hel
 		return cae_error_set(err, -EAGAIN, "cannot start the helper channel's reader");
 	}
 	m->reader_started = true;
-	int64_t deadline = cae_now_ns() + timeout_ms * 1000000LL;
+	int64_t deadline = cae__now_ns() + timeout_ms * 1000000LL;
 	pthread_mutex_lock(&m->lock);
-	while (!m->greeted && !atomic_load(&m->dead) && cae_now_ns() < deadline) {
+	while (!m->greeted && !atomic_load(&m->dead) && cae__now_ns() < deadline) {
 		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 		pthread_cond_timedwait(&m->cond, &m->lock, &ts);
 	}
@@ -294,13 +294,13 @@ static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int64_t d
 			return 0;
 		if (dead)
 			return acked ? -ECONNRESET : -EPIPE;
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
 		struct pollfd p[2] = {{.fd = c->ev, .events = POLLIN},
 				      {.fd = cancel_fd, .events = POLLIN}};
 		nfds_t np = cancel_fd >= 0 && !cancel_sent ? 2 : 1;
-		int pr = poll(p, np, cae_poll_timeout_ms(deadline_ns, now));
+		int pr = poll(p, np, cae__poll_timeout_ms(deadline_ns, now));
 		if (pr < 0 && errno != EINTR)
 			return -errno;
 		if (pr > 0 && (p[0].revents & POLLIN)) {
@@ -328,11 +328,11 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 	if (!cae_helper_mux_alive(m))
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf req;
-	cae_buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	cae_helper_request_extra x = {.env_add = env_add, .confine = confine};
 	int r = cae__helper_encode_request(spec, &x, &req);
 	if (r < 0) {
-		cae_buf_clear(&req);
+		cae__buf_clear(&req);
 		return cae_error_set(err, r, "command too large for cae-helper");
 	}
 	/* The answer holds both streams, each up to 3 bytes per byte kept (U+FFFD). */
@@ -340,15 +340,15 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 	    3ull * (cap_or_default(spec->max_stdout) + cap_or_default(spec->max_stderr)) + 65536;
 	struct call *c = call_new(m, MIN(max_body, (uint64_t)CAE_HELPER_MAX_FRAME));
 	if (!c) {
-		cae_buf_clear(&req);
+		cae__buf_clear(&req);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	r = send_frame(m, CAE_MUX_RUN, c->id, req.data + CAE_HELPER_FRAME_HEADER,
 		       req.len - CAE_HELPER_FRAME_HEADER);
-	cae_buf_clear(&req);
+	cae__buf_clear(&req);
 	int64_t deadline = INT64_MAX;
 	if (spec->timeout_ms > 0)
-		deadline = cae_now_ns() +
+		deadline = cae__now_ns() +
 			   (spec->timeout_ms + MAX(spec->grace_ms, CAE_RUNNER_DEFAULT_GRACE_MS) +
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 			       1000000LL;
@@ -391,22 +391,22 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 	if (!cae_helper_mux_alive(m))
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	cae_buf q;
-	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	int r = cae__helper_encode_edit(root, limits, req, &q);
 	if (r < 0) {
-		cae_buf_clear(&q);
+		cae__buf_clear(&q);
 		return cae_error_set(err, r, "edit too large for cae-helper");
 	}
 	struct call *c = call_new(m, CAE_HELPER_MAX_FRAME);
 	if (!c) {
-		cae_buf_clear(&q);
+		cae__buf_clear(&q);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	r = send_frame(m, CAE_MUX_EDIT, c->id, q.data + CAE_HELPER_FRAME_HEADER,
 		       q.len - CAE_HELPER_FRAME_HEADER);
-	cae_buf_clear(&q);
+	cae__buf_clear(&q);
 	if (r == 0)
-		r = wait_call(m, c, -1, cae_now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+		r = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
 	else
 		r = -EPIPE;
 	if (r == 0 && c->type != CAE_MUX_EDIT_RESULT)
@@ -437,22 +437,22 @@ int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *fq, cae_fs_reply 
 	if (!cae_helper_mux_alive(m))
 		return cae_error_set(err, -ECONNRESET, "cae-helper is gone");
 	cae_buf q;
-	cae_buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&q, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	int r = cae__helper_encode_fs(fq, &q);
 	if (r < 0) {
-		cae_buf_clear(&q);
+		cae__buf_clear(&q);
 		return cae_error_set(err, r, "file operation too large for cae-helper");
 	}
 	struct call *c = call_new(m, fq->op == CAE_FS_READ ? fq->max + 65536 : 65536);
 	if (!c) {
-		cae_buf_clear(&q);
+		cae__buf_clear(&q);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	r = send_frame(m, CAE_MUX_FS, c->id, q.data + CAE_HELPER_FRAME_HEADER,
 		       q.len - CAE_HELPER_FRAME_HEADER);
-	cae_buf_clear(&q);
+	cae__buf_clear(&q);
 	if (r == 0)
-		r = wait_call(m, c, -1, cae_now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+		r = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
 	else
 		r = -EPIPE;
 	if (r == 0 && c->type != CAE_MUX_FS_RESULT)
@@ -491,7 +491,7 @@ int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = send_frame(m, CAE_MUX_PING, c->id, NULL, 0);
 	if (r == 0)
-		r = wait_call(m, c, -1, cae_now_ns() + timeout_ms * 1000000LL);
+		r = wait_call(m, c, -1, cae__now_ns() + timeout_ms * 1000000LL);
 	call_free(m, c);
 	return r < 0 ? cae_error_set(err, r, "cae-helper did not answer a ping") : 0;
 }

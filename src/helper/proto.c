@@ -64,9 +64,9 @@ static int put_field(cae_buf *b, int tag, const void *data, size_t len)
 	unsigned char h[5];
 	h[0] = (unsigned char)tag;
 	put_u32(h + 1, (uint32_t)len);
-	int r = cae_buf_append(b, h, sizeof(h));
+	int r = cae__buf_append(b, h, sizeof(h));
 	if (r == 0 && len)
-		r = cae_buf_append(b, data, len);
+		r = cae__buf_append(b, data, len);
 	return r;
 }
 
@@ -99,7 +99,7 @@ static int begin_frame(cae_buf *b, char type, size_t *at)
 {
 	*at = b->len;
 	unsigned char h[5] = {0, 0, 0, 0, (unsigned char)type};
-	int r = cae_buf_append(b, h, sizeof(h));
+	int r = cae__buf_append(b, h, sizeof(h));
 	return r == 0 && b->truncated ? -E2BIG : r;
 }
 
@@ -200,7 +200,7 @@ static int push(char ***v, size_t *n, size_t *cap, const unsigned char *d, size_
 		*v = nv;
 		*cap = nc;
 	}
-	char *s = cae_memdup0(d, len);
+	char *s = cae__memdup0(d, len);
 	if (!s)
 		return -ENOMEM;
 	(*v)[(*n)++] = s;
@@ -236,18 +236,18 @@ static int req_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 			   : 0;
 	case RQ_CONFINE:
 		free(q->confine);
-		q->confine = cae_memdup0(d, len);
+		q->confine = cae__memdup0(d, len);
 		return q->confine ? 0 : -ENOMEM;
 	case RQ_ENV_SET:
 		c->env_set = true;
 		return 0;
 	case RQ_CWD:
 		free(q->cwd);
-		q->cwd = cae_memdup0(d, len);
+		q->cwd = cae__memdup0(d, len);
 		return q->cwd ? 0 : -ENOMEM;
 	case RQ_STDIN:
 		free(q->stdin_data);
-		q->stdin_data = cae_memdup0(d, len);
+		q->stdin_data = cae__memdup0(d, len);
 		if (!q->stdin_data)
 			return -ENOMEM;
 		q->spec.has_stdin = true;
@@ -387,10 +387,10 @@ struct resp_ctx {
 static int copy_message(char *dst, size_t size, const unsigned char *d, size_t len)
 {
 	size_t n;
-	_cleanup_free_ char *m = cae_utf8_sanitize((const char *)d, MIN(len, 4096), &n);
+	_cleanup_free_ char *m = cae__utf8_sanitize((const char *)d, MIN(len, 4096), &n);
 	if (!m)
 		return -ENOMEM;
-	n = cae_utf8_floor(m, MIN(n, size - 1));
+	n = cae__utf8_floor(m, MIN(n, size - 1));
 	for (size_t i = 0; i < n; i++)
 		dst[i] = m[i] ? m[i] : ' ';
 	dst[n] = '\0';
@@ -400,11 +400,11 @@ static int copy_message(char *dst, size_t size, const unsigned char *d, size_t l
 /* Outputs come from inside the sandbox: keep them valid UTF-8 whatever was sent. */
 static char *utf8_copy(const unsigned char *d, size_t n, size_t *out_len)
 {
-	if (cae_utf8_is_valid((const char *)d, n)) {
+	if (cae__utf8_is_valid((const char *)d, n)) {
 		*out_len = n;
-		return cae_memdup0(d, n);
+		return cae__memdup0(d, n);
 	}
-	return cae_utf8_sanitize((const char *)d, n, out_len);
+	return cae__utf8_sanitize((const char *)d, n, out_len);
 }
 
 static int resp_field(void *ud, int tag, const unsigned char *d, size_t len, cae_error *err)
@@ -628,7 +628,7 @@ int cae__helper_encode_edit(const char *root, const cae_editor_limits *l,
 static int set_copy(char **dst, const unsigned char *d, size_t len)
 {
 	free(*dst);
-	*dst = cae_memdup0(d, len);
+	*dst = cae__memdup0(d, len);
 	return *dst ? 0 : -ENOMEM;
 }
 
@@ -975,7 +975,7 @@ static int fsr_field(void *ud, int tag, const unsigned char *d, size_t len, cae_
 		return copy_message(c->message, sizeof(c->message), d, len);
 	case FSR_DATA:
 		free(c->rep->data);
-		c->rep->data = cae_memdup0(d, len);
+		c->rep->data = cae__memdup0(d, len);
 		c->rep->len = len;
 		return c->rep->data ? 0 : -ENOMEM;
 	case FSR_STATUS:

@@ -146,7 +146,7 @@ int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool
 	int r = cae__helper_encode_response(status, err.message, &res, out);
 	if (r == -E2BIG && status == 0) {
 		/* Outputs past what a frame holds (caps above the frame limit): say so. */
-		cae_buf_clear(out); /* the maximum is kept */
+		cae__buf_clear(out); /* the maximum is kept */
 		cae_error_set(&err, -E2BIG, "command output too large for the helper channel");
 		r = cae__helper_encode_response(-E2BIG, err.message, NULL, out);
 	}
@@ -163,11 +163,11 @@ static bool ack_on_socket(void *ud)
 static void serve_one(int fd)
 {
 	unsigned char hdr[CAE_HELPER_FRAME_HEADER];
-	if (cae_read_exact(fd, hdr, sizeof(hdr)) < 0)
+	if (cae__read_exact(fd, hdr, sizeof(hdr)) < 0)
 		return;
 	uint32_t len = cae__helper_frame_length(hdr);
 	cae_buf out;
-	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	int r;
 	if (len > CAE_HELPER_MAX_FRAME) {
 		if (!ack_on_socket(&fd))
@@ -179,7 +179,7 @@ static void serve_one(int fd)
 			if (!ack_on_socket(&fd))
 				return;
 			r = cae__helper_encode_response(-ENOMEM, "out of memory", NULL, &out);
-		} else if (cae_read_exact(fd, body, len) < 0) {
+		} else if (cae__read_exact(fd, body, len) < 0) {
 			return;
 		} else {
 			r = cae__helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,
@@ -188,7 +188,7 @@ static void serve_one(int fd)
 	}
 	if (r == 0)
 		(void)send_full(fd, out.data, out.len);
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 }
 
 /* At the end: every command still running, with its descendants, is killed. */
@@ -228,7 +228,7 @@ static void *worker(void *arg)
 	for (;;) {
 		int fd = cae__helper_recv_fd(sv->ctl);
 		pthread_mutex_lock(&sv->lock);
-		sv->last_activity_ns = cae_now_ns();
+		sv->last_activity_ns = cae__now_ns();
 		if (fd < 0 && fd != -1) {
 			/* End of file (or a broken channel): every worker sees it and ends. */
 			if (!sv->ended) {
@@ -256,7 +256,7 @@ static void *worker(void *arg)
 
 		pthread_mutex_lock(&sv->lock);
 		sv->running--;
-		sv->last_activity_ns = cae_now_ns();
+		sv->last_activity_ns = cae__now_ns();
 		bool leave = sv->idle >= MAX_IDLE_WORKERS || sv->ended;
 		if (leave)
 			sv->threads--;
@@ -281,7 +281,7 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 	if (!sv)
 		return -ENOMEM;
 	sv->ctl = ctl;
-	sv->last_activity_ns = cae_now_ns();
+	sv->last_activity_ns = cae__now_ns();
 	pthread_mutex_init(&sv->lock, NULL);
 	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
@@ -304,12 +304,12 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 			continue;
 		}
 		int64_t until = sv->last_activity_ns + max_idle_ms * 1000000LL;
-		if (sv->running == 0 && cae_now_ns() >= until) {
+		if (sv->running == 0 && cae__now_ns() >= until) {
 			ret = -ETIMEDOUT;
 			break;
 		}
 		if (sv->running > 0)
-			until = cae_now_ns() + max_idle_ms * 1000000LL;
+			until = cae__now_ns() + max_idle_ms * 1000000LL;
 		struct timespec ts = {until / 1000000000LL, until % 1000000000LL};
 		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
 	}
@@ -322,8 +322,8 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 	shutdown(ctl, SHUT_RDWR);
 	kill_children();
 	pthread_mutex_lock(&sv->lock);
-	int64_t deadline = cae_now_ns() + 2000 * 1000000LL;
-	while (sv->threads > 0 && cae_now_ns() < deadline) {
+	int64_t deadline = cae__now_ns() + 2000 * 1000000LL;
+	while (sv->threads > 0 && cae__now_ns() < deadline) {
 		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 		pthread_cond_timedwait(&sv->cond, &sv->lock, &ts);
 	}

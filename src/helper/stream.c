@@ -89,9 +89,9 @@ static int send_frame(struct stream *st, char type, uint32_t id, const void *p, 
 	unsigned char h[CAE_MUX_HEADER];
 	cae__mux_header(h, type, id, (uint32_t)n);
 	pthread_mutex_lock(&st->wlock);
-	int r = st->broken ? -EPIPE : cae_write_all(st->out, h, sizeof(h));
+	int r = st->broken ? -EPIPE : cae__write_all(st->out, h, sizeof(h));
 	if (r == 0 && n)
-		r = cae_write_all(st->out, p, n);
+		r = cae__write_all(st->out, p, n);
 	pthread_mutex_unlock(&st->wlock);
 	if (r < 0) {
 		pthread_mutex_lock(&st->lock);
@@ -214,7 +214,7 @@ static void *job_main(void *arg)
 	struct job *j = arg;
 	struct stream *st = j->st;
 	cae_buf out;
-	cae_buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
+	cae__buf_init(&out, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	if (j->type == CAE_MUX_FS) {
 		if (handle_fs(st, j->body, j->len, &out) == 0)
 			(void)send_frame(st, CAE_MUX_FS_RESULT, j->id,
@@ -230,7 +230,7 @@ static void *job_main(void *arg)
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 	pthread_mutex_lock(&st->lock);
 	for (struct sreq **p = &st->reqs; *p; p = &(*p)->next) {
 		if ((*p)->id == j->id) {
@@ -344,9 +344,9 @@ static void *cred_conn_main(void *arg)
 	st->creds = &c;
 	pthread_mutex_unlock(&st->lock);
 	if (req && send_frame(st, CAE_MUX_CREDENTIAL, c.id, req, n) == 0) {
-		int64_t deadline = cae_now_ns() + CRED_WAIT_MS * 1000000LL;
+		int64_t deadline = cae__now_ns() + CRED_WAIT_MS * 1000000LL;
 		pthread_mutex_lock(&st->lock);
-		while (!c.done && !st->broken && cae_now_ns() < deadline) {
+		while (!c.done && !st->broken && cae__now_ns() < deadline) {
 			struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 			pthread_cond_timedwait(&st->cond, &st->lock, &ts);
 		}
@@ -360,7 +360,7 @@ static void *cred_conn_main(void *arg)
 		}
 	pthread_mutex_unlock(&st->lock);
 	if (c.reply)
-		(void)cae_write_all(fd, c.reply, c.len);
+		(void)cae__write_all(fd, c.reply, c.len);
 	free(c.reply);
 	free(req);
 	close(fd);
@@ -490,7 +490,7 @@ int cae__helper_credential_main(int argc, char **argv)
 			break;
 		n += (size_t)k;
 	}
-	if (cae_write_all(fd, buf, n) < 0)
+	if (cae__write_all(fd, buf, n) < 0)
 		return 0;
 	shutdown(fd, SHUT_WR);
 	n = 0;
@@ -507,7 +507,7 @@ int cae__helper_credential_main(int argc, char **argv)
 				"(github.token or gitlab.token in cae's configuration)\n");
 		return 0;
 	}
-	return cae_write_all(1, buf, n) < 0 ? 1 : 0;
+	return cae__write_all(1, buf, n) < 0 ? 1 : 0;
 }
 
 int cae__helper_serve_stream(int in, int out, int heartbeat_s)
@@ -530,23 +530,23 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	int ret = send_frame(&st, CAE_MUX_HELLO, 0, hello, (size_t)hl);
 	if (heartbeat_s > 0)
 		kill(1, SIGUSR1);
-	int64_t next_beat = cae_now_ns() + (int64_t)heartbeat_s * 1000000000LL;
+	int64_t next_beat = cae__now_ns() + (int64_t)heartbeat_s * 1000000000LL;
 	while (ret == 0) {
 		struct pollfd pfd = {.fd = in, .events = POLLIN};
-		int tmo = heartbeat_s > 0 ? cae_poll_timeout_ms(next_beat, cae_now_ns()) : -1;
+		int tmo = heartbeat_s > 0 ? cae__poll_timeout_ms(next_beat, cae__now_ns()) : -1;
 		int pr = poll(&pfd, 1, tmo);
 		if (pr < 0 && errno != EINTR) {
 			ret = -errno;
 			break;
 		}
-		if (heartbeat_s > 0 && cae_now_ns() >= next_beat) {
+		if (heartbeat_s > 0 && cae__now_ns() >= next_beat) {
 			kill(1, SIGUSR1);
-			next_beat = cae_now_ns() + (int64_t)heartbeat_s * 1000000000LL;
+			next_beat = cae__now_ns() + (int64_t)heartbeat_s * 1000000000LL;
 		}
 		if (pr <= 0)
 			continue;
 		unsigned char h[CAE_MUX_HEADER];
-		int r = cae_read_exact(in, h, sizeof(h));
+		int r = cae__read_exact(in, h, sizeof(h));
 		if (r < 0) {
 			ret = r == -EPIPE ? 0 : r;
 			break;
@@ -562,7 +562,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 			ret = -ENOMEM;
 			break;
 		}
-		r = cae_read_exact(in, body, n);
+		r = cae__read_exact(in, body, n);
 		if (r < 0) {
 			free(body);
 			ret = r == -EPIPE ? 0 : r;
@@ -572,7 +572,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 		case CAE_MUX_FS:
 			if (start_job(&st, CAE_MUX_FS, id, body, n) < 0) {
 				cae_buf e;
-				cae_buf_init(&e, 4096);
+				cae__buf_init(&e, 4096);
 				if (cae__helper_encode_fs_result(-EAGAIN,
 								 "cae-helper: cannot start a "
 								 "thread",
@@ -580,13 +580,13 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 					(void)send_frame(&st, CAE_MUX_FS_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,
 							 e.len - CAE_HELPER_FRAME_HEADER);
-				cae_buf_clear(&e);
+				cae__buf_clear(&e);
 			}
 			break;
 		case CAE_MUX_EDIT:
 			if (start_job(&st, CAE_MUX_EDIT, id, body, n) < 0) {
 				cae_buf e;
-				cae_buf_init(&e, 4096);
+				cae__buf_init(&e, 4096);
 				if (cae__helper_encode_edit_result(-EAGAIN,
 								   "cae-helper: cannot start "
 								   "a thread",
@@ -594,13 +594,13 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 					(void)send_frame(&st, CAE_MUX_EDIT_RESULT, id,
 							 e.data + CAE_HELPER_FRAME_HEADER,
 							 e.len - CAE_HELPER_FRAME_HEADER);
-				cae_buf_clear(&e);
+				cae__buf_clear(&e);
 			}
 			break;
 		case CAE_MUX_RUN:
 			if (start_job(&st, CAE_MUX_RUN, id, body, n) < 0) {
 				cae_buf e;
-				cae_buf_init(&e, 4096);
+				cae__buf_init(&e, 4096);
 				if (cae__helper_encode_response(-EAGAIN,
 								"cae-helper: cannot start "
 								"a thread",
@@ -610,7 +610,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 							 e.data + CAE_HELPER_FRAME_HEADER,
 							 e.len - CAE_HELPER_FRAME_HEADER);
 				}
-				cae_buf_clear(&e);
+				cae__buf_clear(&e);
 			}
 			break;
 		case CAE_MUX_CANCEL:
@@ -631,8 +631,8 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	/* The manager is gone (or broke the protocol): every command ends. */
 	cancel(&st, 0, true);
 	pthread_mutex_lock(&st.lock);
-	int64_t deadline = cae_now_ns() + END_WAIT_MS * 1000000LL;
-	while (st.running > 0 && cae_now_ns() < deadline) {
+	int64_t deadline = cae__now_ns() + END_WAIT_MS * 1000000LL;
+	while (st.running > 0 && cae__now_ns() < deadline) {
 		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 		pthread_cond_timedwait(&st.cond, &st.lock, &ts);
 	}

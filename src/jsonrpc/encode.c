@@ -132,7 +132,7 @@ static int put_escaped(struct out *o, const char *str, size_t n)
 		if (i == n)
 			break;
 		if (byte_class[s[i]] == 2) {
-			size_t l = cae_utf8_seq_len(s + i, n - i);
+			size_t l = cae__utf8_seq_len(s + i, n - i);
 			if (l == 0)
 				return NOT_FAST;
 			for (size_t k = 0; k < l; k++)

@@ -362,7 +362,7 @@ static json_t *string_repaired(const char *s)
 	if (j)
 		return j;
 	size_t n;
-	_cleanup_free_ char *fixed = cae_utf8_sanitize(s, strlen(s), &n);
+	_cleanup_free_ char *fixed = cae__utf8_sanitize(s, strlen(s), &n);
 	return fixed ? json_stringn(fixed, n) : NULL;
 }
 

@@ -133,13 +133,13 @@ static void emit(cae_log *log, cae_log_level level, const char *event, json_t *f
 		 const char *fmt, va_list ap)
 {
 	char ts[40];
-	cae_iso8601_now(ts, sizeof(ts));
+	cae__iso8601_now(ts, sizeof(ts));
 	cae_buf msg;
-	cae_buf_init(&msg, CAE_LOG_MAX_STRING + 1);
+	cae__buf_init(&msg, CAE_LOG_MAX_STRING + 1);
 	/* a log message is cut at the cap, and empty when memory runs out: the line is still
 	 * written with its event and fields */
 	if (fmt)
-		DISCARD_RESULT(cae_buf_vprintf(&msg, fmt, ap));
+		DISCARD_RESULT(cae__buf_vprintf(&msg, fmt, ap));
 
 	/* The line is built and masked outside the lock: only the write is serialised. */
 	json_t *line = json_object();
@@ -174,7 +174,7 @@ static void emit(cae_log *log, cae_log_level level, const char *event, json_t *f
 				withnl[n] = '\n';
 				withnl[n + 1] = '\0';
 				pthread_mutex_lock(&log->lock);
-				(void)cae_write_all(log->fd, withnl, n + 1);
+				(void)cae__write_all(log->fd, withnl, n + 1);
 				pthread_mutex_unlock(&log->lock);
 				s = withnl;
 			}
@@ -182,7 +182,7 @@ static void emit(cae_log *log, cae_log_level level, const char *event, json_t *f
 		}
 		json_decref(line);
 	}
-	cae_buf_clear(&msg);
+	cae__buf_clear(&msg);
 }
 
 void cae_log_eventv(cae_log *log, cae_log_level level, const char *event, const char *fmt,

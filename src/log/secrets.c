@@ -139,13 +139,13 @@ static int mask_urls(cae_buf *out, const char *text, size_t len)
 		}
 		if (at == SIZE_MAX || at == auth)
 			continue;
-		if ((r = cae_buf_append(out, text + last, auth - last)) < 0 ||
-		    (r = cae_buf_append(out, "***", 3)) < 0)
+		if ((r = cae__buf_append(out, text + last, auth - last)) < 0 ||
+		    (r = cae__buf_append(out, "***", 3)) < 0)
 			return r;
 		last = at; /* the '@' and what follows are kept */
 		i = at + 1;
 	}
-	return cae_buf_append(out, text + last, len - last);
+	return cae__buf_append(out, text + last, len - last);
 }
 
 /* The secrets pass; the caller holds s->lock (or s is NULL). Takes *data (malloc'd). */
@@ -160,23 +160,23 @@ static int mask_secrets_locked(const cae_secrets *s, char **data, size_t *len)
 		if (!hit)
 			continue;
 		cae_buf b;
-		cae_buf_init(&b, SIZE_MAX);
+		cae__buf_init(&b, SIZE_MAX);
 		int r = 0;
 		while (hit && r >= 0) {
-			r = cae_buf_append(&b, p, (size_t)(hit - p));
+			r = cae__buf_append(&b, p, (size_t)(hit - p));
 			if (r >= 0)
-				r = cae_buf_append(&b, "***", 3);
+				r = cae__buf_append(&b, "***", 3);
 			p = hit + sec->len;
 			hit = memmem(p, (size_t)(end - p), sec->s, sec->len);
 		}
 		if (r >= 0)
-			r = cae_buf_append(&b, p, (size_t)(end - p));
+			r = cae__buf_append(&b, p, (size_t)(end - p));
 		if (r < 0) {
-			cae_buf_clear(&b);
+			cae__buf_clear(&b);
 			return r;
 		}
 		size_t n;
-		char *nd = cae_buf_steal(&b, &n);
+		char *nd = cae__buf_steal(&b, &n);
 		if (!nd)
 			return -ENOMEM;
 		free(*data);
@@ -189,13 +189,13 @@ static int mask_secrets_locked(const cae_secrets *s, char **data, size_t *len)
 static char *mask_locked(const cae_secrets *s, const char *text, size_t len, size_t *out_len)
 {
 	cae_buf b;
-	cae_buf_init(&b, SIZE_MAX);
+	cae__buf_init(&b, SIZE_MAX);
 	if (mask_urls(&b, text, len) < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
 	size_t n;
-	char *data = cae_buf_steal(&b, &n);
+	char *data = cae__buf_steal(&b, &n);
 	if (!data)
 		return NULL;
 	if (mask_secrets_locked(s, &data, &n) < 0) {
@@ -231,14 +231,14 @@ static json_t *json_string_locked(const cae_secrets *s, const char *text, size_t
 		return NULL;
 	static const char mark[] = "...[truncated]";
 	if (max_bytes >= sizeof(mark) && n > max_bytes) {
-		n = cae_utf8_floor(red, max_bytes - (sizeof(mark) - 1));
+		n = cae__utf8_floor(red, max_bytes - (sizeof(mark) - 1));
 		memcpy(red + n, mark, sizeof(mark));
 		n += sizeof(mark) - 1;
 	}
-	if (cae_utf8_is_valid(red, n))
+	if (cae__utf8_is_valid(red, n))
 		return json_stringn(red, n);
 	size_t m;
-	_cleanup_free_ char *clean = cae_utf8_sanitize(red, n, &m);
+	_cleanup_free_ char *clean = cae__utf8_sanitize(red, n, &m);
 	return clean ? json_stringn(clean, m) : NULL;
 }
 

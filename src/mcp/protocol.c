@@ -153,9 +153,9 @@ static json_t *text_json(const char *s, const json_t *structured)
 	if (json_is_string(out) && json_string_length(out) == n &&
 	    memcmp(json_string_value(out), s, n) == 0)
 		return json_incref(out);
-	if (cae_utf8_is_valid(s, n))
+	if (cae__utf8_is_valid(s, n))
 		return json_stringn_nocheck(s, n);
-	_cleanup_free_ char *fixed = cae_utf8_sanitize(s, n, &n);
+	_cleanup_free_ char *fixed = cae__utf8_sanitize(s, n, &n);
 	return fixed ? json_stringn(fixed, n) : NULL;
 }
 

@@ -106,7 +106,7 @@ static void slog(struct server *srv, const char *level, const char *event, const
 static int write_out(struct server *srv, const char *p, size_t n)
 {
 	if (!srv->out_is_socket)
-		return cae_write_all(srv->out_fd, p, n);
+		return cae__write_all(srv->out_fd, p, n);
 	while (n > 0) {
 		ssize_t k = send(srv->out_fd, p, n, MSG_NOSIGNAL);
 		if (k < 0 && errno == EINTR)
@@ -359,7 +359,7 @@ static json_t *run_call(struct server *srv, struct job *j)
 	cae_tool_result res = {0};
 	cae_error err = {0};
 	int r = srv->h->call_tool(srv->h->userdata, j->name, j->args, &ctx, &res, &err);
-	int64_t ms = (cae_now_ns() - j->started_ns) / 1000000;
+	int64_t ms = (cae__now_ns() - j->started_ns) / 1000000;
 	json_t *resp;
 	if (r < 0) {
 		slog(srv, r == -ECANCELED ? "info" : "warning", "mcp.tool_call",
@@ -492,7 +492,7 @@ static struct job *job_new(struct server *srv, enum job_kind kind, json_t *id, s
 	/* Jobs own deep copies: nothing is shared between the reader and the workers. */
 	j->id = json_deep_copy(id);
 	j->cancel_pipe[0] = j->cancel_pipe[1] = -1;
-	j->started_ns = cae_now_ns();
+	j->started_ns = cae__now_ns();
 	pthread_mutex_lock(&srv->lock);
 	const char *v = srv->version;
 	pthread_mutex_unlock(&srv->lock);
@@ -558,7 +558,7 @@ static void run_inline(struct server *srv, const cae_jsonrpc_msg *m, const cae_m
 	    .structured = cae_mcp_version_has_structured(v),
 	    .progress_message = cae_mcp_version_has_progress_message(v),
 	    .cancel_pipe = {-1, -1},
-	    .started_ns = cae_now_ns(),
+	    .started_ns = cae__now_ns(),
 	};
 	reply(srv, b, run_call(srv, &j));
 }

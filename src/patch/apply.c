@@ -632,7 +632,7 @@ static void ov_clear(overlay *ov)
 	for (size_t i = 0; i < ov->cap; i++) {
 		free(ov->e[i].key);
 		free(ov->e[i].own);
-		cae_buf_clear(&ov->e[i].pend);
+		cae__buf_clear(&ov->e[i].pend);
 	}
 	free(ov->e);
 	ov->e = NULL;
@@ -671,7 +671,7 @@ static ov_entry *ov_get(overlay *ov, const char *path)
 		j = (j + 1) & (ov->cap - 1);
 	}
 	ov->e[j].key = key;
-	cae_buf_init(&ov->e[j].pend, SIZE_MAX / 2);
+	cae__buf_init(&ov->e[j].pend, SIZE_MAX / 2);
 	ov->n++;
 	return &ov->e[j];
 }
@@ -684,7 +684,7 @@ static void ov_set(ov_entry *e, int state, const char *data, size_t len, char *o
 	e->state = state;
 	e->data = data;
 	e->len = len;
-	cae_buf_clear(&e->pend);
+	cae__buf_clear(&e->pend);
 }
 
 /* The current content of path: 1 (exists, *data and *len borrowed from the overlay), 0 (does
@@ -804,7 +804,7 @@ static int check_append(overlay *ov, const cae_patch_command *c, cae_error *err)
 		return 0;
 	}
 	e->state = OV_PENDING;
-	if (cae_buf_append(&e->pend, c->content, c->content_len) < 0)
+	if (cae__buf_append(&e->pend, c->content, c->content_len) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	return 0;
 }

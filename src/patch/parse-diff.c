@@ -79,7 +79,7 @@ static int hb_context(cae_patch_hunk *h, const char *s, size_t n)
 	if (!v)
 		return -ENOMEM;
 	h->contexts = v;
-	if (!(v[h->ncontexts] = cae_memdup0(s, n)))
+	if (!(v[h->ncontexts] = cae__memdup0(s, n)))
 		return -ENOMEM;
 	h->ncontexts++;
 	return 0;
@@ -91,7 +91,7 @@ static cae_patch_file_op *op_new(cae_patch_op_kind kind, const char *path, size_
 	if (!op)
 		return NULL;
 	op->kind = kind;
-	if (!(op->path = cae_memdup0(path, n))) {
+	if (!(op->path = cae__memdup0(path, n))) {
 		free(op);
 		return NULL;
 	}
@@ -117,25 +117,25 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 	if (op->kind == CAE_PATCH_OP_ADD) {
 		c->action = CAE_PATCH_CREATE;
 		cae_buf b;
-		cae_buf_init(&b, SIZE_MAX / 2);
+		cae__buf_init(&b, SIZE_MAX / 2);
 		bool no_nl = false;
 		int a = 0; /* the content whole or none: a failed append leaves a negative */
 		for (size_t i = 0; i < op->nhunks; i++) {
 			for (size_t j = 0; j < op->hunks[i].nlines; j++) {
-				a |= cae_buf_append(&b, op->hunks[i].lines[j].text,
-						    op->hunks[i].lines[j].len);
-				a |= cae_buf_append(&b, "\n", 1);
+				a |= cae__buf_append(&b, op->hunks[i].lines[j].text,
+						     op->hunks[i].lines[j].len);
+				a |= cae__buf_append(&b, "\n", 1);
 			}
 			no_nl = op->hunks[i].new_no_newline;
 		}
 		if (a < 0) {
-			cae_buf_clear(&b);
+			cae__buf_clear(&b);
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		}
 		if (no_nl && b.len)
 			b.data[--b.len] = '\0';
 		free(c->content);
-		c->content = cae_buf_steal(&b, &c->content_len);
+		c->content = cae__buf_steal(&b, &c->content_len);
 		if (!c->content)
 			return cae_error_set(err, -ENOMEM, "out of memory");
 	} else if (op->kind == CAE_PATCH_OP_DELETE) {
@@ -143,7 +143,7 @@ static int emit_op(cae_patch *p, cae_patch_file_op **opp, const char *section, s
 	} else {
 		c->action = op->move_to ? CAE_PATCH_MOVE : CAE_PATCH_PATCH;
 		free(c->content);
-		c->content = cae_memdup0(section, section_len);
+		c->content = cae__memdup0(section, section_len);
 		c->content_len = section_len;
 		if (!c->content)
 			return cae_error_set(err, -ENOMEM, "out of memory");
@@ -218,7 +218,7 @@ static bool parse_unified_ranges(const char *s, size_t n, cae_patch_hunk *h, boo
 	const char *hd = s + i;
 	size_t hn = n - i;
 	cae__patch_trim(&hd, &hn);
-	if (hn && !(h->heading = cae_memdup0(hd, hn)))
+	if (hn && !(h->heading = cae__memdup0(hd, hn)))
 		*heading_oom = true;
 	return true;
 }
@@ -321,7 +321,7 @@ static int ap_update(cae_patch *p, patch_lines *it, const patch_line *hdr, const
 		if (r < 0)
 			return r;
 		cae__patch_lines_next(it, &l);
-		if (!cae__patch_eq(rest, rn, op->path) && !(op->move_to = cae_memdup0(rest, rn)))
+		if (!cae__patch_eq(rest, rn, op->path) && !(op->move_to = cae__memdup0(rest, rn)))
 			return oom(err);
 	}
 	hunk_builder b = {.op = op};
@@ -475,7 +475,7 @@ int cae__patch_parse_apply_patch(cae_patch *p, const char *text, size_t len, siz
 /* ---- unified diffs ---- */
 
 /* A C-quoted name as git writes it ("a/x\ty"), appended to out, which must have room for n
- * bytes (cae_buf_reserve): a name is never longer than its quoted form, so no append here
+ * bytes (cae__buf_reserve): a name is never longer than its quoted form, so no append here
  * allocates or fails. Returns bytes consumed or 0. */
 static size_t unquote(const char *s, size_t n, cae_buf *out)
 {
@@ -510,10 +510,11 @@ static size_t unquote(const char *s, size_t n, cae_buf *out)
 					       : e;
 				i += 2;
 			}
-			DISCARD_RESULT(cae_buf_append(out, &v, 1)); /* cannot fail: room reserved */
+			DISCARD_RESULT(
+			    cae__buf_append(out, &v, 1)); /* cannot fail: room reserved */
 			continue;
 		}
-		DISCARD_RESULT(cae_buf_append(out, &c, 1)); /* cannot fail: room reserved */
+		DISCARD_RESULT(cae__buf_append(out, &c, 1)); /* cannot fail: room reserved */
 		i++;
 	}
 	return 0;
@@ -523,19 +524,19 @@ static size_t unquote(const char *s, size_t n, cae_buf *out)
 static char *header_name(const char *s, size_t n)
 {
 	cae_buf b;
-	cae_buf_init(&b, n + 1);
-	if (n && s[0] == '"' && cae_buf_reserve(&b, n) < 0)
+	cae__buf_init(&b, n + 1);
+	if (n && s[0] == '"' && cae__buf_reserve(&b, n) < 0)
 		return NULL;
 	if (n && s[0] == '"' && unquote(s, n, &b)) {
-		char *r = cae_buf_steal(&b, NULL);
+		char *r = cae__buf_steal(&b, NULL);
 		return r;
 	}
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	const char *tab = memchr(s, '\t', n);
 	if (tab)
 		n = (size_t)(tab - s);
 	cae__patch_trim(&s, &n);
-	return cae_memdup0(s, n);
+	return cae__memdup0(s, n);
 }
 
 static bool is_dev_null(const char *s)
@@ -563,21 +564,21 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 {
 	*a = *b = NULL;
 	cae_buf q;
-	cae_buf_init(&q, n + 1);
+	cae__buf_init(&q, n + 1);
 	if (n && s[0] == '"') {
-		size_t k = cae_buf_reserve(&q, n) == 0 ? unquote(s, n, &q) : 0;
+		size_t k = cae__buf_reserve(&q, n) == 0 ? unquote(s, n, &q) : 0;
 		if (!k) {
-			cae_buf_clear(&q);
+			cae__buf_clear(&q);
 			return;
 		}
-		*a = cae_buf_steal(&q, NULL);
+		*a = cae__buf_steal(&q, NULL);
 		const char *r = s + k;
 		size_t rn = n - k;
 		cae__patch_trim(&r, &rn);
 		*b = header_name(r, rn);
 		return;
 	}
-	cae_buf_clear(&q);
+	cae__buf_clear(&q);
 	/* unquoted: prefer the split where both halves name the same path */
 	const char *best = NULL;
 	for (const char *sp = memchr(s, ' ', n); sp;
@@ -595,13 +596,13 @@ static void git_line_names(const char *s, size_t n, char **a, char **b)
 	}
 	if (!best)
 		return;
-	*a = cae_memdup0(s, (size_t)(best - s));
+	*a = cae__memdup0(s, (size_t)(best - s));
 	const char *r = best + 1;
 	size_t rn = n - (size_t)(r - s);
 	if (rn && r[0] == '"')
 		*b = header_name(r, rn);
 	else
-		*b = cae_memdup0(r, rn);
+		*b = cae__memdup0(r, rn);
 }
 
 typedef struct git_section {
@@ -665,7 +666,7 @@ static int unified_hunk(cae_patch *p, patch_lines *it, hunk_builder *b, const ch
 			n -= 2;
 			cae__patch_trim(&s, &n);
 		}
-		if (n && !(h->heading = cae_memdup0(s, n)))
+		if (n && !(h->heading = cae__memdup0(s, n)))
 			return oom(err);
 	}
 	if (hoom)

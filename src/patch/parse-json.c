@@ -214,8 +214,8 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 	free(c->target);
 	free(c->content);
 	/* paths are taken trimmed: a model's stray space is never part of a file name */
-	c->target = type == CAE_PATCH_FILE_EDIT ? cae_memdup0(t, tn) : cae_memdup0(target, tlen);
-	c->content = cae_memdup0(content, clen);
+	c->target = type == CAE_PATCH_FILE_EDIT ? cae__memdup0(t, tn) : cae__memdup0(target, tlen);
+	c->content = cae__memdup0(content, clen);
 	c->content_len = clen;
 	if (!c->target || !c->content)
 		return cae_error_set(err, -ENOMEM, "out of memory");

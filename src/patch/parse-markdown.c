@@ -126,8 +126,8 @@ static int add_file_block(cae_patch *p, const char *lang, size_t lang_len, const
 	c->source_line = lineno;
 	free(c->target);
 	free(c->content);
-	c->target = cae_memdup0(path, path_len);
-	c->content = cae_memdup0(body, body_len);
+	c->target = cae__memdup0(path, path_len);
+	c->content = cae__memdup0(body, body_len);
 	c->content_len = body_len;
 	if (!c->target || !c->content)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -163,36 +163,36 @@ static int add_shell_block(cae_patch *p, const char *lang, size_t lang_len, cons
 		if (l.len && !cae__patch_starts_with(l.p, l.len, "$ "))
 			prompts = false;
 	cae_buf b;
-	cae_buf_init(&b, n + 1);
+	cae__buf_init(&b, n + 1);
 	int r = 0; /* the command whole or none: a failed append leaves r negative */
 	if (prompts) {
 		cae__patch_lines_init(&it, body, n, lineno + 1);
 		bool first = true;
 		while (cae__patch_lines_next(&it, &l)) {
 			if (!first)
-				r |= cae_buf_append(&b, "\n", 1);
+				r |= cae__buf_append(&b, "\n", 1);
 			first = false;
 			if (l.len)
-				r |= cae_buf_append(&b, l.p + 2, l.len - 2);
+				r |= cae__buf_append(&b, l.p + 2, l.len - 2);
 		}
 	} else {
-		r = cae_buf_append(&b, body, n);
+		r = cae__buf_append(&b, body, n);
 	}
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	cae_patch_command *c;
 	r = cae__patch_add_command(p, &c, err);
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return r;
 	}
 	c->type = CAE_PATCH_SHELL_COMMAND;
 	c->action = CAE_PATCH_RUN;
 	c->source_line = lineno;
 	free(c->target);
-	c->target = cae_buf_steal(&b, NULL);
+	c->target = cae__buf_steal(&b, NULL);
 	if (!c->target)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	c->metadata = json_object();
@@ -205,18 +205,18 @@ static int add_shell_block(cae_patch *p, const char *lang, size_t lang_len, cons
 static char *join_words(char **w, size_t n)
 {
 	cae_buf b;
-	cae_buf_init(&b, SIZE_MAX / 2);
+	cae__buf_init(&b, SIZE_MAX / 2);
 	int r = 0;
 	for (size_t i = 0; i < n; i++) {
 		if (i)
-			r |= cae_buf_append(&b, " ", 1);
-		r |= cae_buf_puts(&b, w[i]);
+			r |= cae__buf_append(&b, " ", 1);
+		r |= cae__buf_puts(&b, w[i]);
 	}
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }
 
 /* One git command (words[0] == "git"). Adds a command or a warning. */
@@ -250,7 +250,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 	char **args = calloc(n, sizeof(*args));
 	size_t nargs = 0;
 	cae_buf msg;
-	cae_buf_init(&msg, SIZE_MAX / 2);
+	cae__buf_init(&msg, SIZE_MAX / 2);
 	int r = args ? 0 : -ENOMEM;
 	for (size_t i = 2; i < n && r == 0; i++) {
 		const char *a = w[i];
@@ -270,7 +270,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 					m = i + 1 < n ? w[++i] : "";
 				}
 				if (mp > a + 1) {
-					char *flags = cae_memdup0(a, (size_t)(mp - a));
+					char *flags = cae__memdup0(a, (size_t)(mp - a));
 					if (!flags)
 						r = -ENOMEM;
 					else
@@ -280,9 +280,9 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 		}
 		if (m) {
 			/* several -m: paragraphs, as git */
-			if (msg.len && cae_buf_append(&msg, "\n\n", 2) < 0)
+			if (msg.len && cae__buf_append(&msg, "\n\n", 2) < 0)
 				r = -ENOMEM;
-			if (r == 0 && cae_buf_puts(&msg, m) < 0)
+			if (r == 0 && cae__buf_puts(&msg, m) < 0)
 				r = -ENOMEM;
 			continue;
 		}
@@ -294,7 +294,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 		r = cae__patch_add_command(p, &c, err);
 	if (r < 0) {
 		cae__patch_strv_free(args, nargs);
-		cae_buf_clear(&msg);
+		cae__buf_clear(&msg);
 		return r == -E2BIG ? r : cae_error_set(err, r, "out of memory");
 	}
 	c->type = CAE_PATCH_GIT_OPERATION;
@@ -305,7 +305,7 @@ static int add_git_command(cae_patch *p, char **w, size_t n, size_t lineno, cae_
 	free(c->target);
 	free(c->content);
 	c->target = join_words(args, nargs);
-	c->content = cae_buf_steal(&msg, &c->content_len);
+	c->content = cae__buf_steal(&msg, &c->content_len);
 	if (!c->target || !c->content)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	return 0;
@@ -339,7 +339,7 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 	patch_line l;
 	cae__patch_lines_init(&it, body, n, lineno + 1);
 	cae_buf cmd;
-	cae_buf_init(&cmd, n + 1);
+	cae__buf_init(&cmd, n + 1);
 	int r = 0;
 	size_t found = 0;
 	while (r == 0 && cae__patch_lines_next(&it, &l)) {
@@ -349,13 +349,13 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		/* backslash-newline continues a command */
 		for (;;) {
 			if (l.len && l.p[l.len - 1] == '\\') {
-				a |= cae_buf_append(&cmd, l.p, l.len - 1);
-				a |= cae_buf_append(&cmd, " ", 1);
+				a |= cae__buf_append(&cmd, l.p, l.len - 1);
+				a |= cae__buf_append(&cmd, " ", 1);
 				if (!cae__patch_lines_next(&it, &l))
 					break;
 				continue;
 			}
-			a |= cae_buf_append(&cmd, l.p, l.len);
+			a |= cae__buf_append(&cmd, l.p, l.len);
 			break;
 		}
 		if (a < 0) {
@@ -380,8 +380,8 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		     open_quote && more < GIT_QUOTE_LINES && cae__patch_lines_next(&it, &l);
 		     more++) {
 			size_t at = (size_t)(s - cmd.data);
-			a |= cae_buf_append(&cmd, "\n", 1);
-			a |= cae_buf_append(&cmd, l.p, l.len);
+			a |= cae__buf_append(&cmd, "\n", 1);
+			a |= cae__buf_append(&cmd, l.p, l.len);
 			s = cmd.data + at;
 			sn = cmd.len - at;
 			open_quote = quote_scan(l.p, l.len, open_quote);
@@ -426,7 +426,7 @@ static int add_git_block(cae_patch *p, const char *body, size_t n, size_t lineno
 		cae__patch_strv_free(w, nw);
 		free(ops);
 	}
-	cae_buf_clear(&cmd);
+	cae__buf_clear(&cmd);
 	if (r == 0 && found == 0)
 		cae__patch_warn(p, "line %zu: skipped a ```git block without git commands", lineno);
 	return r;
@@ -466,7 +466,7 @@ static int handle_block(cae_patch *p, const patch_fence *f, const char *body, si
 		if (lang_is(lang, lang_len, diff_langs) &&
 		    !path_ends_with(path, path_len, ".diff") &&
 		    !path_ends_with(path, path_len, ".patch")) {
-			_cleanup_free_ char *dp = cae_memdup0(path, path_len);
+			_cleanup_free_ char *dp = cae__memdup0(path, path_len);
 			if (!dp)
 				return cae_error_set(err, -ENOMEM, "out of memory");
 			if (begin_patch)

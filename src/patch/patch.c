@@ -47,7 +47,7 @@ const char *cae__patch_quote(const char *s, size_t n, size_t max, char *buf, siz
 	size_t o = 0;
 	bool cut = false;
 	if (n > max) {
-		n = cae_utf8_floor(s, max);
+		n = cae__utf8_floor(s, max);
 		cut = true;
 	}
 	for (size_t i = 0; i < n && o + 8 < bsize; i++) {
@@ -86,7 +86,7 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 	bool *ops = NULL;
 	size_t nv = 0, cap = 0;
 	cae_buf w;
-	cae_buf_init(&w, n + 1);
+	cae__buf_init(&w, n + 1);
 	int r = 0;
 	size_t i = 0;
 
@@ -98,15 +98,15 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 		bool op = false;
 		bool have = false;
 		if (s[i] == '&' && i + 1 < n && s[i + 1] == '&') {
-			r = cae_buf_append(&w, "&&", 2);
+			r = cae__buf_append(&w, "&&", 2);
 			i += 2;
 			op = have = true;
 		} else if (s[i] == '|' && i + 1 < n && s[i + 1] == '|') {
-			r = cae_buf_append(&w, "||", 2);
+			r = cae__buf_append(&w, "||", 2);
 			i += 2;
 			op = have = true;
 		} else if (s[i] == ';' || s[i] == '|') {
-			r = cae_buf_append(&w, &s[i], 1);
+			r = cae__buf_append(&w, &s[i], 1);
 			i++;
 			op = have = true;
 		} else {
@@ -122,8 +122,8 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 						r = -EINVAL;
 						break;
 					}
-					r = cae_buf_append(&w, s + i + 1,
-							   (size_t)(q - (s + i + 1)));
+					r = cae__buf_append(&w, s + i + 1,
+							    (size_t)(q - (s + i + 1)));
 					i = (size_t)(q - s) + 1;
 				} else if (c == '"') {
 					i++;
@@ -137,22 +137,22 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 						if (s[i] == '\\' && i + 1 < n &&
 						    strchr("\"\\$`\n", s[i + 1])) {
 							if (s[i + 1] != '\n')
-								r = cae_buf_append(&w, &s[i + 1],
-										   1);
+								r = cae__buf_append(&w, &s[i + 1],
+										    1);
 							i += 2;
 							continue;
 						}
-						r = cae_buf_append(&w, &s[i], 1);
+						r = cae__buf_append(&w, &s[i], 1);
 						i++;
 					}
 					if (!closed && r == 0)
 						r = -EINVAL;
 				} else if (c == '\\' && i + 1 < n) {
 					if (s[i + 1] != '\n')
-						r = cae_buf_append(&w, &s[i + 1], 1);
+						r = cae__buf_append(&w, &s[i + 1], 1);
 					i += 2;
 				} else {
-					r = cae_buf_append(&w, &c, 1);
+					r = cae__buf_append(&w, &c, 1);
 					i++;
 				}
 			}
@@ -178,7 +178,7 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 			cap = ncap;
 		}
 		size_t wl;
-		char *word = cae_buf_steal(&w, &wl);
+		char *word = cae__buf_steal(&w, &wl);
 		if (!word) {
 			r = -ENOMEM;
 			break;
@@ -187,7 +187,7 @@ int cae__patch_shell_split(const char *s, size_t n, char ***words, bool **is_op,
 		ops[nv] = op;
 		nv++;
 	}
-	cae_buf_clear(&w);
+	cae__buf_clear(&w);
 	if (r < 0) {
 		cae__patch_strv_free(v, nv);
 		free(ops);
@@ -476,7 +476,7 @@ int cae_patch_parse(const char *text, size_t len, cae_patch **out, cae_error *er
 		r = check_line_lengths(text, len, err);
 		if (r < 0)
 			return r;
-		p->src = cae_memdup0(text, len);
+		p->src = cae__memdup0(text, len);
 		if (!p->src)
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		p->src_len = len;
@@ -633,48 +633,48 @@ static int plan_put_text(cae_buf *b, const char *s, size_t n, bool quoted)
 		if (s[i] == '\n')
 			more++;
 	char buf[512];
-	_cleanup_free_ char *clean = cae_utf8_sanitize(s, first, NULL);
+	_cleanup_free_ char *clean = cae__utf8_sanitize(s, first, NULL);
 	if (!clean)
 		return -ENOMEM;
 	int r = 0;
 	if (quoted)
-		r |= cae_buf_puts(b, "\"");
-	r |= cae_buf_puts(b, cae__patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
+		r |= cae__buf_puts(b, "\"");
+	r |= cae__buf_puts(b, cae__patch_quote(clean, strlen(clean), 200, buf, sizeof(buf)));
 	if (quoted)
-		r |= cae_buf_puts(b, "\"");
+		r |= cae__buf_puts(b, "\"");
 	if (more)
-		r |= cae_buf_printf(b, " (+%zu more line%s)", more, more == 1 ? "" : "s");
+		r |= cae__buf_printf(b, " (+%zu more line%s)", more, more == 1 ? "" : "s");
 	return r < 0 ? -ENOMEM : 0;
 }
 
 char *cae_patch_plan_text(const cae_patch *p)
 {
 	cae_buf b;
-	cae_buf_init(&b, (size_t)16 << 20);
+	cae__buf_init(&b, (size_t)16 << 20);
 	int r = 0; /* whole or nothing: a failed append leaves r negative */
 	for (size_t i = 0; i < p->ncmds; i++) {
 		const cae_patch_command *c = &p->cmds[i];
-		r |= cae_buf_printf(&b, "[%zu] %s %s ", i + 1, cae_patch_type_name(c->type),
-				    cae_patch_action_name(c->action));
+		r |= cae__buf_printf(&b, "[%zu] %s %s ", i + 1, cae_patch_type_name(c->type),
+				     cae_patch_action_name(c->action));
 		if (c->op && (c->action == CAE_PATCH_PATCH || c->action == CAE_PATCH_MOVE)) {
 			size_t a, d;
 			hunk_stats(c->op, &a, &d);
 			r |= plan_put_text(&b, c->op->path, strlen(c->op->path), false);
 			if (c->op->move_to) {
-				r |= cae_buf_puts(&b, " -> ");
+				r |= cae__buf_puts(&b, " -> ");
 				r |= plan_put_text(&b, c->op->move_to, strlen(c->op->move_to),
 						   false);
 			}
-			r |= cae_buf_printf(&b, " (%zu hunk%s, +%zu -%zu)", c->op->nhunks,
-					    c->op->nhunks == 1 ? "" : "s", a, d);
+			r |= cae__buf_printf(&b, " (%zu hunk%s, +%zu -%zu)", c->op->nhunks,
+					     c->op->nhunks == 1 ? "" : "s", a, d);
 		} else if (c->type == CAE_PATCH_FILE_EDIT) {
 			r |= plan_put_text(&b, c->target, strlen(c->target), false);
 			if (c->action != CAE_PATCH_DELETE)
-				r |= cae_buf_printf(&b, " (%zu bytes)", c->content_len);
+				r |= cae__buf_printf(&b, " (%zu bytes)", c->content_len);
 		} else if (c->action == CAE_PATCH_GIT_COMMIT) {
 			if (c->target[0]) {
 				r |= plan_put_text(&b, c->target, strlen(c->target), false);
-				r |= cae_buf_puts(&b, " ");
+				r |= cae__buf_puts(&b, " ");
 			}
 			r |=
 			    plan_put_text(&b, c->content_len ? c->content : "Auto-commit by Worker",
@@ -682,30 +682,30 @@ char *cae_patch_plan_text(const cae_patch *p)
 		} else {
 			r |= plan_put_text(&b, c->target, strlen(c->target), false);
 			if (c->type == CAE_PATCH_SHELL_COMMAND && c->content_len) {
-				r |= cae_buf_puts(&b, " ");
+				r |= cae__buf_puts(&b, " ");
 				r |= plan_put_text(&b, c->content, c->content_len, false);
 			}
 		}
-		r |= cae_buf_puts(&b, "\n");
+		r |= cae__buf_puts(&b, "\n");
 	}
 	for (size_t i = 0; i < p->nwarnings; i++)
-		r |= cae_buf_printf(&b, "warning: %s\n", p->warnings[i]);
+		r |= cae__buf_printf(&b, "warning: %s\n", p->warnings[i]);
 	if (p->dropped_warnings)
-		r |= cae_buf_printf(&b, "warning: %zu more warnings\n", p->dropped_warnings);
+		r |= cae__buf_printf(&b, "warning: %zu more warnings\n", p->dropped_warnings);
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }
 
 /* A JSON string from bytes that may be invalid UTF-8 or hold NUL bytes. */
 static json_t *json_bytes(const char *s, size_t n)
 {
-	if (cae_utf8_is_valid(s, n))
+	if (cae__utf8_is_valid(s, n))
 		return json_stringn(s, n);
 	size_t cl;
-	_cleanup_free_ char *clean = cae_utf8_sanitize(s, n, &cl);
+	_cleanup_free_ char *clean = cae__utf8_sanitize(s, n, &cl);
 	return clean ? json_stringn(clean, cl) : NULL;
 }
 
@@ -746,14 +746,14 @@ static json_t *hunk_to_json(const cae_patch_hunk *h)
 	json_t *lines = json_array();
 	r |= obj_set_new(o, "lines", lines);
 	cae_buf b;
-	cae_buf_init(&b, CAE_PATCH_MAX_LINE + 2);
+	cae__buf_init(&b, CAE_PATCH_MAX_LINE + 2);
 	for (size_t i = 0; lines && i < h->nlines; i++) {
 		b.len = 0;
-		r |= cae_buf_append(&b, &h->lines[i].kind, 1);
-		r |= cae_buf_append(&b, h->lines[i].text, h->lines[i].len);
+		r |= cae__buf_append(&b, &h->lines[i].kind, 1);
+		r |= cae__buf_append(&b, h->lines[i].text, h->lines[i].len);
 		r |= json_array_append_new(lines, json_bytes(b.data, b.len));
 	}
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	if (r) {
 		json_decref(o);
 		return NULL;
@@ -772,7 +772,7 @@ json_t *cae_patch_command_to_json(const cae_patch_command *c, size_t max_content
 	r |= obj_set_new(o, "target", json_bytes(c->target, strlen(c->target)));
 	size_t n = c->content_len;
 	if (max_content && n > max_content) {
-		n = cae_utf8_floor(c->content, max_content);
+		n = cae__utf8_floor(c->content, max_content);
 		r |= obj_set_new(o, "content_truncated", json_true());
 		r |= obj_set_new(o, "content_bytes", json_integer((json_int_t)c->content_len));
 	}

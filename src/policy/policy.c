@@ -386,7 +386,7 @@ json_t *cae_policy_allowed_json(const cae_policy *p)
 			/* entries come from config text: keep them valid UTF-8 for JSON */
 			size_t n;
 			_cleanup_free_ char *s =
-			    cae_utf8_sanitize(p->entries[i].text, strlen(p->entries[i].text), &n);
+			    cae__utf8_sanitize(p->entries[i].text, strlen(p->entries[i].text), &n);
 			if (!s || json_array_append_new(a, json_stringn(s, n)) < 0) {
 				json_decref(a);
 				goto fail;
@@ -444,9 +444,9 @@ char *cae_policy_allowed_text(const cae_policy *p)
 	}
 	out[k] = '\0';
 	/* entries come from config text: hand back valid UTF-8 */
-	if (!cae_utf8_is_valid(out, k)) {
+	if (!cae__utf8_is_valid(out, k)) {
 		size_t n;
-		char *s = cae_utf8_sanitize(out, k, &n);
+		char *s = cae__utf8_sanitize(out, k, &n);
 		free(out);
 		return s;
 	}
@@ -463,7 +463,7 @@ static void copy_clean(char *dst, size_t size, const char *src, size_t n)
 	bool cut = false;
 	while (i < n) {
 		const unsigned char *u = (const unsigned char *)src + i;
-		size_t sl = cae_utf8_seq_len(u, n - i);
+		size_t sl = cae__utf8_seq_len(u, n - i);
 		const char *piece;
 		size_t pl;
 		char one;

@@ -516,9 +516,9 @@ static int scan_ansi(struct lexer *lx, struct word_acc *wa, size_t open_off)
 			int maxd = n == 'x' ? 2 : n == 'u' ? 4 : 8, d = 0;
 			uint32_t v = 0;
 			while (d < maxd && !at_end(lx) &&
-			       cae_hex_digit((unsigned char)lx->s[lx->pos]) >= 0) {
+			       cae__hex_digit((unsigned char)lx->s[lx->pos]) >= 0) {
 				v = v * 16 +
-				    (uint32_t)cae_hex_digit((unsigned char)lx->s[lx->pos++]);
+				    (uint32_t)cae__hex_digit((unsigned char)lx->s[lx->pos++]);
 				d++;
 			}
 			if (d == 0) {

@@ -21,24 +21,24 @@ char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
 	key[kl - 1] = '}';
 	key[kl] = '\0';
 	cae_buf b;
-	cae_buf_init(&b, 16u << 20);
+	cae__buf_init(&b, 16u << 20);
 	const char *p = tpl;
 	int r = 0; /* the prompt whole or none (NULL): a failed append leaves r negative */
 	for (;;) {
 		const char *hit = strstr(p, key);
 		if (!hit) {
-			r |= cae_buf_puts(&b, p);
+			r |= cae__buf_puts(&b, p);
 			break;
 		}
-		r |= cae_buf_append(&b, p, (size_t)(hit - p));
-		r |= cae_buf_puts(&b, value);
+		r |= cae__buf_append(&b, p, (size_t)(hit - p));
+		r |= cae__buf_puts(&b, value);
 		p = hit + kl;
 	}
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }
 
 char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy)

@@ -37,30 +37,30 @@ char *cae_prompt_environment_selection(const cae_config *cfg)
 	if (!cfg->command_executor.enabled)
 		return strdup("");
 	cae_buf b;
-	cae_buf_init(&b, 1u << 20);
+	cae__buf_init(&b, 1u << 20);
 	int r = 0; /* the section whole or none (NULL): a failed append leaves r negative */
-	r |= cae_buf_puts(&b,
-			  "## Execution Environment Selection\n\n"
-			  "You must select an appropriate execution environment for this task. The "
-			  "following environments are available:\n\n"
-			  "| Environment | Image | Recommended For |\n"
-			  "|------------|-------|-----------------|\n");
+	r |= cae__buf_puts(
+	    &b, "## Execution Environment Selection\n\n"
+		"You must select an appropriate execution environment for this task. The "
+		"following environments are available:\n\n"
+		"| Environment | Image | Recommended For |\n"
+		"|------------|-------|-----------------|\n");
 	for (size_t i = 0; i < cfg->command_executor.n_environments; i++) {
 		const cae_config_environment *e = &cfg->command_executor.environments[i];
-		r |= cae_buf_printf(&b, "| %s | %s | %s |\n", e->name, e->image,
-				    recommended_for(e->name));
+		r |= cae__buf_printf(&b, "| %s | %s | %s |\n", e->name, e->image,
+				     recommended_for(e->name));
 	}
-	r |= cae_buf_printf(
+	r |= cae__buf_printf(
 	    &b,
 	    "\nAdd your choice to the plan as\n"
 	    "\"selected_environment\": {\"name\": \"<environment>\", \"reasoning\": \"<why>\"}\n"
 	    "When unsure, choose \"%s\" (the default).\n",
 	    cfg->command_executor.default_environment);
 	if (r < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }
 
 /* The first JSON object in text that parses, trying the whole text, then ```json fences,

@@ -16,11 +16,11 @@ void cae__capture_init(cae_capture *c, size_t max, cae_truncate_mode mode)
 	c->mode = mode;
 	c->max = max;
 	if (mode == CAE_TRUNCATE_HEAD_TAIL && max >= 2) {
-		cae_buf_init(&c->head, max / 2);
+		cae__buf_init(&c->head, max / 2);
 		c->ring_cap = max - max / 2;
 	} else {
 		c->mode = CAE_TRUNCATE_HEAD;
-		cae_buf_init(&c->head, max);
+		cae__buf_init(&c->head, max);
 	}
 }
 
@@ -35,7 +35,7 @@ int cae__capture_add(cae_capture *c, const char *p, size_t n)
 	size_t room = c->head.max - c->head.len;
 	size_t take = MIN(room, n);
 	if (take) {
-		int r = cae_buf_append(&c->head, p, take);
+		int r = cae__buf_append(&c->head, p, take);
 		if (r < 0)
 			return r;
 		p += take;
@@ -75,7 +75,7 @@ bool cae__capture_truncated(const cae_capture *c)
 char *cae__text_sanitize_cap(const char *s, size_t n, size_t max, size_t *out_len, bool *cut)
 {
 	size_t l;
-	char *t = cae_utf8_sanitize(s, n, &l);
+	char *t = cae__utf8_sanitize(s, n, &l);
 	if (!t)
 		return NULL;
 	bool was_cut = false;
@@ -103,7 +103,7 @@ char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated)
 	if (c->mode == CAE_TRUNCATE_HEAD || c->ring_len == 0) {
 		size_t n = c->head.len;
 		if (trunc)
-			n = cae_utf8_floor(c->head.data ? c->head.data : "", n);
+			n = cae__utf8_floor(c->head.data ? c->head.data : "", n);
 		bool cut;
 		res = cae__text_sanitize_cap(c->head.data ? c->head.data : "", n, c->max, &rlen,
 					     &cut);
@@ -111,19 +111,19 @@ char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated)
 	} else if (!trunc) {
 		/* Everything fits: head then the ring in order. */
 		cae_buf all;
-		cae_buf_init(&all, c->max);
-		int r = cae_buf_append(&all, c->head.data, c->head.len);
+		cae__buf_init(&all, c->max);
+		int r = cae__buf_append(&all, c->head.data, c->head.len);
 		size_t start = c->ring_len < c->ring_cap ? 0 : c->ring_pos;
 		size_t first = MIN(c->ring_len, c->ring_cap - start);
-		r |= cae_buf_append(&all, c->ring + start, first);
-		r |= cae_buf_append(&all, c->ring, c->ring_len - first);
+		r |= cae__buf_append(&all, c->ring + start, first);
+		r |= cae__buf_append(&all, c->ring, c->ring_len - first);
 		if (r < 0) { /* never a part of the output as all of it */
-			cae_buf_clear(&all);
+			cae__buf_clear(&all);
 			return NULL;
 		}
 		res =
 		    cae__text_sanitize_cap(all.data ? all.data : "", all.len, c->max, &rlen, NULL);
-		cae_buf_clear(&all);
+		cae__buf_clear(&all);
 	} else {
 		size_t tail_len = c->ring_len;
 		char *tail = malloc(tail_len + 1);
@@ -133,11 +133,11 @@ char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated)
 		size_t first = MIN(c->ring_len, c->ring_cap - start);
 		memcpy(tail, c->ring + start, first);
 		memcpy(tail + first, c->ring, c->ring_len - first);
-		size_t hn = cae_utf8_floor(c->head.data, c->head.len);
-		size_t toff = cae_utf8_ceil(tail, tail_len, 0);
+		size_t hn = cae__utf8_floor(c->head.data, c->head.len);
+		size_t toff = cae__utf8_ceil(tail, tail_len, 0);
 		uint64_t omitted = c->total - hn - (tail_len - toff);
-		_cleanup_free_ char *h = cae_utf8_sanitize(c->head.data, hn, NULL);
-		_cleanup_free_ char *t = cae_utf8_sanitize(tail + toff, tail_len - toff, NULL);
+		_cleanup_free_ char *h = cae__utf8_sanitize(c->head.data, hn, NULL);
+		_cleanup_free_ char *t = cae__utf8_sanitize(tail + toff, tail_len - toff, NULL);
 		free(tail);
 		if (!h || !t)
 			return NULL;
@@ -166,7 +166,7 @@ char *cae__capture_finish(cae_capture *c, size_t *len, bool *truncated)
 
 void cae__capture_clear(cae_capture *c)
 {
-	cae_buf_clear(&c->head);
+	cae__buf_clear(&c->head);
 	free(c->ring);
 	c->ring = NULL;
 	c->ring_len = c->ring_pos = 0;

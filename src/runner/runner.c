@@ -244,7 +244,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		pthread_sigmask(SIG_BLOCK, &pipeset, &oldset);
 
 	pid_t pid = -1;
-	int64_t t0 = cae_now_ns();
+	int64_t t0 = cae__now_ns();
 	cae__proctree_lock();
 	r = posix_spawn(&pid, prog, &fa, &attr, (char *const *)spec->argv, (char *const *)envp);
 	if (r == 0)
@@ -263,11 +263,11 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 					     spec->cwd ? spec->cwd : ".");
 		return cae_error_set(err, -r, "cannot start %s: %s", spec->argv[0], strerror(r));
 	}
-	cae_closep(&out_w);
+	cae__closep(&out_w);
 	out_w = -1;
-	cae_closep(&err_w);
+	cae__closep(&err_w);
 	err_w = -1;
-	cae_closep(&in_r);
+	cae__closep(&in_r);
 	in_r = -1;
 	pidfd = pidfd_open_(pid);
 
@@ -286,7 +286,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	int ret = 0;
 
 	while (!(exited && out_eof && err_eof)) {
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (st == ST_RUNNING && !exited && now >= deadline_ns) {
 			res->timed_out = true;
 			cae__proctree_kill_tree(pid, SIGTERM);
@@ -323,7 +323,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 			next = drain_until_ns;
 		if (pidfd < 0 && !exited)
 			next = MIN(next, now + 10 * 1000000LL); /* no pidfd: poll waitpid */
-		int pr = poll(pfd, (nfds_t)n, cae_poll_timeout_ms(next, now));
+		int pr = poll(pfd, (nfds_t)n, cae__poll_timeout_ms(next, now));
 		if (pr < 0 && errno != EINTR) {
 			ret = cae_error_set(err, -errno, "poll: %s", strerror(errno));
 			cae__proctree_kill_tree(pid, SIGKILL);
@@ -354,7 +354,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 				}
 			}
 			if (in_left == 0) {
-				cae_closep(&in_w);
+				cae__closep(&in_w);
 				in_w = -1;
 			}
 		}
@@ -362,7 +362,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 			res->cancelled = true;
 			cae__proctree_kill_tree(pid, SIGTERM);
 			st = ST_TERM_SENT;
-			kill_at_ns = cae_now_ns() + MIN(grace_ms, 500) * 1000000LL;
+			kill_at_ns = cae__now_ns() + MIN(grace_ms, 500) * 1000000LL;
 		}
 		if (!exited && ((i_pid >= 0 && pfd[i_pid].revents) || pidfd < 0)) {
 			siginfo_t si;
@@ -374,12 +374,12 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 				kill(-pid, SIGKILL);
 				if (waitpid(pid, &status, 0) == pid) {
 					exited = true;
-					res->duration_us = (cae_now_ns() - t0) / 1000;
+					res->duration_us = (cae__now_ns() - t0) / 1000;
 					cae__proctree_unregister(pid);
 					cae__proctree_reap_orphans();
-					drain_until_ns = cae_now_ns() + drain_ms * 1000000LL;
+					drain_until_ns = cae__now_ns() + drain_ms * 1000000LL;
 					if (in_w >= 0) {
-						cae_closep(&in_w);
+						cae__closep(&in_w);
 						in_w = -1;
 					}
 				}
@@ -392,7 +392,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		waitpid(pid, &status, 0);
 		cae__proctree_unregister(pid);
 		cae__proctree_reap_orphans();
-		res->duration_us = (cae_now_ns() - t0) / 1000;
+		res->duration_us = (cae__now_ns() - t0) / 1000;
 	}
 	/* Consume a SIGPIPE our writes may have raised, then restore the mask. */
 	if (feeding) {

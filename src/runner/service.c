@@ -54,12 +54,12 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 {
 	int status = 0;
 	_cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	int64_t until = cae_now_ns() + (grace_ms > 0 ? grace_ms : 0) * 1000000LL;
+	int64_t until = cae__now_ns() + (grace_ms > 0 ? grace_ms : 0) * 1000000LL;
 	for (;;) {
 		pid_t w = waitpid(pid, &status, WNOHANG);
 		if (w == pid || (w < 0 && errno != EINTR))
 			break;
-		int64_t now = cae_now_ns();
+		int64_t now = cae__now_ns();
 		if (w == 0 && now >= until) {
 			cae__proctree_kill_tree(pid, SIGKILL);
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
@@ -68,7 +68,7 @@ int cae_runner_service_stop(pid_t pid, int64_t grace_ms)
 		}
 		if (pidfd >= 0) {
 			struct pollfd p = {.fd = pidfd, .events = POLLIN};
-			(void)poll(&p, 1, cae_poll_timeout_ms(until, now));
+			(void)poll(&p, 1, cae__poll_timeout_ms(until, now));
 		} else {
 			struct timespec ts = {0, 1000000};
 			nanosleep(&ts, NULL);

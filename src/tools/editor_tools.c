@@ -181,7 +181,7 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 		/* The output can be a whole file: checked once here (a faster check than
 		 * json_pack's), and the MCP result shares this string for its text. */
 		size_t n = res->text ? strlen(res->text) : 0;
-		json_t *out = res->text && cae_utf8_is_valid(res->text, n)
+		json_t *out = res->text && cae__utf8_is_valid(res->text, n)
 				  ? json_stringn_nocheck(res->text, n)
 				  : NULL;
 		res->structured = out ? json_pack("{s:s, s:s?, s:o, s:b}", "command",

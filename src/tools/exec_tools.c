@@ -164,8 +164,8 @@ char *cae__shell_join(const char *const *argv, size_t argc)
 static json_t *tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
 {
 	int r =
-	    cae_path_lexical("/", env->workspace_path, path, strlen(path),
-			     CAE_PATH_FOLD_DOTDOT | CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, cwd);
+	    cae__path_lexical("/", env->workspace_path, path, strlen(path),
+			      CAE_PATH_FOLD_DOTDOT | CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, cwd);
 	if (r == 0)
 		return NULL;
 	if (r == -ENOMEM)
@@ -182,7 +182,7 @@ static void cut_chars(char *s, size_t max_chars, bool *truncated)
 {
 	size_t len = strlen(s);
 	size_t chars;
-	size_t b = cae_utf8_prefix_chars(s, len, max_chars, &chars);
+	size_t b = cae__utf8_prefix_chars(s, len, max_chars, &chars);
 	if (b < len) {
 		s[b] = '\0';
 		*truncated = true;

@@ -30,7 +30,7 @@ json_t *cae__tool_error(const char *code, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	_cleanup_free_ char *clean = cae_utf8_sanitize(msg, strlen(msg), NULL);
+	_cleanup_free_ char *clean = cae__utf8_sanitize(msg, strlen(msg), NULL);
 	return json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", clean ? clean : "");
 }
 

@@ -25,10 +25,10 @@ static void put_tail(cae_buf *b, const char *s, size_t n)
 		n--;
 	if (!n)
 		return;
-	size_t from = cae_utf8_suffix_chars(s, n, ERROR_OUTPUT_CHARS);
+	size_t from = cae__utf8_suffix_chars(s, n, ERROR_OUTPUT_CHARS);
 	/* a quote in an error message already recorded: dropped when memory runs out */
 	DISCARD_RESULT(
-	    cae_buf_printf(b, " (output: %s%.*s)", from ? "…" : "", (int)(n - from), s + from));
+	    cae__buf_printf(b, " (output: %s%.*s)", from ? "…" : "", (int)(n - from), s + from));
 }
 
 /* Runs argv in the workspace with the timeout; fills oc. what: "command" or "git command". */
@@ -57,12 +57,12 @@ static void run_in_env(wk_state *st, const char *const *argv, int64_t timeout_ms
 	}
 	/* the output is capped (what does not fit is dropped and recorded); failing to keep
 	 * what fits would show the model part of it as all of it */
-	r = cae_buf_append(&oc->output, res.out, res.out_len);
+	r = cae__buf_append(&oc->output, res.out, res.out_len);
 	if (r == 0 && res.err_len) {
 		if (oc->output.len && oc->output.data[oc->output.len - 1] != '\n')
-			r = cae_buf_append(&oc->output, "\n", 1);
+			r = cae__buf_append(&oc->output, "\n", 1);
 		if (r == 0)
-			r = cae_buf_append(&oc->output, res.err, res.err_len);
+			r = cae__buf_append(&oc->output, res.err, res.err_len);
 	}
 	if (r < 0) {
 		cae__wk_fail(oc, "%s output: %s", what, strerror(-r));
@@ -101,19 +101,19 @@ static const char shell_wrapper[] =
 static void exec_shell(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 {
 	cae_buf script;
-	cae_buf_init(&script, CAE_PATCH_MAX_INPUT + 16);
-	int r = cae_buf_puts(&script, c->target);
+	cae__buf_init(&script, CAE_PATCH_MAX_INPUT + 16);
+	int r = cae__buf_puts(&script, c->target);
 	if (r == 0 && c->content_len)
-		r = cae_buf_puts(&script, " ");
+		r = cae__buf_puts(&script, " ");
 	if (r == 0 && c->content_len)
-		r = cae_buf_append(&script, c->content, strnlen(c->content, c->content_len));
+		r = cae__buf_append(&script, c->content, strnlen(c->content, c->content_len));
 	if (r < 0) { /* never a part of the command */
-		cae_buf_clear(&script);
+		cae__buf_clear(&script);
 		cae__wk_fail(oc, "%s", strerror(-r));
 		return;
 	}
 	if (!script.data || !*script.data) {
-		cae_buf_clear(&script);
+		cae__buf_clear(&script);
 		cae__wk_fail(oc, "empty shell command");
 		return;
 	}
@@ -128,13 +128,13 @@ static void exec_shell(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 			oc->has_exit_code = true;
 			oc->exit_code = 126;
 			cae__wk_fail(oc, "refused by the command policy: %s", v.reason);
-			cae_buf_clear(&script);
+			cae__buf_clear(&script);
 			return;
 		}
 	}
 	const char *argv[] = {"sh", "-c", shell_wrapper, "sh", script.data, NULL};
 	run_in_env(st, argv, st->command_timeout_ms, "command", oc);
-	cae_buf_clear(&script);
+	cae__buf_clear(&script);
 }
 
 /* Which parts of a commit identity the repository lacks: asked once per run. */
@@ -240,7 +240,7 @@ static char *commit_message(wk_state *st)
 	const char *prefix =
 	    st->o->commit_message_prefix ? st->o->commit_message_prefix : CAE_WORKER_DEFAULT_PREFIX;
 	cae_buf line;
-	cae_buf_init(&line, 4096);
+	cae__buf_init(&line, 4096);
 	int r = 0;
 	const char *t = st->o->patch_text;
 	if (t) {
@@ -254,7 +254,7 @@ static char *commit_message(wk_state *st)
 			while (z > a && (t[z - 1] == ' ' || t[z - 1] == '\t' || t[z - 1] == '\r'))
 				z--;
 			if (z > a) {
-				r = cae_buf_append(&line, t + a, MIN(z - a, (size_t)4000));
+				r = cae__buf_append(&line, t + a, MIN(z - a, (size_t)4000));
 				break;
 			}
 			if (!e)
@@ -264,20 +264,20 @@ static char *commit_message(wk_state *st)
 	}
 	if (r == 0 && !line.len && cae_patch_count(st->p)) {
 		const cae_patch_command *c = cae_patch_get(st->p, 0);
-		r = cae_buf_printf(&line, "%s %s %.300s", cae_patch_type_name(c->type),
-				   cae_patch_action_name(c->action), c->target);
+		r = cae__buf_printf(&line, "%s %s %.300s", cae_patch_type_name(c->type),
+				    cae_patch_action_name(c->action), c->target);
 	}
 	if (r < 0) {
-		cae_buf_clear(&line);
+		cae__buf_clear(&line);
 		return NULL;
 	}
-	_cleanup_free_ char *u = cae_utf8_sanitize(line.data ? line.data : "", line.len, NULL);
-	cae_buf_clear(&line);
+	_cleanup_free_ char *u = cae__utf8_sanitize(line.data ? line.data : "", line.len, NULL);
+	cae__buf_clear(&line);
 	if (!u)
 		return NULL;
 	size_t ul = strlen(u);
 	size_t chars;
-	size_t cut = cae_utf8_prefix_chars(u, ul, CAE_WORKER_COMMIT_SUMMARY_CHARS, &chars);
+	size_t cut = cae__utf8_prefix_chars(u, ul, CAE_WORKER_COMMIT_SUMMARY_CHARS, &chars);
 	char *msg = NULL;
 	if (asprintf(&msg, "%s %.*s%s", prefix, (int)cut, u, cut < ul ? "..." : "") < 0)
 		return NULL;

@@ -304,9 +304,9 @@ bool cae__wk_plan_run(wk_state *st, const wk_plan *pl, bool stop_on_error, char 
 		wk_outcome one;
 		wk_outcome *oc = k.txn ? &held[done] : &one;
 		cae__wk_outcome_init(oc, st->max_output);
-		int64_t t0 = cae_now_ns();
+		int64_t t0 = cae__now_ns();
 		exec_step(st, &k, s, oc);
-		int64_t ms = (cae_now_ns() - t0) / 1000000;
+		int64_t ms = (cae__now_ns() - t0) / 1000000;
 		failed = failed || !oc->success;
 		if (!k.txn) {
 			cae__wk_record(st, s->index, s->command, oc, ms);

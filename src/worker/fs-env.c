@@ -367,7 +367,7 @@ static int decode(const char *s, size_t n, bool hex, size_t want, char **out)
 			continue;
 		if (!hex && c == '=')
 			break;
-		int v = hex ? cae_hex_digit((unsigned char)c) : b64_value(c);
+		int v = hex ? cae__hex_digit((unsigned char)c) : b64_value(c);
 		if (v < 0)
 			goto bad;
 		acc = (acc << (hex ? 4 : 6)) | (unsigned)v;
@@ -513,7 +513,7 @@ static int env_txn_begin(wk_fs *fs, cae_error *err)
 	if (e->txn)
 		return cae_error_set(err, -EBUSY, "a transaction is already open");
 	pid_t pid = getpid();
-	snprintf(e->token, sizeof(e->token), "%d-%llu.%u", (int)pid, cae_process_start_time(pid),
+	snprintf(e->token, sizeof(e->token), "%d-%llu.%u", (int)pid, cae__process_start_time(pid),
 		 atomic_fetch_add(&txn_seq, 1));
 	e->txn = true;
 	e->staged = 0;
@@ -533,7 +533,7 @@ static int env_txn_write(wk_fs *fs, const char *rel, const char *data, size_t le
 		snprintf(arg, sizeof(arg), "%o", (unsigned)(mode & 07777));
 	unsigned i = ++e->staged;
 	snprintf(idx, sizeof(idx), "%u", i);
-	cae_txn_kill_point();
+	cae__txn_kill_point();
 	cae_run_result res;
 	int r = run_script_tx(e, fs_script, "stage", rel, arg, data ? data : "", len, 8192,
 			      e->token, idx, &res, err);
@@ -556,7 +556,7 @@ static int env_txn_remove(wk_fs *fs, const char *rel, cae_error *err)
 	env_fs *e = env_of(fs);
 	if (!e->txn)
 		return cae_error_set(err, -EINVAL, "no open transaction");
-	cae_txn_kill_point();
+	cae__txn_kill_point();
 	cae_run_result res;
 	int r = run_script(e, "unstage", rel, "", NULL, 0, 8192, &res, err);
 	if (r < 0)
@@ -571,7 +571,7 @@ static void env_txn_abort(wk_fs *fs)
 	env_fs *e = env_of(fs);
 	if (!e->txn)
 		return;
-	cae_txn_kill_point();
+	cae__txn_kill_point();
 	cae_run_result res;
 	if (e->staged && txn_run(e, "recover", e->token, NULL, 0, &res, NULL) == 0)
 		cae_run_result_clear(&res);
@@ -585,29 +585,29 @@ static int env_txn_commit(wk_fs *fs, cae_error *err)
 	if (!e->txn)
 		return cae_error_set(err, -EINVAL, "no open transaction");
 	cae_buf in;
-	cae_buf_init(&in, SIZE_MAX - 1);
+	cae__buf_init(&in, SIZE_MAX - 1);
 	int r = 0;
 	for (size_t i = 0; r == 0 && i < e->nchanges; i++) {
 		const env_change *c = &e->changes[i];
-		r = cae_buf_printf(&in, "%s\n%s\n%s\n", c->staged ? "S" : "X",
-				   c->staged ? c->staged : "-", c->target);
+		r = cae__buf_printf(&in, "%s\n%s\n%s\n", c->staged ? "S" : "X",
+				    c->staged ? c->staged : "-", c->target);
 	}
 	if (r < 0) {
-		cae_buf_clear(&in);
+		cae__buf_clear(&in);
 		env_txn_abort(fs);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
-	cae_txn_kill_point();
+	cae__txn_kill_point();
 	cae_run_result res;
 	r = txn_run(e, "commit", e->token, in.data ? in.data : "", in.len, &res, err);
-	cae_buf_clear(&in);
+	cae__buf_clear(&in);
 	if (r == 0)
 		cae_run_result_clear(&res);
 	else
 		cae_error_prefix(err, "the files could not all be replaced (those that were stay "
 				      "replaced; the commit is completed by the next run once this "
 				      "process is gone)");
-	cae_txn_kill_point();
+	cae__txn_kill_point();
 	changes_clear(e);
 	e->txn = false;
 	return r;
@@ -624,7 +624,7 @@ static void env_recover(env_fs *e)
 		if (nl)
 			*nl = '\0';
 		bool owned;
-		if (cae_scratch_owner_dead(line, "", &owned) && owned) {
+		if (cae__scratch_owner_dead(line, "", &owned) && owned) {
 			cae_run_result rr;
 			if (txn_run(e, "recover", line, NULL, 0, &rr, NULL) == 0)
 				cae_run_result_clear(&rr);

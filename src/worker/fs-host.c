@@ -65,7 +65,7 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, cae_ch
 {
 	unsigned flags =
 	    CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0) | (follow ? 0 : CAE_CHASE_NOFOLLOW);
-	int r = cae_chase(h->root_fd, rel, flags, h->txn ? cae_txn_mkdir_hook : NULL, h->txn, t);
+	int r = cae__chase(h->root_fd, rel, flags, h->txn ? cae__txn_mkdir_hook : NULL, h->txn, t);
 	if (r < 0 && r != -ENOENT)
 		return path_error(err, rel, r);
 	if (r == 0 && !*t->name)
@@ -85,7 +85,7 @@ static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t
 	if (data)
 		*data = NULL;
 	/* O_NONBLOCK: a FIFO must not block the open */
-	_cleanup_close_ int fd = cae_open_beneath(h->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
+	_cleanup_close_ int fd = cae__open_beneath(h->root_fd, rel, O_RDONLY | O_NONBLOCK, 0);
 	if (fd < 0)
 		return path_error(err, rel, fd);
 	struct stat st;
@@ -99,7 +99,7 @@ static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t
 		*mode = st.st_mode & 07777;
 	if (!data)
 		return 0;
-	int r = cae_read_fd(fd, max, data, len);
+	int r = cae__read_fd(fd, max, data, len);
 	if (r < 0)
 		return path_error(err, rel, r);
 	return 0;
@@ -109,7 +109,7 @@ static int host_read(wk_fs *fs, const char *rel, size_t max, char **data, size_t
 static int stage_write(host_fs *h, const char *rel, const char *data, size_t len, mode_t mode,
 		       cae_error *err)
 {
-	_cleanup_(cae_chased_clear) cae_chased t = CAE_CHASED_INIT;
+	_cleanup_(cae__chased_clear) cae_chased t = CAE_CHASED_INIT;
 	int r = resolve(h, rel, true, true, &t, err);
 	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
 		r = path_error(err, rel, -EISDIR);
@@ -117,13 +117,13 @@ static int stage_write(host_fs *h, const char *rel, const char *data, size_t len
 		return r;
 	if (mode == WK_MODE_KEEP)
 		mode = t.exists && S_ISREG(t.st.st_mode) ? (t.st.st_mode & 07777) : 0644;
-	int fd = cae_txn_stage(h->txn, t.fd, t.dir, t.name, 0);
+	int fd = cae__txn_stage(h->txn, t.fd, t.dir, t.name, 0);
 	if (fd < 0)
 		return path_error(err, rel, fd);
-	r = cae_write_all(fd, data, len);
+	r = cae__write_all(fd, data, len);
 	if (r == 0 && fchmod(fd, mode & 07777) < 0)
 		r = -errno;
-	int d = cae_txn_stage_done(h->txn, fd);
+	int d = cae__txn_stage_done(h->txn, fd);
 	if (r == 0)
 		r = d;
 	return r < 0 ? path_error(err, rel, r) : 0;
@@ -136,7 +136,7 @@ static int host_txn_begin(wk_fs *fs, cae_error *err)
 		return cae_error_set(err, -EBUSY, "a transaction is already open");
 	if (!h->wsj)
 		return cae_error_set(err, -ENOTSUP, "no journal directory for this workspace");
-	int r = cae_txn_begin(h->wsj, &h->txn);
+	int r = cae__txn_begin(h->wsj, &h->txn);
 	return r < 0 ? cae_error_set(err, r, "%s", strerror(-r)) : 0;
 }
 
@@ -154,13 +154,13 @@ static int host_txn_remove(wk_fs *fs, const char *rel, cae_error *err)
 	host_fs *h = host_of(fs);
 	if (!h->txn)
 		return cae_error_set(err, -EINVAL, "no open transaction");
-	_cleanup_(cae_chased_clear) cae_chased t = CAE_CHASED_INIT;
+	_cleanup_(cae__chased_clear) cae_chased t = CAE_CHASED_INIT;
 	int r = resolve(h, rel, false, false, &t, err);
 	if (r == 0 && !t.exists)
 		r = path_error(err, rel, -ENOENT);
 	else if (r == 0 && S_ISDIR(t.st.st_mode))
 		r = path_error(err, rel, -EISDIR);
-	if (r == 0 && (r = cae_txn_remove(h->txn, t.fd, t.dir, t.name)) < 0)
+	if (r == 0 && (r = cae__txn_remove(h->txn, t.fd, t.dir, t.name)) < 0)
 		r = path_error(err, rel, r);
 	return r;
 }
@@ -170,7 +170,7 @@ static int host_txn_commit(wk_fs *fs, cae_error *err)
 	host_fs *h = host_of(fs);
 	if (!h->txn)
 		return cae_error_set(err, -EINVAL, "no open transaction");
-	int r = cae_txn_commit(TAKE_PTR(h->txn), NULL);
+	int r = cae__txn_commit(TAKE_PTR(h->txn), NULL);
 	return r < 0 ? cae_error_set(err, r,
 				     "the files could not be replaced: %s; nothing was changed",
 				     strerror(-r))
@@ -180,7 +180,7 @@ static int host_txn_commit(wk_fs *fs, cae_error *err)
 static void host_txn_abort(wk_fs *fs)
 {
 	host_fs *h = host_of(fs);
-	cae_txn_abort(TAKE_PTR(h->txn));
+	cae__txn_abort(TAKE_PTR(h->txn));
 }
 
 static int host_write(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
@@ -196,10 +196,10 @@ static int host_write(wk_fs *fs, const char *rel, const char *data, size_t len, 
 			host_txn_abort(fs);
 			return r;
 		}
-		r = cae_txn_commit(TAKE_PTR(h->txn), NULL);
+		r = cae__txn_commit(TAKE_PTR(h->txn), NULL);
 		return r < 0 ? path_error(err, rel, r) : 0;
 	}
-	_cleanup_(cae_chased_clear) cae_chased t = CAE_CHASED_INIT;
+	_cleanup_(cae__chased_clear) cae_chased t = CAE_CHASED_INIT;
 	int r = resolve(h, rel, true, true, &t, err);
 	if (r < 0)
 		return r;
@@ -207,7 +207,7 @@ static int host_write(wk_fs *fs, const char *rel, const char *data, size_t len, 
 		return path_error(err, rel, -EISDIR);
 	if (mode == WK_MODE_KEEP)
 		mode = t.exists && S_ISREG(t.st.st_mode) ? (t.st.st_mode & 07777) : 0644;
-	r = cae_write_file_atomic(t.fd, t.name, data, len, mode, false);
+	r = cae__write_file_atomic(t.fd, t.name, data, len, mode, false);
 	if (r < 0)
 		return path_error(err, rel, r);
 	return 0;
@@ -216,7 +216,7 @@ static int host_write(wk_fs *fs, const char *rel, const char *data, size_t len, 
 static int host_remove(wk_fs *fs, const char *rel, cae_error *err)
 {
 	host_fs *h = host_of(fs);
-	_cleanup_(cae_chased_clear) cae_chased t = CAE_CHASED_INIT;
+	_cleanup_(cae__chased_clear) cae_chased t = CAE_CHASED_INIT;
 	int r = resolve(h, rel, false, false, &t, err);
 	if (r == 0 && !t.exists)
 		r = path_error(err, rel, -ENOENT);
@@ -232,8 +232,8 @@ static int host_remove(wk_fs *fs, const char *rel, cae_error *err)
 static void host_free(wk_fs *fs)
 {
 	host_fs *h = host_of(fs);
-	cae_txn_abort(h->txn);
-	cae_wsj_free(h->wsj);
+	cae__txn_abort(h->txn);
+	cae__wsj_free(h->wsj);
 	if (h->root_fd >= 0)
 		close(h->root_fd);
 	free(h);
@@ -264,8 +264,8 @@ int cae__wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err)
 		return cae_error_set(err, r, "workspace %s: %s", host_path, strerror(-r));
 	}
 	/* What a process killed while writing here left is completed or rolled back first. */
-	if (cae_wsj_open(h->root_fd, &h->wsj) == 0)
-		(void)cae_wsj_recover(h->wsj, NULL);
+	if (cae__wsj_open(h->root_fd, &h->wsj) == 0)
+		(void)cae__wsj_recover(h->wsj, NULL);
 	*out = &h->base;
 	return 0;
 }

@@ -1,5 +1,5 @@
 /* What the worker refuses in a patch's path before touching anything, worded for the patch's
- * author. The rule itself is base/chase.h's cae_path_lexical, with the worker's stricter
+ * author. The rule itself is base/chase.h's cae__path_lexical, with the worker's stricter
  * choice that a patch path has no ".." at all; the file systems (fs-host.c, fs-env.c) then
  * resolve every symbolic link inside the workspace. */
 #include "worker/worker-internal.h"
@@ -18,7 +18,7 @@ int cae__wk_path_rel(const char *root, const char *path, char **rel, cae_error *
 	*rel = NULL;
 	size_t len = path ? strlen(path) : 0;
 	_cleanup_free_ char *r = NULL;
-	switch (cae_path_lexical(root, NULL, path, len, CAE_PATH_NO_DOTDOT, &r)) {
+	switch (cae__path_lexical(root, NULL, path, len, CAE_PATH_NO_DOTDOT, &r)) {
 	case 0:
 		break;
 	case -ENOENT:

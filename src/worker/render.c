@@ -17,10 +17,10 @@ static int put_target(cae_buf *b, const char *t)
 {
 	const char *nl = strchr(t, '\n');
 	size_t n = nl ? (size_t)(nl - t) : strlen(t);
-	size_t cut = cae_utf8_prefix_chars(t, n, 200, NULL);
-	int r = cae_buf_append(b, t, cut);
+	size_t cut = cae__utf8_prefix_chars(t, n, 200, NULL);
+	int r = cae__buf_append(b, t, cut);
 	if (cut < n || nl)
-		r |= cae_buf_puts(b, " …");
+		r |= cae__buf_puts(b, " …");
 	return r;
 }
 
@@ -32,11 +32,11 @@ static int put_indented(cae_buf *b, const char *text, const char *indent)
 		const char *nl = strchr(s, '\n');
 		size_t n = nl ? (size_t)(nl - s) : strlen(s);
 		if (s != text)
-			r |= cae_buf_puts(b, indent);
-		r |= cae_buf_append(b, s, n);
+			r |= cae__buf_puts(b, indent);
+		r |= cae__buf_append(b, s, n);
 		if (!nl)
 			break;
-		r |= cae_buf_puts(b, "\n");
+		r |= cae__buf_puts(b, "\n");
 		s = nl + 1;
 	}
 	return r;
@@ -45,21 +45,21 @@ static int put_indented(cae_buf *b, const char *text, const char *indent)
 char *cae_worker_render(const json_t *result)
 {
 	cae_buf b;
-	cae_buf_init(&b, (size_t)64 << 20);
+	cae__buf_init(&b, (size_t)64 << 20);
 	int ret = 0;
 	const char *summary = json_string_value(json_object_get(result, "summary"));
-	ret |= cae_buf_puts(&b, summary ? summary : "");
-	ret |= cae_buf_puts(&b, "\n");
+	ret |= cae__buf_puts(&b, summary ? summary : "");
+	ret |= cae__buf_puts(&b, "\n");
 	if (json_is_true(json_object_get(result, "dry_run"))) {
 		const char *plan = json_string_value(json_object_get(result, "plan"));
 		if (plan && *plan) {
-			ret |= cae_buf_puts(&b, "\n");
-			ret |= cae_buf_puts(&b, plan);
+			ret |= cae__buf_puts(&b, "\n");
+			ret |= cae__buf_puts(&b, plan);
 		}
 	}
 	json_t *results = json_object_get(result, "results");
 	if (json_array_size(results))
-		ret |= cae_buf_puts(&b, "\n");
+		ret |= cae__buf_puts(&b, "\n");
 	size_t i;
 	json_t *r;
 	json_array_foreach(results, i, r)
@@ -69,17 +69,17 @@ char *cae_worker_render(const json_t *result)
 		const char *action = json_string_value(json_object_get(cmd, "action"));
 		const char *target = json_string_value(json_object_get(cmd, "target"));
 		bool ok = json_is_true(json_object_get(r, "success"));
-		ret |= cae_buf_printf(&b, "%s [%zu] %s %s ", ok ? "✓" : "✗", i + 1,
-				      type ? type : "", action ? action : "");
+		ret |= cae__buf_printf(&b, "%s [%zu] %s %s ", ok ? "✓" : "✗", i + 1,
+				       type ? type : "", action ? action : "");
 		ret |= put_target(&b, target ? target : "");
-		ret |= cae_buf_printf(
+		ret |= cae__buf_printf(
 		    &b, " (%lldms)", (long long)json_integer_value(json_object_get(r, "duration")));
 		const char *e = json_string_value(json_object_get(r, "error"));
 		if (e && *e) {
-			ret |= cae_buf_puts(&b, "\n    error: ");
+			ret |= cae__buf_puts(&b, "\n    error: ");
 			ret |= put_indented(&b, e, "    ");
 		}
-		ret |= cae_buf_puts(&b, "\n");
+		ret |= cae__buf_puts(&b, "\n");
 	}
 	const char *hash = json_string_value(json_object_get(result, "git_commit"));
 	const char *ac = json_string_value(json_object_get(result, "auto_commit"));
@@ -87,31 +87,31 @@ char *cae_worker_render(const json_t *result)
 	bool tail = hash || (ac && strcmp(ac, "committed") != 0) ||
 		    json_object_get(result, "rolled_back") || json_object_get(result, "error");
 	if (tail)
-		ret |= cae_buf_puts(&b, "\n");
+		ret |= cae__buf_puts(&b, "\n");
 	if (hash)
-		ret |= cae_buf_printf(&b, "git commit: %s\n", hash);
+		ret |= cae__buf_printf(&b, "git commit: %s\n", hash);
 	else if (ac && strcmp(ac, "nothing_to_commit") == 0)
-		ret |= cae_buf_puts(&b, "git commit: nothing to commit\n");
+		ret |= cae__buf_puts(&b, "git commit: nothing to commit\n");
 	else if (ac && strcmp(ac, "failed") == 0)
-		ret |= cae_buf_printf(&b, "git commit failed: %s\n", ace ? ace : "");
+		ret |= cae__buf_printf(&b, "git commit failed: %s\n", ace ? ace : "");
 	json_t *rb = json_object_get(result, "rolled_back");
 	if (json_is_true(rb))
 		ret |=
-		    cae_buf_puts(&b, "rolled back: the workspace was restored to its state before "
-				     "the patch\n");
+		    cae__buf_puts(&b, "rolled back: the workspace was restored to its state before "
+				      "the patch\n");
 	else if (rb) {
 		const char *re = json_string_value(json_object_get(result, "rollback_error"));
-		ret |= cae_buf_printf(&b, "rollback failed: %s\n", re ? re : "");
+		ret |= cae__buf_printf(&b, "rollback failed: %s\n", re ? re : "");
 	}
 	const char *err = json_string_value(json_object_get(result, "error"));
 	if (err) {
-		ret |= cae_buf_puts(&b, "error: ");
+		ret |= cae__buf_puts(&b, "error: ");
 		ret |= put_indented(&b, err, "    ");
-		ret |= cae_buf_puts(&b, "\n");
+		ret |= cae__buf_puts(&b, "\n");
 	}
 	if (ret < 0) {
-		cae_buf_clear(&b);
+		cae__buf_clear(&b);
 		return NULL;
 	}
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }

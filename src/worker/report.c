@@ -17,24 +17,24 @@
 void cae__wk_outcome_init(wk_outcome *oc, size_t max_output)
 {
 	memset(oc, 0, sizeof(*oc));
-	cae_buf_init(&oc->output, max_output);
-	cae_buf_init(&oc->error, 16384);
+	cae__buf_init(&oc->output, max_output);
+	cae__buf_init(&oc->error, 16384);
 }
 
 void cae__wk_outcome_clear(wk_outcome *oc)
 {
-	cae_buf_clear(&oc->output);
-	cae_buf_clear(&oc->error);
+	cae__buf_clear(&oc->output);
+	cae__buf_clear(&oc->error);
 }
 
 void cae__wk_fail(wk_outcome *oc, const char *fmt, ...)
 {
 	oc->success = false;
-	cae_buf_clear(&oc->error);
+	cae__buf_clear(&oc->error);
 	va_list ap;
 	va_start(ap, fmt);
 	/* the failure is recorded above; its text is capped, and empty when memory ran out */
-	DISCARD_RESULT(cae_buf_vprintf(&oc->error, fmt, ap));
+	DISCARD_RESULT(cae__buf_vprintf(&oc->error, fmt, ap));
 	va_end(ap);
 }
 
@@ -43,14 +43,14 @@ void cae__wk_report(wk_outcome *oc, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	/* best effort: see worker-internal.h */
-	DISCARD_RESULT(cae_buf_vprintf(&oc->output, fmt, ap));
+	DISCARD_RESULT(cae__buf_vprintf(&oc->output, fmt, ap));
 	va_end(ap);
 }
 
 /* A JSON string from bytes (made valid UTF-8, secrets redacted). */
 json_t *cae__wk_clean_string(const wk_state *st, const char *s, size_t n)
 {
-	_cleanup_free_ char *u = cae_utf8_sanitize(s ? s : "", s ? n : 0, NULL);
+	_cleanup_free_ char *u = cae__utf8_sanitize(s ? s : "", s ? n : 0, NULL);
 	if (!u)
 		return NULL;
 	_cleanup_free_ char *r = cae_redact(st->log, u);
@@ -72,9 +72,9 @@ static json_t *command_json(const cae_patch_command *c)
 void cae__wk_record(wk_state *st, size_t i, const cae_patch_command *c, const wk_outcome *oc,
 		    int64_t duration_ms)
 {
-	_cleanup_free_ char *target = cae_utf8_sanitize(c->target, strlen(c->target), NULL);
+	_cleanup_free_ char *target = cae__utf8_sanitize(c->target, strlen(c->target), NULL);
 	_cleanup_free_ char *error =
-	    oc->error.data ? cae_utf8_sanitize(oc->error.data, oc->error.len, NULL) : NULL;
+	    oc->error.data ? cae__utf8_sanitize(oc->error.data, oc->error.len, NULL) : NULL;
 	json_t *r = json_object();
 	json_object_set_new(r, "command", command_json(c));
 	json_object_set_new(r, "success", json_boolean(oc->success));
@@ -129,7 +129,7 @@ void cae__wk_log_start(const wk_state *st, bool dry_run)
 	}
 	size_t tl = strlen(text);
 	_cleanup_free_ char *clean =
-	    cae_utf8_sanitize(text, MIN(tl, (size_t)CAE_LOG_MAX_STRING), NULL);
+	    cae__utf8_sanitize(text, MIN(tl, (size_t)CAE_LOG_MAX_STRING), NULL);
 	text = clean ? clean : "";
 	cae_log_fields(st->log, CAE_LOG_INFO, "worker.patch_execution_start",
 		       json_pack("{s:s, s:s, s:s, s:I, s:b, s:s, s:s}", "patch", text,

@@ -102,7 +102,7 @@ int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *
 	}
 	char made[4096] = "";
 	if (s->host) {
-		int m = cae_scratch_mkdtemp(NULL, "cae-snap.", made, sizeof(made));
+		int m = cae__scratch_mkdtemp(NULL, "cae-snap.", made, sizeof(made));
 		if (m < 0) {
 			free(s->root);
 			return cae_error_set(err, m,
@@ -117,7 +117,7 @@ int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *
 	int r = run(s, argv, &res, err);
 	if (r < 0) {
 		if (made[0])
-			(void)cae_rm_rf(made);
+			(void)cae__rm_rf(made);
 		free(s->root);
 		return cae_error_prefix(err, "cannot take the rollback snapshot");
 	}

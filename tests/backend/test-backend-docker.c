@@ -191,7 +191,7 @@ START_TEST(backend_prepare_pytest_cleanup)
 	ck_assert_str_eq(info.environment_name, "python");
 	ck_assert_str_eq(info.workspace_path, "/workspace/project");
 	ck_assert_uint_ge(strlen(info.container_id), 12);
-	ck_assert(cae_parse_iso8601(info.created_at) > 0);
+	ck_assert(cae__parse_iso8601(info.created_at) > 0);
 
 	/* labels and name, through the API */
 	char name[160];
@@ -401,7 +401,7 @@ START_TEST(backend_local_path_repository)
 	snprintf(repo, sizeof(repo), "%s/nope", work);
 	cae_task t2 = {.uuid = uuid, .repo = repo};
 	expect_prepare_failure(cfg, &t2, "python", "clone", "repository not found");
-	cae_rm_rf(work);
+	cae__rm_rf(work);
 	free(work);
 	cae_config_free(cfg);
 }
@@ -411,7 +411,7 @@ static bool file_contains(const char *path, const char *needle)
 {
 	char *text = NULL;
 	size_t len = 0;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 64 * 1024 * 1024, &text, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 64 * 1024 * 1024, &text, &len), 0);
 	bool found = memmem(text, len, needle, strlen(needle)) != NULL;
 	free(text);
 	return found;
@@ -421,7 +421,7 @@ START_TEST(backend_token_appears_nowhere)
 {
 	cae_config *cfg = dcfg();
 	char *dir = tu_mkdtemp();
-	char *logpath = cae_path_join(dir, "log.jsonl");
+	char *logpath = cae__path_join(dir, "log.jsonl");
 	int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(logfd, 0);
 	cae_log *log = cae_log_new(logfd, CAE_LOG_DEBUG);
@@ -494,7 +494,7 @@ START_TEST(backend_token_appears_nowhere)
 	close(logfd);
 	ck_assert(!file_contains(logpath, git_token));
 	ck_assert(file_contains(logpath, "environment.ready"));
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 	free(logpath);
 	cae_env_info_clear(&info);
@@ -630,7 +630,7 @@ START_TEST(backend_network_none_and_socket_warning)
 	json_decref(c);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
-	cae_rm_rf(work);
+	cae__rm_rf(work);
 	free(work);
 	cae_docker_free(d);
 	cae_backend_free(b);
@@ -682,9 +682,9 @@ START_TEST(backend_fork_bomb_held)
 	ck_assert_str_eq(mx, "64");
 	cae_run_result_clear(&r);
 	/* the real thing, with a timeout: the manager gets its result and stays usable */
-	int64_t t0 = cae_now_ms();
+	int64_t t0 = cae__now_ms();
 	r = bexec(b, uuid, "b() { b | b & }; b; sleep 100", 5000);
-	int64_t took = cae_now_ms() - t0;
+	int64_t took = cae__now_ms() - t0;
 	ck_assert_msg(took < 60000, "took %lld ms", (long long)took);
 	cae_run_result_clear(&r);
 	r = bexec(b, uuid, "echo alive; cat calc.py | head -1", 60000);
@@ -838,7 +838,7 @@ START_TEST(backend_stale_gc)
 	struct tm tm;
 	gmtime_r(&two_days_ago, &tm);
 	strftime(old, sizeof(old), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
-	cae_iso8601_now(now, sizeof(now));
+	cae__iso8601_now(now, sizeof(now));
 	char *a = fake_env(d, n1, old_uuid, old);
 	char *bb = fake_env(d, n2, new_uuid, now);
 	char *c = fake_env(d, other, old_uuid, old); /* old, but not named like ours */
@@ -1152,14 +1152,14 @@ static char *cae_out(const char *config, const char *args, int *status)
 	FILE *f = popen(cmd, "r");
 	ck_assert_ptr_nonnull(f);
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	char chunk[4096];
 	size_t n;
 	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-		ck_assert_int_eq(cae_buf_append(&b, chunk, n), 0);
+		ck_assert_int_eq(cae__buf_append(&b, chunk, n), 0);
 	*status = pclose(f);
 	char *s = strndup(b.data ? b.data : "", b.len);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	return s;
 }
 
@@ -1249,7 +1249,7 @@ START_TEST(cli_prepare_killed_then_gc)
 		ck_assert_msg(killed, "point %d: every prepare finished before its kill", point);
 	}
 	cae_docker_free(d);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -1315,7 +1315,7 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	close(conn);
 	close(lfd);
 	cae_docker_free(d);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -1339,7 +1339,7 @@ START_TEST(backend_auto_selection)
 	ck_assert_int_lt(cae_backend_new_named("docker", cfg, NULL, &b, &err), 0);
 	ck_assert_msg(strstr(err.message, "unix:///nonexistent/docker.sock") != NULL, "%s",
 		      err.message);
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 	free(state);
 	cae_config_free(cfg);
 }
@@ -1476,7 +1476,7 @@ START_TEST(cli_exec_signals_end_the_command_in_the_container)
 	cae_docker_free(d);
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -1564,7 +1564,7 @@ static char *helper_container(cae_docker *d, const char *image, const char *life
 	ck_assert_msg(cae_docker_put_archive(d, id, "/", fd, (uint64_t)sb.st_size, &err) == 0, "%s",
 		      err.message);
 	close(fd);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 	ck_assert_msg(cae_docker_container_start(d, id, &err) == 0, "%s", err.message);
 	*m = helper_stream(d, id);
@@ -1642,14 +1642,14 @@ static char *mux_sh(cae_helper_mux *m, const char *script)
 /* s in single quotes for sh. */
 static void sq(cae_buf *b, const char *s)
 {
-	ck_assert_int_eq(cae_buf_puts(b, "'"), 0);
+	ck_assert_int_eq(cae__buf_puts(b, "'"), 0);
 	for (; *s; s++) {
 		if (*s == '\'')
-			ck_assert_int_eq(cae_buf_puts(b, "'\\''"), 0);
+			ck_assert_int_eq(cae__buf_puts(b, "'\\''"), 0);
 		else
-			ck_assert_int_eq(cae_buf_append(b, s, 1), 0);
+			ck_assert_int_eq(cae__buf_append(b, s, 1), 0);
 	}
-	ck_assert_int_eq(cae_buf_puts(b, "'"), 0);
+	ck_assert_int_eq(cae__buf_puts(b, "'"), 0);
 }
 
 /* The shell commands that make what a case's setup.json describes, in the current
@@ -1657,41 +1657,42 @@ static void sq(cae_buf *b, const char *s)
 static char *setup_script(json_t *setup)
 {
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_buf_puts(&b, "set -e; "), 0);
+	cae__buf_init(&b, 1 << 20);
+	ck_assert_int_eq(cae__buf_puts(&b, "set -e; "), 0);
 	const char *k;
 	json_t *v;
 	size_t i;
 	json_array_foreach(json_object_get(setup, "dirs"), i, v)
 	{
-		ck_assert_int_eq(cae_buf_puts(&b, "mkdir -p "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "mkdir -p "), 0);
 		sq(&b, json_string_value(v));
-		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "; "), 0);
 	}
 	json_object_foreach(json_object_get(setup, "symlinks"), k, v)
 	{
-		ck_assert_int_eq(cae_buf_puts(&b, "ln -s "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "ln -s "), 0);
 		sq(&b, json_string_value(v));
-		ck_assert_int_eq(cae_buf_puts(&b, " "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, " "), 0);
 		sq(&b, k);
-		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "; "), 0);
 	}
 	json_array_foreach(json_object_get(setup, "fifos"), i, v)
 	{
-		ck_assert_int_eq(cae_buf_puts(&b, "mkfifo "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "mkfifo "), 0);
 		sq(&b, json_string_value(v));
-		ck_assert_int_eq(cae_buf_puts(&b, "; "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "; "), 0);
 	}
 	json_object_foreach(json_object_get(setup, "modes"), k, v)
 	{
-		ck_assert_int_eq(cae_buf_puts(&b, "if [ -e "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "if [ -e "), 0);
 		sq(&b, k);
-		ck_assert_int_eq(cae_buf_printf(&b, " ]; then chmod %s ", json_string_value(v)), 0);
+		ck_assert_int_eq(cae__buf_printf(&b, " ]; then chmod %s ", json_string_value(v)),
+				 0);
 		sq(&b, k);
-		ck_assert_int_eq(cae_buf_puts(&b, "; fi; "), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "; fi; "), 0);
 	}
-	ck_assert_int_eq(cae_buf_puts(&b, "true"), 0);
-	return cae_buf_steal(&b, NULL);
+	ck_assert_int_eq(cae__buf_puts(&b, "true"), 0);
+	return cae__buf_steal(&b, NULL);
 }
 
 /* Every entry below the current directory: type, name, and a file's checksum and mode or a
@@ -1747,10 +1748,10 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 {
 	char cdir[PATH_MAX];
 	snprintf(cdir, sizeof(cdir), "%s/tests/data/editor/%s", CAE_SOURCE_ROOT, name);
-	char *p_args = cae_path_join(cdir, "args.json"),
-	     *p_exp = cae_path_join(cdir, "expected.txt");
-	char *p_before = cae_path_join(cdir, "before"), *p_after = cae_path_join(cdir, "after");
-	char *p_setup = cae_path_join(cdir, "setup.json");
+	char *p_args = cae__path_join(cdir, "args.json"),
+	     *p_exp = cae__path_join(cdir, "expected.txt");
+	char *p_before = cae__path_join(cdir, "before"), *p_after = cae__path_join(cdir, "after");
+	char *p_setup = cae__path_join(cdir, "setup.json");
 	json_error_t je;
 	json_t *args = json_load_file(p_args, JSON_ALLOW_NUL, &je);
 	ck_assert_msg(args != NULL, "%s: %s", p_args, je.text);
@@ -1758,14 +1759,14 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 	    access(p_setup, F_OK) == 0 ? json_load_file(p_setup, 0, &je) : json_object();
 	ck_assert_ptr_nonnull(setup);
 	char *expected = NULL;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, p_exp, 64 << 20, &expected, NULL), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, p_exp, 64 << 20, &expected, NULL), 0);
 
 	/* a fresh stream (a fresh editor: no undo history) on a fresh workspace */
 	cae_helper_mux *m = helper_stream(d, id);
 	free(mux_sh(m, "rm -rf /workspace/project /workspace/outside /workspace/.cae-journal "
 		       "/workspace/pwned && mkdir /workspace/project && " OUTSIDE_SCRIPT));
 	cae_error err = {0};
-	if (cae_is_dir(p_before)) {
+	if (cae__is_dir(p_before)) {
 		char *tmp = tu_mkdtemp();
 		tu_sh("tar --owner=1000 --group=1000 --numeric-owner -C '%s' -cf %s/t.tar .",
 		      p_before, tmp);
@@ -1778,7 +1779,7 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 						     (uint64_t)sb.st_size, &err) == 0,
 			      "%s", err.message);
 		close(fd);
-		cae_rm_rf(tmp);
+		cae__rm_rf(tmp);
 		free(tmp);
 	}
 	char *setup_sh = setup_script(setup);
@@ -1792,7 +1793,7 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 	limits_of(setup, &lim);
 	bool compat = json_is_true(json_object_get(setup, "compat"));
 	cae_buf actual;
-	cae_buf_init(&actual, 256 << 20);
+	cae__buf_init(&actual, 256 << 20);
 	size_t ncalls = json_is_array(args) ? json_array_size(args) : 1;
 	for (size_t i = 0; i < ncalls; i++) {
 		json_t *call = json_is_array(args) ? json_array_get(args, i) : args;
@@ -1805,15 +1806,15 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 			    cae_helper_mux_edit(m, "/workspace/project", &lim, &q, &res, &err) == 0,
 			    "%s: %s", name, err.message);
 		ck_assert_ptr_nonnull(res.text);
-		ck_assert_int_eq(cae_buf_puts(&actual, res.is_error ? "[error]\n" : "[ok]\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&actual, res.is_error ? "[error]\n" : "[ok]\n"), 0);
 		if (compat) {
 			char *c = cae_editor_result_compat_text(&res);
-			ck_assert_int_eq(cae_buf_puts(&actual, c), 0);
+			ck_assert_int_eq(cae__buf_puts(&actual, c), 0);
 			free(c);
 		} else {
-			ck_assert_int_eq(cae_buf_puts(&actual, res.text), 0);
+			ck_assert_int_eq(cae__buf_puts(&actual, res.text), 0);
 		}
-		ck_assert_int_eq(cae_buf_puts(&actual, "\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&actual, "\n"), 0);
 		cae_editor_result_clear(&res);
 	}
 	char *diff = NULL;
@@ -1828,8 +1829,8 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 	    mux_sh(m, "cd /workspace/outside && " TREE_SCRIPT
 		      "; ls /workspace/pwned /workspace/project/pwned 2>/dev/null; true");
 	char *want_dir = tu_mkdtemp();
-	const char *src = cae_is_dir(p_after) ? p_after : p_before;
-	if (cae_is_dir(src))
+	const char *src = cae__is_dir(p_after) ? p_after : p_before;
+	if (cae__is_dir(src))
 		tu_sh("cp -a '%s'/. %s", src, want_dir);
 	free(host_sh(want_dir, setup_sh));
 	char *want_tree = host_sh(want_dir, TREE_SCRIPT);
@@ -1842,14 +1843,14 @@ static char *golden_in_container(cae_docker *d, const char *id, const char *name
 		ck_assert_int_ge(asprintf(&diff, "%s: outside changed:\n%s\n%s", name,
 					  outside_before, outside_after),
 				 0);
-	cae_rm_rf(want_dir);
+	cae__rm_rf(want_dir);
 	free(want_dir);
 	free(want_tree);
 	free(got_tree);
 	free(outside_after);
 	free(outside_before);
 	free(setup_sh);
-	cae_buf_clear(&actual);
+	cae__buf_clear(&actual);
 	cae_helper_mux_close(m);
 	free(expected);
 	json_decref(setup);
@@ -2019,7 +2020,7 @@ START_TEST(several_managers_at_once)
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -2123,7 +2124,7 @@ START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 	free(top);
 	cae_docker_container_remove(d, name, true, true, NULL);
 	cae_docker_free(d);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST

@@ -45,7 +45,7 @@ static void local_configure(cae_config *cfg)
 static void local_destroy(const cae_env_info *info)
 {
 	ck_assert_ptr_nonnull(info->host_path);
-	ck_assert_int_eq(cae_rm_rf(info->host_path), 0);
+	ck_assert_int_eq(cae__rm_rf(info->host_path), 0);
 }
 
 static void docker_configure(cae_config *cfg)
@@ -179,7 +179,7 @@ static void done(cae_backend *b, cae_config *cfg)
 {
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 	free(state);
 	state = NULL;
 }
@@ -332,7 +332,7 @@ START_TEST(failed_clone_leaves_nothing)
 	assert_gone(b, uuid);
 	cae_log_free(log);
 	char *text = NULL;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &text, NULL), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, logpath, 1 << 20, &text, NULL), 0);
 	char want[128];
 	snprintf(want, sizeof(want), "\"backend\":\"%s\"", backend_name());
 	const char *line = strstr(text, "\"event\":\"environment.prepare_failed\"");
@@ -626,7 +626,7 @@ START_TEST(tools_behave_the_same)
 	json_decref(r);
 	ck_assert_int_eq(cae_session_cleanup(s, NULL, &err), 0);
 	cae_session_free(s);
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 	free(state);
 }
 END_TEST
@@ -673,7 +673,7 @@ START_TEST(push_on_demand)
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 	free(state);
 
 	/* no token configured: the push fails and says why */

@@ -154,8 +154,8 @@ START_TEST(failed_clone_leaves_nothing)
 	cae_error err;
 	ck_assert_int_lt(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), 0);
 	ck_assert_msg(strncmp(err.message, "clone", 5) == 0, "%s", err.message);
-	_cleanup_free_ char *dir = cae_path_join(state, "local/bad");
-	ck_assert(!cae_is_dir(dir));
+	_cleanup_free_ char *dir = cae__path_join(state, "local/bad");
+	ck_assert(!cae__is_dir(dir));
 	json_t *list;
 	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
 	ck_assert_uint_eq(json_array_size(list), 0);
@@ -247,7 +247,7 @@ START_TEST(bubblewrap_confines)
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(info.sandbox, "bubblewrap");
-	_cleanup_free_ char *outside = cae_path_join(state, "outside.txt");
+	_cleanup_free_ char *outside = cae__path_join(state, "outside.txt");
 	char script[2048];
 	snprintf(script, sizeof(script),
 		 "echo in > inside.txt && echo ok-inside; pwd; id -u; "
@@ -265,7 +265,7 @@ START_TEST(bubblewrap_confines)
 	ck_assert_int_ne(access(outside, F_OK), 0);
 	ck_assert_int_ne(access("/tmp/cae-private-test", F_OK), 0);
 	/* on the host, what commands write belongs to the unprivileged sandbox uid */
-	_cleanup_free_ char *inside = cae_path_join(info.host_path, "inside.txt");
+	_cleanup_free_ char *inside = cae__path_join(info.host_path, "inside.txt");
 	struct stat st;
 	ck_assert_int_eq(stat(inside, &st), 0);
 	ck_assert_uint_eq(st.st_uid, geteuid() == 0 ? 100000 : geteuid());
@@ -361,7 +361,7 @@ START_TEST(sandbox_follows_a_recreated_workspace)
 	cae_env_info info;
 	cae_error err;
 	ck_assert_int_eq(cae_backend_info(b, "again", &info, &err), 0);
-	_cleanup_free_ char *marker = cae_path_join(info.host_path, "marker.txt");
+	_cleanup_free_ char *marker = cae__path_join(info.host_path, "marker.txt");
 	ck_assert_int_eq(access(marker, F_OK), 0);
 	cae_env_info_clear(&info);
 	/* the same backend re-preparing stops its sandbox first */
@@ -383,7 +383,7 @@ END_TEST
 START_TEST(sandbox_helper_from_tmp)
 {
 	char *dir = tu_mkdtemp(); /* under /tmp unless TMPDIR says otherwise */
-	_cleanup_free_ char *copy = cae_path_join(dir, "cae-helper");
+	_cleanup_free_ char *copy = cae__path_join(dir, "cae-helper");
 	tu_sh("cp '%s' '%s'", getenv("CAE_HELPER"), copy);
 	setenv("CAE_HELPER", copy, 1);
 	_cleanup_free_ char *repo = make_repo();
@@ -400,7 +400,7 @@ START_TEST(sandbox_helper_from_tmp)
 	cae_backend_free(b);
 	ck_assert_uint_eq(descendants(), 0);
 	cae_config_free(cfg);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -602,7 +602,7 @@ START_TEST(plain_mode_warns_and_is_unconfined)
 	json_array_foreach(info.warnings, i, w) if (strstr(json_string_value(w), "unconfined"))
 	    warned = true;
 	ck_assert(warned);
-	_cleanup_free_ char *outside = cae_path_join(state, "outside.txt");
+	_cleanup_free_ char *outside = cae__path_join(state, "outside.txt");
 	char script[1024];
 	snprintf(script, sizeof(script), "echo x > %s && echo wrote-outside", outside);
 	cae_run_result r = run(b, "plain", script);
@@ -654,7 +654,7 @@ START_TEST(environment_gone_is_clear)
 	cae_env_info info;
 	cae_error err;
 	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
-	cae_rm_rf(info.host_path);
+	cae__rm_rf(info.host_path);
 	const char *argv[] = {"true", NULL};
 	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_run_result r;
@@ -676,21 +676,21 @@ START_TEST(metadata_changes_are_seen)
 	cae_backend *b = prepared(cfg, "meta", repo);
 	cae_run_result r = run(b, "meta", "true");
 	cae_run_result_clear(&r);
-	_cleanup_free_ char *path = cae_path_join(state, "local/meta/meta.json");
+	_cleanup_free_ char *path = cae__path_join(state, "local/meta/meta.json");
 	char *text = NULL;
 	size_t len;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 1 << 20, &text, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 1 << 20, &text, &len), 0);
 	char *ready = strstr(text, "\"ready\"");
 	ck_assert_ptr_nonnull(ready);
 	memcpy(ready, "\"reset\"", 7);
-	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
+	ck_assert_int_eq(cae__write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
 	const char *argv[] = {"true", NULL};
 	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_error err;
 	ck_assert_int_eq(cae_backend_exec(b, "meta", &req, &r, &err), -EAGAIN);
 	ck_assert_ptr_nonnull(strstr(err.message, "not ready"));
 	memcpy(ready, "\"ready\"", 7);
-	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
+	ck_assert_int_eq(cae__write_file_atomic(AT_FDCWD, path, text, len, 0600, false), 0);
 	r = run(b, "meta", "echo again");
 	ck_assert_str_eq(r.out, "again\n");
 	cae_run_result_clear(&r);
@@ -715,12 +715,12 @@ START_TEST(external_workspace_used_as_is)
 	ck_assert_str_eq(r.out, "precious");
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, "ext", &err), 0);
-	_cleanup_free_ char *kept = cae_path_join(dir, "keep.txt");
+	_cleanup_free_ char *kept = cae__path_join(dir, "keep.txt");
 	ck_assert_int_eq(access(kept, F_OK), 0); /* the directory itself is left alone */
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 }
 END_TEST
 

@@ -18,10 +18,10 @@
 /* ---------------------------------------------------------------------------------------- */
 /* The lexical pass */
 
-/* cae_path_lexical on a C string; *out new or NULL. */
+/* cae__path_lexical on a C string; *out new or NULL. */
 static int lex(const char *root, const char *base, const char *path, unsigned flags, char **out)
 {
-	return cae_path_lexical(root, base, path, strlen(path), flags, out);
+	return cae__path_lexical(root, base, path, strlen(path), flags, out);
 }
 
 static void lex_ok(const char *root, const char *base, const char *path, unsigned flags,
@@ -104,9 +104,9 @@ START_TEST(lexical_refusals)
 {
 	lex_err("/w/p", NULL, "", 0, -ENOENT);
 	char *out = NULL;
-	ck_assert_int_eq(cae_path_lexical("/w/p", NULL, NULL, 0, 0, &out), -ENOENT);
-	ck_assert_int_eq(cae_path_lexical("/w/p", NULL, "a\0b", 3, 0, &out), -EINVAL);
-	ck_assert_int_eq(cae_path_lexical("/w/p", NULL, "/w/p\0/x", 7, 0, &out), -EINVAL);
+	ck_assert_int_eq(cae__path_lexical("/w/p", NULL, NULL, 0, 0, &out), -ENOENT);
+	ck_assert_int_eq(cae__path_lexical("/w/p", NULL, "a\0b", 3, 0, &out), -EINVAL);
+	ck_assert_int_eq(cae__path_lexical("/w/p", NULL, "/w/p\0/x", 7, 0, &out), -EINVAL);
 	ck_assert_ptr_null(out);
 	/* length: CAE_PATH_MAX bytes pass, one more does not */
 	char *longp = malloc(CAE_PATH_MAX + 2);
@@ -114,9 +114,9 @@ START_TEST(lexical_refusals)
 	for (size_t i = 100; i < CAE_PATH_MAX; i += 101)
 		longp[i] = '/';
 	longp[CAE_PATH_MAX + 1] = '\0';
-	ck_assert_int_eq(cae_path_lexical("/w", NULL, longp, CAE_PATH_MAX, 0, &out), 0);
+	ck_assert_int_eq(cae__path_lexical("/w", NULL, longp, CAE_PATH_MAX, 0, &out), 0);
 	free(out);
-	ck_assert_int_eq(cae_path_lexical("/w", NULL, longp, CAE_PATH_MAX + 1, 0, &out),
+	ck_assert_int_eq(cae__path_lexical("/w", NULL, longp, CAE_PATH_MAX + 1, 0, &out),
 			 -ENAMETOOLONG);
 	free(longp);
 	/* UTF-8, when asked for */
@@ -147,8 +147,8 @@ typedef struct fx {
 static void fx_init(fx *f)
 {
 	f->top = tu_mkdtemp();
-	f->ws = cae_path_join(f->top, "ws");
-	f->outside = cae_path_join(f->top, "outside");
+	f->ws = cae__path_join(f->top, "ws");
+	f->outside = cae__path_join(f->top, "outside");
 	ck_assert_int_eq(mkdir(f->ws, 0755), 0);
 	ck_assert_int_eq(mkdir(f->outside, 0755), 0);
 	tu_write(f->outside, "secret.txt", "outside\n");
@@ -161,7 +161,7 @@ static void fx_init(fx *f)
 static void fx_free(fx *f)
 {
 	close(f->root);
-	cae_rm_rf(f->top);
+	cae__rm_rf(f->top);
 	free(f->top);
 	free(f->ws);
 	free(f->outside);
@@ -176,14 +176,14 @@ static void fx_link(fx *f, const char *target, const char *rel)
 /* Whether rel exists (not following) in outside. */
 static bool outside_has(fx *f, const char *rel)
 {
-	_cleanup_free_ char *p = cae_path_join(f->outside, rel);
+	_cleanup_free_ char *p = cae__path_join(f->outside, rel);
 	struct stat st;
 	return lstat(p, &st) == 0;
 }
 
 static int chase(fx *f, const char *path, unsigned flags, cae_chased *c)
 {
-	return cae_chase(f->root, path, flags, NULL, NULL, c);
+	return cae__chase(f->root, path, flags, NULL, NULL, c);
 }
 
 /* Every flag combination that follows a final link refuses path with e. */
@@ -196,7 +196,7 @@ static void refused_following(fx *f, const char *path, int e)
 		int r = chase(f, path, combos[i], &c);
 		ck_assert_msg(r == e, "%s (flags %u): got %d, want %d", path, combos[i], r, e);
 		ck_assert_int_eq(c.fd, -1);
-		cae_chased_clear(&c);
+		cae__chased_clear(&c);
 	}
 }
 
@@ -214,7 +214,7 @@ static void refused(fx *f, const char *path, int e)
 		int r = chase(f, path, combos[i], &c);
 		ck_assert_msg(r == e, "%s (flags %u): got %d, want %d", path, combos[i], r, e);
 		ck_assert_int_eq(c.fd, -1);
-		cae_chased_clear(&c);
+		cae__chased_clear(&c);
 	}
 }
 
@@ -243,7 +243,7 @@ START_TEST(chase_plain)
 	ck_assert_str_eq(c.name, "deeper");
 	ck_assert(c.exists && S_ISDIR(c.st.st_mode));
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "sub/deeper"));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(c.fd, -1);
 	/* parent only: the directory and the name, which may be missing */
 	ck_assert_int_eq(chase(&f, "sub/new.txt", CAE_CHASE_PARENT, &c), 0);
@@ -251,11 +251,11 @@ START_TEST(chase_plain)
 	ck_assert_str_eq(c.name, "new.txt");
 	ck_assert(!c.exists);
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "sub"));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(chase(&f, "f", CAE_CHASE_PARENT, &c), 0);
 	ck_assert_str_eq(c.dir, "");
 	ck_assert(c.exists && S_ISREG(c.st.st_mode));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	/* without it, the target must exist */
 	ck_assert_int_eq(chase(&f, "sub/new.txt", 0, &c), -ENOENT);
 	ck_assert_int_eq(chase(&f, "nodir/new.txt", CAE_CHASE_PARENT, &c), -ENOENT);
@@ -265,7 +265,7 @@ START_TEST(chase_plain)
 	ck_assert_str_eq(c.dir, "");
 	ck_assert_str_eq(c.name, "f");
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "."));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	fx_free(&f);
 }
 END_TEST
@@ -289,12 +289,12 @@ START_TEST(chase_absolute)
 	/* Absolute paths and absolute links lead out by definition, even to the root itself. */
 	refused(&f, "/", -EXDEV);
 	refused(&f, "/etc/passwd", -EXDEV);
-	_cleanup_free_ char *inside = cae_path_join(f.ws, "f");
+	_cleanup_free_ char *inside = cae__path_join(f.ws, "f");
 	refused(&f, inside, -EXDEV);
 	fx_link(&f, "/etc/passwd", "abs");
 	fx_link(&f, inside, "abs_inside");
 	fx_link(&f, "/", "rootlink");
-	_cleanup_free_ char *secret = cae_path_join(f.outside, "secret.txt");
+	_cleanup_free_ char *secret = cae__path_join(f.outside, "secret.txt");
 	fx_link(&f, secret, "secret_link");
 	const unsigned follow[] = {0, CAE_CHASE_PARENT, CAE_CHASE_PARENT | CAE_CHASE_MKDIR};
 	for (size_t i = 0; i < ARRAY_SIZE(follow); i++) {
@@ -324,18 +324,18 @@ START_TEST(chase_nofollow)
 	ck_assert(c.exists && S_ISLNK(c.st.st_mode));
 	ck_assert_str_eq(c.name, "abs");
 	ck_assert_uint_eq(c.links, 0);
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(chase(&f, "abs", CAE_CHASE_NOFOLLOW, &c), 0);
 	struct stat st;
 	ck_assert_int_eq(fstat(c.fd, &st), 0);
 	ck_assert(S_ISLNK(st.st_mode));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	/* followed: a link inside leads to its target */
 	ck_assert_int_eq(chase(&f, "rel", CAE_CHASE_PARENT, &c), 0);
 	ck_assert_str_eq(c.name, "f");
 	ck_assert_uint_eq(c.links, 1);
 	ck_assert(S_ISREG(c.st.st_mode));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	/* a trailing slash asks for a directory, through a final link as the kernel does */
 	ck_assert_int_eq(chase(&f, "rel/", CAE_CHASE_NOFOLLOW, &c), -ENOTDIR);
 	fx_free(&f);
@@ -368,7 +368,7 @@ START_TEST(chase_symlink_limit)
 	ck_assert_int_eq(chase(&f, first, CAE_CHASE_PARENT, &c), 0);
 	ck_assert_uint_eq(c.links, CAE_CHASE_SYMLINK_MAX);
 	ck_assert_str_eq(c.name, "f");
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(chase(&f, "l0", CAE_CHASE_PARENT, &c), -ELOOP);
 	ck_assert_int_eq(chase(&f, "l0", 0, &c), -ELOOP);
 	/* loops */
@@ -382,7 +382,7 @@ START_TEST(chase_symlink_limit)
 	refused(&f, "loop_a/x", -ELOOP); /* an intermediate loop: the kernel's limit */
 	/* NOFOLLOW stops at the first link */
 	ck_assert_int_eq(chase(&f, "loop_a", CAE_CHASE_NOFOLLOW, &c), 0);
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	fx_free(&f);
 }
 END_TEST
@@ -404,13 +404,13 @@ START_TEST(chase_relative_links)
 	ck_assert_int_eq(chase(&f, "sub/up_f", CAE_CHASE_PARENT, &c), 0);
 	ck_assert_str_eq(c.dir, "");
 	ck_assert_str_eq(c.name, "f");
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	/* a final ".." is the directory itself */
 	ck_assert_int_eq(chase(&f, "sub/up", CAE_CHASE_PARENT, &c), 0);
 	ck_assert_str_eq(c.name, "");
 	ck_assert_str_eq(c.dir, "");
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "."));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	refused_following(&f, "up", -EXDEV);
 	refused_following(&f, "sub/out", -EXDEV);
 	refused(&f, "sub/out/secret.txt", -EXDEV);
@@ -420,9 +420,9 @@ START_TEST(chase_relative_links)
 	ck_assert_int_eq(chase(&f, "dl/up_g", CAE_CHASE_PARENT, &c), 0);
 	ck_assert_str_eq(c.name, "g");
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "sub"));
-	_cleanup_free_ char *again = cae_path_join(c.dir, c.name);
+	_cleanup_free_ char *again = cae__path_join(c.dir, c.name);
 	ck_assert_uint_eq(ino_of(&f, again), ino_of(&f, "sub/g"));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	fx_free(&f);
 }
 END_TEST
@@ -441,18 +441,18 @@ START_TEST(chase_trailing_and_empty)
 			ck_assert_str_eq(c.name, ""); /* parent-only on the root: the root itself */
 			ck_assert(c.exists && S_ISDIR(c.st.st_mode));
 			ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "."));
-			cae_chased_clear(&c);
+			cae__chased_clear(&c);
 		}
 	}
 	cae_chased c = CAE_CHASED_INIT;
-	ck_assert_int_eq(cae_chase(f.root, NULL, 0, NULL, NULL, &c), -EINVAL);
+	ck_assert_int_eq(cae__chase(f.root, NULL, 0, NULL, NULL, &c), -EINVAL);
 	const char *subs[] = {"sub/", "sub//", "sub/.", "sub/./", "./sub//./"};
 	for (size_t i = 0; i < ARRAY_SIZE(subs); i++) {
 		ck_assert_msg(chase(&f, subs[i], CAE_CHASE_PARENT, &c) == 0, "%s", subs[i]);
 		ck_assert_str_eq(c.dir, "sub");
 		ck_assert_str_eq(c.name, "");
 		ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "sub"));
-		cae_chased_clear(&c);
+		cae__chased_clear(&c);
 	}
 	ck_assert_int_eq(chase(&f, "f/", CAE_CHASE_PARENT, &c), -ENOTDIR);
 	ck_assert_int_eq(chase(&f, "f/.", 0, &c), -ENOTDIR);
@@ -473,7 +473,7 @@ START_TEST(chase_long_names)
 	name[NAME_MAX] = '\0';
 	ck_assert_int_eq(chase(&f, name, CAE_CHASE_PARENT, &c), 0); /* the longest name: fine */
 	ck_assert(!c.exists);
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	char *longp = malloc(PATH_MAX + 1);
 	memset(longp, 'a', PATH_MAX);
 	for (size_t i = 1; i < PATH_MAX; i += 2)
@@ -519,20 +519,20 @@ START_TEST(chase_mkdir)
 	ck_assert_str_eq(c.name, "file.txt");
 	ck_assert(!c.exists);
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "n1/n2"));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	struct stat st;
 	ck_assert_int_eq(fstatat(f.root, "n1/n2/file.txt", &st, 0), -1);
 	/* the whole path: mkdir -p */
 	ck_assert_int_eq(chase(&f, "m1/m2/m3", CAE_CHASE_MKDIR, &c), 0);
 	ck_assert(S_ISDIR(c.st.st_mode));
 	ck_assert_uint_eq(fd_ino(c.fd), ino_of(&f, "m1/m2/m3"));
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	/* the hook is given each directory's path, outermost first */
 	made m = {0};
 	ck_assert_int_eq(
-	    cae_chase(f.root, "h1/h2/x", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, record_mkdir, &m, &c),
+	    cae__chase(f.root, "h1/h2/x", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, record_mkdir, &m, &c),
 	    0);
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(m.n, 2);
 	ck_assert_str_eq(m.paths[0], "h1");
 	ck_assert_str_eq(m.paths[1], "h1/h2");
@@ -541,7 +541,7 @@ START_TEST(chase_mkdir)
 	/* through a link that stays inside: made in its target */
 	fx_link(&f, "sub", "inlink");
 	ck_assert_int_eq(chase(&f, "inlink/new/x", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, &c), 0);
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(fstatat(f.root, "sub/new", &st, 0), 0);
 	/* through a link that leads out: nothing made, there or here */
 	fx_link(&f, "../outside/dir", "outlink");
@@ -561,7 +561,7 @@ START_TEST(chase_mkdir)
 	fx_link(&f, "nodir/f", "dangling");
 	ck_assert_int_eq(chase(&f, "dangling", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, &c), -ENOENT);
 	ck_assert_uint_eq(c.links, 1); /* the caller can tell a dangling link */
-	cae_chased_clear(&c);
+	cae__chased_clear(&c);
 	ck_assert_int_eq(fstatat(f.root, "nodir", &st, 0), -1);
 	/* a file on the way */
 	ck_assert_int_eq(chase(&f, "f/x/y", CAE_CHASE_PARENT | CAE_CHASE_MKDIR, &c), -ENOTDIR);
@@ -577,22 +577,22 @@ START_TEST(chase_proc_magic_links)
 	cae_chased c = CAE_CHASED_INIT;
 	const char *through[] = {"root/etc/passwd", "cwd/x", "fd/0/x", "exe/x"};
 	for (size_t i = 0; i < ARRAY_SIZE(through); i++) {
-		int r = cae_chase(proc, through[i], CAE_CHASE_PARENT, NULL, NULL, &c);
+		int r = cae__chase(proc, through[i], CAE_CHASE_PARENT, NULL, NULL, &c);
 		ck_assert_msg(r == -ELOOP || r == -EXDEV || r == -ENOTDIR, "%s: %d", through[i], r);
 		ck_assert_int_eq(c.fd, -1);
 	}
 	/* a final magic link names a file elsewhere: absolute, or a pseudo path */
 	const char *final[] = {"root", "cwd", "exe", "fd/0"};
 	for (size_t i = 0; i < ARRAY_SIZE(final); i++) {
-		int r = cae_chase(proc, final[i], 0, NULL, NULL, &c);
+		int r = cae__chase(proc, final[i], 0, NULL, NULL, &c);
 		ck_assert_msg(r == -EXDEV || r == -ENOENT, "%s: %d", final[i], r);
 		ck_assert_int_eq(c.fd, -1);
 		/* not followed: the link itself */
-		ck_assert_int_eq(cae_chase(proc, final[i], CAE_CHASE_PARENT | CAE_CHASE_NOFOLLOW,
-					   NULL, NULL, &c),
+		ck_assert_int_eq(cae__chase(proc, final[i], CAE_CHASE_PARENT | CAE_CHASE_NOFOLLOW,
+					    NULL, NULL, &c),
 				 0);
 		ck_assert(S_ISLNK(c.st.st_mode));
-		cae_chased_clear(&c);
+		cae__chased_clear(&c);
 	}
 	close(proc);
 	/* links inside a workspace to /proc, absolute or climbing */
@@ -658,7 +658,7 @@ START_TEST(chase_swap_race)
 			/* parent only: what a caller then opens, without following */
 			int fd = openat(c.fd, c.name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			if (fd < 0) {
-				cae_chased_clear(&c);
+				cae__chased_clear(&c);
 				refusedn++;
 				continue;
 			}
@@ -669,14 +669,14 @@ START_TEST(chase_swap_race)
 		}
 		ck_assert_msg(got == (i % 2 ? in_dir : in_file), "%s led outside", p);
 		ok++;
-		cae_chased_clear(&c);
+		cae__chased_clear(&c);
 	}
 	stop(sw1);
 	stop(sw2);
 	ck_assert_int_gt(ok + refusedn, 0);
-	_cleanup_free_ char *secret = cae_path_join(f.outside, "secret.txt");
+	_cleanup_free_ char *secret = cae__path_join(f.outside, "secret.txt");
 	char *data = NULL;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, secret, 100, &data, NULL), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, secret, 100, &data, NULL), 0);
 	ck_assert_str_eq(data, "outside\n");
 	free(data);
 	fx_free(&f);
@@ -694,7 +694,7 @@ typedef struct fill_args {
 static int fill_text(void *ctx, int fd)
 {
 	const fill_args *a = ctx;
-	int r = cae_write_all(fd, a->text, strlen(a->text));
+	int r = cae__write_all(fd, a->text, strlen(a->text));
 	return r < 0 ? r : a->fail;
 }
 
@@ -714,7 +714,7 @@ static int tmp_files(const char *dir)
 static char *read_at(int dfd, const char *name)
 {
 	char *data = NULL;
-	ck_assert_int_eq(cae_read_file(dfd, name, 1 << 20, &data, NULL), 0);
+	ck_assert_int_eq(cae__read_file(dfd, name, 1 << 20, &data, NULL), 0);
 	return data;
 }
 
@@ -724,7 +724,7 @@ START_TEST(write_atomic_one_writer)
 	fx_init(&f);
 	fill_args a = {"new\n", 0};
 	/* through an O_PATH fd, as every resolved directory is */
-	ck_assert_int_eq(cae_write_atomic(f.root, "w.txt", 0640, 0, fill_text, &a), 0);
+	ck_assert_int_eq(cae__write_atomic(f.root, "w.txt", 0640, 0, fill_text, &a), 0);
 	struct stat st;
 	ck_assert_int_eq(fstatat(f.root, "w.txt", &st, 0), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0640);
@@ -733,30 +733,30 @@ START_TEST(write_atomic_one_writer)
 	/* NOREPLACE: an existing name stays as it is */
 	fill_args b = {"other\n", 0};
 	ck_assert_int_eq(
-	    cae_write_atomic(f.root, "w.txt", 0644, CAE_WRITE_NOREPLACE, fill_text, &b), -EEXIST);
+	    cae__write_atomic(f.root, "w.txt", 0644, CAE_WRITE_NOREPLACE, fill_text, &b), -EEXIST);
 	_cleanup_free_ char *d2 = read_at(f.root, "w.txt");
 	ck_assert_str_eq(d2, "new\n");
 	ck_assert_int_eq(
-	    cae_write_atomic(f.root, "fresh", 0644, CAE_WRITE_NOREPLACE, fill_text, &b), 0);
+	    cae__write_atomic(f.root, "fresh", 0644, CAE_WRITE_NOREPLACE, fill_text, &b), 0);
 	/* a failing fill leaves the old file and no temporary file */
 	fill_args c = {"half", -EIO};
-	ck_assert_int_eq(cae_write_atomic(f.root, "w.txt", 0644, 0, fill_text, &c), -EIO);
+	ck_assert_int_eq(cae__write_atomic(f.root, "w.txt", 0644, 0, fill_text, &c), -EIO);
 	_cleanup_free_ char *d3 = read_at(f.root, "w.txt");
 	ck_assert_str_eq(d3, "new\n");
 	ck_assert_int_eq(tmp_files(f.ws), 0);
 	/* a name is one component */
-	ck_assert_int_eq(cae_write_atomic(f.root, "sub/x", 0644, 0, fill_text, &a), -EINVAL);
-	ck_assert_int_eq(cae_write_atomic(f.root, "../x", 0644, 0, fill_text, &a), -EINVAL);
-	ck_assert_int_eq(cae_write_atomic(f.root, "", 0644, 0, fill_text, &a), -EISDIR);
-	ck_assert_int_eq(cae_write_atomic(f.root, "..", 0644, 0, fill_text, &a), -EISDIR);
+	ck_assert_int_eq(cae__write_atomic(f.root, "sub/x", 0644, 0, fill_text, &a), -EINVAL);
+	ck_assert_int_eq(cae__write_atomic(f.root, "../x", 0644, 0, fill_text, &a), -EINVAL);
+	ck_assert_int_eq(cae__write_atomic(f.root, "", 0644, 0, fill_text, &a), -EISDIR);
+	ck_assert_int_eq(cae__write_atomic(f.root, "..", 0644, 0, fill_text, &a), -EISDIR);
 	/* a link as the name is replaced, its target (outside) never written */
 	fx_link(&f, "../outside/secret.txt", "link");
-	ck_assert_int_eq(cae_write_atomic(f.root, "link", 0644, 0, fill_text, &a), 0);
+	ck_assert_int_eq(cae__write_atomic(f.root, "link", 0644, 0, fill_text, &a), 0);
 	ck_assert_int_eq(fstatat(f.root, "link", &st, AT_SYMLINK_NOFOLLOW), 0);
 	ck_assert(S_ISREG(st.st_mode));
-	_cleanup_free_ char *secret = cae_path_join(f.outside, "secret.txt");
+	_cleanup_free_ char *secret = cae__path_join(f.outside, "secret.txt");
 	char *data = NULL;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, secret, 100, &data, NULL), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, secret, 100, &data, NULL), 0);
 	ck_assert_str_eq(data, "outside\n");
 	free(data);
 	ck_assert_int_eq(tmp_files(f.ws), 0);

@@ -75,7 +75,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 	free(state);
 }
 
@@ -297,7 +297,7 @@ START_TEST(mcp_editor_compat)
 	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(compat, "content")), "two"));
 	json_decref(compat);
 	json_decref(second);
-	cae_rm_rf(ws);
+	cae__rm_rf(ws);
 }
 END_TEST
 

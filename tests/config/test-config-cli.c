@@ -38,8 +38,8 @@ static struct result run_cae(const char *dir, char *const *args, char *const *ex
 		argv[na++] = args[i];
 	argv[na] = NULL;
 
-	_cleanup_free_ char *outp = cae_path_join(dir, ".stdout");
-	_cleanup_free_ char *errp = cae_path_join(dir, ".stderr");
+	_cleanup_free_ char *outp = cae__path_join(dir, ".stdout");
+	_cleanup_free_ char *errp = cae__path_join(dir, ".stderr");
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
@@ -56,8 +56,8 @@ static struct result run_cae(const char *dir, char *const *args, char *const *ex
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
 	struct result r = {.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)};
 	size_t len;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, outp, 16 << 20, &r.out, &len), 0);
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, errp, 16 << 20, &r.err, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, outp, 16 << 20, &r.out, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, errp, 16 << 20, &r.err, &len), 0);
 	return r;
 }
 
@@ -130,7 +130,7 @@ START_TEST(show_effective_config)
 			 "local");
 	json_decref(j);
 	result_free(&r);
-	cae_rm_rf(d);
+	cae__rm_rf(d);
 }
 END_TEST
 
@@ -164,7 +164,7 @@ START_TEST(bad_config_exits_2)
 	ck_assert_int_eq(r.status, 2);
 	ck_assert_msg(strstr(r.err, "EXECUTOR_TIMEOUT") != NULL, "stderr: %s", r.err);
 	result_free(&r);
-	cae_rm_rf(d);
+	cae__rm_rf(d);
 }
 END_TEST
 
@@ -195,7 +195,7 @@ START_TEST(warnings_help_usage)
 	r = run_cae(d, ARGS((char *)"config", (char *)"show", (char *)"extra"), NULL);
 	ck_assert_int_eq(r.status, 2);
 	result_free(&r);
-	cae_rm_rf(d);
+	cae__rm_rf(d);
 }
 END_TEST
 

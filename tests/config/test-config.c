@@ -763,7 +763,7 @@ START_TEST(file_lookup)
 	cae_config_free(cfg);
 
 	/* the XDG file */
-	ck_assert_int_eq(cae_mkdir_p("xdg/cae", 0755), 0);
+	ck_assert_int_eq(cae__mkdir_p("xdg/cae", 0755), 0);
 	tu_write(d, "xdg/cae/config.yaml", "worker: {git_timeout: 11}\n");
 	ck_assert_int_eq(cae_config_load(&cfg, NULL, ENVP(xdg_env), &err), 0);
 	ck_assert_int_eq(cfg->worker.git_timeout, 11);
@@ -797,7 +797,7 @@ START_TEST(file_lookup)
 			 "3600, got \"soon\"");
 	ck_assert_int_eq(cae_config_load(&cfg, "missing.yaml", no_env, &err), -ENOENT);
 	ck_assert_int_eq(cae_config_load(&cfg, ".", no_env, &err), -EISDIR);
-	cae_rm_rf(d);
+	cae__rm_rf(d);
 }
 END_TEST
 

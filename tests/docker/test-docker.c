@@ -41,7 +41,7 @@ static int collect(void *ud, int stream, const char *p, size_t n)
 {
 	struct frames *f = ud;
 	f->calls++;
-	return cae_buf_append(stream == 1 ? &f->out : &f->err, p, n);
+	return cae__buf_append(stream == 1 ? &f->out : &f->err, p, n);
 }
 
 static size_t frame(char *dst, int stream, const char *payload)
@@ -68,8 +68,8 @@ START_TEST(demux_split_everywhere)
 	/* Every split position, and byte-at-a-time. */
 	for (size_t cut = 0; cut <= len; cut++) {
 		struct frames f = {0};
-		cae_buf_init(&f.out, 1024);
-		cae_buf_init(&f.err, 1024);
+		cae__buf_init(&f.out, 1024);
+		cae__buf_init(&f.err, 1024);
 		cae_docker_demux dm;
 		cae__docker_demux_init(&dm);
 		ck_assert_int_eq(cae__docker_demux_feed(&dm, stream, cut, collect, &f), 0);
@@ -78,12 +78,12 @@ START_TEST(demux_split_everywhere)
 		ck_assert(cae__docker_demux_idle(&dm));
 		ck_assert_str_eq(f.out.data, "hello world\n");
 		ck_assert_str_eq(f.err.data, "oops\n");
-		cae_buf_clear(&f.out);
-		cae_buf_clear(&f.err);
+		cae__buf_clear(&f.out);
+		cae__buf_clear(&f.err);
 	}
 	struct frames f = {0};
-	cae_buf_init(&f.out, 1024);
-	cae_buf_init(&f.err, 1024);
+	cae__buf_init(&f.out, 1024);
+	cae__buf_init(&f.err, 1024);
 	cae_docker_demux dm;
 	cae__docker_demux_init(&dm);
 	for (size_t i = 0; i < len; i++) {
@@ -92,16 +92,16 @@ START_TEST(demux_split_everywhere)
 			  (i == len - 1 || i == 13 || i == 13 + 13 || i == 13 + 13 + 8));
 	}
 	ck_assert_str_eq(f.out.data, "hello world\n");
-	cae_buf_clear(&f.out);
-	cae_buf_clear(&f.err);
+	cae__buf_clear(&f.out);
+	cae__buf_clear(&f.err);
 }
 END_TEST
 
 START_TEST(demux_bad_header)
 {
 	struct frames f = {0};
-	cae_buf_init(&f.out, 64);
-	cae_buf_init(&f.err, 64);
+	cae__buf_init(&f.out, 64);
+	cae__buf_init(&f.err, 64);
 	cae_docker_demux dm;
 	cae__docker_demux_init(&dm);
 	const char bad[8] = {7, 0, 0, 0, 0, 0, 0, 1};
@@ -115,8 +115,8 @@ START_TEST(demux_bad_header)
 	cae__docker_demux_init(&dm);
 	ck_assert_int_eq(cae__docker_demux_feed(&dm, s, n - 2, collect, &f), 0);
 	ck_assert(!cae__docker_demux_idle(&dm));
-	cae_buf_clear(&f.out);
-	cae_buf_clear(&f.err);
+	cae__buf_clear(&f.out);
+	cae__buf_clear(&f.err);
 }
 END_TEST
 
@@ -134,8 +134,8 @@ START_TEST(demux_large_frame)
 	for (size_t i = 0; i < n; i++)
 		s[8 + i] = (char)('a' + i % 26);
 	struct frames f = {0};
-	cae_buf_init(&f.out, 16);
-	cae_buf_init(&f.err, 2 * n);
+	cae__buf_init(&f.out, 16);
+	cae__buf_init(&f.err, 2 * n);
 	cae_docker_demux dm;
 	cae__docker_demux_init(&dm);
 	for (size_t off = 0; off < n + 8;) {
@@ -147,8 +147,8 @@ START_TEST(demux_large_frame)
 	ck_assert_int_eq(memcmp(f.err.data, s + 8, n), 0);
 	ck_assert(cae__docker_demux_idle(&dm));
 	free(s);
-	cae_buf_clear(&f.out);
-	cae_buf_clear(&f.err);
+	cae__buf_clear(&f.out);
+	cae__buf_clear(&f.err);
 }
 END_TEST
 
@@ -305,9 +305,9 @@ START_TEST(unreachable_engine)
 	cae_docker *d = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_docker_new("unix:///nonexistent/docker.sock", &d, &err), 0);
-	int64_t t0 = cae_now_ms();
+	int64_t t0 = cae__now_ms();
 	ck_assert_int_eq(cae_docker_ping(d, 1000, &err), -ECONNREFUSED);
-	ck_assert(cae_now_ms() - t0 < 5000);
+	ck_assert(cae__now_ms() - t0 < 5000);
 	ck_assert_msg(strstr(err.message, "unix:///nonexistent/docker.sock") != NULL, "%s",
 		      err.message);
 	json_t *j = NULL;
@@ -578,7 +578,7 @@ START_TEST(exec_caps_like_runner)
 	/* 1001 bytes of two-byte characters: cut at a character boundary */
 	ck_assert_uint_eq(res.err_len, 1000);
 	ck_assert(res.err_truncated);
-	ck_assert(cae_utf8_is_valid(res.err, res.err_len));
+	ck_assert(cae__utf8_is_valid(res.err, res.err_len));
 	cae_run_result_clear(&res);
 
 	/* the same with head_tail: both ends kept with a marker; invalid bytes become U+FFFD */
@@ -606,10 +606,10 @@ START_TEST(exec_timeout_kills_tree_in_container)
 	cae_run_result res;
 	cae_error err = {0};
 	/* sleep 1000 in the foreground, a TERM-ignoring child in the background */
-	int64_t t0 = cae_now_ms();
+	int64_t t0 = cae__now_ms();
 	int r = run_in(d, id, "echo started; (trap '' TERM; exec sleep 1001) & exec sleep 1000",
 		       2000, &res, &err);
-	int64_t took = cae_now_ms() - t0;
+	int64_t took = cae__now_ms() - t0;
 	ck_assert_msg(r == 0, "%s", err.message);
 	ck_assert(res.timed_out);
 	ck_assert_str_eq(res.out, "started\n");

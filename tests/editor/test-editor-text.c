@@ -70,7 +70,7 @@ static void ref_scan(const char *s, size_t n, ed_text_info *info)
 			i++;
 			continue;
 		}
-		size_t l = cae_utf8_seq_len((const unsigned char *)s + i, n - i);
+		size_t l = cae__utf8_seq_len((const unsigned char *)s + i, n - i);
 		if (!l) {
 			info->bad_at = i;
 			break;
@@ -100,7 +100,7 @@ START_TEST(scan_and_count_match_reference)
 			if (want.bad_at == SIZE_MAX) {
 				ck_assert_msg(got.has_cr == want.has_cr, "has_cr n=%zu round %d", n,
 					      round);
-				ck_assert_uint_eq(cae__ed_count_chars(b, n), cae_utf8_count(b, n));
+				ck_assert_uint_eq(cae__ed_count_chars(b, n), cae__utf8_count(b, n));
 			}
 		}
 	}
@@ -284,10 +284,10 @@ START_TEST(lines_and_offsets)
 	char *lf = cae__ed_crlf_to_lf("a\r\nb\rc\r\n", 8, &l);
 	ck_assert_str_eq(lf, "a\nb\rc\n");
 	cae_buf out;
-	cae_buf_init(&out, 1024);
+	cae__buf_init(&out, 1024);
 	ck_assert_int_eq(cae__ed_lf_to_crlf(&out, lf, l), 0);
 	ck_assert_str_eq(out.data, "a\r\nb\rc\r\n");
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 	free(lf);
 }
 END_TEST
@@ -295,31 +295,31 @@ END_TEST
 START_TEST(numbering_and_clipping)
 {
 	cae_buf out;
-	cae_buf_init(&out, 1 << 20);
+	cae__buf_init(&out, 1 << 20);
 	ed_numbered nb;
 	ck_assert_int_eq(cae__ed_number_lines(&out, "x\n\ty\r\nz", 7, 1, 1000, true, &nb), 0);
 	ck_assert_str_eq(out.data, "     1\tx\n     2\t\ty\n     3\tz\n");
 	ck_assert(!nb.clipped);
 	ck_assert_uint_eq(nb.lines_shown, 3);
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 	/* Wide numbers are not cut. */
 	ck_assert_int_eq(cae__ed_number_lines(&out, "a\n", 2, 1234567, 1000, false, &nb), 0);
 	ck_assert_str_eq(out.data, "1234567\ta\n");
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 	/* Clipping counts characters, not bytes, and stops at whole lines. */
 	ck_assert_int_eq(
 	    cae__ed_number_lines(&out, "\xc3\xa9\xc3\xa9\nbb\ncc\n", 11, 1, 20, false, &nb), 0);
 	ck_assert_str_eq(out.data, "     1\t\xc3\xa9\xc3\xa9\n     2\tbb\n");
 	ck_assert(nb.clipped);
 	ck_assert_uint_eq(nb.lines_shown, 2);
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 	/* A first line longer than the budget is cut at a character boundary. */
 	ck_assert_int_eq(cae__ed_number_lines(&out, "\xe6\x97\xa5\xe6\x97\xa5\xe6\x97\xa5", 9, 1,
 					      10, false, &nb),
 			 0);
 	ck_assert_str_eq(out.data, "     1\t\xe6\x97\xa5\xe6\x97\xa5\n");
 	ck_assert(nb.line_cut);
-	cae_buf_clear(&out);
+	cae__buf_clear(&out);
 }
 END_TEST
 

@@ -49,7 +49,7 @@ static char *slurp(const char *path, size_t *len)
 {
 	char *data = NULL;
 	size_t n = 0;
-	if (cae_read_file(AT_FDCWD, path, 64 << 20, &data, &n) < 0)
+	if (cae__read_file(AT_FDCWD, path, 64 << 20, &data, &n) < 0)
 		return NULL;
 	if (len)
 		*len = n;
@@ -67,7 +67,7 @@ static void spit(const char *path, const char *data, size_t len)
 
 static char *pjoin(const char *a, const char *b)
 {
-	char *p = cae_path_join(a, b);
+	char *p = cae__path_join(a, b);
 	ck_assert_ptr_nonnull(p);
 	return p;
 }
@@ -75,7 +75,7 @@ static char *pjoin(const char *a, const char *b)
 /* Copies regular files and directories of src into dst (created), keeping modes. */
 static void copy_tree(const char *src, const char *dst)
 {
-	ck_assert_int_eq(cae_mkdir_p(dst, 0755), 0);
+	ck_assert_int_eq(cae__mkdir_p(dst, 0755), 0);
 	DIR *d = opendir(src);
 	if (!d)
 		return;
@@ -236,9 +236,9 @@ static void sandbox_init(sandbox *sb)
 	sb->tmp = tu_mkdtemp();
 	sb->ws = pjoin(sb->tmp, "ws");
 	sb->outside = pjoin(sb->tmp, "outside");
-	ck_assert_int_eq(cae_mkdir_p(sb->ws, 0755), 0);
+	ck_assert_int_eq(cae__mkdir_p(sb->ws, 0755), 0);
 	char *d = pjoin(sb->outside, "dir");
-	ck_assert_int_eq(cae_mkdir_p(d, 0755), 0);
+	ck_assert_int_eq(cae__mkdir_p(d, 0755), 0);
 	free(d);
 	tu_write(sb->outside, "secret.txt", "top secret\nneedle\n");
 	tu_write(sb->outside, "dir/f.txt", "outside file\nneedle\n");
@@ -260,7 +260,7 @@ static void sandbox_check_outside(const sandbox *sb)
 
 static void sandbox_free(sandbox *sb)
 {
-	cae_rm_rf(sb->tmp);
+	cae__rm_rf(sb->tmp);
 	free(sb->tmp);
 	free(sb->ws);
 	free(sb->outside);
@@ -278,7 +278,7 @@ static void apply_setup(const char *root, json_t *setup)
 	json_array_foreach(json_object_get(setup, "dirs"), i, v)
 	{
 		char *p = pjoin(root, json_string_value(v));
-		ck_assert_int_eq(cae_mkdir_p(p, 0755), 0);
+		ck_assert_int_eq(cae__mkdir_p(p, 0755), 0);
 		free(p);
 	}
 	json_object_foreach(json_object_get(setup, "symlinks"), k, v)
@@ -344,7 +344,7 @@ START_TEST(golden)
 
 	sandbox sb;
 	sandbox_init(&sb);
-	if (cae_is_dir(p_before))
+	if (cae__is_dir(p_before))
 		copy_tree(p_before, sb.ws);
 	apply_setup(sb.ws, setup);
 
@@ -381,8 +381,8 @@ START_TEST(golden)
 	/* The workspace afterwards: after/ (or before/) plus what setup made. */
 	sandbox exp_sb = {0};
 	exp_sb.tmp = tu_mkdtemp();
-	const char *src = cae_is_dir(p_after) ? p_after : p_before;
-	if (cae_is_dir(src))
+	const char *src = cae__is_dir(p_after) ? p_after : p_before;
+	if (cae__is_dir(src))
 		copy_tree(src, exp_sb.tmp);
 	apply_setup(exp_sb.tmp, setup);
 	json_t *modes = json_object_get(setup, "modes");
@@ -393,14 +393,14 @@ START_TEST(golden)
 		spit(p_exp, actual, alen);
 		/* after/ only when the workspace changed. */
 		char *btmp = tu_mkdtemp();
-		if (cae_is_dir(p_before))
+		if (cae__is_dir(p_before))
 			copy_tree(p_before, btmp);
 		apply_setup(btmp, setup);
 		char *before_tree = manifest(btmp, modes);
-		cae_rm_rf(p_after);
+		cae__rm_rf(p_after);
 		if (strcmp(got_tree, before_tree) != 0)
 			copy_tree(sb.ws, p_after);
-		cae_rm_rf(btmp);
+		cae__rm_rf(btmp);
 		free(btmp);
 		free(before_tree);
 	} else {
@@ -417,7 +417,7 @@ START_TEST(golden)
 	sandbox_check_outside(&sb);
 	free(got_tree);
 	free(want_tree);
-	cae_rm_rf(exp_sb.tmp);
+	cae__rm_rf(exp_sb.tmp);
 	free(exp_sb.tmp);
 	sandbox_free(&sb);
 	free(actual);
@@ -1458,8 +1458,8 @@ static int list_cases(const char *dir)
 	cases = calloc((size_t)n, sizeof(char *));
 	for (int i = 0; i < n; i++) {
 		if (names[i]->d_name[0] != '.') {
-			char *p = cae_path_join(dir, names[i]->d_name);
-			char *a = cae_path_join(p, "args.json");
+			char *p = cae__path_join(dir, names[i]->d_name);
+			char *a = cae__path_join(p, "args.json");
 			if (access(a, F_OK) == 0)
 				cases[ncases++] = strdup(names[i]->d_name);
 			free(p);
@@ -1509,10 +1509,10 @@ static const char *const KILL_SEQ[] = {
 
 static void kill_ws_reset(const char *ws)
 {
-	ck_assert_int_eq(cae_rm_rf(ws), 0);
-	ck_assert_int_eq(cae_mkdir_p(ws, 0755), 0);
+	ck_assert_int_eq(cae__rm_rf(ws), 0);
+	ck_assert_int_eq(cae__mkdir_p(ws, 0755), 0);
 	char *sub = pjoin(ws, "sub");
-	ck_assert_int_eq(cae_mkdir_p(sub, 0755), 0);
+	ck_assert_int_eq(cae__mkdir_p(sub, 0755), 0);
 	free(sub);
 	tu_write(ws, "a.txt", "alpha\nbeta\n");
 	tu_write(ws, "b.txt", "one\ntwo\nthree\n");
@@ -1526,14 +1526,14 @@ static void kill_ws_reset(const char *ws)
 	ck_assert_int_eq(symlink("a.txt", p), 0);
 	free(p);
 	cae_buf big;
-	cae_buf_init(&big, SIZE_MAX - 1);
+	cae__buf_init(&big, SIZE_MAX - 1);
 	for (int i = 0; i < 20000; i++)
 		ck_assert_int_eq(
-		    cae_buf_printf(&big, "L%05d some text to make the file larger than a piece\n",
-				   i),
+		    cae__buf_printf(&big, "L%05d some text to make the file larger than a piece\n",
+				    i),
 		    0);
 	tu_write(ws, "big.txt", big.data);
-	cae_buf_clear(&big);
+	cae__buf_clear(&big);
 }
 
 typedef struct kill_job {
@@ -1678,7 +1678,7 @@ START_TEST(leftover_staged_file_recovered)
 	tu_write(sb.ws, "f.txt", "old\n");
 	tu_write(sb.ws, ".cae-tmp-1-1-1", "half");
 	char *jd = pjoin(sb.tmp, CAE_JOURNAL_DIR);
-	ck_assert_int_eq(cae_mkdir_p(jd, 0700), 0);
+	ck_assert_int_eq(cae__mkdir_p(jd, 0700), 0);
 	/* the journal name starts with the hash of the workspace's real path */
 	char real[4096];
 	ck_assert_ptr_nonnull(realpath(sb.ws, real));
@@ -1725,7 +1725,7 @@ START_TEST(forged_journal_stays_inside)
 	char real[4096];
 	ck_assert_ptr_nonnull(realpath(sb.ws, real));
 	char *jd = pjoin(sb.tmp, CAE_JOURNAL_DIR);
-	ck_assert_int_eq(cae_mkdir_p(jd, 0700), 0);
+	ck_assert_int_eq(cae__mkdir_p(jd, 0700), 0);
 	static const char *const bodies[] = {
 	    "S .. secret.txt .cae-tmp-x\nC\n",	       /* ".." as the directory */
 	    "S . ../outside/secret.txt .cae-x\n",      /* a name with '/' */

@@ -99,7 +99,7 @@ START_TEST(request_round_trip)
 			     .truncate = CAE_TRUNCATE_HEAD_TAIL,
 			     .cancel_fd = -1};
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae__helper_encode_request(&spec, NULL, &b), 0);
 	ck_assert_uint_eq(cae__helper_frame_length((const unsigned char *)b.data), b.len - 4);
 	cae_helper_request q;
@@ -127,7 +127,7 @@ START_TEST(request_round_trip)
 	/* An empty environment stays empty (not "inherit"); no envp inherits. */
 	const char *empty[] = {NULL};
 	cae_run_spec s2 = {.argv = argv, .envp = empty, .cancel_fd = -1};
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	ck_assert_int_eq(cae__helper_encode_request(&s2, NULL, &b), 0);
 	ck_assert_int_eq(cae__helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_nonnull(q.spec.envp);
@@ -135,12 +135,12 @@ START_TEST(request_round_trip)
 	ck_assert(!q.spec.has_stdin);
 	cae__helper_request_clear(&q);
 	s2.envp = NULL;
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	ck_assert_int_eq(cae__helper_encode_request(&s2, NULL, &b), 0);
 	ck_assert_int_eq(cae__helper_decode_request(b.data + 4, b.len - 4, &q, &err), 0);
 	ck_assert_ptr_null(q.spec.envp);
 	cae__helper_request_clear(&q);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
@@ -158,7 +158,7 @@ START_TEST(response_round_trip)
 			      .err_total = 9,
 			      .duration_us = 4567};
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae__helper_encode_response(0, NULL, &res, &b), 0);
 	cae_run_result got;
 	int status = 1;
@@ -177,7 +177,7 @@ START_TEST(response_round_trip)
 	ck_assert_int_eq(got.duration_ms, 4);
 	cae_run_result_clear(&got);
 
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	ck_assert_int_eq(cae__helper_encode_response(-ENOENT, "command not found: nope", NULL, &b),
 			 0);
 	ck_assert_int_eq(cae__helper_decode_response(b.data + 4, b.len - 4, &status, &got, &err),
@@ -186,7 +186,7 @@ START_TEST(response_round_trip)
 	ck_assert_int_eq(err.code, -ENOENT);
 	ck_assert_str_eq(err.message, "command not found: nope");
 	ck_assert_ptr_null(got.out);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
@@ -309,7 +309,7 @@ START_TEST(runs_commands_like_the_runner)
 	ck_assert(cae_helper_alive(h));
 	cae_helper_stop(h);
 	ck_assert_uint_eq(my_children(), 0);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -463,7 +463,7 @@ START_TEST(concurrent_commands)
 		cae_run_result_clear(&ps[i].r);
 	}
 	cae_helper_stop(h);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 }
 END_TEST
@@ -553,17 +553,17 @@ START_TEST(end_of_channel_kills_commands)
 	close(rq[1]);
 
 	char *dir = tu_mkdtemp();
-	char *pidfile = cae_path_join(dir, "pid");
+	char *pidfile = cae__path_join(dir, "pid");
 	char script[4200];
 	snprintf(script, sizeof(script), "echo $$ > %s.tmp; mv %s.tmp %s; exec sleep 1000", pidfile,
 		 pidfile, pidfile);
 	const char *cmd[] = {"sh", "-c", script, NULL};
 	cae_run_spec spec = {.argv = cmd, .cancel_fd = -1};
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	ck_assert_int_eq(cae__helper_encode_request(&spec, NULL, &b), 0);
 	ck_assert_int_eq(write(rq[0], b.data, b.len), (ssize_t)b.len);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	FILE *f = NULL;
 	for (int i = 0; i < 1000 && !(f = fopen(pidfile, "r")); i++)
 		sleep_ms(5);
@@ -582,7 +582,7 @@ START_TEST(end_of_channel_kills_commands)
 	ck_assert(!pid_alive(sleeper));
 	close(rq[0]);
 	ck_assert_uint_eq(my_children(), 0);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 	free(pidfile);
 }

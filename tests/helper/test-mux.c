@@ -154,7 +154,7 @@ START_TEST(runs_like_the_runner)
 	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, in, &r, &err), -ENOTDIR);
 	s2.cwd = dir;
 	ck_assert_int_eq(cae_helper_mux_run(m, &s2, NULL, in, &r, &err), -ENOTDIR);
-	cae_rm_rf(dir);
+	cae__rm_rf(dir);
 	free(dir);
 	ck_assert_int_eq(cae_helper_mux_ping(m, 5000, &err), 0);
 	close_mux(m);
@@ -190,7 +190,7 @@ START_TEST(concurrent_requests_get_their_own_answers)
 	enum { N = 16 };
 	pthread_t t[N];
 	struct par p[N];
-	int64_t t0 = cae_now_ms();
+	int64_t t0 = cae__now_ms();
 	for (int i = 0; i < N; i++) {
 		p[i] = (struct par){.m = m, .i = i};
 		ck_assert_int_eq(pthread_create(&t[i], NULL, par_main, &p[i]), 0);
@@ -200,7 +200,7 @@ START_TEST(concurrent_requests_get_their_own_answers)
 		ck_assert_msg(p[i].ok, "request %d", i);
 	}
 	/* they ran at once, not one after the other (16 x 0.2 s) */
-	ck_assert_int_lt(cae_now_ms() - t0, 3200);
+	ck_assert_int_lt(cae__now_ms() - t0, 3200);
 	close_mux(m);
 }
 END_TEST
@@ -381,14 +381,14 @@ static int init_in_namespace(const char *lifetime, int what)
  * orphans; refuses to run when it is not PID 1. */
 START_TEST(init_as_pid1)
 {
-	int64_t t0 = cae_now_ms();
+	int64_t t0 = cae__now_ms();
 	ck_assert_int_eq(init_in_namespace("2", 0), CAE_HELPER_INIT_EXPIRED);
-	ck_assert_int_ge(cae_now_ms() - t0, 2000);
+	ck_assert_int_ge(cae__now_ms() - t0, 2000);
 	ck_assert_int_eq(init_in_namespace("0", 1), 0);
 	/* the orphan (sleep 300) is killed: the namespace empties and the lifetime ends it */
-	t0 = cae_now_ms();
+	t0 = cae__now_ms();
 	ck_assert_int_eq(init_in_namespace("6", 2), CAE_HELPER_INIT_EXPIRED);
-	ck_assert_int_lt(cae_now_ms() - t0, 60000);
+	ck_assert_int_lt(cae__now_ms() - t0, 60000);
 	/* not PID 1: refused, nothing signalled */
 	pid_t pid = fork();
 	if (pid == 0) {

@@ -17,7 +17,7 @@ struct sink {
 static void sink_open(struct sink *s)
 {
 	s->dir = tu_mkdtemp();
-	s->path = cae_path_join(s->dir, "log");
+	s->path = cae__path_join(s->dir, "log");
 	s->fd = open(s->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 	ck_assert_int_ge(s->fd, 0);
 }
@@ -25,7 +25,7 @@ static void sink_open(struct sink *s)
 static void sink_close(struct sink *s)
 {
 	close(s->fd);
-	cae_rm_rf(s->dir);
+	cae__rm_rf(s->dir);
 	free(s->path);
 	free(s->dir);
 }
@@ -35,7 +35,7 @@ static json_t *read_lines(struct sink *s)
 {
 	char *data = NULL;
 	size_t len = 0;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, s->path, 256u << 20, &data, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, s->path, 256u << 20, &data, &len), 0);
 	json_t *arr = json_array();
 	char *p = data;
 	ck_assert_msg(len == 0 || data[len - 1] == '\n', "output does not end with a newline");
@@ -228,7 +228,7 @@ START_TEST(secret_redaction)
 
 	char *raw = NULL;
 	size_t len;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, s.path, 1 << 20, &raw, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, s.path, 1 << 20, &raw, &len), 0);
 	ck_assert_msg(strstr(raw, "ghp_SECRET123") == NULL, "secret leaked: %s", raw);
 	ck_assert(strstr(raw, "zzz") == NULL);
 	ck_assert(strstr(raw, "pw@") == NULL);

@@ -30,7 +30,7 @@ static char *read_case_file(const char *dir, const char *name, size_t *len)
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/%s/%s", data_dir(), dir, name);
 	char *data = NULL;
-	int r = cae_read_file(AT_FDCWD, path, (size_t)64 << 20, &data, len);
+	int r = cae__read_file(AT_FDCWD, path, (size_t)64 << 20, &data, len);
 	if (r < 0)
 		return NULL;
 	return data;
@@ -365,17 +365,17 @@ END_TEST
 START_TEST(thousand_commands)
 {
 	cae_buf b;
-	cae_buf_init(&b, (size_t)64 << 20);
-	ck_assert_int_eq(cae_buf_puts(&b, "["), 0);
+	cae__buf_init(&b, (size_t)64 << 20);
+	ck_assert_int_eq(cae__buf_puts(&b, "["), 0);
 	for (int i = 0; i < 1000; i++)
 		ck_assert_int_eq(
-		    cae_buf_printf(
+		    cae__buf_printf(
 			&b,
 			"%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"f%d.txt\","
 			"\"content\":\"%d\\n\"}",
 			i ? "," : "", i, i),
 		    0);
-	ck_assert_int_eq(cae_buf_puts(&b, "]"), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "]"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
@@ -386,40 +386,40 @@ START_TEST(thousand_commands)
 	ck_assert_uint_eq(cae_patch_plan_count(plan), 1000);
 	cae_patch_plan_free(plan);
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 
 	/* the same as Markdown and as apply_patch */
-	cae_buf_init(&b, (size_t)64 << 20);
+	cae__buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i < 1000; i++)
-		ck_assert_int_eq(cae_buf_printf(&b, "```txt:d/f%d.txt\nline %d\n```\n", i, i), 0);
+		ck_assert_int_eq(cae__buf_printf(&b, "```txt:d/f%d.txt\nline %d\n```\n", i, i), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1000);
 	cae_patch_free(p);
-	cae_buf_clear(&b);
-	cae_buf_init(&b, (size_t)64 << 20);
-	ck_assert_int_eq(cae_buf_puts(&b, "*** Begin Patch\n"), 0);
+	cae__buf_clear(&b);
+	cae__buf_init(&b, (size_t)64 << 20);
+	ck_assert_int_eq(cae__buf_puts(&b, "*** Begin Patch\n"), 0);
 	for (int i = 0; i < 1000; i++)
-		ck_assert_int_eq(cae_buf_printf(&b, "*** Add File: f%d\n+%d\n", i, i), 0);
-	ck_assert_int_eq(cae_buf_puts(&b, "*** End Patch\n"), 0);
+		ck_assert_int_eq(cae__buf_printf(&b, "*** Add File: f%d\n+%d\n", i, i), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "*** End Patch\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 1000);
 	ck_assert_str_eq(cae_patch_get(p, 500)->content, "500\n");
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
 START_TEST(too_many_commands)
 {
 	cae_buf b;
-	cae_buf_init(&b, (size_t)64 << 20);
+	cae__buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i <= CAE_PATCH_MAX_COMMANDS; i++)
-		ck_assert_int_eq(cae_buf_puts(&b, "```sh\nx\n```\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "```sh\nx\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), -E2BIG);
 	ck_assert_msg(strstr(err.message, "more than 10000 commands"), "%s", err.message);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
@@ -427,17 +427,17 @@ START_TEST(fifty_megabytes)
 {
 	size_t n = (size_t)50 << 20;
 	cae_buf b;
-	cae_buf_init(&b, n * 2);
-	ck_assert_int_eq(cae_buf_puts(&b, "[{\"type\":\"file_edit\",\"action\":\"create\","
-					  "\"target\":\"big.txt\",\"content\":\""),
+	cae__buf_init(&b, n * 2);
+	ck_assert_int_eq(cae__buf_puts(&b, "[{\"type\":\"file_edit\",\"action\":\"create\","
+					   "\"target\":\"big.txt\",\"content\":\""),
 			 0);
 	/* lines of 63 'x' and an escaped newline: 50 MiB of content */
 	char chunk[66];
 	memset(chunk, 'x', 63);
 	memcpy(chunk + 63, "\\n", 2);
 	for (size_t i = 0; i < n / 64; i++)
-		ck_assert_int_eq(cae_buf_append(&b, chunk, 65), 0);
-	ck_assert_int_eq(cae_buf_puts(&b, "\"}]"), 0);
+		ck_assert_int_eq(cae__buf_append(&b, chunk, 65), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "\"}]"), 0);
 	ck_assert(!b.truncated);
 	cae_patch *p = NULL;
 	cae_error err = {0};
@@ -453,21 +453,21 @@ START_TEST(fifty_megabytes)
 	ck_assert_str_eq(plan, "[1] file_edit create big.txt (52428800 bytes)\n");
 	free(plan);
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 
 	/* the same content in a Markdown block */
-	cae_buf_init(&b, n + 1024);
-	ck_assert_int_eq(cae_buf_puts(&b, "```txt:big.txt\n"), 0);
+	cae__buf_init(&b, n + 1024);
+	ck_assert_int_eq(cae__buf_puts(&b, "```txt:big.txt\n"), 0);
 	for (size_t i = 0; i < n / 64; i++)
 		ck_assert_int_eq(
-		    cae_buf_puts(
+		    cae__buf_puts(
 			&b, "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n"),
 		    0);
-	ck_assert_int_eq(cae_buf_puts(&b, "```\n"), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "```\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_get(p, 0)->content_len, n);
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
@@ -489,11 +489,11 @@ START_TEST(hostile_sizes)
 	free(t);
 	/* deep JSON nesting is refused by the JSON parser, not the stack */
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	for (int i = 0; i < 100000; i++)
-		ck_assert_int_eq(cae_buf_puts(&b, "["), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "["), 0);
 	ck_assert_int_lt(cae_patch_parse(b.data, b.len, &p, &err), 0);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 
@@ -506,27 +506,27 @@ START_TEST(hostile_shapes)
 	/* file blocks whose inner fences never balance: every block falls back to the plain
 	 * closing rule, and the nesting scan's budget keeps the parse linear */
 	cae_buf b;
-	cae_buf_init(&b, (size_t)64 << 20);
+	cae__buf_init(&b, (size_t)64 << 20);
 	for (int i = 0; i < 9999; i++)
-		ck_assert_int_eq(cae_buf_puts(&b, "```a:b\n```x\n```\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "```a:b\n```x\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 9999);
 	ck_assert_str_eq(cae_patch_get(p, 9998)->content, "```x\n");
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	/* a ```git block with a quote that never closes: joined a bounded number of lines */
-	ck_assert_int_eq(cae_buf_puts(&b, "```git\ngit commit -m \"x\n"), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "```git\ngit commit -m \"x\n"), 0);
 	for (int i = 0; i < 5000; i++)
-		ck_assert_int_eq(cae_buf_puts(&b, "git add y\n"), 0);
-	ck_assert_int_eq(cae_buf_puts(&b, "```\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "git add y\n"), 0);
+	ck_assert_int_eq(cae__buf_puts(&b, "```\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
 	ck_assert_uint_eq(cae_patch_count(p), 5000 - 200);
 	ck_assert_str_eq(cae_patch_warning(p, 0),
 			 "line 2: skipped a git command with an unterminated quote");
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 	/* a hunk header with absurd numbers */
 	p = parse_ok("--- a/f\n+++ b/f\n@@ -99999999999999999999,1 +1 @@\n-a\n+b\n");
 	ck_assert(!cae_patch_get(p, 0)->op->hunks[0].has_range);
@@ -638,15 +638,15 @@ START_TEST(apply_large_and_adversarial)
 	/* 200,000 lines, 50 hunks spread over the file */
 	size_t nl = 200000;
 	cae_buf f, d;
-	cae_buf_init(&f, (size_t)64 << 20);
-	cae_buf_init(&d, (size_t)64 << 20);
+	cae__buf_init(&f, (size_t)64 << 20);
+	cae__buf_init(&d, (size_t)64 << 20);
 	for (size_t i = 0; i < nl; i++)
-		ck_assert_int_eq(cae_buf_printf(&f, "line %zu\n", i), 0);
-	ck_assert_int_eq(cae_buf_puts(&d, "--- a/big\n+++ b/big\n"), 0);
+		ck_assert_int_eq(cae__buf_printf(&f, "line %zu\n", i), 0);
+	ck_assert_int_eq(cae__buf_puts(&d, "--- a/big\n+++ b/big\n"), 0);
 	for (size_t h = 0; h < 50; h++) {
 		size_t at = h * 4000 + 100;
 		ck_assert_int_eq(
-		    cae_buf_printf(
+		    cae__buf_printf(
 			&d, "@@ -%zu,3 +%zu,3 @@\n line %zu\n-line %zu\n+LINE %zu\n line %zu\n",
 			at + 1, at + 1, at, at + 1, at + 1, at + 2),
 		    0);
@@ -662,24 +662,24 @@ START_TEST(apply_large_and_adversarial)
 	ck_assert_ptr_null(strstr(out, "\nline 196101\n"));
 	free(out);
 	cae_patch_free(p);
-	cae_buf_clear(&d);
-	cae_buf_clear(&f);
+	cae__buf_clear(&d);
+	cae__buf_clear(&f);
 
 	/* identical lines everywhere and a long hunk that almost matches at every position:
 	 * the rolling hash keeps this linear per hunk (no quadratic blow-up) */
 	for (size_t i = 0; i < 100000; i++)
-		ck_assert_int_eq(cae_buf_puts(&f, "x\n"), 0);
-	ck_assert_int_eq(cae_buf_puts(&d, "*** Begin Patch\n*** Update File: same\n@@\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&f, "x\n"), 0);
+	ck_assert_int_eq(cae__buf_puts(&d, "*** Begin Patch\n*** Update File: same\n@@\n"), 0);
 	for (size_t i = 0; i < 2000; i++)
-		ck_assert_int_eq(cae_buf_puts(&d, " x\n"), 0);
-	ck_assert_int_eq(cae_buf_puts(&d, "-y\n+z\n*** End Patch\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&d, " x\n"), 0);
+	ck_assert_int_eq(cae__buf_puts(&d, "-y\n+z\n*** End Patch\n"), 0);
 	ck_assert_int_eq(cae_patch_parse(d.data, d.len, &p, &err), 0);
 	ck_assert_int_eq(cae_patch_apply_hunks(f.data, f.len, first_op(p), &out, &n, &err),
 			 -EINVAL);
 	ck_assert_msg(strstr(err.message, "hunk 1 of same did not apply"), "%s", err.message);
 	cae_patch_free(p);
-	cae_buf_clear(&d);
-	cae_buf_clear(&f);
+	cae__buf_clear(&d);
+	cae__buf_clear(&f);
 }
 END_TEST
 
@@ -1010,9 +1010,9 @@ END_TEST
 START_TEST(warnings_are_capped)
 {
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
+	cae__buf_init(&b, 1 << 20);
 	for (int i = 0; i < 150; i++)
-		ck_assert_int_eq(cae_buf_puts(&b, "```text\nx\n```\n"), 0);
+		ck_assert_int_eq(cae__buf_puts(&b, "```text\nx\n```\n"), 0);
 	cae_patch *p = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_parse(b.data, b.len, &p, &err), 0);
@@ -1021,7 +1021,7 @@ START_TEST(warnings_are_capped)
 	ck_assert_ptr_nonnull(strstr(text, "warning: 50 more warnings\n"));
 	free(text);
 	cae_patch_free(p);
-	cae_buf_clear(&b);
+	cae__buf_clear(&b);
 }
 END_TEST
 

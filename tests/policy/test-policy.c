@@ -784,7 +784,7 @@ START_TEST(long_input)
 	for (size_t u = 0; u < ARRAY_SIZE(units); u++) {
 		_cleanup_free_ char *s = repeat("", units[u], (256u << 10) / strlen(units[u]), "");
 		ck_assert_int_eq(cae_policy_check(q, s, &v), 0);
-		ck_assert_msg(cae_utf8_is_valid(v.reason, strlen(v.reason)), "unit %s", units[u]);
+		ck_assert_msg(cae__utf8_is_valid(v.reason, strlen(v.reason)), "unit %s", units[u]);
 	}
 }
 END_TEST
@@ -833,8 +833,8 @@ START_TEST(nul_and_binary_input)
 	/* a program name with invalid UTF-8 and control characters: the verdict stays clean */
 	check(q, "$'\\xff\\x01bad\\n' x", &v);
 	ck_assert(!v.allowed);
-	ck_assert(cae_utf8_is_valid(v.reason, strlen(v.reason)));
-	ck_assert(cae_utf8_is_valid(v.program, strlen(v.program)));
+	ck_assert(cae__utf8_is_valid(v.reason, strlen(v.reason)));
+	ck_assert(cae__utf8_is_valid(v.program, strlen(v.program)));
 	for (const char *c = v.reason; *c; c++)
 		ck_assert_int_ge((unsigned char)*c, 0x20);
 	ck_assert_msg(strstr(v.reason, "\xef\xbf\xbd"), "%s", v.reason);
@@ -843,10 +843,10 @@ START_TEST(nul_and_binary_input)
 	check(q, longname, &v);
 	ck_assert(!v.allowed);
 	ck_assert_uint_lt(strlen(v.program), CAE_POLICY_PROGRAM_MAX);
-	ck_assert(cae_utf8_is_valid(v.program, strlen(v.program)));
+	ck_assert(cae__utf8_is_valid(v.program, strlen(v.program)));
 	ck_assert_msg(strstr(v.program, "...") != NULL, "%s", v.program);
-	ck_assert(cae_utf8_is_valid(v.command, strlen(v.command)));
-	ck_assert(cae_utf8_is_valid(v.reason, strlen(v.reason)));
+	ck_assert(cae__utf8_is_valid(v.command, strlen(v.command)));
+	ck_assert(cae__utf8_is_valid(v.reason, strlen(v.reason)));
 }
 END_TEST
 

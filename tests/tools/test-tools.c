@@ -45,8 +45,8 @@ static cae_session *open_session_log(const char *extra_yaml, cae_log *log)
 static void close_session(cae_session *s)
 {
 	cae_session_free(s);
-	cae_rm_rf(state);
-	cae_rm_rf(ws);
+	cae__rm_rf(state);
+	cae__rm_rf(ws);
 	free(state);
 	free(ws);
 }
@@ -147,7 +147,7 @@ START_TEST(exec_command_not_directory)
 {
 	cae_session *s = open_session(NULL);
 	tu_write(ws, "file.txt", "x");
-	_cleanup_free_ char *link = cae_path_join(ws, "up");
+	_cleanup_free_ char *link = cae__path_join(ws, "up");
 	ck_assert_int_eq(symlink("/etc", link), 0);
 	const char *cwds[] = {"missing", "file.txt",	       "..", "/etc", "../../..",
 			      "up",	 "a\\\\..\\\\..\\\\.."};
@@ -161,8 +161,8 @@ START_TEST(exec_command_not_directory)
 		json_decref(r);
 	}
 	/* backslash separators are accepted */
-	_cleanup_free_ char *sub = cae_path_join(ws, "a/b");
-	cae_mkdir_p(sub, 0755);
+	_cleanup_free_ char *sub = cae__path_join(ws, "a/b");
+	cae__mkdir_p(sub, 0755);
 	bool e;
 	json_t *r = call(s, "exec_command", "{\"cwd\": \"a\\\\b\", \"command\": [\"pwd\"]}", &e);
 	ck_assert(!e);
@@ -280,7 +280,7 @@ START_TEST(execute_command_semantics)
 	ck_assert_int_eq(strncmp(S(r, "stderr"), "Command execution error: ", 25), 0);
 	json_decref(r);
 	/* working directory */
-	_cleanup_free_ char *sub = cae_path_join(ws, "sub");
+	_cleanup_free_ char *sub = cae__path_join(ws, "sub");
 	mkdir(sub, 0755);
 	r = call(s, "command-executor_execute_command",
 		 "{\"command\": \"basename $(pwd)\", \"working_directory\": \"sub\"}", &e);
@@ -303,7 +303,7 @@ START_TEST(execute_command_policy_denies_before_running)
 	ck_assert(!e);
 	ck_assert_int_eq(I(r, "exit_code"), 126);
 	ck_assert_ptr_nonnull(strstr(S(r, "stderr"), "sudo"));
-	_cleanup_free_ char *ran = cae_path_join(ws, "ran");
+	_cleanup_free_ char *ran = cae__path_join(ws, "ran");
 	ck_assert_int_ne(access(ran, F_OK), 0); /* nothing ran */
 	json_decref(r);
 	r = call(s, "command-executor_execute_command", "{\"command\": \"rm -fr x\"}", &e);
@@ -364,8 +364,8 @@ START_TEST(execute_command_redacts_secrets_and_caps)
 	json_decref(r);
 	cae_session_free(s);
 	cae_log_free(log);
-	cae_rm_rf(state);
-	cae_rm_rf(ws);
+	cae__rm_rf(state);
+	cae__rm_rf(ws);
 }
 END_TEST
 
@@ -388,7 +388,7 @@ START_TEST(no_environment_is_an_error)
 	cae_tool_result res;
 	ck_assert_int_eq(cae_session_call_tool(s, "no_such_tool", NULL, NULL, &res, &err), -ENOENT);
 	cae_session_free(s);
-	cae_rm_rf(state);
+	cae__rm_rf(state);
 }
 END_TEST
 
@@ -489,8 +489,8 @@ START_TEST(environment_prepare_repo_rules)
 	ck_assert_msg(!strstr(t, state), "%s names the state directory", t);
 	free(t);
 	close_session(s);
-	cae_rm_rf(root);
-	cae_rm_rf(outside);
+	cae__rm_rf(root);
+	cae__rm_rf(outside);
 	free(root);
 	free(outside);
 }
@@ -602,7 +602,7 @@ END_TEST
 START_TEST(secrets_masked_with_or_without_logger)
 {
 	char *logdir = tu_mkdtemp();
-	_cleanup_free_ char *logpath = cae_path_join(logdir, "log");
+	_cleanup_free_ char *logpath = cae__path_join(logdir, "log");
 	cae_log *log = NULL;
 	int logfd = -1;
 	if (_i == 1) {
@@ -652,12 +652,12 @@ START_TEST(secrets_masked_with_or_without_logger)
 		close(logfd);
 		_cleanup_free_ char *raw = NULL;
 		size_t len;
-		ck_assert_int_eq(cae_read_file(AT_FDCWD, logpath, 1 << 20, &raw, &len), 0);
+		ck_assert_int_eq(cae__read_file(AT_FDCWD, logpath, 1 << 20, &raw, &len), 0);
 		ck_assert_msg(!strstr(raw, "tokenvalue") && !strstr(raw, "added-secret"), "%s",
 			      raw);
 		ck_assert_ptr_nonnull(strstr(raw, "\"msg\":\"*** ***\""));
 	}
-	cae_rm_rf(logdir);
+	cae__rm_rf(logdir);
 	free(logdir);
 }
 END_TEST

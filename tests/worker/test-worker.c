@@ -181,7 +181,7 @@ static void shared_prepare(const cae_config *cfg)
 	ck_assert_int_eq(shared_sh(cfg, "mkdir " SHARED_PRISTINE " && cp -a /workspace/project "
 					"/workspace/tmp " SHARED_PRISTINE "/"),
 			 0);
-	cae_rm_rf(origin);
+	cae__rm_rf(origin);
 	free(origin);
 }
 
@@ -202,7 +202,7 @@ static void shared_teardown(void)
 	cae_backend_cleanup(b, shared_uuid, &err);
 	cae_backend_free(b);
 	cae_config_free(cfg);
-	cae_rm_rf(shared_tmp);
+	cae__rm_rf(shared_tmp);
 	free(shared_tmp);
 }
 
@@ -257,7 +257,7 @@ static void fx_free(fx *f)
 	cae_config_free(f->cfg);
 	cae_log_free(f->log);
 	close(f->logfd);
-	cae_rm_rf(f->tmp);
+	cae__rm_rf(f->tmp);
 	free(f->tmp);
 	free(f->origin);
 	free(f->logpath);
@@ -416,7 +416,7 @@ static json_t *log_lines(fx *f)
 {
 	char *text = NULL;
 	size_t len;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, f->logpath, 64 << 20, &text, &len), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, f->logpath, 64 << 20, &text, &len), 0);
 	json_t *a = json_array();
 	for (char *s = text; *s;) {
 		char *nl = strchr(s, '\n');
@@ -1306,7 +1306,7 @@ START_TEST(big_file_50mb)
 	/* the expected hash, computed on this host */
 	char path[PATH_MAX];
 	snprintf(path, sizeof(path), "%s/big.expected", f.tmp);
-	ck_assert_int_eq(cae_write_file_atomic(AT_FDCWD, path, content, n, 0644, false), 0);
+	ck_assert_int_eq(cae__write_file_atomic(AT_FDCWD, path, content, n, 0644, false), 0);
 	tu_sh("cd %s && sha256sum < big.expected | cut -d' ' -f1 > big.sha && "
 	      "printf 'tail\\n' >> big.expected && sha256sum < big.expected | cut -d' ' -f1 >> "
 	      "big.sha",
@@ -1314,7 +1314,7 @@ START_TEST(big_file_50mb)
 	char *shas = NULL;
 	size_t sl;
 	snprintf(path, sizeof(path), "%s/big.sha", f.tmp);
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 4096, &shas, &sl), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 4096, &shas, &sl), 0);
 	json_t *c = json_array();
 	json_array_append_new(c,
 			      json_pack("{s:s, s:s, s:s, s:s%}", "type", "file_edit", "action",
@@ -1717,7 +1717,7 @@ static int fs_put(wk_fs *fs, const char *rel, const char *data, char *msg, size_
 static char *slurp(const char *path)
 {
 	char *data = NULL;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 1000, &data, NULL), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 1000, &data, NULL), 0);
 	return data;
 }
 
@@ -1726,7 +1726,7 @@ static char *slurp(const char *path)
 START_TEST(host_fs_links)
 {
 	char *top = tu_mkdtemp();
-	char *ws = cae_path_join(top, "ws");
+	char *ws = cae__path_join(top, "ws");
 	tu_sh("mkdir -p '%s/sub' '%s/outside' && echo secret > '%s/outside/secret.txt' && "
 	      "echo old > '%s/f.txt'",
 	      ws, top, top, ws);
@@ -1741,7 +1741,7 @@ START_TEST(host_fs_links)
 	ck_assert_int_eq(cae__wk_fs_host_new(ws, &fs, &err), 0);
 	char msg[sizeof(err.message)];
 	ck_assert_msg(fs_put(fs, "l1", "new\n", msg, sizeof(msg)) == 0, "%s", msg);
-	char *f = cae_path_join(ws, "f.txt");
+	char *f = cae__path_join(ws, "f.txt");
 	char *data = slurp(f);
 	ck_assert_str_eq(data, "new\n");
 	free(data);
@@ -1749,17 +1749,17 @@ START_TEST(host_fs_links)
 	ck_assert_ptr_nonnull(strstr(msg, "security error"));
 	/* a link to ".." inside: the file lands in the workspace itself */
 	ck_assert_msg(fs_put(fs, "sub/up/via_up.txt", "up\n", msg, sizeof(msg)) == 0, "%s", msg);
-	char *via = cae_path_join(ws, "via_up.txt");
+	char *via = cae__path_join(ws, "via_up.txt");
 	ck_assert_int_eq(access(via, F_OK), 0);
 	/* out, with or without new directories: refused, nothing made outside */
 	ck_assert_int_eq(fs_put(fs, "out/secret.txt", "pwned\n", msg, sizeof(msg)), -EACCES);
 	ck_assert_int_eq(fs_put(fs, "out/made/x.txt", "pwned\n", msg, sizeof(msg)), -EACCES);
-	char *made = cae_path_join(top, "outside/made");
+	char *made = cae__path_join(top, "outside/made");
 	ck_assert_int_ne(access(made, F_OK), 0);
 	/* a dangling link: not written through, and its directory not made */
 	ck_assert_int_eq(fs_put(fs, "dangling", "x\n", msg, sizeof(msg)), -EACCES);
 	ck_assert_ptr_nonnull(strstr(msg, "symbolic link"));
-	char *nothing = cae_path_join(ws, "nothing");
+	char *nothing = cae__path_join(ws, "nothing");
 	ck_assert_int_ne(access(nothing, F_OK), 0);
 	/* new directories on the patch's own path */
 	ck_assert_msg(fs_put(fs, "n1/n2/new.txt", "n\n", msg, sizeof(msg)) == 0, "%s", msg);
@@ -1772,14 +1772,14 @@ START_TEST(host_fs_links)
 	ck_assert_int_eq(fs->ops->txn_begin(fs, &err), 0);
 	ck_assert_int_eq(fs->ops->txn_write(fs, "t1/t2/a.txt", "a", 1, WK_MODE_KEEP, &err), 0);
 	fs->ops->txn_abort(fs);
-	char *t1 = cae_path_join(ws, "t1");
+	char *t1 = cae__path_join(ws, "t1");
 	ck_assert_int_ne(access(t1, F_OK), 0);
 	cae__wk_fs_free(fs);
-	char *secret = cae_path_join(top, "outside/secret.txt");
+	char *secret = cae__path_join(top, "outside/secret.txt");
 	data = slurp(secret);
 	ck_assert_str_eq(data, "secret\n");
 	free(data);
-	cae_rm_rf(top);
+	cae__rm_rf(top);
 	free(t1);
 	free(secret);
 	free(nothing);
@@ -1950,7 +1950,7 @@ START_TEST(session_tool)
 	ck_assert_int_eq(cae_session_call_tool(s, "apply_patch", args, NULL, &r2, &err), -ENOENT);
 	json_decref(args);
 	cae_session_free(s);
-	cae_rm_rf(tmp);
+	cae__rm_rf(tmp);
 	free(tmp);
 }
 END_TEST
@@ -2028,7 +2028,7 @@ START_TEST(cli_patch)
 	snprintf(path, sizeof(path), "%s/b.txt", ws);
 	char *b = NULL;
 	size_t bl;
-	ck_assert_int_eq(cae_read_file(AT_FDCWD, path, 100, &b, &bl), 0);
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 100, &b, &bl), 0);
 	ck_assert_str_eq(b, "b\n");
 	free(b);
 	/* stdin, text out, a failure: exit status 1 */
@@ -2085,7 +2085,7 @@ START_TEST(cli_patch)
 	json_decref(j);
 	free(o.out);
 	free(o.err);
-	cae_rm_rf(tmp);
+	cae__rm_rf(tmp);
 	free(tmp);
 }
 END_TEST
@@ -2100,10 +2100,10 @@ END_TEST
 static void kill_tree_file(const char *ws, const struct stat *owner, const char *rel,
 			   const char *text, mode_t mode)
 {
-	char *p = cae_path_join(ws, rel);
+	char *p = cae__path_join(ws, rel);
 	int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
 	ck_assert_msg(fd >= 0, "%s: %s", p, strerror(errno));
-	ck_assert_int_eq(cae_write_all(fd, text, strlen(text)), 0);
+	ck_assert_int_eq(cae__write_all(fd, text, strlen(text)), 0);
 	ck_assert_int_eq(fchown(fd, owner->st_uid, owner->st_gid), 0);
 	if (mode)
 		ck_assert_int_eq(fchmod(fd, mode), 0);
@@ -2117,14 +2117,14 @@ static void kill_tree_file(const char *ws, const struct stat *owner, const char 
  * take most of the test's time. */
 static void kill_tree_reset(const char *ws)
 {
-	char *kp = cae_path_join(ws, "kp");
-	ck_assert_int_eq(cae_rm_rf(kp), 0);
+	char *kp = cae__path_join(ws, "kp");
+	ck_assert_int_eq(cae__rm_rf(kp), 0);
 	free(kp);
 	struct stat owner;
 	ck_assert_int_eq(stat(ws, &owner), 0);
 	const char *dirs[] = {"kp", "kp/src", "kp/lib", "kp/lib/deep", "kp/mv"};
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
-		char *d = cae_path_join(ws, dirs[i]);
+		char *d = cae__path_join(ws, dirs[i]);
 		ck_assert_msg(mkdir(d, 0777) == 0, "%s: %s", d, strerror(errno));
 		ck_assert_int_eq(chown(d, owner.st_uid, owner.st_gid), 0);
 		free(d);
@@ -2142,18 +2142,18 @@ static void kill_tree_reset(const char *ws)
 static char *kill_patch_text(void)
 {
 	cae_buf b;
-	cae_buf_init(&b, 1 << 20);
-	ck_assert_int_eq(cae_buf_puts(&b, "*** Begin Patch\n"), 0);
+	cae__buf_init(&b, 1 << 20);
+	ck_assert_int_eq(cae__buf_puts(&b, "*** Begin Patch\n"), 0);
 	for (int i = 0; i < 15; i++)
 		ck_assert_int_eq(
-		    cae_buf_printf(
+		    cae__buf_printf(
 			&b,
 			"*** Update File: kp/%s/p%02d.txt\n@@\n line A %02d\n-line B %02d\n"
 			"+line B %02d changed\n line C %02d\n",
 			i >= 8 ? "lib/deep" : "src", i, i, i, i, i),
 		    0);
 	ck_assert_int_eq(
-	    cae_buf_puts(
+	    cae__buf_puts(
 		&b, "*** Add File: kp/newdir/sub/added1.txt\n+added one\n"
 		    "*** Add File: kp/src/added2.txt\n+added two\n"
 		    "*** Delete File: kp/lib/deep/p15.txt\n"
@@ -2162,7 +2162,7 @@ static char *kill_patch_text(void)
 		    "*** Update File: kp/mode.sh\n@@\n #!/bin/sh\n-echo one\n+echo two\n"
 		    "*** End Patch\n"),
 	    0);
-	return cae_buf_steal(&b, NULL);
+	return cae__buf_steal(&b, NULL);
 }
 
 typedef struct patch_job {
@@ -2186,9 +2186,9 @@ static int patch_job_run(void *arg)
 	o.rollback = true; /* the case: must not leave a snapshot either */
 	o.fs = j->env ? CAE_WORKER_FS_ENV : CAE_WORKER_FS_HOST;
 	json_t *res = NULL;
-	cae_txn_test_fail_apply(j->fail_apply);
+	cae__txn_test_fail_apply(j->fail_apply);
 	int r = cae_worker_run_text(b, j->uuid, j->text, strlen(j->text), &o, NULL, &res, &err);
-	cae_txn_test_fail_apply(0);
+	cae__txn_test_fail_apply(0);
 	bool ok = r == 0 && json_is_true(json_object_get(res, "success")) == !j->fail_apply;
 	json_decref(res);
 	cae_backend_free(b);
@@ -2225,8 +2225,8 @@ static void kill_loop(const char *name, const char *text, int mode)
 	const char *ws = f.info.host_path;
 	ck_assert_ptr_nonnull(ws);
 	/* a private TMPDIR: a rollback snapshot left behind would show there */
-	char *scratch = cae_path_join(f.tmp, "scratch");
-	ck_assert_int_eq(cae_mkdir_p(scratch, 0700), 0);
+	char *scratch = cae__path_join(f.tmp, "scratch");
+	ck_assert_int_eq(cae__mkdir_p(scratch, 0700), 0);
 	setenv("TMPDIR", scratch, 1);
 	patch_job j = {f.cfg, f.uuid, text, 0, mode == 1, mode == 1 ? f.ws : ws};
 	/* through commands, the directories made for new files are not journaled */
@@ -2362,8 +2362,8 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	if (dead == 0)
 		_exit(0);
 	ck_assert_int_eq(waitpid(dead, NULL, 0), dead);
-	char *scratch = cae_path_join(f.tmp, "scratch");
-	unsigned long long me = cae_process_start_time(getpid());
+	char *scratch = cae__path_join(f.tmp, "scratch");
+	unsigned long long me = cae__process_start_time(getpid());
 	tu_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
 	      "%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
 	      "echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
@@ -2451,12 +2451,12 @@ static int commit_half_run(void *arg)
 	closedir(d);
 	char *text = NULL;
 	size_t len = 0;
-	if (!*jp || cae_read_file(AT_FDCWD, jp, 1 << 20, &text, &len) < 0)
+	if (!*jp || cae__read_file(AT_FDCWD, jp, 1 << 20, &text, &len) < 0)
 		return 5;
 	/* the journal's records are already "S", staged, target: the final list as well */
 	char cp[PATH_MAX * 2 + 16];
 	snprintf(cp, sizeof(cp), "%s.commit", jp);
-	if (cae_write_file_atomic(AT_FDCWD, cp, text, len, 0600, false) < 0)
+	if (cae__write_file_atomic(AT_FDCWD, cp, text, len, 0600, false) < 0)
 		return 6;
 	char *staged = strchr(text, '\n') + 1, *target = strchr(staged, '\n') + 1;
 	staged[target - staged - 1] = '\0';
