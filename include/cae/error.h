@@ -30,7 +30,8 @@ typedef struct cae_error {
 	char message[CAE_ERROR_MSG_MAX]; /* human-readable, NUL-terminated */
 } cae_error;
 
-/* Sets code and message (printf format). err may be NULL. Returns code, so that
+/* Sets code and message (printf format; an argument may be err->message itself, to wrap
+ * it). err may be NULL. Returns code, so that
  * `return cae_error_set(err, -EINVAL, "...")` reads naturally. */
 CAE_EXPORT int cae_error_set(cae_error *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));

@@ -689,16 +689,7 @@ static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
 		       const cae_exec_request *req, const char *cwd, cae_run_result *res,
 		       cae_error *err)
 {
-	cae_run_spec spec = {.argv = req->argv,
-			     .cwd = cwd,
-			     .stdin_data = req->stdin_data,
-			     .stdin_len = req->stdin_len,
-			     .has_stdin = req->has_stdin,
-			     .timeout_ms = req->timeout_ms,
-			     .max_stdout = req->max_stdout,
-			     .max_stderr = req->max_stderr,
-			     .truncate = req->truncate,
-			     .cancel_fd = req->cancel_fd};
+	cae_run_spec spec = cae__backend_run_spec(req, cwd, NULL);
 	int r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
 	if (r == -EPIPE) {
 		chan_release(b, *cp, true);
@@ -712,11 +703,9 @@ static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
 	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO) {
 		r = helper_failed(b, uuid, *cp, r == -EPIPE ? -ECONNRESET : r, err);
 		*cp = NULL;
-		if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO) {
-			char why[CAE_ERROR_MSG_MAX];
-			snprintf(why, sizeof(why), "%s", err ? err->message : "");
-			return cae_error_set(err, r, "%s; the next command starts a new one", why);
-		}
+		if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+			return cae_error_set(err, r, "%s; the next command starts a new one",
+					     err ? err->message : "");
 	}
 	return r;
 }

@@ -36,6 +36,11 @@ typedef struct cae_prepare {
 /* Adds a warning to the environment's ContainerInfo and, when event is set, logs it. */
 void cae__prepare_warn(cae_prepare *p, const char *event, const char *msg);
 
+/* The runner's spec of one command of req, run in cwd with envp (NULL: the runner's
+ * default), borrowing req's strings. */
+cae_run_spec cae__backend_run_spec(const cae_exec_request *req, const char *cwd,
+				   const char *const *envp);
+
 /* Runs the lifecycle with b's hooks (cae_backend_prepare). */
 int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		     const cae_prepare_options *opts, cae_env_info *info, cae_error *err);

@@ -748,19 +748,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	char **envp = env->sandbox ? sandbox_env : plain_env;
 	if (!envp)
 		return -ENOMEM;
-	cae_run_spec spec = {
-	    .argv = req->argv,
-	    .envp = (const char *const *)envp,
-	    .cwd = cwd,
-	    .stdin_data = req->stdin_data,
-	    .stdin_len = req->stdin_len,
-	    .has_stdin = req->has_stdin,
-	    .timeout_ms = req->timeout_ms,
-	    .max_stdout = req->max_stdout,
-	    .max_stderr = req->max_stderr,
-	    .truncate = req->truncate,
-	    .cancel_fd = req->cancel_fd,
-	};
+	cae_run_spec spec = cae__backend_run_spec(req, cwd, (const char *const *)envp);
 	if (!env->sandbox)
 		return cae_runner_run(&spec, res, err);
 	if (b && env->uuid && (env->network || !req->network)) {

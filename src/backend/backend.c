@@ -48,6 +48,24 @@ int cae_backend_prepare(cae_backend *b, const cae_task *task, const char *enviro
 	return cae__prepare_run(b, task, environment_name, opts ? opts : &none, info, err);
 }
 
+cae_run_spec cae__backend_run_spec(const cae_exec_request *req, const char *cwd,
+				   const char *const *envp)
+{
+	return (cae_run_spec){
+	    .argv = req->argv,
+	    .envp = envp,
+	    .cwd = cwd,
+	    .stdin_data = req->stdin_data,
+	    .stdin_len = req->stdin_len,
+	    .has_stdin = req->has_stdin,
+	    .timeout_ms = req->timeout_ms,
+	    .max_stdout = req->max_stdout,
+	    .max_stderr = req->max_stderr,
+	    .truncate = req->truncate,
+	    .cancel_fd = req->cancel_fd,
+	};
+}
+
 int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
 		     cae_run_result *res, cae_error *err)
 {

@@ -153,11 +153,9 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 
 fail:
 	/* A step that failed because it was cancelled (a clone killed mid-way) says so. */
-	if (r != -ECANCELED && cancelled(&p)) {
-		char why[CAE_ERROR_MSG_MAX];
-		snprintf(why, sizeof(why), "%s", err ? err->message : "");
-		r = cae_error_set(err, -ECANCELED, "prepare cancelled (%s)", why);
-	}
+	if (r != -ECANCELED && cancelled(&p))
+		r = cae_error_set(err, -ECANCELED, "prepare cancelled (%s)",
+				  err ? err->message : "");
 	cae_env_info_clear(info);
 	/* Nothing is left behind. */
 	if (made)

@@ -11,10 +11,14 @@ int cae_error_set(cae_error *err, int code, const char *fmt, ...)
 {
 	if (!err)
 		return code;
+	/* formatted aside first: an argument may be err->message itself (a message wrapping
+	 * the one before it) */
+	char msg[sizeof(err->message)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err->message, sizeof(err->message), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(err->message, msg, sizeof(msg));
 	err->code = code;
 	return code;
 }

@@ -384,6 +384,37 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 
 #define EDIT_TIMEOUT_MS (10 * 60 * 1000)
 
+/* One request acknowledged only by its answer (an edit, a file operation): sends the frame
+ * encoded in q (cleared here), waits for the answer of type answer (at most max_body
+ * bytes). Returns the call (decode its body, then call_free), or NULL with *r and err set:
+ * a stream that ended before the answer may have run the request (-ECONNRESET). */
+static struct call *round_trip(cae_helper_mux *m, char type, char answer, cae_buf *q,
+			       uint64_t max_body, const char *what, int *r, cae_error *err)
+{
+	struct call *c = call_new(m, max_body);
+	if (!c) {
+		cae__buf_clear(q);
+		*r = cae_error_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	int k = send_frame(m, type, c->id, q->data + CAE_HELPER_FRAME_HEADER,
+			   q->len - CAE_HELPER_FRAME_HEADER);
+	cae__buf_clear(q);
+	if (k == 0)
+		k = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+	else
+		k = -EPIPE;
+	if (k == 0 && c->type != answer)
+		k = -EPROTO;
+	if (k == 0)
+		return c;
+	call_free(m, c);
+	if (k == -ETIMEDOUT || k == -EPROTO)
+		end_stream(m, "no answer");
+	*r = cae_error_set(err, k == -EPIPE ? -ECONNRESET : k, "cae-helper ended during %s", what);
+	return NULL;
+}
+
 int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_limits *limits,
 			const cae_editor_request *req, cae_editor_result *res, cae_error *err)
 {
@@ -397,35 +428,16 @@ int cae_helper_mux_edit(cae_helper_mux *m, const char *root, const cae_editor_li
 		cae__buf_clear(&q);
 		return cae_error_set(err, r, "edit too large for cae-helper");
 	}
-	struct call *c = call_new(m, CAE_HELPER_MAX_FRAME);
-	if (!c) {
-		cae__buf_clear(&q);
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	}
-	r = send_frame(m, CAE_MUX_EDIT, c->id, q.data + CAE_HELPER_FRAME_HEADER,
-		       q.len - CAE_HELPER_FRAME_HEADER);
-	cae__buf_clear(&q);
-	if (r == 0)
-		r = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
-	else
-		r = -EPIPE;
-	if (r == 0 && c->type != CAE_MUX_EDIT_RESULT)
-		r = -EPROTO;
-	if (r < 0) {
-		call_free(m, c);
-		if (r == -ETIMEDOUT || r == -EPROTO)
-			end_stream(m, "no edit result");
-		/* an edit is acknowledged only by its result: gone before it, it may have run */
-		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
-				     "cae-helper ended during the edit");
-	}
+	struct call *c = round_trip(m, CAE_MUX_EDIT, CAE_MUX_EDIT_RESULT, &q, CAE_HELPER_MAX_FRAME,
+				    "the edit", &r, err);
+	if (!c)
+		return r;
 	int status;
 	r = cae__helper_decode_edit_result(c->body, c->len, &status, res, err);
 	call_free(m, c);
 	if (r < 0) {
 		end_stream(m, "malformed edit result");
-		return cae_error_set(err, -EPROTO, "cae-helper edit result malformed: %s",
-				     err ? err->message : "");
+		return cae_error_set(err, -EPROTO, "cae-helper edit result malformed");
 	}
 	return status;
 }
@@ -443,27 +455,11 @@ int cae_helper_mux_fs(cae_helper_mux *m, const cae_fs_request *fq, cae_fs_reply 
 		cae__buf_clear(&q);
 		return cae_error_set(err, r, "file operation too large for cae-helper");
 	}
-	struct call *c = call_new(m, fq->op == CAE_FS_READ ? fq->max + 65536 : 65536);
-	if (!c) {
-		cae__buf_clear(&q);
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	}
-	r = send_frame(m, CAE_MUX_FS, c->id, q.data + CAE_HELPER_FRAME_HEADER,
-		       q.len - CAE_HELPER_FRAME_HEADER);
-	cae__buf_clear(&q);
-	if (r == 0)
-		r = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
-	else
-		r = -EPIPE;
-	if (r == 0 && c->type != CAE_MUX_FS_RESULT)
-		r = -EPROTO;
-	if (r < 0) {
-		call_free(m, c);
-		if (r == -ETIMEDOUT || r == -EPROTO)
-			end_stream(m, "no file operation result");
-		return cae_error_set(err, r == -EPIPE ? -ECONNRESET : r,
-				     "cae-helper ended during a file operation");
-	}
+	uint64_t max = fq->op == CAE_FS_READ ? MIN(fq->max, (uint64_t)CAE_HELPER_MAX_FRAME) : 0;
+	struct call *c = round_trip(m, CAE_MUX_FS, CAE_MUX_FS_RESULT, &q, max + 65536,
+				    "a file operation", &r, err);
+	if (!c)
+		return r;
 	int status;
 	r = cae__helper_decode_fs_result(c->body, c->len, &status, rep, err);
 	call_free(m, c);
