@@ -5,6 +5,7 @@
 
 #include <check.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,31 @@
 
 #include "base/fs.h"
 #include "cae/runner.h"
+
+/* CAE_TEST_ONLY=name[,name...]: only the tests of those names are added (to run one test of
+ * a suite while working on it, or one that must not share the engine with others). Unset:
+ * every test. */
+static inline void tu_add_test(TCase *tc, const TTest *tf, int signal, int allowed_exit, int start,
+			       int end)
+{
+	const char *only = getenv("CAE_TEST_ONLY");
+	if (only && *only) {
+		size_t n = strlen(tf->name);
+		const char *p = only;
+		bool named = false;
+		while (!named && (p = strstr(p, tf->name))) {
+			named = (p == only || p[-1] == ',') && (p[n] == '\0' || p[n] == ',');
+			p += n;
+		}
+		if (!named)
+			return;
+	}
+	_tcase_add_test(tc, tf, signal, allowed_exit, start, end);
+}
+#undef tcase_add_test
+#define tcase_add_test(tc, tf) tu_add_test((tc), (tf), 0, 0, 0, 1)
+#undef tcase_add_loop_test
+#define tcase_add_loop_test(tc, tf, s, e) tu_add_test((tc), (tf), 0, 0, (s), (e))
 
 /* Makes a fresh temporary directory; the caller frees the string. */
 static inline char *tu_mkdtemp(void)

@@ -136,9 +136,11 @@ CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae
 CAE_EXPORT int cae_backend_edit(cae_backend *b, const char *task_uuid,
 				const cae_editor_limits *limits, const cae_editor_request *req,
 				cae_editor_result *res, cae_error *err);
-/* Runs one of the patch worker's file operations where the environment's commands run (by
- * its helper: include/cae/helper.h). -EOPNOTSUPP when the backend or the environment
- * cannot; else the operation's status. */
+/* Runs one of the patch worker's file operations where the environment's files are: in a
+ * container by its helper (include/cae/helper.h), for a local environment in this process.
+ * A request opens the workspace as commands see it (cae_env_info.workspace_path); a handle
+ * serves only the environment that opened it. -EOPNOTSUPP when the environment cannot (a
+ * container without a working helper); else the operation's status. */
 struct cae_fs_request;
 struct cae_fs_reply;
 CAE_EXPORT int cae_backend_fs(cae_backend *b, const char *task_uuid, const struct cae_fs_request *q,

@@ -107,7 +107,9 @@ struct cae_policy;
 typedef enum cae_worker_fs_mode {
 	CAE_WORKER_FS_AUTO = 0, /* HOST when the environment has a host path, else ENV */
 	CAE_WORKER_FS_HOST,	/* file system calls on this host; the rollback snapshot too */
-	CAE_WORKER_FS_ENV,	/* everything through commands in the environment */
+	/* through the environment's file service (a container's helper; the local backend
+	 * answers in this process) and the rollback snapshot by commands there */
+	CAE_WORKER_FS_ENV,
 } cae_worker_fs_mode;
 
 typedef struct cae_worker_options {

@@ -574,9 +574,7 @@ static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_er
 		c->m = NULL;
 		if (has_helper(b, name)) {
 			char why[CAE_ERROR_MSG_MAX + 128];
-			snprintf(why, sizeof(why),
-				 "the container's cae-helper did not answer (%s): the command ran "
-				 "as a plain Engine API exec",
+			snprintf(why, sizeof(why), "the container's cae-helper did not answer (%s)",
 				 e.message);
 			c->why = strdup(why);
 			cae_log_fields(b->log, CAE_LOG_WARN, "docker.helper_unavailable",
@@ -740,10 +738,23 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	cae_docker_exec_info xi;
 	r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
 	log_kill(b, uuid, &xi);
-	if (r == 0 && c->why)
-		res->warning = strdup(c->why);
+	if (r == 0 && c->why &&
+	    asprintf(&res->warning, "%s: the command ran as a plain Engine API exec", c->why) < 0)
+		res->warning = NULL;
 	chan_release(b, c, false);
 	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
+}
+
+/* What the editor and the patch worker's files answer without a helper (-EOPNOTSUPP): only
+ * commands have a way around it. Releases c. */
+static int no_helper(cae_backend *b, struct chan *c, cae_error *err)
+{
+	int r = cae_error_set(err, -EOPNOTSUPP, "%s",
+			      c->why ? c->why
+				     : "this environment's container has no cae-helper (it was "
+				       "prepared where cae-helper-static was missing)");
+	chan_release(b, c, false);
+	return r;
 }
 
 /* The text editor, run by the environment's helper on the project. An edit that the helper
@@ -755,14 +766,8 @@ static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits
 	struct chan *c = chan_acquire(b, uuid, &r, err);
 	if (!c)
 		return map_exec_error(b, r, uuid, err);
-	if (!c->m) {
-		r = cae_error_set(err, -EOPNOTSUPP, "%s",
-				  c->why ? c->why
-					 : "this environment's container has no cae-helper (it "
-					   "was prepared where cae-helper-static was missing)");
-		chan_release(b, c, false);
-		return r;
-	}
+	if (!c->m)
+		return no_helper(b, c, err);
 	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
 	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
 		return helper_failed(b, uuid, c, r, err);
@@ -778,12 +783,8 @@ static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, 
 	struct chan *c = chan_acquire(b, uuid, &r, err);
 	if (!c)
 		return map_exec_error(b, r, uuid, err);
-	if (!c->m) {
-		chan_release(b, c, false);
-		return cae_error_set(err, -EOPNOTSUPP,
-				     "this environment's container has no "
-				     "cae-helper");
-	}
+	if (!c->m)
+		return no_helper(b, c, err);
 	r = cae_helper_mux_fs(c->m, q, rep, err);
 	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
 		return helper_failed(b, uuid, c, r, err);

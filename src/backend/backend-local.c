@@ -23,6 +23,7 @@
 #include "base/timeutil.h"
 #include "cae/helper.h"
 #include "cae/log.h"
+#include "worker/fs-serve.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -107,6 +108,7 @@ struct local_impl {
 	struct local_cred *creds; /* under helper_lock */
 	bool helper_probed;
 	char *helper_path; /* NULL: no cae-helper, or it could not start: a sandbox per command */
+	cae_wk_fs_table files; /* the patch worker's file service (local_fs) */
 };
 
 /* An environment as exec needs it. */
@@ -1246,6 +1248,30 @@ static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_
 	return r;
 }
 
+/* The patch worker's file service: the files are on this host, so the requests are answered
+ * here, by the code a container's helper runs there. A request names the workspace as
+ * commands see it; what is opened is the environment's project directory on this host, and
+ * a handle serves only the environment that opened it. */
+static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		    cae_error *err)
+{
+	struct local_impl *li = impl_of(b);
+	if (q->op != CAE_FS_OPEN)
+		return cae__wk_fs_serve(&li->files, uuid, NULL, q, rep, err);
+	cae_env_info info;
+	int r = local_info(b, uuid, &info, err);
+	if (r < 0)
+		return r;
+	if (!info.host_path || !info.workspace_path || !q->root ||
+	    strcmp(q->root, info.workspace_path) != 0)
+		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",
+				  q->root ? q->root : "(none)", uuid);
+	else
+		r = cae__wk_fs_serve(&li->files, uuid, info.host_path, q, rep, err);
+	cae_env_info_clear(&info);
+	return r;
+}
+
 typedef int (*each_fn)(cae_backend *b, const char *uuid, json_t *meta, void *ud);
 
 static int for_each_env(cae_backend *b, each_fn fn, void *ud)
@@ -1364,6 +1390,8 @@ static void local_free(cae_backend *b)
 			cred_free(c);
 		}
 		free(li->helper_path);
+		cae__wk_fs_table_clear(&li->files);
+		pthread_mutex_destroy(&li->files.lock);
 		for (size_t i = 0; i < META_CACHE; i++)
 			meta_entry_clear(&li->meta[i]);
 		pthread_mutex_destroy(&li->meta_lock);
@@ -1390,6 +1418,7 @@ static const cae_backend_ops local_ops = {
     .cleanup_stale = local_cleanup_stale,
     .list = local_list,
     .info = local_info,
+    .fs = local_fs,
     .free = local_free,
 };
 
@@ -1409,6 +1438,7 @@ int cae__local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 	pthread_mutex_init(&li->probe_lock, NULL);
 	pthread_mutex_init(&li->helper_lock, NULL);
 	pthread_mutex_init(&li->meta_lock, NULL);
+	cae__wk_fs_table_init(&li->files);
 	li->root = cae__path_join(state, "local");
 	li->etc_dir = li->root ? cae__path_join(li->root, ".sandbox-etc") : NULL;
 	li->clone_timeout_s = cfg->command_executor.clone.timeout_seconds;

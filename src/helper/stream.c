@@ -13,7 +13,7 @@
 #include "cae/editor.h"
 #include "cae/helper.h"
 #include "runner/proctree.h"
-#include "worker/worker-internal.h"
+#include "worker/fs-serve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -51,12 +51,9 @@ struct cred {
 	size_t len;
 };
 
-#define FS_HANDLES 32
-
 struct stream {
 	int out;
-	pthread_mutex_t fs_lock; /* the patch worker's file systems below, one op at a time */
-	wk_fs *fs[FS_HANDLES];
+	cae_wk_fs_table fs; /* the patch worker's file systems */
 	/* git's credential requests: a socket commands reach through CAE_CREDENTIAL_SOCKET */
 	int cred_fd;
 	char cred_dir[64];
@@ -142,68 +139,10 @@ static int handle_fs(struct stream *st, const char *body, size_t len, cae_buf *o
 	cae_helper_fs f;
 	cae_fs_reply rep = {0};
 	int status = cae__helper_decode_fs(body, len, &f, &err);
-	if (status < 0)
-		goto answer;
-	pthread_mutex_lock(&st->fs_lock);
-	const cae_fs_request *q = &f.q;
-	wk_fs *fs = NULL;
-	if (q->op != CAE_FS_OPEN) {
-		if (q->handle < 1 || q->handle > FS_HANDLES || !(fs = st->fs[q->handle - 1]))
-			status = cae_error_set(&err, -EBADF, "no such file system handle");
-	}
-	mode_t mode = q->mode == (uint32_t)-1 ? WK_MODE_KEEP : (mode_t)(q->mode & 07777);
 	if (status == 0) {
-		switch (q->op) {
-		case CAE_FS_OPEN: {
-			int slot = -1;
-			for (int i = 0; i < FS_HANDLES && slot < 0; i++)
-				if (!st->fs[i])
-					slot = i;
-			if (slot < 0 || !q->root)
-				status = cae_error_set(&err, -EMFILE, "too many open file systems");
-			else if ((status = cae__wk_fs_host_new(q->root, &st->fs[slot], &err)) == 0)
-				rep.handle = (uint32_t)slot + 1;
-			break;
-		}
-		case CAE_FS_READ: {
-			mode_t m = 0;
-			status = fs->ops->read(fs, q->rel ? q->rel : "", q->max,
-					       q->max ? &rep.data : NULL, &rep.len, &m, &err);
-			rep.mode = (uint32_t)m;
-			break;
-		}
-		case CAE_FS_WRITE:
-			status = fs->ops->write(fs, q->rel ? q->rel : "", q->data ? q->data : "",
-						q->len, mode, &err);
-			break;
-		case CAE_FS_REMOVE:
-			status = fs->ops->remove(fs, q->rel ? q->rel : "", &err);
-			break;
-		case CAE_FS_TXN_BEGIN:
-			status = fs->ops->txn_begin(fs, &err);
-			break;
-		case CAE_FS_TXN_WRITE:
-			status = fs->ops->txn_write(fs, q->rel ? q->rel : "",
-						    q->data ? q->data : "", q->len, mode, &err);
-			break;
-		case CAE_FS_TXN_REMOVE:
-			status = fs->ops->txn_remove(fs, q->rel ? q->rel : "", &err);
-			break;
-		case CAE_FS_TXN_COMMIT:
-			status = fs->ops->txn_commit(fs, &err);
-			break;
-		case CAE_FS_TXN_ABORT:
-			fs->ops->txn_abort(fs);
-			break;
-		case CAE_FS_CLOSE:
-			cae__wk_fs_free(fs);
-			st->fs[q->handle - 1] = NULL;
-			break;
-		}
+		status = cae__wk_fs_serve(&st->fs, "", NULL, &f.q, &rep, &err);
+		cae__helper_fs_clear(&f);
 	}
-	pthread_mutex_unlock(&st->fs_lock);
-	cae__helper_fs_clear(&f);
-answer:;
 	int r = cae__helper_encode_fs_result(status, err.message, &rep, out);
 	cae_fs_reply_clear(&rep);
 	return r;
@@ -515,7 +454,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	cae__proctree_init();
 	struct stream st = {.out = out};
 	pthread_mutex_init(&st.ed_lock, NULL);
-	pthread_mutex_init(&st.fs_lock, NULL);
+	cae__wk_fs_table_init(&st.fs);
 	pthread_mutex_init(&st.wlock, NULL);
 	pthread_mutex_init(&st.lock, NULL);
 	pthread_condattr_t ca;
@@ -640,9 +579,6 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	kill_descendants();
 	cred_cleanup(&st);
 	/* open transactions are dropped (their journal's recovery would do it otherwise) */
-	pthread_mutex_lock(&st.fs_lock);
-	for (int i = 0; i < FS_HANDLES; i++)
-		cae__wk_fs_free(st.fs[i]);
-	pthread_mutex_unlock(&st.fs_lock);
+	cae__wk_fs_table_clear(&st.fs);
 	return ret;
 }

@@ -1,6 +1,7 @@
 /* Commands in the environment: shell_command (sh -c, bash when the environment has it,
  * stdout and stderr combined), git_operation (argv, no shell; a commit identity given with -c
- * when the repository has none) and the auto-commit after a run. */
+ * when the repository has none) and the auto-commit after a run; and cae__wk_run(), how the
+ * worker runs any command (these, and the rollback snapshot's tar). */
 #include "worker/worker-internal.h"
 
 #include "base/macro.h"
@@ -17,6 +18,40 @@
 #define ERROR_OUTPUT_CHARS 2000 /* of a failed command's output quoted in its error */
 #define IDENTITY_NAME "cae-worker"
 #define IDENTITY_EMAIL "cae-worker@localhost"
+
+int cae__wk_run(const wk_exec_ctx *ctx, bool host, const char *cwd, const char *const *argv,
+		const char *stdin_data, size_t stdin_len, bool has_stdin, size_t max_out,
+		cae_run_result *res, cae_error *err)
+{
+	if (host) {
+		cae_run_spec spec = {
+		    .argv = argv,
+		    .cwd = cwd,
+		    .stdin_data = stdin_data,
+		    .stdin_len = stdin_len,
+		    .has_stdin = has_stdin,
+		    .timeout_ms = ctx->timeout_ms,
+		    .max_stdout = max_out,
+		    .max_stderr = max_out,
+		    .cancel_fd = ctx->cancel_fd,
+		};
+		return cae_runner_run(&spec, res, err);
+	}
+	static const char *const env[] = {"LC_ALL=C", NULL};
+	cae_exec_request req = {
+	    .argv = argv,
+	    .cwd = cwd,
+	    .extra_env = env,
+	    .stdin_data = stdin_data,
+	    .stdin_len = stdin_len,
+	    .has_stdin = has_stdin,
+	    .timeout_ms = ctx->timeout_ms,
+	    .max_stdout = max_out,
+	    .max_stderr = max_out,
+	    .cancel_fd = ctx->cancel_fd,
+	};
+	return cae_backend_exec(ctx->backend, ctx->task_uuid, &req, res, err);
+}
 
 /* Quotes the last chars characters of s[0..n) for an error message. */
 static void put_tail(cae_buf *b, const char *s, size_t n)

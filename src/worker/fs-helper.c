@@ -1,8 +1,10 @@
-/* The environment file system through the environment's helper (containers): every
- * operation is one request on the helper's channel and runs, inside the environment, the
- * code that serves a local workspace (fs-host.c: resolution beneath the workspace, atomic
- * writes keeping modes, journaled transactions). Where there is no helper, the worker
- * falls back to files through commands (fs-env.c). */
+/* The environment file system through the environment's file service (cae_backend_fs):
+ * every operation is one request, answered where the files are by the code that serves a
+ * local workspace (fs-host.c through fs-serve.c: resolution beneath the workspace, atomic
+ * writes keeping modes, journaled transactions) — in a container by its helper, over the
+ * helper's channel; for a local environment by the backend in this process. There is no
+ * other way to an environment's files that are not on this host: a container without a
+ * working helper has no patch worker (the error says why). */
 #include "worker/worker-internal.h"
 
 #include "base/macro.h"

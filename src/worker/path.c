@@ -1,6 +1,6 @@
 /* What the worker refuses in a patch's path before touching anything, worded for the patch's
  * author. The rule itself is base/chase.h's cae__path_lexical, with the worker's stricter
- * choice that a patch path has no ".." at all; the file systems (fs-host.c, fs-env.c) then
+ * choice that a patch path has no ".." at all; the file system (fs-host.c, wherever it runs) then
  * resolve every symbolic link inside the workspace. */
 #include "worker/worker-internal.h"
 

@@ -8,15 +8,16 @@
  *   plan.c      the plan: checked whole before anything is written (all or nothing), or one
  *               step per command, each checked as it runs (continue mode)
  *   execute.c   the one execution path: every step, in either mode, through one executor
- *   command.c   shell_command, git_operation and the auto-commit (commands in the environment)
+ *   command.c   shell_command, git_operation and the auto-commit (commands in the environment),
+ *               and cae__wk_run()
  *   report.c    each command's result and log event, the summary, the start event
  *   render.c    cae_worker_render(): the human rendering of a result
  *   path.c      what is refused in a patch's path, before anything is touched
  *   fs-host.c   files on this host (resolved beneath the workspace with base/chase.h,
  *               base/txn.h transactions)
- *   fs-helper.c files through the environment's helper (containers: fs-host.c's code there)
- *   fs-env.c    files through commands in the environment, where there is no helper (and
- *               cae__wk_run())
+ *   fs-helper.c files through the environment's file service (cae_backend_fs: in a container
+ *               its helper runs fs-host.c's code there; the local backend runs it in process)
+ *   fs-serve.c  that service's side (fs-serve.h): requests answered with fs-host.c
  *   snapshot.c  the rollback snapshot (a tar of the workspace)
  */
 #ifndef CAE_WORKER_INTERNAL_H
@@ -66,9 +67,9 @@ typedef struct wk_fs_ops {
 	/* All-or-nothing changes: after txn_begin, txn_write and
 	 * txn_remove (same checks as write and remove) only stage; txn_commit applies every
 	 * staged change, or none (then err says why); txn_abort drops them. One transaction
-	 * at a time. A crash at any point is completed or rolled back by the next recovery:
-	 * on this host base/txn.h's (cae__wk_fs_host_new), through commands the environment's own
-	 * journal (cae__wk_fs_env_new). */
+	 * at a time. A crash at any point is completed or rolled back by the next recovery
+	 * (base/txn.h's journal, recovered by cae__wk_fs_host_new where the files are: on this
+	 * host, or by the environment's helper). */
 	int (*txn_begin)(wk_fs *fs, cae_error *err);
 	int (*txn_write)(wk_fs *fs, const char *rel, const char *data, size_t len, mode_t mode,
 			 cae_error *err);
@@ -86,20 +87,19 @@ struct wk_fs {
  * recovers what a killed process left in the workspace's journal (base/txn.h). */
 int cae__wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
 
-/* Through commands in the environment (any backend). root is the workspace as commands see
- * it. b, uuid are borrowed and must outlive the fs. Opening recovers the environment's
- * journals of cae processes that are gone (one command). */
+/* How the worker runs commands in the environment (cae__wk_run). backend, task_uuid are
+ * borrowed. */
 typedef struct wk_exec_ctx {
 	cae_backend *backend;
 	const char *task_uuid;
 	int64_t timeout_ms;
 	int cancel_fd; /* -1: none */
 } wk_exec_ctx;
-int cae__wk_fs_env_new(const wk_exec_ctx *ctx, const char *root, wk_fs **out, cae_error *err);
 
-/* Through the environment's helper (fs-helper.c), which runs fs-host.c's code inside the
- * environment on root (as commands see it). -EOPNOTSUPP when the environment has no helper
- * (then cae__wk_fs_env_new serves). Opening recovers the workspace's journal there. */
+/* Through the environment's file service (fs-helper.c, cae_backend_fs), which runs fs-host.c's
+ * code where the files are, on root (the workspace as commands see it): a container's helper,
+ * or the local backend in this process. -EOPNOTSUPP when the environment has none (a
+ * container whose helper is missing). Opening recovers the workspace's journal there. */
 int cae__wk_fs_helper_new(cae_backend *b, const char *task_uuid, const char *root, wk_fs **out,
 			  cae_error *err);
 

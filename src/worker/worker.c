@@ -100,7 +100,7 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 	_cleanup_free_ char *patch_error = NULL;
 	wk_snapshot *snap = NULL;
 	/* The diff forms and, with rollback, a patch of file edits only are one transaction
-	 * (on this host or through commands): all or nothing, also across a crash, without a
+	 * (base/txn.h, wherever the files are): all or nothing, also across a crash, without a
 	 * snapshot. */
 	bool files_only = true;
 	for (size_t i = 0; i < cae_patch_count(p); i++)
@@ -245,12 +245,10 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	if (st.host) {
 		r = cae__wk_fs_host_new(st.info.host_path, &st.fs, err);
 	} else {
-		/* the environment's helper when it has one, else commands */
-		r = o->fs == CAE_WORKER_FS_ENV
-			? -EOPNOTSUPP
-			: cae__wk_fs_helper_new(b, task_uuid, st.root, &st.fs, err);
+		r = cae__wk_fs_helper_new(b, task_uuid, st.root, &st.fs, err);
 		if (r == -EOPNOTSUPP)
-			r = cae__wk_fs_env_new(&st.fs_ctx, st.root, &st.fs, err);
+			cae_error_prefix(err,
+					 "the patch worker cannot reach this environment's files");
 	}
 	_cleanup_(json_decrefp) json_t *out = json_object();
 	st.results = json_array();
@@ -288,18 +286,6 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
 	if (r == 0 && !info.host_path && info.workspace_path &&
 	    cae__wk_fs_helper_new(b, task_uuid, info.workspace_path, &fs, NULL) == 0)
 		cae__wk_fs_free(TAKE_PTR(fs));
-	/* and the environment's own journal (a local environment has one when a patch ran
-	 * with fs=env) */
-	if (r == 0 && info.workspace_path) {
-		wk_exec_ctx ctx = {
-		    .backend = b,
-		    .task_uuid = task_uuid,
-		    .timeout_ms = CAE_WORKER_DEFAULT_GIT_TIMEOUT_MS,
-		    .cancel_fd = -1,
-		};
-		r = cae__wk_fs_env_new(&ctx, info.workspace_path, &fs, err);
-		cae__wk_fs_free(fs);
-	}
 	cae_env_info_clear(&info);
 	return r;
 }

@@ -20,6 +20,7 @@
 #include "cae/helper.h"
 #include "cae/log.h"
 #include "cae/session.h"
+#include "cae/worker.h"
 #include "docker/docker-internal.h"
 
 #include <arpa/inet.h>
@@ -1379,6 +1380,28 @@ static void *bg_exec_backend(void *arg)
 	return NULL;
 }
 
+/* Runs script in the container as user (NULL: the container's), not through cae; it must
+ * succeed. */
+static void in_container(cae_docker *d, const char *id, const char *user, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_docker_exec_spec spec = {
+	    .argv = argv, .user = user, .raw = true, .timeout_ms = 30000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_exec(d, id, &spec, &r, NULL, &err) == 0, "%s: %s", script,
+		      err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: exit %d: %s", script, r.exit_code, r.err);
+	cae_run_result_clear(&r);
+}
+
+/* From outside (as the container's user: root there has no CAP_KILL): the helpers serving
+ * streams, with SIGKILL. */
+static void kill_stream_helpers(cae_docker *d, const char *id)
+{
+	in_container(d, id, NULL, "pkill -KILL -f 'cae-helper --strea[m]'");
+}
+
 /* The stream helper killed with SIGKILL during a command: the command's call says so, the
  * command does not survive it (PID 1 kills what the dead helper left), and the next command
  * works through a new helper. */
@@ -1396,16 +1419,8 @@ START_TEST(helper_killed_mid_command)
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, bg_exec_backend, &x), 0);
 	wait_top(d, info.container_id, "sleep 313", false);
-	/* from outside (as the container's user: root there has no CAP_KILL): the helper
-	 * serving this process's stream */
-	const char *kill_argv[] = {"sh", "-c", "pkill -KILL -f 'cae-helper --stream'", NULL};
-	cae_docker_exec_spec ks = {
-	    .argv = kill_argv, .raw = true, .timeout_ms = 30000, .cancel_fd = -1};
-	cae_run_result kr;
+	kill_stream_helpers(d, info.container_id);
 	cae_error err = {0};
-	ck_assert_msg(cae_docker_exec(d, info.container_id, &ks, &kr, NULL, &err) == 0, "%s",
-		      err.message);
-	cae_run_result_clear(&kr);
 	pthread_join(th, NULL);
 	ck_assert_int_eq(x.r, -ECONNRESET);
 	ck_assert_msg(strstr(x.err.message, "cae-helper ended during the command") &&
@@ -2026,7 +2041,8 @@ START_TEST(several_managers_at_once)
 END_TEST
 
 /* A container whose helper does not answer (here: moved away, by root in the container):
- * commands still run, as plain Engine API execs, and their result says so. */
+ * commands still run, as plain Engine API execs, and their result says so; the editor and
+ * the patch worker's files have no way around the helper and say why, changing nothing. */
 START_TEST(dead_helper_falls_back_with_a_warning)
 {
 	cae_config *cfg = dcfg();
@@ -2038,21 +2054,100 @@ START_TEST(dead_helper_falls_back_with_a_warning)
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_backend_free(b); /* its stream goes */
-	const char *mv[] = {"mv", "/.cae/cae-helper", "/.cae/moved", NULL};
-	cae_docker_exec_spec ms = {
-	    .argv = mv, .user = "0", .raw = true, .timeout_ms = 30000, .cancel_fd = -1};
+	in_container(d, info.container_id, "0", "mv /.cae/cae-helper /.cae/moved");
 	cae_run_result r;
 	cae_error err = {0};
-	ck_assert_msg(cae_docker_exec(d, info.container_id, &ms, &r, NULL, &err) == 0, "%s",
-		      err.message);
-	ck_assert_int_eq(r.exit_code, 0);
-	cae_run_result_clear(&r);
 	b = dbackend(cfg, NULL);
 	r = bexec(b, uuid, "echo still", 30000);
 	ck_assert_str_eq(r.out, "still\n");
 	ck_assert_msg(r.warning && strstr(r.warning, "cae-helper did not answer") &&
 			  strstr(r.warning, "plain Engine API exec"),
 		      "%s", r.warning ? r.warning : "(no warning)");
+	cae_run_result_clear(&r);
+	const char *patch = "[{\"type\": \"file_edit\", \"action\": \"create\", "
+			    "\"target\": \"nohelper.txt\", \"content\": \"x\\n\"}]";
+	json_t *res = NULL;
+	ck_assert_int_eq(cae_worker_run_text(b, uuid, patch, strlen(patch), NULL, NULL, &res, &err),
+			 -EOPNOTSUPP);
+	ck_assert_ptr_null(res);
+	ck_assert_msg(strstr(err.message, "cannot reach this environment's files") &&
+			  strstr(err.message, "cae-helper did not answer"),
+		      "%s", err.message);
+	cae_editor_request ed = {
+	    .command = CAE_EDITOR_CMD_VIEW, .path = "/workspace/project", .path_len = 18};
+	cae_editor_result er = {0};
+	ck_assert_int_eq(cae_backend_edit(b, uuid, NULL, &ed, &er, &err), -EOPNOTSUPP);
+	ck_assert_msg(strstr(err.message, "cae-helper did not answer"), "%s", err.message);
+	cae_editor_result_clear(&er);
+	r = bexec(b, uuid, "test -e nohelper.txt && echo made || echo absent", 30000);
+	ck_assert_str_eq(r.out, "absent\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static int fs_call(cae_backend *b, const char *uuid, cae_fs_request q, uint32_t handle)
+{
+	q.handle = handle;
+	cae_fs_reply rep;
+	cae_error err = {0};
+	int r = cae_backend_fs(b, uuid, &q, &rep, &err);
+	ck_assert_msg(r == 0, "file operation %d: %s", (int)q.op, err.message);
+	uint32_t h = rep.handle;
+	cae_fs_reply_clear(&rep);
+	return q.op == CAE_FS_OPEN ? (int)h : 0;
+}
+
+/* The helper killed with SIGKILL in the middle of a transaction of the patch worker (three
+ * files staged, not committed): the next one to open the workspace through a new helper
+ * rolls it back, leaving the old files, no staged file and no journal. */
+START_TEST(helper_killed_mid_transaction_is_rolled_back)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_run_result r =
+	    bexec(b, uuid, "mkdir -p kp && echo old > kp/a && echo old > kp/b", 30000);
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	int h =
+	    fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_OPEN, .root = info.workspace_path}, 0);
+	ck_assert_int_gt(h, 0);
+	fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_TXN_BEGIN}, (uint32_t)h);
+	const char *names[] = {"kp/a", "kp/b", "kp/new/c"};
+	for (int i = 0; i < 3; i++)
+		fs_call(b, uuid,
+			(cae_fs_request){.op = CAE_FS_TXN_WRITE,
+					 .rel = names[i],
+					 .data = "new\n",
+					 .len = 4,
+					 .mode = (uint32_t)-1},
+			(uint32_t)h);
+	const char *look = "find /workspace -name '.cae-*' | sort";
+	r = bexec(b, uuid, look, 30000);
+	ck_assert_msg(strstr(r.out, ".cae-"), "nothing staged: %s", r.out);
+	cae_run_result_clear(&r);
+	kill_stream_helpers(d, info.container_id);
+	cae_error err = {0};
+	cae_backend_free(b); /* the manager goes too: nothing of the transaction is remembered */
+	b = dbackend(cfg, NULL);
+	h = fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_OPEN, .root = info.workspace_path}, 0);
+	fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_CLOSE}, (uint32_t)h);
+	/* (the journal directory, outside the project, stays: empty) */
+	r = bexec(b, uuid,
+		  "cat kp/a kp/b; test -e kp/new/c && echo c-exists; find /workspace -name "
+		  "'.cae-*' ! -path /workspace/.cae-journal; ls -A /workspace/.cae-journal",
+		  30000);
+	ck_assert_msg(strcmp(r.out, "old\nold\n") == 0, "after recovery: %s", r.out);
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
@@ -2168,6 +2263,7 @@ static Suite *make_suite(void)
 	tcase_add_test(b, leaked_container_stops_and_comes_back);
 	tcase_add_test(b, several_managers_at_once);
 	tcase_add_test(b, dead_helper_falls_back_with_a_warning);
+	tcase_add_test(b, helper_killed_mid_transaction_is_rolled_back);
 	tcase_add_test(b, mcp_client_gone_ends_the_command_in_the_container);
 	suite_add_tcase(s, b);
 	return s;

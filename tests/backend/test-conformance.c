@@ -13,6 +13,7 @@
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "cae/docker.h"
+#include "cae/helper.h"
 #include "cae/log.h"
 #include "cae/session.h"
 
@@ -697,6 +698,128 @@ START_TEST(push_on_demand)
 }
 END_TEST
 
+/* ---- the patch worker's file service ---- */
+
+/* One request: its status, the reply kept in rep. */
+static int fsq(cae_backend *b, const char *uuid, cae_fs_request q, cae_fs_reply *rep,
+	       cae_error *err)
+{
+	return cae_backend_fs(b, uuid, &q, rep, err);
+}
+
+/* The worker's file service answers the same on every backend: writes keep or set modes,
+ * reads come back whole, escapes through "..", absolute paths and symbolic links are
+ * refused, and a handle serves only the environment that opened it. */
+START_TEST(file_service_behaves_the_same)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char u1[64], u2[64];
+	new_uuid(u1, sizeof(u1));
+	new_uuid(u2, sizeof(u2));
+	cae_task t1 = task(u1), t2 = task(u2);
+	cae_env_info i1, i2;
+	prepare_ok(b, &t1, "python", NULL, &i1);
+	prepare_ok(b, &t2, "python", NULL, &i2);
+	cae_run_result r = sh(
+	    b, u1, "ln -s / rootlink && ln -s calc.py inside && echo s > s.sh && chmod 755 s.sh");
+	ck_assert_int_eq(r.exit_code, 0);
+	cae_run_result_clear(&r);
+	cae_fs_reply rep;
+	cae_error err = {0};
+	ck_assert_msg(fsq(b, u1, (cae_fs_request){.op = CAE_FS_OPEN, .root = i1.workspace_path},
+			  &rep, &err) == 0,
+		      "%s", err.message);
+	uint32_t h = rep.handle;
+	ck_assert_uint_gt(h, 0);
+	cae_fs_reply_clear(&rep);
+	/* a new file in a new directory, with its mode; an existing one keeps its own */
+	ck_assert_int_eq(fsq(b, u1,
+			     (cae_fs_request){.op = CAE_FS_WRITE,
+					      .handle = h,
+					      .rel = "d/e/new.txt",
+					      .data = "hello\n",
+					      .len = 6,
+					      .mode = 0640},
+			     &rep, &err),
+			 0);
+	ck_assert_int_eq(fsq(b, u1,
+			     (cae_fs_request){.op = CAE_FS_WRITE,
+					      .handle = h,
+					      .rel = "s.sh",
+					      .data = "t\n",
+					      .len = 2,
+					      .mode = (uint32_t)-1},
+			     &rep, &err),
+			 0);
+	r = sh(b, u1, "stat -c '%a %n' d/e/new.txt s.sh; cat d/e/new.txt s.sh");
+	ck_assert_str_eq(r.out, "640 d/e/new.txt\n755 s.sh\nhello\nt\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(
+	    fsq(b, u1,
+		(cae_fs_request){.op = CAE_FS_READ, .handle = h, .rel = "inside", .max = 1 << 20},
+		&rep, &err),
+	    0);
+	ck_assert_ptr_nonnull(rep.data);
+	ck_assert_ptr_nonnull(strstr(rep.data, "def add"));
+	cae_fs_reply_clear(&rep);
+	/* escapes */
+	const char *bad[] = {"../x", "rootlink/etc/passwd", "/etc/passwd", "d/../../x"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		cae_error e = {0};
+		ck_assert_msg(
+		    fsq(b, u1,
+			(cae_fs_request){
+			    .op = CAE_FS_READ, .handle = h, .rel = bad[i], .max = 1 << 20},
+			&rep, &e) < 0,
+		    "read %s was not refused", bad[i]);
+		ck_assert_msg(fsq(b, u1,
+				  (cae_fs_request){.op = CAE_FS_WRITE,
+						   .handle = h,
+						   .rel = bad[i],
+						   .data = "x",
+						   .len = 1,
+						   .mode = 0644},
+				  &rep, &e) < 0,
+			      "write %s was not refused", bad[i]);
+	}
+	r = sh(b, u1, "ls /x ../x 2>/dev/null; echo done");
+	ck_assert_str_eq(r.out, "done\n");
+	cae_run_result_clear(&r);
+	/* the handle is u1's: u2 cannot use it (nothing of u1 is read or written) */
+	cae_error e2 = {0};
+	ck_assert_int_lt(fsq(b, u2,
+			     (cae_fs_request){.op = CAE_FS_WRITE,
+					      .handle = h,
+					      .rel = "via-u2",
+					      .data = "x",
+					      .len = 1,
+					      .mode = 0644},
+			     &rep, &e2),
+			 0);
+	ck_assert_int_lt(
+	    fsq(b, u2,
+		(cae_fs_request){.op = CAE_FS_READ, .handle = h, .rel = "d/e/new.txt", .max = 100},
+		&rep, &e2),
+	    0);
+	ck_assert_ptr_null(rep.data);
+	r = sh(b, u1, "ls via-u2 2>/dev/null; echo done");
+	ck_assert_str_eq(r.out, "done\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(fsq(b, u1, (cae_fs_request){.op = CAE_FS_CLOSE, .handle = h}, &rep, &err),
+			 0);
+	ck_assert_int_eq(
+	    fsq(b, u1, (cae_fs_request){.op = CAE_FS_READ, .handle = h, .rel = "s.sh", .max = 100},
+		&rep, &e2),
+	    -EBADF);
+	ck_assert_int_eq(cae_backend_cleanup(b, u1, &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, u2, &err), 0);
+	cae_env_info_clear(&i1);
+	cae_env_info_clear(&i2);
+	done(b, cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create(T->name);
@@ -713,6 +836,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, commands_behave_the_same);
 	tcase_add_test(tc, tools_behave_the_same);
 	tcase_add_test(tc, push_on_demand);
+	tcase_add_test(tc, file_service_behaves_the_same);
 	suite_add_tcase(s, tc);
 	return s;
 }

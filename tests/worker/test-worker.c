@@ -2170,7 +2170,7 @@ typedef struct patch_job {
 	const char *uuid;
 	const char *text;
 	long fail_apply; /* > 0: the commit's n-th rename fails; the patch must fail */
-	bool env;	 /* files through commands in the environment (mode 1) */
+	bool env;	 /* files through the environment's file service (mode 1) */
 	const char *ws;	 /* the workspace (on this host, and as commands see it) */
 } patch_job;
 
@@ -2208,9 +2208,7 @@ static int recover_ws_job(void *arg)
 	cae_backend *b = NULL;
 	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
 		return 1;
-	wk_exec_ctx ctx = {
-	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
-	int r = cae__wk_fs_env_new(&ctx, j->ws, &fs, NULL);
+	int r = cae__wk_fs_helper_new(b, j->uuid, j->ws, &fs, NULL);
 	cae__wk_fs_free(fs);
 	cae_backend_free(b);
 	return r;
@@ -2229,8 +2227,6 @@ static void kill_loop(const char *name, const char *text, int mode)
 	ck_assert_int_eq(cae__mkdir_p(scratch, 0700), 0);
 	setenv("TMPDIR", scratch, 1);
 	patch_job j = {f.cfg, f.uuid, text, 0, mode == 1, mode == 1 ? f.ws : ws};
-	/* through commands, the directories made for new files are not journaled */
-	cu_with_dirs = mode != 1;
 	/* all-old and all-new, from an uninterrupted run */
 	kill_tree_reset(ws);
 	int temps = 0;
@@ -2246,8 +2242,7 @@ static void kill_loop(const char *name, const char *text, int mode)
 	 * before that failure is completed (new), one after it, while the commit puts files
 	 * back, is rolled back (old), and the uninterrupted run changes nothing. */
 	long killed = 0, olds = 0, news = 0;
-	/* (through commands, kill points are between the commands; no failure is injected) */
-	for (int pass = 0; pass < (mode == 1 ? 1 : 2); pass++) {
+	for (int pass = 0; pass < 2; pass++) {
 		j.fail_apply = pass ? 12 : 0;
 		for (long n = 1;; n++) {
 			kill_tree_reset(ws);
@@ -2275,7 +2270,7 @@ static void kill_loop(const char *name, const char *text, int mode)
 	}
 	fprintf(stderr, "%s: %ld kill points: %ld all old, %ld all new\n", name, killed, olds,
 		news);
-	ck_assert_int_ge(killed, mode == 1 ? 20 : 200);
+	ck_assert_int_ge(killed, 200);
 	ck_assert_int_gt(olds, 0);
 	ck_assert_int_gt(news, 0);
 	/* no rollback snapshot was needed (nothing to leak) */
@@ -2300,8 +2295,9 @@ END_TEST
 
 START_TEST(sigkill_every_env_patch_point)
 {
-	/* the same 20-file patch through commands in the environment (the path other backends
-	 * take): killed between any two of its commands, then recovered by the next worker */
+	/* the same 20-file patch through the environment's file service (the request path a
+	 * container's helper serves), killed at every point, then recovered by the next worker
+	 * opening the workspace through that service */
 	char *text = kill_patch_text();
 	kill_loop("sigkill_every_env_patch_point", text, 1);
 	free(text);
@@ -2412,95 +2408,6 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	fx_free(&f);
 }
 END_TEST
-typedef struct commit_half_job {
-	const cae_config *cfg;
-	const char *uuid;
-	const char *env_ws; /* as commands see it */
-	const char *ws;	    /* on this host */
-} commit_half_job;
-
-/* Stages three files through commands, writes the commit record and makes the first of the
- * three renames, then dies: a process killed in the middle of its commit command. */
-static int commit_half_run(void *arg)
-{
-	commit_half_job *j = arg;
-	cae_backend *b = NULL;
-	if (cae_backend_new_named("local", j->cfg, NULL, &b, NULL) < 0)
-		return 1;
-	wk_exec_ctx ctx = {
-	    .backend = b, .task_uuid = j->uuid, .timeout_ms = 60000, .cancel_fd = -1};
-	wk_fs *fs = NULL;
-	if (cae__wk_fs_env_new(&ctx, j->env_ws, &fs, NULL) < 0 || fs->ops->txn_begin(fs, NULL) < 0)
-		return 2;
-	const char *names[] = {"kp/src/p00.txt", "kp/src/p01.txt", "kp/newdir/n.txt"};
-	for (int i = 0; i < 3; i++)
-		if (fs->ops->txn_write(fs, names[i], "new\n", 4, WK_MODE_KEEP, NULL) < 0)
-			return 3;
-	char jd[PATH_MAX];
-	snprintf(jd, sizeof(jd), "%s/.cae-journal", j->ws);
-	if (access(jd, F_OK) != 0)
-		snprintf(jd, sizeof(jd), "%s/../.cae-journal", j->ws);
-	DIR *d = opendir(jd);
-	if (!d)
-		return 4;
-	struct dirent *de;
-	char jp[PATH_MAX * 2] = "";
-	while ((de = readdir(d)))
-		if (strstr(de->d_name, ".journal") && !strstr(de->d_name, ".journal."))
-			snprintf(jp, sizeof(jp), "%s/%s", jd, de->d_name);
-	closedir(d);
-	char *text = NULL;
-	size_t len = 0;
-	if (!*jp || cae__read_file(AT_FDCWD, jp, 1 << 20, &text, &len) < 0)
-		return 5;
-	/* the journal's records are already "S", staged, target: the final list as well */
-	char cp[PATH_MAX * 2 + 16];
-	snprintf(cp, sizeof(cp), "%s.commit", jp);
-	if (cae__write_file_atomic(AT_FDCWD, cp, text, len, 0600, false) < 0)
-		return 6;
-	char *staged = strchr(text, '\n') + 1, *target = strchr(staged, '\n') + 1;
-	staged[target - staged - 1] = '\0';
-	*strchr(target, '\n') = '\0';
-	/* the paths are the environment's (/workspace/project/...): on this host, below ws */
-	char hs[PATH_MAX * 2], ht[PATH_MAX * 2];
-	size_t el = strlen(j->env_ws);
-	if (strncmp(staged, j->env_ws, el) != 0 || strncmp(target, j->env_ws, el) != 0)
-		return 8;
-	snprintf(hs, sizeof(hs), "%s%s", j->ws, staged + el);
-	snprintf(ht, sizeof(ht), "%s%s", j->ws, target + el);
-	if (rename(hs, ht) < 0)
-		return 7;
-	_exit(0); /* no cleanup: as if killed */
-}
-
-START_TEST(env_commit_record_rolls_forward)
-{
-	/* Through commands: a process gone after its commit record and one of three renames is
-	 * completed by the next one to open the workspace (the other two renamed, nothing
-	 * staged left, no journal). */
-	fx f;
-	fx_init(&f, 1);
-	const char *ws = f.info.host_path;
-	ck_assert_str_eq(f.ws, "/workspace/project"); /* where the sandbox binds it */
-	kill_tree_reset(ws);
-	commit_half_job j = {f.cfg, f.uuid, f.ws, ws};
-	ck_assert_int_eq(cu_run_killed(0, commit_half_run, &j), 0);
-	int temps = 0;
-	char *mid = cu_state(ws, &temps);
-	ck_assert_int_gt(temps, 0);
-	free(mid);
-	patch_job pj = {f.cfg, f.uuid, "", 0, true, f.ws};
-	ck_assert_int_eq(recover_ws_job(&pj), 0);
-	char *now = cu_state(ws, &temps);
-	ck_assert_msg(temps == 0, "%s", now);
-	free(now);
-	ck_assert_int_eq(cu_journals(ws), 0);
-	assert_file(&f, "kp/src/p00.txt", "new\n");
-	assert_file(&f, "kp/src/p01.txt", "new\n");
-	assert_file(&f, "kp/newdir/n.txt", "new\n");
-	fx_free(&f);
-}
-END_TEST
 #endif
 
 static Suite *worker_suite(void)
@@ -2556,7 +2463,6 @@ static Suite *worker_suite(void)
 	tcase_add_test(crash, sigkill_every_patch_point);
 	tcase_add_test(crash, sigkill_every_json_rollback_point);
 	tcase_add_test(crash, sigkill_every_env_patch_point);
-	tcase_add_test(crash, env_commit_record_rolls_forward);
 	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
 #endif
