@@ -92,6 +92,11 @@ typedef struct cae_exec_request {
 	cae_truncate_mode truncate;
 	int cancel_fd; /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
 	bool network;  /* local sandbox: allow network for this command (prepare steps) */
+	/* borrowed; NULL: none. The command's output as it comes and its stdin from a
+	 * descriptor (cae/runner.h). Where the environment cannot stream (a container without
+	 * its helper), output comes only in the result, and a stdin descriptor is refused
+	 * (-EOPNOTSUPP). */
+	const cae_live_io *live;
 } cae_exec_request;
 
 /* Progress callback for prepare (steps: "validate", "remove", "create", "clone", "deps",

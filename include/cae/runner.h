@@ -36,6 +36,19 @@ typedef enum cae_truncate_mode {
 	CAE_TRUNCATE_HEAD_TAIL, /* keep the first and the last max/2 bytes, with a marker */
 } cae_truncate_mode;
 
+/* A command's input and output while it runs (process sessions, live output): optional
+ * beside the result, which is the same with or without it. */
+typedef struct cae_live_io {
+	/* Called with each piece of output as it arrives (stream 1: stdout, 2: stderr), before
+	 * any cap applies, on the thread running the command; may be NULL. Must not block for
+	 * long. */
+	void (*output)(void *ud, int stream, const char *data, size_t len);
+	void *ud;
+	/* >= 0: the command's stdin is read from this descriptor (a pipe the caller writes and
+	 * closes for end of input) instead of stdin_data; -1: none. */
+	int stdin_fd;
+} cae_live_io;
+
 #define CAE_RUNNER_DEFAULT_MAX_OUTPUT (1024u * 1024u)
 #define CAE_RUNNER_DEFAULT_GRACE_MS 2000
 #define CAE_RUNNER_DEFAULT_DRAIN_MS 500
@@ -54,7 +67,8 @@ typedef struct cae_run_spec {
 	size_t max_stdout;  /* bytes kept per stream; 0: default (1 MiB) */
 	size_t max_stderr;
 	cae_truncate_mode truncate;
-	int cancel_fd; /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
+	int cancel_fd;		 /* readable = cancel the command; -1: none (0 is fd 0: set -1) */
+	const cae_live_io *live; /* borrowed; NULL: none */
 } cae_run_spec;
 
 typedef struct cae_run_result {

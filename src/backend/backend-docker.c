@@ -728,7 +728,15 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 			return r;
 		}
 	}
-	/* No helper: a plain exec, with the wrapper's checks and tree kill. */
+	/* No helper: a plain exec, with the wrapper's checks and tree kill (and no live input:
+	 * a command waiting for it would wait forever). */
+	if (req->live && req->live->stdin_fd >= 0) {
+		r = cae_error_set(err, -EOPNOTSUPP, "%s: a command with live input needs it",
+				  c->why ? c->why
+					 : "this environment's container has no cae-helper");
+		chan_release(b, c, false);
+		return r;
+	}
 	char name[128];
 	container_name(name, sizeof(name), uuid);
 	cae_docker_exec_spec spec;

@@ -753,7 +753,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	cae_run_spec spec = cae__backend_run_spec(req, cwd, (const char *const *)envp);
 	if (!env->sandbox)
 		return cae_runner_run(&spec, res, err);
-	if (b && env->uuid && (env->network || !req->network)) {
+	/* (a live command gets a sandbox of its own: the long-lived one's channel answers once) */
+	if (b && env->uuid && (env->network || !req->network) && !req->live) {
 		r = helper_exec(b, env, &spec, res, err);
 		if (r <= 0)
 			return r;

@@ -63,6 +63,7 @@ cae_run_spec cae__backend_run_spec(const cae_exec_request *req, const char *cwd,
 	    .max_stderr = req->max_stderr,
 	    .truncate = req->truncate,
 	    .cancel_fd = req->cancel_fd,
+	    .live = req->live,
 	};
 }
 

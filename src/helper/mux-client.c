@@ -38,6 +38,7 @@ struct call {
 	char type; /* of the answer */
 	char *body;
 	size_t len;
+	const cae_live_io *live; /* a live run's: its output callback, called under lock */
 };
 
 struct cae_helper_mux {
@@ -165,7 +166,10 @@ static void *reader_main(void *arg)
 			pthread_cond_broadcast(&m->cond);
 		}
 		c = find_locked(m, id);
-		if (c && type == CAE_MUX_ACK) {
+		if (c && type == CAE_MUX_OUTPUT && c->live && c->live->output && n > 1 &&
+		    !c->done) {
+			c->live->output(c->live->ud, body[0] == 2 ? 2 : 1, body + 1, n - 1);
+		} else if (c && type == CAE_MUX_ACK) {
 			c->acked = true;
 			signal_call(c);
 		} else if (c &&
@@ -280,10 +284,24 @@ static void call_free(cae_helper_mux *m, struct call *c)
 	free(c);
 }
 
-/* Waits for c to be done, watching cancel_fd (-1: none) until deadline_ns. On cancel, sends
- * CANCEL once and keeps waiting for the answer. Returns 0 (done), -ETIMEDOUT, or the stream's
- * end as -EPIPE (never acknowledged) / -ECONNRESET. */
-static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int64_t deadline_ns)
+/* A live run's input from fd, as it comes: one STDIN frame per read; at its end (or a read
+ * error) the empty frame that ends the command's input. Returns false once ended. */
+static bool forward_stdin(cae_helper_mux *m, uint32_t id, int fd)
+{
+	char buf[65536];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	(void)send_frame(m, CAE_MUX_STDIN, id, buf, n > 0 ? (size_t)n : 0);
+	return n > 0;
+}
+
+/* Waits for c to be done, watching cancel_fd (-1: none) until deadline_ns, and forwarding a
+ * live run's stdin_fd (-1: none). On cancel, sends CANCEL once and keeps waiting for the
+ * answer. Returns 0 (done), -ETIMEDOUT, or the stream's end as -EPIPE (never acknowledged) /
+ * -ECONNRESET. */
+static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int stdin_fd,
+		     int64_t deadline_ns)
 {
 	bool cancel_sent = false;
 	for (;;) {
@@ -297,9 +315,12 @@ static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int64_t d
 		int64_t now = cae__now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
-		struct pollfd p[2] = {{.fd = c->ev, .events = POLLIN},
-				      {.fd = cancel_fd, .events = POLLIN}};
-		nfds_t np = cancel_fd >= 0 && !cancel_sent ? 2 : 1;
+		struct pollfd p[3] = {{.fd = c->ev, .events = POLLIN}};
+		nfds_t np = 1, i_cancel = 0, i_in = 0;
+		if (cancel_fd >= 0 && !cancel_sent)
+			p[i_cancel = np++] = (struct pollfd){.fd = cancel_fd, .events = POLLIN};
+		if (stdin_fd >= 0)
+			p[i_in = np++] = (struct pollfd){.fd = stdin_fd, .events = POLLIN};
 		int pr = poll(p, np, cae__poll_timeout_ms(deadline_ns, now));
 		if (pr < 0 && errno != EINTR)
 			return -errno;
@@ -307,10 +328,12 @@ static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int64_t d
 			uint64_t v;
 			(void)!read(c->ev, &v, sizeof(v));
 		}
-		if (np > 1 && p[1].revents) {
+		if (i_cancel && p[i_cancel].revents) {
 			cancel_sent = true;
 			(void)send_frame(m, CAE_MUX_CANCEL, c->id, NULL, 0);
 		}
+		if (i_in && p[i_in].revents && !forward_stdin(m, c->id, stdin_fd))
+			stdin_fd = -1;
 	}
 }
 
@@ -330,7 +353,14 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 	cae_buf req;
 	cae__buf_init(&req, (size_t)CAE_HELPER_MAX_FRAME + CAE_HELPER_FRAME_HEADER);
 	cae_helper_request_extra x = {.env_add = env_add, .confine = confine};
-	int r = cae__helper_encode_request(spec, &x, &req);
+	cae_run_spec sent = *spec;
+	if (spec->live) {
+		/* a live run's stdin comes in STDIN frames */
+		sent.has_stdin = false;
+		sent.stdin_data = NULL;
+		sent.stdin_len = 0;
+	}
+	int r = cae__helper_encode_request(&sent, &x, &req);
 	if (r < 0) {
 		cae__buf_clear(&req);
 		return cae_error_set(err, r, "command too large for cae-helper");
@@ -343,9 +373,22 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 		cae__buf_clear(&req);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
-	r = send_frame(m, CAE_MUX_RUN, c->id, req.data + CAE_HELPER_FRAME_HEADER,
-		       req.len - CAE_HELPER_FRAME_HEADER);
+	const cae_live_io *live = spec->live;
+	c->live = live;
+	r = send_frame(m, live ? CAE_MUX_RUN_LIVE : CAE_MUX_RUN, c->id,
+		       req.data + CAE_HELPER_FRAME_HEADER, req.len - CAE_HELPER_FRAME_HEADER);
 	cae__buf_clear(&req);
+	int stdin_fd = live ? live->stdin_fd : -1;
+	if (r == 0 && live && stdin_fd < 0) {
+		/* the request's own stdin, then its end */
+		for (size_t off = 0; r == 0 && spec->has_stdin && off < spec->stdin_len;) {
+			size_t n = MIN(spec->stdin_len - off, (size_t)65536);
+			r = send_frame(m, CAE_MUX_STDIN, c->id, spec->stdin_data + off, n);
+			off += n;
+		}
+		if (r == 0)
+			r = send_frame(m, CAE_MUX_STDIN, c->id, NULL, 0);
+	}
 	int64_t deadline = INT64_MAX;
 	if (spec->timeout_ms > 0)
 		deadline = cae__now_ns() +
@@ -353,7 +396,7 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 			       1000000LL;
 	if (r == 0)
-		r = wait_call(m, c, spec->cancel_fd, deadline);
+		r = wait_call(m, c, spec->cancel_fd, stdin_fd, deadline);
 	else
 		r = -EPIPE;
 	if (r < 0) {
@@ -401,7 +444,7 @@ static struct call *round_trip(cae_helper_mux *m, char type, char answer, cae_bu
 			   q->len - CAE_HELPER_FRAME_HEADER);
 	cae__buf_clear(q);
 	if (k == 0)
-		k = wait_call(m, c, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+		k = wait_call(m, c, -1, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
 	else
 		k = -EPIPE;
 	if (k == 0 && c->type != answer)
@@ -487,7 +530,7 @@ int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = send_frame(m, CAE_MUX_PING, c->id, NULL, 0);
 	if (r == 0)
-		r = wait_call(m, c, -1, cae__now_ns() + timeout_ms * 1000000LL);
+		r = wait_call(m, c, -1, -1, cae__now_ns() + timeout_ms * 1000000LL);
 	call_free(m, c);
 	return r < 0 ? cae_error_set(err, r, "cae-helper did not answer a ping") : 0;
 }

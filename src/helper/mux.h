@@ -16,6 +16,7 @@
 
 #define CAE_MUX_HEADER 9
 #define CAE_MUX_MAX_LENGTH (CAE_HELPER_MAX_FRAME + 5u)
+#define CAE_MUX_STDIN_BUFFER (1u << 20)
 
 enum cae_mux_type {
 	CAE_MUX_HELLO = 'G',  /* helper -> manager, id 0: "cae-helper <protocol>" */
@@ -34,6 +35,14 @@ enum cae_mux_type {
 					 * helper have the high bit set */
 	CAE_MUX_CREDENTIAL_REPLY = 'k', /* manager -> helper: "username=..\npassword=..\n" or
 					 * "" (none) */
+	/* A live run: RUN_LIVE is a RUN whose command reads its stdin from the STDIN frames of
+	 * its id (an empty one is the end of input; input that finds
+	 * CAE_MUX_STDIN_BUFFER bytes unread before it ends the input there) and whose output also
+	 * comes as it is written, in OUTPUT frames (payload: 1 or 2 for the stream, then the
+	 * bytes), before its RESULT, which is the same as a RUN's. */
+	CAE_MUX_RUN_LIVE = 'L',
+	CAE_MUX_STDIN = 'I',
+	CAE_MUX_OUTPUT = 'O',
 };
 
 /* Fills a frame header for a payload of n bytes. */

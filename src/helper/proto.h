@@ -112,11 +112,12 @@ int cae__helper_recv_fd(int ctl);
 
 /* Serves one request body (helper side): decodes it (server_env, "K=V" or NULL, is added to
  * the command's environment after the request's own additions), calls ack (false: the manager is
- * gone, the command is not run), runs it with cancel_fd (-1: none) and appends the response frame
- * (header included) to out, which must be empty. Returns 0, or -ENOMEM when no response
- * could be made. */
-int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
-			       void *ud, const char *const *server_env, cae_buf *out);
+ * gone, the command is not run), runs it with cancel_fd (-1: none) and live (NULL: none) and
+ * appends the response frame (header included) to out, which must be empty. Returns 0, or
+ * -ENOMEM when no response could be made. */
+int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, const cae_live_io *live,
+			       bool (*ack)(void *ud), void *ud, const char *const *server_env,
+			       cae_buf *out);
 
 /* The body length a frame header announces. */
 uint32_t cae__helper_frame_length(const unsigned char header[CAE_HELPER_FRAME_HEADER]);

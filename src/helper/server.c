@@ -102,8 +102,9 @@ static int check_confined(const cae_helper_request *q, cae_error *err)
 			     q->cwd ? q->cwd : ".", q->confine);
 }
 
-int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool (*ack)(void *ud),
-			       void *ud, const char *const *server_env, cae_buf *out)
+int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, const cae_live_io *live,
+			       bool (*ack)(void *ud), void *ud, const char *const *server_env,
+			       cae_buf *out)
 {
 	cae_error err = {0};
 	cae_run_result res = {0};
@@ -140,6 +141,7 @@ int cae__helper_handle_request(const char *body, size_t len, int cancel_fd, bool
 		status = check_confined(&req, &err);
 	if (status == 0) {
 		req.spec.cancel_fd = cancel_fd;
+		req.spec.live = live;
 		status = cae_runner_run(&req.spec, &res, &err);
 	}
 	cae__helper_request_clear(&req);
@@ -182,8 +184,8 @@ static void serve_one(int fd)
 		} else if (cae__read_exact(fd, body, len) < 0) {
 			return;
 		} else {
-			r = cae__helper_handle_request(body, len, fd, ack_on_socket, &fd, NULL,
-						       &out);
+			r = cae__helper_handle_request(body, len, fd, NULL, ack_on_socket, &fd,
+						       NULL, &out);
 		}
 	}
 	if (r == 0)

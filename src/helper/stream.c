@@ -35,11 +35,13 @@
 #define MAX_PIDS 4096
 #define END_WAIT_MS 3000
 
-/* A request being served: its cancel pipe. */
+/* A request being served: its cancel pipe, and for a live run its command's stdin (-1:
+ * none, or ended). */
 struct sreq {
 	struct sreq *next;
 	uint32_t id;
 	int cancel_w;
+	int stdin_w;
 };
 
 /* A credential request waiting for the manager's reply. */
@@ -74,11 +76,12 @@ struct stream {
 
 struct job {
 	struct stream *st;
-	char type; /* CAE_MUX_RUN or CAE_MUX_EDIT */
+	char type; /* CAE_MUX_RUN, CAE_MUX_RUN_LIVE, CAE_MUX_EDIT or CAE_MUX_FS */
 	uint32_t id;
 	char *body;
 	size_t len;
 	int cancel_r;
+	int stdin_r; /* a live run's stdin; -1 otherwise */
 };
 
 static int send_frame(struct stream *st, char type, uint32_t id, const void *p, size_t n)
@@ -148,6 +151,22 @@ static int handle_fs(struct stream *st, const char *body, size_t len, cae_buf *o
 	return r;
 }
 
+/* A live run's output, as the command writes it: OUTPUT frames of at most 64 KiB. */
+static void job_output(void *ud, int stream, const char *data, size_t len)
+{
+	struct job *j = ud;
+	char buf[65536];
+	while (len) {
+		size_t n = MIN(len, sizeof(buf) - 1);
+		buf[0] = (char)stream;
+		memcpy(buf + 1, data, n);
+		if (send_frame(j->st, CAE_MUX_OUTPUT, j->id, buf, n + 1) < 0)
+			return;
+		data += n;
+		len -= n;
+	}
+}
+
 static void *job_main(void *arg)
 {
 	struct job *j = arg;
@@ -164,8 +183,12 @@ static void *job_main(void *arg)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
 					 out.len - CAE_HELPER_FRAME_HEADER);
-	} else if (cae__helper_handle_request(j->body, j->len, j->cancel_r, job_ack, j, st->env,
-					      &out) == 0) {
+	} else if (cae__helper_handle_request(
+		       j->body, j->len, j->cancel_r,
+		       j->type == CAE_MUX_RUN_LIVE
+			   ? &(cae_live_io){.output = job_output, .ud = j, .stdin_fd = j->stdin_r}
+			   : NULL,
+		       job_ack, j, st->env, &out) == 0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
@@ -176,6 +199,8 @@ static void *job_main(void *arg)
 			struct sreq *r = *p;
 			*p = r->next;
 			close(r->cancel_w);
+			if (r->stdin_w >= 0)
+				close(r->stdin_w);
 			free(r);
 			break;
 		}
@@ -184,6 +209,8 @@ static void *job_main(void *arg)
 	pthread_cond_broadcast(&st->cond);
 	pthread_mutex_unlock(&st->lock);
 	close(j->cancel_r);
+	if (j->stdin_r >= 0)
+		close(j->stdin_r);
 	free(j->body);
 	free(j);
 	return NULL;
@@ -191,18 +218,34 @@ static void *job_main(void *arg)
 
 static int start_job(struct stream *st, char type, uint32_t id, char *body, size_t len)
 {
-	int p[2];
+	int p[2] = {-1, -1}, in[2] = {-1, -1};
 	struct job *j = calloc(1, sizeof(*j));
 	struct sreq *r = calloc(1, sizeof(*r));
-	if (!j || !r || pipe2(p, O_CLOEXEC) < 0) {
+	if (!j || !r || pipe2(p, O_CLOEXEC) < 0 ||
+	    (type == CAE_MUX_RUN_LIVE && pipe2(in, O_CLOEXEC) < 0)) {
+		for (int i = 0; i < 2; i++) {
+			if (p[i] >= 0)
+				close(p[i]);
+			if (in[i] >= 0)
+				close(in[i]);
+		}
 		free(j);
 		free(r);
 		free(body);
 		return -ENOMEM;
 	}
-	*j = (struct job){
-	    .st = st, .type = type, .id = id, .body = body, .len = len, .cancel_r = p[0]};
-	*r = (struct sreq){.id = id, .cancel_w = p[1]};
+	if (in[1] >= 0) {
+		(void)fcntl(in[1], F_SETPIPE_SZ, (int)CAE_MUX_STDIN_BUFFER);
+		(void)fcntl(in[1], F_SETFL, O_NONBLOCK);
+	}
+	*j = (struct job){.st = st,
+			  .type = type,
+			  .id = id,
+			  .body = body,
+			  .len = len,
+			  .cancel_r = p[0],
+			  .stdin_r = in[0]};
+	*r = (struct sreq){.id = id, .cancel_w = p[1], .stdin_w = in[1]};
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -222,12 +265,42 @@ static int start_job(struct stream *st, char type, uint32_t id, char *body, size
 	if (e != 0) {
 		close(p[0]);
 		close(p[1]);
+		if (in[0] >= 0) {
+			close(in[0]);
+			close(in[1]);
+		}
 		free(r);
 		free(j->body);
 		free(j);
 		return -EAGAIN;
 	}
 	return 0;
+}
+
+/* A live run's input: written without blocking the channel (what does not fit in the
+ * command's pipe is dropped); an empty frame ends it. */
+static void feed_stdin(struct stream *st, uint32_t id, const char *p, size_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	for (struct sreq *r = st->reqs; r; r = r->next) {
+		if (r->id != id || r->stdin_w < 0)
+			continue;
+		while (n) {
+			ssize_t w = write(r->stdin_w, p, n);
+			if (w < 0 && errno == EINTR)
+				continue;
+			if (w <= 0)
+				break;
+			p += w;
+			n -= (size_t)w;
+		}
+		if (n || p == NULL) {
+			close(r->stdin_w);
+			r->stdin_w = -1;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&st->lock);
 }
 
 static void cancel(struct stream *st, uint32_t id, bool all)
@@ -536,8 +609,13 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 				cae__buf_clear(&e);
 			}
 			break;
+		case CAE_MUX_STDIN:
+			feed_stdin(&st, id, n ? body : NULL, n);
+			free(body);
+			break;
 		case CAE_MUX_RUN:
-			if (start_job(&st, CAE_MUX_RUN, id, body, n) < 0) {
+		case CAE_MUX_RUN_LIVE:
+			if (start_job(&st, type, id, body, n) < 0) {
 				cae_buf e;
 				cae__buf_init(&e, 4096);
 				if (cae__helper_encode_response(-EAGAIN,

@@ -136,13 +136,27 @@ struct scratch {
 	char *big;
 };
 
-static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
+/* Where a stream's output goes: its capture, and the live callback when there is one. */
+struct sink {
+	cae_capture *cap;
+	const cae_live_io *live;
+	int stream;
+};
+
+static int sink_add(const struct sink *s, const char *p, size_t n)
+{
+	if (s->live && s->live->output)
+		s->live->output(s->live->ud, s->stream, p, n);
+	return cae__capture_add(s->cap, p, n);
+}
+
+static int drain_fd(int fd, const struct sink *cap, struct scratch *sc)
 {
 	for (int rounds = 0; rounds < 64; rounds++) {
 		ssize_t n = read(fd, sc->p, sc->size);
 		if (n > 0 && (size_t)n == sc->size && !sc->big &&
 		    (sc->big = malloc(SCRATCH_SIZE))) {
-			int r = cae__capture_add(cap, sc->p, (size_t)n);
+			int r = sink_add(cap, sc->p, (size_t)n);
 			if (r < 0)
 				return r;
 			sc->p = sc->big;
@@ -151,7 +165,7 @@ static int drain_fd(int fd, cae_capture *cap, struct scratch *sc)
 		}
 		char *scratch = sc->p;
 		if (n > 0) {
-			int r = cae__capture_add(cap, scratch, (size_t)n);
+			int r = sink_add(cap, scratch, (size_t)n);
 			if (r < 0)
 				return r;
 			continue;
@@ -210,12 +224,13 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		return cae_error_set(err, e, "pipe: %s", strerror(-e));
 	}
 	out_r = outp[0], out_w = outp[1], err_r = errp[0], err_w = errp[1];
-	if (spec->has_stdin && spec->stdin_len > 0) {
+	int live_in = spec->live ? spec->live->stdin_fd : -1;
+	if (live_in < 0 && spec->has_stdin && spec->stdin_len > 0) {
 		if (pipe2(inp, O_CLOEXEC) < 0)
 			return cae_error_set(err, -errno, "pipe: %s", strerror(errno));
 		in_r = inp[0], in_w = inp[1];
 		set_nonblock(in_w);
-	} else {
+	} else if (live_in < 0) {
 		pthread_once(&devnull_once, open_devnull);
 		if (devnull_fd < 0)
 			return cae_error_set(err, -ENOENT, "cannot open /dev/null");
@@ -229,7 +244,11 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	posix_spawnattr_t attr;
 	posix_spawn_file_actions_init(&fa);
 	cae__spawnattr_init_command(&attr);
-	posix_spawn_file_actions_adddup2(&fa, in_r >= 0 ? in_r : devnull_fd, 0);
+	posix_spawn_file_actions_adddup2(&fa,
+					 live_in >= 0 ? live_in
+					 : in_r >= 0  ? in_r
+						      : devnull_fd,
+					 0);
 	posix_spawn_file_actions_adddup2(&fa, out_w, 1);
 	posix_spawn_file_actions_adddup2(&fa, err_w, 2);
 	if (spec->cwd)
@@ -276,6 +295,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	cae__capture_init(&cerr, max_err, spec->truncate);
 	char small[16384];
 	struct scratch scratch = {.p = small, .size = sizeof(small)};
+	const struct sink sout = {&cout, spec->live, 1}, serr = {&cerr, spec->live, 2};
 	const char *in_p = spec->stdin_data;
 	size_t in_left = in_w >= 0 ? spec->stdin_len : 0;
 	run_state st = ST_RUNNING;
@@ -332,12 +352,12 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		if (pr <= 0 && !(pidfd < 0 && !exited))
 			continue;
 		if (i_out >= 0 && pfd[i_out].revents) {
-			int d = drain_fd(out_r, &cout, &scratch);
+			int d = drain_fd(out_r, &sout, &scratch);
 			if (d != 0)
 				out_eof = true;
 		}
 		if (i_err >= 0 && pfd[i_err].revents) {
-			int d = drain_fd(err_r, &cerr, &scratch);
+			int d = drain_fd(err_r, &serr, &scratch);
 			if (d != 0)
 				err_eof = true;
 		}

@@ -10,6 +10,7 @@
 #include "gitserver.h"
 
 #include "base/macro.h"
+#include "base/timeutil.h"
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "cae/docker.h"
@@ -18,6 +19,7 @@
 #include "cae/session.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -698,6 +700,123 @@ START_TEST(push_on_demand)
 }
 END_TEST
 
+/* ---- live input and output ---- */
+
+struct live_run {
+	cae_backend *b;
+	const char *uuid;
+	const char *script;
+	cae_live_io io;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	char seen[2][4096]; /* what came live, per stream */
+	size_t seen_len[2];
+	int r;
+	cae_run_result res;
+	cae_error err;
+};
+
+static void live_output(void *ud, int stream, const char *data, size_t len)
+{
+	struct live_run *x = ud;
+	pthread_mutex_lock(&x->lock);
+	int i = stream == 2;
+	size_t n = MIN(len, sizeof(x->seen[i]) - 1 - x->seen_len[i]);
+	memcpy(x->seen[i] + x->seen_len[i], data, n);
+	x->seen_len[i] += n;
+	x->seen[i][x->seen_len[i]] = '\0';
+	pthread_cond_broadcast(&x->cond);
+	pthread_mutex_unlock(&x->lock);
+}
+
+static void *live_main(void *arg)
+{
+	struct live_run *x = arg;
+	const char *argv[] = {"sh", "-c", x->script, NULL};
+	cae_exec_request req = {
+	    .argv = argv, .timeout_ms = 120000, .cancel_fd = -1, .live = &x->io};
+	x->r = cae_backend_exec(x->b, x->uuid, &req, &x->res, &x->err);
+	return NULL;
+}
+
+/* Waits (bounded generously: no timing is measured) until stream 1 has shown want. */
+static bool live_wait(struct live_run *x, const char *want)
+{
+	int64_t until = cae__now_ns() + 120 * 1000000000LL;
+	pthread_mutex_lock(&x->lock);
+	while (!strstr(x->seen[0], want) && cae__now_ns() < until) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&x->cond, &x->lock, &ts);
+	}
+	bool ok = strstr(x->seen[0], want) != NULL;
+	pthread_mutex_unlock(&x->lock);
+	return ok;
+}
+
+/* A command's output arrives while it runs and its stdin comes from a descriptor, on every
+ * backend: the command waits for a line that the test writes only after it has seen the
+ * command's first output live; the result is the same as without live output. */
+START_TEST(live_output_and_input)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[64];
+	new_uuid(uuid, sizeof(uuid));
+	cae_task t = task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", NULL, &info);
+	int in[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	struct live_run x = {
+	    .b = b,
+	    .uuid = uuid,
+	    .script = "echo ready; echo warm >&2; read a; read b; echo got-$a-$b; echo bye >&2",
+	    .io = {.output = live_output, .ud = &x, .stdin_fd = in[0]}};
+	pthread_mutex_init(&x.lock, NULL);
+	pthread_cond_init(&x.cond, NULL);
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, live_main, &x), 0);
+	ck_assert_msg(live_wait(&x, "ready\n"), "no live output: %s", x.seen[0]);
+	ck_assert_int_eq(write(in[1], "one\n", 4), 4);
+	ck_assert_int_eq(write(in[1], "two\n", 4), 4);
+	close(in[1]);
+	pthread_join(th, NULL);
+	close(in[0]);
+	ck_assert_msg(x.r == 0, "%s", x.err.message);
+	ck_assert_int_eq(x.res.exit_code, 0);
+	ck_assert_str_eq(x.res.out, "ready\ngot-one-two\n");
+	ck_assert_str_eq(x.res.err, "warm\nbye\n");
+	ck_assert_str_eq(x.seen[0], x.res.out);
+	ck_assert_str_eq(x.seen[1], x.res.err);
+	cae_run_result_clear(&x.res);
+	/* live output without live input: stdin_data as usual, nothing waits */
+	struct live_run y = {.b = b,
+			     .uuid = uuid,
+			     .script = "cat; echo done",
+			     .io = {.output = live_output, .ud = &y, .stdin_fd = -1}};
+	pthread_mutex_init(&y.lock, NULL);
+	pthread_cond_init(&y.cond, NULL);
+	const char *argv[] = {"sh", "-c", y.script, NULL};
+	cae_exec_request req = {.argv = argv,
+				.stdin_data = "fed\n",
+				.stdin_len = 4,
+				.has_stdin = true,
+				.timeout_ms = 120000,
+				.cancel_fd = -1,
+				.live = &y.io};
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &y.res, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(y.res.out, "fed\ndone\n");
+	ck_assert_str_eq(y.seen[0], "fed\ndone\n");
+	cae_run_result_clear(&y.res);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
 /* ---- the patch worker's file service ---- */
 
 /* One request: its status, the reply kept in rep. */
@@ -837,6 +956,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, tools_behave_the_same);
 	tcase_add_test(tc, push_on_demand);
 	tcase_add_test(tc, file_service_behaves_the_same);
+	tcase_add_test(tc, live_output_and_input);
 	suite_add_tcase(s, tc);
 	return s;
 }
