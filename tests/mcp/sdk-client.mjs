@@ -118,6 +118,11 @@ async function main() {
     });
     check(r.isError !== true && r.structuredContent?.stdout === "direct-ok", "exec_command: direct mode runs", r);
     check(r.structuredContent?.exit_code === 0, "exec_command: exit_code 0", r.structuredContent);
+    const props = tools.find((t) => t.name === "exec_command").inputSchema.properties;
+    check(props.timeout_ms.minimum === 1 && props.timeout_ms.maximum === 120000, "exec_command: the schema states the timeout range", props.timeout_ms);
+    r = await client.callTool({ name: "exec_command", arguments: { cwd: ".", command: ["true"], timeout_ms: 600000 } });
+    check(r.isError === true && /INVALID_ARGUMENT/.test(textOf(r)) && /\b1\b.*\b120000\b/.test(textOf(r)),
+      "exec_command: a timeout past the maximum is refused with the range", r);
     r = await client.callTool({ name: "exec_command", arguments: { cwd: "/workspace/project/no-such-dir", command: ["true"] } });
     check(r.isError === true, "exec_command: missing cwd is a tool error (isError)", r);
     check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
