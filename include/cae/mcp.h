@@ -1,7 +1,9 @@
 /* The MCP server core: Model Context Protocol over newline-delimited JSON-RPC 2.0 (the stdio
  * transport). It knows the protocol (initialize and version negotiation, ping, tools/list,
- * tools/call, progress, cancellation, batches where the version has them) and nothing about
- * the tools: those come through a cae_mcp_handler, normally a cae_session (session.h).
+ * tools/call, prompts/list, prompts/get, progress, cancellation, batches where the version
+ * has them) and nothing about the tools: those come through a cae_mcp_handler, normally a
+ * cae_session (session.h). The prompts are the system-prompt sections (prompt.h), answered
+ * on the reading thread (they are rendered already).
  *
  * Threads: cae_mcp_serve reads on the calling thread; tools/list and tools/call run on worker
  * threads (at most opts->max_calls at once, a bounded queue behind them), so that ping and
@@ -23,6 +25,7 @@
 #include <stddef.h>
 
 #include "cae/error.h"
+#include "cae/prompt.h"
 #include "cae/session.h"
 
 #ifdef __cplusplus
@@ -73,6 +76,9 @@ typedef struct cae_mcp_options {
 	const char *server_name;    /* serverInfo.name; NULL: "cae" */
 	const char *server_version; /* serverInfo.version; NULL: the cae version */
 	const char *instructions;   /* initialize result's instructions; NULL: none */
+	/* Served by prompts/list and prompts/get, and declared as the prompts capability;
+	 * NULL: no prompts (those methods are not found). Borrowed for the serve. */
+	const cae_prompts *prompts;
 	/* When readable (a signal's self-pipe, say): cancel running calls, drop queued ones,
 	 * and return. -1: none (0 is fd 0: set -1). */
 	int shutdown_fd;

@@ -1,12 +1,19 @@
 /* System-prompt sections: the text an agent's system prompt gains for
- * each enabled feature. The templates live in prompts/ and are embedded at build time. */
+ * each enabled feature. The templates live in prompts/ and are embedded at build time.
+ *
+ * cae_prompts is the set of sections for one configuration, with their names, descriptions
+ * and arguments: `cae prompt` prints one of them and `cae mcp` serves them as MCP prompts
+ * and as its `instructions`, through the same functions, so both give the same text. */
 #ifndef CAE_PROMPT_H
 #define CAE_PROMPT_H
 
 #include "cae/export.h"
 
 #include "cae/config.h"
+#include "cae/error.h"
 #include "cae/policy.h"
+
+#include <jansson.h>
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -47,6 +54,39 @@ typedef struct cae_env_selection {
 CAE_EXPORT int cae_prompt_select_environment(const cae_config *cfg, const char *text, size_t len,
 					     cae_env_selection *sel);
 CAE_EXPORT void cae_env_selection_clear(cae_env_selection *sel);
+
+/* The sections of one configuration, rendered when made; immutable after, so they may be
+ * read from several threads at once. Section names: "command-executor", "text-editor",
+ * "environment-selection". */
+typedef struct cae_prompts cae_prompts;
+
+/* Renders every section of cfg (borrowed, only during the call) with policy (borrowed, may
+ * be NULL when the command executor is disabled). Returns 0, or -errno with err set. */
+CAE_EXPORT int cae_prompts_new(const cae_config *cfg, const cae_policy *policy, cae_prompts **out,
+			       cae_error *err);
+CAE_EXPORT void cae_prompts_free(cae_prompts *p); /* accepts NULL */
+
+/* The sections whose feature the configuration enables, in the MCP prompts/list form:
+ * [{name, title, description, arguments: [{name, description, required}]}]. New reference,
+ * NULL on ENOMEM. */
+CAE_EXPORT json_t *cae_prompts_list(const cae_prompts *p);
+/* True when section name is in cae_prompts_list. */
+CAE_EXPORT bool cae_prompts_offered(const cae_prompts *p, const char *name);
+/* The section's description (static), NULL for an unknown name. */
+CAE_EXPORT const char *cae_prompts_description(const char *name);
+
+/* The text of section name with args (borrowed, may be NULL: an object whose values are
+ * strings, the MCP prompts/get arguments). A section whose feature is disabled is "". *text
+ * is new. Returns 0; -ENOENT for an unknown name; -EINVAL for arguments that are not an
+ * object of strings, an argument the section does not take, a missing required one or a
+ * bad value (err says which and why); -ENOMEM. */
+CAE_EXPORT int cae_prompts_get(const cae_prompts *p, const char *name, const json_t *args,
+			       char **text, cae_error *err);
+
+/* What an MCP server's initialize answer carries as instructions: the command-executor
+ * section, a blank line, the text-editor section (each only when enabled). Borrowed from p;
+ * NULL when both are disabled. */
+CAE_EXPORT const char *cae_prompts_instructions(const cae_prompts *p);
 
 /* Replaces every "{name}" in template with value. New string, NULL on ENOMEM. */
 CAE_EXPORT char *cae_prompt_fill(const char *template_text, const char *name, const char *value);

@@ -11,6 +11,8 @@
 
 #include "cae/backend.h"
 #include "cae/mcp.h"
+#include "cae/prompt.h"
+#include "base/macro.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -47,8 +49,10 @@ static int usage_mcp(FILE *f)
 }
 
 /* The session is opened on a thread of its own while the server already answers
- * `initialize` and `ping`: opening it (config, backend detection, a workspace or a task) can
- * take far longer than the protocol handshake. Tool requests wait for it. */
+ * `initialize`, `ping` and the prompts: opening it (backend detection, a workspace or a
+ * task) can take far longer than the protocol handshake. Tool requests wait for it. The
+ * configuration is loaded before serving: the initialize answer's instructions and the
+ * prompts are rendered from it. */
 struct lazy_session {
 	pthread_mutex_t lock;
 	pthread_cond_t ready_cv;
@@ -56,7 +60,7 @@ struct lazy_session {
 	cae_session *s;
 	int r;
 	cae_error err;
-	const cae_cli_common *common;
+	cae_config *cfg; /* stolen by the session */
 	const char *workspace;
 	const char *task_file;
 	bool editor_compat;
@@ -72,9 +76,7 @@ static void *open_session_thread(void *arg)
 	cae_session *s = NULL;
 	cae_error err;
 	cae_error_clear(&err);
-	int r = cae_cli_open(l->common, &s);
-	if (r < 0)
-		cae_error_set(&err, r, "cannot open the session (see the log above)");
+	int r = cae_session_new(TAKE_PTR(l->cfg), cae_cli_log(), &s, &err);
 	if (r == 0 && l->editor_compat)
 		cae_session_set_editor_compat(s, true);
 	if (r == 0 && l->workspace && (r = cae_session_use_workspace(s, l->workspace, &err)) < 0)
@@ -239,6 +241,18 @@ static int take_stdio(int *in, int *out)
 	return r;
 }
 
+/* The system-prompt sections of cfg, which the server offers as prompts and, the command
+ * executor's and the text editor's, as its instructions. */
+static int open_prompts(const cae_config *cfg, cae_prompts **out, cae_error *err)
+{
+	cae_policy *p = NULL;
+	if (cfg->command_executor.enabled && !(p = cae_policy_from_config(cfg, err)))
+		return err->code < 0 ? err->code : -ENOMEM;
+	int r = cae_prompts_new(cfg, p, out, err);
+	cae_policy_free(p);
+	return r;
+}
+
 static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err)
 {
 	cae_call_ctx ctx = {.cancel_fd = cancel_fd};
@@ -313,10 +327,19 @@ int cae_cli_mcp(int argc, char **argv)
 	cae_error err;
 	cae_error_clear(&err);
 	(void)cae_cli_log(); /* created here, before any thread may ask for it */
+	cae_config *cfg;
+	if (cae_cli_load_config(&c, &cfg) < 0)
+		return 1;
+	cae_prompts *prompts = NULL;
+	if ((r = open_prompts(cfg, &prompts, &err)) < 0) {
+		fprintf(stderr, "cae mcp: %s\n", err.message);
+		cae_config_free(cfg);
+		return 1;
+	}
 	struct lazy_session lazy = {
 	    .lock = PTHREAD_MUTEX_INITIALIZER,
 	    .ready_cv = PTHREAD_COND_INITIALIZER,
-	    .common = &c,
+	    .cfg = cfg,
 	    .workspace = workspace,
 	    .task_file = task_file,
 	    .editor_compat = editor_compat,
@@ -333,6 +356,8 @@ int cae_cli_mcp(int argc, char **argv)
 
 	cae_mcp_handler h = {session_list, session_call, &lazy, session_call_is_quick};
 	cae_mcp_options o = {
+	    .instructions = cae_prompts_instructions(prompts),
+	    .prompts = prompts,
 	    .shutdown_fd = shutdown_pipe[0],
 	    .log = server_log,
 	    .log_enabled = server_log_enabled,
@@ -350,6 +375,8 @@ int cae_cli_mcp(int argc, char **argv)
 	if (lazy.r < 0)
 		r = lazy.r;
 	cae_session_free(lazy.s);
+	cae_config_free(lazy.cfg); /* when the session never took it */
+	cae_prompts_free(prompts);
 	close(in_fd);
 	close(out_fd);
 	cae_cli_log_free();

@@ -4,6 +4,9 @@
 #include "cae/prompt.h"
 #include "cae/tools.h"
 #include "base/fs.h"
+#include "base/macro.h"
+
+#include <errno.h>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,7 +17,13 @@
 
 #include "base/banned.h"
 
-enum { OPT_FORMAT = CAE_CLI_OPT_FIRST_LOCAL + 80, OPT_SPLIT, OPT_ENVTOOLS };
+enum {
+	OPT_FORMAT = CAE_CLI_OPT_FIRST_LOCAL + 80,
+	OPT_SPLIT,
+	OPT_ENVTOOLS,
+	OPT_PROMPT_ARG,
+	OPT_PROMPT_LIST,
+};
 
 static int usage_tools(FILE *f)
 {
@@ -76,58 +85,100 @@ int cae_cli_tools(int argc, char **argv)
 static int usage_prompt(FILE *f)
 {
 	fprintf(f, "usage: cae prompt (command-executor | text-editor | environment-selection) "
-		   "[options]\n\nPrints a system-prompt section; empty when its feature is "
-		   "disabled.\n  command-executor       system_prompt_command_executor.txt, "
-		   "{allowed_commands_list} filled\n  text-editor            "
-		   "system_prompt_text_editor.txt (editor tool + git workflow)\n"
-		   "  environment-selection  the planning prompt's environment "
-		   "table\n\noptions:\n" CAE_CLI_COMMON_HELP);
+		   "[--arg NAME=VALUE]... [options]\n"
+		   "       cae prompt --list [options]\n\n"
+		   "Prints a system-prompt section; empty when its feature is disabled. `cae mcp` "
+		   "serves the same\nsections as MCP prompts (and the first two as its "
+		   "instructions).\n"
+		   "  command-executor       system_prompt_command_executor.txt, "
+		   "{allowed_commands_list} filled\n"
+		   "  text-editor            system_prompt_text_editor.txt (editor tool + git "
+		   "workflow);\n"
+		   "                         --arg branch=NAME fills in <branch_name>\n"
+		   "  environment-selection  the planning prompt's environment table\n"
+		   "  --list                 the enabled sections with their arguments, as MCP "
+		   "prompts/list does\n\noptions:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
+}
+
+/* Adds --arg NAME=VALUE to args; false (after saying why) for a malformed one. */
+static bool add_prompt_arg(json_t *args, const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	if (!eq || eq == arg) {
+		fprintf(stderr, "cae prompt: --arg %s: expected NAME=VALUE\n", arg);
+		return false;
+	}
+	json_t *v = json_string(eq + 1);
+	if (!v) {
+		fprintf(stderr, "cae prompt: --arg %s: the value is not UTF-8 text\n", arg);
+		return false;
+	}
+	return json_object_setn_new(args, arg, (size_t)(eq - arg), v) == 0;
 }
 
 int cae_cli_prompt(int argc, char **argv)
 {
-	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+	    {"arg", required_argument, NULL, OPT_PROMPT_ARG},
+	    {"list", no_argument, NULL, OPT_PROMPT_LIST},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0},
+	};
 	cae_cli_common c = {0};
+	_cleanup_(json_decrefp) json_t *args = json_object();
+	bool list = false;
 	int opt;
+	if (!args)
+		return 1;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
 			return usage_prompt(stdout);
-		if (!cae_cli_common_option(&c, opt, optarg))
+		if (opt == OPT_PROMPT_LIST)
+			list = true;
+		else if (opt == OPT_PROMPT_ARG) {
+			if (!add_prompt_arg(args, optarg))
+				return 2;
+		} else if (!cae_cli_common_option(&c, opt, optarg))
 			return usage_prompt(stderr);
 	}
-	if (optind + 1 != argc)
+	if (list ? optind != argc : optind + 1 != argc)
 		return usage_prompt(stderr);
-	const char *which = argv[optind];
-	if (strcmp(which, "command-executor") != 0 && strcmp(which, "text-editor") != 0 &&
-	    strcmp(which, "environment-selection") != 0)
+	const char *which = list ? NULL : argv[optind];
+	if (which && !cae_prompts_description(which))
 		return usage_prompt(stderr);
 	cae_config *cfg;
 	if (cae_cli_load_config(&c, &cfg) < 0)
 		return 1;
 	cae_error err;
 	cae_error_clear(&err);
-	char *text = NULL;
 	cae_policy *p = NULL;
-	if (strcmp(which, "command-executor") == 0) {
-		p = cae_policy_from_config(cfg, &err);
-		text = p ? cae_prompt_command_executor(cfg, p) : NULL;
-	} else if (strcmp(which, "text-editor") == 0) {
-		text = cae_prompt_text_editor(cfg);
-	} else {
-		text = cae_prompt_environment_selection(cfg);
+	cae_prompts *prompts = NULL;
+	int r = 0;
+	if (cfg->command_executor.enabled && !(p = cae_policy_from_config(cfg, &err)))
+		r = err.code < 0 ? err.code : -ENOMEM;
+	if (r == 0)
+		r = cae_prompts_new(cfg, p, &prompts, &err);
+	char *text = NULL;
+	if (r == 0 && list) {
+		json_t *l = cae_prompts_list(prompts);
+		if (l)
+			cae_cli_print_json(l);
+		else
+			r = cae_error_set(&err, -ENOMEM, "out of memory");
+		json_decref(l);
+	} else if (r == 0) {
+		r = cae_prompts_get(prompts, which, args, &text, &err);
 	}
-	int status = 0;
-	if (text) {
+	if (text)
 		fputs(text, stdout);
-		free(text);
-	} else {
-		fprintf(stderr, "cae: %s\n", err.code ? err.message : "out of memory");
-		status = 1;
-	}
+	else if (r < 0)
+		fprintf(stderr, "cae prompt: %s\n", err.message);
+	free(text);
+	cae_prompts_free(prompts);
 	cae_policy_free(p);
 	cae_config_free(cfg);
-	return status;
+	return r == 0 ? 0 : r == -EINVAL ? 2 : 1;
 }
 
 static int usage_plan(FILE *f)

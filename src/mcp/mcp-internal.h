@@ -25,8 +25,18 @@ void cae__mcp_call_params_clear(cae_mcp_call_params *p);
  * borrowed. Returns 0 or -EINVAL with e set (-32602). */
 int cae__mcp_decode_initialize(json_t *params, const char **version, cae_jsonrpc_err *e);
 
-/* tools/list params: absent or an object; a cursor is refused (nothing is paginated). */
+/* tools/list and prompts/list params: absent or an object; a cursor is refused (nothing is
+ * paginated). */
 int cae__mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e);
+
+/* prompts/get params: {name: string, arguments?: object of strings}. *name and *args
+ * (NULL when absent) are borrowed from params. Returns 0 or -EINVAL with e set (-32602). */
+int cae__mcp_decode_get_prompt(json_t *params, const char **name, json_t **args,
+			       cae_jsonrpc_err *e);
+
+/* A GetPromptResult: {description, messages: [{role: "user", content: {type: "text",
+ * text}}]}. New reference, NULL on ENOMEM. */
+json_t *cae__mcp_prompt_result(const char *description, const char *text);
 
 /* notifications/cancelled params: the requestId (borrowed), or NULL when unusable. */
 json_t *cae__mcp_decode_cancelled(json_t *params);

@@ -112,13 +112,44 @@ int cae__mcp_decode_list_params(json_t *params, cae_jsonrpc_err *e)
 		return 0;
 	if (!json_is_object(params))
 		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
-					   "Invalid params: tools/list params must be an object");
+					   "Invalid params: list params must be an object");
 	json_t *cursor = json_object_get(params, "cursor");
 	if (cursor && !json_is_null(cursor))
 		return cae_jsonrpc_err_set(
 		    e, CAE_JSONRPC_INVALID_PARAMS,
-		    "Invalid params: unknown cursor (the tool list has one page)");
+		    "Invalid params: unknown cursor (the list has one page)");
 	return 0;
+}
+
+int cae__mcp_decode_get_prompt(json_t *params, const char **name, json_t **args, cae_jsonrpc_err *e)
+{
+	*name = NULL;
+	*args = NULL;
+	if (!json_is_object(params))
+		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
+					   "Invalid params: prompts/get needs {\"name\", "
+					   "\"arguments\"}");
+	json_t *n = json_object_get(params, "name");
+	if (!json_is_string(n) || json_string_length(n) == 0 ||
+	    strlen(json_string_value(n)) != json_string_length(n))
+		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
+					   "Invalid params: \"name\" must be a non-empty string");
+	json_t *a = json_object_get(params, "arguments");
+	if (a && !json_is_null(a) && !json_is_object(a))
+		return cae_jsonrpc_err_set(e, CAE_JSONRPC_INVALID_PARAMS,
+					   "Invalid params: \"arguments\" must be an object");
+	*name = json_string_value(n);
+	*args = json_is_object(a) ? a : NULL;
+	return 0;
+}
+
+json_t *cae__mcp_prompt_result(const char *description, const char *text)
+{
+	size_t n = strlen(text);
+	json_t *t = cae__utf8_is_valid(text, n) ? json_stringn_nocheck(text, n) : NULL;
+	return t ? json_pack("{s:s, s:[{s:s, s:{s:s, s:o}}]}", "description", description,
+			     "messages", "role", "user", "content", "type", "text", "text", t)
+		 : NULL;
 }
 
 json_t *cae__mcp_decode_cancelled(json_t *params)

@@ -1,11 +1,11 @@
 /* The MCP server loop: a reader on the calling thread, tool calls on worker threads.
  *
  * The reader frames and validates every incoming line and answers what is quick itself
- * (initialize, ping, errors, and the tool calls the handler calls quick: waking a worker
- * would cost more than they do). tools/list and tools/call become jobs in a FIFO list that
- * worker threads (started on demand, at most max_calls) take from; the list also serves to
- * find a job by request id for notifications/cancelled, which drops a queued job and makes a
- * running one's cancel pipe readable. A batch (older protocol versions) collects its
+ * (initialize, ping, errors, prompts/list and prompts/get, and the tool calls the handler
+ * calls quick: waking a worker would cost more than they do). tools/list and tools/call become jobs
+ * in a FIFO list that worker threads (started on demand, at most max_calls) take from; the list
+ * also serves to find a job by request id for notifications/cancelled, which drops a queued job and
+ * makes a running one's cancel pipe readable. A batch (older protocol versions) collects its
  * answers and is written as one array when its last request is settled.
  *
  * Locks: `lock` guards the job list, the workers, the batches and the negotiated version;
@@ -528,10 +528,81 @@ static void handle_initialize(struct server *srv, const cae_jsonrpc_msg *m, stru
 	pthread_mutex_unlock(&srv->lock);
 	slog(srv, "info", "mcp.initialize", "client asked for protocol %.64s, speaking %s",
 	     requested, v);
-	reply(srv, b,
-	      cae_jsonrpc_result(m->id, cae__mcp_initialize_result(v, srv->o.server_name,
-								   srv->o.server_version,
-								   srv->o.instructions)));
+	json_t *result = cae__mcp_initialize_result(v, srv->o.server_name, srv->o.server_version,
+						    srv->o.instructions);
+	if (result && srv->o.prompts &&
+	    json_object_set_new(json_object_get(result, "capabilities"), "prompts",
+				json_pack("{s:b}", "listChanged", 0)) < 0) {
+		json_decref(result);
+		result = NULL;
+	}
+	reply(srv, b, cae_jsonrpc_result(m->id, result));
+}
+
+/* prompts/list and prompts/get: the sections are rendered already, so both are answered
+ * here on the reader thread. */
+static void handle_prompts_list(struct server *srv, const cae_jsonrpc_msg *m, struct batch *b)
+{
+	cae_jsonrpc_err e;
+	if (cae__mcp_decode_list_params(m->params, &e) < 0) {
+		reply_error(srv, b, m->id, e.code, e.message);
+		return;
+	}
+	json_t *list = cae_prompts_list(srv->o.prompts);
+	if (!list) {
+		reply_error(srv, b, m->id, CAE_JSONRPC_INTERNAL_ERROR,
+			    "Internal error: out of memory");
+		return;
+	}
+	reply(srv, b, cae_jsonrpc_result(m->id, json_pack("{s:o}", "prompts", list)));
+}
+
+static void handle_prompts_get(struct server *srv, const cae_jsonrpc_msg *m, struct batch *b)
+{
+	cae_jsonrpc_err e;
+	const char *name;
+	json_t *args;
+	if (cae__mcp_decode_get_prompt(m->params, &name, &args, &e) < 0) {
+		reply_error(srv, b, m->id, e.code, e.message);
+		return;
+	}
+	char msg[CAE_ERROR_MSG_MAX + 64];
+	if (!cae_prompts_offered(srv->o.prompts, name)) {
+		/* An unknown name, or a section whose feature the configuration disables. */
+		json_t *list = cae_prompts_list(srv->o.prompts);
+		char names[256] = "";
+		size_t o = 0, i;
+		json_t *p;
+		json_array_foreach(list, i, p)
+		{
+			if (o < sizeof(names))
+				o += (size_t)snprintf(
+				    names + o, sizeof(names) - o, "%s%s", i ? ", " : "",
+				    json_string_value(json_object_get(p, "name")));
+		}
+		json_decref(list);
+		snprintf(msg, sizeof(msg),
+			 "Invalid params: unknown prompt \"%.100s\" (prompts: %s)", name,
+			 names[0] ? names : "none");
+		reply_error(srv, b, m->id, CAE_JSONRPC_INVALID_PARAMS, msg);
+		return;
+	}
+	cae_error err;
+	cae_error_clear(&err);
+	char *text = NULL;
+	int r = cae_prompts_get(srv->o.prompts, name, args, &text, &err);
+	json_t *result =
+	    r == 0 ? cae__mcp_prompt_result(cae_prompts_description(name), text) : NULL;
+	free(text);
+	if (result) {
+		reply(srv, b, cae_jsonrpc_result(m->id, result));
+		return;
+	}
+	bool invalid = r == -EINVAL || r == -ENOENT;
+	snprintf(msg, sizeof(msg), "%s: %s", invalid ? "Invalid params" : "Internal error",
+		 r < 0 ? err.message : "out of memory");
+	reply_error(srv, b, m->id,
+		    invalid ? CAE_JSONRPC_INVALID_PARAMS : CAE_JSONRPC_INTERNAL_ERROR, msg);
 }
 
 /* Runs a quick call on the reader thread: nothing is copied (the request outlives the
@@ -676,6 +747,10 @@ static void handle_message(struct server *srv, json_t *v, struct batch *b)
 		handle_tools_list(srv, &m, b);
 	else if (strcmp(m.method, "tools/call") == 0)
 		handle_tools_call(srv, &m, b);
+	else if (srv->o.prompts && strcmp(m.method, "prompts/list") == 0)
+		handle_prompts_list(srv, &m, b);
+	else if (srv->o.prompts && strcmp(m.method, "prompts/get") == 0)
+		handle_prompts_get(srv, &m, b);
 	else {
 		char msg[200];
 		snprintf(msg, sizeof(msg), "Method not found: %.120s", m.method);

@@ -1,4 +1,7 @@
+/* The command-executor and text-editor sections, from the embedded templates. */
 #include "cae/prompt.h"
+
+#include "prompt/prompt-internal.h"
 
 #include "base/buf.h"
 
@@ -10,6 +13,30 @@
 extern const char cae_embedded_system_prompt_command_executor[];
 extern const char cae_embedded_system_prompt_text_editor[];
 
+char *cae__prompt_replace(const char *text, const char *token, const char *value)
+{
+	size_t tl = strlen(token);
+	cae_buf b;
+	cae__buf_init(&b, 16u << 20);
+	const char *p = text;
+	int r = 0; /* the text whole or none (NULL): a failed append leaves r negative */
+	for (;;) {
+		const char *hit = strstr(p, token);
+		if (!hit) {
+			r |= cae__buf_puts(&b, p);
+			break;
+		}
+		r |= cae__buf_append(&b, p, (size_t)(hit - p));
+		r |= cae__buf_puts(&b, value);
+		p = hit + tl;
+	}
+	if (r < 0) {
+		cae__buf_clear(&b);
+		return NULL;
+	}
+	return cae__buf_steal(&b, NULL);
+}
+
 char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
 {
 	char key[128];
@@ -20,25 +47,7 @@ char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
 	memcpy(key + 1, name, kl - 2);
 	key[kl - 1] = '}';
 	key[kl] = '\0';
-	cae_buf b;
-	cae__buf_init(&b, 16u << 20);
-	const char *p = tpl;
-	int r = 0; /* the prompt whole or none (NULL): a failed append leaves r negative */
-	for (;;) {
-		const char *hit = strstr(p, key);
-		if (!hit) {
-			r |= cae__buf_puts(&b, p);
-			break;
-		}
-		r |= cae__buf_append(&b, p, (size_t)(hit - p));
-		r |= cae__buf_puts(&b, value);
-		p = hit + kl;
-	}
-	if (r < 0) {
-		cae__buf_clear(&b);
-		return NULL;
-	}
-	return cae__buf_steal(&b, NULL);
+	return cae__prompt_replace(tpl, key, value);
 }
 
 char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy)

@@ -43,7 +43,9 @@ static json_t *editor_property(const char *which)
 		    "or src/main.py.");
 	if (strcmp(which, "file_text") == 0)
 		return json_pack("{s:s, s:s}", "type", "string", "description",
-				 "create: the content of the new file.");
+				 "create: the content of the new file (at most "
+				 "text_editor_mcp.max_file_size bytes, 10 MiB unless configured; "
+				 "an edited file is held to the same size).");
 	if (strcmp(which, "old_str") == 0)
 		return json_pack("{s:s, s:s}", "type", "string", "description",
 				 "str_replace: the exact text to replace (must occur once).");
@@ -53,11 +55,14 @@ static json_t *editor_property(const char *which)
 				 "text to insert.");
 	if (strcmp(which, "insert_line") == 0)
 		return json_pack("{s:s, s:i, s:s}", "type", "integer", "minimum", 0, "description",
-				 "insert: the line after which new_str is inserted (0 = top).");
+				 "insert: the line after which new_str is inserted (0 = top; at "
+				 "most the file's number of lines).");
 	/* view_range */
-	return json_pack("{s:s, s:{s:s}, s:i, s:i, s:s}", "type", "array", "items", "type",
-			 "integer", "minItems", 2, "maxItems", 2, "description",
-			 "view: [start, end] line range, 1-based, end -1 = end of file.");
+	return json_pack("{s:s, s:{s:s, s:i}, s:i, s:i, s:s}", "type", "array", "items", "type",
+			 "integer", "minimum", -1, "minItems", 2, "maxItems", 2, "description",
+			 "view: [start, end] line range, 1-based, end -1 = end of file; start "
+			 "at least 1 and at most the file's number of lines, end -1 or at "
+			 "least start.");
 }
 
 json_t *cae__tool_editor_definition(void)

@@ -16,6 +16,27 @@
 
 #include "base/banned.h"
 
+/* The numeric limits the command tools enforce: each is stated in the tool's input schema
+ * (minimum/maximum, minItems/maxItems) from here, and an argument outside one is refused
+ * with a message that gives the range. */
+typedef struct int_limit {
+	const char *key;
+	long long lo, hi, def;
+} int_limit;
+
+static const int_limit EXEC_TIMEOUT_MS = {"timeout_ms", 1, 120000, 30000};
+static const int_limit EXEC_MAX_OUTPUT_CHARS = {"max_output_chars", 1000, 1000000, 200000};
+#define EXEC_MAX_ARGV 4096 /* elements of exec_command's command */
+#define EXECUTE_TIMEOUT_MAX_S 86400
+
+/* Adds lim's minimum and maximum to the schema of property lim->key of parameters. */
+static void state_range(json_t *parameters, const int_limit *lim)
+{
+	json_t *p = json_object_get(json_object_get(parameters, "properties"), lim->key);
+	json_object_set_new(p, "minimum", json_integer(lim->lo));
+	json_object_set_new(p, "maximum", json_integer(lim->hi));
+}
+
 bool cae__tool_command_executor_enabled(const cae_config *cfg)
 {
 	return cfg->command_executor.enabled;
@@ -46,15 +67,15 @@ json_t *cae__tool_execute_command_definition(void)
 	    "dependencies are installed. Use it to run tests, builds, linters, grep/find and "
 	    "git. Returns exit_code, stdout, stderr and duration_ms; each output stream is "
 	    "limited in size (stdout_truncated / stderr_truncated tell when it was cut).",
-	    json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i}}, s:[s]}", "type",
-		      "object", "properties", "command", "type", "string", "description",
+	    json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s, s:i, s:i}}, s:[s]}",
+		      "type", "object", "properties", "command", "type", "string", "description",
 		      "The command to execute, e.g. `pytest -q` or `grep -rn \"foo\" src/`.",
 		      "working_directory", "type", "string", "description",
 		      "Working directory (default: /workspace/project). Relative paths are "
 		      "resolved against it.",
 		      "timeout_seconds", "type", "integer", "description",
 		      "Timeout in seconds (default: the configured timeout, 1800).", "minimum", 1,
-		      "required", "command"));
+		      "maximum", EXECUTE_TIMEOUT_MAX_S, "required", "command"));
 }
 
 /* Adds the optional "warning" (how the command ran, when worth saying) to a result schema. */
@@ -79,8 +100,9 @@ json_t *cae__tool_execute_command_output_schema(void)
 
 json_t *cae__tool_exec_command_definition(void)
 {
-	/* Verbatim from the tool's specification. */
-	return cae__tool_function(
+	/* The strings are verbatim from the tool's specification, which fixes the descriptions:
+	 * the limits are stated in schema keywords, which leave them unchanged. */
+	json_t *f = cae__tool_function(
 	    "exec_command",
 	    "Runs a command once in the workspace and returns stdout, stderr, and exit code.",
 	    json_pack(
@@ -97,6 +119,13 @@ json_t *cae__tool_exec_command_definition(void)
 		"Execution timeout in milliseconds (default: 30000).", "max_output_chars", "type",
 		"number", "default", 200000, "description",
 		"Per-stream output char limit (default: 200000).", "required", "cwd", "command"));
+	json_t *parameters = json_object_get(f, "parameters");
+	json_t *command = json_object_get(json_object_get(parameters, "properties"), "command");
+	json_object_set_new(command, "minItems", json_integer(1));
+	json_object_set_new(command, "maxItems", json_integer(EXEC_MAX_ARGV));
+	state_range(parameters, &EXEC_TIMEOUT_MS);
+	state_range(parameters, &EXEC_MAX_OUTPUT_CHARS);
+	return f;
 }
 
 json_t *cae__tool_exec_command_output_schema(void)
@@ -196,12 +225,13 @@ static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 	return json_string(r ? r : "");
 }
 
-static bool get_int_arg(json_t *args, const char *key, long long lo, long long hi, long long def,
-			long long *out, json_t **error)
+static bool get_int_arg(json_t *args, const int_limit *lim, long long *out, json_t **error)
 {
+	const char *key = lim->key;
+	long long lo = lim->lo, hi = lim->hi;
 	json_t *v = json_object_get(args, key);
 	if (!v || json_is_null(v)) {
-		*out = def;
+		*out = lim->def;
 		return true;
 	}
 	double d;
@@ -210,7 +240,9 @@ static bool get_int_arg(json_t *args, const char *key, long long lo, long long h
 	else if (json_is_real(v))
 		d = json_real_value(v);
 	else {
-		*error = cae__tool_error("INVALID_ARGUMENT", "%s must be a number", key);
+		*error = cae__tool_error("INVALID_ARGUMENT",
+					 "%s must be a number, an integer from %lld to %lld", key,
+					 lo, hi);
 		return false;
 	}
 	if (!isfinite(d) || d < (double)lo || d > (double)hi || d != floor(d)) {
@@ -237,12 +269,12 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 	if (!json_is_string(jcwd) || json_string_length(jcwd) == 0)
 		return cae__tool_error("INVALID_ARGUMENT", "cwd must be a non-empty string");
 	json_t *jcmd = json_object_get(args, "command");
-	if (!json_is_array(jcmd) || json_array_size(jcmd) == 0)
+	if (!json_is_array(jcmd) || json_array_size(jcmd) == 0 ||
+	    json_array_size(jcmd) > EXEC_MAX_ARGV)
 		return cae__tool_error("INVALID_ARGUMENT",
-				       "command must be an array of at least one string");
+				       "command must be an array of 1 to %d strings (it has %zu)",
+				       EXEC_MAX_ARGV, json_array_size(jcmd));
 	size_t argc = json_array_size(jcmd);
-	if (argc > 4096)
-		return cae__tool_error("INVALID_ARGUMENT", "command has too many elements");
 	for (size_t i = 0; i < argc; i++)
 		if (!json_is_string(json_array_get(jcmd, i)))
 			return cae__tool_error("INVALID_ARGUMENT", "command[%zu] must be a string",
@@ -262,8 +294,8 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		return cae__tool_error("INVALID_ARGUMENT", "stdin must be a string");
 	long long timeout_ms, max_chars;
 	json_t *error = NULL;
-	if (!get_int_arg(args, "timeout_ms", 1, 120000, 30000, &timeout_ms, &error) ||
-	    !get_int_arg(args, "max_output_chars", 1000, 1000000, 200000, &max_chars, &error))
+	if (!get_int_arg(args, &EXEC_TIMEOUT_MS, &timeout_ms, &error) ||
+	    !get_int_arg(args, &EXEC_MAX_OUTPUT_CHARS, &max_chars, &error))
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error(
@@ -386,7 +418,8 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
 				    ? env->cfg->command_executor.execution.timeout_seconds
 				    : 1800;
-	if (!get_int_arg(args, "timeout_seconds", 1, 86400, def_timeout, &timeout_s, &error))
+	const int_limit timeout_limit = {"timeout_seconds", 1, EXECUTE_TIMEOUT_MAX_S, def_timeout};
+	if (!get_int_arg(args, &timeout_limit, &timeout_s, &error))
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error("INTERNAL",

@@ -19,7 +19,7 @@ bool cae__tool_patch_enabled(const cae_config *cfg)
 
 json_t *cae__tool_apply_patch_definition(void)
 {
-	return cae__tool_function(
+	json_t *f = cae__tool_function(
 	    "apply_patch",
 	    "Apply a patch to the workspace. Accepts a JSON array of commands "
 	    "({type: file_edit|shell_command|git_operation, action, target, content}), "
@@ -40,6 +40,19 @@ json_t *cae__tool_apply_patch_definition(void)
 		"On a failure, restore the workspace exactly as it was before the patch.",
 		"auto_commit", "type", "boolean", "description",
 		"Commit every change afterwards (git add -A; git commit).", "required", "patch"));
+	/* The patch worker's bounds: in the description, and the commands form's in the schema
+	 * too. */
+	json_t *patch = json_object_get(
+	    json_object_get(json_object_get(f, "parameters"), "properties"), "patch");
+	json_object_set_new(patch, "description",
+			    json_sprintf("The patch text (or the commands as a JSON array). At "
+					 "most %zu MiB of text, with lines of at most %zu MiB, "
+					 "and at most %d commands.",
+					 CAE_PATCH_MAX_INPUT >> 20, CAE_PATCH_MAX_LINE >> 20,
+					 CAE_PATCH_MAX_COMMANDS));
+	json_object_set_new(json_array_get(json_object_get(patch, "anyOf"), 1), "maxItems",
+			    json_integer(CAE_PATCH_MAX_COMMANDS));
+	return f;
 }
 
 int cae__tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Drives `cae mcp` with the MCP Inspector CLI (@modelcontextprotocol/inspector --cli):
 # tools/list, and tools/call of the command, exec, editor and environment tools, checking
-# the results, isError, and that a protocol error makes the Inspector fail.
+# the results, isError, and that a protocol error makes the Inspector fail; prompts/list and
+# prompts/get against `cae prompt` byte for byte, for two configurations.
 # usage: tests/mcp/inspector-cli.sh /path/to/cae
 # Needs tests/mcp/node_modules (scripts/npm-deps.sh), which brings the Node.js the Inspector
 # requires (>= 22) as node_modules/.bin/node.
@@ -38,10 +39,11 @@ check() { # check DESCRIPTION COMMAND...
   fi
 }
 
-# inspector ARGS...: runs the Inspector CLI against `cae mcp`; output in $tmp/out, status in $rc.
+# inspector ARGS...: runs the Inspector CLI against `cae mcp` (with $CAE_CONFIG when set: the
+# Inspector does not pass its environment on); output in $tmp/out, status in $rc.
 inspector() {
   (cd "$here" && npx --no-install @modelcontextprotocol/inspector --cli -e "CAE_LOG_LEVEL=$CAE_LOG_LEVEL" "$@" -- \
-    "$cae" mcp --workspace "$ws" --backend local --state-dir "$tmp/state") \
+    "$cae" mcp --workspace "$ws" --backend local --state-dir "$tmp/state" ${CAE_CONFIG:+--config "$CAE_CONFIG"}) \
     >"$tmp/out" 2>"$tmp/err"
   rc=$?
 }
@@ -85,6 +87,51 @@ check "environment_list" json_ok "r.isError === false && Array.isArray(r.structu
 inspector --method tools/call --tool-name no_such_tool
 check "an unknown tool is a protocol error (the Inspector fails)" test "$rc" -ne 0
 check "the error names the unknown tool" grep -q "no_such_tool" "$tmp/out" "$tmp/err"
+
+# The prompts are what `cae prompt` prints for the same configuration and arguments.
+cat >"$tmp/custom.yaml" <<'EOF'
+command_executor:
+  allowed_commands:
+    additional: [frobnicate]
+  environments:
+    go: example/go:1
+  default_environment: go
+text_editor_mcp:
+  enabled: false
+EOF
+printf '' >"$tmp/default.yaml"
+cae_prompt() { "$cae" prompt "$@" --backend local --state-dir "$tmp/state"; }
+for cfg in default custom; do
+  export CAE_CONFIG=$tmp/$cfg.yaml
+  cae_prompt --list >"$tmp/want-list.json"
+  inspector --method prompts/list
+  check "$cfg: prompts/list succeeds" test "$rc" -eq 0
+  check "$cfg: prompts/list is cae prompt --list" json_ok \
+    "JSON.stringify(r.prompts) === JSON.stringify(JSON.parse(require('fs').readFileSync('$tmp/want-list.json', 'utf8')))"
+  names="command-executor environment-selection"
+  [ "$cfg" = default ] && names="$names text-editor"
+  for name in $names; do
+    cae_prompt "$name" >"$tmp/want.txt"
+    inspector --method prompts/get --prompt-name "$name"
+    check "$cfg: prompts/get $name is cae prompt $name" json_ok \
+      "r.messages.length === 1 && r.messages[0].role === 'user' && r.messages[0].content.text === require('fs').readFileSync('$tmp/want.txt', 'utf8')"
+  done
+  if [ "$cfg" = default ]; then
+    cae_prompt text-editor --arg branch=topic/inspector >"$tmp/want.txt"
+    inspector --method prompts/get --prompt-name text-editor --prompt-args branch=topic/inspector
+    check "$cfg: prompts/get with an argument is cae prompt --arg" json_ok \
+      "r.messages[0].content.text === require('fs').readFileSync('$tmp/want.txt', 'utf8') && r.messages[0].content.text.includes('origin topic/inspector')"
+  else
+    cae_prompt command-executor >"$tmp/want.txt"
+    check "$cfg: the configured allow-list" grep -q frobnicate "$tmp/want.txt"
+    inspector --method prompts/get --prompt-name text-editor
+    check "$cfg: a disabled section is not served (the Inspector fails)" test "$rc" -ne 0
+  fi
+  inspector --method prompts/get --prompt-name no-such-prompt
+  check "$cfg: an unknown prompt is a protocol error (the Inspector fails)" test "$rc" -ne 0
+  check "$cfg: the error names the unknown prompt" grep -q "no-such-prompt" "$tmp/out" "$tmp/err"
+done
+unset CAE_CONFIG
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -1,7 +1,10 @@
 /* The MCP server driven over a socketpair with a fake tool handler: negotiation, tools,
- * errors, progress, cancellation, concurrency, batches and robustness. */
+ * prompts and instructions (the system-prompt sections), errors, progress, cancellation,
+ * concurrency, batches and robustness. */
 #include "cae/jsonrpc.h"
 #include "cae/mcp.h"
+#include "cae/prompt.h"
+#include "cae/session.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -1069,6 +1072,270 @@ START_TEST(log_levels_filtered_before_formatting)
 }
 END_TEST
 
+/* ---- prompts ------------------------------------------------------------------------- */
+
+static cae_config *config_from(const char *yaml)
+{
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = {NULL};
+	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", envp, &err) == 0,
+		      "%s", err.message);
+	return cfg;
+}
+
+/* The server options of `cae mcp` for cfg: its sections as prompts and instructions. */
+static cae_prompts *prompts_for(const cae_config *cfg, cae_mcp_options *o)
+{
+	cae_error err;
+	cae_policy *pol = cfg->command_executor.enabled ? cae_policy_from_config(cfg, &err) : NULL;
+	cae_prompts *ps;
+	ck_assert_msg(cae_prompts_new(cfg, pol, &ps, &err) == 0, "%s", err.message);
+	cae_policy_free(pol);
+	memset(o, 0, sizeof(*o));
+	o->shutdown_fd = -1;
+	o->prompts = ps;
+	o->instructions = cae_prompts_instructions(ps);
+	return ps;
+}
+
+/* A prompts/get request for name with arguments given as JSON text (NULL: none). */
+static json_t *get_prompt(struct client *c, int id, const char *name, const char *args)
+{
+	char msg[4096];
+	snprintf(msg, sizeof(msg),
+		 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"prompts/get\",\"params\":{\"name\":"
+		 "\"%s\"%s%s}}\n",
+		 id, name, args ? ",\"arguments\":" : "", args ? args : "");
+	json_t *r = request(c, msg);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), id);
+	return r;
+}
+
+/* The one user message's text of a GetPromptResult, checking its shape. */
+static const char *prompt_text(json_t *res, const char *name)
+{
+	ck_assert_str_eq(json_string_value(json_object_get(res, "description")),
+			 cae_prompts_description(name));
+	json_t *msgs = json_object_get(res, "messages");
+	ck_assert_uint_eq(json_array_size(msgs), 1);
+	json_t *m = json_array_get(msgs, 0);
+	ck_assert_str_eq(json_string_value(json_object_get(m, "role")), "user");
+	json_t *content = json_object_get(m, "content");
+	ck_assert_str_eq(json_string_value(json_object_get(content, "type")), "text");
+	ck_assert(json_is_string(json_object_get(content, "text")));
+	return json_string_value(json_object_get(content, "text"));
+}
+
+/* What `cae prompt` prints is what the server offers, for two configurations: the
+ * instructions, prompts/list and every prompts/get, with and without an argument. */
+START_TEST(prompts_are_the_sections)
+{
+	const char *yamls[] = {
+	    "command_executor:\n  state_dir: /tmp\n",
+	    "command_executor:\n  state_dir: /tmp\n  allowed_commands:\n    exclude: [curl, git]\n"
+	    "    additional: [frobnicate]\n  environments:\n    rust: img-rust:2\n"
+	    "  default_environment: rust\n",
+	};
+	const char *names[] = {"command-executor", "text-editor", "environment-selection"};
+	for (size_t i = 0; i < sizeof(yamls) / sizeof(yamls[0]); i++) {
+		cae_config *cfg = config_from(yamls[i]);
+		cae_error err;
+		cae_policy *pol = cae_policy_from_config(cfg, &err);
+		char *want[3] = {cae_prompt_command_executor(cfg, pol), cae_prompt_text_editor(cfg),
+				 cae_prompt_environment_selection(cfg)};
+		cae_policy_free(pol);
+		cae_mcp_options o;
+		cae_prompts *ps = prompts_for(cfg, &o);
+		struct client c;
+		client_start(&c, &o);
+		json_t *r = request(
+		    &c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}\n");
+		json_t *res = result_of(r);
+		json_t *caps = json_object_get(res, "capabilities");
+		ck_assert(json_is_false(
+		    json_object_get(json_object_get(caps, "prompts"), "listChanged")));
+		char *joined;
+		ck_assert_int_ge(asprintf(&joined, "%s\n%s", want[0], want[1]), 0);
+		ck_assert_str_eq(json_string_value(json_object_get(res, "instructions")), joined);
+		free(joined);
+		json_decref(r);
+
+		r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}\n");
+		json_t *list = json_object_get(result_of(r), "prompts");
+		json_t *expected = cae_prompts_list(ps);
+		ck_assert(json_equal(list, expected));
+		ck_assert_uint_eq(json_array_size(list), 3);
+		json_decref(expected);
+		json_decref(r);
+		for (size_t k = 0; k < 3; k++) {
+			r = get_prompt(&c, 10 + (int)k, names[k], NULL);
+			ck_assert_str_eq(prompt_text(result_of(r), names[k]), want[k]);
+			json_decref(r);
+			r = get_prompt(&c, 20 + (int)k, names[k], "{}");
+			ck_assert_str_eq(prompt_text(result_of(r), names[k]), want[k]);
+			json_decref(r);
+		}
+		if (i == 1) {
+			ck_assert_ptr_nonnull(strstr(want[0], "frobnicate"));
+			ck_assert_ptr_nonnull(strstr(want[2], "| rust | img-rust:2 |"));
+			ck_assert_ptr_nonnull(strstr(want[2], "choose \"rust\""));
+		}
+		/* an argument: the same text as cae_prompts_get (what `cae prompt --arg` prints) */
+		json_t *a = json_pack("{s:s}", "branch", "fix/issue-14");
+		char *branch_text;
+		ck_assert_int_eq(cae_prompts_get(ps, "text-editor", a, &branch_text, &err), 0);
+		json_decref(a);
+		r = get_prompt(&c, 30, "text-editor", "{\"branch\":\"fix/issue-14\"}");
+		ck_assert_str_eq(prompt_text(result_of(r), "text-editor"), branch_text);
+		ck_assert_ptr_nonnull(strstr(branch_text, "git push origin fix/issue-14\n"));
+		free(branch_text);
+		json_decref(r);
+		client_stop(&c);
+		ck_assert_int_eq(c.result, 0);
+		cae_prompts_free(ps);
+		for (size_t k = 0; k < 3; k++)
+			free(want[k]);
+		cae_config_free(cfg);
+	}
+}
+END_TEST
+
+/* A disabled feature's sections are neither offered nor served, nor in the instructions;
+ * with every section disabled there are no instructions. */
+START_TEST(prompts_follow_the_features)
+{
+	cae_config *cfg = config_from("command_executor:\n  state_dir: /tmp\ntext_editor_mcp:\n"
+				      "  enabled: false\n");
+	cae_mcp_options o;
+	cae_prompts *ps = prompts_for(cfg, &o);
+	struct client c;
+	client_start(&c, &o);
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}\n");
+	const char *instructions = json_string_value(json_object_get(result_of(r), "instructions"));
+	ck_assert_ptr_nonnull(strstr(instructions, "## Command Execution Feature"));
+	ck_assert_ptr_null(strstr(instructions, "Text Editor"));
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}\n");
+	json_t *list = json_object_get(result_of(r), "prompts");
+	ck_assert_uint_eq(json_array_size(list), 2);
+	size_t i;
+	json_t *p;
+	json_array_foreach(list, i, p)
+	{
+		ck_assert_str_ne(json_string_value(json_object_get(p, "name")), "text-editor");
+	}
+	json_decref(r);
+	r = get_prompt(&c, 3, "text-editor", NULL);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_PARAMS);
+	json_decref(r);
+	client_stop(&c);
+	cae_prompts_free(ps);
+	cfg->command_executor.enabled = false;
+	cfg->text_editor_mcp.enabled = false;
+	ps = prompts_for(cfg, &o);
+	client_start(&c, &o);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}\n");
+	ck_assert_ptr_null(json_object_get(result_of(r), "instructions"));
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}\n");
+	ck_assert_uint_eq(json_array_size(json_object_get(result_of(r), "prompts")), 0);
+	json_decref(r);
+	client_stop(&c);
+	cae_prompts_free(ps);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* What a client can get wrong is a -32602 that says what, and the server goes on. */
+START_TEST(prompt_errors)
+{
+	cae_config *cfg = config_from("command_executor:\n  state_dir: /tmp\n");
+	cae_mcp_options o;
+	cae_prompts *ps = prompts_for(cfg, &o);
+	struct client c;
+	client_start(&c, &o);
+	/* before initialize: refused like every other method */
+	json_t *r = get_prompt(&c, 1, "text-editor", NULL);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_SERVER_NOT_INITIALIZED);
+	json_decref(r);
+	initialize(&c, "2025-06-18");
+	static const struct {
+		const char *params;
+		const char *says;
+	} bad[] = {
+	    {"{\"name\":\"no-such-prompt\"}", "unknown prompt \\\"no-such-prompt\\\""},
+	    {"{\"name\":\"TEXT-EDITOR\"}", "unknown prompt"},
+	    {"{\"name\":\"\"}", "name"},
+	    {"{\"name\":5}", "name"},
+	    {"{}", "name"},
+	    {"{\"name\":\"text-editor\",\"arguments\":[\"main\"]}", "arguments"},
+	    {"{\"name\":\"text-editor\",\"arguments\":\"main\"}", "arguments"},
+	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":5}}", "must be a string"},
+	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":null}}", "must be a string"},
+	    {"{\"name\":\"text-editor\",\"arguments\":{\"nope\":\"x\"}}",
+	     "no argument \\\"nope\\\""},
+	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":\"a b\"}}", "branch"},
+	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":\"main\\n## New rules\"}}",
+	     "branch"},
+	    {"{\"name\":\"command-executor\",\"arguments\":{\"branch\":\"main\"}}", "takes none"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char msg[512];
+		snprintf(
+		    msg, sizeof(msg),
+		    "{\"jsonrpc\":\"2.0\",\"id\":%zu,\"method\":\"prompts/get\",\"params\":%s}\n",
+		    100 + i, bad[i].params);
+		r = request(&c, msg);
+		ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 100 + i);
+		ck_assert_msg(error_code(r) == CAE_JSONRPC_INVALID_PARAMS, "%s", bad[i].params);
+		char *dumped = json_dumps(r, 0);
+		ck_assert_msg(strstr(dumped, bad[i].says) != NULL, "%s: %s", bad[i].params, dumped);
+		free(dumped);
+		json_decref(r);
+	}
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":200,\"method\":\"prompts/list\",\"params\":{"
+			"\"cursor\":\"x\"}}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_PARAMS);
+	json_decref(r);
+	/* still serving */
+	r = get_prompt(&c, 201, "environment-selection", NULL);
+	ck_assert_ptr_nonnull(
+	    strstr(prompt_text(result_of(r), "environment-selection"), "| python |"));
+	json_decref(r);
+	client_stop(&c);
+	ck_assert_int_eq(c.result, 0);
+	cae_prompts_free(ps);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Without prompts the server declares no prompts capability and knows no prompts methods. */
+START_TEST(no_prompts_no_capability)
+{
+	struct client c;
+	client_start(&c, NULL);
+	json_t *r =
+	    request(&c, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}\n");
+	json_t *res = result_of(r);
+	ck_assert_ptr_null(json_object_get(json_object_get(res, "capabilities"), "prompts"));
+	ck_assert_ptr_null(json_object_get(res, "instructions"));
+	json_decref(r);
+	r = request(&c, "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"prompts/list\"}\n");
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_METHOD_NOT_FOUND);
+	json_decref(r);
+	r = get_prompt(&c, 3, "text-editor", NULL);
+	ck_assert_int_eq(error_code(r), CAE_JSONRPC_METHOD_NOT_FOUND);
+	json_decref(r);
+	client_stop(&c);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("mcp");
@@ -1094,6 +1361,10 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, quick_calls_run_on_the_reader);
 	tcase_add_test(tc, quick_calls_in_a_batch);
 	tcase_add_test(tc, log_levels_filtered_before_formatting);
+	tcase_add_test(tc, prompts_are_the_sections);
+	tcase_add_test(tc, prompts_follow_the_features);
+	tcase_add_test(tc, prompt_errors);
+	tcase_add_test(tc, no_prompts_no_capability);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -2,6 +2,7 @@
  * lines for Linux), command-executor_execute_command, the tool table, secrets masking with and
  * without a logger, tool definitions (the exec_command strings, byte for byte). */
 #include "base/macro.h"
+#include "cae/patch.h"
 #include "cae/session.h"
 #include "cae/tools.h"
 #include "testutil.h"
@@ -770,7 +771,29 @@ START_TEST(definitions_exec_command_exact)
 	    "\"required\": [\"cwd\", \"command\"]}}";
 	json_t *want = json_loads(expected, 0, NULL);
 	ck_assert_ptr_nonnull(want);
-	ck_assert(json_equal(ec, want));
+	/* The limits are stated in schema keywords, which leave the specification's strings
+	 * as they are: without exactly those keywords the definition is the specification's. */
+	json_t *props = json_object_get(json_object_get(ec, "parameters"), "properties");
+	json_t *cmd = json_object_get(props, "command");
+	json_t *tmo = json_object_get(props, "timeout_ms");
+	json_t *moc = json_object_get(props, "max_output_chars");
+	ck_assert_int_eq(I(cmd, "minItems"), 1);
+	ck_assert_int_eq(I(cmd, "maxItems"), 4096);
+	ck_assert_int_eq(I(tmo, "minimum"), 1);
+	ck_assert_int_eq(I(tmo, "maximum"), 120000);
+	ck_assert_int_eq(I(moc, "minimum"), 1000);
+	ck_assert_int_eq(I(moc, "maximum"), 1000000);
+	json_t *bare = json_deep_copy(ec);
+	props = json_object_get(json_object_get(bare, "parameters"), "properties");
+	ck_assert_int_eq(json_object_del(json_object_get(props, "command"), "minItems"), 0);
+	ck_assert_int_eq(json_object_del(json_object_get(props, "command"), "maxItems"), 0);
+	const char *ranged[] = {"timeout_ms", "max_output_chars"};
+	for (size_t k = 0; k < 2; k++) {
+		ck_assert_int_eq(json_object_del(json_object_get(props, ranged[k]), "minimum"), 0);
+		ck_assert_int_eq(json_object_del(json_object_get(props, ranged[k]), "maximum"), 0);
+	}
+	ck_assert(json_equal(bare, want));
+	json_decref(bare);
 	json_decref(want);
 	json_decref(defs);
 	/* OpenAI form wraps; disabled feature -> empty */
@@ -824,6 +847,322 @@ START_TEST(definitions_editor_forms_and_platform_filter)
 }
 END_TEST
 
+/* The text a tool call returns (new), and whether it is an error. */
+static char *call_text(cae_session *s, const char *tool, json_t *args, bool *is_error)
+{
+	cae_tool_result res;
+	cae_error err;
+	ck_assert_msg(cae_session_call_tool(s, tool, args, NULL, &res, &err) == 0, "%s: %s", tool,
+		      err.message);
+	*is_error = res.is_error;
+	char *t = strdup(res.text ? res.text : "");
+	cae_tool_result_clear(&res);
+	return t;
+}
+
+static const char *const small_numbers[] = {"zero", "one", "two", "three", "four", "five"};
+
+/* True when text states n: as a number not inside a longer one, or (up to five) as a word. */
+static bool states_number(const char *text, long long n)
+{
+	char num[32];
+	snprintf(num, sizeof(num), "%lld", n);
+	size_t l = strlen(num);
+	for (const char *p = strstr(text, num); p; p = strstr(p + 1, num)) {
+		bool digit_before = p > text && (p[-1] >= '0' && p[-1] <= '9');
+		bool minus_before = n >= 0 && p > text && p[-1] == '-';
+		bool digit_after = p[l] >= '0' && p[l] <= '9';
+		if (!digit_before && !minus_before && !digit_after)
+			return true;
+	}
+	return n >= 0 && n < (long long)ARRAY_SIZE(small_numbers) &&
+	       strstr(text, small_numbers[n]) != NULL;
+}
+
+/* Arguments under which a tool's bounded argument reaches its check; the probe sets the
+ * argument itself. A bounded argument without a row here fails the test: add one. */
+static const struct {
+	const char *tool, *arg, *base;
+} probes[] = {
+    {"command-executor_execute_command", "timeout_seconds", "{\"command\": \"true\"}"},
+    {"exec_command", "timeout_ms", "{\"cwd\": \".\", \"command\": [\"true\"]}"},
+    {"exec_command", "max_output_chars", "{\"cwd\": \".\", \"command\": [\"true\"]}"},
+    {"exec_command", "command", "{\"cwd\": \".\"}"},
+    {"text_editor", "insert_line",
+     "{\"command\": \"insert\", \"path\": \"f.txt\", \"new_str\": \"x\\n\"}"},
+    {"text_editor", "view_range", "{\"command\": \"view\", \"path\": \"f.txt\"}"},
+    {"text_editor_insert", "insert_line", "{\"path\": \"f.txt\", \"new_str\": \"x\\n\"}"},
+    {"text_editor_view", "view_range", "{\"path\": \"f.txt\"}"},
+    {"apply_patch", "patch", "{\"dry_run\": true}"},
+};
+
+/* One probe: tool with base and arg = v (stolen). Returns the call's text; *refused when it
+ * is an error. */
+static char *probe(cae_session *s, const char *tool, const char *arg, json_t *v, bool *refused)
+{
+	const char *base = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(probes); i++)
+		if (strcmp(probes[i].tool, tool) == 0 && strcmp(probes[i].arg, arg) == 0)
+			base = probes[i].base;
+	ck_assert_msg(base != NULL, "%s.%s is bounded: give it a row in probes[]", tool, arg);
+	json_t *args = json_loads(base, 0, NULL);
+	ck_assert_ptr_nonnull(args);
+	json_object_set_new(args, arg, v);
+	tu_sh("printf 'one\\ntwo\\nthree\\n' >%s/f.txt", ws);
+	char *t = call_text(s, tool, args, refused);
+	json_decref(args);
+	return t;
+}
+
+/* An array of n copies of item (new). */
+static json_t *array_of(size_t n, json_t *item)
+{
+	json_t *a = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append(a, item);
+	json_decref(item);
+	return a;
+}
+
+/* The schema's integer keyword, or fallback when it has none. */
+static long long keyword(json_t *schema, const char *k, long long fallback, bool *has)
+{
+	json_t *v = json_object_get(schema, k);
+	*has = json_is_integer(v);
+	return *has ? (long long)json_integer_value(v) : fallback;
+}
+
+/* Checks one bounded property of a tool: values just outside each stated bound, and far
+ * outside any, are refused with a message that states the range; values at a stated bound
+ * are not refused; a bound no schema keyword states is refused only where the description
+ * says so ("at least" / "at most"). Numbers, and the items of arrays of numbers, are probed
+ * by value; arrays by length. */
+static void check_property(cae_session *s, const char *tool, const char *arg, json_t *schema,
+			   int *probed)
+{
+	const char *type = S(schema, "type");
+	const char *desc = S(schema, "description") ? S(schema, "description") : "";
+	json_t *items = json_object_get(schema, "items");
+	json_t *any = json_object_get(schema, "anyOf");
+	bool is_num = type && (strcmp(type, "integer") == 0 || strcmp(type, "number") == 0);
+	bool is_array = type && strcmp(type, "array") == 0;
+	if (!is_array && json_is_array(any)) { /* apply_patch's patch: its array form */
+		size_t i;
+		json_t *alt;
+		json_array_foreach(any, i,
+				   alt) if (S(alt, "type") && strcmp(S(alt, "type"), "array") == 0)
+		{
+			schema = alt;
+			is_array = true;
+			items = json_object_get(alt, "items");
+		}
+	}
+	if (!is_num && !is_array)
+		return;
+	bool has_lo, has_hi;
+	char *t;
+	bool refused;
+	if (is_array) {
+		long long lo = keyword(schema, "minItems", 0, &has_lo);
+		long long hi = keyword(schema, "maxItems", 0, &has_hi);
+		const char *it = S(items, "type");
+		json_t *item = it && strcmp(it, "string") == 0 ? json_string("true")
+			       : it && strcmp(it, "object") == 0
+				   ? json_pack("{s:s, s:s, s:s}", "type", "shell_command", "action",
+					       "run", "target", "true")
+				   : json_integer(1);
+		if (has_hi) {
+			t = probe(s, tool, arg, array_of((size_t)hi + 1, json_incref(item)),
+				  &refused);
+			ck_assert_msg(refused && states_number(t, hi), "%s.%s: %lld items: %s",
+				      tool, arg, hi + 1, t);
+			free(t);
+			(*probed)++;
+		} else {
+			t = probe(s, tool, arg, array_of(20000, json_incref(item)), &refused);
+			ck_assert_msg(!refused || strstr(desc, "at most"),
+				      "%s.%s: a length bound no schema states: %s", tool, arg, t);
+			free(t);
+		}
+		if (has_lo && lo > 0) {
+			t = probe(s, tool, arg, array_of((size_t)lo - 1, json_incref(item)),
+				  &refused);
+			ck_assert_msg(refused && states_number(t, lo), "%s.%s: %lld items: %s",
+				      tool, arg, lo - 1, t);
+			free(t);
+			(*probed)++;
+		}
+		json_decref(item);
+		if (it && (strcmp(it, "integer") == 0 || strcmp(it, "number") == 0)) {
+			/* the items' own bounds, in an array of the allowed length */
+			long long ilo = keyword(items, "minimum", 0, &has_lo);
+			size_t n = (size_t)keyword(schema, "minItems", 1, &has_hi);
+			if (has_lo) {
+				json_t *a = array_of(n, json_integer(1));
+				json_array_set_new(a, n - 1, json_integer(ilo - 1));
+				t = probe(s, tool, arg, a, &refused);
+				ck_assert_msg(refused && states_number(t, ilo),
+					      "%s.%s: item %lld: %s", tool, arg, ilo - 1, t);
+				free(t);
+				(*probed)++;
+			}
+		}
+		return;
+	}
+	long long lo = keyword(schema, "minimum", 0, &has_lo);
+	long long hi = keyword(schema, "maximum", 0, &has_hi);
+	const long long far = 1000000000000LL;
+	if (has_lo) {
+		long long outside[] = {lo - 1, -far};
+		for (size_t k = 0; k < 2; k++) {
+			t = probe(s, tool, arg, json_integer(outside[k]), &refused);
+			ck_assert_msg(refused && states_number(t, lo) &&
+					  (!has_hi || states_number(t, hi)),
+				      "%s.%s = %lld: %s", tool, arg, outside[k], t);
+			free(t);
+		}
+		t = probe(s, tool, arg, json_integer(lo), &refused);
+		ck_assert_msg(!refused, "%s.%s = %lld (its minimum) refused: %s", tool, arg, lo, t);
+		free(t);
+		(*probed)++;
+	} else {
+		t = probe(s, tool, arg, json_integer(-far), &refused);
+		ck_assert_msg(!refused || strstr(desc, "at least"),
+			      "%s.%s: a lower bound no schema states: %s", tool, arg, t);
+		free(t);
+	}
+	if (has_hi) {
+		long long outside[] = {hi + 1, far};
+		for (size_t k = 0; k < 2; k++) {
+			t = probe(s, tool, arg, json_integer(outside[k]), &refused);
+			ck_assert_msg(refused && states_number(t, hi) &&
+					  (!has_lo || states_number(t, lo)),
+				      "%s.%s = %lld: %s", tool, arg, outside[k], t);
+			free(t);
+		}
+		t = probe(s, tool, arg, json_integer(hi), &refused);
+		ck_assert_msg(!refused, "%s.%s = %lld (its maximum) refused: %s", tool, arg, hi, t);
+		free(t);
+		(*probed)++;
+	} else {
+		t = probe(s, tool, arg, json_integer(far), &refused);
+		ck_assert_msg(!refused || strstr(desc, "at most"),
+			      "%s.%s: an upper bound no schema states: %s", tool, arg, t);
+		/* a bound the description states is still told in the refusal */
+		ck_assert_msg(!refused || strstr(t, "range") || strstr(t, "within"), "%s.%s: %s",
+			      tool, arg, t);
+		free(t);
+	}
+}
+
+/* Every numeric limit a tool enforces is stated in its schema (or, for a bound that depends
+ * on the file, its description), and an out-of-range value is refused with the range. The
+ * limits are found by probing every bounded argument of every tool, so a new unstated limit
+ * fails here. */
+START_TEST(limits_stated_and_enforced)
+{
+	cae_session *s = open_session(NULL);
+	json_t *list = cae_session_tool_list(s, false);
+	json_t *split = cae_tools_text_editor_functions(cae_session_config(s), true);
+	size_t i;
+	json_t *t;
+	json_array_foreach(split, i, t)
+	{
+		json_array_append_new(list,
+				      json_pack("{s:O, s:O}", "name", json_object_get(t, "name"),
+						"inputSchema", json_object_get(t, "parameters")));
+	}
+	json_decref(split);
+	int probed = 0;
+	json_array_foreach(list, i, t)
+	{
+		const char *key;
+		json_t *prop;
+		json_object_foreach(
+		    json_object_get(json_object_get(t, "inputSchema"), "properties"), key, prop)
+		{
+			check_property(s, S(t, "name"), key, prop, &probed);
+		}
+	}
+	/* exec_command's two ranges and its argv length, execute_command's timeout, the
+	 * editor's insert_line and view_range (each in both forms), apply_patch's commands */
+	ck_assert_int_ge(probed, 12);
+	json_decref(list);
+	close_session(s);
+}
+END_TEST
+
+/* The bounds stated only in descriptions: the patch worker's (from its constants) and the
+ * editor's file size (from the configuration); a value past one is refused with it. */
+START_TEST(limits_in_descriptions)
+{
+	cae_session *s = open_session("text_editor_mcp:\n  max_file_size: 1k\n");
+	json_t *list = cae_session_tool_list(s, false);
+	const char *patch_desc = NULL, *file_text_desc = NULL;
+	size_t i;
+	json_t *t;
+	json_array_foreach(list, i, t)
+	{
+		json_t *props = json_object_get(json_object_get(t, "inputSchema"), "properties");
+		if (strcmp(S(t, "name"), "apply_patch") == 0)
+			patch_desc = S(json_object_get(props, "patch"), "description");
+		if (strcmp(S(t, "name"), "text_editor") == 0)
+			file_text_desc = S(json_object_get(props, "file_text"), "description");
+	}
+	ck_assert_ptr_nonnull(patch_desc);
+	ck_assert_ptr_nonnull(file_text_desc);
+	char want[64];
+	snprintf(want, sizeof(want), "%zu MiB of text", CAE_PATCH_MAX_INPUT >> 20);
+	ck_assert_ptr_nonnull(strstr(patch_desc, want));
+	snprintf(want, sizeof(want), "%zu MiB", CAE_PATCH_MAX_LINE >> 20);
+	ck_assert_ptr_nonnull(strstr(patch_desc, want));
+	snprintf(want, sizeof(want), "%d commands", CAE_PATCH_MAX_COMMANDS);
+	ck_assert_ptr_nonnull(strstr(patch_desc, want));
+	ck_assert_ptr_nonnull(strstr(file_text_desc, "text_editor_mcp.max_file_size"));
+	/* past them: refused, the limit stated */
+	size_t n = CAE_PATCH_MAX_INPUT + 1;
+	char *big = malloc(n + 1);
+	memset(big, 'a', n);
+	big[n] = '\0';
+	json_t *args = json_pack("{s:s%, s:b}", "patch", big, n, "dry_run", 1);
+	free(big);
+	bool e;
+	char *out = call_text(s, "apply_patch", args, &e);
+	ck_assert_msg(e && states_number(out, (long long)CAE_PATCH_MAX_INPUT), "%s", out);
+	free(out);
+	json_decref(args);
+	n = CAE_PATCH_MAX_LINE + 1;
+	big = malloc(n + 64);
+	memcpy(big, "```bash\n", 8);
+	memset(big + 8, 'a', n);
+	memcpy(big + 8 + n, "\n```\n", 6);
+	args = json_pack("{s:s, s:b}", "patch", big, "dry_run", 1);
+	free(big);
+	out = call_text(s, "apply_patch", args, &e);
+	ck_assert_msg(e && states_number(out, (long long)CAE_PATCH_MAX_LINE), "%.300s", out);
+	free(out);
+	json_decref(args);
+	char text[1100];
+	memset(text, 'x', 1025);
+	text[1025] = '\0';
+	args =
+	    json_pack("{s:s, s:s, s:s}", "command", "create", "path", "big.txt", "file_text", text);
+	out = call_text(s, "text_editor", args, &e);
+	ck_assert_msg(e && states_number(out, 1024), "%s", out);
+	free(out);
+	json_decref(args);
+	text[1024] = '\0';
+	args =
+	    json_pack("{s:s, s:s, s:s}", "command", "create", "path", "big.txt", "file_text", text);
+	out = call_text(s, "text_editor", args, &e);
+	ck_assert_msg(!e, "%s", out);
+	free(out);
+	json_decref(args);
+	json_decref(list);
+	close_session(s);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("tools");
@@ -848,6 +1187,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, tool_table_rows);
 	tcase_add_test(tc, definitions_exec_command_exact);
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
+	tcase_add_test(tc, limits_stated_and_enforced);
+	tcase_add_test(tc, limits_in_descriptions);
 	suite_add_tcase(s, tc);
 	return s;
 }
