@@ -342,6 +342,7 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 	const char *sh_argv[] = {"sh", "-c", script, NULL};
 	int cancel_fd = call_cancel_fd(env);
 	size_t cap = (size_t)max_chars * 4;
+	cae__tool_live live;
 	cae_exec_request req = {
 	    .argv = direct ? argv : sh_argv,
 	    .cwd = cwd,
@@ -352,6 +353,7 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 	    .max_stdout = cap,
 	    .max_stderr = cap,
 	    .cancel_fd = cancel_fd,
+	    .live = cae__tool_live_init(&live, env),
 	};
 	cae_run_result res;
 	cae_error err;
@@ -458,6 +460,7 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	const char *argv[] = {"sh", "-c", command, NULL};
 	int cancel_fd = call_cancel_fd(env);
 	size_t cap = (size_t)env->cfg->command_executor.execution.max_output_size;
+	cae__tool_live live;
 	cae_exec_request req = {
 	    .argv = argv,
 	    .cwd = cwd,
@@ -469,6 +472,7 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 		    ? CAE_TRUNCATE_HEAD_TAIL
 		    : CAE_TRUNCATE_HEAD,
 	    .cancel_fd = cancel_fd,
+	    .live = cae__tool_live_init(&live, env),
 	};
 	cae_run_result res;
 	cae_error err;

@@ -39,6 +39,22 @@ typedef struct cae_tool_env {
 	const cae_call_ctx *ctx;    /* may be NULL */
 } cae_tool_env;
 
+/* A command's live output as progress notifications (progress.c), for the command tools. */
+typedef struct cae__tool_live {
+	cae_live_io io;
+	const cae_call_ctx *ctx;
+	const cae_secrets *secrets;
+	uint64_t total; /* output bytes so far: the progress value */
+	char tail[2048];
+	size_t tail_len;
+	bool sent;
+	int64_t next_ns;
+} cae__tool_live;
+
+/* The live io for a command of this call (for cae_exec_request.live), or NULL when the
+ * caller did not ask for progress. l must outlive the command. */
+const cae_live_io *cae__tool_live_init(cae__tool_live *l, const cae_tool_env *env);
+
 /* Which definitions list offers a tool (cae_tools_options); a bit each. */
 typedef enum cae_tool_family {
 	CAE_TOOL_COMMAND_EXECUTOR = 1 << 0, /* command-executor_execute_command */

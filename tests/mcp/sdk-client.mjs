@@ -126,6 +126,17 @@ async function main() {
     r = await client.callTool({ name: "exec_command", arguments: { cwd: "/workspace/project/no-such-dir", command: ["true"] } });
     check(r.isError === true, "exec_command: missing cwd is a tool error (isError)", r);
     check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
+    // live output: with a progress token, the output comes in progress notifications while
+    // the command runs (the first as soon as there is output), and the result is unchanged
+    const live = [];
+    r = await client.callTool(
+      { name: "exec_command", arguments: { cwd: "/workspace/project", command: ["sh", "-c", "echo live-1; echo live-2; echo live-3"], shell_mode: "direct" } },
+      undefined,
+      { onprogress: (p) => live.push(p), timeout: 120000 },
+    );
+    check(r.structuredContent?.stdout === "live-1\nlive-2\nlive-3\n", "exec_command: the result is the same with live output", r.structuredContent);
+    check(live.length > 0 && /live-1/.test(live[0].message ?? ""), "exec_command: live output arrives as progress", live);
+    check(live.every((p, i) => i === 0 || p.progress > live[i - 1].progress), "exec_command: live progress increases", live);
   }
 
   // text_editor

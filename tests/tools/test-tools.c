@@ -600,6 +600,27 @@ END_TEST
 
 /* The session owns its secrets: tool output is masked with or without a logger (_i 0: no
  * logger, 1: a logger, whose lines must not show the tokens either). */
+/* Live output as progress: every message the caller receives. */
+struct seen_progress {
+	char text[8192];
+	size_t len;
+	int count;
+	double last;
+	bool increasing;
+};
+
+static void on_progress(void *ud, double progress, double total, const char *message)
+{
+	(void)total;
+	struct seen_progress *p = ud;
+	p->increasing = p->increasing && (p->count == 0 || progress > p->last);
+	p->last = progress;
+	p->count++;
+	int n = snprintf(p->text + p->len, sizeof(p->text) - p->len, "%s|", message ? message : "");
+	if (n > 0)
+		p->len = MIN(p->len + (size_t)n, sizeof(p->text) - 1);
+}
+
 START_TEST(secrets_masked_with_or_without_logger)
 {
 	char *logdir = tu_mkdtemp();
@@ -631,6 +652,28 @@ START_TEST(secrets_masked_with_or_without_logger)
 	ck_assert(!e);
 	ck_assert_str_eq(S(r, "stdout"), "gh=***\ngl=***\nx=***\n");
 	json_decref(r);
+	/* Live output (progress notifications) of both command tools is masked the same way. */
+	const char *live_tools[][2] = {
+	    {"exec_command", "{\"cwd\": \".\", \"command\": [\"cat found.txt >&2\"]}"},
+	    {"command-executor_execute_command", "{\"command\": \"cat found.txt\"}"}};
+	for (int t = 0; t < 2; t++) {
+		struct seen_progress seen = {.increasing = true};
+		cae_call_ctx ctx = {
+		    .cancel_fd = -1, .progress = on_progress, .progress_userdata = &seen};
+		json_t *a = json_loads(live_tools[t][1], 0, NULL);
+		cae_tool_result lr;
+		cae_error le;
+		ck_assert_msg(cae_session_call_tool(s, live_tools[t][0], a, &ctx, &lr, &le) == 0,
+			      "%s", le.message);
+		json_decref(a);
+		ck_assert_msg(seen.count > 0 && strstr(seen.text, "gh=***"), "%s: %s",
+			      live_tools[t][0], seen.text);
+		ck_assert_msg(!strstr(seen.text, "tokenvalue") &&
+				  !strstr(seen.text, "added-secret"),
+			      "%s", seen.text);
+		ck_assert(seen.increasing);
+		cae_tool_result_clear(&lr);
+	}
 	/* The patch worker's output (a shell command of the patch) too, text and structure. */
 	json_t *args = json_pack("{s:s}", "patch", "```bash\ncat found.txt\n```\n");
 	cae_tool_result res;
