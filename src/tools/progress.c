@@ -39,9 +39,12 @@ static void live_output(void *ud, int stream, const char *data, size_t len)
 		return;
 	l->sent = true;
 	l->next_ns = now + LIVE_INTERVAL_MS * 1000000LL;
-	/* the last LIVE_MESSAGE_LINES lines (a trailing newline ends the last one) */
+	/* the last LIVE_MESSAGE_LINES finished lines (a line still being written may hold the
+	 * first part of a secret) */
 	size_t end = l->tail_len;
-	if (end && l->tail[end - 1] == '\n')
+	while (end && l->tail[end - 1] != '\n')
+		end--;
+	if (end)
 		end--;
 	size_t start = end;
 	for (int lines = 0; start > 0; start--)
