@@ -34,18 +34,19 @@ static void live_output(void *ud, int stream, const char *data, size_t len)
 		memcpy(l->tail + keep, data, len);
 		l->tail_len = keep + len;
 	}
-	int64_t now = cae__now_ns();
-	if (l->sent && now < l->next_ns)
-		return;
-	l->sent = true;
-	l->next_ns = now + LIVE_INTERVAL_MS * 1000000LL;
 	/* the last LIVE_MESSAGE_LINES finished lines (a line still being written may hold the
 	 * first part of a secret) */
 	size_t end = l->tail_len;
 	while (end && l->tail[end - 1] != '\n')
 		end--;
-	if (end)
-		end--;
+	if (end == 0)
+		return; /* nothing finished to show yet */
+	end--;
+	int64_t now = cae__now_ns();
+	if (l->sent && now < l->next_ns)
+		return;
+	l->sent = true;
+	l->next_ns = now + LIVE_INTERVAL_MS * 1000000LL;
 	size_t start = end;
 	for (int lines = 0; start > 0; start--)
 		if (l->tail[start - 1] == '\n' && ++lines == LIVE_MESSAGE_LINES)
