@@ -1294,6 +1294,8 @@ static int local_list(cae_backend *b, json_t **out, cae_error *err)
 }
 
 struct stale_ctx {
+	cae_env_filter_fn filter;
+	void *filter_ud;
 	int64_t cutoff;
 	int removed;
 	int failed;
@@ -1302,10 +1304,16 @@ struct stale_ctx {
 static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
+	if (s->filter && !s->filter(uuid, s->filter_ud))
+		return 0;
 	int64_t t = cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
-	/* a preparation that died is collected whatever its age */
-	bool failed = strcmp(json_string_value(json_object_get(meta, "status")), "failed") == 0;
-	if (!failed && t >= 0 && t > s->cutoff)
+	/* a preparation that died is collected whatever its age, and so is a ready environment
+	 * whose workspace root is gone (a workspace used as is, deleted since) */
+	const char *status = json_string_value(json_object_get(meta, "status"));
+	bool failed = !status || strcmp(status, "failed") == 0;
+	const char *hp = json_string_value(json_object_get(meta, "workspace_root"));
+	bool gone = status && strcmp(status, "ready") == 0 && hp && !cae__is_dir(hp);
+	if (!failed && !gone && t >= 0 && t > s->cutoff)
 		return 0;
 	if (remove_task_dir(b, uuid, NULL) == 0)
 		s->removed++;
@@ -1330,9 +1338,11 @@ static bool cgroup_in_use(const char *name, void *ud)
 	return !dir || access(dir, F_OK) == 0;
 }
 
-static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
+static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
+			       void *filter_ud, int *removed, cae_error *err)
 {
-	struct stale_ctx s = {.cutoff = (int64_t)time(NULL) - threshold_s};
+	struct stale_ctx s = {
+	    .filter = filter, .filter_ud = filter_ud, .cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
