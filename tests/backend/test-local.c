@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -234,6 +235,233 @@ START_TEST(cleanup_stale_by_age)
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
+}
+END_TEST
+
+static void age_env(const char *uuid)
+{
+	tu_sh("cd %s/local/%s && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
+	      "\"2020-01-01T00:00:00.000Z\"/' meta.json",
+	      state, uuid);
+}
+
+static bool env_exists(cae_backend *b, const char *uuid)
+{
+	cae_env_info info;
+	int r = cae_backend_info(b, uuid, &info, NULL);
+	if (r == 0)
+		cae_env_info_clear(&info);
+	return r == 0;
+}
+
+static bool not_spared(const char *uuid, void *ud)
+{
+	return strcmp(uuid, (const char *)ud) != 0;
+}
+
+/* The collector runs at once, then every interval: a stale environment goes at the first
+ * run; one that becomes stale later goes at a later run; the fresh one stays, and so does a
+ * stale one the filter keeps out of its sight. Asserted by the run count, never by time. */
+START_TEST(collector_at_start_and_every_interval)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	const char *uuids[] = {"old", "fresh", "later", "spared"};
+	for (size_t i = 0; i < 4; i++) {
+		cae_task t = {.uuid = C(uuids[i]), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s",
+			      err.message);
+		cae_env_info_clear(&info);
+	}
+	age_env("old");
+	age_env("spared");
+	cae_collector_options o = {.interval_ms = 20,
+				   .threshold_s = 24 * 3600,
+				   .filter = not_spared,
+				   .filter_userdata = C("spared")};
+	cae_backend_collector *c = NULL;
+	ck_assert_msg(cae_backend_collector_start(b, &o, &c, &err) == 0, "%s", err.message);
+	unsigned runs = cae_backend_collector_wait(c, 1, 60000);
+	ck_assert_uint_ge(runs, 1);
+	ck_assert(!env_exists(b, "old"));
+	ck_assert(env_exists(b, "fresh"));
+	ck_assert(env_exists(b, "later"));
+	ck_assert(env_exists(b, "spared"));
+	/* stale from now on: a run that starts after this removes it */
+	age_env("later");
+	ck_assert_uint_ge(cae_backend_collector_wait(c, runs + 2, 60000), runs + 2);
+	ck_assert(!env_exists(b, "later"));
+	ck_assert(env_exists(b, "fresh"));
+	ck_assert(env_exists(b, "spared"));
+	cae_backend_collector_stop(c);
+	/* a single run (interval 0) ends by itself */
+	o.interval_ms = 0;
+	o.filter = NULL;
+	ck_assert_int_eq(cae_backend_collector_start(b, &o, &c, &err), 0);
+	ck_assert_uint_eq(cae_backend_collector_wait(c, 1, 60000), 1);
+	ck_assert(!env_exists(b, "spared"));
+	ck_assert(env_exists(b, "fresh"));
+	cae_backend_collector_stop(c);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* An environment whose workspace is gone can run nothing: stale whatever its age. */
+START_TEST(workspace_gone_is_stale)
+{
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	char *ws = tu_mkdtemp(), *ws2 = tu_mkdtemp();
+	cae_task t = {.uuid = C("gone"), .repo = ws}, t2 = {.uuid = C("kept"), .repo = ws2};
+	cae_prepare_options o = {.workspace = ws, .cancel_fd = -1};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	o.workspace = ws2;
+	ck_assert_msg(cae_backend_prepare(b, &t2, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	cae__rm_rf(ws);
+	int removed = -1;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 8760 * 3600, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	ck_assert(!env_exists(b, "gone"));
+	ck_assert(env_exists(b, "kept"));
+	ck_assert(cae__is_dir(ws2)); /* a workspace used as is is never removed */
+	cae_backend_free(b);
+	cae__rm_rf(ws2);
+	free(ws);
+	free(ws2);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* What a backend object prepared is removed by cae_backend_cleanup_prepared; what another
+ * one (another process) prepared stays, and so does one it prepared that the other prepared
+ * again since, and one already cleaned up is not counted. */
+START_TEST(cleanup_prepared_takes_only_its_own)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *mine = backend(cfg), *other = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	struct {
+		cae_backend *b;
+		const char *uuid;
+	} steps[] = {{mine, "m1"},    {mine, "m2"},	{other, "o1"},
+		     {mine, "again"}, {other, "again"}, {mine, "done"}};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		cae_task t = {.uuid = C(steps[i].uuid), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(steps[i].b, &t, NULL, NULL, &info, &err) == 0,
+			      "%s", err.message);
+		cae_env_info_clear(&info);
+	}
+	ck_assert_int_eq(cae_backend_cleanup(mine, "done", &err), 0);
+	int removed = -1;
+	ck_assert_msg(cae_backend_cleanup_prepared(mine, &removed, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(removed, 2);
+	ck_assert(!env_exists(other, "m1"));
+	ck_assert(!env_exists(other, "m2"));
+	ck_assert(env_exists(mine, "o1"));
+	ck_assert(env_exists(mine, "again"));
+	/* once: the list is empty now */
+	ck_assert_int_eq(cae_backend_cleanup_prepared(mine, &removed, &err), 0);
+	ck_assert_int_eq(removed, 0);
+	ck_assert_int_eq(cae_backend_cleanup_prepared(other, &removed, &err), 0);
+	ck_assert_int_eq(removed, 2);
+	ck_assert(!env_exists(mine, "again"));
+	cae_backend_free(mine);
+	cae_backend_free(other);
+	cae_config_free(cfg);
+}
+END_TEST
+
+struct slot_waiter {
+	const char *dir;
+	int n;
+	int cancel_fd;
+	int r;
+	int fd;
+};
+
+static void *slot_wait_main(void *arg)
+{
+	struct slot_waiter *w = arg;
+	w->r = cae__slot_acquire(w->dir, w->n, true, w->cancel_fd, &w->fd, NULL);
+	return NULL;
+}
+
+/* The engine semaphore admits at most n holders: with n held, another is refused (without
+ * waiting) or waits; one released admits exactly one more; a holder that dies releases. */
+START_TEST(engine_slots_admit_at_most_n)
+{
+	char *dir = tu_mkdtemp();
+	enum { N = 3 };
+	int held[N];
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &held[i], NULL), 0);
+	int fd = -1;
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	ck_assert_int_eq(fd, -1);
+	/* a waiter blocked in the kernel (no cancel fd) is admitted when one is released */
+	struct slot_waiter w = {.dir = dir, .n = N, .cancel_fd = -1, .r = 1, .fd = -1};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &w), 0);
+	cae__slot_release(held[0]);
+	held[0] = -1;
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(w.r, 0);
+	ck_assert_int_ge(w.fd, 0);
+	/* full again: the waiter took the released slot */
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	/* a waiter with a cancel fd ends when it is cancelled */
+	int cp[2];
+	ck_assert_int_eq(pipe(cp), 0);
+	struct slot_waiter wc = {.dir = dir, .n = N, .cancel_fd = cp[0], .r = 1, .fd = -1};
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &wc), 0);
+	ck_assert_int_eq(write(cp[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(wc.r, -ECANCELED);
+	ck_assert_int_eq(wc.fd, -1);
+	close(cp[0]);
+	close(cp[1]);
+	cae__slot_release(w.fd);
+	for (int i = 1; i < N; i++)
+		cae__slot_release(held[i]);
+	/* another process holds every slot, then dies: the slots are free again */
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int mine[N];
+		for (int i = 0; i < N; i++)
+			if (cae__slot_acquire(dir, N, false, -1, &mine[i], NULL) < 0)
+				_exit(1);
+		char c = 'h';
+		if (write(up[1], &c, 1) != 1)
+			_exit(1);
+		ssize_t k = read(down[0], &c, 1); /* held until killed */
+		_exit(k < 0);
+	}
+	char c;
+	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &held[i], NULL), 0);
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	for (int i = 0; i < N; i++)
+		cae__slot_release(held[i]);
+	cae__rm_rf(dir);
+	free(dir);
 }
 END_TEST
 
@@ -843,6 +1071,10 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, failed_clone_leaves_nothing);
 	tcase_add_test(tc, reprepare_starts_clean_and_second_process_sees_it);
 	tcase_add_test(tc, cleanup_stale_by_age);
+	tcase_add_test(tc, collector_at_start_and_every_interval);
+	tcase_add_test(tc, workspace_gone_is_stale);
+	tcase_add_test(tc, cleanup_prepared_takes_only_its_own);
+	tcase_add_test(tc, engine_slots_admit_at_most_n);
 	tcase_add_test(tc, bubblewrap_confines);
 	tcase_add_test(tc, sandbox_lives_with_the_environment);
 	tcase_add_test(tc, sandbox_follows_a_recreated_workspace);
