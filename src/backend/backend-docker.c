@@ -848,6 +848,12 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	cae_docker *d = impl_of(b)->d;
 	int r = 0;
 	cae_error e = {0};
+	/* nothing to remove (a prepare's clean start, mostly) needs no engine slot */
+	json_t *c = NULL;
+	r = cae_docker_container_inspect(d, name, &c, NULL);
+	json_decref(c);
+	if (r == -ENOENT)
+		return 0;
 	int slot = engine_slot_take(b, -1, NULL);
 	for (int attempt = 0; attempt < REMOVE_ATTEMPTS; attempt++) {
 		if (attempt)
@@ -1354,6 +1360,26 @@ static int list_ours(cae_backend *b, json_t **out, cae_error *err)
 	return 0;
 }
 
+/* What a running environment uses and may use (cae_docker_stats_summary), from the
+ * engine's stats endpoint; NULL for one that is not running or when the engine does not
+ * answer. */
+static json_t *resources_of(cae_backend *b, json_t *c)
+{
+	const char *id = json_string_value(json_object_get(c, "Id"));
+	const char *state = json_string_value(json_object_get(c, "State"));
+	if (!id || !state || strcmp(state, "running") != 0)
+		return NULL;
+	cae_docker *d = impl_of(b)->d;
+	json_t *stats = NULL, *ic = NULL;
+	if (cae_docker_container_stats(d, id, &stats, NULL) < 0)
+		return NULL;
+	(void)cae_docker_container_inspect(d, id, &ic, NULL);
+	json_t *res = cae_docker_stats_summary(stats, ic);
+	json_decref(stats);
+	json_decref(ic);
+	return res;
+}
+
 static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 {
 	json_t *ours = NULL;
@@ -1367,7 +1393,13 @@ static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 	{
 		cae_env_info info;
 		if (info_from_container(b, c, &info, NULL) == 0) {
-			json_array_append_new(*out, cae_env_info_to_json(&info));
+			json_t *j = cae_env_info_to_json(&info);
+			json_t *res = resources_of(b, c);
+			if (j && res)
+				json_object_set_new(j, "resources", res);
+			else
+				json_decref(res);
+			json_array_append_new(*out, j);
 			cae_env_info_clear(&info);
 		}
 	}

@@ -5,13 +5,13 @@
  * The semaphore is n lock files <dir>/slot-<i>.lock. A slot is held by an flock(LOCK_EX) on
  * an open file description of its own, so the kernel releases it when the holder closes it
  * or dies: a crashed process never keeps a slot. Acquiring tries every slot without
- * blocking, starting at a different one in each call (round robin), and then waits: blocked
- * in flock on one slot when nothing can cancel the wait, else sweeping again until a slot
- * is free or the cancel fd is readable. */
+ * blocking, starting at a different one in each call (round robin), and when all are held
+ * sweeps again after a short wait on the cancel fd, until a slot is free or the wait is
+ * cancelled. (Blocking in flock on one slot would wait for that slot only, while another
+ * may be given back first.) */
 #include "backend/backend-internal.h"
 
 #include "base/fs.h"
-#include "base/macro.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -75,20 +75,8 @@ int cae__slot_acquire(const char *dir, int n, bool wait, int cancel_fd, int *fd_
 			return cae_error_set(err, fd, "engine slot in %s: %s", dir, strerror(-fd));
 		if (!wait)
 			return -EAGAIN;
-		if (cancel_fd < 0) {
-			_cleanup_close_ int one = open_slot(dir, (int)(start % (unsigned)n));
-			if (one < 0)
-				return cae_error_set(err, one, "engine slot in %s: %s", dir,
-						     strerror(-one));
-			while (flock(one, LOCK_EX) < 0)
-				if (errno != EINTR)
-					return cae_error_set(err, -errno, "engine slot in %s: %s",
-							     dir, strerror(errno));
-			*fd_out = TAKE_FD(one);
-			return 0;
-		}
 		struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
-		if (poll(&p, 1, SWEEP_WAIT_MS) > 0)
+		if (poll(&p, 1, SWEEP_WAIT_MS) > 0 && (p.revents & POLLIN))
 			return cae_error_set(err, -ECANCELED,
 					     "cancelled while waiting for the engine");
 	}

@@ -2129,6 +2129,256 @@ START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 }
 END_TEST
 
+/* ---- many tasks on one host: collection, engine slots ---- */
+
+/* A set of task uuids: what a collection in these tests may look at (the engine is shared
+ * with other test runs, whose environments are not ours to remove). */
+struct uuid_set {
+	const char *uuids[8];
+	size_t n;
+};
+
+static bool in_set(const char *uuid, void *ud)
+{
+	const struct uuid_set *set = ud;
+	for (size_t i = 0; i < set->n; i++)
+		if (strcmp(set->uuids[i], uuid) == 0)
+			return true;
+	return false;
+}
+
+static char *fake_env_running(cae_docker *d, char *uuid, size_t size, const char *created)
+{
+	char name[160];
+	task_uuid(uuid, size);
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	char *id = fake_env(d, name, uuid, created);
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_container_start(d, id, &err) == 0, "%s", err.message);
+	return id;
+}
+
+/* The first run of a collector (what `cae mcp` starts with): an old environment and one
+ * whose container stopped for good go; a fresh one stays, and so does one its helper
+ * stopped after its lifetime (the next command starts it again). */
+START_TEST(collector_first_run_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char old[40], now[40];
+	time_t two_days_ago = time(NULL) - 2 * 86400;
+	struct tm tm;
+	gmtime_r(&two_days_ago, &tm);
+	strftime(old, sizeof(old), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+	cae__iso8601_now(now, sizeof(now));
+	char u_old[64], u_fresh[64], u_gone[64], u_expired[64];
+	char *a = fake_env_running(d, u_old, sizeof(u_old), old);
+	char *f = fake_env_running(d, u_fresh, sizeof(u_fresh), now);
+	char *g = fake_env_running(d, u_gone, sizeof(u_gone), now);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_stop(d, g, 0, &err), 0);
+	wait_stopped(d, g);
+	/* a container its helper stopped: exit code 75, labelled as having a helper */
+	char name[160];
+	task_uuid(u_expired, sizeof(u_expired));
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", u_expired);
+	json_t *ccfg =
+	    json_pack("{s:s, s:[s,s,s], s:[], s:{s:s, s:s, s:s, s:s}, s:{s:s}}", "Image",
+		      test_image(), "Entrypoint", "sh", "-c", "exit 75", "Cmd", "Labels",
+		      "cae.task_uuid", u_expired, "cae.environment", "python", "cae.created_at",
+		      now, "cae.helper", "1", "HostConfig", "NetworkMode", "none");
+	char *x = NULL;
+	ck_assert_msg(cae_docker_container_create(d, name, ccfg, &x, NULL, &err) == 0, "%s",
+		      err.message);
+	json_decref(ccfg);
+	ck_assert_int_eq(cae_docker_container_start(d, x, &err), 0);
+	ck_assert_int_eq(wait_stopped(d, x), 75);
+	struct uuid_set set = {{u_old, u_fresh, u_gone, u_expired}, 4};
+	cae_collector_options o = {
+	    .interval_ms = 0, .threshold_s = 24 * 3600, .filter = in_set, .filter_userdata = &set};
+	cae_backend_collector *c = NULL;
+	ck_assert_msg(cae_backend_collector_start(b, &o, &c, &err) == 0, "%s", err.message);
+	ck_assert_uint_eq(cae_backend_collector_wait(c, 1, 300000), 1);
+	cae_backend_collector_stop(c);
+	ck_assert(!container_exists(d, u_old));
+	ck_assert(!container_exists(d, u_gone));
+	ck_assert(container_exists(d, u_fresh));
+	ck_assert(container_exists(d, u_expired));
+	remove_container(d, f);
+	remove_container(d, x);
+	free(a);
+	free(f);
+	free(g);
+	free(x);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* What a session (a backend object) prepared is removed at its end; what another one
+ * prepared stays. */
+START_TEST(session_end_removes_what_it_prepared_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *mine = dbackend(cfg, NULL), *other = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char um[64], uo[64];
+	task_uuid(um, sizeof(um));
+	task_uuid(uo, sizeof(uo));
+	cae_task tm = http_task(um), to = http_task(uo);
+	cae_env_info info;
+	prepare_ok(mine, &tm, "python", &info);
+	cae_env_info_clear(&info);
+	prepare_ok(other, &to, "python", &info);
+	cae_env_info_clear(&info);
+	int removed = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_cleanup_prepared(mine, &removed, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(removed, 1);
+	ck_assert(!container_exists(d, um));
+	ck_assert(container_exists(d, uo));
+	ck_assert_int_eq(cae_backend_cleanup(other, uo, &err), 0);
+	cae_docker_free(d);
+	cae_backend_free(mine);
+	cae_backend_free(other);
+	cae_config_free(cfg);
+}
+END_TEST
+
+struct slot_prepare {
+	cae_backend *b;
+	cae_task t;
+	int cancel_fd;
+	int step_fd; /* written when step 3 (create) begins; -1: none */
+	int r;
+	cae_error err;
+};
+
+static void report_create(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct slot_prepare *sp = ud;
+	if (step == 3 && sp->step_fd >= 0)
+		ck_assert_int_eq(write(sp->step_fd, "3", 1), 1);
+}
+
+static void *slot_prepare_main(void *arg)
+{
+	struct slot_prepare *sp = arg;
+	cae_prepare_options o = {
+	    .progress = report_create, .progress_userdata = sp, .cancel_fd = sp->cancel_fd};
+	cae_env_info info;
+	sp->r = cae_backend_prepare(sp->b, &sp->t, "python", &o, &info, &sp->err);
+	if (sp->r == 0)
+		cae_env_info_clear(&info);
+	return NULL;
+}
+
+/* With every engine slot of the state directory held (by another process, as far as cae
+ * can tell), a prepare waits before it creates its container: cancelled there, it says it
+ * was waiting for the engine and leaves nothing; admitted when a slot is given back. */
+START_TEST(prepare_waits_for_an_engine_slot)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cfg_set(cfg, "command_executor.docker.max_concurrent_engine_ops", "2");
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char slots[4200];
+	snprintf(slots, sizeof(slots), "%s/engine-slots", state);
+	int held[2];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(cae__slot_acquire(slots, 2, false, -1, &held[i], NULL), 0);
+	int step[2], cancel[2];
+	ck_assert_int_eq(pipe2(step, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(cancel, O_CLOEXEC), 0);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	struct slot_prepare sp = {
+	    .b = b, .t = http_task(uuid), .cancel_fd = cancel[0], .step_fd = step[1]};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp), 0);
+	char c;
+	ck_assert_int_eq(read(step[0], &c, 1), 1);
+	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(sp.r, -ECANCELED);
+	ck_assert_msg(strstr(sp.err.message, "waiting for the engine") != NULL, "%s",
+		      sp.err.message);
+	ck_assert(!any_container(d, uuid));
+	/* admitted once a slot is free */
+	struct slot_prepare sp2 = {
+	    .b = b, .t = http_task(uuid), .cancel_fd = -1, .step_fd = step[1]};
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp2), 0);
+	ck_assert_int_eq(read(step[0], &c, 1), 1);
+	cae__slot_release(held[0]);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(sp2.r == 0, "%s", sp2.err.message);
+	ck_assert(container_exists(d, uuid));
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae__slot_release(held[1]);
+	for (int i = 0; i < 2; i++) {
+		close(step[i]);
+		close(cancel[i]);
+	}
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
+#define MANY 32
+
+/* 32 prepares at once (each its own backend, as separate processes would be) on a small
+ * host: every one succeeds, and every one is then removed. */
+START_TEST(many_prepares_at_once_all_succeed)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cae_docker *d = client();
+	static struct slot_prepare sp[MANY];
+	static char uuids[MANY][64];
+	pthread_t t[MANY];
+	(void)http_task("x"); /* repo_url is set once, before the threads read it */
+	for (int i = 0; i < MANY; i++) {
+		task_uuid(uuids[i], sizeof(uuids[i]));
+		sp[i] = (struct slot_prepare){
+		    .b = dbackend(cfg, NULL), .cancel_fd = -1, .step_fd = -1, .r = 1};
+		sp[i].t =
+		    (cae_task){.uuid = uuids[i], .repo = repo_url, .platform = (char *)"github"};
+	}
+	for (int i = 0; i < MANY; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, slot_prepare_main, &sp[i]), 0);
+	int ok = 0;
+	for (int i = 0; i < MANY; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		if (sp[i].r == 0)
+			ok++;
+		else
+			fprintf(stderr, "prepare %d: %s\n", i, sp[i].err.message);
+	}
+	for (int i = 0; i < MANY; i++) {
+		cae_error err = {0};
+		ck_assert_msg(cae_backend_cleanup(sp[i].b, uuids[i], &err) == 0, "%s", err.message);
+		ck_assert(!any_container(d, uuids[i]));
+		cae_backend_free(sp[i].b);
+	}
+	ck_assert_int_eq(ok, MANY);
+	cae_docker_free(d);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2170,6 +2420,16 @@ static Suite *make_suite(void)
 	tcase_add_test(b, dead_helper_falls_back_with_a_warning);
 	tcase_add_test(b, mcp_client_gone_ends_the_command_in_the_container);
 	suite_add_tcase(s, b);
+
+	TCase *m = tcase_create("many");
+	tcase_set_timeout(m, 1200);
+	tcase_add_unchecked_fixture(m, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(m, NULL, sweep);
+	tcase_add_test(m, collector_first_run_docker);
+	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
+	tcase_add_test(m, prepare_waits_for_an_engine_slot);
+	tcase_add_test(m, many_prepares_at_once_all_succeed);
+	suite_add_tcase(s, m);
 	return s;
 }
 

@@ -408,17 +408,19 @@ START_TEST(engine_slots_admit_at_most_n)
 	int fd = -1;
 	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
 	ck_assert_int_eq(fd, -1);
-	/* a waiter blocked in the kernel (no cancel fd) is admitted when one is released */
-	struct slot_waiter w = {.dir = dir, .n = N, .cancel_fd = -1, .r = 1, .fd = -1};
+	/* a waiter (no cancel fd) is admitted whichever slot is given back: each in turn */
+	struct slot_waiter w;
 	pthread_t t;
-	ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &w), 0);
-	cae__slot_release(held[0]);
-	held[0] = -1;
-	ck_assert_int_eq(pthread_join(t, NULL), 0);
-	ck_assert_int_eq(w.r, 0);
-	ck_assert_int_ge(w.fd, 0);
-	/* full again: the waiter took the released slot */
-	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	for (int i = 0; i < N; i++) {
+		w = (struct slot_waiter){.dir = dir, .n = N, .cancel_fd = -1, .r = 1, .fd = -1};
+		ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &w), 0);
+		cae__slot_release(held[i]);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_assert_int_eq(w.r, 0);
+		ck_assert_int_ge(w.fd, 0);
+		held[i] = w.fd; /* the waiter holds it now: full again */
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	}
 	/* a waiter with a cancel fd ends when it is cancelled */
 	int cp[2];
 	ck_assert_int_eq(pipe(cp), 0);
@@ -430,8 +432,7 @@ START_TEST(engine_slots_admit_at_most_n)
 	ck_assert_int_eq(wc.fd, -1);
 	close(cp[0]);
 	close(cp[1]);
-	cae__slot_release(w.fd);
-	for (int i = 1; i < N; i++)
+	for (int i = 0; i < N; i++)
 		cae__slot_release(held[i]);
 	/* another process holds every slot, then dies: the slots are free again */
 	int up[2], down[2];
@@ -462,6 +463,97 @@ START_TEST(engine_slots_admit_at_most_n)
 		cae__slot_release(held[i]);
 	cae__rm_rf(dir);
 	free(dir);
+}
+END_TEST
+
+struct bg_exec {
+	cae_backend *b;
+	const char *uuid;
+	const char *script;
+	int cancel_fd;
+	int r;
+};
+
+static void *bg_exec_main(void *arg)
+{
+	struct bg_exec *x = arg;
+	const char *argv[] = {"sh", "-c", x->script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = x->cancel_fd};
+	cae_run_result r;
+	x->r = cae_backend_exec(x->b, x->uuid, &req, &r, NULL);
+	if (x->r == 0)
+		cae_run_result_clear(&r);
+	return NULL;
+}
+
+static json_t *find_env(json_t *list, const char *uuid)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* The list shows what each environment's processes use and its limits, to any process: a
+ * busy one has processes, CPU time and memory; an idle one none. */
+START_TEST(list_shows_resources)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	char busy_flag[4200];
+	for (int i = 0; i < 2; i++) {
+		cae_task t = {.uuid = C(i ? "idle" : "busy"), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s",
+			      err.message);
+		if (i == 0)
+			snprintf(busy_flag, sizeof(busy_flag), "%s/.busy", info.host_path);
+		cae_env_info_clear(&info);
+	}
+	int cancel[2];
+	ck_assert_int_eq(pipe(cancel), 0);
+	struct bg_exec x = {.b = b,
+			    .uuid = "busy",
+			    .script = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; "
+				      "touch .busy; sleep 300",
+			    .cancel_fd = cancel[0]};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, bg_exec_main, &x), 0);
+	for (int i = 0; i < 1200 && access(busy_flag, F_OK) != 0; i++)
+		usleep(100000);
+	ck_assert_msg(access(busy_flag, F_OK) == 0, "the command never got going");
+	cae_backend *viewer = backend(cfg); /* as another process sees it */
+	json_t *list = NULL;
+	ck_assert_msg(cae_backend_list(viewer, &list, &err) == 0, "%s", err.message);
+	json_t *busy = json_object_get(find_env(list, "busy"), "resources");
+	json_t *idle = json_object_get(find_env(list, "idle"), "resources");
+	ck_assert_ptr_nonnull(busy);
+	ck_assert_ptr_nonnull(idle);
+	ck_assert_int_ge(json_integer_value(json_object_get(busy, "pids")), 2); /* sh, sleep */
+	ck_assert(json_real_value(json_object_get(busy, "cpu_seconds")) > 0);
+	ck_assert_int_gt(json_integer_value(json_object_get(busy, "memory_bytes")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(busy, "memory_limit_bytes")),
+			 (json_int_t)cfg->command_executor.docker.resources.memory_bytes);
+	ck_assert(json_number_value(json_object_get(busy, "cpus_limit")) ==
+		  cfg->command_executor.docker.resources.cpu_limit);
+	ck_assert_int_eq(json_integer_value(json_object_get(busy, "pids_limit")),
+			 cfg->command_executor.docker.resources.pids_limit);
+	ck_assert_int_eq(json_integer_value(json_object_get(idle, "pids")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(idle, "memory_bytes")), 0);
+	json_decref(list);
+	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	close(cancel[0]);
+	close(cancel[1]);
+	cae_backend_free(viewer);
+	cae_backend_free(b);
+	cae_config_free(cfg);
 }
 END_TEST
 
@@ -1075,6 +1167,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, workspace_gone_is_stale);
 	tcase_add_test(tc, cleanup_prepared_takes_only_its_own);
 	tcase_add_test(tc, engine_slots_admit_at_most_n);
+	tcase_add_test(tc, list_shows_resources);
 	tcase_add_test(tc, bubblewrap_confines);
 	tcase_add_test(tc, sandbox_lives_with_the_environment);
 	tcase_add_test(tc, sandbox_follows_a_recreated_workspace);
