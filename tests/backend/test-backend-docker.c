@@ -2334,6 +2334,48 @@ START_TEST(prepare_waits_for_an_engine_slot)
 }
 END_TEST
 
+/* cae env list / environment_list: what a running environment uses, from the engine's
+ * stats endpoint, next to its limits. */
+START_TEST(list_shows_resources_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_env_info_clear(&info);
+	cae_run_result r =
+	    bexec(b, uuid, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done", 120000);
+	ck_assert_str_eq(r.out, "done\n");
+	cae_run_result_clear(&r);
+	json_t *list = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_list(b, &list, &err) == 0, "%s", err.message);
+	json_t *res = NULL;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			res = json_object_get(e, "resources");
+	}
+	ck_assert_ptr_nonnull(res);
+	ck_assert(json_real_value(json_object_get(res, "cpu_seconds")) > 0.05);
+	ck_assert_int_gt(json_integer_value(json_object_get(res, "memory_bytes")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "memory_limit_bytes")),
+			 1024 * 1024 * 1024);
+	ck_assert(json_real_value(json_object_get(res, "cpus_limit")) == 1.0);
+	ck_assert_int_ge(json_integer_value(json_object_get(res, "pids")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "pids_limit")), 256);
+	json_decref(list);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 #define MANY 32
 
 /* 32 prepares at once (each its own backend, as separate processes would be) on a small
@@ -2428,6 +2470,7 @@ static Suite *make_suite(void)
 	tcase_add_test(m, collector_first_run_docker);
 	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
 	tcase_add_test(m, prepare_waits_for_an_engine_slot);
+	tcase_add_test(m, list_shows_resources_docker);
 	tcase_add_test(m, many_prepares_at_once_all_succeed);
 	suite_add_tcase(s, m);
 	return s;

@@ -965,6 +965,114 @@ START_TEST(dependency_failure_is_a_warning)
 }
 END_TEST
 
+static json_t *dep_of(json_t *deps, const char *manifest)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")), manifest) == 0)
+			return d;
+	}
+	return NULL;
+}
+
+static bool warned_with(json_t *warnings, const char *a, const char *b)
+{
+	size_t i;
+	json_t *w;
+	json_array_foreach(warnings, i, w)
+	{
+		if (strstr(json_string_value(w), a) && (!b || strstr(json_string_value(w), b)))
+			return true;
+	}
+	return false;
+}
+
+/* conda and mamba cannot be installed on this test host (no conda-forge), nor cargo's
+ * registry reached: stand-in `mamba`, `conda` and `cargo` scripts on PATH record how they
+ * are called. environment.yml goes to a prefix under the user's home (never the base
+ * environment of a root-owned /opt/conda); without mamba, conda does it (a warning says
+ * so); Cargo.toml runs `cargo fetch`. Unconfined local commands see this process's PATH. */
+START_TEST(dependency_standins_conda_and_cargo)
+{
+	_cleanup_free_ char *repo = make_repo();
+	tu_sh("cd %s && printf 'name: t\\ndependencies: [python]\\n' > environment.yml && "
+	      "printf '[package]\\nname = \"t\"\\nversion = \"0.1.0\"\\n' > Cargo.toml && " GIT
+	      " add . && " GIT " commit -qm deps",
+	      repo);
+	char *bin = tu_mkdtemp(), *home = tu_mkdtemp();
+	static const char standin[] =
+	    "#!/bin/sh\necho \"$(basename \"$0\") $* uid=$(id -u)\" >> \"$HOME/calls.log\"\n"
+	    "while [ $# -gt 0 ]; do [ \"$1\" = -p ] && mkdir -p \"$2\"; shift; done\nexit 0\n";
+	tu_write(bin, "mamba", standin);
+	tu_write(bin, "conda", standin);
+	tu_write(bin, "cargo", standin);
+	tu_sh("chmod 755 %s/mamba %s/conda %s/cargo", bin, bin, bin);
+	char path[8192];
+	snprintf(path, sizeof(path), "%s:/usr/local/bin:/usr/bin:/bin", bin);
+	setenv("PATH", path, 1);
+	setenv("HOME", home, 1);
+	cae_config *cfg = config("  local:\n    sandbox: none\n    unconfined: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task t = {.uuid = C("standin"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	json_t *env = dep_of(info.deps, "environment.yml");
+	json_t *cargo = dep_of(info.deps, "Cargo.toml");
+	ck_assert_ptr_nonnull(env);
+	ck_assert_ptr_nonnull(cargo);
+	ck_assert(json_is_true(json_object_get(env, "success")));
+	ck_assert(json_is_true(json_object_get(cargo, "success")));
+	ck_assert_str_eq(json_string_value(json_object_get(cargo, "command")), "cargo fetch");
+	cae_env_info_clear(&info);
+	_cleanup_free_ char *log = cae__path_join(home, "calls.log");
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, log, 65536, &text, &len), 0);
+	char want[8400];
+	snprintf(want, sizeof(want),
+		 "mamba env update -p %s/.conda/envs/project -f environment.yml", home);
+	ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+	ck_assert_msg(strstr(text, "cargo fetch") != NULL, "%s", text);
+	ck_assert_ptr_null(strstr(text, "-n base"));
+	char prefix[8300];
+	snprintf(prefix, sizeof(prefix), "%s/.conda/envs/project", home);
+	ck_assert(cae__is_dir(prefix)); /* made by the (stand-in) tool as this user */
+	/* without mamba: conda makes the environment, and a warning names mamba */
+	tu_sh("rm %s/mamba && : > %s/calls.log", bin, home);
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	env = dep_of(info.deps, "environment.yml");
+	ck_assert(json_is_true(json_object_get(env, "success")));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(env, "command")), "conda env update -p"));
+	ck_assert(warned_with(info.warnings, "mamba is not installed", "conda env update"));
+	cae_env_info_clear(&info);
+	free(text);
+	text = NULL;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, log, 65536, &text, &len), 0);
+	snprintf(want, sizeof(want),
+		 "conda env update -p %s/.conda/envs/project -f environment.yml", home);
+	ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+	/* neither: a warning naming both, and the prepare still succeeds */
+	tu_sh("rm %s/conda %s/cargo", bin, bin);
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "environment.yml"), "skipped")));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "Cargo.toml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "neither mamba nor conda", NULL));
+	ck_assert(warned_with(info.warnings, "cargo is not installed", NULL));
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(bin);
+	cae__rm_rf(home);
+	free(bin);
+	free(home);
+}
+END_TEST
+
 START_TEST(environment_gone_is_clear)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -1177,6 +1285,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, prepare_killed_is_never_ready);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
+	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
