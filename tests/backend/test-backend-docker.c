@@ -2376,6 +2376,82 @@ START_TEST(list_shows_resources_docker)
 }
 END_TEST
 
+static json_t *dep_of(json_t *deps, const char *manifest)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")), manifest) == 0)
+			return d;
+	}
+	return NULL;
+}
+
+static bool warned_with(json_t *warnings, const char *needle)
+{
+	size_t i;
+	json_t *w;
+	json_array_foreach(warnings, i, w)
+	{
+		if (strstr(json_string_value(w), needle))
+			return true;
+	}
+	return false;
+}
+
+/* Dependencies in the python image, as its user (uid 1000): pyproject.toml is installed by
+ * pip, editable (poetry.lock names poetry, which the image lacks: a warning, pip instead);
+ * Cargo.toml and environment.yml name tools the image lacks: warnings naming them, and the
+ * prepare succeeds. */
+START_TEST(dependencies_in_the_python_image)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	char *work = tu_mkdtemp();
+	shf("set -e; cd %s && git init -q -b main && mkdir caepkg && "
+	    "echo 'VALUE = 1' > caepkg/__init__.py && "
+	    "printf '[project]\\nname = \"caepkg\"\\nversion = \"0.1\"\\n[build-system]\\n"
+	    "requires = [\"setuptools\"]\\nbuild-backend = \"setuptools.build_meta\"\\n' "
+	    "> pyproject.toml && : > poetry.lock && "
+	    "printf '[package]\\nname = \"t\"\\nversion = \"0.1.0\"\\n' > Cargo.toml && "
+	    "printf 'name: t\\ndependencies: [python]\\n' > environment.yml && git add . && "
+	    "git -c user.email=t@e -c user.name=t commit -qm init",
+	    work);
+	cae_task t = {.uuid = uuid, .repo = work};
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	json_t *py = dep_of(info.deps, "pyproject.toml");
+	ck_assert_ptr_nonnull(py);
+	ck_assert_msg(json_is_true(json_object_get(py, "success")), "%s",
+		      json_dumps(py, JSON_COMPACT));
+	ck_assert_str_eq(json_string_value(json_object_get(py, "lock_file")), "poetry.lock");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(py, "command")), "pip"));
+	ck_assert(warned_with(info.warnings, "poetry is not installed"));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "Cargo.toml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "cargo is not installed"));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "environment.yml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "neither mamba nor conda"));
+	cae_env_info_clear(&info);
+	/* editable: a change in the clone is what an import anywhere sees */
+	cae_run_result r =
+	    bexec(b, uuid,
+		  "echo 'VALUE = 2' > caepkg/__init__.py && cd / && python3 -c 'import caepkg; "
+		  "print(caepkg.VALUE)' && id -u",
+		  60000);
+	ck_assert_str_eq(r.out, "2\n1000\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 #define MANY 32
 
 /* 32 prepares at once (each its own backend, as separate processes would be) on a small
@@ -2471,6 +2547,7 @@ static Suite *make_suite(void)
 	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
 	tcase_add_test(m, prepare_waits_for_an_engine_slot);
 	tcase_add_test(m, list_shows_resources_docker);
+	tcase_add_test(m, dependencies_in_the_python_image);
 	tcase_add_test(m, many_prepares_at_once_all_succeed);
 	suite_add_tcase(s, m);
 	return s;
