@@ -176,7 +176,9 @@ typedef struct cae_config {
 			cae_config_truncate truncate; /* head */
 		} execution;
 		struct {
-			int interval_hours;	   /* 24 */
+			/* 24: `cae mcp` removes stale environments when it starts and then
+			 * this often; 0: never by itself (`cae gc` still does) */
+			int interval_hours;
 			int stale_threshold_hours; /* 24 */
 			/* true: `cae mcp` removes, when it ends, the environments it prepared
 			 * that are still the ones it prepared */

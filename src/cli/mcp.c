@@ -72,10 +72,12 @@ struct lazy_session {
 static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err);
 static int shutdown_pipe[2] = {-1, -1};
 
-/* Stale environments are collected at once and then every interval_hours. */
+/* Stale environments are collected at once and then every interval_hours (0: never). */
 static void start_collector(struct lazy_session *l, cae_session *s)
 {
 	const cae_config *cfg = cae_session_config(s);
+	if (cfg->command_executor.cleanup.interval_hours <= 0)
+		return; /* collection is the operator's (cae gc) */
 	cae_collector_options o = {
 	    .interval_ms = (int64_t)cfg->command_executor.cleanup.interval_hours * 3600 * 1000,
 	    .threshold_s = (int64_t)cfg->command_executor.cleanup.stale_threshold_hours * 3600,

@@ -123,7 +123,7 @@ const struct cfg_key cfg_keys[] = {
     ENUM(CE "execution.truncate", command_executor.execution.truncate, truncate_names, "head",
 	 NULL),
     SECTION(CE "cleanup"),
-    INT(CE "cleanup.interval_hours", command_executor.cleanup.interval_hours, 1, 8760, "24", NULL),
+    INT(CE "cleanup.interval_hours", command_executor.cleanup.interval_hours, 0, 8760, "24", NULL),
     INT(CE "cleanup.stale_threshold_hours", command_executor.cleanup.stale_threshold_hours, 1, 8760,
 	"24", NULL),
     BOOL(CE "cleanup.on_session_end", command_executor.cleanup.on_session_end, "true", NULL),

@@ -1171,7 +1171,9 @@ START_TEST(cli_prepare_killed_then_gc)
 	tu_write(
 	    dir, "config.yaml",
 	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n"
+	    /* the engine is shared: no collection of other runs' environments */
+	    "  cleanup:\n    interval_hours: 0\n");
 	cae_docker *d = client();
 	/* Killed once its container exists, and once it logged that the container started
 	 * (the clone comes next). A prepare that finished before the kill landed proves
@@ -1262,7 +1264,9 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	tu_write(
 	    dir, "config.yaml",
 	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n"
+	    /* the engine is shared: no collection of other runs' environments */
+	    "  cleanup:\n    interval_hours: 0\n");
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
@@ -1431,9 +1435,11 @@ START_TEST(cli_exec_signals_end_the_command_in_the_container)
 	char *dir = tu_mkdtemp();
 	char config[600];
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
 	cae_backend *b = dbackend(cfg, NULL);
 	cae_docker *d = client();
@@ -1972,9 +1978,11 @@ START_TEST(several_managers_at_once)
 	char *dir = tu_mkdtemp();
 	char config[600];
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
 	cae_backend *b = dbackend(cfg, NULL);
 	char uuid[64];
@@ -2067,9 +2075,11 @@ END_TEST
 START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 {
 	char *dir = tu_mkdtemp();
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	char uuid[64], task[1024], config[600], taskpath[600], name[160];
 	task_uuid(uuid, sizeof(uuid));
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);

@@ -381,8 +381,16 @@ START_TEST(mcp_collects_at_start)
 	      "\"2020-01-01T00:00:00.000Z\"/' meta.json",
 	      state);
 	ck_assert(listed("old-1"));
+	/* interval_hours 0: collection is left to `cae gc` */
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	tu_write(dir, "off.yaml", "command_executor:\n  cleanup:\n    interval_hours: 0\n");
+	char config[4200];
+	snprintf(config, sizeof(config), "%s/off.yaml", dir);
+	ck_assert_int_eq(mcp_run(config, "", 0), 0);
+	ck_assert(listed("old-1"));
 	ck_assert_int_eq(mcp_run(NULL, "", 0), 0);
 	ck_assert(!listed("old-1"));
+	cae__rm_rf(dir);
 	ck_assert(listed("fresh-1"));
 }
 END_TEST
