@@ -152,9 +152,45 @@ CAE_EXPORT int cae_backend_fs(cae_backend *b, const char *task_uuid, const struc
 			      struct cae_fs_reply *rep, cae_error *err);
 /* Removes the environment (retrying up to 3 times). A missing environment is success. */
 CAE_EXPORT int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
-/* Removes every environment older than threshold_s seconds; *removed gets the count. */
+/* Removes every stale environment: older than threshold_s seconds, or whose prepare died,
+ * or that can no longer run a command (docker: its container stopped for good; local: the
+ * workspace directory is gone). An environment still being prepared by a live process is
+ * never removed. *removed gets the count. */
 CAE_EXPORT int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed,
 					 cae_error *err);
+
+/* Which environments a collection may look at (by task uuid); NULL: every one. */
+typedef bool (*cae_env_filter_fn)(const char *task_uuid, void *userdata);
+
+/* cae_backend_cleanup_stale over the environments filter accepts. */
+CAE_EXPORT int cae_backend_cleanup_stale_filtered(cae_backend *b, int64_t threshold_s,
+						  cae_env_filter_fn filter, void *userdata,
+						  int *removed, cae_error *err);
+
+/* Collection without a human: a thread that runs cae_backend_cleanup_stale at once and then
+ * every interval_ms, until stopped. Each run logs environment.cleanup_stale. */
+typedef struct cae_backend_collector cae_backend_collector;
+typedef struct cae_collector_options {
+	int64_t interval_ms; /* between runs; <= 0: one run only */
+	int64_t threshold_s; /* as cae_backend_cleanup_stale */
+	cae_env_filter_fn filter;
+	void *filter_userdata;
+} cae_collector_options;
+/* b is borrowed and must outlive the collector. *out is new (cae_backend_collector_stop). */
+CAE_EXPORT int cae_backend_collector_start(cae_backend *b, const cae_collector_options *o,
+					   cae_backend_collector **out, cae_error *err);
+/* Waits until at least runs collections have finished, or timeout_ms passed; returns how
+ * many have finished. */
+CAE_EXPORT unsigned cae_backend_collector_wait(cae_backend_collector *c, unsigned runs,
+					       int64_t timeout_ms);
+/* Stops the collector (a run in progress finishes first) and frees it. Accepts NULL. */
+CAE_EXPORT void cae_backend_collector_stop(cae_backend_collector *c);
+
+/* Removes the environments this backend object prepared and nobody cleaned up since, when
+ * each is still the one it prepared (the same container id and creation time: not prepared
+ * again by another process meanwhile). What any other process prepared stays. *removed
+ * gets the count. */
+CAE_EXPORT int cae_backend_cleanup_prepared(cae_backend *b, int *removed, cae_error *err);
 /* The environments this backend knows: a JSON array of ContainerInfo (new reference). */
 CAE_EXPORT int cae_backend_list(cae_backend *b, json_t **out, cae_error *err);
 /* ContainerInfo of one environment; -ENOENT when there is none. */

@@ -158,6 +158,11 @@ typedef struct cae_config {
 			 * manager connected (a leaked container ends by itself; the next command
 			 * starts it again); 0: never */
 			int helper_lifetime_seconds;
+			/* 4: container create, start, stop and remove of every cae process
+			 * using this state directory run at most this many at a time (a
+			 * counting semaphore of lock files under the state directory); the
+			 * clone and commands are not limited */
+			int max_concurrent_engine_ops;
 		} docker;
 		struct {
 			bool shallow;		/* true */
@@ -171,8 +176,13 @@ typedef struct cae_config {
 			cae_config_truncate truncate; /* head */
 		} execution;
 		struct {
-			int interval_hours;	   /* 24 */
+			/* 24: `cae mcp` removes stale environments when it starts and then
+			 * this often; 0: never by itself (`cae gc` still does) */
+			int interval_hours;
 			int stale_threshold_hours; /* 24 */
+			/* true: `cae mcp` removes, when it ends, the environments it prepared
+			 * that are still the ones it prepared */
+			bool on_session_end;
 		} cleanup;
 		struct {
 			bool use_default;		/* true */

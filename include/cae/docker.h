@@ -83,6 +83,16 @@ CAE_EXPORT int cae_docker_container_start(cae_docker *d, const char *id, cae_err
 /* GET /containers/{id}/json; -ENOENT when there is no such container. */
 CAE_EXPORT int cae_docker_container_inspect(cae_docker *d, const char *id, json_t **out,
 					    cae_error *err);
+/* GET /containers/{id}/stats?stream=false&one-shot=true: one sample of the container's
+ * resource use (cpu_stats, memory_stats, pids_stats; precpu_stats is empty with one-shot
+ * on engines that know it). -ENOENT when there is no such container. */
+CAE_EXPORT int cae_docker_container_stats(cae_docker *d, const char *id, json_t **out,
+					  cae_error *err);
+/* The figures an operator reads from a stats sample (above) and the container's inspect
+ * (may be NULL: no CPU limit then): {cpu_seconds, cpu_percent?, memory_bytes,
+ * memory_limit_bytes, pids, pids_limit?, cpus_limit?}. Memory in use excludes the page cache
+ * the kernel may drop (inactive files), as `docker stats` shows it. New reference. */
+CAE_EXPORT json_t *cae_docker_stats_summary(json_t *stats, json_t *inspect);
 /* POST /containers/{id}/stop?t=timeout_s (an already stopped container is success). */
 CAE_EXPORT int cae_docker_container_stop(cae_docker *d, const char *id, int timeout_s,
 					 cae_error *err);

@@ -100,6 +100,7 @@ struct docker_impl {
 	char *socket_path; /* unix:// engines: the socket, for mount_docker_socket */
 	pthread_mutex_t chan_lock;
 	struct chan *chans;
+	char *slots_dir; /* the engine-slot semaphore (engine_slot_take); NULL: no limit */
 };
 
 static struct docker_impl *impl_of(cae_backend *b)
@@ -152,6 +153,38 @@ static enum phase container_phase(const cae_backend *b, json_t *c, const char **
 				   timeout > 0 ? timeout : 300)
 		   ? PHASE_CREATING
 		   : PHASE_FAILED;
+}
+
+/* ---- engine slots ----
+ * Container create, start, stop and remove are what a busy engine gets slow at; every cae
+ * process with the same state directory takes one of
+ * command_executor.docker.max_concurrent_engine_ops slots (src/backend/slots.c) around
+ * them. The clone and commands are not limited. */
+
+/* A slot's fd (give it to engine_slot_give), or -1 with the step to go on without one when
+ * the semaphore itself fails (a state directory that cannot be written: a warning, not a
+ * failed prepare); < -1 only when cancelled (-ECANCELED). */
+static int engine_slot_take(cae_backend *b, int cancel_fd, cae_error *err)
+{
+	struct docker_impl *di = impl_of(b);
+	if (!di->slots_dir)
+		return -1;
+	int fd = -1;
+	cae_error e = {0};
+	int r = cae__slot_acquire(di->slots_dir,
+				  b->cfg->command_executor.docker.max_concurrent_engine_ops, true,
+				  cancel_fd, &fd, &e);
+	if (r == -ECANCELED)
+		return cae_error_set(err, r, "%s", e.message);
+	if (r < 0)
+		cae_log_event(b->log, CAE_LOG_WARN, "docker.engine_slot_failed",
+			      "engine operations not limited: %s", e.message);
+	return fd;
+}
+
+static void engine_slot_give(int fd)
+{
+	cae__slot_release(fd);
 }
 
 /* ---- engine facts (once per backend) ---- */
@@ -824,6 +857,13 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	cae_docker *d = impl_of(b)->d;
 	int r = 0;
 	cae_error e = {0};
+	/* nothing to remove (a prepare's clean start, mostly) needs no engine slot */
+	json_t *c = NULL;
+	r = cae_docker_container_inspect(d, name, &c, NULL);
+	json_decref(c);
+	if (r == -ENOENT)
+		return 0;
+	int slot = engine_slot_take(b, -1, NULL);
 	for (int attempt = 0; attempt < REMOVE_ATTEMPTS; attempt++) {
 		if (attempt)
 			nanosleep(&(struct timespec){0, 200000000L * attempt}, NULL);
@@ -843,6 +883,7 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 			       json_pack("{s:s, s:i}", "task_uuid", uuid, "attempt", attempt + 1),
 			       "%s", e.message);
 	}
+	engine_slot_give(slot);
 	if (r < 0)
 		return cae_error_set(err, r, "could not remove container %s after %d attempts: %s",
 				     name, REMOVE_ATTEMPTS, e.message);
@@ -1151,25 +1192,13 @@ static int docker_remove(cae_backend *b, const char *uuid, bool graceful, cae_er
 	return remove_env(b, uuid, graceful ? STOP_TIMEOUT_S : -1, err);
 }
 
-/* Creates and starts the container, under the creating name until the last step (see the
- * top of this file). */
-static int docker_create(cae_prepare *p, cae_error *err)
+/* docker_create's engine steps (in an engine slot): create under the creating name, the
+ * helper's upload, start. t_wait: when the wait for the slot began. */
+static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
 	cae_docker *d = impl_of(p->b)->d;
 	json_t *engine_warnings = NULL;
-	if (!is_local_repo(p->task->repo)) {
-		char *host = NULL;
-		const char *user = NULL, *token = NULL;
-		cae_error e = {0};
-		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
-		    host) {
-			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
-			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
-				dp->git_credential = NULL;
-		}
-		free(host);
-	}
 	json_t *config = container_config(p, dp->with_disk);
 	if (!config)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1208,16 +1237,42 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	int64_t t_started = cae__now_ms();
 	char name[128];
 	container_name(name, sizeof(name), p->task->uuid);
-	p->create_fields =
-	    json_pack("{s:s, s:s, s:s, s:I, s:I}", "container", name, "image", dp->image, "network",
-		      network_mode(p->b->cfg), "create_ms", (json_int_t)(t_start - t_create),
-		      "start_ms", (json_int_t)(t_started - t_start));
+	p->create_fields = json_pack(
+	    "{s:s, s:s, s:s, s:I, s:I, s:I}", "container", name, "image", dp->image, "network",
+	    network_mode(p->b->cfg), "slot_wait_ms", (json_int_t)(t_create - t_wait), "create_ms",
+	    (json_int_t)(t_start - t_create), "start_ms", (json_int_t)(t_started - t_start));
 	dp->pc = (struct prep_ctx){
 	    .b = p->b, .uuid = p->task->uuid, .id = dp->id, .cancel_fd = p->cancel_fd};
 	p->exec = prep_exec;
 	p->exec_ctx = &dp->pc;
 	p->project = PROJECT;
 	return 0;
+}
+
+/* Creates and starts the container, under the creating name until the last step (see the
+ * top of this file). */
+static int docker_create(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (!is_local_repo(p->task->repo)) {
+		char *host = NULL;
+		const char *user = NULL, *token = NULL;
+		cae_error e = {0};
+		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
+		    host) {
+			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
+			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
+				dp->git_credential = NULL;
+		}
+		free(host);
+	}
+	int64_t t_wait = cae__now_ms();
+	int slot = engine_slot_take(p->b, p->cancel_fd, err);
+	if (slot < -1)
+		return slot;
+	int r = create_and_start(p, t_wait, err);
+	engine_slot_give(slot);
+	return r;
 }
 
 static int docker_populate(cae_prepare *p, cae_error *err)
@@ -1314,6 +1369,26 @@ static int list_ours(cae_backend *b, json_t **out, cae_error *err)
 	return 0;
 }
 
+/* What a running environment uses and may use (cae_docker_stats_summary), from the
+ * engine's stats endpoint; NULL for one that is not running or when the engine does not
+ * answer. */
+static json_t *resources_of(cae_backend *b, json_t *c)
+{
+	const char *id = json_string_value(json_object_get(c, "Id"));
+	const char *state = json_string_value(json_object_get(c, "State"));
+	if (!id || !state || strcmp(state, "running") != 0)
+		return NULL;
+	cae_docker *d = impl_of(b)->d;
+	json_t *stats = NULL, *ic = NULL;
+	if (cae_docker_container_stats(d, id, &stats, NULL) < 0)
+		return NULL;
+	(void)cae_docker_container_inspect(d, id, &ic, NULL);
+	json_t *res = cae_docker_stats_summary(stats, ic);
+	json_decref(stats);
+	json_decref(ic);
+	return res;
+}
+
 static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 {
 	json_t *ours = NULL;
@@ -1327,7 +1402,13 @@ static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 	{
 		cae_env_info info;
 		if (info_from_container(b, c, &info, NULL) == 0) {
-			json_array_append_new(*out, cae_env_info_to_json(&info));
+			json_t *j = cae_env_info_to_json(&info);
+			json_t *res = resources_of(b, c);
+			if (j && res)
+				json_object_set_new(j, "resources", res);
+			else
+				json_decref(res);
+			json_array_append_new(*out, j);
 			cae_env_info_clear(&info);
 		}
 	}
@@ -1335,7 +1416,34 @@ static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 	return 0;
 }
 
-static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
+/* A finished environment that can run no command any more: its container stopped and will
+ * not be started again (only one its helper stopped after the helper's lifetime is; see
+ * restart_expired), or the engine gave up on it. */
+static bool container_gone(cae_backend *b, json_t *c)
+{
+	const char *state = json_string_value(json_object_get(c, "State"));
+	if (!state || strcmp(state, "running") == 0 || strcmp(state, "restarting") == 0 ||
+	    strcmp(state, "created") == 0 || strcmp(state, "paused") == 0)
+		return false;
+	if (strcmp(state, "dead") == 0)
+		return true;
+	if (strcmp(state, "exited") != 0)
+		return false;
+	const char *id = json_string_value(json_object_get(c, "Id"));
+	json_t *ic = NULL;
+	if (!id || cae_docker_container_inspect(impl_of(b)->d, id, &ic, NULL) < 0)
+		return false;
+	json_t *st = json_object_get(ic, "State");
+	bool expired =
+	    json_integer_value(json_object_get(st, "ExitCode")) == CAE_HELPER_INIT_EXPIRED &&
+	    label(json_object_get(json_object_get(ic, "Config"), "Labels"), LABEL_HELPER);
+	bool gone = !json_is_true(json_object_get(st, "Running")) && !expired;
+	json_decref(ic);
+	return gone;
+}
+
+static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
+				void *filter_ud, int *removed, cae_error *err)
 {
 	json_t *ours = NULL;
 	int r = list_ours(b, &ours, err);
@@ -1355,17 +1463,19 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, int *remove
 			created = (int64_t)json_integer_value(json_object_get(c, "Created"));
 		/* An unfinished environment whose preparer is gone goes whatever its age; one
 		 * still being prepared stays (its preparer removes it if it fails). */
-		if (ph == PHASE_CREATING)
+		if (ph == PHASE_CREATING || (filter && !filter(uuid, filter_ud)))
 			continue;
-		if (ph != PHASE_FAILED && (created <= 0 || now - created < threshold_s))
+		bool old = created > 0 && now - created >= threshold_s;
+		bool gone = ph == PHASE_FINAL && !old && container_gone(b, c);
+		if (ph != PHASE_FAILED && !old && !gone)
 			continue;
 		cae_error e = {0};
 		if (remove_env(b, uuid, STOP_TIMEOUT_S, &e) == 0) {
 			(*removed)++;
 			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
-				       json_pack("{s:s, s:I, s:b}", "task_uuid", uuid, "age_s",
+				       json_pack("{s:s, s:I, s:b, s:b}", "task_uuid", uuid, "age_s",
 						 (json_int_t)(now - created), "unfinished",
-						 ph == PHASE_FAILED),
+						 ph == PHASE_FAILED, "gone", gone),
 				       NULL);
 		} else {
 			failed++;
@@ -1399,6 +1509,7 @@ static void docker_free(cae_backend *b)
 		pthread_mutex_destroy(&di->chan_lock);
 		pthread_mutex_destroy(&di->lock);
 		free(di->socket_path);
+		free(di->slots_dir);
 		free(di);
 	}
 	free(b);
@@ -1442,6 +1553,9 @@ int cae__docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **o
 		docker_free(b);
 		return r;
 	}
+	const char *state = cfg->command_executor.state_dir;
+	if (state && state[0] == '/')
+		di->slots_dir = cae__path_join(state, "engine-slots");
 	const char *h = cae_docker_host(di->d);
 	if (strncmp(h, "unix://", 7) == 0)
 		di->socket_path = strdup(h + 7);

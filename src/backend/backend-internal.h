@@ -74,18 +74,32 @@ typedef struct cae_backend_ops {
 	/* may be NULL: file operations run by the environment's helper (cae_backend_fs) */
 	int (*fs)(cae_backend *b, const char *task_uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		  cae_error *err);
-	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err);
+	/* filter (may be NULL) says which environments may be looked at */
+	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
+			     void *filter_ud, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
 	void (*free)(cae_backend *b);
 } cae_backend_ops;
+
+/* An environment this backend object prepared (cae_backend_cleanup_prepared). */
+struct cae_prepared_env {
+	struct cae_prepared_env *next;
+	char *uuid;
+	char *container_id;
+	char *created_at;
+};
 
 struct cae_backend {
 	const cae_backend_ops *ops;
 	const cae_config *cfg;
 	struct cae_log *log;
 	void *impl;
+	struct cae_prepared_env *prepared; /* under a lock of backend.c */
 };
+
+/* Records info as prepared by b (after a prepare succeeded). */
+void cae__backend_remember(cae_backend *b, const cae_env_info *info);
 
 int cae__local_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
 			   cae_error *err);
@@ -102,6 +116,14 @@ bool cae__docker_backend_available(const cae_config *cfg);
 #define CAE_PREPARER_MAX 256
 void cae__preparer_label(char *out, size_t size);
 bool cae__preparer_alive(const char *label, int64_t created, int timeout_s);
+
+/* A counting semaphore across processes (src/backend/slots.c): n lock files in dir (made
+ * when missing), each held by an flock that dies with its holder. Takes a free slot into
+ * *fd_out; when none is free, -EAGAIN unless wait, else waits for one (cancel_fd, -1 for
+ * none, ends the wait with -ECANCELED). cae__slot_release(fd) gives it back (-1: none). */
+int cae__slot_acquire(const char *dir, int n, bool wait, int cancel_fd, int *fd_out,
+		      cae_error *err);
+void cae__slot_release(int fd);
 
 /* The URL to clone (token-free) and, when a token applies, the token (borrowed from cfg) and
  * the user name git must send with it ("x-access-token" for GitHub, "oauth2" for GitLab).

@@ -1298,11 +1298,159 @@ static int for_each_env(cae_backend *b, each_fn fn, void *ud)
 	return r;
 }
 
+/* ---- resource view ----
+ * What an environment's processes use, from /proc, so that any process (not only the one
+ * whose sandbox runs them) sees it: a sandboxed process is one whose root has the
+ * environment's workspace directory mounted where the sandbox binds it (the same device and
+ * inode through /proc/<pid>/root); an unconfined one runs with its working directory in the
+ * workspace. One scan of /proc serves every environment of a list. */
+
+struct proc_use {
+	dev_t dev, dev_project; /* /proc/<pid>/root/workspace and .../workspace/project */
+	ino_t ino, ino_project;
+	char cwd[PATH_MAX];
+	uint64_t ticks; /* utime + stime */
+	uint64_t rss_pages;
+};
+
+struct proc_scan {
+	struct proc_use *p;
+	size_t n;
+};
+
+static void proc_scan(struct proc_scan *sc)
+{
+	memset(sc, 0, sizeof(*sc));
+	DIR *d = opendir("/proc");
+	if (!d)
+		return;
+	size_t cap = 0;
+	pid_t self = getpid();
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		char *end;
+		long pid = strtol(de->d_name, &end, 10);
+		if (*end || pid <= 0 || pid == self)
+			continue;
+		struct proc_use u = {0};
+		char path[96];
+		struct stat st;
+		snprintf(path, sizeof(path), "/proc/%ld/root" CAE_SANDBOX_ROOT, pid);
+		if (stat(path, &st) == 0) {
+			u.dev = st.st_dev;
+			u.ino = st.st_ino;
+		}
+		snprintf(path, sizeof(path), "/proc/%ld/root" CAE_SANDBOX_PROJECT, pid);
+		if (stat(path, &st) == 0) {
+			u.dev_project = st.st_dev;
+			u.ino_project = st.st_ino;
+		}
+		snprintf(path, sizeof(path), "/proc/%ld/cwd", pid);
+		ssize_t k = readlink(path, u.cwd, sizeof(u.cwd) - 1);
+		u.cwd[k > 0 ? k : 0] = '\0';
+		if (!u.ino && !u.ino_project && !u.cwd[0])
+			continue;
+		_cleanup_free_ char *text = NULL;
+		size_t len;
+		snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+		if (cae__read_file(AT_FDCWD, path, 4096, &text, &len) < 0)
+			continue;
+		/* after the command name (which may hold spaces and parentheses): fields 3.. */
+		const char *rp = strrchr(text, ')');
+		unsigned long long ut = 0, stt = 0;
+		long long rss = 0;
+		if (!rp ||
+		    sscanf(rp + 2,
+			   "%*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu %llu %*s %*s %*s "
+			   "%*s %*s %*s %*s %*s %lld",
+			   &ut, &stt, &rss) != 3)
+			continue;
+		u.ticks = ut + stt;
+		u.rss_pages = rss > 0 ? (uint64_t)rss : 0;
+		if (sc->n == cap) {
+			size_t nc = cap ? cap * 2 : 64;
+			struct proc_use *np = realloc(sc->p, nc * sizeof(*np));
+			if (!np)
+				break;
+			sc->p = np;
+			cap = nc;
+		}
+		sc->p[sc->n++] = u;
+	}
+	closedir(d);
+}
+
+static bool under(const char *path, const char *dir)
+{
+	size_t l = strlen(dir);
+	return l && strncmp(path, dir, l) == 0 && (path[l] == '/' || path[l] == '\0');
+}
+
+/* {cpu_seconds, memory_bytes, pids} of meta's environment, with its limits
+ * (memory_limit_bytes, cpus_limit, pids_limit, mechanism) as its sandbox applies them. */
+static json_t *resources_of(const struct proc_scan *sc, json_t *meta)
+{
+	const char *root = json_string_value(json_object_get(meta, "workspace_root"));
+	const char *sandbox = json_string_value(json_object_get(meta, "sandbox"));
+	bool external = json_is_true(json_object_get(meta, "external"));
+	struct stat st;
+	if (!root || stat(root, &st) < 0)
+		return NULL;
+	bool confined = sandbox && strcmp(sandbox, "bubblewrap") == 0;
+	uint64_t ticks = 0, pages = 0;
+	int n = 0;
+	for (size_t i = 0; i < sc->n; i++) {
+		const struct proc_use *u = &sc->p[i];
+		bool in;
+		if (confined && external)
+			in = u->ino_project == st.st_ino && u->dev_project == st.st_dev;
+		else if (confined)
+			in = u->ino == st.st_ino && u->dev == st.st_dev;
+		else
+			in = under(u->cwd, root);
+		if (in) {
+			ticks += u->ticks;
+			pages += u->rss_pages;
+			n++;
+		}
+	}
+	long hz = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	json_t *out = json_pack(
+	    "{s:f, s:I, s:i}", "cpu_seconds", (double)ticks / (double)(hz > 0 ? hz : 100),
+	    "memory_bytes", (json_int_t)(pages * (uint64_t)(page > 0 ? page : 4096)), "pids", n);
+	json_t *lim = json_object_get(meta, "limits");
+	if (out && lim) {
+		json_t *v;
+		if ((v = json_object_get(lim, "memory_bytes")))
+			json_object_set(out, "memory_limit_bytes", v);
+		if ((v = json_object_get(lim, "cpus")))
+			json_object_set(out, "cpus_limit", v);
+		if ((v = json_object_get(lim, "pids")))
+			json_object_set(out, "pids_limit", v);
+		if ((v = json_object_get(lim, "mechanism")))
+			json_object_set(out, "mechanism", v);
+	}
+	return out;
+}
+
+struct list_ctx {
+	json_t *out;
+	struct proc_scan scan;
+};
+
 static int list_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
+	struct list_ctx *lc = ud;
 	cae_env_info info;
 	if (cae_env_info_from_json(meta, &info, NULL) == 0) {
-		json_array_append_new(ud, cae_env_info_to_json(&info));
+		json_t *j = cae_env_info_to_json(&info);
+		const char *status = json_string_value(json_object_get(meta, "status"));
+		json_t *res = j && status && strcmp(status, "ready") == 0
+				  ? resources_of(&lc->scan, meta)
+				  : NULL;
+		if (res)
+			json_object_set_new(j, "resources", res);
+		json_array_append_new(lc->out, j);
 		cae_env_info_clear(&info);
 	}
 	return 0;
@@ -1311,7 +1459,10 @@ static int list_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 static int local_list(cae_backend *b, json_t **out, cae_error *err)
 {
 	*out = json_array();
-	int r = for_each_env(b, list_one, *out);
+	struct list_ctx lc = {.out = *out};
+	proc_scan(&lc.scan);
+	int r = for_each_env(b, list_one, &lc);
+	free(lc.scan.p);
 	if (r < 0) {
 		json_decref(*out);
 		*out = NULL;
@@ -1321,6 +1472,8 @@ static int local_list(cae_backend *b, json_t **out, cae_error *err)
 }
 
 struct stale_ctx {
+	cae_env_filter_fn filter;
+	void *filter_ud;
 	int64_t cutoff;
 	int removed;
 	int failed;
@@ -1329,10 +1482,16 @@ struct stale_ctx {
 static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
+	if (s->filter && !s->filter(uuid, s->filter_ud))
+		return 0;
 	int64_t t = cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
-	/* a preparation that died is collected whatever its age */
-	bool failed = strcmp(json_string_value(json_object_get(meta, "status")), "failed") == 0;
-	if (!failed && t >= 0 && t > s->cutoff)
+	/* a preparation that died is collected whatever its age, and so is a ready environment
+	 * whose workspace root is gone (a workspace used as is, deleted since) */
+	const char *status = json_string_value(json_object_get(meta, "status"));
+	bool failed = !status || strcmp(status, "failed") == 0;
+	const char *hp = json_string_value(json_object_get(meta, "workspace_root"));
+	bool gone = status && strcmp(status, "ready") == 0 && hp && !cae__is_dir(hp);
+	if (!failed && !gone && t >= 0 && t > s->cutoff)
 		return 0;
 	if (remove_task_dir(b, uuid, NULL) == 0)
 		s->removed++;
@@ -1357,9 +1516,11 @@ static bool cgroup_in_use(const char *name, void *ud)
 	return !dir || access(dir, F_OK) == 0;
 }
 
-static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
+static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
+			       void *filter_ud, int *removed, cae_error *err)
 {
-	struct stale_ctx s = {.cutoff = (int64_t)time(NULL) - threshold_s};
+	struct stale_ctx s = {
+	    .filter = filter, .filter_ud = filter_ud, .cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));

@@ -1,8 +1,13 @@
+/* The environment API's entry points (include/cae/backend.h) over a backend's hooks, what is
+ * the same for every backend around them (cleanup's events, the environments a backend
+ * object prepared, the collector thread). */
 #include "backend/backend-internal.h"
 
+#include "base/timeutil.h"
 #include "cae/log.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +34,104 @@ int cae_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **ou
 				     log, out, err);
 }
 
+/* Guards every backend's list of prepared environments (short critical sections). */
+static pthread_mutex_t prepared_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void prepared_free(struct cae_prepared_env *e)
+{
+	if (e) {
+		free(e->uuid);
+		free(e->container_id);
+		free(e->created_at);
+		free(e);
+	}
+}
+
+/* Takes uuid's entry out of b's list; NULL when there is none. */
+static struct cae_prepared_env *prepared_take(cae_backend *b, const char *uuid)
+{
+	pthread_mutex_lock(&prepared_lock);
+	struct cae_prepared_env **pp = &b->prepared, *found = NULL;
+	for (; *pp; pp = &(*pp)->next)
+		if (strcmp((*pp)->uuid, uuid) == 0) {
+			found = *pp;
+			*pp = found->next;
+			break;
+		}
+	pthread_mutex_unlock(&prepared_lock);
+	return found;
+}
+
+void cae__backend_remember(cae_backend *b, const cae_env_info *info)
+{
+	if (!info->task_uuid)
+		return;
+	prepared_free(prepared_take(b, info->task_uuid));
+	struct cae_prepared_env *e = calloc(1, sizeof(*e));
+	if (!e)
+		return;
+	e->uuid = strdup(info->task_uuid);
+	e->container_id = info->container_id ? strdup(info->container_id) : NULL;
+	e->created_at = info->created_at ? strdup(info->created_at) : NULL;
+	if (!e->uuid) {
+		prepared_free(e);
+		return;
+	}
+	pthread_mutex_lock(&prepared_lock);
+	e->next = b->prepared;
+	b->prepared = e;
+	pthread_mutex_unlock(&prepared_lock);
+}
+
+static bool same_str(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+int cae_backend_cleanup_prepared(cae_backend *b, int *removed, cae_error *err)
+{
+	*removed = 0;
+	pthread_mutex_lock(&prepared_lock);
+	struct cae_prepared_env *list = b->prepared;
+	b->prepared = NULL;
+	pthread_mutex_unlock(&prepared_lock);
+	int failed = 0;
+	cae_error e;
+	cae_error_clear(&e);
+	while (list) {
+		struct cae_prepared_env *p = list;
+		list = p->next;
+		cae_env_info info;
+		/* prepared again since (by anyone): no longer ours to remove */
+		if (cae_backend_info(b, p->uuid, &info, NULL) == 0) {
+			bool ours = same_str(info.container_id, p->container_id) &&
+				    same_str(info.created_at, p->created_at);
+			cae_env_info_clear(&info);
+			if (ours) {
+				if (cae_backend_cleanup(b, p->uuid, &e) == 0)
+					(*removed)++;
+				else
+					failed++;
+			}
+		}
+		prepared_free(p);
+	}
+	if (failed)
+		return cae_error_set(err, -EBUSY, "%d environment(s) could not be removed: %s",
+				     failed, e.message);
+	return 0;
+}
+
 void cae_backend_free(cae_backend *b)
 {
-	if (b)
-		b->ops->free(b);
+	if (!b)
+		return;
+	while (b->prepared) {
+		struct cae_prepared_env *p = b->prepared;
+		b->prepared = p->next;
+		prepared_free(p);
+	}
+	b->ops->free(b);
 }
 
 const char *cae_backend_name(const cae_backend *b)
@@ -107,6 +206,8 @@ int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
 	int r = b->ops->remove(b, task_uuid, true, err);
 	if (r == 0)
+		prepared_free(prepared_take(b, task_uuid));
+	if (r == 0)
 		cae_log_fields(
 		    b->log, CAE_LOG_INFO, "environment.cleanup",
 		    json_pack("{s:s, s:s}", "task_uuid", task_uuid, "backend", b->ops->name), NULL);
@@ -120,8 +221,117 @@ int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 
 int cae_backend_cleanup_stale(cae_backend *b, int64_t threshold_s, int *removed, cae_error *err)
 {
+	return cae_backend_cleanup_stale_filtered(b, threshold_s, NULL, NULL, removed, err);
+}
+
+int cae_backend_cleanup_stale_filtered(cae_backend *b, int64_t threshold_s,
+				       cae_env_filter_fn filter, void *userdata, int *removed,
+				       cae_error *err)
+{
 	*removed = 0;
-	return b->ops->cleanup_stale(b, threshold_s, removed, err);
+	return b->ops->cleanup_stale(b, threshold_s, filter, userdata, removed, err);
+}
+
+/* ---- the collector ---- */
+
+struct cae_backend_collector {
+	cae_backend *b;
+	cae_collector_options o;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cv; /* signalled on stop and after each run */
+	bool stop;
+	unsigned runs;
+};
+
+static void deadline_after(struct timespec *ts, int64_t ms)
+{
+	clock_gettime(CLOCK_MONOTONIC, ts);
+	ts->tv_sec += (time_t)(ms / 1000);
+	ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts->tv_nsec >= 1000000000L) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000L;
+	}
+}
+
+static void *collector_main(void *arg)
+{
+	cae_backend_collector *c = arg;
+	for (;;) {
+		int removed = 0;
+		cae_error err;
+		cae_error_clear(&err);
+		if (cae_backend_cleanup_stale_filtered(c->b, c->o.threshold_s, c->o.filter,
+						       c->o.filter_userdata, &removed, &err) < 0)
+			cae_log_event(c->b->log, CAE_LOG_WARN, "environment.collect_failed", "%s",
+				      err.message);
+		pthread_mutex_lock(&c->lock);
+		c->runs++;
+		pthread_cond_broadcast(&c->cv);
+		if (c->o.interval_ms > 0 && !c->stop) {
+			struct timespec until;
+			deadline_after(&until, c->o.interval_ms);
+			while (!c->stop &&
+			       pthread_cond_timedwait(&c->cv, &c->lock, &until) != ETIMEDOUT)
+				;
+		}
+		bool done = c->stop || c->o.interval_ms <= 0;
+		pthread_mutex_unlock(&c->lock);
+		if (done)
+			return NULL;
+	}
+}
+
+int cae_backend_collector_start(cae_backend *b, const cae_collector_options *o,
+				cae_backend_collector **out, cae_error *err)
+{
+	cae_backend_collector *c = calloc(1, sizeof(*c));
+	if (!c)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	c->b = b;
+	c->o = *o;
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &ca);
+	pthread_condattr_destroy(&ca);
+	int r = pthread_create(&c->thread, NULL, collector_main, c);
+	if (r != 0) {
+		pthread_cond_destroy(&c->cv);
+		pthread_mutex_destroy(&c->lock);
+		free(c);
+		return cae_error_set(err, -r, "cannot start the collector: %s", strerror(r));
+	}
+	*out = c;
+	return 0;
+}
+
+unsigned cae_backend_collector_wait(cae_backend_collector *c, unsigned runs, int64_t timeout_ms)
+{
+	struct timespec until;
+	deadline_after(&until, timeout_ms);
+	pthread_mutex_lock(&c->lock);
+	while (c->runs < runs && pthread_cond_timedwait(&c->cv, &c->lock, &until) != ETIMEDOUT)
+		;
+	unsigned n = c->runs;
+	pthread_mutex_unlock(&c->lock);
+	return n;
+}
+
+void cae_backend_collector_stop(cae_backend_collector *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->stop = true;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->thread, NULL);
+	pthread_cond_destroy(&c->cv);
+	pthread_mutex_destroy(&c->lock);
+	free(c);
 }
 
 int cae_backend_list(cae_backend *b, json_t **out, cae_error *err)

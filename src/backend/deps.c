@@ -1,4 +1,11 @@
-/* Dependency installation (the prepare step after the clone), shared by every backend. */
+/* Dependency installation (the prepare step after the clone), shared by every backend.
+ *
+ * Each manifest found in the project's top directory names an installer; a missing tool is a
+ * warning naming it (the prepare goes on). Where a lock file names a tool (uv.lock, poetry.lock,
+ * pdm.lock next to pyproject.toml), that tool installs the project when the environment has
+ * it, else pip does, with a warning. Conda environments (environment.yml) are made under the
+ * user's home, never in the image's root-owned base environment, since commands do not run as
+ * root. */
 #include "backend/backend-internal.h"
 
 #include "base/macro.h"
@@ -17,7 +24,30 @@ struct installer {
 	const char *manifest; /* file that triggers it */
 	const char *tool;     /* program that must exist */
 	const char *command;  /* sh -c text */
+	/* run instead when tool is missing (a warning says so); NULL: skipped */
+	const struct installer *fallback;
 };
+
+/* pip installs the project editable (the agent's changes are what imports see). Without
+ * build isolation first: the image's build backend (setuptools) needs no index, which an
+ * offline environment has not; with it when the project's backend is not installed. */
+static const struct installer pip_project = {
+    "pyproject.toml", "python3",
+    "python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .", NULL};
+
+/* The lock file names the tool; the first row whose lock file is there is used. */
+static const struct installer python_installers[] = {
+    {"uv.lock", "uv", "uv sync", &pip_project},
+    {"poetry.lock", "poetry", "poetry install --no-interaction", &pip_project},
+    {"pdm.lock", "pdm", "pdm install", &pip_project},
+};
+
+/* A user-owned prefix: ~/.conda/envs/project (conda activate ~/.conda/envs/project). */
+#define CONDA_PREFIX "\"${HOME:-/tmp}/.conda/envs/project\""
+static const struct installer conda_env = {
+    "environment.yml", "conda", "conda env update -p " CONDA_PREFIX " -f environment.yml", NULL};
+static const struct installer conda_env2 = {
+    "condaenv.yaml", "conda", "conda env update -p " CONDA_PREFIX " -f condaenv.yaml", NULL};
 
 /* Lock file decides the Node package manager; the first matching row wins per group. */
 static const struct installer node_installers[] = {
@@ -29,8 +59,11 @@ static const struct installer node_installers[] = {
 
 static const struct installer other_installers[] = {
     {"requirements.txt", "python3", "python3 -m pip install -r requirements.txt"},
-    {"environment.yml", "mamba", "mamba env update -n base -f environment.yml"},
-    {"condaenv.yaml", "mamba", "mamba env update -n base -f condaenv.yaml"},
+    {"environment.yml", "mamba", "mamba env update -p " CONDA_PREFIX " -f environment.yml",
+     &conda_env},
+    {"condaenv.yaml", "mamba", "mamba env update -p " CONDA_PREFIX " -f condaenv.yaml",
+     &conda_env2},
+    {"Cargo.toml", "cargo", "cargo fetch", NULL},
     {"Gemfile", "bundle", "bundle install"},
     {"pom.xml", "mvn", "mvn -q -B dependency:resolve"},
     {"build.gradle", "gradle", "gradle --quiet dependencies"},
@@ -53,14 +86,31 @@ static bool has_line(const char *list, const char *name)
 	return false;
 }
 
+/* "cae: TOOL not found" on stderr: the marker of a missing tool. */
+static bool said_missing(const char *err, const char *tool)
+{
+	char marker[128];
+	snprintf(marker, sizeof(marker), "cae: %s not found", tool);
+	return err && strstr(err, marker);
+}
+
 static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
 			const struct installer *in, json_t *deps, json_t *warnings, int cancel_fd)
 {
-	char script[512];
+	char script[1024];
+	const struct installer *fb = in->fallback;
 	/* 127 with a marker: the tool is missing in this environment. */
-	snprintf(script, sizeof(script),
-		 "command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit 127; }; %s",
-		 in->tool, in->tool, in->command);
+	if (fb)
+		snprintf(script, sizeof(script),
+			 "if command -v %s >/dev/null 2>&1; then %s; else echo 'cae: %s not "
+			 "found' >&2; command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' "
+			 ">&2; exit 127; }; %s; fi",
+			 in->tool, in->command, in->tool, fb->tool, fb->tool, fb->command);
+	else
+		snprintf(script, sizeof(script),
+			 "command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit "
+			 "127; }; %s",
+			 in->tool, in->tool, in->command);
 	const char *argv[] = {"sh", "-c", script, NULL};
 	cae_exec_request req = {
 	    .argv = argv,
@@ -76,8 +126,19 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_error err;
 	cae_error_clear(&err);
 	int r = exec(ctx, &req, &res, &err);
-	json_t *d = json_pack("{s:s, s:s}", "manifest", in->manifest, "command", in->command);
+	/* with a fallback, what ran is known from the marker */
+	bool fell_back = fb && r >= 0 && said_missing(res.err, in->tool);
+	const struct installer *ran = fell_back ? fb : in;
+	json_t *d = json_pack("{s:s, s:s}", "manifest", fb ? fb->manifest : in->manifest, "command",
+			      ran->command);
 	char warn[1400];
+	if (fell_back) {
+		snprintf(warn, sizeof(warn), "%s is not installed (%s): `%s` instead", in->tool,
+			 in->manifest, fb->command);
+		json_array_append_new(warnings, json_string(warn));
+	}
+	if (fb && strcmp(in->manifest, fb->manifest) != 0)
+		json_object_set_new(d, "lock_file", json_string(in->manifest));
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));
@@ -85,27 +146,32 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 in->manifest, err.message);
 		json_array_append_new(warnings, json_string(warn));
 	} else {
-		bool missing = res.exit_code == 127 && res.err && strstr(res.err, "cae: ") &&
-			       strstr(res.err, " not found");
+		bool missing = res.exit_code == 127 && said_missing(res.err, ran->tool);
 		bool ok = res.exit_code == 0 && !res.timed_out;
 		json_object_set_new(d, "success", json_boolean(ok));
 		json_object_set_new(d, "exit_code", json_integer(res.exit_code));
 		json_object_set_new(d, "duration_ms", json_integer(res.duration_ms));
 		if (missing) {
 			json_object_set_new(d, "skipped", json_true());
-			snprintf(warn, sizeof(warn), "%s found but %s is not installed: skipped",
-				 in->manifest, in->tool);
+			if (fb)
+				snprintf(warn, sizeof(warn),
+					 "%s found but neither %s nor %s is installed: skipped",
+					 fb->manifest, in->tool, fb->tool);
+			else
+				snprintf(warn, sizeof(warn),
+					 "%s found but %s is not installed: skipped", ran->manifest,
+					 ran->tool);
 			json_object_set_new(d, "error", json_string(warn));
 			json_array_append_new(warnings, json_string(warn));
 		} else if (!ok) {
 			if (res.timed_out)
 				snprintf(warn, sizeof(warn),
 					 "dependency install `%s` timed out after 600 s",
-					 in->command);
+					 ran->command);
 			else
 				snprintf(warn, sizeof(warn),
 					 "dependency install `%s` failed with exit code %d",
-					 in->command, res.exit_code);
+					 ran->command, res.exit_code);
 			json_object_set_new(d, "error", json_string(warn));
 			/* The tail of the output says why; keep a bounded piece. */
 			const char *tail = res.err && *res.err ? res.err : res.out ? res.out : "";
@@ -128,6 +194,7 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 	/* One round trip lists the manifests present. */
 	static const char list_script[] =
 	    "for f in package.json pnpm-lock.yaml yarn.lock package-lock.json requirements.txt "
+	    "pyproject.toml uv.lock poetry.lock pdm.lock Cargo.toml "
 	    "environment.yml condaenv.yaml Gemfile pom.xml build.gradle build.gradle.kts go.mod; "
 	    "do [ -f \"$f\" ] && echo \"$f\"; done; exit 0";
 	const char *argv[] = {"sh", "-c", list_script, NULL};
@@ -153,6 +220,15 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 					    warnings, cancel_fd);
 				break;
 			}
+	if (has_line(res.out, "pyproject.toml")) {
+		const struct installer *py = &pip_project;
+		for (size_t i = 0; i < ARRAY_SIZE(python_installers); i++)
+			if (has_line(res.out, python_installers[i].manifest)) {
+				py = &python_installers[i];
+				break;
+			}
+		install_one(exec, ctx, log, project, py, deps, warnings, cancel_fd);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(other_installers); i++) {
 		const struct installer *in = &other_installers[i];
 		if (!has_line(res.out, in->manifest))

@@ -144,6 +144,7 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		cae_error_prefix(err, "ready");
 		goto fail;
 	}
+	cae__backend_remember(b, info);
 	progress(&p, 7, "ready");
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",
 		       json_pack("{s:s, s:s, s:s}", "task_uuid", task->uuid, "backend", ops->name,

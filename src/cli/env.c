@@ -146,7 +146,8 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 static int usage_env(FILE *f)
 {
 	fprintf(f, "usage: cae env list [options]\n\nLists the environments (JSON array of "
-		   "ContainerInfo).\n\noptions:\n" CAE_CLI_COMMON_HELP);
+		   "ContainerInfo); a running one has `resources`: CPU time, memory and processes "
+		   "in use next to its limits.\n\noptions:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -269,8 +270,10 @@ static int usage_gc(FILE *f)
 {
 	fprintf(f,
 		"usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
-		"than the threshold (default: command_executor.cleanup.stale_threshold_hours) and "
-		"prints how many. Then completes or rolls back the file changes a killed cae "
+		"than the threshold (default: command_executor.cleanup.stale_threshold_hours), "
+		"whose prepare died, or that can run nothing any more (its container stopped for "
+		"good, its workspace gone), and prints how many. Then completes or rolls back the "
+		"file changes a killed cae "
 		"process left in the remaining environments, and removes the rollback "
 		"snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
 		"processes that are gone (those of older versions, which do not name their "

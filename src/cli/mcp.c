@@ -6,6 +6,11 @@
  * protocol input is a private duplicate of fd 0, and fd 0 becomes /dev/null. Logs are JSON
  * lines on stderr. SIGTERM, SIGINT and SIGHUP cancel the running calls and end the server (a
  * second signal ends it at once).
+ *
+ * Nothing is left behind without a human: once the session is open a collector thread
+ * removes stale environments (cae_backend_collector: at once, then every
+ * command_executor.cleanup.interval_hours), and with command_executor.cleanup.on_session_end
+ * the environments this server prepared are removed when it ends.
  */
 #include "cli/cli.h"
 
@@ -64,11 +69,29 @@ struct lazy_session {
 	const char *workspace;
 	const char *task_file;
 	bool editor_compat;
+	cae_backend_collector *collector; /* started once the session is open; NULL: none */
 	int cancel[2]; /* readable: the server ended, a --task prepare still running stops */
 };
 
 static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err);
 static int shutdown_pipe[2] = {-1, -1};
+
+/* Stale environments are collected at once and then every interval_hours (0: never). */
+static void start_collector(struct lazy_session *l, cae_session *s)
+{
+	const cae_config *cfg = cae_session_config(s);
+	if (cfg->command_executor.cleanup.interval_hours <= 0)
+		return; /* collection is the operator's (cae gc) */
+	cae_collector_options o = {
+	    .interval_ms = (int64_t)cfg->command_executor.cleanup.interval_hours * 3600 * 1000,
+	    .threshold_s = (int64_t)cfg->command_executor.cleanup.stale_threshold_hours * 3600,
+	};
+	cae_error err;
+	cae_error_clear(&err);
+	if (cae_backend_collector_start(cae_session_backend(s), &o, &l->collector, &err) < 0)
+		cae_log_event(cae_cli_log(), CAE_LOG_WARN, "mcp.collector_failed", "%s",
+			      err.message);
+}
 
 static void *open_session_thread(void *arg)
 {
@@ -83,6 +106,8 @@ static void *open_session_thread(void *arg)
 		cae_error_prefix(&err, "--workspace %s", l->workspace);
 	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, l->cancel[0], &err)) < 0)
 		cae_error_prefix(&err, "--task %s", l->task_file);
+	if (r == 0)
+		start_collector(l, s);
 	if (r < 0) {
 		cae_session_free(s);
 		s = NULL;
@@ -374,6 +399,16 @@ int cae_cli_mcp(int argc, char **argv)
 	close(lazy.cancel[1]);
 	if (lazy.r < 0)
 		r = lazy.r;
+	cae_backend_collector_stop(lazy.collector);
+	if (lazy.s && cae_session_config(lazy.s)->command_executor.cleanup.on_session_end) {
+		int removed = 0;
+		cae_error cerr;
+		cae_error_clear(&cerr);
+		int cr = cae_backend_cleanup_prepared(cae_session_backend(lazy.s), &removed, &cerr);
+		cae_log_fields(cae_cli_log(), cr < 0 ? CAE_LOG_WARN : CAE_LOG_INFO,
+			       "mcp.session_end_cleanup", json_pack("{s:i}", "removed", removed),
+			       "%s", cr < 0 ? cerr.message : "");
+	}
 	cae_session_free(lazy.s);
 	cae_config_free(lazy.cfg); /* when the session never took it */
 	cae_prompts_free(prompts);

@@ -674,6 +674,61 @@ int cae_docker_container_inspect(cae_docker *d, const char *id, json_t **out, ca
 	return 0;
 }
 
+int cae_docker_container_stats(cae_docker *d, const char *id, json_t **out, cae_error *err)
+{
+	*out = NULL;
+	int r = call_id(d, "GET", "/stats", id, "?stream=false&one-shot=true", NULL, out, 0, err);
+	if (r < 0)
+		return r;
+	if (!json_is_object(*out)) {
+		json_decref(*out);
+		*out = NULL;
+		return cae_error_set(err, -EPROTO, "GET /containers/%s/stats: not an object", id);
+	}
+	return 0;
+}
+
+static json_int_t num(json_t *o, const char *k)
+{
+	json_t *v = json_object_get(o, k);
+	return json_is_integer(v) ? json_integer_value(v) : (json_int_t)json_number_value(v);
+}
+
+json_t *cae_docker_stats_summary(json_t *stats, json_t *inspect)
+{
+	json_t *cpu = json_object_get(stats, "cpu_stats");
+	json_t *pre = json_object_get(stats, "precpu_stats");
+	json_t *mem = json_object_get(stats, "memory_stats");
+	json_t *pids = json_object_get(stats, "pids_stats");
+	json_int_t total = num(json_object_get(cpu, "cpu_usage"), "total_usage");
+	json_t *out = json_pack("{s:f}", "cpu_seconds", (double)total / 1e9);
+	if (!out)
+		return NULL;
+	/* the engine's own formula, when it sent two samples */
+	json_int_t pre_total = num(json_object_get(pre, "cpu_usage"), "total_usage");
+	json_int_t sys = num(cpu, "system_cpu_usage"), pre_sys = num(pre, "system_cpu_usage");
+	json_int_t online = num(cpu, "online_cpus");
+	if (pre_sys > 0 && sys > pre_sys && total >= pre_total)
+		json_object_set_new(
+		    out, "cpu_percent",
+		    json_real((double)(total - pre_total) / (double)(sys - pre_sys) *
+			      (double)(online > 0 ? online : 1) * 100.0));
+	json_int_t usage = num(mem, "usage");
+	json_t *ms = json_object_get(mem, "stats");
+	json_int_t cache = json_object_get(ms, "inactive_file") ? num(ms, "inactive_file")
+								: num(ms, "total_inactive_file");
+	json_object_set_new(out, "memory_bytes",
+			    json_integer(usage > cache ? usage - cache : usage));
+	json_object_set_new(out, "memory_limit_bytes", json_integer(num(mem, "limit")));
+	json_object_set_new(out, "pids", json_integer(num(pids, "current")));
+	if (num(pids, "limit") > 0)
+		json_object_set_new(out, "pids_limit", json_integer(num(pids, "limit")));
+	json_int_t nano = num(json_object_get(inspect, "HostConfig"), "NanoCpus");
+	if (nano > 0)
+		json_object_set_new(out, "cpus_limit", json_real((double)nano / 1e9));
+	return out;
+}
+
 int cae_docker_container_stop(cae_docker *d, const char *id, int timeout_s, cae_error *err)
 {
 	char q[32];

@@ -19,7 +19,10 @@ bool cae__tool_environment_enabled(const cae_config *cfg)
 json_t *cae__tool_environment_list_definition(void)
 {
 	return cae__tool_function("environment_list",
-				  "List the execution environments and which one is current.",
+				  "List the execution environments and which one is current; for "
+				  "each running one, `resources`: CPU time and memory in use "
+				  "(cpu_seconds, memory_bytes, pids) next to its limits "
+				  "(cpus_limit, memory_limit_bytes, pids_limit).",
 				  json_pack("{s:s, s:{}}", "type", "object", "properties"));
 }
 

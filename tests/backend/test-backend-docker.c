@@ -1172,7 +1172,9 @@ START_TEST(cli_prepare_killed_then_gc)
 	tu_write(
 	    dir, "config.yaml",
 	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n"
+	    /* the engine is shared: no collection of other runs' environments */
+	    "  cleanup:\n    interval_hours: 0\n");
 	cae_docker *d = client();
 	/* Killed once its container exists, and once it logged that the container started
 	 * (the clone comes next). A prepare that finished before the kill landed proves
@@ -1263,7 +1265,9 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	tu_write(
 	    dir, "config.yaml",
 	    "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: host\n"
-	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n");
+	    "    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n"
+	    /* the engine is shared: no collection of other runs' environments */
+	    "  cleanup:\n    interval_hours: 0\n");
 	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t sl = sizeof(sin);
@@ -1446,9 +1450,11 @@ START_TEST(cli_exec_signals_end_the_command_in_the_container)
 	char *dir = tu_mkdtemp();
 	char config[600];
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
 	cae_backend *b = dbackend(cfg, NULL);
 	cae_docker *d = client();
@@ -1987,9 +1993,11 @@ START_TEST(several_managers_at_once)
 	char *dir = tu_mkdtemp();
 	char config[600];
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
 	cae_backend *b = dbackend(cfg, NULL);
 	char uuid[64];
@@ -2162,9 +2170,11 @@ END_TEST
 START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 {
 	char *dir = tu_mkdtemp();
+	/* the engine is shared: no collection of other runs' environments; the container stays
+	 * at exit, to be looked into */
 	tu_write(dir, "config.yaml",
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
-		 "host\n");
+		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	char uuid[64], task[1024], config[600], taskpath[600], name[160];
 	task_uuid(uuid, sizeof(uuid));
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
@@ -2224,6 +2234,374 @@ START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 }
 END_TEST
 
+/* ---- many tasks on one host: collection, engine slots ---- */
+
+/* A set of task uuids: what a collection in these tests may look at (the engine is shared
+ * with other test runs, whose environments are not ours to remove). */
+struct uuid_set {
+	const char *uuids[8];
+	size_t n;
+};
+
+static bool in_set(const char *uuid, void *ud)
+{
+	const struct uuid_set *set = ud;
+	for (size_t i = 0; i < set->n; i++)
+		if (strcmp(set->uuids[i], uuid) == 0)
+			return true;
+	return false;
+}
+
+static char *fake_env_running(cae_docker *d, char *uuid, size_t size, const char *created)
+{
+	char name[160];
+	task_uuid(uuid, size);
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	char *id = fake_env(d, name, uuid, created);
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_container_start(d, id, &err) == 0, "%s", err.message);
+	return id;
+}
+
+/* The first run of a collector (what `cae mcp` starts with): an old environment and one
+ * whose container stopped for good go; a fresh one stays, and so does one its helper
+ * stopped after its lifetime (the next command starts it again). */
+START_TEST(collector_first_run_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char old[40], now[40];
+	time_t two_days_ago = time(NULL) - 2 * 86400;
+	struct tm tm;
+	gmtime_r(&two_days_ago, &tm);
+	strftime(old, sizeof(old), "%Y-%m-%dT%H:%M:%S.000Z", &tm);
+	cae__iso8601_now(now, sizeof(now));
+	char u_old[64], u_fresh[64], u_gone[64], u_expired[64];
+	char *a = fake_env_running(d, u_old, sizeof(u_old), old);
+	char *f = fake_env_running(d, u_fresh, sizeof(u_fresh), now);
+	char *g = fake_env_running(d, u_gone, sizeof(u_gone), now);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_stop(d, g, 0, &err), 0);
+	wait_stopped(d, g);
+	/* a container its helper stopped: exit code 75, labelled as having a helper */
+	char name[160];
+	task_uuid(u_expired, sizeof(u_expired));
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", u_expired);
+	json_t *ccfg =
+	    json_pack("{s:s, s:[s,s,s], s:[], s:{s:s, s:s, s:s, s:s}, s:{s:s}}", "Image",
+		      test_image(), "Entrypoint", "sh", "-c", "exit 75", "Cmd", "Labels",
+		      "cae.task_uuid", u_expired, "cae.environment", "python", "cae.created_at",
+		      now, "cae.helper", "1", "HostConfig", "NetworkMode", "none");
+	char *x = NULL;
+	ck_assert_msg(cae_docker_container_create(d, name, ccfg, &x, NULL, &err) == 0, "%s",
+		      err.message);
+	json_decref(ccfg);
+	ck_assert_int_eq(cae_docker_container_start(d, x, &err), 0);
+	ck_assert_int_eq(wait_stopped(d, x), 75);
+	struct uuid_set set = {{u_old, u_fresh, u_gone, u_expired}, 4};
+	cae_collector_options o = {
+	    .interval_ms = 0, .threshold_s = 24 * 3600, .filter = in_set, .filter_userdata = &set};
+	cae_backend_collector *c = NULL;
+	ck_assert_msg(cae_backend_collector_start(b, &o, &c, &err) == 0, "%s", err.message);
+	ck_assert_uint_eq(cae_backend_collector_wait(c, 1, 300000), 1);
+	cae_backend_collector_stop(c);
+	ck_assert(!container_exists(d, u_old));
+	ck_assert(!container_exists(d, u_gone));
+	ck_assert(container_exists(d, u_fresh));
+	ck_assert(container_exists(d, u_expired));
+	remove_container(d, f);
+	remove_container(d, x);
+	free(a);
+	free(f);
+	free(g);
+	free(x);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* What a session (a backend object) prepared is removed at its end; what another one
+ * prepared stays. */
+START_TEST(session_end_removes_what_it_prepared_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *mine = dbackend(cfg, NULL), *other = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char um[64], uo[64];
+	task_uuid(um, sizeof(um));
+	task_uuid(uo, sizeof(uo));
+	cae_task tm = http_task(um), to = http_task(uo);
+	cae_env_info info;
+	prepare_ok(mine, &tm, "python", &info);
+	cae_env_info_clear(&info);
+	prepare_ok(other, &to, "python", &info);
+	cae_env_info_clear(&info);
+	int removed = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_cleanup_prepared(mine, &removed, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(removed, 1);
+	ck_assert(!container_exists(d, um));
+	ck_assert(container_exists(d, uo));
+	ck_assert_int_eq(cae_backend_cleanup(other, uo, &err), 0);
+	cae_docker_free(d);
+	cae_backend_free(mine);
+	cae_backend_free(other);
+	cae_config_free(cfg);
+}
+END_TEST
+
+struct slot_prepare {
+	cae_backend *b;
+	cae_task t;
+	int cancel_fd;
+	int step_fd; /* written when step 3 (create) begins; -1: none */
+	int r;
+	cae_error err;
+};
+
+static void report_create(void *ud, int step, int total, const char *msg)
+{
+	(void)total;
+	(void)msg;
+	struct slot_prepare *sp = ud;
+	if (step == 3 && sp->step_fd >= 0)
+		ck_assert_int_eq(write(sp->step_fd, "3", 1), 1);
+}
+
+static void *slot_prepare_main(void *arg)
+{
+	struct slot_prepare *sp = arg;
+	cae_prepare_options o = {
+	    .progress = report_create, .progress_userdata = sp, .cancel_fd = sp->cancel_fd};
+	cae_env_info info;
+	sp->r = cae_backend_prepare(sp->b, &sp->t, "python", &o, &info, &sp->err);
+	if (sp->r == 0)
+		cae_env_info_clear(&info);
+	return NULL;
+}
+
+/* With every engine slot of the state directory held (by another process, as far as cae
+ * can tell), a prepare waits before it creates its container: cancelled there, it says it
+ * was waiting for the engine and leaves nothing; admitted when a slot is given back. */
+START_TEST(prepare_waits_for_an_engine_slot)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cfg_set(cfg, "command_executor.docker.max_concurrent_engine_ops", "2");
+	cae_backend *b = dbackend(cfg, NULL);
+	cae_docker *d = client();
+	char slots[4200];
+	snprintf(slots, sizeof(slots), "%s/engine-slots", state);
+	int held[2];
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(cae__slot_acquire(slots, 2, false, -1, &held[i], NULL), 0);
+	int step[2], cancel[2];
+	ck_assert_int_eq(pipe2(step, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(cancel, O_CLOEXEC), 0);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	struct slot_prepare sp = {
+	    .b = b, .t = http_task(uuid), .cancel_fd = cancel[0], .step_fd = step[1]};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp), 0);
+	char c;
+	ck_assert_int_eq(read(step[0], &c, 1), 1);
+	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(sp.r, -ECANCELED);
+	ck_assert_msg(strstr(sp.err.message, "waiting for the engine") != NULL, "%s",
+		      sp.err.message);
+	ck_assert(!any_container(d, uuid));
+	/* admitted once a slot is free */
+	struct slot_prepare sp2 = {
+	    .b = b, .t = http_task(uuid), .cancel_fd = -1, .step_fd = step[1]};
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp2), 0);
+	ck_assert_int_eq(read(step[0], &c, 1), 1);
+	cae__slot_release(held[0]);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_msg(sp2.r == 0, "%s", sp2.err.message);
+	ck_assert(container_exists(d, uuid));
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae__slot_release(held[1]);
+	for (int i = 0; i < 2; i++) {
+		close(step[i]);
+		close(cancel[i]);
+	}
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* cae env list / environment_list: what a running environment uses, from the engine's
+ * stats endpoint, next to its limits. */
+START_TEST(list_shows_resources_docker)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	cae_env_info_clear(&info);
+	cae_run_result r =
+	    bexec(b, uuid, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done", 120000);
+	ck_assert_str_eq(r.out, "done\n");
+	cae_run_result_clear(&r);
+	json_t *list = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_list(b, &list, &err) == 0, "%s", err.message);
+	json_t *res = NULL;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			res = json_object_get(e, "resources");
+	}
+	ck_assert_ptr_nonnull(res);
+	ck_assert(json_real_value(json_object_get(res, "cpu_seconds")) > 0.05);
+	ck_assert_int_gt(json_integer_value(json_object_get(res, "memory_bytes")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "memory_limit_bytes")),
+			 1024 * 1024 * 1024);
+	ck_assert(json_real_value(json_object_get(res, "cpus_limit")) == 1.0);
+	ck_assert_int_ge(json_integer_value(json_object_get(res, "pids")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "pids_limit")), 256);
+	json_decref(list);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static json_t *dep_of(json_t *deps, const char *manifest)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")), manifest) == 0)
+			return d;
+	}
+	return NULL;
+}
+
+static bool warned_with(json_t *warnings, const char *needle)
+{
+	size_t i;
+	json_t *w;
+	json_array_foreach(warnings, i, w)
+	{
+		if (strstr(json_string_value(w), needle))
+			return true;
+	}
+	return false;
+}
+
+/* Dependencies in the python image, as its user (uid 1000): pyproject.toml is installed by
+ * pip, editable (poetry.lock names poetry, which the image lacks: a warning, pip instead);
+ * Cargo.toml and environment.yml name tools the image lacks: warnings naming them, and the
+ * prepare succeeds. */
+START_TEST(dependencies_in_the_python_image)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	char *work = tu_mkdtemp();
+	shf("set -e; cd %s && git init -q -b main && mkdir caepkg && "
+	    "echo 'VALUE = 1' > caepkg/__init__.py && "
+	    "printf '[project]\\nname = \"caepkg\"\\nversion = \"0.1\"\\n[build-system]\\n"
+	    "requires = [\"setuptools\"]\\nbuild-backend = \"setuptools.build_meta\"\\n' "
+	    "> pyproject.toml && : > poetry.lock && "
+	    "printf '[package]\\nname = \"t\"\\nversion = \"0.1.0\"\\n' > Cargo.toml && "
+	    "printf 'name: t\\ndependencies: [python]\\n' > environment.yml && git add . && "
+	    "git -c user.email=t@e -c user.name=t commit -qm init",
+	    work);
+	cae_task t = {.uuid = uuid, .repo = work};
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	json_t *py = dep_of(info.deps, "pyproject.toml");
+	ck_assert_ptr_nonnull(py);
+	ck_assert_msg(json_is_true(json_object_get(py, "success")), "%s",
+		      json_dumps(py, JSON_COMPACT));
+	ck_assert_str_eq(json_string_value(json_object_get(py, "lock_file")), "poetry.lock");
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(py, "command")), "pip"));
+	ck_assert(warned_with(info.warnings, "poetry is not installed"));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "Cargo.toml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "cargo is not installed"));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "environment.yml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "neither mamba nor conda"));
+	cae_env_info_clear(&info);
+	/* editable: a change in the clone is what an import anywhere sees */
+	cae_run_result r =
+	    bexec(b, uuid,
+		  "echo 'VALUE = 2' > caepkg/__init__.py && cd / && python3 -c 'import caepkg; "
+		  "print(caepkg.VALUE)' && id -u",
+		  60000);
+	ck_assert_str_eq(r.out, "2\n1000\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+#define MANY 32
+
+/* 32 prepares at once (each its own backend, as separate processes would be) on a small
+ * host: every one succeeds, and every one is then removed. */
+START_TEST(many_prepares_at_once_all_succeed)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	cfg_set(cfg, "command_executor.state_dir", state);
+	cae_docker *d = client();
+	static struct slot_prepare sp[MANY];
+	static char uuids[MANY][64];
+	pthread_t t[MANY];
+	(void)http_task("x"); /* repo_url is set once, before the threads read it */
+	for (int i = 0; i < MANY; i++) {
+		task_uuid(uuids[i], sizeof(uuids[i]));
+		sp[i] = (struct slot_prepare){
+		    .b = dbackend(cfg, NULL), .cancel_fd = -1, .step_fd = -1, .r = 1};
+		sp[i].t =
+		    (cae_task){.uuid = uuids[i], .repo = repo_url, .platform = (char *)"github"};
+	}
+	for (int i = 0; i < MANY; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, slot_prepare_main, &sp[i]), 0);
+	int ok = 0;
+	for (int i = 0; i < MANY; i++) {
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+		if (sp[i].r == 0)
+			ok++;
+		else
+			fprintf(stderr, "prepare %d: %s\n", i, sp[i].err.message);
+	}
+	for (int i = 0; i < MANY; i++) {
+		cae_error err = {0};
+		ck_assert_msg(cae_backend_cleanup(sp[i].b, uuids[i], &err) == 0, "%s", err.message);
+		ck_assert(!any_container(d, uuids[i]));
+		cae_backend_free(sp[i].b);
+	}
+	ck_assert_int_eq(ok, MANY);
+	cae_docker_free(d);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2266,6 +2644,18 @@ static Suite *make_suite(void)
 	tcase_add_test(b, helper_killed_mid_transaction_is_rolled_back);
 	tcase_add_test(b, mcp_client_gone_ends_the_command_in_the_container);
 	suite_add_tcase(s, b);
+
+	TCase *m = tcase_create("many");
+	tcase_set_timeout(m, 1200);
+	tcase_add_unchecked_fixture(m, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(m, NULL, sweep);
+	tcase_add_test(m, collector_first_run_docker);
+	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
+	tcase_add_test(m, prepare_waits_for_an_engine_slot);
+	tcase_add_test(m, list_shows_resources_docker);
+	tcase_add_test(m, dependencies_in_the_python_image);
+	tcase_add_test(m, many_prepares_at_once_all_succeed);
+	suite_add_tcase(s, m);
 	return s;
 }
 

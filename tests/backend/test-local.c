@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -232,6 +233,325 @@ START_TEST(cleanup_stale_by_age)
 	ck_assert_int_eq(cae_backend_info(b, "old", &info, &err), -ENOENT);
 	ck_assert_int_eq(cae_backend_info(b, "fresh", &info, &err), 0);
 	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static void age_env(const char *uuid)
+{
+	tu_sh("cd %s/local/%s && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
+	      "\"2020-01-01T00:00:00.000Z\"/' meta.json",
+	      state, uuid);
+}
+
+static bool env_exists(cae_backend *b, const char *uuid)
+{
+	cae_env_info info;
+	int r = cae_backend_info(b, uuid, &info, NULL);
+	if (r == 0)
+		cae_env_info_clear(&info);
+	return r == 0;
+}
+
+static bool not_spared(const char *uuid, void *ud)
+{
+	return strcmp(uuid, (const char *)ud) != 0;
+}
+
+/* The collector runs at once, then every interval: a stale environment goes at the first
+ * run; one that becomes stale later goes at a later run; the fresh one stays, and so does a
+ * stale one the filter keeps out of its sight. Asserted by the run count, never by time. */
+START_TEST(collector_at_start_and_every_interval)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	const char *uuids[] = {"old", "fresh", "later", "spared"};
+	for (size_t i = 0; i < 4; i++) {
+		cae_task t = {.uuid = C(uuids[i]), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s",
+			      err.message);
+		cae_env_info_clear(&info);
+	}
+	age_env("old");
+	age_env("spared");
+	cae_collector_options o = {.interval_ms = 20,
+				   .threshold_s = 24 * 3600,
+				   .filter = not_spared,
+				   .filter_userdata = C("spared")};
+	cae_backend_collector *c = NULL;
+	ck_assert_msg(cae_backend_collector_start(b, &o, &c, &err) == 0, "%s", err.message);
+	unsigned runs = cae_backend_collector_wait(c, 1, 60000);
+	ck_assert_uint_ge(runs, 1);
+	ck_assert(!env_exists(b, "old"));
+	ck_assert(env_exists(b, "fresh"));
+	ck_assert(env_exists(b, "later"));
+	ck_assert(env_exists(b, "spared"));
+	/* stale from now on: a run that starts after this removes it */
+	age_env("later");
+	ck_assert_uint_ge(cae_backend_collector_wait(c, runs + 2, 60000), runs + 2);
+	ck_assert(!env_exists(b, "later"));
+	ck_assert(env_exists(b, "fresh"));
+	ck_assert(env_exists(b, "spared"));
+	cae_backend_collector_stop(c);
+	/* a single run (interval 0) ends by itself */
+	o.interval_ms = 0;
+	o.filter = NULL;
+	ck_assert_int_eq(cae_backend_collector_start(b, &o, &c, &err), 0);
+	ck_assert_uint_eq(cae_backend_collector_wait(c, 1, 60000), 1);
+	ck_assert(!env_exists(b, "spared"));
+	ck_assert(env_exists(b, "fresh"));
+	cae_backend_collector_stop(c);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* An environment whose workspace is gone can run nothing: stale whatever its age. */
+START_TEST(workspace_gone_is_stale)
+{
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	char *ws = tu_mkdtemp(), *ws2 = tu_mkdtemp();
+	cae_task t = {.uuid = C("gone"), .repo = ws}, t2 = {.uuid = C("kept"), .repo = ws2};
+	cae_prepare_options o = {.workspace = ws, .cancel_fd = -1};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	o.workspace = ws2;
+	ck_assert_msg(cae_backend_prepare(b, &t2, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	cae__rm_rf(ws);
+	int removed = -1;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 8760 * 3600, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	ck_assert(!env_exists(b, "gone"));
+	ck_assert(env_exists(b, "kept"));
+	ck_assert(cae__is_dir(ws2)); /* a workspace used as is is never removed */
+	cae_backend_free(b);
+	cae__rm_rf(ws2);
+	free(ws);
+	free(ws2);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* What a backend object prepared is removed by cae_backend_cleanup_prepared; what another
+ * one (another process) prepared stays, and so does one it prepared that the other prepared
+ * again since, and one already cleaned up is not counted. */
+START_TEST(cleanup_prepared_takes_only_its_own)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *mine = backend(cfg), *other = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	struct {
+		cae_backend *b;
+		const char *uuid;
+	} steps[] = {{mine, "m1"},    {mine, "m2"},	{other, "o1"},
+		     {mine, "again"}, {other, "again"}, {mine, "done"}};
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		cae_task t = {.uuid = C(steps[i].uuid), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(steps[i].b, &t, NULL, NULL, &info, &err) == 0,
+			      "%s", err.message);
+		cae_env_info_clear(&info);
+	}
+	ck_assert_int_eq(cae_backend_cleanup(mine, "done", &err), 0);
+	int removed = -1;
+	ck_assert_msg(cae_backend_cleanup_prepared(mine, &removed, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(removed, 2);
+	ck_assert(!env_exists(other, "m1"));
+	ck_assert(!env_exists(other, "m2"));
+	ck_assert(env_exists(mine, "o1"));
+	ck_assert(env_exists(mine, "again"));
+	/* once: the list is empty now */
+	ck_assert_int_eq(cae_backend_cleanup_prepared(mine, &removed, &err), 0);
+	ck_assert_int_eq(removed, 0);
+	ck_assert_int_eq(cae_backend_cleanup_prepared(other, &removed, &err), 0);
+	ck_assert_int_eq(removed, 2);
+	ck_assert(!env_exists(mine, "again"));
+	cae_backend_free(mine);
+	cae_backend_free(other);
+	cae_config_free(cfg);
+}
+END_TEST
+
+struct slot_waiter {
+	const char *dir;
+	int n;
+	int cancel_fd;
+	int r;
+	int fd;
+};
+
+static void *slot_wait_main(void *arg)
+{
+	struct slot_waiter *w = arg;
+	w->r = cae__slot_acquire(w->dir, w->n, true, w->cancel_fd, &w->fd, NULL);
+	return NULL;
+}
+
+/* The engine semaphore admits at most n holders: with n held, another is refused (without
+ * waiting) or waits; one released admits exactly one more; a holder that dies releases. */
+START_TEST(engine_slots_admit_at_most_n)
+{
+	char *dir = tu_mkdtemp();
+	enum { N = 3 };
+	int held[N];
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &held[i], NULL), 0);
+	int fd = -1;
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	ck_assert_int_eq(fd, -1);
+	/* a waiter (no cancel fd) is admitted whichever slot is given back: each in turn */
+	struct slot_waiter w;
+	pthread_t t;
+	for (int i = 0; i < N; i++) {
+		w = (struct slot_waiter){.dir = dir, .n = N, .cancel_fd = -1, .r = 1, .fd = -1};
+		ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &w), 0);
+		cae__slot_release(held[i]);
+		ck_assert_int_eq(pthread_join(t, NULL), 0);
+		ck_assert_int_eq(w.r, 0);
+		ck_assert_int_ge(w.fd, 0);
+		held[i] = w.fd; /* the waiter holds it now: full again */
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	}
+	/* a waiter with a cancel fd ends when it is cancelled */
+	int cp[2];
+	ck_assert_int_eq(pipe(cp), 0);
+	struct slot_waiter wc = {.dir = dir, .n = N, .cancel_fd = cp[0], .r = 1, .fd = -1};
+	ck_assert_int_eq(pthread_create(&t, NULL, slot_wait_main, &wc), 0);
+	ck_assert_int_eq(write(cp[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(wc.r, -ECANCELED);
+	ck_assert_int_eq(wc.fd, -1);
+	close(cp[0]);
+	close(cp[1]);
+	for (int i = 0; i < N; i++)
+		cae__slot_release(held[i]);
+	/* another process holds every slot, then dies: the slots are free again */
+	int up[2], down[2];
+	ck_assert_int_eq(pipe(up), 0);
+	ck_assert_int_eq(pipe(down), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int mine[N];
+		for (int i = 0; i < N; i++)
+			if (cae__slot_acquire(dir, N, false, -1, &mine[i], NULL) < 0)
+				_exit(1);
+		char c = 'h';
+		if (write(up[1], &c, 1) != 1)
+			_exit(1);
+		ssize_t k = read(down[0], &c, 1); /* held until killed */
+		_exit(k < 0);
+	}
+	char c;
+	ck_assert_int_eq(read(up[0], &c, 1), 1);
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	kill(pid, SIGKILL);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &held[i], NULL), 0);
+	ck_assert_int_eq(cae__slot_acquire(dir, N, false, -1, &fd, NULL), -EAGAIN);
+	for (int i = 0; i < N; i++)
+		cae__slot_release(held[i]);
+	cae__rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
+struct bg_exec {
+	cae_backend *b;
+	const char *uuid;
+	const char *script;
+	int cancel_fd;
+	int r;
+};
+
+static void *bg_exec_main(void *arg)
+{
+	struct bg_exec *x = arg;
+	const char *argv[] = {"sh", "-c", x->script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = x->cancel_fd};
+	cae_run_result r;
+	x->r = cae_backend_exec(x->b, x->uuid, &req, &r, NULL);
+	if (x->r == 0)
+		cae_run_result_clear(&r);
+	return NULL;
+}
+
+static json_t *find_env(json_t *list, const char *uuid)
+{
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			return e;
+	}
+	return NULL;
+}
+
+/* The list shows what each environment's processes use and its limits, to any process: a
+ * busy one has processes, CPU time and memory; an idle one none. */
+START_TEST(list_shows_resources)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = backend(cfg);
+	cae_error err;
+	cae_env_info info;
+	char busy_flag[4200];
+	for (int i = 0; i < 2; i++) {
+		cae_task t = {.uuid = C(i ? "idle" : "busy"), .repo = repo};
+		ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s",
+			      err.message);
+		if (i == 0)
+			snprintf(busy_flag, sizeof(busy_flag), "%s/.busy", info.host_path);
+		cae_env_info_clear(&info);
+	}
+	int cancel[2];
+	ck_assert_int_eq(pipe(cancel), 0);
+	struct bg_exec x = {.b = b,
+			    .uuid = "busy",
+			    .script = "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; "
+				      "touch .busy; sleep 300",
+			    .cancel_fd = cancel[0]};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, bg_exec_main, &x), 0);
+	for (int i = 0; i < 1200 && access(busy_flag, F_OK) != 0; i++)
+		usleep(100000);
+	ck_assert_msg(access(busy_flag, F_OK) == 0, "the command never got going");
+	cae_backend *viewer = backend(cfg); /* as another process sees it */
+	json_t *list = NULL;
+	ck_assert_msg(cae_backend_list(viewer, &list, &err) == 0, "%s", err.message);
+	json_t *busy = json_object_get(find_env(list, "busy"), "resources");
+	json_t *idle = json_object_get(find_env(list, "idle"), "resources");
+	ck_assert_ptr_nonnull(busy);
+	ck_assert_ptr_nonnull(idle);
+	ck_assert_int_ge(json_integer_value(json_object_get(busy, "pids")), 2); /* sh, sleep */
+	ck_assert(json_real_value(json_object_get(busy, "cpu_seconds")) > 0);
+	ck_assert_int_gt(json_integer_value(json_object_get(busy, "memory_bytes")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(busy, "memory_limit_bytes")),
+			 (json_int_t)cfg->command_executor.docker.resources.memory_bytes);
+	ck_assert(json_number_value(json_object_get(busy, "cpus_limit")) ==
+		  cfg->command_executor.docker.resources.cpu_limit);
+	ck_assert_int_eq(json_integer_value(json_object_get(busy, "pids_limit")),
+			 cfg->command_executor.docker.resources.pids_limit);
+	ck_assert_int_eq(json_integer_value(json_object_get(idle, "pids")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(idle, "memory_bytes")), 0);
+	json_decref(list);
+	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	close(cancel[0]);
+	close(cancel[1]);
+	cae_backend_free(viewer);
 	cae_backend_free(b);
 	cae_config_free(cfg);
 }
@@ -645,6 +965,114 @@ START_TEST(dependency_failure_is_a_warning)
 }
 END_TEST
 
+static json_t *dep_of(json_t *deps, const char *manifest)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")), manifest) == 0)
+			return d;
+	}
+	return NULL;
+}
+
+static bool warned_with(json_t *warnings, const char *a, const char *b)
+{
+	size_t i;
+	json_t *w;
+	json_array_foreach(warnings, i, w)
+	{
+		if (strstr(json_string_value(w), a) && (!b || strstr(json_string_value(w), b)))
+			return true;
+	}
+	return false;
+}
+
+/* conda and mamba cannot be installed on this test host (no conda-forge), nor cargo's
+ * registry reached: stand-in `mamba`, `conda` and `cargo` scripts on PATH record how they
+ * are called. environment.yml goes to a prefix under the user's home (never the base
+ * environment of a root-owned /opt/conda); without mamba, conda does it (a warning says
+ * so); Cargo.toml runs `cargo fetch`. Unconfined local commands see this process's PATH. */
+START_TEST(dependency_standins_conda_and_cargo)
+{
+	_cleanup_free_ char *repo = make_repo();
+	tu_sh("cd %s && printf 'name: t\\ndependencies: [python]\\n' > environment.yml && "
+	      "printf '[package]\\nname = \"t\"\\nversion = \"0.1.0\"\\n' > Cargo.toml && " GIT
+	      " add . && " GIT " commit -qm deps",
+	      repo);
+	char *bin = tu_mkdtemp(), *home = tu_mkdtemp();
+	static const char standin[] =
+	    "#!/bin/sh\necho \"$(basename \"$0\") $* uid=$(id -u)\" >> \"$HOME/calls.log\"\n"
+	    "while [ $# -gt 0 ]; do [ \"$1\" = -p ] && mkdir -p \"$2\"; shift; done\nexit 0\n";
+	tu_write(bin, "mamba", standin);
+	tu_write(bin, "conda", standin);
+	tu_write(bin, "cargo", standin);
+	tu_sh("chmod 755 %s/mamba %s/conda %s/cargo", bin, bin, bin);
+	char path[8192];
+	snprintf(path, sizeof(path), "%s:/usr/local/bin:/usr/bin:/bin", bin);
+	setenv("PATH", path, 1);
+	setenv("HOME", home, 1);
+	cae_config *cfg = config("  local:\n    sandbox: none\n    unconfined: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task t = {.uuid = C("standin"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	json_t *env = dep_of(info.deps, "environment.yml");
+	json_t *cargo = dep_of(info.deps, "Cargo.toml");
+	ck_assert_ptr_nonnull(env);
+	ck_assert_ptr_nonnull(cargo);
+	ck_assert(json_is_true(json_object_get(env, "success")));
+	ck_assert(json_is_true(json_object_get(cargo, "success")));
+	ck_assert_str_eq(json_string_value(json_object_get(cargo, "command")), "cargo fetch");
+	cae_env_info_clear(&info);
+	_cleanup_free_ char *log = cae__path_join(home, "calls.log");
+	_cleanup_free_ char *text = NULL;
+	size_t len;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, log, 65536, &text, &len), 0);
+	char want[8400];
+	snprintf(want, sizeof(want),
+		 "mamba env update -p %s/.conda/envs/project -f environment.yml", home);
+	ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+	ck_assert_msg(strstr(text, "cargo fetch") != NULL, "%s", text);
+	ck_assert_ptr_null(strstr(text, "-n base"));
+	char prefix[8300];
+	snprintf(prefix, sizeof(prefix), "%s/.conda/envs/project", home);
+	ck_assert(cae__is_dir(prefix)); /* made by the (stand-in) tool as this user */
+	/* without mamba: conda makes the environment, and a warning names mamba */
+	tu_sh("rm %s/mamba && : > %s/calls.log", bin, home);
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	env = dep_of(info.deps, "environment.yml");
+	ck_assert(json_is_true(json_object_get(env, "success")));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(env, "command")), "conda env update -p"));
+	ck_assert(warned_with(info.warnings, "mamba is not installed", "conda env update"));
+	cae_env_info_clear(&info);
+	free(text);
+	text = NULL;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, log, 65536, &text, &len), 0);
+	snprintf(want, sizeof(want),
+		 "conda env update -p %s/.conda/envs/project -f environment.yml", home);
+	ck_assert_msg(strstr(text, want) != NULL, "%s", text);
+	/* neither: a warning naming both, and the prepare still succeeds */
+	tu_sh("rm %s/conda %s/cargo", bin, bin);
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "environment.yml"), "skipped")));
+	ck_assert(json_is_true(json_object_get(dep_of(info.deps, "Cargo.toml"), "skipped")));
+	ck_assert(warned_with(info.warnings, "neither mamba nor conda", NULL));
+	ck_assert(warned_with(info.warnings, "cargo is not installed", NULL));
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(bin);
+	cae__rm_rf(home);
+	free(bin);
+	free(home);
+}
+END_TEST
+
 START_TEST(environment_gone_is_clear)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -843,6 +1271,11 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, failed_clone_leaves_nothing);
 	tcase_add_test(tc, reprepare_starts_clean_and_second_process_sees_it);
 	tcase_add_test(tc, cleanup_stale_by_age);
+	tcase_add_test(tc, collector_at_start_and_every_interval);
+	tcase_add_test(tc, workspace_gone_is_stale);
+	tcase_add_test(tc, cleanup_prepared_takes_only_its_own);
+	tcase_add_test(tc, engine_slots_admit_at_most_n);
+	tcase_add_test(tc, list_shows_resources);
 	tcase_add_test(tc, bubblewrap_confines);
 	tcase_add_test(tc, sandbox_lives_with_the_environment);
 	tcase_add_test(tc, sandbox_follows_a_recreated_workspace);
@@ -852,6 +1285,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, prepare_killed_is_never_ready);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
+	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);

@@ -301,6 +301,135 @@ START_TEST(mcp_editor_compat)
 }
 END_TEST
 
+/* Runs `cae mcp` (local backend, the test's state directory, config file config or none),
+ * writes input, reads until `answers` lines came back, then closes its input and waits for
+ * it to exit; returns the exit status. */
+static int mcp_run(const char *config, const char *input, int answers)
+{
+	setenv("CAE_STATE_DIR", state, 1);
+	setenv("EXECUTOR_BACKEND", "local", 1);
+	int in[2], outp[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		if (config)
+			setenv("CAE_CONFIG", config, 1);
+		execl(cae_path, cae_path, "mcp", (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	ck_assert_int_eq(write(in[1], input, strlen(input)), (ssize_t)strlen(input));
+	char buf[65536];
+	size_t len = 0;
+	int lines = 0;
+	while (lines < answers) {
+		ck_assert_uint_lt(len, sizeof(buf) - 1);
+		ssize_t k = read(outp[0], buf + len, sizeof(buf) - 1 - len);
+		ck_assert_int_gt(k, 0);
+		for (ssize_t i = 0; i < k; i++)
+			lines += buf[len + (size_t)i] == '\n';
+		len += (size_t)k;
+	}
+	buf[len] = '\0';
+	ck_assert_msg(answers == 0 || strstr(buf, "\"isError\":true") == NULL, "%s", buf);
+	close(in[1]);
+	while (read(outp[0], buf, sizeof(buf)) > 0)
+		;
+	close(outp[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static bool listed(const char *uuid)
+{
+	out o = cae("env", "list", NULL);
+	ck_assert_int_eq(o.status, 0);
+	bool found = false;
+	size_t i;
+	json_t *e;
+	json_array_foreach(o.json, i, e)
+	{
+		found |= strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0;
+	}
+	out_clear(&o);
+	return found;
+}
+
+static void prepare_cli(const char *repo, const char *uuid)
+{
+	out o = cae("prepare", "--repo", repo, "--uuid", uuid, NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	out_clear(&o);
+}
+
+/* `cae mcp` collects stale environments when it starts, with no client request at all: an
+ * old one goes, a fresh one (another process's, in use) stays. */
+START_TEST(mcp_collects_at_start)
+{
+	_cleanup_free_ char *repo = make_repo();
+	prepare_cli(repo, "old-1");
+	prepare_cli(repo, "fresh-1");
+	tu_sh("cd %s/local/old-1 && sed -i 's/\"created_at\": \"[^\"]*\"/\"created_at\": "
+	      "\"2020-01-01T00:00:00.000Z\"/' meta.json",
+	      state);
+	ck_assert(listed("old-1"));
+	/* interval_hours 0: collection is left to `cae gc` */
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	tu_write(dir, "off.yaml", "command_executor:\n  cleanup:\n    interval_hours: 0\n");
+	char config[4200];
+	snprintf(config, sizeof(config), "%s/off.yaml", dir);
+	ck_assert_int_eq(mcp_run(config, "", 0), 0);
+	ck_assert(listed("old-1"));
+	ck_assert_int_eq(mcp_run(NULL, "", 0), 0);
+	ck_assert(!listed("old-1"));
+	cae__rm_rf(dir);
+	ck_assert(listed("fresh-1"));
+}
+END_TEST
+
+/* command_executor.cleanup.on_session_end (default true): what the server prepared is
+ * removed when it ends; what another process prepared stays; false keeps it. */
+#define PREPARE_INPUT                                                                              \
+	"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"                     \
+	"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":"         \
+	"\"t\",\"version\":\"1\"}}}\n"                                                             \
+	"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"                         \
+	"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"            \
+	"\"environment_prepare\",\"arguments\":{\"task\":{\"uuid\":\"%s\",\"repo\":\"%s\"}}}}\n"
+
+START_TEST(mcp_session_end_cleanup)
+{
+	_cleanup_free_ char *repo = make_repo();
+	prepare_cli(repo, "other-1");
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	char yaml[4096], config[4200], input[8192];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  local_repo_roots: [\"%s\"]\n", repo);
+	tu_write(dir, "on.yaml", yaml);
+	snprintf(yaml + strlen(yaml), sizeof(yaml) - strlen(yaml),
+		 "  cleanup:\n    on_session_end: false\n");
+	tu_write(dir, "off.yaml", yaml);
+	snprintf(input, sizeof(input), PREPARE_INPUT, "mine-1", repo);
+	snprintf(config, sizeof(config), "%s/on.yaml", dir);
+	ck_assert_int_eq(mcp_run(config, input, 2), 0);
+	ck_assert(!listed("mine-1"));
+	ck_assert(listed("other-1"));
+	snprintf(input, sizeof(input), PREPARE_INPUT, "kept-1", repo);
+	snprintf(config, sizeof(config), "%s/off.yaml", dir);
+	ck_assert_int_eq(mcp_run(config, input, 2), 0);
+	ck_assert(listed("kept-1"));
+	ck_assert(listed("other-1"));
+	cae__rm_rf(dir);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -318,6 +447,8 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, gc_removes_old);
 	tcase_add_test(tc, tools_and_prompt);
 	tcase_add_test(tc, mcp_editor_compat);
+	tcase_add_test(tc, mcp_collects_at_start);
+	tcase_add_test(tc, mcp_session_end_cleanup);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -17,6 +17,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <math.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -907,6 +908,50 @@ START_TEST(exec_cancel)
 }
 END_TEST
 
+/* The figures of a stats sample: CPU time, the engine's CPU percentage from two samples,
+ * memory without the inactive page cache (cgroup v2 and v1 names), the limits. */
+START_TEST(stats_summary_figures)
+{
+	json_t *stats = json_loads("{\"cpu_stats\":{\"cpu_usage\":{\"total_usage\":3000000000},"
+				   "\"system_cpu_usage\":20000000000,\"online_cpus\":2},"
+				   "\"precpu_stats\":{\"cpu_usage\":{\"total_usage\":2000000000},"
+				   "\"system_cpu_usage\":10000000000},"
+				   "\"memory_stats\":{\"usage\":50000000,\"limit\":1073741824,"
+				   "\"stats\":{\"inactive_file\":10000000}},"
+				   "\"pids_stats\":{\"current\":7,\"limit\":256}}",
+				   0, NULL);
+	json_t *inspect = json_loads("{\"HostConfig\":{\"NanoCpus\":1500000000}}", 0, NULL);
+	ck_assert_ptr_nonnull(stats);
+	json_t *s = cae_docker_stats_summary(stats, inspect);
+	ck_assert(json_real_value(json_object_get(s, "cpu_seconds")) == 3.0);
+	/* (1e9 / 1e10) * 2 CPUs * 100 */
+	ck_assert(fabs(json_real_value(json_object_get(s, "cpu_percent")) - 20.0) < 1e-9);
+	ck_assert_int_eq(json_integer_value(json_object_get(s, "memory_bytes")), 40000000);
+	ck_assert_int_eq(json_integer_value(json_object_get(s, "memory_limit_bytes")), 1073741824);
+	ck_assert_int_eq(json_integer_value(json_object_get(s, "pids")), 7);
+	ck_assert_int_eq(json_integer_value(json_object_get(s, "pids_limit")), 256);
+	ck_assert(json_real_value(json_object_get(s, "cpus_limit")) == 1.5);
+	json_decref(s);
+	/* one sample (one-shot), cgroup v1 names, no inspect: no percentage, no CPU limit */
+	json_decref(stats);
+	stats = json_loads("{\"cpu_stats\":{\"cpu_usage\":{\"total_usage\":500000000}},"
+			   "\"precpu_stats\":{},"
+			   "\"memory_stats\":{\"usage\":30000000,\"limit\":2000000000,"
+			   "\"stats\":{\"total_inactive_file\":5000000}},"
+			   "\"pids_stats\":{\"current\":1}}",
+			   0, NULL);
+	s = cae_docker_stats_summary(stats, NULL);
+	ck_assert(json_real_value(json_object_get(s, "cpu_seconds")) == 0.5);
+	ck_assert_ptr_null(json_object_get(s, "cpu_percent"));
+	ck_assert_ptr_null(json_object_get(s, "cpus_limit"));
+	ck_assert_ptr_null(json_object_get(s, "pids_limit"));
+	ck_assert_int_eq(json_integer_value(json_object_get(s, "memory_bytes")), 25000000);
+	json_decref(s);
+	json_decref(stats);
+	json_decref(inspect);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("docker");
@@ -919,6 +964,7 @@ static Suite *make_suite(void)
 	tcase_add_test(u, version_negotiation);
 	tcase_add_test(u, error_message_extraction);
 	tcase_add_test(u, unreachable_engine);
+	tcase_add_test(u, stats_summary_figures);
 	suite_add_tcase(s, u);
 
 	TCase *c = tcase_create("client");
