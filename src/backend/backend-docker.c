@@ -18,6 +18,7 @@
 
 #include "base/chase.h"
 #include "base/fs.h"
+#include "base/gitsafe.h"
 #include "base/macro.h"
 #include "base/scratch.h"
 #include "base/timeutil.h"
@@ -1020,8 +1021,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		goto out;
 	}
 	/* git on this host, as the local backend's clone: the repository is the user's own. */
-	const char *argv[] = {"git",	 "-C",	 real,	  "bundle", "create",
-			      "--quiet", bundle, "--all", NULL};
+	const char *argv[] = {CAE_GIT_ARGV, "-C",   real,    "bundle", "create",
+			      "--quiet",    bundle, "--all", NULL};
 	int timeout_s = b->cfg->command_executor.clone.timeout_seconds;
 	cae_run_spec spec = {.argv = argv,
 			     .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
@@ -1066,10 +1067,16 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 			goto out;
 	}
 	{
-		const char *mirror[] = {
-		    "sh", "-c",		 "git clone --quiet --mirror \"$1\" \"$2\" && rm -f \"$1\"",
-		    "sh", SOURCE_BUNDLE, SOURCE_MIRROR,
-		    NULL};
+		/* git's argv after the two paths: CAE_GIT_ARGV, as for every git of ours */
+		const char *mirror[] = {"sh",
+					"-c",
+					"b=$1 m=$2; shift 2; \"$@\" clone --quiet --mirror "
+					"\"$b\" \"$m\" && rm -f \"$b\"",
+					"sh",
+					SOURCE_BUNDLE,
+					SOURCE_MIRROR,
+					CAE_GIT_ARGV,
+					NULL};
 		cae_exec_request req = {.argv = mirror,
 					.cwd = SCRATCH,
 					.timeout_ms = spec.timeout_ms,

@@ -724,7 +724,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 5, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -736,9 +736,13 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 			snprintf(sock_env, sizeof(sock_env), "CAE_CREDENTIAL_SOCKET=%s", sock);
 			extra[ne++] = sock_env;
 		}
-		extra[ne++] = "GIT_CONFIG_COUNT=1";
+		/* the empty value resets the list: ours is the only helper, whatever the
+		 * repository's configuration names */
+		extra[ne++] = "GIT_CONFIG_COUNT=2";
 		extra[ne++] = "GIT_CONFIG_KEY_0=credential.helper";
-		extra[ne++] = "GIT_CONFIG_VALUE_0=!/.cae/cae-helper --credential";
+		extra[ne++] = "GIT_CONFIG_VALUE_0=";
+		extra[ne++] = "GIT_CONFIG_KEY_1=credential.helper";
+		extra[ne++] = "GIT_CONFIG_VALUE_1=!/.cae/cae-helper --credential";
 	}
 	extra[ne] = NULL;
 	if (env->sandbox)

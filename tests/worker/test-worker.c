@@ -864,13 +864,15 @@ START_TEST(git_timeout)
 {
 	fx f;
 	fx_init(&f, _i);
-	free(sh(&f, "printf '#!/bin/sh\\nsleep 60\\n' > .git/hooks/pre-commit && "
-		    "chmod +x .git/hooks/pre-commit && echo x > x.txt && git add x.txt"));
+	/* git reading its pathspecs from a FIFO no one writes: a git step that never ends
+	 * without running anything of the repository's (cae's git steps run no hook) */
+	free(sh(&f, "mkfifo paths.fifo"));
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.git_timeout_ms = 1500;
 	json_t *c = json_array();
-	json_array_append_new(c, cmd("git_operation", "commit", "", "slow"));
+	json_array_append_new(c,
+			      cmd("git_operation", "add", "--pathspec-from-file=paths.fifo", ""));
 	json_t *res = run_json(&f, c, &o);
 	json_t *r0 = result_at(res, 0);
 	ck_assert(!rb(r0, "success"));
@@ -2503,6 +2505,93 @@ START_TEST(env_commit_record_rolls_forward)
 END_TEST
 #endif
 
+/* The traps of git_config_never_runs: each command it could run writes a marker in .markers.
+ * Returns the markers present, one a line (new string). */
+static char *markers(fx *f)
+{
+	return sh(f, "ls -A .markers");
+}
+
+/* A run with a git_operation commit and the auto-commit: both must succeed and trip no trap. */
+static void run_git_steps(fx *f, const char *name)
+{
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.auto_commit = true;
+	char a[128], b[128];
+	snprintf(a, sizeof(a), "%s-a.txt", name);
+	snprintf(b, sizeof(b), "%s-b.txt", name);
+	json_t *c = json_array();
+	json_array_append_new(c, cmd("file_edit", "create", a, "a\n"));
+	json_array_append_new(c, cmd("git_operation", "add", a, ""));
+	json_array_append_new(c, cmd("git_operation", "commit", "", name));
+	json_array_append_new(c, cmd("git_operation", "checkout", "HEAD~1 -- README.md", ""));
+	json_array_append_new(c, cmd("file_edit", "create", b, "b\n"));
+	json_t *res = run_json(f, c, &o);
+	ck_assert_msg(rb(res, "success"), "%s: %s", name, json_dumps(res, 0));
+	ck_assert_str_eq(rs(res, "auto_commit"), "committed");
+	json_decref(res);
+	char *m = markers(f);
+	ck_assert_msg(strcmp(m, "") == 0, "%s: ran in cae's git steps: %s", name, m);
+	free(m);
+	char *log = sh(f, "git log --format=%%s -2");
+	ck_assert_msg(strstr(log, name), "%s: %s", name, log);
+	free(log);
+}
+
+/* Nothing the repository names runs in cae's own git steps (a git_operation, the
+ * auto-commit): hooks in .git/hooks (put there on the host's side, local backend), hooks under
+ * core.hooksPath, core.fsmonitor, clean and smudge filters that the repository requires, a
+ * textconv driver, a signing program. The agent's own git runs them all: that is how the test
+ * knows each trap is armed. */
+START_TEST(git_config_never_runs)
+{
+	fx f;
+	fx_init(&f, _i);
+	static const char *const hooks[] = {
+	    "pre-commit",  "prepare-commit-msg", "commit-msg",	      "post-commit",
+	    "pre-auto-gc", "post-checkout",	 "post-index-change", "reference-transaction"};
+	char trap[PATH_MAX + 64];
+	snprintf(trap, sizeof(trap), "#!/bin/sh\ntouch \"%s/.markers/$(basename \"$0\")\"\n", f.ws);
+	free(sh(
+	    &f,
+	    "git config user.name agent && git config user.email agent@example.com && "
+	    "mkdir .markers .githooks && echo .markers/ >> .git/info/exclude && "
+	    "printf '%%s' '%s' > .githooks/trap && chmod +x .githooks/trap && "
+	    "cp .githooks/trap .githooks/fsmonitor && "
+	    "git config core.fsmonitor \"$PWD/.githooks/fsmonitor\" && "
+	    "git config filter.trap.clean \"touch '$PWD/.markers/clean'; cat\" && "
+	    "git config filter.trap.smudge \"touch '$PWD/.markers/smudge'; cat\" && "
+	    "git config filter.trap.required true && "
+	    "git config diff.trap.textconv \"touch '$PWD/.markers/textconv'; cat\" && "
+	    "git config gpg.program \"$PWD/.githooks/trap\" && git config commit.gpgSign true && "
+	    "printf '* filter=trap diff=trap\\n.githooks/** -filter\\n' > .gitattributes",
+	    trap));
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
+		free(sh(&f, "cp .githooks/trap .githooks/%s", hooks[i]));
+	if (f.mode < 2)
+		for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
+			tu_sh("cp '%s/.githooks/trap' '%s/.git/hooks/%s'", f.info.host_path,
+			      f.info.host_path, hooks[i]);
+	/* armed: the agent's own git trips them (the signing program fails, as it should) */
+	free(sh(&f, "echo x > armed.txt && git add armed.txt && git -c commit.gpgSign=false commit "
+		    "-qm armed && git diff HEAD~1 -- armed.txt >/dev/null && "
+		    "git checkout -q HEAD~1 -- README.md; git status >/dev/null; true"));
+	char *m = markers(&f);
+	ck_assert_msg(strstr(m, "clean") && strstr(m, "textconv") && strstr(m, "fsmonitor"),
+		      "traps not armed: %s", m);
+	if (f.mode < 2)
+		ck_assert_msg(strstr(m, "pre-commit"), "traps not armed: %s", m);
+	free(m);
+	free(sh(&f, "git reset -q --hard HEAD; rm -f .markers/*"));
+	run_git_steps(&f, "in-git-hooks");
+	/* the same with the hooks under core.hooksPath */
+	free(sh(&f, "git config core.hooksPath .githooks"));
+	run_git_steps(&f, "under-hooks-path");
+	fx_free(&f);
+}
+END_TEST
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -2537,6 +2626,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, dry_run_changes_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, log_events, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, cancelled, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, git_config_never_runs, MODE_FIRST, MODE_LAST);
 #ifdef CAE_WORKER_DOCKER
 	tcase_add_unchecked_fixture(env, shared_setup, shared_teardown);
 #endif
