@@ -588,7 +588,14 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .limits = &lim,
 	    .rlimit_nproc = n == 0 && env->uid != 0,
 	    .die_with_parent = die_with_parent,
+	    .protected_paths =
+		(const char *const *)env->cfg->command_executor.protected_paths.items,
+	    .n_protected = env->cfg->command_executor.protected_paths.n,
 	};
+	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
+	char project[PATH_MAX];
+	snprintf(project, sizeof(project), "%s%s", env->root, env->external ? "" : "/project");
+	(void)cae__sandbox_protect_prepare(project, spec.protected_paths, spec.n_protected);
 	char **out = cae__sandbox_argv(&spec);
 	for (size_t i = 0; i < n; i++)
 		free(procs[i]);
