@@ -211,9 +211,17 @@ static void shared_teardown(void)
 static void shared_reset(fx *f)
 {
 	snprintf(f->uuid, sizeof(f->uuid), "%s", shared_uuid);
-	if (shared_sh(f->cfg,
-		      "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
-		      "/project " SHARED_PRISTINE "/tmp .") < 0)
+	/* the project, its .git and .git/hooks are root's (protected paths): emptied and
+	 * filled again around the hooks, which no case can change */
+	if (shared_sh(
+		f->cfg,
+		"cd /workspace && rm -rf tmp .cae-journal && cp -a " SHARED_PRISTINE
+		"/tmp . && cd project && "
+		"find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && "
+		"find .git -mindepth 1 -maxdepth 1 ! -name hooks -exec rm -rf {} + && "
+		"cd " SHARED_PRISTINE "/project && for e in * .[!.]* ..?* .git/* .git/.[!.]*; "
+		"do case $e in .git | .git/hooks) continue ;; esac; "
+		"if [ -e \"$e\" ]; then cp -a \"$e\" \"/workspace/project/$e\"; fi; done") < 0)
 		shared_prepare(f->cfg);
 	cae_error err = {0};
 	ck_assert_msg(cae_backend_info(f->b, f->uuid, &f->info, &err) == 0, "%s", err.message);
@@ -1489,7 +1497,7 @@ static bool project_gone(fx *f)
 	char script[PATH_MAX + 16];
 	snprintf(script, sizeof(script), "test -d '%s'", f->ws);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .cwd = "/", .timeout_ms = 120000, .cancel_fd = -1};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
 	cae_run_result r;
 	cae_error err = {0};
 	if (cae_backend_exec(f->b, f->uuid, &req, &r, &err) < 0)
