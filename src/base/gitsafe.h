@@ -29,9 +29,11 @@
  * What a key cannot reset: drivers named by the repository itself (filter.<name>.clean,
  * .smudge, .process run on add and checkout; diff.<name>.textconv and .command;
  * merge.<name>.driver). The worker reads their names from the repository's configuration
- * and resets each one (src/worker/command.c); diff commands pass --no-ext-diff and
- * --no-textconv. uploadpack.packObjectsHook is honoured by git only from the system and
- * global configuration, never the repository's. */
+ * and resets each one (src/worker/command.c), the global configuration's too (the
+ * environment user's own file); diff commands pass --no-ext-diff and --no-textconv.
+ * uploadpack.packObjectsHook is honoured by git only from the system and global
+ * configuration (never -c): the only upload-pack cae starts in a workspace serves the fetches
+ * of prepare, before any command of the agent ran. */
 #ifndef CAE_BASE_GITSAFE_H
 #define CAE_BASE_GITSAFE_H
 

@@ -177,9 +177,9 @@ static const struct {
 #define DRIVER_QUERY "^(filter|diff|merge)\\..*\\.(clean|smudge|process|textconv|command|driver)$"
 
 /* Adds to resets one "-c" setting per command key of a driver that the line of `git config
- * --show-scope --name-only` (or, scope NULL, `--name-only`) names: those of the repository
- * (local and worktree scopes and what they include), or all of them without scopes. The
- * system and global configuration are the operator's (git-lfs installs its filter there).
+ * --show-scope --name-only` (or, scoped false, `--name-only`) names: every one but those of
+ * the system configuration, which is the operator's (/etc/gitconfig: git-lfs installs its
+ * filter there); the global one is the environment user's own file, which commands write.
  * Returns 0, or -EINVAL for a name that `-c` cannot carry ('=' in it). */
 static int driver_reset(cae_buf *resets, const char *line, size_t n, bool scoped)
 {
@@ -188,8 +188,7 @@ static int driver_reset(cae_buf *resets, const char *line, size_t n, bool scoped
 		if (!tab)
 			return 0;
 		size_t sl = (size_t)(tab - line);
-		if ((sl == 6 && memcmp(line, "system", 6) == 0) ||
-		    (sl == 6 && memcmp(line, "global", 6) == 0))
+		if (sl == 6 && memcmp(line, "system", 6) == 0)
 			return 0;
 		n -= sl + 1;
 		line = tab + 1;

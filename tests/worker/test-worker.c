@@ -2602,7 +2602,9 @@ START_TEST(git_config_never_runs)
 	    "git config filter.trap.required true && "
 	    "git config diff.trap.textconv \"touch '$PWD/.markers/textconv'; cat\" && "
 	    "git config gpg.program \"$PWD/.githooks/trap\" && git config commit.gpgSign true && "
-	    "printf '* filter=trap diff=trap\\n.githooks/** -filter\\n' > .gitattributes",
+	    "git config --global filter.gtrap.clean \"touch '$PWD/.markers/gclean'; cat\" && "
+	    "printf '* filter=trap diff=trap\\n*-b.txt filter=gtrap\\n.githooks/** -filter\\n' "
+	    "> .gitattributes",
 	    trap));
 	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
 		free(sh(&f, "cp .githooks/trap .githooks/%s", hooks[i]));
@@ -2611,11 +2613,14 @@ START_TEST(git_config_never_runs)
 			tu_sh("cp '%s/.githooks/trap' '%s/.git/hooks/%s'", f.info.host_path,
 			      f.info.host_path, hooks[i]);
 	/* armed: the agent's own git trips them (the signing program fails, as it should) */
-	free(sh(&f, "echo x > armed.txt && git add armed.txt && git -c commit.gpgSign=false commit "
-		    "-qm armed && git diff HEAD~1 -- armed.txt >/dev/null && "
-		    "git checkout -q HEAD~1 -- README.md; git status >/dev/null; true"));
+	free(sh(&f,
+		"echo x > armed.txt && echo x > armed-b.txt && git add armed.txt armed-b.txt && "
+		"git -c commit.gpgSign=false commit "
+		"-qm armed && git diff HEAD~1 -- armed.txt >/dev/null && "
+		"git checkout -q HEAD~1 -- README.md; git status >/dev/null; true"));
 	char *m = markers(&f);
-	ck_assert_msg(strstr(m, "clean") && strstr(m, "textconv") && strstr(m, "fsmonitor"),
+	ck_assert_msg(strstr(m, "clean") && strstr(m, "gclean") && strstr(m, "textconv") &&
+			  strstr(m, "fsmonitor"),
 		      "traps not armed: %s", m);
 	if (f.mode < 2)
 		ck_assert_msg(strstr(m, "pre-commit"), "traps not armed: %s", m);
@@ -2625,6 +2630,8 @@ START_TEST(git_config_never_runs)
 	/* the same with the hooks under core.hooksPath */
 	free(sh(&f, "git config core.hooksPath .githooks"));
 	run_git_steps(&f, "under-hooks-path");
+	/* the global configuration is the environment's (the shared container's, too) */
+	free(sh(&f, "git config --global --remove-section filter.gtrap"));
 	fx_free(&f);
 }
 END_TEST
