@@ -1228,7 +1228,8 @@ static int docker_create(cae_prepare *p, cae_error *err)
  * remove an entry of root's in it (.git itself, the project, the protected path), and so
  * cannot put a writable one in its place. git refuses a repository whose directories are
  * another user's ("dubious ownership") unless safe.directory names it: the user's global
- * configuration gets safe.directory=/workspace/project. */
+ * configuration gets safe.directory=/workspace/project. An image without GNU tar (which
+ * writes the paths' tar with root as owner) gets a warning instead: never pretended. */
 
 /* $@: the protected paths. As the environment's user, in the project: makes a missing one
  * under .git an empty directory (when its parent is there), skips one with a symbolic link
@@ -1237,6 +1238,7 @@ static int docker_create(cae_prepare *p, cae_error *err)
 static const char protect_script[] =
     "set -euf\n"
     "cd " PROJECT "\n"
+    "tar --help 2>/dev/null | grep -q -- --owner || exit 3\n"
     "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
     "2>/dev/null | grep -qx " PROJECT "; then\n"
     "  git config --global --add safe.directory " PROJECT "\n"
@@ -1332,6 +1334,16 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 	int r = prep_exec(&dp->pc, &req, &res, err);
 	if (r < 0)
 		return cae_error_prefix(err, "protected paths");
+	if (res.exit_code == 3) {
+		/* said in ContainerInfo.warnings and the log: never pretended */
+		cae__prepare_warn(
+		    p, "docker.protected_paths_unenforced",
+		    "command_executor.protected_paths are not read-only to commands in "
+		    "this environment: its image has no GNU tar (tar --owner) to give "
+		    "them to root");
+		cae_run_result_clear(&res);
+		return 0;
+	}
 	if (res.exit_code != 0 || res.out_len >= PROTECT_TAR_MAX) {
 		char line[512];
 		last_line(&res, line, sizeof(line));
