@@ -24,7 +24,8 @@
  *   submodule.recurse=false, fetch.recurseSubmodules=false, diff.ignoreSubmodules=dirty
  *                               no git run inside a submodule (its own configuration is not
  *                               covered by the resets of filter drivers below)
- *   core.pager=cat, core.editor=:  no pager or editor program from the repository
+ *   --no-pager, core.pager=cat, core.editor=:, interactive.diffFilter=cat
+ *                               no pager, editor or diff filter program from the repository
  *
  * What a key cannot reset: drivers named by the repository itself (filter.<name>.clean,
  * .smudge, .process run on add and checkout; diff.<name>.textconv and .command;
@@ -38,7 +39,7 @@
 #define CAE_BASE_GITSAFE_H
 
 #define CAE_GIT_ARGV                                                                               \
-	"git", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c",               \
+	"git", "--no-pager", "-c", "core.hooksPath=/dev/null", "-c", "core.fsmonitor=false", "-c", \
 	    "core.sshCommand=ssh", "-c", "core.askPass=", "-c",                                    \
 	    "core.alternateRefsCommand=", "-c", "credential.helper=", "-c",                        \
 	    "protocol.ext.allow=never", "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false",   \
@@ -46,9 +47,9 @@
 	    "gpg.x509.program=false", "-c", "gpg.ssh.defaultKeyCommand=", "-c", "gc.auto=0", "-c", \
 	    "maintenance.auto=false", "-c", "submodule.recurse=false", "-c",                       \
 	    "fetch.recurseSubmodules=false", "-c", "diff.ignoreSubmodules=dirty", "-c",            \
-	    "core.pager=cat", "-c", "core.editor=:"
+	    "core.pager=cat", "-c", "core.editor=:", "-c", "interactive.diffFilter=cat"
 
 /* How many strings CAE_GIT_ARGV is. */
-#define CAE_GIT_ARGC 41
+#define CAE_GIT_ARGC 44
 
 #endif

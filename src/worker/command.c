@@ -360,6 +360,15 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 				     c->args[i]);
 			return;
 		}
+		/* a trailer's command comes from the configuration (trailer.<token>.cmd) */
+		if (strncmp(c->args[i], "--trailer", 9) == 0) {
+			cae__wk_fail(oc,
+				     "git_operation: %s is not allowed (it runs commands the "
+				     "repository's configuration names); put the trailer in "
+				     "the message",
+				     c->args[i]);
+			return;
+		}
 		argv[k++] = c->args[i];
 	}
 	_cleanup_free_ char *msg = NULL;

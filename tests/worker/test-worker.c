@@ -2630,6 +2630,22 @@ START_TEST(git_config_never_runs)
 	/* the same with the hooks under core.hooksPath */
 	free(sh(&f, "git config core.hooksPath .githooks"));
 	run_git_steps(&f, "under-hooks-path");
+	/* arguments of a git_operation that would run what the configuration names: refused */
+	free(sh(&f, "git config trailer.t.cmd \"touch '$PWD/.markers/trailer'\" && "
+		    "echo t > t.txt && git add t.txt && rm -f .markers/*"));
+	static const char *const refused[] = {"--trailer t=1", "--trailer=t:1",
+					      "--recurse-submodules"};
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		json_t *c = json_array();
+		json_array_append_new(c, cmd("git_operation", "commit", refused[i], "refused"));
+		json_t *res = run_json(&f, c, NULL);
+		ck_assert_msg(!rb(res, "success"), "%s", refused[i]);
+		assert_contains(rs(result_at(res, 0), "error"), "is not allowed");
+		json_decref(res);
+	}
+	char *m2 = markers(&f);
+	ck_assert_str_eq(m2, "");
+	free(m2);
 	/* the global configuration is the environment's (the shared container's, too) */
 	free(sh(&f, "git config --global --remove-section filter.gtrap"));
 	fx_free(&f);
