@@ -8,7 +8,8 @@
 #     comment states the rule itself, or points at a file in the repository;
 #   - the shared library exports only what include/cae/ declares (the library is built with
 #     hidden visibility and the public API marked CAE_EXPORT): no internal function, no
-#     cae__ name, nothing without the cae_ prefix.
+#     cae__ name, nothing without the cae_ prefix;
+#   - every git argv in src/ starts with CAE_GIT_ARGV (base/gitsafe.h).
 # usage: scripts/lint.sh [--lib LIBRARY.so] [FILE...]
 #   default: every tracked file, and the build tree's libcae.so ($CAE_BUILD or build/; it is
 #   brought up to date first). With FILEs, the library is checked only when --lib names one.
@@ -54,6 +55,15 @@ for f in "${files[@]}"; do
       fi
       ;;
     esac
+    # git started by cae in a workspace begins with CAE_GIT_ARGV (src/base/gitsafe.h): an
+    # argv that starts with a bare "git" (an array, an argv slot, a shell line) would read
+    # hooks, fsmonitor, credential helpers from the repository an agent wrote
+    if hits=$(grep -nE '(\{[[:space:]]*"git"[[:space:]]*,|\][[:space:]]*=[[:space:]]*"git"[[:space:]]*;|\bgit (clone|fetch|add|commit|push|config|diff|reset|checkout|bundle|rev-parse|merge-base|status) [^"]*\\"\$)' "$f"); then
+      while IFS= read -r h; do
+        echo "lint: $f:${h%%:*}: a git argv without CAE_GIT_ARGV (base/gitsafe.h)" >&2
+      done <<<"$hits"
+      bad=1
+    fi
     ;;
   esac
 done

@@ -64,6 +64,7 @@ extern "C" {
 
 #define CAE_CONFIG_MAX_BYTES (1024 * 1024)
 #define CAE_CONFIG_MAX_DEPTH 64
+#define CAE_CONFIG_MAX_PROTECTED 32 /* entries of command_executor.protected_paths */
 
 typedef enum cae_config_backend {
 	CAE_CONFIG_BACKEND_AUTO = 0, /* docker when an engine answers, else local */
@@ -126,6 +127,13 @@ typedef struct cae_config {
 		 * repositories only). The operator's own --repo, --workspace and --task (CLI) are
 		 * not limited. Absolute paths; a leading "~/" is expanded. */
 		cae_config_strlist local_repo_roots;
+		/* Workspace-relative paths that commands and the editor (text editor, patch
+		 * worker) may not change: each one, and everything below it, is read-only to
+		 * them on every backend, whatever the spelling (links, ".", case). No "..",
+		 * not absolute, not the workspace itself; at most CAE_CONFIG_MAX_PROTECTED.
+		 * [".git/hooks"]: a hook written by a command never runs in the agent's own
+		 * git either. cae's own git steps ignore hooks wherever they are. */
+		cae_config_strlist protected_paths;
 		struct {
 			char *name; /* "command-executor" (informative) */
 			cae_config_strlist

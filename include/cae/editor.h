@@ -58,6 +58,12 @@ typedef struct cae_editor_limits {
 	size_t undo_budget_bytes;
 	/* Entries read per directory in a directory view (the first ones in name order). */
 	size_t max_dir_entries;
+	/* Workspace-relative paths never written (create, str_replace, insert, undo_edit refuse
+	 * a target at or below one, however the path is spelt: links, ".", ASCII case);
+	 * viewing them stays allowed. Borrowed here, copied by cae_editor_new. NULL/0: none
+	 * (cae_editor_limits_default). */
+	const char *const *protected_paths;
+	size_t n_protected_paths;
 } cae_editor_limits;
 
 #define CAE_EDITOR_DEFAULT_MAX_FILE_BYTES ((size_t)32 << 20)

@@ -130,14 +130,21 @@ typedef struct cae_worker_options {
 	 * no check (the environment, not a word list, is the boundary). */
 	const struct cae_policy *policy;
 	cae_worker_fs_mode fs;
+	/* Workspace-relative paths a patch never writes or removes (borrowed; NULL/0: none;
+	 * cae_worker_options_init: command_executor.protected_paths' default, .git/hooks):
+	 * refused on this host's file system however the path is spelt; elsewhere the
+	 * environment keeps commands and its helper out (command_executor.protected_paths). */
+	const char *const *protected_paths;
+	size_t n_protected_paths;
 	/* readable = stop: the running command is killed, the rest not run. -1: none (as
 	 * cae_worker_options_init() sets it; 0 is fd 0). */
 	int cancel_fd;
 } cae_worker_options;
 
-/* Zeroes *o (defaults everywhere, cancel_fd -1). */
+/* Zeroes *o (defaults everywhere, cancel_fd -1, protected_paths .git/hooks). */
 CAE_EXPORT void cae_worker_options_init(cae_worker_options *o);
-/* cae_worker_options_init() then worker.* of cfg (borrowed; strings point into cfg). */
+/* cae_worker_options_init() then worker.* and command_executor.protected_paths of cfg
+ * (borrowed; strings point into cfg). */
 CAE_EXPORT void cae_worker_options_from_config(cae_worker_options *o, const struct cae_config *cfg);
 
 /* Runs p (borrowed) in the environment of task_uuid. Returns 0 with *result (new reference)

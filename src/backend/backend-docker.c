@@ -18,6 +18,7 @@
 
 #include "base/chase.h"
 #include "base/fs.h"
+#include "base/gitsafe.h"
 #include "base/macro.h"
 #include "base/scratch.h"
 #include "base/timeutil.h"
@@ -1070,8 +1071,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		goto out;
 	}
 	/* git on this host, as the local backend's clone: the repository is the user's own. */
-	const char *argv[] = {"git",	 "-C",	 real,	  "bundle", "create",
-			      "--quiet", bundle, "--all", NULL};
+	const char *argv[] = {CAE_GIT_ARGV, "-C",   real,    "bundle", "create",
+			      "--quiet",    bundle, "--all", NULL};
 	int timeout_s = b->cfg->command_executor.clone.timeout_seconds;
 	cae_run_spec spec = {.argv = argv,
 			     .timeout_ms = (int64_t)(timeout_s > 0 ? timeout_s : 300) * 1000,
@@ -1116,10 +1117,16 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 			goto out;
 	}
 	{
-		const char *mirror[] = {
-		    "sh", "-c",		 "git clone --quiet --mirror \"$1\" \"$2\" && rm -f \"$1\"",
-		    "sh", SOURCE_BUNDLE, SOURCE_MIRROR,
-		    NULL};
+		/* git's argv after the two paths: CAE_GIT_ARGV, as for every git of ours */
+		const char *mirror[] = {"sh",
+					"-c",
+					"b=$1 m=$2; shift 2; \"$@\" clone --quiet --mirror "
+					"\"$b\" \"$m\" && rm -f \"$b\"",
+					"sh",
+					SOURCE_BUNDLE,
+					SOURCE_MIRROR,
+					CAE_GIT_ARGV,
+					NULL};
 		cae_exec_request req = {.argv = mirror,
 					.cwd = SCRATCH,
 					.timeout_ms = spec.timeout_ms,
@@ -1275,6 +1282,166 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	return r;
 }
 
+/* ---- protected paths (command_executor.protected_paths) ----
+ *
+ * Commands run as the image's user with no capabilities, and the engine may be remote (no
+ * host mount to bind read-only), so ownership keeps these paths: each one is made root's
+ * (uploaded through the Engine's archive API, which extracts as root and keeps the tar's
+ * owners), and every directory on the way to it, from /workspace down, becomes root's with
+ * mode 1777: writable by the user, but sticky, so that the user can neither rename nor
+ * remove an entry of root's in it (.git itself, the project, the protected path), and so
+ * cannot put a writable one in its place. git refuses a repository whose directories are
+ * another user's ("dubious ownership") unless safe.directory names it: the user's global
+ * configuration gets safe.directory=/workspace/project. An image without GNU tar (which
+ * writes the paths' tar with root as owner) gets a warning instead: never pretended. */
+
+/* $@: the protected paths. As the environment's user, in the project: makes a missing one
+ * under .git an empty directory (when its parent is there), skips one with a symbolic link
+ * on the way, names the rest on stderr (one a line) and writes them to stdout as a tar whose
+ * entries are root's. */
+static const char protect_script[] =
+    "set -euf\n"
+    "cd " PROJECT "\n"
+    "tar --help 2>/dev/null | grep -q -- --owner || exit 3\n"
+    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
+    "2>/dev/null | grep -qx " PROJECT "; then\n"
+    "  git config --global --add safe.directory " PROJECT "\n"
+    "fi\n"
+    "for p in \"$@\"; do\n"
+    "  ok=1 q=\n"
+    "  old=$IFS; IFS=/\n"
+    "  for c in $p; do\n"
+    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
+    "    q=${q:+$q/}$c\n"
+    "    if [ -L \"$q\" ]; then ok=0; fi\n"
+    "  done\n"
+    "  IFS=$old\n"
+    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
+    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
+    "    *) ok=0 ;; esac\n"
+    "  fi\n"
+    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then set -- \"$@\" \"$q\"; printf '%s\\n' \"$q\" >&2; fi\n"
+    "  shift\n"
+    "done\n"
+    "[ $# -gt 0 ] || exit 0\n"
+    "exec tar -cf - --owner=0 --group=0 --numeric-owner -- \"$@\"\n";
+
+#define PROTECT_TAR_MAX ((size_t)64 << 20)
+
+/* Puts the n bytes of data (a tar) at path in the container, through a staged file. */
+static int put_tar(cae_backend *b, const char *id, const char *path, const char *data, size_t n,
+		   cae_error *err)
+{
+	char dir[PATH_MAX];
+	int r = cae__scratch_mkdtemp(NULL, "cae-protect-", dir, sizeof(dir));
+	if (r < 0)
+		return cae_error_set(err, r, "cannot create a temporary directory: %s",
+				     strerror(-r));
+	_cleanup_free_ char *tarpath = cae__path_join(dir, "p.tar");
+	_cleanup_close_ int fd =
+	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+	if (fd < 0 || cae__write_all(fd, data, n) < 0 || lseek(fd, 0, SEEK_SET) < 0)
+		r = cae_error_set(err, -errno, "cannot stage the protected paths: %s",
+				  strerror(errno));
+	else
+		r = cae_docker_put_archive(impl_of(b)->d, id, path, fd, (uint64_t)n, err);
+	cae__rm_rf(dir);
+	return r;
+}
+
+/* The directories on the way to each kept path (its lines in names), from /workspace down,
+ * as root's with mode 1777, into the tar fd (names relative to "/"). */
+static int write_ancestors(int fd, const char *names)
+{
+	int r = write_tar_entry(fd, "workspace/", '5', 01777, 0, "root", -1, 0);
+	if (r == 0)
+		r = write_tar_entry(fd, "workspace/project/", '5', 01777, 0, "root", -1, 0);
+	for (const char *l = names; r == 0 && *l;) {
+		size_t n = strcspn(l, "\n");
+		for (size_t i = 0; r == 0 && i < n; i++) {
+			if (l[i] != '/')
+				continue;
+			char name[100];
+			if ((size_t)snprintf(name, sizeof(name), "workspace/project/%.*s/", (int)i,
+					     l) >= sizeof(name))
+				return -EFBIG;
+			r = write_tar_entry(fd, name, '5', 01777, 0, "root", -1, 0);
+		}
+		l += n + (l[n] == '\n');
+	}
+	return r == 0 ? write_tar_end(fd) : r;
+}
+
+static int protect_paths(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
+	if (!pp->n)
+		return 0;
+	_cleanup_free_ const char **argv = calloc(pp->n + 5, sizeof(char *));
+	if (!argv)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	argv[k++] = "sh";
+	argv[k++] = "-c";
+	argv[k++] = protect_script;
+	argv[k++] = "cae-protect";
+	for (size_t i = 0; i < pp->n; i++)
+		argv[k++] = pp->items[i];
+	cae_exec_request req = {.argv = argv,
+				.cwd = PROJECT,
+				.timeout_ms = 300 * 1000,
+				.max_stdout = PROTECT_TAR_MAX,
+				.max_stderr = 64 * 1024,
+				.cancel_fd = -1};
+	cae_run_result res;
+	int r = prep_exec(&dp->pc, &req, &res, err);
+	if (r < 0)
+		return cae_error_prefix(err, "protected paths");
+	if (res.exit_code == 3) {
+		/* said in ContainerInfo.warnings and the log: never pretended */
+		cae__prepare_warn(
+		    p, "docker.protected_paths_unenforced",
+		    "command_executor.protected_paths are not read-only to commands in "
+		    "this environment: its image has no GNU tar (tar --owner) to give "
+		    "them to root");
+		cae_run_result_clear(&res);
+		return 0;
+	}
+	if (res.exit_code != 0 || res.out_len >= PROTECT_TAR_MAX) {
+		char line[512];
+		last_line(&res, line, sizeof(line));
+		r = cae_error_set(err, -EIO,
+				  "protected paths: cannot make them read-only to commands: %s",
+				  res.out_len >= PROTECT_TAR_MAX ? "larger than 64 MiB" : line);
+		cae_run_result_clear(&res);
+		return r;
+	}
+	if (res.out_len)
+		r = put_tar(p->b, dp->id, PROJECT, res.out, res.out_len, err);
+	char dir[PATH_MAX];
+	int m = r < 0 ? 0 : cae__scratch_mkdtemp(NULL, "cae-protect-", dir, sizeof(dir));
+	if (r == 0 && m < 0)
+		r = cae_error_set(err, m, "cannot create a temporary directory: %s", strerror(-m));
+	if (r == 0) {
+		_cleanup_free_ char *tarpath = cae__path_join(dir, "a.tar");
+		_cleanup_close_ int fd =
+		    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+		int w = fd < 0 ? -errno : write_ancestors(fd, res.err ? res.err : "");
+		off_t size = w == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+		if (w < 0 || size < 0 || lseek(fd, 0, SEEK_SET) < 0)
+			r = cae_error_set(err, w < 0 ? w : -errno,
+					  "cannot stage the protected paths: %s",
+					  strerror(w < 0 ? -w : errno));
+		else
+			r = cae_docker_put_archive(impl_of(p->b)->d, dp->id, "/", fd,
+						   (uint64_t)size, err);
+		cae__rm_rf(dir);
+	}
+	cae_run_result_clear(&res);
+	return r < 0 ? cae_error_prefix(err, "protected paths") : 0;
+}
+
 static int docker_populate(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
@@ -1298,7 +1465,10 @@ static int docker_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 	struct docker_prep *dp = prep_of(p);
 	char name[128];
 	container_name(name, sizeof(name), p->task->uuid);
-	int r = cae_docker_container_rename(impl_of(p->b)->d, dp->id, name, err);
+	int r = protect_paths(p, err);
+	if (r < 0)
+		return r;
+	r = cae_docker_container_rename(impl_of(p->b)->d, dp->id, name, err);
 	if (r < 0)
 		return r;
 	json_t *j =

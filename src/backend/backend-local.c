@@ -590,7 +590,14 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .limits = &lim,
 	    .rlimit_nproc = n == 0 && env->uid != 0,
 	    .die_with_parent = die_with_parent,
+	    .protected_paths =
+		(const char *const *)env->cfg->command_executor.protected_paths.items,
+	    .n_protected = env->cfg->command_executor.protected_paths.n,
 	};
+	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
+	char project[PATH_MAX];
+	snprintf(project, sizeof(project), "%s%s", env->root, env->external ? "" : "/project");
+	(void)cae__sandbox_protect_prepare(project, spec.protected_paths, spec.n_protected);
 	char **out = cae__sandbox_argv(&spec);
 	for (size_t i = 0; i < n; i++)
 		free(procs[i]);
@@ -726,7 +733,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 5, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -738,9 +745,13 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 			snprintf(sock_env, sizeof(sock_env), "CAE_CREDENTIAL_SOCKET=%s", sock);
 			extra[ne++] = sock_env;
 		}
-		extra[ne++] = "GIT_CONFIG_COUNT=1";
+		/* the empty value resets the list: ours is the only helper, whatever the
+		 * repository's configuration names */
+		extra[ne++] = "GIT_CONFIG_COUNT=2";
 		extra[ne++] = "GIT_CONFIG_KEY_0=credential.helper";
-		extra[ne++] = "GIT_CONFIG_VALUE_0=!/.cae/cae-helper --credential";
+		extra[ne++] = "GIT_CONFIG_VALUE_0=";
+		extra[ne++] = "GIT_CONFIG_KEY_1=credential.helper";
+		extra[ne++] = "GIT_CONFIG_VALUE_1=!/.cae/cae-helper --credential";
 	}
 	extra[ne] = NULL;
 	if (env->sandbox)

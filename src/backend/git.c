@@ -2,6 +2,7 @@
  * exec callback. */
 #include "backend/backend-internal.h"
 
+#include "base/gitsafe.h"
 #include "base/macro.h"
 #include "cae/log.h"
 
@@ -15,6 +16,13 @@
 #include "base/banned.h"
 
 #define GIT_TIMEOUT_DEFAULT_S 300
+
+static const char *const git_safe_argv[] = {CAE_GIT_ARGV};
+_Static_assert(ARRAY_SIZE(git_safe_argv) == CAE_GIT_ARGC, "CAE_GIT_ARGC counts CAE_GIT_ARGV");
+
+/* Fetches name the program that answers on the other side: never the repository's
+ * remote.<name>.uploadpack (a command run on this side for a local repository). */
+#define UPLOAD_PACK "--upload-pack=git-upload-pack"
 
 static bool host_is(const char *url, const char *host)
 {
@@ -179,35 +187,48 @@ struct git_ctx {
 	int timeout_s;
 };
 
-/* Runs git with argv in cwd; the token (if any) only in this process's environment. */
+/* Answers git from the environment of its own process: the helper's text holds no secret. */
+#define TOKEN_HELPER                                                                               \
+	"credential.helper=!f() { test \"$1\" = get || exit 0; "                                   \
+	"echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f"
+
+/* Runs git with argv (starting with CAE_GIT_ARGV) in cwd; the token (if any) only in this
+ * process's environment. */
 static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv, cae_run_result *res,
 		   cae_error *err)
 {
 	char tokvar[4096], uservar[256];
 	const char *env[16];
-	size_t n = 0;
+	const char *args[CAE_GIT_ARGC + 32];
+	size_t n = 0, k = 0;
+	for (size_t i = 0; argv[i]; i++) {
+		if (k + 3 >= ARRAY_SIZE(args))
+			return cae_error_set(err, -E2BIG, "git: too many arguments");
+		/* after the prefix's reset of credential.helper, ours as the only one: a -c
+		 * setting is read after GIT_CONFIG_COUNT's, so it has to be one too */
+		if (i == CAE_GIT_ARGC && g->token) {
+			args[k++] = "-c";
+			args[k++] = TOKEN_HELPER;
+		}
+		args[k++] = argv[i];
+	}
+	args[k] = NULL;
 	env[n++] = "GIT_TERMINAL_PROMPT=0";
 	env[n++] = "GIT_ASKPASS=";
 	env[n++] = "SSH_ASKPASS=";
+	/* set (even empty), it replaces core.gitProxy of every configuration file */
+	env[n++] = "GIT_PROXY_COMMAND=";
 	if (g->token) {
 		snprintf(tokvar, sizeof(tokvar), "CAE_GIT_TOKEN=%s", g->token);
 		snprintf(uservar, sizeof(uservar), "CAE_GIT_USER=%s", g->user);
 		env[n++] = tokvar;
 		env[n++] = uservar;
-		/* Reset inherited helpers, then answer from the environment of this process. */
-		env[n++] = "GIT_CONFIG_COUNT=2";
-		env[n++] = "GIT_CONFIG_KEY_0=credential.helper";
-		env[n++] = "GIT_CONFIG_VALUE_0=";
-		env[n++] = "GIT_CONFIG_KEY_1=credential.helper";
-		env[n++] =
-		    "GIT_CONFIG_VALUE_1=!f() { test \"$1\" = get || exit 0; "
-		    "echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f";
 	}
 	if (!g->ssl_verify)
 		env[n++] = "GIT_SSL_NO_VERIFY=1";
 	env[n] = NULL;
 	cae_exec_request req = {
-	    .argv = argv,
+	    .argv = args,
 	    .cwd = cwd,
 	    .extra_env = env,
 	    .timeout_ms = (int64_t)g->timeout_s * 1000,
@@ -293,11 +314,13 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 	if (!pr)
 		branch = NULL;
 
-	const char *argv[16];
+	const char *argv[CAE_GIT_ARGC + 16];
 	size_t n = 0;
-	argv[n++] = "git";
+	for (size_t i = 0; i < CAE_GIT_ARGC; i++)
+		argv[n++] = git_safe_argv[i];
 	argv[n++] = "clone";
 	argv[n++] = "--quiet";
+	argv[n++] = UPLOAD_PACK;
 	if (shallow)
 		argv[n++] = depth;
 	if (branch) {
@@ -324,15 +347,16 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 		snprintf(srcspec, sizeof(srcspec), "+refs/heads/%s:refs/remotes/origin/%s",
 			 task->branch, task->branch);
 		snprintf(mb_ref, sizeof(mb_ref), "origin/%s", task->target_branch);
-		const char *fetch[] = {"git",	 "fetch", "--quiet", shallow ? depth : "--no-tags",
-				       "origin", refspec, NULL};
+		const char *fetch[] = {
+		    CAE_GIT_ARGV, "fetch", "--quiet", UPLOAD_PACK, shallow ? depth : "--no-tags",
+		    "origin",	  refspec, NULL};
 		r = git_step(&g, dest, fetch, "git fetch of the target branch", err);
 		if (r < 0)
 			return r;
 		/* Deepen until the merge base is present, so that origin/<target>...HEAD works. */
 		int deepen = 16;
 		for (int round = 0; shallow; round++) {
-			const char *mb[] = {"git", "merge-base", "HEAD", mb_ref, NULL};
+			const char *mb[] = {CAE_GIT_ARGV, "merge-base", "HEAD", mb_ref, NULL};
 			cae_run_result res;
 			cae_error e2;
 			if (run_git(&g, dest, mb, &res, &e2) == 0 && res.exit_code == 0) {
@@ -341,9 +365,9 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 			}
 			cae_run_result_clear(&res);
 			if (round >= 8) {
-				const char *unshallow[] = {"git",	  "fetch",  "--quiet",
-							   "--unshallow", "origin", srcspec,
-							   refspec,	  NULL};
+				const char *unshallow[] = {CAE_GIT_ARGV, "fetch",	"--quiet",
+							   UPLOAD_PACK,	 "--unshallow", "origin",
+							   srcspec,	 refspec,	NULL};
 				r = git_step(&g, dest, unshallow, "git fetch --unshallow", err);
 				if (r < 0)
 					return r;
@@ -352,8 +376,8 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 			char deep[32];
 			snprintf(deep, sizeof(deep), "--deepen=%d", deepen);
 			deepen *= 2;
-			const char *more[] = {"git",	"fetch", "--quiet", deep,
-					      "origin", srcspec, refspec,   NULL};
+			const char *more[] = {CAE_GIT_ARGV, "fetch", "--quiet", UPLOAD_PACK, deep,
+					      "origin",	    srcspec, refspec,	NULL};
 			r = git_step(&g, dest, more, "git fetch --deepen", err);
 			if (r < 0)
 				return r;

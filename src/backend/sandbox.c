@@ -3,14 +3,17 @@
  * nothing: only what commands need is bound in. */
 #include "backend/sandbox.h"
 
+#include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/protect.h"
 
 #include <dirent.h>
 #include <ftw.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -142,6 +145,105 @@ static void add_top(struct argl *a)
 	}
 }
 
+/* The components of a protected path (no "", no "."), at most max; returns how many, or 0
+ * for a path that is not one (empty, "..", too deep). */
+static size_t split_rel(char *buf, char **comp, size_t max)
+{
+	size_t k = 0;
+	for (char *save = NULL, *c = strtok_r(buf, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0 || k == max)
+			return 0;
+		comp[k++] = c;
+	}
+	return k;
+}
+
+/* The first n components of comp joined with "/" into out. */
+static void join_rel(char *out, size_t size, char *const *comp, size_t n)
+{
+	size_t o = 0;
+	out[0] = '\0';
+	for (size_t i = 0; i < n && o < size; i++)
+		o += (size_t)snprintf(out + o, size - o, "%s%s", i ? "/" : "", comp[i]);
+}
+
+#define PROTECT_DEPTH 64
+
+int cae__sandbox_protect_prepare(const char *project_host, const char *const *paths, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		char buf[PATH_MAX], rel[PATH_MAX], *comp[PROTECT_DEPTH];
+		snprintf(buf, sizeof(buf), "%s", paths[i]);
+		size_t k = split_rel(buf, comp, PROTECT_DEPTH);
+		if (k < 2 || strcmp(comp[0], ".git") != 0)
+			continue;
+		join_rel(rel, sizeof(rel), comp, k);
+		_cleanup_close_ int root = open(project_host, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (root < 0)
+			return errno == ENOENT ? 0 : -errno;
+		/* the parent, without following a link anywhere (it stays in the project) */
+		_cleanup_(cae__chased_clear) cae_chased c = CAE_CHASED_INIT;
+		if (cae__chase(root, rel, CAE_CHASE_PARENT | CAE_CHASE_NOFOLLOW, NULL, NULL, &c) <
+			0 ||
+		    c.exists || c.links)
+			continue;
+		if (mkdirat(c.fd, c.name, 0755) < 0 && errno != EEXIST)
+			return -errno;
+	}
+	return 0;
+}
+
+/* Binds what keeps the protected paths read-only (see cae_sandbox_spec): the project onto
+ * itself (unless it is the workspace mount itself), each directory on the way to a protected
+ * path onto itself, then the path read-only. Checked on this host with lstat, never through
+ * a symbolic link: a link would make bwrap bind whatever it points at on this host. No
+ * command of the environment runs between this check and the mounts (a new sandbox is
+ * started only when no command of the environment's previous one is alive: its PID
+ * namespace ends with it). src: the workspace as bwrap's source. */
+static void add_protected(struct argl *a, const cae_sandbox_spec *s, const char *src)
+{
+	if (!s->n_protected)
+		return;
+	bool in_root = strcmp(s->ws_inside, CAE_SANDBOX_ROOT) == 0;
+	char host[PATH_MAX], from[PATH_MAX];
+	snprintf(host, sizeof(host), "%s%s", s->ws_host, in_root ? "/project" : "");
+	snprintf(from, sizeof(from), "%s%s", src, in_root ? "/project" : "");
+	struct stat st;
+	if (lstat(host, &st) < 0 || !S_ISDIR(st.st_mode))
+		return;
+	if (in_root) {
+		add(a, "--bind");
+		add(a, from);
+		add(a, CAE_SANDBOX_PROJECT);
+	}
+	for (size_t i = 0; i < s->n_protected; i++) {
+		char buf[PATH_MAX], rel[PATH_MAX], *comp[PROTECT_DEPTH];
+		snprintf(buf, sizeof(buf), "%s", s->protected_paths[i]);
+		size_t k = split_rel(buf, comp, PROTECT_DEPTH);
+		bool ok = k > 0;
+		for (size_t j = 1; ok && j <= k; j++) {
+			join_rel(rel, sizeof(rel), comp, j);
+			char h[PATH_MAX * 2];
+			snprintf(h, sizeof(h), "%s/%s", host, rel);
+			ok = lstat(h, &st) == 0 && !S_ISLNK(st.st_mode) &&
+			     (j == k || S_ISDIR(st.st_mode));
+			if (!ok)
+				break;
+			/* a directory on the way: a mount point of its own (not when it is
+			 * protected itself: it is bound read-only then) */
+			bool bind = j == k || !cae__protected_lexical(rel, s->protected_paths,
+								      s->n_protected);
+			if (!bind)
+				continue;
+			add(a, j == k ? "--ro-bind" : "--bind");
+			addf(a, "%s/%s", from, rel);
+			addf(a, "%s/%s", CAE_SANDBOX_PROJECT, rel);
+		}
+	}
+}
+
 char **cae__sandbox_argv(const cae_sandbox_spec *s)
 {
 	struct argl a = {0};
@@ -241,6 +343,7 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "/tmp");
 		add(&a, CAE_SANDBOX_ROOT "/tmp");
 	}
+	add_protected(&a, s, ws);
 	if (s->serve) {
 		add(&a, "--ro-bind");
 		add(&a, helper);

@@ -4,7 +4,8 @@
  * Inside, a command sees only the system trees read-only (/usr and the /bin, /lib... links),
  * a minimal /etc, its workspace read-write at /workspace (the project at
  * /workspace/project, as in containers), a private sized /tmp, /proc of its own PID
- * namespace and a minimal /dev. It runs as uid 1000 ("agent") in a user namespace of its
+ * namespace and a minimal /dev; the protected paths of its project read-only (see
+ * cae_sandbox_spec). It runs as uid 1000 ("agent") in a user namespace of its
  * own with no capabilities and no way to make another user namespace; on the host that uid
  * is an unprivileged one (command_executor.local.sandbox_uid when cae runs as root, else
  * cae's own uid), never root. */
@@ -50,6 +51,13 @@ typedef struct cae_sandbox_spec {
 	const cae_sandbox_limits *limits;
 	bool rlimit_nproc;    /* bound processes with RLIMIT_NPROC (no cgroup, own uid) */
 	bool die_with_parent; /* bwrap ends with the thread that started it */
+	/* Paths relative to the project (command_executor.protected_paths, borrowed): each one
+	 * that exists as a file or directory (not a symbolic link) is bound read-only onto
+	 * itself, and the project and every directory on the way to it are bound onto
+	 * themselves, so that no command can rename or remove them (a mount point is EBUSY)
+	 * to put a writable one in its place. */
+	const char *const *protected_paths;
+	size_t n_protected;
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new
@@ -60,6 +68,12 @@ static inline void cae__sandbox_argv_free_p(char ***p)
 {
 	cae__sandbox_argv_free(*p);
 }
+
+/* Makes each missing protected path under .git (the default .git/hooks, say) an empty
+ * directory when its parent directory exists, below the project directory project_host on
+ * this host, so that the sandbox can bind it read-only: a command could otherwise make it
+ * with content. Paths outside .git are protected when they exist. Returns 0 or -errno. */
+int cae__sandbox_protect_prepare(const char *project_host, const char *const *paths, size_t n);
 
 /* The environment of a sandboxed command: a fixed minimal set (PATH, HOME, USER, LOGNAME,
  * SHELL, TMPDIR, LANG, TERM) plus extra "K=V" entries; none of cae's own environment (its

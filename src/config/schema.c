@@ -78,6 +78,7 @@ const struct cfg_key cfg_keys[] = {
     STR(CE "default_environment", command_executor.default_environment, F_NONEMPTY, "python", NULL),
     STR(CE "state_dir", command_executor.state_dir, F_NONEMPTY | F_ABSPATH, NULL, "CAE_STATE_DIR"),
     LISTF(CE "local_repo_roots", command_executor.local_repo_roots, F_ABSPATH, NULL),
+    LIST(CE "protected_paths", command_executor.protected_paths, ".git/hooks"),
     SECTION(CE "mcp_server"),
     STR(CE "mcp_server.name", command_executor.mcp_server.name, 0, "command-executor", NULL),
     LIST(CE "mcp_server.command", command_executor.mcp_server.command,

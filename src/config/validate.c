@@ -1,6 +1,6 @@
 /* Rules across keys, checked after every load and every cae_config_set(): the default
  * environment is configured, an unconfined sandbox is asked for in so many words, the
- * network mode and external_access agree. */
+ * network mode and external_access agree, protected paths lie inside the workspace. */
 #include "config/config-internal.h"
 
 #include <stdio.h>
@@ -17,6 +17,26 @@ static bool explicit(const struct cfg_ctx *c, const char *path)
 static const struct cfg_where *origin_of(const struct cfg_ctx *c, const char *path)
 {
 	return &c->origin[cae__cfg_find_key(path)];
+}
+
+/* Why a protected path is not one (NULL: it is): relative to the workspace, below it. */
+static const char *protected_path_error(const char *p)
+{
+	if (p[0] == '/')
+		return "is absolute: give a path relative to the workspace (e.g. .git/hooks)";
+	bool below = false;
+	for (const char *s = p; *s;) {
+		size_t n = strcspn(s, "/");
+		if (n == 2 && s[0] == '.' && s[1] == '.')
+			return "has a '..' component: give a path inside the workspace";
+		if (n > 0 && !(n == 1 && s[0] == '.'))
+			below = true;
+		s += n;
+		s += *s == '/';
+	}
+	if (!below)
+		return "names the workspace itself: give a path inside it";
+	return NULL;
 }
 
 int cae__cfg_validate(struct cfg_ctx *c, bool warn)
@@ -90,6 +110,23 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 		    c, origin_of(c, CE "docker.network.whitelist_mode"),
 		    cae__cfg_find_key(CE "docker.network.whitelist_mode"),
 		    "a domain allow-list needs external access (the network mode is none)");
+
+	/* protected paths: inside the workspace, below it, a bounded number */
+	const cae_config_strlist *pp = &cfg->command_executor.protected_paths;
+	if (pp->n > CAE_CONFIG_MAX_PROTECTED)
+		return cae__cfg_key_error(c, origin_of(c, CE "protected_paths"),
+					  cae__cfg_find_key(CE "protected_paths"),
+					  "%zu paths; at most %d", pp->n, CAE_CONFIG_MAX_PROTECTED);
+	for (size_t i = 0; i < pp->n; i++) {
+		const char *why = protected_path_error(pp->items[i]);
+		if (why) {
+			char vbuf[128];
+			cae__cfg_show_value(vbuf, sizeof(vbuf), pp->items[i], strlen(pp->items[i]));
+			return cae__cfg_key_error(c, origin_of(c, CE "protected_paths"),
+						  cae__cfg_find_key(CE "protected_paths"),
+						  "item %zu: %s %s", i + 1, vbuf, why);
+		}
+	}
 
 	if (warn && cfg->command_executor.docker.mount_docker_socket) {
 		r = cae__cfg_add_warning(

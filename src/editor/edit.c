@@ -77,7 +77,7 @@ int cae__ed_do_create(cae_editor *ed, const char *path, size_t plen, const char 
 	/* missing directories are made in the write's transaction */
 	if (ed->wsj && cae__txn_begin(ed->wsj, &ed->create_txn) < 0)
 		ed->create_txn = NULL;
-	r = cae__ed_resolve(ed, path, plen, true, &t, res);
+	r = cae__ed_resolve_write(ed, path, plen, true, &t, res);
 	if (r == 0 && t.exists && S_ISDIR(t.st.st_mode))
 		r = cae__ed_refuse_directory(res, &t);
 	else if (r == 0 && t.exists) {
@@ -310,7 +310,7 @@ int cae__ed_do_str_replace(cae_editor *ed, const char *path, size_t plen, const 
 		return r < 0 ? r : 0;
 	}
 	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
-	r = cae__ed_resolve(ed, path, plen, false, &t, res);
+	r = cae__ed_resolve_write(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = check_editable(ed, &t, res)) != 0)
@@ -393,7 +393,7 @@ int cae__ed_do_insert(cae_editor *ed, const char *path, size_t plen, long long l
 	if (r != 0)
 		return r < 0 ? r : 0;
 	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
-	r = cae__ed_resolve(ed, path, plen, false, &t, res);
+	r = cae__ed_resolve_write(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if ((r = check_editable(ed, &t, res)) != 0)
@@ -502,7 +502,7 @@ static int changed_since(cae_editor *ed, const ed_target *t, uint64_t written)
 int cae__ed_do_undo(cae_editor *ed, const char *path, size_t plen, cae_editor_result *res)
 {
 	_cleanup_(cae__ed_target_clear) ed_target t = ED_TARGET_INIT;
-	int r = cae__ed_resolve(ed, path, plen, false, &t, res);
+	int r = cae__ed_resolve_write(ed, path, plen, false, &t, res);
 	if (r != 0)
 		return r < 0 ? r : 0;
 	if (t.exists && S_ISDIR(t.st.st_mode)) {

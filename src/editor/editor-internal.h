@@ -164,6 +164,10 @@ void cae__ed_target_clear(ed_target *t);
  * (t filled), 1 (error result set), or -ENOMEM. */
 int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
 		    cae_editor_result *res);
+/* cae__ed_resolve for a write (create, str_replace, insert, undo_edit): a target at or below a
+ * protected path is refused (the result says why) before any directory is made. */
+int cae__ed_resolve_write(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+			  cae_editor_result *res);
 /* The error result for a failed resolution or access (-errno e) of display. Returns 1, or
  * -ENOMEM. */
 int cae__ed_resolve_error(cae_editor *ed, cae_editor_result *res, const char *display, int e);
@@ -214,7 +218,8 @@ struct cae_editor {
 	/* The transaction of the `create` being run (its directories are made in it, so that a
 	 * crash or a failure removes them again), else NULL. */
 	cae_txn *create_txn;
-	cae_editor_limits lim;
+	cae_editor_limits lim; /* lim.protected_paths points at protected below */
+	char **protected;      /* owned copy of the limits' protected paths */
 	ed_undo *undo;
 	pthread_mutex_t lock;
 	/* The latest large buffer let go of (an undo entry dropped, a failed edit's file), for

@@ -215,12 +215,31 @@ cae_editor *cae_editor_new(const char *root_path, const char *display_root,
 	pthread_mutex_init(&ed->lock, NULL);
 	cae__ed_undo_set_release(ed->undo, spare_release, ed);
 	ed->lim = lim;
+	ed->lim.protected_paths = NULL;
+	ed->lim.n_protected_paths = 0;
 	/* Finishes what a process killed while editing this workspace left (a failure leaves
 	 * only temporary files, and the next open tries again). */
 	if (cae__wsj_open(fd, &ed->wsj) == 0)
 		(void)cae__wsj_recover(ed->wsj, NULL);
 	ed->root_fd = TAKE_FD(fd);
 	ed->root = TAKE_PTR(root);
+	if (lim.n_protected_paths) {
+		ed->protected = calloc(lim.n_protected_paths, sizeof(char *));
+		for (size_t i = 0; ed->protected && i < lim.n_protected_paths; i++)
+			if (!(ed->protected[i] = strdup(lim.protected_paths[i]))) {
+				for (size_t j = 0; j < i; j++)
+					free(ed->protected[j]);
+				free(ed->protected);
+				ed->protected = NULL;
+			}
+		if (!ed->protected) {
+			cae_editor_free(ed);
+			cae_error_set(err, -ENOMEM, "editor: out of memory");
+			return NULL;
+		}
+		ed->lim.protected_paths = (const char *const *)ed->protected;
+		ed->lim.n_protected_paths = lim.n_protected_paths;
+	}
 	return ed;
 }
 
@@ -233,6 +252,9 @@ void cae_editor_free(cae_editor *ed)
 	cae__ed_undo_free(ed->undo);
 	cae__wsj_free(ed->wsj);
 	free(ed->spare);
+	for (size_t i = 0; i < ed->lim.n_protected_paths; i++)
+		free(ed->protected[i]);
+	free(ed->protected);
 	pthread_mutex_destroy(&ed->lock);
 	free(ed->root);
 	free(ed);

@@ -1,13 +1,15 @@
 /* From the agent's path to a target in the workspace. The confinement itself is base/chase.h:
  * cae__path_lexical turns the path into a workspace-relative one (".." left for the resolver),
  * cae__chase resolves it beneath the workspace fd (openat2 RESOLVE_BENEATH, a final symbolic
- * link followed by hand). What remains here is the editor's wording of each refusal and its
- * undo key. */
+ * link followed by hand). What remains here is the editor's wording of each refusal, its
+ * undo key, and the refusal to write at or below a protected path (base/protect.h). */
 #include "editor-internal.h"
 
+#include "base/buf.h"
 #include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/protect.h"
 #include "base/txn.h"
 
 #include <errno.h>
@@ -153,8 +155,26 @@ static int to_rel(cae_editor *ed, const char *path, size_t len, char **rel, cae_
 	return r < 0 ? r : 1;
 }
 
-int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
-		    cae_editor_result *res)
+static int refuse_protected(cae_editor *ed, cae_editor_result *res, const char *display)
+{
+	cae_buf list;
+	cae__buf_init(&list, 64 * 1024);
+	int r = 0;
+	for (size_t i = 0; i < ed->lim.n_protected_paths && r == 0; i++)
+		r = cae__buf_printf(&list, "%s%s", i ? ", " : "", ed->lim.protected_paths[i]);
+	if (r == 0)
+		r = cae__ed_res_error(
+		    res,
+		    "The path %s is protected: it is, or lies below, one of the workspace's "
+		    "protected paths (%s), which the editor does not create, edit or undo (and "
+		    "commands cannot change). Edit files elsewhere in the workspace.",
+		    display, list.data ? list.data : "");
+	cae__buf_clear(&list);
+	return r < 0 ? -ENOMEM : 1;
+}
+
+static int resolve(cae_editor *ed, const char *path, size_t len, bool create, bool write,
+		   ed_target *t, cae_editor_result *res)
 {
 	*t = (ed_target)ED_TARGET_INIT;
 	_cleanup_free_ char *rel = NULL;
@@ -164,6 +184,11 @@ int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, e
 	t->display = cae__ed_path_display(ed->root, rel);
 	if (!t->display)
 		return -ENOMEM;
+	bool guard = write && ed->lim.n_protected_paths > 0;
+	/* as written: refused before a missing directory is made */
+	if (guard &&
+	    cae__protected_lexical(rel, ed->lim.protected_paths, ed->lim.n_protected_paths))
+		return refuse_protected(ed, res, t->display);
 	_cleanup_(cae__chased_clear) cae_chased c = CAE_CHASED_INIT;
 	r = cae__chase(ed->root_fd, rel, CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0),
 		       ed->create_txn ? cae__txn_mkdir_hook : NULL, ed->create_txn, &c);
@@ -190,6 +215,27 @@ int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, e
 		t->dir = TAKE_PTR(c.dir);
 		t->base = TAKE_PTR(c.name);
 	}
+	if (guard) {
+		/* as resolved: whatever links or spelling led here */
+		r = cae__protected_at(ed->root_fd, t->dfd, t->base ? t->base : "",
+				      ed->lim.protected_paths, ed->lim.n_protected_paths);
+		if (r > 0)
+			return refuse_protected(ed, res, t->display);
+		if (r < 0)
+			return cae__ed_resolve_error(ed, res, t->display, r);
+	}
 	res->path = strdup(t->display);
 	return res->path ? 0 : -ENOMEM;
+}
+
+int cae__ed_resolve(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+		    cae_editor_result *res)
+{
+	return resolve(ed, path, len, create, false, t, res);
+}
+
+int cae__ed_resolve_write(cae_editor *ed, const char *path, size_t len, bool create, ed_target *t,
+			  cae_editor_result *res)
+{
+	return resolve(ed, path, len, create, true, t, res);
 }

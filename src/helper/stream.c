@@ -62,7 +62,7 @@ struct stream {
 	uint32_t cred_next;
 	struct cred *creds; /* under lock, signalled on cond */
 	const char *env[8]; /* what every command gets added to its environment */
-	char env_store[4][PATH_MAX + 64];
+	char env_store[6][PATH_MAX + 64];
 	pthread_mutex_t ed_lock; /* the editor below */
 	cae_editor *ed;		 /* opened on the first edit, for ed_root */
 	char *ed_root;
@@ -450,11 +450,15 @@ static void cred_setup(struct stream *st)
 	self[k] = '\0';
 	snprintf(st->env_store[0], sizeof(st->env_store[0]), "CAE_CREDENTIAL_SOCKET=%s",
 		 sa.sun_path);
-	snprintf(st->env_store[1], sizeof(st->env_store[1]), "GIT_CONFIG_COUNT=1");
+	snprintf(st->env_store[1], sizeof(st->env_store[1]), "GIT_CONFIG_COUNT=2");
 	snprintf(st->env_store[2], sizeof(st->env_store[2]), "GIT_CONFIG_KEY_0=credential.helper");
-	snprintf(st->env_store[3], sizeof(st->env_store[3]), "GIT_CONFIG_VALUE_0=!%s --credential",
+	snprintf(st->env_store[3], sizeof(st->env_store[3]), "GIT_CONFIG_VALUE_0=");
+	snprintf(st->env_store[4], sizeof(st->env_store[4]), "GIT_CONFIG_KEY_1=credential.helper");
+	/* after the empty value's reset of the list: ours is the only helper, whatever the
+	 * repository's configuration names */
+	snprintf(st->env_store[5], sizeof(st->env_store[5]), "GIT_CONFIG_VALUE_1=!%s --credential",
 		 self);
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 6; i++)
 		st->env[i] = st->env_store[i];
 	pthread_t t;
 	pthread_attr_t attr;

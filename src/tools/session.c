@@ -166,6 +166,9 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 	lim->undo_depth = (unsigned)s->cfg->text_editor_mcp.undo_depth;
 	lim->undo_budget_bytes = (size_t)s->cfg->text_editor_mcp.undo_max_bytes;
 	lim->max_output_chars = (size_t)s->cfg->text_editor_mcp.view_max_chars;
+	/* (copied by cae_editor_new; an environment's helper is kept out by ownership) */
+	lim->protected_paths = (const char *const *)s->cfg->command_executor.protected_paths.items;
+	lim->n_protected_paths = s->cfg->command_executor.protected_paths.n;
 	if (info->host_path) {
 		cae_error e;
 		s->editor = cae_editor_new(info->host_path, info->workspace_path, lim, &e);

@@ -1,9 +1,12 @@
 /* Commands in the environment: shell_command (sh -c, bash when the environment has it,
  * stdout and stderr combined), git_operation (argv, no shell; a commit identity given with -c
  * when the repository has none) and the auto-commit after a run; and cae__wk_run(), how the
- * worker runs any command (these, and the rollback snapshot's tar). */
+ * worker runs any command (these, and the rollback snapshot's tar). Every git command starts
+ * with CAE_GIT_ARGV and resets the drivers the repository's own configuration names
+ * (git_prefix): nothing an agent wrote into .git runs in these steps. */
 #include "worker/worker-internal.h"
 
+#include "base/gitsafe.h"
 #include "base/macro.h"
 #include "base/utf8.h"
 #include "cae/policy.h"
@@ -172,6 +175,9 @@ static void exec_shell(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 	cae__buf_clear(&script);
 }
 
+static const char *const git_safe_argv[] = {CAE_GIT_ARGV};
+_Static_assert(ARRAY_SIZE(git_safe_argv) == CAE_GIT_ARGC, "CAE_GIT_ARGC counts CAE_GIT_ARGV");
+
 /* Which parts of a commit identity the repository lacks: asked once per run. */
 static int identity(wk_state *st)
 {
@@ -180,7 +186,7 @@ static int identity(wk_state *st)
 	st->identity = 0;
 	static const char *const keys[] = {"user.name", "user.email"};
 	for (int i = 0; i < 2; i++) {
-		const char *argv[] = {"git", "config", "--get", keys[i], NULL};
+		const char *argv[] = {CAE_GIT_ARGV, "config", "--get", keys[i], NULL};
 		wk_outcome oc;
 		cae__wk_outcome_init(&oc, 4096);
 		run_in_env(st, argv, st->git_timeout_ms, "git command", &oc);
@@ -191,11 +197,149 @@ static int identity(wk_state *st)
 	return st->identity;
 }
 
-/* "git" plus -c user.name/-c user.email for what is not configured. Returns argv used. */
-static size_t git_prefix(wk_state *st, const char **argv, bool commit)
+/* The keys of a driver that name a command, and the value that disables each: an empty
+ * command is no filter (git runs a filter's clean, smudge or process only when non-empty),
+ * a filter that is not required may then do nothing, an empty textconv or diff command is
+ * none, and "false" as a merge driver leaves a conflict instead of running anything. */
+static const struct {
+	const char *section, *key, *value;
+} driver_keys[] = {
+    {"filter", "clean", ""},	     {"filter", "smudge", ""}, {"filter", "process", ""},
+    {"filter", "required", "false"}, {"diff", "textconv", ""}, {"diff", "command", ""},
+    {"merge", "driver", "false"},
+};
+
+#define DRIVER_QUERY "^(filter|diff|merge)\\..*\\.(clean|smudge|process|textconv|command|driver)$"
+
+/* Adds to resets one "-c" setting per command key of a driver that the line of `git config
+ * --show-scope --name-only` (or, scoped false, `--name-only`) names: every one but those of
+ * the system configuration, which is the operator's (/etc/gitconfig: git-lfs installs its
+ * filter there); the global one is the environment user's own file, which commands write.
+ * Returns 0, or -EINVAL for a name that `-c` cannot carry ('=' in it). */
+static int driver_reset(cae_buf *resets, const char *line, size_t n, bool scoped)
+{
+	if (scoped) {
+		const char *tab = memchr(line, '\t', n);
+		if (!tab)
+			return 0;
+		size_t sl = (size_t)(tab - line);
+		if (sl == 6 && memcmp(line, "system", 6) == 0)
+			return 0;
+		n -= sl + 1;
+		line = tab + 1;
+	}
+	const char *dot = memchr(line, '.', n);
+	const char *last = NULL;
+	for (size_t i = n; i > 0; i--)
+		if (line[i - 1] == '.') {
+			last = line + i - 1;
+			break;
+		}
+	if (!dot || !last || last <= dot)
+		return 0;
+	size_t section_len = (size_t)(dot - line);
+	const char *name = dot + 1;
+	size_t name_len = (size_t)(last - name);
+	if (memchr(name, '=', name_len))
+		return -EINVAL;
+	int r = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(driver_keys) && r == 0; i++) {
+		if (strlen(driver_keys[i].section) != section_len ||
+		    strncasecmp(driver_keys[i].section, line, section_len) != 0)
+			continue;
+		r = cae__buf_printf(resets, "%s.%.*s.%s=%s", driver_keys[i].section, (int)name_len,
+				    name, driver_keys[i].key, driver_keys[i].value);
+		if (r == 0)
+			r = cae__buf_append(resets, "", 1);
+	}
+	return r;
+}
+
+/* Reads the drivers the repository names now (a command may have changed them since the last
+ * step) into resets (initialised here): NUL-separated "-c" settings. Returns 0, or -1 with
+ * fail set: nothing may run then, since a driver might be left on. */
+static int read_drivers(wk_state *st, cae_buf *resets, wk_outcome *fail)
+{
+	cae__buf_init(resets, 1024 * 1024);
+	for (int scoped = 1; scoped >= 0; scoped--) {
+		const char *argv[CAE_GIT_ARGC + 8];
+		size_t k = 0;
+		for (size_t i = 0; i < CAE_GIT_ARGC; i++)
+			argv[k++] = git_safe_argv[i];
+		argv[k++] = "config";
+		if (scoped)
+			argv[k++] = "--show-scope";
+		argv[k++] = "--name-only";
+		argv[k++] = "--get-regexp";
+		argv[k++] = DRIVER_QUERY;
+		argv[k] = NULL;
+		wk_outcome oc;
+		cae__wk_outcome_init(&oc, 1024 * 1024);
+		run_in_env(st, argv, st->git_timeout_ms, "git config", &oc);
+		/* exit 1: no such key; anything else: once more without scopes (a git older
+		 * than --show-scope), then fail */
+		if (!oc.has_exit_code || (oc.exit_code != 0 && oc.exit_code != 1) ||
+		    oc.output.truncated) {
+			if (scoped && !oc.output.truncated) {
+				cae__wk_outcome_clear(&oc);
+				continue;
+			}
+			cae__wk_fail(fail, "cannot read the repository's filter drivers%s%s",
+				     oc.error.data ? ": " : "", oc.error.data ? oc.error.data : "");
+			cae__wk_outcome_clear(&oc);
+			return -1;
+		}
+		int r = 0;
+		const char *p = oc.output.data ? oc.output.data : "";
+		const char *end = p + oc.output.len;
+		while (p < end && r == 0) {
+			const char *nl = memchr(p, '\n', (size_t)(end - p));
+			size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+			r = driver_reset(resets, p, n, scoped);
+			p += n + 1;
+		}
+		cae__wk_outcome_clear(&oc);
+		if (r == -EINVAL) {
+			cae__wk_fail(fail,
+				     "refused: the repository's configuration names a filter, diff "
+				     "or merge driver with '=' in its name, which cannot be turned "
+				     "off for cae's own git commands");
+			return -1;
+		}
+		if (r < 0 || resets->truncated) {
+			cae__wk_fail(fail, "out of memory");
+			return -1;
+		}
+		return 0;
+	}
+	return 0;
+}
+
+/* How many argv entries git_prefix adds at most, besides the driver resets. */
+#define PREFIX_MAX (CAE_GIT_ARGC + 4)
+
+static size_t count_resets(const cae_buf *resets)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < resets->len; i++)
+		n += resets->data[i] == '\0';
+	return n;
+}
+
+/* CAE_GIT_ARGV, the driver resets read by read_drivers (NULL: none), and -c user.name/-c
+ * user.email for what is not configured when commit. argv has room for PREFIX_MAX +
+ * 2 * count_resets(resets). Returns the number of entries used. */
+static size_t git_prefix(wk_state *st, const cae_buf *resets, const char **argv, bool commit)
 {
 	size_t k = 0;
-	argv[k++] = "git";
+	for (size_t i = 0; i < CAE_GIT_ARGC; i++)
+		argv[k++] = git_safe_argv[i];
+	for (size_t i = 0; resets && i < resets->len;) {
+		const char *s = resets->data + i;
+		argv[k++] = "-c";
+		argv[k++] = s;
+		i += strlen(s) + 1;
+	}
 	if (!commit)
 		return k;
 	int id = identity(st);
@@ -212,13 +356,17 @@ static size_t git_prefix(wk_state *st, const char **argv, bool commit)
 
 static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 {
-	_cleanup_free_ const char **argv = calloc(c->nargs + 12, sizeof(char *));
+	_cleanup_(cae__buf_clear) cae_buf resets = {0};
+	if (read_drivers(st, &resets, oc) < 0)
+		return;
+	_cleanup_free_ const char **argv =
+	    calloc(c->nargs + PREFIX_MAX + 2 * count_resets(&resets) + 8, sizeof(char *));
 	if (!argv) {
 		cae__wk_fail(oc, "out of memory");
 		return;
 	}
 	bool commit = c->action == CAE_PATCH_GIT_COMMIT;
-	size_t k = git_prefix(st, argv, commit);
+	size_t k = git_prefix(st, &resets, argv, commit);
 	switch (c->action) {
 	case CAE_PATCH_GIT_ADD:
 		argv[k++] = "add";
@@ -237,8 +385,27 @@ static void exec_git(wk_state *st, const cae_patch_command *c, wk_outcome *oc)
 			     cae_patch_action_name(c->action));
 		return;
 	}
-	for (size_t i = 0; i < c->nargs; i++)
+	for (size_t i = 0; i < c->nargs; i++) {
+		/* git in a submodule would read the submodule's own configuration, whose
+		 * drivers read_drivers does not see */
+		if (strncmp(c->args[i], "--recurse-submodules", 20) == 0) {
+			cae__wk_fail(oc,
+				     "git_operation: %s is not allowed (cae's git commands "
+				     "do not enter submodules)",
+				     c->args[i]);
+			return;
+		}
+		/* a trailer's command comes from the configuration (trailer.<token>.cmd) */
+		if (strncmp(c->args[i], "--trailer", 9) == 0) {
+			cae__wk_fail(oc,
+				     "git_operation: %s is not allowed (it runs commands the "
+				     "repository's configuration names); put the trailer in "
+				     "the message",
+				     c->args[i]);
+			return;
+		}
 		argv[k++] = c->args[i];
+	}
 	_cleanup_free_ char *msg = NULL;
 	if (commit) {
 		msg = c->content_len ? strndup(c->content, c->content_len)
@@ -325,9 +492,25 @@ int cae__wk_auto_commit(wk_state *st, char **hash, char **error)
 	*hash = NULL;
 	*error = NULL;
 	wk_outcome oc;
-	const char *add[] = {"git", "add", "-A", NULL};
 	cae__wk_outcome_init(&oc, 65536);
-	run_in_env(st, add, st->git_timeout_ms, "git add", &oc);
+	_cleanup_(cae__buf_clear) cae_buf resets = {0};
+	if (read_drivers(st, &resets, &oc) < 0) {
+		*error = strdup(oc.error.data ? oc.error.data : "git config failed");
+		cae__wk_outcome_clear(&oc);
+		return -1;
+	}
+	size_t max = PREFIX_MAX + 2 * count_resets(&resets) + 8;
+	_cleanup_free_ const char **argv = calloc(max, sizeof(char *));
+	if (!argv) {
+		*error = strdup("out of memory");
+		cae__wk_outcome_clear(&oc);
+		return -1;
+	}
+	size_t k = git_prefix(st, &resets, argv, false);
+	argv[k++] = "add";
+	argv[k++] = "-A";
+	argv[k] = NULL;
+	run_in_env(st, argv, st->git_timeout_ms, "git add", &oc);
 	if (!oc.success) {
 		*error = strdup(oc.error.data ? oc.error.data : "git add failed");
 		cae__wk_outcome_clear(&oc);
@@ -335,9 +518,15 @@ int cae__wk_auto_commit(wk_state *st, char **hash, char **error)
 	}
 	cae__wk_outcome_clear(&oc);
 	/* nothing staged: nothing to commit (not an error) */
-	const char *diff[] = {"git", "diff", "--cached", "--quiet", NULL};
+	k = git_prefix(st, &resets, argv, false);
+	argv[k++] = "diff";
+	argv[k++] = "--cached";
+	argv[k++] = "--quiet";
+	argv[k++] = "--no-ext-diff";
+	argv[k++] = "--no-textconv";
+	argv[k] = NULL;
 	cae__wk_outcome_init(&oc, 65536);
-	run_in_env(st, diff, st->git_timeout_ms, "git diff", &oc);
+	run_in_env(st, argv, st->git_timeout_ms, "git diff", &oc);
 	bool nothing = oc.success;
 	cae__wk_outcome_clear(&oc);
 	if (nothing)
@@ -347,8 +536,7 @@ int cae__wk_auto_commit(wk_state *st, char **hash, char **error)
 		*error = strdup("out of memory");
 		return -1;
 	}
-	const char *argv[12];
-	size_t k = git_prefix(st, argv, true);
+	k = git_prefix(st, &resets, argv, true);
 	argv[k++] = "commit";
 	argv[k++] = "-m";
 	argv[k++] = msg;
@@ -364,9 +552,12 @@ int cae__wk_auto_commit(wk_state *st, char **hash, char **error)
 		return none ? 1 : -1;
 	}
 	cae__wk_outcome_clear(&oc);
-	const char *rev[] = {"git", "rev-parse", "HEAD", NULL};
+	k = git_prefix(st, &resets, argv, false);
+	argv[k++] = "rev-parse";
+	argv[k++] = "HEAD";
+	argv[k] = NULL;
 	cae__wk_outcome_init(&oc, 4096);
-	run_in_env(st, rev, st->git_timeout_ms, "git rev-parse", &oc);
+	run_in_env(st, argv, st->git_timeout_ms, "git rev-parse", &oc);
 	if (!oc.success || !oc.output.data) {
 		*error = strdup(oc.error.data ? oc.error.data : "failed to get the commit hash");
 		cae__wk_outcome_clear(&oc);

@@ -3,12 +3,14 @@
  * can lead out of it; writes are atomic (staged file, fsync, rename) and keep the file's
  * mode. Every write is a transaction of the workspace's journal (base/txn.h), so a
  * process killed mid-write leaves no staged file once recovered, and a patch staged with
- * txn_* is applied all or nothing even across a crash. */
+ * txn_* is applied all or nothing even across a crash. Protected paths are never written or
+ * removed (base/protect.h: as written, and as resolved). */
 #include "worker/worker-internal.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/protect.h"
 #include "base/txn.h"
 
 #include <errno.h>
@@ -27,6 +29,8 @@ typedef struct host_fs {
 	int root_fd;  /* O_PATH | O_DIRECTORY */
 	cae_wsj *wsj; /* NULL: no journal directory could be made (plain atomic writes) */
 	cae_txn *txn; /* the open transaction (txn_begin), else NULL */
+	const char *const *protected; /* borrowed (cae__wk_fs_host_protect) */
+	size_t n_protected;
 } host_fs;
 
 static host_fs *host_of(wk_fs *fs)
@@ -57,6 +61,21 @@ static int path_error(cae_error *err, const char *rel, int r)
 	}
 }
 
+static int protected_error(cae_error *err, const char *rel)
+{
+	return cae_error_set(err, -EACCES,
+			     "%s: security error: the path is protected (it is, or lies below, "
+			     "one of command_executor.protected_paths); patches cannot write or "
+			     "remove it",
+			     rel);
+}
+
+void cae__wk_fs_host_protect(wk_fs *fs, const char *const *paths, size_t n)
+{
+	host_of(fs)->protected = paths;
+	host_of(fs)->n_protected = paths ? n : 0;
+}
+
 /* Resolves rel for writing (follow: a final symbolic link is followed when its target is
  * inside the workspace; create: missing directories are made, in the open transaction when
  * there is one) or removing (not followed). t->fd is the directory holding t->name. */
@@ -65,7 +84,16 @@ static int resolve(host_fs *h, const char *rel, bool create, bool follow, cae_ch
 {
 	unsigned flags =
 	    CAE_CHASE_PARENT | (create ? CAE_CHASE_MKDIR : 0) | (follow ? 0 : CAE_CHASE_NOFOLLOW);
+	/* as written: refused before a missing directory is made */
+	if (cae__protected_lexical(rel, h->protected, h->n_protected))
+		return protected_error(err, rel);
 	int r = cae__chase(h->root_fd, rel, flags, h->txn ? cae__txn_mkdir_hook : NULL, h->txn, t);
+	if (r == 0 && h->n_protected) {
+		/* as resolved: whatever links or spelling led here */
+		int p = cae__protected_at(h->root_fd, t->fd, t->name, h->protected, h->n_protected);
+		if (p != 0)
+			return p > 0 ? protected_error(err, rel) : path_error(err, rel, p);
+	}
 	if (r < 0 && r != -ENOENT)
 		return path_error(err, rel, r);
 	if (r == 0 && !*t->name)

@@ -1,6 +1,7 @@
 /* The rollback snapshot: `tar -cpf` of the whole workspace (every file, tracked or not,
  * ignored ones and .git included, with modes and symbolic links) taken before a patch, and
- * restored by emptying the workspace and extracting it. On this host for local environments
+ * restored by emptying the workspace and extracting it (the protected paths left as they
+ * are). On this host for local environments
  * (a private scratch directory named after its owner, $TMPDIR/cae-snap.<pid>-<start>.XXXXXX,
  * which `cae gc` removes once the owner is gone: base/scratch.h), in the environment
  * otherwise (its scratch directory). */
@@ -40,17 +41,53 @@ static const char take_script[] =
     "if ! tar -cpf \"$d/ws.tar\" -C \"$root\" . ; then rm -rf -- \"$d\"; exit 1; fi\n"
     "printf '%s\\n' \"$d\"\n";
 
-/* $1 workspace, $2 snapshot dir. */
+/* $1 workspace, $2 snapshot dir, then the protected paths: each one is left as it is, and so
+ * is every directory on the way to one (emptied of everything else): the environment keeps
+ * them read-only (a read-only mount, another owner), and they are excluded from the
+ * extraction; the directories on the way may be another owner's (root's, in a container),
+ * so tar's failure to set their mode or times is no failure of the restore. */
 static const char restore_script[] =
     "set -eu\n"
     "root=$1 d=$2\n"
+    "shift 2\n"
     "[ -f \"$d/ws.tar\" ] || { echo \"the snapshot $d/ws.tar is gone\" >&2; exit 1; }\n"
     "mkdir -p -- \"$root\"\n"
     "cd -P -- \"$root\"\n"
     "[ \"$(pwd -P)\" != / ] || { echo 'refusing to restore over /' >&2; exit 1; }\n"
-    "chmod -R u+w -- . 2>/dev/null || :\n"
-    "find . -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +\n"
-    "tar -xpf \"$d/ws.tar\" -C .\n";
+    "nl='\n'\n"
+    "prot= anc=\n"
+    "for p in \"$@\"; do\n"
+    "  p=$(printf '%s\\n' \"$p\" | sed 's#//*#/#g; s#^\\(\\./\\)*##; s#/\\./#/#g; s#/$##')\n"
+    "  prot=\"$prot$nl$p\"\n"
+    "  a=${p%/*} b=$p\n"
+    "  while [ \"$a\" != \"$b\" ]; do anc=\"$anc$nl$a\"; b=$a; a=${a%/*}; done\n"
+    "done\n"
+    "clean() {\n"
+    "  for e in \"$1\"/* \"$1\"/.[!.]* \"$1\"/..?*; do\n"
+    "    [ -e \"$e\" ] || [ -L \"$e\" ] || continue\n"
+    "    r=${e#./}\n"
+    "    case \"$prot$nl\" in *\"$nl$r$nl\"*) continue ;; esac\n"
+    "    if [ -d \"$e\" ] && [ ! -L \"$e\" ]; then\n"
+    "      case \"$anc$nl\" in *\"$nl$r$nl\"*) chmod u+w -- \"$e\" 2>/dev/null || :; clean \"$e\"; "
+    "continue ;; esac\n"
+    "      chmod -R u+w -- \"$e\" 2>/dev/null || :\n"
+    "    fi\n"
+    "    rm -rf -- \"$e\"\n"
+    "  done\n"
+    "}\n"
+    "chmod u+w . 2>/dev/null || :\n"
+    "clean .\n"
+    "for p in \"$@\"; do\n"
+    "  p=$(printf '%s\\n' \"$p\" | sed 's#//*#/#g; s#^\\(\\./\\)*##; s#/\\./#/#g; s#/$##')\n"
+    "  set -- \"$@\" \"--exclude=./$p\" \"--exclude=./$p/*\"\n"
+    "  shift\n"
+    "done\n"
+    "[ $# -gt 0 ] || exec tar -xpf \"$d/ws.tar\" -C .\n"
+    "if ! err=$(tar -xpf \"$d/ws.tar\" -C . \"$@\" 2>&1 >/dev/null); then\n"
+    "  rest=$(printf '%s\\n' \"$err\" | grep -v -e 'Cannot change mode to' -e 'Cannot utime' "
+    "-e 'Exiting with failure status' || :)\n"
+    "  [ -z \"$rest\" ] || { printf '%s\\n' \"$err\" >&2; exit 1; }\n"
+    "fi\n";
 
 static int run(wk_snapshot *s, const char *const *argv, cae_run_result *res, cae_error *err)
 {
@@ -135,9 +172,21 @@ int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *
 	return 0;
 }
 
-int cae__wk_snapshot_restore(wk_snapshot *s, cae_error *err)
+int cae__wk_snapshot_restore(wk_snapshot *s, const char *const *paths, size_t n, cae_error *err)
 {
-	const char *argv[] = {"sh", "-c", restore_script, "cae-restore", s->root, s->dir, NULL};
+	_cleanup_free_ const char **argv = calloc(n + 8, sizeof(char *));
+	if (!argv)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	argv[k++] = "sh";
+	argv[k++] = "-c";
+	argv[k++] = restore_script;
+	argv[k++] = "cae-restore";
+	argv[k++] = s->root;
+	argv[k++] = s->dir;
+	for (size_t i = 0; i < n; i++)
+		argv[k++] = paths[i];
+	argv[k] = NULL;
 	cae_run_result res;
 	int r = run(s, argv, &res, err);
 	if (r < 0)

@@ -86,6 +86,9 @@ struct wk_fs {
 /* Host file system calls below host_path (opened once; openat2 RESOLVE_BENEATH). Opening
  * recovers what a killed process left in the workspace's journal (base/txn.h). */
 int cae__wk_fs_host_new(const char *host_path, wk_fs **out, cae_error *err);
+/* Writes and removes of fs (a host file system) at or below one of paths[0..n) (borrowed,
+ * for fs's lifetime) are refused with -EACCES, however the path is spelt (base/protect.h). */
+void cae__wk_fs_host_protect(wk_fs *fs, const char *const *paths, size_t n);
 
 /* How the worker runs commands in the environment (cae__wk_run). backend, task_uuid are
  * borrowed. */
@@ -113,8 +116,10 @@ typedef struct wk_snapshot wk_snapshot;
  * environment into its scratch directory (the workspace's sibling "tmp", $TMPDIR or /tmp). */
 int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
 			  wk_snapshot **out, cae_error *err);
-/* Empties the workspace and extracts the snapshot into it. */
-int cae__wk_snapshot_restore(wk_snapshot *s, cae_error *err);
+/* Empties the workspace and extracts the snapshot into it, leaving the protected paths
+ * (paths[0..n), borrowed) and the directories on the way to them as they are: the
+ * environment keeps them read-only, so no patch changed them. */
+int cae__wk_snapshot_restore(wk_snapshot *s, const char *const *paths, size_t n, cae_error *err);
 /* Removes the snapshot's files and frees it. Accepts NULL. */
 void cae__wk_snapshot_free(wk_snapshot *s);
 

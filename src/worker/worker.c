@@ -16,10 +16,15 @@
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(cae_patch *, cae_patch_free)
 
+/* command_executor.protected_paths' default, for options not taken from a config */
+static const char *const default_protected[] = {".git/hooks"};
+
 void cae_worker_options_init(cae_worker_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->cancel_fd = -1;
+	o->protected_paths = default_protected;
+	o->n_protected_paths = ARRAY_SIZE(default_protected);
 }
 
 void cae_worker_options_from_config(cae_worker_options *o, const cae_config *cfg)
@@ -36,6 +41,8 @@ void cae_worker_options_from_config(cae_worker_options *o, const cae_config *cfg
 		o->command_timeout_ms = (int64_t)cfg->worker.command_timeout * 1000;
 	if (cfg->worker.git_timeout > 0)
 		o->git_timeout_ms = (int64_t)cfg->worker.git_timeout * 1000;
+	o->protected_paths = (const char *const *)cfg->command_executor.protected_paths.items;
+	o->n_protected_paths = cfg->command_executor.protected_paths.n;
 }
 
 static int dry_run(wk_state *st, json_t *out)
@@ -80,7 +87,8 @@ static void rollback(wk_state *st, wk_snapshot *snap, json_t *out, bool *rolled_
 {
 	cae_error err;
 	cae_error_clear(&err);
-	int r = cae__wk_snapshot_restore(snap, &err);
+	int r =
+	    cae__wk_snapshot_restore(snap, st->o->protected_paths, st->o->n_protected_paths, &err);
 	*rolled_back = r == 0;
 	json_object_set_new(out, "rolled_back", json_boolean(r == 0));
 	if (r < 0)
@@ -244,6 +252,8 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	};
 	if (st.host) {
 		r = cae__wk_fs_host_new(st.info.host_path, &st.fs, err);
+		if (r == 0)
+			cae__wk_fs_host_protect(st.fs, o->protected_paths, o->n_protected_paths);
 	} else {
 		r = cae__wk_fs_helper_new(b, task_uuid, st.root, &st.fs, err);
 		if (r == -EOPNOTSUPP)

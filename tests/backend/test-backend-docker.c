@@ -2602,6 +2602,113 @@ START_TEST(many_prepares_at_once_all_succeed)
 }
 END_TEST
 
+/* command_executor.protected_paths in a container: .git/hooks is root's, and every
+ * directory on the way to it root's and sticky, so that commands (the image's user, no
+ * capabilities) and the editor cannot write, rename or remove it, whichever way they try;
+ * the agent's own git config, commit and push work (the push with our credential helper
+ * only: one the repository names does not run). */
+START_TEST(protected_paths_hold_in_a_container)
+{
+	cae_config *cfg = dcfg();
+	cae_backend *b = dbackend(cfg, NULL);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	prepare_ok(b, &t, "python", &info);
+	static const char state_script[] =
+	    "ls -la .git/hooks | sed 1d | awk '{print $1, $3, $5, $9}' | sort && "
+	    "cat .git/hooks/* | cksum && find /workspace -name pre-commit 2>/dev/null; "
+	    "stat -c '%U %a %n' /workspace /workspace/project /workspace/project/.git";
+	cae_run_result r = bexec(b, uuid, state_script, 30000);
+	char *before = strdup(r.out);
+	cae_run_result_clear(&r);
+	ck_assert_msg(strstr(before, "pre-commit.sample") && strstr(before, " root ") &&
+			  strstr(before, "root 1777 /workspace/project/.git"),
+		      "%s", before);
+	/* the agent's own git; a credential helper of the repository's never runs */
+	char script[1024];
+	snprintf(script, sizeof(script),
+		 "git config user.name agent && git config user.email agent@example.com && "
+		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
+		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && "
+		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
+		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
+		 uuid);
+	r = bexec(b, uuid, script, 120000);
+	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
+	ck_assert_str_eq(r.out, "mineagent\n");
+	cae_run_result_clear(&r);
+	static const char *const attacks[] = {
+	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+	    "echo x >> .git/hooks/pre-commit.sample",
+	    "rm -f .git/hooks/pre-push.sample",
+	    "chmod u+w .git/hooks",
+	    "mv .git/hooks .git/h2",
+	    "cd .git && mv hooks ../h",
+	    "mv .git .g",
+	    "rm -rf .git/hooks",
+	    "rm -rf .git",
+	    "cd .. && mv project p2",
+	    "cd .. && rm -rf project",
+	    "ln -s /tmp/x .git/hooks/pre-commit",
+	    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
+	    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
+	    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t . && "
+	    "test -e .git/hooks/pre-commit",
+	    "chmod 0777 /workspace/project/.git",
+	    "chmod 0777 /workspace",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(attacks); i++) {
+		r = bexec(b, uuid, attacks[i], 30000);
+		ck_assert_msg(r.exit_code != 0, "%s: succeeded", attacks[i]);
+		cae_run_result_clear(&r);
+		r = bexec(b, uuid, state_script, 30000);
+		ck_assert_msg(strcmp(r.out, before) == 0, "%s: changed:\n%s\nwas:\n%s", attacks[i],
+			      r.out, before);
+		cae_run_result_clear(&r);
+		r = bexec(b, uuid,
+			  "rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t; git checkout -q -- . "
+			  "2>/dev/null; true",
+			  30000);
+		cae_run_result_clear(&r);
+	}
+	/* the editor (run by the helper, as the user) cannot write there either */
+	cae_editor_limits lim;
+	cae_editor_limits_default(&lim);
+	static const char *const paths[] = {".git/hooks/pre-commit", ".git/hooks/pre-push.sample",
+					    "/workspace/project/.git/./hooks/post-commit"};
+	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
+		cae_editor_request q = {.command = CAE_EDITOR_CMD_CREATE,
+					.path = paths[i],
+					.path_len = strlen(paths[i]),
+					.text = "#!/bin/sh\n",
+					.text_len = 10};
+		cae_editor_result res = {0};
+		cae_error err = {0};
+		int e = cae_backend_edit(b, uuid, &lim, &q, &res, &err);
+		ck_assert_msg(e < 0 || res.is_error, "%s: %s", paths[i], res.text);
+		cae_editor_result_clear(&res);
+	}
+	r = bexec(b, uuid, state_script, 30000);
+	ck_assert_str_eq(r.out, before);
+	cae_run_result_clear(&r);
+	/* the rest of the workspace stays the agent's */
+	r = bexec(b, uuid,
+		  "echo ok > new.txt && mkdir -p d/e && mv new.txt d/e/ && rm -r d && "
+		  "echo ok > /workspace/tmp/x && git status --short | wc -l",
+		  30000);
+	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	free(before);
+	cae_error err = {0};
+	cae_backend_cleanup(b, uuid, &err);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -2656,6 +2763,14 @@ static Suite *make_suite(void)
 	tcase_add_test(m, dependencies_in_the_python_image);
 	tcase_add_test(m, many_prepares_at_once_all_succeed);
 	suite_add_tcase(s, m);
+
+	/* protected paths in a container: a case of its own (CK_RUN_CASE=protected) */
+	TCase *pr = tcase_create("protected");
+	tcase_set_timeout(pr, 300);
+	tcase_add_unchecked_fixture(pr, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(pr, NULL, sweep);
+	tcase_add_test(pr, protected_paths_hold_in_a_container);
+	suite_add_tcase(s, pr);
 	return s;
 }
 

@@ -1260,6 +1260,97 @@ START_TEST(github_clone_url)
 }
 END_TEST
 
+/* What is on this host under the project's .git/hooks: names, modes, sizes and contents
+ * (new string). */
+static char *hooks_state(const char *project)
+{
+	char cmd[8192];
+	snprintf(cmd, sizeof(cmd),
+		 "cd '%s' && ls -la .git/hooks | sed 1d | awk '{print $1, $5, $9}' | sort && "
+		 "cat .git/hooks/* | cksum && find . -name pre-commit",
+		 project);
+	const char *argv[] = {"sh", "-c", cmd, NULL};
+	cae_run_spec spec = {
+	    .argv = argv, .timeout_ms = 30000, .max_stdout = 1 << 20, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err;
+	ck_assert_msg(cae_runner_run(&spec, &r, &err) == 0, "%s", err.message);
+	ck_assert_msg(r.exit_code == 0, "%s: %s", cmd, r.err);
+	char *out = strdup(r.out);
+	cae_run_result_clear(&r);
+	return out;
+}
+
+/* command_executor.protected_paths in the sandbox: the agent's own git config, commit and
+ * push work; a hook written by a command is refused, whichever way around the read-only
+ * .git/hooks it tries (rename the directory, its parent, the project; remove and remake; a
+ * link; /proc/self/cwd; git init with a template; chmod; mount). */
+START_TEST(protected_paths_hold_in_the_sandbox)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
+	cae_backend *b = prepared(cfg, "prot", repo);
+	cae_env_info info;
+	cae_error err;
+	ck_assert_int_eq(cae_backend_info(b, "prot", &info, &err), 0);
+	_cleanup_free_ char *before = hooks_state(info.host_path);
+	ck_assert_ptr_nonnull(strstr(before, "pre-commit.sample"));
+	/* the agent's own git: config, commit, push */
+	cae_run_result own =
+	    run(b, "prot",
+		"git rev-parse --git-dir >/dev/null && git config user.name agent && "
+		"git config user.email agent@example.com && echo more >> a.txt && "
+		"git commit -qam mine && git init -q --bare ../tmp/remote.git && "
+		"git --git-dir=../tmp/remote.git config receive.shallowUpdate true && "
+		"git push -q ../tmp/remote.git HEAD:refs/heads/pushed && "
+		"git --git-dir=../tmp/remote.git log -1 --format=%s%an pushed");
+	ck_assert_msg(own.exit_code == 0, "%s%s", own.out, own.err);
+	ck_assert_str_eq(own.out, "mineagent\n");
+	cae_run_result_clear(&own);
+	static const char *const attacks[] = {
+	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+	    "echo x >> .git/hooks/pre-commit.sample",
+	    "rm -f .git/hooks/pre-push.sample",
+	    "chmod u+w .git/hooks; echo x > .git/hooks/pre-commit",
+	    "mv .git/hooks .git/h2 && mkdir .git/hooks && echo x > .git/hooks/pre-commit",
+	    "cd .git && mv hooks ../h && mkdir hooks && echo x > hooks/pre-commit",
+	    "mv .git .g && mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+	    "rm -rf .git/hooks; mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+	    "rm -rf .git; mkdir -p .git/hooks && echo x > .git/hooks/pre-commit",
+	    "cd .. && mv project p2 && mkdir -p project/.git/hooks && "
+	    "echo x > project/.git/hooks/pre-commit",
+	    "cd .. && rm -rf project; mkdir -p project/.git/hooks && "
+	    "echo x > project/.git/hooks/pre-commit",
+	    "ln -s /tmp/x .git/hooks/pre-commit",
+	    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
+	    "echo x > /proc/self/root/workspace/project/.git/hooks/pre-commit",
+	    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
+	    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t .",
+	    "cp -r .git/hooks /tmp/h && echo x > /tmp/h/pre-commit && mount --bind /tmp/h "
+	    ".git/hooks",
+	    "umount .git/hooks && echo x > .git/hooks/pre-commit",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(attacks); i++) {
+		cae_run_result r = run(b, "prot", attacks[i]);
+		ck_assert_msg(r.exit_code != 0, "%s: succeeded", attacks[i]);
+		cae_run_result_clear(&r);
+		char *now = hooks_state(info.host_path);
+		ck_assert_msg(strcmp(now, before) == 0, "%s: hooks changed:\n%s\nwas:\n%s",
+			      attacks[i], now, before);
+		free(now);
+		/* the attack's leftovers go (not .git: that is the next one's to try) */
+		r = run(b, "prot",
+			"rm -rf ../p2 .g .git/h2 ../h /tmp/t /tmp/h; git checkout -q -- . "
+			"2>/dev/null; true");
+		cae_run_result_clear(&r);
+	}
+	ck_assert_int_eq(cae_backend_cleanup(b, "prot", &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -1292,6 +1383,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, task_json_parsing);
 	tcase_add_test(tc, gitlab_clone_url_from_projects_api);
 	tcase_add_test(tc, github_clone_url);
+	tcase_add_test(tc, protected_paths_hold_in_the_sandbox);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -801,6 +801,47 @@ START_TEST(file_lookup)
 }
 END_TEST
 
+/* command_executor.protected_paths: .git/hooks by default; paths inside the workspace only,
+ * whatever the spelling of an escape; a bounded number; [] allowed (nothing protected). */
+START_TEST(protected_paths)
+{
+	_cleanup_config_ cae_config *d = load_ok("", no_env);
+	ck_assert_uint_eq(d->command_executor.protected_paths.n, 1);
+	ck_assert_str_eq(d->command_executor.protected_paths.items[0], ".git/hooks");
+	_cleanup_config_ cae_config *cfg =
+	    load_ok("command_executor:\n  protected_paths:\n    - .git/hooks\n    - ci/deploy.sh\n",
+		    no_env);
+	ck_assert_uint_eq(cfg->command_executor.protected_paths.n, 2);
+	ck_assert_str_eq(cfg->command_executor.protected_paths.items[1], "ci/deploy.sh");
+	json_t *j = cae_config_to_json(cfg, true);
+	json_t *pp = json_object_get(json_object_get(j, "command_executor"), "protected_paths");
+	ck_assert_uint_eq(json_array_size(pp), 2);
+	json_decref(j);
+	_cleanup_config_ cae_config *none =
+	    load_ok("command_executor:\n  protected_paths: []\n", no_env);
+	ck_assert_uint_eq(none->command_executor.protected_paths.n, 0);
+	static const char *const bad[] = {"/etc/passwd", "..",	"../x", ".git/../../x", "a/..", ".",
+					  "./",		 "./.", "//"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		cae_error err = {0};
+		ck_assert_msg(cae_config_set(cfg, "command_executor.protected_paths", bad[i],
+					     &err) == -EINVAL,
+			      "%s accepted", bad[i]);
+		ck_assert_contains(err.message, "command_executor.protected_paths");
+		/* the value before stays */
+		ck_assert_uint_eq(cfg->command_executor.protected_paths.n, 2);
+	}
+	const char *m = load_err("command_executor:\n  protected_paths:\n    - ok\n    - ../x\n",
+				 no_env, -EINVAL);
+	ck_assert_contains(m, "command_executor.protected_paths: item 2: \"../x\" has a '..'");
+	char many[4096] = "command_executor:\n  protected_paths:\n";
+	for (int i = 0; i <= CAE_CONFIG_MAX_PROTECTED; i++)
+		snprintf(many + strlen(many), sizeof(many) - strlen(many), "    - p%d\n", i);
+	m = load_err(many, no_env, -EINVAL);
+	ck_assert_contains(m, "at most 32");
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -822,6 +863,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, set_by_key);
 	tcase_add_test(tc, parse_sizes_and_bools);
 	tcase_add_test(tc, file_lookup);
+	tcase_add_test(tc, protected_paths);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1773,6 +1773,98 @@ START_TEST(forged_journal_stays_inside)
 }
 END_TEST
 
+/* Protected paths: create, str_replace, insert and undo_edit at or below .git/hooks are
+ * refused however the path is spelt (".", "//", ASCII case, an absolute path, a link to the
+ * directory, to its parent, to a file in it, a chain of links), nothing is made on the way,
+ * the file stays as it was; viewing stays allowed, and a neighbour (".git/hooksX",
+ * ".git/config") is writable. */
+START_TEST(protected_paths_refused)
+{
+	static const char *const prot[] = {".git/hooks"};
+	cae_editor_limits lim;
+	cae_editor_limits_default(&lim);
+	lim.protected_paths = prot;
+	lim.n_protected_paths = 1;
+	fixture fx;
+	fx_init(&fx, &lim, DISPLAY_ROOT);
+	tu_sh(
+	    "cd '%s' && mkdir -p .git/hooks sub && printf 'old\\n' > .git/hooks/pre-commit && "
+	    "ln -s .git/hooks hl && ln -s .git g && ln -s .git/hooks/pre-commit f && "
+	    "ln -s hl chain && ln -s ../.git/hooks sub/up && ln -s .git/hooks/post-merge dangling",
+	    fx.sb.ws);
+	static const char *const creates[] = {
+	    ".git/hooks/post-commit",
+	    ".git/./hooks/post-commit",
+	    ".git//hooks/post-commit",
+	    ".GIT/hooks/post-commit",
+	    ".git/HOOKS/post-commit",
+	    DISPLAY_ROOT "/.git/hooks/post-commit",
+	    "sub/../.git/hooks/post-commit",
+	    "hl/post-commit",
+	    "g/hooks/post-commit",
+	    "chain/post-commit",
+	    "sub/up/post-commit",
+	    "dangling",
+	    ".git/hooks/new/dir/x",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(creates); i++) {
+		char json[512];
+		snprintf(json, sizeof(json),
+			 "{\"command\":\"create\",\"path\":\"%s\",\"file_text\":\"pwned\\n\"}",
+			 creates[i]);
+		expect_error(fx.ed, json, "is protected");
+	}
+	static const char *const existing[] = {".git/hooks/pre-commit", "f", "hl/pre-commit",
+					       "g/hooks/pre-commit", ".git/./Hooks/pre-commit"};
+	for (size_t i = 0; i < ARRAY_SIZE(existing); i++) {
+		char json[512];
+		snprintf(json, sizeof(json),
+			 "{\"command\":\"str_replace\",\"path\":\"%s\",\"old_str\":\"old\","
+			 "\"new_str\":\"pwned\"}",
+			 existing[i]);
+		expect_error(fx.ed, json, "is protected");
+		snprintf(json, sizeof(json),
+			 "{\"command\":\"insert\",\"path\":\"%s\",\"insert_line\":0,"
+			 "\"new_str\":\"pwned\"}",
+			 existing[i]);
+		expect_error(fx.ed, json, "is protected");
+		snprintf(json, sizeof(json), "{\"command\":\"undo_edit\",\"path\":\"%s\"}",
+			 existing[i]);
+		expect_error(fx.ed, json, "is protected");
+	}
+	ws_assert(&fx, ".git/hooks/pre-commit", "old\n");
+	char *made = pjoin(fx.sb.ws, ".git/hooks/new");
+	ck_assert_int_ne(access(made, F_OK), 0);
+	free(made);
+	char *pc = pjoin(fx.sb.ws, ".git/hooks/post-commit");
+	ck_assert_int_ne(access(pc, F_OK), 0);
+	free(pc);
+	/* the protected directory itself, once gone, cannot be made again as a file */
+	tu_sh("rm -rf '%s/.git/hooks'", fx.sb.ws);
+	expect_error(fx.ed, "{\"command\":\"create\",\"path\":\".git/hooks\",\"file_text\":\"x\"}",
+		     "is protected");
+	expect_error(fx.ed, "{\"command\":\"create\",\"path\":\"g/hooks\",\"file_text\":\"x\"}",
+		     "is protected");
+	tu_sh("mkdir '%s/.git/hooks' && echo old > '%s/.git/hooks/pre-commit'", fx.sb.ws, fx.sb.ws);
+	/* reading stays allowed; neighbours stay writable */
+	expect_ok(fx.ed, "{\"command\":\"view\",\"path\":\".git/hooks/pre-commit\"}");
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\".git/hooksX\",\"file_text\":\"x\"}");
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\".git/config\",\"file_text\":\"x\"}");
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\"sub/a.txt\",\"file_text\":\"a\\n\"}");
+	expect_ok(fx.ed, "{\"command\":\"str_replace\",\"path\":\"sub/a.txt\",\"old_str\":\"a\","
+			 "\"new_str\":\"b\"}");
+	expect_ok(fx.ed, "{\"command\":\"undo_edit\",\"path\":\"sub/a.txt\"}");
+	ws_assert(&fx, "sub/a.txt", "a\n");
+	fx_free(&fx);
+	/* without protected paths (an empty list) the same write is the agent's */
+	cae_editor_limits_default(&lim);
+	fx_init(&fx, &lim, DISPLAY_ROOT);
+	tu_sh("mkdir -p '%s/.git/hooks'", fx.sb.ws);
+	expect_ok(fx.ed, "{\"command\":\"create\",\"path\":\".git/hooks/x\",\"file_text\":\"x\"}");
+	fx_free(&fx);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	data_dir = argc > 1 ? argv[1] : "tests/data/editor";
@@ -1798,6 +1890,7 @@ int main(int argc, char **argv)
 	tcase_add_test(c, mode_and_atomicity);
 	tcase_add_test(c, symlink_inside_followed);
 	tcase_add_test(c, undo_depth_and_budget);
+	tcase_add_test(c, protected_paths_refused);
 	tcase_add_test(c, file_size_limit);
 	tcase_add_test(c, compat_shape);
 	tcase_add_test(c, shell_metachar_names);

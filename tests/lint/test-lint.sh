@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The lint itself (scripts/lint.sh): it must fail on a mis-formatted file, on a source file
-# that does not include base/banned.h last, on library code that prints to stdout, and on a
+# that does not include base/banned.h last, on library code that prints to stdout, on a git
+# argv that does not start with CAE_GIT_ARGV, and on a
 # comment or build file that cites a document outside the repository (a section of the
 # product specification, a design document), and on a shared library that exports an internal
 # symbol; and pass on a file that keeps the rules and on a library that exports only the public
@@ -28,6 +29,10 @@ printf '#include "base/banned.h"\n#include <stdio.h>\n\nint lint_order(void);\ni
 expect "banned.h not included last fails" 1 "$rel/order.c"
 printf '#include <stdio.h>\n\n#include "base/banned.h"\n\nvoid lint_print(void);\nvoid lint_print(void)\n{\n\tputs("x");\n}\n' > "$tmp/print.c"
 expect "library code printing to stdout fails" 1 "$rel/print.c"
+printf '#include "base/banned.h"\n\nconst char *const *lint_git(void);\nconst char *const *lint_git(void)\n{\n\tstatic const char *const a[] = {"git", "add", "-A", 0};\n\treturn a;\n}\n' > "$tmp/git.c"
+expect "a git argv without CAE_GIT_ARGV fails" 1 "$rel/git.c" "CAE_GIT_ARGV"
+printf '#include "base/banned.h"\n\nvoid lint_git2(const char **a);\nvoid lint_git2(const char **a)\n{\n\ta[0] = "git";\n}\n' > "$tmp/git2.c"
+expect "an argv slot set to a bare git fails" 1 "$rel/git2.c" "CAE_GIT_ARGV"
 # a citation is built from parts, so that this file does not hold one itself
 sect=$(printf '\302\247')
 printf '#include <stdio.h>\n\n#include "base/banned.h"\n\n/* as SP%s %s2 says */\nint lint_spec(void);\n' EC "$sect" > "$tmp/spec.c"

@@ -211,9 +211,17 @@ static void shared_teardown(void)
 static void shared_reset(fx *f)
 {
 	snprintf(f->uuid, sizeof(f->uuid), "%s", shared_uuid);
-	if (shared_sh(f->cfg,
-		      "cd /workspace && rm -rf project tmp .cae-journal && cp -a " SHARED_PRISTINE
-		      "/project " SHARED_PRISTINE "/tmp .") < 0)
+	/* the project, its .git and .git/hooks are root's (protected paths): emptied and
+	 * filled again around the hooks, which no case can change */
+	if (shared_sh(
+		f->cfg,
+		"cd /workspace && rm -rf tmp .cae-journal && cp -a " SHARED_PRISTINE
+		"/tmp . && cd project && "
+		"find . -mindepth 1 -maxdepth 1 ! -name .git -exec rm -rf {} + && "
+		"find .git -mindepth 1 -maxdepth 1 ! -name hooks -exec rm -rf {} + && "
+		"cd " SHARED_PRISTINE "/project && for e in * .[!.]* ..?* .git/* .git/.[!.]*; "
+		"do case $e in .git | .git/hooks) continue ;; esac; "
+		"if [ -e \"$e\" ]; then cp -a \"$e\" \"/workspace/project/$e\"; fi; done") < 0)
 		shared_prepare(f->cfg);
 	cae_error err = {0};
 	ck_assert_msg(cae_backend_info(f->b, f->uuid, &f->info, &err) == 0, "%s", err.message);
@@ -389,6 +397,14 @@ static bool rb(json_t *res, const char *key)
 	json_t *v = json_object_get(res, key);
 	ck_assert_msg(json_is_boolean(v), "%s missing", key);
 	return json_is_true(v);
+}
+
+/* The workspace without a repository: all of .git that commands may remove (its protected
+ * hooks directory stays, read-only), which leaves git no repository there. */
+static void no_repository(fx *f)
+{
+	free(sh(f, "find .git -mindepth 1 -maxdepth 1 ! -name hooks -exec rm -rf {} + && "
+		   "! git rev-parse --git-dir 2>/dev/null"));
 }
 
 static json_t *result_at(json_t *res, size_t i)
@@ -864,13 +880,15 @@ START_TEST(git_timeout)
 {
 	fx f;
 	fx_init(&f, _i);
-	free(sh(&f, "printf '#!/bin/sh\\nsleep 60\\n' > .git/hooks/pre-commit && "
-		    "chmod +x .git/hooks/pre-commit && echo x > x.txt && git add x.txt"));
+	/* git reading its pathspecs from a FIFO no one writes: a git step that never ends
+	 * without running anything of the repository's (cae's git steps run no hook) */
+	free(sh(&f, "mkfifo paths.fifo"));
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.git_timeout_ms = 1500;
 	json_t *c = json_array();
-	json_array_append_new(c, cmd("git_operation", "commit", "", "slow"));
+	json_array_append_new(c,
+			      cmd("git_operation", "add", "--pathspec-from-file=paths.fifo", ""));
 	json_t *res = run_json(&f, c, &o);
 	json_t *r0 = result_at(res, 0);
 	ck_assert(!rb(r0, "success"));
@@ -959,7 +977,7 @@ START_TEST(auto_commit_error)
 {
 	fx f;
 	fx_init(&f, _i);
-	free(sh(&f, "rm -rf .git"));
+	no_repository(&f);
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.auto_commit = true;
@@ -1400,10 +1418,12 @@ static void rollback_case(fx *f)
 				     "mkdir -p x/y && ln -sf README.md app-link && "
 				     "echo more >> notes.txt",
 				     ""));
-	json_array_append_new(c, cmd("shell_command", "run",
-				     "if [ -d .git ]; then git add -A && git -c user.name=t -c "
-				     "user.email=t@e commit -qm wip; fi",
-				     ""));
+	json_array_append_new(c,
+			      cmd("shell_command", "run",
+				  "if git rev-parse --git-dir >/dev/null 2>&1; then git add -A && "
+				  "git -c user.name=t -c "
+				  "user.email=t@e commit -qm wip; fi",
+				  ""));
 	json_array_append_new(c, cmd("shell_command", "run", "echo failing; exit 7", ""));
 	json_array_append_new(c, cmd("file_edit", "create", "after1.txt", "x"));
 	json_array_append_new(c, cmd("file_edit", "create", "after2.txt", "x"));
@@ -1413,7 +1433,7 @@ static void rollback_case(fx *f)
 	ck_assert_int_eq(ri(res, "executed_cmds"), 6);
 	ck_assert_int_eq(ri(res, "failed_cmds"), 1);
 	ck_assert_int_eq(ri(res, "skipped_cmds"), 3);
-	ck_assert(rb(res, "rolled_back"));
+	ck_assert_msg(rb(res, "rolled_back"), "%s", json_dumps(res, 0));
 	ck_assert_int_eq(ri(result_at(res, 6), "exit_code"), 7);
 	ck_assert_str_eq(rs(res, "summary"), "commands: 10, succeeded: 6, failed: 1, not run: 3; "
 					     "the workspace was rolled back");
@@ -1451,7 +1471,7 @@ START_TEST(rollback_without_git)
 	fx f;
 	fx_init(&f, _i);
 	populate(&f);
-	free(sh(&f, "rm -rf .git"));
+	no_repository(&f);
 	rollback_case(&f);
 	/* and a successful patch is not rolled back */
 	cae_worker_options o;
@@ -1468,6 +1488,25 @@ END_TEST
 
 /* A command that removes the workspace itself: a rollback from this host brings it back; in
  * the environment it cannot, and the result says so. */
+/* Whether the project directory is gone (a command removed it): where it is a mount point
+ * of its own (the protected paths' arrangement), it stays, and so can the rollback. */
+static bool project_gone(fx *f)
+{
+	if (f->info.host_path)
+		return access(f->info.host_path, F_OK) != 0;
+	char script[PATH_MAX + 16];
+	snprintf(script, sizeof(script), "test -d '%s'", f->ws);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	if (cae_backend_exec(f->b, f->uuid, &req, &r, &err) < 0)
+		return true;
+	bool gone = r.exit_code != 0;
+	cae_run_result_clear(&r);
+	return gone;
+}
+
 START_TEST(rollback_after_workspace_removed)
 {
 	fx f;
@@ -1479,7 +1518,7 @@ START_TEST(rollback_after_workspace_removed)
 	o.rollback = true;
 	json_t *res = run(&f, "```bash\ncd .. && rm -rf project\n```\n```bash\nexit 1\n```\n", &o);
 	ck_assert(!rb(res, "success"));
-	if (f.mode != 0) {
+	if (f.mode != 0 && project_gone(&f)) {
 		/* neither backend runs a command in an environment whose project directory is
 		 * gone: the in-environment rollback cannot run, and says why */
 		ck_assert(!rb(res, "rolled_back"));
@@ -1598,7 +1637,7 @@ START_TEST(log_events)
 	json_decref(lines);
 	json_decref(res);
 	/* auto_commit_failed: no repository */
-	free(sh(&f, "rm -rf .git"));
+	no_repository(&f);
 	res = run(&f, "```text:x.txt\nx\n```\n", &o);
 	lines = log_lines(&f);
 	e = event(lines, "worker.auto_commit_failed");
@@ -2410,6 +2449,162 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 END_TEST
 #endif
 
+/* The traps of git_config_never_runs: each command it could run writes a marker in .markers.
+ * Returns the markers present, one a line (new string). */
+static char *markers(fx *f)
+{
+	return sh(f, "ls -A .markers");
+}
+
+/* A run with a git_operation commit and the auto-commit: both must succeed and trip no trap. */
+static void run_git_steps(fx *f, const char *name)
+{
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.auto_commit = true;
+	char a[128], b[128];
+	snprintf(a, sizeof(a), "%s-a.txt", name);
+	snprintf(b, sizeof(b), "%s-b.txt", name);
+	json_t *c = json_array();
+	json_array_append_new(c, cmd("file_edit", "create", a, "a\n"));
+	json_array_append_new(c, cmd("git_operation", "add", a, ""));
+	json_array_append_new(c, cmd("git_operation", "commit", "", name));
+	json_array_append_new(c, cmd("git_operation", "checkout", "HEAD~1 -- README.md", ""));
+	json_array_append_new(c, cmd("file_edit", "create", b, "b\n"));
+	json_t *res = run_json(f, c, &o);
+	ck_assert_msg(rb(res, "success"), "%s: %s", name, json_dumps(res, 0));
+	ck_assert_str_eq(rs(res, "auto_commit"), "committed");
+	json_decref(res);
+	char *m = markers(f);
+	ck_assert_msg(strcmp(m, "") == 0, "%s: ran in cae's git steps: %s", name, m);
+	free(m);
+	char *log = sh(f, "git log --format=%%s -2");
+	ck_assert_msg(strstr(log, name), "%s: %s", name, log);
+	free(log);
+}
+
+/* Nothing the repository names runs in cae's own git steps (a git_operation, the
+ * auto-commit): hooks in .git/hooks (put there on the host's side, local backend), hooks under
+ * core.hooksPath, core.fsmonitor, clean and smudge filters that the repository requires, a
+ * textconv driver, a signing program. The agent's own git runs them all: that is how the test
+ * knows each trap is armed. */
+START_TEST(git_config_never_runs)
+{
+	fx f;
+	fx_init(&f, _i);
+	static const char *const hooks[] = {
+	    "pre-commit",  "prepare-commit-msg", "commit-msg",	      "post-commit",
+	    "pre-auto-gc", "post-checkout",	 "post-index-change", "reference-transaction"};
+	char trap[PATH_MAX + 64];
+	snprintf(trap, sizeof(trap), "#!/bin/sh\ntouch \"%s/.markers/$(basename \"$0\")\"\n", f.ws);
+	free(sh(
+	    &f,
+	    "git config user.name agent && git config user.email agent@example.com && "
+	    "mkdir .markers .githooks && echo .markers/ >> .git/info/exclude && "
+	    "printf '%%s' '%s' > .githooks/trap && chmod +x .githooks/trap && "
+	    "cp .githooks/trap .githooks/fsmonitor && "
+	    "git config core.fsmonitor \"$PWD/.githooks/fsmonitor\" && "
+	    "git config filter.trap.clean \"touch '$PWD/.markers/clean'; cat\" && "
+	    "git config filter.trap.smudge \"touch '$PWD/.markers/smudge'; cat\" && "
+	    "git config filter.trap.required true && "
+	    "git config diff.trap.textconv \"touch '$PWD/.markers/textconv'; cat\" && "
+	    "git config gpg.program \"$PWD/.githooks/trap\" && git config commit.gpgSign true && "
+	    "git config --global filter.gtrap.clean \"touch '$PWD/.markers/gclean'; cat\" && "
+	    "printf '* filter=trap diff=trap\\n*-b.txt filter=gtrap\\n.githooks/** -filter\\n' "
+	    "> .gitattributes",
+	    trap));
+	for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
+		free(sh(&f, "cp .githooks/trap .githooks/%s", hooks[i]));
+	if (f.mode < 2)
+		for (size_t i = 0; i < ARRAY_SIZE(hooks); i++)
+			tu_sh("cp '%s/.githooks/trap' '%s/.git/hooks/%s'", f.info.host_path,
+			      f.info.host_path, hooks[i]);
+	/* armed: the agent's own git trips them (the signing program fails, as it should) */
+	free(sh(&f,
+		"echo x > armed.txt && echo x > armed-b.txt && git add armed.txt armed-b.txt && "
+		"git -c commit.gpgSign=false commit "
+		"-qm armed && git diff HEAD~1 -- armed.txt >/dev/null && "
+		"git checkout -q HEAD~1 -- README.md; git status >/dev/null; true"));
+	char *m = markers(&f);
+	ck_assert_msg(strstr(m, "clean") && strstr(m, "gclean") && strstr(m, "textconv") &&
+			  strstr(m, "fsmonitor"),
+		      "traps not armed: %s", m);
+	if (f.mode < 2)
+		ck_assert_msg(strstr(m, "pre-commit"), "traps not armed: %s", m);
+	free(m);
+	free(sh(&f, "git reset -q --hard HEAD; rm -f .markers/*"));
+	run_git_steps(&f, "in-git-hooks");
+	/* the same with the hooks under core.hooksPath */
+	free(sh(&f, "git config core.hooksPath .githooks"));
+	run_git_steps(&f, "under-hooks-path");
+	/* arguments of a git_operation that would run what the configuration names: refused */
+	free(sh(&f, "git config trailer.t.cmd \"touch '$PWD/.markers/trailer'\" && "
+		    "echo t > t.txt && git add t.txt && rm -f .markers/*"));
+	static const char *const refused[] = {"--trailer t=1", "--trailer=t:1",
+					      "--recurse-submodules"};
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		json_t *c = json_array();
+		json_array_append_new(c, cmd("git_operation", "commit", refused[i], "refused"));
+		json_t *res = run_json(&f, c, NULL);
+		ck_assert_msg(!rb(res, "success"), "%s", refused[i]);
+		assert_contains(rs(result_at(res, 0), "error"), "is not allowed");
+		json_decref(res);
+	}
+	char *m2 = markers(&f);
+	ck_assert_str_eq(m2, "");
+	free(m2);
+	/* the global configuration is the environment's (the shared container's, too) */
+	free(sh(&f, "git config --global --remove-section filter.gtrap"));
+	fx_free(&f);
+}
+END_TEST
+
+/* A patch never writes or removes a protected path (.git/hooks by default), however it spells
+ * it: directly, with "." and "//", in another case, through a link to the directory or to its
+ * parent; on this host's file system it is refused by name, elsewhere the environment keeps
+ * it read-only. Nothing is made, the hooks stay as they were, and the rest of the workspace
+ * stays writable. */
+START_TEST(protected_paths_patch)
+{
+	fx f;
+	fx_init(&f, _i);
+	char *before = sh(&f, "ls -la .git/hooks | sed 1d | sort; cat .git/hooks/*.sample | cksum");
+	free(sh(&f, "ln -s .git/hooks hl && ln -s .git g"));
+	static const char *const targets[] = {
+	    ".git/hooks/pre-commit", ".git/./hooks/pre-commit", ".git//hooks/post-commit",
+	    "hl/pre-commit",	     "g/hooks/pre-commit",	".git/hooks/new/x",
+	};
+	cae_worker_options o;
+	cae_worker_options_from_config(&o, f.cfg);
+	o.fs = fs_mode(&f);
+	for (size_t i = 0; i < ARRAY_SIZE(targets); i++) {
+		json_t *c = json_array();
+		json_array_append_new(c, cmd("file_edit", "create", targets[i], "#!/bin/sh\n"));
+		json_t *res = run_json(&f, c, &o);
+		ck_assert_msg(!rb(res, "success"), "%s written", targets[i]);
+		if (f.mode == 0)
+			assert_contains(rs(result_at(res, 0), "error"), "protected");
+		json_decref(res);
+	}
+	json_t *c = json_array();
+	json_array_append_new(c, cmd("file_edit", "delete", ".git/hooks/pre-commit.sample", ""));
+	json_t *res = run_json(&f, c, &o);
+	ck_assert(!rb(res, "success"));
+	json_decref(res);
+	char *after = sh(&f, "ls -la .git/hooks | sed 1d | sort; cat .git/hooks/*.sample | cksum");
+	ck_assert_str_eq(after, before);
+	free(after);
+	free(before);
+	c = json_array();
+	json_array_append_new(c, cmd("file_edit", "create", "ok/fine.txt", "fine\n"));
+	res = run_json(&f, c, &o);
+	ck_assert(rb(res, "success"));
+	json_decref(res);
+	assert_file(&f, "ok/fine.txt", "fine\n");
+	fx_free(&f);
+}
+END_TEST
+
 static Suite *worker_suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -2444,6 +2639,8 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, dry_run_changes_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, log_events, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, cancelled, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, git_config_never_runs, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, protected_paths_patch, MODE_FIRST, MODE_LAST);
 #ifdef CAE_WORKER_DOCKER
 	tcase_add_unchecked_fixture(env, shared_setup, shared_teardown);
 #endif
