@@ -1262,8 +1262,9 @@ static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_
 
 /* The patch worker's file service: the files are on this host, so the requests are answered
  * here, by the code a container's helper runs there. A request names the workspace as
- * commands see it; what is opened is the environment's project directory on this host, and
- * a handle serves only the environment that opened it. */
+ * commands see it; what is opened is the environment's project directory on this host, with
+ * command_executor.protected_paths refused (the sandbox's read-only binds do not reach this
+ * process), and a handle serves only the environment that opened it. */
 static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		    cae_error *err)
 {
@@ -1279,7 +1280,14 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",
 				  q->root ? q->root : "(none)", uuid);
 	else
-		r = cae__wk_fs_serve(&li->files, uuid, info.host_path, q, rep, err);
+		r = cae__wk_fs_serve(
+		    &li->files, uuid,
+		    &(cae_wk_fs_open){
+			.root = info.host_path,
+			.protected_paths =
+			    (const char *const *)b->cfg->command_executor.protected_paths.items,
+			.n_protected = b->cfg->command_executor.protected_paths.n},
+		    q, rep, err);
 	cae_env_info_clear(&info);
 	return r;
 }

@@ -28,8 +28,8 @@ void cae__wk_fs_table_clear(cae_wk_fs_table *t)
 	pthread_mutex_unlock(&t->lock);
 }
 
-static int open_fs(cae_wk_fs_table *t, const char *owner, const char *root, cae_fs_reply *rep,
-		   cae_error *err)
+static int open_fs(cae_wk_fs_table *t, const char *owner, const cae_wk_fs_open *at,
+		   const char *root, cae_fs_reply *rep, cae_error *err)
 {
 	int slot = -1;
 	for (int i = 0; i < CAE_WK_FS_HANDLES && slot < 0; i++)
@@ -47,16 +47,18 @@ static int open_fs(cae_wk_fs_table *t, const char *owner, const char *root, cae_
 		free(who);
 		return r;
 	}
+	if (at && at->n_protected)
+		cae__wk_fs_host_protect(t->fs[slot], at->protected_paths, at->n_protected);
 	t->owner[slot] = who;
 	rep->handle = (uint32_t)slot + 1;
 	return 0;
 }
 
-static int serve_locked(cae_wk_fs_table *t, const char *owner, const char *root,
+static int serve_locked(cae_wk_fs_table *t, const char *owner, const cae_wk_fs_open *at,
 			const cae_fs_request *q, cae_fs_reply *rep, cae_error *err)
 {
 	if (q->op == CAE_FS_OPEN)
-		return open_fs(t, owner, root ? root : q->root, rep, err);
+		return open_fs(t, owner, at, at && at->root ? at->root : q->root, rep, err);
 	wk_fs *fs = NULL;
 	if (q->handle >= 1 && q->handle <= CAE_WK_FS_HANDLES &&
 	    strcmp(t->owner[q->handle - 1] ? t->owner[q->handle - 1] : "", owner) == 0)
@@ -101,12 +103,12 @@ static int serve_locked(cae_wk_fs_table *t, const char *owner, const char *root,
 	return cae_error_set(err, -EINVAL, "unknown file operation %d", (int)q->op);
 }
 
-int cae__wk_fs_serve(cae_wk_fs_table *t, const char *owner, const char *root,
+int cae__wk_fs_serve(cae_wk_fs_table *t, const char *owner, const cae_wk_fs_open *at,
 		     const cae_fs_request *q, cae_fs_reply *rep, cae_error *err)
 {
 	memset(rep, 0, sizeof(*rep));
 	pthread_mutex_lock(&t->lock);
-	int r = serve_locked(t, owner, root, q, rep, err);
+	int r = serve_locked(t, owner, at, q, rep, err);
 	pthread_mutex_unlock(&t->lock);
 	if (r < 0)
 		cae_fs_reply_clear(rep);

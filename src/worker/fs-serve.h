@@ -28,10 +28,21 @@ void cae__wk_fs_table_init(cae_wk_fs_table *t);
  * usable. */
 void cae__wk_fs_table_clear(cae_wk_fs_table *t);
 
-/* Answers q for owner (any string; "" when there is one client). CAE_FS_OPEN opens root (q's
- * root when root is NULL) and rep->handle names it; every other request must name a handle
- * owner opened (-EBADF). Returns 0, or -errno with err set (the request failed; rep empty). */
-int cae__wk_fs_serve(cae_wk_fs_table *t, const char *owner, const char *root,
+/* Where a server opens a workspace: root (NULL: the request's), and the workspace-relative
+ * paths no write or removal may touch (command_executor.protected_paths; borrowed, must
+ * outlive the table's file systems; none where the environment itself keeps them
+ * read-only). */
+typedef struct cae_wk_fs_open {
+	const char *root;
+	const char *const *protected_paths;
+	size_t n_protected;
+} cae_wk_fs_open;
+
+/* Answers q for owner (any string; "" when there is one client). CAE_FS_OPEN opens as `at`
+ * says (NULL: the request's root, nothing protected) and rep->handle names it; every other
+ * request must name a handle owner opened (-EBADF). Returns 0, or -errno with err set (the
+ * request failed; rep empty). */
+int cae__wk_fs_serve(cae_wk_fs_table *t, const char *owner, const cae_wk_fs_open *at,
 		     const cae_fs_request *q, cae_fs_reply *rep, cae_error *err);
 
 #endif
