@@ -995,9 +995,55 @@ static int write_tar_end(int out)
 	return cae__write_all(out, z, sizeof(z));
 }
 
-static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
+#define SCRATCH_UPLOAD "cae-upload-" /* `cae gc` knows it (src/cli/env.c) */
+
+/* A tar written by fill(fd, ud) into a private scratch file (the Engine's archive API wants
+ * its length first; `cae gc` removes the file if we die before the end: scratch.h), then
+ * extracted at path in container id. what names the upload in errors. */
+typedef int (*tar_fill_fn)(int fd, void *ud);
+
+static int put_tar(cae_backend *b, const char *id, const char *path, const char *what,
+		   tar_fill_fn fill, void *ud, cae_error *err)
 {
-	int r = write_tar_entry(out, name, '0', 0644, 1000, "agent", in_fd, size);
+	char dir[PATH_MAX];
+	int r = cae__scratch_mkdtemp(NULL, SCRATCH_UPLOAD, dir, sizeof(dir));
+	if (r < 0)
+		return cae_error_set(err, r, "cannot create a temporary directory: %s",
+				     strerror(-r));
+	_cleanup_free_ char *tarpath = cae__path_join(dir, "upload.tar");
+	_cleanup_close_ int fd =
+	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
+	r = !tarpath ? -ENOMEM : fd < 0 ? -errno : fill(fd, ud);
+	off_t size = r == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+	if (r < 0 || size < 0 || lseek(fd, 0, SEEK_SET) < 0)
+		r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage %s: %s", what,
+				  strerror(r < 0 ? -r : errno));
+	else
+		r = cae_docker_put_archive(impl_of(b)->d, id, path, fd, (uint64_t)size, err);
+	cae__rm_rf(dir);
+	return r;
+}
+
+/* One file of ours (fd, its size), as a tar entry name with the given owner and mode. */
+struct tar_file {
+	const char *name;
+	int fd;
+	mode_t mode;
+	int uid;
+	const char *owner;
+	const char *dir; /* a directory of root's made first, or NULL */
+};
+
+static int fill_file(int out, void *ud)
+{
+	const struct tar_file *f = ud;
+	struct stat st;
+	if (fstat(f->fd, &st) < 0)
+		return -errno;
+	int r = f->dir ? write_tar_entry(out, f->dir, '5', 0755, 0, "root", -1, 0) : 0;
+	if (r == 0)
+		r = write_tar_entry(out, f->name, '0', f->mode, f->uid, f->owner, f->fd,
+				    (uint64_t)st.st_size);
 	return r < 0 ? r : write_tar_end(out);
 }
 
@@ -1005,38 +1051,17 @@ static int write_tar_one(int out, const char *name, int in_fd, uint64_t size)
  * mode 0755, in a directory of root's, so that commands can run it but not replace it. */
 static int upload_helper(cae_backend *b, const char *id, const char *helper, cae_error *err)
 {
-	char dir[PATH_MAX];
-	int r = cae__scratch_mkdtemp(NULL, "cae-helper-", dir, sizeof(dir));
-	if (r < 0)
-		return cae_error_set(err, r, "cannot create a temporary directory: %s",
-				     strerror(-r));
-	_cleanup_free_ char *tarpath = cae__path_join(dir, "helper.tar");
 	_cleanup_close_ int in = open(helper, O_RDONLY | O_CLOEXEC);
-	_cleanup_close_ int tar =
-	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-	struct stat st;
-	if (in < 0 || tar < 0 || fstat(in, &st) < 0) {
-		r = cae_error_set(err, -errno, "cannot stage cae-helper: %s", strerror(errno));
-		goto out;
-	}
-	r = write_tar_entry(tar, &HELPER_DIR[1], '5', 0755, 0, "root", -1, 0);
-	if (r == 0)
-		r = write_tar_entry(tar, &HELPER_PATH[1], '0', 0755, 0, "root", in,
-				    (uint64_t)st.st_size);
-	if (r == 0)
-		r = write_tar_end(tar);
-	off_t size = lseek(tar, 0, SEEK_CUR);
-	if (r < 0 || size < 0 || lseek(tar, 0, SEEK_SET) < 0) {
-		r = cae_error_set(err, r < 0 ? r : -errno, "cannot stage cae-helper: %s",
-				  strerror(r < 0 ? -r : errno));
-		goto out;
-	}
-	r = cae_docker_put_archive(impl_of(b)->d, id, "/", tar, (uint64_t)size, err);
-	if (r < 0)
-		cae_error_prefix(err, "cae-helper");
-out:
-	cae__rm_rf(dir);
-	return r;
+	if (in < 0)
+		return cae_error_set(err, -errno, "cannot stage cae-helper: %s", strerror(errno));
+	struct tar_file f = {.name = &HELPER_PATH[1],
+			     .fd = in,
+			     .mode = 0755,
+			     .uid = 0,
+			     .owner = "root",
+			     .dir = &HELPER_DIR[1]};
+	int r = put_tar(b, id, "/", "cae-helper", fill_file, &f, err);
+	return r < 0 ? cae_error_prefix(err, "cae-helper") : 0;
 }
 
 /* The last non-empty line of a command's stderr (or stdout), for messages. */
@@ -1064,9 +1089,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		return cae_error_set(err, m, "cannot create a temporary directory: %s",
 				     strerror(-m));
 	_cleanup_free_ char *bundle = cae__path_join(dir, "src.bundle");
-	_cleanup_free_ char *tarpath = cae__path_join(dir, "src.tar");
 	int r = 0;
-	if (!bundle || !tarpath) {
+	if (!bundle) {
 		r = cae_error_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -1095,24 +1119,11 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 	cae_run_result_clear(&res);
 	{
 		_cleanup_close_ int in = open(bundle, O_RDONLY | O_CLOEXEC);
-		_cleanup_close_ int tar =
-		    open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		struct stat st;
-		if (in < 0 || tar < 0 || fstat(in, &st) < 0) {
-			r = cae_error_set(err, -errno, "cannot stage the repository: %s",
-					  strerror(errno));
-			goto out;
-		}
-		r = write_tar_one(tar, BUNDLE_NAME, in, (uint64_t)st.st_size);
-		off_t tsize = lseek(tar, 0, SEEK_CUR);
-		if (r < 0 || tsize < 0 || lseek(tar, 0, SEEK_SET) < 0) {
-			r = cae_error_set(err, r < 0 ? r : -errno,
-					  "cannot stage the repository: %s",
-					  strerror(r < 0 ? -r : errno));
-			goto out;
-		}
-		r = cae_docker_put_archive(impl_of(b)->d, pc->id, SCRATCH, tar, (uint64_t)tsize,
-					   err);
+		struct tar_file f = {
+		    .name = BUNDLE_NAME, .fd = in, .mode = 0644, .uid = 1000, .owner = "agent"};
+		r = in < 0 ? cae_error_set(err, -errno, "cannot stage the repository: %s",
+					   strerror(errno))
+			   : put_tar(b, pc->id, SCRATCH, "the repository", fill_file, &f, err);
 		if (r < 0)
 			goto out;
 	}
@@ -1328,31 +1339,23 @@ static const char protect_script[] =
 
 #define PROTECT_TAR_MAX ((size_t)64 << 20)
 
-/* Puts the n bytes of data (a tar) at path in the container, through a staged file. */
-static int put_tar(cae_backend *b, const char *id, const char *path, const char *data, size_t n,
-		   cae_error *err)
+struct bytes {
+	const char *p;
+	size_t n;
+};
+
+/* A tar made elsewhere, as it is. */
+static int fill_bytes(int fd, void *ud)
 {
-	char dir[PATH_MAX];
-	int r = cae__scratch_mkdtemp(NULL, "cae-protect-", dir, sizeof(dir));
-	if (r < 0)
-		return cae_error_set(err, r, "cannot create a temporary directory: %s",
-				     strerror(-r));
-	_cleanup_free_ char *tarpath = cae__path_join(dir, "p.tar");
-	_cleanup_close_ int fd =
-	    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-	if (fd < 0 || cae__write_all(fd, data, n) < 0 || lseek(fd, 0, SEEK_SET) < 0)
-		r = cae_error_set(err, -errno, "cannot stage the protected paths: %s",
-				  strerror(errno));
-	else
-		r = cae_docker_put_archive(impl_of(b)->d, id, path, fd, (uint64_t)n, err);
-	cae__rm_rf(dir);
-	return r;
+	const struct bytes *x = ud;
+	return cae__write_all(fd, x->p, x->n);
 }
 
-/* The directories on the way to each kept path (its lines in names), from /workspace down,
- * as root's with mode 1777, into the tar fd (names relative to "/"). */
-static int write_ancestors(int fd, const char *names)
+/* The directories on the way to each kept path (its lines in names, a string), from
+ * /workspace down, as root's with mode 1777, into the tar fd (names relative to "/"). */
+static int write_ancestors(int fd, void *ud)
 {
+	const char *names = ud;
 	int r = write_tar_entry(fd, "workspace/", '5', 01777, 0, "root", -1, 0);
 	if (r == 0)
 		r = write_tar_entry(fd, "workspace/project/", '5', 01777, 0, "root", -1, 0);
@@ -1418,26 +1421,11 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 		return r;
 	}
 	if (res.out_len)
-		r = put_tar(p->b, dp->id, PROJECT, res.out, res.out_len, err);
-	char dir[PATH_MAX];
-	int m = r < 0 ? 0 : cae__scratch_mkdtemp(NULL, "cae-protect-", dir, sizeof(dir));
-	if (r == 0 && m < 0)
-		r = cae_error_set(err, m, "cannot create a temporary directory: %s", strerror(-m));
-	if (r == 0) {
-		_cleanup_free_ char *tarpath = cae__path_join(dir, "a.tar");
-		_cleanup_close_ int fd =
-		    tarpath ? open(tarpath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600) : -1;
-		int w = fd < 0 ? -errno : write_ancestors(fd, res.err ? res.err : "");
-		off_t size = w == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
-		if (w < 0 || size < 0 || lseek(fd, 0, SEEK_SET) < 0)
-			r = cae_error_set(err, w < 0 ? w : -errno,
-					  "cannot stage the protected paths: %s",
-					  strerror(w < 0 ? -w : errno));
-		else
-			r = cae_docker_put_archive(impl_of(p->b)->d, dp->id, "/", fd,
-						   (uint64_t)size, err);
-		cae__rm_rf(dir);
-	}
+		r = put_tar(p->b, dp->id, PROJECT, "the protected paths", fill_bytes,
+			    &(struct bytes){res.out, res.out_len}, err);
+	if (r == 0)
+		r = put_tar(p->b, dp->id, "/", "the protected paths", write_ancestors,
+			    (void *)(res.err ? res.err : ""), err);
 	cae_run_result_clear(&res);
 	return r < 0 ? cae_error_prefix(err, "protected paths") : 0;
 }

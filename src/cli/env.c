@@ -275,7 +275,8 @@ static int usage_gc(FILE *f)
 		"good, its workspace gone), and prints how many. Then completes or rolls back the "
 		"file changes a killed cae "
 		"process left in the remaining environments, and removes the rollback "
-		"snapshots and clone bundles (cae-snap.*, cae-bundle-* in $TMPDIR and /tmp) of "
+		"snapshots, clone bundles and uploads to containers (cae-snap.*, cae-bundle-*, "
+		"cae-upload-* in $TMPDIR and /tmp) of "
 		"processes that are gone (those of older versions, which do not name their "
 		"process, once older than the threshold and at least an hour).\n\noptions:\n  "
 		"--older-than-hours H  threshold in hours (0 = "
@@ -333,7 +334,8 @@ int cae_cli_gc(int argc, char **argv)
 				journals += st.journals;
 				incomplete += st.incomplete;
 			}
-			/* what patches through commands in the environment left */
+			/* what a patch killed in the environment left (its journal, recovered
+			 * there by the environment's file service) */
 			if (uuid)
 				(void)cae_worker_recover(cae_session_backend(s), uuid, NULL);
 		}
@@ -342,6 +344,8 @@ int cae_cli_gc(int argc, char **argv)
 	int64_t legacy = (int64_t)(hours * 3600) > 3600 ? (int64_t)(hours * 3600) : 3600;
 	int g = cae__scratch_gc(NULL, "cae-snap.", legacy, &scratch);
 	int g2 = cae__scratch_gc(NULL, "cae-bundle-", legacy, &scratch);
+	if (g2 == 0)
+		g2 = cae__scratch_gc(NULL, "cae-upload-", legacy, &scratch);
 	json_t *j = json_pack("{s:i, s:s, s:i, s:i}", "removed", removed, "backend",
 			      cae_backend_name(cae_session_backend(s)), "journals_recovered",
 			      (int)journals, "scratch_removed", (int)scratch);

@@ -2400,10 +2400,10 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	char *scratch = cae__path_join(f.tmp, "scratch");
 	unsigned long long me = cae__process_start_time(getpid());
 	tu_sh("mkdir -p %s/cae-snap.%d-5.aaaaaa %s/cae-bundle-%d-5.bbbbbb "
-	      "%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee && "
-	      "echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
+	      "%s/cae-snap.%d-%llu.cccccc %s/cae-snap.%d-%llu.dddddd %s/cae-snap.eeeeee "
+	      "%s/cae-upload-%d-5.ffffff && echo x > %s/cae-snap.%d-5.aaaaaa/ws.tar",
 	      scratch, (int)dead, scratch, (int)dead, scratch, (int)getpid(), me + 1, scratch,
-	      (int)getpid(), me, scratch, scratch, (int)dead);
+	      (int)getpid(), me, scratch, scratch, (int)dead, scratch, (int)dead);
 	setenv("TMPDIR", scratch, 1);
 	char state[PATH_MAX];
 	snprintf(state, sizeof(state), "%s/state", f.tmp);
@@ -2414,7 +2414,8 @@ START_TEST(gc_recovers_and_removes_dead_scratch)
 	ck_assert_ptr_nonnull(res);
 	ck_assert_int_eq(json_integer_value(json_object_get(res, "removed")), 0);
 	ck_assert_int_ge(json_integer_value(json_object_get(res, "journals_recovered")), 1);
-	ck_assert_int_eq(json_integer_value(json_object_get(res, "scratch_removed")), 3);
+	/* a dead process's snapshot, bundle and container upload, and the reused pid's */
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "scratch_removed")), 4);
 	json_decref(res);
 	free(o.out);
 	free(o.err);
