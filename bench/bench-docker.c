@@ -16,6 +16,7 @@
  *    slower), and the helper's size and idle memory in the container (targets: binary <=
  *    1.5 MiB, RSS <= 2 MiB). */
 #include "base/timeutil.h"
+#include "benchutil.h"
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "cae/docker.h"
@@ -38,28 +39,10 @@
 
 extern char **environ;
 
-static int cmp64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 static double p50_ms(int64_t *v, int n)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp64);
+	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
 	return v[n / 2] / 1e6;
-}
-
-static int env_int(const char *name, int def)
-{
-	const char *s = getenv(name);
-	return s && *s ? (int)strtol(s, NULL, 10) : def;
-}
-
-static int sh(const char *cmd)
-{
-	int st = system(cmd);
-	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* Progress timestamps of one prepare. */
@@ -250,46 +233,17 @@ static void footprint(cae_backend *b, const char *uuid, const char *build, const
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int np = env_int("BENCH_PREPARE_N", 10), ne = env_int("BENCH_N", 50);
+	int np = bench_env_int("BENCH_PREPARE_N", 10), ne = bench_env_int("BENCH_N", 50);
 	/* the helper that goes into containers: this build's */
-	char hpath[600];
-	snprintf(hpath, sizeof(hpath), "%s/cae-helper-static", argc > 1 ? argv[1] : "build");
-	if (!getenv("CAE_HELPER_STATIC") && access(hpath, X_OK) == 0) {
-		char *real = realpath(hpath, NULL);
-		if (real)
-			setenv("CAE_HELPER_STATIC", real, 1);
-		free(real);
-	}
+	bench_use_static_helper(argc > 1 ? argv[1] : "build");
 	const char *root = getenv("CAE_SOURCE_ROOT");
 	char tmpl[] = "/tmp/cae-bench-docker-XXXXXX";
 	char *dir = mkdtemp(tmpl);
 	if (!dir)
 		return 1;
 	char cmd[4096], url[512] = "";
-	/* A small repository without dependency manifests, served on loopback. */
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; mkdir -p %s/work %s/srv && cd %s/work && git init -q -b main && "
-		 "printf 'print(\"hello\")\\n' > main.py && printf '# bench\\n' > README.md && "
-		 "git add . && git -c user.email=b@e -c user.name=b commit -qm init && "
-		 "git clone -q --bare . %s/srv/small.git",
-		 dir, dir, dir, dir);
-	if (sh(cmd) != 0) {
-		fprintf(stderr, "bench-docker: cannot make the repository\n");
+	if (bench_small_repo_start("bench-docker", dir, root, url, sizeof(url)) < 0)
 		return 1;
-	}
-	snprintf(cmd, sizeof(cmd), "%s%sscripts/git-server.sh start %s/srv", root ? root : "",
-		 root ? "/" : "", dir);
-	FILE *p = popen(cmd, "r");
-	char line[512];
-	while (p && fgets(line, sizeof(line), p))
-		if (strncmp(line, "GIT_DAEMON_URL=", 15) == 0)
-			snprintf(url, sizeof(url), "%.*ssmall.git", (int)strcspn(line + 15, "\n"),
-				 line + 15);
-	if (!p || pclose(p) != 0 || !url[0]) {
-		fprintf(stderr, "bench-docker: git-server.sh did not start (run from the source "
-				"root, or set CAE_SOURCE_ROOT)\n");
-		return 1;
-	}
 
 	cae_config *cfg = cae_config_defaults(NULL);
 	cae_error err = {0};
@@ -408,7 +362,7 @@ int main(int argc, char **argv)
 					 .text = text,
 					 .text_len = big};
 		cae_editor_result er;
-		int n10 = env_int("BENCH_EDIT_N", 10);
+		int n10 = bench_env_int("BENCH_EDIT_N", 10);
 		int64_t *rem = calloc((size_t)n10, 8), *loc = calloc((size_t)n10, 8);
 		char ldir[] = "/tmp/cae-bench-edit-XXXXXX";
 		if (!mkdtemp(ldir))
@@ -450,7 +404,7 @@ int main(int argc, char **argv)
 		       a, l, a / l, n10);
 		cae_editor_free(led);
 		snprintf(cmd, sizeof(cmd), "rm -rf %s", ldir);
-		sh(cmd);
+		bench_sh(cmd);
 		free(rem);
 		free(loc);
 		free(text);
@@ -470,7 +424,7 @@ int main(int argc, char **argv)
 		snprintf(exe, sizeof(exe), "%s/cae", argc > 1 ? argv[1] : "build");
 		const char *eargv[] = {exe, "exec", "--uuid", uuid, "--", "true", NULL};
 		cae_run_spec es = {.argv = eargv, .timeout_ms = 60000, .cancel_fd = -1};
-		int n1 = env_int("BENCH_CLI_N", 20);
+		int n1 = bench_env_int("BENCH_CLI_N", 20);
 		int64_t *one = calloc((size_t)n1, 8), *dcli = calloc((size_t)n1, 8);
 		for (int i = 0; i < n1; i++) {
 			cae_run_result r;
@@ -493,7 +447,7 @@ int main(int argc, char **argv)
 		       o, c, o / c, n1);
 		free(one);
 		free(dcli);
-		bench_mcp(exe, dir, url, env_int("BENCH_MCP_N", 50));
+		bench_mcp(exe, dir, url, bench_env_int("BENCH_MCP_N", 50));
 		footprint(b, uuid, argc > 1 ? argv[1] : "build", "after the edits: undo history");
 	}
 
@@ -505,10 +459,7 @@ int main(int argc, char **argv)
 	cae_log_free(log);
 	close(logfd);
 	cae_config_free(cfg);
-	snprintf(cmd, sizeof(cmd),
-		 "%s%sscripts/git-server.sh stop %s/srv >/dev/null 2>&1; rm -rf %s",
-		 root ? root : "", root ? "/" : "", dir, dir);
-	sh(cmd);
+	bench_small_repo_stop(dir, root);
 	free(total);
 	free(create);
 	free(start);

@@ -8,6 +8,7 @@
  * repository is served by scripts/git-server.sh (git daemon on loopback; the containers use
  * the host network). */
 #include "base/timeutil.h"
+#include "benchutil.h"
 #include "cae/backend.h"
 #include "cae/config.h"
 
@@ -19,30 +20,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int cmp64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
 /* The q-quantile (nearest rank) of v[0..n), in ms. */
 static double quantile_ms(int64_t *v, int n, double q)
 {
-	qsort(v, (size_t)n, sizeof(*v), cmp64);
+	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
 	int k = (int)(q * n + 0.999999) - 1;
 	return v[k < 0 ? 0 : k >= n ? n - 1 : k] / 1e6;
-}
-
-static int env_int(const char *name, int def)
-{
-	const char *s = getenv(name);
-	return s && *s ? (int)strtol(s, NULL, 10) : def;
-}
-
-static int sh(const char *cmd)
-{
-	int st = system(cmd);
-	return st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 struct one {
@@ -71,49 +54,21 @@ static void *prepare_main(void *arg)
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	int np = env_int("BENCH_PREPARE_N", 5), many = env_int("BENCH_MANY", 32);
-	char hpath[600];
-	snprintf(hpath, sizeof(hpath), "%s/cae-helper-static", argc > 1 ? argv[1] : "build");
-	if (!getenv("CAE_HELPER_STATIC") && access(hpath, X_OK) == 0) {
-		char *real = realpath(hpath, NULL);
-		if (real)
-			setenv("CAE_HELPER_STATIC", real, 1);
-		free(real);
-	}
+	int np = bench_env_int("BENCH_PREPARE_N", 5), many = bench_env_int("BENCH_MANY", 32);
+	bench_use_static_helper(argc > 1 ? argv[1] : "build");
 	const char *root = getenv("CAE_SOURCE_ROOT");
 	char tmpl[] = "/tmp/cae-bench-many-XXXXXX";
 	char *dir = mkdtemp(tmpl);
 	if (!dir || np < 1 || many < 1)
 		return 1;
-	char cmd[4096], url[512] = "";
-	snprintf(cmd, sizeof(cmd),
-		 "set -e; mkdir -p %s/work %s/srv %s/state && cd %s/work && git init -q -b main && "
-		 "printf 'print(\"hello\")\\n' > main.py && printf '# bench\\n' > README.md && "
-		 "git add . && git -c user.email=b@e -c user.name=b commit -qm init && "
-		 "git clone -q --bare . %s/srv/small.git",
-		 dir, dir, dir, dir, dir);
-	if (sh(cmd) != 0) {
-		fprintf(stderr, "bench-many: cannot make the repository\n");
+	char url[512] = "";
+	if (bench_small_repo_start("bench-many", dir, root, url, sizeof(url)) < 0)
 		return 1;
-	}
-	snprintf(cmd, sizeof(cmd), "%s%sscripts/git-server.sh start %s/srv", root ? root : "",
-		 root ? "/" : "", dir);
-	FILE *p = popen(cmd, "r");
-	char line[512];
-	while (p && fgets(line, sizeof(line), p))
-		if (strncmp(line, "GIT_DAEMON_URL=", 15) == 0)
-			snprintf(url, sizeof(url), "%.*ssmall.git", (int)strcspn(line + 15, "\n"),
-				 line + 15);
-	if (!p || pclose(p) != 0 || !url[0]) {
-		fprintf(stderr, "bench-many: git-server.sh did not start (run from the source "
-				"root, or set CAE_SOURCE_ROOT)\n");
-		return 1;
-	}
 	cae_config *cfg = cae_config_defaults(NULL);
 	cae_error err = {0};
 	char state[600], ops[16];
 	snprintf(state, sizeof(state), "%s/state", dir);
-	snprintf(ops, sizeof(ops), "%d", env_int("BENCH_ENGINE_OPS", 0));
+	snprintf(ops, sizeof(ops), "%d", bench_env_int("BENCH_ENGINE_OPS", 0));
 	const char *dh = getenv("DOCKER_HOST");
 	if ((dh && *dh && cae_config_set(cfg, "command_executor.docker_host", dh, &err) < 0) ||
 	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0 ||
@@ -174,10 +129,7 @@ int main(int argc, char **argv)
 	printf("many.cleanup_ms n=%d wall=%.0f\n", many, (cae__now_ns() - c0) / 1e6);
 	for (int i = 0; i < (many > np ? many : np); i++)
 		cae_backend_free(all[i].b);
-	snprintf(cmd, sizeof(cmd),
-		 "%s%sscripts/git-server.sh stop %s/srv >/dev/null 2>&1; rm -rf %s",
-		 root ? root : "", root ? "/" : "", dir, dir);
-	(void)sh(cmd);
+	bench_small_repo_stop(dir, root);
 	free(t);
 	free(ns);
 	free(alone);
