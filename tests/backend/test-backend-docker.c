@@ -132,6 +132,26 @@ static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script
 	return r;
 }
 
+/* `cae mcp --task taskpath` with config, its output discarded; in[1] is its stdin (in[0] is
+ * closed here). */
+static pid_t spawn_mcp_task(const char *config, const char *taskpath, int in[2])
+{
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		int null = open("/dev/null", O_WRONLY);
+		dup2(null, 1);
+		dup2(null, 2);
+		setenv("CAE_CONFIG", config, 1);
+		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	return pid;
+}
+
 static void prepare_ok(cae_backend *b, const cae_task *t, const char *env, cae_env_info *info)
 {
 	cae_error err = {0};
@@ -1283,19 +1303,7 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
 	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
 	int in[2];
-	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(in[0], 0);
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 1);
-		dup2(null, 2);
-		setenv("CAE_CONFIG", config, 1);
-		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
+	pid_t pid = spawn_mcp_task(config, taskpath, in);
 	/* the clone reached the server (and waits for an answer that never comes) */
 	struct pollfd p = {.fd = lfd, .events = POLLIN};
 	ck_assert_msg(poll(&p, 1, 120000) == 1, "the clone never connected");
@@ -2184,19 +2192,7 @@ START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
 	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
 	int in[2];
-	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(in[0], 0);
-		int null = open("/dev/null", O_WRONLY);
-		dup2(null, 1);
-		dup2(null, 2);
-		setenv("CAE_CONFIG", config, 1);
-		execl(CAE_EXE, CAE_EXE, "mcp", "--task", taskpath, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
+	pid_t pid = spawn_mcp_task(config, taskpath, in);
 	static const char msgs[] =
 	    "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
 	    "\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\","
