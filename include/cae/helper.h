@@ -40,6 +40,9 @@ extern "C" {
 
 typedef struct cae_helper_serve_options {
 	int64_t max_idle_ms; /* > 0: exit after this long with no command running or received */
+	/* Serves a multiplexed stream on fd until it ends (cae_helper_open_mux; the cae-helper
+	 * program's own, which has the file service and the editor); NULL: refused. */
+	int (*serve_stream)(int fd);
 } cae_helper_serve_options;
 
 /* Serves the channel ctl_fd until end of file (returns 0) or idle expiry (returns
@@ -173,6 +176,12 @@ CAE_EXPORT void cae_helper_mux_set_credentials(cae_helper_mux *m, cae_helper_cre
 /* A round trip without a command (liveness, benchmarks). */
 CAE_EXPORT int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err);
 CAE_EXPORT bool cae_helper_mux_alive(const cae_helper_mux *m);
+/* A mux to the channel helper h (cae_helper_start): a socket it serves with the protocol of
+ * `cae-helper --stream`, in a thread of its own and in its confinement, until the mux is
+ * closed; for commands whose output and input flow while they run (cae_live_io), which
+ * cae_helper_run cannot carry. Its commands end when it is closed. Thread-safe. */
+CAE_EXPORT int cae_helper_open_mux(cae_helper *h, int64_t timeout_ms, cae_helper_mux **out,
+				   cae_error *err);
 /* Closes the stream (the helper cancels its commands and exits) and frees m. No call on m
  * may be running. Accepts NULL. */
 CAE_EXPORT void cae_helper_mux_close(cae_helper_mux *m);

@@ -11,9 +11,12 @@
  *
  * A sandbox lives as long as its environment: the first command of an environment starts
  * cae-helper under bwrap and every command after it is forked by that helper inside the
- * same namespaces (creating namespaces costs milliseconds; a fork inside them does not).
- * Commands that need another confinement than the environment's (prepare steps that need
- * the network) and hosts without cae-helper get a sandbox of their own per command. */
+ * same namespaces (creating namespaces costs milliseconds; a fork inside them does not); a
+ * command whose output and input flow while it runs (cae_live_io: progress, process
+ * sessions) reaches it through a multiplexed stream of its own (cae_helper_open_mux), so a
+ * server it starts shares loopback with the commands after it. Commands that need another
+ * confinement than the environment's (prepare steps that need the network) and hosts without
+ * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 #include "backend/sandbox.h"
 
@@ -705,7 +708,16 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 		int r = helper_acquire(b, env, &lh, err);
 		if (r < 0)
 			return r;
-		r = cae_helper_run(lh->h, spec, res, err);
+		if (spec->live) {
+			/* output and input that flow while it runs: a stream of its own */
+			cae_helper_mux *m = NULL;
+			r = cae_helper_open_mux(lh->h, 10000, &m, err);
+			if (r == 0)
+				r = cae_helper_mux_run(m, spec, NULL, NULL, res, err);
+			cae_helper_mux_close(m);
+		} else {
+			r = cae_helper_run(lh->h, spec, res, err);
+		}
 		helper_release(li, lh);
 		/* Gone before the command was sent (it did not run): once more, in a new one. */
 		if (r == -EPIPE && attempt == 0)
@@ -764,8 +776,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	cae_run_spec spec = cae__backend_run_spec(req, cwd, (const char *const *)envp);
 	if (!env->sandbox)
 		return cae_runner_run(&spec, res, err);
-	/* (a live command gets a sandbox of its own: the long-lived one's channel answers once) */
-	if (b && env->uuid && (env->network || !req->network) && !req->live) {
+	if (b && env->uuid && (env->network || !req->network)) {
 		r = helper_exec(b, env, &spec, res, err);
 		if (r <= 0)
 			return r;

@@ -186,7 +186,7 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			break;
 		sent += (size_t)w;
 	}
-	r = cae__helper_send_fd(h->ctl, sv[1]);
+	r = cae__helper_send_fd(h->ctl, sv[1], CAE_HELPER_FD_COMMAND);
 	close(sv[1]);
 	if (r < 0) {
 		cae__buf_clear(&req);
@@ -321,4 +321,58 @@ int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 				     err ? err->message : "");
 	}
 	return status;
+}
+
+/* ---- a multiplexed stream to the sandbox's helper ---- */
+
+static ssize_t sock_read(void *ctx, char *buf, size_t size)
+{
+	ssize_t n = recv(*(int *)ctx, buf, size, MSG_DONTWAIT);
+	if (n < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
+	return n;
+}
+
+static int sock_write(void *ctx, const void *p, size_t n)
+{
+	const char *c = p;
+	while (n) {
+		ssize_t w = send(*(int *)ctx, c, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return w < 0 ? -errno : -EPIPE;
+		c += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void sock_close(void *ctx)
+{
+	close(*(int *)ctx);
+	free(ctx);
+}
+
+int cae_helper_open_mux(cae_helper *h, int64_t timeout_ms, cae_helper_mux **out, cae_error *err)
+{
+	if (!cae_helper_alive(h))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0)
+		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
+	int r = cae__helper_send_fd(h->ctl, sv[1], CAE_HELPER_FD_STREAM);
+	close(sv[1]);
+	int *fd = r == 0 ? malloc(sizeof(int)) : NULL;
+	if (!fd) {
+		close(sv[0]);
+		if (r == 0)
+			return cae_error_set(err, -ENOMEM, "out of memory");
+		atomic_store(&h->dead, true);
+		return cae_error_set(err, -EPIPE, "cae-helper is gone: %s", strerror(-r));
+	}
+	*fd = sv[0];
+	cae_helper_link link = {
+	    .fd = sv[0], .read = sock_read, .write = sock_write, .close = sock_close, .ctx = fd};
+	return cae_helper_mux_open(&link, timeout_ms, out, err);
 }

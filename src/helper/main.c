@@ -65,7 +65,7 @@ static int stream_main(int argc, char **argv)
 			close(nul);
 	}
 	signal(SIGPIPE, SIG_IGN);
-	int r = cae__helper_serve_stream(in, out, heartbeat_s);
+	int r = cae__helper_serve_stream(in, out, heartbeat_s, false);
 	if (r < 0) {
 		fprintf(stderr, "cae-helper: %s\n", strerror(-r));
 		return 1;
@@ -73,9 +73,15 @@ static int stream_main(int argc, char **argv)
 	return 0;
 }
 
+/* A stream the manager opens through the channel (cae_helper_open_mux), in this sandbox. */
+static int serve_embedded_stream(int fd)
+{
+	return cae__helper_serve_stream(fd, fd, 0, true);
+}
+
 int main(int argc, char **argv)
 {
-	cae_helper_serve_options o = {0};
+	cae_helper_serve_options o = {.serve_stream = serve_embedded_stream};
 	if (argc > 1 && strcmp(argv[1], "--enter") == 0)
 		return cae__helper_enter_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--init") == 0)

@@ -10,6 +10,7 @@
 #ifndef CAE_HELPER_MUX_H
 #define CAE_HELPER_MUX_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "helper/proto.h"
@@ -54,8 +55,12 @@ int cae__mux_parse_header(const unsigned char h[CAE_MUX_HEADER], char *type, uin
 
 /* cae-helper --stream: serves frames read from in, answers on out, until end of file on
  * in; then cancels every command and returns 0 (-errno on a read error). heartbeat_s > 0:
- * signals PID 1 (cae-helper --init) with SIGUSR1 that often while connected. */
-int cae__helper_serve_stream(int in, int out, int heartbeat_s);
+ * signals PID 1 (cae-helper --init) with SIGUSR1 that often while connected. embedded: a
+ * stream inside the local sandbox's helper (server.c), whose process serves other sockets
+ * too: no credential socket of its own (the manager passes its own in each command's
+ * environment), and at the end it waits for its own commands rather than killing every
+ * descendant of the process. */
+int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded);
 
 /* cae-helper --credential get|store|erase: git's credential helper inside an environment;
  * asks the stream helper that ran the command (CAE_CREDENTIAL_SOCKET) (stream.c). */

@@ -504,9 +504,9 @@ int cae__helper_decode_response(const char *body, size_t len, int *status, cae_r
 	return 0;
 }
 
-int cae__helper_send_fd(int ctl, int fd)
+int cae__helper_send_fd(int ctl, int fd, char kind)
 {
-	char byte = 'r';
+	char byte = kind;
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	union {
 		struct cmsghdr h;
@@ -529,9 +529,9 @@ int cae__helper_send_fd(int ctl, int fd)
 	return n < 0 ? -errno : 0;
 }
 
-int cae__helper_recv_fd(int ctl)
+int cae__helper_recv_fd(int ctl, char *kind)
 {
-	char byte;
+	char byte = 0;
 	struct iovec iov = {.iov_base = &byte, .iov_len = 1};
 	union {
 		struct cmsghdr h;
@@ -549,6 +549,7 @@ int cae__helper_recv_fd(int ctl)
 		return -EPIPE;
 	if (n < 0)
 		return -errno;
+	*kind = byte;
 	int fd = -1;
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
 		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)

@@ -104,11 +104,19 @@ int cae__helper_encode_fs_result(int status, const char *message, const cae_fs_r
 int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_fs_reply *rep,
 				 cae_error *err);
 
-/* The channel: one message carrying fd (SCM_RIGHTS) to the other side. Returns 0 or -errno. */
-int cae__helper_send_fd(int ctl, int fd);
+/* What a socket handed over the channel is for: one command (request, acknowledgement,
+ * answer), or a multiplexed stream (mux.h) served until it closes, for commands whose output
+ * and input flow while they run. */
+#define CAE_HELPER_FD_COMMAND 'r'
+#define CAE_HELPER_FD_STREAM 's'
+
+/* The channel: one message carrying fd (SCM_RIGHTS) and its kind (CAE_HELPER_FD_*) to the
+ * other side. Returns 0 or -errno. */
+int cae__helper_send_fd(int ctl, int fd, char kind);
 /* Receives one message; returns the fd it carried (close-on-exec; extra fds are closed), -1
- * for a message without one, -EPIPE at end of file, -errno on error. */
-int cae__helper_recv_fd(int ctl);
+ * for a message without one, -EPIPE at end of file, -errno on error. *kind gets the
+ * message's byte. */
+int cae__helper_recv_fd(int ctl, char *kind);
 
 /* Serves one request body (helper side): decodes it (server_env, "K=V" or NULL, is added to
  * the command's environment after the request's own additions), calls ack (false: the manager is

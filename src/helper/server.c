@@ -31,6 +31,7 @@
 
 struct server {
 	int ctl;
+	int (*serve_stream)(int fd); /* NULL: stream sockets are refused (closed) */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	pthread_attr_t attr;
@@ -228,7 +229,8 @@ static void *worker(void *arg)
 {
 	struct server *sv = arg;
 	for (;;) {
-		int fd = cae__helper_recv_fd(sv->ctl);
+		char kind = 0;
+		int fd = cae__helper_recv_fd(sv->ctl, &kind);
 		pthread_mutex_lock(&sv->lock);
 		sv->last_activity_ns = cae__now_ns();
 		if (fd < 0 && fd != -1) {
@@ -253,7 +255,12 @@ static void *worker(void *arg)
 			(void)spawn_worker_locked(sv); /* if it fails, commands wait for this one */
 		pthread_mutex_unlock(&sv->lock);
 
-		serve_one(fd);
+		if (kind == CAE_HELPER_FD_STREAM) {
+			if (sv->serve_stream)
+				(void)sv->serve_stream(fd);
+		} else {
+			serve_one(fd);
+		}
 		close(fd);
 
 		pthread_mutex_lock(&sv->lock);
@@ -283,6 +290,7 @@ int cae_helper_serve(int ctl, const cae_helper_serve_options *opts)
 	if (!sv)
 		return -ENOMEM;
 	sv->ctl = ctl;
+	sv->serve_stream = opts ? opts->serve_stream : NULL;
 	sv->last_activity_ns = cae__now_ns();
 	pthread_mutex_init(&sv->lock, NULL);
 	pthread_condattr_t ca;

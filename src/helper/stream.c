@@ -526,10 +526,10 @@ int cae__helper_credential_main(int argc, char **argv)
 	return cae__write_all(1, buf, n) < 0 ? 1 : 0;
 }
 
-int cae__helper_serve_stream(int in, int out, int heartbeat_s)
+int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 {
 	cae__proctree_init();
-	struct stream st = {.out = out};
+	struct stream st = {.out = out, .cred_fd = -1};
 	pthread_mutex_init(&st.ed_lock, NULL);
 	cae__wk_fs_table_init(&st.fs);
 	pthread_mutex_init(&st.wlock, NULL);
@@ -539,7 +539,8 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&st.cond, &ca);
 	pthread_condattr_destroy(&ca);
-	cred_setup(&st);
+	if (!embedded)
+		cred_setup(&st);
 
 	char hello[32];
 	int hl = snprintf(hello, sizeof(hello), "cae-helper %d", CAE_HELPER_PROTOCOL);
@@ -653,12 +654,18 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s)
 	cancel(&st, 0, true);
 	pthread_mutex_lock(&st.lock);
 	int64_t deadline = cae__now_ns() + END_WAIT_MS * 1000000LL;
-	while (st.running > 0 && cae__now_ns() < deadline) {
+	/* Embedded, the process goes on: every job must be gone before st is (each command's
+	 * runner ends its tree on the cancel within its grace period); the descendants of the
+	 * process are other streams' and commands' too. */
+	while (st.running > 0 && (embedded || cae__now_ns() < deadline)) {
 		struct timespec ts = {deadline / 1000000000LL, deadline % 1000000000LL};
 		pthread_cond_timedwait(&st.cond, &st.lock, &ts);
+		if (embedded)
+			deadline = cae__now_ns() + END_WAIT_MS * 1000000LL;
 	}
 	pthread_mutex_unlock(&st.lock);
-	kill_descendants();
+	if (!embedded)
+		kill_descendants();
 	cred_cleanup(&st);
 	/* open transactions are dropped (their journal's recovery would do it otherwise) */
 	cae__wk_fs_table_clear(&st.fs);

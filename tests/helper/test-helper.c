@@ -549,7 +549,7 @@ START_TEST(end_of_channel_kills_commands)
 	ck_assert_int_gt(recv(ctl[0], hello, sizeof(hello) - 1, 0), 0);
 	ck_assert_str_eq(hello, "cae-helper 1");
 
-	ck_assert_int_eq(cae__helper_send_fd(ctl[0], rq[1]), 0);
+	ck_assert_int_eq(cae__helper_send_fd(ctl[0], rq[1], CAE_HELPER_FD_COMMAND), 0);
 	close(rq[1]);
 
 	char *dir = tu_mkdtemp();
