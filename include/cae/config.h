@@ -184,6 +184,14 @@ typedef struct cae_config {
 			cae_config_truncate truncate; /* head */
 		} execution;
 		struct {
+			/* 8: process sessions running at once in one environment (process_*
+			 * tools); 0: the process tools are off */
+			int max_per_environment;
+			/* 1048576: output of a session kept unread; past it the oldest is
+			 * dropped (and the next read says how much) */
+			uint64_t buffer_size;
+		} sessions;
+		struct {
 			/* 24: `cae mcp` removes stale environments when it starts and then
 			 * this often; 0: never by itself (`cae gc` still does) */
 			int interval_hours;

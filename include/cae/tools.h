@@ -27,12 +27,16 @@ typedef struct cae_tools_options {
 	bool environment_tools; /* environment_list / _prepare / _cleanup (the MCP server's) */
 	bool output_schema;	/* MCP: include outputSchema */
 	bool patch_tool;	/* apply_patch */
+	/* process_start / _read / _write / _wait / _kill / _list: for a caller that keeps one
+	 * cae_session for the whole task (the sessions live in it), as the MCP server does */
+	bool process_tools;
 } cae_tools_options;
 
 /* Every enabled tool in the requested form (new reference): command-executor_execute_command
  * and exec_command when command_executor.enabled, the text editor when
  * text_editor_mcp.enabled, apply_patch when asked and worker.enabled, the environment tools
- * when asked. */
+ * when asked, the process tools when asked and command_executor.sessions.max_per_environment
+ * is not 0. */
 CAE_EXPORT json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *opts);
 
 /* command-executor_execute_command in the functions form; [] when the command executor is

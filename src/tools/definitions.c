@@ -18,6 +18,8 @@ static unsigned offered(const cae_tools_options *o)
 		f |= CAE_TOOL_PATCH;
 	if (o->environment_tools)
 		f |= CAE_TOOL_ENVIRONMENT;
+	if (o->process_tools)
+		f |= CAE_TOOL_PROCESS;
 	return f;
 }
 

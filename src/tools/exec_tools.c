@@ -19,18 +19,12 @@
 /* The numeric limits the command tools enforce: each is stated in the tool's input schema
  * (minimum/maximum, minItems/maxItems) from here, and an argument outside one is refused
  * with a message that gives the range. */
-typedef struct int_limit {
-	const char *key;
-	long long lo, hi, def;
-} int_limit;
-
-static const int_limit EXEC_TIMEOUT_MS = {"timeout_ms", 1, 120000, 30000};
-static const int_limit EXEC_MAX_OUTPUT_CHARS = {"max_output_chars", 1000, 1000000, 200000};
+static const cae__int_limit EXEC_TIMEOUT_MS = {"timeout_ms", 1, 120000, 30000};
+static const cae__int_limit EXEC_MAX_OUTPUT_CHARS = {"max_output_chars", 1000, 1000000, 200000};
 #define EXEC_MAX_ARGV 4096 /* elements of exec_command's command */
 #define EXECUTE_TIMEOUT_MAX_S 86400
 
-/* Adds lim's minimum and maximum to the schema of property lim->key of parameters. */
-static void state_range(json_t *parameters, const int_limit *lim)
+void cae__tool_state_range(json_t *parameters, const cae__int_limit *lim)
 {
 	json_t *p = json_object_get(json_object_get(parameters, "properties"), lim->key);
 	json_object_set_new(p, "minimum", json_integer(lim->lo));
@@ -123,8 +117,8 @@ json_t *cae__tool_exec_command_definition(void)
 	json_t *command = json_object_get(json_object_get(parameters, "properties"), "command");
 	json_object_set_new(command, "minItems", json_integer(1));
 	json_object_set_new(command, "maxItems", json_integer(EXEC_MAX_ARGV));
-	state_range(parameters, &EXEC_TIMEOUT_MS);
-	state_range(parameters, &EXEC_MAX_OUTPUT_CHARS);
+	cae__tool_state_range(parameters, &EXEC_TIMEOUT_MS);
+	cae__tool_state_range(parameters, &EXEC_MAX_OUTPUT_CHARS);
 	return f;
 }
 
@@ -187,10 +181,7 @@ char *cae__shell_join(const char *const *argv, size_t argc)
 	return out;
 }
 
-/* The working directory a tool call names, as an absolute path: relative ones start at the
- * project, ".." folds, and climbing above "/" is refused. Returns a tool error, or NULL with
- * *cwd set. */
-static json_t *tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
+json_t *cae__tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
 {
 	int r =
 	    cae__path_lexical("/", env->workspace_path, path, strlen(path),
@@ -225,7 +216,7 @@ static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 	return json_string(r ? r : "");
 }
 
-static bool get_int_arg(json_t *args, const int_limit *lim, long long *out, json_t **error)
+bool cae__tool_int_arg(json_t *args, const cae__int_limit *lim, long long *out, json_t **error)
 {
 	const char *key = lim->key;
 	long long lo = lim->lo, hi = lim->hi;
@@ -294,8 +285,8 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		return cae__tool_error("INVALID_ARGUMENT", "stdin must be a string");
 	long long timeout_ms, max_chars;
 	json_t *error = NULL;
-	if (!get_int_arg(args, &EXEC_TIMEOUT_MS, &timeout_ms, &error) ||
-	    !get_int_arg(args, &EXEC_MAX_OUTPUT_CHARS, &max_chars, &error))
+	if (!cae__tool_int_arg(args, &EXEC_TIMEOUT_MS, &timeout_ms, &error) ||
+	    !cae__tool_int_arg(args, &EXEC_MAX_OUTPUT_CHARS, &max_chars, &error))
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error(
@@ -308,7 +299,7 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		argv[i] = json_string_value(json_array_get(jcmd, i));
 	bool direct = strcmp(mode, "direct") == 0;
 	_cleanup_free_ char *cwd = NULL;
-	json_t *bad = tool_cwd(env, json_string_value(jcwd), &cwd);
+	json_t *bad = cae__tool_cwd(env, json_string_value(jcwd), &cwd);
 	if (bad)
 		return bad;
 
@@ -420,8 +411,9 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
 				    ? env->cfg->command_executor.execution.timeout_seconds
 				    : 1800;
-	const int_limit timeout_limit = {"timeout_seconds", 1, EXECUTE_TIMEOUT_MAX_S, def_timeout};
-	if (!get_int_arg(args, &timeout_limit, &timeout_s, &error))
+	const cae__int_limit timeout_limit = {"timeout_seconds", 1, EXECUTE_TIMEOUT_MAX_S,
+					      def_timeout};
+	if (!cae__tool_int_arg(args, &timeout_limit, &timeout_s, &error))
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error("INTERNAL",
@@ -447,7 +439,7 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	const char *wd =
 	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : NULL;
 	_cleanup_free_ char *cwd = NULL;
-	json_t *bad = tool_cwd(env, wd ? wd : ".", &cwd);
+	json_t *bad = cae__tool_cwd(env, wd ? wd : ".", &cwd);
 	if (bad) {
 		json_decref(bad);
 		char msg[1200];

@@ -35,6 +35,7 @@ struct cae_session {
 	char *editor_error;	    /* why there is no editor */
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
 	bool editor_compat;
+	cae__procs *procs; /* process sessions: ended before their environment goes */
 };
 
 cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err)
@@ -64,7 +65,8 @@ int cae_session_new(cae_config *cfg, cae_log *log, cae_session **out, cae_error 
 	s->log = log;
 	pthread_mutex_init(&s->lock, NULL);
 	s->secrets = cae_secrets_new();
-	int r = s->secrets ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+	s->procs = cae__procs_new(cfg, log);
+	int r = s->secrets && s->procs ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
 	/* A token too short to be masked is ignored, as the logger ignores it. */
 	if (r == 0 && (cae_session_add_secret(s, cfg->github.token) == -ENOMEM ||
 		       cae_session_add_secret(s, cfg->gitlab.token) == -ENOMEM))
@@ -99,6 +101,8 @@ void cae_session_free(cae_session *s)
 {
 	if (!s)
 		return;
+	/* no session's command outlives the session, and none runs on a freed backend */
+	cae__procs_free(s->procs);
 	if (s->owned_workspace_uuid) {
 		cae_backend *b = s->local ? s->local : s->backend;
 		if (b)
@@ -113,6 +117,11 @@ void cae_session_free(cae_session *s)
 	cae_config_free(s->cfg);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
+}
+
+cae__procs *cae__session_procs(cae_session *s)
+{
+	return s->procs;
 }
 
 const char *cae_session_current(cae_session *s)
@@ -216,6 +225,7 @@ int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err)
 	}
 	char uuid[32];
 	workspace_uuid(real, uuid);
+	cae__procs_end_env(s->procs, uuid);
 	cae_task task = {.uuid = uuid, .repo = real};
 	cae_prepare_options opts = {.workspace = real, .cancel_fd = -1};
 	cae_env_info info;
@@ -252,6 +262,9 @@ int cae_session_prepare(cae_session *s, const cae_task *task, const char *enviro
 	    .cancel_fd = ctx ? ctx->cancel_fd : -1,
 	};
 	cae_env_info info;
+	/* the environment is about to be replaced: its sessions end first */
+	if (task && task->uuid)
+		cae__procs_end_env(s->procs, task->uuid);
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);
 	if (r < 0)
 		return r;
@@ -289,6 +302,7 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	pthread_mutex_unlock(&s->lock);
 	if (!uuid || !*uuid)
 		return cae_error_set(err, -EINVAL, "no environment to clean up");
+	cae__procs_end_env(s->procs, uuid);
 	if (s->owned_workspace_uuid && strcmp(uuid, s->owned_workspace_uuid) == 0) {
 		free(s->owned_workspace_uuid);
 		s->owned_workspace_uuid = NULL;

@@ -99,6 +99,51 @@ const cae_tool_def cae__tool_table[] = {
 	.definition = cae__tool_environment_cleanup_definition,
 	.call = cae__tool_call_environment_cleanup,
     },
+    {
+	.name = "process_start",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_start_definition,
+	.call = cae__tool_call_process_start,
+    },
+    {
+	.name = "process_read",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_read_definition,
+	.call = cae__tool_call_process_read,
+	.quick = cae__tool_process_read_quick,
+    },
+    {
+	.name = "process_write",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_write_definition,
+	.call = cae__tool_call_process_write,
+	.quick = cae__tool_process_quick,
+    },
+    {
+	.name = "process_wait",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_wait_definition,
+	.call = cae__tool_call_process_wait,
+    },
+    {
+	.name = "process_kill",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_kill_definition,
+	.call = cae__tool_call_process_kill,
+    },
+    {
+	.name = "process_list",
+	.family = CAE_TOOL_PROCESS,
+	.enabled = cae__tool_process_enabled,
+	.definition = cae__tool_process_list_definition,
+	.call = cae__tool_call_process_list,
+	.quick = cae__tool_process_quick,
+    },
 };
 
 const size_t cae__tool_table_size = ARRAY_SIZE(cae__tool_table);
@@ -120,6 +165,7 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 	    .environment_tools = true,
 	    .output_schema = with_output_schema,
 	    .patch_tool = true,
+	    .process_tools = true,
 	};
 	return cae_tools_definitions(cae_session_config(s), &o);
 }

@@ -55,6 +55,51 @@ typedef struct cae__tool_live {
  * caller did not ask for progress. l must outlive the command. */
 const cae_live_io *cae__tool_live_init(cae__tool_live *l, const cae_tool_env *env);
 
+/* ---- process sessions (procs.c) -------------------------------------------------------- */
+
+/* The session's table of process sessions: commands that outlive one call, each on a thread
+ * of its own through cae_backend_exec with live io. Ids are unique within the table. */
+typedef struct cae__procs cae__procs;
+typedef struct cae__proc_start {
+	cae_backend *backend; /* borrowed: must outlive the table (the session's) */
+	const char *task_uuid;
+	const char *env_created; /* the environment's created_at (NULL: unknown) */
+	const char *command;	 /* run with sh -c */
+	const char *cwd;	 /* as commands see it; NULL: the workspace */
+	int64_t timeout_ms;
+} cae__proc_start;
+typedef struct cae__proc_read {
+	int64_t wait_ms;  /* wait at most this long ... */
+	bool until_exit;  /* ... for the end (else: for new output or the end) */
+	bool page;	  /* take the next page of output */
+	size_t max_chars; /* its size */
+} cae__proc_read;
+
+cae__procs *cae__procs_new(const cae_config *cfg, cae_log *log);
+/* Ends every session, waits for their threads, frees t. Accepts NULL. */
+void cae__procs_free(cae__procs *t);
+/* -EMFILE when the environment runs the maximum already (err says so). */
+int cae__procs_start(cae__procs *t, const cae__proc_start *o, unsigned *id, cae_error *err);
+/* The session's state, and with o->page its next page of output (masked with secrets):
+ * {session_id, command, task_uuid, state, exit_code, started_at, duration_ms, unread_bytes,
+ * stdin_open, signal?, error?, warning?, output?, dropped_bytes?, more?}. NULL with err set
+ * (-ENOENT: no such session). */
+json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
+			const cae_secrets *secrets, cae_error *err);
+/* Writes what the stdin pipe takes without waiting; closes it after when asked and all was
+ * written. The state with written_bytes (and a note when not all was). */
+json_t *cae__procs_write(cae__procs *t, unsigned id, const char *data, size_t len, bool close_stdin,
+			 cae_error *err);
+/* Stops the command's tree (SIGTERM, then SIGKILL after the grace) and waits for its end. */
+json_t *cae__procs_kill(cae__procs *t, unsigned id, cae_error *err);
+/* Every session's state, oldest first (new array). */
+json_t *cae__procs_list(cae__procs *t);
+int cae__procs_max_per_env(const cae__procs *t);
+/* Ends the sessions of an environment (before it is removed or prepared again). */
+void cae__procs_end_env(cae__procs *t, const char *task_uuid);
+/* The session's table (session.c). */
+cae__procs *cae__session_procs(cae_session *s);
+
 /* Which definitions list offers a tool (cae_tools_options); a bit each. */
 typedef enum cae_tool_family {
 	CAE_TOOL_COMMAND_EXECUTOR = 1 << 0, /* command-executor_execute_command */
@@ -63,6 +108,7 @@ typedef enum cae_tool_family {
 	CAE_TOOL_EDITOR_SPLIT = 1 << 3,	    /* text_editor_<command> (split_editor on) */
 	CAE_TOOL_PATCH = 1 << 4,	    /* apply_patch (patch_tool) */
 	CAE_TOOL_ENVIRONMENT = 1 << 5,	    /* environment_* (environment_tools) */
+	CAE_TOOL_PROCESS = 1 << 6,	    /* process_* (process_tools) */
 } cae_tool_family;
 
 /* Runs the tool with args (an object, borrowed): returns 0 with *res filled (res->is_error
@@ -194,10 +240,50 @@ json_t *cae__tool_environment_cleanup_definition(void);
 int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
 				       cae_error *err);
 
+/* process_tools.c: process_start, process_read, process_write, process_wait, process_kill,
+ * process_list. */
+bool cae__tool_process_enabled(const cae_config *cfg);
+json_t *cae__tool_process_start_definition(void);
+int cae__tool_call_process_start(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err);
+json_t *cae__tool_process_read_definition(void);
+int cae__tool_call_process_read(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+bool cae__tool_process_read_quick(const json_t *args); /* no wait */
+json_t *cae__tool_process_write_definition(void);
+int cae__tool_call_process_write(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err);
+bool cae__tool_process_quick(const json_t *args); /* always */
+json_t *cae__tool_process_wait_definition(void);
+int cae__tool_call_process_wait(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+json_t *cae__tool_process_kill_definition(void);
+int cae__tool_call_process_kill(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+json_t *cae__tool_process_list_definition(void);
+int cae__tool_call_process_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err);
+
 /* ---- helpers of the command tools (exec_tools.c) --------------------------------------- */
 
 /* Quotes argv for sh: words of safe characters stay as they are, others are single-quoted.
  * New string. */
 char *cae__shell_join(const char *const *argv, size_t argc);
+
+/* A numeric argument's bounds and default: stated in the tool's schema and enforced with a
+ * message that gives the range. */
+typedef struct cae__int_limit {
+	const char *key;
+	long long lo, hi, def;
+} cae__int_limit;
+/* Adds lim's minimum and maximum to the schema of property lim->key of parameters. */
+void cae__tool_state_range(json_t *parameters, const cae__int_limit *lim);
+/* The argument lim->key of args (its default when absent): true, or false with *error set to
+ * a tool error that names the range. */
+bool cae__tool_int_arg(json_t *args, const cae__int_limit *lim, long long *out, json_t **error);
+/* The working directory a tool call names, as an absolute path: relative ones start at the
+ * project, ".." folds, and climbing above "/" is refused. Returns a tool error, or NULL with
+ * *cwd set. */
+json_t *cae__tool_cwd(const cae_tool_env *env, const char *path, char **cwd);
 
 #endif

@@ -1,6 +1,7 @@
 /* The agent tools through the session on the local backend: exec_command (its acceptance
  * lines for Linux), command-executor_execute_command, the tool table, secrets masking with and
- * without a logger, tool definitions (the exec_command strings, byte for byte). */
+ * without a logger, tool definitions (the exec_command strings, byte for byte), process
+ * sessions. */
 #include "base/macro.h"
 #include "cae/patch.h"
 #include "cae/session.h"
@@ -8,6 +9,7 @@
 #include "testutil.h"
 #include "tools/tools-internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <signal.h>
@@ -937,6 +939,14 @@ static const struct {
     {"text_editor_insert", "insert_line", "{\"path\": \"f.txt\", \"new_str\": \"x\\n\"}"},
     {"text_editor_view", "view_range", "{\"path\": \"f.txt\"}"},
     {"apply_patch", "patch", "{\"dry_run\": true}"},
+    {"process_start", "wait_ms", "{\"command\": \"true\"}"},
+    {"process_start", "timeout_seconds", "{\"command\": \"true\"}"},
+    {"process_start", "max_chars", "{\"command\": \"true\"}"},
+    /* "new": a session of its own, started for the probe */
+    {"process_read", "wait_ms", "{\"session_id\": \"new\"}"},
+    {"process_read", "max_chars", "{\"session_id\": \"new\"}"},
+    {"process_wait", "timeout_ms", "{\"session_id\": \"new\"}"},
+    {"process_wait", "max_chars", "{\"session_id\": \"new\"}"},
 };
 
 /* One probe: tool with base and arg = v (stolen). Returns the call's text; *refused when it
@@ -951,6 +961,15 @@ static char *probe(cae_session *s, const char *tool, const char *arg, json_t *v,
 	json_t *args = json_loads(base, 0, NULL);
 	ck_assert_ptr_nonnull(args);
 	json_object_set_new(args, arg, v);
+	const char *sid = json_string_value(json_object_get(args, "session_id"));
+	if (sid && strcmp(sid, "new") == 0) {
+		bool e;
+		json_t *r =
+		    call(s, "process_start", "{\"command\": \"true\", \"wait_ms\": 10000}", &e);
+		ck_assert_msg(!e, "%s", json_dumps(r, 0));
+		json_object_set(args, "session_id", json_object_get(r, "session_id"));
+		json_decref(r);
+	}
 	tu_sh("printf 'one\\ntwo\\nthree\\n' >%s/f.txt", ws);
 	char *t = call_text(s, tool, args, refused);
 	json_decref(args);
@@ -1206,6 +1225,286 @@ START_TEST(limits_in_descriptions)
 }
 END_TEST
 
+/* ---- process sessions ---- */
+
+/* Whether a process of this host has token in its command line. */
+static bool host_process_with(const char *token)
+{
+	DIR *d = opendir("/proc");
+	ck_assert_ptr_nonnull(d);
+	struct dirent *de;
+	bool found = false;
+	while (!found && (de = readdir(d))) {
+		if (de->d_name[0] < '0' || de->d_name[0] > '9')
+			continue;
+		char path[300], buf[4096];
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", de->d_name);
+		FILE *f = fopen(path, "r");
+		if (!f)
+			continue;
+		size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		for (size_t i = 0; i < n; i++)
+			if (buf[i] == '\0')
+				buf[i] = ' ';
+		buf[n] = '\0';
+		/* not this test's own shell asking */
+		found = strstr(buf, token) && !strstr(buf, "host_process_with");
+	}
+	closedir(d);
+	return found;
+}
+
+/* Calls a process tool with a JSON object made by json_pack-style arguments. */
+static json_t *pcall(cae_session *s, const char *tool, bool *is_error, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	json_t *args = json_vpack_ex(NULL, 0, fmt, ap);
+	va_end(ap);
+	ck_assert_ptr_nonnull(args);
+	char *text = json_dumps(args, 0);
+	json_decref(args);
+	json_t *r = call(s, tool, text, is_error);
+	free(text);
+	return r;
+}
+
+/* Reads until the session's output so far contains want (or it ended); returns it all. */
+static char *read_until(cae_session *s, const char *sid, const char *want)
+{
+	char *all = strdup("");
+	for (int i = 0; i < 200 && !strstr(all, want); i++) {
+		bool e;
+		json_t *r =
+		    pcall(s, "process_read", &e, "{s:s, s:i}", "session_id", sid, "wait_ms", 2000);
+		ck_assert_msg(!e, "%s", json_dumps(r, 0));
+		char *more;
+		ck_assert_int_ge(asprintf(&more, "%s%s", all, S(r, "output")), 0);
+		free(all);
+		all = more;
+		bool ended = strcmp(S(r, "state"), "running") != 0 && !B(r, "more");
+		json_decref(r);
+		if (ended)
+			break;
+	}
+	return all;
+}
+
+START_TEST(process_session_input_output_and_end)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+			  "echo ready; while read l; do echo \"got $l\"; done; echo bye; exit 3",
+			  "wait_ms", 10000);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "session_id"), "p1");
+	ck_assert_str_eq(S(r, "state"), "running");
+	ck_assert(json_is_null(json_object_get(r, "exit_code")));
+	ck_assert_str_eq(S(r, "output"), "ready\n");
+	ck_assert_int_eq(I(r, "dropped_bytes"), 0);
+	json_decref(r);
+	/* nothing new: an empty page at once */
+	r = pcall(s, "process_read", &e, "{s:s}", "session_id", "p1");
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "output"), "");
+	json_decref(r);
+	r = pcall(s, "process_write", &e, "{s:s, s:s}", "session_id", "p1", "input", "one\n");
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_int_eq(I(r, "written_bytes"), 4);
+	json_decref(r);
+	_cleanup_free_ char *got = read_until(s, "p1", "got one\n");
+	ck_assert_str_eq(got, "got one\n");
+	/* listed, running */
+	r = pcall(s, "process_list", &e, "{}");
+	ck_assert(!e);
+	json_t *l0 = json_array_get(json_object_get(r, "sessions"), 0);
+	ck_assert_str_eq(S(l0, "session_id"), "p1");
+	ck_assert_str_eq(S(l0, "state"), "running");
+	ck_assert_int_eq(I(r, "max_per_environment"), 8);
+	json_decref(r);
+	/* end of input ends it; wait gives the exit code and the rest of the output */
+	r = pcall(s, "process_write", &e, "{s:s, s:s, s:b}", "session_id", "p1", "input", "two\n",
+		  "close_stdin", 1);
+	ck_assert(!e);
+	ck_assert(!B(r, "stdin_open"));
+	json_decref(r);
+	r = pcall(s, "process_wait", &e, "{s:s, s:i}", "session_id", "p1", "timeout_ms", 60000);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "state"), "exited");
+	ck_assert_int_eq(I(r, "exit_code"), 3);
+	ck_assert_str_eq(S(r, "output"), "got two\nbye\n");
+	json_decref(r);
+	/* writing to an ended session, and to one that does not exist */
+	r = pcall(s, "process_write", &e, "{s:s, s:s}", "session_id", "p1", "input", "x");
+	ck_assert(e);
+	ck_assert_str_eq(error_code(r), "STDIN_CLOSED");
+	json_decref(r);
+	const char *bad[] = {"p9", "1", "p0", "p-1", "p1x", "", "p99999999999999999999"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		r = pcall(s, "process_read", &e, "{s:s}", "session_id", bad[i]);
+		ck_assert_msg(e && strcmp(error_code(r), "NOT_FOUND") == 0, "%s", bad[i]);
+		json_decref(r);
+	}
+	close_session(s);
+}
+END_TEST
+
+/* Killing stops the command and everything it started; a session's end (the MCP session's)
+ * stops what still runs; the per-environment maximum holds. */
+START_TEST(process_session_kill_limit_and_session_end)
+{
+	cae_session *s = open_session("  sessions:\n    max_per_environment: 2\n");
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+			  "sleep 601.25 & sleep 601.5; wait", "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = pcall(s, "process_start", &e, "{s:s, s:i}", "command", "sleep 602.25", "wait_ms", 0);
+	ck_assert(!e);
+	json_decref(r);
+	/* the processes exist (so that their absence below means something) */
+	for (int i = 0; i < 100 && !(host_process_with("601.25") && host_process_with("602.25"));
+	     i++)
+		usleep(50000);
+	ck_assert(host_process_with("601.25") && host_process_with("601.5") &&
+		  host_process_with("602.25"));
+	r = pcall(s, "process_start", &e, "{s:s}", "command", "true");
+	ck_assert(e);
+	ck_assert_str_eq(error_code(r), "LIMIT");
+	ck_assert_ptr_nonnull(strstr(S(json_object_get(r, "error"), "message"), "2"));
+	json_decref(r);
+	r = pcall(s, "process_kill", &e, "{s:s}", "session_id", "p1");
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "state"), "killed");
+	json_decref(r);
+	ck_assert(!host_process_with("601.25") && !host_process_with("601.5"));
+	ck_assert(host_process_with("602.25"));
+	/* room again */
+	r = pcall(s, "process_start", &e, "{s:s, s:i}", "command", "echo again", "wait_ms", 10000);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "output"), "again\n");
+	json_decref(r);
+	close_session(s);
+	ck_assert(!host_process_with("602.25"));
+}
+END_TEST
+
+/* Output past the buffer is dropped oldest first and the read says how much; the newest is
+ * kept. */
+START_TEST(process_session_drops_past_the_buffer)
+{
+	cae_session *s = open_session("  sessions:\n    buffer_size: 4096\n");
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+			  "head -c 100000 /dev/zero | tr '\\0' a; echo; echo END", "wait_ms", 0);
+	ck_assert(!e);
+	json_decref(r);
+	r = pcall(s, "process_wait", &e, "{s:s, s:i, s:i}", "session_id", "p1", "timeout_ms", 60000,
+		  "max_chars", 200000);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "state"), "exited");
+	const char *out = S(r, "output");
+	size_t len = strlen(out);
+	ck_assert_uint_le(len, 4096);
+	ck_assert_uint_eq(len + (size_t)I(r, "dropped_bytes"), 100000 + 5);
+	ck_assert_str_eq(out + len - 5, "\nEND\n");
+	ck_assert(!B(r, "more"));
+	json_decref(r);
+	/* pages: max_chars cuts after a line; dropped is said once */
+	r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+		  "for i in $(seq 1 400); do echo line-$i; done", "wait_ms", 0);
+	ck_assert(!e);
+	json_decref(r);
+	r = pcall(s, "process_wait", &e, "{s:s, s:i, s:i}", "session_id", "p2", "max_chars", 1000,
+		  "timeout_ms", 60000);
+	ck_assert(!e);
+	out = S(r, "output");
+	ck_assert_uint_le(strlen(out), 1000);
+	ck_assert(out[strlen(out) - 1] == '\n');
+	ck_assert(B(r, "more"));
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
+/* A session never outlives its environment: cleaned up through the session, or removed
+ * behind its back (another process, `cae gc`). Also: the policy holds, and secrets are
+ * masked. */
+START_TEST(process_session_ends_with_its_environment)
+{
+	cae_session *s = open_session(NULL);
+	cae_session_add_secret(s, "sessionsecret1234");
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s}", "command", "sudo ls");
+	ck_assert(e);
+	ck_assert_str_eq(error_code(r), "DENIED");
+	json_decref(r);
+	r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+		  "echo sessionsecret1234; sleep 603.25", "wait_ms", 10000);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "output"), "***\n");
+	json_decref(r);
+	r = call(s, "environment_cleanup", "{}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(!host_process_with("603.25"));
+	r = pcall(s, "process_read", &e, "{s:s}", "session_id", "p1");
+	ck_assert_str_eq(S(r, "state"), "killed");
+	json_decref(r);
+
+	/* removed by another backend object (as another process would) */
+	cae_error err = {0};
+	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
+	r = pcall(s, "process_start", &e, "{s:s, s:i}", "command", "echo started; sleep 604.25",
+		  "wait_ms", 30000);
+	ck_assert(!e);
+	ck_assert_str_eq(S(r, "output"), "started\n");
+	json_decref(r);
+	cae_backend *other = NULL;
+	ck_assert_int_eq(cae_backend_new_named("local", cae_session_config(s), NULL, &other, &err),
+			 0);
+	ck_assert_msg(cae_backend_cleanup(other, cae_session_current(s), &err) == 0, "%s",
+		      err.message);
+	cae_backend_free(other);
+	r = pcall(s, "process_wait", &e, "{s:s, s:i}", "session_id", "p2", "timeout_ms", 120000);
+	ck_assert_msg(strcmp(S(r, "state"), "killed") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(!host_process_with("604.25"));
+	close_session(s);
+}
+END_TEST
+
+/* A server a session starts answers the environment's later commands on loopback: they share
+ * the sandbox. */
+START_TEST(process_session_server_shares_loopback)
+{
+	cae_session *s = open_session(NULL);
+	tu_sh("printf 'served-by-session' >%s/index.html", ws);
+	bool e;
+	int port = 20000 + (int)(getpid() % 20000);
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "exec python3 -u -m http.server %d --bind 127.0.0.1 2>&1 | cat",
+		 port);
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command", cmd, "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	_cleanup_free_ char *banner = read_until(s, "p1", "Serving HTTP");
+	ck_assert_msg(strstr(banner, "Serving HTTP"), "%s", banner);
+	char get[512];
+	snprintf(get, sizeof(get),
+		 "{\"command\": \"python3 -c \\\"import urllib.request as u; "
+		 "print(u.urlopen('http://127.0.0.1:%d/index.html').read().decode())\\\"\"}",
+		 port);
+	r = call(s, "command-executor_execute_command", get, &e);
+	ck_assert_msg(I(r, "exit_code") == 0, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "stdout"), "served-by-session\n");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("tools");
@@ -1232,6 +1531,11 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, definitions_editor_forms_and_platform_filter);
 	tcase_add_test(tc, limits_stated_and_enforced);
 	tcase_add_test(tc, limits_in_descriptions);
+	tcase_add_test(tc, process_session_input_output_and_end);
+	tcase_add_test(tc, process_session_kill_limit_and_session_end);
+	tcase_add_test(tc, process_session_drops_past_the_buffer);
+	tcase_add_test(tc, process_session_ends_with_its_environment);
+	tcase_add_test(tc, process_session_server_shares_loopback);
 	suite_add_tcase(s, tc);
 	return s;
 }

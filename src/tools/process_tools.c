@@ -1,0 +1,424 @@
+/* The process tools: process_start, process_read, process_write, process_wait, process_kill
+ * and process_list, over the session's table of process sessions (procs.c). A session's
+ * command is checked by the same policy and runs with the same environment, working
+ * directory rules and confinement as exec_command; its output reaches the model masked. */
+#include "tools/tools-internal.h"
+
+#include "base/macro.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/banned.h"
+
+static const cae__int_limit START_WAIT_MS = {"wait_ms", 0, 60000, 1000};
+static const cae__int_limit READ_WAIT_MS = {"wait_ms", 0, 60000, 0};
+static const cae__int_limit WAIT_TIMEOUT_MS = {"timeout_ms", 1, 600000, 30000};
+static const cae__int_limit MAX_CHARS = {"max_chars", 1000, 200000, 20000};
+#define START_TIMEOUT_MAX_S 86400
+#define WRITE_MAX_BYTES (1024 * 1024)
+
+bool cae__tool_process_enabled(const cae_config *cfg)
+{
+	return cfg->command_executor.enabled &&
+	       cfg->command_executor.sessions.max_per_environment > 0;
+}
+
+bool cae__tool_process_quick(const json_t *args)
+{
+	(void)args;
+	return true;
+}
+
+bool cae__tool_process_read_quick(const json_t *args)
+{
+	json_t *w = json_object_get(args, "wait_ms");
+	return !w || json_is_null(w) || (json_is_number(w) && json_number_value(w) == 0);
+}
+
+/* ---- definitions ---- */
+
+#define SESSION_ID_SCHEMA                                                                          \
+	"{s:s, s:s}", "type", "string", "description",                                             \
+	    "The session id process_start returned, e.g. \"p1\" (process_list shows them all)."
+
+static json_t *object_schema(json_t *properties, json_t *required)
+{
+	return json_pack("{s:s, s:o, s:o}", "type", "object", "properties", properties, "required",
+			 required ? required : json_array());
+}
+
+static void add_prop(json_t *parameters, const char *name, json_t *schema)
+{
+	json_object_set_new(json_object_get(parameters, "properties"), name, schema);
+}
+
+static void add_session_id(json_t *parameters)
+{
+	add_prop(parameters, "session_id", json_pack(SESSION_ID_SCHEMA));
+	json_array_append_new(json_object_get(parameters, "required"), json_string("session_id"));
+}
+
+static void add_max_chars(json_t *parameters)
+{
+	add_prop(parameters, "max_chars",
+		 json_pack("{s:s, s:s}", "type", "integer", "description",
+			   "Most characters of output this call returns (default 20000); the "
+			   "rest stays for the next read (more: true)."));
+	cae__tool_state_range(parameters, &MAX_CHARS);
+}
+
+/* What every result says about output, for the descriptions. */
+#define OUTPUT_NOTE                                                                                \
+	" The result holds the session's state (running, exited, killed, timed_out or failed), "   \
+	"exit_code (null while it runs), and the output written since the last read "              \
+	"(stdout and stderr interleaved as they came) up to max_chars; more: true when unread "    \
+	"output remains; dropped_bytes > 0 when output was dropped unread because it passed the "  \
+	"session's buffer (1 MiB by default)."
+
+json_t *cae__tool_process_start_definition(void)
+{
+	json_t *p = object_schema(
+	    json_pack("{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}", "command", "type",
+		      "string", "description",
+		      "The command (run with `sh -c`), e.g. `npm run dev` or `python3 -i`.",
+		      "working_directory", "type", "string", "description",
+		      "Working directory (default: the project). Relative paths are resolved "
+		      "against it.",
+		      "wait_ms", "type", "integer", "description",
+		      "How long to wait before returning, for the command to end or print "
+		      "something (default 1000).",
+		      "timeout_seconds", "type", "integer", "description",
+		      "The session is killed after this long (default: the configured command "
+		      "timeout, 1800 by default)."),
+	    json_pack("[s]", "command"));
+	cae__tool_state_range(p, &START_WAIT_MS);
+	json_t *ts = json_object_get(json_object_get(p, "properties"), "timeout_seconds");
+	json_object_set_new(ts, "minimum", json_integer(1));
+	json_object_set_new(ts, "maximum", json_integer(START_TIMEOUT_MAX_S));
+	add_max_chars(p);
+	return cae__tool_function(
+	    "process_start",
+	    "Start a command in the background in the task's environment and get a session id "
+	    "back, with the output it printed within wait_ms. Use it for what must outlive one "
+	    "call: a dev server, a file watcher, a REPL, a long build or test run; use "
+	    "exec_command for commands that finish on their own. The command gets the same "
+	    "environment, policy and confinement as exec_command, and keeps running between "
+	    "calls until it exits, is killed (process_kill), passes timeout_seconds, or its "
+	    "environment is cleaned up or this session ends: it never outlives them. A server it "
+	    "starts is reachable from later commands of the environment on loopback. A limited "
+	    "number of sessions run at once per environment (8 by default; process_list says "
+	    "how many). Then read new output with process_read, write to its stdin "
+	    "with process_write, wait for it with process_wait, list sessions with "
+	    "process_list." OUTPUT_NOTE,
+	    p);
+}
+
+json_t *cae__tool_process_read_definition(void)
+{
+	json_t *p = object_schema(
+	    json_pack("{s:{s:s, s:s}}", "wait_ms", "type", "integer", "description",
+		      "Wait up to this long for new output or the end when there is none yet "
+		      "(default 0: return at once)."),
+	    NULL);
+	add_session_id(p);
+	cae__tool_state_range(p, &READ_WAIT_MS);
+	add_max_chars(p);
+	return cae__tool_function("process_read",
+				  "Read a process session's output written since the last read "
+				  "(each byte is returned once)." OUTPUT_NOTE,
+				  p);
+}
+
+json_t *cae__tool_process_write_definition(void)
+{
+	json_t *p = object_schema(
+	    json_pack("{s:{s:s, s:i, s:s}, s:{s:s, s:s}}", "input", "type", "string", "maxLength",
+		      WRITE_MAX_BYTES, "description",
+		      "Text for the command's stdin, e.g. \"print(1 + 1)\\n\" for a REPL (add "
+		      "the newline a line needs).",
+		      "close_stdin", "type", "boolean", "description",
+		      "Close its stdin after the input (end of input), default false."),
+	    json_pack("[s]", "input"));
+	add_session_id(p);
+	return cae__tool_function(
+	    "process_write",
+	    "Write text to a running process session's stdin, and optionally close it. Returns at "
+	    "once with written_bytes: input the command does not read yet waits in a pipe of 64 "
+	    "KiB, and what does not fit is not written (the result says so: write the rest "
+	    "later). Read the answer with process_read (use its wait_ms).",
+	    p);
+}
+
+json_t *cae__tool_process_wait_definition(void)
+{
+	json_t *p = object_schema(
+	    json_pack("{s:{s:s, s:s}}", "timeout_ms", "type", "integer", "description",
+		      "How long to wait for the session to end (default 30000); it keeps "
+		      "running when the wait is over."),
+	    NULL);
+	add_session_id(p);
+	cae__tool_state_range(p, &WAIT_TIMEOUT_MS);
+	add_max_chars(p);
+	return cae__tool_function("process_wait",
+				  "Wait for a process session to end, then return its exit code "
+				  "and new output (as process_read)." OUTPUT_NOTE,
+				  p);
+}
+
+json_t *cae__tool_process_kill_definition(void)
+{
+	json_t *p = object_schema(json_object(), NULL);
+	add_session_id(p);
+	return cae__tool_function(
+	    "process_kill",
+	    "Stop a process session: SIGTERM to the command and everything it started, SIGKILL "
+	    "to what is left after a 2 s grace period. Returns its final state; its unread "
+	    "output can still be read.",
+	    p);
+}
+
+json_t *cae__tool_process_list_definition(void)
+{
+	return cae__tool_function(
+	    "process_list",
+	    "List this session's process sessions, running and ended (the most recent that "
+	    "ended are kept per environment), with id, command, environment (task_uuid), state, "
+	    "exit_code, started_at, duration_ms and unread_bytes.",
+	    object_schema(json_object(), NULL));
+}
+
+/* ---- calls ---- */
+
+static int finish(cae_tool_result *res, json_t *out, cae_error *err)
+{
+	bool is_error = json_object_get(out, "error") != NULL;
+	return cae__tool_finish(res, out, is_error, err);
+}
+
+/* The session_id argument ("p" and the table's number): true, or false with *error set. */
+static bool session_id_arg(json_t *args, unsigned *id, json_t **error)
+{
+	const char *v = json_string_value(json_object_get(args, "session_id"));
+	if (!v) {
+		*error = cae__tool_error("INVALID_ARGUMENT",
+					 "session_id is required: a string such as \"p1\" "
+					 "(process_list shows them)");
+		return false;
+	}
+	char *end = NULL;
+	unsigned long n = v[0] == 'p' && v[1] >= '1' && v[1] <= '9' ? strtoul(v + 1, &end, 10) : 0;
+	if (!end || *end || n > UINT_MAX) {
+		*error = cae__tool_error("NOT_FOUND",
+					 "no process session %.64s (ids look like \"p1\"; "
+					 "process_list shows them)",
+					 v);
+		return false;
+	}
+	*id = (unsigned)n;
+	return true;
+}
+
+/* A tool error for a table failure. */
+static json_t *table_error(const cae_tool_env *env, int r, cae_error *e)
+{
+	cae__tools_hide_host_paths(env->cfg, e->message, sizeof(e->message));
+	const char *code = r == -ENOENT	   ? "NOT_FOUND"
+			   : r == -EMFILE  ? "LIMIT"
+			   : r == -EPIPE   ? "STDIN_CLOSED"
+			   : r == -ENOTDIR ? "NOT_DIRECTORY"
+					   : "INTERNAL";
+	return cae__tool_error(code, "%s", e->message[0] ? e->message : strerror(-r));
+}
+
+static json_t *read_result(const cae_tool_env *env, unsigned id, const cae__proc_read *o)
+{
+	cae_error e = {0};
+	json_t *j = cae__procs_read(cae__session_procs(env->session), id, o, env->secrets, &e);
+	if (!j)
+		return table_error(env, e.code ? e.code : -ENOMEM, &e);
+	/* an error message may name host paths: the model only learns paths it gave */
+	json_t *em = json_object_get(j, "error");
+	if (json_is_string(em)) {
+		char msg[1024];
+		snprintf(msg, sizeof(msg), "%s", json_string_value(em));
+		cae__tools_hide_host_paths(env->cfg, msg, sizeof(msg));
+		json_object_set_new(j, "error", json_string(msg));
+	}
+	return j;
+}
+
+static json_t *process_start(const cae_tool_env *env, json_t *args)
+{
+	json_t *jcmd = json_object_get(args, "command");
+	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
+		return cae__tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
+	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
+		return cae__tool_error("INVALID_ARGUMENT",
+				       "command must not contain NUL characters");
+	json_t *jwd = json_object_get(args, "working_directory");
+	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
+		return cae__tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+	long long wait_ms, timeout_s, max_chars;
+	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
+				    ? env->cfg->command_executor.execution.timeout_seconds
+				    : 1800;
+	const cae__int_limit timeout_limit = {"timeout_seconds", 1, START_TIMEOUT_MAX_S,
+					      MIN(def_timeout, START_TIMEOUT_MAX_S)};
+	json_t *error = NULL;
+	if (!cae__tool_int_arg(args, &START_WAIT_MS, &wait_ms, &error) ||
+	    !cae__tool_int_arg(args, &timeout_limit, &timeout_s, &error) ||
+	    !cae__tool_int_arg(args, &MAX_CHARS, &max_chars, &error))
+		return error;
+	if (!env->task_uuid)
+		return cae__tool_error(
+		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
+	const char *command = json_string_value(jcmd);
+	if (env->policy) {
+		cae_policy_verdict v;
+		cae_policy_check(env->policy, command, &v);
+		if (!v.allowed) {
+			cae_log_fields(
+			    env->log, CAE_LOG_WARN, "policy.denied",
+			    json_pack("{s:s, s:s}", "tool", "process_start", "program", v.program),
+			    "%s", v.reason);
+			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
+			return cae__tool_error("DENIED", "%s", serr ? serr : v.reason);
+		}
+	}
+	const char *wd =
+	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : ".";
+	_cleanup_free_ char *cwd = NULL;
+	json_t *bad = cae__tool_cwd(env, wd, &cwd);
+	if (bad)
+		return bad;
+	/* the environment as it is now: another one of the same task later is not this one */
+	cae_env_info info;
+	cae_error e = {0};
+	int r = cae_backend_info(env->backend, env->task_uuid, &info, &e);
+	if (r < 0)
+		return table_error(env, r == -ENOENT ? -ENOENT : r, &e);
+	cae__proc_start o = {
+	    .backend = env->backend,
+	    .task_uuid = env->task_uuid,
+	    .env_created = info.created_at,
+	    .command = command,
+	    .cwd = cwd,
+	    .timeout_ms = timeout_s * 1000,
+	};
+	unsigned id = 0;
+	r = cae__procs_start(cae__session_procs(env->session), &o, &id, &e);
+	cae_env_info_clear(&info);
+	if (r < 0)
+		return table_error(env, r, &e);
+	cae__proc_read ro = {.wait_ms = wait_ms, .page = true, .max_chars = (size_t)max_chars};
+	/* wait for the end or the first output, then a little more for what follows it */
+	json_t *j = read_result(env, id, &ro);
+	if (!j || json_object_get(j, "error"))
+		return j;
+	const char *state = json_string_value(json_object_get(j, "state"));
+	/* A command that could not run at all is a failed call, not a session. */
+	if (state && strcmp(state, "failed") == 0) {
+		json_t *err =
+		    cae__tool_error("INTERNAL", "the command could not start: %s",
+				    json_string_value(json_object_get(j, "error")) ?: "unknown");
+		json_decref(j);
+		return err;
+	}
+	return j;
+}
+
+int cae__tool_call_process_start(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err)
+{
+	return finish(res, process_start(env, args), err);
+}
+
+static json_t *process_read(const cae_tool_env *env, json_t *args, bool until_exit)
+{
+	unsigned id;
+	long long wait_ms, max_chars;
+	json_t *error = NULL;
+	if (!session_id_arg(args, &id, &error) ||
+	    !cae__tool_int_arg(args, until_exit ? &WAIT_TIMEOUT_MS : &READ_WAIT_MS, &wait_ms,
+			       &error) ||
+	    !cae__tool_int_arg(args, &MAX_CHARS, &max_chars, &error))
+		return error;
+	cae__proc_read o = {.wait_ms = wait_ms,
+			    .until_exit = until_exit,
+			    .page = true,
+			    .max_chars = (size_t)max_chars};
+	return read_result(env, id, &o);
+}
+
+int cae__tool_call_process_read(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err)
+{
+	return finish(res, process_read(env, args, false), err);
+}
+
+int cae__tool_call_process_wait(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err)
+{
+	return finish(res, process_read(env, args, true), err);
+}
+
+static json_t *process_write(const cae_tool_env *env, json_t *args)
+{
+	unsigned id;
+	json_t *error = NULL;
+	if (!session_id_arg(args, &id, &error))
+		return error;
+	json_t *in = json_object_get(args, "input");
+	if (!json_is_string(in))
+		return cae__tool_error("INVALID_ARGUMENT", "input must be a string");
+	if (json_string_length(in) > WRITE_MAX_BYTES)
+		return cae__tool_error("INVALID_ARGUMENT",
+				       "input must be at most %d bytes (it has %zu)",
+				       WRITE_MAX_BYTES, json_string_length(in));
+	json_t *close = json_object_get(args, "close_stdin");
+	if (close && !json_is_null(close) && !json_is_boolean(close))
+		return cae__tool_error("INVALID_ARGUMENT", "close_stdin must be a boolean");
+	cae_error e = {0};
+	json_t *j = cae__procs_write(cae__session_procs(env->session), id, json_string_value(in),
+				     json_string_length(in), json_is_true(close), &e);
+	return j ? j : table_error(env, e.code ? e.code : -ENOMEM, &e);
+}
+
+int cae__tool_call_process_write(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				 cae_error *err)
+{
+	return finish(res, process_write(env, args), err);
+}
+
+static json_t *process_kill(const cae_tool_env *env, json_t *args)
+{
+	unsigned id;
+	json_t *error = NULL;
+	if (!session_id_arg(args, &id, &error))
+		return error;
+	cae_error e = {0};
+	json_t *j = cae__procs_kill(cae__session_procs(env->session), id, &e);
+	return j ? j : table_error(env, e.code ? e.code : -ENOMEM, &e);
+}
+
+int cae__tool_call_process_kill(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err)
+{
+	return finish(res, process_kill(env, args), err);
+}
+
+int cae__tool_call_process_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				cae_error *err)
+{
+	(void)args;
+	cae__procs *t = cae__session_procs(env->session);
+	json_t *list = cae__procs_list(t);
+	json_t *out = list ? json_pack("{s:o, s:i}", "sessions", list, "max_per_environment",
+				       cae__procs_max_per_env(t))
+			   : NULL;
+	return finish(res, out ? out : cae__tool_error("INTERNAL", "out of memory"), err);
+}
