@@ -283,7 +283,7 @@ struct docker_prep {
 	char *helper;	      /* the static helper to upload; NULL: none on this host */
 	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
 	char *id;	      /* the container, once created */
-	bool poolable;	      /* no fallback warning: a pool container may be claimed */
+	size_t task_warnings; /* p->warnings before this backend's (the environment's fallback) */
 	struct prep_ctx pc;
 };
 
@@ -1239,9 +1239,9 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	if (!dp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	p->state = dp;
-	/* a warning before this step (the environment's fallback) is the task's: a pool
-	 * container's recorded warnings would not have it */
-	dp->poolable = json_array_size(p->warnings) == 0;
+	/* a warning before this step (the environment's fallback) is the task's, not the
+	 * pool's: a claim keeps it */
+	dp->task_warnings = json_array_size(p->warnings);
 	dp->image = cae_config_environment_image(cfg, p->environment);
 	if (!dp->image)
 		dp->image = cfg->command_executor.docker.base_image;
@@ -1341,11 +1341,12 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 /* The claim of a pool container for p's task (src/backend/pool.c) when its pool's key is
  * the one this prepare's container would have: 1 when claimed (p set up as docker_create
  * would), 0 when none was (a cold create follows). What the pool recorded at its creation
- * (the time, the warnings) becomes the environment's, as the labels say it. */
+ * (the time, the warnings) becomes the environment's, as the labels say it; the task's own
+ * warning (an environment's fallback) is in the prepare's result only. */
 static int claim_warm(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
-	if (!dp->poolable || !cae__pool_wanted(p->b->cfg, p->environment) ||
+	if (!cae__pool_wanted(p->b->cfg, p->environment) ||
 	    ends_with(p->task->uuid, CREATING_SUFFIX))
 		return 0;
 	int64_t t0 = cae__now_ms();
@@ -1370,7 +1371,8 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
 	if (created)
 		snprintf(p->created_at, sizeof(p->created_at), "%s", created);
-	json_array_clear(p->warnings);
+	while (json_array_size(p->warnings) > dp->task_warnings)
+		json_array_remove(p->warnings, dp->task_warnings);
 	if (json_is_array(w))
 		json_array_extend(p->warnings, w);
 	json_decref(w);
