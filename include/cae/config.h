@@ -176,8 +176,8 @@ typedef struct cae_config {
 		 * environment of environments ([]: the default one), kept at size each, never
 		 * handed out past max_age_seconds. size 0: no pool. */
 		struct {
-			int size;			  /* 0 */
-			int max_age_seconds;		  /* 1800 */
+			int size;			 /* 0 */
+			int max_age_seconds;		 /* 1800 */
 			cae_config_strlist environments; /* [] */
 		} pool;
 		struct {

@@ -4,10 +4,10 @@
  * list and cleanup work from any process, from names and labels alone.
  *
  * A container is created as coding-agent-exec-{task_uuid}.creating (or claimed from the warm
- * pool, src/backend/pool.c, and renamed so), labelled with the preparing process (boot id, pid namespace, pid, start time), and renamed to its final
- * name as prepare's last step: a prepare that did not finish (killed, crashed) leaves a
- * container that is visibly not ready — "creating" while its preparer lives, "failed"
- * after — which exec refuses and gc removes whatever its age.
+ * pool, src/backend/pool.c, and renamed so), labelled with the preparing process (boot id, pid
+ * namespace, pid, start time), and renamed to its final name as prepare's last step: a prepare that
+ * did not finish (killed, crashed) leaves a container that is visibly not ready — "creating" while
+ * its preparer lives, "failed" after — which exec refuses and gc removes whatever its age.
  *
  * Inside an environment: /workspace/project (the clone), /workspace/tmp (scratch), owned by
  * the image's non-root user (uid 1000). Containers run as 1000:1000 with every
@@ -1816,7 +1816,8 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 			 .warnings = json_array()};
 	*body = NULL;
 	*helper = NULL;
-	int r = p.warnings ? docker_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
+	int r =
+	    p.warnings ? docker_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
 	struct docker_prep *dp = prep_of(&p);
 	if (r == 0 && !(*body = container_config(&p, dp->with_disk)))
 		r = cae_error_set(err, -ENOMEM, "out of memory");

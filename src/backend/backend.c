@@ -288,8 +288,8 @@ static void *collector_main(void *arg)
 			if (cae_backend_cleanup_stale_filtered(c->b, c->o.threshold_s, c->o.filter,
 							       c->o.filter_userdata, &removed,
 							       &err) < 0)
-				cae_log_event(c->b->log, CAE_LOG_WARN,
-					      "environment.collect_failed", "%s", err.message);
+				cae_log_event(c->b->log, CAE_LOG_WARN, "environment.collect_failed",
+					      "%s", err.message);
 		}
 		cae__pool_maintain(c->b);
 		pthread_mutex_lock(&c->lock);

@@ -65,8 +65,7 @@ static const char *pool_name(json_t *c)
 	const char *n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
 	if (n && *n == '/')
 		n++;
-	return n && strncmp(n, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0 ? n
-											  : NULL;
+	return n && strncmp(n, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0 ? n : NULL;
 }
 
 static int64_t created_of(json_t *c)
@@ -184,8 +183,8 @@ static void log_removed(cae_backend *b, json_t *c, const char *why, int64_t age)
 
 /* Removes pool container c, taken first when it runs (why: for the log). 1 when removed,
  * 0 when left (another caller took it and may still be using it), < 0 on failure. */
-static int take_and_remove(cae_backend *b, json_t *c, int64_t now, int64_t max_age,
-			   const char *why, cae_error *err)
+static int take_and_remove(cae_backend *b, json_t *c, int64_t now, int64_t max_age, const char *why,
+			   cae_error *err)
 {
 	const char *name = pool_name(c);
 	const char *id = json_string_value(json_object_get(c, "Id"));
@@ -203,8 +202,8 @@ static int take_and_remove(cae_backend *b, json_t *c, int64_t now, int64_t max_a
 			const char *n = NULL;
 			if (cae_docker_container_inspect(cae__docker_client(b), id, &ic, NULL) == 0)
 				n = json_string_value(json_object_get(ic, "Name"));
-			bool stuck = n && strstr(n, CAE_POOL_NAME_PREFIX) &&
-				     age >= max_age + STUCK_GRACE_S;
+			bool stuck =
+			    n && strstr(n, CAE_POOL_NAME_PREFIX) && age >= max_age + STUCK_GRACE_S;
 			json_decref(ic);
 			if (!stuck)
 				return 0;
@@ -357,8 +356,8 @@ static int fill_env(cae_backend *b, const char *environment, int cancel_fd, int 
 			break;
 		}
 		char name[96];
-		snprintf(name, sizeof(name), CAE_POOL_NAME_PREFIX "%s-%02x%02x%02x%02x", key, rnd[0],
-			 rnd[1], rnd[2], rnd[3]);
+		snprintf(name, sizeof(name), CAE_POOL_NAME_PREFIX "%s-%02x%02x%02x%02x", key,
+			 rnd[0], rnd[1], rnd[2], rnd[3]);
 		cae__iso8601_now(at, sizeof(at));
 		json_object_set_new(labels, CAE_DOCKER_LABEL_CREATED, json_string(at));
 		_cleanup_free_ char *id = NULL;
@@ -438,16 +437,15 @@ int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err)
 		const char *key = label(c, CAE_POOL_LABEL);
 		int64_t age = now - created_of(c), max_age = max_age_of(c, fallback);
 		json_array_append_new(
-		    *out,
-		    json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s?, s:b, s:b}", "name",
-			      pool_name(c), "container_id",
-			      json_string_value(json_object_get(c, "Id")), "environment",
-			      label(c, "cae.environment"), "key", key, "created_at",
-			      label(c, CAE_DOCKER_LABEL_CREATED), "age_s", (json_int_t)age,
-			      "max_age_s", (json_int_t)max_age, "state",
-			      json_string_value(json_object_get(c, "State")), "expired",
-			      age >= max_age, "this_config",
-			      key && json_object_get(keys, key) != NULL));
+		    *out, json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s?, s:b, s:b}",
+				    "name", pool_name(c), "container_id",
+				    json_string_value(json_object_get(c, "Id")), "environment",
+				    label(c, "cae.environment"), "key", key, "created_at",
+				    label(c, CAE_DOCKER_LABEL_CREATED), "age_s", (json_int_t)age,
+				    "max_age_s", (json_int_t)max_age, "state",
+				    json_string_value(json_object_get(c, "State")), "expired",
+				    age >= max_age, "this_config",
+				    key && json_object_get(keys, key) != NULL));
 	}
 	json_decref(keys);
 	json_decref(all);
@@ -482,7 +480,8 @@ static int remove_some(cae_backend *b, json_t *keys, bool expired_only, int *rem
 		const char *why = expired_only ? NULL : "drained";
 		if (running(c) && age >= max_age)
 			why = "past its maximum age";
-		else if (!running(c) && !(st && strcmp(st, "created") == 0 && age < CREATED_GRACE_S))
+		else if (!running(c) &&
+			 !(st && strcmp(st, "created") == 0 && age < CREATED_GRACE_S))
 			why = "not running";
 		if (!why)
 			continue;

@@ -145,11 +145,12 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 
 static int usage_env(FILE *f)
 {
-	fprintf(f, "usage: cae env list [--pool] [options]\n\nLists the environments (JSON array of "
-		   "ContainerInfo); a running one has `resources`: CPU time, memory and processes "
-		   "in use next to its limits.\n\noptions:\n"
-		   "  --pool             also the docker warm pool's containers (status \"pool\", "
-		   "no task; as `cae pool status`)\n" CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae env list [--pool] [options]\n\nLists the environments (JSON array of "
+		"ContainerInfo); a running one has `resources`: CPU time, memory and processes "
+		"in use next to its limits.\n\noptions:\n"
+		"  --pool             also the docker warm pool's containers (status \"pool\", "
+		"no task; as `cae pool status`)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -308,7 +309,8 @@ static int usage_gc(FILE *f)
 		"snapshots, clone bundles and uploads to containers (cae-snap.*, cae-bundle-*, "
 		"cae-upload-* in $TMPDIR and /tmp) of "
 		"processes that are gone (those of older versions, which do not name their "
-		"process, once older than the threshold and at least an hour). With the docker backend it "
+		"process, once older than the threshold and at least an hour). With the docker "
+		"backend it "
 		"also removes the warm pool's containers past their own maximum age or no longer "
 		"running, of any configuration (pool_removed, when there were any).\n\noptions:\n  "
 		"--older-than-hours H  threshold in hours (0 = "

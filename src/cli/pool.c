@@ -12,19 +12,20 @@ enum { OPT_ALL = OPT_HOURS + 1 };
 
 static int usage_pool(FILE *f)
 {
-	fprintf(f,
-		"usage: cae pool (fill | status | drain [--all]) [options]\n\n"
-		"The docker backend's warm pool (command_executor.pool): containers started "
-		"ahead for each pooled environment, claimed by prepares whose container would be "
-		"the same.\n\n"
-		"  fill    remove this configuration's pool containers past their maximum age or "
-		"not running, start new ones until each pooled environment has "
-		"command_executor.pool.size, print {created}\n"
-		"  status  print every pool container of the engine (JSON array: name, "
-		"environment, key, age_s, max_age_s, state, expired, this_config)\n"
-		"  drain   remove this configuration's pool containers (--all: of every "
-		"configuration), print {removed}\n\noptions:\n"
-		"  --all              drain: every pool container of the engine\n" CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f,
+	    "usage: cae pool (fill | status | drain [--all]) [options]\n\n"
+	    "The docker backend's warm pool (command_executor.pool): containers started "
+	    "ahead for each pooled environment, claimed by prepares whose container would be "
+	    "the same.\n\n"
+	    "  fill    remove this configuration's pool containers past their maximum age or "
+	    "not running, start new ones until each pooled environment has "
+	    "command_executor.pool.size, print {created}\n"
+	    "  status  print every pool container of the engine (JSON array: name, "
+	    "environment, key, age_s, max_age_s, state, expired, this_config)\n"
+	    "  drain   remove this configuration's pool containers (--all: of every "
+	    "configuration), print {removed}\n\noptions:\n"
+	    "  --all              drain: every pool container of the engine\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 

@@ -140,8 +140,8 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 			cae__cfg_show_value(vbuf, sizeof(vbuf), e, strlen(e));
 			return cae__cfg_key_error(c, origin_of(c, CE "pool.environments"),
 						  cae__cfg_find_key(CE "pool.environments"),
-						  "item %zu: %s is not a configured environment", i + 1,
-						  vbuf);
+						  "item %zu: %s is not a configured environment",
+						  i + 1, vbuf);
 		}
 	}
 	int life = cfg->command_executor.docker.helper_lifetime_seconds;

@@ -170,7 +170,8 @@ START_TEST(warm_prepare_is_the_tasks)
 	char pool_id[128], pool_name[160], pool_created[64];
 	snprintf(pool_id, sizeof(pool_id), "%s",
 		 json_string_value(json_object_get(pc, "container_id")));
-	snprintf(pool_name, sizeof(pool_name), "%s", json_string_value(json_object_get(pc, "name")));
+	snprintf(pool_name, sizeof(pool_name), "%s",
+		 json_string_value(json_object_get(pc, "name")));
 	snprintf(pool_created, sizeof(pool_created), "%s",
 		 json_string_value(json_object_get(pc, "created_at")));
 	ck_assert_str_eq(json_string_value(json_object_get(pc, "environment")), "python");
@@ -224,8 +225,8 @@ START_TEST(warm_prepare_is_the_tasks)
 	{
 		const char *u = json_string_value(json_object_get(e, "task_uuid"));
 		if (u && strcmp(u, uuid) == 0)
-			listed = strcmp(json_string_value(json_object_get(e, "status")), "ready") ==
-				 0;
+			listed =
+			    strcmp(json_string_value(json_object_get(e, "status")), "ready") == 0;
 	}
 	ck_assert(listed);
 	json_decref(list);
@@ -323,8 +324,9 @@ START_TEST(two_claimers_pool_of_one)
 	ck_assert_str_ne(ids[0], ids[1]);
 	cae_error err = {0};
 	for (int i = 0; i < 2; i++) {
-		cae_run_result r = bexec(b, uuids[i], "cat /workspace/project/.git/HEAD >/dev/null "
-						      "&& echo ok");
+		cae_run_result r = bexec(b, uuids[i],
+					 "cat /workspace/project/.git/HEAD >/dev/null "
+					 "&& echo ok");
 		ck_assert_str_eq(r.out, "ok\n");
 		cae_run_result_clear(&r);
 		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
@@ -349,8 +351,8 @@ START_TEST(expired_never_handed_out)
 	char pool_id[128];
 	snprintf(pool_id, sizeof(pool_id), "%s",
 		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
-	int64_t created =
-	    cae__parse_iso8601(json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
+	int64_t created = cae__parse_iso8601(
+	    json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
 	json_decref(mine);
 	/* the same containers, with a maximum age of a second: the same pool key */
 	cae_config *old = pcfg("1", "1");
@@ -423,8 +425,8 @@ START_TEST(collector_refills_drain_is_own)
 	for (int i = 0; i < 1200 && !refilled; i++) {
 		mine = own_pool(b);
 		refilled = json_array_size(mine) == 1 &&
-			   strcmp(json_string_value(json_object_get(json_array_get(mine, 0),
-								    "container_id")),
+			   strcmp(json_string_value(
+				      json_object_get(json_array_get(mine, 0), "container_id")),
 				  first) != 0;
 		json_decref(mine);
 		if (!refilled)
