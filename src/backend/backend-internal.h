@@ -153,6 +153,9 @@ int cae__pool_claim(cae_backend *b, const char *key, const char *name, const cha
 		    json_t **claimed, cae_error *err);
 /* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
 void cae__pool_maintain(cae_backend *b);
+/* How often the collector gives b's pool a step of its own (half its maximum age, in ms);
+ * 0: b has no pool. */
+int64_t cae__pool_period_ms(const cae_backend *b);
 /* Wakes the collector running on b (if any) for a pool step. */
 void cae__backend_pool_wake(cae_backend *b);
 

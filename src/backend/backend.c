@@ -301,10 +301,20 @@ static void *collector_main(void *arg)
 		}
 		collect = false;
 		if (c->o.interval_ms > 0 && !c->stop) {
+			/* a pool also gets a step every half of its maximum age, so that what
+			 * expires is replaced without a claim */
+			int64_t period = cae__pool_period_ms(c->b);
+			struct timespec pool_until = until;
+			if (period > 0)
+				deadline_after(&pool_until, period);
+			bool pool_first = period > 0 && (pool_until.tv_sec < until.tv_sec ||
+							 (pool_until.tv_sec == until.tv_sec &&
+							  pool_until.tv_nsec < until.tv_nsec));
 			int w = 0;
 			while (!c->stop && !c->pool_wanted && w != ETIMEDOUT)
-				w = pthread_cond_timedwait(&c->cv, &c->lock, &until);
-			collect = w == ETIMEDOUT;
+				w = pthread_cond_timedwait(&c->cv, &c->lock,
+							   pool_first ? &pool_until : &until);
+			collect = w == ETIMEDOUT && !pool_first;
 		}
 		c->pool_wanted = false;
 		bool done = c->stop || c->o.interval_ms <= 0;

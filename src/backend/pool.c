@@ -402,6 +402,13 @@ void cae__pool_maintain(cae_backend *b)
 		cae_log_event(b->log, CAE_LOG_WARN, "pool.fill_failed", "%s", e.message);
 }
 
+int64_t cae__pool_period_ms(const cae_backend *b)
+{
+	if (!is_docker(b) || n_pooled(b->cfg) == 0)
+		return 0;
+	return (int64_t)b->cfg->command_executor.pool.max_age_seconds * 500;
+}
+
 /* The keys of cfg's pools, as a JSON object (key -> environment). */
 static json_t *own_keys(cae_backend *b)
 {
