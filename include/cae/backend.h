@@ -197,6 +197,22 @@ CAE_EXPORT int cae_backend_list(cae_backend *b, json_t **out, cae_error *err);
 CAE_EXPORT int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info,
 				cae_error *err);
 
+/* The docker backend's warm pool (command_executor.pool): containers started ahead for
+ * each pooled environment and claimed by prepares whose container would be the same. On
+ * any other backend these return -EOPNOTSUPP. */
+/* Removes this configuration's pool containers that are past the maximum age or not
+ * running, then starts new ones until each pooled environment has size (in engine slots;
+ * cancel_fd, -1 for none, stops it). *created gets the count. */
+CAE_EXPORT int cae_backend_pool_fill(cae_backend *b, int cancel_fd, int *created, cae_error *err);
+/* Every pool container of the engine: a JSON array of {name, container_id, environment,
+ * key, created_at, age_s, max_age_s, state, expired, this_config} (new reference). */
+CAE_EXPORT int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err);
+/* Removes the pool containers of this configuration's pools (all: of every pool). */
+CAE_EXPORT int cae_backend_pool_drain(cae_backend *b, bool all, int *removed, cae_error *err);
+/* Removes every pool container past its own maximum age or no longer running (what
+ * `cae gc` does with pools). */
+CAE_EXPORT int cae_backend_pool_gc(cae_backend *b, int *removed, cae_error *err);
+
 /* The environment name actually used: name when it is configured, else the default
  * environment; *warning (new string or NULL) explains a fallback. */
 CAE_EXPORT const char *cae_backend_select_environment(const struct cae_config *cfg,

@@ -172,6 +172,14 @@ typedef struct cae_config {
 			 * clone and commands are not limited */
 			int max_concurrent_engine_ops;
 		} docker;
+		/* The docker backend's warm pool: containers started ahead for each
+		 * environment of environments ([]: the default one), kept at size each, never
+		 * handed out past max_age_seconds. size 0: no pool. */
+		struct {
+			int size;			 /* 0 */
+			int max_age_seconds;		 /* 1800 */
+			cae_config_strlist environments; /* [] */
+		} pool;
 		struct {
 			bool shallow;		/* true */
 			int depth;		/* 1 */

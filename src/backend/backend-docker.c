@@ -3,11 +3,11 @@
  * uuid, the environment name and the creation time. Docker is the source of truth: info,
  * list and cleanup work from any process, from names and labels alone.
  *
- * A container is created as coding-agent-exec-{task_uuid}.creating, labelled with the
- * preparing process (boot id, pid namespace, pid, start time), and renamed to its final
- * name as prepare's last step: a prepare that did not finish (killed, crashed) leaves a
- * container that is visibly not ready — "creating" while its preparer lives, "failed"
- * after — which exec refuses and gc removes whatever its age.
+ * A container is created as coding-agent-exec-{task_uuid}.creating (or claimed from the warm
+ * pool, src/backend/pool.c, and renamed so), labelled with the preparing process (boot id, pid
+ * namespace, pid, start time), and renamed to its final name as prepare's last step: a prepare that
+ * did not finish (killed, crashed) leaves a container that is visibly not ready — "creating" while
+ * its preparer lives, "failed" after — which exec refuses and gc removes whatever its age.
  *
  * Inside an environment: /workspace/project (the clone), /workspace/tmp (scratch), owned by
  * the image's non-root user (uid 1000). Containers run as 1000:1000 with every
@@ -41,10 +41,10 @@
 
 #include "base/banned.h"
 
-#define NAME_PREFIX "coding-agent-exec-"
+#define NAME_PREFIX CAE_DOCKER_NAME_PREFIX
 #define LABEL_UUID "cae.task_uuid"
 #define LABEL_ENV "cae.environment"
-#define LABEL_CREATED "cae.created_at"
+#define LABEL_CREATED CAE_DOCKER_LABEL_CREATED
 #define LABEL_WARNINGS "cae.warnings"
 #define LABEL_PREPARER "cae.preparer" /* boot_id/pidns/pid/starttime of the preparing process */
 #define CREATING_SUFFIX ".creating"
@@ -121,37 +121,75 @@ static void creating_name(char *buf, size_t size, const char *uuid)
 
 enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
 
+#define UUID_BUF 72 /* a valid task uuid and its NUL */
+
 static const char *label(json_t *labels, const char *k)
 {
 	return json_string_value(json_object_get(labels, k));
 }
 
+static bool ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), k = strlen(suffix);
+	return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 /* What a container (inspect or list form) is to us: a finished environment (its final
- * name), an unfinished one (the creating name), or none of ours. *uuid: borrowed. */
-static enum phase container_phase(const cae_backend *b, json_t *c, const char **uuid)
+ * name), an unfinished one (the creating name), or none of ours; uuid gets the task's.
+ * A container claimed from the warm pool has no task label (labels never change): its
+ * name says whose it is, and whether its prepare still runs is told by time alone, as
+ * for a prepare on another host: its pool's maximum age plus the clone's timeout after
+ * the pool made it (it was claimed younger than that age). */
+static enum phase container_phase(const cae_backend *b, json_t *c, char uuid[UUID_BUF])
 {
 	json_t *config = json_object_get(c, "Config");
 	json_t *labels = json_object_get(config ? config : c, "Labels");
 	const char *u = label(labels, LABEL_UUID);
+	const char *pool = label(labels, CAE_POOL_LABEL);
 	const char *n = json_string_value(json_object_get(c, "Name"));
 	if (!n)
 		n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
-	*uuid = u;
-	if (!u || !n || !cae_task_uuid_valid(u))
+	uuid[0] = '\0';
+	if (!n || (!u && !pool))
 		return PHASE_NOT_OURS;
 	if (*n == '/')
 		n++;
-	size_t pl = strlen(NAME_PREFIX), ul = strlen(u);
-	if (strncmp(n, NAME_PREFIX, pl) != 0 || strncmp(n + pl, u, ul) != 0)
+	size_t pl = strlen(NAME_PREFIX);
+	if (strncmp(n, NAME_PREFIX, pl) != 0)
 		return PHASE_NOT_OURS;
-	if (n[pl + ul] == '\0')
+	const char *rest = n + pl;
+	bool creating;
+	if (u) {
+		size_t ul = strlen(u);
+		if (!cae_task_uuid_valid(u) || strncmp(rest, u, ul) != 0)
+			return PHASE_NOT_OURS;
+		if (rest[ul] != '\0' && strcmp(rest + ul, CREATING_SUFFIX) != 0)
+			return PHASE_NOT_OURS;
+		creating = rest[ul] != '\0';
+		snprintf(uuid, UUID_BUF, "%s", u);
+	} else {
+		creating = ends_with(rest, CREATING_SUFFIX);
+		size_t ul = strlen(rest) - (creating ? strlen(CREATING_SUFFIX) : 0);
+		if (ul >= UUID_BUF)
+			return PHASE_NOT_OURS;
+		snprintf(uuid, UUID_BUF, "%.*s", (int)ul, rest);
+		if (!cae_task_uuid_valid(uuid)) {
+			uuid[0] = '\0';
+			return PHASE_NOT_OURS;
+		}
+	}
+	if (!creating)
 		return PHASE_FINAL;
-	if (strcmp(n + pl + ul, CREATING_SUFFIX) != 0)
-		return PHASE_NOT_OURS;
 	int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
 	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return cae__preparer_alive(label(labels, LABEL_PREPARER), created,
-				   timeout > 0 ? timeout : 300)
+	if (timeout <= 0)
+		timeout = 300;
+	if (!u) {
+		const char *age = label(labels, CAE_POOL_LABEL_MAX_AGE);
+		long max_age = age ? strtol(age, NULL, 10) : 0;
+		timeout += max_age > 0 && max_age < INT_MAX / 2 ? (int)max_age : 0;
+	}
+	return cae__preparer_alive(u ? label(labels, LABEL_PREPARER) : NULL, created, timeout)
 		   ? PHASE_CREATING
 		   : PHASE_FAILED;
 }
@@ -245,6 +283,7 @@ struct docker_prep {
 	char *helper;	      /* the static helper to upload; NULL: none on this host */
 	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
 	char *id;	      /* the container, once created */
+	size_t task_warnings; /* p->warnings before this backend's (the environment's fallback) */
 	struct prep_ctx pc;
 };
 
@@ -366,8 +405,8 @@ static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *in
 	memset(info, 0, sizeof(*info));
 	json_t *config = json_object_get(c, "Config");
 	json_t *labels = json_object_get(config ? config : c, "Labels");
-	const char *uuid;
-	enum phase ph = container_phase(b, c, &uuid);
+	char uuid[UUID_BUF];
+	enum phase ph = container_phase(b, c, uuid);
 	if (ph == PHASE_NOT_OURS)
 		return cae_error_set(err, -EINVAL, "not a cae environment's container");
 	const char *state =
@@ -403,8 +442,8 @@ static int map_exec_error(cae_backend *b, int r, const char *uuid, cae_error *er
 	creating_name(creating, sizeof(creating), uuid);
 	json_t *c = NULL;
 	if (r == -ESRCH && cae_docker_container_inspect(impl_of(b)->d, creating, &c, NULL) == 0) {
-		const char *u;
-		enum phase ph = container_phase(b, c, &u);
+		char u[UUID_BUF];
+		enum phase ph = container_phase(b, c, u);
 		json_decref(c);
 		if (ph == PHASE_CREATING || ph == PHASE_FAILED)
 			return cae_error_set(
@@ -542,6 +581,26 @@ static char *docker_credential(void *ud, const char *request, size_t len)
 	return cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
 }
 
+/* A container claimed from the warm pool keeps its task's credential target in a file of
+ * root's that the claim wrote (the user can read it, not change it); NULL: none. */
+static char *claimed_credential(cae_backend *b, const char *name)
+{
+	const char *argv[] = {"cat", CAE_POOL_CLAIM_CREDENTIAL, NULL};
+	cae_docker_exec_spec spec = {.argv = argv,
+				     .user = "0:0",
+				     .raw = true,
+				     .timeout_ms = HELPER_OPEN_TIMEOUT_MS,
+				     .max_stdout = 1024,
+				     .max_stderr = 1024,
+				     .cancel_fd = -1};
+	cae_run_result res;
+	if (cae_docker_exec(impl_of(b)->d, name, &spec, &res, NULL, NULL) < 0)
+		return NULL;
+	char *v = res.exit_code == 0 && res.out && *res.out ? strdup(res.out) : NULL;
+	cae_run_result_clear(&res);
+	return v;
+}
+
 /* The environment's push credentials (its label), for a new channel. */
 static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
 {
@@ -550,8 +609,12 @@ static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
 		return NULL;
-	const char *v =
-	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_GIT_CREDENTIAL);
+	json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
+	const char *v = label(labels, LABEL_GIT_CREDENTIAL);
+	_cleanup_free_ char *claimed =
+	    !v && label(labels, CAE_POOL_LABEL) ? claimed_credential(b, name) : NULL;
+	if (claimed)
+		v = claimed;
 	struct cred_ctx *x = v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
 	if (x)
 		snprintf(x->target, sizeof(x->target), "%s", v);
@@ -1176,6 +1239,9 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	if (!dp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	p->state = dp;
+	/* a warning before this step (the environment's fallback) is the task's, not the
+	 * pool's: a claim keeps it */
+	dp->task_warnings = json_array_size(p->warnings);
 	dp->image = cae_config_environment_image(cfg, p->environment);
 	if (!dp->image)
 		dp->image = cfg->command_executor.docker.base_image;
@@ -1208,6 +1274,16 @@ static int docker_remove(cae_backend *b, const char *uuid, bool graceful, cae_er
 	chan_forget(b, uuid);
 	/* a discarded environment (a clean start, a failed prepare) gets no grace */
 	return remove_env(b, uuid, graceful ? STOP_TIMEOUT_S : -1, err);
+}
+
+/* A created container's helper (NULL: none) uploaded, then the container started. */
+static int upload_and_start(cae_backend *b, const char *id, const char *helper, cae_error *err)
+{
+	int r = helper ? upload_helper(b, id, helper, err) : 0;
+	if (r < 0)
+		return r;
+	r = cae_docker_container_start(impl_of(b)->d, id, err);
+	return r < 0 ? cae_error_prefix(err, "start") : 0;
 }
 
 /* docker_create's engine steps (in an engine slot): create under the creating name, the
@@ -1244,14 +1320,9 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 			cae__prepare_warn(p, "docker.engine_warning", json_string_value(wv));
 	}
 	json_decref(engine_warnings);
-	if (dp->helper && (r = upload_helper(p->b, dp->id, dp->helper, err)) < 0)
-		return r;
 	int64_t t_start = cae__now_ms();
-	r = cae_docker_container_start(d, dp->id, err);
-	if (r < 0) {
-		cae_error_prefix(err, "start");
+	if ((r = upload_and_start(p->b, dp->id, dp->helper, err)) < 0)
 		return r;
-	}
 	int64_t t_started = cae__now_ms();
 	char name[128];
 	container_name(name, sizeof(name), p->task->uuid);
@@ -1267,8 +1338,64 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 	return 0;
 }
 
+/* The claim of a pool container for p's task (src/backend/pool.c) when its pool's key is
+ * the one this prepare's container would have: 1 when claimed (p set up as docker_create
+ * would), 0 when none was (a cold create follows). What the pool recorded at its creation
+ * (the time, the warnings) becomes the environment's, as the labels say it; the task's own
+ * warning (an environment's fallback) is in the prepare's result only. */
+static int claim_warm(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (!cae__pool_wanted(p->b->cfg, p->environment) ||
+	    ends_with(p->task->uuid, CREATING_SUFFIX))
+		return 0;
+	int64_t t0 = cae__now_ms();
+	json_t *body = NULL;
+	char key[CAE_POOL_KEY_MAX];
+	_cleanup_free_ char *helper = NULL;
+	cae_error e = {0};
+	if (cae__docker_pool_spec(p->b, p->environment, &body, key, &helper, &e) < 0) {
+		cae_log_event(p->b->log, CAE_LOG_WARN, "pool.claim_failed", "%s", e.message);
+		return 0;
+	}
+	json_decref(body);
+	char creating[160];
+	creating_name(creating, sizeof(creating), p->task->uuid);
+	json_t *c = NULL;
+	int r = cae__pool_claim(p->b, key, creating, dp->git_credential, &c, err);
+	if (r <= 0)
+		return r;
+	json_t *labels = json_object_get(c, "Labels");
+	const char *created = label(labels, LABEL_CREATED);
+	const char *wl = label(labels, LABEL_WARNINGS);
+	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
+	if (created)
+		snprintf(p->created_at, sizeof(p->created_at), "%s", created);
+	while (json_array_size(p->warnings) > dp->task_warnings)
+		json_array_remove(p->warnings, dp->task_warnings);
+	if (json_is_array(w))
+		json_array_extend(p->warnings, w);
+	json_decref(w);
+	dp->id = strdup(json_string_value(json_object_get(c, "Id")));
+	json_decref(c);
+	if (!dp->id)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	char name[128];
+	container_name(name, sizeof(name), p->task->uuid);
+	p->create_fields = json_pack("{s:s, s:s, s:s, s:b, s:s, s:I}", "container", name, "image",
+				     dp->image, "network", network_mode(p->b->cfg), "pool", 1,
+				     "pool_key", key, "claim_ms", (json_int_t)(cae__now_ms() - t0));
+	dp->pc = (struct prep_ctx){
+	    .b = p->b, .uuid = p->task->uuid, .id = dp->id, .cancel_fd = p->cancel_fd};
+	p->exec = prep_exec;
+	p->exec_ctx = &dp->pc;
+	p->project = PROJECT;
+	cae__backend_pool_wake(p->b);
+	return 1;
+}
+
 /* Creates and starts the container, under the creating name until the last step (see the
- * top of this file). */
+ * top of this file), or claims one from the warm pool. */
 static int docker_create(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
@@ -1284,6 +1411,9 @@ static int docker_create(cae_prepare *p, cae_error *err)
 		}
 		free(host);
 	}
+	int warm = claim_warm(p, err);
+	if (warm != 0)
+		return warm < 0 ? warm : 0;
 	int64_t t_wait = cae__now_ms();
 	int slot = engine_slot_take(p->b, p->cancel_fd, err);
 	if (slot < -1)
@@ -1504,11 +1634,11 @@ static int docker_info(cae_backend *b, const char *uuid, cae_env_info *info, cae
 	return r;
 }
 
-/* Our containers: the name prefix and the uuid label (GET /containers/json filters match
- * names by substring: the prefix is checked again here). */
+/* Our containers: the name prefix, and the uuid label or (claimed from the pool) the pool's
+ * (GET /containers/json filters match names by substring: container_phase checks again). */
 static int list_ours(cae_backend *b, json_t **out, cae_error *err)
 {
-	json_t *filters = json_pack("{s:[s], s:[s]}", "name", NAME_PREFIX, "label", LABEL_UUID);
+	json_t *filters = json_pack("{s:[s]}", "name", NAME_PREFIX);
 	json_t *all = NULL;
 	int r = cae_docker_container_list(impl_of(b)->d, true, filters, &all, err);
 	json_decref(filters);
@@ -1519,8 +1649,8 @@ static int list_ours(cae_backend *b, json_t **out, cae_error *err)
 	json_t *c;
 	json_array_foreach(all, i, c)
 	{
-		const char *uuid;
-		if (container_phase(b, c, &uuid) != PHASE_NOT_OURS)
+		char uuid[UUID_BUF];
+		if (container_phase(b, c, uuid) != PHASE_NOT_OURS)
 			json_array_append(*out, c);
 	}
 	json_decref(all);
@@ -1613,8 +1743,8 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_fil
 	json_t *c;
 	json_array_foreach(ours, i, c)
 	{
-		const char *uuid;
-		enum phase ph = container_phase(b, c, &uuid);
+		char uuid[UUID_BUF];
+		enum phase ph = container_phase(b, c, uuid);
 		json_t *labels = json_object_get(c, "Labels");
 		int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
 		if (created < 0)
@@ -1650,6 +1780,99 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_fil
 		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
 				     failed);
 	return 0;
+}
+
+/* ---- what the warm pool (src/backend/pool.c) borrows ---- */
+
+cae_docker *cae__docker_client(cae_backend *b)
+{
+	return impl_of(b)->d;
+}
+
+/* Hashes text into h (FNV-1a, 64 bits): the pool key only tells specs apart. */
+static uint64_t fnv1a(uint64_t h, const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		h ^= *c;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body,
+			  char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err)
+{
+	/* the steps of a prepare up to the body, on a silent copy of the backend: their
+	 * warnings are the body's (a label), not events */
+	cae_backend quiet = *b;
+	quiet.log = NULL;
+	static const cae_prepare_options none = {.cancel_fd = -1};
+	cae_task task = {.uuid = (char *)"pool"};
+	cae_prepare p = {.b = &quiet,
+			 .task = &task,
+			 .opts = &none,
+			 .environment = environment,
+			 .cancel_fd = -1,
+			 .warnings = json_array()};
+	*body = NULL;
+	*helper = NULL;
+	int r =
+	    p.warnings ? docker_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
+	struct docker_prep *dp = prep_of(&p);
+	if (r == 0 && !(*body = container_config(&p, dp->with_disk)))
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0) {
+		/* what is the task's is not the pool's */
+		json_t *labels = json_object_get(*body, "Labels");
+		json_object_del(labels, LABEL_UUID);
+		json_object_del(labels, LABEL_CREATED);
+		json_object_del(labels, LABEL_PREPARER);
+		json_object_del(labels, LABEL_GIT_CREDENTIAL);
+		_cleanup_free_ char *text = json_dumps(*body, JSON_COMPACT | JSON_SORT_KEYS);
+		uint64_t h = fnv1a(14695981039346656037ULL, text ? text : "");
+		/* the helper uploaded is part of the container too */
+		struct stat st;
+		char id[96] = "";
+		if (dp->helper && stat(dp->helper, &st) == 0)
+			snprintf(id, sizeof(id), "%s:%lld:%lld", dp->helper, (long long)st.st_size,
+				 (long long)st.st_mtime);
+		h = fnv1a(h, id);
+		snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
+		*helper = TAKE_PTR(dp->helper);
+		if (!text)
+			r = cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	if (r < 0) {
+		json_decref(*body);
+		*body = NULL;
+		free(*helper);
+		*helper = NULL;
+	}
+	docker_release(&p);
+	json_decref(p.warnings);
+	return r;
+}
+
+int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, const char *helper,
+			       int cancel_fd, char **id, cae_error *err)
+{
+	int slot = engine_slot_take(b, cancel_fd, err);
+	if (slot < -1)
+		return slot;
+	*id = NULL;
+	int r = cae_docker_container_create(impl_of(b)->d, name, body, id, NULL, err);
+	if (r == 0 && (r = upload_and_start(b, *id, helper, err)) < 0) {
+		(void)cae_docker_container_remove(impl_of(b)->d, *id, true, true, NULL);
+		free(*id);
+		*id = NULL;
+	}
+	engine_slot_give(slot);
+	return r;
+}
+
+int cae__docker_remove(cae_backend *b, const char *id, cae_error *err)
+{
+	return remove_container(b, id, id, -1, err);
 }
 
 /* ---- life ---- */

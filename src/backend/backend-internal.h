@@ -96,6 +96,9 @@ struct cae_backend {
 	struct cae_log *log;
 	void *impl;
 	struct cae_prepared_env *prepared; /* under a lock of backend.c */
+	/* the collector running on this backend, woken to refill the warm pool after a
+	 * claim (cae__backend_pool_wake); under a lock of backend.c */
+	struct cae_backend_collector *collector;
 };
 
 /* Records info as prepared by b (after a prepare succeeded). */
@@ -107,6 +110,54 @@ int cae__docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_back
 			    cae_error *err);
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
 bool cae__docker_backend_available(const cae_config *cfg);
+
+/* ---- the docker backend's warm pool (src/backend/pool.c) ----
+ * Containers started ahead, named CAE_POOL_NAME_PREFIX<key>-<random>, labelled with their
+ * pool's key (CAE_POOL_LABEL: a hash of the create body minus what is the task's), their
+ * creation time and their maximum age, and without a task. A prepare claims one whose key
+ * is its own: an exec as root makes CAE_POOL_CLAIM_DIR (mkdir succeeds for one caller
+ * only: the claim), then the claimer renames it to the task's creating name. */
+#define CAE_DOCKER_NAME_PREFIX "coding-agent-exec-"
+#define CAE_DOCKER_LABEL_CREATED "cae.created_at"
+#define CAE_POOL_NAME_PREFIX "coding-agent-pool-"
+#define CAE_POOL_LABEL "cae.pool"
+#define CAE_POOL_LABEL_MAX_AGE "cae.pool_max_age"
+#define CAE_POOL_CLAIM_DIR "/.cae-claim"
+/* the push-credential target of the task that claimed it (the label a cold prepare sets) */
+#define CAE_POOL_CLAIM_CREDENTIAL CAE_POOL_CLAIM_DIR "/git_credential"
+#define CAE_POOL_KEY_MAX 17 /* 16 hex digits and the NUL */
+
+struct cae_docker;
+/* What the docker backend lends its pool (src/backend/backend-docker.c). */
+struct cae_docker *cae__docker_client(cae_backend *b);
+/* The create body a prepare of environment would send, without what is the task's (uuid,
+ * creation time, preparer, credential target), its pool key, and the static helper to
+ * upload (*helper new; NULL: none on this host). *body is new. */
+int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body,
+			  char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err);
+/* Creates container name from body (borrowed), uploads helper (NULL: none) and starts it,
+ * in an engine slot; *id is new. On failure the container is removed. */
+int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, const char *helper,
+			       int cancel_fd, char **id, cae_error *err);
+/* Stops (no grace) and removes a container by id or name, in an engine slot; a missing one
+ * is success. */
+int cae__docker_remove(cae_backend *b, const char *id, cae_error *err);
+
+/* True when cfg keeps a pool for environment. */
+bool cae__pool_wanted(const cae_config *cfg, const char *environment);
+/* Claims a running container of key's pool younger than the configured maximum age
+ * (older ones met on the way are removed) for a task: renamed to name, with
+ * git_credential (NULL: none) in CAE_POOL_CLAIM_CREDENTIAL. Returns 1 with *claimed (the
+ * engine's list entry, new) when one was claimed, 0 when none was. */
+int cae__pool_claim(cae_backend *b, const char *key, const char *name, const char *git_credential,
+		    json_t **claimed, cae_error *err);
+/* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
+void cae__pool_maintain(cae_backend *b);
+/* How often the collector gives b's pool a step of its own (half its maximum age, in ms);
+ * 0: b has no pool. */
+int64_t cae__pool_period_ms(const cae_backend *b);
+/* Wakes the collector running on b (if any) for a pool step. */
+void cae__backend_pool_wake(cae_backend *b);
 
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes

@@ -1,6 +1,7 @@
 /* The environment API's entry points (include/cae/backend.h) over a backend's hooks, what is
  * the same for every backend around them (cleanup's events, the environments a backend
- * object prepared, the collector thread). */
+ * object prepared, the collector thread, which also keeps the docker backend's warm pool
+ * filled). */
 #include "backend/backend-internal.h"
 
 #include "base/timeutil.h"
@@ -239,10 +240,27 @@ struct cae_backend_collector {
 	cae_collector_options o;
 	pthread_t thread;
 	pthread_mutex_t lock;
-	pthread_cond_t cv; /* signalled on stop and after each run */
+	pthread_cond_t cv; /* signalled on stop, after each run, and for a pool step */
 	bool stop;
+	bool pool_wanted; /* a pool container was claimed: fill again before the next run */
 	unsigned runs;
 };
+
+/* Guards b->collector against a collector starting or stopping during a wake. */
+static pthread_mutex_t collector_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void cae__backend_pool_wake(cae_backend *b)
+{
+	pthread_mutex_lock(&collector_lock);
+	cae_backend_collector *c = b->collector;
+	if (c) {
+		pthread_mutex_lock(&c->lock);
+		c->pool_wanted = true;
+		pthread_cond_broadcast(&c->cv);
+		pthread_mutex_unlock(&c->lock);
+	}
+	pthread_mutex_unlock(&collector_lock);
+}
 
 static void deadline_after(struct timespec *ts, int64_t ms)
 {
@@ -255,27 +273,50 @@ static void deadline_after(struct timespec *ts, int64_t ms)
 	}
 }
 
+/* Each run collects, then fills the warm pool (nothing without one); between runs, a claim
+ * (cae__backend_pool_wake) brings a pool step alone, the next run keeping its time. */
 static void *collector_main(void *arg)
 {
 	cae_backend_collector *c = arg;
+	bool collect = true;
+	struct timespec until;
 	for (;;) {
-		int removed = 0;
-		cae_error err;
-		cae_error_clear(&err);
-		if (cae_backend_cleanup_stale_filtered(c->b, c->o.threshold_s, c->o.filter,
-						       c->o.filter_userdata, &removed, &err) < 0)
-			cae_log_event(c->b->log, CAE_LOG_WARN, "environment.collect_failed", "%s",
-				      err.message);
-		pthread_mutex_lock(&c->lock);
-		c->runs++;
-		pthread_cond_broadcast(&c->cv);
-		if (c->o.interval_ms > 0 && !c->stop) {
-			struct timespec until;
-			deadline_after(&until, c->o.interval_ms);
-			while (!c->stop &&
-			       pthread_cond_timedwait(&c->cv, &c->lock, &until) != ETIMEDOUT)
-				;
+		if (collect) {
+			int removed = 0;
+			cae_error err;
+			cae_error_clear(&err);
+			if (cae_backend_cleanup_stale_filtered(c->b, c->o.threshold_s, c->o.filter,
+							       c->o.filter_userdata, &removed,
+							       &err) < 0)
+				cae_log_event(c->b->log, CAE_LOG_WARN, "environment.collect_failed",
+					      "%s", err.message);
 		}
+		cae__pool_maintain(c->b);
+		pthread_mutex_lock(&c->lock);
+		if (collect) {
+			c->runs++;
+			pthread_cond_broadcast(&c->cv);
+			if (c->o.interval_ms > 0)
+				deadline_after(&until, c->o.interval_ms);
+		}
+		collect = false;
+		if (c->o.interval_ms > 0 && !c->stop) {
+			/* a pool also gets a step every half of its maximum age, so that what
+			 * expires is replaced without a claim */
+			int64_t period = cae__pool_period_ms(c->b);
+			struct timespec pool_until = until;
+			if (period > 0)
+				deadline_after(&pool_until, period);
+			bool pool_first = period > 0 && (pool_until.tv_sec < until.tv_sec ||
+							 (pool_until.tv_sec == until.tv_sec &&
+							  pool_until.tv_nsec < until.tv_nsec));
+			int w = 0;
+			while (!c->stop && !c->pool_wanted && w != ETIMEDOUT)
+				w = pthread_cond_timedwait(&c->cv, &c->lock,
+							   pool_first ? &pool_until : &until);
+			collect = w == ETIMEDOUT && !pool_first;
+		}
+		c->pool_wanted = false;
 		bool done = c->stop || c->o.interval_ms <= 0;
 		pthread_mutex_unlock(&c->lock);
 		if (done)
@@ -304,6 +345,10 @@ int cae_backend_collector_start(cae_backend *b, const cae_collector_options *o,
 		free(c);
 		return cae_error_set(err, -r, "cannot start the collector: %s", strerror(r));
 	}
+	pthread_mutex_lock(&collector_lock);
+	if (!b->collector)
+		b->collector = c;
+	pthread_mutex_unlock(&collector_lock);
 	*out = c;
 	return 0;
 }
@@ -324,6 +369,10 @@ void cae_backend_collector_stop(cae_backend_collector *c)
 {
 	if (!c)
 		return;
+	pthread_mutex_lock(&collector_lock);
+	if (c->b->collector == c)
+		c->b->collector = NULL;
+	pthread_mutex_unlock(&collector_lock);
 	pthread_mutex_lock(&c->lock);
 	c->stop = true;
 	pthread_cond_broadcast(&c->cv);

@@ -1,4 +1,4 @@
-/* cae env list | prepare | cleanup | gc */
+/* cae env list | prepare | cleanup | gc (which know the docker backend's warm pool) */
 #include "cli/cli.h"
 
 #include "base/macro.h"
@@ -145,21 +145,50 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 
 static int usage_env(FILE *f)
 {
-	fprintf(f, "usage: cae env list [options]\n\nLists the environments (JSON array of "
-		   "ContainerInfo); a running one has `resources`: CPU time, memory and processes "
-		   "in use next to its limits.\n\noptions:\n" CAE_CLI_COMMON_HELP);
+	fprintf(f,
+		"usage: cae env list [--pool] [options]\n\nLists the environments (JSON array of "
+		"ContainerInfo); a running one has `resources`: CPU time, memory and processes "
+		"in use next to its limits.\n\noptions:\n"
+		"  --pool             also the docker warm pool's containers (status \"pool\", "
+		"no task; as `cae pool status`)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
+/* The warm pool's containers as entries of `env list --pool`. */
+static void append_pool(cae_backend *b, json_t *list)
+{
+	json_t *pool = NULL;
+	if (cae_backend_pool_status(b, &pool, NULL) < 0)
+		return;
+	size_t i;
+	json_t *p;
+	json_array_foreach(pool, i, p)
+	{
+		json_array_append_new(
+		    list, json_pack("{s:O?, s:O?, s:O?, s:s, s:s, s:O}", "container_id",
+				    json_object_get(p, "container_id"), "environment_name",
+				    json_object_get(p, "environment"), "created_at",
+				    json_object_get(p, "created_at"), "status", "pool", "backend",
+				    "docker", "pool", p));
+	}
+	json_decref(pool);
+}
+
+enum { OPT_POOL = OPT_HOURS + 1 };
+
 int cae_cli_env(int argc, char **argv)
 {
-	static const struct option longopts[] = {CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+	    {"pool", no_argument, NULL, OPT_POOL}, CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
 	cae_cli_common c = {0};
+	bool with_pool = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
 			return usage_env(stdout);
-		if (!cae_cli_common_option(&c, opt, optarg))
+		if (opt == OPT_POOL)
+			with_pool = true;
+		else if (!cae_cli_common_option(&c, opt, optarg))
 			return usage_env(stderr);
 	}
 	if (optind >= argc || strcmp(argv[optind], "list") != 0)
@@ -170,6 +199,8 @@ int cae_cli_env(int argc, char **argv)
 	json_t *list = NULL;
 	cae_error err;
 	int r = cae_backend_list(cae_session_backend(s), &list, &err);
+	if (r == 0 && with_pool)
+		append_pool(cae_session_backend(s), list);
 	if (r == 0)
 		cae_cli_print_json(list);
 	else
@@ -278,7 +309,10 @@ static int usage_gc(FILE *f)
 		"snapshots, clone bundles and uploads to containers (cae-snap.*, cae-bundle-*, "
 		"cae-upload-* in $TMPDIR and /tmp) of "
 		"processes that are gone (those of older versions, which do not name their "
-		"process, once older than the threshold and at least an hour).\n\noptions:\n  "
+		"process, once older than the threshold and at least an hour). With the docker "
+		"backend it "
+		"also removes the warm pool's containers past their own maximum age or no longer "
+		"running, of any configuration (pool_removed, when there were any).\n\noptions:\n  "
 		"--older-than-hours H  threshold in hours (0 = "
 		"all)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
@@ -317,6 +351,13 @@ int cae_cli_gc(int argc, char **argv)
 	cae_error_clear(&err);
 	int r = cae_backend_cleanup_stale(cae_session_backend(s), (int64_t)(hours * 3600), &removed,
 					  &err);
+	/* the warm pool's containers that may not be handed out any more */
+	int pool_removed = 0;
+	cae_error perr;
+	cae_error_clear(&perr);
+	int pr = strcmp(cae_backend_name(cae_session_backend(s)), "docker") == 0
+		     ? cae_backend_pool_gc(cae_session_backend(s), &pool_removed, &perr)
+		     : 0;
 	/* what killed processes left: journals of local workspaces, scratch directories */
 	unsigned journals = 0, incomplete = 0, scratch = 0;
 	json_t *envs = NULL;
@@ -351,6 +392,10 @@ int cae_cli_gc(int argc, char **argv)
 			      (int)journals, "scratch_removed", (int)scratch);
 	if (incomplete)
 		json_object_set_new(j, "journals_incomplete", json_integer(incomplete));
+	if (pool_removed)
+		json_object_set_new(j, "pool_removed", json_integer(pool_removed));
+	if (pr < 0)
+		json_object_set_new(j, "pool_error", json_string(perr.message));
 	if (g < 0 || g2 < 0)
 		json_object_set_new(j, "scratch_error", json_string(strerror(-(g < 0 ? g : g2))));
 	if (r < 0)

@@ -1,6 +1,8 @@
 /* Rules across keys, checked after every load and every cae_config_set(): the default
  * environment is configured, an unconfined sandbox is asked for in so many words, the
- * network mode and external_access agree, protected paths lie inside the workspace. */
+ * network mode and external_access agree, protected paths lie inside the workspace, the
+ * warm pool names configured environments and hands out containers younger than their
+ * helper's lifetime. */
 #include "config/config-internal.h"
 
 #include <stdio.h>
@@ -127,6 +129,29 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 						  "item %zu: %s %s", i + 1, vbuf, why);
 		}
 	}
+
+	/* the warm pool: environments that exist, containers that outlive their age */
+	const __typeof__(cfg->command_executor.pool) *pool = &cfg->command_executor.pool;
+	for (size_t i = 0; i < pool->environments.n; i++) {
+		if (cfg->command_executor.n_environments > 0 &&
+		    !cae_config_environment_image(cfg, pool->environments.items[i])) {
+			char vbuf[128];
+			const char *e = pool->environments.items[i];
+			cae__cfg_show_value(vbuf, sizeof(vbuf), e, strlen(e));
+			return cae__cfg_key_error(c, origin_of(c, CE "pool.environments"),
+						  cae__cfg_find_key(CE "pool.environments"),
+						  "item %zu: %s is not a configured environment",
+						  i + 1, vbuf);
+		}
+	}
+	int life = cfg->command_executor.docker.helper_lifetime_seconds;
+	if (pool->size > 0 && life > 0 && pool->max_age_seconds >= life)
+		return cae__cfg_key_error(
+		    c, origin_of(c, CE "pool.max_age_seconds"),
+		    cae__cfg_find_key(CE "pool.max_age_seconds"),
+		    "%d is not below command_executor.docker.helper_lifetime_seconds (%d): a pool "
+		    "container's helper would stop it before it is handed out",
+		    pool->max_age_seconds, life);
 
 	if (warn && cfg->command_executor.docker.mount_docker_socket) {
 		r = cae__cfg_add_warning(

@@ -1,0 +1,481 @@
+/* Tests of the docker backend's warm pool (src/backend/pool.c) against a real engine: a
+ * claimed container is the task's as a cold one would be (ContainerInfo, list, push
+ * credentials, no token), two processes claiming from a pool of one get it once, a pool
+ * container past its maximum age is never handed out, the collector refills after a
+ * claim, drain touches only its own configuration's pool. Every test's configuration has
+ * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
+ * no other run's pool container is ever claimed or removed here. */
+#include "testutil.h"
+#include "dockertest.h"
+#include "gitserver.h"
+
+#include "backend/backend-internal.h"
+#include "base/timeutil.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "cae/docker.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static void cfg_set(cae_config *cfg, const char *key, const char *value)
+{
+	cae_error err = {0};
+	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
+}
+
+static int cfg_seq;
+
+/* The docker backend on the host network with a pool of size for python, and a pids limit
+ * (so a pool key) no other test run has. */
+static cae_config *pcfg(const char *size, const char *max_age)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	cfg_set(cfg, "command_executor.backend", "docker");
+	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
+		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	char pids[32];
+	snprintf(pids, sizeof(pids), "%d", 2000 + (runner_pid % 100000) * 8 + cfg_seq);
+	cfg_set(cfg, "command_executor.docker.resources.pids_limit", pids);
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
+	cfg_set(cfg, "github.token", git_token);
+	cfg_set(cfg, "command_executor.pool.max_age_seconds", max_age);
+	cfg_set(cfg, "command_executor.pool.size", size);
+	return cfg;
+}
+
+static cae_backend *pbackend(const cae_config *cfg)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named("docker", cfg, NULL, &b, &err) == 0, "%s", err.message);
+	return b;
+}
+
+static void task_uuid(char *buf, size_t size)
+{
+	snprintf(buf, size, "caetest-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
+}
+
+static char repo_url[512];
+
+static cae_task http_task(const char *uuid)
+{
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
+	return t;
+}
+
+/* This configuration's pool containers (status entries with this_config). */
+static json_t *own_pool(cae_backend *b)
+{
+	json_t *st = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_pool_status(b, &st, &err) == 0, "%s", err.message);
+	json_t *mine = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(st, i, e)
+	{
+		if (json_is_true(json_object_get(e, "this_config")))
+			json_array_append(mine, e);
+	}
+	json_decref(st);
+	return mine;
+}
+
+static int fill(cae_backend *b)
+{
+	int n = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_pool_fill(b, -1, &n, &err) == 0, "%s", err.message);
+	return n;
+}
+
+static void drain(cae_backend *b)
+{
+	int n = 0;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_pool_drain(b, false, &n, &err) == 0, "%s", err.message);
+}
+
+static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
+		      err.message);
+	return r;
+}
+
+START_TEST(pool_config_rules)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	cae_error err = {0};
+	/* no pool by default: nothing is wanted, nothing claimed */
+	ck_assert_int_eq(cfg->command_executor.pool.size, 0);
+	ck_assert(!cae__pool_wanted(cfg, "python"));
+	cfg_set(cfg, "command_executor.pool.max_age_seconds", "600");
+	cfg_set(cfg, "command_executor.pool.size", "2");
+	ck_assert(cae__pool_wanted(cfg, "python")); /* the default environment */
+	ck_assert(!cae__pool_wanted(cfg, "node"));
+	cfg_set(cfg, "command_executor.pool.environments", "node,go");
+	ck_assert(cae__pool_wanted(cfg, "node"));
+	ck_assert(!cae__pool_wanted(cfg, "python"));
+	/* an environment that is not configured; an age the helper's lifetime would cut */
+	ck_assert_int_lt(cae_config_set(cfg, "command_executor.pool.environments", "nope", &err),
+			 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "not a configured environment"));
+	ck_assert_int_lt(cae_config_set(cfg, "command_executor.pool.max_age_seconds", "3600", &err),
+			 0);
+	ck_assert_ptr_nonnull(strstr(err.message, "helper_lifetime_seconds"));
+	ck_assert_int_lt(cae_config_set(cfg, "command_executor.pool.size", "65", &err), 0);
+	ck_assert_int_lt(cae_config_set(cfg, "command_executor.pool.max_age_seconds", "0", &err),
+			 0);
+	cae_config_free(cfg);
+	/* the local backend has no pool */
+	cfg = cae_config_defaults(NULL);
+	cae_backend *b = NULL;
+	ck_assert_int_eq(cae_backend_new_named("local", cfg, NULL, &b, &err), 0);
+	int n = 0;
+	ck_assert_int_eq(cae_backend_pool_fill(b, -1, &n, &err), -EOPNOTSUPP);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A warm prepare hands out the pool's container, and the result is the task's as a cold
+ * prepare's: its ContainerInfo from any process, its files, its push credentials (asked
+ * of the claim's record, never a token in the container's spec). */
+START_TEST(warm_prepare_is_the_tasks)
+{
+	cfg_seq = 1;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_docker *d = client();
+	ck_assert_int_eq(fill(b), 1);
+	ck_assert_int_eq(fill(b), 0); /* full */
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	json_t *pc = json_array_get(mine, 0);
+	char pool_id[128], pool_name[160], pool_created[64];
+	snprintf(pool_id, sizeof(pool_id), "%s",
+		 json_string_value(json_object_get(pc, "container_id")));
+	snprintf(pool_name, sizeof(pool_name), "%s",
+		 json_string_value(json_object_get(pc, "name")));
+	snprintf(pool_created, sizeof(pool_created), "%s",
+		 json_string_value(json_object_get(pc, "created_at")));
+	ck_assert_str_eq(json_string_value(json_object_get(pc, "environment")), "python");
+	ck_assert_str_eq(json_string_value(json_object_get(pc, "state")), "running");
+	json_decref(mine);
+	/* the pool's container carries no task and no token */
+	json_t *c = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, &err), 0);
+	char *text = json_dumps(c, 0);
+	ck_assert_ptr_null(strstr(text, git_token));
+	ck_assert_ptr_null(strstr(text, "cae.task_uuid"));
+	ck_assert_ptr_null(strstr(text, "cae.git_credential"));
+	free(text);
+	json_decref(c);
+
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_prepare_options o = {.cancel_fd = -1};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(info.container_id, pool_id);
+	ck_assert_str_eq(info.status, "ready");
+	ck_assert_str_eq(info.created_at, pool_created);
+	/* the pool name is gone; the task's name is the container */
+	ck_assert_int_eq(cae_docker_container_inspect(d, pool_name, &c, NULL), -ENOENT);
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	ck_assert_int_eq(cae_docker_container_inspect(d, name, &c, &err), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(c, "Id")), pool_id);
+	json_decref(c);
+	/* another process's view: info and list as for any environment */
+	cae_backend *b2 = pbackend(cfg);
+	cae_env_info i2;
+	ck_assert_msg(cae_backend_info(b2, uuid, &i2, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(i2.task_uuid, uuid);
+	ck_assert_str_eq(i2.status, "ready");
+	ck_assert_str_eq(i2.environment_name, "python");
+	ck_assert_str_eq(i2.created_at, info.created_at);
+	ck_assert_str_eq(i2.container_id, pool_id);
+	ck_assert_int_eq(json_array_size(i2.warnings), json_array_size(info.warnings));
+	cae_env_info_clear(&i2);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b2, &list, &err), 0);
+	bool listed = false;
+	size_t k;
+	json_t *e;
+	json_array_foreach(list, k, e)
+	{
+		const char *u = json_string_value(json_object_get(e, "task_uuid"));
+		if (u && strcmp(u, uuid) == 0)
+			listed =
+			    strcmp(json_string_value(json_object_get(e, "status")), "ready") == 0;
+	}
+	ck_assert(listed);
+	json_decref(list);
+	/* the clone is there; the claim's record is root's: the user cannot change it */
+	cae_run_result r = bexec(b2, uuid,
+				 "test -f /workspace/project/.git/HEAD && id -u && "
+				 "(rm -rf /.cae-claim 2>/dev/null || true) && "
+				 "(echo x > /.cae-claim/git_credential) 2>/dev/null; "
+				 "test -d /.cae-claim && echo kept");
+	ck_assert_msg(strcmp(r.out, "1000\nkept\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* a push asks for the token (from another process): the target the claim recorded */
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "git push -q origin HEAD:refs/heads/pool-%s 2>&1 && echo pushed", uuid);
+	r = bexec(b2, uuid, script);
+	ck_assert_msg(strcmp(r.out, "pushed\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, &err), 0);
+	text = json_dumps(c, 0);
+	ck_assert_ptr_null(strstr(text, git_token));
+	free(text);
+	json_decref(c);
+	cae_backend_free(b2);
+
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, NULL), -ENOENT);
+	cae_env_info_clear(&info);
+	drain(b);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Two processes prepare at once from a pool of one: exactly one gets the pool's container,
+ * the other a cold prepare, and both environments work. */
+START_TEST(two_claimers_pool_of_one)
+{
+	cfg_seq = 2;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	ck_assert_int_eq(fill(b), 1);
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	char pool_id[128];
+	snprintf(pool_id, sizeof(pool_id), "%s",
+		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
+	json_decref(mine);
+	char uuids[2][64];
+	int go[2], out[2][2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pids[2];
+	for (int i = 0; i < 2; i++) {
+		task_uuid(uuids[i], sizeof(uuids[i]));
+		ck_assert_int_eq(pipe(out[i]), 0);
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0) {
+			close(go[1]);
+			char x;
+			/* both start when the parent closes its end */
+			if (read(go[0], &x, 1) != 0)
+				_exit(3);
+			cae_backend *cb = NULL;
+			cae_error e = {0};
+			if (cae_backend_new_named("docker", cfg, NULL, &cb, &e) < 0)
+				_exit(4);
+			cae_task t = http_task(uuids[i]);
+			cae_env_info info;
+			cae_prepare_options o = {.cancel_fd = -1};
+			if (cae_backend_prepare(cb, &t, "python", &o, &info, &e) < 0) {
+				dprintf(out[i][1], "error %s", e.message);
+				_exit(5);
+			}
+			dprintf(out[i][1], "%s", info.container_id);
+			_exit(0);
+		}
+		close(out[i][1]);
+	}
+	close(go[0]);
+	close(go[1]);
+	char ids[2][256];
+	for (int i = 0; i < 2; i++) {
+		int st;
+		ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+		ssize_t n = read(out[i][0], ids[i], sizeof(ids[i]) - 1);
+		ids[i][n > 0 ? n : 0] = '\0';
+		close(out[i][0]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "claimer %d: %s", i, ids[i]);
+	}
+	int won = (strcmp(ids[0], pool_id) == 0) + (strcmp(ids[1], pool_id) == 0);
+	ck_assert_msg(won == 1, "pool container %s went to %d claimers (%s, %s)", pool_id, won,
+		      ids[0], ids[1]);
+	ck_assert_str_ne(ids[0], ids[1]);
+	cae_error err = {0};
+	for (int i = 0; i < 2; i++) {
+		cae_run_result r = bexec(b, uuids[i],
+					 "cat /workspace/project/.git/HEAD >/dev/null "
+					 "&& echo ok");
+		ck_assert_str_eq(r.out, "ok\n");
+		cae_run_result_clear(&r);
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	}
+	drain(b);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A pool container past the maximum age is never handed out: the prepare is cold, and the
+ * old one is removed. */
+START_TEST(expired_never_handed_out)
+{
+	cfg_seq = 3;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_docker *d = client();
+	ck_assert_int_eq(fill(b), 1);
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	char pool_id[128];
+	snprintf(pool_id, sizeof(pool_id), "%s",
+		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
+	int64_t created = cae__parse_iso8601(
+	    json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
+	json_decref(mine);
+	/* the same containers, with a maximum age of a second: the same pool key */
+	cae_config *old = pcfg("1", "1");
+	/* the wall clock, not another process, is what is waited for */
+	while ((int64_t)time(NULL) < created + 2)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	cae_backend *ob = pbackend(old);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(ob, &t, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_ne(info.container_id, pool_id);
+	json_t *c = NULL;
+	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, NULL), -ENOENT);
+	ck_assert_int_eq(cae_backend_cleanup(ob, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	drain(b);
+	cae_backend_free(ob);
+	cae_config_free(old);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static bool none_of_ours(const char *uuid, void *ud)
+{
+	(void)uuid;
+	(void)ud;
+	return false;
+}
+
+/* A long-lived process's collector fills the pool and refills it after a claim; drain
+ * removes this configuration's pool only. */
+START_TEST(collector_refills_drain_is_own)
+{
+	cfg_seq = 4;
+	cae_config *cfg = pcfg("1", "600");
+	cfg_seq = 5;
+	cae_config *other = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_backend *ob = pbackend(other);
+	ck_assert_int_eq(fill(ob), 1);
+	cae_collector_options co = {
+	    .interval_ms = 3600 * 1000, .threshold_s = 86400, .filter = none_of_ours};
+	cae_backend_collector *col = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_collector_start(b, &co, &col, &err), 0);
+	ck_assert_uint_ge(cae_backend_collector_wait(col, 1, 120000), 1);
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	char first[128];
+	snprintf(first, sizeof(first), "%s",
+		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
+	json_decref(mine);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_prepare_options o = {.cancel_fd = -1};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(info.container_id, first);
+	/* refilled in the background: a new one, without another collection run */
+	bool refilled = false;
+	for (int i = 0; i < 1200 && !refilled; i++) {
+		mine = own_pool(b);
+		refilled = json_array_size(mine) == 1 &&
+			   strcmp(json_string_value(
+				      json_object_get(json_array_get(mine, 0), "container_id")),
+				  first) != 0;
+		json_decref(mine);
+		if (!refilled)
+			nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	ck_assert(refilled);
+	ck_assert_uint_eq(cae_backend_collector_wait(col, 1, 0), 1);
+	cae_backend_collector_stop(col);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	/* drain: this configuration's pool only */
+	int n = 0;
+	ck_assert_int_eq(cae_backend_pool_drain(b, false, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	mine = own_pool(ob);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	json_decref(mine);
+	ck_assert_int_eq(cae_backend_pool_drain(ob, false, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	cae_backend_free(ob);
+	cae_backend_free(b);
+	cae_config_free(other);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("pool");
+	TCase *u = tcase_create("unit");
+	tcase_add_test(u, pool_config_rules);
+	suite_add_tcase(s, u);
+	TCase *p = tcase_create("pool");
+	tcase_set_timeout(p, 600);
+	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(p, NULL, sweep);
+	tcase_add_test(p, warm_prepare_is_the_tasks);
+	tcase_add_test(p, two_claimers_pool_of_one);
+	tcase_add_test(p, expired_never_handed_out);
+	tcase_add_test(p, collector_refills_drain_is_own);
+	suite_add_tcase(s, p);
+	return s;
+}
+
+int main(void)
+{
+	dt_init();
+	return tu_run(make_suite());
+}
