@@ -273,7 +273,13 @@ struct prep_ctx {
 	cae_backend *b;
 	const char *uuid;
 	const char *id;
-	int cancel_fd; /* -1: none */
+	int cancel_fd;	 /* -1: none */
+	bool has_helper; /* the container was made with cae-helper */
+	/* the prepare's own stream to the container's helper, opened on the first step: a step
+	 * then costs a fork in the container, not an Engine API exec; NULL with mux_tried: none
+	 * (plain execs) */
+	cae_helper_mux *mux;
+	bool mux_tried;
 };
 
 /* One docker prepare in progress. */
@@ -897,9 +903,41 @@ static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, 
 	return r;
 }
 
+/* The prepare's stream to the container's helper, or NULL (no helper there, or it did not
+ * answer: the steps use plain execs). */
+static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
+{
+	const char *argv[] = {HELPER_PATH, "--stream", NULL};
+	cae_docker_stream *st = NULL;
+	if (cae_docker_attach(impl_of(p->b)->d, p->id, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
+			      NULL) < 0)
+		return NULL;
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = link_read,
+				.write = link_write,
+				.close = link_close,
+				.ctx = st};
+	cae_helper_mux *m = NULL;
+	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) == 0 ? m : NULL;
+}
+
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
 	struct prep_ctx *p = ctx;
+	if (!p->mux_tried && p->id && p->has_helper) {
+		p->mux_tried = true;
+		p->mux = prep_mux_open(p);
+	}
+	if (p->mux && cae_helper_mux_alive(p->mux)) {
+		cae_run_spec rs = cae__backend_run_spec(req, req->cwd ? req->cwd : WORKSPACE, NULL);
+		if (req->cancel_fd < 0)
+			rs.cancel_fd = p->cancel_fd;
+		int r = cae_helper_mux_run(p->mux, &rs, req->extra_env, NULL, res, err);
+		/* a stream gone before the step was taken: the step did not run, a plain exec
+		 * runs it; one that ended during it is the container's failure, reported */
+		if (r != -EPIPE)
+			return r == -ECONNRESET ? map_exec_error(p->b, r, p->uuid, err) : r;
+	}
 	cae_docker_exec_spec spec;
 	fill_spec(&spec, req, req->cwd ? req->cwd : WORKSPACE);
 	if (req->cancel_fd < 0)
@@ -1330,8 +1368,11 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 	    "{s:s, s:s, s:s, s:I, s:I, s:I}", "container", name, "image", dp->image, "network",
 	    network_mode(p->b->cfg), "slot_wait_ms", (json_int_t)(t_create - t_wait), "create_ms",
 	    (json_int_t)(t_start - t_create), "start_ms", (json_int_t)(t_started - t_start));
-	dp->pc = (struct prep_ctx){
-	    .b = p->b, .uuid = p->task->uuid, .id = dp->id, .cancel_fd = p->cancel_fd};
+	dp->pc = (struct prep_ctx){.b = p->b,
+				   .uuid = p->task->uuid,
+				   .id = dp->id,
+				   .cancel_fd = p->cancel_fd,
+				   .has_helper = dp->helper != NULL};
 	p->exec = prep_exec;
 	p->exec_ctx = &dp->pc;
 	p->project = PROJECT;
@@ -1385,8 +1426,11 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 	p->create_fields = json_pack("{s:s, s:s, s:s, s:b, s:s, s:I}", "container", name, "image",
 				     dp->image, "network", network_mode(p->b->cfg), "pool", 1,
 				     "pool_key", key, "claim_ms", (json_int_t)(cae__now_ms() - t0));
-	dp->pc = (struct prep_ctx){
-	    .b = p->b, .uuid = p->task->uuid, .id = dp->id, .cancel_fd = p->cancel_fd};
+	dp->pc = (struct prep_ctx){.b = p->b,
+				   .uuid = p->task->uuid,
+				   .id = dp->id,
+				   .cancel_fd = p->cancel_fd,
+				   .has_helper = helper != NULL};
 	p->exec = prep_exec;
 	p->exec_ctx = &dp->pc;
 	p->project = PROJECT;
@@ -1603,6 +1647,7 @@ static void docker_release(cae_prepare *p)
 {
 	struct docker_prep *dp = prep_of(p);
 	if (dp) {
+		cae_helper_mux_close(dp->pc.mux);
 		free(dp->id);
 		free(dp->helper);
 		free(dp->git_credential);
