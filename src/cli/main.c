@@ -13,6 +13,7 @@ static const struct cae_cli_command commands[] = {
     {"patch", "apply a patch in an environment (apply_patch)", cae_cli_patch},
     {"cleanup", "remove a task's environment", cae_cli_cleanup},
     {"gc", "remove stale environments", cae_cli_gc},
+    {"cache", "remove unused repository mirrors (cache prune)", cae_cli_cache},
     {"run", "prepare, run one command, clean up", cae_cli_run},
     {"tools", "print the tool definitions for an agent", cae_cli_tools},
     {"prompt", "print a system-prompt section", cae_cli_prompt},
