@@ -269,10 +269,12 @@ int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const
 	cae_error e = {0};
 	for (;;) {
 		if (why && strcmp(why, "absent") != 0) {
-			cae_log_fields(log, CAE_LOG_WARN, "git.mirror_rebuild",
-				       json_pack("{s:s, s:s, s:s}", "url", red ? red : "", "key",
-						 key, "reason", why),
-				       NULL);
+			/* (asked: the caller logged why) */
+			if (!rebuild)
+				cae_log_fields(log, CAE_LOG_WARN, "git.mirror_rebuild",
+					       json_pack("{s:s, s:s, s:s}", "url", red ? red : "",
+							 "key", key, "reason", why),
+					       NULL);
 			r = cae__rm_rf(m->dir);
 			if (r < 0 && r != -ENOENT) {
 				r = cae_error_set(&e, r, "cannot remove mirror %s: %s", m->dir,
@@ -290,6 +292,7 @@ int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const
 			break;
 		snprintf(buf, sizeof(buf), "the fetch failed: %s", e.message);
 		why = buf;
+		rebuild = false;
 	}
 	if (r < 0 && err)
 		*err = e;

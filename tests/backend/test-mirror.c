@@ -27,6 +27,23 @@
 static bool docker_mode;
 static char *state;
 static char repo_url[512];
+static cae_log *tlog; /* every backend's, when the test gives none: into tlog_path */
+static char tlog_path[600];
+
+/* How many lines of the test's log name event. */
+static int log_count(const char *event)
+{
+	FILE *f = fopen(tlog_path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[16384];
+	int n = 0;
+	char quoted[128];
+	snprintf(quoted, sizeof(quoted), "\"%s\"", event);
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, quoted) != NULL;
+	fclose(f);
+	return n;
+}
 
 static void cfg_set(cae_config *cfg, const char *key, const char *value)
 {
@@ -38,6 +55,14 @@ static void cfg_set(cae_config *cfg, const char *key, const char *value)
 static cae_config *config(bool cache)
 {
 	state = tu_mkdtemp();
+	if (!tlog) {
+		_cleanup_free_ char *d = tu_mkdtemp();
+		snprintf(tlog_path, sizeof(tlog_path), "%s/log.jsonl", d);
+		int fd = open(tlog_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		ck_assert_int_ge(fd, 0);
+		tlog = cae_log_new(fd, CAE_LOG_DEBUG);
+		ck_assert_ptr_nonnull(tlog);
+	}
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
 	cfg_set(cfg, "command_executor.state_dir", state);
@@ -60,8 +85,8 @@ static cae_backend *backend(cae_config *cfg, cae_log *log)
 {
 	cae_backend *b = NULL;
 	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named(docker_mode ? "docker" : "local", cfg, log, &b, &err) ==
-			  0,
+	ck_assert_msg(cae_backend_new_named(docker_mode ? "docker" : "local", cfg, log ? log : tlog,
+					    &b, &err) == 0,
 		      "%s", err.message);
 	return b;
 }
@@ -185,6 +210,10 @@ START_TEST(clone_through_the_cache_is_the_clone_without_it)
 		_cleanup_free_ char *warm = prepare_facts(b, &t2);
 		ck_assert_str_eq(cold, cold_ref);
 		ck_assert_str_eq(warm, cold_ref);
+		/* both read the mirror; only the first made it */
+		ck_assert_int_eq(log_count("git.mirror_unused"), 0);
+		ck_assert_int_eq(log_count("git.mirror_rebuild"), 0);
+		ck_assert_int_eq(log_count("git.mirror_fetch"), 2 * (pr + 1));
 		/* origin is the remote, not the mirror */
 		ck_assert_ptr_nonnull(strstr(warm, repo_url));
 		ck_assert_ptr_null(strstr(warm, "mirrors"));
@@ -272,6 +301,10 @@ START_TEST(corrupted_object_is_rebuilt)
 	corrupt_object(m);
 	_cleanup_free_ char *second = prepare_facts(b, &t2);
 	ck_assert_str_eq(second, cold_ref);
+	/* the clone that read the corrupt object failed, the mirror was made anew and the
+	 * second clone read it */
+	ck_assert_int_eq(log_count("git.mirror_rebuild"), 1);
+	ck_assert_int_eq(log_count("git.mirror_unused"), 0);
 	/* rebuilt, not trusted: our file is gone and the object reads again */
 	tu_sh("test ! -e %s/cae-test-keep && git --git-dir=%s fsck --no-progress 2>&1", m, m);
 	cae_backend_free(b);
@@ -292,6 +325,8 @@ START_TEST(stale_locks_are_rebuilt)
 		_cleanup_free_ char *facts = prepare_facts(b, &t);
 		ck_assert_str_eq(facts, cold_ref);
 		_cleanup_free_ char *m = the_mirror();
+		ck_assert_int_eq(log_count("git.mirror_unused"), 0);
+		ck_assert_int_eq(log_count("git.mirror_rebuild"), (int)i);
 		if (i > 0) /* the lock file of the round before made it anew */
 			tu_sh("test ! -e %s/cae-test-keep && test -z \"$(find %s -name '*.lock')\"",
 			      m, m);
@@ -364,6 +399,9 @@ START_TEST(two_processes_clone_the_same_url_at_once)
 	char got[3] = {0};
 	ck_assert_int_eq(read(res[0], got, 2), 2);
 	ck_assert_str_eq(got, "11");
+	/* both read the one mirror, made once */
+	ck_assert_int_eq(log_count("git.mirror_unused"), 0);
+	ck_assert_int_eq(log_count("git.mirror_rebuild"), 0);
 	_cleanup_free_ char *m = the_mirror();
 	cae_config_free(cfg);
 }
@@ -449,7 +487,14 @@ int main(int argc, char **argv)
 	docker_mode = argc > 1 && strcmp(argv[1], "docker") == 0;
 	dt_init();
 	if (docker_mode) {
-		cae_docker *d = client(); /* fails loudly without an engine */
+		/* fails loudly without an engine */
+		cae_docker *d = NULL;
+		cae_error err = {0};
+		if (cae_docker_new(getenv("DOCKER_HOST"), &d, &err) < 0 ||
+		    cae_docker_ping(d, 5000, &err) < 0) {
+			fprintf(stderr, "no Docker engine answers (%s)\n", err.message);
+			return EXIT_FAILURE;
+		}
 		cae_docker_free(d);
 	}
 	return tu_run(make_suite());
