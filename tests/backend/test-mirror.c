@@ -54,6 +54,7 @@ static void cfg_set(cae_config *cfg, const char *key, const char *value)
 /* The backend under test with a state directory of its own, the test token as GitHub's. */
 static cae_config *config(bool cache)
 {
+	free(state);
 	state = tu_mkdtemp();
 	if (!tlog) {
 		_cleanup_free_ char *d = tu_mkdtemp();
@@ -169,6 +170,14 @@ static char *the_mirror(void)
 	closedir(d);
 	ck_assert_msg(found != NULL, "no mirror in %s", root);
 	return found;
+}
+
+/* The lock file beside mirror m (new). */
+static char *lock_of(const char *m)
+{
+	char *l = NULL;
+	ck_assert_int_ge(asprintf(&l, "%.*s.lock", (int)(strlen(m) - 4), m), 0);
+	return l;
 }
 
 /* The facts of a clone without the cache, for pr or not (in a state directory of its own). */
@@ -335,8 +344,7 @@ START_TEST(stale_locks_are_rebuilt)
 		/* a git killed while writing left its lock file; cae's own lock is held by a
 		 * process killed while holding it */
 		tu_sh("echo keep > %s/cae-test-keep && : > %s/%s", m, m, left[i]);
-		_cleanup_free_ char *lock = strdup(m);
-		strcpy(lock + strlen(lock) - 4, ".lock");
+		_cleanup_free_ char *lock = lock_of(m);
 		int p[2];
 		ck_assert_int_eq(pipe(p), 0);
 		pid_t pid = fork();
@@ -416,8 +424,7 @@ START_TEST(prune_removes_what_is_unused)
 	cae_task t = task(u, false);
 	_cleanup_free_ char *facts = prepare_facts(b, &t);
 	_cleanup_free_ char *m = the_mirror();
-	_cleanup_free_ char *lock = strdup(m);
-	strcpy(lock + strlen(lock) - 4, ".lock");
+	_cleanup_free_ char *lock = lock_of(m);
 	int count = -1;
 	cae_error err = {0};
 	/* just used: kept */
