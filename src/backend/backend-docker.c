@@ -1513,9 +1513,15 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 static int docker_populate(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
+	const cae_config *cfg = p->b->cfg;
+	/* a container without a network clones nothing from a remote, cached or not */
+	bool offline = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
+		       !cfg->command_executor.docker.network.external_access;
+	if (!is_local_repo(p->task->repo) && offline)
+		return cae__git_clone(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT, err);
 	if (!is_local_repo(p->task->repo))
-		return cae__git_clone_cached(prep_exec, &dp->pc, p->b->cfg, p->b->log, p->task,
-					     PROJECT, ship_mirror, &dp->pc, err);
+		return cae__git_clone_cached(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT,
+					     ship_mirror, &dp->pc, p->cancel_fd, err);
 	int r = upload_local_repo(p->b, &dp->pc, p->task->repo, err);
 	if (r < 0)
 		return r;

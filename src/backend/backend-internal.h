@@ -177,8 +177,9 @@ int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
  * credentials redacted). */
 int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv, const char *what,
 		  cae_error *err);
-/* An exec callback that runs on this host, unconfined (ctx unused): this process's
- * environment without its GIT_* variables (which would point git elsewhere), plus extra_env. */
+/* An exec callback that runs on this host, unconfined: this process's environment without
+ * its GIT_* variables (which would point git elsewhere), plus extra_env. ctx: NULL, or an int
+ * that is the cancel fd of a request that has none (-1: none). */
 int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err);
 
 /* The host-side cache of bare mirrors (src/backend/mirror.c): <state_dir>/mirrors/<key>.git,
@@ -198,9 +199,11 @@ typedef struct cae_mirror {
  * marker file missing or naming another URL), holds a lock file of git (a git killed while
  * writing it) or whose fetch fails is removed and made anew (event git.mirror_rebuild with
  * the reason); so is any mirror when rebuild is set (a clone from it failed). On failure
- * nothing is held and m is cleared. */
+ * nothing is held and m is cleared. cancel_fd (-1: none) ends the wait for the lock with
+ * -ECANCELED. */
 int cae__mirror_open(const cae_config *cfg, struct cae_log *log, const char *url,
-		     const cae_git_ctx *g, bool rebuild, cae_mirror *m, cae_error *err);
+		     const cae_git_ctx *g, bool rebuild, int cancel_fd, cae_mirror *m,
+		     cae_error *err);
 /* Releases the lock and frees m's strings (a cleared m is fine). */
 void cae__mirror_close(cae_mirror *m);
 /* Removes, each under its lock (a mirror in use is skipped), the mirrors of cfg's state
@@ -218,10 +221,11 @@ typedef int (*cae_mirror_ship_fn)(void *ctx, const char *mirror, char **path, ca
  * it (ship NULL: the environment sees this host's files; else through ship) with the same
  * options, PR fetches and deepening as from the remote, and origin is set back to the
  * remote's URL. A clone from the mirror that fails has the mirror rebuilt and is tried
- * once more; without a usable mirror the clone is cae__git_clone's, from the remote. */
+ * once more; without a usable mirror the clone is cae__git_clone's, from the remote.
+ * cancel_fd (-1: none) cancels the host's steps (the environment's have exec's own). */
 int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg,
 			  struct cae_log *log, const cae_task *task, const char *dest,
-			  cae_mirror_ship_fn ship, void *ship_ctx, cae_error *err);
+			  cae_mirror_ship_fn ship, void *ship_ctx, int cancel_fd, cae_error *err);
 
 /* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
  * install with a 600 s timeout; every outcome is appended to deps (array of objects) and

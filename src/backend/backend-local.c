@@ -1211,7 +1211,7 @@ static int local_populate(cae_prepare *p, cae_error *err)
 		genv.sandbox = false;
 		genv.default_cwd = genv.root;
 		int r = cae__git_clone_cached(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
-					      env->project, NULL, NULL, err);
+					      env->project, NULL, NULL, env->cancel_fd, err);
 		if (r < 0)
 			return r;
 	}

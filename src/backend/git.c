@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,7 +236,7 @@ int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
 
 int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
-	(void)ctx;
+	const int *cancel_fd = ctx;
 	size_t n = 0, m = 0;
 	for (char **e = environ; e && *e; e++)
 		n++;
@@ -259,6 +260,8 @@ int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, 
 		envp[k++] = *x;
 	envp[k] = NULL;
 	cae_run_spec spec = cae__backend_run_spec(req, req->cwd, envp);
+	if (spec.cancel_fd < 0 && cancel_fd)
+		spec.cancel_fd = *cancel_fd;
 	return cae_runner_run(&spec, res, err);
 }
 
@@ -502,7 +505,7 @@ static int clone_from_mirror(const cae_git_ctx *eg, const cae_config *cfg, cae_l
 
 int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
 			  const cae_task *task, const char *dest, cae_mirror_ship_fn ship,
-			  void *ship_ctx, cae_error *err)
+			  void *ship_ctx, int cancel_fd, cae_error *err)
 {
 	if (!cfg->command_executor.clone.mirror_cache.enabled ||
 	    (task->repo && is_local_path(task->repo)) || !cfg->command_executor.state_dir)
@@ -513,14 +516,14 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 	if (r < 0)
 		return r;
 	/* the mirror's git on this host with the token; the environment's without any */
-	cae_git_ctx hg = git_ctx_for(cfg, task, cae__host_exec, NULL, token, user);
+	cae_git_ctx hg = git_ctx_for(cfg, task, cae__host_exec, &cancel_fd, token, user);
 	cae_git_ctx eg = git_ctx_for(cfg, task, exec, ctx, NULL, NULL);
 	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
 	cae_mirror m = {.fd = -1};
 	cae_error me = {0};
 	r = -EAGAIN;
 	for (int attempt = 0; attempt < 2; attempt++) {
-		r = cae__mirror_open(cfg, log, url, &hg, attempt > 0, &m, &me);
+		r = cae__mirror_open(cfg, log, url, &hg, attempt > 0, cancel_fd, &m, &me);
 		if (r < 0)
 			break;
 		if ((pr && task->branch && !mirror_has_branch(&hg, m.dir, task->branch)) ||
@@ -547,10 +550,11 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 		cae_log_event(log, CAE_LOG_INFO, "git.clone_done", NULL);
 		return 0;
 	}
-	if (r == -ECANCELED) {
+	struct pollfd pc = {.fd = cancel_fd, .events = POLLIN};
+	if (r == -ECANCELED || (cancel_fd >= 0 && poll(&pc, 1, 0) > 0)) {
 		if (err)
 			*err = me;
-		return r;
+		return cae_error_set(err, -ECANCELED, "cancelled: %s", me.message);
 	}
 	_cleanup_free_ char *red = cae_redact_url(url);
 	cae_log_fields(log, CAE_LOG_WARN, "git.mirror_unused",

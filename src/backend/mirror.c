@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,19 +77,33 @@ static char *mirrors_dir(const cae_config *cfg)
 	return cae__path_join(cfg->command_executor.state_dir, "mirrors");
 }
 
+/* flock(fd, op) that a readable cancel_fd (-1: none) ends with -ECANCELED: tried without
+ * blocking, then again every 20 ms (blocking in flock would not see the cancel). */
+static int flock_cancellable(int fd, int op, int cancel_fd)
+{
+	for (;;) {
+		if (flock(fd, op | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK && errno != EINTR)
+			return -errno;
+		if ((op & LOCK_NB) && errno == EWOULDBLOCK)
+			return -EWOULDBLOCK;
+		struct pollfd p = {.fd = cancel_fd, .events = POLLIN};
+		if (poll(&p, cancel_fd >= 0 ? 1 : 0, 20) > 0)
+			return -ECANCELED;
+	}
+}
+
 /* Opens and flocks path (created when missing) with op; a lock file that prune unlinked
  * while we waited is not the lock any more: open it again. *fd_out: the held fd. */
-static int lock_path(const char *path, int op, int *fd_out)
+static int lock_path(const char *path, int op, int cancel_fd, int *fd_out)
 {
 	for (;;) {
 		int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 		if (fd < 0)
 			return -errno;
-		int r;
-		while ((r = flock(fd, op)) < 0 && errno == EINTR)
-			;
+		int r = flock_cancellable(fd, op, cancel_fd);
 		if (r < 0) {
-			r = -errno;
 			close(fd);
 			return r;
 		}
@@ -242,7 +257,7 @@ void cae__mirror_close(cae_mirror *m)
 }
 
 int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const cae_git_ctx *g,
-		     bool rebuild, cae_mirror *m, cae_error *err)
+		     bool rebuild, int cancel_fd, cae_mirror *m, cae_error *err)
 {
 	*m = (cae_mirror){.fd = -1};
 	_cleanup_free_ char *norm = normalise(url);
@@ -258,10 +273,12 @@ int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const
 	m->lock = cae__path_join(root, name);
 	int r = !m->dir || !m->lock ? -ENOMEM : cae__mkdir_p(root, 0700);
 	if (r == 0)
-		r = lock_path(m->lock, LOCK_EX, &m->fd);
+		r = lock_path(m->lock, LOCK_EX, cancel_fd, &m->fd);
 	if (r < 0) {
 		cae__mirror_close(m);
-		return cae_error_set(err, r, "mirror cache %s: %s", root, strerror(-r));
+		return r == -ECANCELED
+			   ? cae_error_set(err, r, "cancelled")
+			   : cae_error_set(err, r, "mirror cache %s: %s", root, strerror(-r));
 	}
 	_cleanup_free_ char *red = cae_redact_url(url);
 	char buf[CAE_ERROR_MSG_MAX + 32];
@@ -303,8 +320,11 @@ int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const
 	/* the lock file's mtime says when the mirror was last used (prune reads it) */
 	(void)futimens(m->fd, NULL);
 	/* readers share it; a rebuild or prune waits for them */
-	while (flock(m->fd, LOCK_SH) < 0 && errno == EINTR)
-		;
+	r = flock_cancellable(m->fd, LOCK_SH, cancel_fd);
+	if (r < 0) {
+		cae__mirror_close(m);
+		return cae_error_set(err, r, "mirror lock: %s", strerror(-r));
+	}
 	return 0;
 }
 
@@ -321,7 +341,7 @@ static int prune_one(const char *root, const char *key, int64_t max_age_s, bool 
 	if (!lock || !dir)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int fd = -1;
-	int r = lock_path(lock, LOCK_EX | LOCK_NB, &fd);
+	int r = lock_path(lock, LOCK_EX | LOCK_NB, -1, &fd);
 	if (r == -EWOULDBLOCK)
 		return 0; /* in use */
 	if (r < 0)
