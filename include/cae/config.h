@@ -185,6 +185,14 @@ typedef struct cae_config {
 			int depth;		/* 1 */
 			bool auto_install_deps; /* true */
 			int timeout_seconds;	/* 300 */
+			/* A bare mirror of each remote repository under
+			 * <state_dir>/mirrors/, fetched on this host before each clone, which
+			 * then copies local objects (src/backend/mirror.c). */
+			struct {
+				bool enabled;	   /* false */
+				int max_age_hours; /* 168: `cae cache prune` removes mirrors
+						    * unused for longer */
+			} mirror_cache;
 		} clone;
 		struct {
 			int timeout_seconds;	      /* 1800 */

@@ -26,6 +26,7 @@
 #include "cae/helper.h"
 #include "cae/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1261,6 +1262,85 @@ out:
 	return r;
 }
 
+/* ---- the mirror cache ----
+ * A host mirror (src/backend/mirror.c) reaches the container as a plain copy of its files
+ * (HEAD, config, packed-refs, refs/, objects/: no pack is made again) in a tar through the
+ * archive API at MIRROR_COPY, owned by the container's user; the clone step reads it with
+ * file:// and removes it. No container ever sees the host's mirror itself. */
+
+#define MIRROR_NAME ".cae-mirror.git"
+#define MIRROR_COPY SCRATCH "/" MIRROR_NAME
+
+/* The tar entries of dir/rel (a directory) and everything below it, named MIRROR_NAME/rel. */
+static int tar_mirror_dir(int out, const char *dir, const char *rel)
+{
+	char name[PATH_MAX];
+	snprintf(name, sizeof(name), "%s/%s", MIRROR_NAME, rel);
+	int r = write_tar_entry(out, name, '5', 0755, 1000, "agent", -1, 0);
+	_cleanup_free_ char *path = cae__path_join(dir, rel);
+	DIR *d = r == 0 && path ? opendir(path) : NULL;
+	if (r == 0 && !d)
+		return path ? -errno : -ENOMEM;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		_cleanup_free_ char *sub = cae__path_join(rel, e->d_name);
+		_cleanup_free_ char *full = sub ? cae__path_join(dir, sub) : NULL;
+		struct stat st;
+		if (!full)
+			r = -ENOMEM;
+		else if (lstat(full, &st) < 0)
+			r = -errno;
+		else if (S_ISDIR(st.st_mode))
+			r = tar_mirror_dir(out, dir, sub);
+		else if (S_ISREG(st.st_mode)) {
+			_cleanup_close_ int in = open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+			snprintf(name, sizeof(name), "%s/%s", MIRROR_NAME, sub);
+			r = in < 0 ? -errno
+				   : write_tar_entry(out, name, '0', 0644, 1000, "agent", in,
+						     (uint64_t)st.st_size);
+		}
+	}
+	if (d)
+		closedir(d);
+	return r;
+}
+
+static int fill_mirror(int out, void *ud)
+{
+	const char *dir = ud;
+	int r = write_tar_entry(out, MIRROR_NAME, '5', 0755, 1000, "agent", -1, 0);
+	static const char *const files[] = {"HEAD", "config", "packed-refs"};
+	for (size_t i = 0; r == 0 && i < ARRAY_SIZE(files); i++) {
+		_cleanup_free_ char *full = cae__path_join(dir, files[i]);
+		_cleanup_close_ int in = full ? open(full, O_RDONLY | O_CLOEXEC | O_NOFOLLOW) : -1;
+		struct stat st;
+		if (in < 0 || fstat(in, &st) < 0)
+			continue; /* packed-refs is there only once a ref was packed */
+		char name[64];
+		snprintf(name, sizeof(name), "%s/%s", MIRROR_NAME, files[i]);
+		r = write_tar_entry(out, name, '0', 0644, 1000, "agent", in, (uint64_t)st.st_size);
+	}
+	if (r == 0)
+		r = tar_mirror_dir(out, dir, "refs");
+	if (r == 0)
+		r = tar_mirror_dir(out, dir, "objects");
+	return r < 0 ? r : write_tar_end(out);
+}
+
+/* cae_mirror_ship_fn: the copy of mirror in the container being prepared. */
+static int ship_mirror(void *ctx, const char *mirror, char **path, cae_error *err)
+{
+	struct prep_ctx *pc = ctx;
+	int r = put_tar(pc->b, pc->id, SCRATCH, "the repository's mirror", fill_mirror,
+			(void *)mirror, err);
+	if (r < 0)
+		return r;
+	*path = strdup(MIRROR_COPY);
+	return *path ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+}
+
 /* ---- prepare hooks (the lifecycle is src/backend/prepare.c) ---- */
 
 static bool storage_opt_refused(const char *msg)
@@ -1607,9 +1687,15 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 static int docker_populate(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
+	const cae_config *cfg = p->b->cfg;
+	/* a container without a network clones nothing from a remote, cached or not */
+	bool offline = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
+		       !cfg->command_executor.docker.network.external_access;
+	if (!is_local_repo(p->task->repo) && offline)
+		return cae__git_clone(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT, err);
 	if (!is_local_repo(p->task->repo))
-		return cae__git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, p->task, PROJECT,
-				      err);
+		return cae__git_clone_cached(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT,
+					     ship_mirror, &dp->pc, p->cancel_fd, err);
 	int r = upload_local_repo(p->b, &dp->pc, p->task->repo, err);
 	if (r < 0)
 		return r;

@@ -209,6 +209,75 @@ int cae__gitlab_project_path(const cae_config *cfg, const char *owner, const cha
 int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, struct cae_log *log,
 		   const cae_task *task, const char *dest, cae_error *err);
 
+/* Where one git process runs (exec, ctx) and the credential it may send (token NULL: none),
+ * with TLS verification or not, for at most timeout_s seconds. */
+typedef struct cae_git_ctx {
+	cae_env_exec_fn exec;
+	void *ctx;
+	const char *token;
+	const char *user;
+	bool ssl_verify;
+	int timeout_s;
+} cae_git_ctx;
+
+/* Runs git: argv starts with CAE_GIT_ARGV; the token (if any) only in that process's
+ * environment, read by a credential helper given on the command line. */
+int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
+		 cae_run_result *res, cae_error *err);
+/* cae__git_run, and git's exit status as an error: -EIO, "what: <git's fatal line>" (URL
+ * credentials redacted). */
+int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv, const char *what,
+		  cae_error *err);
+/* An exec callback that runs on this host, unconfined: this process's environment without
+ * its GIT_* variables (which would point git elsewhere), plus extra_env. ctx: NULL, or an int
+ * that is the cancel fd of a request that has none (-1: none). */
+int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err);
+
+/* The host-side cache of bare mirrors (src/backend/mirror.c): <state_dir>/mirrors/<key>.git,
+ * key a hash of the URL as normalised (scheme and host in lower case, no trailing "/" or
+ * ".git"), each with its lock file <key>.lock (flock: exclusive while the mirror is made or
+ * fetched, shared while a clone reads it; its mtime is the last use). A mirror holds
+ * the branches and tags (refs/heads/, refs/tags/) of the remote and its HEAD, fetched with the
+ * task's token through the credential helper of cae__git_run: no token is ever written into it. */
+typedef struct cae_mirror {
+	char *dir;  /* the bare repository */
+	char *lock; /* its lock file */
+	int fd;	    /* the lock, held shared after cae__mirror_open; -1: none */
+} cae_mirror;
+
+/* Brings the mirror of url up to date on this host (g: how git authenticates; g->exec must
+ * run on this host) and holds it shared for reading: a mirror that is incomplete (its
+ * marker file missing or naming another URL), holds a lock file of git (a git killed while
+ * writing it) or whose fetch fails is removed and made anew (event git.mirror_rebuild with
+ * the reason); so is any mirror when rebuild is set (a clone from it failed). On failure
+ * nothing is held and m is cleared. cancel_fd (-1: none) ends the wait for the lock with
+ * -ECANCELED. */
+int cae__mirror_open(const cae_config *cfg, struct cae_log *log, const char *url,
+		     const cae_git_ctx *g, bool rebuild, int cancel_fd, cae_mirror *m,
+		     cae_error *err);
+/* Releases the lock and frees m's strings (a cleared m is fine). */
+void cae__mirror_close(cae_mirror *m);
+/* Removes, each under its lock (a mirror in use is skipped), the mirrors of cfg's state
+ * directory unused for longer than max_age_s, or every one when all is set. Each one removed
+ * is appended to removed (may be NULL) as {"key", "url"}; *count gets how many. */
+int cae__mirror_prune(const cae_config *cfg, int64_t max_age_s, bool all, json_t *removed,
+		      int *count, cae_error *err);
+
+/* Makes a host mirror readable by the environment's git: copies it in and sets *path (new) to
+ * where the environment sees the copy, which the clone step removes after cloning. */
+typedef int (*cae_mirror_ship_fn)(void *ctx, const char *mirror, char **path, cae_error *err);
+
+/* cae__git_clone through the mirror cache (when command_executor.clone.mirror_cache.enabled
+ * and the repository is remote): the mirror is fetched on this host, the clone then reads
+ * it (ship NULL: the environment sees this host's files; else through ship) with the same
+ * options, PR fetches and deepening as from the remote, and origin is set back to the
+ * remote's URL. A clone from the mirror that fails has the mirror rebuilt and is tried
+ * once more; without a usable mirror the clone is cae__git_clone's, from the remote.
+ * cancel_fd (-1: none) cancels the host's steps (the environment's have exec's own). */
+int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg,
+			  struct cae_log *log, const cae_task *task, const char *dest,
+			  cae_mirror_ship_fn ship, void *ship_ctx, int cancel_fd, cae_error *err);
+
 /* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
  * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
  * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the

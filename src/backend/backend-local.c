@@ -1221,8 +1221,8 @@ static int local_populate(cae_prepare *p, cae_error *err)
 		struct local_env genv = *env;
 		genv.sandbox = false;
 		genv.default_cwd = genv.root;
-		int r = cae__git_clone(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
-				       env->project, err);
+		int r = cae__git_clone_cached(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
+					      env->project, NULL, NULL, env->cancel_fd, err);
 		if (r < 0)
 			return r;
 	}

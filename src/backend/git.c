@@ -9,11 +9,15 @@
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/banned.h"
+
+extern char **environ;
 
 #define GIT_TIMEOUT_DEFAULT_S 300
 
@@ -177,25 +181,13 @@ int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **ur
 	return 0;
 }
 
-struct git_ctx {
-	cae_env_exec_fn exec;
-	void *ctx;
-	cae_log *log;
-	const char *token;
-	const char *user;
-	bool ssl_verify;
-	int timeout_s;
-};
-
 /* Answers git from the environment of its own process: the helper's text holds no secret. */
 #define TOKEN_HELPER                                                                               \
 	"credential.helper=!f() { test \"$1\" = get || exit 0; "                                   \
 	"echo \"username=$CAE_GIT_USER\"; echo \"password=$CAE_GIT_TOKEN\"; }; f"
 
-/* Runs git with argv (starting with CAE_GIT_ARGV) in cwd; the token (if any) only in this
- * process's environment. */
-static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv, cae_run_result *res,
-		   cae_error *err)
+int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
+		 cae_run_result *res, cae_error *err)
 {
 	char tokvar[4096], uservar[256];
 	const char *env[16];
@@ -238,7 +230,39 @@ static int run_git(struct git_ctx *g, const char *cwd, const char *const *argv, 
 	    .network = true,
 	};
 	int r = g->exec(g->ctx, &req, res, err);
+	explicit_bzero(tokvar, sizeof(tokvar));
 	return r;
+}
+
+int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	const int *cancel_fd = ctx;
+	size_t n = 0, m = 0;
+	for (char **e = environ; e && *e; e++)
+		n++;
+	for (const char *const *e = req->extra_env; e && *e; e++)
+		m++;
+	_cleanup_free_ const char **envp = calloc(n + m + 1, sizeof(char *));
+	if (!envp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	for (char **e = environ; e && *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t kl = eq ? (size_t)(eq - *e) : strlen(*e);
+		bool drop = !eq || strncmp(*e, "GIT_", 4) == 0;
+		for (const char *const *x = req->extra_env; x && *x && !drop; x++)
+			if (strncmp(*x, *e, kl) == 0 && (*x)[kl] == '=')
+				drop = true;
+		if (!drop)
+			envp[k++] = *e;
+	}
+	for (const char *const *x = req->extra_env; x && *x; x++)
+		envp[k++] = *x;
+	envp[k] = NULL;
+	cae_run_spec spec = cae__backend_run_spec(req, req->cwd, envp);
+	if (spec.cancel_fd < 0 && cancel_fd)
+		spec.cancel_fd = *cancel_fd;
+	return cae_runner_run(&spec, res, err);
 }
 
 /* Last non-empty line of git's stderr, redacted, for error messages. */
@@ -266,11 +290,11 @@ static char *git_error_text(cae_run_result *res)
 	return red;
 }
 
-static int git_step(struct git_ctx *g, const char *cwd, const char *const *argv, const char *what,
-		    cae_error *err)
+int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv, const char *what,
+		  cae_error *err)
 {
 	cae_run_result res;
-	int r = run_git(g, cwd, argv, &res, err);
+	int r = cae__git_run(g, cwd, argv, &res, err);
 	if (r < 0)
 		return cae_error_prefix(err, "%s", what);
 	if (res.exit_code != 0) {
@@ -284,18 +308,12 @@ static int git_step(struct git_ctx *g, const char *cwd, const char *const *argv,
 	return 0;
 }
 
-int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
-		   const cae_task *task, const char *dest, cae_error *err)
+static cae_git_ctx git_ctx_for(const cae_config *cfg, const cae_task *task, cae_env_exec_fn exec,
+			       void *ctx, const char *token, const char *user)
 {
-	_cleanup_free_ char *url = NULL;
-	const char *token, *user;
-	int r = cae__git_clone_source(cfg, task, &url, &token, &user, err);
-	if (r < 0)
-		return r;
-	struct git_ctx g = {
+	return (cae_git_ctx){
 	    .exec = exec,
 	    .ctx = ctx,
-	    .log = log,
 	    .token = token,
 	    .user = user,
 	    .ssl_verify = cfg->gitlab.ssl_verify ||
@@ -304,15 +322,20 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 			     ? cfg->command_executor.clone.timeout_seconds
 			     : GIT_TIMEOUT_DEFAULT_S,
 	};
+}
+
+/* The clone of task's repository from src into dest with g (the remote, or a mirror of
+ * it): the clone, then for a pull request the target branch and the deepening. */
+static int clone_from(const cae_git_ctx *g, const cae_config *cfg, cae_log *log,
+		      const cae_task *task, const char *src, const char *dest, cae_error *err)
+{
 	bool shallow = cfg->command_executor.clone.shallow;
 	char depth[32];
 	snprintf(depth, sizeof(depth), "--depth=%d",
 		 cfg->command_executor.clone.depth > 0 ? cfg->command_executor.clone.depth : 1);
 	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
-	const char *branch =
-	    pr ? task->branch : task->branch; /* issue: default branch unless given */
-	if (!pr)
-		branch = NULL;
+	/* an issue: the default branch */
+	const char *branch = pr ? task->branch : NULL;
 
 	const char *argv[CAE_GIT_ARGC + 16];
 	size_t n = 0;
@@ -328,15 +351,15 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 		argv[n++] = branch;
 	}
 	argv[n++] = "--";
-	argv[n++] = url;
+	argv[n++] = src;
 	argv[n++] = dest;
 	argv[n] = NULL;
-	_cleanup_free_ char *red = cae_redact_url(url);
+	_cleanup_free_ char *red = cae_redact_url(src);
 	cae_log_fields(log, CAE_LOG_INFO, "git.clone_start",
 		       json_pack("{s:s, s:b, s:s?}", "url", red ? red : "", "shallow", shallow,
 				 "branch", branch),
 		       NULL);
-	r = git_step(&g, NULL, argv, "git clone", err);
+	int r = cae__git_step(g, NULL, argv, "git clone", err);
 	if (r < 0)
 		return r;
 
@@ -350,7 +373,7 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 		const char *fetch[] = {
 		    CAE_GIT_ARGV, "fetch", "--quiet", UPLOAD_PACK, shallow ? depth : "--no-tags",
 		    "origin",	  refspec, NULL};
-		r = git_step(&g, dest, fetch, "git fetch of the target branch", err);
+		r = cae__git_step(g, dest, fetch, "git fetch of the target branch", err);
 		if (r < 0)
 			return r;
 		/* Deepen until the merge base is present, so that origin/<target>...HEAD works. */
@@ -359,7 +382,7 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 			const char *mb[] = {CAE_GIT_ARGV, "merge-base", "HEAD", mb_ref, NULL};
 			cae_run_result res;
 			cae_error e2;
-			if (run_git(&g, dest, mb, &res, &e2) == 0 && res.exit_code == 0) {
+			if (cae__git_run(g, dest, mb, &res, &e2) == 0 && res.exit_code == 0) {
 				cae_run_result_clear(&res);
 				break;
 			}
@@ -368,7 +391,7 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 				const char *unshallow[] = {CAE_GIT_ARGV, "fetch",	"--quiet",
 							   UPLOAD_PACK,	 "--unshallow", "origin",
 							   srcspec,	 refspec,	NULL};
-				r = git_step(&g, dest, unshallow, "git fetch --unshallow", err);
+				r = cae__git_step(g, dest, unshallow, "git fetch --unshallow", err);
 				if (r < 0)
 					return r;
 				break;
@@ -378,11 +401,165 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 			deepen *= 2;
 			const char *more[] = {CAE_GIT_ARGV, "fetch", "--quiet", UPLOAD_PACK, deep,
 					      "origin",	    srcspec, refspec,	NULL};
-			r = git_step(&g, dest, more, "git fetch --deepen", err);
+			r = cae__git_step(g, dest, more, "git fetch --deepen", err);
 			if (r < 0)
 				return r;
 		}
 	}
+	return 0;
+}
+
+int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
+		   const cae_task *task, const char *dest, cae_error *err)
+{
+	_cleanup_free_ char *url = NULL;
+	const char *token, *user;
+	int r = cae__git_clone_source(cfg, task, &url, &token, &user, err);
+	if (r < 0)
+		return r;
+	cae_git_ctx g = git_ctx_for(cfg, task, exec, ctx, token, user);
+	r = clone_from(&g, cfg, log, task, url, dest, err);
+	if (r < 0)
+		return r;
 	cae_log_event(log, CAE_LOG_INFO, "git.clone_done", NULL);
 	return 0;
+}
+
+/* Empties dest (what a clone that failed half way left) in the environment. */
+static void clear_dest(const cae_git_ctx *g, const char *dest)
+{
+	const char *argv[] = {
+	    "sh", "-c", "cd -- \"$1\" 2>/dev/null || exit 0; rm -rf -- * .[!.]* ..?*",
+	    "sh", dest, NULL};
+	cae_exec_request req = {.argv = argv,
+				.timeout_ms = (int64_t)g->timeout_s * 1000,
+				.max_stdout = 4096,
+				.max_stderr = 4096,
+				.cancel_fd = -1};
+	cae_run_result res;
+	cae_error e;
+	if (g->exec(g->ctx, &req, &res, &e) == 0)
+		cae_run_result_clear(&res);
+}
+
+/* Removes what ship copied into the environment. */
+static void remove_shipped(const cae_git_ctx *g, const char *path)
+{
+	const char *argv[] = {"rm", "-rf", "--", path, NULL};
+	cae_exec_request req = {.argv = argv,
+				.timeout_ms = (int64_t)g->timeout_s * 1000,
+				.max_stdout = 4096,
+				.max_stderr = 4096,
+				.cancel_fd = -1};
+	cae_run_result res;
+	cae_error e;
+	if (g->exec(g->ctx, &req, &res, &e) == 0)
+		cae_run_result_clear(&res);
+}
+
+/* True when the mirror has refs/heads/<name> (a branch the task names must be there: the
+ * mirror was just fetched, so one missing is missing on the remote too). */
+static bool mirror_has_branch(const cae_git_ctx *hg, const char *mirror, const char *name)
+{
+	char ref[600];
+	if (snprintf(ref, sizeof(ref), "refs/heads/%s", name) >= (int)sizeof(ref))
+		return false;
+	_cleanup_free_ char *gitdir = NULL;
+	if (asprintf(&gitdir, "--git-dir=%s", mirror) < 0)
+		return false;
+	const char *argv[] = {CAE_GIT_ARGV, gitdir, "show-ref", "--verify", "--quiet", ref, NULL};
+	cae_run_result res;
+	cae_error e;
+	if (cae__git_run(hg, NULL, argv, &res, &e) < 0)
+		return false;
+	bool ok = res.exit_code == 0;
+	cae_run_result_clear(&res);
+	return ok;
+}
+
+/* One clone from the mirror m: shipped (or read in place), cloned, origin set back to url. */
+static int clone_from_mirror(const cae_git_ctx *eg, const cae_config *cfg, cae_log *log,
+			     const cae_task *task, const cae_mirror *m, const char *url,
+			     const char *dest, cae_mirror_ship_fn ship, void *ship_ctx,
+			     cae_error *err)
+{
+	_cleanup_free_ char *path = NULL;
+	if (ship) {
+		int r = ship(ship_ctx, m->dir, &path, err);
+		if (r < 0)
+			return r;
+	}
+	_cleanup_free_ char *src = NULL;
+	if (asprintf(&src, "file://%s", path ? path : m->dir) < 0)
+		src = NULL;
+	int r = src ? clone_from(eg, cfg, log, task, src, dest, err)
+		    : cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0) {
+		const char *seturl[] = {CAE_GIT_ARGV, "remote", "set-url", "origin", url, NULL};
+		r = cae__git_step(eg, dest, seturl, "git remote set-url", err);
+	}
+	if (path)
+		remove_shipped(eg, path);
+	return r;
+}
+
+int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_log *log,
+			  const cae_task *task, const char *dest, cae_mirror_ship_fn ship,
+			  void *ship_ctx, int cancel_fd, cae_error *err)
+{
+	if (!cfg->command_executor.clone.mirror_cache.enabled ||
+	    (task->repo && is_local_path(task->repo)) || !cfg->command_executor.state_dir)
+		return cae__git_clone(exec, ctx, cfg, log, task, dest, err);
+	_cleanup_free_ char *url = NULL;
+	const char *token, *user;
+	int r = cae__git_clone_source(cfg, task, &url, &token, &user, err);
+	if (r < 0)
+		return r;
+	/* the mirror's git on this host with the token; the environment's without any */
+	cae_git_ctx hg = git_ctx_for(cfg, task, cae__host_exec, &cancel_fd, token, user);
+	cae_git_ctx eg = git_ctx_for(cfg, task, exec, ctx, NULL, NULL);
+	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
+	cae_mirror m = {.fd = -1};
+	cae_error me = {0};
+	r = -EAGAIN;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		r = cae__mirror_open(cfg, log, url, &hg, attempt > 0, cancel_fd, &m, &me);
+		if (r < 0)
+			break;
+		if ((pr && task->branch && !mirror_has_branch(&hg, m.dir, task->branch)) ||
+		    (pr && task->target_branch &&
+		     !mirror_has_branch(&hg, m.dir, task->target_branch))) {
+			/* the remote's clone says so, in its own words */
+			r = cae_error_set(&me, -ENOENT,
+					  "a branch of the task is not on the remote");
+			break;
+		}
+		r = clone_from_mirror(&eg, cfg, log, task, &m, url, dest, ship, ship_ctx, &me);
+		if (r == 0 || r != -EIO)
+			break;
+		/* git failed reading the mirror (a corrupt object, most likely): never trust it */
+		cae_log_fields(log, CAE_LOG_WARN, "git.mirror_rebuild",
+			       json_pack("{s:s, s:s}", "reason", "a clone from the mirror failed",
+					 "error", me.message),
+			       NULL);
+		clear_dest(&eg, dest);
+		cae__mirror_close(&m);
+	}
+	cae__mirror_close(&m);
+	if (r == 0) {
+		cae_log_event(log, CAE_LOG_INFO, "git.clone_done", NULL);
+		return 0;
+	}
+	struct pollfd pc = {.fd = cancel_fd, .events = POLLIN};
+	if (r == -ECANCELED || (cancel_fd >= 0 && poll(&pc, 1, 0) > 0)) {
+		if (err)
+			*err = me;
+		return cae_error_set(err, -ECANCELED, "cancelled: %s", me.message);
+	}
+	_cleanup_free_ char *red = cae_redact_url(url);
+	cae_log_fields(log, CAE_LOG_WARN, "git.mirror_unused",
+		       json_pack("{s:s, s:s}", "url", red ? red : "", "error", me.message),
+		       "cloning from the remote");
+	clear_dest(&eg, dest);
+	return cae__git_clone(exec, ctx, cfg, log, task, dest, err);
 }

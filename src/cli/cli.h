@@ -24,6 +24,7 @@ int cae_cli_exec(int argc, char **argv);
 int cae_cli_cleanup(int argc, char **argv);
 int cae_cli_gc(int argc, char **argv);
 int cae_cli_pool(int argc, char **argv);
+int cae_cli_cache(int argc, char **argv);
 int cae_cli_run(int argc, char **argv);
 int cae_cli_tools(int argc, char **argv);
 int cae_cli_prompt(int argc, char **argv);

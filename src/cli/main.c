@@ -14,6 +14,7 @@ static const struct cae_cli_command commands[] = {
     {"cleanup", "remove a task's environment", cae_cli_cleanup},
     {"gc", "remove stale environments", cae_cli_gc},
     {"pool", "the docker warm pool (pool fill | status | drain)", cae_cli_pool},
+    {"cache", "remove unused repository mirrors (cache prune)", cae_cli_cache},
     {"run", "prepare, run one command, clean up", cae_cli_run},
     {"tools", "print the tool definitions for an agent", cae_cli_tools},
     {"prompt", "print a system-prompt section", cae_cli_prompt},
