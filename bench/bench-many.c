@@ -1,10 +1,12 @@
-/* Many tasks on one host (issue 12), against the real engine (bench/run.sh runs this from
+/* Many tasks on one host, against the real engine (bench/run.sh runs this from
  * the source root; scripts/docker-env.sh up starts an engine and builds the images):
  * 32 prepares of a small repository at once (threads, one backend each, as 32 processes
  * would have), with the engine steps limited by command_executor.docker.max_concurrent_engine_ops
  * (default 4): how many succeed, and their p50 and p95 next to one prepare alone (p50 of
  * BENCH_PREPARE_N runs, default 5) in the same run. BENCH_MANY (default 32) and
- * BENCH_ENGINE_OPS (default: the configured default) change the figures' conditions. The
+ * BENCH_ENGINE_OPS (default: the configured default) change the figures' conditions. Then
+ * the aggregate throughput of `true` through the helpers of all of them at once
+ * (BENCH_TRUE_N commands each, default 100) next to one environment alone. The
  * repository is served by scripts/git-server.sh (git daemon on loopback; the containers use
  * the host network). */
 #include "base/timeutil.h"
@@ -12,6 +14,7 @@
 #include "cae/backend.h"
 #include "cae/config.h"
 
+#include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -37,6 +40,25 @@ struct one {
 	int r;
 	cae_error err;
 };
+
+/* BENCH_TRUE_N commands of `true` through o's environment's helper, one after another. */
+static int true_n;
+static void *true_main(void *arg)
+{
+	struct one *o = arg;
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
+	for (int i = 0; i < true_n && o->r == 0; i++) {
+		cae_run_result res;
+		o->r = cae_backend_exec(o->b, o->uuid, &req, &res, &o->err);
+		if (o->r == 0) {
+			if (res.exit_code != 0)
+				o->r = -EIO;
+			cae_run_result_clear(&res);
+		}
+	}
+	return NULL;
+}
 
 static void *prepare_main(void *arg)
 {
@@ -123,6 +145,32 @@ int main(int argc, char **argv)
 	       many, ok, quantile_ms(ns, many, 0.5), quantile_ms(ns, many, 0.95), wall / 1e6,
 	       cfg->command_executor.docker.max_concurrent_engine_ops, quantile_ms(alone, np, 0.5),
 	       np);
+	/* aggregate `true` throughput through the helpers of all of them at once (each
+	 * environment's channel opened first, outside the timing, as an agent's first command
+	 * would) next to one environment alone */
+	true_n = bench_env_int("BENCH_TRUE_N", 100);
+	int saved = true_n;
+	true_n = 1;
+	for (int i = 0; i < many && ok == many; i++)
+		true_main(&all[i]);
+	true_n = saved;
+	int64_t a0 = cae__now_ns();
+	true_main(&all[0]);
+	double alone_per_s = true_n / ((cae__now_ns() - a0) / 1e9);
+	int64_t w0 = cae__now_ns();
+	for (int i = 0; i < many && ok == many; i++)
+		pthread_create(&t[i], NULL, true_main, &all[i]);
+	int failed = 0;
+	for (int i = 0; i < many && ok == many; i++) {
+		pthread_join(t[i], NULL);
+		if (all[i].r < 0 && failed++ == 0)
+			fprintf(stderr, "bench-many: true: %s\n", all[i].err.message);
+	}
+	double wall_s = (cae__now_ns() - w0) / 1e9;
+	if (ok == many)
+		printf("many.true_per_s environments=%d commands=%d failed=%d aggregate=%.0f "
+		       "target>=500 | one environment alone=%.0f\n",
+		       many, many * true_n, failed, many * true_n / wall_s, alone_per_s);
 	int64_t c0 = cae__now_ns();
 	for (int i = 0; i < many; i++)
 		(void)cae_backend_cleanup(all[i].b, all[i].uuid, NULL);
