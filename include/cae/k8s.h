@@ -66,9 +66,9 @@ CAE_EXPORT const char *cae_k8s_server(const cae_k8s *k);
 /* The kubeconfig context's namespace, or NULL. */
 CAE_EXPORT const char *cae_k8s_namespace(const cae_k8s *k);
 
-/* One API call: body (borrowed, may be NULL) as JSON, the answer's JSON into *out (may be
- * NULL; new reference). Errors from the status: 404 -ENOENT, 409 -EEXIST, 401/403 -EACCES,
- * 400/422 -EINVAL, others -EIO, with the server's message in err. */
+/* One API call: body (borrowed, may be NULL) as JSON (a merge patch for PATCH), the answer's JSON
+ * into *out (may be NULL; new reference). Errors from the status: 404 -ENOENT, 409 -EEXIST, 401/403
+ * -EACCES, 400/422 -EINVAL, others -EIO, with the server's message in err. */
 CAE_EXPORT int cae_k8s_call(cae_k8s *k, const char *method, const char *path, json_t *body,
 			    json_t **out, cae_error *err);
 CAE_EXPORT int cae_k8s_pod_create(cae_k8s *k, const char *ns, json_t *pod, json_t **out,

@@ -150,7 +150,9 @@ int cae_k8s_call(cae_k8s *k, const char *method, const char *path, json_t *body,
 	}
 	struct curl_slist *hdrs = curl_slist_append(NULL, "Accept: application/json");
 	if (body)
-		hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+		hdrs = curl_slist_append(hdrs, strcmp(method, "PATCH") == 0
+						   ? "Content-Type: application/merge-patch+json"
+						   : "Content-Type: application/json");
 	if (authz)
 		hdrs = curl_slist_append(hdrs, authz);
 	cae_buf resp;
