@@ -352,6 +352,14 @@ static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod
 		return cae_error_set(err, -ENOENT, "environment gone: no pod for task %s", uuid);
 	if (r < 0)
 		return cae_error_set(err, r, "%s", e.message);
+	if (json_object_get(json_object_get(*pod, "metadata"), "deletionTimestamp")) {
+		json_decref(*pod);
+		*pod = NULL;
+		return cae_error_set(err, -ENOENT,
+				     "environment gone: the pod of task %s is being "
+				     "deleted",
+				     uuid);
+	}
 	const char *u;
 	enum phase ph = pod_phase(b, *pod, &u);
 	const char *st = pod_state(*pod);
