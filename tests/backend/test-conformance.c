@@ -108,11 +108,23 @@ static void kubernetes_destroy(const cae_env_info *info)
 		const char *u = json_string_value(
 		    json_object_get(json_object_get(md, "annotations"), "cae.task_uuid"));
 		if (u && strcmp(u, info->task_uuid) == 0) {
-			ck_assert_int_eq(
-			    cae_k8s_pod_delete(k, "default",
-					       json_string_value(json_object_get(md, "name")), 0,
-					       &err),
-			    0);
+			const char *name = json_string_value(json_object_get(md, "name"));
+			/* as `kubectl delete pod` does: a short grace period, then wait until the
+			 * API no longer has it, which is when the kubelet has stopped its
+			 * containers (a forced delete with grace 0 removes the object at once
+			 * and leaves them running for seconds: Kubernetes itself says such a
+			 * pod may go on running) */
+			ck_assert_int_eq(cae_k8s_pod_delete(k, "default", name, 1, &err), 0);
+			json_t *pod = NULL;
+			int r = 0;
+			for (int t = 0; t < 1800 && (r = cae_k8s_pod_get(k, "default", name, &pod,
+									 &err)) == 0;
+			     t++) {
+				json_decref(pod);
+				pod = NULL;
+				usleep(100000);
+			}
+			ck_assert_msg(r == -ENOENT, "pod %s not deleted: %s", name, err.message);
 			deleted++;
 		}
 	}
