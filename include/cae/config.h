@@ -12,13 +12,14 @@
  *      exists; else none. An explicit path or $CAE_CONFIG that does not exist is an error.
  *   3. environment variables (a set but empty variable counts as unset):
  *        COMMAND_EXECUTOR_ENABLED   command_executor.enabled
- *        EXECUTOR_BACKEND           command_executor.backend (auto|docker|local)
+ *        EXECUTOR_BACKEND           command_executor.backend (auto|docker|local|kubernetes)
  *        DOCKER_HOST                command_executor.docker_host
  *        EXECUTOR_BASE_IMAGE        command_executor.docker.base_image
  *        EXECUTOR_CPU_LIMIT         command_executor.docker.resources.cpu_limit
  *        EXECUTOR_MEMORY_LIMIT      command_executor.docker.resources.memory_limit
  *        EXECUTOR_TIMEOUT           command_executor.execution.timeout_seconds
  *        CAE_STATE_DIR              command_executor.state_dir
+ *        CAE_K8S_NAMESPACE          command_executor.kubernetes.namespace
  *        TEXT_EDITOR_MCP_ENABLED    text_editor_mcp.enabled
  *        PICOCLAW_WORKER_AUTO_COMMIT, PICOCLAW_WORKER_COMMIT_PREFIX,
  *        PICOCLAW_WORKER_COMMAND_TIMEOUT, PICOCLAW_WORKER_GIT_TIMEOUT,
@@ -70,6 +71,7 @@ typedef enum cae_config_backend {
 	CAE_CONFIG_BACKEND_AUTO = 0, /* docker when an engine answers, else local */
 	CAE_CONFIG_BACKEND_DOCKER,
 	CAE_CONFIG_BACKEND_LOCAL,
+	CAE_CONFIG_BACKEND_KUBERNETES, /* one pod per task (auto: when kubernetes is configured) */
 } cae_config_backend;
 
 typedef enum cae_config_network_mode {
@@ -180,6 +182,18 @@ typedef struct cae_config {
 			int max_age_seconds;		 /* 1800 */
 			cae_config_strlist environments; /* [] */
 		} pool;
+		/* The kubernetes backend; its pods take docker.resources' limits. */
+		struct {
+			char
+			    *namespace;	  /* NULL: the kubeconfig context's, else "default";
+					   * set (or kubeconfig set): backend auto picks kubernetes */
+			char *kubeconfig; /* NULL: $KUBECONFIG, the pod's service account,
+					   * ~/.kube/config */
+			char *context;	  /* NULL: the kubeconfig's current-context */
+			int active_deadline_seconds; /* 86400: a pod's lifetime bound */
+			char *node_name; /* NULL: the scheduler places pods; set: bound there */
+			int image_pull_policy; /* 0 IfNotPresent (default), 1 Always, 2 Never */
+		} kubernetes;
 		struct {
 			bool shallow;		/* true */
 			int depth;		/* 1 */

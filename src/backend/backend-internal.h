@@ -108,6 +108,10 @@ int cae__local_backend_new(const cae_config *cfg, struct cae_log *log, cae_backe
 			   cae_error *err);
 int cae__docker_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
 			    cae_error *err);
+int cae__kubernetes_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out,
+				cae_error *err);
+/* True when command_executor.kubernetes names a namespace or a kubeconfig (for "auto"). */
+bool cae__kubernetes_backend_configured(const cae_config *cfg);
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
 bool cae__docker_backend_available(const cae_config *cfg);
 

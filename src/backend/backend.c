@@ -22,11 +22,17 @@ int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_lo
 		return cae__local_backend_new(cfg, log, out, err);
 	if (strcmp(name, "docker") == 0)
 		return cae__docker_backend_new(cfg, log, out, err);
+	if (strcmp(name, "kubernetes") == 0)
+		return cae__kubernetes_backend_new(cfg, log, out, err);
+	/* auto: kubernetes only when configured, then docker when an engine answers, else local */
+	if (strcmp(name, "auto") == 0 && cae__kubernetes_backend_configured(cfg))
+		return cae__kubernetes_backend_new(cfg, log, out, err);
 	if (strcmp(name, "auto") == 0)
 		return cae__docker_backend_available(cfg)
 			   ? cae__docker_backend_new(cfg, log, out, err)
 			   : cae__local_backend_new(cfg, log, out, err);
-	return cae_error_set(err, -EINVAL, "unknown backend \"%s\" (auto, docker or local)", name);
+	return cae_error_set(err, -EINVAL,
+			     "unknown backend \"%s\" (auto, docker, local or kubernetes)", name);
 }
 
 int cae_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out, cae_error *err)

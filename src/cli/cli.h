@@ -50,7 +50,8 @@ enum {
 	}
 #define CAE_CLI_COMMON_HELP                                                                        \
 	"  --config FILE      config.yaml to use (default: $CAE_CONFIG, ./config.yaml, ...)\n"     \
-	"  --backend NAME     auto, docker or local (default: command_executor.backend)\n"         \
+	"  --backend NAME     auto, docker, local or kubernetes (default: "                        \
+	"command_executor.backend)\n"                                                              \
 	"  --state-dir DIR    where local environments and their metadata live\n"                  \
 	"  -h, --help         this help\n"
 

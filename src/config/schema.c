@@ -8,10 +8,11 @@
 
 #include "base/banned.h"
 
-static const char *const backend_names[] = {"auto", "docker", "local", NULL};
+static const char *const backend_names[] = {"auto", "docker", "local", "kubernetes", NULL};
 static const char *const netmode_names[] = {"bridge", "none", "host", NULL};
 static const char *const truncate_names[] = {"head", "head_tail", NULL};
 static const char *const sandbox_names[] = {"auto", "bubblewrap", "none", NULL};
+static const char *const pull_names[] = {"IfNotPresent", "Always", "Never", NULL};
 static const char *const editor_names[] = {"native", "mcp", NULL};
 
 #define OFF(m) offsetof(cae_config, m)
@@ -115,6 +116,17 @@ const struct cfg_key cfg_keys[] = {
     INT(CE "pool.size", command_executor.pool.size, 0, 64, "0", NULL),
     INT(CE "pool.max_age_seconds", command_executor.pool.max_age_seconds, 1, 604800, "1800", NULL),
     LIST(CE "pool.environments", command_executor.pool.environments, NULL),
+    SECTION(CE "kubernetes"),
+    STR(CE "kubernetes.namespace", command_executor.kubernetes.namespace, F_NONEMPTY, NULL,
+	"CAE_K8S_NAMESPACE"),
+    STR(CE "kubernetes.kubeconfig", command_executor.kubernetes.kubeconfig, F_NONEMPTY | F_ABSPATH,
+	NULL, NULL),
+    STR(CE "kubernetes.context", command_executor.kubernetes.context, F_NONEMPTY, NULL, NULL),
+    INT(CE "kubernetes.active_deadline_seconds",
+	command_executor.kubernetes.active_deadline_seconds, 60, 31536000, "86400", NULL),
+    STR(CE "kubernetes.node_name", command_executor.kubernetes.node_name, F_NONEMPTY, NULL, NULL),
+    ENUM(CE "kubernetes.image_pull_policy", command_executor.kubernetes.image_pull_policy,
+	 pull_names, "IfNotPresent", NULL),
     SECTION(CE "clone"),
     BOOL(CE "clone.shallow", command_executor.clone.shallow, "true", NULL),
     INT(CE "clone.depth", command_executor.clone.depth, 1, 1000000, "1", NULL),

@@ -1,7 +1,8 @@
 /* The backend conformance suite: every scenario a backend must pass, run against the backend
  * named by argv[1] ("local" or "docker"; meson runs it once for each). A new backend is
- * proven by adding its target below and passing. What differs between backends is only how
- * a test makes a config for it and how it destroys an environment behind cae's back.
+ * proven by adding its target below and passing (local, docker, docker-tcp, kubernetes). What
+ * differs between backends is only how a test makes a config for it and how it destroys an
+ * environment behind cae's back.
  *
  * Repositories come from the loopback git server (tests/gitserver.h); docker containers use
  * the host network to reach it. */
@@ -15,6 +16,7 @@
 #include "cae/config.h"
 #include "cae/docker.h"
 #include "cae/helper.h"
+#include "cae/k8s.h"
 #include "cae/log.h"
 #include "cae/session.h"
 
@@ -72,11 +74,72 @@ static void docker_destroy(const cae_env_info *info)
 	cae_docker_free(d);
 }
 
+/* The single-node cluster of scripts/k8s-env.sh: no scheduler (pods name their node), no
+ * registry (images are imported: never pulled), no CNI (host network). What it cannot do:
+ * NetworkPolicy (no CNI enforces one), so no scenario here depends on network isolation. */
+static void kubernetes_configure(cae_config *cfg)
+{
+	cfg_set(cfg, "command_executor.backend", "kubernetes");
+	cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
+	cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");
+	cfg_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never");
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+}
+
+/* Deletes the environment's pod behind cae's back (found by its uuid annotation). */
+static void kubernetes_destroy(const cae_env_info *info)
+{
+	cae_k8s_auth a;
+	cae_k8s *k = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_k8s_new(&a, &k, &err) == 0, "%s", err.message);
+	json_t *items = NULL;
+	ck_assert_msg(cae_k8s_pod_list(k, "default", "cae.task", &items, &err) == 0, "%s",
+		      err.message);
+	int deleted = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p)
+	{
+		json_t *md = json_object_get(p, "metadata");
+		const char *u = json_string_value(
+		    json_object_get(json_object_get(md, "annotations"), "cae.task_uuid"));
+		if (u && strcmp(u, info->task_uuid) == 0) {
+			const char *name = json_string_value(json_object_get(md, "name"));
+			/* as `kubectl delete pod` does: a short grace period, then wait until the
+			 * API no longer has it, which is when the kubelet has stopped its
+			 * containers (a forced delete with grace 0 removes the object at once
+			 * and leaves them running for seconds: Kubernetes itself says such a
+			 * pod may go on running) */
+			ck_assert_int_eq(cae_k8s_pod_delete(k, "default", name, 1, &err), 0);
+			json_t *pod = NULL;
+			int r = 0;
+			for (int t = 0; t < 1800 && (r = cae_k8s_pod_get(k, "default", name, &pod,
+									 &err)) == 0;
+			     t++) {
+				json_decref(pod);
+				pod = NULL;
+				usleep(100000);
+			}
+			ck_assert_msg(r == -ENOENT, "pod %s not deleted: %s", name, err.message);
+			deleted++;
+		}
+	}
+	ck_assert_int_eq(deleted, 1);
+	json_decref(items);
+	cae_k8s_free(k);
+}
+
 static const struct target targets[] = {
     {"local", local_configure, local_destroy},
     {"docker", docker_configure, docker_destroy},
     /* the docker backend through a tcp:// engine (a loopback relay to the real one) */
     {"docker-tcp", docker_configure, docker_destroy},
+    /* the kubernetes backend against the real cluster (CAE_TEST_K8S=1, its KUBECONFIG) */
+    {"kubernetes", kubernetes_configure, kubernetes_destroy},
 };
 static const struct target *T;
 
@@ -967,8 +1030,13 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], targets[i].name) == 0)
 			T = &targets[i];
 	if (!T) {
-		fprintf(stderr, "usage: %s local|docker|docker-tcp\n", argv[0]);
+		fprintf(stderr, "usage: %s local|docker|docker-tcp|kubernetes\n", argv[0]);
 		return 2;
+	}
+	if (strcmp(T->name, "kubernetes") == 0 &&
+	    (!getenv("CAE_TEST_K8S") || strcmp(getenv("CAE_TEST_K8S"), "1") != 0)) {
+		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
+		return 77;
 	}
 	pid_t relay = 0;
 	if (strcmp(T->name, "docker-tcp") == 0) {

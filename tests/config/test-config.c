@@ -437,9 +437,9 @@ START_TEST(env_errors_name_the_variable)
 	m = load_err("", ENVP((char *)"COMMAND_EXECUTOR_ENABLED=maybe"), -EINVAL);
 	ck_assert_contains(m, "environment variable COMMAND_EXECUTOR_ENABLED");
 	ck_assert_contains(m, "expected a boolean");
-	m = load_err("", ENVP((char *)"EXECUTOR_BACKEND=kubernetes"), -EINVAL);
+	m = load_err("", ENVP((char *)"EXECUTOR_BACKEND=podman"), -EINVAL);
 	ck_assert_contains(m, "EXECUTOR_BACKEND");
-	ck_assert_contains(m, "expected one of auto, docker, local, got \"kubernetes\"");
+	ck_assert_contains(m, "expected one of auto, docker, local, kubernetes, got \"podman\"");
 	m = load_err("", ENVP((char *)"EXECUTOR_MEMORY_LIMIT=lots"), -EINVAL);
 	ck_assert_contains(m, "EXECUTOR_MEMORY_LIMIT");
 	m = load_err("", ENVP((char *)"EXECUTOR_MEMORY_LIMIT=1k"), -EINVAL);
@@ -479,9 +479,9 @@ START_TEST(errors_with_file_and_line)
 	    {"command_executor:\n  docker:\n    resources:\n      cpu_limit: two\n",
 	     "config.yaml:4: command_executor.docker.resources.cpu_limit: expected a positive "
 	     "number, got \"two\""},
-	    {"command_executor:\n  backend: kubernetes\n",
-	     "config.yaml:2: command_executor.backend: expected one of auto, docker, local, got "
-	     "\"kubernetes\""},
+	    {"command_executor:\n  backend: podman\n",
+	     "config.yaml:2: command_executor.backend: expected one of auto, docker, local, "
+	     "kubernetes, got \"podman\""},
 	    {"command_executor:\n  docker_host: [a, b]\n",
 	     "config.yaml:2: command_executor.docker_host: expected a string, got a sequence"},
 	    {"command_executor:\n  docker_host: \"\"\n",

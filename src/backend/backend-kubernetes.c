@@ -1,0 +1,1195 @@
+/* The kubernetes backend: one pod per task through the Kubernetes API (include/cae/k8s.h),
+ * in the configured namespace, named coding-agent-exec-{uuid} in a DNS-safe form (lower
+ * case, '_' as '-', with a hash of the uuid when that changed it), labelled cae.task=1,
+ * cae.phase (creating, then ready), cae.created_at (seconds since the epoch) and, where a
+ * label may hold them, the task uuid and the environment; the exact uuid, environment,
+ * creation time, preparer and warnings are annotations. The API server is the source of
+ * truth: info, list and cleanup work from any process, from names, labels and annotations.
+ *
+ * A pod is created in phase creating, labelled with its preparing process, and patched to
+ * ready as prepare's last step: a prepare that did not finish shows as "creating" while its
+ * preparer lives and "failed" after, which exec refuses and gc removes whatever its age.
+ *
+ * Security, the Kubernetes way: every container runs as 1000:1000 (runAsNonRoot), drops
+ * every capability, allowPrivilegeEscalation false; CPU and memory limits (and requests)
+ * from command_executor.docker.resources, the workspace an emptyDir with sizeLimit from its
+ * disk_limit; no service-account token (automountServiceAccountToken false, no service
+ * links); activeDeadlineSeconds bounds the pod's life. The pod API has no pids limit (that
+ * is the kubelet's --pod-max-pids): said in the log, not pretended. Tokens never enter the
+ * pod spec, its environment or files: the clone's and a push's credentials travel on the
+ * helper's channel, as in containers.
+ *
+ * The helper: the static cae-helper is the main container's PID 1 (`--init`), delivered
+ * without a registry: an init container (same image, same user) waits for it in an emptyDir
+ * that the manager fills through one exec (`head -c SIZE`: the exec protocol v4 cannot end
+ * stdin), then exits; the main container mounts that emptyDir read-only at /.cae. The
+ * manager reaches the helper through one long-lived exec of `cae-helper --stream` over the
+ * API server's WebSocket, so a command costs a frame on an open stream. Without a static
+ * helper on this host the pod runs `sleep infinity` and each command is one exec (the
+ * wrapper below). */
+#include "backend/backend-internal.h"
+
+#include "base/buf.h"
+#include "base/chase.h"
+#include "base/fs.h"
+#include "base/macro.h"
+#include "base/timeutil.h"
+#include "cae/helper.h"
+#include "cae/k8s.h"
+#include "cae/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#define NAME_PREFIX "coding-agent-exec-"
+#define L_TASK "cae.task"
+#define L_UUID "cae.task_uuid"
+#define L_ENV "cae.environment"
+#define L_CREATED "cae.created_at"
+#define L_PHASE "cae.phase"
+#define A_UUID "cae.task_uuid"
+#define A_ENV "cae.environment"
+#define A_CREATED "cae.created_at"
+#define A_WARNINGS "cae.warnings"
+#define A_PREPARER "cae.preparer"
+#define A_HELPER "cae.helper"
+#define A_GIT_CREDENTIAL "cae.git_credential"
+#define WORKSPACE "/workspace"
+#define PROJECT "/workspace/project"
+#define SCRATCH "/workspace/tmp"
+#define HELPER_DIR "/.cae"
+#define HELPER_PATH HELPER_DIR "/cae-helper"
+#define MAIN "main"
+#define INSTALL "cae-helper-install"
+#define UID 1000
+#define POD_START_TIMEOUT_MS 300000
+#define DELETE_TIMEOUT_MS 120000
+#define OPEN_TIMEOUT_MS 30000
+#define HELPER_OPEN_TIMEOUT_MS 10000
+#define HELPER_HEARTBEAT_S 10
+
+static const char *const pull_policy[] = {"IfNotPresent", "Always", "Never"};
+
+struct cred_ctx {
+	cae_backend *b;
+	char *uuid;
+	char target[400];
+};
+
+/* One stream to the helper of an environment, shared by this process's commands. */
+struct chan {
+	struct chan *next;
+	char *uuid;
+	struct cred_ctx *cred;
+	cae_helper_mux *m; /* NULL: no helper answers */
+	char *why;
+	int refs;
+	bool retired;
+};
+
+struct k8s_impl {
+	cae_k8s *k;
+	char *ns;
+	pthread_mutex_t chan_lock;
+	struct chan *chans;
+};
+
+static struct k8s_impl *impl_of(cae_backend *b)
+{
+	return b->impl;
+}
+
+/* ---- names ---- */
+
+static bool label_value_ok(const char *v)
+{
+	size_t n = strlen(v);
+	if (n == 0 || n > 63 || !isalnum((unsigned char)v[0]) || !isalnum((unsigned char)v[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)v[i]) && v[i] != '-' && v[i] != '_' && v[i] != '.')
+			return false;
+	return true;
+}
+
+/* coding-agent-exec-{uuid}, DNS-safe: lower case, '_' as '-', and when that changed
+ * anything or left a non-alphanumeric end, "-" and 8 hex digits of the uuid's FNV-1a hash
+ * (so that "A" and "a" stay two pods). */
+static void pod_name(char *buf, size_t size, const char *uuid)
+{
+	char safe[80];
+	size_t n = 0;
+	bool changed = false;
+	for (const char *p = uuid; *p && n + 1 < sizeof(safe); p++) {
+		char c = *p;
+		if (c >= 'A' && c <= 'Z') {
+			c = (char)(c - 'A' + 'a');
+			changed = true;
+		} else if (c == '_') {
+			c = '-';
+			changed = true;
+		}
+		safe[n++] = c;
+	}
+	safe[n] = '\0';
+	if (n && !isalnum((unsigned char)safe[n - 1]))
+		changed = true;
+	if (!changed) {
+		snprintf(buf, size, NAME_PREFIX "%s", safe);
+		return;
+	}
+	uint32_t h = 2166136261u;
+	for (const char *p = uuid; *p; p++)
+		h = (h ^ (unsigned char)*p) * 16777619u;
+	snprintf(buf, size, NAME_PREFIX "%s-%08x", safe, h);
+}
+
+static const char *meta(json_t *pod, const char *kind, const char *k)
+{
+	return json_string_value(
+	    json_object_get(json_object_get(json_object_get(pod, "metadata"), kind), k));
+}
+
+enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
+
+static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid)
+{
+	const char *u = meta(pod, "annotations", A_UUID);
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	*uuid = u;
+	if (!u || !name || !cae_task_uuid_valid(u) || !meta(pod, "labels", L_TASK))
+		return PHASE_NOT_OURS;
+	char want[160];
+	pod_name(want, sizeof(want), u);
+	if (strcmp(want, name) != 0)
+		return PHASE_NOT_OURS;
+	const char *ph = meta(pod, "labels", L_PHASE);
+	if (ph && strcmp(ph, "ready") == 0)
+		return PHASE_FINAL;
+	int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
+	int timeout = b->cfg->command_executor.clone.timeout_seconds;
+	return cae__preparer_alive(meta(pod, "annotations", A_PREPARER), created,
+				   timeout > 0 ? timeout : 300)
+		   ? PHASE_CREATING
+		   : PHASE_FAILED;
+}
+
+static const char *pod_state(json_t *pod)
+{
+	return json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+}
+
+static int info_from_pod(const cae_backend *b, json_t *pod, cae_env_info *info, cae_error *err)
+{
+	memset(info, 0, sizeof(*info));
+	const char *uuid;
+	enum phase ph = pod_phase(b, pod, &uuid);
+	if (ph == PHASE_NOT_OURS)
+		return cae_error_set(err, -EINVAL, "not a cae environment's pod");
+	const char *st = pod_state(pod);
+	bool deleting = json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp");
+	char lower[32];
+	snprintf(lower, sizeof(lower), "%s", st ? st : "unknown");
+	for (char *c = lower; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	const char *status = ph == PHASE_CREATING		? "creating"
+			     : ph == PHASE_FAILED		? "failed"
+			     : deleting				? "removing"
+			     : st && strcmp(st, "Running") == 0 ? "ready"
+								: lower;
+	json_t *j =
+	    json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
+		      json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")),
+		      "task_uuid", uuid, "environment_name", meta(pod, "annotations", A_ENV),
+		      "workspace_path", PROJECT, "created_at", meta(pod, "annotations", A_CREATED),
+		      "status", status, "backend", "kubernetes");
+	const char *wl = meta(pod, "annotations", A_WARNINGS);
+	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
+	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
+	if (!json_is_array(w))
+		json_decref(w);
+	int r = cae_env_info_from_json(j, info, err);
+	json_decref(j);
+	return r;
+}
+
+/* The pod of uuid when it is that task's (-ENOENT otherwise). */
+static int get_pod(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
+{
+	char name[160];
+	pod_name(name, sizeof(name), uuid);
+	int r = cae_k8s_pod_get(impl_of(b)->k, impl_of(b)->ns, name, out, err);
+	if (r < 0)
+		return r;
+	const char *u = meta(*out, "annotations", A_UUID);
+	if (!u || strcmp(u, uuid) != 0) {
+		json_decref(*out);
+		*out = NULL;
+		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	}
+	return 0;
+}
+
+/* ---- the plain exec (no helper) ----
+ * sh -c WRAPPER cae-exec CWD N ARGV...: the first lines of stdin up to an empty one are
+ * K=V to export (extra environment: never in the exec URL, which the API server may log),
+ * then the working directory must resolve beneath the workspace, then the command runs with
+ * the next N bytes of stdin (N < 0: none; the exec protocol v4 cannot end stdin). */
+static const char wrapper[] =
+    "c=$1 n=$2; shift 2\n"
+    "while IFS= read -r l; do [ -z \"$l\" ] && break; export \"$l\"; done\n"
+    "cd -P \"$c\" 2>/dev/null || { echo \"cae-exec: no such directory: $c\" >&2; exit 126; }\n"
+    "case $PWD/ in " WORKSPACE "/*) ;; *) echo 'cae-exec: outside the workspace' >&2; "
+    "exit 126;; esac\n"
+    "command -v \"$1\" >/dev/null 2>&1 || { echo 'cae-exec: notfound' >&2; exit 127; }\n"
+    "if [ \"$n\" -ge 0 ]; then head -c \"$n\" | \"$@\"; else \"$@\" </dev/null; fi\n";
+
+static int plain_exec(cae_backend *b, const char *pod, const cae_exec_request *req, const char *cwd,
+		      int cancel_fd, cae_run_result *res, cae_error *err)
+{
+	size_t argc = 0;
+	while (req->argv[argc])
+		argc++;
+	_cleanup_free_ const char **argv = calloc(argc + 7, sizeof(char *));
+	cae_buf in;
+	cae__buf_init(&in, SIZE_MAX);
+	char n[24];
+	snprintf(n, sizeof(n), "%lld", req->has_stdin ? (long long)req->stdin_len : -1LL);
+	int r = argv ? 0 : -ENOMEM;
+	for (const char *const *e = req->extra_env; r == 0 && e && *e; e++)
+		r = strchr(*e, '\n') ? -EINVAL : cae__buf_printf(&in, "%s\n", *e);
+	if (r == 0)
+		r = cae__buf_append(&in, "\n", 1);
+	if (r == 0 && req->has_stdin && req->stdin_len)
+		r = cae__buf_append(&in, req->stdin_data, req->stdin_len);
+	if (r < 0) {
+		cae__buf_clear(&in);
+		return cae_error_set(err, r,
+				     r == -EINVAL ? "an environment value holds a newline"
+						  : "out of memory");
+	}
+	size_t k = 0;
+	argv[k++] = "sh";
+	argv[k++] = "-c";
+	argv[k++] = wrapper;
+	argv[k++] = "cae-exec";
+	argv[k++] = cwd;
+	argv[k++] = n;
+	for (size_t i = 0; i < argc; i++)
+		argv[k++] = req->argv[i];
+	r = cae_k8s_exec(impl_of(b)->k, impl_of(b)->ns, pod, MAIN, argv, in.data, in.len,
+			 req->timeout_ms, req->max_stdout, req->max_stderr, cancel_fd, res, err);
+	cae__buf_clear(&in);
+	if (r == 0 && res->exit_code == 127 && res->err &&
+	    strcmp(res->err, "cae-exec: notfound\n") == 0) {
+		cae_run_result_clear(res);
+		return cae_error_set(err, -ENOENT, "command not found: %s", req->argv[0]);
+	}
+	if (r == 0 && res->exit_code == 126 && res->err &&
+	    strncmp(res->err, "cae-exec: ", 10) == 0 && !strstr(res->err, "notfound")) {
+		r = cae_error_set(err, -ENOTDIR, "%.*s", (int)strcspn(res->err + 10, "\n"),
+				  res->err + 10);
+		cae_run_result_clear(res);
+	}
+	return r;
+}
+
+/* ---- the helper channel ---- */
+
+static ssize_t link_read(void *ctx, char *buf, size_t n)
+{
+	return cae_k8s_stream_read(ctx, buf, n);
+}
+
+static int link_write(void *ctx, const void *p, size_t n)
+{
+	return cae_k8s_stream_write(ctx, p, n);
+}
+
+static void link_close(void *ctx)
+{
+	cae_k8s_stream_close(ctx);
+}
+
+static void chan_free(struct chan *c)
+{
+	if (c) {
+		cae_helper_mux_close(c->m);
+		if (c->cred)
+			free(c->cred->uuid);
+		free(c->cred);
+		free(c->uuid);
+		free(c->why);
+		free(c);
+	}
+}
+
+static char *k8s_credential(void *ud, const char *request, size_t len)
+{
+	struct cred_ctx *c = ud;
+	return cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
+}
+
+/* Whether uuid's pod can run a command: -ENOENT (gone), -EAGAIN (not ready), 0. *pod gets
+ * it (new reference). preparing: for the prepare's own commands (its phase is creating). */
+static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod, cae_error *err)
+{
+	cae_error e = {0};
+	int r = get_pod(b, uuid, pod, &e);
+	if (r == -ENOENT)
+		return cae_error_set(err, -ENOENT, "environment gone: no pod for task %s", uuid);
+	if (r < 0)
+		return cae_error_set(err, r, "%s", e.message);
+	if (json_object_get(json_object_get(*pod, "metadata"), "deletionTimestamp")) {
+		json_decref(*pod);
+		*pod = NULL;
+		return cae_error_set(err, -ENOENT,
+				     "environment gone: the pod of task %s is being "
+				     "deleted",
+				     uuid);
+	}
+	const char *u;
+	enum phase ph = pod_phase(b, *pod, &u);
+	const char *st = pod_state(*pod);
+	if (!preparing && (ph == PHASE_CREATING || ph == PHASE_FAILED))
+		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its prepare %s", uuid,
+				  ph == PHASE_CREATING ? "is still running"
+						       : "did not finish (prepare it again)");
+	else if (!st || strcmp(st, "Running") != 0)
+		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its pod is %s", uuid,
+				  st ? st : "unknown");
+	if (r < 0) {
+		json_decref(*pod);
+		*pod = NULL;
+	}
+	return r;
+}
+
+static int chan_open(cae_backend *b, const char *uuid, bool preparing, struct chan **out,
+		     cae_error *err)
+{
+	json_t *pod = NULL;
+	int r = usable(b, uuid, preparing, &pod, err);
+	if (r < 0)
+		return r;
+	struct chan *c = calloc(1, sizeof(*c));
+	if (!c || !(c->uuid = strdup(uuid))) {
+		free(c);
+		json_decref(pod);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	if (!meta(pod, "annotations", A_HELPER)) {
+		json_decref(pod);
+		*out = c;
+		return 0;
+	}
+	char name[160], hb[16];
+	pod_name(name, sizeof(name), uuid);
+	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
+	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
+	cae_k8s_stream *st = NULL;
+	cae_error e = {0};
+	r = cae_k8s_exec_open(impl_of(b)->k, impl_of(b)->ns, name, MAIN, argv, OPEN_TIMEOUT_MS, &st,
+			      &e);
+	if (r == 0) {
+		cae_helper_link link = {.fd = cae_k8s_stream_fd(st),
+					.read = link_read,
+					.write = link_write,
+					.close = link_close,
+					.ctx = st};
+		r = cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e);
+	}
+	if (r == 0) {
+		const char *v = meta(pod, "annotations", A_GIT_CREDENTIAL);
+		struct cred_ctx *x =
+		    v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
+		if (x && (x->uuid = strdup(uuid))) {
+			x->b = b;
+			snprintf(x->target, sizeof(x->target), "%s", v);
+			c->cred = x;
+			cae_helper_mux_set_credentials(c->m, k8s_credential, x);
+		} else {
+			free(x);
+		}
+	} else {
+		c->m = NULL;
+		char why[CAE_ERROR_MSG_MAX + 64];
+		snprintf(why, sizeof(why), "the pod's cae-helper did not answer (%s)", e.message);
+		c->why = strdup(why);
+		cae_log_fields(b->log, CAE_LOG_WARN, "kubernetes.helper_unavailable",
+			       json_pack("{s:s}", "task_uuid", uuid), "%s", why);
+	}
+	json_decref(pod);
+	*out = c;
+	return 0;
+}
+
+static struct chan *chan_acquire(cae_backend *b, const char *uuid, bool preparing, int *r,
+				 cae_error *err)
+{
+	struct k8s_impl *ki = impl_of(b);
+	struct chan *dead = NULL;
+	pthread_mutex_lock(&ki->chan_lock);
+	for (struct chan **pp = &ki->chans; *pp; pp = &(*pp)->next) {
+		struct chan *c = *pp;
+		if (strcmp(c->uuid, uuid) != 0)
+			continue;
+		if (c->m && cae_helper_mux_alive(c->m)) {
+			c->refs++;
+			pthread_mutex_unlock(&ki->chan_lock);
+			return c;
+		}
+		/* ended, or never had a helper: looked at again (the pod may be gone) */
+		*pp = c->next;
+		c->retired = true;
+		if (c->refs == 0)
+			dead = c;
+		break;
+	}
+	pthread_mutex_unlock(&ki->chan_lock);
+	chan_free(dead);
+	struct chan *c = NULL;
+	*r = chan_open(b, uuid, preparing, &c, err);
+	if (*r < 0)
+		return NULL;
+	pthread_mutex_lock(&ki->chan_lock);
+	c->refs = 1;
+	c->next = ki->chans;
+	ki->chans = c;
+	pthread_mutex_unlock(&ki->chan_lock);
+	return c;
+}
+
+static void chan_release(cae_backend *b, struct chan *c, bool retire)
+{
+	struct k8s_impl *ki = impl_of(b);
+	pthread_mutex_lock(&ki->chan_lock);
+	if (retire && !c->retired) {
+		for (struct chan **pp = &ki->chans; *pp; pp = &(*pp)->next)
+			if (*pp == c) {
+				*pp = c->next;
+				break;
+			}
+		c->retired = true;
+	}
+	bool last = --c->refs == 0 && c->retired;
+	pthread_mutex_unlock(&ki->chan_lock);
+	if (last)
+		chan_free(c);
+}
+
+static void chan_forget(cae_backend *b, const char *uuid)
+{
+	struct k8s_impl *ki = impl_of(b);
+	struct chan *unused = NULL;
+	pthread_mutex_lock(&ki->chan_lock);
+	for (struct chan **pp = &ki->chans; *pp;) {
+		struct chan *c = *pp;
+		if (strcmp(c->uuid, uuid) != 0) {
+			pp = &c->next;
+			continue;
+		}
+		*pp = c->next;
+		c->retired = true;
+		if (c->refs == 0) {
+			c->next = unused;
+			unused = c;
+		}
+	}
+	pthread_mutex_unlock(&ki->chan_lock);
+	while (unused) {
+		struct chan *c = unused;
+		unused = c->next;
+		chan_free(c);
+	}
+}
+
+/* The stream failed during a call: retired; -ECONNABORTED when the pod went or stopped. */
+static int helper_failed(cae_backend *b, const char *uuid, struct chan *c, int r, cae_error *err)
+{
+	chan_release(b, c, true);
+	json_t *pod = NULL;
+	cae_error e = {0};
+	int g = usable(b, uuid, true, &pod, &e);
+	json_decref(pod);
+	if (g < 0)
+		return cae_error_set(err, -ECONNABORTED, "%s", e.message);
+	return r;
+}
+
+static int resolve_cwd(const char *cwd, char **out, cae_error *err)
+{
+	if (!cwd || !*cwd)
+		cwd = PROJECT;
+	int r = cae__path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
+				  CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
+	if (r == -ENOMEM)
+		return r;
+	if (r < 0)
+		return cae_error_set(err, -ENOTDIR,
+				     "working directory is outside the workspace: %s", cwd);
+	return 0;
+}
+
+static int run_cmd(cae_backend *b, const char *uuid, const cae_exec_request *req, bool preparing,
+		   cae_run_result *res, cae_error *err)
+{
+	if (!cae_task_uuid_valid(uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	_cleanup_free_ char *cwd = NULL;
+	int r = resolve_cwd(req->cwd, &cwd, err);
+	if (r < 0)
+		return r;
+	struct chan *c = chan_acquire(b, uuid, preparing, &r, err);
+	if (!c)
+		return r;
+	if (c->m) {
+		cae_run_spec spec = cae__backend_run_spec(req, cwd, NULL);
+		r = cae_helper_mux_run(c->m, &spec, req->extra_env, WORKSPACE, res, err);
+		if (r == -EPIPE) {
+			chan_release(b, c, true);
+			c = chan_acquire(b, uuid, preparing, &r, err);
+			if (!c)
+				return r;
+			if (c->m)
+				r = cae_helper_mux_run(c->m, &spec, req->extra_env, WORKSPACE, res,
+						       err);
+		}
+		if (c->m) {
+			if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO)
+				return helper_failed(b, uuid, c, r == -EPIPE ? -ECONNRESET : r,
+						     err);
+			chan_release(b, c, false);
+			return r;
+		}
+	}
+	if (req->live && req->live->stdin_fd >= 0) {
+		r = cae_error_set(err, -EOPNOTSUPP, "%s: a command with live input needs it",
+				  c->why ? c->why : "this environment's pod has no cae-helper");
+		chan_release(b, c, false);
+		return r;
+	}
+	char name[160];
+	pod_name(name, sizeof(name), uuid);
+	r = plain_exec(b, name, req, cwd, req->cancel_fd, res, err);
+	if (r == 0 && c->why &&
+	    asprintf(&res->warning, "%s: the command ran as one API server exec", c->why) < 0)
+		res->warning = NULL;
+	chan_release(b, c, false);
+	return r;
+}
+
+static int k8s_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		    cae_run_result *res, cae_error *err)
+{
+	memset(res, 0, sizeof(*res));
+	return run_cmd(b, uuid, req, false, res, err);
+}
+
+static int no_helper(cae_backend *b, struct chan *c, cae_error *err)
+{
+	int r = cae_error_set(err, -EOPNOTSUPP, "%s",
+			      c->why ? c->why
+				     : "this environment's pod has no cae-helper (it was prepared "
+				       "where cae-helper-static was missing)");
+	chan_release(b, c, false);
+	return r;
+}
+
+static int k8s_edit(cae_backend *b, const char *uuid, const cae_editor_limits *limits,
+		    const cae_editor_request *req, cae_editor_result *res, cae_error *err)
+{
+	int r;
+	struct chan *c = chan_acquire(b, uuid, false, &r, err);
+	if (!c)
+		return r;
+	if (!c->m)
+		return no_helper(b, c, err);
+	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
+	chan_release(b, c, false);
+	return r;
+}
+
+static int k8s_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
+		  cae_error *err)
+{
+	int r;
+	struct chan *c = chan_acquire(b, uuid, false, &r, err);
+	if (!c)
+		return r;
+	if (!c->m)
+		return no_helper(b, c, err);
+	r = cae_helper_mux_fs(c->m, q, rep, err);
+	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
+		return helper_failed(b, uuid, c, r, err);
+	chan_release(b, c, false);
+	return r;
+}
+
+/* ---- removal ---- */
+
+/* Deletes uuid's pod at once (grace 0: its commands are killed) and waits until the API
+ * no longer has it, so that the name is free again. A missing pod is success. */
+static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
+{
+	struct k8s_impl *ki = impl_of(b);
+	char name[160];
+	pod_name(name, sizeof(name), uuid);
+	cae_error e = {0};
+	int r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
+	if (r == -ENOENT)
+		return 0;
+	if (r < 0)
+		return cae_error_set(err, r, "could not remove pod %s: %s", name, e.message);
+	int64_t deadline = cae__now_ms() + DELETE_TIMEOUT_MS;
+	long pause_ms = 50;
+	for (;;) {
+		json_t *pod = NULL;
+		r = cae_k8s_pod_get(ki->k, ki->ns, name, &pod, &e);
+		json_decref(pod);
+		if (r == -ENOENT)
+			return 0;
+		if (r < 0)
+			return cae_error_set(err, r, "pod %s: %s", name, e.message);
+		if (cae__now_ms() >= deadline)
+			return cae_error_set(err, -ETIMEDOUT, "pod %s still there after %d s", name,
+					     DELETE_TIMEOUT_MS / 1000);
+		nanosleep(&(struct timespec){0, pause_ms * 1000000L}, NULL);
+		if (pause_ms < 250)
+			pause_ms += 50;
+	}
+}
+
+static int k8s_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
+{
+	(void)graceful;
+	chan_forget(b, uuid);
+	return remove_pod(b, uuid, err);
+}
+
+/* ---- prepare ---- */
+
+struct prep_ctx {
+	cae_backend *b;
+	const char *uuid;
+	int cancel_fd;
+};
+
+struct k8s_prep {
+	const char *image;
+	char *helper; /* the static helper to deliver; NULL: none on this host */
+	char *git_credential;
+	struct prep_ctx pc;
+};
+
+static struct k8s_prep *prep_of(cae_prepare *p)
+{
+	return p->state;
+}
+
+/* Commands of the prepare (clone, dependencies): through the helper as every command, so
+ * that the clone's token goes over its channel and never into an exec URL. */
+static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	struct prep_ctx *pc = ctx;
+	cae_exec_request q = *req;
+	if (!q.cwd)
+		q.cwd = WORKSPACE;
+	if (q.cancel_fd < 0)
+		q.cancel_fd = pc->cancel_fd;
+	memset(res, 0, sizeof(*res));
+	return run_cmd(pc->b, pc->uuid, &q, true, res, err);
+}
+
+static int k8s_validate(cae_prepare *p, cae_error *err)
+{
+	const cae_config *cfg = p->b->cfg;
+	struct k8s_prep *kp = calloc(1, sizeof(*kp));
+	if (!kp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	p->state = kp;
+	kp->image = cae_config_environment_image(cfg, p->environment);
+	if (!kp->image)
+		kp->image = cfg->command_executor.docker.base_image;
+	if (!kp->image)
+		return cae_error_set(err, -EINVAL, "no image for environment %s", p->environment);
+	if (cae_helper_find_static(&kp->helper) < 0) {
+		kp->helper = NULL;
+		cae__prepare_warn(p, "kubernetes.no_helper",
+				  "cae-helper-static was not found on this host: every command is "
+				  "one API server exec and the text editor is not available");
+	}
+	return 0;
+}
+
+static json_t *security_context(void)
+{
+	return json_pack("{s:i, s:i, s:b, s:b, s:{s:[s]}}", "runAsUser", UID, "runAsGroup", UID,
+			 "runAsNonRoot", 1, "allowPrivilegeEscalation", 0, "capabilities", "drop",
+			 "ALL");
+}
+
+static json_t *pod_spec(cae_prepare *p)
+{
+	const cae_config *cfg = p->b->cfg;
+	struct k8s_prep *kp = prep_of(p);
+	const __typeof__(cfg->command_executor.docker.resources) *rs =
+	    &cfg->command_executor.docker.resources;
+	char name[160];
+	pod_name(name, sizeof(name), p->task->uuid);
+	json_t *limits = json_object();
+	if (rs->cpu_limit > 0) {
+		char cpu[32];
+		snprintf(cpu, sizeof(cpu), "%lldm", (long long)(rs->cpu_limit * 1000 + 0.5));
+		json_object_set_new(limits, "cpu", json_string(cpu));
+	}
+	if (rs->memory_bytes > 0) {
+		char mem[32];
+		snprintf(mem, sizeof(mem), "%llu", (unsigned long long)rs->memory_bytes);
+		json_object_set_new(limits, "memory", json_string(mem));
+	}
+	json_t *ws = json_object();
+	if (rs->disk_bytes > 0) {
+		char disk[32];
+		snprintf(disk, sizeof(disk), "%llu", (unsigned long long)rs->disk_bytes);
+		json_object_set_new(ws, "sizeLimit", json_string(disk));
+	}
+	const char *pull = pull_policy[cfg->command_executor.kubernetes.image_pull_policy % 3];
+	json_t *cmd = kp->helper
+			  ? json_pack("[s, s, s, s]", HELPER_PATH, "--init", "--lifetime", "0")
+			  : json_pack("[s, s]", "sleep", "infinity");
+	json_t *mounts = json_pack("[{s:s, s:s}]", "name", "workspace", "mountPath", WORKSPACE);
+	if (kp->helper)
+		json_array_append_new(mounts, json_pack("{s:s, s:s, s:b}", "name", "cae",
+							"mountPath", HELPER_DIR, "readOnly", 1));
+	/* requests: what placement reserves; small, so that idle environments do not hold a
+	 * node's capacity (the limits are what bounds a command) */
+	json_t *requests = json_pack("{s:s, s:s}", "cpu", "10m", "memory", "32Mi");
+	json_t *main =
+	    json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:o, s:{s:o, s:o}}", "name", MAIN, "image",
+		      kp->image, "imagePullPolicy", pull, "command", cmd, "workingDir", WORKSPACE,
+		      "volumeMounts", mounts, "securityContext", security_context(), "resources",
+		      "limits", limits, "requests", requests);
+	json_t *volumes = json_pack("[{s:s, s:o}]", "name", "workspace", "emptyDir", ws);
+	json_t *spec = json_pack(
+	    "{s:s, s:b, s:b, s:i, s:i, s:{s:i, s:i, s:b}, s:b, s:o, s:[o]}", "restartPolicy",
+	    "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
+	    "activeDeadlineSeconds", cfg->command_executor.kubernetes.active_deadline_seconds,
+	    "terminationGracePeriodSeconds", 10, "securityContext", "runAsUser", UID, "runAsGroup",
+	    UID, "runAsNonRoot", 1, "hostNetwork",
+	    cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_HOST, "volumes",
+	    volumes, "containers", main);
+	if (kp->helper) {
+		json_array_append_new(volumes, json_pack("{s:s, s:{}}", "name", "cae", "emptyDir"));
+		json_object_set_new(spec, "initContainers",
+				    json_pack("[{s:s, s:s, s:s, s:[s, s, s], s:[{s:s, s:s}], s:o}]",
+					      "name", INSTALL, "image", kp->image,
+					      "imagePullPolicy", pull, "command", "sh", "-c",
+					      "while [ ! -e " HELPER_PATH " ]; do sleep 0.1; done",
+					      "volumeMounts", "name", "cae", "mountPath",
+					      HELPER_DIR, "securityContext", security_context()));
+	}
+	if (cfg->command_executor.kubernetes.node_name)
+		json_object_set_new(spec, "nodeName",
+				    json_string(cfg->command_executor.kubernetes.node_name));
+	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
+	char preparer[CAE_PREPARER_MAX], epoch[24];
+	cae__preparer_label(preparer, sizeof(preparer));
+	snprintf(epoch, sizeof(epoch), "%lld", (long long)cae__parse_iso8601(p->created_at));
+	json_t *labels =
+	    json_pack("{s:s, s:s, s:s}", L_TASK, "1", L_PHASE, "creating", L_CREATED, epoch);
+	if (label_value_ok(p->task->uuid))
+		json_object_set_new(labels, L_UUID, json_string(p->task->uuid));
+	if (label_value_ok(p->environment))
+		json_object_set_new(labels, L_ENV, json_string(p->environment));
+	json_t *ann = json_pack("{s:s, s:s, s:s, s:s, s:s}", A_UUID, p->task->uuid, A_ENV,
+				p->environment, A_CREATED, p->created_at, A_WARNINGS,
+				wtext ? wtext : "[]", A_PREPARER, preparer);
+	if (kp->helper)
+		json_object_set_new(ann, A_HELPER, json_string("1"));
+	if (kp->git_credential)
+		json_object_set_new(ann, A_GIT_CREDENTIAL, json_string(kp->git_credential));
+	return json_pack("{s:s, s:s, s:{s:s, s:o, s:o}, s:o}", "apiVersion", "v1", "kind", "Pod",
+			 "metadata", "name", name, "labels", labels, "annotations", ann, "spec",
+			 spec);
+}
+
+static int init_running(json_t *pod, void *ud, cae_error *err)
+{
+	(void)ud;
+	json_t *st = json_object_get(pod, "status");
+	json_t *ic = json_array_get(json_object_get(st, "initContainerStatuses"), 0);
+	if (json_object_get(json_object_get(ic, "state"), "running"))
+		return 1;
+	if (json_object_get(json_object_get(ic, "state"), "terminated"))
+		return cae_error_set(err, -ECHILD, "the helper's init container ended early");
+	int r = cae_k8s_pod_running(pod, NULL, err);
+	return r == 1 ? cae_error_set(err, -ECHILD, "pod runs without its helper") : r;
+}
+
+/* Fills the emptyDir through the init container: `head -c SIZE` takes the helper's bytes
+ * (the exec protocol v4 cannot end stdin), then it becomes HELPER_PATH, mode 0555. */
+static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
+{
+	struct k8s_impl *ki = impl_of(p->b);
+	char *data = NULL;
+	size_t len = 0;
+	int r = cae__read_file(AT_FDCWD, prep_of(p)->helper, 64 * 1024 * 1024, &data, &len);
+	if (r < 0)
+		return cae_error_set(err, r, "cae-helper: %s", strerror(-r));
+	char size[24];
+	snprintf(size, sizeof(size), "%zu", len);
+	const char *argv[] = {"sh",
+			      "-c",
+			      "head -c \"$1\" > " HELPER_DIR "/.h && chmod 0555 " HELPER_DIR
+			      "/.h && mv " HELPER_DIR "/.h " HELPER_PATH,
+			      "sh",
+			      size,
+			      NULL};
+	cae_run_result res;
+	r = cae_k8s_exec(ki->k, ki->ns, pod, INSTALL, argv, data, len, 120000, 0, 0, p->cancel_fd,
+			 &res, err);
+	free(data);
+	if (r < 0)
+		return cae_error_prefix(err, "cae-helper delivery");
+	if (res.exit_code != 0 || res.timed_out || res.cancelled)
+		r = res.cancelled ? cae_error_set(err, -ECANCELED, "cancelled")
+				  : cae_error_set(err, -EIO, "cae-helper delivery failed: %s",
+						  res.err ? res.err : "");
+	cae_run_result_clear(&res);
+	return r;
+}
+
+static int k8s_create(cae_prepare *p, cae_error *err)
+{
+	struct k8s_prep *kp = prep_of(p);
+	struct k8s_impl *ki = impl_of(p->b);
+	if (p->task->repo && (strstr(p->task->repo, "://") ||
+			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':')))) {
+		char *host = NULL;
+		const char *user = NULL, *token = NULL;
+		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, NULL) ==
+			0 &&
+		    host) {
+			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
+			if (asprintf(&kp->git_credential, "%s %s %s", host, user, forge) < 0)
+				kp->git_credential = NULL;
+		}
+		free(host);
+	}
+	if (p->b->cfg->command_executor.docker.resources.pids_limit > 0)
+		cae_log_fields(
+		    p->b->log, CAE_LOG_INFO, "kubernetes.pids_limit_unsupported",
+		    json_pack("{s:s}", "task_uuid", p->task->uuid),
+		    "the pod API has no pids limit (the kubelet's --pod-max-pids "
+		    "applies): command_executor.docker.resources.pids_limit not applied");
+	json_t *spec = pod_spec(p);
+	if (!spec)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	char name[160];
+	pod_name(name, sizeof(name), p->task->uuid);
+	int64_t t0 = cae__now_ms();
+	int r = cae_k8s_pod_create(ki->k, ki->ns, spec, NULL, err);
+	json_decref(spec);
+	if (r < 0)
+		return cae_error_prefix(err, "create pod %s", name);
+	int64_t t1 = cae__now_ms();
+	if (kp->helper) {
+		r = cae_k8s_pod_wait(ki->k, ki->ns, name, init_running, NULL, POD_START_TIMEOUT_MS,
+				     NULL, err);
+		if (r == 0)
+			r = deliver_helper(p, name, err);
+		if (r < 0)
+			return r;
+	}
+	r = cae_k8s_pod_wait(ki->k, ki->ns, name, cae_k8s_pod_running, NULL, POD_START_TIMEOUT_MS,
+			     NULL, err);
+	if (r < 0)
+		return cae_error_prefix(err, "pod %s", name);
+	int64_t t2 = cae__now_ms();
+	p->create_fields =
+	    json_pack("{s:s, s:s, s:s, s:b, s:I, s:I}", "pod", name, "namespace", ki->ns, "image",
+		      kp->image, "helper", kp->helper != NULL, "create_ms", (json_int_t)(t1 - t0),
+		      "start_ms", (json_int_t)(t2 - t1));
+	kp->pc = (struct prep_ctx){.b = p->b, .uuid = p->task->uuid, .cancel_fd = p->cancel_fd};
+	p->exec = prep_exec;
+	p->exec_ctx = &kp->pc;
+	p->project = PROJECT;
+	return 0;
+}
+
+/* Step 4: the scratch directory, then the clone (over the network: a repository on this
+ * host cannot reach a pod). */
+static int k8s_populate(cae_prepare *p, cae_error *err)
+{
+	struct k8s_prep *kp = prep_of(p);
+	const char *mk[] = {"mkdir", "-p", SCRATCH, NULL};
+	cae_exec_request req = {.argv = mk, .cwd = WORKSPACE, .timeout_ms = 60000, .cancel_fd = -1};
+	cae_run_result res;
+	int r = prep_exec(&kp->pc, &req, &res, err);
+	if (r < 0)
+		return r;
+	bool ok = res.exit_code == 0;
+	cae_run_result_clear(&res);
+	if (!ok)
+		return cae_error_set(err, -EIO, "cannot make %s", SCRATCH);
+	if (p->task->repo && !strstr(p->task->repo, "://") &&
+	    !(strchr(p->task->repo, '@') && strchr(p->task->repo, ':')))
+		return cae_error_set(err, -EOPNOTSUPP,
+				     "the kubernetes backend clones over the network only: a "
+				     "repository on this host (%s) cannot reach a pod",
+				     p->task->repo);
+	return cae__git_clone(prep_exec, &kp->pc, p->b->cfg, p->b->log, p->task, PROJECT, err);
+}
+
+static int k8s_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
+{
+	struct k8s_impl *ki = impl_of(p->b);
+	char name[160];
+	pod_name(name, sizeof(name), p->task->uuid);
+	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
+	json_t *patch = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata", "labels", L_PHASE, "ready",
+				  "annotations", A_WARNINGS, wtext ? wtext : "[]");
+	json_t *pod = NULL;
+	_cleanup_free_ char *path = NULL;
+	if (asprintf(&path, "/api/v1/namespaces/%s/pods/%s", ki->ns, name) < 0)
+		path = NULL;
+	int r = !patch || !path ? cae_error_set(err, -ENOMEM, "out of memory")
+				: cae_k8s_call(ki->k, "PATCH", path, patch, &pod, err);
+	json_decref(patch);
+	if (r < 0)
+		return r;
+	const char *uid =
+	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+	json_t *j =
+	    json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", uid,
+		      "task_uuid", p->task->uuid, "environment_name", p->environment,
+		      "workspace_path", PROJECT, "created_at", p->created_at, "status", "ready",
+		      "backend", "kubernetes", "warnings", p->warnings, "deps", p->deps);
+	r = cae_env_info_from_json(j, info, err);
+	json_decref(j);
+	json_decref(pod);
+	return r;
+}
+
+static void k8s_release(cae_prepare *p)
+{
+	struct k8s_prep *kp = prep_of(p);
+	if (kp) {
+		free(kp->helper);
+		free(kp->git_credential);
+		free(kp);
+		p->state = NULL;
+	}
+}
+
+/* ---- info, list, stale GC ---- */
+
+static int k8s_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_error *err)
+{
+	json_t *pod = NULL;
+	cae_error e = {0};
+	int r = get_pod(b, uuid, &pod, &e);
+	if (r == -ENOENT)
+		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	if (r < 0)
+		return cae_error_set(err, r, "%s", e.message);
+	r = info_from_pod(b, pod, info, err);
+	json_decref(pod);
+	return r;
+}
+
+static int list_ours(cae_backend *b, json_t **out, cae_error *err)
+{
+	json_t *all = NULL;
+	int r = cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, L_TASK, &all, err);
+	if (r < 0)
+		return r;
+	*out = json_array();
+	size_t i;
+	json_t *pod;
+	json_array_foreach(all, i, pod)
+	{
+		const char *uuid;
+		if (pod_phase(b, pod, &uuid) != PHASE_NOT_OURS)
+			json_array_append(*out, pod);
+	}
+	json_decref(all);
+	return 0;
+}
+
+static int k8s_list(cae_backend *b, json_t **out, cae_error *err)
+{
+	json_t *ours = NULL;
+	int r = list_ours(b, &ours, err);
+	if (r < 0)
+		return r;
+	*out = json_array();
+	size_t i;
+	json_t *pod;
+	json_array_foreach(ours, i, pod)
+	{
+		cae_env_info info;
+		if (info_from_pod(b, pod, &info, NULL) == 0) {
+			json_array_append_new(*out, cae_env_info_to_json(&info));
+			cae_env_info_clear(&info);
+		}
+	}
+	json_decref(ours);
+	return 0;
+}
+
+static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
+			     void *filter_ud, int *removed, cae_error *err)
+{
+	json_t *ours = NULL;
+	int r = list_ours(b, &ours, err);
+	if (r < 0)
+		return r;
+	int64_t now = (int64_t)time(NULL);
+	int failed = 0;
+	size_t i;
+	json_t *pod;
+	json_array_foreach(ours, i, pod)
+	{
+		const char *uuid;
+		enum phase ph = pod_phase(b, pod, &uuid);
+		if (ph == PHASE_CREATING || (filter && !filter(uuid, filter_ud)))
+			continue;
+		int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
+		bool old = created > 0 && now - created >= threshold_s;
+		const char *st = pod_state(pod);
+		bool gone = ph == PHASE_FINAL && st &&
+			    (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
+		if (ph != PHASE_FAILED && !old && !gone)
+			continue;
+		cae_error e = {0};
+		chan_forget(b, uuid);
+		if (remove_pod(b, uuid, &e) == 0) {
+			(*removed)++;
+			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
+				       json_pack("{s:s, s:I, s:b, s:b}", "task_uuid", uuid, "age_s",
+						 (json_int_t)(now - created), "unfinished",
+						 ph == PHASE_FAILED, "gone", gone),
+				       NULL);
+		} else {
+			failed++;
+			cae_log_fields(b->log, CAE_LOG_WARN, "environment.stale_remove_failed",
+				       json_pack("{s:s}", "task_uuid", uuid), "%s", e.message);
+		}
+	}
+	json_decref(ours);
+	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
+		       json_pack("{s:i, s:i, s:I, s:s}", "removed", *removed, "failed", failed,
+				 "threshold_s", (json_int_t)threshold_s, "backend", "kubernetes"),
+		       NULL);
+	if (failed)
+		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
+				     failed);
+	return 0;
+}
+
+static void k8s_free(cae_backend *b)
+{
+	struct k8s_impl *ki = b ? impl_of(b) : NULL;
+	if (ki) {
+		while (ki->chans) {
+			struct chan *c = ki->chans;
+			ki->chans = c->next;
+			chan_free(c);
+		}
+		cae_k8s_free(ki->k);
+		pthread_mutex_destroy(&ki->chan_lock);
+		free(ki->ns);
+		free(ki);
+	}
+	free(b);
+}
+
+static const cae_backend_ops k8s_ops = {
+    .name = "kubernetes",
+    .validate = k8s_validate,
+    .remove = k8s_remove,
+    .create = k8s_create,
+    .populate = k8s_populate,
+    .ready = k8s_ready,
+    .release = k8s_release,
+    .exec = k8s_exec,
+    .edit = k8s_edit,
+    .fs = k8s_fs,
+    .cleanup_stale = k8s_cleanup_stale,
+    .list = k8s_list,
+    .info = k8s_info,
+    .free = k8s_free,
+};
+
+int cae__kubernetes_backend_new(const cae_config *cfg, cae_log *log, cae_backend **out,
+				cae_error *err)
+{
+	cae_backend *b = calloc(1, sizeof(*b));
+	struct k8s_impl *ki = calloc(1, sizeof(*ki));
+	if (!b || !ki) {
+		free(b);
+		free(ki);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	pthread_mutex_init(&ki->chan_lock, NULL);
+	b->ops = &k8s_ops;
+	b->cfg = cfg;
+	b->log = log;
+	b->impl = ki;
+	const __typeof__(cfg->command_executor.kubernetes) *kc = &cfg->command_executor.kubernetes;
+	cae_k8s_auth auth;
+	int r = cae_k8s_auth_load(kc->kubeconfig, kc->context, &auth, err);
+	if (r == 0)
+		r = cae_k8s_new(&auth, &ki->k, err);
+	cae_k8s_auth_clear(&auth);
+	if (r < 0) {
+		cae_error_prefix(err, "kubernetes backend");
+		k8s_free(b);
+		return r;
+	}
+	const char *ns = kc->namespace		    ? kc->namespace
+			 : cae_k8s_namespace(ki->k) ? cae_k8s_namespace(ki->k)
+						    : "default";
+	ki->ns = strdup(ns);
+	json_t *nsobj = NULL;
+	_cleanup_free_ char *path = NULL;
+	if (!ki->ns || asprintf(&path, "/api/v1/namespaces/%s/pods?limit=1", ki->ns) < 0) {
+		k8s_free(b);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	/* the API answers and lets us see pods here */
+	r = cae_k8s_call(ki->k, "GET", path, NULL, &nsobj, err);
+	json_decref(nsobj);
+	if (r < 0) {
+		cae_error_prefix(err, "kubernetes backend");
+		k8s_free(b);
+		return r;
+	}
+	cae_log_fields(
+	    log, CAE_LOG_INFO, "kubernetes.connected",
+	    json_pack("{s:s, s:s}", "server", cae_k8s_server(ki->k), "namespace", ki->ns), NULL);
+	*out = b;
+	return 0;
+}
+
+bool cae__kubernetes_backend_configured(const cae_config *cfg)
+{
+	return cfg->command_executor.kubernetes.namespace ||
+	       cfg->command_executor.kubernetes.kubeconfig;
+}

@@ -1,0 +1,230 @@
+/* The Kubernetes client against the real single-node cluster (scripts/k8s-env.sh up; run with
+ * CAE_TEST_K8S=1 and its KUBECONFIG, else skipped): pods made, listed by label, read,
+ * deleted; exec over WebSocket with stdout, stderr, exit codes, stdin, arguments that no
+ * shell may reinterpret, a long-lived stream, and the errors of a pod that is not there.
+ * Pods are named after this process and deleted with no grace, whatever the outcome. */
+#include "testutil.h"
+
+#include "base/fs.h"
+#include "cae/k8s.h"
+
+#include <errno.h>
+#include <poll.h>
+
+#define NS "default"
+
+static cae_k8s *k;
+static char pod[96];
+
+static const char *image(void)
+{
+	const char *s = getenv("CAE_TEST_K8S_IMAGE");
+	return s && *s ? s : "docker.io/library/coding-agent-executor-python:latest";
+}
+
+static cae_k8s *client(void)
+{
+	cae_k8s_auth a;
+	cae_error err = {0};
+	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
+	cae_k8s *c = NULL;
+	ck_assert_msg(cae_k8s_new(&a, &c, &err) == 0, "%s", err.message);
+	return c;
+}
+
+/* One pod for the whole run: made once, removed by the unchecked teardown. */
+static void setup(void)
+{
+	k = client();
+	snprintf(pod, sizeof(pod), "caetest-k8s-%d", (int)getpid());
+	json_t *spec = json_pack(
+	    "{s:s, s:s, s:{s:s, s:{s:s}}, s:{s:s, s:b, s:b, s:i, s:[{s:s, s:s, s:s, s:[s, s], "
+	    "s:{s:i, s:b, s:{s:[s]}}}]}}",
+	    "apiVersion", "v1", "kind", "Pod", "metadata", "name", pod, "labels", "cae-test",
+	    "live", "spec", "nodeName", "localhost", "hostNetwork", 1,
+	    "automountServiceAccountToken", 0, "terminationGracePeriodSeconds", 0, "containers",
+	    "name", "main", "image", image(), "imagePullPolicy", "Never", "command", "sleep",
+	    "infinity", "securityContext", "runAsUser", 1000, "allowPrivilegeEscalation", 0,
+	    "capabilities", "drop", "ALL");
+	ck_assert_ptr_nonnull(spec);
+	cae_error err = {0};
+	int r = cae_k8s_pod_create(k, NS, spec, NULL, &err);
+	json_decref(spec);
+	ck_assert_msg(r == 0, "%s", err.message);
+	r = cae_k8s_pod_wait(k, NS, pod, cae_k8s_pod_running, NULL, 120000, NULL, &err);
+	ck_assert_msg(r == 0, "%s", err.message);
+}
+
+static void teardown(void)
+{
+	if (k)
+		(void)cae_k8s_pod_delete(k, NS, pod, 0, NULL);
+	cae_k8s_free(k);
+	k = NULL;
+}
+
+static cae_run_result run(const char *const *argv, const char *in, size_t in_len)
+{
+	cae_run_result res;
+	cae_error err = {0};
+	int r = cae_k8s_exec(k, NS, pod, NULL, argv, in, in_len, 60000, 0, 0, -1, &res, &err);
+	ck_assert_msg(r == 0, "%s", err.message);
+	return res;
+}
+
+START_TEST(pods_by_label)
+{
+	json_t *items = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_k8s_pod_list(k, NS, "cae-test=live", &items, &err), 0);
+	bool found = false;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p) found |=
+	    strcmp(json_string_value(json_object_get(json_object_get(p, "metadata"), "name")),
+		   pod) == 0;
+	ck_assert(found);
+	json_decref(items);
+	ck_assert_int_eq(cae_k8s_pod_list(k, NS, "cae-test=nothing-has-this", &items, &err), 0);
+	ck_assert_uint_eq(json_array_size(items), 0);
+	json_decref(items);
+	json_t *got = NULL;
+	ck_assert_int_eq(cae_k8s_pod_get(k, NS, "caetest-no-such-pod", &got, &err), -ENOENT);
+	ck_assert_int_eq(cae_k8s_pod_delete(k, NS, "caetest-no-such-pod", 0, &err), -ENOENT);
+	/* a name that would change the path must not reach another resource */
+	ck_assert_int_lt(cae_k8s_pod_get(k, NS, "../../nodes/localhost", &got, &err), 0);
+	ck_assert_ptr_null(got);
+}
+END_TEST
+
+START_TEST(exec_outputs_and_exit_codes)
+{
+	const char *a1[] = {"sh", "-c", "echo out; echo err >&2; exit 7", NULL};
+	cae_run_result res = run(a1, NULL, 0);
+	ck_assert_int_eq(res.exit_code, 7);
+	ck_assert_str_eq(res.out, "out\n");
+	ck_assert_str_eq(res.err, "err\n");
+	cae_run_result_clear(&res);
+
+	const char *a2[] = {"true", NULL};
+	res = run(a2, NULL, 0);
+	ck_assert_int_eq(res.exit_code, 0);
+	ck_assert_uint_eq(res.out_len, 0);
+	cae_run_result_clear(&res);
+
+	/* arguments arrive as given: nothing re-splits or expands them */
+	const char *a3[] = {"printf", "%s|", "a b;$(id)&c", "'\"", "é\n", NULL};
+	res = run(a3, NULL, 0);
+	ck_assert_str_eq(res.out, "a b;$(id)&c|'\"|é\n|");
+	cae_run_result_clear(&res);
+
+	/* stdin: v4 cannot end it, so the command reads exactly what was sent */
+	const char *a4[] = {"head", "-c", "11", NULL};
+	res = run(a4, "hello world", 11);
+	ck_assert_str_eq(res.out, "hello world");
+	cae_run_result_clear(&res);
+
+	/* output past the cap is cut and counted */
+	const char *a5[] = {"sh", "-c", "head -c 300000 /dev/zero | tr '\\0' x", NULL};
+	cae_error err = {0};
+	ck_assert_int_eq(
+	    cae_k8s_exec(k, NS, pod, NULL, a5, NULL, 0, 60000, 1000, 0, -1, &res, &err), 0);
+	ck_assert(res.out_truncated);
+	ck_assert_uint_eq(res.out_total, 300000);
+	ck_assert_uint_le(res.out_len, 1000);
+	cae_run_result_clear(&res);
+}
+END_TEST
+
+START_TEST(exec_failures)
+{
+	cae_run_result res;
+	cae_error err = {0};
+	const char *a[] = {"true", NULL};
+	ck_assert_int_eq(cae_k8s_exec(k, NS, "caetest-no-such-pod", NULL, a, NULL, 0, 30000, 0, 0,
+				      -1, &res, &err),
+			 -ESRCH);
+	/* a program that does not exist: the status says it could not run */
+	const char *b[] = {"/no/such/program", NULL};
+	ck_assert_int_eq(cae_k8s_exec(k, NS, pod, NULL, b, NULL, 0, 30000, 0, 0, -1, &res, &err),
+			 -EIO);
+	/* a deadline ends the wait */
+	const char *c[] = {"sleep", "30", NULL};
+	ck_assert_int_eq(cae_k8s_exec(k, NS, pod, NULL, c, NULL, 0, 500, 0, 0, -1, &res, &err), 0);
+	ck_assert(res.timed_out);
+	cae_run_result_clear(&res);
+}
+END_TEST
+
+/* A long-lived stream: many round trips through cat on one exec. */
+START_TEST(stream_round_trips)
+{
+	const char *argv[] = {"cat", NULL};
+	cae_k8s_stream *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_k8s_exec_open(k, NS, pod, NULL, argv, 30000, &s, &err) == 0, "%s",
+		      err.message);
+	ck_assert(strcmp(cae_k8s_stream_protocol(s), "v4.channel.k8s.io") == 0 ||
+		  strcmp(cae_k8s_stream_protocol(s), "v5.channel.k8s.io") == 0);
+	for (int i = 0; i < 50; i++) {
+		char msg[64], got[64];
+		int n = snprintf(msg, sizeof(msg), "line %d\n", i);
+		ck_assert_int_eq(cae_k8s_stream_write(s, msg, (size_t)n), 0);
+		size_t have = 0;
+		while (have < (size_t)n) {
+			struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+			ck_assert_int_eq(poll(&p, 1, 30000), 1);
+			ssize_t r = cae_k8s_stream_read(s, got + have, sizeof(got) - have);
+			if (r == -EAGAIN)
+				continue;
+			ck_assert_int_gt(r, 0);
+			have += (size_t)r;
+		}
+		ck_assert_mem_eq(got, msg, (size_t)n);
+	}
+	/* a large write arrives whole */
+	size_t big = 1 << 20;
+	char *data = malloc(big), *back = malloc(big);
+	for (size_t i = 0; i < big; i++)
+		data[i] = (char)('a' + i % 26);
+	ck_assert_int_eq(cae_k8s_stream_write(s, data, big), 0);
+	size_t have = 0;
+	while (have < big) {
+		struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+		ck_assert_int_eq(poll(&p, 1, 30000), 1);
+		ssize_t r = cae_k8s_stream_read(s, back + have, big - have);
+		if (r == -EAGAIN)
+			continue;
+		ck_assert_int_gt(r, 0);
+		have += (size_t)r;
+	}
+	ck_assert_mem_eq(back, data, big);
+	free(data);
+	free(back);
+	cae_k8s_stream_close(s);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("k8s-live");
+	TCase *tc = tcase_create("live");
+	tcase_set_timeout(tc, 300);
+	tcase_add_unchecked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, pods_by_label);
+	tcase_add_test(tc, exec_outputs_and_exit_codes);
+	tcase_add_test(tc, exec_failures);
+	tcase_add_test(tc, stream_round_trips);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	const char *on = getenv("CAE_TEST_K8S");
+	if (!on || strcmp(on, "1") != 0) {
+		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
+		return 77;
+	}
+	return tu_run(make_suite());
+}
