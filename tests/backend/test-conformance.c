@@ -117,8 +117,8 @@ static void kubernetes_destroy(const cae_env_info *info)
 			ck_assert_int_eq(cae_k8s_pod_delete(k, "default", name, 1, &err), 0);
 			json_t *pod = NULL;
 			int r = 0;
-			for (int t = 0; t < 1800 && (r = cae_k8s_pod_get(k, "default", name, &pod,
-									 &err)) == 0;
+			for (int t = 0;
+			     t < 1800 && (r = cae_k8s_pod_get(k, "default", name, &pod, &err)) == 0;
 			     t++) {
 				json_decref(pod);
 				pod = NULL;
