@@ -5,9 +5,11 @@
 // output passes its buffer reports the drop; progress notifications arrive while a long
 // command runs and the result is unchanged.
 //
-// usage: node sdk-sessions.mjs /path/to/cae local|docker
+// usage: node sdk-sessions.mjs /path/to/cae local|docker|kubernetes
 // Needs tests/mcp/node_modules (scripts/npm-deps.sh); docker needs an engine with the test
-// image (scripts/docker-env.sh up). Exits 1 when any check fails.
+// image (scripts/docker-env.sh up); kubernetes the cluster of scripts/k8s-env.sh with
+// CAE_TEST_K8S=1 and its KUBECONFIG (without CAE_TEST_K8S it exits 77, skipped, as the
+// conformance suite's kubernetes run does). Exits 1 when any check fails.
 import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -18,9 +20,13 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 
 const cae = process.argv[2] ? resolve(process.argv[2]) : null;
 const backend = process.argv[3] ?? "local";
-if (!cae || !existsSync(cae) || !["local", "docker"].includes(backend)) {
-  console.error("usage: node sdk-sessions.mjs /path/to/cae local|docker");
+if (!cae || !existsSync(cae) || !["local", "docker", "kubernetes"].includes(backend)) {
+  console.error("usage: node sdk-sessions.mjs /path/to/cae local|docker|kubernetes");
   process.exit(2);
+}
+if (backend === "kubernetes" && process.env.CAE_TEST_K8S !== "1") {
+  console.log("# kubernetes: CAE_TEST_K8S=1 not set (make check sets it after scripts/k8s-env.sh up)");
+  process.exit(77);
 }
 
 let passed = 0;
@@ -58,11 +64,25 @@ writeFileSync(join(repo, "index.html"), "served-from-a-session\n");
 git("add", "index.html");
 git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "first");
 
+// A pod cannot reach a path of this host: kubernetes clones from the loopback git server.
+const gitServer = resolve(new URL("../../scripts/git-server.sh", import.meta.url).pathname);
+let repoArg = repo;
+if (backend === "kubernetes") {
+  execFileSync("mkdir", ["-p", join(tmp, "srv")]);
+  execFileSync("git", ["clone", "-q", "--bare", repo, join(tmp, "srv", "repo.git")]);
+  const out = execFileSync(gitServer, ["start", join(tmp, "srv")], { encoding: "utf8" });
+  const url = /GIT_DAEMON_URL=(\S+)/.exec(out)?.[1];
+  if (!url) throw new Error(`git-server.sh: ${out}`);
+  repoArg = `${url}repo.git`;
+}
+
 const port = 21000 + (process.pid % 20000);
 const config = join(tmp, "config.yaml");
 let yaml = `command_executor:\n  local_repo_roots: [${JSON.stringify(tmp)}]\n  sessions:\n    buffer_size: 65536\n`;
-if (backend === "docker")
+if (backend !== "local")
   yaml += "  docker:\n    network:\n      mode: host\n    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n";
+if (backend === "kubernetes")
+  yaml += "  kubernetes:\n    namespace: default\n    node_name: localhost\n    image_pull_policy: Never\n";
 writeFileSync(config, yaml);
 
 const stderrChunks = [];
@@ -100,7 +120,7 @@ async function main() {
     "process_start says what a session is and that it never outlives its environment", start?.description);
 
   const uuid = `sessions-${backend}-${process.pid}`;
-  let r = await call("environment_prepare", { task: { uuid, repo } });
+  let r = await call("environment_prepare", { task: { uuid, repo: repoArg } });
   if (!check(r.isError !== true && sc(r).status === "ready", `environment_prepare on ${backend}`, r)) return;
 
   // A dev server, across calls.
@@ -168,6 +188,9 @@ try {
   check(false, "no exception", String(e?.stack ?? e));
 } finally {
   await client.close().catch(() => {});
+  if (backend === "kubernetes") {
+    try { execFileSync(gitServer, ["stop", join(tmp, "srv")]); } catch {}
+  }
   rmSync(tmp, { recursive: true, force: true });
 }
 if (failed) process.stderr.write(Buffer.concat(stderrChunks).toString().slice(-4000));
