@@ -1,8 +1,10 @@
-/* Backends: where an environment lives. One interface, two implementations:
- *   local  — a directory under the state directory, commands confined with bubblewrap when
- *            it is installed (src/backend/backend-local.c);
- *   docker — one container per task through the Engine API (src/backend/backend-docker.c).
- * Both return the same ContainerInfo and the same command results.
+/* Backends: where an environment lives. One interface, three implementations:
+ *   local      — a directory under the state directory, commands confined with bubblewrap
+ *                when it is installed (src/backend/backend-local.c);
+ *   docker     — one container per task through the Engine API (src/backend/backend-docker.c);
+ *   kubernetes — one pod per task through the API server (src/backend/backend-kubernetes.c).
+ * All return the same ContainerInfo and the same command results (tests/backend/
+ * test-conformance.c runs the same scenarios against each).
  *
  * Ownership: cae_task and cae_env_info own their strings; *_clear frees them and accepts a
  * zeroed struct. Backends are opaque; cae_backend_free accepts NULL.
@@ -66,8 +68,8 @@ typedef struct cae_env_info {
 	char *host_path;      /* local backend: the project directory on this host; else NULL */
 	char *created_at;     /* ISO 8601 UTC */
 	char *status;	      /* "ready", "creating", ... */
-	char *backend;	      /* "local" | "docker" */
-	char *sandbox;	      /* local: "bubblewrap" | "none"; docker: NULL */
+	char *backend;	      /* "local" | "docker" | "kubernetes" */
+	char *sandbox;	      /* local: "bubblewrap" | "none"; docker, kubernetes: NULL */
 	json_t *warnings;     /* array of strings (owned reference) */
 	json_t *deps;	/* array of {manifest, command, success, exit_code, duration_ms, error?} */
 	json_t *limits; /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
@@ -112,12 +114,13 @@ typedef struct cae_prepare_options {
 
 typedef struct cae_backend cae_backend;
 
-/* Creates the backend named by cfg->command_executor.backend ("auto" picks docker when an
- * engine answers, else local). log may be NULL. cfg and log are borrowed and must outlive
+/* Creates the backend named by cfg->command_executor.backend ("auto" picks kubernetes when
+ * command_executor.kubernetes is configured, else docker when an engine answers, else
+ * local). log may be NULL. cfg and log are borrowed and must outlive
  * the backend. */
 CAE_EXPORT int cae_backend_new(const struct cae_config *cfg, struct cae_log *log, cae_backend **out,
 			       cae_error *err);
-/* Creates a specific backend: "local" or "docker". */
+/* Creates a specific backend: "local", "docker" or "kubernetes". */
 CAE_EXPORT int cae_backend_new_named(const char *name, const struct cae_config *cfg,
 				     struct cae_log *log, cae_backend **out, cae_error *err);
 CAE_EXPORT void cae_backend_free(cae_backend *b);

@@ -300,7 +300,7 @@ static json_t *process_start(const cae_tool_env *env, json_t *args)
 	cae_error e = {0};
 	int r = cae_backend_info(env->backend, env->task_uuid, &info, &e);
 	if (r < 0)
-		return table_error(env, r == -ENOENT ? -ENOENT : r, &e);
+		return table_error(env, r, &e);
 	cae__proc_start o = {
 	    .backend = env->backend,
 	    .task_uuid = env->task_uuid,

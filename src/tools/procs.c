@@ -563,16 +563,9 @@ json_t *cae__procs_list(cae__procs *t)
 {
 	json_t *a = json_array();
 	pthread_mutex_lock(&t->lock);
-	/* oldest first */
-	size_t n = 0;
-	for (struct proc *p = t->list; p; p = p->next)
-		n++;
-	for (size_t i = n; i > 0 && a; i--) {
-		struct proc *p = t->list;
-		for (size_t k = 1; k < i; k++)
-			p = p->next;
-		json_array_append_new(a, status_locked(p));
-	}
+	/* the list is newest first: each goes in front, so the array is oldest first */
+	for (struct proc *p = t->list; p && a; p = p->next)
+		json_array_insert_new(a, 0, status_locked(p));
 	pthread_mutex_unlock(&t->lock);
 	return a;
 }

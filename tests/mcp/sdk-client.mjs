@@ -16,6 +16,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
+import { check, finish, tap } from "./tap.mjs";
+
 const cae = process.argv[2] ? resolve(process.argv[2]) : null;
 if (!cae || !existsSync(cae)) {
   console.error("usage: node sdk-client.mjs /path/to/cae");
@@ -33,18 +35,6 @@ const EXPECTED_TOOLS = [
   "environment_cleanup",
 ];
 
-let passed = 0;
-let failed = 0;
-function check(cond, what, detail) {
-  if (cond) {
-    passed++;
-    console.log(`ok ${passed + failed} - ${what}`);
-  } else {
-    failed++;
-    console.log(`not ok ${passed + failed} - ${what}${detail !== undefined ? `: ${JSON.stringify(detail).slice(0, 600)}` : ""}`);
-  }
-  return cond;
-}
 const textOf = (r) => (r?.content ?? []).filter((c) => c.type === "text").map((c) => c.text).join("\n");
 
 const tmp = mkdtempSync(join(tmpdir(), "cae-sdk-"));
@@ -429,9 +419,8 @@ try {
   await client.close().catch(() => {});
   rmSync(tmp, { recursive: true, force: true });
 }
-if (failed) {
+if (tap.failed) {
   const err = Buffer.concat(stderrChunks).toString();
   if (err) console.log(`# server stderr:\n${err.split("\n").map((l) => `# ${l}`).join("\n")}`);
 }
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();

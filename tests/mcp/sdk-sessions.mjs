@@ -18,6 +18,8 @@ import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
+import { check, finish, tap } from "./tap.mjs";
+
 const cae = process.argv[2] ? resolve(process.argv[2]) : null;
 const backend = process.argv[3] ?? "local";
 if (!cae || !existsSync(cae) || !["local", "docker", "kubernetes"].includes(backend)) {
@@ -29,18 +31,6 @@ if (backend === "kubernetes" && process.env.CAE_TEST_K8S !== "1") {
   process.exit(77);
 }
 
-let passed = 0;
-let failed = 0;
-function check(cond, what, detail) {
-  if (cond) {
-    passed++;
-    console.log(`ok ${passed + failed} - ${what}`);
-  } else {
-    failed++;
-    console.log(`not ok ${passed + failed} - ${what}${detail !== undefined ? `: ${JSON.stringify(detail).slice(0, 800)}` : ""}`);
-  }
-  return cond;
-}
 
 // Whether a process of this host (a container's are visible here too) has token in its
 // command line.
@@ -193,6 +183,5 @@ try {
   }
   rmSync(tmp, { recursive: true, force: true });
 }
-if (failed) process.stderr.write(Buffer.concat(stderrChunks).toString().slice(-4000));
-console.log(`# ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+if (tap.failed) process.stderr.write(Buffer.concat(stderrChunks).toString().slice(-4000));
+finish();

@@ -14,6 +14,8 @@ import { join, resolve } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
+import { check, finish, tap } from "./tap.mjs";
+
 const cae = process.argv[2] ? resolve(process.argv[2]) : null;
 const cycles = Number(process.argv[3] ?? process.env.CAE_SOAK_CYCLES ?? 200);
 const parallel = Number(process.argv[4] ?? process.env.CAE_SOAK_PARALLEL ?? 8);
@@ -22,18 +24,6 @@ if (!cae || !existsSync(cae) || !(cycles > 0) || !(parallel > 0)) {
   process.exit(2);
 }
 
-let passed = 0;
-let failed = 0;
-function check(cond, what, detail) {
-  if (cond) {
-    passed++;
-    console.log(`ok ${passed + failed} - ${what}`);
-  } else {
-    failed++;
-    console.log(`not ok ${passed + failed} - ${what}${detail !== undefined ? `: ${JSON.stringify(detail).slice(0, 800)}` : ""}`);
-  }
-  return cond;
-}
 
 const tag = `soak-${process.pid}`;
 const tmp = mkdtempSync(join(tmpdir(), "cae-soak-"));
@@ -154,5 +144,4 @@ for (const [w, r] of recs.entries()) {
 }
 if (!process.env.CAE_SOAK_KEEP) rmSync(tmp, { recursive: true, force: true });
 else console.log(`# kept ${tmp}`);
-console.log(`# ${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+finish();
