@@ -3,7 +3,8 @@
 // a dev server started in a session answers the environment's later commands on loopback and
 // is gone after environment_cleanup; a Python REPL driven through stdin; a session whose
 // output passes its buffer reports the drop; progress notifications arrive while a long
-// command runs and the result is unchanged.
+// command runs and the result is unchanged; a session's command is gone after its manager is
+// killed with SIGKILL.
 //
 // usage: node sdk-sessions.mjs /path/to/cae local|docker|kubernetes
 // Needs tests/mcp/node_modules (scripts/npm-deps.sh); docker needs an engine with the test
@@ -172,8 +173,44 @@ async function main() {
   check(!hostProcessWith(marker), "no server process is left");
 }
 
+// A manager killed with SIGKILL (no cleanup of its own runs): the session's command does not
+// outlive it — the sandbox's helper dies with it (local), the container's or pod's helper
+// cancels what its stream ran when the stream ends. The environment stays, as any killed
+// manager's does, and is removed afterwards with `cae cleanup`.
+async function killedManager() {
+  const t2 = new StdioClientTransport({
+    command: cae,
+    args: ["mcp", "--backend", backend, "--state-dir", state],
+    env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: "error" },
+    stderr: "pipe",
+  });
+  const c2 = new Client({ name: "cae-sdk-sessions-killed", version: "1.0.0" });
+  await c2.connect(t2);
+  const uuid2 = `sessions-killed-${backend}-${process.pid}`;
+  const marker2 = "605.25";
+  try {
+    let r = await c2.callTool({ name: "environment_prepare", arguments: { task: { uuid: uuid2, repo: repoArg } } }, undefined, { timeout: 180000 });
+    if (!check(r.isError !== true, "a second manager prepares", r)) return;
+    r = await c2.callTool({ name: "process_start", arguments: { command: `echo up; sleep ${marker2}`, wait_ms: 30000 } });
+    check(sc(r).output === "up\n", "its session runs", r);
+    check(hostProcessWith(marker2), "the session's command is on this host");
+    process.kill(t2.pid, "SIGKILL");
+    let gone = false;
+    for (let i = 0; i < 120 && !gone; i++) {
+      gone = !hostProcessWith(marker2);
+      if (!gone) await new Promise((res) => setTimeout(res, 500));
+    }
+    check(gone, "after SIGKILL of its manager, the session's command is gone");
+  } finally {
+    await c2.close().catch(() => {});
+    execFileSync(cae, ["cleanup", "--uuid", uuid2, "--backend", backend, "--state-dir", state],
+      { env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: "error" }, stdio: "pipe" });
+  }
+}
+
 try {
   await main();
+  await killedManager();
 } catch (e) {
   check(false, "no exception", String(e?.stack ?? e));
 } finally {
