@@ -15,6 +15,7 @@
  * disk limit where the storage driver takes one, Docker's init as PID 1 (it reaps zombies),
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
+#include "backend/chan.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -74,24 +75,6 @@
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
-/* One stream to the helper of an environment, shared by this process's commands. */
-/* What a channel's credential requests are answered from. */
-struct cred_ctx {
-	cae_backend *b;
-	char *uuid;
-	char target[400]; /* "host user forge" */
-};
-
-struct chan {
-	struct chan *next;
-	char *uuid;
-	struct cred_ctx *cred; /* NULL: no push credentials for this environment */
-	cae_helper_mux *m;     /* NULL: this environment has no helper that answers */
-	char *why;	       /* ... and why, for the warning of plain execs */
-	int refs;	       /* commands using it */
-	bool retired;	       /* out of the list: closed when the last command ends */
-};
-
 struct docker_impl {
 	cae_docker *d;
 	pthread_mutex_t lock;
@@ -99,10 +82,9 @@ struct docker_impl {
 	int ncpu;	 /* CPUs the engine has */
 	char driver[64]; /* storage driver */
 	char backing[64];
-	char *socket_path; /* unix:// engines: the socket, for mount_docker_socket */
-	pthread_mutex_t chan_lock;
-	struct chan *chans;
-	char *slots_dir; /* the engine-slot semaphore (engine_slot_take); NULL: no limit */
+	char *socket_path;    /* unix:// engines: the socket, for mount_docker_socket */
+	cae_chan_table chans; /* this process's streams to the containers' helpers */
+	char *slots_dir;      /* the engine-slot semaphore (engine_slot_take); NULL: no limit */
 };
 
 static struct docker_impl *impl_of(cae_backend *b)
@@ -499,25 +481,6 @@ static void log_kill(cae_backend *b, const char *uuid, const cae_docker_exec_inf
 			       "the command's processes could not be killed");
 }
 
-/* The command's working directory as the container sees it: relative to the project,
- * '\' accepted as a separator, absolute ones inside /workspace (the wrapper checks the
- * real path again, after symlinks). */
-/* A command's working directory as an absolute path below the workspace (relative ones
- * start at the project); where it really leads is checked in the container (confine). */
-static int resolve_cwd(const char *cwd, char **out, cae_error *err)
-{
-	if (!cwd || !*cwd)
-		cwd = PROJECT;
-	int r = cae__path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
-				  CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0)
-		return cae_error_set(err, -ENOTDIR,
-				     "working directory is outside the workspace: %s", cwd);
-	return 0;
-}
-
 /* ---- the helper channel ---- */
 
 static ssize_t link_read(void *ctx, char *buf, size_t n)
@@ -533,19 +496,6 @@ static int link_write(void *ctx, const void *p, size_t n)
 static void link_close(void *ctx)
 {
 	cae_docker_stream_close(ctx);
-}
-
-static void chan_free(struct chan *c)
-{
-	if (c) {
-		cae_helper_mux_close(c->m);
-		if (c->cred)
-			free(c->cred->uuid);
-		free(c->cred);
-		free(c->uuid);
-		free(c->why);
-		free(c);
-	}
 }
 
 /* A container whose helper ended it after its lifetime without a manager is started again
@@ -579,15 +529,6 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
-/* git's credential request from a command in the environment (cae__git_credential_answer):
- * the token reaches git's memory in the container, never its environment, files or
- * configuration. */
-static char *docker_credential(void *ud, const char *request, size_t len)
-{
-	struct cred_ctx *c = ud;
-	return cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
-}
-
 /* A container claimed from the warm pool keeps its task's credential target in a file of
  * root's that the claim wrote (the user can read it, not change it); NULL: none. */
 static char *claimed_credential(cae_backend *b, const char *name)
@@ -608,40 +549,29 @@ static char *claimed_credential(cae_backend *b, const char *name)
 	return v;
 }
 
-/* The environment's push credentials (its label), for a new channel. */
-static struct cred_ctx *cred_of(cae_backend *b, const char *uuid)
+/* Where a push from the container may authenticate ("host user forge", its label, or the
+ * claim's file for one from the warm pool), new; NULL: nowhere. */
+static char *credential_target(cae_backend *b, const char *name)
 {
-	char name[128];
-	container_name(name, sizeof(name), uuid);
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
 		return NULL;
 	json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
 	const char *v = label(labels, LABEL_GIT_CREDENTIAL);
-	_cleanup_free_ char *claimed =
-	    !v && label(labels, CAE_POOL_LABEL) ? claimed_credential(b, name) : NULL;
-	if (claimed)
-		v = claimed;
-	struct cred_ctx *x = v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
-	if (x)
-		snprintf(x->target, sizeof(x->target), "%s", v);
-	if (x && !(x->uuid = strdup(uuid))) {
-		free(x);
-		x = NULL;
-	}
-	if (x)
-		x->b = b;
+	char *target = v			       ? strdup(v)
+		       : label(labels, CAE_POOL_LABEL) ? claimed_credential(b, name)
+						       : NULL;
 	json_decref(c);
-	return x;
+	return target;
 }
 
-/* A new channel to uuid's helper: a stream, or none (m NULL) with why set when the
+/* The channel to uuid's helper (cae_chan_ops.open): a stream, or none with why set when the
  * container should have had one. Fails (-ESRCH, -EAGAIN, ...) when the container cannot run
- * anything. */
-static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_error *err)
+ * anything; a container its helper stopped after its lifetime is started again. */
+static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err)
 {
 	char name[128], hb[16];
-	container_name(name, sizeof(name), uuid);
+	container_name(name, sizeof(name), c->uuid);
 	/* well within the lifetime, so that a live manager always keeps its container */
 	int life = b->cfg->command_executor.docker.helper_lifetime_seconds;
 	int beat = life > 0 ? life / 3 : HELPER_HEARTBEAT_S;
@@ -658,12 +588,6 @@ static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_er
 				      err);
 	if (r < 0)
 		return r;
-	struct chan *c = calloc(1, sizeof(*c));
-	if (!c || !(c->uuid = strdup(uuid))) {
-		cae_docker_stream_close(st);
-		free(c);
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	}
 	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
 				.read = link_read,
 				.write = link_write,
@@ -671,176 +595,30 @@ static int chan_open(cae_backend *b, const char *uuid, struct chan **out, cae_er
 				.ctx = st};
 	cae_error e = {0};
 	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) == 0) {
-		c->cred = cred_of(b, uuid);
-		if (c->cred)
-			cae_helper_mux_set_credentials(c->m, docker_credential, c->cred);
+		_cleanup_free_ char *target = credential_target(b, name);
+		cae__chan_credentials(c, target);
 	} else {
 		c->m = NULL;
-		if (has_helper(b, name)) {
-			char why[CAE_ERROR_MSG_MAX + 128];
-			snprintf(why, sizeof(why), "the container's cae-helper did not answer (%s)",
-				 e.message);
-			c->why = strdup(why);
-			cae_log_fields(b->log, CAE_LOG_WARN, "docker.helper_unavailable",
-				       json_pack("{s:s}", "task_uuid", uuid), "%s", why);
-		}
+		if (has_helper(b, name))
+			cae__chan_unanswered(c, &e);
 	}
-	*out = c;
 	return 0;
 }
 
-/* The channel of uuid for one command (refs held): the one this process has, or a new
- * one. */
-static struct chan *chan_acquire(cae_backend *b, const char *uuid, int *r, cae_error *err)
-{
-	struct docker_impl *di = impl_of(b);
-	struct chan *dead = NULL;
-	pthread_mutex_lock(&di->chan_lock);
-	for (struct chan **pp = &di->chans; *pp; pp = &(*pp)->next) {
-		struct chan *c = *pp;
-		if (strcmp(c->uuid, uuid) != 0)
-			continue;
-		if (!c->m || cae_helper_mux_alive(c->m)) {
-			c->refs++;
-			pthread_mutex_unlock(&di->chan_lock);
-			return c;
-		}
-		*pp = c->next; /* a stream that ended: retired */
-		c->retired = true;
-		if (c->refs == 0)
-			dead = c;
-		break;
-	}
-	pthread_mutex_unlock(&di->chan_lock);
-	chan_free(dead);
-	struct chan *c = NULL;
-	*r = chan_open(b, uuid, &c, err);
-	if (*r < 0)
-		return NULL;
-	pthread_mutex_lock(&di->chan_lock);
-	c->refs = 1;
-	c->next = di->chans;
-	di->chans = c;
-	pthread_mutex_unlock(&di->chan_lock);
-	return c;
-}
-
-/* Ends a command's use of c; retire: the stream is not to be used again. */
-static void chan_release(cae_backend *b, struct chan *c, bool retire)
-{
-	struct docker_impl *di = impl_of(b);
-	pthread_mutex_lock(&di->chan_lock);
-	if (retire && !c->retired) {
-		for (struct chan **pp = &di->chans; *pp; pp = &(*pp)->next) {
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		}
-		c->retired = true;
-	}
-	bool last = --c->refs == 0 && c->retired;
-	pthread_mutex_unlock(&di->chan_lock);
-	if (last)
-		chan_free(c);
-}
-
-/* The environment of uuid goes (cleanup, re-prepare): its channels are retired. */
-static void chan_forget(cae_backend *b, const char *uuid)
-{
-	struct docker_impl *di = impl_of(b);
-	struct chan *unused = NULL;
-	pthread_mutex_lock(&di->chan_lock);
-	for (struct chan **pp = &di->chans; *pp;) {
-		struct chan *c = *pp;
-		if (strcmp(c->uuid, uuid) != 0) {
-			pp = &c->next;
-			continue;
-		}
-		*pp = c->next;
-		c->retired = true;
-		if (c->refs == 0) {
-			c->next = unused;
-			unused = c;
-		}
-	}
-	pthread_mutex_unlock(&di->chan_lock);
-	while (unused) {
-		struct chan *c = unused;
-		unused = c->next;
-		chan_free(c);
-	}
-}
-
-/* The helper's stream failed during a call: the channel is retired, and the error says
- * whether the container stopped or went (-ECONNABORTED) or only the helper did (r kept). */
-static int helper_failed(cae_backend *b, const char *uuid, struct chan *c, int r, cae_error *err)
+/* The helper's stream failed during a call (cae_chan_ops.gone): -ECONNABORTED when the
+ * container stopped or went (-ECONNRESET: the engine did), 0 when only the helper did. */
+static int container_stopped(cae_backend *b, const char *uuid, cae_error *err)
 {
 	char name[128];
 	container_name(name, sizeof(name), uuid);
-	chan_release(b, c, true);
-	cae_error e = {0};
-	int g = cae_docker_container_still_running(impl_of(b)->d, name, &e);
-	return g < 0 ? cae_error_set(err, g, "%s", e.message) : r;
+	return cae_docker_container_still_running(impl_of(b)->d, name, err);
 }
 
-/* One command through the helper. A stream found dead before the command was taken is
- * replaced once (the command did not run); one that ends during the command is reported:
- * the container stopped or was removed, or the helper was killed. */
-static int helper_exec(cae_backend *b, const char *uuid, struct chan **cp,
-		       const cae_exec_request *req, const char *cwd, cae_run_result *res,
-		       cae_error *err)
+/* A command without a helper (cae_chan_ops.plain): a plain exec, with the wrapper's checks
+ * and tree kill. */
+static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		      const char *cwd, cae_run_result *res, cae_error *err)
 {
-	cae_run_spec spec = cae__backend_run_spec(req, cwd, NULL);
-	int r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
-	if (r == -EPIPE) {
-		chan_release(b, *cp, true);
-		*cp = chan_acquire(b, uuid, &r, err);
-		if (!*cp)
-			return r;
-		if (!(*cp)->m)
-			return 1; /* no helper now: the caller runs a plain exec */
-		r = cae_helper_mux_run((*cp)->m, &spec, req->extra_env, WORKSPACE, res, err);
-	}
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO) {
-		r = helper_failed(b, uuid, *cp, r == -EPIPE ? -ECONNRESET : r, err);
-		*cp = NULL;
-		if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
-			return cae_error_set(err, r, "%s; the next command starts a new one",
-					     err ? err->message : "");
-	}
-	return r;
-}
-
-static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
-		       cae_run_result *res, cae_error *err)
-{
-	if (!cae_task_uuid_valid(uuid))
-		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	_cleanup_free_ char *cwd = NULL;
-	int r = resolve_cwd(req->cwd, &cwd, err);
-	if (r < 0)
-		return r;
-	struct chan *c = chan_acquire(b, uuid, &r, err);
-	if (!c)
-		return map_exec_error(b, r, uuid, err);
-	if (c->m) {
-		r = helper_exec(b, uuid, &c, req, cwd, res, err);
-		if (r != 1) {
-			if (c)
-				chan_release(b, c, false);
-			return r;
-		}
-	}
-	/* No helper: a plain exec, with the wrapper's checks and tree kill (and no live input:
-	 * a command waiting for it would wait forever). */
-	if (req->live && req->live->stdin_fd >= 0) {
-		r = cae_error_set(err, -EOPNOTSUPP, "%s: a command with live input needs it",
-				  c->why ? c->why
-					 : "this environment's container has no cae-helper");
-		chan_release(b, c, false);
-		return r;
-	}
 	char name[128];
 	container_name(name, sizeof(name), uuid);
 	cae_docker_exec_spec spec;
@@ -848,60 +626,39 @@ static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request 
 	spec.confine = WORKSPACE;
 	spec.allow_restart = true;
 	cae_docker_exec_info xi;
-	r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
+	int r = cae_docker_exec(impl_of(b)->d, name, &spec, res, &xi, err);
 	log_kill(b, uuid, &xi);
-	if (r == 0 && c->why &&
-	    asprintf(&res->warning, "%s: the command ran as a plain Engine API exec", c->why) < 0)
-		res->warning = NULL;
-	chan_release(b, c, false);
 	return r < 0 ? map_exec_error(b, r, uuid, err) : 0;
 }
 
-/* What the editor and the patch worker's files answer without a helper (-EOPNOTSUPP): only
- * commands have a way around it. Releases c. */
-static int no_helper(cae_backend *b, struct chan *c, cae_error *err)
+static const cae_chan_ops chan_ops = {
+    .open = chan_open,
+    .gone = container_stopped,
+    .plain = plain_exec,
+    .unusable = map_exec_error,
+    .workspace = WORKSPACE,
+    .project = PROJECT,
+    .what = "container",
+    .plain_how = "a plain Engine API exec",
+    .failed_note = "the next command starts a new one",
+};
+
+static int docker_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		       cae_run_result *res, cae_error *err)
 {
-	int r = cae_error_set(err, -EOPNOTSUPP, "%s",
-			      c->why ? c->why
-				     : "this environment's container has no cae-helper (it was "
-				       "prepared where cae-helper-static was missing)");
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_exec(&impl_of(b)->chans, uuid, false, req, res, err);
 }
 
-/* The text editor, run by the environment's helper on the project. An edit that the helper
- * did not answer may have happened: it is not tried again. */
 static int docker_edit(cae_backend *b, const char *uuid, const cae_editor_limits *limits,
 		       const cae_editor_request *req, cae_editor_result *res, cae_error *err)
 {
-	int r;
-	struct chan *c = chan_acquire(b, uuid, &r, err);
-	if (!c)
-		return map_exec_error(b, r, uuid, err);
-	if (!c->m)
-		return no_helper(b, c, err);
-	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
-		return helper_failed(b, uuid, c, r, err);
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_edit(&impl_of(b)->chans, uuid, limits, req, res, err);
 }
 
-/* The patch worker's file operations, run by the environment's helper. */
 static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		     cae_error *err)
 {
-	int r;
-	struct chan *c = chan_acquire(b, uuid, &r, err);
-	if (!c)
-		return map_exec_error(b, r, uuid, err);
-	if (!c->m)
-		return no_helper(b, c, err);
-	r = cae_helper_mux_fs(c->m, q, rep, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
-		return helper_failed(b, uuid, c, r, err);
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_fs(&impl_of(b)->chans, uuid, q, rep, err);
 }
 
 /* The prepare's stream to the container's helper, or NULL (no helper there, or it did not
@@ -1389,7 +1146,7 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 
 static int docker_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
 {
-	chan_forget(b, uuid);
+	cae__chan_forget(&impl_of(b)->chans, uuid);
 	/* a discarded environment (a clean start, a failed prepare) gets no grace */
 	return remove_env(b, uuid, graceful ? STOP_TIMEOUT_S : -1, err);
 }
@@ -2012,13 +1769,8 @@ static void docker_free(cae_backend *b)
 {
 	struct docker_impl *di = b ? impl_of(b) : NULL;
 	if (di) {
-		while (di->chans) {
-			struct chan *c = di->chans;
-			di->chans = c->next;
-			chan_free(c);
-		}
+		cae__chan_table_fini(&di->chans);
 		cae_docker_free(di->d);
-		pthread_mutex_destroy(&di->chan_lock);
 		pthread_mutex_destroy(&di->lock);
 		free(di->socket_path);
 		free(di->slots_dir);
@@ -2054,7 +1806,7 @@ int cae__docker_backend_new(const cae_config *cfg, cae_log *log, cae_backend **o
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	pthread_mutex_init(&di->lock, NULL);
-	pthread_mutex_init(&di->chan_lock, NULL);
+	cae__chan_table_init(&di->chans, b, &chan_ops);
 	b->ops = &docker_ops;
 	b->cfg = cfg;
 	b->log = log;

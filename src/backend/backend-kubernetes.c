@@ -28,6 +28,7 @@
  * helper on this host the pod runs `sleep infinity` and each command is one exec (the
  * wrapper below). */
 #include "backend/backend-internal.h"
+#include "backend/chan.h"
 
 #include "base/buf.h"
 #include "base/chase.h"
@@ -81,28 +82,10 @@
 
 static const char *const pull_policy[] = {"IfNotPresent", "Always", "Never"};
 
-struct cred_ctx {
-	cae_backend *b;
-	char *uuid;
-	char target[400];
-};
-
-/* One stream to the helper of an environment, shared by this process's commands. */
-struct chan {
-	struct chan *next;
-	char *uuid;
-	struct cred_ctx *cred;
-	cae_helper_mux *m; /* NULL: no helper answers */
-	char *why;
-	int refs;
-	bool retired;
-};
-
 struct k8s_impl {
 	cae_k8s *k;
 	char *ns;
-	pthread_mutex_t chan_lock;
-	struct chan *chans;
+	cae_chan_table chans; /* this process's streams to the pods' helpers */
 };
 
 static struct k8s_impl *impl_of(cae_backend *b)
@@ -256,9 +239,11 @@ static const char wrapper[] =
     "command -v \"$1\" >/dev/null 2>&1 || { echo 'cae-exec: notfound' >&2; exit 127; }\n"
     "if [ \"$n\" -ge 0 ]; then head -c \"$n\" | \"$@\"; else \"$@\" </dev/null; fi\n";
 
-static int plain_exec(cae_backend *b, const char *pod, const cae_exec_request *req, const char *cwd,
-		      int cancel_fd, cae_run_result *res, cae_error *err)
+static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
+		      const char *cwd, cae_run_result *res, cae_error *err)
 {
+	char pod[160];
+	pod_name(pod, sizeof(pod), uuid);
 	size_t argc = 0;
 	while (req->argv[argc])
 		argc++;
@@ -290,7 +275,8 @@ static int plain_exec(cae_backend *b, const char *pod, const cae_exec_request *r
 	for (size_t i = 0; i < argc; i++)
 		argv[k++] = req->argv[i];
 	r = cae_k8s_exec(impl_of(b)->k, impl_of(b)->ns, pod, MAIN, argv, in.data, in.len,
-			 req->timeout_ms, req->max_stdout, req->max_stderr, cancel_fd, res, err);
+			 req->timeout_ms, req->max_stdout, req->max_stderr, req->cancel_fd, res,
+			 err);
 	cae__buf_clear(&in);
 	if (r == 0 && res->exit_code == 127 && res->err &&
 	    strcmp(res->err, "cae-exec: notfound\n") == 0) {
@@ -321,25 +307,6 @@ static int link_write(void *ctx, const void *p, size_t n)
 static void link_close(void *ctx)
 {
 	cae_k8s_stream_close(ctx);
-}
-
-static void chan_free(struct chan *c)
-{
-	if (c) {
-		cae_helper_mux_close(c->m);
-		if (c->cred)
-			free(c->cred->uuid);
-		free(c->cred);
-		free(c->uuid);
-		free(c->why);
-		free(c);
-	}
-}
-
-static char *k8s_credential(void *ud, const char *request, size_t len)
-{
-	struct cred_ctx *c = ud;
-	return cae__git_credential_answer(c->b->cfg, c->b->log, c->uuid, c->target, request, len);
 }
 
 /* Whether uuid's pod can run a command: -ENOENT (gone), -EAGAIN (not ready), 0. *pod gets
@@ -377,26 +344,21 @@ static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod
 	return r;
 }
 
-static int chan_open(cae_backend *b, const char *uuid, bool preparing, struct chan **out,
-		     cae_error *err)
+/* The channel to uuid's helper (cae_chan_ops.open): a stream, none when the pod has no
+ * helper, or none with why set when its helper did not answer. Fails (-ENOENT, -EAGAIN)
+ * when the pod cannot run anything (usable). */
+static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err)
 {
 	json_t *pod = NULL;
-	int r = usable(b, uuid, preparing, &pod, err);
+	int r = usable(b, c->uuid, preparing, &pod, err);
 	if (r < 0)
 		return r;
-	struct chan *c = calloc(1, sizeof(*c));
-	if (!c || !(c->uuid = strdup(uuid))) {
-		free(c);
-		json_decref(pod);
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	}
 	if (!meta(pod, "annotations", A_HELPER)) {
 		json_decref(pod);
-		*out = c;
 		return 0;
 	}
 	char name[160], hb[16];
-	pod_name(name, sizeof(name), uuid);
+	pod_name(name, sizeof(name), c->uuid);
 	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	cae_k8s_stream *st = NULL;
@@ -412,232 +374,55 @@ static int chan_open(cae_backend *b, const char *uuid, bool preparing, struct ch
 		r = cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e);
 	}
 	if (r == 0) {
-		const char *v = meta(pod, "annotations", A_GIT_CREDENTIAL);
-		struct cred_ctx *x =
-		    v && strlen(v) < sizeof(x->target) ? calloc(1, sizeof(*x)) : NULL;
-		if (x && (x->uuid = strdup(uuid))) {
-			x->b = b;
-			snprintf(x->target, sizeof(x->target), "%s", v);
-			c->cred = x;
-			cae_helper_mux_set_credentials(c->m, k8s_credential, x);
-		} else {
-			free(x);
-		}
+		cae__chan_credentials(c, meta(pod, "annotations", A_GIT_CREDENTIAL));
 	} else {
 		c->m = NULL;
-		char why[CAE_ERROR_MSG_MAX + 64];
-		snprintf(why, sizeof(why), "the pod's cae-helper did not answer (%s)", e.message);
-		c->why = strdup(why);
-		cae_log_fields(b->log, CAE_LOG_WARN, "kubernetes.helper_unavailable",
-			       json_pack("{s:s}", "task_uuid", uuid), "%s", why);
+		cae__chan_unanswered(c, &e);
 	}
 	json_decref(pod);
-	*out = c;
 	return 0;
 }
 
-static struct chan *chan_acquire(cae_backend *b, const char *uuid, bool preparing, int *r,
-				 cae_error *err)
+/* The stream failed during a call (cae_chan_ops.gone): -ECONNABORTED when the pod went or
+ * stopped, 0 when only the helper did. */
+static int pod_gone(cae_backend *b, const char *uuid, cae_error *err)
 {
-	struct k8s_impl *ki = impl_of(b);
-	struct chan *dead = NULL;
-	pthread_mutex_lock(&ki->chan_lock);
-	for (struct chan **pp = &ki->chans; *pp; pp = &(*pp)->next) {
-		struct chan *c = *pp;
-		if (strcmp(c->uuid, uuid) != 0)
-			continue;
-		if (c->m && cae_helper_mux_alive(c->m)) {
-			c->refs++;
-			pthread_mutex_unlock(&ki->chan_lock);
-			return c;
-		}
-		/* ended, or never had a helper: looked at again (the pod may be gone) */
-		*pp = c->next;
-		c->retired = true;
-		if (c->refs == 0)
-			dead = c;
-		break;
-	}
-	pthread_mutex_unlock(&ki->chan_lock);
-	chan_free(dead);
-	struct chan *c = NULL;
-	*r = chan_open(b, uuid, preparing, &c, err);
-	if (*r < 0)
-		return NULL;
-	pthread_mutex_lock(&ki->chan_lock);
-	c->refs = 1;
-	c->next = ki->chans;
-	ki->chans = c;
-	pthread_mutex_unlock(&ki->chan_lock);
-	return c;
-}
-
-static void chan_release(cae_backend *b, struct chan *c, bool retire)
-{
-	struct k8s_impl *ki = impl_of(b);
-	pthread_mutex_lock(&ki->chan_lock);
-	if (retire && !c->retired) {
-		for (struct chan **pp = &ki->chans; *pp; pp = &(*pp)->next)
-			if (*pp == c) {
-				*pp = c->next;
-				break;
-			}
-		c->retired = true;
-	}
-	bool last = --c->refs == 0 && c->retired;
-	pthread_mutex_unlock(&ki->chan_lock);
-	if (last)
-		chan_free(c);
-}
-
-static void chan_forget(cae_backend *b, const char *uuid)
-{
-	struct k8s_impl *ki = impl_of(b);
-	struct chan *unused = NULL;
-	pthread_mutex_lock(&ki->chan_lock);
-	for (struct chan **pp = &ki->chans; *pp;) {
-		struct chan *c = *pp;
-		if (strcmp(c->uuid, uuid) != 0) {
-			pp = &c->next;
-			continue;
-		}
-		*pp = c->next;
-		c->retired = true;
-		if (c->refs == 0) {
-			c->next = unused;
-			unused = c;
-		}
-	}
-	pthread_mutex_unlock(&ki->chan_lock);
-	while (unused) {
-		struct chan *c = unused;
-		unused = c->next;
-		chan_free(c);
-	}
-}
-
-/* The stream failed during a call: retired; -ECONNABORTED when the pod went or stopped. */
-static int helper_failed(cae_backend *b, const char *uuid, struct chan *c, int r, cae_error *err)
-{
-	chan_release(b, c, true);
 	json_t *pod = NULL;
 	cae_error e = {0};
 	int g = usable(b, uuid, true, &pod, &e);
 	json_decref(pod);
-	if (g < 0)
-		return cae_error_set(err, -ECONNABORTED, "%s", e.message);
-	return r;
+	return g < 0 ? cae_error_set(err, -ECONNABORTED, "%s", e.message) : 0;
 }
 
-static int resolve_cwd(const char *cwd, char **out, cae_error *err)
-{
-	if (!cwd || !*cwd)
-		cwd = PROJECT;
-	int r = cae__path_lexical(WORKSPACE, PROJECT, cwd, strlen(cwd),
-				  CAE_PATH_BACKSLASH | CAE_PATH_ABSOLUTE, out);
-	if (r == -ENOMEM)
-		return r;
-	if (r < 0)
-		return cae_error_set(err, -ENOTDIR,
-				     "working directory is outside the workspace: %s", cwd);
-	return 0;
-}
-
-static int run_cmd(cae_backend *b, const char *uuid, const cae_exec_request *req, bool preparing,
-		   cae_run_result *res, cae_error *err)
-{
-	if (!cae_task_uuid_valid(uuid))
-		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	_cleanup_free_ char *cwd = NULL;
-	int r = resolve_cwd(req->cwd, &cwd, err);
-	if (r < 0)
-		return r;
-	struct chan *c = chan_acquire(b, uuid, preparing, &r, err);
-	if (!c)
-		return r;
-	if (c->m) {
-		cae_run_spec spec = cae__backend_run_spec(req, cwd, NULL);
-		r = cae_helper_mux_run(c->m, &spec, req->extra_env, WORKSPACE, res, err);
-		if (r == -EPIPE) {
-			chan_release(b, c, true);
-			c = chan_acquire(b, uuid, preparing, &r, err);
-			if (!c)
-				return r;
-			if (c->m)
-				r = cae_helper_mux_run(c->m, &spec, req->extra_env, WORKSPACE, res,
-						       err);
-		}
-		if (c->m) {
-			if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPIPE || r == -EPROTO)
-				return helper_failed(b, uuid, c, r == -EPIPE ? -ECONNRESET : r,
-						     err);
-			chan_release(b, c, false);
-			return r;
-		}
-	}
-	if (req->live && req->live->stdin_fd >= 0) {
-		r = cae_error_set(err, -EOPNOTSUPP, "%s: a command with live input needs it",
-				  c->why ? c->why : "this environment's pod has no cae-helper");
-		chan_release(b, c, false);
-		return r;
-	}
-	char name[160];
-	pod_name(name, sizeof(name), uuid);
-	r = plain_exec(b, name, req, cwd, req->cancel_fd, res, err);
-	if (r == 0 && c->why &&
-	    asprintf(&res->warning, "%s: the command ran as one API server exec", c->why) < 0)
-		res->warning = NULL;
-	chan_release(b, c, false);
-	return r;
-}
+/* A channel without a helper is looked at again for every command: the pod may be gone. */
+static const cae_chan_ops chan_ops = {
+    .open = chan_open,
+    .gone = pod_gone,
+    .plain = plain_exec,
+    .workspace = WORKSPACE,
+    .project = PROJECT,
+    .what = "pod",
+    .plain_how = "one API server exec",
+    .reopen_plain = true,
+};
 
 static int k8s_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
 		    cae_run_result *res, cae_error *err)
 {
 	memset(res, 0, sizeof(*res));
-	return run_cmd(b, uuid, req, false, res, err);
-}
-
-static int no_helper(cae_backend *b, struct chan *c, cae_error *err)
-{
-	int r = cae_error_set(err, -EOPNOTSUPP, "%s",
-			      c->why ? c->why
-				     : "this environment's pod has no cae-helper (it was prepared "
-				       "where cae-helper-static was missing)");
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_exec(&impl_of(b)->chans, uuid, false, req, res, err);
 }
 
 static int k8s_edit(cae_backend *b, const char *uuid, const cae_editor_limits *limits,
 		    const cae_editor_request *req, cae_editor_result *res, cae_error *err)
 {
-	int r;
-	struct chan *c = chan_acquire(b, uuid, false, &r, err);
-	if (!c)
-		return r;
-	if (!c->m)
-		return no_helper(b, c, err);
-	r = cae_helper_mux_edit(c->m, PROJECT, limits, req, res, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
-		return helper_failed(b, uuid, c, r, err);
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_edit(&impl_of(b)->chans, uuid, limits, req, res, err);
 }
 
 static int k8s_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		  cae_error *err)
 {
-	int r;
-	struct chan *c = chan_acquire(b, uuid, false, &r, err);
-	if (!c)
-		return r;
-	if (!c->m)
-		return no_helper(b, c, err);
-	r = cae_helper_mux_fs(c->m, q, rep, err);
-	if (r == -ECONNRESET || r == -ETIMEDOUT || r == -EPROTO)
-		return helper_failed(b, uuid, c, r, err);
-	chan_release(b, c, false);
-	return r;
+	return cae__chan_fs(&impl_of(b)->chans, uuid, q, rep, err);
 }
 
 /* ---- removal ---- */
@@ -677,7 +462,7 @@ static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
 static int k8s_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
 {
 	(void)graceful;
-	chan_forget(b, uuid);
+	cae__chan_forget(&impl_of(b)->chans, uuid);
 	return remove_pod(b, uuid, err);
 }
 
@@ -712,7 +497,7 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	if (q.cancel_fd < 0)
 		q.cancel_fd = pc->cancel_fd;
 	memset(res, 0, sizeof(*res));
-	return run_cmd(pc->b, pc->uuid, &q, true, res, err);
+	return cae__chan_exec(&impl_of(pc->b)->chans, pc->uuid, true, &q, res, err);
 }
 
 static int k8s_validate(cae_prepare *p, cae_error *err)
@@ -1078,7 +863,7 @@ static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter
 		if (ph != PHASE_FAILED && !old && !gone)
 			continue;
 		cae_error e = {0};
-		chan_forget(b, uuid);
+		cae__chan_forget(&impl_of(b)->chans, uuid);
 		if (remove_pod(b, uuid, &e) == 0) {
 			(*removed)++;
 			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
@@ -1107,13 +892,8 @@ static void k8s_free(cae_backend *b)
 {
 	struct k8s_impl *ki = b ? impl_of(b) : NULL;
 	if (ki) {
-		while (ki->chans) {
-			struct chan *c = ki->chans;
-			ki->chans = c->next;
-			chan_free(c);
-		}
+		cae__chan_table_fini(&ki->chans);
 		cae_k8s_free(ki->k);
-		pthread_mutex_destroy(&ki->chan_lock);
 		free(ki->ns);
 		free(ki);
 	}
@@ -1147,7 +927,7 @@ int cae__kubernetes_backend_new(const cae_config *cfg, cae_log *log, cae_backend
 		free(ki);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
-	pthread_mutex_init(&ki->chan_lock, NULL);
+	cae__chan_table_init(&ki->chans, b, &chan_ops);
 	b->ops = &k8s_ops;
 	b->cfg = cfg;
 	b->log = log;
