@@ -44,7 +44,7 @@ for b in "$BUILD" "$ASAN_BUILD"; do
   # the sanitizer build gets a timeout multiplier (no test depends on timing to pass).
   mult=1
   [ "$b" = "$ASAN_BUILD" ] && mult=${ASAN_TIMEOUT_MULTIPLIER:-4}
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp \
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C "$b" --print-errorlogs --num-processes 2 --timeout-multiplier "$mult" || status=1
   logs+=("$b/meson-logs/testlog.json")

@@ -1,11 +1,31 @@
 /* Exec streams over the API server's WebSocket (include/cae/k8s.h), with libwebsockets
  * (loaded on first use: lws-lazy.h).
  *
- * One libwebsockets context per stream, serviced by the stream's own thread, which alone
- * touches the connection: stdout goes into one end of a socket pair whose other end the
- * user reads (so a helper link can poll it and shut it down), stderr into a tail (or, for a
- * one-shot exec, a capture), the status channel into a buffer; what the user writes is
- * queued under a lock and the service thread is woken (lws_cancel_service) to send it. */
+ * One libwebsockets context for the process (the hub), serviced by one thread, which alone
+ * calls into libwebsockets (others only wake it, with lws_cancel_service); every stream is a
+ * client connection (wsi) on it with its own state, found from the wsi by its opaque user
+ * pointer. stdout goes into one end of a socket pair whose other end the user reads (so a
+ * helper link can poll it and shut it down), stderr into a tail (or, for a one-shot exec, a
+ * capture), the status channel into a buffer. What a user wants done (connect, send what it
+ * queued under the stream's lock, close) is flagged on the stream; the service thread acts on
+ * the flags between two lws_service calls, so no libwebsockets call is ever made from
+ * another thread. Closing a stream closes only its connection: the service thread unhooks
+ * the wsi from the stream and kills it, then says the stream is detached, and only then is
+ * the stream freed.
+ *
+ * The hub's life: made by the first stream to open, destroyed by the last one to close
+ * (after its thread is joined), both under one lock that every open and close takes, so a
+ * context is never destroyed while a stream uses it and there is never more than one. That
+ * matters beyond tidiness: TLS needs LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT, and libwebsockets'
+ * global OpenSSL teardown at a context's end strands OpenSSL's objects when another context
+ * is still open (a leak each time streams overlapped, when each had its own context). With no
+ * stream open nothing of libwebsockets remains, so nothing is left at exit either.
+ *
+ * TLS material: libwebsockets takes client certificates and CAs per vhost, so the hub has one
+ * vhost per distinct set (CA, client certificate, key) that its streams used, made on first
+ * use and kept as long as the hub (a handful: one per cluster and user at most); several
+ * clusters or users can then have streams open at once. The bearer token is a header of each
+ * connection, insecure-skip-tls-verify a flag of each connection. */
 #include "k8s/k8s-internal.h"
 
 #include "base/buf.h"
@@ -31,6 +51,8 @@
 #define QUEUE_MAX (4 * 1024 * 1024)
 #define STATUS_MAX (64 * 1024)
 #define TAIL 4096
+/* connections the hub polls at most (its streams, and the wake-up pipe) */
+#define FD_LIMIT 4096
 #define CH_STDIN 0
 #define CH_STDOUT 1
 #define CH_STDERR 2
@@ -42,16 +64,18 @@ enum state { ST_CONNECTING, ST_OPEN, ST_CLOSED };
 struct cae_k8s_stream {
 	const cae_lws_api *L;
 	const cae_k8s *k;
-	struct lws_context *ctx;
-	struct lws *wsi; /* the service thread's; NULL once destroyed */
-	pthread_t thread;
-	bool thread_started;
+	struct lws_context *ctx; /* the hub's, while attached */
+	bool attached;		 /* on the hub's list: must be detached before it is freed */
+	struct cae_k8s_stream *prev, *next; /* the hub's list, under hub.lock */
+	char *path;			    /* the exec URL's path and query */
+	char hosthdr[300];
 	int sv[2]; /* [0] the user's end, [1] the service thread's */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	/* under lock: */
 	enum state state;
-	bool stop;
+	bool stop;     /* the user closes it: the service thread is to drop the connection */
+	bool detached; /* the service thread is done with it */
 	bool v5;
 	char proto[32];
 	char why[256];
@@ -65,13 +89,35 @@ struct cae_k8s_stream {
 	cae_buf status;
 	bool have_status;
 	/* the service thread's own: */
-	int chan; /* of the message being received */
+	struct lws *wsi; /* NULL before the connect and once the connection is gone */
+	bool started;	 /* the connect was made */
+	bool gone;	 /* the connection ended (possibly before connect returned) */
+	int chan;	 /* of the message being received */
 };
 
-static struct cae_k8s_stream *of_wsi(struct lws *wsi, const cae_lws_api *L)
-{
-	return L->context_user(L->get_context(wsi));
-}
+/* A vhost of the hub: the TLS material it was made with (copies, to compare). */
+struct hub_vhost {
+	struct hub_vhost *next;
+	struct lws_vhost *vh;
+	bool tls;
+	char *ca, *cert, *key;
+	size_t ca_len, cert_len, key_len;
+	char name[32]; /* libwebsockets keeps the pointer */
+};
+
+static struct {
+	pthread_mutex_t life;	 /* held to make the hub, to attach, to leave and to end it */
+	size_t users;		 /* under life: streams attached */
+	struct lws_context *ctx; /* set and cleared under life, while users == 0 */
+	pthread_t thread;
+	pthread_mutex_t lock; /* the streams list, quit and dead */
+	struct cae_k8s_stream *streams;
+	bool quit; /* the thread is to end (the last stream left) */
+	bool dead; /* lws_service failed: the thread ended, no stream may attach */
+	/* the service thread's own while it runs, then the last leaver's: */
+	struct hub_vhost *vhosts;
+	unsigned vhost_seq;
+} hub = {.life = PTHREAD_MUTEX_INITIALIZER, .lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void on_stderr(struct cae_k8s_stream *s, const char *p, size_t n)
 {
@@ -150,12 +196,22 @@ static int send_some(struct cae_k8s_stream *s, struct lws *wsi)
 	return 0;
 }
 
+/* The connection ended (or never was): unhooked from its stream, whose reader sees the end. */
+static void gone(struct cae_k8s_stream *s, struct lws *wsi, const char *why)
+{
+	s->L->set_opaque_user_data(wsi, NULL);
+	s->wsi = NULL;
+	s->gone = true;
+	closed(s, why);
+}
+
 static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *user, void *in,
 		    size_t len)
 {
 	(void)user;
 	const cae_lws_api *L = cae__lws();
-	struct cae_k8s_stream *s = of_wsi(wsi, L);
+	/* NULL for the hub's own wsi (the cancel pipe) and for a connection already unhooked */
+	struct cae_k8s_stream *s = L->get_opaque_user_data(wsi);
 	if (!s)
 		return 0;
 	switch (reason) {
@@ -202,8 +258,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 		else
 			snprintf(why, sizeof(why), "%.*s", in ? (int)MIN(len, 180) : 7,
 				 in ? (const char *)in : "refused");
-		s->wsi = NULL;
-		closed(s, why);
+		gone(s, wsi, why);
 		return 0;
 	}
 	case LWS_CALLBACK_CLIENT_RECEIVE: {
@@ -230,21 +285,9 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	}
 	case LWS_CALLBACK_CLIENT_WRITEABLE:
 		return send_some(s, wsi);
-	case LWS_CALLBACK_EVENT_WAIT_CANCELLED: {
-		pthread_mutex_lock(&s->lock);
-		bool wake = s->wsi && s->state == ST_OPEN &&
-			    (s->stop || s->in.len > s->in_off || (s->close_stdin && s->v5));
-		pthread_mutex_unlock(&s->lock);
-		if (wake)
-			L->callback_on_writable(s->wsi);
-		return 0;
-	}
 	case LWS_CALLBACK_CLIENT_CLOSED:
 	case LWS_CALLBACK_WSI_DESTROY:
-		if (wsi == s->wsi) {
-			s->wsi = NULL;
-			closed(s, "connection closed");
-		}
+		gone(s, wsi, "connection closed");
 		return 0;
 	default:
 		return 0;
@@ -256,20 +299,280 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+/* ---- the hub (its service thread's side) ---- */
+
+static bool same(const char *a, size_t alen, const char *b, size_t blen)
+{
+	return alen == blen && (alen == 0 || (a && b && memcmp(a, b, alen) == 0));
+}
+
+static char *dup_mem(const char *p, size_t n, bool *fail)
+{
+	if (!p)
+		return NULL;
+	char *c = malloc(n ? n : 1);
+	if (!c)
+		*fail = true;
+	else
+		memcpy(c, p, n);
+	return c;
+}
+
+static void hub_vhost_free(struct hub_vhost *v)
+{
+	if (v->key)
+		explicit_bzero(v->key, v->key_len);
+	free(v->ca);
+	free(v->cert);
+	free(v->key);
+	free(v);
+}
+
+/* The hub's vhost for k's TLS material, made on first use; NULL when libwebsockets refuses
+ * the material. */
+static struct lws_vhost *vhost_for(const cae_lws_api *L, const cae_k8s *k)
+{
+	const cae_k8s_auth *a = &k->auth;
+	for (struct hub_vhost *v = hub.vhosts; v; v = v->next)
+		if (v->tls == k->tls &&
+		    (!k->tls || (same(v->ca, v->ca_len, a->ca_pem, a->ca_len) &&
+				 same(v->cert, v->cert_len, a->cert_pem, a->cert_len) &&
+				 same(v->key, v->key_len, a->key_pem, a->key_len))))
+			return v->vh;
+	struct hub_vhost *v = calloc(1, sizeof(*v));
+	if (!v)
+		return NULL;
+	bool fail = false;
+	v->tls = k->tls;
+	if (k->tls) {
+		v->ca = dup_mem(a->ca_pem, a->ca_len, &fail);
+		v->ca_len = v->ca ? a->ca_len : 0;
+		v->cert = dup_mem(a->cert_pem, a->cert_len, &fail);
+		v->cert_len = v->cert ? a->cert_len : 0;
+		v->key = dup_mem(a->key_pem, a->key_len, &fail);
+		v->key_len = v->key ? a->key_len : 0;
+	}
+	snprintf(v->name, sizeof(v->name), "cae-k8s-%u", hub.vhost_seq++);
+	struct lws_context_creation_info info;
+	memset(&info, 0, sizeof(info));
+	info.port = CONTEXT_PORT_NO_LISTEN;
+	info.protocols = protocols;
+	info.vhost_name = v->name;
+	if (k->tls) {
+		/* without it libwebsockets makes no client TLS context for the vhost */
+		info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.client_ssl_ca_mem = a->ca_pem;
+		info.client_ssl_ca_mem_len = (unsigned)a->ca_len;
+		info.client_ssl_cert_mem = a->cert_pem;
+		info.client_ssl_cert_mem_len = (unsigned)a->cert_len;
+		info.client_ssl_key_mem = a->key_pem;
+		info.client_ssl_key_mem_len = (unsigned)a->key_len;
+	}
+	if (!fail)
+		v->vh = L->create_vhost(hub.ctx, &info);
+	if (!v->vh) {
+		hub_vhost_free(v);
+		return NULL;
+	}
+	v->next = hub.vhosts;
+	hub.vhosts = v;
+	return v->vh;
+}
+
+/* Connects s (the service thread, between two services). */
+static void start(struct cae_k8s_stream *s)
+{
+	const cae_lws_api *L = s->L;
+	const cae_k8s *k = s->k;
+	s->started = true;
+	struct lws_vhost *vh = vhost_for(L, k);
+	if (!vh) {
+		closed(s, "libwebsockets: cannot set up the connection (TLS material?)");
+		return;
+	}
+	struct lws_client_connect_info cc;
+	memset(&cc, 0, sizeof(cc));
+	cc.context = s->ctx;
+	cc.vhost = vh;
+	cc.address = k->host;
+	cc.port = k->port;
+	cc.path = s->path;
+	cc.host = s->hosthdr;
+	cc.origin = s->hosthdr;
+	cc.protocol = PROTOCOLS;
+	cc.local_protocol_name = "cae-k8s";
+	cc.opaque_user_data = s;
+	if (k->tls)
+		cc.ssl_connection = LCCSCF_USE_SSL |
+				    (k->auth.insecure ? LCCSCF_ALLOW_SELFSIGNED |
+							    LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK |
+							    LCCSCF_ALLOW_INSECURE
+						      : 0);
+	struct lws *wsi = L->client_connect_via_info(&cc);
+	/* an error met at once has called back already (gone) and freed the wsi */
+	if (wsi && !s->gone) {
+		s->wsi = wsi;
+	} else if (!wsi) {
+		char why[300];
+		snprintf(why, sizeof(why), "cannot connect to %s", k->auth.server);
+		closed(s, why);
+	}
+}
+
+/* What the user of s asked for, done by the service thread (under hub.lock). */
+static void tend(struct cae_k8s_stream *s)
+{
+	const cae_lws_api *L = s->L;
+	pthread_mutex_lock(&s->lock);
+	bool stop = s->stop, detached = s->detached;
+	bool to_send = s->state == ST_OPEN && (s->in.len > s->in_off || (s->close_stdin && s->v5));
+	pthread_mutex_unlock(&s->lock);
+	if (detached)
+		return;
+	if (stop) {
+		struct lws *wsi = s->wsi;
+		if (wsi) {
+			/* no callback of it reaches s from here on */
+			L->set_opaque_user_data(wsi, NULL);
+			s->wsi = NULL;
+			L->set_timeout(wsi, PENDING_TIMEOUT_USER_OK, LWS_TO_KILL_SYNC);
+		}
+		closed(s, "closed");
+		pthread_mutex_lock(&s->lock);
+		s->detached = true;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	if (!s->started)
+		start(s);
+	else if (s->wsi && to_send)
+		L->callback_on_writable(s->wsi);
+}
+
 static void *service_main(void *arg)
 {
-	struct cae_k8s_stream *s = arg;
+	const cae_lws_api *L = arg;
 	for (;;) {
-		pthread_mutex_lock(&s->lock);
-		bool quit = s->state == ST_CLOSED || (s->stop && !s->wsi);
-		pthread_mutex_unlock(&s->lock);
+		pthread_mutex_lock(&hub.lock);
+		bool quit = hub.quit;
+		for (struct cae_k8s_stream *s = hub.streams; s && !quit; s = s->next)
+			tend(s);
+		pthread_mutex_unlock(&hub.lock);
 		if (quit)
-			break;
-		if (s->L->service(s->ctx, 0) < 0)
+			return NULL;
+		if (L->service(hub.ctx, 0) < 0)
 			break;
 	}
-	closed(s, "service ended");
+	/* libwebsockets gave up: every stream ends (the context goes with the last one) */
+	pthread_mutex_lock(&hub.lock);
+	hub.dead = true;
+	for (struct cae_k8s_stream *s = hub.streams; s; s = s->next) {
+		if (s->wsi)
+			L->set_opaque_user_data(s->wsi, NULL);
+		s->wsi = NULL;
+		closed(s, "libwebsockets' service ended");
+		pthread_mutex_lock(&s->lock);
+		s->detached = true;
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+	}
+	pthread_mutex_unlock(&hub.lock);
 	return NULL;
+}
+
+/* ---- the hub (its users' side) ---- */
+
+/* Ends the hub (under hub.life, with no stream attached). */
+static void hub_end(const cae_lws_api *L)
+{
+	pthread_mutex_lock(&hub.lock);
+	hub.quit = true;
+	pthread_mutex_unlock(&hub.lock);
+	L->cancel_service(hub.ctx);
+	pthread_join(hub.thread, NULL);
+	L->context_destroy(hub.ctx);
+	hub.ctx = NULL;
+	while (hub.vhosts) {
+		struct hub_vhost *v = hub.vhosts;
+		hub.vhosts = v->next;
+		hub_vhost_free(v);
+	}
+	hub.quit = hub.dead = false;
+}
+
+/* Puts s on the hub (made when there is none) and wakes the service thread to connect it. */
+static int hub_attach(struct cae_k8s_stream *s, cae_error *err)
+{
+	const cae_lws_api *L = s->L;
+	int r = 0;
+	pthread_mutex_lock(&hub.life);
+	if (!hub.ctx) {
+		struct lws_context_creation_info info;
+		memset(&info, 0, sizeof(info));
+		info.port = CONTEXT_PORT_NO_LISTEN;
+		info.options =
+		    LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT | LWS_SERVER_OPTION_EXPLICIT_VHOSTS;
+		info.gid = -1;
+		info.uid = -1;
+		info.fd_limit_per_thread = FD_LIMIT;
+		hub.ctx = L->create_context(&info);
+		if (!hub.ctx)
+			r = cae_error_set(err, -EIO,
+					  "libwebsockets: cannot create a context (TLS setup?)");
+		else if (pthread_create(&hub.thread, NULL, service_main, (void *)L) != 0) {
+			L->context_destroy(hub.ctx);
+			hub.ctx = NULL;
+			r = cae_error_set(err, -EAGAIN, "cannot start a thread");
+		}
+	}
+	if (r == 0) {
+		pthread_mutex_lock(&hub.lock);
+		if (hub.dead) {
+			r = cae_error_set(err, -EIO, "libwebsockets' service ended");
+		} else {
+			s->next = hub.streams;
+			if (hub.streams)
+				hub.streams->prev = s;
+			hub.streams = s;
+			s->ctx = hub.ctx;
+			s->attached = true;
+			hub.users++;
+		}
+		pthread_mutex_unlock(&hub.lock);
+	}
+	pthread_mutex_unlock(&hub.life);
+	if (r == 0)
+		L->cancel_service(s->ctx);
+	return r;
+}
+
+/* Takes s off the hub once the service thread let go of it; the last one ends the hub. */
+static void hub_detach(struct cae_k8s_stream *s)
+{
+	const cae_lws_api *L = s->L;
+	pthread_mutex_lock(&s->lock);
+	s->stop = true;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	L->cancel_service(s->ctx);
+	pthread_mutex_lock(&s->lock);
+	while (!s->detached)
+		pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
+	pthread_mutex_lock(&hub.life);
+	pthread_mutex_lock(&hub.lock);
+	if (s->prev)
+		s->prev->next = s->next;
+	else
+		hub.streams = s->next;
+	if (s->next)
+		s->next->prev = s->prev;
+	pthread_mutex_unlock(&hub.lock);
+	s->attached = false;
+	if (--hub.users == 0)
+		hub_end(L);
+	pthread_mutex_unlock(&hub.life);
 }
 
 /* The exec path: /api/v1/namespaces/NS/pods/POD/exec?container=..&command=..&stdin=true... */
@@ -326,8 +629,9 @@ static int stream_open(cae_k8s *k, const char *ns, const char *pod, const char *
 	pthread_condattr_destroy(&ca);
 	cae__buf_init(&s->in, SIZE_MAX);
 	cae__buf_init(&s->status, STATUS_MAX);
-	_cleanup_free_ char *path = exec_path(ns, pod, container, argv);
-	if (!path) {
+	snprintf(s->hosthdr, sizeof(s->hosthdr), "%s:%d", k->host, k->port);
+	s->path = exec_path(ns, pod, container, argv);
+	if (!s->path) {
 		cae_k8s_stream_close(s);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
@@ -336,58 +640,11 @@ static int stream_open(cae_k8s *k, const char *ns, const char *pod, const char *
 		cae_k8s_stream_close(s);
 		return cae_error_set(err, -e, "socketpair: %s", strerror(e));
 	}
-	struct lws_context_creation_info info;
-	memset(&info, 0, sizeof(info));
-	info.port = CONTEXT_PORT_NO_LISTEN;
-	info.protocols = protocols;
-	info.user = s;
-	info.gid = -1;
-	info.uid = -1;
-	info.fd_limit_per_thread = 8;
-	if (k->tls) {
-		info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
-		info.client_ssl_ca_mem = k->auth.ca_pem;
-		info.client_ssl_ca_mem_len = (unsigned)k->auth.ca_len;
-		info.client_ssl_cert_mem = k->auth.cert_pem;
-		info.client_ssl_cert_mem_len = (unsigned)k->auth.cert_len;
-		info.client_ssl_key_mem = k->auth.key_pem;
-		info.client_ssl_key_mem_len = (unsigned)k->auth.key_len;
-	}
-	s->ctx = L->create_context(&info);
-	if (!s->ctx) {
+	int r = hub_attach(s, err);
+	if (r < 0) {
 		cae_k8s_stream_close(s);
-		return cae_error_set(err, -EIO,
-				     "libwebsockets: cannot create a context (TLS setup?)");
+		return r;
 	}
-	char hosthdr[300];
-	snprintf(hosthdr, sizeof(hosthdr), "%s:%d", k->host, k->port);
-	struct lws_client_connect_info cc;
-	memset(&cc, 0, sizeof(cc));
-	cc.context = s->ctx;
-	cc.address = k->host;
-	cc.port = k->port;
-	cc.path = path;
-	cc.host = hosthdr;
-	cc.origin = hosthdr;
-	cc.protocol = PROTOCOLS;
-	cc.local_protocol_name = "cae-k8s";
-	cc.pwsi = &s->wsi;
-	if (k->tls)
-		cc.ssl_connection = LCCSCF_USE_SSL |
-				    (k->auth.insecure ? LCCSCF_ALLOW_SELFSIGNED |
-							    LCCSCF_SKIP_SERVER_CERT_HOSTNAME_CHECK |
-							    LCCSCF_ALLOW_INSECURE
-						      : 0);
-	if (!L->client_connect_via_info(&cc) && s->state != ST_CLOSED) {
-		cae_k8s_stream_close(s);
-		return cae_error_set(err, -ECONNREFUSED, "exec in pod %s: cannot connect to %s",
-				     pod, k->auth.server);
-	}
-	if (pthread_create(&s->thread, NULL, service_main, s) != 0) {
-		cae_k8s_stream_close(s);
-		return cae_error_set(err, -EAGAIN, "cannot start a thread");
-	}
-	s->thread_started = true;
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
 	until.tv_sec += (time_t)(timeout_ms / 1000);
@@ -523,20 +780,13 @@ void cae_k8s_stream_close(cae_k8s_stream *s)
 {
 	if (!s)
 		return;
-	if (s->thread_started) {
-		pthread_mutex_lock(&s->lock);
-		s->stop = true;
-		pthread_cond_broadcast(&s->cond);
-		pthread_mutex_unlock(&s->lock);
-		s->L->cancel_service(s->ctx);
-		pthread_join(s->thread, NULL);
-	}
-	if (s->ctx)
-		s->L->context_destroy(s->ctx);
+	if (s->attached)
+		hub_detach(s);
 	if (s->sv[0] >= 0)
 		close(s->sv[0]);
 	if (s->sv[1] >= 0)
 		close(s->sv[1]);
+	free(s->path);
 	cae__buf_clear(&s->in);
 	cae__buf_clear(&s->status);
 	pthread_cond_destroy(&s->cond);

@@ -37,14 +37,15 @@ static void load(void)
 	} while (0)
 	SYM(create_context, "lws_create_context");
 	SYM(context_destroy, "lws_context_destroy");
+	SYM(create_vhost, "lws_create_vhost");
 	SYM(client_connect_via_info, "lws_client_connect_via_info");
 	SYM(service, "lws_service");
 	SYM(cancel_service, "lws_cancel_service");
 	SYM(callback_on_writable, "lws_callback_on_writable");
 	SYM(write, "lws_write");
 	SYM(get_opaque_user_data, "lws_get_opaque_user_data");
-	SYM(get_context, "lws_get_context");
-	SYM(context_user, "lws_context_user");
+	SYM(set_opaque_user_data, "lws_set_opaque_user_data");
+	SYM(set_timeout, "lws_set_timeout");
 	SYM(set_log_level, "lws_set_log_level");
 	SYM(is_first_fragment, "lws_is_first_fragment");
 	SYM(is_final_fragment, "lws_is_final_fragment");

@@ -14,14 +14,16 @@
 typedef struct cae_lws_api {
 	struct lws_context *(*create_context)(const struct lws_context_creation_info *info);
 	void (*context_destroy)(struct lws_context *ctx);
+	struct lws_vhost *(*create_vhost)(struct lws_context *ctx,
+					  const struct lws_context_creation_info *info);
 	struct lws *(*client_connect_via_info)(const struct lws_client_connect_info *ccinfo);
 	int (*service)(struct lws_context *ctx, int timeout_ms);
 	void (*cancel_service)(struct lws_context *ctx);
 	int (*callback_on_writable)(struct lws *wsi);
 	int (*write)(struct lws *wsi, unsigned char *buf, size_t len, enum lws_write_protocol wp);
 	void *(*get_opaque_user_data)(const struct lws *wsi);
-	struct lws_context *(*get_context)(const struct lws *wsi);
-	void *(*context_user)(struct lws_context *ctx);
+	void (*set_opaque_user_data)(struct lws *wsi, void *data);
+	void (*set_timeout)(struct lws *wsi, enum pending_timeout reason, int secs);
 	void (*set_log_level)(int level, void (*log_emit_function)(int level, const char *line));
 	int (*is_first_fragment)(struct lws *wsi);
 	int (*is_final_fragment)(struct lws *wsi);
