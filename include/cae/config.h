@@ -193,6 +193,11 @@ typedef struct cae_config {
 			int active_deadline_seconds; /* 86400: a pod's lifetime bound */
 			char *node_name; /* NULL: the scheduler places pods; set: bound there */
 			int image_pull_policy; /* 0 IfNotPresent (default), 1 Always, 2 Never */
+			bool protect_with_root_sidecar; /* true: protected_paths are made root's by
+							 * a short-lived root container of the pod;
+							 * false (clusters that refuse root
+							 * containers): not enforced for commands,
+							 * with a warning */
 		} kubernetes;
 		struct {
 			bool shallow;		/* true */

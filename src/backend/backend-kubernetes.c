@@ -73,6 +73,7 @@
 #define HELPER_PATH HELPER_DIR "/cae-helper"
 #define MAIN "main"
 #define INSTALL "cae-helper-install"
+#define PROTECT "cae-protect"
 #define UID 1000
 #define POD_START_TIMEOUT_MS 300000
 #define DELETE_TIMEOUT_MS 120000
@@ -478,6 +479,7 @@ struct k8s_prep {
 	const char *image;
 	char *helper; /* the static helper to deliver; NULL: none on this host */
 	char *git_credential;
+	bool protect; /* the pod has the root sidecar that makes protected_paths root's */
 	struct prep_ctx pc;
 };
 
@@ -518,6 +520,17 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 				  "cae-helper-static was not found on this host: every command is "
 				  "one API server exec and the text editor is not available");
 	}
+	if (cfg->command_executor.protected_paths.n) {
+		kp->protect = cfg->command_executor.kubernetes.protect_with_root_sidecar;
+		/* said in ContainerInfo.warnings and the log: never pretended */
+		if (!kp->protect)
+			cae__prepare_warn(
+			    p, "kubernetes.protected_paths_unenforced",
+			    "command_executor.protected_paths are not read-only to commands in "
+			    "this environment: command_executor.kubernetes."
+			    "protect_with_root_sidecar is false, so nothing in the pod can give "
+			    "them to root");
+	}
 	return 0;
 }
 
@@ -526,6 +539,26 @@ static json_t *security_context(void)
 	return json_pack("{s:i, s:i, s:b, s:b, s:{s:[s]}}", "runAsUser", UID, "runAsGroup", UID,
 			 "runAsNonRoot", 1, "allowPrivilegeEscalation", 0, "capabilities", "drop",
 			 "ALL");
+}
+
+/* The root sidecar of the protected paths (see "protected paths" below): root, but only
+ * CAP_CHOWN (chown of the user's files; chmod needs nothing more once they are root's), no
+ * privilege escalation, the workspace only, tiny resources; its working directory is "/"
+ * (the image's, as root, would be made in the workspace before the clone). PID 1 is a
+ * shell that waits until SIGTERM (its trap; `wait` returns at once on it), so that one exec of
+ * `kill 1` ends it. */
+static json_t *protect_container(const char *image, const char *pull)
+{
+	return json_pack(
+	    "{s:s, s:s, s:s, s:[s, s, s], s:s, s:[{s:s, s:s}], s:{s:i, s:i, s:b, s:b, s:{s:[s], "
+	    "s:[s]}},"
+	    " s:{s:{s:s, s:s}, s:{s:s, s:s}}}",
+	    "name", PROTECT, "image", image, "imagePullPolicy", pull, "command", "sh", "-c",
+	    "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done", "workingDir", "/",
+	    "volumeMounts", "name", "workspace", "mountPath", WORKSPACE, "securityContext",
+	    "runAsUser", 0, "runAsGroup", 0, "runAsNonRoot", 0, "allowPrivilegeEscalation", 0,
+	    "capabilities", "drop", "ALL", "add", "CHOWN", "resources", "limits", "cpu", "200m",
+	    "memory", "64Mi", "requests", "cpu", "1m", "memory", "8Mi");
 }
 
 static json_t *pod_spec(cae_prepare *p)
@@ -588,6 +621,9 @@ static json_t *pod_spec(cae_prepare *p)
 					      "volumeMounts", "name", "cae", "mountPath",
 					      HELPER_DIR, "securityContext", security_context()));
 	}
+	if (kp->protect)
+		json_array_append_new(json_object_get(spec, "containers"),
+				      protect_container(kp->image, pull));
 	if (cfg->command_executor.kubernetes.node_name)
 		json_object_set_new(spec, "nodeName",
 				    json_string(cfg->command_executor.kubernetes.node_name));
@@ -741,11 +777,182 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
 	return cae__git_clone(prep_exec, &kp->pc, p->b->cfg, p->b->log, p->task, PROJECT, err);
 }
 
+/* ---- protected paths (command_executor.protected_paths) ----
+ *
+ * Commands run as 1000 with no capabilities and the helper is PID 1: nothing in the main
+ * container can give a path to root, and the pod API has no root exec. So a pod that
+ * protects paths has one more container, PROTECT (protect_container): root with CAP_CHOWN
+ * only, sharing nothing but the workspace. At the ready step (after clone and dependencies,
+ * before any agent command), the user's pass in the main container makes a missing path
+ * under .git an empty directory, skips one with a symbolic link on the way and gives the
+ * project safe.directory (git refuses a repository of another owner otherwise); then one
+ * exec into the sidecar makes each path and everything under it root's without following a
+ * link (chown -R -h), takes away group and other write and the set-id bits, and makes every
+ * directory on the way from /workspace down root's with mode 1777: writable, but sticky,
+ * so that the user can neither rename nor remove .git, the project or the protected path,
+ * nor put a writable one in its place. Then `kill 1` ends the sidecar and the ready step
+ * waits until the API says it terminated: no root process stays in the pod. The pod's phase
+ * stays Running while the main container runs, so liveness reads it as before. */
+
+/* $@: the protected paths. As the environment's user, in the project: safe.directory,
+ * makes a missing one under .git an empty directory (when its parent is there), skips one
+ * with a symbolic link on the way, names the rest on stdout (one a line, normalised). */
+static const char protect_user_script[] =
+    "set -euf\n"
+    "cd " PROJECT "\n"
+    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
+    "2>/dev/null | grep -qx " PROJECT "; then\n"
+    "  git config --global --add safe.directory " PROJECT "\n"
+    "fi\n"
+    "for p in \"$@\"; do\n"
+    "  ok=1 q=\n"
+    "  old=$IFS; IFS=/\n"
+    "  for c in $p; do\n"
+    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
+    "    q=${q:+$q/}$c\n"
+    "    if [ -L \"$q\" ]; then ok=0; fi\n"
+    "  done\n"
+    "  IFS=$old\n"
+    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
+    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
+    "    *) ok=0 ;; esac\n"
+    "  fi\n"
+    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then printf '%s\\n' \"$q\"; fi\n"
+    "done\n";
+
+/* $@: the paths the user's pass kept. As root in the sidecar: each is looked at again (no
+ * symbolic link on the way, it exists), then the directories on the way, top down, become
+ * root's with mode 1777, and the path and all under it root's, without group or other
+ * write or set-id bits. chown -R -h and chmod -R never follow a link inside the tree. */
+static const char protect_root_script[] =
+    "set -euf\n"
+    "for d in " WORKSPACE " " PROJECT "; do\n"
+    "  [ -d \"$d\" ] && [ ! -L \"$d\" ] || { echo \"$d: not a directory\" >&2; exit 4; }\n"
+    "  chown -h 0:0 \"$d\" && chmod 1777 \"$d\"\n"
+    "done\n"
+    "cd " PROJECT "\n"
+    "for p in \"$@\"; do\n"
+    "  ok=1 q=\n"
+    "  old=$IFS; IFS=/\n"
+    "  for c in $p; do\n"
+    "    q=${q:+$q/}$c\n"
+    "    if [ -L \"$q\" ]; then ok=0; fi\n"
+    "  done\n"
+    "  IFS=$old\n"
+    "  [ $ok = 1 ] && [ -e \"$q\" ] || continue\n"
+    "  a=\n"
+    "  old=$IFS; IFS=/\n"
+    "  for c in ${q%/*}; do\n"
+    "    [ \"$c\" != \"$q\" ] || break\n"
+    "    a=${a:+$a/}$c\n"
+    "    chown -h 0:0 \"$a\" && chmod 1777 \"$a\"\n"
+    "  done\n"
+    "  IFS=$old\n"
+    "  chown -R -h 0:0 -- \"$q\"\n"
+    "  chmod -R go-w,ug-s -- \"$q\"\n"
+    "  printf '%s\\n' \"$q\"\n"
+    "done\n";
+
+/* The sidecar has terminated (or the pod stopped running: the caller fails then). */
+static int protect_gone(json_t *pod, void *ud, cae_error *err)
+{
+	(void)ud;
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i,
+			   c)
+	{
+		const char *n = json_string_value(json_object_get(c, "name"));
+		if (n && strcmp(n, PROTECT) == 0)
+			return json_object_get(json_object_get(c, "state"), "terminated") ? 1 : 0;
+	}
+	int r = cae_k8s_pod_running(pod, NULL, err);
+	return r < 0 ? r : 0;
+}
+
+static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
+{
+	struct k8s_prep *kp = prep_of(p);
+	struct k8s_impl *ki = impl_of(p->b);
+	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
+	if (!kp->protect)
+		return 0;
+	_cleanup_free_ const char **argv = calloc(pp->n + 5, sizeof(char *));
+	if (!argv)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	size_t k = 0;
+	argv[k++] = "sh";
+	argv[k++] = "-c";
+	argv[k++] = protect_user_script;
+	argv[k++] = "cae-protect";
+	for (size_t i = 0; i < pp->n; i++)
+		argv[k++] = pp->items[i];
+	cae_exec_request req = {.argv = argv,
+				.cwd = PROJECT,
+				.timeout_ms = 120 * 1000,
+				.max_stdout = 64 * 1024,
+				.max_stderr = 64 * 1024,
+				.cancel_fd = -1};
+	cae_run_result res;
+	int r = prep_exec(&kp->pc, &req, &res, err);
+	if (r < 0)
+		return cae_error_prefix(err, "protected paths");
+	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
+		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
+				  "protected paths: the user's pass failed: %s",
+				  res.err ? res.err : "");
+		cae_run_result_clear(&res);
+		return r;
+	}
+	/* the kept paths, one a line, as the root pass's arguments */
+	_cleanup_free_ const char **rargv = calloc(pp->n + 5, sizeof(char *));
+	_cleanup_free_ char *kept = strdup(res.out ? res.out : "");
+	cae_run_result_clear(&res);
+	if (!rargv || !kept)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	k = 0;
+	rargv[k++] = "sh";
+	rargv[k++] = "-c";
+	rargv[k++] = protect_root_script;
+	rargv[k++] = "cae-protect";
+	for (char *l = kept, *e; *l && k < pp->n + 4; l = e + 1) {
+		e = strchr(l, '\n');
+		if (!e)
+			break;
+		*e = '\0';
+		rargv[k++] = l;
+	}
+	r = cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, rargv, NULL, 0, 120 * 1000, 64 * 1024,
+			 64 * 1024, p->cancel_fd, &res, err);
+	if (r < 0)
+		return cae_error_prefix(err, "protected paths");
+	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
+		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
+				  "protected paths: cannot make them read-only to commands: %s",
+				  res.err ? res.err : "");
+		cae_run_result_clear(&res);
+		return r;
+	}
+	cae_run_result_clear(&res);
+	/* the end of the sidecar: its exec may lose its status as the container goes, so
+	 * what counts is the API's word that it terminated */
+	const char *kill1[] = {"kill", "-TERM", "1", NULL};
+	cae_error e = {0};
+	if (cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, kill1, NULL, 0, 30 * 1000, 0, 0, -1, &res,
+			 &e) == 0)
+		cae_run_result_clear(&res);
+	r = cae_k8s_pod_wait(ki->k, ki->ns, pod, protect_gone, NULL, 60 * 1000, NULL, err);
+	return r < 0 ? cae_error_prefix(err, "protected paths: the root sidecar did not end") : 0;
+}
+
 static int k8s_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(p->b);
 	char name[160];
 	pod_name(name, sizeof(name), p->task->uuid);
+	int pr = protect_paths(p, name, err);
+	if (pr < 0)
+		return pr;
 	_cleanup_free_ char *wtext = json_dumps(p->warnings, JSON_COMPACT);
 	json_t *patch = json_pack("{s:{s:{s:s}, s:{s:s}}}", "metadata", "labels", L_PHASE, "ready",
 				  "annotations", A_WARNINGS, wtext ? wtext : "[]");

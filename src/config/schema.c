@@ -127,6 +127,8 @@ const struct cfg_key cfg_keys[] = {
     STR(CE "kubernetes.node_name", command_executor.kubernetes.node_name, F_NONEMPTY, NULL, NULL),
     ENUM(CE "kubernetes.image_pull_policy", command_executor.kubernetes.image_pull_policy,
 	 pull_names, "IfNotPresent", NULL),
+    BOOL(CE "kubernetes.protect_with_root_sidecar",
+	 command_executor.kubernetes.protect_with_root_sidecar, "true", NULL),
     SECTION(CE "clone"),
     BOOL(CE "clone.shallow", command_executor.clone.shallow, "true", NULL),
     INT(CE "clone.depth", command_executor.clone.depth, 1, 1000000, "1", NULL),
