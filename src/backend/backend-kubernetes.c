@@ -11,10 +11,11 @@
  * preparer lives and "failed" after, which exec refuses and gc removes whatever its age.
  *
  * Security, the Kubernetes way: every container runs as 1000:1000 (runAsNonRoot), drops
- * every capability, allowPrivilegeEscalation false; CPU and memory limits (and requests)
- * from command_executor.docker.resources, the workspace an emptyDir with sizeLimit from its
- * disk_limit; no service-account token (automountServiceAccountToken false, no service
- * links); activeDeadlineSeconds bounds the pod's life. The pod API has no pids limit (that
+ * every capability, allowPrivilegeEscalation false (but the root sidecar of the protected
+ * paths, which ends before the environment is ready: see "protected paths" below); CPU and memory
+ * limits (and requests) from command_executor.docker.resources, the workspace an emptyDir with
+ * sizeLimit from its disk_limit; no service-account token (automountServiceAccountToken false, no
+ * service links); activeDeadlineSeconds bounds the pod's life. The pod API has no pids limit (that
  * is the kubelet's --pod-max-pids): said in the log, not pretended. Tokens never enter the
  * pod spec, its environment or files: the clone's and a push's credentials travel on the
  * helper's channel, as in containers.
