@@ -783,9 +783,9 @@ static int claim_warm(cae_prepare *p, json_t *pod, cae_error *err)
 	char key[CAE_POOL_KEY_MAX], name[160];
 	pool_key(pod, kp->helper, key);
 	json_t *md = json_object_get(pod, "metadata");
-	json_t *patch = json_pack("{s:{s:O, s:O}}", "metadata", "labels",
-				  json_object_get(md, "labels"), "annotations",
-				  json_object_get(md, "annotations"));
+	json_t *patch =
+	    json_pack("{s:{s:O, s:O}}", "metadata", "labels", json_object_get(md, "labels"),
+		      "annotations", json_object_get(md, "annotations"));
 	if (!patch)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
@@ -811,10 +811,10 @@ static int claim_warm(cae_prepare *p, json_t *pod, cae_error *err)
 	}
 	json_decref(same);
 	remember_claimed(p->b, p->task->uuid, name);
-	p->create_fields = json_pack(
-	    "{s:s, s:s, s:s, s:b, s:b, s:s, s:I}", "pod", name, "namespace", ki->ns, "image",
-	    kp->image, "helper", kp->helper != NULL, "pool", 1, "pool_key", key, "claim_ms",
-	    (json_int_t)(cae__now_ms() - t0));
+	p->create_fields =
+	    json_pack("{s:s, s:s, s:s, s:b, s:b, s:s, s:I}", "pod", name, "namespace", ki->ns,
+		      "image", kp->image, "helper", kp->helper != NULL, "pool", 1, "pool_key", key,
+		      "claim_ms", (json_int_t)(cae__now_ms() - t0));
 	kp->pc = (struct prep_ctx){.b = p->b, .uuid = p->task->uuid, .cancel_fd = p->cancel_fd};
 	p->exec = prep_exec;
 	p->exec_ctx = &kp->pc;
@@ -1178,7 +1178,8 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 		pool_key(*pod, prep_of(&p)->helper, key);
 		/* what is the task's is not the pool's */
 		json_t *md = json_object_get(*pod, "metadata");
-		json_t *labels = json_object_get(md, "labels"), *ann = json_object_get(md, "annotations");
+		json_t *labels = json_object_get(md, "labels"),
+		       *ann = json_object_get(md, "annotations");
 		json_object_del(md, "name");
 		json_object_del(labels, L_TASK);
 		json_object_del(labels, L_UUID);

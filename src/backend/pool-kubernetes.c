@@ -71,8 +71,8 @@ static int64_t created_of(json_t *pod)
 	const char *v = label(pod, LABEL_CREATED);
 	long long n = v ? strtoll(v, NULL, 10) : 0;
 	return n > 0 ? (int64_t)n
-		     : cae__parse_iso8601(json_string_value(
-			   json_object_get(md_of(pod), "creationTimestamp")));
+		     : cae__parse_iso8601(
+			   json_string_value(json_object_get(md_of(pod), "creationTimestamp")));
 }
 
 /* The pod's own maximum age (its label), else fallback. */
@@ -209,8 +209,9 @@ int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *na
 		const char *rv = json_string_value(json_object_get(md_of(pod), "resourceVersion"));
 		if (!running(pod) || !pn || !rv)
 			continue;
-		int64_t age = now - created_of(pod);
-		if (age >= max_age_of(pod, fallback) || age < 0) {
+		/* the younger of its own maximum age and this configuration's */
+		int64_t age = now - created_of(pod), limit = max_age_of(pod, fallback);
+		if (age >= (limit < fallback ? limit : fallback) || age < 0) {
 			/* never handed out: removed, unless another claimer has it */
 			if (remove_free(b, pod, "past its maximum age", age, &e) < 0)
 				cae_log_event(b->log, CAE_LOG_WARN, "pool.remove_failed", "%s",
@@ -227,9 +228,9 @@ int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *na
 		json_object_set_new(labels, CAE_POOL_LABEL_MAX_AGE, json_null());
 		int64_t deadline = claimed_deadline(b, pod, now);
 		if (deadline > 0)
-			json_object_set_new(p, "spec",
-					    json_pack("{s:I}", "activeDeadlineSeconds",
-						      (json_int_t)deadline));
+			json_object_set_new(
+			    p, "spec",
+			    json_pack("{s:I}", "activeDeadlineSeconds", (json_int_t)deadline));
 		_cleanup_free_ char *path = pod_path(b, pn);
 		int r = !path || !md ? -ENOMEM : cae_k8s_call(k, "PATCH", path, p, NULL, &e);
 		json_decref(p);
@@ -241,10 +242,10 @@ int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *na
 			break;
 		}
 		snprintf(name, size, "%s", pn);
-		cae_log_fields(b->log, CAE_LOG_INFO, "pool.claimed",
-			       json_pack("{s:s, s:s, s:I}", "pod", pn, "pool", key, "age_s",
-					 (json_int_t)age),
-			       NULL);
+		cae_log_fields(
+		    b->log, CAE_LOG_INFO, "pool.claimed",
+		    json_pack("{s:s, s:s, s:I}", "pod", pn, "pool", key, "age_s", (json_int_t)age),
+		    NULL);
 		found = 1;
 		break;
 	}
@@ -373,18 +374,19 @@ int cae__k8s_pool_status(cae_backend *b, json_t *keys, json_t **out, cae_error *
 		if (created > 0 && gmtime_r(&t, &tm))
 			strftime(at, sizeof(at), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		snprintf(state, sizeof(state), "%s",
-			 deleting(pod) ? "removing" : phase_of(pod) ? phase_of(pod) : "unknown");
+			 deleting(pod)	 ? "removing"
+			 : phase_of(pod) ? phase_of(pod)
+					 : "unknown");
 		for (char *s = state; *s; s++)
 			*s = (char)tolower((unsigned char)*s);
 		json_array_append_new(
-		    *out,
-		    json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s, s:b, s:b}", "name",
-			      name_of(pod), "container_id",
-			      json_string_value(json_object_get(md_of(pod), "uid")), "environment",
-			      label(pod, LABEL_ENV), "key", key, "created_at", at[0] ? at : NULL,
-			      "age_s", (json_int_t)age, "max_age_s", (json_int_t)max_age, "state",
-			      state, "expired", age >= max_age, "this_config",
-			      key && json_object_get(keys, key) != NULL));
+		    *out, json_pack("{s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s, s:b, s:b}",
+				    "name", name_of(pod), "container_id",
+				    json_string_value(json_object_get(md_of(pod), "uid")),
+				    "environment", label(pod, LABEL_ENV), "key", key, "created_at",
+				    at[0] ? at : NULL, "age_s", (json_int_t)age, "max_age_s",
+				    (json_int_t)max_age, "state", state, "expired", age >= max_age,
+				    "this_config", key && json_object_get(keys, key) != NULL));
 	}
 	json_decref(all);
 	return 0;
@@ -426,7 +428,7 @@ int cae__k8s_pool_remove(cae_backend *b, json_t *keys, bool expired_only, int *r
 	}
 	json_decref(all);
 	if (failed)
-		return cae_error_set(err, -EBUSY, "%d pool pod(s) could not be removed: %s",
-				     failed, e.message);
+		return cae_error_set(err, -EBUSY, "%d pool pod(s) could not be removed: %s", failed,
+				     e.message);
 	return 0;
 }

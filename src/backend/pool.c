@@ -398,9 +398,9 @@ int cae_backend_pool_fill(cae_backend *b, int cancel_fd, int *created, cae_error
 		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
 	int r = 0;
 	for (size_t i = 0; i < n_pooled(b->cfg) && r == 0; i++)
-		r = is_docker(b) ? fill_env(b, pooled(b->cfg, i), cancel_fd, created, err)
-				 : cae__k8s_pool_fill_env(b, pooled(b->cfg, i), cancel_fd, created,
-							  err);
+		r = is_docker(b)
+			? fill_env(b, pooled(b->cfg, i), cancel_fd, created, err)
+			: cae__k8s_pool_fill_env(b, pooled(b->cfg, i), cancel_fd, created, err);
 	return r;
 }
 
@@ -431,7 +431,8 @@ static json_t *own_keys(cae_backend *b)
 		char *helper = NULL;
 		if ((is_docker(b)
 			 ? cae__docker_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL)
-			 : cae__k8s_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL)) == 0)
+			 : cae__k8s_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL)) ==
+		    0)
 			json_object_set_new(keys, key, json_string(pooled(b->cfg, i)));
 		json_decref(body);
 		free(helper);
