@@ -276,9 +276,15 @@ static int find_claimed(cae_backend *b, const char *uuid, json_t **out, cae_erro
 /* The pod of uuid when it is that task's (-ENOENT otherwise). */
 static int get_pod(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
 {
-	char name[160];
+	char name[160], cold[160];
 	name_of(b, uuid, name, sizeof(name));
+	pod_name(cold, sizeof(cold), uuid);
 	int r = cae_k8s_pod_get(impl_of(b)->k, impl_of(b)->ns, name, out, err);
+	if (r == -ENOENT && strcmp(name, cold) != 0) {
+		/* the pool pod remembered went: the task may have a cold pod since */
+		remember_claimed(b, uuid, NULL);
+		r = cae_k8s_pod_get(impl_of(b)->k, impl_of(b)->ns, cold, out, err);
+	}
 	if (r < 0 && r != -ENOENT)
 		return r;
 	const char *u = r == 0 ? meta(*out, "annotations", A_UUID) : NULL;
@@ -502,10 +508,16 @@ static int k8s_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae
 static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(b);
-	char name[160];
+	char name[160], cold[160];
 	name_of(b, uuid, name, sizeof(name));
+	pod_name(cold, sizeof(cold), uuid);
 	cae_error e = {0};
 	int r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
+	if (r == -ENOENT && strcmp(name, cold) != 0) {
+		/* the pool pod remembered went: the task may have a cold pod since */
+		snprintf(name, sizeof(name), "%s", cold);
+		r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
+	}
 	if (r == -ENOENT) {
 		/* none by that name: one claimed from the warm pool, else none at all */
 		json_t *pod = NULL;

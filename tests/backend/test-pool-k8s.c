@@ -375,6 +375,16 @@ START_TEST(claimed_pod_is_the_tasks)
 			 0);
 	ck_assert_int_eq(removed, 1);
 	ck_assert(!pod_exists(pool_name));
+	/* the task prepared again elsewhere, cold (the pool is empty): the first process, which
+	 * remembers the pool pod, finds the cold one, and removes it */
+	cae_env_info_clear(&info);
+	info = prepare(b2, uuid);
+	ck_assert_str_ne(info.container_id, pool_uid);
+	ck_assert_msg(cae_backend_info(b, uuid, &i2, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(i2.container_id, info.container_id);
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), -ENOENT);
 	/* the first process's commands see it gone */
 	const char *argv[] = {"true", NULL};
 	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
