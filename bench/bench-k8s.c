@@ -1,8 +1,10 @@
 /* Kubernetes backend benchmarks, against the single-node cluster (scripts/k8s-env.sh up; run
  * with its KUBECONFIG from the source root, as bench/run.sh does).
  * 1. prepare of a small repository with no dependencies on a cold pod (create, the helper's
- *    delivery, start, clone), p50 over BENCH_PREPARE_N runs (default 5). The repository is
- *    served by scripts/git-server.sh on loopback (the pod uses the host network).
+ *    delivery, start, clone), p50 over BENCH_PREPARE_N runs (default 5), next to the same
+ *    prepare claiming a pod of a warm pool of one (command_executor.pool; refilled, untimed,
+ *    before each run). The repository is served by scripts/git-server.sh on loopback (the
+ *    pod uses the host network).
  * 2. exec round trip of `true`: through the pod's cae-helper over its one long-lived exec
  *    stream (cae_backend_exec), next to one API server exec per command (cae_k8s_exec: a
  *    WebSocket upgrade, the command, its status) and `kubectl exec POD -- true`, interleaved,
@@ -67,7 +69,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int status = 0;
-	int64_t *prep = calloc((size_t)np, sizeof(int64_t));
+	int64_t *prep = calloc((size_t)np, sizeof(int64_t)),
+		*warm = calloc((size_t)np, sizeof(int64_t));
 	int64_t *th = calloc((size_t)n, sizeof(int64_t)), *tx = calloc((size_t)n, sizeof(int64_t)),
 		*tk = calloc((size_t)n, sizeof(int64_t));
 	char uuid[64];
@@ -86,6 +89,45 @@ int main(int argc, char **argv)
 		if (i < np - 1)
 			(void)cae_backend_cleanup(b, uuid, NULL);
 	}
+	/* the same prepares from a warm pool of one (the same configuration but for the pool) */
+	cae_config *pcfg = cae_config_defaults(NULL);
+	cae_backend *pb = NULL;
+	if (status == 0 && (!pcfg || set(pcfg, "command_executor.state_dir", state) ||
+			    set(pcfg, "command_executor.kubernetes.namespace", "default") ||
+			    set(pcfg, "command_executor.kubernetes.node_name", "localhost") ||
+			    set(pcfg, "command_executor.kubernetes.image_pull_policy", "Never") ||
+			    set(pcfg, "command_executor.docker.network.mode", "host") ||
+			    set(pcfg, "command_executor.pool.size", "1") ||
+			    cae_backend_new_named("kubernetes", pcfg, NULL, &pb, &err) < 0)) {
+		fprintf(stderr, "bench-k8s: pool: %s\n", err.message);
+		status = 1;
+	}
+	for (int i = 0; i < np && status == 0; i++) {
+		char wu[64];
+		snprintf(wu, sizeof(wu), "bench-k8s-warm-%d-%d", (int)getpid(), i);
+		cae_task t = {.uuid = wu, .repo = url};
+		int made = 0;
+		if (cae_backend_pool_fill(pb, -1, &made, &err) < 0) {
+			fprintf(stderr, "bench-k8s: pool fill: %s\n", err.message);
+			status = 1;
+			break;
+		}
+		int64_t t0 = cae__now_ns();
+		if (cae_backend_prepare(pb, &t, NULL, NULL, &info, &err) < 0) {
+			fprintf(stderr, "bench-k8s: warm prepare: %s\n", err.message);
+			status = 1;
+			break;
+		}
+		warm[i] = cae__now_ns() - t0;
+		cae_env_info_clear(&info);
+		(void)cae_backend_cleanup(pb, wu, NULL);
+	}
+	if (pb) {
+		int removed = 0;
+		(void)cae_backend_pool_drain(pb, false, &removed, NULL);
+	}
+	cae_backend_free(pb);
+	cae_config_free(pcfg);
 	if (status == 0) {
 		/* the last environment serves the exec round trips */
 		char pod[160], kcmd[600];
@@ -139,9 +181,12 @@ int main(int argc, char **argv)
 		cae_k8s_free(k);
 		(void)cae_backend_cleanup(b, uuid, NULL);
 		if (status == 0 && pod[0]) {
-			double ph = p50_ms(prep, np), h = p50_ms(th, n), x = p50_ms(tx, n);
-			printf("kubernetes prepare (cold pod, small repo): p50 %.0f ms over %d\n",
-			       ph, np);
+			double ph = p50_ms(prep, np), pw = p50_ms(warm, np), h = p50_ms(th, n),
+			       x = p50_ms(tx, n);
+			printf(
+			    "kubernetes prepare (small repo): cold pod p50 %.0f ms, warm pool p50 "
+			    "%.0f ms (%.1fx) over %d each\n",
+			    ph, pw, ph / pw, np);
 			printf(
 			    "exec true through the pod's cae-helper: p50 %.2f ms; one API server "
 			    "exec per command: p50 %.1f ms (%.0fx); ",
@@ -156,6 +201,7 @@ int main(int argc, char **argv)
 		}
 	}
 	free(prep);
+	free(warm);
 	free(th);
 	free(tx);
 	free(tk);

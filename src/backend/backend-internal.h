@@ -163,6 +163,48 @@ int64_t cae__pool_period_ms(const cae_backend *b);
 /* Wakes the collector running on b (if any) for a pool step. */
 void cae__backend_pool_wake(cae_backend *b);
 
+/* The fill lock of a pool key (one filler at a time per state directory): an fd holding
+ * it, -1 when there is no state directory to lock in, -EBUSY when another filler holds it
+ * (src/backend/pool.c). */
+int cae__pool_fill_lock(cae_backend *b, const char *key);
+
+/* ---- the kubernetes backend's warm pool (src/backend/pool-kubernetes.c) ----
+ * Pods started ahead exactly as a prepare of their environment would start its pod (the
+ * helper delivered and running), named CAE_POOL_NAME_PREFIX<key>-<random>, labelled with
+ * their pool's key (CAE_POOL_LABEL: a hash of the pod's spec and helper), environment,
+ * creation time (seconds since the epoch) and maximum age, without a task. A prepare claims
+ * one by a merge patch carrying the resourceVersion it listed (the API server refuses all
+ * but the first such update: 409): the patch gives it the task's labels and annotations and
+ * takes the pool's labels away. A claimed pod keeps its pool name: the backend finds it by
+ * its uuid label. */
+struct cae_k8s;
+/* What the kubernetes backend lends its pool (src/backend/backend-kubernetes.c). */
+struct cae_k8s *cae__k8s_client(cae_backend *b, const char **ns);
+/* The pod a prepare of environment would create, without its name and without what is the
+ * task's (labels and annotations of the uuid, the phase, the creation time, the preparer,
+ * the credential target), its pool key, and the static helper to deliver (*helper new; NULL:
+ * none on this host). *pod is new. */
+int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
+		       char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err);
+/* Creates pod (borrowed; named), delivers helper (NULL: none) and waits until it runs. On
+ * failure the pod is deleted. */
+int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int cancel_fd,
+			cae_error *err);
+/* Claims a running pod of key's pool younger than its maximum age (older ones met on the way
+ * are removed) by the merge patch patch (borrowed; the resourceVersion, the pool labels'
+ * removal and the deadline are added). Returns 1 with its name in name when one was claimed,
+ * 0 when none was. */
+int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *name, size_t size,
+			cae_error *err);
+/* The pool steps of src/backend/pool.c for the kubernetes backend: fills environment's pool;
+ * the pool pods of every key (keys: this configuration's, key -> environment); removes those
+ * of keys (NULL: of every pool), all or (expired_only) those that may not be handed out. */
+int cae__k8s_pool_fill_env(cae_backend *b, const char *environment, int cancel_fd, int *created,
+			   cae_error *err);
+int cae__k8s_pool_status(cae_backend *b, json_t *keys, json_t **out, cae_error *err);
+int cae__k8s_pool_remove(cae_backend *b, json_t *keys, bool expired_only, int *removed,
+			 cae_error *err);
+
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes
  * with the NUL. Alive: on this host and PID namespace, /proc/<pid> is still that process;

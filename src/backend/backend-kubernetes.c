@@ -88,6 +88,8 @@ struct k8s_impl {
 	cae_k8s *k;
 	char *ns;
 	cae_chan_table chans; /* this process's streams to the pods' helpers */
+	pthread_mutex_t mu;   /* guards claimed */
+	json_t *claimed;      /* task uuid -> name of its pod when claimed from the warm pool */
 };
 
 static struct k8s_impl *impl_of(cae_backend *b)
@@ -158,7 +160,11 @@ static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid
 		return PHASE_NOT_OURS;
 	char want[160];
 	pod_name(want, sizeof(want), u);
-	if (strcmp(want, name) != 0)
+	/* a pod claimed from the warm pool keeps its pool name: its uuid label says whose */
+	const char *lu = meta(pod, "labels", L_UUID);
+	bool claimed = strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0 &&
+		       lu && strcmp(lu, u) == 0;
+	if (strcmp(want, name) != 0 && !claimed)
 		return PHASE_NOT_OURS;
 	const char *ph = meta(pod, "labels", L_PHASE);
 	if (ph && strcmp(ph, "ready") == 0)
@@ -210,19 +216,88 @@ static int info_from_pod(const cae_backend *b, json_t *pod, cae_env_info *info, 
 	return r;
 }
 
+/* ---- which pod is the task's ----
+ * A cold pod is named from its task's uuid (pod_name); one claimed from the warm pool
+ * (src/backend/pool-kubernetes.c) keeps its pool name and is found by its uuid label (a
+ * claim needs a uuid that a label can hold). This process remembers the pool names it met,
+ * so that a lookup costs one call as for a cold pod. */
+
+static void remember_claimed(cae_backend *b, const char *uuid, const char *name)
+{
+	struct k8s_impl *ki = impl_of(b);
+	pthread_mutex_lock(&ki->mu);
+	if (name)
+		json_object_set_new(ki->claimed, uuid, json_string(name));
+	else
+		json_object_del(ki->claimed, uuid);
+	pthread_mutex_unlock(&ki->mu);
+}
+
+/* The name to look uuid's pod up by first: the pool name remembered, else the cold one. */
+static void name_of(cae_backend *b, const char *uuid, char *buf, size_t size)
+{
+	struct k8s_impl *ki = impl_of(b);
+	pthread_mutex_lock(&ki->mu);
+	const char *n = json_string_value(json_object_get(ki->claimed, uuid));
+	if (n)
+		snprintf(buf, size, "%s", n);
+	pthread_mutex_unlock(&ki->mu);
+	if (!n)
+		pod_name(buf, size, uuid);
+}
+
+/* The pod claimed from the warm pool for uuid, by its labels: 0 and *out (new), -ENOENT. */
+static int find_claimed(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
+{
+	*out = NULL;
+	if (!label_value_ok(uuid))
+		return -ENOENT;
+	char sel[128];
+	snprintf(sel, sizeof(sel), "%s=%s", L_UUID, uuid);
+	json_t *items = NULL;
+	int r = cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, sel, &items, err);
+	if (r < 0)
+		return r;
+	size_t i;
+	json_t *pod;
+	json_array_foreach(items, i, pod)
+	{
+		const char *u, *name = json_string_value(
+				   json_object_get(json_object_get(pod, "metadata"), "name"));
+		if (pod_phase(b, pod, &u) != PHASE_NOT_OURS && strcmp(u, uuid) == 0 && name &&
+		    strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0) {
+			*out = json_incref(pod);
+			remember_claimed(b, uuid, name);
+			break;
+		}
+	}
+	json_decref(items);
+	return *out ? 0 : -ENOENT;
+}
+
 /* The pod of uuid when it is that task's (-ENOENT otherwise). */
 static int get_pod(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
 {
-	char name[160];
-	pod_name(name, sizeof(name), uuid);
+	char name[160], cold[160];
+	name_of(b, uuid, name, sizeof(name));
+	pod_name(cold, sizeof(cold), uuid);
 	int r = cae_k8s_pod_get(impl_of(b)->k, impl_of(b)->ns, name, out, err);
-	if (r < 0)
+	if (r == -ENOENT && strcmp(name, cold) != 0) {
+		/* the pool pod remembered went: the task may have a cold pod since */
+		remember_claimed(b, uuid, NULL);
+		r = cae_k8s_pod_get(impl_of(b)->k, impl_of(b)->ns, cold, out, err);
+	}
+	if (r < 0 && r != -ENOENT)
 		return r;
-	const char *u = meta(*out, "annotations", A_UUID);
+	const char *u = r == 0 ? meta(*out, "annotations", A_UUID) : NULL;
 	if (!u || strcmp(u, uuid) != 0) {
 		json_decref(*out);
 		*out = NULL;
-		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+		remember_claimed(b, uuid, NULL);
+		r = find_claimed(b, uuid, out, err);
+		if (r == -ENOENT)
+			return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+		return r;
 	}
 	return 0;
 }
@@ -245,7 +320,7 @@ static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 		      const char *cwd, cae_run_result *res, cae_error *err)
 {
 	char pod[160];
-	pod_name(pod, sizeof(pod), uuid);
+	name_of(b, uuid, pod, sizeof(pod));
 	size_t argc = 0;
 	while (req->argv[argc])
 		argc++;
@@ -360,7 +435,8 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 		return 0;
 	}
 	char name[160], hb[16];
-	pod_name(name, sizeof(name), c->uuid);
+	snprintf(name, sizeof(name), "%s",
+		 json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
 	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	cae_k8s_stream *st = NULL;
@@ -434,14 +510,35 @@ static int k8s_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae
 static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(b);
-	char name[160];
-	pod_name(name, sizeof(name), uuid);
+	char name[160], cold[160];
+	name_of(b, uuid, name, sizeof(name));
+	pod_name(cold, sizeof(cold), uuid);
 	cae_error e = {0};
 	int r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
-	if (r == -ENOENT)
-		return 0;
+	if (r == -ENOENT && strcmp(name, cold) != 0) {
+		/* the pool pod remembered went: the task may have a cold pod since */
+		snprintf(name, sizeof(name), "%s", cold);
+		r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
+	}
+	if (r == -ENOENT) {
+		/* none by that name: one claimed from the warm pool, else none at all */
+		json_t *pod = NULL;
+		remember_claimed(b, uuid, NULL);
+		r = find_claimed(b, uuid, &pod, &e);
+		if (r == 0)
+			snprintf(name, sizeof(name), "%s",
+				 json_string_value(
+				     json_object_get(json_object_get(pod, "metadata"), "name")));
+		json_decref(pod);
+		if (r == 0)
+			r = cae_k8s_pod_delete(ki->k, ki->ns, name, 0, &e);
+		remember_claimed(b, uuid, NULL);
+		if (r == -ENOENT)
+			return 0;
+	}
 	if (r < 0)
 		return cae_error_set(err, r, "could not remove pod %s: %s", name, e.message);
+	remember_claimed(b, uuid, NULL);
 	int64_t deadline = cae__now_ms() + DELETE_TIMEOUT_MS;
 	long pause_ms = 50;
 	for (;;) {
@@ -696,6 +793,85 @@ static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 	return r;
 }
 
+/* Hashes text into h (FNV-1a, 64 bits): the pool key only tells specs apart. */
+static uint64_t fnv1a(uint64_t h, const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		h ^= *c;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+/* The warm pool's key of pod (what pod_spec made): its spec, and the helper it gets. */
+static void pool_key(json_t *pod, const char *helper, char key[CAE_POOL_KEY_MAX])
+{
+	_cleanup_free_ char *text =
+	    json_dumps(json_object_get(pod, "spec"), JSON_COMPACT | JSON_SORT_KEYS);
+	uint64_t h = fnv1a(14695981039346656037ULL, text ? text : "");
+	struct stat st;
+	char id[512] = "";
+	if (helper && stat(helper, &st) == 0)
+		snprintf(id, sizeof(id), "%s:%lld:%lld", helper, (long long)st.st_size,
+			 (long long)st.st_mtime);
+	h = fnv1a(h, id);
+	snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
+}
+
+/* The claim of a warm pool pod for p's task (src/backend/pool-kubernetes.c) when its
+ * pool's key is that of pod, the pod this prepare would create: 1 when claimed (p set up as
+ * a cold create would), 0 when none was (a cold create follows). The claim gives the pool
+ * pod the labels and annotations pod has (the task's uuid, phase creating, this preparer,
+ * the credential target), so that from there it is the task's pod but for its name. */
+static int claim_warm(cae_prepare *p, json_t *pod, cae_error *err)
+{
+	struct k8s_prep *kp = prep_of(p);
+	if (!cae__pool_wanted(p->b->cfg, p->environment) || !label_value_ok(p->task->uuid))
+		return 0;
+	int64_t t0 = cae__now_ms();
+	char key[CAE_POOL_KEY_MAX], name[160];
+	pool_key(pod, kp->helper, key);
+	json_t *md = json_object_get(pod, "metadata");
+	json_t *patch =
+	    json_pack("{s:{s:O, s:O}}", "metadata", "labels", json_object_get(md, "labels"),
+		      "annotations", json_object_get(md, "annotations"));
+	if (!patch)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	json_object_set_new(json_object_get(json_object_get(patch, "metadata"), "annotations"),
+			    CAE_POOL_LABEL, json_string(key));
+	int r = cae__k8s_pool_claim(p->b, key, patch, name, sizeof(name), err);
+	json_decref(patch);
+	if (r <= 0)
+		return r;
+	/* one pod per task: a prepare of the same task may have made or claimed another
+	 * meanwhile; then this one goes, and the cold create meets the other */
+	struct k8s_impl *ki = impl_of(p->b);
+	char sel[128];
+	snprintf(sel, sizeof(sel), "%s=%s", L_UUID, p->task->uuid);
+	json_t *same = NULL;
+	cae_error e = {0};
+	if (cae_k8s_pod_list(ki->k, ki->ns, sel, &same, &e) < 0 || json_array_size(same) != 1) {
+		json_decref(same);
+		cae_log_fields(p->b->log, CAE_LOG_WARN, "pool.claim_failed",
+			       json_pack("{s:s, s:s}", "pod", name, "task_uuid", p->task->uuid),
+			       "%s", e.message[0] ? e.message : "another pod of the task exists");
+		(void)cae_k8s_pod_delete(ki->k, ki->ns, name, 0, NULL);
+		return 0;
+	}
+	json_decref(same);
+	remember_claimed(p->b, p->task->uuid, name);
+	p->create_fields =
+	    json_pack("{s:s, s:s, s:s, s:b, s:b, s:s, s:I}", "pod", name, "namespace", ki->ns,
+		      "image", kp->image, "helper", kp->helper != NULL, "pool", 1, "pool_key", key,
+		      "claim_ms", (json_int_t)(cae__now_ms() - t0));
+	kp->pc = (struct prep_ctx){.b = p->b, .uuid = p->task->uuid, .cancel_fd = p->cancel_fd};
+	p->exec = prep_exec;
+	p->exec_ctx = &kp->pc;
+	p->project = PROJECT;
+	cae__backend_pool_wake(p->b);
+	return 1;
+}
+
 static int k8s_create(cae_prepare *p, cae_error *err)
 {
 	struct k8s_prep *kp = prep_of(p);
@@ -722,6 +898,11 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 	json_t *spec = pod_spec(p);
 	if (!spec)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	int warm = claim_warm(p, spec, err);
+	if (warm != 0) {
+		json_decref(spec);
+		return warm < 0 ? warm : 0;
+	}
 	char name[160];
 	pod_name(name, sizeof(name), p->task->uuid);
 	int64_t t0 = cae__now_ms();
@@ -950,7 +1131,7 @@ static int k8s_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(p->b);
 	char name[160];
-	pod_name(name, sizeof(name), p->task->uuid);
+	name_of(p->b, p->task->uuid, name, sizeof(name));
 	int pr = protect_paths(p, name, err);
 	if (pr < 0)
 		return pr;
@@ -1101,6 +1282,8 @@ static void k8s_free(cae_backend *b)
 	struct k8s_impl *ki = b ? impl_of(b) : NULL;
 	if (ki) {
 		cae__chan_table_fini(&ki->chans);
+		pthread_mutex_destroy(&ki->mu);
+		json_decref(ki->claimed);
 		cae_k8s_free(ki->k);
 		free(ki->ns);
 		free(ki);
@@ -1136,6 +1319,8 @@ int cae__kubernetes_backend_new(const cae_config *cfg, cae_log *log, cae_backend
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
 	cae__chan_table_init(&ki->chans, b, &chan_ops);
+	pthread_mutex_init(&ki->mu, NULL);
+	ki->claimed = json_object();
 	b->ops = &k8s_ops;
 	b->cfg = cfg;
 	b->log = log;
@@ -1180,4 +1365,81 @@ bool cae__kubernetes_backend_configured(const cae_config *cfg)
 {
 	return cfg->command_executor.kubernetes.namespace ||
 	       cfg->command_executor.kubernetes.kubeconfig;
+}
+
+/* ---- what the warm pool (src/backend/pool-kubernetes.c) borrows ---- */
+
+cae_k8s *cae__k8s_client(cae_backend *b, const char **ns)
+{
+	*ns = impl_of(b)->ns;
+	return impl_of(b)->k;
+}
+
+int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
+		       char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err)
+{
+	/* the steps of a prepare up to the pod, on a silent copy of the backend */
+	cae_backend quiet = *b;
+	quiet.log = NULL;
+	static const cae_prepare_options none = {.cancel_fd = -1};
+	cae_task task = {.uuid = (char *)"pool"};
+	cae_prepare p = {.b = &quiet,
+			 .task = &task,
+			 .opts = &none,
+			 .environment = environment,
+			 .cancel_fd = -1,
+			 .warnings = json_array()};
+	*pod = NULL;
+	*helper = NULL;
+	int r = p.warnings ? k8s_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0 && !(*pod = pod_spec(&p)))
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0) {
+		pool_key(*pod, prep_of(&p)->helper, key);
+		/* what is the task's is not the pool's */
+		json_t *md = json_object_get(*pod, "metadata");
+		json_t *labels = json_object_get(md, "labels"),
+		       *ann = json_object_get(md, "annotations");
+		json_object_del(md, "name");
+		json_object_del(labels, L_TASK);
+		json_object_del(labels, L_UUID);
+		json_object_del(labels, L_PHASE);
+		json_object_del(labels, L_CREATED);
+		json_object_del(ann, A_UUID);
+		json_object_del(ann, A_CREATED);
+		json_object_del(ann, A_WARNINGS);
+		json_object_del(ann, A_PREPARER);
+		json_object_del(ann, A_GIT_CREDENTIAL);
+		*helper = TAKE_PTR(prep_of(&p)->helper);
+	}
+	k8s_release(&p);
+	json_decref(p.warnings);
+	return r;
+}
+
+int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int cancel_fd,
+			cae_error *err)
+{
+	struct k8s_impl *ki = impl_of(b);
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	int r = cae_k8s_pod_create(ki->k, ki->ns, pod, NULL, err);
+	if (r < 0)
+		return cae_error_prefix(err, "create pod %s", name);
+	struct k8s_prep kp = {.helper = (char *)helper};
+	cae_prepare p = {.b = b, .cancel_fd = cancel_fd, .state = &kp};
+	if (helper) {
+		r = cae_k8s_pod_wait(ki->k, ki->ns, name, init_running, NULL, POD_START_TIMEOUT_MS,
+				     NULL, err);
+		if (r == 0)
+			r = deliver_helper(&p, name, err);
+	}
+	if (r == 0)
+		r = cae_k8s_pod_wait(ki->k, ki->ns, name, cae_k8s_pod_running, NULL,
+				     POD_START_TIMEOUT_MS, NULL, err);
+	if (r < 0) {
+		cae_error_prefix(err, "pod %s", name);
+		(void)cae_k8s_pod_delete(ki->k, ki->ns, name, 0, NULL);
+	}
+	return r;
 }

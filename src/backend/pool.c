@@ -22,7 +22,10 @@
  * died in between) is removed once it is a minute past its maximum age.
  *
  * Fills run in engine slots (cae__docker_create_started); one filler per pool key and
- * state directory at a time (a lock file), so that two fillers do not overfill. */
+ * state directory at a time (a lock file), so that two fillers do not overfill.
+ *
+ * The public entry points serve the kubernetes backend's pool too: its own steps are in
+ * src/backend/pool-kubernetes.c. */
 #include "backend/backend-internal.h"
 
 #include "base/fs.h"
@@ -53,6 +56,13 @@ static bool is_docker(const cae_backend *b)
 {
 	return strcmp(b->ops->name, "docker") == 0;
 }
+
+static bool is_kubernetes(const cae_backend *b)
+{
+	return strcmp(b->ops->name, "kubernetes") == 0;
+}
+
+#define NO_POOL "the warm pool needs the docker or the kubernetes backend"
 
 static const char *label(json_t *c, const char *k)
 {
@@ -277,7 +287,7 @@ static bool cancelled(int fd)
 /* The fill lock of key (one filler at a time per state directory): an fd holding it, -1
  * when there is no state directory to lock in (filled without one), -EBUSY when another
  * filler holds it. */
-static int fill_lock(cae_backend *b, const char *key)
+int cae__pool_fill_lock(cae_backend *b, const char *key)
 {
 	const char *state = b->cfg->command_executor.state_dir;
 	if (!state || state[0] != '/')
@@ -308,7 +318,7 @@ static int fill_env(cae_backend *b, const char *environment, int cancel_fd, int 
 	int r = cae__docker_pool_spec(b, environment, &body, key, &helper, err);
 	if (r < 0)
 		return r;
-	int lock = fill_lock(b, key);
+	int lock = cae__pool_fill_lock(b, key);
 	if (lock == -EBUSY) {
 		json_decref(body);
 		return 0; /* another process fills this pool now */
@@ -384,17 +394,19 @@ static int fill_env(cae_backend *b, const char *environment, int cancel_fd, int 
 int cae_backend_pool_fill(cae_backend *b, int cancel_fd, int *created, cae_error *err)
 {
 	*created = 0;
-	if (!is_docker(b))
-		return cae_error_set(err, -EOPNOTSUPP, "the warm pool needs the docker backend");
+	if (!is_docker(b) && !is_kubernetes(b))
+		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
 	int r = 0;
 	for (size_t i = 0; i < n_pooled(b->cfg) && r == 0; i++)
-		r = fill_env(b, pooled(b->cfg, i), cancel_fd, created, err);
+		r = is_docker(b)
+			? fill_env(b, pooled(b->cfg, i), cancel_fd, created, err)
+			: cae__k8s_pool_fill_env(b, pooled(b->cfg, i), cancel_fd, created, err);
 	return r;
 }
 
 void cae__pool_maintain(cae_backend *b)
 {
-	if (!is_docker(b) || n_pooled(b->cfg) == 0)
+	if ((!is_docker(b) && !is_kubernetes(b)) || n_pooled(b->cfg) == 0)
 		return;
 	int n = 0;
 	cae_error e = {0};
@@ -404,7 +416,7 @@ void cae__pool_maintain(cae_backend *b)
 
 int64_t cae__pool_period_ms(const cae_backend *b)
 {
-	if (!is_docker(b) || n_pooled(b->cfg) == 0)
+	if ((!is_docker(b) && !is_kubernetes(b)) || n_pooled(b->cfg) == 0)
 		return 0;
 	return (int64_t)b->cfg->command_executor.pool.max_age_seconds * 500;
 }
@@ -417,7 +429,10 @@ static json_t *own_keys(cae_backend *b)
 		json_t *body = NULL;
 		char key[CAE_POOL_KEY_MAX];
 		char *helper = NULL;
-		if (cae__docker_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL) == 0)
+		if ((is_docker(b)
+			 ? cae__docker_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL)
+			 : cae__k8s_pool_spec(b, pooled(b->cfg, i), &body, key, &helper, NULL)) ==
+		    0)
 			json_object_set_new(keys, key, json_string(pooled(b->cfg, i)));
 		json_decref(body);
 		free(helper);
@@ -427,8 +442,14 @@ static json_t *own_keys(cae_backend *b)
 
 int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err)
 {
+	if (is_kubernetes(b)) {
+		json_t *keys = own_keys(b);
+		int r = cae__k8s_pool_status(b, keys, out, err);
+		json_decref(keys);
+		return r;
+	}
 	if (!is_docker(b))
-		return cae_error_set(err, -EOPNOTSUPP, "the warm pool needs the docker backend");
+		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
 	json_t *all = NULL;
 	int r = list_pool(b, NULL, &all, err);
 	if (r < 0)
@@ -465,8 +486,10 @@ static int remove_some(cae_backend *b, json_t *keys, bool expired_only, int *rem
 		       cae_error *err)
 {
 	*removed = 0;
+	if (is_kubernetes(b))
+		return cae__k8s_pool_remove(b, keys, expired_only, removed, err);
 	if (!is_docker(b))
-		return cae_error_set(err, -EOPNOTSUPP, "the warm pool needs the docker backend");
+		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
 	json_t *all = NULL;
 	int r = list_pool(b, NULL, &all, err);
 	if (r < 0)
@@ -507,7 +530,7 @@ static int remove_some(cae_backend *b, json_t *keys, bool expired_only, int *rem
 
 int cae_backend_pool_drain(cae_backend *b, bool all, int *removed, cae_error *err)
 {
-	json_t *keys = all || !is_docker(b) ? NULL : own_keys(b);
+	json_t *keys = all || (!is_docker(b) && !is_kubernetes(b)) ? NULL : own_keys(b);
 	int r = remove_some(b, keys, false, removed, err);
 	json_decref(keys);
 	return r;

@@ -1,4 +1,4 @@
-/* cae env list | prepare | cleanup | gc (which know the docker backend's warm pool) */
+/* cae env list | prepare | cleanup | gc (which know the warm pool, docker or kubernetes) */
 #include "cli/cli.h"
 
 #include "base/macro.h"
@@ -149,12 +149,12 @@ static int usage_env(FILE *f)
 		"usage: cae env list [--pool] [options]\n\nLists the environments (JSON array of "
 		"ContainerInfo); a running one has `resources`: CPU time, memory and processes "
 		"in use next to its limits.\n\noptions:\n"
-		"  --pool             also the docker warm pool's containers (status \"pool\", "
+		"  --pool             also the warm pool's containers or pods (status \"pool\", "
 		"no task; as `cae pool status`)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
-/* The warm pool's containers as entries of `env list --pool`. */
+/* The warm pool's containers (docker) or pods (kubernetes) as entries of `env list --pool`. */
 static void append_pool(cae_backend *b, json_t *list)
 {
 	json_t *pool = NULL;
@@ -169,7 +169,7 @@ static void append_pool(cae_backend *b, json_t *list)
 				    json_object_get(p, "container_id"), "environment_name",
 				    json_object_get(p, "environment"), "created_at",
 				    json_object_get(p, "created_at"), "status", "pool", "backend",
-				    "docker", "pool", p));
+				    cae_backend_name(b), "pool", p));
 	}
 	json_decref(pool);
 }

@@ -1,6 +1,7 @@
-/* cae pool fill | status | drain: the docker backend's warm pool (command_executor.pool)
- * from the command line. `cae mcp` keeps the pool filled by itself (its collector thread);
- * these are for a pool without a long-lived process, and for an operator's look. */
+/* cae pool fill | status | drain: the warm pool of the docker or kubernetes backend
+ * (command_executor.pool) from the command line. `cae mcp` keeps the pool filled by itself (its
+ * collector thread); these are for a pool without a long-lived process, and for an operator's look.
+ */
 #include "cli/cli.h"
 
 #include <stdio.h>
@@ -15,9 +16,9 @@ static int usage_pool(FILE *f)
 	fprintf(
 	    f,
 	    "usage: cae pool (fill | status | drain [--all]) [options]\n\n"
-	    "The docker backend's warm pool (command_executor.pool): containers started "
-	    "ahead for each pooled environment, claimed by prepares whose container would be "
-	    "the same.\n\n"
+	    "The warm pool (command_executor.pool; docker or kubernetes backend): containers "
+	    "or pods started ahead for each pooled environment, claimed by prepares whose "
+	    "container or pod would be the same.\n\n"
 	    "  fill    remove this configuration's pool containers past their maximum age or "
 	    "not running, start new ones until each pooled environment has "
 	    "command_executor.pool.size, print {created}\n"

@@ -1,0 +1,522 @@
+/* Tests of the kubernetes backend's warm pool (src/backend/pool-kubernetes.c) against the
+ * single-node cluster (CAE_TEST_K8S=1 and its KUBECONFIG; skipped otherwise): two
+ * processes claiming from a pool of one get it once (the other prepares cold), a pool pod
+ * past its maximum age is never handed out and is removed, a claimed pod is the task's as a
+ * cold one would be (commands, the editor, info and list from another process, gc,
+ * cleanup), drain removes free pool pods only. Every configuration has a memory limit of its
+ * own (this run's pid and a sequence number), so its pool key is its own: no other run's
+ * pool pod is claimed or removed here, and the teardown deletes only this run's pods. */
+#include "testutil.h"
+#include "gitserver.h"
+
+#include "base/timeutil.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "cae/editor.h"
+#include "cae/k8s.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+static int runner_pid, name_seq, cfg_seq;
+
+static void cfg_set(cae_config *cfg, const char *key, const char *value)
+{
+	cae_error err = {0};
+	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
+}
+
+/* The kubernetes backend on the host network with a pool of size for python, and a memory
+ * limit (so a pool key) no other test run has. */
+static cae_config *pcfg(const char *size, const char *max_age)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	cfg_set(cfg, "command_executor.backend", "kubernetes");
+	cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
+	cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");
+	cfg_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never");
+	cfg_set(cfg, "command_executor.docker.network.mode", "host");
+	char mem[32];
+	snprintf(mem, sizeof(mem), "%lld",
+		 (1LL << 30) + ((long long)(runner_pid % 100000) * 16 + cfg_seq) * 4096);
+	cfg_set(cfg, "command_executor.docker.resources.memory_limit", mem);
+	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
+	cfg_set(cfg, "github.token", git_token);
+	cfg_set(cfg, "command_executor.pool.max_age_seconds", max_age);
+	cfg_set(cfg, "command_executor.pool.size", size);
+	return cfg;
+}
+
+static cae_backend *pbackend(const cae_config *cfg)
+{
+	cae_backend *b = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_new_named("kubernetes", cfg, NULL, &b, &err) == 0, "%s",
+		      err.message);
+	return b;
+}
+
+static void task_uuid(char *buf, size_t size)
+{
+	snprintf(buf, size, "caetest-k8spool-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
+}
+
+static char repo_url[512];
+
+static cae_task http_task(const char *uuid)
+{
+	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
+	return t;
+}
+
+static cae_k8s *client(void)
+{
+	cae_k8s_auth a;
+	cae_k8s *k = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_k8s_new(&a, &k, &err) == 0, "%s", err.message);
+	return k;
+}
+
+/* This configuration's pool pods (status entries with this_config). */
+static json_t *own_pool(cae_backend *b)
+{
+	json_t *st = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_pool_status(b, &st, &err) == 0, "%s", err.message);
+	json_t *mine = json_array();
+	size_t i;
+	json_t *e;
+	json_array_foreach(st, i, e)
+	{
+		if (json_is_true(json_object_get(e, "this_config")))
+			json_array_append(mine, e);
+	}
+	json_decref(st);
+	return mine;
+}
+
+static int fill(cae_backend *b)
+{
+	int n = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_pool_fill(b, -1, &n, &err) == 0, "%s", err.message);
+	return n;
+}
+
+/* The only pool pod of b's configuration: its uid into uid, its name into name. */
+static void only_pool_pod(cae_backend *b, char *uid, size_t usize, char *name, size_t nsize)
+{
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
+	json_t *e = json_array_get(mine, 0);
+	ck_assert_str_eq(json_string_value(json_object_get(e, "state")), "running");
+	ck_assert_str_eq(json_string_value(json_object_get(e, "environment")), "python");
+	snprintf(uid, usize, "%s", json_string_value(json_object_get(e, "container_id")));
+	snprintf(name, nsize, "%s", json_string_value(json_object_get(e, "name")));
+	json_decref(mine);
+}
+
+static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
+		      err.message);
+	return r;
+}
+
+static cae_env_info prepare(cae_backend *b, const char *uuid)
+{
+	cae_task t = http_task(uuid);
+	cae_env_info info;
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	return info;
+}
+
+/* Whether pod name exists (by name, through the API). */
+static bool pod_exists(const char *name)
+{
+	cae_k8s *k = client();
+	json_t *pod = NULL;
+	cae_error err = {0};
+	int r = cae_k8s_pod_get(k, "default", name, &pod, &err);
+	ck_assert_msg(r == 0 || r == -ENOENT, "%s", err.message);
+	json_decref(pod);
+	cae_k8s_free(k);
+	return r == 0;
+}
+
+/* Two processes prepare at once from a pool of one: exactly one gets the pool's pod, the
+ * other a cold prepare, and both environments work. */
+START_TEST(two_claimers_pool_of_one)
+{
+	cfg_seq = 1;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	ck_assert_int_eq(fill(b), 1);
+	ck_assert_int_eq(fill(b), 0); /* full */
+	char pool_uid[128], pool_name[160];
+	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	char uuids[2][64];
+	int go[2], out[2][2];
+	ck_assert_int_eq(pipe(go), 0);
+	pid_t pids[2];
+	for (int i = 0; i < 2; i++) {
+		task_uuid(uuids[i], sizeof(uuids[i]));
+		ck_assert_int_eq(pipe(out[i]), 0);
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0) {
+			close(go[1]);
+			char x;
+			/* both start when the parent closes its end */
+			if (read(go[0], &x, 1) != 0)
+				_exit(3);
+			cae_backend *cb = NULL;
+			cae_error e = {0};
+			if (cae_backend_new_named("kubernetes", cfg, NULL, &cb, &e) < 0)
+				_exit(4);
+			cae_task t = http_task(uuids[i]);
+			cae_env_info info;
+			cae_prepare_options o = {.cancel_fd = -1};
+			if (cae_backend_prepare(cb, &t, "python", &o, &info, &e) < 0) {
+				dprintf(out[i][1], "error %s", e.message);
+				_exit(5);
+			}
+			dprintf(out[i][1], "%s", info.container_id);
+			_exit(0);
+		}
+		close(out[i][1]);
+	}
+	close(go[0]);
+	close(go[1]);
+	char ids[2][256];
+	for (int i = 0; i < 2; i++) {
+		int st;
+		ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
+		ssize_t n = read(out[i][0], ids[i], sizeof(ids[i]) - 1);
+		ids[i][n > 0 ? n : 0] = '\0';
+		close(out[i][0]);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "claimer %d: %s", i, ids[i]);
+	}
+	int won = (strcmp(ids[0], pool_uid) == 0) + (strcmp(ids[1], pool_uid) == 0);
+	ck_assert_msg(won == 1, "pool pod %s went to %d claimers (%s, %s)", pool_uid, won, ids[0],
+		      ids[1]);
+	ck_assert_str_ne(ids[0], ids[1]);
+	/* the pool has nothing left to hand out */
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_error err = {0};
+	for (int i = 0; i < 2; i++) {
+		cae_run_result r =
+		    bexec(b, uuids[i], "test -f /workspace/project/.git/HEAD && id -u");
+		ck_assert_str_eq(r.out, "1000\n");
+		cae_run_result_clear(&r);
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	}
+	ck_assert(!pod_exists(pool_name));
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A pool pod past the maximum age is never handed out: the prepare is cold, and the old
+ * pod is removed. */
+START_TEST(expired_never_handed_out)
+{
+	cfg_seq = 2;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	ck_assert_int_eq(fill(b), 1);
+	char pool_uid[128], pool_name[160];
+	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	json_t *mine = own_pool(b);
+	int64_t age = json_integer_value(json_object_get(json_array_get(mine, 0), "age_s"));
+	json_decref(mine);
+	/* the same pods, claimed with a maximum age of a second: the same pool key */
+	cae_config *old = pcfg("1", "1");
+	/* the wall clock, not another process, is what is waited for */
+	int64_t until = (int64_t)time(NULL) + 2 - age;
+	while ((int64_t)time(NULL) < until)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	cae_backend *ob = pbackend(old);
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_env_info info = prepare(ob, uuid);
+	ck_assert_str_ne(info.container_id, pool_uid);
+	ck_assert(!pod_exists(pool_name));
+	mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(ob, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(ob);
+	cae_config_free(old);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static bool only_this(const char *uuid, void *ud)
+{
+	return strcmp(uuid, ud) == 0;
+}
+
+/* A claimed pod is the task's as a cold one would be: commands and the editor through its
+ * helper, info and list from another process (which finds it by its uuid), no token in its
+ * spec, the gc and cleanup remove it by the task's uuid. */
+START_TEST(claimed_pod_is_the_tasks)
+{
+	cfg_seq = 3;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	ck_assert_int_eq(fill(b), 1);
+	char pool_uid[128], pool_name[160];
+	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	/* the pool's pod carries no task and no token */
+	cae_k8s *k = client();
+	json_t *pod = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_k8s_pod_get(k, "default", pool_name, &pod, &err), 0);
+	char *text = json_dumps(pod, 0);
+	ck_assert_ptr_null(strstr(text, git_token));
+	ck_assert_ptr_null(strstr(text, "cae.task_uuid"));
+	ck_assert_ptr_null(strstr(text, "cae.git_credential"));
+	free(text);
+	json_decref(pod);
+
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_env_info info = prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, pool_uid);
+	ck_assert_str_eq(info.status, "ready");
+	/* it left the pool: the pool's labels are gone, the task's are there */
+	ck_assert_int_eq(cae_k8s_pod_get(k, "default", pool_name, &pod, &err), 0);
+	json_t *labels = json_object_get(json_object_get(pod, "metadata"), "labels");
+	ck_assert_ptr_null(json_object_get(labels, "cae.pool"));
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.phase")), "ready");
+	/* the deadline is a cold pod's from the claim on, not the pool's longer one */
+	json_int_t dl = json_integer_value(
+	    json_object_get(json_object_get(pod, "spec"), "activeDeadlineSeconds"));
+	ck_assert_int_le(dl, 86400 + 120);
+	ck_assert_int_ge(dl, 86400);
+	text = json_dumps(pod, 0);
+	ck_assert_ptr_null(strstr(text, git_token));
+	free(text);
+	json_decref(pod);
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+
+	/* commands and the editor */
+	cae_run_result r = bexec(b, uuid, "test -f .git/HEAD && pwd && id -u");
+	ck_assert_msg(strcmp(r.out, "/workspace/project\n1000\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	cae_editor_limits lim;
+	cae_editor_limits_default(&lim);
+	cae_editor_request q = {.command = CAE_EDITOR_CMD_CREATE,
+				.path = "pooled.txt",
+				.path_len = 10,
+				.text = "warm\n",
+				.text_len = 5};
+	cae_editor_result res = {0};
+	ck_assert_msg(cae_backend_edit(b, uuid, &lim, &q, &res, &err) == 0 && !res.is_error,
+		      "%s %s", err.message, res.text);
+	cae_editor_result_clear(&res);
+
+	/* another process's view: found by the task's uuid */
+	cae_backend *b2 = pbackend(cfg);
+	cae_env_info i2;
+	ck_assert_msg(cae_backend_info(b2, uuid, &i2, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(i2.task_uuid, uuid);
+	ck_assert_str_eq(i2.status, "ready");
+	ck_assert_str_eq(i2.environment_name, "python");
+	ck_assert_str_eq(i2.container_id, pool_uid);
+	cae_env_info_clear(&i2);
+	r = bexec(b2, uuid, "cat pooled.txt");
+	ck_assert_str_eq(r.out, "warm\n");
+	cae_run_result_clear(&r);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_backend_list(b2, &list, &err), 0);
+	int listed = 0;
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		const char *u = json_string_value(json_object_get(e, "task_uuid"));
+		if (u && strcmp(u, uuid) == 0)
+			listed++;
+	}
+	ck_assert_int_eq(listed, 1);
+	json_decref(list);
+	/* the gc sees it as the task's: young and ready, kept; past the threshold, removed */
+	int removed = -1;
+	ck_assert_int_eq(
+	    cae_backend_cleanup_stale_filtered(b2, 86400, only_this, uuid, &removed, &err), 0);
+	ck_assert_int_eq(removed, 0);
+	ck_assert(pod_exists(pool_name));
+	removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale_filtered(b2, 0, only_this, uuid, &removed, &err),
+			 0);
+	ck_assert_int_eq(removed, 1);
+	ck_assert(!pod_exists(pool_name));
+	/* the task prepared again elsewhere, cold (the pool is empty): the first process, which
+	 * remembers the pool pod, finds the cold one, and removes it */
+	cae_env_info_clear(&info);
+	info = prepare(b2, uuid);
+	ck_assert_str_ne(info.container_id, pool_uid);
+	ck_assert_msg(cae_backend_info(b, uuid, &i2, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(i2.container_id, info.container_id);
+	cae_env_info_clear(&i2);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), -ENOENT);
+	/* the first process's commands see it gone */
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
+	ck_assert_int_lt(cae_backend_exec(b, uuid, &req, &r, &err), 0);
+	cae_backend_free(b2);
+
+	/* and again, removed by cleanup */
+	ck_assert_int_eq(fill(b), 1);
+	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	cae_env_info_clear(&info);
+	info = prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, pool_uid);
+	b2 = pbackend(cfg);
+	ck_assert_int_eq(cae_backend_cleanup(b2, uuid, &err), 0);
+	ck_assert(!pod_exists(pool_name));
+	ck_assert_int_eq(cae_backend_info(b, uuid, &i2, &err), -ENOENT);
+	cae_backend_free(b2);
+	cae_env_info_clear(&info);
+	cae_k8s_free(k);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Drain removes this configuration's free pool pods, never a claimed one. */
+START_TEST(drain_removes_free_only)
+{
+	cfg_seq = 4;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	ck_assert_int_eq(fill(b), 1);
+	char claimed_uid[128], claimed_name[160], free_uid[128], free_name[160];
+	only_pool_pod(b, claimed_uid, sizeof(claimed_uid), claimed_name, sizeof(claimed_name));
+	char uuid[64];
+	task_uuid(uuid, sizeof(uuid));
+	cae_env_info info = prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, claimed_uid);
+	ck_assert_int_eq(fill(b), 1);
+	only_pool_pod(b, free_uid, sizeof(free_uid), free_name, sizeof(free_name));
+	ck_assert_str_ne(free_uid, claimed_uid);
+	int n = 0;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_pool_drain(b, false, &n, &err), 0);
+	ck_assert_int_eq(n, 1);
+	ck_assert(!pod_exists(free_name));
+	ck_assert(pod_exists(claimed_name));
+	/* the gc of the pool (cae gc) leaves the claimed one too */
+	ck_assert_int_eq(cae_backend_pool_gc(b, &n, &err), 0);
+	ck_assert_int_eq(n, 0);
+	cae_run_result r = bexec(b, uuid, "echo still");
+	ck_assert_str_eq(r.out, "still\n");
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	ck_assert(!pod_exists(claimed_name));
+	json_t *mine = own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Deletes this run's pods: its tasks' and its pool keys' (what a failed test left). */
+static void sweep(void)
+{
+	cae_k8s *k = client();
+	json_t *items = NULL;
+	cae_error err = {0};
+	if (cae_k8s_pod_list(k, "default", NULL, &items, &err) == 0) {
+		char task[64];
+		snprintf(task, sizeof(task), "caetest-k8spool-%d-", runner_pid);
+		json_t *pool = json_object(); /* this run's pool pods, by name */
+		for (cfg_seq = 1; cfg_seq <= 4; cfg_seq++) {
+			cae_config *cfg = pcfg("1", "600");
+			cae_backend *b = pbackend(cfg);
+			json_t *st = NULL;
+			if (cae_backend_pool_status(b, &st, NULL) == 0) {
+				size_t i;
+				json_t *e;
+				json_array_foreach(st, i, e)
+				{
+					if (json_is_true(json_object_get(e, "this_config")))
+						json_object_set_new(
+						    pool,
+						    json_string_value(json_object_get(e, "name")),
+						    json_true());
+				}
+			}
+			json_decref(st);
+			cae_backend_free(b);
+			cae_config_free(cfg);
+		}
+		size_t i;
+		json_t *p;
+		json_array_foreach(items, i, p)
+		{
+			json_t *md = json_object_get(p, "metadata");
+			const char *name = json_string_value(json_object_get(md, "name"));
+			const char *u = json_string_value(
+			    json_object_get(json_object_get(md, "annotations"), "cae.task_uuid"));
+			if (name && ((u && strncmp(u, task, strlen(task)) == 0) ||
+				     json_object_get(pool, name)))
+				(void)cae_k8s_pod_delete(k, "default", name, 0, NULL);
+		}
+		json_decref(pool);
+	}
+	json_decref(items);
+	cae_k8s_free(k);
+}
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("pool-k8s");
+	TCase *p = tcase_create("pool");
+	tcase_set_timeout(p, 900);
+	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(p, NULL, sweep);
+	tcase_add_test(p, two_claimers_pool_of_one);
+	tcase_add_test(p, expired_never_handed_out);
+	tcase_add_test(p, claimed_pod_is_the_tasks);
+	tcase_add_test(p, drain_removes_free_only);
+	suite_add_tcase(s, p);
+	return s;
+}
+
+int main(void)
+{
+	if (!getenv("CAE_TEST_K8S") || strcmp(getenv("CAE_TEST_K8S"), "1") != 0) {
+		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
+		return 77;
+	}
+	runner_pid = (int)getpid();
+	return tu_run(make_suite());
+}
