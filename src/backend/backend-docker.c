@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -272,6 +273,7 @@ struct docker_prep {
 	char *helper;	      /* the static helper to upload; NULL: none on this host */
 	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
 	char *id;	      /* the container, once created */
+	bool claimed;	      /* from the warm pool: its record goes with the protected paths */
 	size_t task_warnings; /* p->warnings before this backend's (the environment's fallback) */
 	struct prep_ctx pc;
 };
@@ -677,6 +679,47 @@ static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
 				.ctx = st};
 	cae_helper_mux *m = NULL;
 	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) == 0 ? m : NULL;
+}
+
+int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
+{
+	*mux = NULL;
+	const char *argv[] = {HELPER_PATH, "--stream", NULL};
+	cae_docker_stream *st = NULL;
+	int r =
+	    cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st, NULL);
+	if (r == -ESRCH || r == -EAGAIN || r == -ENOENT)
+		return -EBUSY;
+	if (r < 0)
+		return r;
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = link_read,
+				.write = link_write,
+				.close = link_close,
+				.ctx = st};
+	cae_helper_mux *m = NULL;
+	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) < 0)
+		return -ENOTCONN;
+	const char *mk[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
+	cae_run_spec spec = {.argv = mk,
+			     .cwd = "/",
+			     .timeout_ms = HELPER_OPEN_TIMEOUT_MS,
+			     .max_stdout = 4096,
+			     .max_stderr = 4096,
+			     .cancel_fd = -1};
+	cae_run_result res;
+	r = cae_helper_mux_run(m, &spec, NULL, NULL, &res, NULL);
+	bool taken = r == 0 && res.exit_code == 0;
+	if (r == 0)
+		cae_run_result_clear(&res);
+	if (!taken) {
+		cae_helper_mux_close(m);
+		/* the helper that greeted and then failed the mkdir's run is not trusted with
+		 * the claim: an exec decides */
+		return r == 0 ? -EBUSY : -ENOTCONN;
+	}
+	*mux = m;
+	return 0;
 }
 
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
@@ -1240,9 +1283,11 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 	char creating[160];
 	creating_name(creating, sizeof(creating), p->task->uuid);
 	json_t *c = NULL;
-	int r = cae__pool_claim(p->b, key, creating, dp->git_credential, &c, err);
+	cae_helper_mux *mux = NULL;
+	int r = cae__pool_claim(p->b, key, creating, helper ? &mux : NULL, &c, err);
 	if (r <= 0)
 		return r;
+	dp->claimed = true;
 	json_t *labels = json_object_get(c, "Labels");
 	const char *created = label(labels, LABEL_CREATED);
 	const char *wl = label(labels, LABEL_WARNINGS);
@@ -1256,8 +1301,10 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 	json_decref(w);
 	dp->id = strdup(json_string_value(json_object_get(c, "Id")));
 	json_decref(c);
-	if (!dp->id)
+	if (!dp->id) {
+		cae_helper_mux_close(mux);
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
 	char name[128];
 	container_name(name, sizeof(name), p->task->uuid);
 	p->create_fields = json_pack("{s:s, s:s, s:s, s:b, s:s, s:I}", "container", name, "image",
@@ -1267,7 +1314,10 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 				   .uuid = p->task->uuid,
 				   .id = dp->id,
 				   .cancel_fd = p->cancel_fd,
-				   .has_helper = helper != NULL};
+				   .has_helper = helper != NULL,
+				   /* the claim's stream; without one, the first step opens it */
+				   .mux = mux,
+				   .mux_tried = mux != NULL};
 	p->exec = prep_exec;
 	p->exec_ctx = &dp->pc;
 	p->project = PROJECT;
@@ -1317,13 +1367,17 @@ static int docker_create(cae_prepare *p, cae_error *err)
  * configuration gets safe.directory=/workspace/project. An image without GNU tar (which
  * writes the paths' tar with root as owner) gets a warning instead: never pretended. */
 
-/* $@: the protected paths. As the environment's user, in the project: makes a missing one
- * under .git an empty directory (when its parent is there), skips one with a symbolic link
- * on the way, names the rest on stderr (one a line) and writes them to stdout as a tar whose
- * entries are root's. */
+/* $1: where the tar's names start: "/" (named workspace/project/..., for the one upload at
+ * "/") or "." (relative to the project); then the protected paths. As the environment's
+ * user, in the project: makes a missing one under .git an empty directory (when its parent
+ * is there), skips one with a symbolic link on the way, names the rest on stderr (one a
+ * line, relative to the project) and writes them to stdout as a tar whose entries are
+ * root's. */
 static const char protect_script[] =
     "set -euf\n"
     "cd " PROJECT "\n"
+    "pre=; [ \"$1\" != / ] || pre=workspace/project/\n"
+    "shift\n"
     "tar --help 2>/dev/null | grep -q -- --owner || exit 3\n"
     "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
     "2>/dev/null | grep -qx " PROJECT "; then\n"
@@ -1342,10 +1396,12 @@ static const char protect_script[] =
     "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
     "    *) ok=0 ;; esac\n"
     "  fi\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then set -- \"$@\" \"$q\"; printf '%s\\n' \"$q\" >&2; fi\n"
+    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then set -- \"$@\" \"$pre$q\"; printf '%s\\n' \"$q\" >&2; "
+    "fi\n"
     "  shift\n"
     "done\n"
     "[ $# -gt 0 ] || exit 0\n"
+    "[ -z \"$pre\" ] || cd /\n"
     "exec tar -cf - --owner=0 --group=0 --numeric-owner -- \"$@\"\n";
 
 #define PROTECT_TAR_MAX ((size_t)64 << 20)
@@ -1362,12 +1418,45 @@ static int fill_bytes(int fd, void *ud)
 	return cae__write_all(fd, x->p, x->n);
 }
 
-/* The directories on the way to each kept path (its lines in names, a string), from
- * /workspace down, as root's with mode 1777, into the tar fd (names relative to "/"). */
+/* What the upload at "/" holds: the ancestors of the kept paths (names: their lines, a
+ * string; NULL: no protected path kept) and, for a container from the warm pool, the
+ * task's record (CAE_POOL_CLAIM_DIR, with its credential target when it has one). */
+struct root_upload {
+	const char *names;
+	bool record;
+	const char *credential;
+	const struct bytes *tail; /* a checked tar (cae__tar_confined) after ours, or NULL */
+};
+
+/* The claim's record, root's: the directory and its credential target. */
+static int write_record(int fd, const struct root_upload *u)
+{
+	int r = write_tar_entry(fd, &CAE_POOL_CLAIM_DIR[1], '5', 0755, 0, "root", -1, 0);
+	if (r < 0 || !u->credential)
+		return r;
+	_cleanup_close_ int m = memfd_create("cae-claim", MFD_CLOEXEC);
+	size_t n = strlen(u->credential);
+	if (m < 0)
+		return -errno;
+	if ((r = cae__write_all(m, u->credential, n)) < 0)
+		return r;
+	if (lseek(m, 0, SEEK_SET) < 0)
+		return -errno;
+	return write_tar_entry(fd, &CAE_POOL_CLAIM_CREDENTIAL[1], '0', 0644, 0, "root", m,
+			       (uint64_t)n);
+}
+
+/* The directories on the way to each kept path, from /workspace down, as root's with mode
+ * 1777, and the claim's record, into the tar fd (names relative to "/"). */
 static int write_ancestors(int fd, void *ud)
 {
-	const char *names = ud;
-	int r = write_tar_entry(fd, "workspace/", '5', 01777, 0, "root", -1, 0);
+	const struct root_upload *u = ud;
+	int r = u->record ? write_record(fd, u) : 0;
+	if (!u->names)
+		return r == 0 ? write_tar_end(fd) : r;
+	const char *names = u->names;
+	if (r == 0)
+		r = write_tar_entry(fd, "workspace/", '5', 01777, 0, "root", -1, 0);
 	if (r == 0)
 		r = write_tar_entry(fd, "workspace/project/", '5', 01777, 0, "root", -1, 0);
 	for (const char *l = names; r == 0 && *l;) {
@@ -1383,16 +1472,77 @@ static int write_ancestors(int fd, void *ud)
 		}
 		l += n + (l[n] == '\n');
 	}
+	if (r == 0 && u->tail && u->tail->n)
+		return fill_bytes(fd, (void *)u->tail); /* it ends the archive */
 	return r == 0 ? write_tar_end(fd) : r;
 }
 
-static int protect_paths(cae_prepare *p, cae_error *err)
+/* A tar number field as Go's archive/tar reads it (spaces and NULs around octal digits); -1
+ * for anything else (base-256 among them). */
+static int64_t tar_number(const char *f, size_t w)
 {
-	struct docker_prep *dp = prep_of(p);
+	size_t a = 0, z = w;
+	while (a < z && (f[a] == ' ' || f[a] == '\0'))
+		a++;
+	while (z > a && (f[z - 1] == ' ' || f[z - 1] == '\0'))
+		z--;
+	int64_t v = 0;
+	for (size_t i = a; i < z; i++) {
+		if (f[i] < '0' || f[i] > '7' || v > (INT64_MAX >> 3))
+			return -1;
+		v = v * 8 + (f[i] - '0');
+	}
+	return v;
+}
+
+bool cae__tar_confined(const char *tar, size_t n, const char *prefix)
+{
+	static const char zero[TAR_BLOCK];
+	size_t plen = strlen(prefix);
+	for (size_t off = 0; off <= n && n - off >= TAR_BLOCK;) {
+		const char *h = tar + off;
+		if (memcmp(h, zero, TAR_BLOCK) == 0)
+			return n - off >= 2 * TAR_BLOCK &&
+			       memcmp(h + TAR_BLOCK, zero, TAR_BLOCK) == 0;
+		bool posix = memcmp(h + 257,
+				    "ustar\0"
+				    "00",
+				    8) == 0;
+		bool gnu = memcmp(h + 257, "ustar  \0", 8) == 0;
+		/* (star's ustar puts something else where POSIX has the prefix) */
+		if ((!posix && !gnu) || (posix && memcmp(h + 508, "tar\0", 4) == 0))
+			return false;
+		char type = h[156];
+		int64_t size = tar_number(h + 124, 12);
+		if ((type != '0' && type != '\0' && type != '5') || size < 0 ||
+		    (type == '5' && size != 0))
+			return false;
+		char name[155 + 1 + 100 + 1];
+		size_t nl = strnlen(h, 100), pl = posix ? strnlen(h + 345, 155) : 0;
+		snprintf(name, sizeof(name), "%.*s%s%.*s", (int)pl, h + 345, pl ? "/" : "", (int)nl,
+			 h);
+		if (strlen(name) <= plen || strncmp(name, prefix, plen) != 0)
+			return false;
+		for (const char *c = name; *c;) {
+			size_t k = strcspn(c, "/");
+			if (k == 2 && c[0] == '.' && c[1] == '.')
+				return false;
+			c += k + (c[k] == '/');
+		}
+		uint64_t blocks = ((uint64_t)size + TAR_BLOCK - 1) / TAR_BLOCK;
+		if (blocks > (n - off) / TAR_BLOCK)
+			return false;
+		off += TAR_BLOCK + (size_t)blocks * TAR_BLOCK;
+	}
+	return false;
+}
+
+/* Runs the protected paths' script through the prepare's stream, its tar's names starting
+ * at base ("/" or "."; see protect_script). */
+static int protect_run(cae_prepare *p, const char *base, cae_run_result *res, cae_error *err)
+{
 	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
-	if (!pp->n)
-		return 0;
-	_cleanup_free_ const char **argv = calloc(pp->n + 5, sizeof(char *));
+	_cleanup_free_ const char **argv = calloc(pp->n + 6, sizeof(char *));
 	if (!argv)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	size_t k = 0;
@@ -1400,6 +1550,7 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 	argv[k++] = "-c";
 	argv[k++] = protect_script;
 	argv[k++] = "cae-protect";
+	argv[k++] = base;
 	for (size_t i = 0; i < pp->n; i++)
 		argv[k++] = pp->items[i];
 	cae_exec_request req = {.argv = argv,
@@ -1408,10 +1559,45 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 				.max_stdout = PROTECT_TAR_MAX,
 				.max_stderr = 64 * 1024,
 				.cancel_fd = -1};
-	cae_run_result res;
-	int r = prep_exec(&dp->pc, &req, &res, err);
+	int r = prep_exec(&prep_of(p)->pc, &req, res, err);
 	if (r < 0)
 		return cae_error_prefix(err, "protected paths");
+	if (res->exit_code != 0 && res->exit_code != 3) {
+		char line[512];
+		last_line(res, line, sizeof(line));
+		r = cae_error_set(
+		    err, -EIO, "protected paths: cannot make them read-only to commands: %s", line);
+		cae_run_result_clear(res);
+		return r;
+	}
+	if (res->out_len >= PROTECT_TAR_MAX) {
+		cae_run_result_clear(res);
+		return cae_error_set(err, -EIO,
+				     "protected paths: cannot make them read-only to commands: "
+				     "larger than 64 MiB");
+	}
+	return 0;
+}
+
+/* The protected paths (and the claim's record, for a container from the warm pool): the
+ * script through the prepare's stream, then one archive upload at "/" (an Engine API call
+ * of ~45 ms; the engine extracts it as root) holding the record, the directories on the way
+ * and the paths themselves, the script's tar checked (cae__tar_confined) to stay beneath
+ * the project. A tar that does not pass (a link among the paths, a long name) is made
+ * again relative to the project and extracted there, apart: two uploads. */
+static int protect_paths(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
+	struct root_upload ru = {.record = dp->claimed, .credential = dp->git_credential};
+	if (!pp->n)
+		return ru.record ? put_tar(p->b, dp->id, "/", "the claim's record", write_ancestors,
+					   &ru, err)
+				 : 0;
+	cae_run_result res;
+	int r = protect_run(p, "/", &res, err);
+	if (r < 0)
+		return r;
 	if (res.exit_code == 3) {
 		/* said in ContainerInfo.warnings and the log: never pretended */
 		cae__prepare_warn(
@@ -1420,23 +1606,26 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 		    "this environment: its image has no GNU tar (tar --owner) to give "
 		    "them to root");
 		cae_run_result_clear(&res);
-		return 0;
+		return ru.record ? put_tar(p->b, dp->id, "/", "the claim's record", write_ancestors,
+					   &ru, err)
+				 : 0;
 	}
-	if (res.exit_code != 0 || res.out_len >= PROTECT_TAR_MAX) {
-		char line[512];
-		last_line(&res, line, sizeof(line));
-		r = cae_error_set(err, -EIO,
-				  "protected paths: cannot make them read-only to commands: %s",
-				  res.out_len >= PROTECT_TAR_MAX ? "larger than 64 MiB" : line);
+	struct bytes tail = {res.out, res.out_len};
+	if (res.out_len && !cae__tar_confined(res.out, res.out_len, "workspace/project/")) {
 		cae_run_result_clear(&res);
-		return r;
+		r = protect_run(p, ".", &res, err);
+		if (r < 0)
+			return r;
+		if (res.exit_code == 0 && res.out_len)
+			r = put_tar(p->b, dp->id, PROJECT, "the protected paths", fill_bytes,
+				    &(struct bytes){res.out, res.out_len}, err);
+		tail = (struct bytes){NULL, 0};
+	} else {
+		ru.tail = &tail;
 	}
-	if (res.out_len)
-		r = put_tar(p->b, dp->id, PROJECT, "the protected paths", fill_bytes,
-			    &(struct bytes){res.out, res.out_len}, err);
+	ru.names = res.err ? res.err : "";
 	if (r == 0)
-		r = put_tar(p->b, dp->id, "/", "the protected paths", write_ancestors,
-			    (void *)(res.err ? res.err : ""), err);
+		r = put_tar(p->b, dp->id, "/", "the protected paths", write_ancestors, &ru, err);
 	cae_run_result_clear(&res);
 	return r < 0 ? cae_error_prefix(err, "protected paths") : 0;
 }

@@ -119,13 +119,20 @@ bool cae__docker_backend_available(const cae_config *cfg);
  * Containers started ahead, named CAE_POOL_NAME_PREFIX<key>-<random>, labelled with their
  * pool's key (CAE_POOL_LABEL: a hash of the create body minus what is the task's), their
  * creation time and their maximum age, and without a task. A prepare claims one whose key
- * is its own: an exec as root makes CAE_POOL_CLAIM_DIR (mkdir succeeds for one caller
- * only: the claim), then the claimer renames it to the task's creating name. */
+ * is its own: its helper's stream (or, without a helper, an exec) makes CAE_POOL_CLAIM_MARK
+ * as the container's user (mkdir succeeds for one caller only: the claim), then the claimer
+ * renames it to the task's creating name and keeps the stream for the rest of the prepare;
+ * the task's record (CAE_POOL_CLAIM_DIR, root's) is written by the prepare's last upload. */
 #define CAE_DOCKER_NAME_PREFIX "coding-agent-exec-"
 #define CAE_DOCKER_LABEL_CREATED "cae.created_at"
 #define CAE_POOL_NAME_PREFIX "coding-agent-pool-"
 #define CAE_POOL_LABEL "cae.pool"
 #define CAE_POOL_LABEL_MAX_AGE "cae.pool_max_age"
+/* in the scratch directory, which the image gives the container's user: the claim's mkdir
+ * needs no root (an exec as root, ~50 ms, or an archive upload) */
+#define CAE_POOL_CLAIM_MARK "/workspace/tmp/.cae-claim"
+/* root's: the claimed task's record, written with the protected paths (the user cannot
+ * change it) */
 #define CAE_POOL_CLAIM_DIR "/.cae-claim"
 /* the push-credential target of the task that claimed it (the label a cold prepare sets) */
 #define CAE_POOL_CLAIM_CREDENTIAL CAE_POOL_CLAIM_DIR "/git_credential"
@@ -146,14 +153,26 @@ int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, c
 /* Stops (no grace) and removes a container by id or name, in an engine slot; a missing one
  * is success. */
 int cae__docker_remove(cae_backend *b, const char *id, cae_error *err);
+/* Whether tar (n bytes, made in a container: untrusted) holds only regular files and
+ * directories named beneath prefix (e.g. "workspace/project/") without a ".." component,
+ * in headers read as the engine's extraction reads them (POSIX ustar or GNU, octal
+ * sizes), up to its end (two zero blocks): what may be extracted at "/" as root. */
+bool cae__tar_confined(const char *tar, size_t n, const char *prefix);
+struct cae_helper_mux;
+/* Step 1 of a claim through pool container name's helper: a stream to it (addressed by the
+ * pool name), then CAE_POOL_CLAIM_MARK made through that stream. 0 with *mux (the stream,
+ * new) when this caller took it; -EBUSY when another did (or it is gone, or does not run);
+ * -ENOTCONN when its helper did not answer (the caller takes it with an exec instead). */
+int cae__docker_take_stream(cae_backend *b, const char *name, struct cae_helper_mux **mux);
 
 /* True when cfg keeps a pool for environment. */
 bool cae__pool_wanted(const cae_config *cfg, const char *environment);
 /* Claims a running container of key's pool younger than the configured maximum age
- * (older ones met on the way are removed) for a task: renamed to name, with
- * git_credential (NULL: none) in CAE_POOL_CLAIM_CREDENTIAL. Returns 1 with *claimed (the
- * engine's list entry, new) when one was claimed, 0 when none was. */
-int cae__pool_claim(cae_backend *b, const char *key, const char *name, const char *git_credential,
+ * (older ones met on the way are removed) for a task: renamed to name. mux (NULL: the
+ * pool's containers have no helper) gets the stream the claim was made through (NULL when
+ * it was made with an exec). Returns 1 with *claimed (the engine's list entry, new) when
+ * one was claimed, 0 when none was. */
+int cae__pool_claim(cae_backend *b, const char *key, const char *name, struct cae_helper_mux **mux,
 		    json_t **claimed, cae_error *err);
 /* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
 void cae__pool_maintain(cae_backend *b);

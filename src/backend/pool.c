@@ -7,14 +7,18 @@
  * it carries no task, no credential and no token. A prepare whose own body has the same key
  * claims one:
  *
- *   1 take    an exec as root in the container, addressed by its pool name, makes
- *             /.cae-claim: mkdir succeeds for one caller only, whatever the interleaving
- *             (a rename alone is no claim: the engine looks the old name up before it locks
+ *   1 take    the container's helper, through a stream opened on its pool name, makes
+ *             CAE_POOL_CLAIM_MARK as the container's user (without a helper: an exec
+ *             does): mkdir succeeds for one caller only, whatever the interleaving (a
+ *             rename alone is no claim: the engine looks the old name up before it locks
  *             the container, so two renames of one name may both succeed, one after the
- *             other). The task's credential target is written there too (labels cannot
- *             change).
+ *             other). The stream is the prepare's from then on: the take costs the one
+ *             exec the prepare's stream costs anyway.
  *   2 rename  by id, to the task's creating name; from there the prepare goes on as a cold
- *             one (clone, dependencies, protected paths, the final name).
+ *             one (clone, dependencies, protected paths, the final name). The task's
+ *             credential target (labels cannot change) is written, root's, in
+ *             CAE_POOL_CLAIM_DIR by the prepare's last archive upload, with the protected
+ *             paths.
  *
  * A container past its maximum age, or that does not run, is never handed out: claims,
  * fills, `cae pool drain` and `cae gc` take it first (so that nobody claims what is being
@@ -32,6 +36,7 @@
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/docker.h"
+#include "cae/helper.h"
 #include "cae/log.h"
 
 #include <errno.h>
@@ -155,18 +160,20 @@ static int list_pool(cae_backend *b, const char *key, json_t **out, cae_error *e
 
 /* Step 1 of a claim (see the top): 0 when this caller took the container named name,
  * -EBUSY when another did (or it is gone, or does not run), another -errno when the
- * engine failed. credential (NULL: none) is written for the task. */
-static int take(cae_backend *b, const char *name, const char *credential)
+ * engine failed. mux (NULL: take with an exec) gets the stream the take was made through,
+ * or NULL when its helper did not answer and an exec took it. */
+static int take(cae_backend *b, const char *name, cae_helper_mux **mux)
 {
-	const char *argv[] = {"sh",
-			      "-c",
-			      "mkdir -m 755 " CAE_POOL_CLAIM_DIR " || exit 3\n"
-			      "[ -z \"$1\" ] || printf '%s' \"$1\" > " CAE_POOL_CLAIM_CREDENTIAL,
-			      "cae-claim",
-			      credential ? credential : "",
-			      NULL};
+	if (mux) {
+		int r = cae__docker_take_stream(b, name, mux);
+		if (r != -ENOTCONN)
+			return r;
+		*mux = NULL;
+	}
+	const char *argv[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
+	/* as the container's user, as the helper would: the mark is in its scratch directory */
 	cae_docker_exec_spec spec = {.argv = argv,
-				     .user = "0:0",
+				     .user = NULL,
 				     .raw = true,
 				     .timeout_ms = TAKE_TIMEOUT_MS,
 				     .max_stdout = 4096,
@@ -227,7 +234,7 @@ static int take_and_remove(cae_backend *b, json_t *c, int64_t now, int64_t max_a
 	return 1;
 }
 
-int cae__pool_claim(cae_backend *b, const char *key, const char *name, const char *git_credential,
+int cae__pool_claim(cae_backend *b, const char *key, const char *name, cae_helper_mux **mux,
 		    json_t **claimed, cae_error *err)
 {
 	(void)err;
@@ -256,13 +263,17 @@ int cae__pool_claim(cae_backend *b, const char *key, const char *name, const cha
 					      e.message);
 			continue;
 		}
-		if (take(b, pn, git_credential) != 0)
+		if (take(b, pn, mux) != 0)
 			continue; /* another claimer's */
 		int r = cae_docker_container_rename(cae__docker_client(b), id, name, &e);
 		if (r < 0) {
 			/* ours, but the task's name is taken (a prepare of the same task): it
 			 * goes, and the prepare goes on cold */
 			cae_log_event(b->log, CAE_LOG_WARN, "pool.claim_failed", "%s", e.message);
+			if (mux) {
+				cae_helper_mux_close(*mux);
+				*mux = NULL;
+			}
 			(void)cae__docker_remove(b, id, NULL);
 			break;
 		}

@@ -2705,11 +2705,109 @@ START_TEST(protected_paths_hold_in_a_container)
 }
 END_TEST
 
+/* A tar header (POSIX ustar unless gnu) for the confinement check: name (with prefix in
+ * the ustar prefix field when given), type, size written in octal (or raw when size_raw). */
+static void tar_hdr(char *h, const char *prefix, const char *name, char type, const char *size,
+		    bool gnu)
+{
+	memset(h, 0, 512);
+	memcpy(h, name, strlen(name));
+	memcpy(h + 100, "0000644", 7);
+	memcpy(h + 124, size, strlen(size));
+	h[156] = type;
+	memcpy(h + 257,
+	       gnu ? "ustar  "
+		   : "ustar\0"
+		     "00",
+	       8);
+	if (prefix)
+		memcpy(h + 345, prefix, strlen(prefix));
+}
+
+/* The one archive extracted at "/" as root carries the container's tar only when it stays
+ * beneath the project: a container's user who shaped that tar must not reach the claim's
+ * record, the helper or anything else of root's. */
+START_TEST(tar_confined_to_the_project)
+{
+	static char t[512 * 8];
+	const char *P = "workspace/project/";
+	/* a directory and a file of 5 bytes, then the end */
+	memset(t, 0, sizeof(t));
+	tar_hdr(t, NULL, "workspace/project/.git/hooks/", '5', "00000000000", false);
+	tar_hdr(t + 512, NULL, "workspace/project/.git/hooks/pre-commit", '0', "00000000005",
+		false);
+	memcpy(t + 1024, "hello", 5);
+	ck_assert(cae__tar_confined(t, 512 * 5, P));
+	/* GNU headers too; the ustar prefix field is part of the name */
+	tar_hdr(t, NULL, "workspace/project/.git/hooks/", '5', "0", true);
+	ck_assert(cae__tar_confined(t, 512 * 5, P));
+	tar_hdr(t, "workspace/project/.git", "hooks/x", '5', "0", false);
+	ck_assert(cae__tar_confined(t, 512 * 5, P));
+	/* no end, or a lone zero block */
+	ck_assert(!cae__tar_confined(t, 512 * 3, P));
+	ck_assert(!cae__tar_confined(t, 512 * 4, P));
+	ck_assert(!cae__tar_confined(t, 100, P));
+	/* beneath the prefix only: the record, the helper, the prefix itself, a leading "/",
+	 * ".." anywhere, a prefix field that escapes, GNU's prefix area that is not one */
+	const char *bad[] = {".cae-claim/git_credential",
+			     ".cae/cae-helper",
+			     "workspace/project/",
+			     "workspace/project",
+			     "/workspace/project/x",
+			     "workspace/project/../../.cae-claim/x",
+			     "workspace/project/..",
+			     "workspace/projectx/a",
+			     "workspace/tmp/x"};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		tar_hdr(t, NULL, bad[i], '5', "0", false);
+		ck_assert_msg(!cae__tar_confined(t, 512 * 5, P), "%s", bad[i]);
+	}
+	tar_hdr(t, "workspace/project/../..", "etc", '5', "0", false);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	tar_hdr(t, ".cae-claim", "workspace/project/x", '5', "0", false);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	/* links, devices, long names and pax headers, star and v7 headers */
+	const char types[] = {'1', '2', '3', '4', '6', '7', 'L', 'K', 'x', 'g', 'S'};
+	for (size_t i = 0; i < sizeof(types); i++) {
+		tar_hdr(t, NULL, "workspace/project/.git/hooks/l", types[i], "0", false);
+		ck_assert_msg(!cae__tar_confined(t, 512 * 5, P), "type %c", types[i]);
+	}
+	tar_hdr(t, NULL, "workspace/project/.git/hooks/", '5', "0", false);
+	memcpy(t + 508, "tar", 4);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	memset(t + 257, 0, 8);
+	memset(t + 508, 0, 4);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	/* sizes: a directory with data, a base-256 size, one past the end, a non-octal one;
+	 * a size that hides a header in the data is read as the engine reads it */
+	tar_hdr(t, NULL, "workspace/project/.git/hooks/", '5', "00000000001", false);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	tar_hdr(t, NULL, "workspace/project/.git/hooks/", '5', "0", false);
+	tar_hdr(t + 512, NULL, "workspace/project/a", '0', "", false);
+	t[512 + 124] = (char)0x80;
+	t[512 + 135] = 5;
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	tar_hdr(t + 512, NULL, "workspace/project/a", '0', "77777777777", false);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	tar_hdr(t + 512, NULL, "workspace/project/a", '0', "00000000009", false);
+	ck_assert(!cae__tar_confined(t, 512 * 5, P));
+	/* a file of 512 bytes whose data looks like a header of the record: data, not read */
+	memset(t, 0, sizeof(t));
+	tar_hdr(t, NULL, "workspace/project/a", '0', "00000001000", false);
+	tar_hdr(t + 512, NULL, ".cae-claim/git_credential", '0', "0", false);
+	ck_assert(cae__tar_confined(t, 512 * 4, P));
+	/* and one of 0 bytes: the same block is then a header, refused */
+	tar_hdr(t, NULL, "workspace/project/a", '0', "0", false);
+	ck_assert(!cae__tar_confined(t, 512 * 4, P));
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
 	TCase *u = tcase_create("unit");
 	tcase_add_test(u, preparer_alive_or_not);
+	tcase_add_test(u, tar_confined_to_the_project);
 	suite_add_tcase(s, u);
 
 	TCase *b = tcase_create("backend");
