@@ -47,6 +47,10 @@ typedef struct cae_live_io {
 	/* >= 0: the command's stdin is read from this descriptor (a pipe the caller writes and
 	 * closes for end of input) instead of stdin_data; -1: none. */
 	int stdin_fd;
+	/* > 0: each byte read from this descriptor is a signal number (1 to 64) sent to the
+	 * command's process group, which runs on (an interrupt, a reload); other bytes are
+	 * ignored. 0 or -1: none (so that a zeroed cae_live_io has none). */
+	int signal_fd;
 } cae_live_io;
 
 #define CAE_RUNNER_DEFAULT_MAX_OUTPUT (1024u * 1024u)

@@ -296,11 +296,25 @@ static bool forward_stdin(cae_helper_mux *m, uint32_t id, int fd)
 	return n > 0;
 }
 
+/* A live run's signals from fd (a byte each), in a SIGNAL frame; at fd's end (or a read
+ * error) returns false: no more to forward. */
+static bool forward_signals(cae_helper_mux *m, uint32_t id, int fd)
+{
+	char buf[64];
+	ssize_t n = read(fd, buf, sizeof(buf));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return true;
+	if (n <= 0)
+		return false;
+	(void)send_frame(m, CAE_MUX_SIGNAL, id, buf, (size_t)n);
+	return true;
+}
+
 /* Waits for c to be done, watching cancel_fd (-1: none) until deadline_ns, and forwarding a
- * live run's stdin_fd (-1: none). On cancel, sends CANCEL once and keeps waiting for the
- * answer. Returns 0 (done), -ETIMEDOUT, or the stream's end as -EPIPE (never acknowledged) /
+ * live run's stdin_fd and signal_fd (-1: none). On cancel, sends CANCEL once and keeps waiting for
+ * the answer. Returns 0 (done), -ETIMEDOUT, or the stream's end as -EPIPE (never acknowledged) /
  * -ECONNRESET. */
-static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int stdin_fd,
+static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int stdin_fd, int signal_fd,
 		     int64_t deadline_ns)
 {
 	bool cancel_sent = false;
@@ -315,12 +329,14 @@ static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int stdin
 		int64_t now = cae__now_ns();
 		if (now >= deadline_ns)
 			return -ETIMEDOUT;
-		struct pollfd p[3] = {{.fd = c->ev, .events = POLLIN}};
-		nfds_t np = 1, i_cancel = 0, i_in = 0;
+		struct pollfd p[4] = {{.fd = c->ev, .events = POLLIN}};
+		nfds_t np = 1, i_cancel = 0, i_in = 0, i_sig = 0;
 		if (cancel_fd >= 0 && !cancel_sent)
 			p[i_cancel = np++] = (struct pollfd){.fd = cancel_fd, .events = POLLIN};
 		if (stdin_fd >= 0)
 			p[i_in = np++] = (struct pollfd){.fd = stdin_fd, .events = POLLIN};
+		if (signal_fd >= 0)
+			p[i_sig = np++] = (struct pollfd){.fd = signal_fd, .events = POLLIN};
 		int pr = poll(p, np, cae__poll_timeout_ms(deadline_ns, now));
 		if (pr < 0 && errno != EINTR)
 			return -errno;
@@ -334,6 +350,8 @@ static int wait_call(cae_helper_mux *m, struct call *c, int cancel_fd, int stdin
 		}
 		if (i_in && p[i_in].revents && !forward_stdin(m, c->id, stdin_fd))
 			stdin_fd = -1;
+		if (i_sig && p[i_sig].revents && !forward_signals(m, c->id, signal_fd))
+			signal_fd = -1;
 	}
 }
 
@@ -396,7 +414,8 @@ int cae_helper_mux_run(cae_helper_mux *m, const cae_run_spec *spec, const char *
 			    MAX(spec->drain_ms, CAE_RUNNER_DEFAULT_DRAIN_MS) + ANSWER_MARGIN_MS) *
 			       1000000LL;
 	if (r == 0)
-		r = wait_call(m, c, spec->cancel_fd, stdin_fd, deadline);
+		r = wait_call(m, c, spec->cancel_fd, stdin_fd,
+			      live && live->signal_fd > 0 ? live->signal_fd : -1, deadline);
 	else
 		r = -EPIPE;
 	if (r < 0) {
@@ -444,7 +463,7 @@ static struct call *round_trip(cae_helper_mux *m, char type, char answer, cae_bu
 			   q->len - CAE_HELPER_FRAME_HEADER);
 	cae__buf_clear(q);
 	if (k == 0)
-		k = wait_call(m, c, -1, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
+		k = wait_call(m, c, -1, -1, -1, cae__now_ns() + EDIT_TIMEOUT_MS * 1000000LL);
 	else
 		k = -EPIPE;
 	if (k == 0 && c->type != answer)
@@ -530,7 +549,7 @@ int cae_helper_mux_ping(cae_helper_mux *m, int64_t timeout_ms, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = send_frame(m, CAE_MUX_PING, c->id, NULL, 0);
 	if (r == 0)
-		r = wait_call(m, c, -1, -1, cae__now_ns() + timeout_ms * 1000000LL);
+		r = wait_call(m, c, -1, -1, -1, cae__now_ns() + timeout_ms * 1000000LL);
 	call_free(m, c);
 	return r < 0 ? cae_error_set(err, r, "cae-helper did not answer a ping") : 0;
 }

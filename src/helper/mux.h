@@ -43,6 +43,10 @@ enum cae_mux_type {
 	 * bytes), before its RESULT, which is the same as a RUN's. */
 	CAE_MUX_RUN_LIVE = 'L',
 	CAE_MUX_STDIN = 'I',
+	/* manager -> helper: signals for the command of live run id, which runs on (payload:
+	 * signal numbers, a byte each; see cae_live_io.signal_fd). A helper that predates it
+	 * ignores it. */
+	CAE_MUX_SIGNAL = 'S',
 	CAE_MUX_OUTPUT = 'O',
 };
 

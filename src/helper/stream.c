@@ -36,12 +36,13 @@
 #define END_WAIT_MS 3000
 
 /* A request being served: its cancel pipe, and for a live run its command's stdin (-1:
- * none, or ended). */
+ * none, or ended) and its signal pipe (-1: none). */
 struct sreq {
 	struct sreq *next;
 	uint32_t id;
 	int cancel_w;
 	int stdin_w;
+	int signal_w;
 };
 
 /* A credential request waiting for the manager's reply. */
@@ -81,7 +82,8 @@ struct job {
 	char *body;
 	size_t len;
 	int cancel_r;
-	int stdin_r; /* a live run's stdin; -1 otherwise */
+	int stdin_r;  /* a live run's stdin; -1 otherwise */
+	int signal_r; /* a live run's signals; -1 otherwise */
 };
 
 static int send_frame(struct stream *st, char type, uint32_t id, const void *p, size_t n)
@@ -183,12 +185,14 @@ static void *job_main(void *arg)
 			(void)send_frame(st, CAE_MUX_EDIT_RESULT, j->id,
 					 out.data + CAE_HELPER_FRAME_HEADER,
 					 out.len - CAE_HELPER_FRAME_HEADER);
-	} else if (cae__helper_handle_request(
-		       j->body, j->len, j->cancel_r,
-		       j->type == CAE_MUX_RUN_LIVE
-			   ? &(cae_live_io){.output = job_output, .ud = j, .stdin_fd = j->stdin_r}
-			   : NULL,
-		       job_ack, j, st->env, &out) == 0) {
+	} else if (cae__helper_handle_request(j->body, j->len, j->cancel_r,
+					      j->type == CAE_MUX_RUN_LIVE
+						  ? &(cae_live_io){.output = job_output,
+								   .ud = j,
+								   .stdin_fd = j->stdin_r,
+								   .signal_fd = j->signal_r}
+						  : NULL,
+					      job_ack, j, st->env, &out) == 0) {
 		(void)send_frame(st, CAE_MUX_RESULT, j->id, out.data + CAE_HELPER_FRAME_HEADER,
 				 out.len - CAE_HELPER_FRAME_HEADER);
 	}
@@ -201,6 +205,8 @@ static void *job_main(void *arg)
 			close(r->cancel_w);
 			if (r->stdin_w >= 0)
 				close(r->stdin_w);
+			if (r->signal_w >= 0)
+				close(r->signal_w);
 			free(r);
 			break;
 		}
@@ -211,6 +217,8 @@ static void *job_main(void *arg)
 	close(j->cancel_r);
 	if (j->stdin_r >= 0)
 		close(j->stdin_r);
+	if (j->signal_r >= 0)
+		close(j->signal_r);
 	free(j->body);
 	free(j);
 	return NULL;
@@ -218,16 +226,19 @@ static void *job_main(void *arg)
 
 static int start_job(struct stream *st, char type, uint32_t id, char *body, size_t len)
 {
-	int p[2] = {-1, -1}, in[2] = {-1, -1};
+	int p[2] = {-1, -1}, in[2] = {-1, -1}, sg[2] = {-1, -1};
 	struct job *j = calloc(1, sizeof(*j));
 	struct sreq *r = calloc(1, sizeof(*r));
 	if (!j || !r || pipe2(p, O_CLOEXEC) < 0 ||
-	    (type == CAE_MUX_RUN_LIVE && pipe2(in, O_CLOEXEC) < 0)) {
+	    (type == CAE_MUX_RUN_LIVE &&
+	     (pipe2(in, O_CLOEXEC) < 0 || pipe2(sg, O_CLOEXEC | O_NONBLOCK) < 0))) {
 		for (int i = 0; i < 2; i++) {
 			if (p[i] >= 0)
 				close(p[i]);
 			if (in[i] >= 0)
 				close(in[i]);
+			if (sg[i] >= 0)
+				close(sg[i]);
 		}
 		free(j);
 		free(r);
@@ -244,8 +255,9 @@ static int start_job(struct stream *st, char type, uint32_t id, char *body, size
 			  .body = body,
 			  .len = len,
 			  .cancel_r = p[0],
-			  .stdin_r = in[0]};
-	*r = (struct sreq){.id = id, .cancel_w = p[1], .stdin_w = in[1]};
+			  .stdin_r = in[0],
+			  .signal_r = sg[0]};
+	*r = (struct sreq){.id = id, .cancel_w = p[1], .stdin_w = in[1], .signal_w = sg[1]};
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -300,6 +312,17 @@ static void feed_stdin(struct stream *st, uint32_t id, const char *p, size_t n)
 		}
 		break;
 	}
+	pthread_mutex_unlock(&st->lock);
+}
+
+/* Signals for request id's command (a byte each), into its signal pipe; a full pipe drops
+ * them (the command is not reading its signals: it has hundreds waiting). */
+static void send_signals(struct stream *st, uint32_t id, const char *p, size_t n)
+{
+	pthread_mutex_lock(&st->lock);
+	for (struct sreq *r = st->reqs; r; r = r->next)
+		if (r->id == id && r->signal_w >= 0)
+			(void)!write(r->signal_w, p, n);
 	pthread_mutex_unlock(&st->lock);
 }
 
@@ -634,6 +657,10 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 				}
 				cae__buf_clear(&e);
 			}
+			break;
+		case CAE_MUX_SIGNAL:
+			send_signals(&st, id, body, n);
+			free(body);
 			break;
 		case CAE_MUX_CANCEL:
 			cancel(&st, id, false);

@@ -136,6 +136,23 @@ struct scratch {
 	char *big;
 };
 
+/* The signals waiting on *fd (a byte each, see cae_live_io.signal_fd) go to the process
+ * group of pid, the command's; at the descriptor's end (or an error) *fd becomes -1. */
+static void forward_signals(int *fd, pid_t pid)
+{
+	unsigned char b[64];
+	ssize_t n = read(*fd, b, sizeof(b));
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return;
+	if (n <= 0) {
+		*fd = -1;
+		return;
+	}
+	for (ssize_t i = 0; i < n; i++)
+		if (b[i] >= 1 && b[i] <= 64)
+			(void)kill(-pid, b[i]);
+}
+
 /* Where a stream's output goes: its capture, and the live callback when there is one. */
 struct sink {
 	cae_capture *cap;
@@ -304,6 +321,7 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 	int64_t deadline_ns = spec->timeout_ms > 0 ? t0 + spec->timeout_ms * 1000000LL : INT64_MAX;
 	int64_t kill_at_ns = INT64_MAX, drain_until_ns = INT64_MAX;
 	int ret = 0;
+	int sig_fd = spec->live && spec->live->signal_fd > 0 ? spec->live->signal_fd : -1;
 
 	while (!(exited && out_eof && err_eof)) {
 		int64_t now = cae__now_ns();
@@ -320,8 +338,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		if (exited && now >= drain_until_ns)
 			break; /* something we could not kill still holds a pipe: stop reading */
 
-		struct pollfd pfd[5];
-		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1;
+		struct pollfd pfd[6];
+		int n = 0, i_out = -1, i_err = -1, i_in = -1, i_pid = -1, i_cancel = -1, i_sig = -1;
 		if (!out_eof)
 			pfd[i_out = n++] = (struct pollfd){.fd = out_r, .events = POLLIN};
 		if (!err_eof)
@@ -333,6 +351,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 		if (st == ST_RUNNING && spec->cancel_fd >= 0)
 			pfd[i_cancel = n++] =
 			    (struct pollfd){.fd = spec->cancel_fd, .events = POLLIN};
+		if (st == ST_RUNNING && !exited && sig_fd >= 0)
+			pfd[i_sig = n++] = (struct pollfd){.fd = sig_fd, .events = POLLIN};
 
 		int64_t next = INT64_MAX;
 		if (st == ST_RUNNING && !exited)
@@ -378,6 +398,8 @@ int cae_runner_run(const cae_run_spec *spec, cae_run_result *res, cae_error *err
 				in_w = -1;
 			}
 		}
+		if (i_sig >= 0 && pfd[i_sig].revents && !exited)
+			forward_signals(&sig_fd, pid);
 		if (i_cancel >= 0 && pfd[i_cancel].revents && !exited) {
 			res->cancelled = true;
 			cae__proctree_kill_tree(pid, SIGTERM);

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -169,15 +170,33 @@ json_t *cae__tool_process_wait_definition(void)
 				  p);
 }
 
+/* The signals process_kill sends on request, by name. */
+static const struct {
+	const char *name;
+	int sig;
+} SIGNALS[] = {{"INT", SIGINT},	  {"TERM", SIGTERM}, {"HUP", SIGHUP},  {"QUIT", SIGQUIT},
+	       {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"KILL", SIGKILL}};
+
 json_t *cae__tool_process_kill_definition(void)
 {
-	json_t *p = object_schema(json_object(), NULL);
+	json_t *names = json_array();
+	for (size_t i = 0; i < ARRAY_SIZE(SIGNALS); i++)
+		json_array_append_new(names, json_string(SIGNALS[i].name));
+	json_t *p = object_schema(
+	    json_pack("{s:{s:s, s:o, s:s}}", "signal", "type", "string", "enum", names,
+		      "description",
+		      "Only send this signal to the command's process group, as a terminal's "
+		      "Ctrl-C sends INT, and return at once: the session goes on unless the "
+		      "command exits of it (read or wait for it after). Without it, the session "
+		      "is stopped."),
+	    NULL);
 	add_session_id(p);
 	return cae__tool_function(
 	    "process_kill",
 	    "Stop a process session: SIGTERM to the command and everything it started, SIGKILL "
 	    "to what is left after a 2 s grace period. Returns its final state; its unread "
-	    "output can still be read.",
+	    "output can still be read. With signal, only sends that signal (e.g. INT to "
+	    "interrupt a REPL's running statement) and returns the state with signal_sent.",
 	    p);
 }
 
@@ -400,8 +419,21 @@ static json_t *process_kill(const cae_tool_env *env, json_t *args)
 	json_t *error = NULL;
 	if (!session_id_arg(args, &id, &error))
 		return error;
+	json_t *js = json_object_get(args, "signal");
+	int sig = 0;
+	if (js) {
+		const char *v = json_string_value(js);
+		for (size_t i = 0; v && !sig && i < ARRAY_SIZE(SIGNALS); i++)
+			if (strcmp(v, SIGNALS[i].name) == 0)
+				sig = SIGNALS[i].sig;
+		if (!sig)
+			return cae__tool_error("INVALID_ARGUMENT",
+					       "signal must be one of INT, TERM, HUP, QUIT, USR1, "
+					       "USR2 or KILL");
+	}
 	cae_error e = {0};
-	json_t *j = cae__procs_kill(cae__session_procs(env->session), id, &e);
+	cae__procs *t = cae__session_procs(env->session);
+	json_t *j = sig ? cae__procs_signal(t, id, sig, &e) : cae__procs_kill(t, id, &e);
 	return j ? j : table_error(env, e.code ? e.code : -ENOMEM, &e);
 }
 

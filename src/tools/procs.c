@@ -56,6 +56,7 @@ struct proc {
 	pthread_t thread;
 	int in_r, in_w;		/* stdin: the command reads in_r; -1 when closed */
 	int cancel_r, cancel_w; /* a byte on cancel_w stops the command's tree */
+	int sig_r, sig_w;	/* a byte on sig_w: a signal to the command (cae_live_io) */
 	/* under the table's lock */
 	char *buf; /* output not yet read: stdout and stderr as they came */
 	size_t len;
@@ -96,6 +97,8 @@ static void proc_free(struct proc *p)
 	close_fd(&p->in_w);
 	close_fd(&p->cancel_r);
 	close_fd(&p->cancel_w);
+	close_fd(&p->sig_r);
+	close_fd(&p->sig_w);
 	free(p->task_uuid);
 	free(p->env_created);
 	free(p->command);
@@ -176,7 +179,7 @@ static void *proc_main(void *arg)
 	struct proc *p = arg;
 	cae__procs *t = p->table;
 	const char *argv[] = {"sh", "-c", p->command, NULL};
-	cae_live_io io = {.output = on_output, .ud = p, .stdin_fd = p->in_r};
+	cae_live_io io = {.output = on_output, .ud = p, .stdin_fd = p->in_r, .signal_fd = p->sig_r};
 	/* The result's own copy of the output is not used: everything came through io. */
 	cae_exec_request req = {
 	    .argv = argv,
@@ -353,7 +356,7 @@ int cae__procs_start(cae__procs *t, const cae__proc_start *o, unsigned *id, cae_
 	struct proc *p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
-	p->in_r = p->in_w = p->cancel_r = p->cancel_w = -1;
+	p->in_r = p->in_w = p->cancel_r = p->cancel_w = p->sig_r = p->sig_w = -1;
 	p->table = t;
 	p->backend = o->backend;
 	p->timeout_ms = o->timeout_ms;
@@ -380,6 +383,12 @@ int cae__procs_start(cae__procs *t, const cae__proc_start *o, unsigned *id, cae_
 	}
 	p->cancel_r = fds[0];
 	p->cancel_w = fds[1];
+	if ((r = make_pipe(fds, true)) < 0) {
+		proc_free(p);
+		return cae_error_set(err, r, "pipe: %s", strerror(-r));
+	}
+	p->sig_r = fds[0];
+	p->sig_w = fds[1];
 	cae__iso8601_now(p->started_at, sizeof(p->started_at));
 	p->started_ns = cae__now_ns();
 
@@ -536,6 +545,34 @@ json_t *cae__procs_write(cae__procs *t, unsigned id, const char *data, size_t le
 	pthread_mutex_unlock(&t->lock);
 	if (!j)
 		cae_error_set(err, -ENOMEM, "out of memory");
+	return j;
+}
+
+json_t *cae__procs_signal(cae__procs *t, unsigned id, int sig, cae_error *err)
+{
+	if (sig < 1 || sig > 64) {
+		cae_error_set(err, -EINVAL, "no signal %d", sig);
+		return NULL;
+	}
+	pthread_mutex_lock(&t->lock);
+	struct proc *p = find_locked(t, id);
+	if (!p) {
+		pthread_mutex_unlock(&t->lock);
+		cae_error_set(err, -ENOENT, "no process session p%u", id);
+		return NULL;
+	}
+	bool sent = false;
+	if (p->state == PROC_RUNNING && !p->kill_requested && p->sig_w >= 0) {
+		unsigned char b = (unsigned char)sig;
+		sent = write(p->sig_w, &b, 1) == 1;
+	}
+	json_t *j = status_locked(p);
+	pthread_mutex_unlock(&t->lock);
+	if (!j) {
+		cae_error_set(err, -ENOMEM, "out of memory");
+		return NULL;
+	}
+	json_object_set_new(j, "signal_sent", json_boolean(sent));
 	return j;
 }
 

@@ -73,6 +73,6 @@ const cae_live_io *cae__tool_live_init(cae__tool_live *l, const cae_tool_env *en
 		return NULL;
 	l->ctx = env->ctx;
 	l->secrets = env->secrets;
-	l->io = (cae_live_io){.output = live_output, .ud = l, .stdin_fd = -1};
+	l->io = (cae_live_io){.output = live_output, .ud = l, .stdin_fd = -1, .signal_fd = -1};
 	return &l->io;
 }

@@ -90,6 +90,9 @@ json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
  * written. The state with written_bytes (and a note when not all was). */
 json_t *cae__procs_write(cae__procs *t, unsigned id, const char *data, size_t len, bool close_stdin,
 			 cae_error *err);
+/* Sends sig (1 to 64) to the process group of a running command, which may go on; the state
+ * with signal_sent (false: it was no longer running). */
+json_t *cae__procs_signal(cae__procs *t, unsigned id, int sig, cae_error *err);
 /* Stops the command's tree (SIGTERM, then SIGKILL after the grace) and waits for its end. */
 json_t *cae__procs_kill(cae__procs *t, unsigned id, cae_error *err);
 /* Every session's state, oldest first (new array). */

@@ -1,8 +1,8 @@
 // Process sessions and live output through `cae mcp`, driven by the official MCP TypeScript
-// SDK client, on the backend named by argv[3] (local or docker; meson runs it for each):
-// a dev server started in a session answers the environment's later commands on loopback and
-// is gone after environment_cleanup; a Python REPL driven through stdin; a session whose
-// output passes its buffer reports the drop; progress notifications arrive while a long
+// SDK client, on the backend named by argv[3] (local, docker or kubernetes; meson runs it for
+// each): a dev server started in a session answers the environment's later commands on
+// loopback and is gone after environment_cleanup; a Python REPL driven through stdin and
+// interrupted with SIGINT; a session whose output passes its buffer reports the drop; progress notifications arrive while a long
 // command runs and the result is unchanged; a session's command is gone after its manager is
 // killed with SIGKILL.
 //
@@ -140,6 +140,17 @@ async function main() {
   await call("process_write", { session_id: repl, input: "x = 20\nprint(x + 3)\n" });
   out = await readUntil(repl, "23");
   check(out.includes("23"), "the REPL keeps its state between writes", out);
+  // An interrupt, as a terminal's Ctrl-C: the running statement stops, the REPL goes on.
+  await call("process_write", { session_id: repl, input: "import time\nprint('slee' + 'ping', flush=True); time.sleep(600)\n" });
+  out = await readUntil(repl, "sleeping");
+  check(out.includes("sleeping"), "the REPL runs a long statement", out);
+  r = await call("process_kill", { session_id: repl, signal: "INT" });
+  check(r.isError !== true && sc(r).signal_sent === true && sc(r).state === "running", "process_kill with signal INT: sent, the REPL runs on", r);
+  out = await readUntil(repl, "KeyboardInterrupt");
+  check(out.includes("KeyboardInterrupt"), "the REPL's statement is interrupted", out);
+  await call("process_write", { session_id: repl, input: "print(x * 2)\n" });
+  out = await readUntil(repl, "40");
+  check(out.includes("40"), "the REPL keeps its state after the interrupt", out);
   r = await call("process_write", { session_id: repl, input: "import sys; sys.exit(5)\n", close_stdin: true });
   check(r.isError !== true, "process_write with close_stdin", r);
   r = await call("process_wait", { session_id: repl, timeout_ms: 60000 });

@@ -1391,6 +1391,61 @@ START_TEST(process_session_kill_limit_and_session_end)
 }
 END_TEST
 
+/* A signal goes to the command's process group and the session goes on (an interrupt, as a
+ * terminal's Ctrl-C sends it); a signal it does not catch ends it; an unknown one is
+ * refused; one for an ended session is not sent. */
+START_TEST(process_session_signal)
+{
+	cae_session *s = open_session(NULL);
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+			  "trap 'echo got-int' INT; trap 'echo got-usr1' USR1; echo ready; "
+			  "while :; do sleep 1; done",
+			  "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	_cleanup_free_ char *ready = read_until(s, "p1", "ready\n");
+	ck_assert_str_eq(ready, "ready\n");
+	const char *sigs[][2] = {{"INT", "got-int\n"}, {"USR1", "got-usr1\n"}};
+	for (size_t i = 0; i < ARRAY_SIZE(sigs); i++) {
+		r = pcall(s, "process_kill", &e, "{s:s, s:s}", "session_id", "p1", "signal",
+			  sigs[i][0]);
+		ck_assert_msg(!e, "%s", json_dumps(r, 0));
+		ck_assert(B(r, "signal_sent"));
+		json_decref(r);
+		_cleanup_free_ char *got = read_until(s, "p1", sigs[i][1]);
+		ck_assert_msg(strstr(got, sigs[i][1]), "%s: %s", sigs[i][0], got);
+		/* caught: it runs on */
+		r = pcall(s, "process_list", &e, "{}");
+		ck_assert_str_eq(S(json_array_get(json_object_get(r, "sessions"), 0), "state"),
+				 "running");
+		json_decref(r);
+	}
+	const char *bad[] = {"\"STOP\"", "\"SIGINT\"", "\"int\"", "2", "null", "\"\""};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char args[128];
+		snprintf(args, sizeof(args), "{\"session_id\": \"p1\", \"signal\": %s}", bad[i]);
+		r = call(s, "process_kill", args, &e);
+		ck_assert_msg(e && strcmp(error_code(r), "INVALID_ARGUMENT") == 0, "%s", bad[i]);
+		json_decref(r);
+	}
+	/* TERM, not caught, ends the shell; the session says so */
+	r = pcall(s, "process_kill", &e, "{s:s, s:s}", "session_id", "p1", "signal", "TERM");
+	ck_assert_msg(!e && B(r, "signal_sent"), "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = pcall(s, "process_wait", &e, "{s:s, s:i}", "session_id", "p1", "timeout_ms", 60000);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "state"), "exited");
+	ck_assert_int_eq(I(r, "signal"), SIGTERM);
+	json_decref(r);
+	r = pcall(s, "process_kill", &e, "{s:s, s:s}", "session_id", "p1", "signal", "INT");
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert(!B(r, "signal_sent"));
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
 /* Output past the buffer is dropped oldest first and the read says how much; the newest is
  * kept. */
 START_TEST(process_session_drops_past_the_buffer)
@@ -1533,6 +1588,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, limits_in_descriptions);
 	tcase_add_test(tc, process_session_input_output_and_end);
 	tcase_add_test(tc, process_session_kill_limit_and_session_end);
+	tcase_add_test(tc, process_session_signal);
 	tcase_add_test(tc, process_session_drops_past_the_buffer);
 	tcase_add_test(tc, process_session_ends_with_its_environment);
 	tcase_add_test(tc, process_session_server_shares_loopback);
