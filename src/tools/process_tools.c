@@ -187,8 +187,10 @@ json_t *cae__tool_process_kill_definition(void)
 		      "description",
 		      "Only send this signal to the command's process group, as a terminal's "
 		      "Ctrl-C sends INT, and return at once: the session goes on unless the "
-		      "command exits of it (read or wait for it after). Without it, the session "
-		      "is stopped."),
+		      "command exits of it (read or wait for it after). The session's shell (sh "
+		      "-c) gets it too and, waiting for a child, ends with 128 + the signal when "
+		      "the child ends: start a REPL or server with exec (\"exec python3 -i\") "
+		      "so that it alone gets it. Without it, the session is stopped."),
 	    NULL);
 	add_session_id(p);
 	return cae__tool_function(

@@ -130,7 +130,9 @@ async function main() {
   check(hostProcessWith(marker), "the server process runs");
 
   // A Python REPL through stdin.
-  r = await call("process_start", { command: "python3 -i -q", wait_ms: 500 });
+  // exec: the REPL is the session's command itself, so that an interrupt reaches it alone
+  // (sh -c, waiting for it, would take the signal too and exit 130 when the REPL exits).
+  r = await call("process_start", { command: "exec python3 -i -q", wait_ms: 500 });
   check(r.isError !== true && sc(r).state === "running", "process_start: a Python REPL", r);
   const repl = sc(r).session_id;
   r = await call("process_write", { session_id: repl, input: "print(6 * 7)\n" });
