@@ -216,6 +216,38 @@ static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 	return json_string(r ? r : "");
 }
 
+json_t *cae__tool_command_args(json_t *args, const char **command, const char **wd)
+{
+	json_t *jcmd = json_object_get(args, "command");
+	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
+		return cae__tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
+	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
+		return cae__tool_error("INVALID_ARGUMENT",
+				       "command must not contain NUL characters");
+	json_t *jwd = json_object_get(args, "working_directory");
+	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
+		return cae__tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+	*command = json_string_value(jcmd);
+	*wd = json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : NULL;
+	return NULL;
+}
+
+long long cae__tool_default_timeout_s(const cae_config *cfg)
+{
+	return cfg->command_executor.execution.timeout_seconds > 0
+		   ? cfg->command_executor.execution.timeout_seconds
+		   : 1800;
+}
+
+char *cae__tool_policy_refusal(const cae_tool_env *env, const char *tool,
+			       const cae_policy_verdict *v)
+{
+	cae_log_fields(env->log, CAE_LOG_WARN, "policy.denied",
+		       json_pack("{s:s, s:s}", "tool", tool, "program", v->program), "%s",
+		       v->reason);
+	return cae_policy_verdict_stderr(v);
+}
+
 bool cae__tool_int_arg(json_t *args, const cae__int_limit *lim, long long *out, json_t **error)
 {
 	const char *key = lim->key;
@@ -316,11 +348,8 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		else
 			cae_policy_check(env->policy, script, &v);
 		if (!v.allowed) {
-			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
-			cae_log_fields(
-			    env->log, CAE_LOG_WARN, "policy.denied",
-			    json_pack("{s:s, s:s}", "tool", "exec_command", "program", v.program),
-			    "%s", v.reason);
+			_cleanup_free_ char *serr =
+			    cae__tool_policy_refusal(env, "exec_command", &v);
 			*is_error = false;
 			return json_pack("{s:s, s:O, s:i, s:s, s:s, s:b, s:b, s:b, s:i}", "cwd",
 					 cwd, "command", jcmd, "exit_code", 126, "stdout", "",
@@ -397,47 +426,31 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	*is_error = true;
 	if (!json_is_object(args))
 		return cae__tool_error("INVALID_ARGUMENT", "arguments must be an object");
-	json_t *jcmd = json_object_get(args, "command");
-	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
-		return cae__tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
-	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
-		return cae__tool_error("INVALID_ARGUMENT",
-				       "command must not contain NUL characters");
-	json_t *jwd = json_object_get(args, "working_directory");
-	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
-		return cae__tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+	const char *command, *wd;
+	json_t *error = cae__tool_command_args(args, &command, &wd);
+	if (error)
+		return error;
 	long long timeout_s;
-	json_t *error = NULL;
-	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
-				    ? env->cfg->command_executor.execution.timeout_seconds
-				    : 1800;
 	const cae__int_limit timeout_limit = {"timeout_seconds", 1, EXECUTE_TIMEOUT_MAX_S,
-					      def_timeout};
+					      cae__tool_default_timeout_s(env->cfg)};
 	if (!cae__tool_int_arg(args, &timeout_limit, &timeout_s, &error))
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error("INTERNAL",
 				       "Execution environment not ready: prepare one first "
 				       "(environment_prepare)");
-	const char *command = json_string_value(jcmd);
 	*is_error = false;
 	if (env->policy) {
 		cae_policy_verdict v;
 		cae_policy_check(env->policy, command, &v);
 		if (!v.allowed) {
-			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
-			cae_log_fields(env->log, CAE_LOG_WARN, "policy.denied",
-				       json_pack("{s:s, s:s}", "tool",
-						 "command-executor_execute_command", "program",
-						 v.program),
-				       "%s", v.reason);
+			_cleanup_free_ char *serr =
+			    cae__tool_policy_refusal(env, "command-executor_execute_command", &v);
 			return exec_result(126, json_string(""),
 					   json_string(serr ? serr : v.reason), 0, false, false,
 					   false);
 		}
 	}
-	const char *wd =
-	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : NULL;
 	_cleanup_free_ char *cwd = NULL;
 	json_t *bad = cae__tool_cwd(env, wd ? wd : ".", &cwd);
 	if (bad) {

@@ -118,20 +118,28 @@ json_t *cae__tool_process_start_definition(void)
 	    p);
 }
 
-json_t *cae__tool_process_read_definition(void)
+/* A tool that returns a session's new output: session_id, the wait lim (described by
+ * wait_text) and max_chars. */
+static json_t *output_tool(const char *name, const char *text, const cae__int_limit *lim,
+			   const char *wait_text)
 {
 	json_t *p = object_schema(
-	    json_pack("{s:{s:s, s:s}}", "wait_ms", "type", "integer", "description",
-		      "Wait up to this long for new output or the end when there is none yet "
-		      "(default 0: return at once)."),
+	    json_pack("{s:{s:s, s:s}}", lim->key, "type", "integer", "description", wait_text),
 	    NULL);
 	add_session_id(p);
-	cae__tool_state_range(p, &READ_WAIT_MS);
+	cae__tool_state_range(p, lim);
 	add_max_chars(p);
-	return cae__tool_function("process_read",
-				  "Read a process session's output written since the last read "
-				  "(each byte is returned once)." OUTPUT_NOTE,
-				  p);
+	return cae__tool_function(name, text, p);
+}
+
+json_t *cae__tool_process_read_definition(void)
+{
+	return output_tool("process_read",
+			   "Read a process session's output written since the last read (each "
+			   "byte is returned once)." OUTPUT_NOTE,
+			   &READ_WAIT_MS,
+			   "Wait up to this long for new output or the end when there is none yet "
+			   "(default 0: return at once).");
 }
 
 json_t *cae__tool_process_write_definition(void)
@@ -156,18 +164,12 @@ json_t *cae__tool_process_write_definition(void)
 
 json_t *cae__tool_process_wait_definition(void)
 {
-	json_t *p = object_schema(
-	    json_pack("{s:{s:s, s:s}}", "timeout_ms", "type", "integer", "description",
-		      "How long to wait for the session to end (default 30000); it keeps "
-		      "running when the wait is over."),
-	    NULL);
-	add_session_id(p);
-	cae__tool_state_range(p, &WAIT_TIMEOUT_MS);
-	add_max_chars(p);
-	return cae__tool_function("process_wait",
-				  "Wait for a process session to end, then return its exit code "
-				  "and new output (as process_read)." OUTPUT_NOTE,
-				  p);
+	return output_tool("process_wait",
+			   "Wait for a process session to end, then return its exit code and new "
+			   "output (as process_read)." OUTPUT_NOTE,
+			   &WAIT_TIMEOUT_MS,
+			   "How long to wait for the session to end (default 30000); it keeps "
+			   "running when the wait is over.");
 }
 
 /* The signals process_kill sends on request, by name. */
@@ -274,22 +276,14 @@ static json_t *read_result(const cae_tool_env *env, unsigned id, const cae__proc
 
 static json_t *process_start(const cae_tool_env *env, json_t *args)
 {
-	json_t *jcmd = json_object_get(args, "command");
-	if (!json_is_string(jcmd) || json_string_length(jcmd) == 0)
-		return cae__tool_error("INVALID_ARGUMENT", "command must be a non-empty string");
-	if (strlen(json_string_value(jcmd)) != json_string_length(jcmd))
-		return cae__tool_error("INVALID_ARGUMENT",
-				       "command must not contain NUL characters");
-	json_t *jwd = json_object_get(args, "working_directory");
-	if (jwd && !json_is_null(jwd) && !json_is_string(jwd))
-		return cae__tool_error("INVALID_ARGUMENT", "working_directory must be a string");
+	const char *command, *wd;
+	json_t *error = cae__tool_command_args(args, &command, &wd);
+	if (error)
+		return error;
 	long long wait_ms, timeout_s, max_chars;
-	long long def_timeout = env->cfg->command_executor.execution.timeout_seconds > 0
-				    ? env->cfg->command_executor.execution.timeout_seconds
-				    : 1800;
-	const cae__int_limit timeout_limit = {"timeout_seconds", 1, START_TIMEOUT_MAX_S,
-					      MIN(def_timeout, START_TIMEOUT_MAX_S)};
-	json_t *error = NULL;
+	const cae__int_limit timeout_limit = {
+	    "timeout_seconds", 1, START_TIMEOUT_MAX_S,
+	    MIN(cae__tool_default_timeout_s(env->cfg), START_TIMEOUT_MAX_S)};
 	if (!cae__tool_int_arg(args, &START_WAIT_MS, &wait_ms, &error) ||
 	    !cae__tool_int_arg(args, &timeout_limit, &timeout_s, &error) ||
 	    !cae__tool_int_arg(args, &MAX_CHARS, &max_chars, &error))
@@ -297,23 +291,17 @@ static json_t *process_start(const cae_tool_env *env, json_t *args)
 	if (!env->task_uuid)
 		return cae__tool_error(
 		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
-	const char *command = json_string_value(jcmd);
 	if (env->policy) {
 		cae_policy_verdict v;
 		cae_policy_check(env->policy, command, &v);
 		if (!v.allowed) {
-			cae_log_fields(
-			    env->log, CAE_LOG_WARN, "policy.denied",
-			    json_pack("{s:s, s:s}", "tool", "process_start", "program", v.program),
-			    "%s", v.reason);
-			_cleanup_free_ char *serr = cae_policy_verdict_stderr(&v);
+			_cleanup_free_ char *serr =
+			    cae__tool_policy_refusal(env, "process_start", &v);
 			return cae__tool_error("DENIED", "%s", serr ? serr : v.reason);
 		}
 	}
-	const char *wd =
-	    jwd && json_is_string(jwd) && json_string_length(jwd) ? json_string_value(jwd) : ".";
 	_cleanup_free_ char *cwd = NULL;
-	json_t *bad = cae__tool_cwd(env, wd, &cwd);
+	json_t *bad = cae__tool_cwd(env, wd ? wd : ".", &cwd);
 	if (bad)
 		return bad;
 	/* the environment as it is now: another one of the same task later is not this one */

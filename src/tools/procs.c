@@ -306,6 +306,18 @@ static struct proc *find_locked(cae__procs *t, unsigned id)
 	return NULL;
 }
 
+/* Session id with the table locked; NULL (unlocked, err set) when there is none. */
+static struct proc *lock_find(cae__procs *t, unsigned id, cae_error *err)
+{
+	pthread_mutex_lock(&t->lock);
+	struct proc *p = find_locked(t, id);
+	if (!p) {
+		pthread_mutex_unlock(&t->lock);
+		cae_error_set(err, -ENOENT, "no process session p%u", id);
+	}
+	return p;
+}
+
 /* Removes finished sessions of uuid beyond keep, oldest first (lock held; their threads have
  * ended or are ending: joined here). */
 static void prune_finished_locked(cae__procs *t, const char *uuid, int keep)
@@ -477,13 +489,9 @@ static void take_page_locked(struct proc *p, size_t max_chars, const cae_secrets
 json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
 			const cae_secrets *secrets, cae_error *err)
 {
-	pthread_mutex_lock(&t->lock);
-	struct proc *p = find_locked(t, id);
-	if (!p) {
-		pthread_mutex_unlock(&t->lock);
-		cae_error_set(err, -ENOENT, "no process session p%u", id);
+	struct proc *p = lock_find(t, id, err);
+	if (!p)
 		return NULL;
-	}
 	int64_t deadline = cae__now_ns() + o->wait_ms * 1000000LL;
 	for (;;) {
 		bool ready = o->until_exit
@@ -505,13 +513,9 @@ json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
 json_t *cae__procs_write(cae__procs *t, unsigned id, const char *data, size_t len, bool close_stdin,
 			 cae_error *err)
 {
-	pthread_mutex_lock(&t->lock);
-	struct proc *p = find_locked(t, id);
-	if (!p) {
-		pthread_mutex_unlock(&t->lock);
-		cae_error_set(err, -ENOENT, "no process session p%u", id);
+	struct proc *p = lock_find(t, id, err);
+	if (!p)
 		return NULL;
-	}
 	if (p->in_w < 0) {
 		pthread_mutex_unlock(&t->lock);
 		cae_error_set(err, -EPIPE, "process session p%u: %s", id,
@@ -554,13 +558,9 @@ json_t *cae__procs_signal(cae__procs *t, unsigned id, int sig, cae_error *err)
 		cae_error_set(err, -EINVAL, "no signal %d", sig);
 		return NULL;
 	}
-	pthread_mutex_lock(&t->lock);
-	struct proc *p = find_locked(t, id);
-	if (!p) {
-		pthread_mutex_unlock(&t->lock);
-		cae_error_set(err, -ENOENT, "no process session p%u", id);
+	struct proc *p = lock_find(t, id, err);
+	if (!p)
 		return NULL;
-	}
 	bool sent = false;
 	if (p->state == PROC_RUNNING && !p->kill_requested && p->sig_w >= 0) {
 		unsigned char b = (unsigned char)sig;
@@ -578,13 +578,9 @@ json_t *cae__procs_signal(cae__procs *t, unsigned id, int sig, cae_error *err)
 
 json_t *cae__procs_kill(cae__procs *t, unsigned id, cae_error *err)
 {
-	pthread_mutex_lock(&t->lock);
-	struct proc *p = find_locked(t, id);
-	if (!p) {
-		pthread_mutex_unlock(&t->lock);
-		cae_error_set(err, -ENOENT, "no process session p%u", id);
+	struct proc *p = lock_find(t, id, err);
+	if (!p)
 		return NULL;
-	}
 	request_kill_locked(p);
 	int64_t deadline = cae__now_ns() + END_WAIT_MS * 1000000LL;
 	while (p->state == PROC_RUNNING && cae__now_ns() < deadline)

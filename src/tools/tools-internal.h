@@ -288,5 +288,16 @@ bool cae__tool_int_arg(json_t *args, const cae__int_limit *lim, long long *out, 
  * project, ".." folds, and climbing above "/" is refused. Returns a tool error, or NULL with
  * *cwd set. */
 json_t *cae__tool_cwd(const cae_tool_env *env, const char *path, char **cwd);
+/* The command and working_directory arguments of a shell-command tool: command a non-empty
+ * string without NUL, working_directory a string, null or absent (*wd NULL then, and when it
+ * is empty). Returns a tool error, or NULL with both set. */
+json_t *cae__tool_command_args(json_t *args, const char **command, const char **wd);
+/* The configured command timeout in seconds (command_executor.execution.timeout_seconds;
+ * 1800 when unset). */
+long long cae__tool_default_timeout_s(const cae_config *cfg);
+/* For a verdict that refuses (v->allowed false): logs policy.denied for tool and returns the
+ * refusal's stderr text (NULL when out of memory: use v->reason). */
+char *cae__tool_policy_refusal(const cae_tool_env *env, const char *tool,
+			       const cae_policy_verdict *v);
 
 #endif
