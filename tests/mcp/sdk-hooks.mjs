@@ -27,25 +27,14 @@
 // scripts/k8s-env.sh with CAE_TEST_K8S=1 and its KUBECONFIG (without CAE_TEST_K8S it exits
 // 77, skipped). Exits 1 when any check fails.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-
+import { backendFromArgv, backendYaml, mcpClient } from "./backend.mjs";
 import { check, finish, tap } from "./tap.mjs";
 
-const cae = process.argv[2] ? resolve(process.argv[2]) : null;
-const backend = process.argv[3] ?? "local";
-if (!cae || !existsSync(cae) || !["local", "docker", "kubernetes"].includes(backend)) {
-  console.error("usage: node sdk-hooks.mjs /path/to/cae local|docker|kubernetes");
-  process.exit(2);
-}
-if (backend === "kubernetes" && process.env.CAE_TEST_K8S !== "1") {
-  console.log("# kubernetes: CAE_TEST_K8S=1 not set (make check sets it after scripts/k8s-env.sh up)");
-  process.exit(77);
-}
+const { cae, backend } = backendFromArgv("sdk-hooks.mjs");
 
 const tmp = mkdtempSync(join(tmpdir(), "cae-hooks-"));
 const state = join(tmp, "state");
@@ -71,22 +60,11 @@ const repoArg = `${httpUrl}repo.git`;
 const config = join(tmp, "config.yaml");
 let yaml = "command_executor:\n";
 if (backend === "local") yaml += "  local:\n    network: true\n";
-else
-  yaml += "  docker:\n    network:\n      mode: host\n    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n";
-if (backend === "kubernetes")
-  yaml += "  kubernetes:\n    namespace: default\n    node_name: localhost\n    image_pull_policy: Never\n";
+yaml += backendYaml(backend);
 yaml += `github:\n  token: ${JSON.stringify(token)}\n`;
 writeFileSync(config, yaml);
 
-const stderrChunks = [];
-const transport = new StdioClientTransport({
-  command: cae,
-  args: ["mcp", "--backend", backend, "--state-dir", state],
-  env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: process.env.CAE_LOG_LEVEL ?? "warn" },
-  stderr: "pipe",
-});
-transport.stderr?.on("data", (d) => stderrChunks.push(d));
-const client = new Client({ name: "cae-sdk-hooks-test", version: "1.0.0" });
+const { client, transport, stderrChunks } = mcpClient({ cae, backend, state, config, name: "cae-sdk-hooks-test" });
 const call = (name, args) => client.callTool({ name, arguments: args }, undefined, { timeout: 300000 });
 const sc = (r) => r.structuredContent ?? {};
 const sh = (command) => call("command-executor_execute_command", { command });

@@ -12,25 +12,14 @@
 // CAE_TEST_K8S=1 and its KUBECONFIG (without CAE_TEST_K8S it exits 77, skipped, as the
 // conformance suite's kubernetes run does). Exits 1 when any check fails.
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-
+import { backendFromArgv, backendYaml, mcpClient } from "./backend.mjs";
 import { check, finish, tap } from "./tap.mjs";
 
-const cae = process.argv[2] ? resolve(process.argv[2]) : null;
-const backend = process.argv[3] ?? "local";
-if (!cae || !existsSync(cae) || !["local", "docker", "kubernetes"].includes(backend)) {
-  console.error("usage: node sdk-sessions.mjs /path/to/cae local|docker|kubernetes");
-  process.exit(2);
-}
-if (backend === "kubernetes" && process.env.CAE_TEST_K8S !== "1") {
-  console.log("# kubernetes: CAE_TEST_K8S=1 not set (make check sets it after scripts/k8s-env.sh up)");
-  process.exit(77);
-}
+const { cae, backend } = backendFromArgv("sdk-sessions.mjs");
 
 
 // Whether a process of this host (a container's are visible here too) has token in its
@@ -70,21 +59,10 @@ if (backend === "kubernetes") {
 const port = 21000 + (process.pid % 20000);
 const config = join(tmp, "config.yaml");
 let yaml = `command_executor:\n  local_repo_roots: [${JSON.stringify(tmp)}]\n  sessions:\n    buffer_size: 65536\n`;
-if (backend !== "local")
-  yaml += "  docker:\n    network:\n      mode: host\n    resources:\n      pids_limit: 256\n      memory_limit: 1g\n      cpu_limit: 1\n";
-if (backend === "kubernetes")
-  yaml += "  kubernetes:\n    namespace: default\n    node_name: localhost\n    image_pull_policy: Never\n";
+yaml += backendYaml(backend);
 writeFileSync(config, yaml);
 
-const stderrChunks = [];
-const transport = new StdioClientTransport({
-  command: cae,
-  args: ["mcp", "--backend", backend, "--state-dir", state],
-  env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: process.env.CAE_LOG_LEVEL ?? "warn" },
-  stderr: "pipe",
-});
-transport.stderr?.on("data", (d) => stderrChunks.push(d));
-const client = new Client({ name: "cae-sdk-sessions-test", version: "1.0.0" });
+const { client, transport, stderrChunks } = mcpClient({ cae, backend, state, config, name: "cae-sdk-sessions-test" });
 const call = (name, args, opts) => client.callTool({ name, arguments: args }, undefined, { timeout: 180000, ...opts });
 const sc = (r) => r.structuredContent ?? {};
 
@@ -191,13 +169,8 @@ async function main() {
 // cancels what its stream ran when the stream ends. The environment stays, as any killed
 // manager's does, and is removed afterwards with `cae cleanup`.
 async function killedManager() {
-  const t2 = new StdioClientTransport({
-    command: cae,
-    args: ["mcp", "--backend", backend, "--state-dir", state],
-    env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: "error" },
-    stderr: "pipe",
-  });
-  const c2 = new Client({ name: "cae-sdk-sessions-killed", version: "1.0.0" });
+  const { client: c2, transport: t2 } =
+    mcpClient({ cae, backend, state, config, name: "cae-sdk-sessions-killed", logLevel: "error" });
   await c2.connect(t2);
   const uuid2 = `sessions-killed-${backend}-${process.pid}`;
   const marker2 = "605.25";

@@ -1,5 +1,6 @@
 // The test scripts' output: TAP lines ("ok N - what", "not ok N - what: detail"), counted, and
-// the exit status from the count. Shared by sdk-client.mjs, sdk-sessions.mjs and soak.mjs.
+// the exit status from the count. Shared by sdk-client.mjs, sdk-sessions.mjs, sdk-hooks.mjs
+// and soak.mjs.
 export const tap = { passed: 0, failed: 0 };
 
 export function check(cond, what, detail) {
