@@ -16,25 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static double p50_ms(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
-	return v[n / 2] / 1e6;
-}
-
-struct marks {
-	int64_t at[8];
-};
-
-static void on_progress(void *ud, int step, int total, const char *msg)
-{
-	struct marks *m = ud;
-	(void)total;
-	(void)msg;
-	if (step >= 1 && step <= 7)
-		m->at[step] = cae__now_ns();
-}
-
 static int set(cae_config *cfg, const char *key, const char *value)
 {
 	cae_error err = {0};
@@ -76,9 +57,9 @@ static int measure(const char *name, const char *url, const char *state, bool ca
 		snprintf(uuid, sizeof(uuid), "bench-clone-%d-%s-%d-%d", (int)getpid(), name, cache,
 			 i + 1);
 		cae_task t = {.uuid = uuid, .repo = (char *)url};
-		struct marks m = {{0}};
+		struct bench_marks m = {{0}};
 		cae_prepare_options o = {
-		    .progress = on_progress, .progress_userdata = &m, .cancel_fd = -1};
+		    .progress = bench_on_progress, .progress_userdata = &m, .cancel_fd = -1};
 		cae_env_info info;
 		int64_t t0 = cae__now_ns();
 		r = cae_backend_prepare(b, &t, "python", &o, &info, &err);
@@ -95,8 +76,8 @@ static int measure(const char *name, const char *url, const char *state, bool ca
 		(void)cae_backend_cleanup(b, uuid, &err);
 	}
 	if (r == 0) {
-		*prep_p50 = p50_ms(prep, n);
-		*clone_p50 = p50_ms(clone, n);
+		*prep_p50 = bench_p50_ms(prep, n);
+		*clone_p50 = bench_p50_ms(clone, n);
 	}
 	free(prep);
 	free(clone);

@@ -39,26 +39,6 @@
 
 extern char **environ;
 
-static double p50_ms(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
-	return v[n / 2] / 1e6;
-}
-
-/* Progress timestamps of one prepare. */
-struct marks {
-	int64_t at[8];
-};
-
-static void on_progress(void *ud, int step, int total, const char *msg)
-{
-	struct marks *m = ud;
-	(void)total;
-	(void)msg;
-	if (step >= 1 && step <= 7)
-		m->at[step] = cae__now_ns();
-}
-
 /* create_ms and start_ms of the last environment.create event in the log file. */
 static void create_split(const char *logpath, int64_t *create_ns, int64_t *start_ns)
 {
@@ -190,7 +170,7 @@ static void bench_mcp(const char *exe, const char *dir, const char *url, int n)
 	if (ok)
 		printf("docker.mcp_exec_command_true_ms p50=%.2f text_editor_view_p50=%.2f "
 		       "baseline(ping)=%.2f targets: <=3 n=%d\n",
-		       p50_ms(ex, n), p50_ms(vw, n), p50_ms(pg, n), n);
+		       bench_p50_ms(ex, n), bench_p50_ms(vw, n), bench_p50_ms(pg, n), n);
 	else
 		fprintf(stderr, "bench-docker: a cae mcp call failed\n");
 	snprintf(line, sizeof(line),
@@ -271,9 +251,9 @@ int main(int argc, char **argv)
 	snprintf(uuid, sizeof(uuid), "bench-%d", (int)getpid());
 	cae_task task = {.uuid = uuid, .repo = url};
 	for (int i = 0; i < np; i++) {
-		struct marks m = {{0}};
+		struct bench_marks m = {{0}};
 		cae_prepare_options o = {
-		    .progress = on_progress, .progress_userdata = &m, .cancel_fd = -1};
+		    .progress = bench_on_progress, .progress_userdata = &m, .cancel_fd = -1};
 		cae_env_info info;
 		int64_t t0 = cae__now_ns();
 		if (cae_backend_prepare(b, &task, "python", &o, &info, &err) < 0) {
@@ -289,8 +269,8 @@ int main(int argc, char **argv)
 	}
 	printf("docker.prepare_ms p50=%.0f (remove=%.0f create=%.0f start=%.0f clone=%.0f "
 	       "deps=%.0f) target_p50<=1500 n=%d\n",
-	       p50_ms(total, np), p50_ms(remove, np), p50_ms(create, np), p50_ms(start, np),
-	       p50_ms(clone, np), p50_ms(deps, np), np);
+	       bench_p50_ms(total, np), bench_p50_ms(remove, np), bench_p50_ms(create, np),
+	       bench_p50_ms(start, np), bench_p50_ms(clone, np), bench_p50_ms(deps, np), np);
 
 	/* 2. exec round trip: API next to the CLI, interleaved */
 	cae_env_info info;
@@ -338,7 +318,7 @@ int main(int argc, char **argv)
 		cli[i] = cae__now_ns() - t;
 		cae_run_result_clear(&r);
 	}
-	double ma = p50_ms(api, ne), mr = p50_ms(raw, ne), mc = p50_ms(cli, ne);
+	double ma = bench_p50_ms(api, ne), mr = bench_p50_ms(raw, ne), mc = bench_p50_ms(cli, ne);
 	printf("docker.exec_roundtrip_true_ms helper_p50=%.2f baseline(Engine API exec)=%.1f "
 	       "speedup=%.0fx baseline(docker exec CLI)=%.1f targets: helper<=3 speedup>=20 "
 	       "n=%d\n",
@@ -398,7 +378,7 @@ int main(int argc, char **argv)
 			loc[i] = cae__now_ns() - t;
 			cae_editor_result_clear(&er);
 		}
-		double a = p50_ms(rem, n10), l = p50_ms(loc, n10);
+		double a = bench_p50_ms(rem, n10), l = bench_p50_ms(loc, n10);
 		printf("docker.str_replace_10MB_ms container_p50=%.1f baseline(local editor)=%.1f "
 		       "ratio=%.2f target<=2.00 n=%d\n",
 		       a, l, a / l, n10);
@@ -441,7 +421,7 @@ int main(int argc, char **argv)
 				cae_run_result_clear(&r);
 			dcli[i] = cae__now_ns() - t;
 		}
-		double o = p50_ms(one, n1), c = p50_ms(dcli, n1);
+		double o = bench_p50_ms(one, n1), c = bench_p50_ms(dcli, n1);
 		printf("docker.cae_exec_oneshot_ms p50=%.1f baseline(docker exec CLI)=%.1f "
 		       "ratio=%.2f target<=1.00 n=%d\n",
 		       o, c, o / c, n1);

@@ -23,12 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static double p50_ms(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
-	return v[n / 2] / 1e6;
-}
-
 static int set(cae_config *cfg, const char *k, const char *v)
 {
 	cae_error err = {0};
@@ -181,8 +175,8 @@ int main(int argc, char **argv)
 		cae_k8s_free(k);
 		(void)cae_backend_cleanup(b, uuid, NULL);
 		if (status == 0 && pod[0]) {
-			double ph = p50_ms(prep, np), pw = p50_ms(warm, np), h = p50_ms(th, n),
-			       x = p50_ms(tx, n);
+			double ph = bench_p50_ms(prep, np), pw = bench_p50_ms(warm, np),
+			       h = bench_p50_ms(th, n), x = bench_p50_ms(tx, n);
 			printf(
 			    "kubernetes prepare (small repo): cold pod p50 %.0f ms, warm pool p50 "
 			    "%.0f ms (%.1fx) over %d each\n",
@@ -192,8 +186,8 @@ int main(int argc, char **argv)
 			    "exec per command: p50 %.1f ms (%.0fx); ",
 			    h, x, x / h);
 			if (kubectl)
-				printf("kubectl exec: p50 %.1f ms (%.0fx)\n", p50_ms(tk, n),
-				       p50_ms(tk, n) / h);
+				printf("kubectl exec: p50 %.1f ms (%.0fx)\n", bench_p50_ms(tk, n),
+				       bench_p50_ms(tk, n) / h);
 			else
 				printf("kubectl: not installed\n");
 			printf("targets: helper p50 <= 5 ms: %s; >= 20x an exec per command: %s\n",

@@ -16,12 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double p50_ms(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
-	return n ? (double)v[n / 2] / 1e6 : 0;
-}
-
 static cae_config *config(const char *pool_size)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
@@ -110,9 +104,9 @@ int main(int argc, char **argv)
 	}
 	int removed = 0;
 	(void)cae_backend_pool_drain(warm, false, &removed, &err);
-	printf("docker.prepare_cold_ms p50=%.0f target_p50<=1000 n=%d\n", p50_ms(tc, n), n);
+	printf("docker.prepare_cold_ms p50=%.0f target_p50<=1000 n=%d\n", bench_p50_ms(tc, n), n);
 	printf("docker.prepare_warm_ms p50=%.0f target_p50<=150 (claimed %d of %d) n=%d\n",
-	       p50_ms(tw, n), claimed, n, n);
+	       bench_p50_ms(tw, n), claimed, n, n);
 	cae_backend_free(cold);
 	cae_backend_free(warm);
 	cae_config_free(cold_cfg);

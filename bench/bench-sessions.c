@@ -30,12 +30,6 @@ static json_t *call(cae_session *s, const char *tool, json_t *args)
 	return out;
 }
 
-static double p50(int64_t *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
-	return v[n / 2] / 1e6;
-}
-
 static void measure(cae_session *s, const char *label, int n)
 {
 	int64_t *start = calloc((size_t)n, sizeof(int64_t));
@@ -77,7 +71,7 @@ static void measure(cae_session *s, const char *label, int n)
 	}
 	printf("sessions.%s start_to_first_output_ms p50=%.2f write_read_round_trip_ms p50=%.2f "
 	       "baseline(execute_command true) p50=%.2f n=%d\n",
-	       label, p50(start, n), p50(rt, n), p50(ex, n), n);
+	       label, bench_p50_ms(start, n), bench_p50_ms(rt, n), bench_p50_ms(ex, n), n);
 	free(start);
 	free(rt);
 	free(ex);

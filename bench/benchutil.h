@@ -1,8 +1,11 @@
-/* What the benchmarks that prepare environments share: sorting timings, integer settings from
+/* What the benchmarks that prepare environments share: sorting timings and their median, the
+ * progress steps' times of a prepare, integer settings from
  * the environment, a shell line, the static helper beside the build, and a small repository
  * served on loopback by scripts/git-server.sh (so that a prepare clones for real). */
 #ifndef CAE_BENCH_BENCHUTIL_H
 #define CAE_BENCH_BENCHUTIL_H
+
+#include "base/timeutil.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +18,30 @@ static inline int bench_cmp64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return x < y ? -1 : x > y;
+}
+
+/* The median of v[0..n) (sorted in place), in ms; 0 when n is 0. */
+static inline double bench_p50_ms(int64_t *v, int n)
+{
+	if (n <= 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), bench_cmp64);
+	return (double)v[n / 2] / 1e6;
+}
+
+/* When each of a prepare's progress steps (1 to 7) began: bench_on_progress as its progress
+ * callback, the marks as its userdata. */
+struct bench_marks {
+	int64_t at[8];
+};
+
+static inline void bench_on_progress(void *ud, int step, int total, const char *msg)
+{
+	struct bench_marks *m = ud;
+	(void)total;
+	(void)msg;
+	if (step >= 1 && step <= 7)
+		m->at[step] = cae__now_ns();
 }
 
 static inline int bench_env_int(const char *name, int def)
