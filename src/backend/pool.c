@@ -136,6 +136,16 @@ static int list_members(cae_backend *b, const cae_pool_ops *ops, const char *key
 	return 0;
 }
 
+/* The members of every pool b's backend sees, and its ops (-EOPNOTSUPP: it keeps no pool). */
+static int every_member(cae_backend *b, const cae_pool_ops **ops, struct members *out,
+			cae_error *err)
+{
+	*ops = ops_of(b);
+	if (!*ops)
+		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
+	return list_members(b, *ops, NULL, out, err);
+}
+
 /* Removes m (why: for the log); 1 when removed, 0 when left, < 0 on failure. */
 static int remove_member(cae_backend *b, const cae_pool_ops *ops, const cae_pool_member *m,
 			 int64_t now, const char *why, cae_error *err)
@@ -361,11 +371,9 @@ static json_t *own_keys(cae_backend *b, const cae_pool_ops *ops)
 
 int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err)
 {
-	const cae_pool_ops *ops = ops_of(b);
-	if (!ops)
-		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
+	const cae_pool_ops *ops;
 	struct members ms;
-	int r = list_members(b, ops, NULL, &ms, err);
+	int r = every_member(b, &ops, &ms, err);
 	if (r < 0)
 		return r;
 	json_t *keys = own_keys(b, ops);
@@ -395,11 +403,9 @@ static int remove_some(cae_backend *b, json_t *keys, bool expired_only, int *rem
 		       cae_error *err)
 {
 	*removed = 0;
-	const cae_pool_ops *ops = ops_of(b);
-	if (!ops)
-		return cae_error_set(err, -EOPNOTSUPP, NO_POOL);
+	const cae_pool_ops *ops;
 	struct members ms;
-	int r = list_members(b, ops, NULL, &ms, err);
+	int r = every_member(b, &ops, &ms, err);
 	if (r < 0)
 		return r;
 	int64_t now = (int64_t)time(NULL);
