@@ -1284,7 +1284,7 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 	creating_name(creating, sizeof(creating), p->task->uuid);
 	json_t *c = NULL;
 	cae_helper_mux *mux = NULL;
-	int r = cae__pool_claim(p->b, key, creating, helper ? &mux : NULL, &c, err);
+	int r = cae__docker_pool_claim(p->b, key, creating, helper ? &mux : NULL, &c, err);
 	if (r <= 0)
 		return r;
 	dp->claimed = true;

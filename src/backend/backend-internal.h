@@ -115,14 +115,19 @@ bool cae__kubernetes_backend_configured(const cae_config *cfg);
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
 bool cae__docker_backend_available(const cae_config *cfg);
 
-/* ---- the docker backend's warm pool (src/backend/pool.c) ----
- * Containers started ahead, named CAE_POOL_NAME_PREFIX<key>-<random>, labelled with their
- * pool's key (CAE_POOL_LABEL: a hash of the create body minus what is the task's), their
- * creation time and their maximum age, and without a task. A prepare claims one whose key
- * is its own: its helper's stream (or, without a helper, an exec) makes CAE_POOL_CLAIM_MARK
- * as the container's user (mkdir succeeds for one caller only: the claim), then the claimer
- * renames it to the task's creating name and keeps the stream for the rest of the prepare;
- * the task's record (CAE_POOL_CLAIM_DIR, root's) is written by the prepare's last upload. */
+/* ---- the warm pool (src/backend/pool.c: its policy, once; pool-docker.c and
+ * pool-kubernetes.c: what each backend does its own way) ----
+ * Members (containers, pods) started ahead, named CAE_POOL_NAME_PREFIX<key>-<random>,
+ * labelled with their pool's key (CAE_POOL_LABEL: a hash of what a prepare of their
+ * environment would create, minus what is the task's), their creation time and their
+ * maximum age, and without a task. A prepare whose own key it is claims one, atomically in
+ * the backend's own way: docker, a mkdir of CAE_POOL_CLAIM_MARK as the container's user
+ * through its helper's stream (one caller only succeeds), then a rename to the task's
+ * creating name, the task's record (CAE_POOL_CLAIM_DIR, root's) written by the prepare's
+ * last upload; kubernetes, a merge patch carrying the resourceVersion it listed (the API
+ * server refuses all but the first such update: 409), which gives the pod the task's
+ * labels and annotations and takes the pool's labels away (a claimed pod keeps its pool
+ * name: the backend finds it by its uuid label). */
 #define CAE_DOCKER_NAME_PREFIX "coding-agent-exec-"
 #define CAE_DOCKER_LABEL_CREATED "cae.created_at"
 #define CAE_POOL_NAME_PREFIX "coding-agent-pool-"
@@ -137,6 +142,73 @@ bool cae__docker_backend_available(const cae_config *cfg);
 /* the push-credential target of the task that claimed it (the label a cold prepare sets) */
 #define CAE_POOL_CLAIM_CREDENTIAL CAE_POOL_CLAIM_DIR "/git_credential"
 #define CAE_POOL_KEY_MAX 17 /* 16 hex digits and the NUL */
+
+/* A pool member as the policy sees it: what the backend's list entry says. */
+typedef enum {
+	CAE_POOL_OTHER,	   /* neither: stopped, failed, gone */
+	CAE_POOL_RUNNING,  /* may be handed out (when young enough) */
+	CAE_POOL_STARTING, /* created, not yet running: a filler starts it (or died) */
+	CAE_POOL_DELETING, /* its removal is under way */
+} cae_pool_state;
+
+typedef struct cae_pool_member {
+	json_t *entry;		 /* the backend's list entry (borrowed from the list) */
+	const char *name;	 /* its pool name; NULL: not a pool member */
+	const char *id;		 /* the engine's id of it (container id, pod uid), or NULL */
+	const char *key;	 /* its pool's key, or NULL */
+	const char *environment; /* or NULL */
+	int64_t created;	 /* seconds since the epoch */
+	int64_t max_age;	 /* its own maximum age (s); 0: none (the configured one holds) */
+	cae_pool_state state;
+	char created_at[40]; /* for the status: its creation time as it shows it ("": none) */
+	char state_name[32]; /* for the status: the backend's word for its state ("": none) */
+} cae_pool_member;
+
+/* What a backend does its own way; the rest is src/backend/pool.c's. */
+typedef struct cae_pool_ops {
+	const char *noun; /* a member, in logs and messages: "container", "pod" */
+	/* What a prepare of environment would create, without what is the task's (*spec new),
+	 * its pool key, and the static helper it gets (*helper new; NULL: none). */
+	int (*spec)(cae_backend *b, const char *environment, json_t **spec,
+		    char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err);
+	/* The entries labelled as selector says ("cae.pool=<key>", "cae.pool"), any state. */
+	int (*list)(cae_backend *b, const char *selector, json_t **all, cae_error *err);
+	/* m from list entry entry. */
+	void (*member)(json_t *entry, cae_pool_member *m);
+	/* Creates member name of pool key from spec (borrowed) and starts it with helper
+	 * (NULL: none); on failure nothing is left. */
+	int (*create)(cae_backend *b, json_t *spec, const char *key, const char *name,
+		      const char *helper, int cancel_fd, cae_error *err);
+	/* Removes m unless another caller claimed it since it was listed (age: for a claim
+	 * that never finished; *why may be changed to say so): 1 when removed, 0 when left,
+	 * < 0 on failure. */
+	int (*remove)(cae_backend *b, const cae_pool_member *m, int64_t age, const char **why,
+		      cae_error *err);
+	/* Claims m for the caller of cae__pool_claim (ctx: its), fields (the pool.claimed
+	 * event's) may get more: 0 when claimed, -EBUSY when another caller has it (or it is
+	 * gone), another < 0 when this one failed (no more are tried). */
+	int (*claim)(cae_backend *b, const cae_pool_member *m, void *ctx, json_t *fields,
+		     cae_error *err);
+} cae_pool_ops;
+
+extern const cae_pool_ops cae__docker_pool_ops;
+extern const cae_pool_ops cae__k8s_pool_ops;
+
+/* True when cfg keeps a pool for environment. */
+bool cae__pool_wanted(const cae_config *cfg, const char *environment);
+/* A positive whole number of seconds in a label, else 0. */
+int64_t cae__pool_seconds(const char *label);
+/* Claims the oldest running member of key's pool younger than its own and the configured
+ * maximum age (older ones met on the way are removed) through b's ops->claim (ctx: its).
+ * 1 when one was claimed, 0 when none was. */
+int cae__pool_claim(cae_backend *b, const char *key, void *ctx);
+/* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
+void cae__pool_maintain(cae_backend *b);
+/* How often the collector gives b's pool a step of its own (half its maximum age, in ms);
+ * 0: b has no pool. */
+int64_t cae__pool_period_ms(const cae_backend *b);
+/* Wakes the collector running on b (if any) for a pool step. */
+void cae__backend_pool_wake(cae_backend *b);
 
 struct cae_docker;
 /* What the docker backend lends its pool (src/backend/backend-docker.c). */
@@ -164,38 +236,13 @@ struct cae_helper_mux;
  * new) when this caller took it; -EBUSY when another did (or it is gone, or does not run);
  * -ENOTCONN when its helper did not answer (the caller takes it with an exec instead). */
 int cae__docker_take_stream(cae_backend *b, const char *name, struct cae_helper_mux **mux);
+/* Claims a container of key's pool (src/backend/pool-docker.c) for a task: renamed to name.
+ * mux (NULL: the pool's containers have no helper) gets the stream the claim was made
+ * through (NULL when it was made with an exec). Returns 1 with *claimed (the engine's list
+ * entry, new) when one was claimed, 0 when none was. */
+int cae__docker_pool_claim(cae_backend *b, const char *key, const char *name,
+			   struct cae_helper_mux **mux, json_t **claimed, cae_error *err);
 
-/* True when cfg keeps a pool for environment. */
-bool cae__pool_wanted(const cae_config *cfg, const char *environment);
-/* Claims a running container of key's pool younger than the configured maximum age
- * (older ones met on the way are removed) for a task: renamed to name. mux (NULL: the
- * pool's containers have no helper) gets the stream the claim was made through (NULL when
- * it was made with an exec). Returns 1 with *claimed (the engine's list entry, new) when
- * one was claimed, 0 when none was. */
-int cae__pool_claim(cae_backend *b, const char *key, const char *name, struct cae_helper_mux **mux,
-		    json_t **claimed, cae_error *err);
-/* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
-void cae__pool_maintain(cae_backend *b);
-/* How often the collector gives b's pool a step of its own (half its maximum age, in ms);
- * 0: b has no pool. */
-int64_t cae__pool_period_ms(const cae_backend *b);
-/* Wakes the collector running on b (if any) for a pool step. */
-void cae__backend_pool_wake(cae_backend *b);
-
-/* The fill lock of a pool key (one filler at a time per state directory): an fd holding
- * it, -1 when there is no state directory to lock in, -EBUSY when another filler holds it
- * (src/backend/pool.c). */
-int cae__pool_fill_lock(cae_backend *b, const char *key);
-
-/* ---- the kubernetes backend's warm pool (src/backend/pool-kubernetes.c) ----
- * Pods started ahead exactly as a prepare of their environment would start its pod (the
- * helper delivered and running), named CAE_POOL_NAME_PREFIX<key>-<random>, labelled with
- * their pool's key (CAE_POOL_LABEL: a hash of the pod's spec and helper), environment,
- * creation time (seconds since the epoch) and maximum age, without a task. A prepare claims
- * one by a merge patch carrying the resourceVersion it listed (the API server refuses all
- * but the first such update: 409): the patch gives it the task's labels and annotations and
- * takes the pool's labels away. A claimed pod keeps its pool name: the backend finds it by
- * its uuid label. */
 struct cae_k8s;
 /* What the kubernetes backend lends its pool (src/backend/backend-kubernetes.c). */
 struct cae_k8s *cae__k8s_client(cae_backend *b, const char **ns);
@@ -209,20 +256,11 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
  * failure the pod is deleted. */
 int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int cancel_fd,
 			cae_error *err);
-/* Claims a running pod of key's pool younger than its maximum age (older ones met on the way
- * are removed) by the merge patch patch (borrowed; the resourceVersion, the pool labels'
- * removal and the deadline are added). Returns 1 with its name in name when one was claimed,
- * 0 when none was. */
+/* Claims a pod of key's pool (src/backend/pool-kubernetes.c) by the merge patch patch
+ * (borrowed; the resourceVersion, the pool labels' removal and the deadline are added).
+ * Returns 1 with its name in name when one was claimed, 0 when none was. */
 int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *name, size_t size,
 			cae_error *err);
-/* The pool steps of src/backend/pool.c for the kubernetes backend: fills environment's pool;
- * the pool pods of every key (keys: this configuration's, key -> environment); removes those
- * of keys (NULL: of every pool), all or (expired_only) those that may not be handed out. */
-int cae__k8s_pool_fill_env(cae_backend *b, const char *environment, int cancel_fd, int *created,
-			   cae_error *err);
-int cae__k8s_pool_status(cae_backend *b, json_t *keys, json_t **out, cae_error *err);
-int cae__k8s_pool_remove(cae_backend *b, json_t *keys, bool expired_only, int *removed,
-			 cae_error *err);
 
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes
