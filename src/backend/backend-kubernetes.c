@@ -30,6 +30,7 @@
  * wrapper below). */
 #include "backend/backend-internal.h"
 #include "backend/chan.h"
+#include "backend/envs.h"
 
 #include "base/buf.h"
 #include "base/chase.h"
@@ -148,16 +149,14 @@ static const char *meta(json_t *pod, const char *kind, const char *k)
 	    json_object_get(json_object_get(json_object_get(pod, "metadata"), kind), k));
 }
 
-enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
-
-static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid)
+static cae_env_phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid)
 {
 	const char *u = meta(pod, "annotations", A_UUID);
 	const char *name =
 	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
 	*uuid = u;
 	if (!u || !name || !cae_task_uuid_valid(u) || !meta(pod, "labels", L_TASK))
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	char want[160];
 	pod_name(want, sizeof(want), u);
 	/* a pod claimed from the warm pool keeps its pool name: its uuid label says whose */
@@ -165,16 +164,12 @@ static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid
 	bool claimed = strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0 &&
 		       lu && strcmp(lu, u) == 0;
 	if (strcmp(want, name) != 0 && !claimed)
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	const char *ph = meta(pod, "labels", L_PHASE);
 	if (ph && strcmp(ph, "ready") == 0)
-		return PHASE_FINAL;
-	int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
-	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return cae__preparer_alive(meta(pod, "annotations", A_PREPARER), created,
-				   timeout > 0 ? timeout : 300)
-		   ? PHASE_CREATING
-		   : PHASE_FAILED;
+		return CAE_ENV_FINAL;
+	return cae__env_unfinished(b->cfg, meta(pod, "annotations", A_PREPARER),
+				   cae__parse_iso8601(meta(pod, "annotations", A_CREATED)), 0);
 }
 
 static const char *pod_state(json_t *pod)
@@ -182,39 +177,32 @@ static const char *pod_state(json_t *pod)
 	return json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
 }
 
-static int info_from_pod(const cae_backend *b, json_t *pod, cae_env_info *info, cae_error *err)
+/* What a pod records (cae_envs_ops.record). */
+static void pod_record(const cae_backend *b, json_t *pod, cae_env_record *rec)
 {
-	memset(info, 0, sizeof(*info));
+	memset(rec, 0, sizeof(*rec));
 	const char *uuid;
-	enum phase ph = pod_phase(b, pod, &uuid);
-	if (ph == PHASE_NOT_OURS)
-		return cae_error_set(err, -EINVAL, "not a cae environment's pod");
+	rec->phase = pod_phase(b, pod, &uuid);
+	if (rec->phase == CAE_ENV_NOT_OURS)
+		return;
+	snprintf(rec->uuid, sizeof(rec->uuid), "%s", uuid);
 	const char *st = pod_state(pod);
-	bool deleting = json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp");
-	char lower[32];
-	snprintf(lower, sizeof(lower), "%s", st ? st : "unknown");
-	for (char *c = lower; *c; c++)
+	if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+		snprintf(rec->status, sizeof(rec->status), "removing");
+	else if (st && strcmp(st, "Running") == 0)
+		snprintf(rec->status, sizeof(rec->status), "ready");
+	else
+		snprintf(rec->status, sizeof(rec->status), "%s", st ? st : "unknown");
+	for (char *c = rec->status; *c; c++)
 		*c = (char)tolower((unsigned char)*c);
-	const char *status = ph == PHASE_CREATING		? "creating"
-			     : ph == PHASE_FAILED		? "failed"
-			     : deleting				? "removing"
-			     : st && strcmp(st, "Running") == 0 ? "ready"
-								: lower;
-	json_t *j =
-	    json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
-		      json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")),
-		      "task_uuid", uuid, "environment_name", meta(pod, "annotations", A_ENV),
-		      "workspace_path", PROJECT, "created_at", meta(pod, "annotations", A_CREATED),
-		      "status", status, "backend", "kubernetes");
-	const char *wl = meta(pod, "annotations", A_WARNINGS);
-	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
-	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
-	if (!json_is_array(w))
-		json_decref(w);
-	int r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
-	return r;
+	rec->id = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+	rec->environment = meta(pod, "annotations", A_ENV);
+	rec->created_at = meta(pod, "annotations", A_CREATED);
+	rec->created = cae__parse_iso8601(rec->created_at);
+	rec->warnings = meta(pod, "annotations", A_WARNINGS);
 }
+
+static const cae_envs_ops envs_ops;
 
 /* ---- which pod is the task's ----
  * A cold pod is named from its task's uuid (pod_name); one claimed from the warm pool
@@ -264,7 +252,7 @@ static int find_claimed(cae_backend *b, const char *uuid, json_t **out, cae_erro
 	{
 		const char *u, *name = json_string_value(
 				   json_object_get(json_object_get(pod, "metadata"), "name"));
-		if (pod_phase(b, pod, &u) != PHASE_NOT_OURS && strcmp(u, uuid) == 0 && name &&
+		if (pod_phase(b, pod, &u) != CAE_ENV_NOT_OURS && strcmp(u, uuid) == 0 && name &&
 		    strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0) {
 			*out = json_incref(pod);
 			remember_claimed(b, uuid, name);
@@ -405,12 +393,10 @@ static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod
 				     uuid);
 	}
 	const char *u;
-	enum phase ph = pod_phase(b, *pod, &u);
+	cae_env_phase ph = pod_phase(b, *pod, &u);
 	const char *st = pod_state(*pod);
-	if (!preparing && (ph == PHASE_CREATING || ph == PHASE_FAILED))
-		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its prepare %s", uuid,
-				  ph == PHASE_CREATING ? "is still running"
-						       : "did not finish (prepare it again)");
+	if (!preparing && (ph == CAE_ENV_CREATING || ph == CAE_ENV_FAILED))
+		r = cae__env_not_ready(uuid, ph, err);
 	else if (!st || strcmp(st, "Running") != 0)
 		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its pod is %s", uuid,
 				  st ? st : "unknown");
@@ -1147,15 +1133,9 @@ static int k8s_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 	json_decref(patch);
 	if (r < 0)
 		return r;
-	const char *uid =
-	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
-	json_t *j =
-	    json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", uid,
-		      "task_uuid", p->task->uuid, "environment_name", p->environment,
-		      "workspace_path", PROJECT, "created_at", p->created_at, "status", "ready",
-		      "backend", "kubernetes", "warnings", p->warnings, "deps", p->deps);
-	r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
+	r = cae__env_ready_info(
+	    p, json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")), info,
+	    err);
 	json_decref(pod);
 	return r;
 }
@@ -1182,99 +1162,51 @@ static int k8s_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_er
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
 		return cae_error_set(err, r, "%s", e.message);
-	r = info_from_pod(b, pod, info, err);
+	r = cae__env_info(b, &envs_ops, pod, info, err);
 	json_decref(pod);
 	return r;
 }
 
-static int list_ours(cae_backend *b, json_t **out, cae_error *err)
+/* The pods labelled as a task's (cae_envs_ops.list). */
+static int list_pods(cae_backend *b, json_t **out, cae_error *err)
 {
-	json_t *all = NULL;
-	int r = cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, L_TASK, &all, err);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *pod;
-	json_array_foreach(all, i, pod)
-	{
-		const char *uuid;
-		if (pod_phase(b, pod, &uuid) != PHASE_NOT_OURS)
-			json_array_append(*out, pod);
-	}
-	json_decref(all);
-	return 0;
+	return cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, L_TASK, out, err);
 }
+
+/* A finished pod that can run no command any more: it stopped (cae_envs_ops.gone). */
+static bool pod_stopped(cae_backend *b, json_t *pod, bool old)
+{
+	(void)b;
+	(void)old;
+	const char *st = pod_state(pod);
+	return st && (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
+}
+
+/* The gc's removal (cae_envs_ops.remove): this process's channel to the pod goes too. */
+static int remove_stale(cae_backend *b, const char *uuid, cae_error *err)
+{
+	cae__chan_forget(&impl_of(b)->chans, uuid);
+	return remove_pod(b, uuid, err);
+}
+
+static const cae_envs_ops envs_ops = {
+    .list = list_pods,
+    .record = pod_record,
+    .gone = pod_stopped,
+    .remove = remove_stale,
+    .project = PROJECT,
+    .what = "pod",
+};
 
 static int k8s_list(cae_backend *b, json_t **out, cae_error *err)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *pod;
-	json_array_foreach(ours, i, pod)
-	{
-		cae_env_info info;
-		if (info_from_pod(b, pod, &info, NULL) == 0) {
-			json_array_append_new(*out, cae_env_info_to_json(&info));
-			cae_env_info_clear(&info);
-		}
-	}
-	json_decref(ours);
-	return 0;
+	return cae__envs_list(b, &envs_ops, out, err);
 }
 
 static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	int64_t now = (int64_t)time(NULL);
-	int failed = 0;
-	size_t i;
-	json_t *pod;
-	json_array_foreach(ours, i, pod)
-	{
-		const char *uuid;
-		enum phase ph = pod_phase(b, pod, &uuid);
-		if (ph == PHASE_CREATING || (filter && !filter(uuid, filter_ud)))
-			continue;
-		int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
-		bool old = created > 0 && now - created >= threshold_s;
-		const char *st = pod_state(pod);
-		bool gone = ph == PHASE_FINAL && st &&
-			    (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
-		if (ph != PHASE_FAILED && !old && !gone)
-			continue;
-		cae_error e = {0};
-		cae__chan_forget(&impl_of(b)->chans, uuid);
-		if (remove_pod(b, uuid, &e) == 0) {
-			(*removed)++;
-			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
-				       json_pack("{s:s, s:I, s:b, s:b}", "task_uuid", uuid, "age_s",
-						 (json_int_t)(now - created), "unfinished",
-						 ph == PHASE_FAILED, "gone", gone),
-				       NULL);
-		} else {
-			failed++;
-			cae_log_fields(b->log, CAE_LOG_WARN, "environment.stale_remove_failed",
-				       json_pack("{s:s}", "task_uuid", uuid), "%s", e.message);
-		}
-	}
-	json_decref(ours);
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
-		       json_pack("{s:i, s:i, s:I, s:s}", "removed", *removed, "failed", failed,
-				 "threshold_s", (json_int_t)threshold_s, "backend", "kubernetes"),
-		       NULL);
-	if (failed)
-		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
-				     failed);
-	return 0;
+	return cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
 }
 
 static void k8s_free(cae_backend *b)
