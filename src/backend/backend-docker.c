@@ -1355,41 +1355,23 @@ static int docker_create(cae_prepare *p, cae_error *err)
  * writes the paths' tar with root as owner) gets a warning instead: never pretended. */
 
 /* $1: where the tar's names start: "/" (named workspace/project/..., for the one upload at
- * "/") or "." (relative to the project); then the protected paths. As the environment's
- * user, in the project: makes a missing one under .git an empty directory (when its parent
- * is there), skips one with a symbolic link on the way, names the rest on stderr (one a
- * line, relative to the project) and writes them to stdout as a tar whose entries are
- * root's. */
+ * "/") or "." (relative to the project); then the protected paths. The user's pass
+ * (CAE_PROTECT_USER_PASS) names the paths it keeps on stderr (one a line, relative to the
+ * project) and writes them to stdout as a tar whose entries are root's. */
+/* clang-format off */
 static const char protect_script[] =
     "set -euf\n"
     "cd " PROJECT "\n"
     "pre=; [ \"$1\" != / ] || pre=workspace/project/\n"
     "shift\n"
     "tar --help 2>/dev/null | grep -q -- --owner || exit 3\n"
-    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
-    "2>/dev/null | grep -qx " PROJECT "; then\n"
-    "  git config --global --add safe.directory " PROJECT "\n"
-    "fi\n"
-    "for p in \"$@\"; do\n"
-    "  ok=1 q=\n"
-    "  old=$IFS; IFS=/\n"
-    "  for c in $p; do\n"
-    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
-    "    q=${q:+$q/}$c\n"
-    "    if [ -L \"$q\" ]; then ok=0; fi\n"
-    "  done\n"
-    "  IFS=$old\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
-    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
-    "    *) ok=0 ;; esac\n"
-    "  fi\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then set -- \"$@\" \"$pre$q\"; printf '%s\\n' \"$q\" >&2; "
-    "fi\n"
-    "  shift\n"
-    "done\n"
+    CAE_PROTECT_USER_PASS(PROJECT,
+			  "set -- \"$@\" \"$pre$q\"; printf '%s\\n' \"$q\" >&2",
+			  "  shift\n")
     "[ $# -gt 0 ] || exit 0\n"
     "[ -z \"$pre\" ] || cd /\n"
     "exec tar -cf - --owner=0 --group=0 --numeric-owner -- \"$@\"\n";
+/* clang-format on */
 
 #define PROTECT_TAR_MAX ((size_t)64 << 20)
 

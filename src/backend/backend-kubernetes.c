@@ -962,31 +962,11 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
  * waits until the API says it terminated: no root process stays in the pod. The pod's phase
  * stays Running while the main container runs, so liveness reads it as before. */
 
-/* $@: the protected paths. As the environment's user, in the project: safe.directory,
- * makes a missing one under .git an empty directory (when its parent is there), skips one
- * with a symbolic link on the way, names the rest on stdout (one a line, normalised). */
+/* $@: the protected paths. The user's pass (CAE_PROTECT_USER_PASS) names the paths it
+ * keeps on stdout (one a line, normalised). */
 static const char protect_user_script[] =
     "set -euf\n"
-    "cd " PROJECT "\n"
-    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
-    "2>/dev/null | grep -qx " PROJECT "; then\n"
-    "  git config --global --add safe.directory " PROJECT "\n"
-    "fi\n"
-    "for p in \"$@\"; do\n"
-    "  ok=1 q=\n"
-    "  old=$IFS; IFS=/\n"
-    "  for c in $p; do\n"
-    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
-    "    q=${q:+$q/}$c\n"
-    "    if [ -L \"$q\" ]; then ok=0; fi\n"
-    "  done\n"
-    "  IFS=$old\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
-    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
-    "    *) ok=0 ;; esac\n"
-    "  fi\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then printf '%s\\n' \"$q\"; fi\n"
-    "done\n";
+    "cd " PROJECT "\n" CAE_PROTECT_USER_PASS(PROJECT, "printf '%s\\n' \"$q\"", "");
 
 /* $@: the paths the user's pass kept. As root in the sidecar: each is looked at again (no
  * symbolic link on the way, it exists), then the directories on the way, top down, become
