@@ -487,6 +487,18 @@ static void link_close(void *ctx)
 	cae_docker_stream_close(ctx);
 }
 
+/* The helper's multiplexed stream over st, an attached exec of `cae-helper --stream`
+ * (cae_helper_mux_open: 0 with *m, or its error). */
+static int mux_over(cae_docker_stream *st, cae_helper_mux **m, cae_error *err)
+{
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = link_read,
+				.write = link_write,
+				.close = link_close,
+				.ctx = st};
+	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, m, err);
+}
+
 /* A container whose helper ended it after its lifetime without a manager is started again
  * (files and all); true when that was done. */
 static bool restart_expired(cae_backend *b, const char *name)
@@ -577,13 +589,8 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 				      err);
 	if (r < 0)
 		return r;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_error e = {0};
-	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) == 0) {
+	if (mux_over(st, &c->m, &e) == 0) {
 		_cleanup_free_ char *target = credential_target(b, name);
 		cae__chan_credentials(c, target);
 	} else {
@@ -659,13 +666,8 @@ static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
 	if (cae_docker_attach(impl_of(p->b)->d, p->id, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
 			      NULL) < 0)
 		return NULL;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_helper_mux *m = NULL;
-	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) == 0 ? m : NULL;
+	return mux_over(st, &m, NULL) == 0 ? m : NULL;
 }
 
 int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
@@ -679,13 +681,8 @@ int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **m
 		return -EBUSY;
 	if (r < 0)
 		return r;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_helper_mux *m = NULL;
-	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) < 0)
+	if (mux_over(st, &m, NULL) < 0)
 		return -ENOTCONN;
 	const char *mk[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
 	cae_run_spec spec = {.argv = mk,
@@ -1317,18 +1314,8 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 static int docker_create(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
-	if (!is_local_repo(p->task->repo)) {
-		char *host = NULL;
-		const char *user = NULL, *token = NULL;
-		cae_error e = {0};
-		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
-		    host) {
-			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
-			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
-				dp->git_credential = NULL;
-		}
-		free(host);
-	}
+	if (!is_local_repo(p->task->repo))
+		dp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
 	int warm = claim_warm(p, err);
 	if (warm != 0)
 		return warm < 0 ? warm : 0;

@@ -282,6 +282,10 @@ int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **ur
 int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
 			       const char **user, const char **token, cae_error *err);
 
+/* What an environment records of cae__git_credential_target for task: "host user forge"
+ * (forge: "github" or "gitlab", whose token answers), new; NULL when no token applies. */
+char *cae__git_credential_record(const cae_config *cfg, const cae_task *task);
+
 /* The answer to git's credential request (git's text protocol) from a command of uuid's
  * environment, whose credential target is target ("host user forge", as the environment
  * recorded it): "username=..\npassword=..\n" for that host over http(s) when the forge's

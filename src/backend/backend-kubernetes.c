@@ -863,18 +863,8 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 	struct k8s_prep *kp = prep_of(p);
 	struct k8s_impl *ki = impl_of(p->b);
 	if (p->task->repo && (strstr(p->task->repo, "://") ||
-			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':')))) {
-		char *host = NULL;
-		const char *user = NULL, *token = NULL;
-		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, NULL) ==
-			0 &&
-		    host) {
-			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
-			if (asprintf(&kp->git_credential, "%s %s %s", host, user, forge) < 0)
-				kp->git_credential = NULL;
-		}
-		free(host);
-	}
+			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':'))))
+		kp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
 	if (p->b->cfg->command_executor.docker.resources.pids_limit > 0)
 		cae_log_fields(
 		    p->b->log, CAE_LOG_INFO, "kubernetes.pids_limit_unsupported",
