@@ -1008,6 +1008,20 @@ static int protect_gone(json_t *pod, void *ud, cae_error *err)
 	return r < 0 ? r : 0;
 }
 
+/* The outcome of one pass of protect_paths (r from its exec, res its result): 0, or its
+ * error, said as what when the pass ran and failed (res is cleared then). */
+static int pass_outcome(int r, cae_run_result *res, const char *what, cae_error *err)
+{
+	if (r < 0)
+		return cae_error_prefix(err, "protected paths");
+	if (res->exit_code == 0 && !res->timed_out && !res->cancelled)
+		return 0;
+	r = cae_error_set(err, res->cancelled ? -ECANCELED : -EIO, "protected paths: %s: %s", what,
+			  res->err ? res->err : "");
+	cae_run_result_clear(res);
+	return r;
+}
+
 static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 {
 	struct k8s_prep *kp = prep_of(p);
@@ -1015,6 +1029,7 @@ static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
 	if (!kp->protect)
 		return 0;
+	/* sh -c SCRIPT cae-protect PATHS...: the user's pass, then the root pass */
 	_cleanup_free_ const char **argv = calloc(pp->n + 5, sizeof(char *));
 	if (!argv)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1032,45 +1047,30 @@ static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 				.max_stderr = 64 * 1024,
 				.cancel_fd = -1};
 	cae_run_result res;
-	int r = prep_exec(&kp->pc, &req, &res, err);
+	int r =
+	    pass_outcome(prep_exec(&kp->pc, &req, &res, err), &res, "the user's pass failed", err);
 	if (r < 0)
-		return cae_error_prefix(err, "protected paths");
-	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
-		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
-				  "protected paths: the user's pass failed: %s",
-				  res.err ? res.err : "");
-		cae_run_result_clear(&res);
 		return r;
-	}
 	/* the kept paths, one a line, as the root pass's arguments */
-	_cleanup_free_ const char **rargv = calloc(pp->n + 5, sizeof(char *));
-	_cleanup_free_ char *kept = strdup(res.out ? res.out : "");
+	_cleanup_free_ char *kept = res.out ? TAKE_PTR(res.out) : strdup("");
 	cae_run_result_clear(&res);
-	if (!rargv || !kept)
+	if (!kept)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	k = 0;
-	rargv[k++] = "sh";
-	rargv[k++] = "-c";
-	rargv[k++] = protect_root_script;
-	rargv[k++] = "cae-protect";
+	argv[2] = protect_root_script;
+	k = 4;
 	for (char *l = kept, *e; *l && k < pp->n + 4; l = e + 1) {
 		e = strchr(l, '\n');
 		if (!e)
 			break;
 		*e = '\0';
-		rargv[k++] = l;
+		argv[k++] = l;
 	}
-	r = cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, rargv, NULL, 0, 120 * 1000, 64 * 1024,
-			 64 * 1024, p->cancel_fd, &res, err);
+	argv[k] = NULL;
+	r = pass_outcome(cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, argv, NULL, 0, 120 * 1000,
+				      64 * 1024, 64 * 1024, p->cancel_fd, &res, err),
+			 &res, "cannot make them read-only to commands", err);
 	if (r < 0)
-		return cae_error_prefix(err, "protected paths");
-	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
-		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
-				  "protected paths: cannot make them read-only to commands: %s",
-				  res.err ? res.err : "");
-		cae_run_result_clear(&res);
 		return r;
-	}
 	cae_run_result_clear(&res);
 	/* the end of the sidecar: its exec may lose its status as the container goes, so
 	 * what counts is the API's word that it terminated */
