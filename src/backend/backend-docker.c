@@ -16,6 +16,7 @@
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
 #include "backend/chan.h"
+#include "backend/envs.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -103,9 +104,7 @@ static void creating_name(char *buf, size_t size, const char *uuid)
 	snprintf(buf, size, NAME_PREFIX "%s" CREATING_SUFFIX, uuid);
 }
 
-enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
-
-#define UUID_BUF 72 /* a valid task uuid and its NUL */
+#define UUID_BUF CAE_ENV_UUID_MAX
 
 static const char *label(json_t *labels, const char *k)
 {
@@ -124,7 +123,7 @@ static bool ends_with(const char *s, const char *suffix)
  * name says whose it is, and whether its prepare still runs is told by time alone, as
  * for a prepare on another host: its pool's maximum age plus the clone's timeout after
  * the pool made it (it was claimed younger than that age). */
-static enum phase container_phase(const cae_backend *b, json_t *c, char uuid[UUID_BUF])
+static cae_env_phase container_phase(const cae_backend *b, json_t *c, char uuid[UUID_BUF])
 {
 	json_t *config = json_object_get(c, "Config");
 	json_t *labels = json_object_get(config ? config : c, "Labels");
@@ -135,47 +134,43 @@ static enum phase container_phase(const cae_backend *b, json_t *c, char uuid[UUI
 		n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
 	uuid[0] = '\0';
 	if (!n || (!u && !pool))
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	if (*n == '/')
 		n++;
 	size_t pl = strlen(NAME_PREFIX);
 	if (strncmp(n, NAME_PREFIX, pl) != 0)
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	const char *rest = n + pl;
 	bool creating;
 	if (u) {
 		size_t ul = strlen(u);
 		if (!cae_task_uuid_valid(u) || strncmp(rest, u, ul) != 0)
-			return PHASE_NOT_OURS;
+			return CAE_ENV_NOT_OURS;
 		if (rest[ul] != '\0' && strcmp(rest + ul, CREATING_SUFFIX) != 0)
-			return PHASE_NOT_OURS;
+			return CAE_ENV_NOT_OURS;
 		creating = rest[ul] != '\0';
 		snprintf(uuid, UUID_BUF, "%s", u);
 	} else {
 		creating = ends_with(rest, CREATING_SUFFIX);
 		size_t ul = strlen(rest) - (creating ? strlen(CREATING_SUFFIX) : 0);
 		if (ul >= UUID_BUF)
-			return PHASE_NOT_OURS;
+			return CAE_ENV_NOT_OURS;
 		snprintf(uuid, UUID_BUF, "%.*s", (int)ul, rest);
 		if (!cae_task_uuid_valid(uuid)) {
 			uuid[0] = '\0';
-			return PHASE_NOT_OURS;
+			return CAE_ENV_NOT_OURS;
 		}
 	}
 	if (!creating)
-		return PHASE_FINAL;
-	int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
-	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	if (timeout <= 0)
-		timeout = 300;
+		return CAE_ENV_FINAL;
+	int more = 0;
 	if (!u) {
 		const char *age = label(labels, CAE_POOL_LABEL_MAX_AGE);
 		long max_age = age ? strtol(age, NULL, 10) : 0;
-		timeout += max_age > 0 && max_age < INT_MAX / 2 ? (int)max_age : 0;
+		more = max_age > 0 && max_age < INT_MAX / 2 ? (int)max_age : 0;
 	}
-	return cae__preparer_alive(u ? label(labels, LABEL_PREPARER) : NULL, created, timeout)
-		   ? PHASE_CREATING
-		   : PHASE_FAILED;
+	return cae__env_unfinished(b->cfg, u ? label(labels, LABEL_PREPARER) : NULL,
+				   cae__parse_iso8601(label(labels, LABEL_CREATED)), more);
 }
 
 /* ---- engine slots ----
@@ -388,41 +383,36 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 			 "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
 }
 
-/* ---- ContainerInfo from the engine's view ---- */
+/* ---- the engine's view of an environment ---- */
 
-/* From GET /containers/{id}/json or an element of GET /containers/json. */
-static int info_from_container(const cae_backend *b, json_t *c, cae_env_info *info, cae_error *err)
+/* What a container records (cae_envs_ops.record), from GET /containers/{id}/json or an
+ * element of GET /containers/json. */
+static void container_record(const cae_backend *b, json_t *c, cae_env_record *rec)
 {
-	memset(info, 0, sizeof(*info));
+	memset(rec, 0, sizeof(*rec));
+	rec->phase = container_phase(b, c, rec->uuid);
+	if (rec->phase == CAE_ENV_NOT_OURS)
+		return;
 	json_t *config = json_object_get(c, "Config");
 	json_t *labels = json_object_get(config ? config : c, "Labels");
-	char uuid[UUID_BUF];
-	enum phase ph = container_phase(b, c, uuid);
-	if (ph == PHASE_NOT_OURS)
-		return cae_error_set(err, -EINVAL, "not a cae environment's container");
 	const char *state =
 	    json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
 	if (!state)
 		state = json_string_value(json_object_get(c, "State")); /* list form */
-	const char *status = ph == PHASE_CREATING		      ? "creating"
-			     : ph == PHASE_FAILED		      ? "failed"
-			     : state && strcmp(state, "running") == 0 ? "ready"
-			     : state				      ? state
-								      : "unknown";
-	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
-			      json_string_value(json_object_get(c, "Id")), "task_uuid", uuid,
-			      "environment_name", label(labels, LABEL_ENV), "workspace_path",
-			      PROJECT, "created_at", label(labels, LABEL_CREATED), "status", status,
-			      "backend", "docker");
-	const char *wl = label(labels, LABEL_WARNINGS);
-	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
-	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
-	if (!json_is_array(w))
-		json_decref(w);
-	int r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
-	return r;
+	snprintf(rec->status, sizeof(rec->status), "%s",
+		 state && strcmp(state, "running") == 0 ? "ready"
+		 : state				? state
+							: "unknown");
+	rec->id = json_string_value(json_object_get(c, "Id"));
+	rec->environment = label(labels, LABEL_ENV);
+	rec->created_at = label(labels, LABEL_CREATED);
+	rec->created = cae__parse_iso8601(rec->created_at);
+	if (rec->created < 0)
+		rec->created = (int64_t)json_integer_value(json_object_get(c, "Created"));
+	rec->warnings = label(labels, LABEL_WARNINGS);
 }
+
+static const cae_envs_ops envs_ops;
 
 /* ---- exec ---- */
 
@@ -434,13 +424,10 @@ static int map_exec_error(cae_backend *b, int r, const char *uuid, cae_error *er
 	json_t *c = NULL;
 	if (r == -ESRCH && cae_docker_container_inspect(impl_of(b)->d, creating, &c, NULL) == 0) {
 		char u[UUID_BUF];
-		enum phase ph = container_phase(b, c, u);
+		cae_env_phase ph = container_phase(b, c, u);
 		json_decref(c);
-		if (ph == PHASE_CREATING || ph == PHASE_FAILED)
-			return cae_error_set(
-			    err, -EAGAIN, "environment %s is not ready: its prepare %s", uuid,
-			    ph == PHASE_CREATING ? "is still running"
-						 : "did not finish (prepare it again)");
+		if (ph == CAE_ENV_CREATING || ph == CAE_ENV_FAILED)
+			return cae__env_not_ready(uuid, ph, err);
 	}
 	if (r == -ESRCH)
 		return cae_error_set(err, -ENOENT,
@@ -498,6 +485,18 @@ static int link_write(void *ctx, const void *p, size_t n)
 static void link_close(void *ctx)
 {
 	cae_docker_stream_close(ctx);
+}
+
+/* The helper's multiplexed stream over st, an attached exec of `cae-helper --stream`
+ * (cae_helper_mux_open: 0 with *m, or its error). */
+static int mux_over(cae_docker_stream *st, cae_helper_mux **m, cae_error *err)
+{
+	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
+				.read = link_read,
+				.write = link_write,
+				.close = link_close,
+				.ctx = st};
+	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, m, err);
 }
 
 /* A container whose helper ended it after its lifetime without a manager is started again
@@ -590,13 +589,8 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 				      err);
 	if (r < 0)
 		return r;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_error e = {0};
-	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &c->m, &e) == 0) {
+	if (mux_over(st, &c->m, &e) == 0) {
 		_cleanup_free_ char *target = credential_target(b, name);
 		cae__chan_credentials(c, target);
 	} else {
@@ -672,13 +666,8 @@ static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
 	if (cae_docker_attach(impl_of(p->b)->d, p->id, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
 			      NULL) < 0)
 		return NULL;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_helper_mux *m = NULL;
-	return cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) == 0 ? m : NULL;
+	return mux_over(st, &m, NULL) == 0 ? m : NULL;
 }
 
 int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
@@ -692,13 +681,8 @@ int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **m
 		return -EBUSY;
 	if (r < 0)
 		return r;
-	cae_helper_link link = {.fd = cae_docker_stream_fd(st),
-				.read = link_read,
-				.write = link_write,
-				.close = link_close,
-				.ctx = st};
 	cae_helper_mux *m = NULL;
-	if (cae_helper_mux_open(&link, HELPER_OPEN_TIMEOUT_MS, &m, NULL) < 0)
+	if (mux_over(st, &m, NULL) < 0)
 		return -ENOTCONN;
 	const char *mk[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
 	cae_run_spec spec = {.argv = mk,
@@ -1330,18 +1314,8 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 static int docker_create(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
-	if (!is_local_repo(p->task->repo)) {
-		char *host = NULL;
-		const char *user = NULL, *token = NULL;
-		cae_error e = {0};
-		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, &e) == 0 &&
-		    host) {
-			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
-			if (asprintf(&dp->git_credential, "%s %s %s", host, user, forge) < 0)
-				dp->git_credential = NULL;
-		}
-		free(host);
-	}
+	if (!is_local_repo(p->task->repo))
+		dp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
 	int warm = claim_warm(p, err);
 	if (warm != 0)
 		return warm < 0 ? warm : 0;
@@ -1368,41 +1342,23 @@ static int docker_create(cae_prepare *p, cae_error *err)
  * writes the paths' tar with root as owner) gets a warning instead: never pretended. */
 
 /* $1: where the tar's names start: "/" (named workspace/project/..., for the one upload at
- * "/") or "." (relative to the project); then the protected paths. As the environment's
- * user, in the project: makes a missing one under .git an empty directory (when its parent
- * is there), skips one with a symbolic link on the way, names the rest on stderr (one a
- * line, relative to the project) and writes them to stdout as a tar whose entries are
- * root's. */
+ * "/") or "." (relative to the project); then the protected paths. The user's pass
+ * (CAE_PROTECT_USER_PASS) names the paths it keeps on stderr (one a line, relative to the
+ * project) and writes them to stdout as a tar whose entries are root's. */
+/* clang-format off */
 static const char protect_script[] =
     "set -euf\n"
     "cd " PROJECT "\n"
     "pre=; [ \"$1\" != / ] || pre=workspace/project/\n"
     "shift\n"
     "tar --help 2>/dev/null | grep -q -- --owner || exit 3\n"
-    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
-    "2>/dev/null | grep -qx " PROJECT "; then\n"
-    "  git config --global --add safe.directory " PROJECT "\n"
-    "fi\n"
-    "for p in \"$@\"; do\n"
-    "  ok=1 q=\n"
-    "  old=$IFS; IFS=/\n"
-    "  for c in $p; do\n"
-    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
-    "    q=${q:+$q/}$c\n"
-    "    if [ -L \"$q\" ]; then ok=0; fi\n"
-    "  done\n"
-    "  IFS=$old\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
-    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
-    "    *) ok=0 ;; esac\n"
-    "  fi\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then set -- \"$@\" \"$pre$q\"; printf '%s\\n' \"$q\" >&2; "
-    "fi\n"
-    "  shift\n"
-    "done\n"
+    CAE_PROTECT_USER_PASS(PROJECT,
+			  "set -- \"$@\" \"$pre$q\"; printf '%s\\n' \"$q\" >&2",
+			  "  shift\n")
     "[ $# -gt 0 ] || exit 0\n"
     "[ -z \"$pre\" ] || cd /\n"
     "exec tar -cf - --owner=0 --group=0 --numeric-owner -- \"$@\"\n";
+/* clang-format on */
 
 #define PROTECT_TAR_MAX ((size_t)64 << 20)
 
@@ -1665,14 +1621,7 @@ static int docker_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 	r = cae_docker_container_rename(impl_of(p->b)->d, dp->id, name, err);
 	if (r < 0)
 		return r;
-	json_t *j =
-	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", dp->id,
-		      "task_uuid", p->task->uuid, "environment_name", p->environment,
-		      "workspace_path", PROJECT, "created_at", p->created_at, "status", "ready",
-		      "backend", "docker", "warnings", p->warnings, "deps", p->deps);
-	r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
-	return r;
+	return cae__env_ready_info(p, dp->id, info, err);
 }
 
 static void docker_release(cae_prepare *p)
@@ -1706,32 +1655,19 @@ static int docker_info(cae_backend *b, const char *uuid, cae_env_info *info, cae
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
 		return cae_error_set(err, r, "%s", e.message);
-	r = info_from_container(b, c, info, err);
+	r = cae__env_info(b, &envs_ops, c, info, err);
 	json_decref(c);
 	return r;
 }
 
-/* Our containers: the name prefix, and the uuid label or (claimed from the pool) the pool's
- * (GET /containers/json filters match names by substring: container_phase checks again). */
-static int list_ours(cae_backend *b, json_t **out, cae_error *err)
+/* The containers named with our prefix (cae_envs_ops.list; GET /containers/json filters
+ * match names by substring: container_phase checks again). */
+static int list_containers(cae_backend *b, json_t **out, cae_error *err)
 {
 	json_t *filters = json_pack("{s:[s]}", "name", NAME_PREFIX);
-	json_t *all = NULL;
-	int r = cae_docker_container_list(impl_of(b)->d, true, filters, &all, err);
+	int r = cae_docker_container_list(impl_of(b)->d, true, filters, out, err);
 	json_decref(filters);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *c;
-	json_array_foreach(all, i, c)
-	{
-		char uuid[UUID_BUF];
-		if (container_phase(b, c, uuid) != PHASE_NOT_OURS)
-			json_array_append(*out, c);
-	}
-	json_decref(all);
-	return 0;
+	return r;
 }
 
 /* What a running environment uses and may use (cae_docker_stats_summary), from the
@@ -1754,38 +1690,27 @@ static json_t *resources_of(cae_backend *b, json_t *c)
 	return res;
 }
 
-static int docker_list(cae_backend *b, json_t **out, cae_error *err)
+/* A container's entry of the list gets its resources (cae_envs_ops.extra). */
+static void add_resources(cae_backend *b, json_t *c, json_t *entry)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *c;
-	json_array_foreach(ours, i, c)
-	{
-		cae_env_info info;
-		if (info_from_container(b, c, &info, NULL) == 0) {
-			json_t *j = cae_env_info_to_json(&info);
-			json_t *res = resources_of(b, c);
-			if (j && res)
-				json_object_set_new(j, "resources", res);
-			else
-				json_decref(res);
-			json_array_append_new(*out, j);
-			cae_env_info_clear(&info);
-		}
-	}
-	json_decref(ours);
-	return 0;
+	json_t *res = entry ? resources_of(b, c) : NULL;
+	if (res)
+		json_object_set_new(entry, "resources", res);
 }
 
-/* A finished environment that can run no command any more: its container stopped and will
- * not be started again (only one its helper stopped after the helper's lifetime is; see
- * restart_expired), or the engine gave up on it. */
-static bool container_gone(cae_backend *b, json_t *c)
+static int docker_list(cae_backend *b, json_t **out, cae_error *err)
 {
+	return cae__envs_list(b, &envs_ops, out, err);
+}
+
+/* A finished environment that can run no command any more (cae_envs_ops.gone): its
+ * container stopped and will not be started again (only one its helper stopped after the
+ * helper's lifetime is; see restart_expired), or the engine gave up on it. One old enough
+ * to go anyway is not looked at. */
+static bool container_gone(cae_backend *b, json_t *c, bool old)
+{
+	if (old)
+		return false;
 	const char *state = json_string_value(json_object_get(c, "State"));
 	if (!state || strcmp(state, "running") == 0 || strcmp(state, "restarting") == 0 ||
 	    strcmp(state, "created") == 0 || strcmp(state, "paused") == 0)
@@ -1807,56 +1732,26 @@ static bool container_gone(cae_backend *b, json_t *c)
 	return gone;
 }
 
+/* The gc's removal (cae_envs_ops.remove): the container, given its stop timeout. */
+static int remove_stale(cae_backend *b, const char *uuid, cae_error *err)
+{
+	return remove_env(b, uuid, STOP_TIMEOUT_S, err);
+}
+
+static const cae_envs_ops envs_ops = {
+    .list = list_containers,
+    .record = container_record,
+    .extra = add_resources,
+    .gone = container_gone,
+    .remove = remove_stale,
+    .project = PROJECT,
+    .what = "container",
+};
+
 static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 				void *filter_ud, int *removed, cae_error *err)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	int64_t now = (int64_t)time(NULL);
-	int failed = 0;
-	size_t i;
-	json_t *c;
-	json_array_foreach(ours, i, c)
-	{
-		char uuid[UUID_BUF];
-		enum phase ph = container_phase(b, c, uuid);
-		json_t *labels = json_object_get(c, "Labels");
-		int64_t created = cae__parse_iso8601(label(labels, LABEL_CREATED));
-		if (created < 0)
-			created = (int64_t)json_integer_value(json_object_get(c, "Created"));
-		/* An unfinished environment whose preparer is gone goes whatever its age; one
-		 * still being prepared stays (its preparer removes it if it fails). */
-		if (ph == PHASE_CREATING || (filter && !filter(uuid, filter_ud)))
-			continue;
-		bool old = created > 0 && now - created >= threshold_s;
-		bool gone = ph == PHASE_FINAL && !old && container_gone(b, c);
-		if (ph != PHASE_FAILED && !old && !gone)
-			continue;
-		cae_error e = {0};
-		if (remove_env(b, uuid, STOP_TIMEOUT_S, &e) == 0) {
-			(*removed)++;
-			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
-				       json_pack("{s:s, s:I, s:b, s:b}", "task_uuid", uuid, "age_s",
-						 (json_int_t)(now - created), "unfinished",
-						 ph == PHASE_FAILED, "gone", gone),
-				       NULL);
-		} else {
-			failed++;
-			cae_log_fields(b->log, CAE_LOG_WARN, "environment.stale_remove_failed",
-				       json_pack("{s:s}", "task_uuid", uuid), "%s", e.message);
-		}
-	}
-	json_decref(ours);
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
-		       json_pack("{s:i, s:i, s:I, s:s}", "removed", *removed, "failed", failed,
-				 "threshold_s", (json_int_t)threshold_s, "backend", "docker"),
-		       NULL);
-	if (failed)
-		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
-				     failed);
-	return 0;
+	return cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
 }
 
 /* ---- what the warm pool (src/backend/pool.c) borrows ---- */

@@ -41,6 +41,35 @@ void cae__prepare_warn(cae_prepare *p, const char *event, const char *msg);
 cae_run_spec cae__backend_run_spec(const cae_exec_request *req, const char *cwd,
 				   const char *const *envp);
 
+/* The user's pass over command_executor.protected_paths of the container backends, before
+ * they give the paths to root (docker: an archive upload, kubernetes: a root sidecar): shell
+ * text run as the environment's user in the project (project, a string literal), "$@" the
+ * paths. It gives the project safe.directory in the user's global git configuration (git
+ * refuses a repository of another owner otherwise), then takes each path normalised (no
+ * empty or "." component) as $q: one with a symbolic link on the way is skipped; a missing
+ * one under .git becomes an empty directory when its parent is there, any other missing
+ * one is skipped; keep (shell commands) runs for each of the rest, and next (shell lines)
+ * after each path. */
+#define CAE_PROTECT_USER_PASS(project, keep, next)                                                 \
+	"if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "     \
+	"2>/dev/null | grep -qx " project "; then\n"                                               \
+	"  git config --global --add safe.directory " project "\n"                                 \
+	"fi\n"                                                                                     \
+	"for p in \"$@\"; do\n"                                                                    \
+	"  ok=1 q=\n"                                                                              \
+	"  old=$IFS; IFS=/\n"                                                                      \
+	"  for c in $p; do\n"                                                                      \
+	"    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"                                       \
+	"    q=${q:+$q/}$c\n"                                                                      \
+	"    if [ -L \"$q\" ]; then ok=0; fi\n"                                                    \
+	"  done\n"                                                                                 \
+	"  IFS=$old\n"                                                                             \
+	"  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"                             \
+	"    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"   \
+	"    *) ok=0 ;; esac\n"                                                                    \
+	"  fi\n"                                                                                   \
+	"  if [ $ok = 1 ] && [ -n \"$q\" ]; then " keep "; fi\n" next "done\n"
+
 /* Runs the lifecycle with b's hooks (cae_backend_prepare). */
 int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		     const cae_prepare_options *opts, cae_env_info *info, cae_error *err);
@@ -290,6 +319,10 @@ int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **ur
  * NULL when no token applies (a local repository, no token configured). */
 int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char **host,
 			       const char **user, const char **token, cae_error *err);
+
+/* What an environment records of cae__git_credential_target for task: "host user forge"
+ * (forge: "github" or "gitlab", whose token answers), new; NULL when no token applies. */
+char *cae__git_credential_record(const cae_config *cfg, const cae_task *task);
 
 /* The answer to git's credential request (git's text protocol) from a command of uuid's
  * environment, whose credential target is target ("host user forge", as the environment

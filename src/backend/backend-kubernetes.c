@@ -30,6 +30,7 @@
  * wrapper below). */
 #include "backend/backend-internal.h"
 #include "backend/chan.h"
+#include "backend/envs.h"
 
 #include "base/buf.h"
 #include "base/chase.h"
@@ -148,16 +149,14 @@ static const char *meta(json_t *pod, const char *kind, const char *k)
 	    json_object_get(json_object_get(json_object_get(pod, "metadata"), kind), k));
 }
 
-enum phase { PHASE_NOT_OURS, PHASE_FINAL, PHASE_CREATING, PHASE_FAILED };
-
-static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid)
+static cae_env_phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid)
 {
 	const char *u = meta(pod, "annotations", A_UUID);
 	const char *name =
 	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
 	*uuid = u;
 	if (!u || !name || !cae_task_uuid_valid(u) || !meta(pod, "labels", L_TASK))
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	char want[160];
 	pod_name(want, sizeof(want), u);
 	/* a pod claimed from the warm pool keeps its pool name: its uuid label says whose */
@@ -165,16 +164,12 @@ static enum phase pod_phase(const cae_backend *b, json_t *pod, const char **uuid
 	bool claimed = strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0 &&
 		       lu && strcmp(lu, u) == 0;
 	if (strcmp(want, name) != 0 && !claimed)
-		return PHASE_NOT_OURS;
+		return CAE_ENV_NOT_OURS;
 	const char *ph = meta(pod, "labels", L_PHASE);
 	if (ph && strcmp(ph, "ready") == 0)
-		return PHASE_FINAL;
-	int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
-	int timeout = b->cfg->command_executor.clone.timeout_seconds;
-	return cae__preparer_alive(meta(pod, "annotations", A_PREPARER), created,
-				   timeout > 0 ? timeout : 300)
-		   ? PHASE_CREATING
-		   : PHASE_FAILED;
+		return CAE_ENV_FINAL;
+	return cae__env_unfinished(b->cfg, meta(pod, "annotations", A_PREPARER),
+				   cae__parse_iso8601(meta(pod, "annotations", A_CREATED)), 0);
 }
 
 static const char *pod_state(json_t *pod)
@@ -182,39 +177,32 @@ static const char *pod_state(json_t *pod)
 	return json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
 }
 
-static int info_from_pod(const cae_backend *b, json_t *pod, cae_env_info *info, cae_error *err)
+/* What a pod records (cae_envs_ops.record). */
+static void pod_record(const cae_backend *b, json_t *pod, cae_env_record *rec)
 {
-	memset(info, 0, sizeof(*info));
+	memset(rec, 0, sizeof(*rec));
 	const char *uuid;
-	enum phase ph = pod_phase(b, pod, &uuid);
-	if (ph == PHASE_NOT_OURS)
-		return cae_error_set(err, -EINVAL, "not a cae environment's pod");
+	rec->phase = pod_phase(b, pod, &uuid);
+	if (rec->phase == CAE_ENV_NOT_OURS)
+		return;
+	snprintf(rec->uuid, sizeof(rec->uuid), "%s", uuid);
 	const char *st = pod_state(pod);
-	bool deleting = json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp");
-	char lower[32];
-	snprintf(lower, sizeof(lower), "%s", st ? st : "unknown");
-	for (char *c = lower; *c; c++)
+	if (json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp"))
+		snprintf(rec->status, sizeof(rec->status), "removing");
+	else if (st && strcmp(st, "Running") == 0)
+		snprintf(rec->status, sizeof(rec->status), "ready");
+	else
+		snprintf(rec->status, sizeof(rec->status), "%s", st ? st : "unknown");
+	for (char *c = rec->status; *c; c++)
 		*c = (char)tolower((unsigned char)*c);
-	const char *status = ph == PHASE_CREATING		? "creating"
-			     : ph == PHASE_FAILED		? "failed"
-			     : deleting				? "removing"
-			     : st && strcmp(st, "Running") == 0 ? "ready"
-								: lower;
-	json_t *j =
-	    json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id",
-		      json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")),
-		      "task_uuid", uuid, "environment_name", meta(pod, "annotations", A_ENV),
-		      "workspace_path", PROJECT, "created_at", meta(pod, "annotations", A_CREATED),
-		      "status", status, "backend", "kubernetes");
-	const char *wl = meta(pod, "annotations", A_WARNINGS);
-	json_t *w = json_loads(wl ? wl : "[]", 0, NULL);
-	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
-	if (!json_is_array(w))
-		json_decref(w);
-	int r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
-	return r;
+	rec->id = json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
+	rec->environment = meta(pod, "annotations", A_ENV);
+	rec->created_at = meta(pod, "annotations", A_CREATED);
+	rec->created = cae__parse_iso8601(rec->created_at);
+	rec->warnings = meta(pod, "annotations", A_WARNINGS);
 }
+
+static const cae_envs_ops envs_ops;
 
 /* ---- which pod is the task's ----
  * A cold pod is named from its task's uuid (pod_name); one claimed from the warm pool
@@ -264,7 +252,7 @@ static int find_claimed(cae_backend *b, const char *uuid, json_t **out, cae_erro
 	{
 		const char *u, *name = json_string_value(
 				   json_object_get(json_object_get(pod, "metadata"), "name"));
-		if (pod_phase(b, pod, &u) != PHASE_NOT_OURS && strcmp(u, uuid) == 0 && name &&
+		if (pod_phase(b, pod, &u) != CAE_ENV_NOT_OURS && strcmp(u, uuid) == 0 && name &&
 		    strncmp(name, CAE_POOL_NAME_PREFIX, strlen(CAE_POOL_NAME_PREFIX)) == 0) {
 			*out = json_incref(pod);
 			remember_claimed(b, uuid, name);
@@ -405,12 +393,10 @@ static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod
 				     uuid);
 	}
 	const char *u;
-	enum phase ph = pod_phase(b, *pod, &u);
+	cae_env_phase ph = pod_phase(b, *pod, &u);
 	const char *st = pod_state(*pod);
-	if (!preparing && (ph == PHASE_CREATING || ph == PHASE_FAILED))
-		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its prepare %s", uuid,
-				  ph == PHASE_CREATING ? "is still running"
-						       : "did not finish (prepare it again)");
+	if (!preparing && (ph == CAE_ENV_CREATING || ph == CAE_ENV_FAILED))
+		r = cae__env_not_ready(uuid, ph, err);
 	else if (!st || strcmp(st, "Running") != 0)
 		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its pod is %s", uuid,
 				  st ? st : "unknown");
@@ -877,18 +863,8 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 	struct k8s_prep *kp = prep_of(p);
 	struct k8s_impl *ki = impl_of(p->b);
 	if (p->task->repo && (strstr(p->task->repo, "://") ||
-			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':')))) {
-		char *host = NULL;
-		const char *user = NULL, *token = NULL;
-		if (cae__git_credential_target(p->b->cfg, p->task, &host, &user, &token, NULL) ==
-			0 &&
-		    host) {
-			const char *forge = token == p->b->cfg->github.token ? "github" : "gitlab";
-			if (asprintf(&kp->git_credential, "%s %s %s", host, user, forge) < 0)
-				kp->git_credential = NULL;
-		}
-		free(host);
-	}
+			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':'))))
+		kp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
 	if (p->b->cfg->command_executor.docker.resources.pids_limit > 0)
 		cae_log_fields(
 		    p->b->log, CAE_LOG_INFO, "kubernetes.pids_limit_unsupported",
@@ -976,31 +952,11 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
  * waits until the API says it terminated: no root process stays in the pod. The pod's phase
  * stays Running while the main container runs, so liveness reads it as before. */
 
-/* $@: the protected paths. As the environment's user, in the project: safe.directory,
- * makes a missing one under .git an empty directory (when its parent is there), skips one
- * with a symbolic link on the way, names the rest on stdout (one a line, normalised). */
+/* $@: the protected paths. The user's pass (CAE_PROTECT_USER_PASS) names the paths it
+ * keeps on stdout (one a line, normalised). */
 static const char protect_user_script[] =
     "set -euf\n"
-    "cd " PROJECT "\n"
-    "if command -v git >/dev/null 2>&1 && ! git config --global --get-all safe.directory "
-    "2>/dev/null | grep -qx " PROJECT "; then\n"
-    "  git config --global --add safe.directory " PROJECT "\n"
-    "fi\n"
-    "for p in \"$@\"; do\n"
-    "  ok=1 q=\n"
-    "  old=$IFS; IFS=/\n"
-    "  for c in $p; do\n"
-    "    [ -n \"$c\" ] && [ \"$c\" != . ] || continue\n"
-    "    q=${q:+$q/}$c\n"
-    "    if [ -L \"$q\" ]; then ok=0; fi\n"
-    "  done\n"
-    "  IFS=$old\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ] && [ ! -e \"$q\" ]; then\n"
-    "    case $q in .git/*) if [ -d \"${q%/*}\" ]; then mkdir -- \"$q\"; else ok=0; fi ;;\n"
-    "    *) ok=0 ;; esac\n"
-    "  fi\n"
-    "  if [ $ok = 1 ] && [ -n \"$q\" ]; then printf '%s\\n' \"$q\"; fi\n"
-    "done\n";
+    "cd " PROJECT "\n" CAE_PROTECT_USER_PASS(PROJECT, "printf '%s\\n' \"$q\"", "");
 
 /* $@: the paths the user's pass kept. As root in the sidecar: each is looked at again (no
  * symbolic link on the way, it exists), then the directories on the way, top down, become
@@ -1052,6 +1008,20 @@ static int protect_gone(json_t *pod, void *ud, cae_error *err)
 	return r < 0 ? r : 0;
 }
 
+/* The outcome of one pass of protect_paths (r from its exec, res its result): 0, or its
+ * error, said as what when the pass ran and failed (res is cleared then). */
+static int pass_outcome(int r, cae_run_result *res, const char *what, cae_error *err)
+{
+	if (r < 0)
+		return cae_error_prefix(err, "protected paths");
+	if (res->exit_code == 0 && !res->timed_out && !res->cancelled)
+		return 0;
+	r = cae_error_set(err, res->cancelled ? -ECANCELED : -EIO, "protected paths: %s: %s", what,
+			  res->err ? res->err : "");
+	cae_run_result_clear(res);
+	return r;
+}
+
 static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 {
 	struct k8s_prep *kp = prep_of(p);
@@ -1059,6 +1029,7 @@ static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
 	if (!kp->protect)
 		return 0;
+	/* sh -c SCRIPT cae-protect PATHS...: the user's pass, then the root pass */
 	_cleanup_free_ const char **argv = calloc(pp->n + 5, sizeof(char *));
 	if (!argv)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1076,45 +1047,30 @@ static int protect_paths(cae_prepare *p, const char *pod, cae_error *err)
 				.max_stderr = 64 * 1024,
 				.cancel_fd = -1};
 	cae_run_result res;
-	int r = prep_exec(&kp->pc, &req, &res, err);
+	int r =
+	    pass_outcome(prep_exec(&kp->pc, &req, &res, err), &res, "the user's pass failed", err);
 	if (r < 0)
-		return cae_error_prefix(err, "protected paths");
-	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
-		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
-				  "protected paths: the user's pass failed: %s",
-				  res.err ? res.err : "");
-		cae_run_result_clear(&res);
 		return r;
-	}
 	/* the kept paths, one a line, as the root pass's arguments */
-	_cleanup_free_ const char **rargv = calloc(pp->n + 5, sizeof(char *));
-	_cleanup_free_ char *kept = strdup(res.out ? res.out : "");
+	_cleanup_free_ char *kept = res.out ? TAKE_PTR(res.out) : strdup("");
 	cae_run_result_clear(&res);
-	if (!rargv || !kept)
+	if (!kept)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	k = 0;
-	rargv[k++] = "sh";
-	rargv[k++] = "-c";
-	rargv[k++] = protect_root_script;
-	rargv[k++] = "cae-protect";
+	argv[2] = protect_root_script;
+	k = 4;
 	for (char *l = kept, *e; *l && k < pp->n + 4; l = e + 1) {
 		e = strchr(l, '\n');
 		if (!e)
 			break;
 		*e = '\0';
-		rargv[k++] = l;
+		argv[k++] = l;
 	}
-	r = cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, rargv, NULL, 0, 120 * 1000, 64 * 1024,
-			 64 * 1024, p->cancel_fd, &res, err);
+	argv[k] = NULL;
+	r = pass_outcome(cae_k8s_exec(ki->k, ki->ns, pod, PROTECT, argv, NULL, 0, 120 * 1000,
+				      64 * 1024, 64 * 1024, p->cancel_fd, &res, err),
+			 &res, "cannot make them read-only to commands", err);
 	if (r < 0)
-		return cae_error_prefix(err, "protected paths");
-	if (res.exit_code != 0 || res.timed_out || res.cancelled) {
-		r = cae_error_set(err, res.cancelled ? -ECANCELED : -EIO,
-				  "protected paths: cannot make them read-only to commands: %s",
-				  res.err ? res.err : "");
-		cae_run_result_clear(&res);
 		return r;
-	}
 	cae_run_result_clear(&res);
 	/* the end of the sidecar: its exec may lose its status as the container goes, so
 	 * what counts is the API's word that it terminated */
@@ -1147,15 +1103,9 @@ static int k8s_ready(cae_prepare *p, cae_env_info *info, cae_error *err)
 	json_decref(patch);
 	if (r < 0)
 		return r;
-	const char *uid =
-	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid"));
-	json_t *j =
-	    json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O}", "container_id", uid,
-		      "task_uuid", p->task->uuid, "environment_name", p->environment,
-		      "workspace_path", PROJECT, "created_at", p->created_at, "status", "ready",
-		      "backend", "kubernetes", "warnings", p->warnings, "deps", p->deps);
-	r = cae_env_info_from_json(j, info, err);
-	json_decref(j);
+	r = cae__env_ready_info(
+	    p, json_string_value(json_object_get(json_object_get(pod, "metadata"), "uid")), info,
+	    err);
 	json_decref(pod);
 	return r;
 }
@@ -1182,99 +1132,51 @@ static int k8s_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_er
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	if (r < 0)
 		return cae_error_set(err, r, "%s", e.message);
-	r = info_from_pod(b, pod, info, err);
+	r = cae__env_info(b, &envs_ops, pod, info, err);
 	json_decref(pod);
 	return r;
 }
 
-static int list_ours(cae_backend *b, json_t **out, cae_error *err)
+/* The pods labelled as a task's (cae_envs_ops.list). */
+static int list_pods(cae_backend *b, json_t **out, cae_error *err)
 {
-	json_t *all = NULL;
-	int r = cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, L_TASK, &all, err);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *pod;
-	json_array_foreach(all, i, pod)
-	{
-		const char *uuid;
-		if (pod_phase(b, pod, &uuid) != PHASE_NOT_OURS)
-			json_array_append(*out, pod);
-	}
-	json_decref(all);
-	return 0;
+	return cae_k8s_pod_list(impl_of(b)->k, impl_of(b)->ns, L_TASK, out, err);
 }
+
+/* A finished pod that can run no command any more: it stopped (cae_envs_ops.gone). */
+static bool pod_stopped(cae_backend *b, json_t *pod, bool old)
+{
+	(void)b;
+	(void)old;
+	const char *st = pod_state(pod);
+	return st && (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
+}
+
+/* The gc's removal (cae_envs_ops.remove): this process's channel to the pod goes too. */
+static int remove_stale(cae_backend *b, const char *uuid, cae_error *err)
+{
+	cae__chan_forget(&impl_of(b)->chans, uuid);
+	return remove_pod(b, uuid, err);
+}
+
+static const cae_envs_ops envs_ops = {
+    .list = list_pods,
+    .record = pod_record,
+    .gone = pod_stopped,
+    .remove = remove_stale,
+    .project = PROJECT,
+    .what = "pod",
+};
 
 static int k8s_list(cae_backend *b, json_t **out, cae_error *err)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	*out = json_array();
-	size_t i;
-	json_t *pod;
-	json_array_foreach(ours, i, pod)
-	{
-		cae_env_info info;
-		if (info_from_pod(b, pod, &info, NULL) == 0) {
-			json_array_append_new(*out, cae_env_info_to_json(&info));
-			cae_env_info_clear(&info);
-		}
-	}
-	json_decref(ours);
-	return 0;
+	return cae__envs_list(b, &envs_ops, out, err);
 }
 
 static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err)
 {
-	json_t *ours = NULL;
-	int r = list_ours(b, &ours, err);
-	if (r < 0)
-		return r;
-	int64_t now = (int64_t)time(NULL);
-	int failed = 0;
-	size_t i;
-	json_t *pod;
-	json_array_foreach(ours, i, pod)
-	{
-		const char *uuid;
-		enum phase ph = pod_phase(b, pod, &uuid);
-		if (ph == PHASE_CREATING || (filter && !filter(uuid, filter_ud)))
-			continue;
-		int64_t created = cae__parse_iso8601(meta(pod, "annotations", A_CREATED));
-		bool old = created > 0 && now - created >= threshold_s;
-		const char *st = pod_state(pod);
-		bool gone = ph == PHASE_FINAL && st &&
-			    (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
-		if (ph != PHASE_FAILED && !old && !gone)
-			continue;
-		cae_error e = {0};
-		cae__chan_forget(&impl_of(b)->chans, uuid);
-		if (remove_pod(b, uuid, &e) == 0) {
-			(*removed)++;
-			cae_log_fields(b->log, CAE_LOG_INFO, "environment.stale_removed",
-				       json_pack("{s:s, s:I, s:b, s:b}", "task_uuid", uuid, "age_s",
-						 (json_int_t)(now - created), "unfinished",
-						 ph == PHASE_FAILED, "gone", gone),
-				       NULL);
-		} else {
-			failed++;
-			cae_log_fields(b->log, CAE_LOG_WARN, "environment.stale_remove_failed",
-				       json_pack("{s:s}", "task_uuid", uuid), "%s", e.message);
-		}
-	}
-	json_decref(ours);
-	cae_log_fields(b->log, CAE_LOG_INFO, "environment.cleanup_stale",
-		       json_pack("{s:i, s:i, s:I, s:s}", "removed", *removed, "failed", failed,
-				 "threshold_s", (json_int_t)threshold_s, "backend", "kubernetes"),
-		       NULL);
-	if (failed)
-		return cae_error_set(err, -EBUSY, "%d stale environment(s) could not be removed",
-				     failed);
-	return 0;
+	return cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
 }
 
 static void k8s_free(cae_backend *b)

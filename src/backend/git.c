@@ -74,6 +74,19 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
 	return *host ? 0 : -ENOMEM;
 }
 
+char *cae__git_credential_record(const cae_config *cfg, const cae_task *task)
+{
+	char *host = NULL, *rec = NULL;
+	const char *user = NULL, *token = NULL;
+	if (cae__git_credential_target(cfg, task, &host, &user, &token, NULL) == 0 && host) {
+		const char *forge = token == cfg->github.token ? "github" : "gitlab";
+		if (asprintf(&rec, "%s %s %s", host, user, forge) < 0)
+			rec = NULL;
+	}
+	free(host);
+	return rec;
+}
+
 char *cae__git_credential_answer(const cae_config *cfg, struct cae_log *log, const char *uuid,
 				 const char *target, const char *request, size_t len)
 {
@@ -425,12 +438,9 @@ int cae__git_clone(cae_env_exec_fn exec, void *ctx, const cae_config *cfg, cae_l
 	return 0;
 }
 
-/* Empties dest (what a clone that failed half way left) in the environment. */
-static void clear_dest(const cae_git_ctx *g, const char *dest)
+/* Runs argv in the environment for its effect alone: its outcome is not looked at. */
+static void run_quietly(const cae_git_ctx *g, const char *const *argv)
 {
-	const char *argv[] = {
-	    "sh", "-c", "cd -- \"$1\" 2>/dev/null || exit 0; rm -rf -- * .[!.]* ..?*",
-	    "sh", dest, NULL};
 	cae_exec_request req = {.argv = argv,
 				.timeout_ms = (int64_t)g->timeout_s * 1000,
 				.max_stdout = 4096,
@@ -442,19 +452,20 @@ static void clear_dest(const cae_git_ctx *g, const char *dest)
 		cae_run_result_clear(&res);
 }
 
+/* Empties dest (what a clone that failed half way left) in the environment. */
+static void clear_dest(const cae_git_ctx *g, const char *dest)
+{
+	const char *argv[] = {
+	    "sh", "-c", "cd -- \"$1\" 2>/dev/null || exit 0; rm -rf -- * .[!.]* ..?*",
+	    "sh", dest, NULL};
+	run_quietly(g, argv);
+}
+
 /* Removes what ship copied into the environment. */
 static void remove_shipped(const cae_git_ctx *g, const char *path)
 {
 	const char *argv[] = {"rm", "-rf", "--", path, NULL};
-	cae_exec_request req = {.argv = argv,
-				.timeout_ms = (int64_t)g->timeout_s * 1000,
-				.max_stdout = 4096,
-				.max_stderr = 4096,
-				.cancel_fd = -1};
-	cae_run_result res;
-	cae_error e;
-	if (g->exec(g->ctx, &req, &res, &e) == 0)
-		cae_run_result_clear(&res);
+	run_quietly(g, argv);
 }
 
 /* True when the mirror has refs/heads/<name> (a branch the task names must be there: the
