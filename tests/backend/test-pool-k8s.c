@@ -10,6 +10,10 @@
 
 #include "base/timeutil.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static int cfg_seq;
@@ -34,7 +38,7 @@ static cae_backend *pbackend(const cae_config *cfg)
 }
 
 #define TASK_PREFIX "caetest-k8spool"
-#define CFG_SEQS 4 /* the configurations (pool keys) of the tests below */
+#define CFG_SEQS 5 /* the configurations (pool keys) of the tests below */
 
 /* Two processes prepare at once from a pool of one: exactly one gets the pool's pod, the
  * other a cold prepare, and both environments work. */
@@ -282,6 +286,200 @@ START_TEST(drain_removes_free_only)
 }
 END_TEST
 
+static bool in_set(const char *uuid, void *ud)
+{
+	return json_object_get(ud, uuid) != NULL;
+}
+
+/* A listener on 127.0.0.1 that accepts and never answers (a clone from it hangs); url gets
+ * a repository URL on it. */
+static int silent_server(char *url, size_t size)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sin);
+	ck_assert(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(fd, 8) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&sin, &sl) == 0);
+	snprintf(url, size, "http://127.0.0.1:%d/py.git", ntohs(sin.sin_port));
+	return fd;
+}
+
+/* Waits until the prepare p connects to the silent server lfd (its clone runs): the
+ * connection, which the caller closes. */
+static int wait_for_clone(struct bt_preparer *p, int lfd)
+{
+	for (;;) {
+		struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN},
+					{.fd = p->steps, .events = POLLIN}};
+		ck_assert_int_gt(poll(fds, 2, 300000), 0);
+		if (fds[0].revents)
+			return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		ck_assert_msg(bt_preparer_next_step(p), "the prepare ended before its clone");
+	}
+}
+
+/* Waits until the protected paths' user pass of a prepare into pod reads the global git
+ * configuration, made a FIFO here: the returned stream holds the FIFO's write end open, so
+ * the pass stays there until the stream is closed. */
+static cae_k8s_stream *hold_protect_step(cae_k8s *k, const char *pod, struct bt_preparer *p)
+{
+	const char *mk[] = {"sh", "-c", "rm -f \"$HOME/.gitconfig\" && mkfifo \"$HOME/.gitconfig\"",
+			    NULL};
+	cae_run_result res;
+	cae_error err = {0};
+	ck_assert_msg(
+	    cae_k8s_exec(k, "default", pod, "main", mk, NULL, 0, 60000, 0, 0, -1, &res, &err) == 0,
+	    "%s", err.message);
+	ck_assert_msg(res.exit_code == 0, "%s", res.err);
+	cae_run_result_clear(&res);
+	/* the open of the write end returns when the pass opens the read end */
+	const char *hold[] = {"sh", "-c", "exec 3>\"$HOME/.gitconfig\"; echo opened; exec cat",
+			      NULL};
+	cae_k8s_stream *s = NULL;
+	ck_assert_msg(cae_k8s_exec_open(k, "default", pod, "main", hold, 60000, &s, &err) == 0,
+		      "%s", err.message);
+	bt_preparer_go(p);
+	char got[16];
+	size_t have = 0;
+	while (have < 7) {
+		struct pollfd pf = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+		ck_assert_int_eq(poll(&pf, 1, 300000), 1);
+		ssize_t r = cae_k8s_stream_read(s, got + have, sizeof(got) - 1 - have);
+		if (r == -EAGAIN)
+			continue;
+		ck_assert_msg(r > 0, "the FIFO was never opened: %s", cae_k8s_stream_stderr(s));
+		have += (size_t)r;
+	}
+	got[have] = '\0';
+	ck_assert_str_eq(got, "opened\n");
+	return s;
+}
+
+/* The environment of uuid, whose preparer was killed in pod: never ready, and never a pool
+ * pod again. */
+static void killed_never_ready(cae_backend *b, const char *uuid, const char *pod)
+{
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, "failed");
+	cae_env_info_clear(&info);
+	char st[32];
+	bt_listed_status(b, uuid, st, sizeof(st));
+	ck_assert_msg(strcmp(st, "failed") == 0, "listed as %s", st);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result res;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+	json_t *p = bt_k8s_pod(pod);
+	ck_assert_ptr_nonnull(p);
+	json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+	ck_assert_ptr_null(json_object_get(labels, "cae.pool"));
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
+	ck_assert_str_ne(json_string_value(json_object_get(labels, "cae.phase")), "ready");
+	json_decref(p);
+	json_t *mine = bt_own_pool(b);
+	size_t i;
+	json_t *e;
+	json_array_foreach(mine, i, e)
+	    ck_assert_str_ne(json_string_value(json_object_get(e, "name")), pod);
+	json_decref(mine);
+}
+
+/* A claimer SIGKILLed in a prepare from the pool: right after its claim (held where the
+ * clone starts), during the clone (its git has reached a server that never answers), and
+ * during the protected paths' step (its user pass reads a FIFO held open). The pod it
+ * claimed is never ready (info, list, commands), is never a pool pod again (the pool's
+ * status leaves it out, a fill does not count it, the next prepare, which takes the oldest
+ * pool pod, gets a newer one), and the gc or the cleanup of its task removes it. */
+START_TEST(killed_claimer_leaves_no_pool_pod)
+{
+	cfg_seq = 5;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_k8s *k = bt_k8s_client();
+	enum { AFTER_CLAIM, IN_CLONE, IN_PROTECT, POINTS };
+	char uuids[POINTS][64], uids[POINTS][128], pods[POINTS][160];
+	for (int pt = 0; pt < POINTS; pt++) {
+		ck_assert_int_eq(bt_fill(b), 1);
+		bt_only_pool_entry(b, uids[pt], sizeof(uids[pt]), pods[pt], sizeof(pods[pt]));
+		bt_task_uuid(uuids[pt], sizeof(uuids[pt]), TASK_PREFIX);
+		cae_task t = bt_http_task(uuids[pt]);
+		struct bt_preparer p;
+		if (pt == AFTER_CLAIM) {
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 4);
+			bt_preparer_wait_step(&p, 4);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last, 4);
+		} else if (pt == IN_CLONE) {
+			char url[128];
+			int lfd = silent_server(url, sizeof(url));
+			t.repo = url;
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 0);
+			int c = wait_for_clone(&p, lfd);
+			ck_assert_int_ge(c, 0);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last, 4); /* in the clone: its step begun, none after */
+			close(c);
+			close(lfd);
+		} else {
+			/* the pod protects .git/hooks with its root sidecar */
+			json_t *pod = bt_k8s_pod(pods[pt]);
+			json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+			ck_assert_int_eq(json_array_size(cs), 2);
+			ck_assert_str_eq(
+			    json_string_value(json_object_get(json_array_get(cs, 1), "name")),
+			    "cae-protect");
+			json_decref(pod);
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 6);
+			bt_preparer_wait_step(&p, 6);
+			cae_k8s_stream *hold = hold_protect_step(k, pods[pt], &p);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last,
+					 6); /* in the ready step, which it never reported */
+			cae_k8s_stream_close(hold);
+		}
+		ck_assert(bt_k8s_pod_exists(pods[pt]));
+		killed_never_ready(b, uuids[pt], pods[pt]);
+	}
+	/* the pool is empty: a fill starts one, and the next prepare gets that one */
+	ck_assert_int_eq(bt_fill(b), 1);
+	char uid[128];
+	bt_only_pool_entry(b, uid, sizeof(uid), NULL, 0);
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_env_info info = bt_prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, uid);
+	for (int pt = 0; pt < POINTS; pt++)
+		ck_assert_str_ne(info.container_id, uids[pt]);
+	cae_env_info_clear(&info);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* the gc of the first two tasks removes their pods whatever their age; the cleanup of
+	 * the third removes its */
+	json_t *set = json_pack("{s:b, s:b}", uuids[AFTER_CLAIM], 1, uuids[IN_CLONE], 1);
+	int removed = 0;
+	ck_assert_msg(cae_backend_cleanup_stale_filtered(b, 86400, in_set, set, &removed, &err) ==
+			  0,
+		      "%s", err.message);
+	json_decref(set);
+	ck_assert_int_eq(removed, 2);
+	ck_assert_msg(cae_backend_cleanup(b, uuids[IN_PROTECT], &err) == 0, "%s", err.message);
+	for (int pt = 0; pt < POINTS; pt++) {
+		ck_assert_msg(!bt_k8s_pod_exists(pods[pt]), "%s left behind", pods[pt]);
+		ck_assert_int_eq(cae_backend_info(b, uuids[pt], &info, &err), -ENOENT);
+	}
+	json_t *mine = bt_own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_k8s_free(k);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* Deletes this run's pods: its tasks' and its pool keys' (what a failed test left). */
 static void sweep(void)
 {
@@ -315,6 +513,7 @@ static Suite *make_suite(void)
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, claimed_pod_is_the_tasks);
 	tcase_add_test(p, drain_removes_free_only);
+	tcase_add_test(p, killed_claimer_leaves_no_pool_pod);
 	suite_add_tcase(s, p);
 	return s;
 }
