@@ -146,6 +146,26 @@ static inline void bt_listed_status(cae_backend *b, const char *uuid, char *stat
 	json_decref(list);
 }
 
+/* uuid's environment is not ready: info and list say status, and a command is refused
+ * with an error that says why (needle). */
+static inline void bt_assert_unready(cae_backend *b, const char *uuid, const char *status,
+				     const char *needle)
+{
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
+	ck_assert_str_eq(info.status, status);
+	cae_env_info_clear(&info);
+	char st[32];
+	bt_listed_status(b, uuid, st, sizeof(st));
+	ck_assert_msg(strcmp(st, status) == 0, "listed as %s", st);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result res;
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
+	ck_assert_msg(strstr(err.message, needle), "%s", err.message);
+}
+
 /* ---- the warm pool ---- */
 
 /* This configuration's pool environments (status entries with this_config). */
@@ -189,6 +209,14 @@ static inline void bt_only_pool_entry(cae_backend *b, char *id, size_t isize, ch
 	if (name)
 		snprintf(name, nsize, "%s", json_string_value(json_object_get(e, "name")));
 	json_decref(mine);
+}
+
+/* Fills the empty pool of one of b's configuration: the one it started, as
+ * bt_only_pool_entry gives it. */
+static inline void bt_pool_filled(cae_backend *b, char *id, size_t isize, char *name, size_t nsize)
+{
+	ck_assert_int_eq(bt_fill(b), 1);
+	bt_only_pool_entry(b, id, isize, name, nsize);
 }
 
 /* ---- a prepare in a child process ---- */
@@ -342,6 +370,19 @@ static inline void bt_two_claimers(const char *name, const cae_config *cfg, cons
 	ck_assert_str_ne(ids[0], ids[1]);
 }
 
+/* A test case of suite s with a timeout of timeout_s, the loopback git server for its
+ * tests and sweep (may be NULL) after them. */
+static inline TCase *bt_tcase(Suite *s, const char *name, int timeout_s, void (*sweep)(void))
+{
+	TCase *tc = tcase_create(name);
+	tcase_set_timeout(tc, timeout_s);
+	tcase_add_unchecked_fixture(tc, gs_setup, gs_teardown);
+	if (sweep)
+		tcase_add_unchecked_fixture(tc, NULL, sweep);
+	suite_add_tcase(s, tc);
+	return tc;
+}
+
 /* ---- the cluster ---- */
 
 /* Whether the cluster is there to test against (CAE_TEST_K8S=1); says so when not. */
@@ -386,10 +427,13 @@ static inline bool bt_k8s_pod_exists(const char *name)
 	return pod != NULL;
 }
 
-/* Deletes this run's pods in namespace default, what failed tests left: those whose task
- * uuid begins with task_prefix, and those named in pool_names (an object, may be NULL). */
-static inline void bt_k8s_sweep(const char *task_prefix, json_t *pool_names)
+/* Deletes this run's pods in namespace default, what failed tests left: those of the tasks
+ * bt_task_uuid made with prefix in this run, and those named in pool_names (an object, may
+ * be NULL). */
+static inline void bt_k8s_sweep(const char *prefix, json_t *pool_names)
 {
+	char task_prefix[128];
+	snprintf(task_prefix, sizeof(task_prefix), "%s-%d-", prefix, bt_runner_pid);
 	cae_k8s *k = bt_k8s_client();
 	json_t *items = NULL;
 	if (cae_k8s_pod_list(k, "default", NULL, &items, NULL) == 0) {
@@ -411,6 +455,26 @@ static inline void bt_k8s_sweep(const char *task_prefix, json_t *pool_names)
 }
 
 /* ---- protected paths ---- */
+
+/* The agent's own git works in uuid's project with protected paths: config, a commit, a
+ * push (with cae's credential helper only: one the repository names does not run), and
+ * what more (a script ending in "&& ", may be "") does. */
+static inline void bt_agent_git_works(cae_backend *b, const char *uuid, const char *more,
+				      int64_t timeout_ms)
+{
+	char script[1024];
+	snprintf(script, sizeof(script),
+		 "git config user.name agent && git config user.email agent@example.com && "
+		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
+		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && %s"
+		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
+		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
+		 more, uuid);
+	cae_run_result r = bt_exec(b, uuid, script, timeout_ms);
+	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
+	ck_assert_str_eq(r.out, "mineagent\n");
+	cae_run_result_clear(&r);
+}
 
 /* Every attack (a command as the environment's user) fails and leaves state_script's output
  * as it was (before); restore clears what an attack may leave on its way. */

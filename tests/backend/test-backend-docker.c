@@ -976,16 +976,8 @@ START_TEST(backend_killed_prepare_is_never_ready)
 			ck_assert_int_eq(r, -ENOENT);
 		} else {
 			ck_assert_msg(r == 0, "%s", err.message);
-			ck_assert_str_eq(info.status, "failed");
 			cae_env_info_clear(&info);
-			char st[32];
-			bt_listed_status(b, uuid, st, sizeof(st));
-			ck_assert_msg(strcmp(st, "failed") == 0, "listed as %s", st);
-			const char *argv[] = {"true", NULL};
-			cae_exec_request req = {.argv = argv, .cancel_fd = -1};
-			cae_run_result res;
-			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
-			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+			bt_assert_unready(b, uuid, "failed", "is not ready");
 		}
 		/* gc removes it whatever its age */
 		int removed = 0;
@@ -1010,19 +1002,9 @@ START_TEST(backend_prepare_in_progress_is_creating)
 	struct bt_preparer p;
 	spawn_prepare(&p, uuid, 5);
 	bt_preparer_wait_step(&p, 5); /* cloned; held before the dependencies */
+	bt_assert_unready(b, uuid, "creating", "still running");
 	cae_env_info info;
 	cae_error err = {0};
-	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(info.status, "creating");
-	cae_env_info_clear(&info);
-	char st[32];
-	bt_listed_status(b, uuid, st, sizeof(st));
-	ck_assert_msg(strcmp(st, "creating") == 0, "listed as %s", st);
-	const char *argv[] = {"true", NULL};
-	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
-	cae_run_result res;
-	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
-	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
 	/* its preparer lives: gc leaves it */
 	int removed = 0;
 	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
@@ -2510,19 +2492,7 @@ START_TEST(protected_paths_hold_in_a_container)
 	ck_assert_msg(strstr(before, "pre-commit.sample") && strstr(before, " root ") &&
 			  strstr(before, "root 1777 /workspace/project/.git"),
 		      "%s", before);
-	/* the agent's own git; a credential helper of the repository's never runs */
-	char script[1024];
-	snprintf(script, sizeof(script),
-		 "git config user.name agent && git config user.email agent@example.com && "
-		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
-		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && "
-		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
-		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
-		 uuid);
-	r = bt_exec(b, uuid, script, 120000);
-	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
-	ck_assert_str_eq(r.out, "mineagent\n");
-	cae_run_result_clear(&r);
+	bt_agent_git_works(b, uuid, "", 120000);
 	static const char *const attacks[] = {
 	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
 	    "echo x >> .git/hooks/pre-commit.sample",

@@ -143,21 +143,8 @@ START_TEST(protected_paths_hold_in_a_pod)
 			  strstr(before, "root 1777 /workspace/project/.git\n") &&
 			  strstr(before, "root 755 /workspace/project/.git/hooks\n"),
 		      "%s", before);
-	/* the agent's own git: config, commit, other files under .git, a push (with our
-	 * credential helper only: one the repository names does not run) */
-	char script[1024];
-	snprintf(script, sizeof(script),
-		 "git config user.name agent && git config user.email agent@example.com && "
-		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
-		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && "
-		 "echo x > .git/agent-note && git branch side && "
-		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
-		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
-		 uuid);
-	r = kexec(b, uuid, script);
-	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
-	ck_assert_str_eq(r.out, "mineagent\n");
-	cae_run_result_clear(&r);
+	/* the agent's own git, and other files under .git */
+	bt_agent_git_works(b, uuid, "echo x > .git/agent-note && git branch side && ", 120000);
 	static const char *const attacks[] = {
 	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
 	    "echo 'touch /tmp/pwned' > .git/hooks/post-commit",
@@ -244,21 +231,15 @@ END_TEST
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
-	char task[64];
-	snprintf(task, sizeof(task), TASK_PREFIX "-%d-", bt_runner_pid);
-	bt_k8s_sweep(task, NULL);
+	bt_k8s_sweep(TASK_PREFIX, NULL);
 }
 
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-kubernetes");
-	TCase *pr = tcase_create("protected");
-	tcase_set_timeout(pr, 600);
-	tcase_add_unchecked_fixture(pr, gs_setup, gs_teardown);
-	tcase_add_unchecked_fixture(pr, NULL, sweep);
+	TCase *pr = bt_tcase(s, "protected", 600, sweep);
 	tcase_add_test(pr, protected_paths_hold_in_a_pod);
 	tcase_add_test(pr, no_sidecar_is_said_or_not_needed);
-	suite_add_tcase(s, pr);
 	return s;
 }
 

@@ -47,10 +47,9 @@ START_TEST(two_claimers_pool_of_one)
 	cfg_seq = 1;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(bt_fill(b), 1);
-	ck_assert_int_eq(bt_fill(b), 0); /* full */
 	char pool_uid[128], pool_name[160];
-	bt_only_pool_entry(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	ck_assert_int_eq(bt_fill(b), 0); /* full */
 	char uuids[2][64];
 	bt_two_claimers("kubernetes", cfg, pool_uid, TASK_PREFIX, uuids);
 	/* the pool has nothing left to hand out */
@@ -78,9 +77,8 @@ START_TEST(expired_never_handed_out)
 	cfg_seq = 2;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(bt_fill(b), 1);
 	char pool_uid[128], pool_name[160];
-	bt_only_pool_entry(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	json_t *mine = bt_own_pool(b);
 	int64_t age = json_integer_value(json_object_get(json_array_get(mine, 0), "age_s"));
 	json_decref(mine);
@@ -122,9 +120,8 @@ START_TEST(claimed_pod_is_the_tasks)
 	cfg_seq = 3;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(bt_fill(b), 1);
 	char pool_uid[128], pool_name[160];
-	bt_only_pool_entry(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	/* the pool's pod carries no task and no token */
 	cae_k8s *k = bt_k8s_client();
 	json_t *pod = NULL;
@@ -230,8 +227,7 @@ START_TEST(claimed_pod_is_the_tasks)
 	cae_backend_free(b2);
 
 	/* and again, removed by cleanup */
-	ck_assert_int_eq(bt_fill(b), 1);
-	bt_only_pool_entry(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	cae_env_info_clear(&info);
 	info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, pool_uid);
@@ -253,15 +249,13 @@ START_TEST(drain_removes_free_only)
 	cfg_seq = 4;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(bt_fill(b), 1);
 	char claimed_uid[128], claimed_name[160], free_uid[128], free_name[160];
-	bt_only_pool_entry(b, claimed_uid, sizeof(claimed_uid), claimed_name, sizeof(claimed_name));
+	bt_pool_filled(b, claimed_uid, sizeof(claimed_uid), claimed_name, sizeof(claimed_name));
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
 	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, claimed_uid);
-	ck_assert_int_eq(bt_fill(b), 1);
-	bt_only_pool_entry(b, free_uid, sizeof(free_uid), free_name, sizeof(free_name));
+	bt_pool_filled(b, free_uid, sizeof(free_uid), free_name, sizeof(free_name));
 	ck_assert_str_ne(free_uid, claimed_uid);
 	int n = 0;
 	cae_error err = {0};
@@ -360,19 +354,7 @@ static cae_k8s_stream *hold_protect_step(cae_k8s *k, const char *pod, struct bt_
  * pod again. */
 static void killed_never_ready(cae_backend *b, const char *uuid, const char *pod)
 {
-	cae_env_info info;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(info.status, "failed");
-	cae_env_info_clear(&info);
-	char st[32];
-	bt_listed_status(b, uuid, st, sizeof(st));
-	ck_assert_msg(strcmp(st, "failed") == 0, "listed as %s", st);
-	const char *argv[] = {"true", NULL};
-	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
-	cae_run_result res;
-	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
-	ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+	bt_assert_unready(b, uuid, "failed", "is not ready");
 	json_t *p = bt_k8s_pod(pod);
 	ck_assert_ptr_nonnull(p);
 	json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
@@ -403,8 +385,7 @@ START_TEST(killed_claimer_leaves_no_pool_pod)
 	enum { AFTER_CLAIM, IN_CLONE, IN_PROTECT, POINTS };
 	char uuids[POINTS][64], uids[POINTS][128], pods[POINTS][160];
 	for (int pt = 0; pt < POINTS; pt++) {
-		ck_assert_int_eq(bt_fill(b), 1);
-		bt_only_pool_entry(b, uids[pt], sizeof(uids[pt]), pods[pt], sizeof(pods[pt]));
+		bt_pool_filled(b, uids[pt], sizeof(uids[pt]), pods[pt], sizeof(pods[pt]));
 		bt_task_uuid(uuids[pt], sizeof(uuids[pt]), TASK_PREFIX);
 		cae_task t = bt_http_task(uuids[pt]);
 		struct bt_preparer p;
@@ -445,9 +426,8 @@ START_TEST(killed_claimer_leaves_no_pool_pod)
 		killed_never_ready(b, uuids[pt], pods[pt]);
 	}
 	/* the pool is empty: a fill starts one, and the next prepare gets that one */
-	ck_assert_int_eq(bt_fill(b), 1);
 	char uid[128];
-	bt_only_pool_entry(b, uid, sizeof(uid), NULL, 0);
+	bt_pool_filled(b, uid, sizeof(uid), NULL, 0);
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
 	cae_env_info info = bt_prepare(b, uuid);
@@ -496,25 +476,19 @@ static void sweep(void)
 		cae_backend_free(b);
 		cae_config_free(cfg);
 	}
-	char task[64];
-	snprintf(task, sizeof(task), TASK_PREFIX "-%d-", bt_runner_pid);
-	bt_k8s_sweep(task, pool);
+	bt_k8s_sweep(TASK_PREFIX, pool);
 	json_decref(pool);
 }
 
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("pool-k8s");
-	TCase *p = tcase_create("pool");
-	tcase_set_timeout(p, 900);
-	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
-	tcase_add_unchecked_fixture(p, NULL, sweep);
+	TCase *p = bt_tcase(s, "pool", 900, sweep);
 	tcase_add_test(p, two_claimers_pool_of_one);
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, claimed_pod_is_the_tasks);
 	tcase_add_test(p, drain_removes_free_only);
 	tcase_add_test(p, killed_claimer_leaves_no_pool_pod);
-	suite_add_tcase(s, p);
 	return s;
 }
 

@@ -86,10 +86,9 @@ START_TEST(warm_prepare_is_the_tasks)
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
 	cae_docker *d = client();
-	ck_assert_int_eq(bt_fill(b), 1);
-	ck_assert_int_eq(bt_fill(b), 0); /* full */
 	char pool_id[128], pool_name[160], pool_created[64];
-	bt_only_pool_entry(b, pool_id, sizeof(pool_id), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_id, sizeof(pool_id), pool_name, sizeof(pool_name));
+	ck_assert_int_eq(bt_fill(b), 0); /* full */
 	json_t *mine = bt_own_pool(b);
 	snprintf(pool_created, sizeof(pool_created), "%s",
 		 json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
@@ -183,9 +182,8 @@ START_TEST(two_claimers_pool_of_one)
 	cfg_seq = 2;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(bt_fill(b), 1);
 	char pool_id[128];
-	bt_only_pool_entry(b, pool_id, sizeof(pool_id), NULL, 0);
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
 	char uuids[2][64];
 	bt_two_claimers("docker", cfg, pool_id, "caetest", uuids);
 	cae_error err = {0};
@@ -212,9 +210,8 @@ START_TEST(expired_never_handed_out)
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
 	cae_docker *d = client();
-	ck_assert_int_eq(bt_fill(b), 1);
 	char pool_id[128];
-	bt_only_pool_entry(b, pool_id, sizeof(pool_id), NULL, 0);
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
 	json_t *mine = bt_own_pool(b);
 	int64_t created = cae__parse_iso8601(
 	    json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
@@ -319,15 +316,11 @@ static Suite *make_suite(void)
 	TCase *u = tcase_create("unit");
 	tcase_add_test(u, pool_config_rules);
 	suite_add_tcase(s, u);
-	TCase *p = tcase_create("pool");
-	tcase_set_timeout(p, 600);
-	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
-	tcase_add_unchecked_fixture(p, NULL, sweep);
+	TCase *p = bt_tcase(s, "pool", 600, sweep);
 	tcase_add_test(p, warm_prepare_is_the_tasks);
 	tcase_add_test(p, two_claimers_pool_of_one);
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, collector_refills_drain_is_own);
-	suite_add_tcase(s, p);
 	return s;
 }
 
