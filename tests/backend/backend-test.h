@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
 __attribute__((unused)) static int bt_runner_pid; /* set by bt_init */
 __attribute__((unused)) static int bt_seq;
@@ -344,12 +345,14 @@ static inline bool bt_preparer_finish(struct bt_preparer *p, char *out, size_t s
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
-/* Two processes prepare at once (both held at the first step, then let go together) from a
- * pool of one: exactly one gets the pool's environment pool_id, the other another one, and
- * both succeed. uuids get their tasks (bt_task_uuid with prefix). */
-static inline void bt_two_claimers(const char *name, const cae_config *cfg, const char *pool_id,
-				   const char *prefix, char uuids[2][64])
+/* Two processes prepare at once (both held at the first step, then let go together) from the
+ * pool of one of b (backend name for cfg): exactly one gets the pool's environment pool_id,
+ * the other another one, both succeed and leave the pool empty, and both environments work
+ * (the clone is there, commands run as 1000). Then b cleans both up. */
+static inline void bt_two_claimers(const char *name, const cae_config *cfg, cae_backend *b,
+				   const char *pool_id, const char *prefix)
 {
+	char uuids[2][64];
 	struct bt_preparer p[2];
 	for (int i = 0; i < 2; i++) {
 		bt_task_uuid(uuids[i], sizeof(uuids[i]), prefix);
@@ -368,6 +371,25 @@ static inline void bt_two_claimers(const char *name, const cae_config *cfg, cons
 	ck_assert_msg(won == 1, "pool environment %s went to %d claimers (%s, %s)", pool_id, won,
 		      ids[0], ids[1]);
 	ck_assert_str_ne(ids[0], ids[1]);
+	/* the pool has nothing left to hand out */
+	json_t *mine = bt_own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_error err = {0};
+	for (int i = 0; i < 2; i++) {
+		cae_run_result r = bt_exec(
+		    b, uuids[i], "cat /workspace/project/.git/HEAD >/dev/null && id -u", 120000);
+		ck_assert_str_eq(r.out, "1000\n");
+		cae_run_result_clear(&r);
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	}
+}
+
+/* Waits until the wall clock (not another process) reaches t (seconds since the epoch). */
+static inline void bt_wait_until(int64_t t)
+{
+	while ((int64_t)time(NULL) < t)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
 }
 
 /* A test case of suite s with a timeout of timeout_s, the loopback git server for its
@@ -393,6 +415,16 @@ static inline bool bt_k8s_enabled(void)
 		return true;
 	fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
 	return false;
+}
+
+/* main of a test of the cluster: the suite make_suite makes, run when the cluster is there
+ * (77, skipped, otherwise). */
+static inline int bt_k8s_main(Suite *(*make_suite)(void))
+{
+	if (!bt_k8s_enabled())
+		return 77;
+	bt_init();
+	return tu_run(make_suite());
 }
 
 /* A client of the cluster of $KUBECONFIG. */
@@ -475,6 +507,29 @@ static inline void bt_agent_git_works(cae_backend *b, const char *uuid, const ch
 	ck_assert_str_eq(r.out, "mineagent\n");
 	cae_run_result_clear(&r);
 }
+
+/* Commands that would change .git/hooks (the default protected path) or what leads to it:
+ * each must fail wherever the path is protected. */
+__attribute__((unused)) static const char *const bt_hook_attacks[] = {
+    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
+    "echo x >> .git/hooks/pre-commit.sample",
+    "rm -f .git/hooks/pre-push.sample",
+    "chmod u+w .git/hooks",
+    "mv .git/hooks .git/h2",
+    "cd .git && mv hooks ../h",
+    "mv .git .g",
+    "rm -rf .git/hooks",
+    "rm -rf .git",
+    "cd .. && mv project p2",
+    "cd .. && rm -rf project",
+    "ln -s /tmp/x .git/hooks/pre-commit",
+    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
+    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
+    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t . && "
+    "test -e .git/hooks/pre-commit",
+    "chmod 0777 /workspace/project/.git",
+    "chmod 0777 /workspace",
+};
 
 /* Every attack (a command as the environment's user) fails and leaves state_script's output
  * as it was (before); restore clears what an attack may leave on its way. */

@@ -2493,27 +2493,7 @@ START_TEST(protected_paths_hold_in_a_container)
 			  strstr(before, "root 1777 /workspace/project/.git"),
 		      "%s", before);
 	bt_agent_git_works(b, uuid, "", 120000);
-	static const char *const attacks[] = {
-	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
-	    "echo x >> .git/hooks/pre-commit.sample",
-	    "rm -f .git/hooks/pre-push.sample",
-	    "chmod u+w .git/hooks",
-	    "mv .git/hooks .git/h2",
-	    "cd .git && mv hooks ../h",
-	    "mv .git .g",
-	    "rm -rf .git/hooks",
-	    "rm -rf .git",
-	    "cd .. && mv project p2",
-	    "cd .. && rm -rf project",
-	    "ln -s /tmp/x .git/hooks/pre-commit",
-	    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
-	    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
-	    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t . && "
-	    "test -e .git/hooks/pre-commit",
-	    "chmod 0777 /workspace/project/.git",
-	    "chmod 0777 /workspace",
-	};
-	bt_attacks_fail(b, uuid, attacks, ARRAY_SIZE(attacks), state_script, before,
+	bt_attacks_fail(b, uuid, bt_hook_attacks, ARRAY_SIZE(bt_hook_attacks), state_script, before,
 			"rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t; git checkout -q -- . "
 			"2>/dev/null; true",
 			30000);

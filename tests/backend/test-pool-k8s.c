@@ -50,20 +50,7 @@ START_TEST(two_claimers_pool_of_one)
 	char pool_uid[128], pool_name[160];
 	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	ck_assert_int_eq(bt_fill(b), 0); /* full */
-	char uuids[2][64];
-	bt_two_claimers("kubernetes", cfg, pool_uid, TASK_PREFIX, uuids);
-	/* the pool has nothing left to hand out */
-	json_t *mine = bt_own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 0);
-	json_decref(mine);
-	cae_error err = {0};
-	for (int i = 0; i < 2; i++) {
-		cae_run_result r =
-		    bt_exec(b, uuids[i], "test -f /workspace/project/.git/HEAD && id -u", 120000);
-		ck_assert_str_eq(r.out, "1000\n");
-		cae_run_result_clear(&r);
-		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
-	}
+	bt_two_claimers("kubernetes", cfg, b, pool_uid, TASK_PREFIX);
 	ck_assert(!bt_k8s_pod_exists(pool_name));
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -84,10 +71,7 @@ START_TEST(expired_never_handed_out)
 	json_decref(mine);
 	/* the same pods, claimed with a maximum age of a second: the same pool key */
 	cae_config *old = pcfg("1", "1");
-	/* the wall clock, not another process, is what is waited for */
-	int64_t until = (int64_t)time(NULL) + 2 - age;
-	while ((int64_t)time(NULL) < until)
-		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	bt_wait_until((int64_t)time(NULL) + 2 - age);
 	cae_backend *ob = pbackend(old);
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
@@ -494,8 +478,5 @@ static Suite *make_suite(void)
 
 int main(void)
 {
-	if (!bt_k8s_enabled())
-		return 77;
-	bt_init();
-	return tu_run(make_suite());
+	return bt_k8s_main(make_suite);
 }

@@ -184,18 +184,7 @@ START_TEST(two_claimers_pool_of_one)
 	cae_backend *b = pbackend(cfg);
 	char pool_id[128];
 	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
-	char uuids[2][64];
-	bt_two_claimers("docker", cfg, pool_id, "caetest", uuids);
-	cae_error err = {0};
-	for (int i = 0; i < 2; i++) {
-		cae_run_result r = bt_exec(b, uuids[i],
-					   "cat /workspace/project/.git/HEAD >/dev/null "
-					   "&& echo ok",
-					   120000);
-		ck_assert_str_eq(r.out, "ok\n");
-		cae_run_result_clear(&r);
-		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
-	}
+	bt_two_claimers("docker", cfg, b, pool_id, "caetest");
 	drain(b);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -218,9 +207,7 @@ START_TEST(expired_never_handed_out)
 	json_decref(mine);
 	/* the same containers, with a maximum age of a second: the same pool key */
 	cae_config *old = pcfg("1", "1");
-	/* the wall clock, not another process, is what is waited for */
-	while ((int64_t)time(NULL) < created + 2)
-		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	bt_wait_until(created + 2);
 	cae_backend *ob = pbackend(old);
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), "caetest");
