@@ -4,9 +4,8 @@
  * every backend must do is tests/backend/test-conformance.c. Fails, loudly, when no engine
  * answers (scripts/docker-env.sh up). Repositories come from the loopback git server
  * (tests/gitserver.h); containers use the host network to reach it. */
-#include "testutil.h"
+#include "backend-test.h"
 #include "dockertest.h"
-#include "gitserver.h"
 
 #include "backend/backend-internal.h"
 #include "base/buf.h"
@@ -73,63 +72,14 @@ START_TEST(preparer_alive_or_not)
 }
 END_TEST
 
-static void cfg_set(cae_config *cfg, const char *key, const char *value)
-{
-	cae_error err = {0};
-	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s", err.message);
-}
-
-/* The docker backend on the host network (the engine has no bridge; the git server is on
- * loopback), modest limits, the test token as the GitHub token. */
+/* The docker backend (bt_docker_configure), the test token as the GitHub token. */
 static cae_config *dcfg(void)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
-	cfg_set(cfg, "command_executor.backend", "docker");
-	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
-		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
-	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "256");
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
-	cfg_set(cfg, "github.token", git_token);
+	bt_docker_configure(cfg, "256");
+	bt_cfg_set(cfg, "github.token", git_token);
 	return cfg;
-}
-
-static cae_backend *dbackend(cae_config *cfg, cae_log *log)
-{
-	cae_backend *b = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named("docker", cfg, log, &b, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(cae_backend_name(b), "docker");
-	return b;
-}
-
-static void task_uuid(char *buf, size_t size)
-{
-	snprintf(buf, size, "caetest-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
-}
-
-static char repo_url[512];
-
-/* A task for py.git over authenticated HTTP (platform github: the token applies). */
-static cae_task http_task(const char *uuid)
-{
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
-	return t;
-}
-
-static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script,
-			    int64_t timeout_ms)
-{
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = timeout_ms, .cancel_fd = -1};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
-		      err.message);
-	return r;
 }
 
 /* `cae mcp --task taskpath` with config, its output discarded; in[1] is its stdin (in[0] is
@@ -191,11 +141,11 @@ static void on_progress(void *ud, int step, int total, const char *msg)
 START_TEST(backend_prepare_pytest_cleanup)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	struct steps st = {.ordered = true};
 	cae_prepare_options opts = {
 	    .progress = on_progress, .progress_userdata = &st, .cancel_fd = -1};
@@ -228,18 +178,19 @@ START_TEST(backend_prepare_pytest_cleanup)
 	json_t *mounts = json_deep_copy(json_object_get(c, "Mounts"));
 	json_decref(c);
 
-	cae_run_result r = bexec(b, uuid, "python3 -m pytest -q -p no:cacheprovider 2>&1", 120000);
+	cae_run_result r =
+	    bt_exec(b, uuid, "python3 -m pytest -q -p no:cacheprovider 2>&1", 120000);
 	ck_assert_msg(r.exit_code == 0, "pytest: %s", r.out);
 	ck_assert_msg(strstr(r.out, "1 passed") != NULL, "%s", r.out);
 	cae_run_result_clear(&r);
-	r = bexec(b, uuid, "pwd; git remote get-url origin; ls /workspace", 30000);
+	r = bt_exec(b, uuid, "pwd; git remote get-url origin; ls /workspace", 30000);
 	char expect[1024];
-	snprintf(expect, sizeof(expect), "/workspace/project\n%s\nproject\ntmp\n", repo_url);
+	snprintf(expect, sizeof(expect), "/workspace/project\n%s\nproject\ntmp\n", bt_repo_url);
 	ck_assert_str_eq(r.out, expect);
 	cae_run_result_clear(&r);
 
 	/* info and list agree, from a second backend (as a second process would) */
-	cae_backend *b2 = dbackend(cfg, NULL);
+	cae_backend *b2 = bt_backend("docker", cfg, NULL);
 	cae_env_info i2;
 	ck_assert_int_eq(cae_backend_info(b2, uuid, &i2, &err), 0);
 	ck_assert_str_eq(i2.container_id, info.container_id);
@@ -302,7 +253,7 @@ END_TEST
 static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env, const char *step,
 				   const char *needle)
 {
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	cae_env_info info;
 	cae_error err = {0};
@@ -321,12 +272,12 @@ static void expect_prepare_failure(cae_config *cfg, cae_task *t, const char *env
 START_TEST(backend_missing_image)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(
+	bt_cfg_set(
 	    cfg, "command_executor.environments",
 	    "python=coding-agent-executor-python:latest,ghost=coding-agent-executor-ghost:latest");
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	expect_prepare_failure(cfg, &t, "ghost", "create", "coding-agent-executor-ghost");
 	cae_config_free(cfg);
 }
@@ -336,7 +287,7 @@ START_TEST(backend_unreachable_repo)
 {
 	cae_config *cfg = dcfg();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	cae_task t = {.uuid = uuid, .repo = (char *)"http://127.0.0.1:9/nope.git"};
 	expect_prepare_failure(cfg, &t, "python", "clone", "127.0.0.1");
 	cae_config_free(cfg);
@@ -346,10 +297,10 @@ END_TEST
 START_TEST(backend_wrong_token)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "github.token", "wrong-token-0123456789");
+	bt_cfg_set(cfg, "github.token", "wrong-token-0123456789");
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	expect_prepare_failure(cfg, &t, "python", "clone", "uthentication");
 	cae_config_free(cfg);
 }
@@ -358,9 +309,9 @@ END_TEST
 START_TEST(backend_pull_request_diff_in_shallow_clone)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	char url[512];
 	snprintf(url, sizeof(url), "%spy.git", git_daemon);
 	cae_task t = {.uuid = uuid,
@@ -370,11 +321,11 @@ START_TEST(backend_pull_request_diff_in_shallow_clone)
 		      .target_branch = (char *)"main"};
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid,
-				 "git rev-parse --abbrev-ref HEAD; "
-				 "git diff --name-only origin/main...HEAD; "
-				 "git rev-parse --is-shallow-repository",
-				 30000);
+	cae_run_result r = bt_exec(b, uuid,
+				   "git rev-parse --abbrev-ref HEAD; "
+				   "git diff --name-only origin/main...HEAD; "
+				   "git rev-parse --is-shallow-repository",
+				   30000);
 	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\n");
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -388,10 +339,10 @@ END_TEST
 START_TEST(backend_local_path_repository)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.docker.network.mode", "none");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	/* a local clone of py.git: the container cannot see this path, nor any network */
 	char *work = tu_mkdtemp();
 	shf("git clone -q %s/py.git %s/repo && git -C %s/repo branch -q feature origin/feature",
@@ -406,12 +357,12 @@ START_TEST(backend_local_path_repository)
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_run_result r =
-	    bexec(b, uuid,
-		  "git rev-parse --abbrev-ref HEAD; "
-		  "git diff --name-only origin/main...HEAD; "
-		  "git rev-parse --is-shallow-repository; git remote get-url origin; "
-		  "ls /workspace/tmp",
-		  30000);
+	    bt_exec(b, uuid,
+		    "git rev-parse --abbrev-ref HEAD; "
+		    "git diff --name-only origin/main...HEAD; "
+		    "git rev-parse --is-shallow-repository; git remote get-url origin; "
+		    "ls /workspace/tmp",
+		    30000);
 	ck_assert_str_eq(r.out, "feature\nf.txt\ntrue\nfile:///workspace/tmp/.cae-src.git\n");
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -446,11 +397,11 @@ START_TEST(backend_token_appears_nowhere)
 	int logfd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
 	ck_assert_int_ge(logfd, 0);
 	cae_log *log = cae_log_new(logfd, CAE_LOG_DEBUG);
-	cae_backend *b = dbackend(cfg, log);
+	cae_backend *b = bt_backend("docker", cfg, log);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	json_t *ij = cae_env_info_to_json(&info);
@@ -469,7 +420,7 @@ START_TEST(backend_token_appears_nowhere)
 		 "(env; cat /proc/[0-9]*/environ) 2>/dev/null | tr '\\0' '\\n' | grep -c \"$a$b\"; "
 		 "echo env-searched",
 		 (int)half, git_token, git_token + half);
-	cae_run_result r = bexec(b, uuid, script, 120000);
+	cae_run_result r = bt_exec(b, uuid, script, 120000);
 	/* no command's environment holds it either */
 	ck_assert_msg(strstr(r.out, "\n0\nenv-searched\n") != NULL, "%s", r.out);
 	ck_assert_msg(strstr(r.out, git_token) == NULL, "token found: %s", r.out);
@@ -527,32 +478,32 @@ END_TEST
 START_TEST(backend_security_and_limits)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_run_result r =
-	    bexec(b, uuid, "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status",
-		  30000);
+	    bt_exec(b, uuid,
+		    "id -u; grep -E '^(CapEff|CapPrm|CapBnd|NoNewPrivs)' /proc/self/status", 30000);
 	ck_assert_str_eq(r.out, "1000\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\n"
 				"CapBnd:\t0000000000000000\nNoNewPrivs:\t1\n");
 	cae_run_result_clear(&r);
 	/* PID 1 is cae-helper --init; it and its directory are root's and read-only to
 	 * commands */
-	r = bexec(b, uuid,
-		  "tr '\\0' ' ' < /proc/1/cmdline; echo; stat -c '%u %a' /.cae /.cae/cae-helper; "
-		  "rm -f /.cae/cae-helper 2>/dev/null || echo kept",
-		  30000);
+	r = bt_exec(b, uuid,
+		    "tr '\\0' ' ' < /proc/1/cmdline; echo; stat -c '%u %a' /.cae /.cae/cae-helper; "
+		    "rm -f /.cae/cae-helper 2>/dev/null || echo kept",
+		    30000);
 	ck_assert_str_eq(r.out, "/.cae/cae-helper --init --lifetime 3600 \n0 755\n0 755\nkept\n");
 	cae_run_result_clear(&r);
 	/* a zombie a command leaves (a child its exec'd parent never waits for) is reaped by
 	 * the time the command is over */
-	r = bexec(b, uuid, "sh -c 'sleep 0 & exec sleep 0.3'", 30000);
+	r = bt_exec(b, uuid, "sh -c 'sleep 0 & exec sleep 0.3'", 30000);
 	cae_run_result_clear(&r);
-	r = bexec(b, uuid, "ps -eo stat= | grep -c Z || true", 30000);
+	r = bt_exec(b, uuid, "ps -eo stat= | grep -c Z || true", 30000);
 	ck_assert_str_eq(r.out, "0\n");
 	cae_run_result_clear(&r);
 
@@ -605,13 +556,13 @@ END_TEST
 START_TEST(backend_network_none_and_socket_warning)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.docker.network.mode", "none");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	/* no network: the clone cannot reach the server, and the failure says so */
-	cae_task t = http_task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	cae_error err = {0};
 	ck_assert_int_lt(cae_backend_prepare(b, &t, "python", NULL, &info, &err), 0);
@@ -621,8 +572,8 @@ START_TEST(backend_network_none_and_socket_warning)
 
 	/* from a local repository it works; the container has loopback only. The Docker socket
 	 * is mounted only when configured, and then with a warning. */
-	cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
-	b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.mount_docker_socket", "true");
+	b = bt_backend("docker", cfg, NULL);
 	char *work = tu_mkdtemp();
 	shf("git clone -q %s/py.git %s/repo", git_root, work);
 	char repo[600];
@@ -638,7 +589,7 @@ START_TEST(backend_network_none_and_socket_warning)
 	}
 	ck_assert(warned);
 	cae_run_result r =
-	    bexec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock", 30000);
+	    bt_exec(b, uuid, "ls /sys/class/net; test -S /var/run/docker.sock && echo sock", 30000);
 	ck_assert_str_eq(r.out, "lo\nsock\n");
 	cae_run_result_clear(&r);
 	char name[160];
@@ -662,11 +613,11 @@ END_TEST
 START_TEST(backend_fork_bomb_held)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "64");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.resources.pids_limit", "64");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	/* a bounded burst first: forks fail with EAGAIN before 64 processes exist */
@@ -693,7 +644,7 @@ START_TEST(backend_fork_bomb_held)
 	    "        mx = open(f).read().strip()\n"
 	    "print(len(pids), err == errno.EAGAIN, mx)\n"
 	    "EOF\n";
-	cae_run_result r = bexec(b, uuid, burst, 60000);
+	cae_run_result r = bt_exec(b, uuid, burst, 60000);
 	int forked = 0;
 	char again[8] = "", mx[16] = "";
 	ck_assert_msg(sscanf(r.out, "%d %7s %15s", &forked, again, mx) == 3, "%s%s", r.out, r.err);
@@ -704,14 +655,14 @@ START_TEST(backend_fork_bomb_held)
 	cae_run_result_clear(&r);
 	/* the real thing, with a timeout: the manager gets its result and stays usable */
 	int64_t t0 = cae__now_ms();
-	r = bexec(b, uuid, "b() { b | b & }; b; sleep 100", 5000);
+	r = bt_exec(b, uuid, "b() { b | b & }; b; sleep 100", 5000);
 	int64_t took = cae__now_ms() - t0;
 	ck_assert_msg(took < 60000, "took %lld ms", (long long)took);
 	cae_run_result_clear(&r);
-	r = bexec(b, uuid, "echo alive; cat calc.py | head -1", 60000);
+	r = bt_exec(b, uuid, "echo alive; cat calc.py | head -1", 60000);
 	ck_assert_str_eq(r.out, "alive\ndef add(a, b):\n");
 	cae_run_result_clear(&r);
-	r = bexec(b, uuid, "ls /proc | grep -c '^[0-9]'", 60000);
+	r = bt_exec(b, uuid, "ls /proc | grep -c '^[0-9]'", 60000);
 	ck_assert_int_lt(strtol(r.out, NULL, 10), 10);
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -725,19 +676,19 @@ END_TEST
 START_TEST(backend_oom_is_137)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "96m");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.resources.memory_limit", "96m");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid, "python3 -c \"a = b'x' * (512 * 1024 * 1024)\"", 60000);
+	cae_run_result r = bt_exec(b, uuid, "python3 -c \"a = b'x' * (512 * 1024 * 1024)\"", 60000);
 	ck_assert_int_eq(r.exit_code, 137);
 	ck_assert(!r.timed_out);
 	cae_run_result_clear(&r);
 	/* the environment survives its command's OOM kill */
-	r = bexec(b, uuid, "echo fine", 30000);
+	r = bt_exec(b, uuid, "echo fine", 30000);
 	ck_assert_str_eq(r.out, "fine\n");
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -751,14 +702,14 @@ END_TEST
 START_TEST(backend_timeout_kills_in_container)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid, "sleep 1000", 2000);
+	cae_run_result r = bt_exec(b, uuid, "sleep 1000", 2000);
 	ck_assert(r.timed_out);
 	cae_run_result_clear(&r);
 	char *top = top_text(d, info.container_id);
@@ -792,11 +743,11 @@ END_TEST
 START_TEST(backend_environment_gone)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	/* removed behind the manager's back */
@@ -846,11 +797,11 @@ static char *fake_env(cae_docker *d, const char *name, const char *uuid, const c
 START_TEST(backend_stale_gc)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char old_uuid[64], new_uuid[64], other[128], n1[160], n2[160];
-	task_uuid(old_uuid, sizeof(old_uuid));
-	task_uuid(new_uuid, sizeof(new_uuid));
+	bt_task_uuid(old_uuid, sizeof(old_uuid), "caetest");
+	bt_task_uuid(new_uuid, sizeof(new_uuid), "caetest");
 	snprintf(n1, sizeof(n1), "coding-agent-exec-%s", old_uuid);
 	snprintf(n2, sizeof(n2), "coding-agent-exec-%s", new_uuid);
 	unique_name(other, sizeof(other), "not-ours");
@@ -928,14 +879,14 @@ START_TEST(tools_report_a_container_gone_mid_command)
 	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	snprintf(bt_repo_url, sizeof(bt_repo_url), "%spy.git", git_http);
 	const char *tools[] = {"exec_command", "command-executor_execute_command"};
 	const char *args[] = {"{\"cwd\": \".\", \"command\": [\"sleep\", \"30\"]}",
 			      "{\"command\": \"sleep 30\"}"};
 	for (int i = 0; i < 2; i++) {
 		json_t *pa = json_pack("{s:{s:s, s:s, s:s}}", "task", "uuid", uuid, "repo",
-				       repo_url, "platform", "github");
+				       bt_repo_url, "platform", "github");
 		cae_tool_result res;
 		ck_assert_int_eq(
 		    cae_session_call_tool(s, "environment_prepare", pa, NULL, &res, &err), 0);
@@ -986,69 +937,13 @@ END_TEST
 
 /* ---- a prepare that did not finish ---- */
 
-struct prep_child {
-	int wfd;
-	int hold_at;
-};
-
-static void child_progress(void *ud, int step, int total, const char *msg)
+/* A child that prepares uuid for dcfg() and is held at step hold_at (bt_preparer_start). */
+static void spawn_prepare(struct bt_preparer *p, const char *uuid, int hold_at)
 {
-	(void)total;
-	(void)msg;
-	struct prep_child *pc = ud;
-	char c = (char)('0' + step);
-	if (write(pc->wfd, &c, 1) != 1)
-		_exit(3);
-	if (step == pc->hold_at)
-		for (;;)
-			pause(); /* until killed */
-}
-
-/* Forks a process that prepares uuid, reports each progress step on a pipe and stays at
- * step hold_at (0: none). Returns its pid; *rd is the pipe's read end. */
-static pid_t spawn_prepare(const char *uuid, int hold_at, int *rd)
-{
-	int p[2];
-	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		close(p[0]);
-		cae_config *cfg = dcfg();
-		cae_backend *b = dbackend(cfg, NULL);
-		cae_task t = http_task(uuid);
-		struct prep_child pc = {.wfd = p[1], .hold_at = hold_at};
-		cae_prepare_options o = {
-		    .progress = child_progress, .progress_userdata = &pc, .cancel_fd = -1};
-		cae_env_info info;
-		cae_error err = {0};
-		_exit(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0 ? 0 : 1);
-	}
-	close(p[1]);
-	*rd = p[0];
-	return pid;
-}
-
-/* Reads progress steps until `step` was reported. */
-static void wait_step(int rd, int step)
-{
-	char c = 0;
-	while (c != (char)('0' + step))
-		ck_assert_msg(read(rd, &c, 1) == 1, "the prepare ended before step %d", step);
-}
-
-static const char *status_in_list(cae_backend *b, const char *uuid, json_t **keep)
-{
-	cae_error err = {0};
-	ck_assert_int_eq(cae_backend_list(b, keep, &err), 0);
-	size_t i;
-	json_t *e;
-	json_array_foreach(*keep, i, e)
-	{
-		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
-			return json_string_value(json_object_get(e, "status"));
-	}
-	return NULL;
+	cae_config *cfg = dcfg();
+	cae_task t = bt_http_task(uuid);
+	bt_preparer_start(p, "docker", cfg, &t, hold_at);
+	cae_config_free(cfg);
 }
 
 static bool any_container(cae_docker *d, const char *uuid)
@@ -1061,20 +956,18 @@ static bool any_container(cae_docker *d, const char *uuid)
 START_TEST(backend_killed_prepare_is_never_ready)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	/* Killed at the start of create (before the container exists), of the clone, and of
 	 * the last steps (the child waits there to be killed: no race with its next step). */
 	const int points[] = {3, 4, 6};
 	for (size_t k = 0; k < 3; k++) {
 		char uuid[64];
-		task_uuid(uuid, sizeof(uuid));
-		int rd;
-		pid_t pid = spawn_prepare(uuid, points[k], &rd);
-		wait_step(rd, points[k]);
-		ck_assert_int_eq(kill(pid, SIGKILL), 0);
-		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
-		close(rd);
+		bt_task_uuid(uuid, sizeof(uuid), "caetest");
+		struct bt_preparer p;
+		spawn_prepare(&p, uuid, points[k]);
+		bt_preparer_wait_step(&p, points[k]);
+		bt_preparer_kill(&p);
 
 		cae_env_info info;
 		cae_error err = {0};
@@ -1083,17 +976,8 @@ START_TEST(backend_killed_prepare_is_never_ready)
 			ck_assert_int_eq(r, -ENOENT);
 		} else {
 			ck_assert_msg(r == 0, "%s", err.message);
-			ck_assert_str_eq(info.status, "failed");
 			cae_env_info_clear(&info);
-			json_t *list = NULL;
-			const char *st = status_in_list(b, uuid, &list);
-			ck_assert_msg(st && strcmp(st, "failed") == 0, "listed as %s", st);
-			json_decref(list);
-			const char *argv[] = {"true", NULL};
-			cae_exec_request req = {.argv = argv, .cancel_fd = -1};
-			cae_run_result res;
-			ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
-			ck_assert_msg(strstr(err.message, "is not ready"), "%s", err.message);
+			bt_assert_unready(b, uuid, "failed", "is not ready");
 		}
 		/* gc removes it whatever its age */
 		int removed = 0;
@@ -1111,46 +995,31 @@ END_TEST
 START_TEST(backend_prepare_in_progress_is_creating)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	int rd;
-	pid_t pid = spawn_prepare(uuid, 5, &rd);
-	wait_step(rd, 5); /* cloned; held before the dependencies */
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	struct bt_preparer p;
+	spawn_prepare(&p, uuid, 5);
+	bt_preparer_wait_step(&p, 5); /* cloned; held before the dependencies */
+	bt_assert_unready(b, uuid, "creating", "still running");
 	cae_env_info info;
 	cae_error err = {0};
-	ck_assert_msg(cae_backend_info(b, uuid, &info, &err) == 0, "%s", err.message);
-	ck_assert_str_eq(info.status, "creating");
-	cae_env_info_clear(&info);
-	json_t *list = NULL;
-	const char *st = status_in_list(b, uuid, &list);
-	ck_assert_msg(st && strcmp(st, "creating") == 0, "listed as %s", st);
-	json_decref(list);
-	const char *argv[] = {"true", NULL};
-	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
-	cae_run_result res;
-	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &res, &err), -EAGAIN);
-	ck_assert_msg(strstr(err.message, "still running"), "%s", err.message);
 	/* its preparer lives: gc leaves it */
 	int removed = 0;
 	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
 	ck_assert(any_container(d, uuid));
 	/* the preparer dies: failed, and gc takes it */
-	ck_assert_int_eq(kill(pid, SIGKILL), 0);
-	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
-	close(rd);
+	bt_preparer_kill(&p);
 	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
 	ck_assert_str_eq(info.status, "failed");
 	cae_env_info_clear(&info);
 	ck_assert_int_eq(cae_backend_cleanup_stale(b, 24 * 3600, &removed, &err), 0);
 	ck_assert(!any_container(d, uuid));
 	/* a finished prepare: ready under its final name */
-	pid = spawn_prepare(uuid, 0, &rd);
-	int st_code;
-	ck_assert_int_eq(waitpid(pid, &st_code, 0), pid);
-	close(rd);
-	ck_assert_msg(WIFEXITED(st_code) && WEXITSTATUS(st_code) == 0, "prepare failed");
+	spawn_prepare(&p, uuid, 0);
+	char id[256];
+	ck_assert_msg(bt_preparer_finish(&p, id, sizeof(id)), "prepare failed: %s", id);
 	ck_assert(container_exists(d, uuid));
 	ck_assert_int_eq(cae_backend_info(b, uuid, &info, &err), 0);
 	ck_assert_str_eq(info.status, "ready");
@@ -1203,7 +1072,7 @@ START_TEST(cli_prepare_killed_then_gc)
 		bool killed = false;
 		for (int attempt = 0; attempt < 5 && !killed; attempt++) {
 			char uuid[64], creating[200];
-			task_uuid(uuid, sizeof(uuid));
+			bt_task_uuid(uuid, sizeof(uuid), "caetest");
 			snprintf(creating, sizeof(creating), "coding-agent-exec-%s.creating", uuid);
 			char repo[400];
 			snprintf(repo, sizeof(repo), "%spy.git", git_daemon);
@@ -1239,7 +1108,7 @@ START_TEST(cli_prepare_killed_then_gc)
 			cae_error err = {0};
 			if (!WIFSIGNALED(st)) {
 				cae_config *cfg = dcfg();
-				cae_backend *b = dbackend(cfg, NULL);
+				cae_backend *b = bt_backend("docker", cfg, NULL);
 				cae_backend_cleanup(b, uuid, &err);
 				cae_backend_free(b);
 				cae_config_free(cfg);
@@ -1295,7 +1164,7 @@ START_TEST(mcp_end_of_input_cancels_task_prepare)
 	ck_assert_int_eq(listen(lfd, 4), 0);
 	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sin, &sl), 0);
 	char uuid[64], task[512], config[600], taskpath[600];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	snprintf(task, sizeof(task),
 		 "{\"uuid\": \"%s\", \"repo\": \"git://127.0.0.1:%d/never.git\"}", uuid,
 		 ntohs(sin.sin_port));
@@ -1337,15 +1206,15 @@ START_TEST(backend_auto_selection)
 {
 	cae_config *cfg = dcfg();
 	char *state = tu_mkdtemp();
-	cfg_set(cfg, "command_executor.backend", "auto");
-	cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.backend", "auto");
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
 	cae_backend *b = NULL;
 	cae_error err = {0};
 	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(cae_backend_name(b), "docker");
 	cae_backend_free(b);
 	/* no engine: auto is local, docker is a clear error naming the host */
-	cfg_set(cfg, "command_executor.docker_host", "unix:///nonexistent/docker.sock");
+	bt_cfg_set(cfg, "command_executor.docker_host", "unix:///nonexistent/docker.sock");
 	ck_assert_msg(cae_backend_new(cfg, NULL, &b, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(cae_backend_name(b), "local");
 	cae_backend_free(b);
@@ -1420,11 +1289,11 @@ static void kill_stream_helpers(cae_docker *d, const char *id)
 START_TEST(helper_killed_mid_command)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	struct bg_exec x = {.b = b, .uuid = uuid, .script = "sleep 313; echo never"};
@@ -1439,7 +1308,7 @@ START_TEST(helper_killed_mid_command)
 			  strstr(x.err.message, "the next command starts a new one"),
 		      "%s", x.err.message);
 	wait_top(d, info.container_id, "sleep 313", true);
-	cae_run_result r = bexec(b, uuid, "echo again", 30000);
+	cae_run_result r = bt_exec(b, uuid, "echo again", 30000);
 	ck_assert_str_eq(r.out, "again\n");
 	ck_assert_ptr_null(r.warning);
 	cae_run_result_clear(&r);
@@ -1464,11 +1333,11 @@ START_TEST(cli_exec_signals_end_the_command_in_the_container)
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
 		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	const int sigs[] = {SIGTERM, SIGKILL};
@@ -1933,17 +1802,17 @@ END_TEST
 START_TEST(push_leaves_no_token_in_inspect)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	char script[512];
 	snprintf(script, sizeof(script),
 		 "git push -q origin HEAD:refs/heads/inspect-%s 2>&1 && echo pushed", uuid);
-	cae_run_result r = bexec(b, uuid, script, 120000);
+	cae_run_result r = bt_exec(b, uuid, script, 120000);
 	ck_assert_msg(strcmp(r.out, "pushed\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	json_t *c = NULL;
@@ -1967,22 +1836,22 @@ END_TEST
 START_TEST(leaked_container_stops_and_comes_back)
 {
 	cae_config *cfg = dcfg();
-	cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "3");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "3");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
-	cae_run_result r = bexec(b, uuid, "echo kept > kept.txt", 30000);
+	cae_run_result r = bt_exec(b, uuid, "echo kept > kept.txt", 30000);
 	cae_run_result_clear(&r);
 	/* this manager goes away (its stream closes with it) */
 	cae_backend_free(b);
 	ck_assert_int_eq(wait_stopped(d, info.container_id), CAE_HELPER_INIT_EXPIRED);
 	/* a manager comes back: the container starts again, the workspace as it was */
-	b = dbackend(cfg, NULL);
-	r = bexec(b, uuid, "cat kept.txt", 30000);
+	b = bt_backend("docker", cfg, NULL);
+	r = bt_exec(b, uuid, "cat kept.txt", 30000);
 	ck_assert_str_eq(r.out, "kept\n");
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -2007,10 +1876,10 @@ START_TEST(several_managers_at_once)
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
 		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	struct bg_exec x = {.b = b, .uuid = uuid, .script = "sleep 2; echo long"};
@@ -2042,7 +1911,7 @@ START_TEST(several_managers_at_once)
 	ck_assert_str_eq(x.res.out, "long\n");
 	cae_run_result_clear(&x.res);
 	cae_run_result r =
-	    bexec(b, uuid, "cat out-0.txt out-1.txt out-2.txt | sort | tr '\\n' ' '", 30000);
+	    bt_exec(b, uuid, "cat out-0.txt out-1.txt out-2.txt | sort | tr '\\n' ' '", 30000);
 	ck_assert_str_eq(r.out, "p0-1 p0-2 p0-3 p0-4 p0-5 p1-1 p1-2 p1-3 p1-4 p1-5 p2-1 p2-2 "
 				"p2-3 p2-4 p2-5 ");
 	cae_run_result_clear(&r);
@@ -2062,19 +1931,19 @@ END_TEST
 START_TEST(dead_helper_falls_back_with_a_warning)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_backend_free(b); /* its stream goes */
 	in_container(d, info.container_id, "0", "mv /.cae/cae-helper /.cae/moved");
 	cae_run_result r;
 	cae_error err = {0};
-	b = dbackend(cfg, NULL);
-	r = bexec(b, uuid, "echo still", 30000);
+	b = bt_backend("docker", cfg, NULL);
+	r = bt_exec(b, uuid, "echo still", 30000);
 	ck_assert_str_eq(r.out, "still\n");
 	ck_assert_msg(r.warning && strstr(r.warning, "cae-helper did not answer") &&
 			  strstr(r.warning, "plain Engine API exec"),
@@ -2095,7 +1964,7 @@ START_TEST(dead_helper_falls_back_with_a_warning)
 	ck_assert_int_eq(cae_backend_edit(b, uuid, NULL, &ed, &er, &err), -EOPNOTSUPP);
 	ck_assert_msg(strstr(err.message, "cae-helper did not answer"), "%s", err.message);
 	cae_editor_result_clear(&er);
-	r = bexec(b, uuid, "test -e nohelper.txt && echo made || echo absent", 30000);
+	r = bt_exec(b, uuid, "test -e nohelper.txt && echo made || echo absent", 30000);
 	ck_assert_str_eq(r.out, "absent\n");
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
@@ -2124,15 +1993,15 @@ static int fs_call(cae_backend *b, const char *uuid, cae_fs_request q, uint32_t 
 START_TEST(helper_killed_mid_transaction_is_rolled_back)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_run_result r =
-	    bexec(b, uuid, "mkdir -p kp && echo old > kp/a && echo old > kp/b", 30000);
+	    bt_exec(b, uuid, "mkdir -p kp && echo old > kp/a && echo old > kp/b", 30000);
 	ck_assert_int_eq(r.exit_code, 0);
 	cae_run_result_clear(&r);
 	int h =
@@ -2149,20 +2018,20 @@ START_TEST(helper_killed_mid_transaction_is_rolled_back)
 					 .mode = (uint32_t)-1},
 			(uint32_t)h);
 	const char *look = "find /workspace -name '.cae-*' | sort";
-	r = bexec(b, uuid, look, 30000);
+	r = bt_exec(b, uuid, look, 30000);
 	ck_assert_msg(strstr(r.out, ".cae-"), "nothing staged: %s", r.out);
 	cae_run_result_clear(&r);
 	kill_stream_helpers(d, info.container_id);
 	cae_error err = {0};
 	cae_backend_free(b); /* the manager goes too: nothing of the transaction is remembered */
-	b = dbackend(cfg, NULL);
+	b = bt_backend("docker", cfg, NULL);
 	h = fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_OPEN, .root = info.workspace_path}, 0);
 	fs_call(b, uuid, (cae_fs_request){.op = CAE_FS_CLOSE}, (uint32_t)h);
 	/* (the journal directory, outside the project, stays: empty) */
-	r = bexec(b, uuid,
-		  "cat kp/a kp/b; test -e kp/new/c && echo c-exists; find /workspace -name "
-		  "'.cae-*' ! -path /workspace/.cae-journal; ls -A /workspace/.cae-journal",
-		  30000);
+	r = bt_exec(b, uuid,
+		    "cat kp/a kp/b; test -e kp/new/c && echo c-exists; find /workspace -name "
+		    "'.cae-*' ! -path /workspace/.cae-journal; ls -A /workspace/.cae-journal",
+		    30000);
 	ck_assert_msg(strcmp(r.out, "old\nold\n") == 0, "after recovery: %s", r.out);
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
@@ -2184,10 +2053,10 @@ START_TEST(mcp_client_gone_ends_the_command_in_the_container)
 		 "command_executor:\n  backend: docker\n  docker:\n    network:\n      mode: "
 		 "host\n  cleanup:\n    interval_hours: 0\n    on_session_end: false\n");
 	char uuid[64], task[1024], config[600], taskpath[600], name[160];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_daemon);
-	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"%s\"}", uuid, repo_url);
+	snprintf(bt_repo_url, sizeof(bt_repo_url), "%spy.git", git_daemon);
+	snprintf(task, sizeof(task), "{\"uuid\": \"%s\", \"repo\": \"%s\"}", uuid, bt_repo_url);
 	tu_write(dir, "task.json", task);
 	snprintf(config, sizeof(config), "%s/config.yaml", dir);
 	snprintf(taskpath, sizeof(taskpath), "%s/task.json", dir);
@@ -2251,7 +2120,7 @@ static bool in_set(const char *uuid, void *ud)
 static char *fake_env_running(cae_docker *d, char *uuid, size_t size, const char *created)
 {
 	char name[160];
-	task_uuid(uuid, size);
+	bt_task_uuid(uuid, size, "caetest");
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
 	char *id = fake_env(d, name, uuid, created);
 	cae_error err = {0};
@@ -2265,7 +2134,7 @@ static char *fake_env_running(cae_docker *d, char *uuid, size_t size, const char
 START_TEST(collector_first_run_docker)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char old[40], now[40];
 	time_t two_days_ago = time(NULL) - 2 * 86400;
@@ -2282,7 +2151,7 @@ START_TEST(collector_first_run_docker)
 	wait_stopped(d, g);
 	/* a container its helper stopped: exit code 75, labelled as having a helper */
 	char name[160];
-	task_uuid(u_expired, sizeof(u_expired));
+	bt_task_uuid(u_expired, sizeof(u_expired), "caetest");
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", u_expired);
 	json_t *ccfg =
 	    json_pack("{s:s, s:[s,s,s], s:[], s:{s:s, s:s, s:s, s:s}, s:{s:s}}", "Image",
@@ -2323,12 +2192,13 @@ END_TEST
 START_TEST(session_end_removes_what_it_prepared_docker)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *mine = dbackend(cfg, NULL), *other = dbackend(cfg, NULL);
+	cae_backend *mine = bt_backend("docker", cfg, NULL),
+		    *other = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char um[64], uo[64];
-	task_uuid(um, sizeof(um));
-	task_uuid(uo, sizeof(uo));
-	cae_task tm = http_task(um), to = http_task(uo);
+	bt_task_uuid(um, sizeof(um), "caetest");
+	bt_task_uuid(uo, sizeof(uo), "caetest");
+	cae_task tm = bt_http_task(um), to = bt_http_task(uo);
 	cae_env_info info;
 	prepare_ok(mine, &tm, "python", &info);
 	cae_env_info_clear(&info);
@@ -2385,9 +2255,9 @@ START_TEST(prepare_waits_for_an_engine_slot)
 {
 	cae_config *cfg = dcfg();
 	char *state = tu_mkdtemp();
-	cfg_set(cfg, "command_executor.state_dir", state);
-	cfg_set(cfg, "command_executor.docker.max_concurrent_engine_ops", "2");
-	cae_backend *b = dbackend(cfg, NULL);
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.docker.max_concurrent_engine_ops", "2");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char slots[4200];
 	snprintf(slots, sizeof(slots), "%s/engine-slots", state);
@@ -2398,9 +2268,9 @@ START_TEST(prepare_waits_for_an_engine_slot)
 	ck_assert_int_eq(pipe2(step, O_CLOEXEC), 0);
 	ck_assert_int_eq(pipe2(cancel, O_CLOEXEC), 0);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	struct slot_prepare sp = {
-	    .b = b, .t = http_task(uuid), .cancel_fd = cancel[0], .step_fd = step[1]};
+	    .b = b, .t = bt_http_task(uuid), .cancel_fd = cancel[0], .step_fd = step[1]};
 	pthread_t t;
 	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp), 0);
 	char c;
@@ -2413,7 +2283,7 @@ START_TEST(prepare_waits_for_an_engine_slot)
 	ck_assert(!any_container(d, uuid));
 	/* admitted once a slot is free */
 	struct slot_prepare sp2 = {
-	    .b = b, .t = http_task(uuid), .cancel_fd = -1, .step_fd = step[1]};
+	    .b = b, .t = bt_http_task(uuid), .cancel_fd = -1, .step_fd = step[1]};
 	ck_assert_int_eq(pthread_create(&t, NULL, slot_prepare_main, &sp2), 0);
 	ck_assert_int_eq(read(step[0], &c, 1), 1);
 	cae__slot_release(held[0]);
@@ -2440,15 +2310,15 @@ END_TEST
 START_TEST(list_shows_resources_docker)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	cae_env_info_clear(&info);
-	cae_run_result r =
-	    bexec(b, uuid, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done", 120000);
+	cae_run_result r = bt_exec(
+	    b, uuid, "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done", 120000);
 	ck_assert_str_eq(r.out, "done\n");
 	cae_run_result_clear(&r);
 	json_t *list = NULL;
@@ -2508,9 +2378,9 @@ static bool warned_with(json_t *warnings, const char *needle)
 START_TEST(dependencies_in_the_python_image)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	char *work = tu_mkdtemp();
 	shf("set -e; cd %s && git init -q -b main && mkdir caepkg && "
 	    "echo 'VALUE = 1' > caepkg/__init__.py && "
@@ -2538,10 +2408,10 @@ START_TEST(dependencies_in_the_python_image)
 	cae_env_info_clear(&info);
 	/* editable: a change in the clone is what an import anywhere sees */
 	cae_run_result r =
-	    bexec(b, uuid,
-		  "echo 'VALUE = 2' > caepkg/__init__.py && cd / && python3 -c 'import caepkg; "
-		  "print(caepkg.VALUE)' && id -u",
-		  60000);
+	    bt_exec(b, uuid,
+		    "echo 'VALUE = 2' > caepkg/__init__.py && cd / && python3 -c 'import caepkg; "
+		    "print(caepkg.VALUE)' && id -u",
+		    60000);
 	ck_assert_str_eq(r.out, "2\n1000\n");
 	cae_run_result_clear(&r);
 	cae_error err = {0};
@@ -2561,18 +2431,18 @@ START_TEST(many_prepares_at_once_all_succeed)
 {
 	cae_config *cfg = dcfg();
 	char *state = tu_mkdtemp();
-	cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
 	cae_docker *d = client();
 	static struct slot_prepare sp[MANY];
 	static char uuids[MANY][64];
 	pthread_t t[MANY];
-	(void)http_task("x"); /* repo_url is set once, before the threads read it */
+	(void)bt_http_task("x"); /* bt_repo_url is set once, before the threads read it */
 	for (int i = 0; i < MANY; i++) {
-		task_uuid(uuids[i], sizeof(uuids[i]));
+		bt_task_uuid(uuids[i], sizeof(uuids[i]), "caetest");
 		sp[i] = (struct slot_prepare){
-		    .b = dbackend(cfg, NULL), .cancel_fd = -1, .step_fd = -1, .r = 1};
+		    .b = bt_backend("docker", cfg, NULL), .cancel_fd = -1, .step_fd = -1, .r = 1};
 		sp[i].t =
-		    (cae_task){.uuid = uuids[i], .repo = repo_url, .platform = (char *)"github"};
+		    (cae_task){.uuid = uuids[i], .repo = bt_repo_url, .platform = (char *)"github"};
 	}
 	for (int i = 0; i < MANY; i++)
 		ck_assert_int_eq(pthread_create(&t[i], NULL, slot_prepare_main, &sp[i]), 0);
@@ -2606,94 +2476,36 @@ END_TEST
 START_TEST(protected_paths_hold_in_a_container)
 {
 	cae_config *cfg = dcfg();
-	cae_backend *b = dbackend(cfg, NULL);
+	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", &info);
 	static const char state_script[] =
 	    "ls -la .git/hooks | sed 1d | awk '{print $1, $3, $5, $9}' | sort && "
 	    "cat .git/hooks/* | cksum && find /workspace -name pre-commit 2>/dev/null; "
 	    "stat -c '%U %a %n' /workspace /workspace/project /workspace/project/.git";
-	cae_run_result r = bexec(b, uuid, state_script, 30000);
+	cae_run_result r = bt_exec(b, uuid, state_script, 30000);
 	char *before = strdup(r.out);
 	cae_run_result_clear(&r);
 	ck_assert_msg(strstr(before, "pre-commit.sample") && strstr(before, " root ") &&
 			  strstr(before, "root 1777 /workspace/project/.git"),
 		      "%s", before);
-	/* the agent's own git; a credential helper of the repository's never runs */
-	char script[1024];
-	snprintf(script, sizeof(script),
-		 "git config user.name agent && git config user.email agent@example.com && "
-		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
-		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && "
-		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
-		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
-		 uuid);
-	r = bexec(b, uuid, script, 120000);
-	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
-	ck_assert_str_eq(r.out, "mineagent\n");
-	cae_run_result_clear(&r);
-	static const char *const attacks[] = {
-	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
-	    "echo x >> .git/hooks/pre-commit.sample",
-	    "rm -f .git/hooks/pre-push.sample",
-	    "chmod u+w .git/hooks",
-	    "mv .git/hooks .git/h2",
-	    "cd .git && mv hooks ../h",
-	    "mv .git .g",
-	    "rm -rf .git/hooks",
-	    "rm -rf .git",
-	    "cd .. && mv project p2",
-	    "cd .. && rm -rf project",
-	    "ln -s /tmp/x .git/hooks/pre-commit",
-	    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
-	    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
-	    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t . && "
-	    "test -e .git/hooks/pre-commit",
-	    "chmod 0777 /workspace/project/.git",
-	    "chmod 0777 /workspace",
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(attacks); i++) {
-		r = bexec(b, uuid, attacks[i], 30000);
-		ck_assert_msg(r.exit_code != 0, "%s: succeeded", attacks[i]);
-		cae_run_result_clear(&r);
-		r = bexec(b, uuid, state_script, 30000);
-		ck_assert_msg(strcmp(r.out, before) == 0, "%s: changed:\n%s\nwas:\n%s", attacks[i],
-			      r.out, before);
-		cae_run_result_clear(&r);
-		r = bexec(b, uuid,
-			  "rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t; git checkout -q -- . "
-			  "2>/dev/null; true",
-			  30000);
-		cae_run_result_clear(&r);
-	}
-	/* the editor (run by the helper, as the user) cannot write there either */
-	cae_editor_limits lim;
-	cae_editor_limits_default(&lim);
-	static const char *const paths[] = {".git/hooks/pre-commit", ".git/hooks/pre-push.sample",
-					    "/workspace/project/.git/./hooks/post-commit"};
-	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
-		cae_editor_request q = {.command = CAE_EDITOR_CMD_CREATE,
-					.path = paths[i],
-					.path_len = strlen(paths[i]),
-					.text = "#!/bin/sh\n",
-					.text_len = 10};
-		cae_editor_result res = {0};
-		cae_error err = {0};
-		int e = cae_backend_edit(b, uuid, &lim, &q, &res, &err);
-		ck_assert_msg(e < 0 || res.is_error, "%s: %s", paths[i], res.text);
-		cae_editor_result_clear(&res);
-	}
-	r = bexec(b, uuid, state_script, 30000);
+	bt_agent_git_works(b, uuid, "", 120000);
+	bt_attacks_fail(b, uuid, bt_hook_attacks, ARRAY_SIZE(bt_hook_attacks), state_script, before,
+			"rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t; git checkout -q -- . "
+			"2>/dev/null; true",
+			30000);
+	bt_editor_cannot_write_hooks(b, uuid);
+	r = bt_exec(b, uuid, state_script, 30000);
 	ck_assert_str_eq(r.out, before);
 	cae_run_result_clear(&r);
 	/* the rest of the workspace stays the agent's */
-	r = bexec(b, uuid,
-		  "echo ok > new.txt && mkdir -p d/e && mv new.txt d/e/ && rm -r d && "
-		  "echo ok > /workspace/tmp/x && git status --short | wc -l",
-		  30000);
+	r = bt_exec(b, uuid,
+		    "echo ok > new.txt && mkdir -p d/e && mv new.txt d/e/ && rm -r d && "
+		    "echo ok > /workspace/tmp/x && git status --short | wc -l",
+		    30000);
 	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	free(before);
@@ -2871,5 +2683,6 @@ static Suite *make_suite(void)
 int main(void)
 {
 	dt_init();
+	bt_init();
 	return tu_run(make_suite());
 }

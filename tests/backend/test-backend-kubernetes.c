@@ -5,101 +5,47 @@
  * sidecar and a warning that says so.
  *
  * Needs CAE_TEST_K8S=1 and the cluster's KUBECONFIG (skipped, exit 77, otherwise); every
- * test removes only the environments it prepared. */
-#include "testutil.h"
-#include "gitserver.h"
+ * test removes the environments it prepared, and the teardown the pods of this run's tasks
+ * that a failed test left (no other pod). */
+#include "backend-test.h"
 
-#include "base/macro.h"
-#include "cae/backend.h"
-#include "cae/config.h"
-#include "cae/editor.h"
-#include "cae/k8s.h"
+#define TASK_PREFIX "caetest-k8sprot"
 
-#include <errno.h>
-
-static void cfg_set(cae_config *cfg, const char *key, const char *value)
-{
-	cae_error err = {0};
-	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
-}
-
-/* The single-node cluster: no scheduler (pods name their node), images imported (never
- * pulled), no CNI (host network, so that pods reach the loopback git server). */
+/* The single-node cluster (bt_kubernetes_configure) with a state directory of its own. */
 static cae_config *kcfg(char **state)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
 	*state = tu_mkdtemp();
-	cfg_set(cfg, "command_executor.state_dir", *state);
-	cfg_set(cfg, "command_executor.backend", "kubernetes");
-	cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
-	cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");
-	cfg_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never");
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
-	cfg_set(cfg, "github.token", git_token);
+	bt_cfg_set(cfg, "command_executor.state_dir", *state);
+	bt_kubernetes_configure(cfg, "1g");
+	bt_cfg_set(cfg, "github.token", git_token);
 	return cfg;
 }
 
-static cae_backend *kbackend(cae_config *cfg)
+/* A backend of cfg and a ready environment for a new task of py.git; uuid gets the task's
+ * uuid. */
+static cae_backend *prepared(cae_config *cfg, char uuid[64], cae_env_info *info)
 {
-	cae_backend *b = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named("kubernetes", cfg, NULL, &b, &err) == 0, "%s",
-		      err.message);
-	return b;
-}
-
-static int seq;
-
-/* Lower case and '-' only: the pod is then coding-agent-exec-{uuid} exactly. */
-static void task_uuid(char *buf, size_t size)
-{
-	snprintf(buf, size, "k8sprot-%d-%d", (int)getpid(), ++seq);
-}
-
-static char repo_url[512];
-
-static cae_task http_task(const char *uuid)
-{
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
-	return t;
-}
-
-static void prepare_ok(cae_backend *b, const cae_task *t, cae_env_info *info)
-{
-	cae_error err = {0};
-	int r = cae_backend_prepare(b, t, "python", NULL, info, &err);
-	ck_assert_msg(r == 0, "prepare: %s", err.message);
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	bt_task_uuid(uuid, 64, TASK_PREFIX);
+	*info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info->status, "ready");
+	return b;
 }
 
 static cae_run_result kexec(cae_backend *b, const char *uuid, const char *script)
 {
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
-		      err.message);
-	return r;
+	return bt_exec(b, uuid, script, 120000);
 }
 
 /* The pod of uuid as the API has it (new reference). */
 static json_t *pod_of(const char *uuid)
 {
-	cae_k8s_auth a;
-	cae_k8s *k = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
-	ck_assert_msg(cae_k8s_new(&a, &k, &err) == 0, "%s", err.message);
 	char name[160];
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
-	json_t *pod = NULL;
-	ck_assert_msg(cae_k8s_pod_get(k, "default", name, &pod, &err) == 0, "%s", err.message);
-	cae_k8s_free(k);
+	json_t *pod = bt_k8s_pod(name);
+	ck_assert_msg(pod != NULL, "no pod %s", name);
 	return pod;
 }
 
@@ -150,12 +96,9 @@ START_TEST(protected_paths_hold_in_a_pod)
 {
 	char *state;
 	cae_config *cfg = kcfg(&state);
-	cae_backend *b = kbackend(cfg);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
 	cae_env_info info;
-	prepare_ok(b, &t, &info);
+	cae_backend *b = prepared(cfg, uuid, &info);
 	ck_assert(!has_warning(&info, "protected_paths"));
 
 	/* the sidecar: root with CAP_CHOWN only, and ended before prepare returned */
@@ -200,79 +143,27 @@ START_TEST(protected_paths_hold_in_a_pod)
 			  strstr(before, "root 1777 /workspace/project/.git\n") &&
 			  strstr(before, "root 755 /workspace/project/.git/hooks\n"),
 		      "%s", before);
-	/* the agent's own git: config, commit, other files under .git, a push (with our
-	 * credential helper only: one the repository names does not run) */
-	char script[1024];
-	snprintf(script, sizeof(script),
-		 "git config user.name agent && git config user.email agent@example.com && "
-		 "git config credential.helper '!f() { touch /workspace/tmp/helper-ran; }; f' && "
-		 "echo more >> mine.txt && git add mine.txt && git commit -qm mine && "
-		 "echo x > .git/agent-note && git branch side && "
-		 "git push -q origin HEAD:refs/heads/protected-%s 2>&1 && "
-		 "test ! -e /workspace/tmp/helper-ran && git log -1 --format=%%s%%an",
-		 uuid);
-	r = kexec(b, uuid, script);
-	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
-	ck_assert_str_eq(r.out, "mineagent\n");
-	cae_run_result_clear(&r);
+	/* the agent's own git, and other files under .git */
+	bt_agent_git_works(b, uuid, "echo x > .git/agent-note && git branch side && ", 120000);
+	/* bt_hook_attacks, and more */
 	static const char *const attacks[] = {
-	    "echo 'touch /tmp/pwned' > .git/hooks/pre-commit",
 	    "echo 'touch /tmp/pwned' > .git/hooks/post-commit",
 	    "echo 'touch /tmp/pwned' > .git/hooks/pre-push",
-	    "echo x >> .git/hooks/pre-commit.sample",
 	    "cp .git/hooks/pre-commit.sample .git/hooks/pre-commit",
-	    "rm -f .git/hooks/pre-push.sample",
-	    "chmod u+w .git/hooks",
 	    "chmod 0777 .git/hooks/pre-commit.sample",
-	    "mv .git/hooks .git/h2",
-	    "cd .git && mv hooks ../h",
-	    "mv .git .g",
 	    "mv .git/hooks/pre-commit.sample .git/hooks/pre-commit",
-	    "rm -rf .git/hooks",
-	    "rm -rf .git",
-	    "cd .. && mv project p2",
-	    "cd .. && rm -rf project",
-	    "ln -s /tmp/x .git/hooks/pre-commit",
 	    "echo x > /tmp/x && ln /tmp/x .git/hooks/pre-commit",
 	    "ln -sfn /tmp .git/hooks",
 	    "mkdir -p /tmp/h && echo x > /tmp/h/pre-commit && mv -T /tmp/h .git/hooks",
-	    "echo x > /proc/self/cwd/.git/hooks/pre-commit",
-	    "mkdir -p /tmp/t/hooks && echo x > /tmp/t/hooks/pre-commit && "
-	    "chmod +x /tmp/t/hooks/pre-commit && git init -q --template=/tmp/t . && "
-	    "test -e .git/hooks/pre-commit",
-	    "chmod 0777 /workspace/project/.git",
-	    "chmod 0777 /workspace",
 	    "chown 1000 .git/hooks",
 	};
-	for (size_t i = 0; i < ARRAY_SIZE(attacks); i++) {
-		r = kexec(b, uuid, attacks[i]);
-		ck_assert_msg(r.exit_code != 0, "%s: succeeded", attacks[i]);
-		cae_run_result_clear(&r);
-		r = kexec(b, uuid, state_script);
-		ck_assert_msg(strcmp(r.out, before) == 0, "%s: changed:\n%s\nwas:\n%s", attacks[i],
-			      r.out, before);
-		cae_run_result_clear(&r);
-		r = kexec(b, uuid,
-			  "rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t /tmp/h /tmp/x; git checkout "
-			  "-q -- . 2>/dev/null; true");
-		cae_run_result_clear(&r);
-	}
-	/* the editor (run by the helper, as the user) cannot write there either */
-	cae_editor_limits lim;
-	cae_editor_limits_default(&lim);
-	static const char *const paths[] = {".git/hooks/pre-commit", ".git/hooks/pre-push.sample",
-					    "/workspace/project/.git/./hooks/post-commit"};
-	for (size_t i = 0; i < ARRAY_SIZE(paths); i++) {
-		cae_editor_request q = {.command = CAE_EDITOR_CMD_CREATE,
-					.path = paths[i],
-					.path_len = strlen(paths[i]),
-					.text = "#!/bin/sh\n",
-					.text_len = 10};
-		cae_editor_result res = {0};
-		int e = cae_backend_edit(b, uuid, &lim, &q, &res, &err);
-		ck_assert_msg(e < 0 || res.is_error, "%s: %s", paths[i], res.text);
-		cae_editor_result_clear(&res);
-	}
+	static const char restore[] = "rm -rf /workspace/p2 .g .git/h2 ../h /tmp/t /tmp/h /tmp/x; "
+				      "git checkout -q -- . 2>/dev/null; true";
+	bt_attacks_fail(b, uuid, bt_hook_attacks, ARRAY_SIZE(bt_hook_attacks), state_script, before,
+			restore, 120000);
+	bt_attacks_fail(b, uuid, attacks, ARRAY_SIZE(attacks), state_script, before, restore,
+			120000);
+	bt_editor_cannot_write_hooks(b, uuid);
 	r = kexec(b, uuid, state_script);
 	ck_assert_str_eq(r.out, before);
 	cae_run_result_clear(&r);
@@ -295,13 +186,10 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 {
 	char *state;
 	cae_config *cfg = kcfg(&state);
-	cfg_set(cfg, "command_executor.kubernetes.protect_with_root_sidecar", "false");
-	cae_backend *b = kbackend(cfg);
+	bt_cfg_set(cfg, "command_executor.kubernetes.protect_with_root_sidecar", "false");
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
 	cae_env_info info;
-	prepare_ok(b, &t, &info);
+	cae_backend *b = prepared(cfg, uuid, &info);
 	ck_assert(has_warning(&info, "protected_paths are not read-only to commands"));
 	json_t *pod = pod_of(uuid);
 	ck_assert_ptr_null(container(pod, "spec", "containers", "cae-protect"));
@@ -314,11 +202,8 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	finish(b, uuid, &info, cfg, state);
 
 	cfg = kcfg(&state);
-	cfg_set(cfg, "command_executor.protected_paths", "");
-	b = kbackend(cfg);
-	task_uuid(uuid, sizeof(uuid));
-	t = http_task(uuid);
-	prepare_ok(b, &t, &info);
+	bt_cfg_set(cfg, "command_executor.protected_paths", "");
+	b = prepared(cfg, uuid, &info);
 	ck_assert(!has_warning(&info, "protected_paths"));
 	pod = pod_of(uuid);
 	ck_assert_ptr_null(container(pod, "spec", "containers", "cae-protect"));
@@ -327,23 +212,22 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 }
 END_TEST
 
+/* Deletes the pods of this run's tasks (what a failed test left). */
+static void sweep(void)
+{
+	bt_k8s_sweep(TASK_PREFIX, NULL);
+}
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-kubernetes");
-	TCase *pr = tcase_create("protected");
-	tcase_set_timeout(pr, 600);
-	tcase_add_unchecked_fixture(pr, gs_setup, gs_teardown);
+	TCase *pr = bt_tcase(s, "protected", 600, sweep);
 	tcase_add_test(pr, protected_paths_hold_in_a_pod);
 	tcase_add_test(pr, no_sidecar_is_said_or_not_needed);
-	suite_add_tcase(s, pr);
 	return s;
 }
 
 int main(void)
 {
-	if (!getenv("CAE_TEST_K8S") || strcmp(getenv("CAE_TEST_K8S"), "1") != 0) {
-		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
-		return 77;
-	}
-	return tu_run(make_suite());
+	return bt_k8s_main(make_suite);
 }

@@ -6,9 +6,8 @@
  *
  * Repositories come from the loopback git server (tests/gitserver.h); docker containers use
  * the host network to reach it. */
-#include "testutil.h"
+#include "backend-test.h"
 #include "dockertest.h"
-#include "gitserver.h"
 
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -36,15 +35,9 @@ struct target {
 
 static char *state; /* this test's state directory */
 
-static void cfg_set(cae_config *cfg, const char *key, const char *value)
-{
-	cae_error err = {0};
-	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
-}
-
 static void local_configure(cae_config *cfg)
 {
-	cfg_set(cfg, "command_executor.backend", "local");
+	bt_cfg_set(cfg, "command_executor.backend", "local");
 }
 
 static void local_destroy(const cae_env_info *info)
@@ -55,13 +48,7 @@ static void local_destroy(const cae_env_info *info)
 
 static void docker_configure(cae_config *cfg)
 {
-	cfg_set(cfg, "command_executor.backend", "docker");
-	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
-		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
-	cfg_set(cfg, "command_executor.docker.resources.pids_limit", "256");
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	bt_docker_configure(cfg, "256");
 }
 
 static void docker_destroy(const cae_env_info *info)
@@ -79,23 +66,14 @@ static void docker_destroy(const cae_env_info *info)
  * NetworkPolicy (no CNI enforces one), so no scenario here depends on network isolation. */
 static void kubernetes_configure(cae_config *cfg)
 {
-	cfg_set(cfg, "command_executor.backend", "kubernetes");
-	cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
-	cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");
-	cfg_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never");
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
+	bt_kubernetes_configure(cfg, "1g");
 }
 
 /* Deletes the environment's pod behind cae's back (found by its uuid annotation). */
 static void kubernetes_destroy(const cae_env_info *info)
 {
-	cae_k8s_auth a;
-	cae_k8s *k = NULL;
+	cae_k8s *k = bt_k8s_client();
 	cae_error err = {0};
-	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
-	ck_assert_msg(cae_k8s_new(&a, &k, &err) == 0, "%s", err.message);
 	json_t *items = NULL;
 	ck_assert_msg(cae_k8s_pod_list(k, "default", "cae.task", &items, &err) == 0, "%s",
 		      err.message);
@@ -162,8 +140,8 @@ static cae_config *config(void)
 	state = tu_mkdtemp();
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
-	cfg_set(cfg, "command_executor.state_dir", state);
-	cfg_set(cfg, "github.token", git_token);
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "github.token", git_token);
 	T->configure(cfg);
 	return cfg;
 }
@@ -176,22 +154,7 @@ static const char *backend_name(void)
 
 static cae_backend *backend(cae_config *cfg, cae_log *log)
 {
-	cae_backend *b = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named(backend_name(), cfg, log, &b, &err) == 0, "%s",
-		      err.message);
-	ck_assert_str_eq(cae_backend_name(b), backend_name());
-	return b;
-}
-
-static char repo_url[512];
-
-/* py.git over authenticated HTTP (platform github: the token applies). */
-static cae_task task(const char *uuid)
-{
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = {.uuid = C(uuid), .repo = repo_url, .platform = C("github")};
-	return t;
+	return bt_backend(backend_name(), cfg, log);
 }
 
 static void prepare_ok(cae_backend *b, const cae_task *t, const char *env,
@@ -207,13 +170,7 @@ static void prepare_ok(cae_backend *b, const cae_task *t, const char *env,
 
 static cae_run_result sh(cae_backend *b, const char *uuid, const char *script)
 {
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
-		      err.message);
-	return r;
+	return bt_exec(b, uuid, script, 60000);
 }
 
 static bool listed(cae_backend *b, const char *uuid)
@@ -278,7 +235,7 @@ START_TEST(prepare_reports_every_step_and_a_ready_environment)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	struct steps st = {.ordered = true};
 	cae_prepare_options o = {
 	    .progress = on_progress, .progress_userdata = &st, .cancel_fd = -1};
@@ -321,7 +278,7 @@ START_TEST(reprepare_starts_clean)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	cae_run_result r = sh(b, uuid, "echo x > left.txt && echo y > /workspace/tmp/scratch");
@@ -347,7 +304,7 @@ START_TEST(unknown_environment_falls_back_with_a_warning)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info dflt, info;
 	prepare_ok(b, &t, NULL, NULL, &dflt);
 	prepare_ok(b, &t, "no-such-environment", NULL, &info);
@@ -434,7 +391,7 @@ START_TEST(cancelled_at_every_step_leaves_nothing)
 	for (int step = 1; step <= 6; step++) {
 		char uuid[64];
 		new_uuid(uuid, sizeof(uuid));
-		cae_task t = task(uuid);
+		cae_task t = bt_http_task(uuid);
 		int p[2];
 		ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
 		struct cancel_at c = {.step = step, .wfd = p[1]};
@@ -460,7 +417,7 @@ START_TEST(environment_gone_is_clear)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	T->destroy(&info);
@@ -489,7 +446,7 @@ START_TEST(cleanup_stale_by_age)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	int removed = -1;
@@ -513,7 +470,7 @@ START_TEST(commands_behave_the_same)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	cae_error err = {0};
@@ -617,7 +574,7 @@ START_TEST(tools_behave_the_same)
 	ck_assert_str_eq(cae_backend_name(cae_session_backend(s)), backend_name());
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	json_t *info = NULL;
 	ck_assert_msg(cae_session_prepare(s, &t, NULL, NULL, &info, &err) == 0, "%s", err.message);
 	json_decref(info);
@@ -705,11 +662,11 @@ START_TEST(push_on_demand)
 {
 	cae_config *cfg = config();
 	/* the local sandbox reaches the loopback git server only with the network on */
-	cfg_set(cfg, "command_executor.local.network", "true");
+	bt_cfg_set(cfg, "command_executor.local.network", "true");
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	char script[2048];
@@ -744,12 +701,12 @@ START_TEST(push_on_demand)
 
 	/* no token configured: the push fails and says why */
 	cfg = config();
-	cfg_set(cfg, "command_executor.local.network", "true");
-	cfg_set(cfg, "github.token", "");
+	bt_cfg_set(cfg, "command_executor.local.network", "true");
+	bt_cfg_set(cfg, "github.token", "");
 	b = backend(cfg, NULL);
 	new_uuid(uuid, sizeof(uuid));
-	snprintf(repo_url, sizeof(repo_url), "%spublic/py.git", git_http);
-	cae_task pub = {.uuid = uuid, .repo = repo_url, .platform = C("github")};
+	snprintf(bt_repo_url, sizeof(bt_repo_url), "%spublic/py.git", git_http);
+	cae_task pub = {.uuid = uuid, .repo = bt_repo_url, .platform = C("github")};
 	prepare_ok(b, &pub, NULL, NULL, &info);
 	r = sh(b, uuid,
 	       "git remote set-url origin $(git remote get-url origin | sed s,/public/,/,); "
@@ -827,7 +784,7 @@ START_TEST(live_output_and_input)
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = task(uuid);
+	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, "python", NULL, &info);
 	int in[2];
@@ -899,7 +856,7 @@ START_TEST(file_service_behaves_the_same)
 	char u1[64], u2[64];
 	new_uuid(u1, sizeof(u1));
 	new_uuid(u2, sizeof(u2));
-	cae_task t1 = task(u1), t2 = task(u2);
+	cae_task t1 = bt_http_task(u1), t2 = bt_http_task(u2);
 	cae_env_info i1, i2;
 	prepare_ok(b, &t1, "python", NULL, &i1);
 	prepare_ok(b, &t2, "python", NULL, &i2);
@@ -1033,11 +990,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s local|docker|docker-tcp|kubernetes\n", argv[0]);
 		return 2;
 	}
-	if (strcmp(T->name, "kubernetes") == 0 &&
-	    (!getenv("CAE_TEST_K8S") || strcmp(getenv("CAE_TEST_K8S"), "1") != 0)) {
-		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
+	if (strcmp(T->name, "kubernetes") == 0 && !bt_k8s_enabled())
 		return 77;
-	}
+	bt_init();
 	pid_t relay = 0;
 	if (strcmp(T->name, "docker-tcp") == 0) {
 		char host[64];

@@ -6,27 +6,17 @@
  * cleanup), drain removes free pool pods only. Every configuration has a memory limit of its
  * own (this run's pid and a sequence number), so its pool key is its own: no other run's
  * pool pod is claimed or removed here, and the teardown deletes only this run's pods. */
-#include "testutil.h"
-#include "gitserver.h"
+#include "backend-test.h"
 
 #include "base/timeutil.h"
-#include "cae/backend.h"
-#include "cae/config.h"
-#include "cae/editor.h"
-#include "cae/k8s.h"
 
-#include <errno.h>
-#include <signal.h>
-#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <time.h>
 
-static int runner_pid, name_seq, cfg_seq;
-
-static void cfg_set(cae_config *cfg, const char *key, const char *value)
-{
-	cae_error err = {0};
-	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
-}
+static int cfg_seq;
 
 /* The kubernetes backend on the host network with a pool of size for python, and a memory
  * limit (so a pool key) no other test run has. */
@@ -34,129 +24,21 @@ static cae_config *pcfg(const char *size, const char *max_age)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
-	cfg_set(cfg, "command_executor.backend", "kubernetes");
-	cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
-	cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");
-	cfg_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never");
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
 	char mem[32];
 	snprintf(mem, sizeof(mem), "%lld",
-		 (1LL << 30) + ((long long)(runner_pid % 100000) * 16 + cfg_seq) * 4096);
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", mem);
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
-	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
-	cfg_set(cfg, "github.token", git_token);
-	cfg_set(cfg, "command_executor.pool.max_age_seconds", max_age);
-	cfg_set(cfg, "command_executor.pool.size", size);
+		 (1LL << 30) + ((long long)(bt_runner_pid % 100000) * 16 + cfg_seq) * 4096);
+	bt_kubernetes_configure(cfg, mem);
+	bt_pool_configure(cfg, size, max_age);
 	return cfg;
 }
 
 static cae_backend *pbackend(const cae_config *cfg)
 {
-	cae_backend *b = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named("kubernetes", cfg, NULL, &b, &err) == 0, "%s",
-		      err.message);
-	return b;
+	return bt_backend("kubernetes", cfg, NULL);
 }
 
-static void task_uuid(char *buf, size_t size)
-{
-	snprintf(buf, size, "caetest-k8spool-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
-}
-
-static char repo_url[512];
-
-static cae_task http_task(const char *uuid)
-{
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
-	return t;
-}
-
-static cae_k8s *client(void)
-{
-	cae_k8s_auth a;
-	cae_k8s *k = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_k8s_auth_load(NULL, NULL, &a, &err) == 0, "%s", err.message);
-	ck_assert_msg(cae_k8s_new(&a, &k, &err) == 0, "%s", err.message);
-	return k;
-}
-
-/* This configuration's pool pods (status entries with this_config). */
-static json_t *own_pool(cae_backend *b)
-{
-	json_t *st = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_pool_status(b, &st, &err) == 0, "%s", err.message);
-	json_t *mine = json_array();
-	size_t i;
-	json_t *e;
-	json_array_foreach(st, i, e)
-	{
-		if (json_is_true(json_object_get(e, "this_config")))
-			json_array_append(mine, e);
-	}
-	json_decref(st);
-	return mine;
-}
-
-static int fill(cae_backend *b)
-{
-	int n = -1;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_pool_fill(b, -1, &n, &err) == 0, "%s", err.message);
-	return n;
-}
-
-/* The only pool pod of b's configuration: its uid into uid, its name into name. */
-static void only_pool_pod(cae_backend *b, char *uid, size_t usize, char *name, size_t nsize)
-{
-	json_t *mine = own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 1);
-	json_t *e = json_array_get(mine, 0);
-	ck_assert_str_eq(json_string_value(json_object_get(e, "state")), "running");
-	ck_assert_str_eq(json_string_value(json_object_get(e, "environment")), "python");
-	snprintf(uid, usize, "%s", json_string_value(json_object_get(e, "container_id")));
-	snprintf(name, nsize, "%s", json_string_value(json_object_get(e, "name")));
-	json_decref(mine);
-}
-
-static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script)
-{
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
-		      err.message);
-	return r;
-}
-
-static cae_env_info prepare(cae_backend *b, const char *uuid)
-{
-	cae_task t = http_task(uuid);
-	cae_env_info info;
-	cae_prepare_options o = {.cancel_fd = -1};
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
-		      err.message);
-	return info;
-}
-
-/* Whether pod name exists (by name, through the API). */
-static bool pod_exists(const char *name)
-{
-	cae_k8s *k = client();
-	json_t *pod = NULL;
-	cae_error err = {0};
-	int r = cae_k8s_pod_get(k, "default", name, &pod, &err);
-	ck_assert_msg(r == 0 || r == -ENOENT, "%s", err.message);
-	json_decref(pod);
-	cae_k8s_free(k);
-	return r == 0;
-}
+#define TASK_PREFIX "caetest-k8spool"
+#define CFG_SEQS 5 /* the configurations (pool keys) of the tests below */
 
 /* Two processes prepare at once from a pool of one: exactly one gets the pool's pod, the
  * other a cold prepare, and both environments work. */
@@ -165,69 +47,11 @@ START_TEST(two_claimers_pool_of_one)
 	cfg_seq = 1;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(fill(b), 1);
-	ck_assert_int_eq(fill(b), 0); /* full */
 	char pool_uid[128], pool_name[160];
-	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
-	char uuids[2][64];
-	int go[2], out[2][2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pids[2];
-	for (int i = 0; i < 2; i++) {
-		task_uuid(uuids[i], sizeof(uuids[i]));
-		ck_assert_int_eq(pipe(out[i]), 0);
-		pids[i] = fork();
-		ck_assert_int_ge(pids[i], 0);
-		if (pids[i] == 0) {
-			close(go[1]);
-			char x;
-			/* both start when the parent closes its end */
-			if (read(go[0], &x, 1) != 0)
-				_exit(3);
-			cae_backend *cb = NULL;
-			cae_error e = {0};
-			if (cae_backend_new_named("kubernetes", cfg, NULL, &cb, &e) < 0)
-				_exit(4);
-			cae_task t = http_task(uuids[i]);
-			cae_env_info info;
-			cae_prepare_options o = {.cancel_fd = -1};
-			if (cae_backend_prepare(cb, &t, "python", &o, &info, &e) < 0) {
-				dprintf(out[i][1], "error %s", e.message);
-				_exit(5);
-			}
-			dprintf(out[i][1], "%s", info.container_id);
-			_exit(0);
-		}
-		close(out[i][1]);
-	}
-	close(go[0]);
-	close(go[1]);
-	char ids[2][256];
-	for (int i = 0; i < 2; i++) {
-		int st;
-		ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
-		ssize_t n = read(out[i][0], ids[i], sizeof(ids[i]) - 1);
-		ids[i][n > 0 ? n : 0] = '\0';
-		close(out[i][0]);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "claimer %d: %s", i, ids[i]);
-	}
-	int won = (strcmp(ids[0], pool_uid) == 0) + (strcmp(ids[1], pool_uid) == 0);
-	ck_assert_msg(won == 1, "pool pod %s went to %d claimers (%s, %s)", pool_uid, won, ids[0],
-		      ids[1]);
-	ck_assert_str_ne(ids[0], ids[1]);
-	/* the pool has nothing left to hand out */
-	json_t *mine = own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 0);
-	json_decref(mine);
-	cae_error err = {0};
-	for (int i = 0; i < 2; i++) {
-		cae_run_result r =
-		    bexec(b, uuids[i], "test -f /workspace/project/.git/HEAD && id -u");
-		ck_assert_str_eq(r.out, "1000\n");
-		cae_run_result_clear(&r);
-		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
-	}
-	ck_assert(!pod_exists(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	ck_assert_int_eq(bt_fill(b), 0); /* full */
+	bt_two_claimers("kubernetes", cfg, b, pool_uid, TASK_PREFIX);
+	ck_assert(!bt_k8s_pod_exists(pool_name));
 	cae_backend_free(b);
 	cae_config_free(cfg);
 }
@@ -240,25 +64,21 @@ START_TEST(expired_never_handed_out)
 	cfg_seq = 2;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(fill(b), 1);
 	char pool_uid[128], pool_name[160];
-	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
-	json_t *mine = own_pool(b);
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	json_t *mine = bt_own_pool(b);
 	int64_t age = json_integer_value(json_object_get(json_array_get(mine, 0), "age_s"));
 	json_decref(mine);
 	/* the same pods, claimed with a maximum age of a second: the same pool key */
 	cae_config *old = pcfg("1", "1");
-	/* the wall clock, not another process, is what is waited for */
-	int64_t until = (int64_t)time(NULL) + 2 - age;
-	while ((int64_t)time(NULL) < until)
-		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	bt_wait_until((int64_t)time(NULL) + 2 - age);
 	cae_backend *ob = pbackend(old);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_env_info info = prepare(ob, uuid);
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_env_info info = bt_prepare(ob, uuid);
 	ck_assert_str_ne(info.container_id, pool_uid);
-	ck_assert(!pod_exists(pool_name));
-	mine = own_pool(b);
+	ck_assert(!bt_k8s_pod_exists(pool_name));
+	mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 0);
 	json_decref(mine);
 	cae_error err = {0};
@@ -284,11 +104,10 @@ START_TEST(claimed_pod_is_the_tasks)
 	cfg_seq = 3;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(fill(b), 1);
 	char pool_uid[128], pool_name[160];
-	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	/* the pool's pod carries no task and no token */
-	cae_k8s *k = client();
+	cae_k8s *k = bt_k8s_client();
 	json_t *pod = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_k8s_pod_get(k, "default", pool_name, &pod, &err), 0);
@@ -300,8 +119,8 @@ START_TEST(claimed_pod_is_the_tasks)
 	json_decref(pod);
 
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_env_info info = prepare(b, uuid);
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, pool_uid);
 	ck_assert_str_eq(info.status, "ready");
 	/* it left the pool: the pool's labels are gone, the task's are there */
@@ -319,12 +138,12 @@ START_TEST(claimed_pod_is_the_tasks)
 	ck_assert_ptr_null(strstr(text, git_token));
 	free(text);
 	json_decref(pod);
-	json_t *mine = own_pool(b);
+	json_t *mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 0);
 	json_decref(mine);
 
 	/* commands and the editor */
-	cae_run_result r = bexec(b, uuid, "test -f .git/HEAD && pwd && id -u");
+	cae_run_result r = bt_exec(b, uuid, "test -f .git/HEAD && pwd && id -u", 120000);
 	ck_assert_msg(strcmp(r.out, "/workspace/project\n1000\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	cae_editor_limits lim;
@@ -348,7 +167,7 @@ START_TEST(claimed_pod_is_the_tasks)
 	ck_assert_str_eq(i2.environment_name, "python");
 	ck_assert_str_eq(i2.container_id, pool_uid);
 	cae_env_info_clear(&i2);
-	r = bexec(b2, uuid, "cat pooled.txt");
+	r = bt_exec(b2, uuid, "cat pooled.txt", 120000);
 	ck_assert_str_eq(r.out, "warm\n");
 	cae_run_result_clear(&r);
 	json_t *list = NULL;
@@ -369,16 +188,16 @@ START_TEST(claimed_pod_is_the_tasks)
 	ck_assert_int_eq(
 	    cae_backend_cleanup_stale_filtered(b2, 86400, only_this, uuid, &removed, &err), 0);
 	ck_assert_int_eq(removed, 0);
-	ck_assert(pod_exists(pool_name));
+	ck_assert(bt_k8s_pod_exists(pool_name));
 	removed = 0;
 	ck_assert_int_eq(cae_backend_cleanup_stale_filtered(b2, 0, only_this, uuid, &removed, &err),
 			 0);
 	ck_assert_int_eq(removed, 1);
-	ck_assert(!pod_exists(pool_name));
+	ck_assert(!bt_k8s_pod_exists(pool_name));
 	/* the task prepared again elsewhere, cold (the pool is empty): the first process, which
 	 * remembers the pool pod, finds the cold one, and removes it */
 	cae_env_info_clear(&info);
-	info = prepare(b2, uuid);
+	info = bt_prepare(b2, uuid);
 	ck_assert_str_ne(info.container_id, pool_uid);
 	ck_assert_msg(cae_backend_info(b, uuid, &i2, &err) == 0, "%s", err.message);
 	ck_assert_str_eq(i2.container_id, info.container_id);
@@ -392,14 +211,13 @@ START_TEST(claimed_pod_is_the_tasks)
 	cae_backend_free(b2);
 
 	/* and again, removed by cleanup */
-	ck_assert_int_eq(fill(b), 1);
-	only_pool_pod(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
+	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
 	cae_env_info_clear(&info);
-	info = prepare(b, uuid);
+	info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, pool_uid);
 	b2 = pbackend(cfg);
 	ck_assert_int_eq(cae_backend_cleanup(b2, uuid, &err), 0);
-	ck_assert(!pod_exists(pool_name));
+	ck_assert(!bt_k8s_pod_exists(pool_name));
 	ck_assert_int_eq(cae_backend_info(b, uuid, &i2, &err), -ENOENT);
 	cae_backend_free(b2);
 	cae_env_info_clear(&info);
@@ -415,31 +233,29 @@ START_TEST(drain_removes_free_only)
 	cfg_seq = 4;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(fill(b), 1);
 	char claimed_uid[128], claimed_name[160], free_uid[128], free_name[160];
-	only_pool_pod(b, claimed_uid, sizeof(claimed_uid), claimed_name, sizeof(claimed_name));
+	bt_pool_filled(b, claimed_uid, sizeof(claimed_uid), claimed_name, sizeof(claimed_name));
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_env_info info = prepare(b, uuid);
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, claimed_uid);
-	ck_assert_int_eq(fill(b), 1);
-	only_pool_pod(b, free_uid, sizeof(free_uid), free_name, sizeof(free_name));
+	bt_pool_filled(b, free_uid, sizeof(free_uid), free_name, sizeof(free_name));
 	ck_assert_str_ne(free_uid, claimed_uid);
 	int n = 0;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_pool_drain(b, false, &n, &err), 0);
 	ck_assert_int_eq(n, 1);
-	ck_assert(!pod_exists(free_name));
-	ck_assert(pod_exists(claimed_name));
+	ck_assert(!bt_k8s_pod_exists(free_name));
+	ck_assert(bt_k8s_pod_exists(claimed_name));
 	/* the gc of the pool (cae gc) leaves the claimed one too */
 	ck_assert_int_eq(cae_backend_pool_gc(b, &n, &err), 0);
 	ck_assert_int_eq(n, 0);
-	cae_run_result r = bexec(b, uuid, "echo still");
+	cae_run_result r = bt_exec(b, uuid, "echo still", 120000);
 	ck_assert_str_eq(r.out, "still\n");
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
-	ck_assert(!pod_exists(claimed_name));
-	json_t *mine = own_pool(b);
+	ck_assert(!bt_k8s_pod_exists(claimed_name));
+	json_t *mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 0);
 	json_decref(mine);
 	cae_env_info_clear(&info);
@@ -448,75 +264,219 @@ START_TEST(drain_removes_free_only)
 }
 END_TEST
 
+static bool in_set(const char *uuid, void *ud)
+{
+	return json_object_get(ud, uuid) != NULL;
+}
+
+/* A listener on 127.0.0.1 that accepts and never answers (a clone from it hangs); url gets
+ * a repository URL on it. */
+static int silent_server(char *url, size_t size)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(sin);
+	ck_assert(bind(fd, (struct sockaddr *)&sin, sizeof(sin)) == 0 && listen(fd, 8) == 0 &&
+		  getsockname(fd, (struct sockaddr *)&sin, &sl) == 0);
+	snprintf(url, size, "http://127.0.0.1:%d/py.git", ntohs(sin.sin_port));
+	return fd;
+}
+
+/* Waits until the prepare p connects to the silent server lfd (its clone runs): the
+ * connection, which the caller closes. */
+static int wait_for_clone(struct bt_preparer *p, int lfd)
+{
+	for (;;) {
+		struct pollfd fds[2] = {{.fd = lfd, .events = POLLIN},
+					{.fd = p->steps, .events = POLLIN}};
+		ck_assert_int_gt(poll(fds, 2, 300000), 0);
+		if (fds[0].revents)
+			return accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		ck_assert_msg(bt_preparer_next_step(p), "the prepare ended before its clone");
+	}
+}
+
+/* Waits until the protected paths' user pass of a prepare into pod reads the global git
+ * configuration, made a FIFO here: the returned stream holds the FIFO's write end open, so
+ * the pass stays there until the stream is closed. */
+static cae_k8s_stream *hold_protect_step(cae_k8s *k, const char *pod, struct bt_preparer *p)
+{
+	const char *mk[] = {"sh", "-c", "rm -f \"$HOME/.gitconfig\" && mkfifo \"$HOME/.gitconfig\"",
+			    NULL};
+	cae_run_result res;
+	cae_error err = {0};
+	ck_assert_msg(
+	    cae_k8s_exec(k, "default", pod, "main", mk, NULL, 0, 60000, 0, 0, -1, &res, &err) == 0,
+	    "%s", err.message);
+	ck_assert_msg(res.exit_code == 0, "%s", res.err);
+	cae_run_result_clear(&res);
+	/* the open of the write end returns when the pass opens the read end */
+	const char *hold[] = {"sh", "-c", "exec 3>\"$HOME/.gitconfig\"; echo opened; exec cat",
+			      NULL};
+	cae_k8s_stream *s = NULL;
+	ck_assert_msg(cae_k8s_exec_open(k, "default", pod, "main", hold, 60000, &s, &err) == 0,
+		      "%s", err.message);
+	bt_preparer_go(p);
+	char got[16];
+	size_t have = 0;
+	while (have < 7) {
+		struct pollfd pf = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+		ck_assert_int_eq(poll(&pf, 1, 300000), 1);
+		ssize_t r = cae_k8s_stream_read(s, got + have, sizeof(got) - 1 - have);
+		if (r == -EAGAIN)
+			continue;
+		ck_assert_msg(r > 0, "the FIFO was never opened: %s", cae_k8s_stream_stderr(s));
+		have += (size_t)r;
+	}
+	got[have] = '\0';
+	ck_assert_str_eq(got, "opened\n");
+	return s;
+}
+
+/* The environment of uuid, whose preparer was killed in pod: never ready, and never a pool
+ * pod again. */
+static void killed_never_ready(cae_backend *b, const char *uuid, const char *pod)
+{
+	bt_assert_unready(b, uuid, "failed", "is not ready");
+	json_t *p = bt_k8s_pod(pod);
+	ck_assert_ptr_nonnull(p);
+	json_t *labels = json_object_get(json_object_get(p, "metadata"), "labels");
+	ck_assert_ptr_null(json_object_get(labels, "cae.pool"));
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
+	ck_assert_str_ne(json_string_value(json_object_get(labels, "cae.phase")), "ready");
+	json_decref(p);
+	json_t *mine = bt_own_pool(b);
+	size_t i;
+	json_t *e;
+	json_array_foreach(mine, i, e)
+	    ck_assert_str_ne(json_string_value(json_object_get(e, "name")), pod);
+	json_decref(mine);
+}
+
+/* A claimer SIGKILLed in a prepare from the pool: right after its claim (held where the
+ * clone starts), during the clone (its git has reached a server that never answers), and
+ * during the protected paths' step (its user pass reads a FIFO held open). The pod it
+ * claimed is never ready (info, list, commands), is never a pool pod again (the pool's
+ * status leaves it out, a fill does not count it, the next prepare, which takes the oldest
+ * pool pod, gets a newer one), and the gc or the cleanup of its task removes it. */
+START_TEST(killed_claimer_leaves_no_pool_pod)
+{
+	cfg_seq = 5;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_k8s *k = bt_k8s_client();
+	enum { AFTER_CLAIM, IN_CLONE, IN_PROTECT, POINTS };
+	char uuids[POINTS][64], uids[POINTS][128], pods[POINTS][160];
+	for (int pt = 0; pt < POINTS; pt++) {
+		bt_pool_filled(b, uids[pt], sizeof(uids[pt]), pods[pt], sizeof(pods[pt]));
+		bt_task_uuid(uuids[pt], sizeof(uuids[pt]), TASK_PREFIX);
+		cae_task t = bt_http_task(uuids[pt]);
+		struct bt_preparer p;
+		if (pt == AFTER_CLAIM) {
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 4);
+			bt_preparer_wait_step(&p, 4);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last, 4);
+		} else if (pt == IN_CLONE) {
+			char url[128];
+			int lfd = silent_server(url, sizeof(url));
+			t.repo = url;
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 0);
+			int c = wait_for_clone(&p, lfd);
+			ck_assert_int_ge(c, 0);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last, 4); /* in the clone: its step begun, none after */
+			close(c);
+			close(lfd);
+		} else {
+			/* the pod protects .git/hooks with its root sidecar */
+			json_t *pod = bt_k8s_pod(pods[pt]);
+			json_t *cs = json_object_get(json_object_get(pod, "spec"), "containers");
+			ck_assert_int_eq(json_array_size(cs), 2);
+			ck_assert_str_eq(
+			    json_string_value(json_object_get(json_array_get(cs, 1), "name")),
+			    "cae-protect");
+			json_decref(pod);
+			bt_preparer_start(&p, "kubernetes", cfg, &t, 6);
+			bt_preparer_wait_step(&p, 6);
+			cae_k8s_stream *hold = hold_protect_step(k, pods[pt], &p);
+			bt_preparer_kill(&p);
+			ck_assert_int_eq(p.last,
+					 6); /* in the ready step, which it never reported */
+			cae_k8s_stream_close(hold);
+		}
+		ck_assert(bt_k8s_pod_exists(pods[pt]));
+		killed_never_ready(b, uuids[pt], pods[pt]);
+	}
+	/* the pool is empty: a fill starts one, and the next prepare gets that one */
+	char uid[128];
+	bt_pool_filled(b, uid, sizeof(uid), NULL, 0);
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_env_info info = bt_prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, uid);
+	for (int pt = 0; pt < POINTS; pt++)
+		ck_assert_str_ne(info.container_id, uids[pt]);
+	cae_env_info_clear(&info);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* the gc of the first two tasks removes their pods whatever their age; the cleanup of
+	 * the third removes its */
+	json_t *set = json_pack("{s:b, s:b}", uuids[AFTER_CLAIM], 1, uuids[IN_CLONE], 1);
+	int removed = 0;
+	ck_assert_msg(cae_backend_cleanup_stale_filtered(b, 86400, in_set, set, &removed, &err) ==
+			  0,
+		      "%s", err.message);
+	json_decref(set);
+	ck_assert_int_eq(removed, 2);
+	ck_assert_msg(cae_backend_cleanup(b, uuids[IN_PROTECT], &err) == 0, "%s", err.message);
+	for (int pt = 0; pt < POINTS; pt++) {
+		ck_assert_msg(!bt_k8s_pod_exists(pods[pt]), "%s left behind", pods[pt]);
+		ck_assert_int_eq(cae_backend_info(b, uuids[pt], &info, &err), -ENOENT);
+	}
+	json_t *mine = bt_own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 0);
+	json_decref(mine);
+	cae_k8s_free(k);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* Deletes this run's pods: its tasks' and its pool keys' (what a failed test left). */
 static void sweep(void)
 {
-	cae_k8s *k = client();
-	json_t *items = NULL;
-	cae_error err = {0};
-	if (cae_k8s_pod_list(k, "default", NULL, &items, &err) == 0) {
-		char task[64];
-		snprintf(task, sizeof(task), "caetest-k8spool-%d-", runner_pid);
-		json_t *pool = json_object(); /* this run's pool pods, by name */
-		for (cfg_seq = 1; cfg_seq <= 4; cfg_seq++) {
-			cae_config *cfg = pcfg("1", "600");
-			cae_backend *b = pbackend(cfg);
-			json_t *st = NULL;
-			if (cae_backend_pool_status(b, &st, NULL) == 0) {
-				size_t i;
-				json_t *e;
-				json_array_foreach(st, i, e)
-				{
-					if (json_is_true(json_object_get(e, "this_config")))
-						json_object_set_new(
-						    pool,
-						    json_string_value(json_object_get(e, "name")),
-						    json_true());
-				}
-			}
-			json_decref(st);
-			cae_backend_free(b);
-			cae_config_free(cfg);
-		}
+	json_t *pool = json_object(); /* this run's pool pods, by name */
+	for (cfg_seq = 1; cfg_seq <= CFG_SEQS; cfg_seq++) {
+		cae_config *cfg = pcfg("1", "600");
+		cae_backend *b = pbackend(cfg);
+		json_t *mine = bt_own_pool(b);
 		size_t i;
-		json_t *p;
-		json_array_foreach(items, i, p)
-		{
-			json_t *md = json_object_get(p, "metadata");
-			const char *name = json_string_value(json_object_get(md, "name"));
-			const char *u = json_string_value(
-			    json_object_get(json_object_get(md, "annotations"), "cae.task_uuid"));
-			if (name && ((u && strncmp(u, task, strlen(task)) == 0) ||
-				     json_object_get(pool, name)))
-				(void)cae_k8s_pod_delete(k, "default", name, 0, NULL);
-		}
-		json_decref(pool);
+		json_t *e;
+		json_array_foreach(mine, i, e) json_object_set_new(
+		    pool, json_string_value(json_object_get(e, "name")), json_true());
+		json_decref(mine);
+		cae_backend_free(b);
+		cae_config_free(cfg);
 	}
-	json_decref(items);
-	cae_k8s_free(k);
+	bt_k8s_sweep(TASK_PREFIX, pool);
+	json_decref(pool);
 }
 
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("pool-k8s");
-	TCase *p = tcase_create("pool");
-	tcase_set_timeout(p, 900);
-	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
-	tcase_add_unchecked_fixture(p, NULL, sweep);
+	TCase *p = bt_tcase(s, "pool", 900, sweep);
 	tcase_add_test(p, two_claimers_pool_of_one);
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, claimed_pod_is_the_tasks);
 	tcase_add_test(p, drain_removes_free_only);
-	suite_add_tcase(s, p);
+	tcase_add_test(p, killed_claimer_leaves_no_pool_pod);
 	return s;
 }
 
 int main(void)
 {
-	if (!getenv("CAE_TEST_K8S") || strcmp(getenv("CAE_TEST_K8S"), "1") != 0) {
-		fprintf(stderr, "CAE_TEST_K8S is not 1: no cluster to test against (skipped)\n");
-		return 77;
-	}
-	runner_pid = (int)getpid();
-	return tu_run(make_suite());
+	return bt_k8s_main(make_suite);
 }

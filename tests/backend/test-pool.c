@@ -5,27 +5,14 @@
  * claim, drain touches only its own configuration's pool. Every test's configuration has
  * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
  * no other run's pool container is ever claimed or removed here. */
-#include "testutil.h"
+#include "backend-test.h"
 #include "dockertest.h"
-#include "gitserver.h"
 
 #include "backend/backend-internal.h"
 #include "base/timeutil.h"
-#include "cae/backend.h"
-#include "cae/config.h"
 #include "cae/docker.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <time.h>
-
-static void cfg_set(cae_config *cfg, const char *key, const char *value)
-{
-	cae_error err = {0};
-	ck_assert_msg(cae_config_set(cfg, key, value, &err) == 0, "%s: %s", key, err.message);
-}
 
 static int cfg_seq;
 
@@ -35,68 +22,16 @@ static cae_config *pcfg(const char *size, const char *max_age)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
 	ck_assert_ptr_nonnull(cfg);
-	cfg_set(cfg, "command_executor.backend", "docker");
-	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
-		cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
-	cfg_set(cfg, "command_executor.docker.network.mode", "host");
 	char pids[32];
-	snprintf(pids, sizeof(pids), "%d", 2000 + (runner_pid % 100000) * 8 + cfg_seq);
-	cfg_set(cfg, "command_executor.docker.resources.pids_limit", pids);
-	cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
-	cfg_set(cfg, "command_executor.docker.resources.cpu_limit", "1");
-	cfg_set(cfg, "command_executor.clone.auto_install_deps", "false");
-	cfg_set(cfg, "github.token", git_token);
-	cfg_set(cfg, "command_executor.pool.max_age_seconds", max_age);
-	cfg_set(cfg, "command_executor.pool.size", size);
+	snprintf(pids, sizeof(pids), "%d", 2000 + (bt_runner_pid % 100000) * 8 + cfg_seq);
+	bt_docker_configure(cfg, pids);
+	bt_pool_configure(cfg, size, max_age);
 	return cfg;
 }
 
 static cae_backend *pbackend(const cae_config *cfg)
 {
-	cae_backend *b = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_new_named("docker", cfg, NULL, &b, &err) == 0, "%s", err.message);
-	return b;
-}
-
-static void task_uuid(char *buf, size_t size)
-{
-	snprintf(buf, size, "caetest-%d-%d-%d", runner_pid, (int)getpid(), ++name_seq);
-}
-
-static char repo_url[512];
-
-static cae_task http_task(const char *uuid)
-{
-	snprintf(repo_url, sizeof(repo_url), "%spy.git", git_http);
-	cae_task t = {.uuid = (char *)uuid, .repo = repo_url, .platform = (char *)"github"};
-	return t;
-}
-
-/* This configuration's pool containers (status entries with this_config). */
-static json_t *own_pool(cae_backend *b)
-{
-	json_t *st = NULL;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_pool_status(b, &st, &err) == 0, "%s", err.message);
-	json_t *mine = json_array();
-	size_t i;
-	json_t *e;
-	json_array_foreach(st, i, e)
-	{
-		if (json_is_true(json_object_get(e, "this_config")))
-			json_array_append(mine, e);
-	}
-	json_decref(st);
-	return mine;
-}
-
-static int fill(cae_backend *b)
-{
-	int n = -1;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_pool_fill(b, -1, &n, &err) == 0, "%s", err.message);
-	return n;
+	return bt_backend("docker", cfg, NULL);
 }
 
 static void drain(cae_backend *b)
@@ -106,17 +41,6 @@ static void drain(cae_backend *b)
 	ck_assert_msg(cae_backend_pool_drain(b, false, &n, &err) == 0, "%s", err.message);
 }
 
-static cae_run_result bexec(cae_backend *b, const char *uuid, const char *script)
-{
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
-	cae_run_result r;
-	cae_error err = {0};
-	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
-		      err.message);
-	return r;
-}
-
 START_TEST(pool_config_rules)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
@@ -124,11 +48,11 @@ START_TEST(pool_config_rules)
 	/* no pool by default: nothing is wanted, nothing claimed */
 	ck_assert_int_eq(cfg->command_executor.pool.size, 0);
 	ck_assert(!cae__pool_wanted(cfg, "python"));
-	cfg_set(cfg, "command_executor.pool.max_age_seconds", "600");
-	cfg_set(cfg, "command_executor.pool.size", "2");
+	bt_cfg_set(cfg, "command_executor.pool.max_age_seconds", "600");
+	bt_cfg_set(cfg, "command_executor.pool.size", "2");
 	ck_assert(cae__pool_wanted(cfg, "python")); /* the default environment */
 	ck_assert(!cae__pool_wanted(cfg, "node"));
-	cfg_set(cfg, "command_executor.pool.environments", "node,go");
+	bt_cfg_set(cfg, "command_executor.pool.environments", "node,go");
 	ck_assert(cae__pool_wanted(cfg, "node"));
 	ck_assert(!cae__pool_wanted(cfg, "python"));
 	/* an environment that is not configured; an age the helper's lifetime would cut */
@@ -162,20 +86,12 @@ START_TEST(warm_prepare_is_the_tasks)
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
 	cae_docker *d = client();
-	ck_assert_int_eq(fill(b), 1);
-	ck_assert_int_eq(fill(b), 0); /* full */
-	json_t *mine = own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 1);
-	json_t *pc = json_array_get(mine, 0);
 	char pool_id[128], pool_name[160], pool_created[64];
-	snprintf(pool_id, sizeof(pool_id), "%s",
-		 json_string_value(json_object_get(pc, "container_id")));
-	snprintf(pool_name, sizeof(pool_name), "%s",
-		 json_string_value(json_object_get(pc, "name")));
+	bt_pool_filled(b, pool_id, sizeof(pool_id), pool_name, sizeof(pool_name));
+	ck_assert_int_eq(bt_fill(b), 0); /* full */
+	json_t *mine = bt_own_pool(b);
 	snprintf(pool_created, sizeof(pool_created), "%s",
-		 json_string_value(json_object_get(pc, "created_at")));
-	ck_assert_str_eq(json_string_value(json_object_get(pc, "environment")), "python");
-	ck_assert_str_eq(json_string_value(json_object_get(pc, "state")), "running");
+		 json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
 	json_decref(mine);
 	/* the pool's container carries no task and no token */
 	json_t *c = NULL;
@@ -189,12 +105,8 @@ START_TEST(warm_prepare_is_the_tasks)
 	json_decref(c);
 
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
-	cae_env_info info;
-	cae_prepare_options o = {.cancel_fd = -1};
-	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
-		      err.message);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, pool_id);
 	ck_assert_str_eq(info.status, "ready");
 	ck_assert_str_eq(info.created_at, pool_created);
@@ -231,18 +143,19 @@ START_TEST(warm_prepare_is_the_tasks)
 	ck_assert(listed);
 	json_decref(list);
 	/* the clone is there; the claim's record is root's: the user cannot change it */
-	cae_run_result r = bexec(b2, uuid,
-				 "test -f /workspace/project/.git/HEAD && id -u && "
-				 "(rm -rf /.cae-claim 2>/dev/null || true) && "
-				 "(echo x > /.cae-claim/git_credential) 2>/dev/null; "
-				 "test -d /.cae-claim && echo kept");
+	cae_run_result r = bt_exec(b2, uuid,
+				   "test -f /workspace/project/.git/HEAD && id -u && "
+				   "(rm -rf /.cae-claim 2>/dev/null || true) && "
+				   "(echo x > /.cae-claim/git_credential) 2>/dev/null; "
+				   "test -d /.cae-claim && echo kept",
+				   120000);
 	ck_assert_msg(strcmp(r.out, "1000\nkept\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* a push asks for the token (from another process): the target the claim recorded */
 	char script[512];
 	snprintf(script, sizeof(script),
 		 "git push -q origin HEAD:refs/heads/pool-%s 2>&1 && echo pushed", uuid);
-	r = bexec(b2, uuid, script);
+	r = bt_exec(b2, uuid, script, 120000);
 	ck_assert_msg(strcmp(r.out, "pushed\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, &err), 0);
@@ -269,68 +182,9 @@ START_TEST(two_claimers_pool_of_one)
 	cfg_seq = 2;
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
-	ck_assert_int_eq(fill(b), 1);
-	json_t *mine = own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 1);
 	char pool_id[128];
-	snprintf(pool_id, sizeof(pool_id), "%s",
-		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
-	json_decref(mine);
-	char uuids[2][64];
-	int go[2], out[2][2];
-	ck_assert_int_eq(pipe(go), 0);
-	pid_t pids[2];
-	for (int i = 0; i < 2; i++) {
-		task_uuid(uuids[i], sizeof(uuids[i]));
-		ck_assert_int_eq(pipe(out[i]), 0);
-		pids[i] = fork();
-		ck_assert_int_ge(pids[i], 0);
-		if (pids[i] == 0) {
-			close(go[1]);
-			char x;
-			/* both start when the parent closes its end */
-			if (read(go[0], &x, 1) != 0)
-				_exit(3);
-			cae_backend *cb = NULL;
-			cae_error e = {0};
-			if (cae_backend_new_named("docker", cfg, NULL, &cb, &e) < 0)
-				_exit(4);
-			cae_task t = http_task(uuids[i]);
-			cae_env_info info;
-			cae_prepare_options o = {.cancel_fd = -1};
-			if (cae_backend_prepare(cb, &t, "python", &o, &info, &e) < 0) {
-				dprintf(out[i][1], "error %s", e.message);
-				_exit(5);
-			}
-			dprintf(out[i][1], "%s", info.container_id);
-			_exit(0);
-		}
-		close(out[i][1]);
-	}
-	close(go[0]);
-	close(go[1]);
-	char ids[2][256];
-	for (int i = 0; i < 2; i++) {
-		int st;
-		ck_assert_int_eq(waitpid(pids[i], &st, 0), pids[i]);
-		ssize_t n = read(out[i][0], ids[i], sizeof(ids[i]) - 1);
-		ids[i][n > 0 ? n : 0] = '\0';
-		close(out[i][0]);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "claimer %d: %s", i, ids[i]);
-	}
-	int won = (strcmp(ids[0], pool_id) == 0) + (strcmp(ids[1], pool_id) == 0);
-	ck_assert_msg(won == 1, "pool container %s went to %d claimers (%s, %s)", pool_id, won,
-		      ids[0], ids[1]);
-	ck_assert_str_ne(ids[0], ids[1]);
-	cae_error err = {0};
-	for (int i = 0; i < 2; i++) {
-		cae_run_result r = bexec(b, uuids[i],
-					 "cat /workspace/project/.git/HEAD >/dev/null "
-					 "&& echo ok");
-		ck_assert_str_eq(r.out, "ok\n");
-		cae_run_result_clear(&r);
-		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
-	}
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
+	bt_two_claimers("docker", cfg, b, pool_id, "caetest");
 	drain(b);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -345,29 +199,20 @@ START_TEST(expired_never_handed_out)
 	cae_config *cfg = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
 	cae_docker *d = client();
-	ck_assert_int_eq(fill(b), 1);
-	json_t *mine = own_pool(b);
-	ck_assert_int_eq(json_array_size(mine), 1);
 	char pool_id[128];
-	snprintf(pool_id, sizeof(pool_id), "%s",
-		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
+	json_t *mine = bt_own_pool(b);
 	int64_t created = cae__parse_iso8601(
 	    json_string_value(json_object_get(json_array_get(mine, 0), "created_at")));
 	json_decref(mine);
 	/* the same containers, with a maximum age of a second: the same pool key */
 	cae_config *old = pcfg("1", "1");
-	/* the wall clock, not another process, is what is waited for */
-	while ((int64_t)time(NULL) < created + 2)
-		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	bt_wait_until(created + 2);
 	cae_backend *ob = pbackend(old);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
-	cae_env_info info;
-	cae_prepare_options o = {.cancel_fd = -1};
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_env_info info = bt_prepare(ob, uuid);
 	cae_error err = {0};
-	ck_assert_msg(cae_backend_prepare(ob, &t, "python", &o, &info, &err) == 0, "%s",
-		      err.message);
 	ck_assert_str_ne(info.container_id, pool_id);
 	json_t *c = NULL;
 	ck_assert_int_eq(cae_docker_container_inspect(d, pool_id, &c, NULL), -ENOENT);
@@ -399,31 +244,27 @@ START_TEST(collector_refills_drain_is_own)
 	cae_config *other = pcfg("1", "600");
 	cae_backend *b = pbackend(cfg);
 	cae_backend *ob = pbackend(other);
-	ck_assert_int_eq(fill(ob), 1);
+	ck_assert_int_eq(bt_fill(ob), 1);
 	cae_collector_options co = {
 	    .interval_ms = 3600 * 1000, .threshold_s = 86400, .filter = none_of_ours};
 	cae_backend_collector *col = NULL;
 	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_collector_start(b, &co, &col, &err), 0);
 	ck_assert_uint_ge(cae_backend_collector_wait(col, 1, 120000), 1);
-	json_t *mine = own_pool(b);
+	json_t *mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 1);
 	char first[128];
 	snprintf(first, sizeof(first), "%s",
 		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
 	json_decref(mine);
 	char uuid[64];
-	task_uuid(uuid, sizeof(uuid));
-	cae_task t = http_task(uuid);
-	cae_env_info info;
-	cae_prepare_options o = {.cancel_fd = -1};
-	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
-		      err.message);
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, first);
 	/* refilled in the background: a new one, without another collection run */
 	bool refilled = false;
 	for (int i = 0; i < 1200 && !refilled; i++) {
-		mine = own_pool(b);
+		mine = bt_own_pool(b);
 		refilled = json_array_size(mine) == 1 &&
 			   strcmp(json_string_value(
 				      json_object_get(json_array_get(mine, 0), "container_id")),
@@ -441,10 +282,10 @@ START_TEST(collector_refills_drain_is_own)
 	int n = 0;
 	ck_assert_int_eq(cae_backend_pool_drain(b, false, &n, &err), 0);
 	ck_assert_int_eq(n, 1);
-	mine = own_pool(b);
+	mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 0);
 	json_decref(mine);
-	mine = own_pool(ob);
+	mine = bt_own_pool(ob);
 	ck_assert_int_eq(json_array_size(mine), 1);
 	json_decref(mine);
 	ck_assert_int_eq(cae_backend_pool_drain(ob, false, &n, &err), 0);
@@ -462,20 +303,17 @@ static Suite *make_suite(void)
 	TCase *u = tcase_create("unit");
 	tcase_add_test(u, pool_config_rules);
 	suite_add_tcase(s, u);
-	TCase *p = tcase_create("pool");
-	tcase_set_timeout(p, 600);
-	tcase_add_unchecked_fixture(p, gs_setup, gs_teardown);
-	tcase_add_unchecked_fixture(p, NULL, sweep);
+	TCase *p = bt_tcase(s, "pool", 600, sweep);
 	tcase_add_test(p, warm_prepare_is_the_tasks);
 	tcase_add_test(p, two_claimers_pool_of_one);
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, collector_refills_drain_is_own);
-	suite_add_tcase(s, p);
 	return s;
 }
 
 int main(void)
 {
 	dt_init();
+	bt_init();
 	return tu_run(make_suite());
 }

@@ -158,6 +158,22 @@ START_TEST(exec_failures)
 }
 END_TEST
 
+/* Reads s's stdout into buf (of size cap) until at least n bytes came: how many did. */
+static size_t read_at_least(cae_k8s_stream *s, char *buf, size_t cap, size_t n)
+{
+	size_t have = 0;
+	while (have < n) {
+		struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+		ck_assert_int_eq(poll(&p, 1, 30000), 1);
+		ssize_t r = cae_k8s_stream_read(s, buf + have, cap - have);
+		if (r == -EAGAIN)
+			continue;
+		ck_assert_int_gt(r, 0);
+		have += (size_t)r;
+	}
+	return have;
+}
+
 /* A long-lived stream: many round trips through cat on one exec. */
 START_TEST(stream_round_trips)
 {
@@ -172,16 +188,7 @@ START_TEST(stream_round_trips)
 		char msg[64], got[64];
 		int n = snprintf(msg, sizeof(msg), "line %d\n", i);
 		ck_assert_int_eq(cae_k8s_stream_write(s, msg, (size_t)n), 0);
-		size_t have = 0;
-		while (have < (size_t)n) {
-			struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
-			ck_assert_int_eq(poll(&p, 1, 30000), 1);
-			ssize_t r = cae_k8s_stream_read(s, got + have, sizeof(got) - have);
-			if (r == -EAGAIN)
-				continue;
-			ck_assert_int_gt(r, 0);
-			have += (size_t)r;
-		}
+		read_at_least(s, got, sizeof(got), (size_t)n);
 		ck_assert_mem_eq(got, msg, (size_t)n);
 	}
 	/* a large write arrives whole */
@@ -190,16 +197,7 @@ START_TEST(stream_round_trips)
 	for (size_t i = 0; i < big; i++)
 		data[i] = (char)('a' + i % 26);
 	ck_assert_int_eq(cae_k8s_stream_write(s, data, big), 0);
-	size_t have = 0;
-	while (have < big) {
-		struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
-		ck_assert_int_eq(poll(&p, 1, 30000), 1);
-		ssize_t r = cae_k8s_stream_read(s, back + have, big - have);
-		if (r == -EAGAIN)
-			continue;
-		ck_assert_int_gt(r, 0);
-		have += (size_t)r;
-	}
+	read_at_least(s, back, big, big);
 	ck_assert_mem_eq(back, data, big);
 	free(data);
 	free(back);
@@ -210,19 +208,10 @@ END_TEST
 /* Reads exactly msg from s's stdout. */
 static void expect(cae_k8s_stream *s, const char *msg)
 {
-	size_t n = strlen(msg), have = 0;
+	size_t n = strlen(msg);
 	char got[256];
 	ck_assert_uint_lt(n, sizeof(got));
-	while (have < n) {
-		struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
-		ck_assert_int_eq(poll(&p, 1, 30000), 1);
-		ssize_t r = cae_k8s_stream_read(s, got + have, sizeof(got) - have);
-		if (r == -EAGAIN)
-			continue;
-		ck_assert_int_gt(r, 0);
-		have += (size_t)r;
-	}
-	ck_assert_uint_eq(have, n);
+	ck_assert_uint_eq(read_at_least(s, got, sizeof(got), n), n);
 	ck_assert_mem_eq(got, msg, n);
 }
 
