@@ -1761,35 +1761,17 @@ cae_docker *cae__docker_client(cae_backend *b)
 	return impl_of(b)->d;
 }
 
-/* Hashes text into h (FNV-1a, 64 bits): the pool key only tells specs apart. */
-static uint64_t fnv1a(uint64_t h, const char *text)
-{
-	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-		h ^= *c;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
 int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body,
 			  char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err)
 {
-	/* the steps of a prepare up to the body, on a silent copy of the backend: their
-	 * warnings are the body's (a label), not events */
-	cae_backend quiet = *b;
-	quiet.log = NULL;
-	static const cae_prepare_options none = {.cancel_fd = -1};
-	cae_task task = {.uuid = (char *)"pool"};
-	cae_prepare p = {.b = &quiet,
-			 .task = &task,
-			 .opts = &none,
-			 .environment = environment,
-			 .cancel_fd = -1,
-			 .warnings = json_array()};
+	cae_backend quiet;
+	cae_task task;
+	cae_prepare p;
 	*body = NULL;
 	*helper = NULL;
-	int r =
-	    p.warnings ? docker_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
+	int r = cae__pool_prepare_init(&p, &quiet, b, &task, environment, err);
+	if (r == 0)
+		r = docker_validate(&p, err);
 	struct docker_prep *dp = prep_of(&p);
 	if (r == 0 && !(*body = container_config(&p, dp->with_disk)))
 		r = cae_error_set(err, -ENOMEM, "out of memory");
@@ -1800,19 +1782,10 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 		json_object_del(labels, LABEL_CREATED);
 		json_object_del(labels, LABEL_PREPARER);
 		json_object_del(labels, LABEL_GIT_CREDENTIAL);
-		_cleanup_free_ char *text = json_dumps(*body, JSON_COMPACT | JSON_SORT_KEYS);
-		uint64_t h = fnv1a(14695981039346656037ULL, text ? text : "");
 		/* the helper uploaded is part of the container too */
-		struct stat st;
-		char id[96] = "";
-		if (dp->helper && stat(dp->helper, &st) == 0)
-			snprintf(id, sizeof(id), "%s:%lld:%lld", dp->helper, (long long)st.st_size,
-				 (long long)st.st_mtime);
-		h = fnv1a(h, id);
-		snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
-		*helper = TAKE_PTR(dp->helper);
-		if (!text)
+		if (cae__pool_key(*body, dp->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
+		*helper = TAKE_PTR(dp->helper);
 	}
 	if (r < 0) {
 		json_decref(*body);

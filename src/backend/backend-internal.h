@@ -227,6 +227,16 @@ extern const cae_pool_ops cae__k8s_pool_ops;
 bool cae__pool_wanted(const cae_config *cfg, const char *environment);
 /* A positive whole number of seconds in a label, else 0. */
 int64_t cae__pool_seconds(const char *label);
+/* The pool key of spec (a member's create body or pod, without what is the task's) and the
+ * static helper a member gets (NULL: none; its path, size and time count): a 64-bit FNV-1a
+ * hash in hex, which only tells specs apart. 0, or -ENOMEM. */
+int cae__pool_key(json_t *spec, const char *helper, char key[CAE_POOL_KEY_MAX]);
+/* Sets p up for the steps of a prepare of environment up to the create body, as a backend's
+ * ops->spec runs them: on quiet, a copy of b without its log (their warnings are the body's,
+ * not events), for a task of uuid "pool" (task, filled here). 0, or -ENOMEM with err set;
+ * p->warnings is the caller's to release either way. */
+int cae__pool_prepare_init(cae_prepare *p, cae_backend *quiet, cae_backend *b, cae_task *task,
+			   const char *environment, cae_error *err);
 /* Claims the oldest running member of key's pool younger than its own and the configured
  * maximum age (older ones met on the way are removed) through b's ops->claim (ctx: its).
  * 1 when one was claimed, 0 when none was. */

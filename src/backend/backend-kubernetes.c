@@ -773,35 +773,14 @@ static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 		return cae_error_prefix(err, "cae-helper delivery");
 	if (res.exit_code != 0 || res.timed_out || res.cancelled)
 		r = res.cancelled ? cae_error_set(err, -ECANCELED, "cancelled")
-				  : cae_error_set(err, -EIO, "cae-helper delivery failed: %s",
-						  res.err ? res.err : "");
+		    : res.timed_out
+			? cae_error_set(err, -ETIMEDOUT,
+					"cae-helper delivery did not end within 120 s")
+			: cae_error_set(err, -EIO, "cae-helper delivery failed (exit code %d): %s",
+					res.exit_code,
+					res.err && res.err[0] ? res.err : "no message");
 	cae_run_result_clear(&res);
 	return r;
-}
-
-/* Hashes text into h (FNV-1a, 64 bits): the pool key only tells specs apart. */
-static uint64_t fnv1a(uint64_t h, const char *text)
-{
-	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
-		h ^= *c;
-		h *= 1099511628211ULL;
-	}
-	return h;
-}
-
-/* The warm pool's key of pod (what pod_spec made): its spec, and the helper it gets. */
-static void pool_key(json_t *pod, const char *helper, char key[CAE_POOL_KEY_MAX])
-{
-	_cleanup_free_ char *text =
-	    json_dumps(json_object_get(pod, "spec"), JSON_COMPACT | JSON_SORT_KEYS);
-	uint64_t h = fnv1a(14695981039346656037ULL, text ? text : "");
-	struct stat st;
-	char id[512] = "";
-	if (helper && stat(helper, &st) == 0)
-		snprintf(id, sizeof(id), "%s:%lld:%lld", helper, (long long)st.st_size,
-			 (long long)st.st_mtime);
-	h = fnv1a(h, id);
-	snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
 }
 
 /* The claim of a warm pool pod for p's task (src/backend/pool-kubernetes.c) when its
@@ -816,7 +795,8 @@ static int claim_warm(cae_prepare *p, json_t *pod, cae_error *err)
 		return 0;
 	int64_t t0 = cae__now_ms();
 	char key[CAE_POOL_KEY_MAX], name[160];
-	pool_key(pod, kp->helper, key);
+	if (cae__pool_key(json_object_get(pod, "spec"), kp->helper, key) < 0)
+		return 0; /* out of memory: a cold create says so if it persists */
 	json_t *md = json_object_get(pod, "metadata");
 	json_t *patch =
 	    json_pack("{s:{s:O, s:O}}", "metadata", "labels", json_object_get(md, "labels"),
@@ -1280,24 +1260,19 @@ cae_k8s *cae__k8s_client(cae_backend *b, const char **ns)
 int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 		       char key[CAE_POOL_KEY_MAX], char **helper, cae_error *err)
 {
-	/* the steps of a prepare up to the pod, on a silent copy of the backend */
-	cae_backend quiet = *b;
-	quiet.log = NULL;
-	static const cae_prepare_options none = {.cancel_fd = -1};
-	cae_task task = {.uuid = (char *)"pool"};
-	cae_prepare p = {.b = &quiet,
-			 .task = &task,
-			 .opts = &none,
-			 .environment = environment,
-			 .cancel_fd = -1,
-			 .warnings = json_array()};
+	cae_backend quiet;
+	cae_task task;
+	cae_prepare p;
 	*pod = NULL;
 	*helper = NULL;
-	int r = p.warnings ? k8s_validate(&p, err) : cae_error_set(err, -ENOMEM, "out of memory");
+	int r = cae__pool_prepare_init(&p, &quiet, b, &task, environment, err);
+	if (r == 0)
+		r = k8s_validate(&p, err);
 	if (r == 0 && !(*pod = pod_spec(&p)))
 		r = cae_error_set(err, -ENOMEM, "out of memory");
 	if (r == 0) {
-		pool_key(*pod, prep_of(&p)->helper, key);
+		if (cae__pool_key(json_object_get(*pod, "spec"), prep_of(&p)->helper, key) < 0)
+			r = cae_error_set(err, -ENOMEM, "out of memory");
 		/* what is the task's is not the pool's */
 		json_t *md = json_object_get(*pod, "metadata");
 		json_t *labels = json_object_get(md, "labels"),

@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,6 +45,46 @@
 #define NO_POOL "the warm pool needs the docker or the kubernetes backend"
 
 /* b's pool steps; NULL: b keeps no pool. */
+static uint64_t fnv1a(uint64_t h, const char *text)
+{
+	for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+		h ^= *c;
+		h *= 1099511628211ULL;
+	}
+	return h;
+}
+
+int cae__pool_key(json_t *spec, const char *helper, char key[CAE_POOL_KEY_MAX])
+{
+	_cleanup_free_ char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
+	if (!text)
+		return -ENOMEM;
+	char id[PATH_MAX + 48] = "";
+	struct stat st;
+	if (helper && stat(helper, &st) == 0)
+		snprintf(id, sizeof(id), "%s:%lld:%lld", helper, (long long)st.st_size,
+			 (long long)st.st_mtime);
+	uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), id);
+	snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
+	return 0;
+}
+
+int cae__pool_prepare_init(cae_prepare *p, cae_backend *quiet, cae_backend *b, cae_task *task,
+			   const char *environment, cae_error *err)
+{
+	static const cae_prepare_options none = {.cancel_fd = -1};
+	*quiet = *b;
+	quiet->log = NULL;
+	*task = (cae_task){.uuid = (char *)"pool"};
+	*p = (cae_prepare){.b = quiet,
+			   .task = task,
+			   .opts = &none,
+			   .environment = environment,
+			   .cancel_fd = -1,
+			   .warnings = json_array()};
+	return p->warnings ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+}
+
 static const cae_pool_ops *ops_of(const cae_backend *b)
 {
 	if (strcmp(b->ops->name, "docker") == 0)
