@@ -99,6 +99,11 @@ CAE_EXPORT int cae_k8s_pod_running(json_t *pod, void *ud, cae_error *err);
 
 typedef struct cae_k8s_stream cae_k8s_stream;
 
+/* The longest exec URL (path and query: every argument is a command= in it) an exec sends:
+ * libwebsockets cuts the request line at 2 KiB, and the API server answers what is left
+ * with 400. A longer command is refused with -E2BIG; a long one travels on stdin. */
+#define CAE_K8S_EXEC_PATH_MAX 2000
+
 /* Starts argv in container (NULL: the pod's only one) of pod ns/name with stdin, stdout
  * and stderr attached, waiting up to timeout_ms for the upgrade. */
 CAE_EXPORT int cae_k8s_exec_open(cae_k8s *k, const char *ns, const char *pod, const char *container,

@@ -291,18 +291,33 @@ static int get_pod(cae_backend *b, const char *uuid, json_t **out, cae_error *er
 }
 
 /* ---- the plain exec (no helper) ----
- * sh -c WRAPPER cae-exec CWD N ARGV...: the first lines of stdin up to an empty one are
- * K=V to export (extra environment: never in the exec URL, which the API server may log),
- * then the working directory must resolve beneath the workspace, then the command runs with
- * the next N bytes of stdin (N < 0: none; the exec protocol v4 cannot end stdin). */
+ * sh -c WRAPPER cae-exec CWD N ARGC: stdin holds, one a line, the K=V to export up to an
+ * empty line (extra environment: never in the exec URL, which the API server may log), then
+ * the command's ARGC arguments (also not in the URL: libwebsockets sends at most 2 KiB of
+ * it), each with "\\" for a backslash and "\n" for a newline; then the working directory
+ * must resolve beneath the workspace, and the command runs with the next N bytes of stdin
+ * (N < 0: none; the exec protocol v4 cannot end stdin). */
 static const char wrapper[] =
-    "c=$1 n=$2; shift 2\n"
+    "c=$1 n=$2 a=$3; shift 3\n"
     "while IFS= read -r l; do [ -z \"$l\" ] && break; export \"$l\"; done\n"
+    "while [ \"$a\" -gt 0 ]; do IFS= read -r l; case $l in *\\\\*) l=$(printf '%bx' \"$l\"); "
+    "l=${l%x};; esac; set -- \"$@\" \"$l\"; a=$((a - 1)); done\n"
     "cd -P \"$c\" 2>/dev/null || { echo \"cae-exec: no such directory: $c\" >&2; exit 126; }\n"
     "case $PWD/ in " WORKSPACE "/*) ;; *) echo 'cae-exec: outside the workspace' >&2; "
     "exit 126;; esac\n"
     "command -v \"$1\" >/dev/null 2>&1 || { echo 'cae-exec: notfound' >&2; exit 127; }\n"
     "if [ \"$n\" -ge 0 ]; then head -c \"$n\" | \"$@\"; else \"$@\" </dev/null; fi\n";
+
+/* arg on one line of the wrapper's stdin: backslash and newline escaped. */
+static int put_arg(cae_buf *in, const char *arg)
+{
+	int r = 0;
+	for (const char *c = arg; r == 0 && *c; c++)
+		r = *c == '\\'	 ? cae__buf_append(in, "\\\\", 2)
+		    : *c == '\n' ? cae__buf_append(in, "\\n", 2)
+				 : cae__buf_append(in, c, 1);
+	return r == 0 ? cae__buf_append(in, "\n", 1) : r;
+}
 
 static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
 		      const char *cwd, cae_run_result *res, cae_error *err)
@@ -312,16 +327,18 @@ static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 	size_t argc = 0;
 	while (req->argv[argc])
 		argc++;
-	_cleanup_free_ const char **argv = calloc(argc + 7, sizeof(char *));
 	cae_buf in;
 	cae__buf_init(&in, SIZE_MAX);
-	char n[24];
+	char n[24], nargs[24];
 	snprintf(n, sizeof(n), "%lld", req->has_stdin ? (long long)req->stdin_len : -1LL);
-	int r = argv ? 0 : -ENOMEM;
+	snprintf(nargs, sizeof(nargs), "%zu", argc);
+	int r = 0;
 	for (const char *const *e = req->extra_env; r == 0 && e && *e; e++)
 		r = strchr(*e, '\n') ? -EINVAL : cae__buf_printf(&in, "%s\n", *e);
 	if (r == 0)
 		r = cae__buf_append(&in, "\n", 1);
+	for (size_t i = 0; r == 0 && i < argc; i++)
+		r = put_arg(&in, req->argv[i]);
 	if (r == 0 && req->has_stdin && req->stdin_len)
 		r = cae__buf_append(&in, req->stdin_data, req->stdin_len);
 	if (r < 0) {
@@ -330,15 +347,7 @@ static int plain_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 				     r == -EINVAL ? "an environment value holds a newline"
 						  : "out of memory");
 	}
-	size_t k = 0;
-	argv[k++] = "sh";
-	argv[k++] = "-c";
-	argv[k++] = wrapper;
-	argv[k++] = "cae-exec";
-	argv[k++] = cwd;
-	argv[k++] = n;
-	for (size_t i = 0; i < argc; i++)
-		argv[k++] = req->argv[i];
+	const char *argv[] = {"sh", "-c", wrapper, "cae-exec", cwd, n, nargs, NULL};
 	r = cae_k8s_exec(impl_of(b)->k, impl_of(b)->ns, pod, MAIN, argv, in.data, in.len,
 			 req->timeout_ms, req->max_stdout, req->max_stderr, req->cancel_fd, res,
 			 err);

@@ -635,6 +635,14 @@ static int stream_open(cae_k8s *k, const char *ns, const char *pod, const char *
 		cae_k8s_stream_close(s);
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	}
+	if (strlen(s->path) > CAE_K8S_EXEC_PATH_MAX) {
+		size_t n = strlen(s->path);
+		cae_k8s_stream_close(s);
+		return cae_error_set(err, -E2BIG,
+				     "exec in pod %s: the command makes an exec URL of %zu bytes, "
+				     "more than libwebsockets sends (%d): pass it on stdin",
+				     pod, n, CAE_K8S_EXEC_PATH_MAX);
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, s->sv) < 0) {
 		int e = errno;
 		cae_k8s_stream_close(s);

@@ -2,7 +2,8 @@
  * particular to pods and not a conformance scenario. Here: command_executor.protected_paths,
  * which a pod's commands cannot give to root themselves, made root's by the short-lived root
  * sidecar (cae-protect) at the ready step; and, with protect_with_root_sidecar false, no
- * sidecar and a warning that says so.
+ * sidecar and a warning that says so. And the backend without its helper: one API-server
+ * exec per command, its arguments on stdin.
  *
  * Needs CAE_TEST_K8S=1 and the cluster's KUBECONFIG (skipped, exit 77, otherwise); every
  * test removes the environments it prepared, and the teardown the pods of this run's tasks
@@ -212,6 +213,93 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 }
 END_TEST
 
+/* Without the static helper on this host every command is one API-server exec, and its
+ * arguments travel on the exec's stdin, not in the URL (libwebsockets sends at most 2 KiB of
+ * a request line): a prepare (its git clone has a long command line) and commands with long
+ * arguments, newlines, backslashes, quotes and empty ones arrive whole, with their stdin,
+ * extra environment and working directory rules; an exec whose URL would be too long is
+ * refused, saying why, instead of reaching the API server cut short. */
+START_TEST(without_the_helper_each_command_is_one_exec)
+{
+	const char *had = getenv("CAE_HELPER_STATIC");
+	char *saved = had ? strdup(had) : NULL;
+	setenv("CAE_HELPER_STATIC", "/nonexistent/cae-helper-static", 1);
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	char uuid[64];
+	cae_env_info info;
+	cae_backend *b = prepared(cfg, uuid, &info);
+	if (saved)
+		setenv("CAE_HELPER_STATIC", saved, 1);
+	else
+		unsetenv("CAE_HELPER_STATIC");
+	free(saved);
+	ck_assert(has_warning(&info, "every command is one API server exec"));
+	json_t *pod = pod_of(uuid);
+	ck_assert_ptr_null(json_object_get(json_object_get(pod, "spec"), "initContainers"));
+	json_decref(pod);
+
+	char *lng = malloc(6001);
+	ck_assert_ptr_nonnull(lng);
+	for (int i = 0; i < 6000; i++)
+		lng[i] = (char)('a' + i % 26);
+	lng[6000] = '\0';
+	const char *argv[] = {"sh",
+			      "-c",
+			      "printf '<%s>' \"$@\"; printf '[%s]' \"$CAE_T\"; cat; pwd",
+			      "sh",
+			      lng,
+			      "two\nlines\n",
+			      "back\\slash \\n \\\\ end\\",
+			      "",
+			      "'quoted' \"too\" $HOME `x` ; |",
+			      NULL};
+	const char *env[] = {"CAE_T=v w", NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = "/workspace/project",
+				.extra_env = env,
+				.stdin_data = "fed\n",
+				.stdin_len = 4,
+				.has_stdin = true,
+				.timeout_ms = 120000,
+				.max_stdout = 1 << 20,
+				.cancel_fd = -1};
+	cae_run_result r;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s", err.message);
+	char *want = NULL;
+	ck_assert_int_ge(
+	    asprintf(&want,
+		     "<%s><two\nlines\n><back\\slash \\n \\\\ end\\><><'quoted' \"too\" "
+		     "$HOME `x` ; |>[v w]fed\n/workspace/project\n",
+		     lng),
+	    0);
+	ck_assert_int_eq(r.exit_code, 0);
+	ck_assert_msg(strcmp(r.out, want) == 0, "got %.300s", r.out);
+	free(want);
+	cae_run_result_clear(&r);
+	/* the working directory rules and a missing program, as with the helper */
+	const char *pw[] = {"pwd", NULL};
+	cae_exec_request out = {.argv = pw, .cwd = "/etc", .timeout_ms = 60000, .cancel_fd = -1};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &out, &r, &err), -ENOTDIR);
+	const char *none[] = {"no-such-program-xyz", NULL};
+	cae_exec_request missing = {.argv = none, .timeout_ms = 60000, .cancel_fd = -1};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &missing, &r, &err), -ENOENT);
+
+	/* an exec whose command would make too long a URL: refused before it is sent */
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	const char *huge[] = {"echo", lng, NULL};
+	cae_k8s *k = bt_k8s_client();
+	int rr = cae_k8s_exec(k, "default", name, "main", huge, NULL, 0, 60000, 0, 0, -1, &r, &err);
+	ck_assert_int_eq(rr, -E2BIG);
+	ck_assert_msg(strstr(err.message, "pass it on stdin"), "%s", err.message);
+	cae_k8s_free(k);
+	free(lng);
+	finish(b, uuid, &info, cfg, state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -224,6 +312,8 @@ static Suite *make_suite(void)
 	TCase *pr = bt_tcase(s, "protected", 600, sweep);
 	tcase_add_test(pr, protected_paths_hold_in_a_pod);
 	tcase_add_test(pr, no_sidecar_is_said_or_not_needed);
+	TCase *nh = bt_tcase(s, "no-helper", 600, sweep);
+	tcase_add_test(nh, without_the_helper_each_command_is_one_exec);
 	return s;
 }
 
