@@ -1048,12 +1048,15 @@ out:
 
 /* ---- the mirror cache ----
  * A host mirror (src/backend/mirror.c) reaches the container as a plain copy of its files
- * (HEAD, config, packed-refs, refs/, objects/: no pack is made again) in a tar through the
- * archive API at MIRROR_COPY, owned by the container's user; the clone step reads it with
- * file:// and removes it. No container ever sees the host's mirror itself. */
+ * (HEAD, config, packed-refs, refs/, objects/: no pack is made again) in a tar at
+ * MIRROR_COPY, owned by the container's user: through the prepare's helper stream into the
+ * image's tar when it is small (SHIP_STREAM_MAX), else (or without tar) through the archive
+ * API; the clone step reads it with file:// and removes it. No container ever sees the
+ * host's mirror itself. */
 
 #define MIRROR_NAME ".cae-mirror.git"
 #define MIRROR_COPY SCRATCH "/" MIRROR_NAME
+#define SHIP_STREAM_MAX ((uint64_t)32 << 20)
 
 /* The tar entries of dir/rel (a directory) and everything below it, named MIRROR_NAME/rel. */
 static int tar_mirror_dir(int out, const char *dir, const char *rel)
@@ -1113,12 +1116,83 @@ static int fill_mirror(int out, void *ud)
 	return r < 0 ? r : write_tar_end(out);
 }
 
+/* The bytes of the regular files under path, counted until past max. */
+static uint64_t tree_bytes(const char *path, uint64_t max)
+{
+	DIR *d = opendir(path);
+	if (!d)
+		return 0;
+	uint64_t n = 0;
+	struct dirent *e;
+	while (n <= max && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		_cleanup_free_ char *sub = cae__path_join(path, e->d_name);
+		struct stat st;
+		if (!sub || lstat(sub, &st) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode))
+			n += tree_bytes(sub, max - n);
+		else if (S_ISREG(st.st_mode))
+			n += (uint64_t)st.st_size;
+	}
+	closedir(d);
+	return n;
+}
+
+/* The mirror's tar (fill_mirror) through the prepare's stream into the image's tar, when it
+ * is at most SHIP_STREAM_MAX: no archive upload (~40 ms of the engine's). 0 when shipped;
+ * < 0 when not (too large, no tar in the image, a failure): the archive API does it. */
+static int ship_through_stream(struct prep_ctx *pc, const char *mirror)
+{
+	if (tree_bytes(mirror, SHIP_STREAM_MAX) > SHIP_STREAM_MAX)
+		return -EFBIG;
+	_cleanup_close_ int fd = memfd_create("cae-mirror", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	int r = fill_mirror(fd, (void *)mirror);
+	off_t size = r == 0 ? lseek(fd, 0, SEEK_CUR) : -1;
+	if (size <= 0)
+		return r < 0 ? r : -EIO;
+	void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+	if (map == MAP_FAILED)
+		return -errno;
+	const char *argv[] = {"tar", "-x", "-f", "-", "-C", SCRATCH, NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = SCRATCH,
+				.stdin_data = map,
+				.stdin_len = (size_t)size,
+				.has_stdin = true,
+				.timeout_ms = 300 * 1000,
+				.max_stdout = 4096,
+				.max_stderr = 4096,
+				.cancel_fd = -1};
+	cae_run_result res;
+	cae_error e = {0};
+	r = prep_exec(pc, &req, &res, &e);
+	munmap(map, (size_t)size);
+	if (r < 0)
+		return r;
+	r = res.exit_code == 0 ? 0 : -EIO;
+	cae_run_result_clear(&res);
+	return r;
+}
+
 /* cae_mirror_ship_fn: the copy of mirror in the container being prepared. */
 static int ship_mirror(void *ctx, const char *mirror, char **path, cae_error *err)
 {
 	struct prep_ctx *pc = ctx;
-	int r = put_tar(pc->b, pc->id, SCRATCH, "the repository's mirror", fill_mirror,
-			(void *)mirror, err);
+	int r = ship_through_stream(pc, mirror);
+	const char *through = "stream";
+	if (r < 0) {
+		through = "archive";
+		r = put_tar(pc->b, pc->id, SCRATCH, "the repository's mirror", fill_mirror,
+			    (void *)mirror, err);
+	}
+	if (r == 0)
+		cae_log_fields(pc->b->log, CAE_LOG_DEBUG, "docker.mirror_shipped",
+			       json_pack("{s:s, s:s}", "container", pc->id, "through", through),
+			       NULL);
 	if (r < 0)
 		return r;
 	*path = strdup(MIRROR_COPY);

@@ -2,7 +2,12 @@
  * what is new crosses the network. One mirror per remote URL under <state_dir>/mirrors/,
  * locked with flock (a lock dies with its holder), trusted only while it is complete and no
  * git died writing it; anything else is removed and made anew. The token reaches the host's
- * git through cae__git_run's credential helper only: never the mirror's config or files. */
+ * git through cae__git_run's credential helper only: never the mirror's config or files.
+ *
+ * Each use asks the remote for its refs (`git ls-remote`, with the task's credentials: a
+ * task is never served what they could not fetch) and fetches only when they are not the
+ * mirror's: an unchanged repository costs one round trip (git.mirror_current), a changed
+ * one that and the fetch of what is new (git.mirror_fetch). */
 #include "backend/backend-internal.h"
 
 #include "base/fs.h"
@@ -177,56 +182,132 @@ static const char *distrust(const char *dir, const char *norm, char *why, size_t
 	return NULL;
 }
 
-/* The remote's default branch into the mirror's HEAD (an empty remote has none). */
-static int update_head(const cae_git_ctx *g, const char *gitdir, const char *url, cae_error *err)
+/* The lines of text (each "<oid> <ref>", a tab or a space between) that name a branch or a
+ * tag (not peeled: "^{}"; not a symref's "ref: <target> <name>"), sorted, as
+ * "<oid> <ref>"; NULL when out of memory. */
+static json_t *ref_lines(const char *text)
 {
-	const char *ls[] = {CAE_GIT_ARGV, gitdir, "ls-remote", UPLOAD_PACK, "--symref",
-			    "--",	  url,	  "HEAD",      NULL};
-	cae_run_result res;
-	int r = cae__git_run(g, NULL, ls, &res, err);
-	if (r < 0)
-		return cae_error_prefix(err, "git ls-remote");
-	if (res.exit_code != 0) {
-		cae_run_result_clear(&res);
-		/* the fetch that follows says why, in git's words */
-		return 0;
-	}
-	char ref[512] = "";
-	const char *p = res.out ? strstr(res.out, "ref: refs/heads/") : NULL;
-	if (p) {
-		p += 5;
-		size_t n = strcspn(p, "\t\n");
-		if (n < sizeof(ref) && p[n] == '\t') {
-			memcpy(ref, p, n);
-			ref[n] = '\0';
+	json_t *a = json_array();
+	for (const char *l = text ? text : ""; a && *l;) {
+		size_t n = strcspn(l, "\n");
+		size_t o = strcspn(l, "\t ");
+		bool oid = (o == 40 || o == 64) && strspn(l, "0123456789abcdef") == o;
+		if (oid && o < n && strcspn(l + o + 1, "\t ") >= n - o - 1) {
+			const char *ref = l + o + 1;
+			size_t rn = n - o - 1;
+			bool wanted = (rn > 11 && strncmp(ref, "refs/heads/", 11) == 0) ||
+				      (rn > 10 && strncmp(ref, "refs/tags/", 10) == 0);
+			if (wanted && !(rn > 3 && strncmp(ref + rn - 3, "^{}", 3) == 0)) {
+				char *line = NULL;
+				if (asprintf(&line, "%.*s %.*s", (int)o, l, (int)rn, ref) < 0 ||
+				    json_array_append_new(a, json_string(line)) < 0) {
+					free(line);
+					json_decref(a);
+					return NULL;
+				}
+				free(line);
+			}
 		}
+		l += n + (l[n] == '\n');
 	}
-	cae_run_result_clear(&res);
-	if (!ref[0])
-		return 0;
-	const char *sym[] = {CAE_GIT_ARGV, gitdir, "symbolic-ref", "HEAD", ref, NULL};
-	return cae__git_step(g, NULL, sym, "git symbolic-ref", err);
+	size_t n = json_array_size(a);
+	for (size_t i = 1; i < n; i++) /* insertion sort: refs are few, or already sorted */
+		for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(a, j - 1)),
+						   json_string_value(json_array_get(a, j))) > 0;
+		     j--) {
+			json_t *x = json_incref(json_array_get(a, j));
+			json_array_set(a, j, json_array_get(a, j - 1));
+			json_array_set_new(a, j - 1, x);
+		}
+	return a;
 }
 
-/* Makes the mirror (when absent) and fetches it from url; the marker is written last. */
+/* True when the mirror at dir (gitdir: its --git-dir option) has exactly the remote's
+ * branches and tags (ls: `git ls-remote` output of them, whole) and its HEAD (head: the
+ * remote's default branch, "" when it said none): nothing to fetch. */
+static bool mirror_current(const cae_git_ctx *g, const char *dir, const char *gitdir,
+			   const char *ls, const char *head)
+{
+	if (head[0]) {
+		_cleanup_free_ char *hp = cae__path_join(dir, "HEAD");
+		_cleanup_free_ char *text = NULL;
+		size_t len = 0;
+		char want[600];
+		snprintf(want, sizeof(want), "ref: %s\n", head);
+		if (!hp || cae__read_file(AT_FDCWD, hp, sizeof(want), &text, &len) < 0 ||
+		    len != strlen(want) || memcmp(text, want, len) != 0)
+			return false;
+	}
+	const char *fe[] = {CAE_GIT_ARGV,
+			    gitdir,
+			    "for-each-ref",
+			    "--format=%(objectname) %(refname)",
+			    "refs/heads",
+			    "refs/tags",
+			    NULL};
+	cae_run_result res;
+	cae_error e = {0};
+	if (cae__git_run(g, NULL, fe, &res, &e) < 0)
+		return false;
+	bool same = false;
+	if (res.exit_code == 0 && !res.out_truncated) {
+		json_t *theirs = ref_lines(ls), *ours = ref_lines(res.out);
+		same = theirs && ours && json_equal(theirs, ours);
+		json_decref(theirs);
+		json_decref(ours);
+	}
+	cae_run_result_clear(&res);
+	return same;
+}
+
+/* Makes the mirror (when absent) and fetches it from url (*fetched), unless the remote's
+ * branches, tags and default branch are the mirror's already (one `git ls-remote` tells);
+ * the marker is removed before a fetch and written again after it. */
 static int update(const cae_git_ctx *g, const char *dir, const char *url, const char *norm,
-		  cae_error *err)
+		  bool *fetched, cae_error *err)
 {
 	_cleanup_free_ char *gitdir = NULL;
 	_cleanup_free_ char *marker = cae__path_join(dir, MARKER);
 	if (asprintf(&gitdir, "--git-dir=%s", dir) < 0 || !marker)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	if (!cae__is_dir(dir)) {
+	bool fresh = !cae__is_dir(dir);
+	if (fresh) {
 		const char *init[] = {CAE_GIT_ARGV, "init", "--quiet", "--bare", "--", dir, NULL};
 		int r = cae__git_step(g, NULL, init, "git init of the mirror", err);
 		if (r < 0)
 			return r;
-	} else if (unlink(marker) < 0 && errno != ENOENT) {
-		return cae_error_set(err, -errno, "mirror %s: %s", dir, strerror(errno));
 	}
-	int r = update_head(g, gitdir, url, err);
+	/* the remote's default branch (HEAD's symref), branches and tags */
+	const char *ls[] = {CAE_GIT_ARGV, gitdir,	  "ls-remote",	 UPLOAD_PACK, "--symref",
+			    "--",	  url,		  "HEAD",	 "refs/heads/*",
+			    "refs/tags/*", NULL};
+	cae_run_result res;
+	int r = cae__git_run(g, NULL, ls, &res, err);
 	if (r < 0)
-		return r;
+		return cae_error_prefix(err, "git ls-remote");
+	char head[512] = "";
+	const char *p = res.exit_code == 0 && res.out ? strstr(res.out, "ref: refs/heads/") : NULL;
+	if (p) {
+		p += 5;
+		size_t n = strcspn(p, "\t\n");
+		if (n < sizeof(head) && p[n] == '\t') {
+			memcpy(head, p, n);
+			head[n] = '\0';
+		}
+	}
+	/* (a failed ls-remote: the fetch that follows says why, in git's words) */
+	bool current = !fresh && res.exit_code == 0 && !res.out_truncated &&
+		       mirror_current(g, dir, gitdir, res.out, head);
+	cae_run_result_clear(&res);
+	if (current)
+		return 0;
+	if (!fresh && unlink(marker) < 0 && errno != ENOENT)
+		return cae_error_set(err, -errno, "mirror %s: %s", dir, strerror(errno));
+	if (head[0]) {
+		const char *sym[] = {CAE_GIT_ARGV, gitdir, "symbolic-ref", "HEAD", head, NULL};
+		if ((r = cae__git_step(g, NULL, sym, "git symbolic-ref", err)) < 0)
+			return r;
+	}
 	const char *fetch[] = {CAE_GIT_ARGV,
 			       gitdir,
 			       "fetch",
@@ -242,6 +323,7 @@ static int update(const cae_git_ctx *g, const char *dir, const char *url, const 
 	r = cae__git_step(g, NULL, fetch, "git fetch into the mirror", err);
 	if (r < 0)
 		return r;
+	*fetched = true;
 	r = cae__write_file_atomic(AT_FDCWD, marker, norm, strlen(norm), 0600, false);
 	return r < 0 ? cae_error_set(err, r, "mirror %s: %s", dir, strerror(-r)) : 0;
 }
@@ -299,11 +381,14 @@ int cae__mirror_open(const cae_config *cfg, cae_log *log, const char *url, const
 				break;
 			}
 		}
-		cae_log_fields(log, CAE_LOG_INFO, "git.mirror_fetch",
-			       json_pack("{s:s, s:s, s:b}", "url", red ? red : "", "key", key,
-					 "new", why != NULL),
-			       NULL);
-		r = update(g, m->dir, url, norm, &e);
+		bool fetched = false;
+		r = update(g, m->dir, url, norm, &fetched, &e);
+		if (r == 0)
+			cae_log_fields(log, CAE_LOG_INFO,
+				       fetched ? "git.mirror_fetch" : "git.mirror_current",
+				       json_pack("{s:s, s:s, s:b}", "url", red ? red : "", "key",
+						 key, "new", why != NULL),
+				       NULL);
 		/* a fresh mirror that failed: the remote's doing; an old one: made anew once */
 		if (r == 0 || why || r == -ECANCELED)
 			break;

@@ -45,6 +45,19 @@ static int log_count(const char *event)
 	return n;
 }
 
+/* How many lines of the test's log hold text. */
+static int log_lines_with(const char *text)
+{
+	FILE *f = fopen(tlog_path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[16384];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
 static void cfg_set(cae_config *cfg, const char *key, const char *value)
 {
 	cae_error err = {0};
@@ -222,7 +235,15 @@ START_TEST(clone_through_the_cache_is_the_clone_without_it)
 		/* both read the mirror; only the first made it */
 		ck_assert_int_eq(log_count("git.mirror_unused"), 0);
 		ck_assert_int_eq(log_count("git.mirror_rebuild"), 0);
-		ck_assert_int_eq(log_count("git.mirror_fetch"), 2 * (pr + 1));
+		/* the second found nothing new: one ls-remote, no fetch */
+		ck_assert_int_eq(log_count("git.mirror_fetch"), pr + 1);
+		ck_assert_int_eq(log_count("git.mirror_current"), pr + 1);
+		/* docker: a small mirror goes through the prepare's helper stream, not the
+		 * archive API */
+		if (docker_mode) {
+			ck_assert_int_eq(log_lines_with("\"through\":\"stream\""), 2 * (pr + 1));
+			ck_assert_int_eq(log_lines_with("\"through\":\"archive\""), 0);
+		}
 		/* origin is the remote, not the mirror */
 		ck_assert_ptr_nonnull(strstr(warm, repo_url));
 		ck_assert_ptr_null(strstr(warm, "mirrors"));
@@ -271,6 +292,25 @@ START_TEST(second_task_fetches_only_what_is_new)
 	tu_sh("test \"$(git --git-dir=%s rev-parse main)\" = \"$(git --git-dir=%s/py.git "
 	      "rev-parse main)\"",
 	      m, git_root);
+	/* nothing new: the mirror is used as it is (no fetch) */
+	tu_sh("test \"$(grep -c git.mirror_fetch %s)\" = 2 && ! grep -q git.mirror_current %s",
+	      logpath, logpath);
+	char u3[96], u4[96];
+	new_uuid(u3, sizeof(u3));
+	new_uuid(u4, sizeof(u4));
+	cae_task t3 = task(u3, false), t4 = task(u4, false);
+	_cleanup_free_ char *third = prepare_facts(b, &t3);
+	ck_assert_str_eq(third, second);
+	tu_sh("test \"$(grep -c git.mirror_fetch %s)\" = 2 && grep -q git.mirror_current %s",
+	      logpath, logpath);
+	/* a tag alone on the remote (no branch moved) is something new: fetched */
+	tu_sh("git --git-dir=%s/py.git tag cae-test-tag main", git_root);
+	_cleanup_free_ char *fourth = prepare_facts(b, &t4);
+	ck_assert_int_eq(strncmp(fourth, second, 41), 0); /* the same HEAD (a tag may show) */
+	tu_sh("test \"$(grep -c git.mirror_fetch %s)\" = 3 && "
+	      "git --git-dir=%s rev-parse -q --verify refs/tags/cae-test-tag",
+	      logpath, m);
+	tu_sh("git --git-dir=%s/py.git tag -d cae-test-tag >/dev/null", git_root);
 	cae_backend_free(b);
 	cae_log_free(log);
 	close(logfd);
@@ -469,6 +509,43 @@ START_TEST(prune_removes_what_is_unused)
 }
 END_TEST
 
+/* docker: a mirror larger than what the helper stream carries (32 MiB) reaches the
+ * container through the archive API, and the clone from it is whole. */
+START_TEST(large_mirror_through_the_archive_api)
+{
+	_cleanup_free_ char *w = tu_mkdtemp();
+	tu_sh("set -e; rm -rf %s/big.git; " GIT " init -q --bare %s/big.git; cd %s; " GIT
+	      " init -q -b main c; cd c; head -c 34000000 /dev/urandom > big.bin; " GIT
+	      " add big.bin; " GIT " commit -qm big; " GIT " push -q %s/big.git main; "
+	      "sha256sum big.bin | cut -c1-64 > %s/sum",
+	      git_root, git_root, w, git_root, w);
+	cae_config *cfg = config(true);
+	cae_backend *b = backend(cfg, NULL);
+	char uuid[96], url[600];
+	new_uuid(uuid, sizeof(uuid));
+	snprintf(url, sizeof(url), "%sbig.git", git_http);
+	cae_task t = {.uuid = uuid, .repo = url, .platform = (char *)"github"};
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", NULL, &info, &err) == 0, "prepare: %s",
+		      err.message);
+	_cleanup_free_ char *sum = run(b, uuid, "sha256sum big.bin | cut -c1-64");
+	_cleanup_free_ char *want = NULL;
+	_cleanup_free_ char *sumpath = cae__path_join(w, "sum");
+	size_t len = 0;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, sumpath, 4096, &want, &len), 0);
+	ck_assert_str_eq(sum, want);
+	_cleanup_free_ char *left = run(b, uuid, "ls -a /workspace/tmp");
+	ck_assert_msg(!strstr(left, ".cae-mirror"), "%s", left);
+	ck_assert_int_eq(log_lines_with("\"through\":\"archive\""), 1);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	tu_sh("rm -rf %s/big.git %s", git_root, w);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create(docker_mode ? "mirror-docker" : "mirror-local");
@@ -481,6 +558,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, corrupted_object_is_rebuilt);
 	tcase_add_test(tc, stale_locks_are_rebuilt);
 	tcase_add_test(tc, two_processes_clone_the_same_url_at_once);
+	if (docker_mode)
+		tcase_add_test(tc, large_mirror_through_the_archive_api);
 	if (!docker_mode) {
 		tcase_add_test(tc, second_task_fetches_only_what_is_new);
 		tcase_add_test(tc, prune_removes_what_is_unused);
