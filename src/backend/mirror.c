@@ -238,13 +238,9 @@ static bool mirror_current(const cae_git_ctx *g, const char *dir, const char *gi
 		    len != strlen(want) || memcmp(text, want, len) != 0)
 			return false;
 	}
-	const char *fe[] = {CAE_GIT_ARGV,
-			    gitdir,
-			    "for-each-ref",
-			    "--format=%(objectname) %(refname)",
-			    "refs/heads",
-			    "refs/tags",
-			    NULL};
+	const char *fe[] = {
+	    CAE_GIT_ARGV, gitdir, "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads",
+	    "refs/tags",  NULL};
 	cae_run_result res;
 	cae_error e = {0};
 	if (cae__git_run(g, NULL, fe, &res, &e) < 0)
@@ -278,9 +274,8 @@ static int update(const cae_git_ctx *g, const char *dir, const char *url, const 
 			return r;
 	}
 	/* the remote's default branch (HEAD's symref), branches and tags */
-	const char *ls[] = {CAE_GIT_ARGV, gitdir,	  "ls-remote",	 UPLOAD_PACK, "--symref",
-			    "--",	  url,		  "HEAD",	 "refs/heads/*",
-			    "refs/tags/*", NULL};
+	const char *ls[] = {CAE_GIT_ARGV, gitdir, "ls-remote",	  UPLOAD_PACK,	 "--symref", "--",
+			    url,	  "HEAD", "refs/heads/*", "refs/tags/*", NULL};
 	cae_run_result res;
 	int r = cae__git_run(g, NULL, ls, &res, err);
 	if (r < 0)
