@@ -657,20 +657,7 @@ static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, 
 	return cae__chan_fs(&impl_of(b)->chans, uuid, q, rep, err);
 }
 
-/* The prepare's stream to the container's helper, or NULL (no helper there, or it did not
- * answer: the steps use plain execs). */
-static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
-{
-	const char *argv[] = {HELPER_PATH, "--stream", NULL};
-	cae_docker_stream *st = NULL;
-	if (cae_docker_attach(impl_of(p->b)->d, p->id, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
-			      NULL) < 0)
-		return NULL;
-	cae_helper_mux *m = NULL;
-	return mux_over(st, &m, NULL) == 0 ? m : NULL;
-}
-
-int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
+int cae__docker_open_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
 {
 	*mux = NULL;
 	const char *argv[] = {HELPER_PATH, "--stream", NULL};
@@ -681,29 +668,15 @@ int cae__docker_take_stream(cae_backend *b, const char *name, cae_helper_mux **m
 		return -EBUSY;
 	if (r < 0)
 		return r;
+	return mux_over(st, mux, NULL) < 0 ? -ENOTCONN : 0;
+}
+
+/* The prepare's stream to the container's helper, or NULL (no helper there, or it did not
+ * answer: the steps use plain execs). */
+static cae_helper_mux *prep_mux_open(struct prep_ctx *p)
+{
 	cae_helper_mux *m = NULL;
-	if (mux_over(st, &m, NULL) < 0)
-		return -ENOTCONN;
-	const char *mk[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
-	cae_run_spec spec = {.argv = mk,
-			     .cwd = "/",
-			     .timeout_ms = HELPER_OPEN_TIMEOUT_MS,
-			     .max_stdout = 4096,
-			     .max_stderr = 4096,
-			     .cancel_fd = -1};
-	cae_run_result res;
-	r = cae_helper_mux_run(m, &spec, NULL, NULL, &res, NULL);
-	bool taken = r == 0 && res.exit_code == 0;
-	if (r == 0)
-		cae_run_result_clear(&res);
-	if (!taken) {
-		cae_helper_mux_close(m);
-		/* the helper that greeted and then failed the mkdir's run is not trusted with
-		 * the claim: an exec decides */
-		return r == 0 ? -EBUSY : -ENOTCONN;
-	}
-	*mux = m;
-	return 0;
+	return cae__docker_open_stream(p->b, p->id, &m) == 0 ? m : NULL;
 }
 
 static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)

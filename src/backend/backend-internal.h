@@ -128,6 +128,9 @@ struct cae_backend {
 	/* the collector running on this backend, woken to refill the warm pool after a
 	 * claim (cae__backend_pool_wake); under a lock of backend.c */
 	struct cae_backend_collector *collector;
+	/* the helper streams this process opened to the pool members it started, kept for
+	 * its own claims (src/backend/pool.c); under a lock of pool.c */
+	struct cae_pool_kept *kept;
 };
 
 /* Records info as prepared by b (after a prepare succeeded). */
@@ -193,6 +196,9 @@ typedef struct cae_pool_member {
 	char state_name[32]; /* for the status: the backend's word for its state ("": none) */
 } cae_pool_member;
 
+struct cae_helper_mux;
+struct cae_pool_kept;
+
 /* What a backend does its own way; the rest is src/backend/pool.c's. */
 typedef struct cae_pool_ops {
 	const char *noun; /* a member, in logs and messages: "container", "pod" */
@@ -218,6 +224,9 @@ typedef struct cae_pool_ops {
 	 * gone), another < 0 when this one failed (no more are tried). */
 	int (*claim)(cae_backend *b, const cae_pool_member *m, void *ctx, json_t *fields,
 		     cae_error *err);
+	/* May be NULL: a stream to the helper of member name, just started by this process
+	 * (0 with *mux new; < 0: none), kept for this process's claim of it. */
+	int (*open_stream)(cae_backend *b, const char *name, struct cae_helper_mux **mux);
 } cae_pool_ops;
 
 extern const cae_pool_ops cae__docker_pool_ops;
@@ -241,6 +250,14 @@ int cae__pool_prepare_init(cae_prepare *p, cae_backend *quiet, cae_backend *b, c
  * maximum age (older ones met on the way are removed) through b's ops->claim (ctx: its).
  * 1 when one was claimed, 0 when none was. */
 int cae__pool_claim(cae_backend *b, const char *key, void *ctx);
+/* The stream this process kept to member name's helper since it started it, taken out of
+ * b's kept streams (the caller's to close); NULL: none. Streams are kept up to
+ * CAE_POOL_KEPT_MAX, and one whose member left the pool (claimed by another process,
+ * removed) is closed at the next list of its pool. */
+struct cae_helper_mux *cae__pool_kept_take(cae_backend *b, const char *name);
+/* Closes b's kept streams (when b goes). */
+void cae__pool_kept_free(cae_backend *b);
+#define CAE_POOL_KEPT_MAX 128
 /* The collector's pool step: cae_backend_pool_fill when cfg has a pool, else nothing. */
 void cae__pool_maintain(cae_backend *b);
 /* How often the collector gives b's pool a step of its own (half its maximum age, in ms);
@@ -269,12 +286,10 @@ int cae__docker_remove(cae_backend *b, const char *id, cae_error *err);
  * in headers read as the engine's extraction reads them (POSIX ustar or GNU, octal
  * sizes), up to its end (two zero blocks): what may be extracted at "/" as root. */
 bool cae__tar_confined(const char *tar, size_t n, const char *prefix);
-struct cae_helper_mux;
-/* Step 1 of a claim through pool container name's helper: a stream to it (addressed by the
- * pool name), then CAE_POOL_CLAIM_MARK made through that stream. 0 with *mux (the stream,
- * new) when this caller took it; -EBUSY when another did (or it is gone, or does not run);
- * -ENOTCONN when its helper did not answer (the caller takes it with an exec instead). */
-int cae__docker_take_stream(cae_backend *b, const char *name, struct cae_helper_mux **mux);
+/* A stream to the helper of container name (a pool member: addressed by its pool name), as
+ * a prepare opens it: 0 with *mux new; -EBUSY when the container is gone or does not run;
+ * -ENOTCONN when its helper did not answer; another -errno when the engine failed. */
+int cae__docker_open_stream(cae_backend *b, const char *name, struct cae_helper_mux **mux);
 /* Claims a container of key's pool (src/backend/pool-docker.c) for a task: renamed to name.
  * mux (NULL: the pool's containers have no helper) gets the stream the claim was made
  * through (NULL when it was made with an exec). Returns 1 with *claimed (the engine's list

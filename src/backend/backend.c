@@ -138,6 +138,7 @@ void cae_backend_free(cae_backend *b)
 		b->prepared = p->next;
 		prepared_free(p);
 	}
+	cae__pool_kept_free(b);
 	b->ops->free(b);
 }
 

@@ -6,13 +6,14 @@
  * its environment would send, minus what is the task's: cae__docker_pool_spec). A prepare
  * whose own body has the same key claims one:
  *
- *   1 take    the container's helper, through a stream opened on its pool name, makes
+ *   1 take    the container's helper, through a stream on its pool name, makes
  *             CAE_POOL_CLAIM_MARK as the container's user (without a helper: an exec
  *             does, as the same user): mkdir succeeds for one caller only, whatever the
  *             interleaving (a rename alone is no claim: the engine looks the old name up
  *             before it locks the container, so two renames of one name may both succeed,
- *             one after the other). The stream is the prepare's from then on: the take
- *             costs the one exec the prepare's stream costs anyway.
+ *             one after the other). The stream is the prepare's from then on: the one
+ *             this process kept since it started the container (pool.c), or a new one,
+ *             which costs the one exec the prepare's stream costs anyway.
  *   2 rename  by id, to the task's creating name; from there the prepare goes on as a cold
  *             one (clone, dependencies, protected paths, the final name). The task's
  *             credential target (labels cannot change) is written, root's, in
@@ -98,18 +99,57 @@ static int create(cae_backend *b, json_t *body, const char *key, const char *nam
 	return cae__docker_create_started(b, name, body, helper, cancel_fd, &id, err);
 }
 
+/* CAE_POOL_CLAIM_MARK made through the helper's stream m: 0 when this caller made it,
+ * -EBUSY when it was there (another caller's), -ENOTCONN when the helper did not run it
+ * (a helper that failed the run is not trusted with the claim: an exec decides). */
+static int take_through(cae_helper_mux *m)
+{
+	const char *mk[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
+	cae_run_spec spec = {.argv = mk,
+			     .cwd = "/",
+			     .timeout_ms = TAKE_TIMEOUT_MS,
+			     .max_stdout = 4096,
+			     .max_stderr = 4096,
+			     .cancel_fd = -1};
+	cae_run_result res;
+	if (cae_helper_mux_run(m, &spec, NULL, NULL, &res, NULL) < 0)
+		return -ENOTCONN;
+	int r = res.exit_code == 0 ? 0 : -EBUSY;
+	cae_run_result_clear(&res);
+	return r;
+}
+
 /* Step 1 of a claim (see the top): 0 when this caller took the container named name,
  * -EBUSY when another did (or it is gone, or does not run), another -errno when the
- * engine failed. mux (NULL: take with an exec) gets the stream the take was made through,
- * or NULL when its helper did not answer and an exec took it. */
-static int take(cae_backend *b, const char *name, cae_helper_mux **mux)
+ * engine failed. Through the stream this process kept since it started the container when
+ * there is one, else a new one (mux NULL: none), else an exec; *how says which
+ * ("kept_stream", "stream", "exec"). mux (NULL: the caller wants no stream) gets the stream
+ * the take was made through, or NULL when an exec took it. */
+static int take(cae_backend *b, const char *name, cae_helper_mux **mux, const char **how)
 {
-	if (mux) {
-		int r = cae__docker_take_stream(b, name, mux);
-		if (r != -ENOTCONN)
+	cae_helper_mux *m = cae__pool_kept_take(b, name);
+	int r = m ? take_through(m) : -ENOTCONN;
+	*how = "kept_stream";
+	if (r == -ENOTCONN && mux) {
+		cae_helper_mux_close(m);
+		m = NULL;
+		*how = "stream";
+		r = cae__docker_open_stream(b, name, &m);
+		if (r == 0)
+			r = take_through(m);
+		else if (r != -ENOTCONN)
 			return r;
-		*mux = NULL;
 	}
+	if (r == 0 && mux) {
+		*mux = m;
+		return 0;
+	}
+	cae_helper_mux_close(m);
+	if (mux)
+		*mux = NULL;
+	if (r != -ENOTCONN)
+		return r;
+	*how = "exec";
 	const char *argv[] = {"mkdir", "--", CAE_POOL_CLAIM_MARK, NULL};
 	/* as the container's user, as the helper would: the mark is in its scratch directory */
 	cae_docker_exec_spec spec = {.argv = argv,
@@ -120,7 +160,7 @@ static int take(cae_backend *b, const char *name, cae_helper_mux **mux)
 				     .max_stderr = 4096,
 				     .cancel_fd = -1};
 	cae_run_result res;
-	int r = cae_docker_exec(cae__docker_client(b), name, &spec, &res, NULL, NULL);
+	r = cae_docker_exec(cae__docker_client(b), name, &spec, &res, NULL, NULL);
 	if (r == -ESRCH || r == -EAGAIN || r == -ENOENT)
 		return -EBUSY;
 	if (r < 0)
@@ -138,7 +178,8 @@ static int take_and_remove(cae_backend *b, const cae_pool_member *m, int64_t age
 	if (!m->id)
 		return 0;
 	if (m->state == CAE_POOL_RUNNING) {
-		int r = take(b, m->name, NULL);
+		const char *how;
+		int r = take(b, m->name, NULL, &how);
 		if (r < 0 && r != -EBUSY)
 			return cae_error_set(err, r, "cannot take pool container %s", m->name);
 		if (r == -EBUSY) {
@@ -173,8 +214,10 @@ static int claim(cae_backend *b, const cae_pool_member *m, void *ctx, json_t *fi
 		 cae_error *err)
 {
 	struct claimer *c = ctx;
-	if (!m->id || take(b, m->name, c->mux) != 0)
+	const char *how = NULL;
+	if (!m->id || take(b, m->name, c->mux, &how) != 0)
 		return -EBUSY; /* another claimer's */
+	json_object_set_new(fields, "taken_through", json_string(how));
 	int r = cae_docker_container_rename(cae__docker_client(b), m->id, c->name, err);
 	if (r < 0) {
 		/* ours, but the task's name is taken (a prepare of the same task): it goes,
@@ -210,4 +253,5 @@ const cae_pool_ops cae__docker_pool_ops = {
     .create = create,
     .remove = take_and_remove,
     .claim = claim,
+    .open_stream = cae__docker_open_stream,
 };

@@ -4,7 +4,9 @@
  * container past its maximum age is never handed out, the collector refills after a
  * claim, drain touches only its own configuration's pool. Every test's configuration has
  * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
- * no other run's pool container is ever claimed or removed here. */
+ * no other run's pool container is ever claimed or removed here. The process that filled
+ * the pool claims through the helper stream it kept, that stream is closed once another
+ * process claimed the container, and the filler racing another process gets it once. */
 #include "backend-test.h"
 #include "dockertest.h"
 
@@ -12,6 +14,7 @@
 #include "base/timeutil.h"
 #include "cae/docker.h"
 
+#include <fcntl.h>
 #include <time.h>
 
 static int cfg_seq;
@@ -297,6 +300,143 @@ START_TEST(collector_refills_drain_is_own)
 }
 END_TEST
 
+/* How many `cae-helper --stream` processes run in container id (read from /proc by a root
+ * exec: whatever their user). */
+static int streams_in(cae_docker *d, const char *id)
+{
+	const char *argv[] = {"sh", "-c",
+			      "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' < $f 2>/dev/null; "
+			      "echo; done | grep -c -- '[-]-stream'",
+			      NULL};
+	cae_docker_exec_spec spec = {.argv = argv,
+				     .user = "0:0",
+				     .raw = true,
+				     .timeout_ms = 60000,
+				     .max_stdout = 4096,
+				     .max_stderr = 4096,
+				     .cancel_fd = -1};
+	cae_run_result res;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_exec(d, id, &spec, &res, NULL, &err) == 0, "%s", err.message);
+	int n = atoi(res.out ? res.out : "-1");
+	cae_run_result_clear(&res);
+	return n;
+}
+
+/* Waits (polling, a minute at most) until container id runs want helper streams. */
+static void wait_streams(cae_docker *d, const char *id, int want)
+{
+	int n = -1;
+	for (int i = 0; i < 600 && (n = streams_in(d, id)) != want; i++)
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	ck_assert_msg(n == want, "%d helper streams in %s, not %d", n, id, want);
+}
+
+/* The filler keeps a stream to the member it started; once another process claimed the
+ * member, the filler's next look at its pool closes that stream: no process keeps a stream
+ * into another's task. */
+START_TEST(kept_stream_goes_when_another_claims)
+{
+	cfg_seq = 6;
+	cae_config *cfg = pcfg("1", "600");
+	cae_backend *b = pbackend(cfg);
+	cae_docker *d = client();
+	char pool_id[128];
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
+	wait_streams(d, pool_id, 1);
+	cae_backend *other = pbackend(cfg); /* another process's */
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_env_info info = bt_prepare(other, uuid);
+	ck_assert_str_eq(info.container_id, pool_id);
+	/* the claimer's own stream ends with its prepare; the filler's is still there */
+	wait_streams(d, pool_id, 1);
+	json_decref(bt_own_pool(b));
+	wait_streams(d, pool_id, 0);
+	/* the task's environment works from either */
+	cae_run_result r = bt_exec(b, uuid, "id -u", 120000);
+	ck_assert_str_eq(r.out, "1000\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(other, uuid, &err), 0);
+	cae_env_info_clear(&info);
+	cae_backend_free(other);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* How many lines of the log at path hold text. */
+static int lines_with(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_ptr_nonnull(f);
+	char line[16384];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
+/* The filler's claim goes through the stream it kept; the filler and another process
+ * preparing at once from a pool of one: exactly one gets the container, both environments
+ * work. */
+START_TEST(filler_and_another_claim_at_once)
+{
+	cfg_seq = 7;
+	cae_config *cfg = pcfg("1", "600");
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	_cleanup_free_ char *path = cae__path_join(dir, "log.jsonl");
+	int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+	ck_assert_int_ge(fd, 0);
+	cae_log *log = cae_log_new(fd, CAE_LOG_DEBUG);
+	cae_backend *b = bt_backend("docker", cfg, log);
+	char pool_id[128];
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
+	char u0[64];
+	bt_task_uuid(u0, sizeof(u0), "caetest");
+	cae_env_info i0 = bt_prepare(b, u0);
+	ck_assert_str_eq(i0.container_id, pool_id);
+	ck_assert_int_eq(lines_with(path, "\"taken_through\":\"kept_stream\""), 1);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, u0, &err), 0);
+	cae_env_info_clear(&i0);
+
+	bt_pool_filled(b, pool_id, sizeof(pool_id), NULL, 0);
+	char uuids[2][64];
+	bt_task_uuid(uuids[0], sizeof(uuids[0]), "caetest");
+	bt_task_uuid(uuids[1], sizeof(uuids[1]), "caetest");
+	struct bt_preparer p;
+	cae_task t = bt_http_task(uuids[1]);
+	bt_preparer_start(&p, "docker", cfg, &t, 1);
+	bt_preparer_wait_step(&p, 1);
+	bt_preparer_go(&p);
+	cae_env_info mine = bt_prepare(b, uuids[0]);
+	char theirs[256];
+	ck_assert_msg(bt_preparer_finish(&p, theirs, sizeof(theirs)), "the other: %s", theirs);
+	bool filler_won = strcmp(mine.container_id, pool_id) == 0;
+	int won = filler_won + (strcmp(theirs, pool_id) == 0);
+	ck_assert_msg(won == 1, "pool container %s went to %d claimers (%s, %s)", pool_id, won,
+		      mine.container_id, theirs);
+	ck_assert_int_eq(lines_with(path, "\"taken_through\":\"kept_stream\""), 1 + filler_won);
+	for (int i = 0; i < 2; i++) {
+		cae_run_result r = bt_exec(
+		    b, uuids[i], "cat /workspace/project/.git/HEAD >/dev/null && id -u", 120000);
+		ck_assert_str_eq(r.out, "1000\n");
+		cae_run_result_clear(&r);
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	}
+	cae_env_info_clear(&mine);
+	drain(b);
+	cae_backend_free(b);
+	cae_log_free(log);
+	close(fd);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -308,6 +448,8 @@ static Suite *make_suite(void)
 	tcase_add_test(p, two_claimers_pool_of_one);
 	tcase_add_test(p, expired_never_handed_out);
 	tcase_add_test(p, collector_refills_drain_is_own);
+	tcase_add_test(p, kept_stream_goes_when_another_claims);
+	tcase_add_test(p, filler_and_another_claim_at_once);
 	return s;
 }
 
