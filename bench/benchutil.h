@@ -72,8 +72,12 @@ static inline void bench_use_static_helper(const char *build)
 /* Makes dir/srv/small.git (a commit of main.py and README.md, no dependency manifests) and
  * serves it; url gets its git:// address. root: the source tree (NULL: the current
  * directory). 0, or -1 with the reason on stderr under the name prog. */
-static inline int bench_small_repo_start(const char *prog, const char *dir, const char *root,
-					 char *url, size_t size)
+/* Makes a small repository (two files, one commit) under dir and serves it with
+ * scripts/git-server.sh (root: the source root, NULL: the working directory); url gets it as
+ * the server's line "<which>=" says (GIT_DAEMON_URL=: git://, GIT_HTTP_PUBLIC_URL=: smart
+ * HTTP without auth, as a forge serves a public repository). */
+static inline int bench_small_repo_serve(const char *prog, const char *dir, const char *root,
+					 const char *which, char *url, size_t size)
 {
 	char cmd[4096];
 	snprintf(cmd, sizeof(cmd),
@@ -92,9 +96,9 @@ static inline int bench_small_repo_start(const char *prog, const char *dir, cons
 	FILE *p = popen(cmd, "r");
 	char line[512];
 	while (p && fgets(line, sizeof(line), p))
-		if (strncmp(line, "GIT_DAEMON_URL=", 15) == 0)
-			snprintf(url, size, "%.*ssmall.git", (int)strcspn(line + 15, "\n"),
-				 line + 15);
+		if (strncmp(line, which, strlen(which)) == 0)
+			snprintf(url, size, "%.*ssmall.git",
+				 (int)strcspn(line + strlen(which), "\n"), line + strlen(which));
 	if (!p || pclose(p) != 0 || !url[0]) {
 		fprintf(stderr,
 			"%s: git-server.sh did not start (run from the source root, or set "
@@ -103,6 +107,13 @@ static inline int bench_small_repo_start(const char *prog, const char *dir, cons
 		return -1;
 	}
 	return 0;
+}
+
+/* bench_small_repo_serve over git:// (git daemon). */
+static inline int bench_small_repo_start(const char *prog, const char *dir, const char *root,
+					 char *url, size_t size)
+{
+	return bench_small_repo_serve(prog, dir, root, "GIT_DAEMON_URL=", url, size);
 }
 
 /* Stops the server and removes dir. */
