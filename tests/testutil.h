@@ -50,6 +50,19 @@ static inline char *tu_mkdtemp(void)
 	return strdup(d);
 }
 
+/* How many lines of the file at path (a log, mostly) hold text. */
+static inline int tu_lines_with(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "r");
+	ck_assert_msg(f != NULL, "cannot read %s", path);
+	char line[16384];
+	int n = 0;
+	while (fgets(line, sizeof(line), f))
+		n += strstr(line, text) != NULL;
+	fclose(f);
+	return n;
+}
+
 /* Writes a file (creating it) relative to dir, aborting the test on failure. */
 static inline void tu_write(const char *dir, const char *name, const char *content)
 {

@@ -345,6 +345,18 @@ static inline bool bt_preparer_finish(struct bt_preparer *p, char *out, size_t s
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
 }
 
+/* uuid's environment has its clone and runs commands as the container's user; then it is
+ * removed. */
+static inline void bt_works_then_cleanup(cae_backend *b, const char *uuid)
+{
+	cae_run_result r =
+	    bt_exec(b, uuid, "cat /workspace/project/.git/HEAD >/dev/null && id -u", 120000);
+	ck_assert_str_eq(r.out, "1000\n");
+	cae_run_result_clear(&r);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+}
+
 /* Two processes prepare at once (both held at the first step, then let go together) from the
  * pool of one of b (backend name for cfg): exactly one gets the pool's environment pool_id,
  * the other another one, both succeed and leave the pool empty, and both environments work
@@ -375,14 +387,8 @@ static inline void bt_two_claimers(const char *name, const cae_config *cfg, cae_
 	json_t *mine = bt_own_pool(b);
 	ck_assert_int_eq(json_array_size(mine), 0);
 	json_decref(mine);
-	cae_error err = {0};
-	for (int i = 0; i < 2; i++) {
-		cae_run_result r = bt_exec(
-		    b, uuids[i], "cat /workspace/project/.git/HEAD >/dev/null && id -u", 120000);
-		ck_assert_str_eq(r.out, "1000\n");
-		cae_run_result_clear(&r);
-		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
-	}
+	for (int i = 0; i < 2; i++)
+		bt_works_then_cleanup(b, uuids[i]);
 }
 
 /* Waits until the wall clock (not another process) reaches t (seconds since the epoch). */

@@ -33,29 +33,9 @@ static char tlog_path[600];
 /* How many lines of the test's log name event. */
 static int log_count(const char *event)
 {
-	FILE *f = fopen(tlog_path, "r");
-	ck_assert_ptr_nonnull(f);
-	char line[16384];
-	int n = 0;
 	char quoted[128];
 	snprintf(quoted, sizeof(quoted), "\"%s\"", event);
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, quoted) != NULL;
-	fclose(f);
-	return n;
-}
-
-/* How many lines of the test's log hold text. */
-static int log_lines_with(const char *text)
-{
-	FILE *f = fopen(tlog_path, "r");
-	ck_assert_ptr_nonnull(f);
-	char line[16384];
-	int n = 0;
-	while (fgets(line, sizeof(line), f))
-		n += strstr(line, text) != NULL;
-	fclose(f);
-	return n;
+	return tu_lines_with(tlog_path, quoted);
 }
 
 static void cfg_set(cae_config *cfg, const char *key, const char *value)
@@ -241,8 +221,9 @@ START_TEST(clone_through_the_cache_is_the_clone_without_it)
 		/* docker: a small mirror goes through the prepare's helper stream, not the
 		 * archive API */
 		if (docker_mode) {
-			ck_assert_int_eq(log_lines_with("\"through\":\"stream\""), 2 * (pr + 1));
-			ck_assert_int_eq(log_lines_with("\"through\":\"archive\""), 0);
+			ck_assert_int_eq(tu_lines_with(tlog_path, "\"through\":\"stream\""),
+					 2 * (pr + 1));
+			ck_assert_int_eq(tu_lines_with(tlog_path, "\"through\":\"archive\""), 0);
 		}
 		/* origin is the remote, not the mirror */
 		ck_assert_ptr_nonnull(strstr(warm, repo_url));
@@ -537,7 +518,7 @@ START_TEST(large_mirror_through_the_archive_api)
 	ck_assert_str_eq(sum, want);
 	_cleanup_free_ char *left = run(b, uuid, "ls -a /workspace/tmp");
 	ck_assert_msg(!strstr(left, ".cae-mirror"), "%s", left);
-	ck_assert_int_eq(log_lines_with("\"through\":\"archive\""), 1);
+	ck_assert_int_eq(tu_lines_with(tlog_path, "\"through\":\"archive\""), 1);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
