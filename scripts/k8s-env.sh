@@ -39,7 +39,7 @@ running() { # the API server answers and the node is Ready
     https://127.0.0.1:6443/api/v1/nodes/localhost 2>/dev/null |
     python3 -c 'import json, sys
 c = json.load(sys.stdin)["status"].get("conditions", [])
-sys.exit(0 if any(x["type"] == "Ready" and x["status"] == "True" for x in c) else 1)'
+sys.exit(0 if any(x["type"] == "Ready" and x["status"] == "True" for x in c) else 1)' 2>/dev/null
 }
 
 # Imports img unless the cluster has this very build of it (the Docker image id, recorded
