@@ -182,44 +182,56 @@ static const char *distrust(const char *dir, const char *norm, char *why, size_t
 	return NULL;
 }
 
-/* The lines of text (each "<oid> <ref>", a tab or a space between) that name a branch or a
- * tag (not peeled: "^{}"; not a symref's "ref: <target> <name>"), sorted, as
- * "<oid> <ref>"; NULL when out of memory. */
-static json_t *ref_lines(const char *text)
+static int cmp_str(const void *a, const void *b)
 {
-	json_t *a = json_array();
-	for (const char *l = text ? text : ""; a && *l;) {
-		size_t n = strcspn(l, "\n");
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The lines of text (each "<oid> <ref>", a tab or a space between) that name a branch or a
+ * tag (not peeled: "^{}"; not a symref's "ref: <target> <name>"), as "<ref> <oid>" lines
+ * sorted by name, in one string; NULL when out of memory. */
+static char *ref_lines(const char *text)
+{
+	text = text ? text : "";
+	size_t max = 1;
+	for (const char *c = text; *c; c++)
+		max += *c == '\n';
+	_cleanup_free_ char **v = calloc(max, sizeof(char *));
+	char *out = NULL;
+	size_t n = 0, len = 1;
+	for (const char *l = text; v && *l;) {
+		size_t k = strcspn(l, "\n");
 		size_t o = strcspn(l, "\t ");
 		bool oid = (o == 40 || o == 64) && strspn(l, "0123456789abcdef") == o;
-		if (oid && o < n && strcspn(l + o + 1, "\t ") >= n - o - 1) {
-			const char *ref = l + o + 1;
-			size_t rn = n - o - 1;
-			bool wanted = (rn > 11 && strncmp(ref, "refs/heads/", 11) == 0) ||
-				      (rn > 10 && strncmp(ref, "refs/tags/", 10) == 0);
-			if (wanted && !(rn > 3 && strncmp(ref + rn - 3, "^{}", 3) == 0)) {
-				char *line = NULL;
-				if (asprintf(&line, "%.*s %.*s", (int)o, l, (int)rn, ref) < 0 ||
-				    json_array_append_new(a, json_string(line)) < 0) {
-					free(line);
-					json_decref(a);
-					return NULL;
-				}
-				free(line);
-			}
+		size_t rn = oid && o < k ? k - o - 1 : 0;
+		const char *ref = rn ? l + o + 1 : l;
+		bool wanted = rn && strcspn(ref, "\t ") >= rn &&
+			      ((rn > 11 && strncmp(ref, "refs/heads/", 11) == 0) ||
+			       (rn > 10 && strncmp(ref, "refs/tags/", 10) == 0)) &&
+			      !(rn > 3 && strncmp(ref + rn - 3, "^{}", 3) == 0);
+		if (wanted) {
+			if (asprintf(&v[n], "%.*s %.*s\n", (int)rn, ref, (int)o, l) < 0)
+				goto out;
+			len += strlen(v[n++]);
 		}
-		l += n + (l[n] == '\n');
+		l += k + (l[k] == '\n');
 	}
-	size_t n = json_array_size(a);
-	for (size_t i = 1; i < n; i++) /* insertion sort: refs are few, or already sorted */
-		for (size_t j = i; j > 0 && strcmp(json_string_value(json_array_get(a, j - 1)),
-						   json_string_value(json_array_get(a, j))) > 0;
-		     j--) {
-			json_t *x = json_incref(json_array_get(a, j));
-			json_array_set(a, j, json_array_get(a, j - 1));
-			json_array_set_new(a, j - 1, x);
+	if (!v)
+		return NULL;
+	qsort(v, n, sizeof(char *), cmp_str);
+	out = malloc(len);
+	if (out) {
+		out[0] = '\0';
+		for (size_t i = 0, at = 0; i < n; i++) {
+			size_t m = strlen(v[i]);
+			memcpy(out + at, v[i], m + 1);
+			at += m;
 		}
-	return a;
+	}
+out:
+	for (size_t i = 0; v && i < n; i++)
+		free(v[i]);
+	return out;
 }
 
 /* True when the mirror at dir (gitdir: its --git-dir option) has exactly the remote's
@@ -247,10 +259,8 @@ static bool mirror_current(const cae_git_ctx *g, const char *dir, const char *gi
 		return false;
 	bool same = false;
 	if (res.exit_code == 0 && !res.out_truncated) {
-		json_t *theirs = ref_lines(ls), *ours = ref_lines(res.out);
-		same = theirs && ours && json_equal(theirs, ours);
-		json_decref(theirs);
-		json_decref(ours);
+		_cleanup_free_ char *theirs = ref_lines(ls), *ours = ref_lines(res.out);
+		same = theirs && ours && strcmp(theirs, ours) == 0;
 	}
 	cae_run_result_clear(&res);
 	return same;
