@@ -6,7 +6,8 @@
  * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
  * no other run's pool container is ever claimed or removed here. The process that filled
  * the pool claims through the helper stream it kept, that stream is closed once another
- * process claimed the container, and the filler racing another process gets it once. */
+ * process claimed the container, the filler racing another process gets it once, and a
+ * filler killed (SIGKILL) leaves no stream behind and its container still serves a task. */
 #include "backend-test.h"
 #include "dockertest.h"
 
@@ -15,6 +16,9 @@
 #include "cae/docker.h"
 
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <time.h>
 
 static int cfg_seq;
@@ -419,6 +423,53 @@ START_TEST(filler_and_another_claim_at_once)
 }
 END_TEST
 
+/* A filler killed (SIGKILL) while it keeps a stream: the stream's helper in the container
+ * ends with the connection, and the container is still handed out, whole. */
+START_TEST(killed_filler_leaves_no_stream)
+{
+	cfg_seq = 8;
+	cae_config *cfg = pcfg("1", "600");
+	int ready[2];
+	ck_assert_int_eq(pipe2(ready, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		close(ready[0]);
+		cae_backend *fb = NULL;
+		cae_error ferr = {0};
+		int n = 0;
+		if (cae_backend_new_named("docker", cfg, NULL, &fb, &ferr) < 0 ||
+		    cae_backend_pool_fill(fb, -1, &n, &ferr) < 0 || n != 1 ||
+		    write(ready[1], "1", 1) != 1)
+			_exit(3);
+		for (;;)
+			pause();
+	}
+	close(ready[1]);
+	char c;
+	ck_assert_int_eq(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	cae_backend *b = pbackend(cfg); /* another process's: it keeps nothing */
+	cae_docker *d = client();
+	char pool_id[128];
+	bt_only_pool_entry(b, pool_id, sizeof(pool_id), NULL, 0);
+	wait_streams(d, pool_id, 1);
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	wait_streams(d, pool_id, 0);
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	cae_env_info info = bt_prepare(b, uuid);
+	ck_assert_str_eq(info.container_id, pool_id);
+	bt_works_then_cleanup(b, uuid);
+	cae_env_info_clear(&info);
+	drain(b);
+	cae_docker_free(d);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("pool");
@@ -432,6 +483,7 @@ static Suite *make_suite(void)
 	tcase_add_test(p, collector_refills_drain_is_own);
 	tcase_add_test(p, kept_stream_goes_when_another_claims);
 	tcase_add_test(p, filler_and_another_claim_at_once);
+	tcase_add_test(p, killed_filler_leaves_no_stream);
 	return s;
 }
 
