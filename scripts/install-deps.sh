@@ -7,10 +7,10 @@
 set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
-      libwebsockets-dev check git musl-tools bubblewrap)
+      libwebsockets-dev libseccomp-dev check git musl-tools bubblewrap)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
-         debootstrap nginx fcgiwrap busybox-static)
+         debootstrap nginx fcgiwrap busybox-static keyutils)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

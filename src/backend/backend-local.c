@@ -19,6 +19,7 @@
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 #include "backend/sandbox.h"
+#include "backend/seccomp.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -105,6 +106,8 @@ struct local_impl {
 	char *bwrap;	   /* path of bwrap, when usable */
 	char *probe_error; /* why not, when not */
 	char *etc_dir;	   /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
+	char *seccomp;	   /* <etc_dir>/seccomp.bpf, the sandbox's seccomp filter; NULL: none */
+	char *seccomp_error; /* why there is none */
 	int clone_timeout_s;
 	pthread_mutex_t helper_lock;
 	struct local_helper *helpers;
@@ -203,6 +206,20 @@ static void sandbox_ids(const cae_config *cfg, uid_t *uid, gid_t *gid)
 	}
 }
 
+/* The seccomp filter (seccomp.h) is written once per backend next to the sandbox's /etc
+ * files; without it, sandboxes run without a filter and every prepare says so. */
+static void probe_seccomp(struct local_impl *li)
+{
+	cae_error e = {0};
+	_cleanup_close_ int dfd = open(li->etc_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int r = dfd < 0 ? cae_error_set(&e, -errno, "seccomp: %s", strerror(errno))
+			: cae__seccomp_write(dfd, "seccomp.bpf", &e);
+	if (r == 0)
+		li->seccomp = cae__path_join(li->etc_dir, "seccomp.bpf");
+	if (!li->seccomp)
+		li->seccomp_error = strdup(r < 0 ? e.message : "out of memory");
+}
+
 /* Probing costs a sandbox start: done once per backend, on first use. It starts exactly
  * what commands get (the enter step, the uid switch, a user namespace, the file system),
  * so that a host that cannot do any of it is found here, not at the first command. */
@@ -216,6 +233,8 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		snprintf(why, sizeof(why), "cae-helper was not found");
 	else if (cae__sandbox_write_etc(li->etc_dir) < 0)
 		snprintf(why, sizeof(why), "cannot write the sandbox's /etc files");
+	if (!*why)
+		probe_seccomp(li);
 	if (!*why) {
 		cae_sandbox_limits lim = sandbox_limits(b->cfg);
 		const char *cmd[] = {"true", NULL};
@@ -226,7 +245,8 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 					 .etc_dir = li->etc_dir,
 					 .chdir = "/",
 					 .argv = cmd,
-					 .limits = &lim};
+					 .limits = &lim,
+					 .seccomp = li->seccomp};
 		sandbox_ids(b->cfg, &spec.uid, &spec.gid);
 		char **argv = cae__sandbox_argv(&spec);
 		_cleanup_(cae__sandbox_argv_free_p) char **envp = cae__sandbox_env(NULL);
@@ -593,6 +613,7 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .limits = &lim,
 	    .rlimit_nproc = n == 0 && env->uid != 0,
 	    .die_with_parent = die_with_parent,
+	    .seccomp = li->seccomp,
 	    .protected_paths =
 		(const char *const *)env->cfg->command_executor.protected_paths.items,
 	    .n_protected = env->cfg->command_executor.protected_paths.n,
@@ -1107,8 +1128,17 @@ static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
 				      : "no cgroup could be made for the sandbox: commands are "
 					"bounded by rlimits per process; the number of processes "
 					"is not bounded");
+	if (!li->seccomp) {
+		char msg[1200];
+		snprintf(msg, sizeof(msg),
+			 "no seccomp filter in the sandbox (%s): system calls such as keyctl, "
+			 "bpf and io_uring are not refused",
+			 li->seccomp_error ? li->seccomp_error : "unknown reason");
+		cae__prepare_warn(p, "local.seccomp_unavailable", msg);
+	}
 	return json_pack(
-	    "{s:s, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism", cg ? "cgroup" : "rlimit",
+	    "{s:s, s:b, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism", cg ? "cgroup" : "rlimit",
+	    "seccomp", li->seccomp != NULL,
 	    "pids", cg || env->uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
 	    (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL, "cpu_seconds",
 	    (json_int_t)lim.cpu_seconds, "tmp_bytes", (json_int_t)lim.tmp_bytes, "file_bytes",
@@ -1591,6 +1621,8 @@ static void local_free(cae_backend *b)
 		free(li->bwrap);
 		free(li->probe_error);
 		free(li->etc_dir);
+		free(li->seccomp);
+		free(li->seccomp_error);
 		pthread_mutex_destroy(&li->probe_lock);
 		pthread_mutex_destroy(&li->helper_lock);
 		free(li);

@@ -7,6 +7,7 @@
 #include "base/fs.h"
 #include "base/macro.h"
 #include "base/protect.h"
+#include "helper/enter.h"
 
 #include <dirent.h>
 #include <ftw.h>
@@ -293,6 +294,10 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "--user");
 		addf(&a, "%u:%u", (unsigned)s->uid, (unsigned)s->gid);
 	}
+	if (s->seccomp) {
+		add(&a, "--seccomp");
+		add(&a, s->seccomp);
+	}
 	add(&a, "--");
 	/* 2. bwrap */
 	add(&a, s->bwrap);
@@ -305,6 +310,10 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "--unshare-net");
 	if (s->die_with_parent)
 		add(&a, "--die-with-parent");
+	if (s->seccomp) {
+		add(&a, "--seccomp");
+		addf(&a, "%d", CAE_HELPER_ENTER_SECCOMP_FD);
+	}
 	add(&a, "--uid");
 	addf(&a, "%d", CAE_SANDBOX_UID);
 	add(&a, "--gid");

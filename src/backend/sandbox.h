@@ -51,6 +51,8 @@ typedef struct cae_sandbox_spec {
 	const cae_sandbox_limits *limits;
 	bool rlimit_nproc;    /* bound processes with RLIMIT_NPROC (no cgroup, own uid) */
 	bool die_with_parent; /* bwrap ends with the thread that started it */
+	const char *seccomp;  /* the seccomp filter's BPF file on the host (seccomp.h), loaded
+			       * by bwrap for the sandbox's first program; NULL: none */
 	/* Paths relative to the project (command_executor.protected_paths, borrowed): each one
 	 * that exists as a file or directory (not a symbolic link) is bound read-only onto
 	 * itself, and the project and every directory on the way to it are bound onto

@@ -1,7 +1,7 @@
 /* cae-helper --enter: the first step of a local sandbox, run on the host before bwrap.
  *
  *   cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]
- *                      [--user UID:GID] -- PROGRAM ARG...
+ *                      [--seccomp FILE] [--user UID:GID] -- PROGRAM ARG...
  *
  * In this order, then exec PROGRAM (bwrap):
  *   1. write "0" to every FILE (a cgroup's cgroup.procs): this process, and all it starts,
@@ -10,7 +10,13 @@
  *   3. --stage (root only): in a mount namespace of our own, mount a small tmpfs on DIR and
  *      bind-mount each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
  *      reach its sources, which may lie below directories only root may cross (/root);
- *   4. --user: drop every group and switch to UID:GID for good (no capabilities are kept),
+ *   4. --seccomp: open FILE (a seccomp filter as a BPF program, which bwrap reads from the
+ *      descriptor its own --seccomp names) on CAE_HELPER_ENTER_SECCOMP_FD, inherited by
+ *      PROGRAM;
+ *   5. join a new session keyring (KEYCTL_JOIN_SESSION_KEYRING), always: the sandbox never
+ *      shares the caller's session keyring, nor another sandbox's (made before the switch
+ *      of uid, so that it is charged to cae's key quota, not the sandbox uid's);
+ *   6. --user: drop every group and switch to UID:GID for good (no capabilities are kept),
  *      so that bwrap's user namespace maps the sandbox's uid onto an unprivileged host uid,
  *      never onto root.
  * Any failure exits with 125 and a line on stderr; PROGRAM missing exits with 127. */
@@ -19,6 +25,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/keyctl.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +33,7 @@
 #include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -121,6 +129,29 @@ static int stage(const char *dir, char **srcs, int n)
 	return 0;
 }
 
+/* The seccomp filter on the descriptor bwrap is told to read it from. */
+static int open_seccomp(const char *file)
+{
+	int fd = open(file, O_RDONLY);
+	if (fd < 0)
+		return fail("seccomp filter", file, errno);
+	if (fd != CAE_HELPER_ENTER_SECCOMP_FD) {
+		if (dup2(fd, CAE_HELPER_ENTER_SECCOMP_FD) < 0)
+			return fail("dup2 seccomp filter", file, errno);
+		close(fd);
+	}
+	return 0;
+}
+
+/* A session keyring of our own, which PROGRAM and everything it starts inherit. A kernel
+ * without keys (ENOSYS) has nothing to share. */
+static int new_session_keyring(void)
+{
+	if (syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, NULL) < 0 && errno != ENOSYS)
+		return fail("join a new session keyring", NULL, errno);
+	return 0;
+}
+
 static int become(const char *spec)
 {
 	unsigned long long uid, gid;
@@ -147,7 +178,7 @@ static int become(const char *spec)
 
 int cae__helper_enter_main(int argc, char **argv)
 {
-	const char *stage_dir = NULL, *user = NULL;
+	const char *stage_dir = NULL, *user = NULL, *seccomp = NULL;
 	char **stage_srcs = NULL;
 	int n_stage = 0, i = 1, r;
 	if (i < argc && strcmp(argv[i], "--enter") == 0)
@@ -167,6 +198,8 @@ int cae__helper_enter_main(int argc, char **argv)
 				return r;
 		} else if (strcmp(argv[i], "--user") == 0) {
 			user = argv[++i];
+		} else if (strcmp(argv[i], "--seccomp") == 0) {
+			seccomp = argv[++i];
 		} else if (strcmp(argv[i], "--stage") == 0) {
 			stage_dir = argv[++i];
 			stage_srcs = argv + i + 1;
@@ -181,6 +214,10 @@ int cae__helper_enter_main(int argc, char **argv)
 	if (i >= argc)
 		return fail("no program after --", NULL, EINVAL);
 	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage)) != 0)
+		return r;
+	if (seccomp && (r = open_seccomp(seccomp)) != 0)
+		return r;
+	if ((r = new_session_keyring()) != 0)
 		return r;
 	if (user && (r = become(user)) != 0)
 		return r;

@@ -10,6 +10,11 @@
  *    `cae-helper --stream` signals SIGUSR1 now and then, and a container whose manager
  *    crashed (or leaked it) stops by itself. It then exits with CAE_INIT_EXPIRED so that a
  *    manager that comes back can tell expiry from a stop and start the container again.
+ *    Only a SIGUSR1 from a process the engine started (an exec: its parent is outside the
+ *    container, parent pid 0) counts: commands run as the same user and could send one, but
+ *    every process they make has a parent inside. With PID 1 non-dumpable (main.c) and
+ *    SIGSTOP/SIGKILL from inside a PID namespace never reaching its init, no command can
+ *    keep a container beyond its lifetime.
  */
 #include "cae/helper.h"
 #include "helper/mux.h"
@@ -95,6 +100,18 @@ static void kill_orphans(void)
 	closedir(d);
 }
 
+/* True when sig came from a process whose parent is outside our PID namespace (a stream
+ * helper started by an exec), not from one of its commands. */
+static bool from_outside(const siginfo_t *si)
+{
+	if (si->si_code != SI_USER || si->si_pid <= 1)
+		return false;
+	char pid[24];
+	snprintf(pid, sizeof(pid), "%d", (int)si->si_pid);
+	pid_t ppid, pgrp;
+	return stat_of(pid, &ppid, &pgrp) == 0 && ppid == 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr, "usage: cae-helper --init [--lifetime SECONDS]\n");
@@ -129,8 +146,9 @@ int cae__helper_init_main(int argc, char **argv)
 	int64_t last_contact = cae__now_ns();
 	for (;;) {
 		struct timespec tick = {TICK_MS / 1000, (TICK_MS % 1000) * 1000000L};
-		int sig = sigtimedwait(&set, NULL, &tick);
-		if (sig == SIGUSR1)
+		siginfo_t si;
+		int sig = sigtimedwait(&set, &si, &tick);
+		if (sig == SIGUSR1 && from_outside(&si))
 			last_contact = cae__now_ns();
 		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
 			kill(-1, SIGTERM);

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -21,7 +22,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: cae-helper [--max-idle SECONDS]\n"
 		   "       cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR "
 		   "SRC...]\n"
-		   "                  [--user UID:GID] -- PROGRAM ARG...\n"
+		   "                  [--seccomp FILE] [--user UID:GID] -- PROGRAM ARG...\n"
 		   "       cae-helper --stream [--heartbeat SECONDS]\n"
 		   "       cae-helper --init [--lifetime SECONDS]\n"
 		   "       cae-helper --credential get|store|erase   (git's credential helper)\n"
@@ -84,6 +85,17 @@ int main(int argc, char **argv)
 	cae_helper_serve_options o = {.serve_stream = serve_embedded_stream};
 	if (argc > 1 && strcmp(argv[1], "--enter") == 0)
 		return cae__helper_enter_main(argc, argv);
+	/* The helpers that outlive a command (PID 1, a stream, the sandbox's serve loop) run as
+	 * the commands' user: non-dumpable, so that no command can ptrace them (freeze PID 1,
+	 * take over the channel) nor open their /proc/PID/fd, mem or environ. What they start
+	 * is dumpable again: execve resets it (a debugger inside still traces its own
+	 * children). The one-shot --credential and --enter (which execs bwrap) need nothing. */
+	if (argc <= 1 || strcmp(argv[1], "--credential") != 0) {
+		if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0) {
+			fprintf(stderr, "cae-helper: PR_SET_DUMPABLE: %s\n", strerror(errno));
+			return 2;
+		}
+	}
 	if (argc > 1 && strcmp(argv[1], "--init") == 0)
 		return cae__helper_init_main(argc, argv);
 	if (argc > 1 && strcmp(argv[1], "--stream") == 0)

@@ -11,6 +11,12 @@
 # Prints "ok N - ..." / "not ok N - ..." and ends with "N passed, N failed".
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+# A session keyring of the suite's own (keyutils' keyctl), in which the suite keeps a key of
+# the caller's that the attacks below look for.
+if [ -z "${CAE_ATTACK_KEYRING:-}" ]; then
+	command -v keyctl >/dev/null || { echo "keyctl (Debian keyutils) is needed"; exit 1; }
+	exec env CAE_ATTACK_KEYRING=1 keyctl session - "$0" "$@"
+fi
 mode=cgroup
 if [ "${1:-}" = --rlimit ]; then
 	shift
@@ -109,13 +115,52 @@ check "/proc/sys, sysrq and core_pattern cannot be written" '[[ $out != *WROTE* 
 out=$(run A 'ls /sys/fs/cgroup 2>&1 | head -1; cat /proc/self/cgroup | grep -c "cae-" ; echo end')
 check "the cgroup tree is neither mounted nor named" '[[ $out == *"No such file"* ]]' "$out"
 out=$(run A 'unshare -U true 2>&1; unshare -r true 2>&1; echo end')
-check "no further user namespaces (unshare -U, unshare -r)" '[[ $out == *"unshare failed"* && $out != *$'"'\n'"'end*unshare*ok* ]] && ! grep -q "^ok" <<<"$out"' "$out"
+check "no further user namespaces (unshare -U, unshare -r: EPERM, the seccomp filter's)" '[[ $out == *"unshare failed: Operation not permitted"* && $out != *$'"'\n'"'end*unshare*ok* ]] && ! grep -q "^ok" <<<"$out"' "$out"
 state_dir=$CAE_STATE_DIR
 out=$(run A "ls '$state_dir' 2>&1; cat '$work/b/b-secret.txt' 2>&1; grep -rs B-SECRET-CONTENT / 2>/dev/null | head -1; echo end")
 check "the state directory and another task's workspace are out of reach" '[[ $out != *B-SECRET-CONTENT* && $out == *"No such file"* ]]' "$out"
 ln -sf /etc/shadow "$work/a/shadow-link"
 out=$(run A 'cat shadow-link 2>&1; echo end')
 check "a symlink to a host file leads nowhere inside" '[[ $out != *root:* ]]' "$out"
+
+# --- system calls (the seccomp filter), the kernel's keys, the helper ---------------------
+check "the result says the sandbox has a seccomp filter" '[ "$(jq -r .limits.seccomp "$work/a.json")" = true ]' "$(jq -c .limits "$work/a.json")"
+cp "$here/syscalls.c" "$work/a/syscalls.c"
+out=$(run A 'gcc -O0 -o cae-sys syscalls.c 2>&1 && echo built; grep "^Seccomp:" /proc/self/status' 120)
+check "a program compiled inside runs under a seccomp filter (Seccomp: 2)" '[[ $out == *built* && $out == *"Seccomp:"*2* ]]' "$out"
+out=$(run A './cae-sys; echo end')
+for call in keyctl add_key request_key bpf perf_event_open userfaultfd io_uring_setup \
+	io_uring_enter io_uring_register kexec_load kexec_file_load init_module finit_module \
+	delete_module clock_settime clock_adjtime adjtimex settimeofday name_to_handle_at \
+	open_by_handle_at personality_addr_no_randomize personality_read_implies_exec \
+	unshare_newuser unshare_newns clone_newuser setns mount fsopen open_tree pivot_root \
+	swapon reboot acct quotactl $([ "$(uname -m)" = x86_64 ] && echo i386_keyctl i386_stime \
+	i386_personality x32_keyctl); do
+	grep -qx "$call=EPERM" <<<"$out" || bad_calls+=" $(grep "^$call=" <<<"$out" || echo "$call=missing")"
+done
+check "each system call Docker's default profile refuses fails with EPERM (native, i386, x32)" '[ -z "${bad_calls:-}" ]' "${bad_calls:-}"
+check "clone3 fails with ENOSYS (libc falls back to clone, whose flags are checked)" 'grep -qx "clone3=ENOSYS" <<<"$out"' "$out"
+out=$(run A './cae-sys allowed; strace -f -o /dev/null true && echo strace-ok; echo alive')
+check "the sandbox survives, and what must work still does (personality query, clone, ptrace of a child of ours, strace)" \
+	'[[ $out == *alive* ]] && for c in personality_query personality_linux clone_plain ptrace_own_child; do grep -qx "$c=ok" <<<"$out" || exit 1; done && [[ $out == *strace-ok* ]]' "$out"
+# (one command: each `cae exec` has a sandbox, and a helper, of its own)
+out=$(run A 'for p in /proc/[0-9]*; do [ "$(tr -d "\0" < $p/cmdline 2>/dev/null)" = /.cae/cae-helper ] && h=${p#/proc/}; done; echo "helper=${h:-none}"; ./cae-sys ptrace "${h:-0}"; echo end')
+check "the sandbox's helper can be neither traced nor read through /proc (environ, mem, fd)" \
+	'[[ $out != *helper=none* && $out == *ptrace_attach=* && $out == *end* ]] && ! grep -q "=ok$" <<<"$out"' "$out"
+check "the helper still serves after that" '[[ $(run A "echo alive") == alive* ]]'
+# A key of the caller's, in the session keyring cae runs with.
+secret_key=$(keyctl add user cae-attack-secret KEYRING-SECRET-VALUE @s)
+out=$(run A "keyctl print $secret_key 2>&1; keyctl update $secret_key pwned 2>&1; keyctl show @s 2>&1; grep cae-attack-secret /proc/keys; echo end")
+check "the caller's session keyring can be neither read, written nor seen" \
+	'[[ $out != *KEYRING-SECRET-VALUE* && $out != *cae-attack-secret* ]] && [ "$(keyctl print "$secret_key")" = KEYRING-SECRET-VALUE ]' "$out"
+# Whatever the filter: the sandbox's first step joins a new session keyring, before bwrap
+# (here without the filter, so that the keyring can be looked at from inside).
+host_ses=$(keyctl show @s | awk 'NR == 2 {print $1}')
+ses_a=$("$CAE_HELPER" --enter --user 100000:100000 -- /usr/bin/keyctl show @s 2>&1 | awk 'NR == 2 {print $1}')
+ses_b=$("$CAE_HELPER" --enter --user 100000:100000 -- /usr/bin/keyctl show @s 2>&1 | awk 'NR == 2 {print $1}')
+check "each sandbox has a session keyring of its own (not the caller's, not another's)" \
+	'[[ $ses_a =~ ^[0-9]+$ && $ses_b =~ ^[0-9]+$ && $ses_a != "$ses_b" && $ses_a != "$host_ses" && $ses_b != "$host_ses" ]]' \
+	"caller=$host_ses A=$ses_a B=$ses_b"
 
 # --- host sockets, processes, network ----------------------------------------------------
 out=$(run A 'for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/dbus/system_bus_socket; do [ -S $s ] && echo REACHED $s; done; curl -s --max-time 3 --unix-socket /var/run/docker.sock http://x/version 2>&1 | head -c 200; echo end')
