@@ -697,11 +697,11 @@ static json_t *pod_spec(cae_prepare *p)
 		      "limits", limits, "requests", requests);
 	json_t *volumes = json_pack("[{s:s, s:o}]", "name", "workspace", "emptyDir", ws);
 	json_t *spec = json_pack(
-	    "{s:s, s:b, s:b, s:i, s:i, s:{s:i, s:i, s:b}, s:b, s:o, s:[o]}", "restartPolicy",
-	    "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
+	    "{s:s, s:b, s:b, s:i, s:i, s:{s:i, s:i, s:b, s:{s:s}}, s:b, s:o, s:[o]}",
+	    "restartPolicy", "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
 	    "activeDeadlineSeconds", cfg->command_executor.kubernetes.active_deadline_seconds,
 	    "terminationGracePeriodSeconds", 10, "securityContext", "runAsUser", UID, "runAsGroup",
-	    UID, "runAsNonRoot", 1, "hostNetwork",
+	    UID, "runAsNonRoot", 1, "seccompProfile", "type", "RuntimeDefault", "hostNetwork",
 	    cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_HOST, "volumes",
 	    volumes, "containers", main);
 	if (kp->helper) {

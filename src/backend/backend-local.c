@@ -103,10 +103,10 @@ struct local_impl {
 	pthread_mutex_t probe_lock;
 	bool probed;
 	bool bwrap_ok;
-	char *bwrap;	   /* path of bwrap, when usable */
-	char *probe_error; /* why not, when not */
-	char *etc_dir;	   /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
-	char *seccomp;	   /* <etc_dir>/seccomp.bpf, the sandbox's seccomp filter; NULL: none */
+	char *bwrap;	     /* path of bwrap, when usable */
+	char *probe_error;   /* why not, when not */
+	char *etc_dir;	     /* <state_dir>/local/.sandbox-etc: the sandbox's passwd and group */
+	char *seccomp;	     /* <etc_dir>/seccomp.bpf, the sandbox's seccomp filter; NULL: none */
 	char *seccomp_error; /* why there is none */
 	int clone_timeout_s;
 	pthread_mutex_t helper_lock;
@@ -1136,14 +1136,14 @@ static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
 			 li->seccomp_error ? li->seccomp_error : "unknown reason");
 		cae__prepare_warn(p, "local.seccomp_unavailable", msg);
 	}
-	return json_pack(
-	    "{s:s, s:b, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism", cg ? "cgroup" : "rlimit",
-	    "seccomp", li->seccomp != NULL,
-	    "pids", cg || env->uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
-	    (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL, "cpu_seconds",
-	    (json_int_t)lim.cpu_seconds, "tmp_bytes", (json_int_t)lim.tmp_bytes, "file_bytes",
-	    lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL, "uid",
-	    CAE_SANDBOX_UID);
+	return json_pack("{s:s, s:b, s:o?, s:I, s:o?, s:I, s:I, s:o?, s:i}", "mechanism",
+			 cg ? "cgroup" : "rlimit", "seccomp", li->seccomp != NULL, "pids",
+			 cg || env->uid != 0 ? json_integer(lim.pids) : NULL, "memory_bytes",
+			 (json_int_t)lim.memory_bytes, "cpus", cg ? json_real(lim.cpus) : NULL,
+			 "cpu_seconds", (json_int_t)lim.cpu_seconds, "tmp_bytes",
+			 (json_int_t)lim.tmp_bytes, "file_bytes",
+			 lim.file_bytes ? json_integer((json_int_t)lim.file_bytes) : NULL, "uid",
+			 CAE_SANDBOX_UID);
 }
 
 static int local_create(cae_prepare *p, cae_error *err)

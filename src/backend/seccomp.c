@@ -10,6 +10,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/banned.h"
@@ -18,35 +19,34 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(scmp_filter_ctx, seccomp_release)
 
 #define REFUSE SCMP_ACT_ERRNO(EPERM)
 
-/* Refused whatever their arguments. Names a given ABI does not have (stime, vm86 on x86_64)
- * are skipped for that ABI by libseccomp; names this libseccomp does not know at all are
- * skipped. */
+/* Refused whatever their arguments, by group (names separated by spaces). Names a given ABI
+ * does not have (stime, vm86 on x86_64) are skipped for that ABI by libseccomp; names this
+ * libseccomp does not know at all are skipped. */
 static const char *const refused[] = {
     /* the kernel's key store: shared by every sandbox of one host uid, and the caller's */
-    "add_key", "keyctl", "request_key",
+    "add_key keyctl request_key",
     /* large kernel attack surfaces Docker refuses */
-    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
-    "io_uring_register", "fanotify_init",
-    /* the kernel itself */
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    "create_module", "get_kernel_syms", "query_module", "reboot", "swapon", "swapoff", "acct",
-    "syslog", "iopl", "ioperm", "vhangup", "uselib", "ustat", "sysfs", "_sysctl", "nfsservctl",
-    "lookup_dcookie", "vm86", "vm86old",
+    "bpf perf_event_open userfaultfd io_uring_setup io_uring_enter io_uring_register "
+    "fanotify_init",
+    /* the kernel itself: kexec, modules, reboot, swap, accounting, its log, I/O ports,
+     * obsolete calls */
+    "kexec_load kexec_file_load init_module finit_module delete_module create_module "
+    "get_kernel_syms query_module reboot swapon swapoff acct syslog iopl ioperm vhangup uselib "
+    "ustat sysfs _sysctl nfsservctl lookup_dcookie vm86 vm86old",
     /* clocks */
-    "clock_settime", "clock_settime64", "clock_adjtime", "clock_adjtime64", "settimeofday",
-    "adjtimex", "stime",
+    "clock_settime clock_settime64 clock_adjtime clock_adjtime64 settimeofday adjtimex stime",
     /* file handles (open_by_handle_at reaches files outside any mount a process sees) */
-    "open_by_handle_at", "name_to_handle_at",
+    "open_by_handle_at name_to_handle_at",
     /* mounts and quotas */
-    "mount", "umount", "umount2", "pivot_root", "open_tree", "move_mount", "fsopen", "fsconfig",
-    "fsmount", "fspick", "mount_setattr", "quotactl", "quotactl_fd",
+    "mount umount umount2 pivot_root open_tree move_mount fsopen fsconfig fsmount fspick "
+    "mount_setattr quotactl quotactl_fd",
     /* other namespaces */
     "setns",
 };
 
 /* Every CLONE_NEW* flag: clone and unshare with any of them are refused. CLONE_NEWTIME
  * (0x80) overlaps the exit signal in clone's flags, so it is checked for unshare only. */
-static const uint64_t ns_flags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+static const uint64_t ns_flags[] = {CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
 				    CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET};
 #define CAE_CLONE_NEWTIME 0x80ULL
 
@@ -69,8 +69,7 @@ static int rule(scmp_filter_ctx ctx, uint32_t action, const char *name, unsigned
 
 /* Refuses personality(v) for every v in [lo, hi]: libseccomp compares one argument once per
  * rule, so the range is cut into aligned power-of-two blocks, each one masked comparison. */
-static int refuse_personality_range(scmp_filter_ctx ctx, uint64_t lo, uint64_t hi,
-				    cae_error *err)
+static int refuse_personality_range(scmp_filter_ctx ctx, uint64_t lo, uint64_t hi, cae_error *err)
 {
 	for (;;) {
 		unsigned k = lo ? (unsigned)__builtin_ctzll(lo) : 63;
@@ -90,17 +89,22 @@ static int refuse_personality_range(scmp_filter_ctx ctx, uint64_t lo, uint64_t h
 static int add_rules(scmp_filter_ctx ctx, cae_error *err)
 {
 	int r;
-	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
-		if ((r = rule(ctx, REFUSE, refused[i], 0, NULL, err)) < 0)
-			return r;
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		char names[512];
+		snprintf(names, sizeof(names), "%s", refused[i]);
+		for (char *save = NULL, *n = strtok_r(names, " ", &save); n;
+		     n = strtok_r(NULL, " ", &save))
+			if ((r = rule(ctx, REFUSE, n, 0, NULL, err)) < 0)
+				return r;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(ns_flags); i++) {
 		struct scmp_arg_cmp c = SCMP_A0(SCMP_CMP_MASKED_EQ, ns_flags[i], ns_flags[i]);
 		if ((r = rule(ctx, REFUSE, "clone", 1, &c, err)) < 0 ||
 		    (r = rule(ctx, REFUSE, "unshare", 1, &c, err)) < 0)
 			return r;
 	}
-	struct scmp_arg_cmp newtime = SCMP_A0(SCMP_CMP_MASKED_EQ, CAE_CLONE_NEWTIME,
-					      CAE_CLONE_NEWTIME);
+	struct scmp_arg_cmp newtime =
+	    SCMP_A0(SCMP_CMP_MASKED_EQ, CAE_CLONE_NEWTIME, CAE_CLONE_NEWTIME);
 	if ((r = rule(ctx, REFUSE, "unshare", 1, &newtime, err)) < 0)
 		return r;
 	/* clone3's flags are behind a pointer: ENOSYS, and libc uses clone instead */

@@ -55,10 +55,10 @@ static long i386_call(long nr, long a, long b, long c)
 static int refused(void)
 {
 	show("keyctl", syscall(SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1));
-	show("add_key", syscall(SYS_add_key, "user", "cae-attack", "v", 1,
-				KEY_SPEC_SESSION_KEYRING));
-	show("request_key", syscall(SYS_request_key, "user", "cae-attack", NULL,
-				    KEY_SPEC_SESSION_KEYRING));
+	show("add_key",
+	     syscall(SYS_add_key, "user", "cae-attack", "v", 1, KEY_SPEC_SESSION_KEYRING));
+	show("request_key",
+	     syscall(SYS_request_key, "user", "cae-attack", NULL, KEY_SPEC_SESSION_KEYRING));
 	uint32_t map[32] = {2 /* BPF_MAP_TYPE_ARRAY */, 4, 4, 1};
 	show("bpf", syscall(SYS_bpf, 0 /* BPF_MAP_CREATE */, map, sizeof(map)));
 	struct perf_event_attr pe = {.type = PERF_TYPE_SOFTWARE,
@@ -90,7 +90,8 @@ static int refused(void)
 		unsigned char data[128];
 	} fh = {.h.handle_bytes = 128};
 	int mount_id;
-	show("name_to_handle_at", syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &fh.h, &mount_id, 0));
+	show("name_to_handle_at",
+	     syscall(SYS_name_to_handle_at, AT_FDCWD, "/", &fh.h, &mount_id, 0));
 	show("open_by_handle_at", syscall(SYS_open_by_handle_at, -1, &fh.h, O_RDONLY));
 	show("personality_addr_no_randomize", syscall(SYS_personality, 0x0040000));
 	show("personality_read_implies_exec", syscall(SYS_personality, 0x0400000));
@@ -123,8 +124,8 @@ static int refused(void)
 	show("i386_keyctl", i386_call(288, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1));
 	show("i386_stime", i386_call(25, 0, 0, 0));
 	show("i386_personality", i386_call(136, 0x0040000, 0, 0));
-	show("x32_keyctl", syscall(0x40000000 | SYS_keyctl, KEYCTL_GET_KEYRING_ID,
-				   KEY_SPEC_SESSION_KEYRING, 1));
+	show("x32_keyctl",
+	     syscall(0x40000000 | SYS_keyctl, KEYCTL_GET_KEYRING_ID, KEY_SPEC_SESSION_KEYRING, 1));
 #endif
 	return 0;
 }

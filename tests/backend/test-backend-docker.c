@@ -1413,10 +1413,11 @@ static int64_t wait_stopped(cae_docker *d, const char *id)
 	return -1;
 }
 
-/* A new stream to the helper of container id. */
-static cae_helper_mux *helper_stream(cae_docker *d, const char *id)
+/* A new stream to the helper of container id, signalling PID 1 every heartbeat seconds ("0":
+ * never). */
+static cae_helper_mux *helper_stream_beating(cae_docker *d, const char *id, const char *heartbeat)
 {
-	const char *argv[] = {"/.cae/cae-helper", "--stream", "--heartbeat", "1", NULL};
+	const char *argv[] = {"/.cae/cae-helper", "--stream", "--heartbeat", heartbeat, NULL};
 	cae_docker_stream *st = NULL;
 	cae_error err = {0};
 	ck_assert_msg(cae_docker_attach(d, id, argv, NULL, 10000, &st, &err) == 0, "%s",
@@ -1429,6 +1430,11 @@ static cae_helper_mux *helper_stream(cae_docker *d, const char *id)
 	cae_helper_mux *m = NULL;
 	ck_assert_msg(cae_helper_mux_open(&link, 10000, &m, &err) == 0, "%s", err.message);
 	return m;
+}
+
+static cae_helper_mux *helper_stream(cae_docker *d, const char *id)
+{
+	return helper_stream_beating(d, id, "1");
 }
 
 /* A container of image with cae-helper-static put in as the docker backend does (root's,
@@ -1511,8 +1517,29 @@ START_TEST(helper_in_a_busybox_only_image)
 	/* the cwd must stay in the confinement */
 	s3.cwd = "/tmp";
 	ck_assert_int_eq(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err), -ENOTDIR);
-	/* the manager goes: after its lifetime (4 s) the container stops by itself */
+	/* the manager's stream (an exec) keeps it alive past its lifetime (4 s) */
+	const char *longer[] = {"sh", "-c", "sleep 6; echo lived", NULL};
+	s3.argv = longer;
+	s3.cwd = "/workspace";
+	ck_assert_msg(cae_helper_mux_run(m, &s3, NULL, "/workspace", &r, &err) == 0, "%s",
+		      err.message);
+	ck_assert_str_eq(r.out, "lived\n");
+	cae_run_result_clear(&r);
+	/* the manager goes: after its lifetime the container stops by itself, even while a
+	 * command (of a stream that sends no heartbeats) sends PID 1 heartbeats of its own */
+	cae_helper_mux *quiet = helper_stream_beating(d, id, "0");
 	cae_helper_mux_close(m);
+	const char *spoof[] = {
+	    "sh", "-c",
+	    "i=0; while [ $i -lt 12 ]; do kill -USR1 1; sleep 1; i=$((i+1)); done; echo spoofed",
+	    NULL};
+	s3.argv = spoof;
+	int rc = cae_helper_mux_run(quiet, &s3, NULL, "/workspace", &r, &err);
+	if (rc == 0) {
+		ck_assert_msg(strstr(r.out, "spoofed") == NULL, "a command kept PID 1 alive");
+		cae_run_result_clear(&r);
+	}
+	cae_helper_mux_close(quiet);
 	ck_assert_int_eq(wait_stopped(d, id), CAE_HELPER_INIT_EXPIRED);
 	remove_container(d, id);
 	free(id);
@@ -1846,6 +1873,50 @@ START_TEST(leaked_container_stops_and_comes_back)
 	prepare_ok(b, &t, "python", &info);
 	cae_run_result r = bt_exec(b, uuid, "echo kept > kept.txt", 30000);
 	cae_run_result_clear(&r);
+	/* A command tries to keep it alive: a daemon of its freezes PID 1 with ptrace, signals it
+	 * (STOP, KILL), kills the stream helper so that what it leaves becomes PID 1's, and
+	 * sends PID 1 heartbeats of its own. PID 1 is non-dumpable and counts only an exec's
+	 * heartbeats: it kills and reaps the orphans, and the container still expires. */
+	const char *attack[] = {"python3", "-c",
+				"import ctypes, os, signal, time\n"
+				"libc = ctypes.CDLL(None, use_errno=True)\n"
+				"if os.fork() == 0:\n"
+				"    os.setsid()\n"
+				"    if os.fork() == 0:\n"
+				"        libc.ptrace(16, 1, 0, 0)\n"
+				"        for sig in (signal.SIGSTOP, signal.SIGKILL):\n"
+				"            try:\n"
+				"                os.kill(1, sig)\n"
+				"            except OSError:\n"
+				"                pass\n"
+				"        for p in os.listdir(\"/proc\"):\n"
+				"            try:\n"
+				"                if b\"--stream\" in open(\"/proc/\" + p + "
+				"\"/cmdline\", \"rb\").read():\n"
+				"                    os.kill(int(p), signal.SIGKILL)\n"
+				"            except (OSError, ValueError):\n"
+				"                pass\n"
+				"        while True:\n"
+				"            try:\n"
+				"                os.kill(1, signal.SIGUSR1)\n"
+				"            except OSError:\n"
+				"                pass\n"
+				"            time.sleep(0.2)\n"
+				"    os._exit(0)\n"
+				"time.sleep(10)\n",
+				NULL};
+	cae_exec_request req = {.argv = attack, .timeout_ms = 20000, .cancel_fd = -1};
+	cae_error err = {0};
+	if (cae_backend_exec(b, uuid, &req, &r, &err) == 0) /* its stream died under it */
+		cae_run_result_clear(&r);
+	/* (a new stream) nothing of the attack is left, not even a zombie */
+	r = bt_exec(
+	    b, uuid,
+	    "for i in $(seq 100); do ps -eo stat=,args= | grep -qE '^Z|[p]ython3 -c' || break; "
+	    "sleep 0.1; done; ps -eo stat=,args= | grep -E '^Z|[p]ython3 -c'",
+	    30000);
+	ck_assert_msg(strcmp(r.out, "") == 0, "left in the container: %s", r.out);
+	cae_run_result_clear(&r);
 	/* this manager goes away (its stream closes with it) */
 	cae_backend_free(b);
 	ck_assert_int_eq(wait_stopped(d, info.container_id), CAE_HELPER_INIT_EXPIRED);
@@ -1854,7 +1925,6 @@ START_TEST(leaked_container_stops_and_comes_back)
 	r = bt_exec(b, uuid, "cat kept.txt", 30000);
 	ck_assert_str_eq(r.out, "kept\n");
 	cae_run_result_clear(&r);
-	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	cae_docker_free(d);

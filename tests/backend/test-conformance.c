@@ -464,6 +464,45 @@ END_TEST
 
 /* ---- commands ---- */
 
+/* A command's attempts at the kernel's key store, bpf, and cae's helpers (python3 and ctypes,
+ * which the local host and the python image have): prints "keyctl ok|refused", "bpf
+ * ok|refused", "pid1-is-a-helper" when PID 1 is cae-helper, and "helpers-untouchable" when
+ * at least one helper was found and none could be attached to with ptrace, nor its environ,
+ * mem or fd directory opened. */
+static const char syscall_probe[] =
+    "python3 -c '\n"
+    "import ctypes, os, platform\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "keyctl, bpf = {\"x86_64\": (250, 321), \"aarch64\": (219, 280)}[platform.machine()]\n"
+    "print(\"keyctl\", \"ok\" if libc.syscall(keyctl, 0, -3, 1) >= 0 else \"refused\")\n"
+    "attr = ctypes.create_string_buffer(bytes([2, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 1]), 128)\n"
+    "print(\"bpf\", \"ok\" if libc.syscall(bpf, 0, attr, 128) >= 0 else \"refused\")\n"
+    "helpers, reached = [], []\n"
+    "for p in os.listdir(\"/proc\"):\n"
+    "    try:\n"
+    "        cmdline = open(\"/proc/\" + p + \"/cmdline\", \"rb\").read()\n"
+    "        if cmdline.startswith(b\"/.cae/cae-helper\\0\"):\n"
+    "            helpers.append(int(p))\n"
+    "    except (OSError, ValueError):\n"
+    "        pass\n"
+    "for h in helpers:\n"
+    "    if libc.ptrace(16, h, 0, 0) == 0:\n"
+    "        reached.append((h, \"ptrace\"))\n"
+    "        os.waitpid(h, 0x40000000)\n"
+    "        libc.ptrace(17, h, 0, 0)\n"
+    "    for f in (\"environ\", \"mem\", \"fd\"):\n"
+    "        try:\n"
+    "            os.close(os.open(\"/proc/%d/%s\" % (h, f), os.O_RDONLY))\n"
+    "            reached.append((h, f))\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "print(\"helpers\", helpers, \"reached\", reached)\n"
+    "if 1 in helpers:\n"
+    "    print(\"pid1-is-a-helper\")\n"
+    "if helpers and not reached:\n"
+    "    print(\"helpers-untouchable\")\n"
+    "'";
+
 START_TEST(commands_behave_the_same)
 {
 	cae_config *cfg = config();
@@ -541,6 +580,16 @@ START_TEST(commands_behave_the_same)
 	/* commands are not root */
 	r = sh(b, uuid, "id -u");
 	ck_assert_str_ne(r.out, "0\n");
+	cae_run_result_clear(&r);
+	/* the kernel's keys and bpf are refused (seccomp: the sandbox's filter, the engine's
+	 * default profile, the pod's RuntimeDefault), and cae's helpers (the sandbox's serve
+	 * loop; a container's PID 1 and stream) can be neither traced nor read through /proc */
+	r = sh(b, uuid, syscall_probe);
+	ck_assert_msg(strstr(r.out, "keyctl refused\n") && strstr(r.out, "bpf refused\n"), "%s%s",
+		      r.out, r.err);
+	ck_assert_msg(strstr(r.out, "helpers-untouchable\n"), "%s%s", r.out, r.err);
+	if (strcmp(T->name, "local") != 0)
+		ck_assert_msg(strstr(r.out, "pid1-is-a-helper\n"), "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
