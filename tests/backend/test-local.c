@@ -5,6 +5,7 @@
 #include "cae/backend.h"
 #include "cae/config.h"
 #include "backend/backend-internal.h"
+#include "backend/seccomp.h"
 #include "runner/proctree.h"
 #include "testutil.h"
 
@@ -15,6 +16,11 @@
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 static char *state;
 #define C(s) ((char *)(s))
@@ -1351,6 +1357,118 @@ START_TEST(protected_paths_hold_in_the_sandbox)
 }
 END_TEST
 
+/* Calls the sandbox's filter refuses, each with arguments the kernel rejects (or that change
+ * nothing but the calling child) even for root with every capability, as this test runs:
+ * without the filter none fails with EPERM, with it each does (clone3: ENOSYS). */
+#define NX "/cae-test-no-such-path"
+static const struct {
+	const char *name;
+	long nr;
+	long a[5];
+} filtered_calls[] = {
+    {"keyctl", SYS_keyctl, {-1}},
+    {"add_key", SYS_add_key, {0}},
+    {"request_key", SYS_request_key, {0}},
+    {"bpf", SYS_bpf, {-1}},
+    {"perf_event_open", SYS_perf_event_open, {0}},
+    {"userfaultfd", SYS_userfaultfd, {-1}},
+    {"io_uring_setup", SYS_io_uring_setup, {0}},
+    {"io_uring_enter", SYS_io_uring_enter, {-1}},
+    {"io_uring_register", SYS_io_uring_register, {-1}},
+    {"kexec_load", SYS_kexec_load, {0, 1000000}},
+    {"kexec_file_load", SYS_kexec_file_load, {-1, -1}},
+    {"init_module", SYS_init_module, {0}},
+    {"finit_module", SYS_finit_module, {-1}},
+    {"delete_module", SYS_delete_module, {0}},
+    {"clock_settime", SYS_clock_settime, {CLOCK_REALTIME, 0}},
+    {"clock_adjtime", SYS_clock_adjtime, {CLOCK_REALTIME, 0}},
+    {"adjtimex", SYS_adjtimex, {0}},
+    {"settimeofday", SYS_settimeofday, {1}},
+    {"open_by_handle_at", SYS_open_by_handle_at, {-1}},
+    {"name_to_handle_at", SYS_name_to_handle_at, {AT_FDCWD}},
+    {"mount", SYS_mount, {0, (long)NX}},
+    {"umount2", SYS_umount2, {(long)NX}},
+    {"pivot_root", SYS_pivot_root, {(long)NX, (long)NX}},
+    {"fsopen", SYS_fsopen, {0}},
+    {"open_tree", SYS_open_tree, {-1}},
+    {"swapon", SYS_swapon, {(long)NX}},
+    {"swapoff", SYS_swapoff, {(long)NX}},
+    {"reboot", SYS_reboot, {0}},
+    {"acct", SYS_acct, {(long)NX}},
+    {"quotactl", SYS_quotactl, {0}},
+    {"syslog", SYS_syslog, {-1}},
+    {"setns", SYS_setns, {-1}},
+    {"unshare", SYS_unshare, {CLONE_NEWUSER}},
+    {"personality", SYS_personality, {0x0400000 /* READ_IMPLIES_EXEC */}},
+    {"clone3", SYS_clone3, {0}},
+};
+
+/* Each call's errno (0: it succeeded) in a child, under the filter in file (NULL: none). */
+static void run_filtered_calls(const char *file, int *out)
+{
+	size_t n = ARRAY_SIZE(filtered_calls);
+	struct sock_filter prog[4096];
+	size_t len = 0;
+	if (file) {
+		int fd = open(file, O_RDONLY | O_CLOEXEC);
+		ck_assert_int_ge(fd, 0);
+		ssize_t got = read(fd, prog, sizeof(prog));
+		close(fd);
+		ck_assert_int_gt(got, 0);
+		ck_assert_int_eq(got % (ssize_t)sizeof(prog[0]), 0);
+		len = (size_t)got / sizeof(prog[0]);
+	}
+	int p[2];
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct sock_fprog fp = {.len = (unsigned short)len, .filter = prog};
+		if (file && (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+			     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fp) < 0))
+			_exit(2);
+		int res[64];
+		for (size_t i = 0; i < n; i++) {
+			const long *a = filtered_calls[i].a;
+			errno = 0;
+			long r = syscall(filtered_calls[i].nr, a[0], a[1], a[2], a[3], a[4]);
+			res[i] = r < 0 ? errno : 0;
+		}
+		_exit(write(p[1], res, n * sizeof(int)) == (ssize_t)(n * sizeof(int)) ? 0 : 3);
+	}
+	close(p[1]);
+	ssize_t got = read(p[0], out, n * sizeof(int));
+	close(p[0]);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child: %d", st);
+	ck_assert_int_eq(got, (ssize_t)(n * sizeof(int)));
+}
+
+START_TEST(seccomp_filter_refuses_each_call)
+{
+	char *dir = tu_mkdtemp();
+	int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	cae_error err = {0};
+	ck_assert_msg(cae__seccomp_write(dfd, "f.bpf", &err) == 0, "%s", err.message);
+	close(dfd);
+	char file[4200];
+	snprintf(file, sizeof(file), "%s/f.bpf", dir);
+	int without[64], with[64];
+	run_filtered_calls(NULL, without);
+	run_filtered_calls(file, with);
+	for (size_t i = 0; i < ARRAY_SIZE(filtered_calls); i++) {
+		int want = filtered_calls[i].nr == SYS_clone3 ? ENOSYS : EPERM;
+		ck_assert_msg(without[i] != want, "%s: %s without the filter already",
+			      filtered_calls[i].name, strerror(want));
+		ck_assert_msg(with[i] == want, "%s: %s under the filter, not %s",
+			      filtered_calls[i].name, strerror(with[i]), strerror(want));
+	}
+	cae__rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -1384,6 +1502,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, gitlab_clone_url_from_projects_api);
 	tcase_add_test(tc, github_clone_url);
 	tcase_add_test(tc, protected_paths_hold_in_the_sandbox);
+	tcase_add_test(tc, seccomp_filter_refuses_each_call);
 	suite_add_tcase(s, tc);
 	return s;
 }
