@@ -310,6 +310,10 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "--unshare-net");
 	if (s->die_with_parent)
 		add(&a, "--die-with-parent");
+	/* the helper is the PID namespace's init (a subreaper and non-dumpable anyway): no bwrap
+	 * init that a command could trace and freeze, and no signal of a command reaches it */
+	if (s->serve)
+		add(&a, "--as-pid-1");
 	if (s->seccomp) {
 		add(&a, "--seccomp");
 		addf(&a, "%d", CAE_HELPER_ENTER_SECCOMP_FD);

@@ -147,6 +147,9 @@ check "the sandbox survives, and what must work still does (personality query, c
 out=$(run A 'for p in /proc/[0-9]*; do [ "$(tr -d "\0" < $p/cmdline 2>/dev/null)" = /.cae/cae-helper ] && h=${p#/proc/}; done; echo "helper=${h:-none}"; ./cae-sys ptrace "${h:-0}"; echo end')
 check "the sandbox's helper can be neither traced nor read through /proc (environ, mem, fd)" \
 	'[[ $out != *helper=none* && $out == *ptrace_attach=* && $out == *end* ]] && ! grep -q "=ok$" <<<"$out"' "$out"
+out=$(run A './cae-sys ptrace 1; python3 -c "import os, signal; os.kill(1, signal.SIGSTOP); os.kill(1, signal.SIGKILL)"; sleep 1; echo "pid1=$(tr -d "\0" < /proc/1/cmdline) state=$(cut -d" " -f3 /proc/1/stat)"; echo end')
+check "PID 1 of the sandbox is its helper, and can be neither traced, read through /proc, stopped nor killed" \
+	'[[ $out == *ptrace_attach=* && $out == *"pid1=/.cae/cae-helper state=S"* && $out == *end* ]] && ! grep -q "=ok$" <<<"$out"' "$out"
 check "the helper still serves after that" '[[ $(run A "echo alive") == alive* ]]'
 # A key of the caller's, in the session keyring cae runs with.
 secret_key=$(keyctl add user cae-attack-secret KEYRING-SECRET-VALUE @s)

@@ -636,10 +636,10 @@ START_TEST(sandbox_lives_with_the_environment)
 	cae_run_result r = run(b, "keep1", "echo $PPID; echo kept > /tmp/keep");
 	int ppid1 = atoi(r.out);
 	cae_run_result_clear(&r);
-	ck_assert_int_gt(ppid1, 1); /* the helper, inside the PID namespace */
-	r = run(b, "keep1", "echo $PPID; cat /tmp/keep");
+	r = run(b, "keep1", "echo $PPID; cat /tmp/keep; tr '\\0' ' ' < /proc/$PPID/cmdline");
 	char want[64];
-	snprintf(want, sizeof(want), "%d\nkept\n", ppid1);
+	/* the helper, the PID namespace's init (--as-pid-1: no bwrap init) */
+	snprintf(want, sizeof(want), "%d\nkept\n/.cae/cae-helper ", ppid1);
 	ck_assert_str_eq(r.out, want);
 	cae_run_result_clear(&r);
 	/* the other environment: its own sandbox, its own /tmp */
@@ -715,8 +715,10 @@ START_TEST(sandbox_helper_from_tmp)
 	_cleanup_free_ char *repo = make_repo();
 	cae_config *cfg = config("  local:\n    sandbox: bubblewrap\n");
 	cae_backend *b = prepared(cfg, "tmphelper", repo);
-	cae_run_result r = run(b, "tmphelper", "echo $PPID; echo x > /tmp/x");
-	ck_assert_int_gt(atoi(r.out), 1); /* forked by the helper, not a fresh sandbox */
+	cae_run_result r =
+	    run(b, "tmphelper", "tr '\\0' ' ' < /proc/$PPID/cmdline; echo x > /tmp/x");
+	/* forked by the helper, not a fresh sandbox */
+	ck_assert_str_eq(r.out, "/.cae/cae-helper ");
 	cae_run_result_clear(&r);
 	char script[4200];
 	snprintf(script, sizeof(script), "cat /tmp/x; echo y > '%s' 2>/dev/null || echo ro", copy);
@@ -789,6 +791,16 @@ static pid_t find_helper(void)
 	return -1;
 }
 
+/* Kills the sandbox's helper (from this host: commands cannot, it is their PID namespace's
+ * init) once the file at ud exists. */
+static void *kill_helper_once(void *ud)
+{
+	for (int i = 0; i < 3000 && access(ud, F_OK) < 0; i++)
+		usleep(10000);
+	kill(find_helper(), SIGKILL);
+	return NULL;
+}
+
 /* A helper that dies is replaced: between commands without the agent noticing; during a
  * command that command fails with a clear error and the next one runs in a new sandbox. */
 START_TEST(sandbox_replaced_when_the_helper_dies)
@@ -807,10 +819,21 @@ START_TEST(sandbox_replaced_when_the_helper_dies)
 	ck_assert_str_eq(r.out, "new-sandbox\n");
 	cae_run_result_clear(&r);
 
-	const char *argv[] = {"sh", "-c", "kill -9 $PPID; sleep 5", NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 20000, .cancel_fd = -1};
+	/* a command cannot kill it: it is the PID namespace's init */
+	r = run(b, "phoenix", "kill -9 $PPID; echo still; cat /tmp/one 2>/dev/null || echo gone");
+	ck_assert_str_eq(r.out, "still\ngone\n");
+	cae_run_result_clear(&r);
+	cae_env_info info;
 	cae_error err;
+	ck_assert_int_eq(cae_backend_info(b, "phoenix", &info, &err), 0);
+	_cleanup_free_ char *started = cae__path_join(info.host_path, "started");
+	cae_env_info_clear(&info);
+	pthread_t killer;
+	ck_assert_int_eq(pthread_create(&killer, NULL, kill_helper_once, started), 0);
+	const char *argv[] = {"sh", "-c", "touch started; sleep 20", NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 30000, .cancel_fd = -1};
 	ck_assert_int_eq(cae_backend_exec(b, "phoenix", &req, &r, &err), -ECONNRESET);
+	pthread_join(killer, NULL);
 	ck_assert_ptr_nonnull(strstr(err.message, "cae-helper ended during the command"));
 	r = run(b, "phoenix", "echo back");
 	ck_assert_str_eq(r.out, "back\n");
