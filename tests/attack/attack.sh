@@ -140,9 +140,9 @@ for call in keyctl add_key request_key bpf perf_event_open userfaultfd io_uring_
 done
 check "each system call Docker's default profile refuses fails with EPERM (native, i386, x32)" '[ -z "${bad_calls:-}" ]' "${bad_calls:-}"
 check "clone3 fails with ENOSYS (libc falls back to clone, whose flags are checked)" 'grep -qx "clone3=ENOSYS" <<<"$out"' "$out"
-out=$(run A './cae-sys allowed; strace -f -o /dev/null true && echo strace-ok; echo alive')
-check "the sandbox survives, and what must work still does (personality query, clone, ptrace of a child of ours, strace)" \
-	'[[ $out == *alive* ]] && for c in personality_query personality_linux clone_plain ptrace_own_child; do grep -qx "$c=ok" <<<"$out" || exit 1; done && [[ $out == *strace-ok* ]]' "$out"
+out=$(run A './cae-sys allowed; strace -f -o /dev/null true && echo strace-ok; gdb -batch -ex run --args /bin/echo gdb-ran 2>&1; echo alive' 120)
+check "the sandbox survives, and what must work still does (personality query, clone, ptrace of a child of ours, strace, gdb)" \
+	'[[ $out == *alive* ]] && for c in personality_query personality_linux clone_plain ptrace_own_child; do grep -qx "$c=ok" <<<"$out" || exit 1; done && [[ $out == *strace-ok* && $out == *gdb-ran*"exited normally"* ]]' "$out"
 # (one command: each `cae exec` has a sandbox, and a helper, of its own)
 out=$(run A 'for p in /proc/[0-9]*; do [ "$(tr -d "\0" < $p/cmdline 2>/dev/null)" = /.cae/cae-helper ] && h=${p#/proc/}; done; echo "helper=${h:-none}"; ./cae-sys ptrace "${h:-0}"; echo end')
 check "the sandbox's helper can be neither traced nor read through /proc (environ, mem, fd)" \
