@@ -1217,11 +1217,10 @@ static int local_populate(cae_prepare *p, cae_error *err)
 	struct local_env *env = &lp->env;
 	if (!p->given_as_is) {
 		/* git runs on the host, unconfined (the source may be a local path the sandbox
-		 * hides); nothing of the repository runs during a clone. */
-		struct local_env genv = *env;
-		genv.sandbox = false;
-		genv.default_cwd = genv.root;
-		int r = cae__git_clone_cached(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
+		 * hides), in an environment of its own (hostgit.c); nothing of the repository
+		 * runs during a clone. */
+		cae_host_exec_ctx hc = {.cfg = p->b->cfg, .cancel_fd = env->cancel_fd};
+		int r = cae__git_clone_cached(cae__host_exec, &hc, p->b->cfg, p->b->log, p->task,
 					      env->project, NULL, NULL, env->cancel_fd, err);
 		if (r < 0)
 			return r;
