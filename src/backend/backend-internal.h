@@ -103,6 +103,9 @@ typedef struct cae_backend_ops {
 	/* may be NULL: file operations run by the environment's helper (cae_backend_fs) */
 	int (*fs)(cae_backend *b, const char *task_uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		  cae_error *err);
+	/* may be NULL: what commands, the editor and patches may not leave in the environment's
+	 * workspace is put back (cae_backend_guard) */
+	int (*guard)(cae_backend *b, const char *task_uuid, cae_error *err);
 	/* filter (may be NULL) says which environments may be looked at */
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err);
@@ -411,6 +414,16 @@ void cae__hostgit_env_free(char **envp);
 int cae__hostgit_home(const cae_config *cfg, char **out, cae_error *err);
 /* GIT_SSH_COMMAND's value (new string, NULL on ENOMEM). */
 char *cae__hostgit_ssh_command(const cae_config *cfg);
+
+/* The guard of .git/config in a workspace the user owns (src/backend/gitconfig-guard.c, which
+ * says the rule). dir: the environment's own directory in cae's state, where the record is
+ * kept. Record: at prepare, the user's .git/config as it is (nothing for a .git that is a
+ * file). Enforce: after a command, patch or editor write, .git/config holds only entries on
+ * the allow list and the user's recorded ones (event git.config_guard when anything went);
+ * nothing when there is no record. */
+int cae__gitguard_record(const char *project, const char *dir, cae_error *err);
+int cae__gitguard_enforce(const cae_config *cfg, struct cae_log *log, const char *uuid,
+			  const char *project, const char *dir, cae_error *err);
 
 /* The host-side cache of bare mirrors (src/backend/mirror.c): <state_dir>/mirrors/<key>.git,
  * key a hash of the URL as normalised (scheme and host in lower case, no trailing "/" or
