@@ -406,8 +406,7 @@ int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, 
  * says what is in it): made from nothing, HOME an empty directory of cae's own, ssh without
  * config, agent or key but clone.ssh_identity_file; extra ("K=V", borrowed) added, replacing
  * a fixed entry of the same name. *out: a new array of new strings (cae__hostgit_env_free). */
-int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out,
-		     cae_error *err);
+int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out, cae_error *err);
 void cae__hostgit_env_free(char **envp);
 /* <state_dir>/host-home, made (0700) or made again empty when it is not a directory of ours
  * with mode 0700 and nothing in it; *out: its path (new string). */

@@ -38,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -47,6 +48,7 @@
 #define GOOD "git-config.good"
 #define COMMONDIR "git-commondir.recorded"
 #define SCRATCH ".git-config.guard"
+#define LOCK "git-config.lock" /* one guard at a time per environment (its scratch file) */
 #define CONFIG_MAX (1u << 20)
 #define LIST_MAX (4u << 20)
 #define GIT_TIMEOUT_MS 30000
@@ -320,8 +322,8 @@ int cae__gitguard_record(const char *project, const char *dir, cae_error *err)
 }
 
 /* The new configuration file (built by git in dir from the kept entries), its text. */
-static int build(const cae_config *cfg, const char *dir, const struct entries *keep,
-		 char **text, size_t *len, cae_error *err)
+static int build(const cae_config *cfg, const char *dir, const struct entries *keep, char **text,
+		 size_t *len, cae_error *err)
 {
 	_cleanup_free_ char *path = cae__path_join(dir, SCRATCH);
 	if (!path)
@@ -329,10 +331,8 @@ static int build(const cae_config *cfg, const char *dir, const struct entries *k
 	int r = cae__write_file_atomic(AT_FDCWD, path, "", 0, 0600, false);
 	for (size_t i = 0; r == 0 && i < keep->n; i++) {
 		const struct entry *e = &keep->v[i];
-		const char *args[] = {"config",	 "--file",
-				      path,	 "--add",
-				      e->key,	 e->value ? e->value : "true",
-				      NULL};
+		const char *args[] = {
+		    "config", "--file", path, "--add", e->key, e->value ? e->value : "true", NULL};
 		cae_run_result res;
 		r = run_git(cfg, dir, args, &res, err);
 		if (r < 0)
@@ -472,6 +472,14 @@ int cae__gitguard_enforce(const cae_config *cfg, cae_log *log, const char *uuid,
 	_cleanup_(json_decrefp) json_t *removed = json_array();
 	if (!removed)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	/* concurrent commands of one environment end at the same time: one guard after another */
+	_cleanup_free_ char *lock_path = cae__path_join(dir, LOCK);
+	if (!lock_path)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	_cleanup_close_ int lock = open(lock_path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lock < 0 || flock(lock, LOCK_EX) < 0)
+		return cae_error_set(err, -errno, "the lock of the .git/config guard: %s",
+				     strerror(errno));
 	_cleanup_close_ int pfd = -1;
 	_cleanup_close_ int gfd = open_gitdir(project, &pfd);
 	if (pfd < 0)

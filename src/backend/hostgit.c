@@ -46,8 +46,8 @@ extern char **environ;
 #define HOST_HOME "host-home"
 
 /* Of the caller's environment, only these reach the host's git. */
-static const char *const kept[] = {"http_proxy", "https_proxy", "HTTP_PROXY",	 "HTTPS_PROXY",
-				   "all_proxy",	 "ALL_PROXY",	"no_proxy",	 "NO_PROXY",
+static const char *const kept[] = {"http_proxy",    "https_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+				   "all_proxy",	    "ALL_PROXY",   "no_proxy",	 "NO_PROXY",
 				   "SSL_CERT_FILE", "SSL_CERT_DIR"};
 
 /* True when path is a directory of ours with mode 0700 and nothing in it. */
@@ -55,8 +55,7 @@ static bool home_is_clean(const char *path)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() ||
-	    (st.st_mode & 07777) != 0700)
+	if (fd < 0 || fstat(fd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700)
 		return false;
 	int dfd = dup(fd);
 	DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -88,8 +87,8 @@ int cae__hostgit_home(const cae_config *cfg, char **out, cae_error *err)
 		if (r < 0 && r != -ENOENT)
 			return cae_error_set(err, r, "cannot clear %s: %s", home, strerror(-r));
 		r = cae__mkdir_p(state, 0700);
-		if (r < 0 || (mkdir(home, 0700) < 0 && errno != EEXIST) ||
-		    chmod(home, 0700) < 0 || !home_is_clean(home))
+		if (r < 0 || (mkdir(home, 0700) < 0 && errno != EEXIST) || chmod(home, 0700) < 0 ||
+		    !home_is_clean(home))
 			return cae_error_set(err, r < 0 ? r : -EIO,
 					     "cannot make the empty home of git on this host: %s",
 					     home);
@@ -166,8 +165,7 @@ static bool overridden(const char *const *extra, const char *kv)
 	return false;
 }
 
-int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out,
-		     cae_error *err)
+int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out, cae_error *err)
 {
 	*out = NULL;
 	_cleanup_free_ char *home = NULL;

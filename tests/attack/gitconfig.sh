@@ -64,11 +64,11 @@ ogit() { owner git -C "$ws" "$@"; }
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 mkdir -p "$work/srv"
 git init -q --bare -b main "$work/srv/r.git"
-git -C "$work/srv" clone -q r.git seed 2>/dev/null
-echo one > "$work/srv/seed/file.txt"
-git -C "$work/srv/seed" add file.txt
-git -C "$work/srv/seed" -c user.name=t -c user.email=t@t commit -qm one
-git -C "$work/srv/seed" push -q origin HEAD:main
+git -C "$work/srv" clone -q r.git first 2>/dev/null
+echo one > "$work/srv/first/file.txt"
+git -C "$work/srv/first" add file.txt
+git -C "$work/srv/first" -c user.name=t -c user.email=t@t commit -qm one
+git -C "$work/srv/first" push -q origin HEAD:main
 git daemon --reuseaddr --listen=127.0.0.1 --port="$port" --base-path="$work/srv" \
 	--export-all --enable=receive-pack "$work/srv" 2>/dev/null &
 daemon_pid=$!
