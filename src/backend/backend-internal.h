@@ -409,7 +409,8 @@ int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, 
 int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out, cae_error *err);
 void cae__hostgit_env_free(char **envp);
 /* <state_dir>/host-home, made (0700) or made again empty when it is not a directory of ours
- * with mode 0700 and nothing in it; *out: its path (new string). */
+ * with mode 0700 and nothing in it; *out: its path (new string). Without a state directory,
+ * "/nonexistent". */
 int cae__hostgit_home(const cae_config *cfg, char **out, cae_error *err);
 /* GIT_SSH_COMMAND's value (new string, NULL on ENOMEM). */
 char *cae__hostgit_ssh_command(const cae_config *cfg);

@@ -76,8 +76,11 @@ int cae__hostgit_home(const cae_config *cfg, char **out, cae_error *err)
 {
 	*out = NULL;
 	const char *state = cfg->command_executor.state_dir;
-	if (!state)
-		return cae_error_set(err, -EINVAL, "git on this host needs a state directory");
+	if (!state) {
+		/* (no state directory: no HOME at all, a directory only root could make) */
+		*out = strdup("/nonexistent");
+		return *out ? 0 : cae_error_set(err, -ENOMEM, "out of memory");
+	}
 	_cleanup_free_ char *home = cae__path_join(state, HOST_HOME);
 	if (!home)
 		return cae_error_set(err, -ENOMEM, "out of memory");

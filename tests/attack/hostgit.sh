@@ -217,5 +217,8 @@ accepted=$(grep "Accepted publickey" "$work/sshd/log")
 check "sshd accepted the agent's key once (the operator's own ssh), cae's key for cae's clones" \
 	'[ "$(grep -c -- "$agent_fp" <<<"$accepted")" = 1 ] && [ "$(grep -c -- "$cae_fp" <<<"$accepted")" -ge 2 ]' "$accepted"
 
+san=$(grep -l -e "Sanitizer" -e "runtime error" "$work"/*.err 2>/dev/null)
+check "no sanitizer report from cae (a sanitized build)" '[ -z "$san" ]' "$(cat $san 2>/dev/null | head -20)"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
