@@ -29,7 +29,7 @@ pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
 	[ -n "${SSH_AGENT_PID:-}" ] && kill "$SSH_AGENT_PID" 2>/dev/null
-	for u in H1 H2 S1 S2 S3 S4; do
+	for u in H1 H2 H3 S1 S2 S3 S4; do
 		CAE_CONFIG=$work/config.yaml "$CAE" cleanup --backend local "$u" >/dev/null 2>&1
 	done
 	rm -rf "$work"
@@ -116,6 +116,14 @@ check "no fsmonitor of GIT_CONFIG_GLOBAL ran" '[ ! -e "$work/fsmonitor-ran" ]'
 check "cae's own home for git on this host is empty, 0700" \
 	'[ "$(stat -c %a "$CAE_STATE_DIR/host-home")" = 700 ] && [ -z "$(ls -A "$CAE_STATE_DIR/host-home")" ]' \
 	"$(ls -la "$CAE_STATE_DIR/host-home" 2>&1)"
+# something written into cae's home (a .netrc, a .gitconfig) is gone before git runs there
+cp "$op_home/.netrc" "$op_home/.gitconfig" "$CAE_STATE_DIR/host-home/"
+: > "$work/requests.log"
+"$CAE" prepare --repo "$base/repo/z.git" --uuid H3 > "$work/h3.json" 2> "$work/h3.err"
+reqs=$(cat "$work/requests.log" 2>/dev/null)
+check "cae's home is made empty again before use (a .netrc and .gitconfig put there are not read)" \
+	'grep -q "/z.git/info/refs" <<<"$reqs" && [[ $reqs != *Authorization* && $reqs != *X-Planted* && $reqs != *planted-* ]] && [ -z "$(ls -A "$CAE_STATE_DIR/host-home")" ]' \
+	"$reqs"
 
 # --- ssh: no agent, no ~/.ssh, only the operator's key for cae ---------------------------
 mkdir -p "$work/sshd" "$work/root/.ssh" "$work/repos"
@@ -162,9 +170,11 @@ url="ssh://127.0.0.1:$ssh_port$work/repos/r.git" # as root, the local user
 out=$(unshare -m --propagation private sh -c 'mount --bind "$1" /root && exec git ls-remote "$2"' sh "$work/root" "$url" 2>&1)
 check "the fixture: the operator's own git over ssh gets in (agent, ~/.ssh)" '[[ $out == *refs/heads/main* ]]' "$out"
 
-# cae run where root's passwd home is the test's (mount namespace of its own)
+# cae run where root's passwd home is the test's (mount namespace of its own), and with a
+# GIT_SSH_COMMAND of the operator's that leaves a mark
 cae_ns() {
-	unshare -m --propagation private sh -c 'mount --bind "$1" /root && shift && exec "$@"' \
+	GIT_SSH_COMMAND="touch $work/git-ssh-command-ran; ssh" \
+		unshare -m --propagation private sh -c 'mount --bind "$1" /root && shift && exec "$@"' \
 		sh "$work/root" "$CAE" "$@"
 }
 cat > "$work/ssh-kh.yaml" <<YAML
@@ -211,6 +221,7 @@ check "with clone.ssh_identity_file the ssh:// clone succeeds (local clone)" \
 	'[ $r3 = 0 ] && [ -e "$CAE_STATE_DIR/local/S3/workspace/project/.git" ]' "$(cat "$work/s3.json" "$work/s3.err")"
 check "with clone.ssh_identity_file the ssh:// clone succeeds (mirror cache)" \
 	'[ $r4 = 0 ] && [ -e "$CAE_STATE_DIR/local/S4/workspace/project/.git" ]' "$(cat "$work/s4.json" "$work/s4.err")"
+check "the operator's GIT_SSH_COMMAND is not cae's" '[ ! -e "$work/git-ssh-command-ran" ]'
 agent_fp=$(ssh-keygen -lf "$work/agent_key.pub" | cut -d' ' -f2)
 cae_fp=$(ssh-keygen -lf "$work/cae_key.pub" | cut -d' ' -f2)
 accepted=$(grep "Accepted publickey" "$work/sshd/log")
