@@ -8,7 +8,7 @@
 #
 # The workspace is a clone (from a git daemon on 127.0.0.1) owned by a user of its own, with
 # settings of that user's (an alias with '!', core.editor, user.name). Through each channel
-# (exec_command, text_editor, apply_patch) the agent plants core.fsmonitor, core.hooksPath,
+# (exec_command, process_start, text_editor, apply_patch) the agent plants core.fsmonitor, core.hooksPath,
 # an alias with '!', include.path, a clean filter, diff.external and credential.helper; then,
 # as the owner on the host, `git status`, `git diff`, `git commit`, `git log`, the aliases and
 # `git credential fill` run in the workspace and no marker file appears; the user's own
@@ -179,6 +179,12 @@ out=$(mcp "$(jq -cn --arg c "$PLANT_CMD" '[["exec_command", {command: ["sh", "-c
 check "command: the plant ran (git config in the sandbox)" '[[ $out == *PLANTED* ]] && succeeded <<<"$out"' "$out"
 host_runs command
 verdict command
+
+# --- a process session (process_start), planting and ending in the background -------------
+out=$(mcp "$(jq -cn --arg c "sleep 1; $PLANT_CMD" '[["process_start", {command: $c, wait_ms: 20000}]]')")
+check "process session: the plant ran" '[[ $out == *PLANTED* ]] && succeeded <<<"$out"' "$out"
+host_runs process
+verdict process
 
 # --- the text editor ---------------------------------------------------------------------
 out=$(mcp "$(jq -cn --arg t "$PLANT" '[["text_editor", {command: "insert", path: ".git/config", insert_line: 0, new_str: ($t + "\n")}]]')")
