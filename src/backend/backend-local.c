@@ -1057,6 +1057,13 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 		return -ENOMEM;
 	helper_forget(li, uuid);
 	cred_forget(li, uuid);
+	/* the last guard of a workspace the user owns, while its record is still there */
+	struct local_env env;
+	if (load_env(b, uuid, &env, NULL) == 0) {
+		if (env.external)
+			guard_env(b, uuid, &env);
+		local_env_clear(&env);
+	}
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
 	cae__sandbox_cgroup_remove(name);

@@ -200,7 +200,7 @@ static int list_entries(const cae_config *cfg, const char *dir, const char *data
 		return cae_error_set(err, r, "the copy of .git/config: %s", strerror(-r));
 	const char *args[] = {"config", "--file", copy, "--no-includes", "--list", "-z", NULL};
 	cae_run_result res;
-	r = run_git(cfg, dir, args, &res, err);
+	r = run_git(cfg, "/", args, &res, err);
 	unlink(copy);
 	if (r < 0)
 		return r;
@@ -334,7 +334,7 @@ static int build(const cae_config *cfg, const char *dir, const struct entries *k
 		const char *args[] = {
 		    "config", "--file", path, "--add", e->key, e->value ? e->value : "true", NULL};
 		cae_run_result res;
-		r = run_git(cfg, dir, args, &res, err);
+		r = run_git(cfg, "/", args, &res, err);
 		if (r < 0)
 			break;
 		if (res.exit_code != 0)
