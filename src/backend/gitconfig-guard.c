@@ -13,7 +13,11 @@
  *   identity, init/pull/push/fetch/merge/rebase preferences, the repository's format) or when
  *   the user had that very entry (key and value) when the workspace was taken; every other
  *   entry goes, and every entry of the user's that is off the list and was removed comes back.
- *   So off the list, the file holds exactly what the user had.
+ *   So off the list, the file holds exactly what the user had. Values that name where a push
+ *   goes are checked too (entry_ok): a remote's url/pushurl must be on another machine (a
+ *   network URL or host:path) and a branch's remote/pushRemote "." or a remote whose URL may
+ *   stay, unless the user had that very entry: a push to a repository the agent made in the
+ *   workspace would run that repository's hooks.
  *
  * The file is read with git itself (`git config --file <a private copy> --no-includes --list
  * -z`, CAE_GIT_ARGV, the environment of hostgit.c), never by a parser of ours; the filtered
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -248,6 +253,69 @@ static struct entry *take(struct entries *e, const char *key, const char *value)
 	return NULL;
 }
 
+/* True when e holds an entry (key, value), used or not. */
+static bool has_entry(const struct entries *e, const char *key, const char *value)
+{
+	for (size_t i = 0; i < e->n; i++)
+		if (strcmp(e->v[i].key, key) == 0 && same_value(e->v[i].value, value))
+			return true;
+	return false;
+}
+
+/* A place on another machine: a URL of a network transport, or scp-like host:path. Not a
+ * local path or file:// URL (a repository the agent made: a push there runs its hooks), nor
+ * <helper>::<address> (a remote helper's). */
+static bool network_url(const char *v)
+{
+	static const char *const schemes[] = {"https://", "http://",	"git://",
+					      "ssh://",	  "git+ssh://", "ssh+git://"};
+	if (!v)
+		return false;
+	for (size_t i = 0; i < ARRAY_SIZE(schemes); i++)
+		if (strncasecmp(v, schemes[i], strlen(schemes[i])) == 0)
+			return true;
+	if (strstr(v, "://") || strstr(v, "::"))
+		return false;
+	const char *colon = strchr(v, ':'), *slash = strchr(v, '/');
+	return colon && colon != v && v[0] != '-' && (!slash || colon < slash);
+}
+
+/* True when key names section.<sub>.name (name in lower case, as git lists it). */
+static bool sub_key(const char *key, const char *section, const char *name)
+{
+	size_t sl = strlen(section);
+	const char *last = strrchr(key, '.');
+	return strncmp(key, section, sl) == 0 && key[sl] == '.' && last && last > key + sl &&
+	       strcmp(last + 1, name) == 0;
+}
+
+/* The remote's URL in now is one that may stay (on another machine, or the user's own). */
+static bool remote_ok(const struct entries *now, const struct entries *mine, const char *name)
+{
+	_cleanup_free_ char *key = NULL;
+	if (asprintf(&key, "remote.%s.url", name) < 0)
+		return false;
+	for (size_t i = 0; i < now->n; i++)
+		if (strcmp(now->v[i].key, key) == 0 &&
+		    (network_url(now->v[i].value) || has_entry(mine, key, now->v[i].value)))
+			return true;
+	return false;
+}
+
+/* An entry that may stay whoever wrote it: its key is on the allow list, and where the value
+ * names where a push goes (remote URLs, a branch's remote), that place is another machine or
+ * a remote whose URL may stay: a push to a repository the agent made would run its hooks. */
+static bool entry_ok(const struct entries *now, const struct entries *mine, const struct entry *e)
+{
+	if (!key_allowed(e->key))
+		return false;
+	if (sub_key(e->key, "remote", "url") || sub_key(e->key, "remote", "pushurl"))
+		return network_url(e->value);
+	if (sub_key(e->key, "branch", "remote") || sub_key(e->key, "branch", "pushremote"))
+		return e->value && (strcmp(e->value, ".") == 0 || remote_ok(now, mine, e->value));
+	return true;
+}
+
 /* .git of project as a directory fd (-ENOENT: none; -ENOTDIR: something else is there). */
 static int open_gitdir(const char *project, int *pfd_out)
 {
@@ -419,7 +487,7 @@ static int filter_config(const cae_config *cfg, int gfd, const char *dir, const 
 	bool changed = !regular;
 	for (size_t i = 0; r == 0 && i < now.n; i++) {
 		struct entry *e = &now.v[i];
-		if (key_allowed(e->key) || take(&mine, e->key, e->value)) {
+		if (entry_ok(&now, &mine, e) || take(&mine, e->key, e->value)) {
 			keep.v[keep.n++] = *e;
 		} else {
 			changed = true;
@@ -428,7 +496,7 @@ static int filter_config(const cae_config *cfg, int gfd, const char *dir, const 
 	}
 	/* the user's own entries off the list that a command removed or changed */
 	for (size_t i = 0; r == 0 && i < mine.n; i++)
-		if (!mine.v[i].used && !key_allowed(mine.v[i].key)) {
+		if (!mine.v[i].used && !entry_ok(&mine, &mine, &mine.v[i])) {
 			keep.v[keep.n++] = mine.v[i];
 			changed = true;
 		}

@@ -198,6 +198,23 @@ check "patch: the plant was applied" 'succeeded <<<"$out"' "$out"
 host_runs patch
 verdict patch
 
+# --- a remote (and a branch's push remote) that is a repository the agent made: the owner's
+# `git push` would run its hooks
+PUSHPLANT='git init -q --bare evilrepo &&
+printf "#!/bin/sh\ntouch ../pwned-push\n" > evilrepo/hooks/pre-receive && chmod +x evilrepo/hooks/pre-receive &&
+git remote add ev ./evilrepo && git config branch.main.pushremote ev &&
+git config remote.origin.pushurl "$PWD/evilrepo" && echo PUSHPLANTED'
+out=$(mcp "$(jq -cn --arg c "$PUSHPLANT" '[["exec_command", {command: ["sh", "-c", $c], cwd: "."}]]')")
+check "push remote: the plant ran" '[[ $out == *PUSHPLANTED* ]] && succeeded <<<"$out"' "$out"
+rm -f "$ws"/pwned-*
+ogit push -q >/dev/null 2>&1
+ogit push -q origin main >/dev/null 2>&1
+check "push remote: the owner's git push reaches no repository the agent made (no hook of it runs)" \
+	'[ ! -e "$ws/pwned-push" ]' "$(cat "$ws/.git/config")"
+check "push remote: the owner's remote and branch settings are as they were" \
+	'[ "$(ogit config remote.origin.url)" = "git://127.0.0.1:$port/r.git" ] && [ -z "$(ogit config remote.origin.pushurl)" ] && [ -z "$(ogit config branch.main.pushremote)" ] && [ "$(ogit config branch.main.remote)" = origin ]' \
+	"$(cat "$ws/.git/config")"
+
 # --- a .git/commondir: the host's git would read the configuration of the directory it names
 POINT='mkdir -p evilc && cp -r .git/objects .git/refs .git/HEAD evilc/ &&
 printf "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"f() { touch pwned-commondir; }; f\"\n" > evilc/config &&
