@@ -190,7 +190,7 @@ static int run_git(const cae_config *cfg, const char *cwd, const char *const *ar
 }
 
 /* The entries of the configuration text data[0..len), read by git from a private copy in
- * dir. A text git cannot read has no entries (git on the host would stop at it too). */
+ * dir. 1 (and no entries): git cannot read the text. */
 static int list_entries(const cae_config *cfg, const char *dir, const char *data, size_t len,
 			struct entries *out, cae_error *err)
 {
@@ -211,7 +211,7 @@ static int list_entries(const cae_config *cfg, const char *dir, const char *data
 		return r;
 	if (res.exit_code != 0 || res.out_truncated || !res.out) {
 		cae_run_result_clear(&res);
-		return 0;
+		return 1;
 	}
 	size_t n = 0;
 	for (size_t i = 0; i < res.out_len; i++)
@@ -479,9 +479,16 @@ static int filter_config(const cae_config *cfg, int gfd, const char *dir, const 
 	    good_len == cur_len && memcmp(good, cur ? cur : "", cur_len) == 0)
 		return 0; /* as the guard left it */
 	struct entries now = {0}, mine = {0}, keep = {0};
-	r = list_entries(cfg, dir, cur ? cur : "", regular ? cur_len : 0, &now, err);
-	if (r == 0)
+	r = regular ? list_entries(cfg, dir, cur ? cur : "", cur_len, &now, err) : 1;
+	if (r == 1) {
+		/* a link, a file git cannot read, one too large: the user's file comes back */
+		regular = false;
+		r = list_entries(cfg, dir, rec, rec_len, &now, err);
+	}
+	if (r >= 0)
 		r = list_entries(cfg, dir, rec, rec_len, &mine, err);
+	if (r == 1)
+		r = 0; /* the user's own file was unreadable to git: nothing of it to keep */
 	if (r == 0 && !(keep.v = calloc(now.n + mine.n + 1, sizeof(*keep.v))))
 		r = cae_error_set(err, -ENOMEM, "out of memory");
 	bool changed = !regular;

@@ -215,6 +215,15 @@ check "push remote: the owner's remote and branch settings are as they were" \
 	'[ "$(ogit config remote.origin.url)" = "git://127.0.0.1:$port/r.git" ] && [ -z "$(ogit config remote.origin.pushurl)" ] && [ -z "$(ogit config branch.main.pushremote)" ] && [ "$(ogit config branch.main.remote)" = origin ]' \
 	"$(cat "$ws/.git/config")"
 
+# --- .git/config made a link to a file of the agent's (which the host's git would follow)
+out=$(mcp "$(jq -cn '[["exec_command", {command: ["sh", "-c", "cp .git/config kept.cfg && cat evil.cfg >> kept.cfg && ln -sf ../kept.cfg .git/config && echo LINKED"], cwd: "."}]]')")
+check "config link: the plant ran" '[[ $out == *LINKED* ]] && succeeded <<<"$out"' "$out"
+rm -f "$ws"/pwned-*
+ogit inc >/dev/null 2>&1
+check "config link: .git/config is a file again and holds nothing planted" \
+	'[ -f "$ws/.git/config" ] && [ ! -L "$ws/.git/config" ] && [ ! -e "$ws/pwned-include" ] && [ "$(ogit own 2>&1)" = own-alias-ok ]' \
+	"$(ls -la "$ws/.git/config"; cat "$ws/.git/config")"
+
 # --- a .git/commondir: the host's git would read the configuration of the directory it names
 POINT='mkdir -p evilc && cp -r .git/objects .git/refs .git/HEAD evilc/ &&
 printf "[core]\n\trepositoryformatversion = 0\n\tfsmonitor = \"f() { touch pwned-commondir; }; f\"\n" > evilc/config &&
