@@ -10,7 +10,8 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
       libwebsockets-dev libseccomp-dev check git musl-tools bubblewrap)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
-         debootstrap nginx fcgiwrap busybox-static keyutils strace gdb)
+         debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server
+         openssh-client)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -153,6 +153,13 @@ struct cae_fs_request;
 struct cae_fs_reply;
 CAE_EXPORT int cae_backend_fs(cae_backend *b, const char *task_uuid, const struct cae_fs_request *q,
 			      struct cae_fs_reply *rep, cae_error *err);
+/* Puts back what commands, the text editor and patches may not leave in the environment's
+ * workspace: for a workspace the user owns (local --workspace), every .git/config entry that
+ * would run a program or read another file in the user's own git on the host and that the
+ * user did not have (src/backend/gitconfig-guard.c). Run by the backend after each command;
+ * callers that write files on this host (the editor, the patch worker) call it after they
+ * wrote. Nothing for other environments and backends. */
+CAE_EXPORT int cae_backend_guard(cae_backend *b, const char *task_uuid, cae_error *err);
 /* Removes the environment (retrying up to 3 times). A missing environment is success. */
 CAE_EXPORT int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err);
 /* Removes every stale environment: older than threshold_s seconds, or whose prepare died,

@@ -204,6 +204,13 @@ typedef struct cae_config {
 			int depth;		/* 1 */
 			bool auto_install_deps; /* true */
 			int timeout_seconds;	/* 300 */
+			/* The only key ssh may use for git on this host (the mirror cache, the
+			 * local backend's clone, a local repository's bundle): NULL: none (no
+			 * agent, no ~/.ssh either way; src/backend/hostgit.c). */
+			char *ssh_identity_file;
+			/* The host keys that ssh accepts there, besides the system's
+			 * /etc/ssh/ssh_known_hosts: NULL: those only (never ~/.ssh). */
+			char *ssh_known_hosts_file;
 			/* A bare mirror of each remote repository under
 			 * <state_dir>/mirrors/, fetched on this host before each clone, which
 			 * then copies local objects (src/backend/mirror.c). */

@@ -953,7 +953,8 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 		r = cae_error_set(err, -ENOMEM, "out of memory");
 		goto out;
 	}
-	/* git on this host, as the local backend's clone: the repository is the user's own. */
+	/* git on this host, as the local backend's clone (the repository is the user's own), in
+	 * the environment of every host git (hostgit.c) */
 	const char *argv[] = {CAE_GIT_ARGV, "-C",   real,    "bundle", "create",
 			      "--quiet",    bundle, "--all", NULL};
 	int timeout_s = b->cfg->command_executor.clone.timeout_seconds;
@@ -963,7 +964,13 @@ static int upload_local_repo(cae_backend *b, struct prep_ctx *pc, const char *re
 			     .max_stderr = 64 * 1024,
 			     .cancel_fd = -1};
 	cae_run_result res;
+	char **envp = NULL;
+	r = cae__hostgit_env(b->cfg, NULL, &envp, err);
+	if (r < 0)
+		goto out;
+	spec.envp = (const char *const *)envp;
 	r = cae_runner_run(&spec, &res, err);
+	cae__hostgit_env_free(envp);
 	if (r < 0) {
 		cae_error_prefix(err, "git bundle");
 		goto out;

@@ -103,6 +103,9 @@ typedef struct cae_backend_ops {
 	/* may be NULL: file operations run by the environment's helper (cae_backend_fs) */
 	int (*fs)(cae_backend *b, const char *task_uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		  cae_error *err);
+	/* may be NULL: what commands, the editor and patches may not leave in the environment's
+	 * workspace is put back (cae_backend_guard) */
+	int (*guard)(cae_backend *b, const char *task_uuid, cae_error *err);
 	/* filter (may be NULL) says which environments may be looked at */
 	int (*cleanup_stale)(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err);
@@ -389,10 +392,38 @@ int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
  * credentials redacted). */
 int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv, const char *what,
 		  cae_error *err);
-/* An exec callback that runs on this host, unconfined: this process's environment without
- * its GIT_* variables (which would point git elsewhere), plus extra_env. ctx: NULL, or an int
- * that is the cancel fd of a request that has none (-1: none). */
+/* The context of cae__host_exec: the configuration (the state directory, the ssh identity)
+ * and the cancel fd of a request that has none (-1: none). */
+typedef struct cae_host_exec_ctx {
+	const cae_config *cfg;
+	int cancel_fd;
+} cae_host_exec_ctx;
+/* An exec callback that runs git on this host, unconfined, in the environment of
+ * cae__hostgit_env (nothing of this process's) plus extra_env. ctx: a cae_host_exec_ctx. */
 int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err);
+
+/* The environment of every git and ssh cae runs on this host (src/backend/hostgit.c, which
+ * says what is in it): made from nothing, HOME an empty directory of cae's own, ssh without
+ * config, agent or key but clone.ssh_identity_file; extra ("K=V", borrowed) added, replacing
+ * a fixed entry of the same name. *out: a new array of new strings (cae__hostgit_env_free). */
+int cae__hostgit_env(const cae_config *cfg, const char *const *extra, char ***out, cae_error *err);
+void cae__hostgit_env_free(char **envp);
+/* <state_dir>/host-home, made (0700) or made again empty when it is not a directory of ours
+ * with mode 0700 and nothing in it; *out: its path (new string). Without a state directory,
+ * "/nonexistent". */
+int cae__hostgit_home(const cae_config *cfg, char **out, cae_error *err);
+/* GIT_SSH_COMMAND's value (new string, NULL on ENOMEM). */
+char *cae__hostgit_ssh_command(const cae_config *cfg);
+
+/* The guard of .git/config in a workspace the user owns (src/backend/gitconfig-guard.c, which
+ * says the rule). dir: the environment's own directory in cae's state, where the record is
+ * kept. Record: at prepare, the user's .git/config as it is (nothing for a .git that is a
+ * file). Enforce: after a command, patch or editor write, .git/config holds only entries on
+ * the allow list and the user's recorded ones (event git.config_guard when anything went);
+ * nothing when there is no record. */
+int cae__gitguard_record(const char *project, const char *dir, cae_error *err);
+int cae__gitguard_enforce(const cae_config *cfg, struct cae_log *log, const char *uuid,
+			  const char *project, const char *dir, cae_error *err);
 
 /* The host-side cache of bare mirrors (src/backend/mirror.c): <state_dir>/mirrors/<key>.git,
  * key a hash of the URL as normalised (scheme and host in lower case, no trailing "/" or

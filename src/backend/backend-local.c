@@ -1031,6 +1031,20 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 	return 0;
 }
 
+/* A workspace the user owns: .git/config back to the rule (gitconfig-guard.c). A failure is
+ * logged (the command's result stands) and returned. */
+static int guard_env(cae_backend *b, const char *uuid, const struct local_env *env)
+{
+	_cleanup_free_ char *dir = task_dir(impl_of(b), uuid);
+	cae_error e = {0};
+	int r = dir ? cae__gitguard_enforce(b->cfg, b->log, uuid, env->project, dir, &e) : -ENOMEM;
+	if (r < 0)
+		cae_log_fields(b->log, CAE_LOG_ERROR, "git.config_guard_failed",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "error", e.message),
+			       NULL);
+	return r;
+}
+
 static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
 		      cae_run_result *res, cae_error *err)
 {
@@ -1039,6 +1053,19 @@ static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 	if (r < 0)
 		return r;
 	r = local_env_exec(b, &env, req, res, err);
+	if (env.external)
+		guard_env(b, uuid, &env);
+	local_env_clear(&env);
+	return r;
+}
+
+static int local_guard(cae_backend *b, const char *uuid, cae_error *err)
+{
+	struct local_env env;
+	int r = load_env(b, uuid, &env, err);
+	if (r < 0)
+		return r;
+	r = env.external ? guard_env(b, uuid, &env) : 0;
 	local_env_clear(&env);
 	return r;
 }
@@ -1051,6 +1078,13 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 		return -ENOMEM;
 	helper_forget(li, uuid);
 	cred_forget(li, uuid);
+	/* the last guard of a workspace the user owns, while its record is still there */
+	struct local_env env;
+	if (load_env(b, uuid, &env, NULL) == 0) {
+		if (env.external)
+			guard_env(b, uuid, &env);
+		local_env_clear(&env);
+	}
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
 	cae__sandbox_cgroup_remove(name);
@@ -1231,6 +1265,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 		}
 		free(host);
 	}
+	/* the user's own .git/config, which commands may not add to (gitconfig-guard.c) */
+	if (workspace && (r = cae__gitguard_record(env->project, dir, err)) < 0)
+		return r;
 	r = write_meta(li, p->task->uuid, lp->meta, err);
 	if (r < 0)
 		return r;
@@ -1247,11 +1284,10 @@ static int local_populate(cae_prepare *p, cae_error *err)
 	struct local_env *env = &lp->env;
 	if (!p->given_as_is) {
 		/* git runs on the host, unconfined (the source may be a local path the sandbox
-		 * hides); nothing of the repository runs during a clone. */
-		struct local_env genv = *env;
-		genv.sandbox = false;
-		genv.default_cwd = genv.root;
-		int r = cae__git_clone_cached(env_exec_cb, &genv, p->b->cfg, p->b->log, p->task,
+		 * hides), in an environment of its own (hostgit.c); nothing of the repository
+		 * runs during a clone. */
+		cae_host_exec_ctx hc = {.cfg = p->b->cfg, .cancel_fd = env->cancel_fd};
+		int r = cae__git_clone_cached(cae__host_exec, &hc, p->b->cfg, p->b->log, p->task,
 					      env->project, NULL, NULL, env->cancel_fd, err);
 		if (r < 0)
 			return r;
@@ -1643,6 +1679,7 @@ static const cae_backend_ops local_ops = {
     .list = local_list,
     .info = local_info,
     .fs = local_fs,
+    .guard = local_guard,
     .free = local_free,
 };
 

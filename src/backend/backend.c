@@ -196,6 +196,13 @@ int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_lim
 	return b->ops->edit(b, task_uuid, limits, req, res, err);
 }
 
+int cae_backend_guard(cae_backend *b, const char *task_uuid, cae_error *err)
+{
+	if (!b || !b->ops->guard || !task_uuid || !cae_task_uuid_valid(task_uuid))
+		return 0;
+	return b->ops->guard(b, task_uuid, err);
+}
+
 int cae_backend_fs(cae_backend *b, const char *task_uuid, const cae_fs_request *q,
 		   cae_fs_reply *rep, cae_error *err)
 {

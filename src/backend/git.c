@@ -17,8 +17,6 @@
 
 #include "base/banned.h"
 
-extern char **environ;
-
 #define GIT_TIMEOUT_DEFAULT_S 300
 
 static const char *const git_safe_argv[] = {CAE_GIT_ARGV};
@@ -249,33 +247,17 @@ int cae__git_run(const cae_git_ctx *g, const char *cwd, const char *const *argv,
 
 int cae__host_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
 {
-	const int *cancel_fd = ctx;
-	size_t n = 0, m = 0;
-	for (char **e = environ; e && *e; e++)
-		n++;
-	for (const char *const *e = req->extra_env; e && *e; e++)
-		m++;
-	_cleanup_free_ const char **envp = calloc(n + m + 1, sizeof(char *));
-	if (!envp)
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	size_t k = 0;
-	for (char **e = environ; e && *e; e++) {
-		const char *eq = strchr(*e, '=');
-		size_t kl = eq ? (size_t)(eq - *e) : strlen(*e);
-		bool drop = !eq || strncmp(*e, "GIT_", 4) == 0;
-		for (const char *const *x = req->extra_env; x && *x && !drop; x++)
-			if (strncmp(*x, *e, kl) == 0 && (*x)[kl] == '=')
-				drop = true;
-		if (!drop)
-			envp[k++] = *e;
-	}
-	for (const char *const *x = req->extra_env; x && *x; x++)
-		envp[k++] = *x;
-	envp[k] = NULL;
-	cae_run_spec spec = cae__backend_run_spec(req, req->cwd, envp);
-	if (spec.cancel_fd < 0 && cancel_fd)
-		spec.cancel_fd = *cancel_fd;
-	return cae_runner_run(&spec, res, err);
+	const cae_host_exec_ctx *hc = ctx;
+	char **envp = NULL;
+	int r = cae__hostgit_env(hc->cfg, req->extra_env, &envp, err);
+	if (r < 0)
+		return r;
+	cae_run_spec spec = cae__backend_run_spec(req, req->cwd, (const char *const *)envp);
+	if (spec.cancel_fd < 0)
+		spec.cancel_fd = hc->cancel_fd;
+	r = cae_runner_run(&spec, res, err);
+	cae__hostgit_env_free(envp);
+	return r;
 }
 
 /* Last non-empty line of git's stderr, redacted, for error messages. */
@@ -527,7 +509,8 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 	if (r < 0)
 		return r;
 	/* the mirror's git on this host with the token; the environment's without any */
-	cae_git_ctx hg = git_ctx_for(cfg, task, cae__host_exec, &cancel_fd, token, user);
+	cae_host_exec_ctx hc = {.cfg = cfg, .cancel_fd = cancel_fd};
+	cae_git_ctx hg = git_ctx_for(cfg, task, cae__host_exec, &hc, token, user);
 	cae_git_ctx eg = git_ctx_for(cfg, task, exec, ctx, NULL, NULL);
 	bool pr = task->kind == CAE_TASK_PULL_REQUEST;
 	cae_mirror m = {.fd = -1};

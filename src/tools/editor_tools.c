@@ -153,6 +153,9 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 	int r;
 	if (t.local) {
 		r = cae_editor_call(t.local, args, &er);
+		/* a write on this host: .git/config back to the rule (a workspace the user owns) */
+		if (r == 0 && er.command != CAE_EDITOR_CMD_VIEW)
+			DISCARD_RESULT(cae_backend_guard(t.backend, t.task_uuid, NULL));
 	} else {
 		/* checked here, run by the environment's helper: the same results */
 		cae_editor_request q;

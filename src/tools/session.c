@@ -350,6 +350,9 @@ int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **e
 						     "(environment_prepare)");
 	} else if (s->editor) {
 		t->local = s->editor;
+		/* for cae_backend_guard after a write (NULL when out of memory: no guard) */
+		t->backend = s->current_backend;
+		t->task_uuid = strdup(s->current);
 		return 0; /* locked until cae__session_editor_release */
 	} else if (s->remote_editor) {
 		t->backend = s->current_backend;

@@ -270,6 +270,10 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 		json_object_set_new(out, "warnings", cae__wk_warnings_json(p));
 		r = o->dry_run ? dry_run(&st, out) : execute(&st, out, err);
 	}
+	/* files written on this host: .git/config back to the rule (a workspace the user owns;
+	 * the patch's commands were guarded by the backend already) */
+	if (st.host && !o->dry_run)
+		DISCARD_RESULT(cae_backend_guard(b, task_uuid, NULL));
 	if (r == 0 && o->dry_run)
 		json_object_set_new(out, "results", json_incref(st.results));
 	json_decref(st.results);
