@@ -238,6 +238,57 @@ START_TEST(exec_command_truncates_chars)
 }
 END_TEST
 
+/* Output is kept whole past a NUL byte (find -print0, git ls-files -z, binary output): a
+ * command cannot hide what follows one from the agent, and a secret after one is still
+ * masked. */
+START_TEST(output_kept_whole_past_nul_bytes)
+{
+	setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_nul_secret_value_9", 1);
+	state = tu_mkdtemp();
+	ws = tu_mkdtemp();
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n",
+		 state);
+	cae_config *cfg;
+	cae_error err;
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", NULL, &err) == 0);
+	cae_session *s;
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command",
+			 "{\"command\": \"printf 'a\\\\0b\\\\0hidden ghp_nul_secret_value_9'; "
+			 "printf 'x\\\\0y' >&2\"}",
+			 &e);
+	ck_assert(!e);
+	json_t *o = json_object_get(r, "stdout");
+	ck_assert_uint_eq(json_string_length(o), 14);
+	ck_assert_mem_eq(json_string_value(o), "a\0b\0hidden ***", 14);
+	ck_assert(!B(r, "stdout_truncated"));
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stderr")), 3);
+	ck_assert_mem_eq(S(r, "stderr"), "x\0y", 3);
+	json_decref(r);
+	/* exec_command, and its character cut counts a NUL as a character */
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"printf 'a\\\\0b\\\\0c'\"]}", &e);
+	ck_assert(!e);
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stdout")), 5);
+	ck_assert_mem_eq(S(r, "stdout"), "a\0b\0c", 5);
+	ck_assert(!B(r, "stdout_truncated"));
+	json_decref(r);
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"max_output_chars\": 1000, \"command\": [\"head -c 1500 "
+		 "/dev/zero\"]}",
+		 &e);
+	ck_assert(!e);
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stdout")), 1000);
+	ck_assert(B(r, "stdout_truncated"));
+	json_decref(r);
+	close_session(s);
+	unsetenv("GITHUB_PERSONAL_ACCESS_TOKEN");
+}
+END_TEST
+
 START_TEST(exec_command_stdin_and_env)
 {
 	cae_session *s = open_session(NULL);
@@ -1572,6 +1623,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, exec_command_timeout_keeps_output);
 	tcase_add_test(tc, exec_command_truncates_chars);
 	tcase_add_test(tc, exec_command_stdin_and_env);
+	tcase_add_test(tc, output_kept_whole_past_nul_bytes);
 	tcase_add_test(tc, execute_command_semantics);
 	tcase_add_test(tc, execute_command_policy_denies_before_running);
 	tcase_add_test(tc, execute_command_redacts_secrets_and_caps);
