@@ -741,6 +741,31 @@ START_TEST(secrets_masked_with_or_without_logger)
 	ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"), "%s",
 		      res.text);
 	cae_tool_result_clear(&res);
+	/* The text editor's results too: a view of the file, the snippets of str_replace and
+	 * insert, undo_edit's; the text a model reads and the structure alike. */
+	const char *editor_calls[] = {
+	    "{\"command\": \"view\", \"path\": \"found.txt\"}",
+	    "{\"command\": \"str_replace\", \"path\": \"found.txt\", \"old_str\": \"gl=\", "
+	    "\"new_str\": \"gitlab=\"}",
+	    "{\"command\": \"insert\", \"path\": \"found.txt\", \"insert_line\": 1, "
+	    "\"new_str\": \"inserted\"}",
+	    "{\"command\": \"undo_edit\", \"path\": \"found.txt\"}",
+	    "{\"command\": \"view\", \"path\": \"found.txt\", \"view_range\": [2, 3]}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(editor_calls); i++) {
+		json_t *a = json_loads(editor_calls[i], 0, NULL);
+		ck_assert_msg(cae_session_call_tool(s, "text_editor", a, NULL, &res, &err) == 0,
+			      "%s", err.message);
+		json_decref(a);
+		_cleanup_free_ char *st = json_dumps(res.structured, 0);
+		ck_assert_msg(!res.is_error, "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(strstr(res.text, "***"), "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"),
+			      "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(!strstr(st, "tokenvalue") && !strstr(st, "added-secret"), "%s: %s",
+			      editor_calls[i], st);
+		cae_tool_result_clear(&res);
+	}
 	close_session(s);
 	if (log) {
 		cae_log_event(log, CAE_LOG_INFO, "test.after",
