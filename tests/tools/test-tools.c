@@ -952,16 +952,22 @@ START_TEST(definitions_editor_forms_and_platform_filter)
 	ck_assert_uint_eq(json_array_size(split), 5);
 	ck_assert_str_eq(S(json_array_get(split, 2), "name"), "text_editor_str_replace");
 	json_decref(split);
-	json_t *tools =
-	    json_pack("[{s:s}, {s:s}, {s:s}, {s:{s:s}}]", "name", "github_create_or_update_file",
-		      "name", "text_editor", "name", "gitlab_push_files", "function", "name",
-		      "github_get_file_contents");
+	json_t *tools = json_pack(
+	    "[{s:s}, {s:s}, {s:s}, {s:{s:s}}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}]",
+	    "name", "github_create_or_update_file", "name", "text_editor", "name",
+	    "gitlab_push_files", "function", "name", "github_get_file_contents", "name",
+	    "push_files", "name", "get_file_contents", "name", "create_or_update_file", "name",
+	    "mcp__github__create_issue", "name", "create_issue", "name", "githubby_tool", "name",
+	    "get_pull_request_files");
 	json_t *f = cae_tools_filter_platform_tools(cfg, tools);
-	ck_assert_uint_eq(json_array_size(f), 1);
+	ck_assert_uint_eq(json_array_size(f), 4);
+	ck_assert_str_eq(S(json_array_get(f, 0), "name"), "text_editor");
+	ck_assert_str_eq(S(json_array_get(f, 1), "name"), "create_issue");
+	ck_assert_str_eq(S(json_array_get(f, 2), "name"), "githubby_tool");
 	json_decref(f);
 	cfg->text_editor_mcp.enabled = false;
 	f = cae_tools_filter_platform_tools(cfg, tools);
-	ck_assert_uint_eq(json_array_size(f), 4);
+	ck_assert_uint_eq(json_array_size(f), 11);
 	json_decref(f);
 	json_decref(tools);
 	cae_config_free(cfg);
