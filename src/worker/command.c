@@ -430,6 +430,9 @@ void cae__wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *
 	case CAE_PATCH_GIT_OPERATION:
 		exec_git(st, c, oc);
 		return;
+	case CAE_PATCH_INVALID:
+		cae__wk_fail(oc, "%s", c->invalid);
+		return;
 	case CAE_PATCH_FILE_EDIT:
 		break; /* a step of the plan, not a command (execute.c) */
 	}

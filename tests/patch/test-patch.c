@@ -186,18 +186,29 @@ START_TEST(seed_parse_json_bad)
 	/* truncated JSON: the end is named */
 	parse_err("[{\"type\": \"shell_command\", \"action\": \"run\", \"target\": \"ls", &err);
 	ck_assert_msg(strstr(err.message, "invalid JSON at line 1"), "%s", err.message);
-	/* an invalid type or action names the index */
-	parse_err("[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"ls\"},"
-		  "{\"type\":\"shell_command\",\"action\":\"exec\",\"target\":\"ls\"}]",
-		  &err);
-	ck_assert_str_eq(err.message, "patch command at index 1: unknown action \"exec\" for type "
-				      "shell_command (expected run)");
-	parse_err("[{\"action\":\"run\",\"target\":\"ls\"}]", &err);
-	ck_assert_msg(strstr(err.message, "index 0: \"type\" is missing"), "%s", err.message);
-	parse_err("[{\"type\":\"git_operation\",\"target\":\"x\"}]", &err);
-	ck_assert_msg(strstr(err.message, "index 0: \"action\" is missing or not a string "
-					  "(git_operation: add, commit, reset, checkout)"),
-		      "%s", err.message);
+	/* an unknown or missing type or action is not a parse error (seed 002): that command
+	 * is kept as invalid, with its message naming the index, and fails in its turn */
+	const struct {
+		const char *json, *want;
+	} invalid[] = {
+	    {"[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"ls\"},"
+	     "{\"type\":\"shell_command\",\"action\":\"exec\",\"target\":\"ls\"}]",
+	     "patch command at index 1: unknown action \"exec\" for type shell_command (expected "
+	     "run)"},
+	    {"[{\"action\":\"run\",\"target\":\"ls\"}]",
+	     "patch command at index 0: \"type\" is missing or not a string (file_edit, "
+	     "shell_command or git_operation)"},
+	    {"[{\"type\":\"git_operation\",\"target\":\"x\"}]",
+	     "patch command at index 0: \"action\" is missing or not a string (git_operation: "
+	     "add, commit, reset, checkout)"},
+	};
+	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+		cae_patch *p = parse_ok(invalid[i].json);
+		const cae_patch_command *c = cae_patch_get(p, cae_patch_count(p) - 1);
+		ck_assert_int_eq(c->type, CAE_PATCH_INVALID);
+		ck_assert_str_eq(c->invalid, invalid[i].want);
+		cae_patch_free(p);
+	}
 	parse_err("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\","
 		  "\"metadata\":{\"k\":[1]}}]",
 		  &err);

@@ -520,17 +520,72 @@ START_TEST(parse_json_bad)
 	assert_contains(err.message, "patch parse error");
 	assert_contains(err.message, "line 1");
 	ck_assert(!exists(&f, "x.txt"));
-	/* a command of an unknown type is malformed too */
-	const char *t2 = "[{\"type\": \"rm_rf\", \"action\": \"run\", \"target\": \"/\"}]";
-	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
-			 -EINVAL);
-	assert_contains(err.message, "index 0");
 	json_t *lines = log_lines(&f);
 	json_t *e = event(lines, "worker.patch_execution_error");
 	ck_assert_ptr_nonnull(e);
 	ck_assert_str_eq(rs(e, "level"), "error");
 	assert_contains(rs(e, "error"), "patch parse error");
 	json_decref(lines);
+	fx_free(&f);
+}
+END_TEST
+
+/* Seed 002: a JSON command of an unknown type or action fails that command with its error;
+ * in continue mode the others run, with stop_on_error the patch stops there, and a dry run
+ * says it would fail. */
+START_TEST(unknown_command_fails_alone)
+{
+	fx f;
+	fx_init(&f, _i);
+	const char *text =
+	    "[{\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"one.txt\", "
+	    "\"content\": \"1\\n\"},"
+	    " {\"type\": \"rm_rf\", \"action\": \"run\", \"target\": \"/\"},"
+	    " {\"type\": \"file_edit\", \"action\": \"remove\", \"target\": \"one.txt\"},"
+	    " {\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"two.txt\", "
+	    "\"content\": \"2\\n\"}]";
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.fs = fs_mode(&f);
+	json_t *res = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_worker_run_text(f.b, f.uuid, text, strlen(text), &o, f.log, &res,
+					  &err) == 0,
+		      "%s", err.message);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "executed_cmds")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "failed_cmds")), 2);
+	ck_assert(exists(&f, "one.txt"));
+	ck_assert(exists(&f, "two.txt"));
+	_cleanup_free_ char *dump = json_dumps(res, 0);
+	assert_contains(dump, "patch command at index 1: unknown type \\\"rm_rf\\\"");
+	assert_contains(dump, "patch command at index 2: unknown action \\\"remove\\\"");
+	_cleanup_free_ char *text_out = cae_worker_render(res);
+	assert_contains(text_out, "\u2717 [2]");
+	assert_contains(text_out, "\u2713 [4]");
+	json_decref(res);
+	res = NULL;
+	/* stop_on_error: nothing after the unknown command runs */
+	const char *t2 = "[{\"type\": \"shell_command\", \"action\": \"exec\", \"target\": "
+			 "\"true\"}, {\"type\": \"file_edit\", \"action\": \"create\", "
+			 "\"target\": \"three.txt\", \"content\": \"3\"}]";
+	o.stop_on_error = true;
+	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
+			 0);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	ck_assert(!exists(&f, "three.txt"));
+	json_decref(res);
+	res = NULL;
+	/* a dry run says it would fail, and changes nothing */
+	o.stop_on_error = false;
+	o.dry_run = true;
+	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
+			 0);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	assert_contains(json_string_value(json_object_get(res, "error")),
+			"command 1: patch command at index 0: unknown action \"exec\"");
+	ck_assert(!exists(&f, "three.txt"));
+	json_decref(res);
 	fx_free(&f);
 }
 END_TEST
@@ -1958,12 +2013,14 @@ START_TEST(session_tool)
 	ck_assert(res.is_error);
 	assert_contains(res.text, "dry_run must be a boolean");
 	cae_tool_result_clear(&res);
-	res = call(s, json_pack("{s:s}", "patch", "[{\"type\": 1}]"));
+	res = call(s, json_pack("{s:s}", "patch", "[{\"type\": 1}"));
 	ck_assert(res.is_error);
 	assert_contains(res.text, "INVALID_ARGUMENT: patch parse error");
 	cae_tool_result_clear(&res);
+	/* an unknown type is that command's failure (seed 002), not the patch's */
 	res = call(s, json_pack("{s:[{s:s}]}", "patch", "type", "bogus"));
-	ck_assert(res.is_error);
+	ck_assert(!json_is_true(json_object_get(res.structured, "success")));
+	assert_contains(res.text, "unknown type \"bogus\"");
 	cae_tool_result_clear(&res);
 	/* a hunk that does not apply: not applied at all -> isError, nothing changed */
 	res = call(s, json_pack("{s:s}", "patch",
@@ -2613,6 +2670,7 @@ static Suite *worker_suite(void)
 	tcase_set_timeout(env, 600);
 	tcase_add_loop_test(env, json_patch_full, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, parse_json_bad, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, unknown_command_fails_alone, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, markdown_patch, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, markdown_bad, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, empty_patch, MODE_FIRST, MODE_LAST);
