@@ -157,6 +157,97 @@ START_TEST(prepare_exec_cleanup_across_processes)
 }
 END_TEST
 
+/* cae edit (SPEC §9): the text editor tool from the command line, its arguments as flags or
+ * JSON, the tool's result; a refusal is exit 1 with the editor's message, a bad call exit 2. */
+START_TEST(edit_commands)
+{
+	_cleanup_free_ char *repo = make_repo();
+	out o = cae("prepare", "--repo", repo, "--uuid", "cli-edit", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	out_clear(&o);
+	o = cae("edit", "--help", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_ptr_nonnull(strstr(o.out, "usage: cae edit"));
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "create", "notes.txt", "--file-text", "one\nthree\n",
+		NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "command")), "create");
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "insert", "--path", "notes.txt", "--insert-line", "1",
+		"--new-str", "two", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "str_replace", "notes.txt", "--old-str", "three",
+		"--new-str", "-3-", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")), "-3-"));
+	out_clear(&o);
+	/* the file as a command sees it */
+	o = cae("exec", "--uuid", "cli-edit", "--", "cat notes.txt", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "one\ntwo\n-3-\n");
+	out_clear(&o);
+	/* view with a range, as JSON arguments, and as the text the model reads */
+	o = cae("edit", "--uuid", "cli-edit", "--json",
+		"{\"command\": \"view\", \"path\": \"notes.txt\", \"view_range\": [2, 3]}",
+		"--format", "text", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_msg(strstr(o.out, "     2\ttwo\n     3\t-3-") && !strstr(o.out, "one"), "%s",
+		      o.out);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "notes.txt", "--view-range", "1,1", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")), "one"));
+	ck_assert_ptr_null(strstr(json_string_value(json_object_get(o.json, "output")), "two"));
+	out_clear(&o);
+	/* the undo history is the process's: an earlier invocation's edit is not undone ... */
+	o = cae("edit", "--uuid", "cli-edit", "undo_edit", "notes.txt", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")),
+				     "No edit history"));
+	out_clear(&o);
+	/* ... and an array of calls runs in one session, where undo_edit works */
+	o = cae("edit", "--uuid", "cli-edit", "--json",
+		"[{\"command\": \"str_replace\", \"path\": \"notes.txt\", \"old_str\": "
+		"\"-3-\", \"new_str\": \"three\"}, {\"command\": \"str_replace\", \"path\": "
+		"\"notes.txt\", \"old_str\": \"two\", \"new_str\": \"2\"}, {\"command\": "
+		"\"undo_edit\", \"path\": \"notes.txt\"}]",
+		NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_uint_eq(json_array_size(o.json), 3);
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-edit", "--", "cat notes.txt", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "one\ntwo\nthree\n");
+	out_clear(&o);
+	/* the editor's refusals: its message, exit 1 */
+	o = cae("edit", "--uuid", "cli-edit", "str_replace", "notes.txt", "--old-str", "absent",
+		"--new-str", "x", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert(json_is_true(json_object_get(o.json, "is_error")));
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "../../etc/passwd", NULL);
+	ck_assert_int_eq(o.status, 1);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "create", ".git/hooks/pre-commit", "--file-text",
+		"#!/bin/sh\n", NULL);
+	ck_assert_int_eq(o.status, 1);
+	out_clear(&o);
+	/* usage errors: exit 2 */
+	o = cae("edit", "--uuid", "cli-edit", "frob", "notes.txt", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "--insert-line", "x", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "--json", "[1]", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("cleanup", "cli-edit", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+}
+END_TEST
+
 START_TEST(run_one_shot)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -443,6 +534,7 @@ int main(int argc, char **argv)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, help_everywhere);
 	tcase_add_test(tc, prepare_exec_cleanup_across_processes);
+	tcase_add_test(tc, edit_commands);
 	tcase_add_test(tc, run_one_shot);
 	tcase_add_test(tc, gc_removes_old);
 	tcase_add_test(tc, tools_and_prompt);
