@@ -33,6 +33,7 @@
 
 #define DEFAULT_MAX_CALLS 4u
 #define DEFAULT_MAX_QUEUED 64u
+#define BIG_REQUEST ((size_t)1 << 20)
 
 struct batch {
 	json_t *responses; /* the answers so far */
@@ -61,6 +62,7 @@ struct job {
 	double last_progress;
 	int cancel_pipe[2];
 	int64_t started_ns;
+	size_t bytes; /* the request line's length: what the job may hold in memory */
 };
 
 struct server {
@@ -78,6 +80,8 @@ struct server {
 	struct job *jobs;    /* every queued or running job, oldest first */
 	unsigned njobs;
 	unsigned nqueued;
+	size_t line_bytes; /* the line being dispatched (the reader's) */
+	size_t held_bytes; /* what the jobs' request lines add up to */
 	pthread_t *workers;
 	unsigned nworkers;
 	unsigned idle_workers; /* waiting for work, not yet handed a ticket */
@@ -226,6 +230,7 @@ static void unlink_job_locked(struct server *srv, struct job *j)
 		}
 	j->next = NULL;
 	srv->njobs--;
+	srv->held_bytes -= j->bytes;
 	if (j->state == JOB_QUEUED)
 		srv->nqueued--;
 	if (srv->draining) {
@@ -443,6 +448,11 @@ static void enqueue(struct server *srv, struct job *j)
 		busy = ID_BUSY;
 	if (!busy && srv->nqueued >= srv->o.max_queued)
 		busy = "Server busy: too many requests waiting; retry later";
+	/* Large requests (a big patch or file) are held whole until answered: at most two
+	 * maximal lines' worth at once, beside the small ones, which the count bounds. */
+	if (!busy && j->bytes > BIG_REQUEST && srv->held_bytes > 0 &&
+	    srv->held_bytes + j->bytes > 2 * srv->o.max_message_size)
+		busy = "Server busy: large requests are still running; retry later";
 	bool wake = false;
 	if (!busy && srv->idle_workers > 0) {
 		/* An idle worker takes it: counted off now, so that the next request does not
@@ -475,6 +485,7 @@ static void enqueue(struct server *srv, struct job *j)
 		tail = &(*tail)->next;
 	*tail = j;
 	srv->njobs++;
+	srv->held_bytes += j->bytes;
 	srv->nqueued++;
 	if (wake)
 		pthread_cond_broadcast(&srv->work);
@@ -493,6 +504,7 @@ static struct job *job_new(struct server *srv, enum job_kind kind, json_t *id, s
 	j->id = json_deep_copy(id);
 	j->cancel_pipe[0] = j->cancel_pipe[1] = -1;
 	j->started_ns = cae__now_ns();
+	j->bytes = srv->line_bytes; /* set by the reader, the one thread making jobs */
 	pthread_mutex_lock(&srv->lock);
 	const char *v = srv->version;
 	pthread_mutex_unlock(&srv->lock);
@@ -762,6 +774,7 @@ static void handle_line(struct server *srv, const char *line, size_t len)
 {
 	json_t *v;
 	cae_jsonrpc_err e;
+	srv->line_bytes = len;
 	if (cae_jsonrpc_parse(line, len, srv->o.max_depth, &v, &e) < 0) {
 		slog(srv, "warning", "mcp.parse_error", "%s", e.message);
 		reply_error(srv, NULL, NULL, e.code, e.message);
@@ -848,13 +861,17 @@ static void drain(struct server *srv)
 	srv->nworkers = 0;
 }
 
-static void oversized(struct server *srv)
+/* A line over the limit was skipped: the error carries its id when the framer read one on
+ * the way (a request's caller then gets its answer), else null. */
+static void oversized(struct server *srv, const cae_jsonrpc_framer *f)
 {
 	char msg[160];
 	snprintf(msg, sizeof(msg), "Invalid Request: message larger than %zu bytes",
 		 srv->o.max_message_size);
 	slog(srv, "warning", "mcp.oversized_message", "%s", msg);
-	reply_error(srv, NULL, NULL, CAE_JSONRPC_INVALID_REQUEST, msg);
+	json_t *id = cae_jsonrpc_framer_dropped_id(f);
+	reply_error(srv, NULL, id, CAE_JSONRPC_INVALID_REQUEST, msg);
+	json_decref(id);
 }
 
 /* Reads and dispatches until end of input, shutdown or a broken output. */
@@ -871,7 +888,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 			continue;
 		}
 		if (r == -E2BIG) {
-			oversized(srv);
+			oversized(srv, f);
 			continue;
 		}
 		struct pollfd p[2] = {
@@ -905,7 +922,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 				if (r == 1)
 					handle_line(srv, line, len);
 				else
-					oversized(srv);
+					oversized(srv, f);
 			}
 			/* The client is gone or done: nobody waits for the running calls'
 			 * answers, and their commands must not run on to their timeouts. */

@@ -671,18 +671,43 @@ START_TEST(survives_garbage)
 	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 42);
 	json_decref(r);
-	/* Oversized: one error with id null, then the stream goes on. */
-	char big[5000];
-	memset(big, ' ', sizeof(big));
-	memcpy(big, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"pad\":\"", 56);
-	big[sizeof(big) - 4] = '"';
-	big[sizeof(big) - 3] = '}';
-	big[sizeof(big) - 2] = '\n';
-	big[sizeof(big) - 1] = '\0';
-	r = request(&c, big);
-	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
-	ck_assert(json_is_null(json_object_get(r, "id")));
-	json_decref(r);
+	/* Oversized: one error carrying the request's id, read from the line as it was
+	 * skipped (wherever the id stands), then the stream goes on. */
+	static const struct {
+		const char *head, *tail, *want_id; /* want_id: its JSON text, NULL: null */
+	} bigs[] = {
+	    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"pad\":\"", "\"}}",
+	     "1"},
+	    {"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"id\":5,\"pad\":\"",
+	     "\"}, \"id\" : \"call-\\\"7\\\"\"}", "\"call-\\\"7\\\"\""},
+	    {"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"params\":{\"x\":[{\"id\":3}],\"pad\":\"",
+	     "\"}}", NULL},
+	    {"{\"jsonrpc\":\"2.0\",\"i\\u0064\":4,\"params\":{\"pad\":\"", "\"}}", NULL},
+	    {"{\"jsonrpc\":\"2.0\",\"id\":-12,\"params\":{\"pad\":\"", "\"}}", "-12"},
+	    {"{\"jsonrpc\":\"2.0\",\"id\":{\"a\":1},\"params\":{\"pad\":\"", "\"}}", NULL},
+	    {"[{\"jsonrpc\":\"2.0\",\"id\":6,\"params\":{\"pad\":\"", "\"}}]", NULL},
+	};
+	for (size_t i = 0; i < sizeof(bigs) / sizeof(bigs[0]); i++) {
+		char big[5000];
+		size_t hl = strlen(bigs[i].head), tl = strlen(bigs[i].tail);
+		memset(big, 'x', sizeof(big));
+		memcpy(big, bigs[i].head, hl);
+		memcpy(big + sizeof(big) - 2 - tl, bigs[i].tail, tl);
+		big[sizeof(big) - 2] = '\n';
+		big[sizeof(big) - 1] = '\0';
+		r = request(&c, big);
+		ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+		json_t *id = json_object_get(r, "id");
+		if (bigs[i].want_id) {
+			char *got = json_dumps(id, JSON_ENCODE_ANY);
+			ck_assert_msg(got && strcmp(got, bigs[i].want_id) == 0, "case %zu: id %s",
+				      i, got ? got : "(none)");
+			free(got);
+		} else {
+			ck_assert_msg(json_is_null(id), "case %zu", i);
+		}
+		json_decref(r);
+	}
 	/* Deeply nested: refused. */
 	char deep[3000];
 	size_t n = 0;
