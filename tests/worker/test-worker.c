@@ -957,6 +957,60 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* autoCommitChanges() */
 
+/* The auto-commit's subject: the patch's first meaningful line, never a format marker; else
+ * what the patch does. */
+START_TEST(commit_subjects)
+{
+	static const struct {
+		const char *patch, *want;
+	} cases[] = {
+	    /* Markdown: a heading, without its hashes; prose; never a fence or a marker */
+	    {"## Fix the parser ##\n\n```c:a.c\nint a;\n```\n", "Fix the parser"},
+	    {"\n\nMake twice() handle floats.\n```python:t.py\nx\n```\n",
+	     "Make twice() handle floats."},
+	    {"```python:src/t.py\n# not a heading\n```\n```bash\nmake test\n```\n",
+	     "update 1 file: src/t.py"},
+	    /* the apply_patch form and JSON: no prose, so what it does */
+	    {"*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** Add File: n.txt\n+n\n"
+	     "*** End Patch\n",
+	     "update 2 files: a.txt, n.txt"},
+	    {"*** Begin Patch\n*** Add File: n.txt\n+n\n*** End Patch\n", "add 1 file: n.txt"},
+	    {"*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n",
+	     "delete 1 file: old.txt"},
+	    {"[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"b\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"c\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"d\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"a\",\"content\":\"y\"}]",
+	     "update 4 files: a, b, c, ..."},
+	    {"[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"make test\"}]",
+	     "run make test"},
+	    /* a unified diff: a mail's subject, the message of `git show`, else the files */
+	    {"From 1234 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nDate: Mon, 1 Jan 2024\n"
+	     "Subject: [PATCH v2 1/3] Speed up the lexer\n\nBody.\n---\n a.c | 2 +-\n\n"
+	     "diff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-a\n+b\n",
+	     "Speed up the lexer"},
+	    {"commit 0123456789abcdef\nAuthor: A <a@b>\nDate:   Mon Jan 1 2024\n\n"
+	     "    Handle empty input\n\ndiff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n"
+	     "@@ -1 +1 @@\n-a\n+b\n",
+	     "Handle empty input"},
+	    {"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1 @@\n-a\n+b\n",
+	     "update 1 file: src/x.c"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cae_patch *p = NULL;
+		cae_error err = {0};
+		ck_assert_msg(cae_patch_parse(cases[i].patch, strlen(cases[i].patch), &p, &err) == 0,
+			      "case %zu: %s", i, err.message);
+		char *got = cae_worker_commit_subject(cases[i].patch, p);
+		ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "case %zu: got \"%s\"", i,
+			      got ? got : "(null)");
+		free(got);
+		cae_patch_free(p);
+	}
+}
+END_TEST
+
 START_TEST(auto_commit_hash)
 {
 	fx f;
@@ -976,8 +1030,8 @@ START_TEST(auto_commit_hash)
 	char *head = sh(&f, "git rev-parse HEAD; git log -1 --format=%%s; git status --porcelain");
 	char want[512];
 	snprintf(want, sizeof(want),
-		 "%s\n[Worker Auto-Commit] # Implement the twice() helper and make sure that the "
-		 "description of this patch ...\n",
+		 "%s\n[Worker Auto-Commit] Implement the twice() helper and make sure that the "
+		 "description of this patch is...\n",
 		 hash);
 	ck_assert_str_eq(head, want);
 	free(head);
@@ -990,7 +1044,7 @@ START_TEST(auto_commit_hash)
 	o.commit_message_prefix = "[bot]";
 	res = run(&f, "```text:b.txt\nb\n```\n", &o);
 	head = sh(&f, "git log -1 --format=%%s");
-	ck_assert_str_eq(head, "[bot] ```text:b.txt\n");
+	ck_assert_str_eq(head, "[bot] update 1 file: b.txt\n");
 	free(head);
 	json_decref(res);
 	fx_free(&f);
@@ -2680,6 +2734,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, shell_timeout, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, git_operations, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, git_timeout, MODE_FIRST, MODE_LAST);
+	tcase_add_test(env, commit_subjects);
 	tcase_add_loop_test(env, auto_commit_hash, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_error, MODE_FIRST, MODE_LAST);
