@@ -578,6 +578,40 @@ START_TEST(apply_failure_produces_nothing)
 }
 END_TEST
 
+/* A hunk that does not apply names the line that differs where it came closest, not its
+ * first line (which matched). */
+START_TEST(apply_failure_names_the_differing_line)
+{
+	const char *old = "one\ntwo\nthree\nfour\nfive\n";
+	cae_patch *p = parse_ok("*** Begin Patch\n*** Update File: a\n@@\n one\n-TWO\n+2\n three\n"
+				"*** End Patch\n");
+	char *out = NULL;
+	size_t n = 0;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found in the file; closest at "
+			 "line 1, where line 2 of the file is \"two\" and the hunk expects \"TWO\"");
+	cae_patch_free(p);
+	p = parse_ok("--- a/a\n+++ b/a\n@@ -3,3 +3,3 @@\n three\n four\n-FIVE\n+5\n");
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found near line 3; closest at "
+			 "line 3, where line 5 of the file is \"five\" and the hunk expects \"FIVE\"");
+	cae_patch_free(p);
+	/* past the end of the file */
+	p = parse_ok("--- a/a\n+++ b/a\n@@ -4,3 +4,3 @@\n four\n five\n-six\n+6\n");
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found near line 4; closest at "
+			 "line 4, where the file ends and the hunk expects \"six\"");
+	cae_patch_free(p);
+}
+END_TEST
+
 START_TEST(apply_hint_picks_nearest)
 {
 	/* two identical regions: the unified line number decides */
@@ -1099,6 +1133,7 @@ static Suite *make_suite(void)
 
 	tc = tcase_create("apply");
 	tcase_add_test(tc, apply_failure_produces_nothing);
+	tcase_add_test(tc, apply_failure_names_the_differing_line);
 	tcase_add_test(tc, apply_hint_picks_nearest);
 	tcase_add_test(tc, apply_crlf_no_final_newline);
 	tcase_add_test(tc, apply_add_ignores_old_and_empty_file);
