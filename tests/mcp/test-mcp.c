@@ -509,6 +509,44 @@ START_TEST(progress_notifications)
 }
 END_TEST
 
+/* A call that reports nothing still keeps its client alive: progress notifications from
+ * the server while it runs (at least every 10 s; the server sends one after 5 s of silence),
+ * increasing, a little above the tool's last value, and none after the answer. */
+START_TEST(keepalive_progress_for_silent_calls)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{},\"_meta\":{\"progressToken\":7}}}\n");
+	wait_entered();
+	double last = 0;
+	for (int i = 0; i < 2; i++) {
+		json_t *n = client_recv(&c);
+		ck_assert_str_eq(json_string_value(json_object_get(n, "method")),
+				 "notifications/progress");
+		json_t *p = json_object_get(n, "params");
+		ck_assert_int_eq(json_integer_value(json_object_get(p, "progressToken")), 7);
+		double v = json_number_value(json_object_get(p, "progress"));
+		ck_assert_msg(v > last && v < 1, "progress %f after %f", v, last);
+		last = v;
+		ck_assert_ptr_nonnull(
+		    strstr(json_string_value(json_object_get(p, "message")), "still running"));
+		json_decref(n);
+	}
+	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+	json_t *r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 30);
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+	/* nothing after the answer */
+	client_finish(&c);
+	ck_assert_ptr_null(client_line(&c, 1000));
+	close_fds(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
 START_TEST(cancellation_signals_the_call)
 {
 	struct client c;
@@ -1372,6 +1410,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, structured_content_only_where_the_version_has_it);
 	tcase_add_test(tc, ping_unknown_methods_and_notifications);
 	tcase_add_test(tc, progress_notifications);
+	tcase_add_test(tc, keepalive_progress_for_silent_calls);
 	tcase_add_test(tc, cancellation_signals_the_call);
 	tcase_add_test(tc, requests_answered_during_a_slow_call);
 	tcase_add_test(tc, back_to_back_requests_run_side_by_side);
