@@ -107,7 +107,9 @@ static void decode_message(json_t *v)
 static void frame_and_decode(const uint8_t *data, size_t size)
 {
 	size_t chunk = size ? (size_t)data[0] % 64 + 1 : 1;
-	cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(4096);
+	/* a short limit for half the inputs, so that oversized lines (and the id read from
+	 * them as they are skipped) are common */
+	cae_jsonrpc_framer *f = cae_jsonrpc_framer_new(size > 1 && (data[1] & 1) ? 48 : 4096);
 	if (!f)
 		return;
 	size_t off = 0;
@@ -116,6 +118,12 @@ static void frame_and_decode(const uint8_t *data, size_t size)
 		size_t len;
 		int r;
 		while ((r = cae_jsonrpc_framer_next(f, &line, &len)) != 0) {
+			if (r == -E2BIG) {
+				json_t *id = cae_jsonrpc_framer_dropped_id(f);
+				if (id && !json_is_string(id) && !json_is_integer(id))
+					abort();
+				json_decref(id);
+			}
 			if (r != 1)
 				continue;
 			json_t *v;

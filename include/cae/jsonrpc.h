@@ -31,7 +31,9 @@ extern "C" {
 #define CAE_JSONRPC_SERVER_BUSY -32000
 #define CAE_JSONRPC_SERVER_NOT_INITIALIZED -32002 /* a request before initialize */
 
-#define CAE_JSONRPC_DEFAULT_MAX_MESSAGE ((size_t)4 << 20) /* bytes per line */
+/* Bytes per line: a request as large as the tools document (apply_patch's 64 MiB patch with
+ * the escaping JSON adds to ordinary text, text_editor's 10 MiB file_text) fits. */
+#define CAE_JSONRPC_DEFAULT_MAX_MESSAGE ((size_t)96 << 20)
 #define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u		  /* nested arrays/objects */
 
 /* A protocol failure: code is one of the CAE_JSONRPC_* codes, message is what the peer
@@ -61,11 +63,15 @@ CAE_EXPORT long cae_jsonrpc_framer_read(cae_jsonrpc_framer *f, int fd);
 /* The next complete line. Returns 1 with *line (NUL-terminated, without the newline and
  * a trailing CR; borrowed, valid until the next feed/read/finish/free) and *len; 0 when
  * more input is needed; -E2BIG when a line longer than the maximum was dropped (reported
- * once per line; the bytes up to its newline are skipped). Blank lines are skipped. */
+ * once per line, when its end is reached; its bytes are skipped without being kept).
+ * Blank lines are skipped. */
 CAE_EXPORT int cae_jsonrpc_framer_next(cae_jsonrpc_framer *f, const char **line, size_t *len);
 /* At end of input: the unterminated rest as a last line (same returns as _next; 0 when
  * nothing is left). */
 CAE_EXPORT int cae_jsonrpc_framer_finish(cae_jsonrpc_framer *f, const char **line, size_t *len);
+/* After -E2BIG: the dropped line's top-level "id" (a string or an integer, read as the line
+ * went by), new reference; NULL when it had none that could be read. */
+CAE_EXPORT json_t *cae_jsonrpc_framer_dropped_id(const cae_jsonrpc_framer *f);
 
 /* ---- parsing and validation --------------------------------------------------------- */
 

@@ -90,6 +90,9 @@ typedef enum cae_patch_type {
 	CAE_PATCH_FILE_EDIT,
 	CAE_PATCH_SHELL_COMMAND,
 	CAE_PATCH_GIT_OPERATION,
+	/* a JSON command of an unknown or missing type or action (seed 002): it fails with its
+	 * `invalid` message when its turn comes, and in continue mode the others still run */
+	CAE_PATCH_INVALID,
 } cae_patch_type;
 
 typedef enum cae_patch_action {
@@ -168,6 +171,9 @@ typedef struct cae_patch_command {
 	/* The diff forms: the file operation with its hunks. NULL otherwise. */
 	cae_patch_file_op *op;
 	size_t source_line; /* 1-based line in the patch text where it starts; 0 for JSON */
+	/* CAE_PATCH_INVALID: what is wrong with it (action is then CAE_PATCH_RUN and means
+	 * nothing); NULL otherwise. */
+	char *invalid;
 } cae_patch_command;
 
 typedef struct cae_patch cae_patch;

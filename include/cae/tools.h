@@ -52,8 +52,11 @@ CAE_EXPORT json_t *cae_tools_to_openai(json_t *functions);
  * offered to the model (two tools that write the same files would compete). tools is a
  * JSON array in any of the forms above (borrowed); returns a new array. */
 CAE_EXPORT json_t *cae_tools_filter_platform_tools(const cae_config *cfg, json_t *tools);
-/* True for a GitHub/GitLab MCP file tool name (e.g. "github_create_or_update_file",
- * "create_or_update_file", "push_files", "get_file_contents", "gitlab_create_or_update_file"). */
+/* True for a tool of the GitHub or GitLab MCP servers that the text editor replaces: any
+ * name a client qualified with the server's name ("github_…", "gitlab-…", "mcp__github__…",
+ * "github.…", "github/…"), and the servers' own unprefixed file tools ("create_or_update_file",
+ * "get_file_contents", "push_files", "delete_file", "get_file_blame", "get_repository_tree",
+ * "compare_file_contents"). */
 CAE_EXPORT bool cae_tools_is_platform_file_tool(const char *name);
 
 #ifdef __cplusplus

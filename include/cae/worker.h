@@ -101,6 +101,13 @@ struct cae_policy;
 #define CAE_WORKER_DEFAULT_MAX_OUTPUT ((size_t)1 << 20) /* bytes of output per command */
 #define CAE_WORKER_DEFAULT_MAX_FILE ((size_t)256 << 20) /* largest file read (patch, append) */
 #define CAE_WORKER_COMMIT_SUMMARY_CHARS 80
+
+/* The subject of an auto-commit of patch p (parsed from patch_text, which may be NULL): the
+ * patch's first meaningful line (a mail's Subject, the message before a diff, a Markdown
+ * heading or sentence outside code blocks), never a format marker; else what it does
+ * ("update 2 files: a.c, b.c", "add 1 file: x", "run make test"). New string, one line,
+ * uncut (the commit cuts it at CAE_WORKER_COMMIT_SUMMARY_CHARS); NULL on ENOMEM. */
+CAE_EXPORT char *cae_worker_commit_subject(const char *patch_text, const cae_patch *p);
 #define CAE_WORKER_MAX_COMMAND_JSON 2048 /* bytes of content shown in each result's command */
 
 /* How the worker touches the environment's files. */

@@ -11,6 +11,7 @@ static const struct cae_cli_command commands[] = {
     {"prepare", "prepare an environment for a task", cae_cli_prepare},
     {"exec", "run a command in an environment", cae_cli_exec},
     {"patch", "apply a patch in an environment (apply_patch)", cae_cli_patch},
+    {"edit", "view or edit a file in an environment (text_editor)", cae_cli_edit},
     {"cleanup", "remove a task's environment", cae_cli_cleanup},
     {"gc", "remove stale environments", cae_cli_gc},
     {"pool", "the docker warm pool (pool fill | status | drain)", cae_cli_pool},

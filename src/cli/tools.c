@@ -23,19 +23,56 @@ enum {
 	OPT_ENVTOOLS,
 	OPT_PROMPT_ARG,
 	OPT_PROMPT_LIST,
+	OPT_FILTER,
 };
 
 static int usage_tools(FILE *f)
 {
 	fprintf(f,
 		"usage: cae tools [--format functions|openai|mcp] [--split-editor] "
-		"[--environment-tools] [options]\n\nPrints the tool definitions for an agent "
-		"(empty when the features are disabled).\n\noptions:\n"
+		"[--environment-tools] [options]\n"
+		"       cae tools --filter FILE [options]\n\nPrints the tool definitions for an agent "
+		"(empty when the features are disabled).\nWith --filter, reads a tool list (a JSON "
+		"array in any form, or an MCP tools/list result;\nFILE or - for stdin) and prints it "
+		"without the GitHub/GitLab MCP file tools when the\ntext editor is enabled.\n\n"
+		"options:\n"
 		"  --format F         functions (default), openai (the `tools` array) or mcp\n"
 		"  --split-editor     text_editor_<command> functions instead of one text_editor\n"
 		"  --environment-tools  include "
-		"environment_list/prepare/cleanup\n" CAE_CLI_COMMON_HELP);
+		"environment_list/prepare/cleanup\n"
+		"  --filter FILE      filter another server's tool list (see above)\n"
+		CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
+}
+
+/* cae tools --filter FILE: another server's tool list as the model may be offered it. */
+static int filter_tools(const cae_config *cfg, const char *path)
+{
+	json_error_t je;
+	_cleanup_(json_decrefp) json_t *in =
+	    strcmp(path, "-") == 0 ? json_loadf(stdin, 0, &je) : json_load_file(path, 0, &je);
+	if (!in) {
+		fprintf(stderr, "cae tools: %s:%d: %s\n", path, je.line, je.text);
+		return 2;
+	}
+	json_t *list = json_is_object(in) ? json_object_get(in, "tools") : in;
+	if (!json_is_array(list)) {
+		fprintf(stderr, "cae tools: %s: expected a JSON array of tools or an object with "
+				"\"tools\"\n",
+			path);
+		return 2;
+	}
+	_cleanup_(json_decrefp) json_t *kept = cae_tools_filter_platform_tools(cfg, list);
+	if (!kept)
+		return 1;
+	if (json_is_object(in)) {
+		if (json_object_set(in, "tools", kept) < 0)
+			return 1;
+		cae_cli_print_json(in);
+	} else {
+		cae_cli_print_json(kept);
+	}
+	return 0;
 }
 
 int cae_cli_tools(int argc, char **argv)
@@ -44,9 +81,11 @@ int cae_cli_tools(int argc, char **argv)
 	    {"format", required_argument, NULL, OPT_FORMAT},
 	    {"split-editor", no_argument, NULL, OPT_SPLIT},
 	    {"environment-tools", no_argument, NULL, OPT_ENVTOOLS},
+	    {"filter", required_argument, NULL, OPT_FILTER},
 	    CAE_CLI_COMMON_LONGOPTS,
 	    {0, 0, 0, 0}};
 	cae_cli_common c = {0};
+	const char *filter = NULL;
 	cae_tools_options o = {
 	    .format = CAE_TOOLS_FUNCTIONS, .output_schema = true, .patch_tool = true};
 	int opt;
@@ -66,6 +105,8 @@ int cae_cli_tools(int argc, char **argv)
 			o.split_editor = true;
 		} else if (opt == OPT_ENVTOOLS) {
 			o.environment_tools = true;
+		} else if (opt == OPT_FILTER) {
+			filter = optarg;
 		} else if (!cae_cli_common_option(&c, opt, optarg)) {
 			return usage_tools(stderr);
 		}
@@ -75,6 +116,11 @@ int cae_cli_tools(int argc, char **argv)
 	cae_config *cfg;
 	if (cae_cli_load_config(&c, &cfg) < 0)
 		return 1;
+	if (filter) {
+		int r = filter_tools(cfg, filter);
+		cae_config_free(cfg);
+		return r;
+	}
 	json_t *defs = cae_tools_definitions(cfg, &o);
 	cae_cli_print_json(defs);
 	json_decref(defs);

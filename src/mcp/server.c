@@ -8,6 +8,12 @@
  * makes a running one's cancel pipe readable. A batch (older protocol versions) collects its
  * answers and is written as one array when its last request is settled.
  *
+ * A running call whose client asked for progress hears from the server at least every
+ * HEARTBEAT_NS, whether or not the tool reports anything (a silent command, a dependency
+ * install): the keeper thread sends a progress notification a little above the last one
+ * (1/1024 more each time, so that the tool's own next value, a whole number above, stays
+ * above it), which keeps a client's request timeout from firing (resetTimeoutOnProgress).
+ *
  * Locks: `lock` guards the job list, the workers, the batches and the negotiated version;
  * `write_lock` serializes whole lines on out_fd. `lock` is never held while writing.
  */
@@ -23,6 +29,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -33,6 +40,10 @@
 
 #define DEFAULT_MAX_CALLS 4u
 #define DEFAULT_MAX_QUEUED 64u
+#define BIG_REQUEST ((size_t)1 << 20)
+#define HEARTBEAT_NS (5 * 1000000000LL) /* at most this long without a progress notification */
+#define HEARTBEAT_STEP (1.0 / 1024)
+#define HEARTBEAT_MAX 1023 /* per value the tool reported: they stay below its next one */
 
 struct batch {
 	json_t *responses; /* the answers so far */
@@ -58,9 +69,15 @@ struct job {
 	bool progress_message;	/* ... and messages in progress notifications */
 	bool cancelled;
 	bool progress_sent;
-	double last_progress;
+	double last_progress; /* the last value sent, the tool's or a keep-alive's */
+	double last_reported; /* the tool's own last value (0 before one) */
+	int64_t last_sent_ns; /* when the last notification went (or the call started) */
+	unsigned keepalives;  /* sent since the tool's last value */
+	unsigned keepalive_busy; /* keep-alives being written: the answer waits for them */
+	bool answered;		 /* the call returned: no keep-alive starts any more */
 	int cancel_pipe[2];
 	int64_t started_ns;
+	size_t bytes; /* the request line's length: what the job may hold in memory */
 };
 
 struct server {
@@ -75,9 +92,15 @@ struct server {
 
 	pthread_mutex_t lock;
 	pthread_cond_t work; /* a job was queued, or the workers must stop */
+	pthread_cond_t keepalive_done; /* a keep-alive was written */
+	pthread_cond_t keeper_wake;    /* the keeper must stop */
+	pthread_t keeper;
+	bool keeper_started, keeper_stop;
 	struct job *jobs;    /* every queued or running job, oldest first */
 	unsigned njobs;
 	unsigned nqueued;
+	size_t line_bytes; /* the line being dispatched (the reader's) */
+	size_t held_bytes; /* what the jobs' request lines add up to */
 	pthread_t *workers;
 	unsigned nworkers;
 	unsigned idle_workers; /* waiting for work, not yet handed a ticket */
@@ -226,6 +249,7 @@ static void unlink_job_locked(struct server *srv, struct job *j)
 		}
 	j->next = NULL;
 	srv->njobs--;
+	srv->held_bytes -= j->bytes;
 	if (j->state == JOB_QUEUED)
 		srv->nqueued--;
 	if (srv->draining) {
@@ -320,6 +344,9 @@ static void progress_cb(void *userdata, double progress, double total, const cha
 	if (!skip) {
 		j->progress_sent = true;
 		j->last_progress = progress;
+		j->last_reported = progress;
+		j->last_sent_ns = cae__now_ns();
+		j->keepalives = 0;
 	}
 	pthread_mutex_unlock(&srv->lock);
 	if (skip)
@@ -335,6 +362,58 @@ static void progress_cb(void *userdata, double progress, double total, const cha
 	}
 	if (params)
 		send_msg(srv, cae_jsonrpc_notification("notifications/progress", params));
+}
+
+/* The keeper: once a second, a keep-alive for every running call with a progress token that
+ * has been silent for HEARTBEAT_NS. */
+/* The first running call due a keep-alive (silent for HEARTBEAT_NS), or NULL. */
+static struct job *keepalive_due_locked(struct server *srv, int64_t now)
+{
+	for (struct job *j = srv->jobs; j; j = j->next)
+		if (j->state == JOB_RUNNING && j->progress_token && !j->cancelled && !j->answered &&
+		    now - j->last_sent_ns >= HEARTBEAT_NS && j->keepalives < HEARTBEAT_MAX)
+			return j;
+	return NULL;
+}
+
+static void *keeper_main(void *arg)
+{
+	struct server *srv = arg;
+	pthread_mutex_lock(&srv->lock);
+	while (!srv->keeper_stop) {
+		int64_t now = cae__now_ns();
+		struct job *j = keepalive_due_locked(srv, now);
+		if (!j) {
+			struct timespec ts;
+			clock_gettime(CLOCK_MONOTONIC, &ts);
+			ts.tv_sec += 1;
+			pthread_cond_timedwait(&srv->keeper_wake, &srv->lock, &ts);
+			continue;
+		}
+		j->keepalives++;
+		double progress = j->last_reported + j->keepalives * HEARTBEAT_STEP;
+		j->progress_sent = true;
+		j->last_progress = progress;
+		j->last_sent_ns = now;
+		json_t *params = json_pack("{s:O, s:f}", "progressToken", j->progress_token,
+					   "progress", progress);
+		if (params && j->progress_message) {
+			char msg[64];
+			snprintf(msg, sizeof(msg), "still running (%lld s)",
+				 (long long)((now - j->started_ns) / 1000000000LL));
+			json_object_set_new(params, "message", json_string(msg));
+		}
+		/* written without the lock; the call's answer waits until it is written */
+		j->keepalive_busy++;
+		pthread_mutex_unlock(&srv->lock);
+		if (params)
+			send_msg(srv, cae_jsonrpc_notification("notifications/progress", params));
+		pthread_mutex_lock(&srv->lock);
+		j->keepalive_busy--;
+		pthread_cond_broadcast(&srv->keepalive_done);
+	}
+	pthread_mutex_unlock(&srv->lock);
+	return NULL;
 }
 
 static json_t *run_list(struct server *srv, struct job *j)
@@ -407,6 +486,10 @@ static void *worker_main(void *arg)
 		json_t *resp = j->kind == JOB_CALL ? run_call(srv, j) : run_list(srv, j);
 
 		pthread_mutex_lock(&srv->lock);
+		/* no progress after the answer: a keep-alive being written goes first */
+		j->answered = true;
+		while (j->keepalive_busy)
+			pthread_cond_wait(&srv->keepalive_done, &srv->lock);
 		unlink_job_locked(srv, j);
 		if (j->cancelled) {
 			/* MCP: a cancelled request gets no answer. */
@@ -443,6 +526,11 @@ static void enqueue(struct server *srv, struct job *j)
 		busy = ID_BUSY;
 	if (!busy && srv->nqueued >= srv->o.max_queued)
 		busy = "Server busy: too many requests waiting; retry later";
+	/* Large requests (a big patch or file) are held whole until answered: at most two
+	 * maximal lines' worth at once, beside the small ones, which the count bounds. */
+	if (!busy && j->bytes > BIG_REQUEST && srv->held_bytes > 0 &&
+	    srv->held_bytes + j->bytes > 2 * srv->o.max_message_size)
+		busy = "Server busy: large requests are still running; retry later";
 	bool wake = false;
 	if (!busy && srv->idle_workers > 0) {
 		/* An idle worker takes it: counted off now, so that the next request does not
@@ -475,6 +563,7 @@ static void enqueue(struct server *srv, struct job *j)
 		tail = &(*tail)->next;
 	*tail = j;
 	srv->njobs++;
+	srv->held_bytes += j->bytes;
 	srv->nqueued++;
 	if (wake)
 		pthread_cond_broadcast(&srv->work);
@@ -493,6 +582,8 @@ static struct job *job_new(struct server *srv, enum job_kind kind, json_t *id, s
 	j->id = json_deep_copy(id);
 	j->cancel_pipe[0] = j->cancel_pipe[1] = -1;
 	j->started_ns = cae__now_ns();
+	j->last_sent_ns = j->started_ns;
+	j->bytes = srv->line_bytes; /* set by the reader, the one thread making jobs */
 	pthread_mutex_lock(&srv->lock);
 	const char *v = srv->version;
 	pthread_mutex_unlock(&srv->lock);
@@ -762,6 +853,7 @@ static void handle_line(struct server *srv, const char *line, size_t len)
 {
 	json_t *v;
 	cae_jsonrpc_err e;
+	srv->line_bytes = len;
 	if (cae_jsonrpc_parse(line, len, srv->o.max_depth, &v, &e) < 0) {
 		slog(srv, "warning", "mcp.parse_error", "%s", e.message);
 		reply_error(srv, NULL, NULL, e.code, e.message);
@@ -848,13 +940,17 @@ static void drain(struct server *srv)
 	srv->nworkers = 0;
 }
 
-static void oversized(struct server *srv)
+/* A line over the limit was skipped: the error carries its id when the framer read one on
+ * the way (a request's caller then gets its answer), else null. */
+static void oversized(struct server *srv, const cae_jsonrpc_framer *f)
 {
 	char msg[160];
 	snprintf(msg, sizeof(msg), "Invalid Request: message larger than %zu bytes",
 		 srv->o.max_message_size);
 	slog(srv, "warning", "mcp.oversized_message", "%s", msg);
-	reply_error(srv, NULL, NULL, CAE_JSONRPC_INVALID_REQUEST, msg);
+	json_t *id = cae_jsonrpc_framer_dropped_id(f);
+	reply_error(srv, NULL, id, CAE_JSONRPC_INVALID_REQUEST, msg);
+	json_decref(id);
 }
 
 /* Reads and dispatches until end of input, shutdown or a broken output. */
@@ -871,7 +967,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 			continue;
 		}
 		if (r == -E2BIG) {
-			oversized(srv);
+			oversized(srv, f);
 			continue;
 		}
 		struct pollfd p[2] = {
@@ -905,7 +1001,7 @@ static int read_loop(struct server *srv, cae_jsonrpc_framer *f, int in_fd, cae_e
 				if (r == 1)
 					handle_line(srv, line, len);
 				else
-					oversized(srv);
+					oversized(srv, f);
 			}
 			/* The client is gone or done: nobody waits for the running calls'
 			 * answers, and their commands must not run on to their timeouts. */
@@ -949,15 +1045,34 @@ int cae_mcp_serve(const cae_mcp_handler *h, int in_fd, int out_fd, const cae_mcp
 	pthread_mutex_init(&srv.lock, NULL);
 	pthread_mutex_init(&srv.write_lock, NULL);
 	pthread_cond_init(&srv.work, NULL);
+	pthread_cond_init(&srv.keepalive_done, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&srv.keeper_wake, &ca);
+	pthread_condattr_destroy(&ca);
+	srv.keeper_started = pthread_create(&srv.keeper, NULL, keeper_main, &srv) == 0;
+	if (!srv.keeper_started)
+		slog(&srv, "warning", "mcp.no_keepalive",
+		     "cannot start the progress keep-alive thread: silent calls send no progress");
 
 	int r = read_loop(&srv, f, in_fd, err);
 	if (r < 0)
 		cancel_all(&srv);
 	drain(&srv);
+	if (srv.keeper_started) {
+		pthread_mutex_lock(&srv.lock);
+		srv.keeper_stop = true;
+		pthread_cond_broadcast(&srv.keeper_wake);
+		pthread_mutex_unlock(&srv.lock);
+		pthread_join(srv.keeper, NULL);
+	}
 	if (r == 0 && out_broken(&srv))
 		r = cae_error_set(err, -EPIPE, "the client closed its input");
 
 	cae_jsonrpc_framer_free(f);
+	pthread_cond_destroy(&srv.keeper_wake);
+	pthread_cond_destroy(&srv.keepalive_done);
 	pthread_cond_destroy(&srv.work);
 	pthread_mutex_destroy(&srv.write_lock);
 	pthread_mutex_destroy(&srv.lock);

@@ -329,12 +329,68 @@ static const char *hunk_first_old(const cae_patch_hunk *h, size_t *n)
 	return NULL;
 }
 
-static int not_found(const cae_patch_file_op *op, size_t hi, const cae_patch_hunk *h,
-		     const char *where, cae_error *err)
+/* Where the hunk's old lines (pt) come closest, from line `from` on: the start whose prefix
+ * of matching lines (whitespace ignored) is longest, at least one line. false: no line of
+ * the hunk's first is anywhere. */
+static bool closest(const ftext *f, size_t from, size_t from_off, const pattern *pt,
+		    size_t *best_pos, size_t *best_len, size_t *miss_off)
 {
+	*best_len = 0;
+	size_t off = from_off, cl;
+	for (size_t p = from; off < f->len; p++) {
+		size_t o = off, j = 0;
+		while (j < pt->k && o < f->len) {
+			size_t next = fline(f, o, &cl);
+			if (!line_eq(f->s + o, cl, pt->l[j]->text, pt->l[j]->len, MODE_NOWS))
+				break;
+			o = next;
+			j++;
+		}
+		if (j > *best_len && j < pt->k) {
+			*best_len = j;
+			*best_pos = p;
+			*miss_off = o;
+		}
+		off = fline(f, off, &cl);
+	}
+	return *best_len > 0;
+}
+
+/* The hunk did not apply: say where it came closest and which line differs there (the first
+ * line that does not match, in the file and in the hunk), or, when not even its first line
+ * is in the file, that line. */
+static int not_found(const ftext *f, size_t from, size_t from_off, const cae_patch_file_op *op,
+		     size_t hi, const cae_patch_hunk *h, const char *where, cae_error *err)
+{
+	size_t maxk = h->nlines ? h->nlines : 1;
+	_cleanup_free_ const cae_patch_line **buf = calloc(maxk, sizeof(*buf));
+	pattern pt = {.l = buf, .k = 0};
+	for (size_t j = 0; buf && j < h->nlines; j++)
+		if (h->lines[j].kind != '+')
+			buf[pt.k++] = &h->lines[j];
+	size_t pos = 0, len = 0, miss = 0;
+	char q[200], q2[200];
+	if (buf && pt.k > 1 && closest(f, from, from_off, &pt, &pos, &len, &miss)) {
+		const cae_patch_line *want = pt.l[len];
+		if (miss < f->len) {
+			size_t cl;
+			fline(f, miss, &cl);
+			return cae_error_set(
+			    err, -EINVAL,
+			    "hunk %zu of %s did not apply: context not found %s; closest at line "
+			    "%zu, where line %zu of the file is \"%s\" and the hunk expects \"%s\"",
+			    hi + 1, op->path, where, pos + 1, pos + len + 1,
+			    cae__patch_quote(f->s + miss, cl, 80, q2, sizeof(q2)),
+			    cae__patch_quote(want->text, want->len, 80, q, sizeof(q)));
+		}
+		return cae_error_set(err, -EINVAL,
+				     "hunk %zu of %s did not apply: context not found %s; closest at "
+				     "line %zu, where the file ends and the hunk expects \"%s\"",
+				     hi + 1, op->path, where, pos + 1,
+				     cae__patch_quote(want->text, want->len, 80, q, sizeof(q)));
+	}
 	size_t n;
 	const char *first = hunk_first_old(h, &n);
-	char q[200];
 	if (first)
 		return cae_error_set(err, -EINVAL,
 				     "hunk %zu of %s did not apply: context not found %s (expected "
@@ -455,7 +511,7 @@ static int locate(const ftext *f, const cae_patch_file_op *op, loc *locs, cae_er
 			nused--;
 		}
 		if (!found)
-			return not_found(op, hi, h, where, err);
+			return not_found(f, from, from_off, op, hi, h, where, err);
 		if (have_hint) {
 			delta = (long long)pos - (long long)(h->old_count == 0 ? h->old_start
 							     : h->old_start    ? h->old_start - 1

@@ -120,6 +120,38 @@ static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 	return 0;
 }
 
+/* A command of an unknown or missing type or action (seed 002: "unknown command type" is
+ * that command's error when it is executed): kept, with its target and content as given, so
+ * that it fails in its turn and, in continue mode, the others run. */
+static int add_invalid(cae_patch *p, const json_t *o, size_t index, const char *why,
+		       cae_error *err)
+{
+	const char *target, *content;
+	size_t tlen, clen;
+	int r = get_string(o, "target", index, &target, &tlen, err);
+	if (r < 0)
+		return r;
+	r = get_string(o, "content", index, &content, &clen, err);
+	if (r < 0)
+		return r;
+	cae_patch_command *c;
+	r = cae__patch_add_command(p, &c, err);
+	if (r < 0)
+		return r;
+	c->type = CAE_PATCH_INVALID;
+	c->action = CAE_PATCH_RUN;
+	free(c->target);
+	free(c->content);
+	/* a NUL in a target that is never used cuts only what is shown */
+	c->target = cae__memdup0(target, tlen);
+	c->content = cae__memdup0(content, clen);
+	c->content_len = clen;
+	c->invalid = strdup(why);
+	if (!c->target || !c->content || !c->invalid)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	return copy_metadata(json_object_get(o, "metadata"), index, &c->metadata, err);
+}
+
 static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err)
 {
 	static const char *const known[] = {"type", "action", "target", "content", "metadata"};
@@ -140,36 +172,45 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 					     index, k);
 	}
 	const json_t *jt = json_object_get(o, "type"), *ja = json_object_get(o, "action");
-	if (!json_is_string(jt))
-		return cae_error_set(err, -EINVAL,
-				     "patch command at index %zu: \"type\" is missing or not a "
-				     "string (file_edit, shell_command or git_operation)",
-				     index);
-	cae_patch_type type;
-	if (parse_type(json_string_value(jt), &type) < 0)
-		return cae_error_set(err, -EINVAL,
-				     "patch command at index %zu: unknown type \"%s\" (expected "
-				     "file_edit, shell_command or git_operation)",
-				     index, json_string_value(jt));
-	if (!json_is_string(ja))
-		return cae_error_set(err, -EINVAL,
-				     "patch command at index %zu: \"action\" is missing or not a "
-				     "string (%s: %s)",
-				     index, cae_patch_type_name(type), json_action_lists[type]);
-	const char *an = json_string_value(ja);
-	bool found = false;
+	char why[512];
+	why[0] = '\0';
+	cae_patch_type type = CAE_PATCH_INVALID;
 	cae_patch_action action = CAE_PATCH_RUN;
-	for (size_t i = 0; i < ARRAY_SIZE(json_actions); i++)
-		if (json_actions[i].type == type && strcmp(json_actions[i].name, an) == 0) {
-			action = json_actions[i].action;
-			found = true;
+	const char *an = json_is_string(ja) ? json_string_value(ja) : "";
+	if (!json_is_string(jt)) {
+		snprintf(why, sizeof(why),
+			 "patch command at index %zu: \"type\" is missing or not a string "
+			 "(file_edit, shell_command or git_operation)",
+			 index);
+	} else if (parse_type(json_string_value(jt), &type) < 0) {
+		type = CAE_PATCH_INVALID;
+		snprintf(why, sizeof(why),
+			 "patch command at index %zu: unknown type \"%.200s\" (expected "
+			 "file_edit, shell_command or git_operation)",
+			 index, json_string_value(jt));
+	} else if (!json_is_string(ja)) {
+		snprintf(why, sizeof(why),
+			 "patch command at index %zu: \"action\" is missing or not a string "
+			 "(%s: %s)",
+			 index, cae_patch_type_name(type), json_action_lists[type]);
+		type = CAE_PATCH_INVALID;
+	} else {
+		bool found = false;
+		for (size_t i = 0; i < ARRAY_SIZE(json_actions); i++)
+			if (json_actions[i].type == type && strcmp(json_actions[i].name, an) == 0) {
+				action = json_actions[i].action;
+				found = true;
+			}
+		if (!found) {
+			snprintf(why, sizeof(why),
+				 "patch command at index %zu: unknown action \"%.200s\" for type "
+				 "%s (expected %s)",
+				 index, an, cae_patch_type_name(type), json_action_lists[type]);
+			type = CAE_PATCH_INVALID;
 		}
-	if (!found)
-		return cae_error_set(
-		    err, -EINVAL,
-		    "patch command at index %zu: unknown action \"%s\" for type %s "
-		    "(expected %s)",
-		    index, an, cae_patch_type_name(type), json_action_lists[type]);
+	}
+	if (type == CAE_PATCH_INVALID)
+		return add_invalid(p, o, index, why, err);
 
 	const char *target, *content;
 	size_t tlen, clen;

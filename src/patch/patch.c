@@ -308,6 +308,7 @@ void cae__patch_file_op_free(cae_patch_file_op *op)
 
 void cae__patch_command_clear(cae_patch_command *c)
 {
+	free(c->invalid);
 	free(c->target);
 	free(c->content);
 	json_decref(c->metadata);
@@ -566,6 +567,8 @@ const char *cae_patch_type_name(cae_patch_type t)
 		return "shell_command";
 	case CAE_PATCH_GIT_OPERATION:
 		return "git_operation";
+	case CAE_PATCH_INVALID:
+		return "invalid";
 	}
 	return "unknown";
 }
@@ -654,6 +657,12 @@ char *cae_patch_plan_text(const cae_patch *p)
 	int r = 0; /* whole or nothing: a failed append leaves r negative */
 	for (size_t i = 0; i < p->ncmds; i++) {
 		const cae_patch_command *c = &p->cmds[i];
+		if (c->type == CAE_PATCH_INVALID) {
+			r |= cae__buf_printf(&b, "[%zu] invalid: ", i + 1);
+			r |= plan_put_text(&b, c->invalid, strlen(c->invalid), false);
+			r |= cae__buf_puts(&b, "\n");
+			continue;
+		}
 		r |= cae__buf_printf(&b, "[%zu] %s %s ", i + 1, cae_patch_type_name(c->type),
 				     cae_patch_action_name(c->action));
 		if (c->op && (c->action == CAE_PATCH_PATCH || c->action == CAE_PATCH_MOVE)) {
@@ -797,6 +806,8 @@ json_t *cae_patch_command_to_json(const cae_patch_command *c, size_t max_content
 	}
 	if (c->source_line)
 		r |= obj_set_new(o, "source_line", json_integer((json_int_t)c->source_line));
+	if (c->invalid)
+		r |= obj_set_new(o, "error", json_bytes(c->invalid, strlen(c->invalid)));
 	if (r) {
 		json_decref(o);
 		return NULL;

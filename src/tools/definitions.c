@@ -1,6 +1,7 @@
 /* Tool definitions in the three forms agents use (functions, OpenAI, MCP), made from the
  * tool table: the tools the configuration enables, of the families the caller asks for, in
  * the table's order. */
+#include "base/macro.h"
 #include "cae/tools.h"
 
 #include "tools/tools-internal.h"
@@ -86,10 +87,41 @@ json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *o)
 	}
 }
 
+/* The tools of the GitHub and GitLab MCP servers that read or write a repository's files, as
+ * those servers name them (unprefixed): the official GitHub MCP server (github-mcp-server)
+ * and the reference servers `@modelcontextprotocol/server-github` and `server-gitlab` (all
+ * three: create_or_update_file, get_file_contents, push_files), plus the GitHub server's
+ * delete_file, get_file_blame, get_repository_tree and compare_file_contents, and GitLab's
+ * get_repository_tree. With the text editor on, the editor is the one way to files.
+ * tests/mcp/platform-tools.mjs checks this table against the servers' own tools/list. */
+static const char *const platform_file_tools[] = {
+    "compare_file_contents", "create_or_update_file", "delete_file",	     "get_file_blame",
+    "get_file_contents",     "get_repository_tree",   "push_files",
+};
+
+/* A client names an MCP server's tool with the server's name in front: github_x, github-x,
+ * github__x, mcp__github__x (Claude Code), github.x, github/x. Every tool of such a name is a
+ * GitHub or GitLab server's: all of them go (seed 004 §5: those servers are not offered). */
+static bool platform_prefixed(const char *name)
+{
+	if (strncmp(name, "mcp__", 5) == 0)
+		name += 5;
+	if (strncmp(name, "github", 6) != 0 && strncmp(name, "gitlab", 6) != 0)
+		return false;
+	char c = name[6];
+	return c == '_' || c == '-' || c == '.' || c == '/';
+}
+
 bool cae_tools_is_platform_file_tool(const char *name)
 {
-	return name && (strncmp(name, "github_", 7) == 0 || strncmp(name, "gitlab_", 7) == 0 ||
-			strncmp(name, "github-", 7) == 0 || strncmp(name, "gitlab-", 7) == 0);
+	if (!name)
+		return false;
+	if (platform_prefixed(name))
+		return true;
+	for (size_t i = 0; i < ARRAY_SIZE(platform_file_tools); i++)
+		if (strcmp(name, platform_file_tools[i]) == 0)
+			return true;
+	return false;
 }
 
 static const char *tool_name(json_t *t)

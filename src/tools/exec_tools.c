@@ -197,14 +197,15 @@ json_t *cae__tool_cwd(const cae_tool_env *env, const char *path, char **cwd)
 			       strerror(-r));
 }
 
-/* Cuts valid UTF-8 to max_chars characters. */
-static void cut_chars(char *s, size_t max_chars, bool *truncated)
+/* Cuts the len bytes of valid UTF-8 at s (NULs included: they are output too) to max_chars
+ * characters; *len becomes the new length. */
+static void cut_chars(char *s, size_t *len, size_t max_chars, bool *truncated)
 {
-	size_t len = strlen(s);
 	size_t chars;
-	size_t b = cae__utf8_prefix_chars(s, len, max_chars, &chars);
-	if (b < len) {
+	size_t b = cae__utf8_prefix_chars(s, *len, max_chars, &chars);
+	if (b < *len) {
 		s[b] = '\0';
+		*len = b;
 		*truncated = true;
 	}
 }
@@ -214,6 +215,15 @@ static json_t *redacted_string(const cae_secrets *secrets, const char *s)
 {
 	_cleanup_free_ char *r = cae_secrets_mask(secrets, s ? s : "");
 	return json_string(r ? r : "");
+}
+
+/* The same for a command's output of len bytes, kept whole: a NUL byte (find -print0, git
+ * ls-files -z, binary output) is U+0000 in the JSON string, never the end of the text. */
+static json_t *redacted_output(const cae_secrets *secrets, const char *s, size_t len)
+{
+	size_t n = 0;
+	_cleanup_free_ char *r = cae_secrets_maskn(secrets, s ? s : "", s ? len : 0, &n);
+	return r ? json_stringn(r, n) : json_string("");
 }
 
 json_t *cae__tool_command_args(json_t *args, const char **command, const char **wd)
@@ -392,12 +402,13 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		return cae__tool_error("CANCELLED", "the command was cancelled");
 	}
 	bool out_tr = res.out_truncated, err_tr = res.err_truncated;
-	cut_chars(res.out, (size_t)max_chars, &out_tr);
-	cut_chars(res.err, (size_t)max_chars, &err_tr);
+	cut_chars(res.out, &res.out_len, (size_t)max_chars, &out_tr);
+	cut_chars(res.err, &res.err_len, (size_t)max_chars, &err_tr);
 	json_t *out = json_pack("{s:s, s:O, s:i, s:o, s:o, s:b, s:b, s:b, s:I}", "cwd", cwd,
 				"command", jcmd, "exit_code", res.timed_out ? 124 : res.exit_code,
-				"stdout", redacted_string(env->secrets, res.out), "stderr",
-				redacted_string(env->secrets, res.err), "stdout_truncated", out_tr,
+				"stdout", redacted_output(env->secrets, res.out, res.out_len),
+				"stderr", redacted_output(env->secrets, res.err, res.err_len),
+				"stdout_truncated", out_tr,
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
 	if (out && res.warning)
@@ -497,11 +508,13 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	} else if (res.timed_out) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);
-		out = exec_result(-1, redacted_string(env->secrets, res.out), json_string(msg),
+		out = exec_result(-1, redacted_output(env->secrets, res.out, res.out_len),
+				  json_string(msg),
 				  res.duration_ms, res.out_truncated, false, true);
 	} else {
-		out = exec_result(res.exit_code, redacted_string(env->secrets, res.out),
-				  redacted_string(env->secrets, res.err), res.duration_ms,
+		out = exec_result(res.exit_code,
+				  redacted_output(env->secrets, res.out, res.out_len),
+				  redacted_output(env->secrets, res.err, res.err_len), res.duration_ms,
 				  res.out_truncated, res.err_truncated, false);
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));

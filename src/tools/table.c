@@ -176,6 +176,28 @@ bool cae_session_call_is_quick(const cae_session *s, const char *name, const jso
 	return t && t->quick && t->enabled(cae_session_config(s)) && t->quick(args);
 }
 
+/* Every tool's result goes through the same masking, whatever the tool did itself: a
+ * configured secret or a URL's credentials in a command's output, a file the text editor shows
+ * or a snippet of its edit, a patch's report, an error message. */
+static int mask_result(const cae_secrets *secrets, cae_tool_result *res, cae_error *err)
+{
+	if (res->text) {
+		char *t = cae_secrets_mask(secrets, res->text);
+		if (!t)
+			return cae_error_set(err, -ENOMEM, "out of memory");
+		free(res->text);
+		res->text = t;
+	}
+	if (res->structured) {
+		json_t *m = cae_secrets_mask_json(secrets, res->structured, 0);
+		if (!m)
+			return cae_error_set(err, -ENOMEM, "out of memory");
+		json_decref(res->structured);
+		res->structured = m;
+	}
+	return 0;
+}
+
 int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const cae_call_ctx *ctx,
 			  cae_tool_result *res, cae_error *err)
 {
@@ -196,6 +218,8 @@ int cae_session_call_tool(cae_session *s, const char *name, json_t *args, const 
 	if (cae__session_snapshot(s, ctx, &env) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	int r = t->call(&env, args, res, err);
+	if (r >= 0)
+		r = mask_result(env.secrets, res, err);
 	cae__tool_env_clear(&env);
 	if (r < 0)
 		cae_tool_result_clear(res);

@@ -430,51 +430,25 @@ void cae__wk_exec_command(wk_state *st, const cae_patch_command *c, wk_outcome *
 	case CAE_PATCH_GIT_OPERATION:
 		exec_git(st, c, oc);
 		return;
+	case CAE_PATCH_INVALID:
+		cae__wk_fail(oc, "%s", c->invalid);
+		return;
 	case CAE_PATCH_FILE_EDIT:
 		break; /* a step of the plan, not a command (execute.c) */
 	}
 	cae__wk_fail(oc, "not a shell or git command");
 }
 
-/* The commit message: prefix, a space, the first non-blank line cut at 80 characters. */
+/* The commit message: prefix, a space, the patch's subject (cae_worker_commit_subject) cut
+ * at 80 characters. */
 static char *commit_message(wk_state *st)
 {
 	const char *prefix =
 	    st->o->commit_message_prefix ? st->o->commit_message_prefix : CAE_WORKER_DEFAULT_PREFIX;
-	cae_buf line;
-	cae__buf_init(&line, 4096);
-	int r = 0;
-	const char *t = st->o->patch_text;
-	if (t) {
-		while (*t) {
-			const char *e = strchr(t, '\n');
-			size_t n = e ? (size_t)(e - t) : strlen(t);
-			size_t a = 0;
-			while (a < n && (t[a] == ' ' || t[a] == '\t' || t[a] == '\r'))
-				a++;
-			size_t z = n;
-			while (z > a && (t[z - 1] == ' ' || t[z - 1] == '\t' || t[z - 1] == '\r'))
-				z--;
-			if (z > a) {
-				r = cae__buf_append(&line, t + a, MIN(z - a, (size_t)4000));
-				break;
-			}
-			if (!e)
-				break;
-			t = e + 1;
-		}
-	}
-	if (r == 0 && !line.len && cae_patch_count(st->p)) {
-		const cae_patch_command *c = cae_patch_get(st->p, 0);
-		r = cae__buf_printf(&line, "%s %s %.300s", cae_patch_type_name(c->type),
-				    cae_patch_action_name(c->action), c->target);
-	}
-	if (r < 0) {
-		cae__buf_clear(&line);
+	_cleanup_free_ char *subject = cae_worker_commit_subject(st->o->patch_text, st->p);
+	if (!subject)
 		return NULL;
-	}
-	_cleanup_free_ char *u = cae__utf8_sanitize(line.data ? line.data : "", line.len, NULL);
-	cae__buf_clear(&line);
+	_cleanup_free_ char *u = cae__utf8_sanitize(subject, strlen(subject), NULL);
 	if (!u)
 		return NULL;
 	size_t ul = strlen(u);

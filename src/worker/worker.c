@@ -56,6 +56,11 @@ static int dry_run(wk_state *st, json_t *out)
 	int r = cae__wk_plan_check(st, &plan, &err);
 	cae_patch_plan_free(plan);
 	size_t n = cae_patch_count(p);
+	/* a command of an unknown type or action would fail in its turn */
+	for (size_t i = 0; i < n && r == 0; i++)
+		if (cae_patch_get(p, i)->invalid)
+			r = cae_error_set(&err, -EINVAL, "command %zu: %s", i + 1,
+					  cae_patch_get(p, i)->invalid);
 	char summary[160];
 	snprintf(summary, sizeof(summary), "dry run: %zu command%s planned, nothing changed", n,
 		 n == 1 ? "" : "s");

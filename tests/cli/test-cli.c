@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 static const char *cae_path;
@@ -157,6 +158,97 @@ START_TEST(prepare_exec_cleanup_across_processes)
 }
 END_TEST
 
+/* cae edit (SPEC §9): the text editor tool from the command line, its arguments as flags or
+ * JSON, the tool's result; a refusal is exit 1 with the editor's message, a bad call exit 2. */
+START_TEST(edit_commands)
+{
+	_cleanup_free_ char *repo = make_repo();
+	out o = cae("prepare", "--repo", repo, "--uuid", "cli-edit", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	out_clear(&o);
+	o = cae("edit", "--help", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert_ptr_nonnull(strstr(o.out, "usage: cae edit"));
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "create", "notes.txt", "--file-text", "one\nthree\n",
+		NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "command")), "create");
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "insert", "--path", "notes.txt", "--insert-line", "1",
+		"--new-str", "two", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "str_replace", "notes.txt", "--old-str", "three",
+		"--new-str", "-3-", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")), "-3-"));
+	out_clear(&o);
+	/* the file as a command sees it */
+	o = cae("exec", "--uuid", "cli-edit", "--", "cat notes.txt", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "one\ntwo\n-3-\n");
+	out_clear(&o);
+	/* view with a range, as JSON arguments, and as the text the model reads */
+	o = cae("edit", "--uuid", "cli-edit", "--json",
+		"{\"command\": \"view\", \"path\": \"notes.txt\", \"view_range\": [2, 3]}",
+		"--format", "text", NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_msg(strstr(o.out, "     2\ttwo\n     3\t-3-") && !strstr(o.out, "one"), "%s",
+		      o.out);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "notes.txt", "--view-range", "1,1", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")), "one"));
+	ck_assert_ptr_null(strstr(json_string_value(json_object_get(o.json, "output")), "two"));
+	out_clear(&o);
+	/* the undo history is the process's: an earlier invocation's edit is not undone ... */
+	o = cae("edit", "--uuid", "cli-edit", "undo_edit", "notes.txt", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")),
+				     "No edit history"));
+	out_clear(&o);
+	/* ... and an array of calls runs in one session, where undo_edit works */
+	o = cae("edit", "--uuid", "cli-edit", "--json",
+		"[{\"command\": \"str_replace\", \"path\": \"notes.txt\", \"old_str\": "
+		"\"-3-\", \"new_str\": \"three\"}, {\"command\": \"str_replace\", \"path\": "
+		"\"notes.txt\", \"old_str\": \"two\", \"new_str\": \"2\"}, {\"command\": "
+		"\"undo_edit\", \"path\": \"notes.txt\"}]",
+		NULL);
+	ck_assert_msg(o.status == 0, "%s %s", o.out, o.err);
+	ck_assert_uint_eq(json_array_size(o.json), 3);
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-edit", "--", "cat notes.txt", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "one\ntwo\nthree\n");
+	out_clear(&o);
+	/* the editor's refusals: its message, exit 1 */
+	o = cae("edit", "--uuid", "cli-edit", "str_replace", "notes.txt", "--old-str", "absent",
+		"--new-str", "x", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert(json_is_true(json_object_get(o.json, "is_error")));
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "../../etc/passwd", NULL);
+	ck_assert_int_eq(o.status, 1);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "create", ".git/hooks/pre-commit", "--file-text",
+		"#!/bin/sh\n", NULL);
+	ck_assert_int_eq(o.status, 1);
+	out_clear(&o);
+	/* usage errors: exit 2 */
+	o = cae("edit", "--uuid", "cli-edit", "frob", "notes.txt", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "view", "--insert-line", "x", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("edit", "--uuid", "cli-edit", "--json", "[1]", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	o = cae("cleanup", "cli-edit", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+}
+END_TEST
+
 START_TEST(run_one_shot)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -232,6 +324,175 @@ END_TEST
 /* `cae mcp` over real pipes: the protocol on stdout only, and --editor-compat giving the npm
  * mcp-server-text-editor result shape. The client closes its end once it has its answers
  * (end of input cancels calls still running). */
+/* Appends to b (grown with realloc) n bytes of c. */
+static void put_fill(char **b, size_t *len, size_t *cap, char c, size_t n)
+{
+	if (*len + n + 1 > *cap) {
+		*cap = (*len + n + 1) * 2;
+		*b = realloc(*b, *cap);
+		ck_assert_ptr_nonnull(*b);
+	}
+	memset(*b + *len, c, n);
+	*len += n;
+	(*b)[*len] = '\0';
+}
+
+static void put_str(char **b, size_t *len, size_t *cap, const char *s)
+{
+	size_t n = strlen(s);
+	put_fill(b, len, cap, ' ', n);
+	memcpy(*b + *len - n, s, n);
+}
+
+/* cae mcp serves requests as large as the tools document (a 10 MiB file_text, a patch of
+ * tens of MiB) and answers a line over its limit with an error carrying the request's id,
+ * wherever the id stands in the line; then it goes on serving. */
+START_TEST(mcp_large_requests)
+{
+	_cleanup_free_ char *ws = tu_mkdtemp();
+	setenv("CAE_STATE_DIR", state, 1);
+	int in[2], outp[2];
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(cae_path, cae_path, "mcp", "--workspace", ws, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	/* The writer keeps the server's input open until every answer came (done closed):
+	 * the end of input would cancel calls still running. */
+	int done[2];
+	ck_assert_int_eq(pipe2(done, O_CLOEXEC), 0);
+	pid_t writer = fork();
+	ck_assert_int_ge(writer, 0);
+	if (writer == 0) {
+		close(outp[0]);
+		close(done[1]);
+		char *b = NULL;
+		size_t len = 0, cap = 0;
+		put_str(&b, &len, &cap,
+			"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{"
+			"\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{"
+			"\"name\":\"t\",\"version\":\"1\"}}}\n"
+			"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+		/* the editor's maximum file: 10 MiB */
+		put_str(&b, &len, &cap,
+			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+			"\"text_editor\",\"arguments\":{\"command\":\"create\",\"path\":\"big.txt\","
+			"\"file_text\":\"");
+		put_fill(&b, &len, &cap, 'a', ((size_t)10 << 20) - 1);
+		put_str(&b, &len, &cap, "\\n\"}}}\n");
+		/* a patch of three 9 MiB files (27 MiB), as an array of commands */
+		put_str(&b, &len, &cap,
+			"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+			"\"apply_patch\",\"arguments\":{\"patch\":[");
+		for (int i = 0; i < 3; i++) {
+			char head[200];
+			snprintf(head, sizeof(head),
+				 "%s{\"type\":\"file_edit\",\"action\":\"create\",\"target\":"
+				 "\"p%d.txt\",\"content\":\"",
+				 i ? "," : "", i);
+			put_str(&b, &len, &cap, head);
+			put_fill(&b, &len, &cap, 'b', (size_t)9 << 20);
+			put_str(&b, &len, &cap, "\"}");
+		}
+		put_str(&b, &len, &cap, "]}}}\n");
+		/* past the 96 MiB limit, the id at the end */
+		put_str(&b, &len, &cap,
+			"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"name\":"
+			"\"text_editor\",\"arguments\":{\"command\":\"create\",\"path\":\"no.txt\","
+			"\"file_text\":\"");
+		put_fill(&b, &len, &cap, 'c', (size_t)97 << 20);
+		put_str(&b, &len, &cap, "\"}},\"id\":\"too-big\"}\n");
+		put_str(&b, &len, &cap, "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"ping\"}\n");
+		for (size_t off = 0; off < len;) {
+			ssize_t k = write(in[1], b + off, len - off);
+			if (k <= 0)
+				_exit(1);
+			off += (size_t)k;
+		}
+		char c;
+		while (read(done[0], &c, 1) > 0)
+			;
+		_exit(0);
+	}
+	close(in[1]);
+	close(done[0]);
+	char *buf = NULL;
+	size_t len = 0, cap = 0;
+	int answers = 0;
+	for (;;) {
+		put_fill(&buf, &len, &cap, 0, 65536);
+		len -= 65536;
+		ssize_t k = read(outp[0], buf + len, 65536);
+		ck_assert_int_ge(k, 0);
+		if (k == 0)
+			break;
+		for (ssize_t i = 0; i < k; i++)
+			answers += buf[len + (size_t)i] == '\n';
+		len += (size_t)k;
+		if (answers >= 5 && done[1] >= 0) { /* initialize's and the four */
+			close(done[1]);
+			done[1] = -1;
+		}
+	}
+	if (done[1] >= 0)
+		close(done[1]);
+	buf[len] = '\0';
+	close(outp[0]);
+	int st;
+	ck_assert_int_eq(waitpid(writer, &st, 0), writer);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	bool seen[4] = {false};
+	for (char *line = buf, *nl; (nl = strchr(line, '\n')); line = nl + 1) {
+		*nl = '\0';
+		json_t *m = json_loads(line, 0, NULL);
+		ck_assert_msg(m, "%.200s", line);
+		json_t *id = json_object_get(m, "id");
+		json_t *res = json_object_get(m, "result");
+		if (json_is_integer(id) && json_integer_value(id) == 2) {
+			ck_assert_msg(res && !json_is_true(json_object_get(res, "isError")), "%.300s",
+				      line);
+			seen[0] = true;
+		} else if (json_is_integer(id) && json_integer_value(id) == 3) {
+			json_t *sc = json_object_get(res, "structuredContent");
+			ck_assert_msg(json_is_true(json_object_get(sc, "success")), "%.300s", line);
+			seen[1] = true;
+		} else if (json_is_string(id) && strcmp(json_string_value(id), "too-big") == 0) {
+			json_t *e = json_object_get(m, "error");
+			ck_assert_int_eq(json_integer_value(json_object_get(e, "code")), -32600);
+			seen[2] = true;
+		} else if (json_is_integer(id) && json_integer_value(id) == 5) {
+			seen[3] = true;
+		}
+		json_decref(m);
+	}
+	ck_assert_msg(seen[0] && seen[1] && seen[2] && seen[3], "%d %d %d %d", seen[0], seen[1],
+		      seen[2], seen[3]);
+	struct stat sb;
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/big.txt", ws);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, 10 << 20);
+	snprintf(path, sizeof(path), "%s/p2.txt", ws);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, 9 << 20);
+	snprintf(path, sizeof(path), "%s/no.txt", ws);
+	ck_assert_int_ne(stat(path, &sb), 0);
+	free(buf);
+	cae__rm_rf(ws);
+}
+END_TEST
+
 START_TEST(mcp_editor_compat)
 {
 	_cleanup_free_ char *ws = tu_mkdtemp();
@@ -443,10 +704,12 @@ int main(int argc, char **argv)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, help_everywhere);
 	tcase_add_test(tc, prepare_exec_cleanup_across_processes);
+	tcase_add_test(tc, edit_commands);
 	tcase_add_test(tc, run_one_shot);
 	tcase_add_test(tc, gc_removes_old);
 	tcase_add_test(tc, tools_and_prompt);
 	tcase_add_test(tc, mcp_editor_compat);
+	tcase_add_test(tc, mcp_large_requests);
 	tcase_add_test(tc, mcp_collects_at_start);
 	tcase_add_test(tc, mcp_session_end_cleanup);
 	suite_add_tcase(s, tc);

@@ -509,6 +509,44 @@ START_TEST(progress_notifications)
 }
 END_TEST
 
+/* A call that reports nothing still keeps its client alive: progress notifications from
+ * the server while it runs (at least every 10 s; the server sends one after 5 s of silence),
+ * increasing, a little above the tool's last value, and none after the answer. */
+START_TEST(keepalive_progress_for_silent_calls)
+{
+	struct client c;
+	client_start(&c, NULL);
+	initialize(&c, "2025-06-18");
+	client_send(&c, "{\"jsonrpc\":\"2.0\",\"id\":30,\"method\":\"tools/call\",\"params\":"
+			"{\"name\":\"slow\",\"arguments\":{},\"_meta\":{\"progressToken\":7}}}\n");
+	wait_entered();
+	double last = 0;
+	for (int i = 0; i < 2; i++) {
+		json_t *n = client_recv(&c);
+		ck_assert_str_eq(json_string_value(json_object_get(n, "method")),
+				 "notifications/progress");
+		json_t *p = json_object_get(n, "params");
+		ck_assert_int_eq(json_integer_value(json_object_get(p, "progressToken")), 7);
+		double v = json_number_value(json_object_get(p, "progress"));
+		ck_assert_msg(v > last && v < 1, "progress %f after %f", v, last);
+		last = v;
+		ck_assert_ptr_nonnull(
+		    strstr(json_string_value(json_object_get(p, "message")), "still running"));
+		json_decref(n);
+	}
+	ck_assert_int_eq(write(release_pipe[1], "r", 1), 1);
+	json_t *r = client_recv(&c);
+	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 30);
+	ck_assert_ptr_nonnull(json_object_get(r, "result"));
+	json_decref(r);
+	/* nothing after the answer */
+	client_finish(&c);
+	ck_assert_ptr_null(client_line(&c, 1000));
+	close_fds(&c);
+	ck_assert_int_eq(c.result, 0);
+}
+END_TEST
+
 START_TEST(cancellation_signals_the_call)
 {
 	struct client c;
@@ -671,18 +709,43 @@ START_TEST(survives_garbage)
 	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
 	ck_assert_int_eq(json_integer_value(json_object_get(r, "id")), 42);
 	json_decref(r);
-	/* Oversized: one error with id null, then the stream goes on. */
-	char big[5000];
-	memset(big, ' ', sizeof(big));
-	memcpy(big, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"pad\":\"", 56);
-	big[sizeof(big) - 4] = '"';
-	big[sizeof(big) - 3] = '}';
-	big[sizeof(big) - 2] = '\n';
-	big[sizeof(big) - 1] = '\0';
-	r = request(&c, big);
-	ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
-	ck_assert(json_is_null(json_object_get(r, "id")));
-	json_decref(r);
+	/* Oversized: one error carrying the request's id, read from the line as it was
+	 * skipped (wherever the id stands), then the stream goes on. */
+	static const struct {
+		const char *head, *tail, *want_id; /* want_id: its JSON text, NULL: null */
+	} bigs[] = {
+	    {"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\",\"params\":{\"pad\":\"", "\"}}",
+	     "1"},
+	    {"{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{\"id\":5,\"pad\":\"",
+	     "\"}, \"id\" : \"call-\\\"7\\\"\"}", "\"call-\\\"7\\\"\""},
+	    {"{\"jsonrpc\":\"2.0\",\"method\":\"ping\",\"params\":{\"x\":[{\"id\":3}],\"pad\":\"",
+	     "\"}}", NULL},
+	    {"{\"jsonrpc\":\"2.0\",\"i\\u0064\":4,\"params\":{\"pad\":\"", "\"}}", NULL},
+	    {"{\"jsonrpc\":\"2.0\",\"id\":-12,\"params\":{\"pad\":\"", "\"}}", "-12"},
+	    {"{\"jsonrpc\":\"2.0\",\"id\":{\"a\":1},\"params\":{\"pad\":\"", "\"}}", NULL},
+	    {"[{\"jsonrpc\":\"2.0\",\"id\":6,\"params\":{\"pad\":\"", "\"}}]", NULL},
+	};
+	for (size_t i = 0; i < sizeof(bigs) / sizeof(bigs[0]); i++) {
+		char big[5000];
+		size_t hl = strlen(bigs[i].head), tl = strlen(bigs[i].tail);
+		memset(big, 'x', sizeof(big));
+		memcpy(big, bigs[i].head, hl);
+		memcpy(big + sizeof(big) - 2 - tl, bigs[i].tail, tl);
+		big[sizeof(big) - 2] = '\n';
+		big[sizeof(big) - 1] = '\0';
+		r = request(&c, big);
+		ck_assert_int_eq(error_code(r), CAE_JSONRPC_INVALID_REQUEST);
+		json_t *id = json_object_get(r, "id");
+		if (bigs[i].want_id) {
+			char *got = json_dumps(id, JSON_ENCODE_ANY);
+			ck_assert_msg(got && strcmp(got, bigs[i].want_id) == 0, "case %zu: id %s",
+				      i, got ? got : "(none)");
+			free(got);
+		} else {
+			ck_assert_msg(json_is_null(id), "case %zu", i);
+		}
+		json_decref(r);
+	}
 	/* Deeply nested: refused. */
 	char deep[3000];
 	size_t n = 0;
@@ -1347,6 +1410,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, structured_content_only_where_the_version_has_it);
 	tcase_add_test(tc, ping_unknown_methods_and_notifications);
 	tcase_add_test(tc, progress_notifications);
+	tcase_add_test(tc, keepalive_progress_for_silent_calls);
 	tcase_add_test(tc, cancellation_signals_the_call);
 	tcase_add_test(tc, requests_answered_during_a_slow_call);
 	tcase_add_test(tc, back_to_back_requests_run_side_by_side);

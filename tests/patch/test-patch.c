@@ -186,18 +186,29 @@ START_TEST(seed_parse_json_bad)
 	/* truncated JSON: the end is named */
 	parse_err("[{\"type\": \"shell_command\", \"action\": \"run\", \"target\": \"ls", &err);
 	ck_assert_msg(strstr(err.message, "invalid JSON at line 1"), "%s", err.message);
-	/* an invalid type or action names the index */
-	parse_err("[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"ls\"},"
-		  "{\"type\":\"shell_command\",\"action\":\"exec\",\"target\":\"ls\"}]",
-		  &err);
-	ck_assert_str_eq(err.message, "patch command at index 1: unknown action \"exec\" for type "
-				      "shell_command (expected run)");
-	parse_err("[{\"action\":\"run\",\"target\":\"ls\"}]", &err);
-	ck_assert_msg(strstr(err.message, "index 0: \"type\" is missing"), "%s", err.message);
-	parse_err("[{\"type\":\"git_operation\",\"target\":\"x\"}]", &err);
-	ck_assert_msg(strstr(err.message, "index 0: \"action\" is missing or not a string "
-					  "(git_operation: add, commit, reset, checkout)"),
-		      "%s", err.message);
+	/* an unknown or missing type or action is not a parse error (seed 002): that command
+	 * is kept as invalid, with its message naming the index, and fails in its turn */
+	const struct {
+		const char *json, *want;
+	} invalid[] = {
+	    {"[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"ls\"},"
+	     "{\"type\":\"shell_command\",\"action\":\"exec\",\"target\":\"ls\"}]",
+	     "patch command at index 1: unknown action \"exec\" for type shell_command (expected "
+	     "run)"},
+	    {"[{\"action\":\"run\",\"target\":\"ls\"}]",
+	     "patch command at index 0: \"type\" is missing or not a string (file_edit, "
+	     "shell_command or git_operation)"},
+	    {"[{\"type\":\"git_operation\",\"target\":\"x\"}]",
+	     "patch command at index 0: \"action\" is missing or not a string (git_operation: "
+	     "add, commit, reset, checkout)"},
+	};
+	for (size_t i = 0; i < sizeof(invalid) / sizeof(invalid[0]); i++) {
+		cae_patch *p = parse_ok(invalid[i].json);
+		const cae_patch_command *c = cae_patch_get(p, cae_patch_count(p) - 1);
+		ck_assert_int_eq(c->type, CAE_PATCH_INVALID);
+		ck_assert_str_eq(c->invalid, invalid[i].want);
+		cae_patch_free(p);
+	}
 	parse_err("[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\","
 		  "\"metadata\":{\"k\":[1]}}]",
 		  &err);
@@ -563,6 +574,40 @@ START_TEST(apply_failure_produces_nothing)
 	ck_assert_str_eq(
 	    err.message,
 	    "hunk 2 of a did not apply: context not found after line 1 (expected \"nope\")");
+	cae_patch_free(p);
+}
+END_TEST
+
+/* A hunk that does not apply names the line that differs where it came closest, not its
+ * first line (which matched). */
+START_TEST(apply_failure_names_the_differing_line)
+{
+	const char *old = "one\ntwo\nthree\nfour\nfive\n";
+	cae_patch *p = parse_ok("*** Begin Patch\n*** Update File: a\n@@\n one\n-TWO\n+2\n three\n"
+				"*** End Patch\n");
+	char *out = NULL;
+	size_t n = 0;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found in the file; closest at "
+			 "line 1, where line 2 of the file is \"two\" and the hunk expects \"TWO\"");
+	cae_patch_free(p);
+	p = parse_ok("--- a/a\n+++ b/a\n@@ -3,3 +3,3 @@\n three\n four\n-FIVE\n+5\n");
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found near line 3; closest at "
+			 "line 3, where line 5 of the file is \"five\" and the hunk expects \"FIVE\"");
+	cae_patch_free(p);
+	/* past the end of the file */
+	p = parse_ok("--- a/a\n+++ b/a\n@@ -4,3 +4,3 @@\n four\n five\n-six\n+6\n");
+	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
+			 -EINVAL);
+	ck_assert_str_eq(err.message,
+			 "hunk 1 of a did not apply: context not found near line 4; closest at "
+			 "line 4, where the file ends and the hunk expects \"six\"");
 	cae_patch_free(p);
 }
 END_TEST
@@ -1088,6 +1133,7 @@ static Suite *make_suite(void)
 
 	tc = tcase_create("apply");
 	tcase_add_test(tc, apply_failure_produces_nothing);
+	tcase_add_test(tc, apply_failure_names_the_differing_line);
 	tcase_add_test(tc, apply_hint_picks_nearest);
 	tcase_add_test(tc, apply_crlf_no_final_newline);
 	tcase_add_test(tc, apply_add_ignores_old_and_empty_file);

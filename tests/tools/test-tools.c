@@ -238,6 +238,57 @@ START_TEST(exec_command_truncates_chars)
 }
 END_TEST
 
+/* Output is kept whole past a NUL byte (find -print0, git ls-files -z, binary output): a
+ * command cannot hide what follows one from the agent, and a secret after one is still
+ * masked. */
+START_TEST(output_kept_whole_past_nul_bytes)
+{
+	setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_nul_secret_value_9", 1);
+	state = tu_mkdtemp();
+	ws = tu_mkdtemp();
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n",
+		 state);
+	cae_config *cfg;
+	cae_error err;
+	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", NULL, &err) == 0);
+	cae_session *s;
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
+	bool e;
+	json_t *r = call(s, "command-executor_execute_command",
+			 "{\"command\": \"printf 'a\\\\0b\\\\0hidden ghp_nul_secret_value_9'; "
+			 "printf 'x\\\\0y' >&2\"}",
+			 &e);
+	ck_assert(!e);
+	json_t *o = json_object_get(r, "stdout");
+	ck_assert_uint_eq(json_string_length(o), 14);
+	ck_assert_mem_eq(json_string_value(o), "a\0b\0hidden ***", 14);
+	ck_assert(!B(r, "stdout_truncated"));
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stderr")), 3);
+	ck_assert_mem_eq(S(r, "stderr"), "x\0y", 3);
+	json_decref(r);
+	/* exec_command, and its character cut counts a NUL as a character */
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"printf 'a\\\\0b\\\\0c'\"]}", &e);
+	ck_assert(!e);
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stdout")), 5);
+	ck_assert_mem_eq(S(r, "stdout"), "a\0b\0c", 5);
+	ck_assert(!B(r, "stdout_truncated"));
+	json_decref(r);
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"max_output_chars\": 1000, \"command\": [\"head -c 1500 "
+		 "/dev/zero\"]}",
+		 &e);
+	ck_assert(!e);
+	ck_assert_uint_eq(json_string_length(json_object_get(r, "stdout")), 1000);
+	ck_assert(B(r, "stdout_truncated"));
+	json_decref(r);
+	close_session(s);
+	unsetenv("GITHUB_PERSONAL_ACCESS_TOKEN");
+}
+END_TEST
+
 START_TEST(exec_command_stdin_and_env)
 {
 	cae_session *s = open_session(NULL);
@@ -690,6 +741,31 @@ START_TEST(secrets_masked_with_or_without_logger)
 	ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"), "%s",
 		      res.text);
 	cae_tool_result_clear(&res);
+	/* The text editor's results too: a view of the file, the snippets of str_replace and
+	 * insert, undo_edit's; the text a model reads and the structure alike. */
+	const char *editor_calls[] = {
+	    "{\"command\": \"view\", \"path\": \"found.txt\"}",
+	    "{\"command\": \"str_replace\", \"path\": \"found.txt\", \"old_str\": \"gl=\", "
+	    "\"new_str\": \"gitlab=\"}",
+	    "{\"command\": \"insert\", \"path\": \"found.txt\", \"insert_line\": 1, "
+	    "\"new_str\": \"inserted\"}",
+	    "{\"command\": \"undo_edit\", \"path\": \"found.txt\"}",
+	    "{\"command\": \"view\", \"path\": \"found.txt\", \"view_range\": [2, 3]}",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(editor_calls); i++) {
+		json_t *a = json_loads(editor_calls[i], 0, NULL);
+		ck_assert_msg(cae_session_call_tool(s, "text_editor", a, NULL, &res, &err) == 0,
+			      "%s", err.message);
+		json_decref(a);
+		_cleanup_free_ char *st = json_dumps(res.structured, 0);
+		ck_assert_msg(!res.is_error, "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(strstr(res.text, "***"), "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(!strstr(res.text, "tokenvalue") && !strstr(res.text, "added-secret"),
+			      "%s: %s", editor_calls[i], res.text);
+		ck_assert_msg(!strstr(st, "tokenvalue") && !strstr(st, "added-secret"), "%s: %s",
+			      editor_calls[i], st);
+		cae_tool_result_clear(&res);
+	}
 	close_session(s);
 	if (log) {
 		cae_log_event(log, CAE_LOG_INFO, "test.after",
@@ -876,16 +952,22 @@ START_TEST(definitions_editor_forms_and_platform_filter)
 	ck_assert_uint_eq(json_array_size(split), 5);
 	ck_assert_str_eq(S(json_array_get(split, 2), "name"), "text_editor_str_replace");
 	json_decref(split);
-	json_t *tools =
-	    json_pack("[{s:s}, {s:s}, {s:s}, {s:{s:s}}]", "name", "github_create_or_update_file",
-		      "name", "text_editor", "name", "gitlab_push_files", "function", "name",
-		      "github_get_file_contents");
+	json_t *tools = json_pack(
+	    "[{s:s}, {s:s}, {s:s}, {s:{s:s}}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}, {s:s}]",
+	    "name", "github_create_or_update_file", "name", "text_editor", "name",
+	    "gitlab_push_files", "function", "name", "github_get_file_contents", "name",
+	    "push_files", "name", "get_file_contents", "name", "create_or_update_file", "name",
+	    "mcp__github__create_issue", "name", "create_issue", "name", "githubby_tool", "name",
+	    "get_pull_request_files");
 	json_t *f = cae_tools_filter_platform_tools(cfg, tools);
-	ck_assert_uint_eq(json_array_size(f), 1);
+	ck_assert_uint_eq(json_array_size(f), 4);
+	ck_assert_str_eq(S(json_array_get(f, 0), "name"), "text_editor");
+	ck_assert_str_eq(S(json_array_get(f, 1), "name"), "create_issue");
+	ck_assert_str_eq(S(json_array_get(f, 2), "name"), "githubby_tool");
 	json_decref(f);
 	cfg->text_editor_mcp.enabled = false;
 	f = cae_tools_filter_platform_tools(cfg, tools);
-	ck_assert_uint_eq(json_array_size(f), 4);
+	ck_assert_uint_eq(json_array_size(f), 11);
 	json_decref(f);
 	json_decref(tools);
 	cae_config_free(cfg);
@@ -1572,6 +1654,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, exec_command_timeout_keeps_output);
 	tcase_add_test(tc, exec_command_truncates_chars);
 	tcase_add_test(tc, exec_command_stdin_and_env);
+	tcase_add_test(tc, output_kept_whole_past_nul_bytes);
 	tcase_add_test(tc, execute_command_semantics);
 	tcase_add_test(tc, execute_command_policy_denies_before_running);
 	tcase_add_test(tc, execute_command_redacts_secrets_and_caps);

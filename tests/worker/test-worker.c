@@ -520,17 +520,72 @@ START_TEST(parse_json_bad)
 	assert_contains(err.message, "patch parse error");
 	assert_contains(err.message, "line 1");
 	ck_assert(!exists(&f, "x.txt"));
-	/* a command of an unknown type is malformed too */
-	const char *t2 = "[{\"type\": \"rm_rf\", \"action\": \"run\", \"target\": \"/\"}]";
-	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
-			 -EINVAL);
-	assert_contains(err.message, "index 0");
 	json_t *lines = log_lines(&f);
 	json_t *e = event(lines, "worker.patch_execution_error");
 	ck_assert_ptr_nonnull(e);
 	ck_assert_str_eq(rs(e, "level"), "error");
 	assert_contains(rs(e, "error"), "patch parse error");
 	json_decref(lines);
+	fx_free(&f);
+}
+END_TEST
+
+/* Seed 002: a JSON command of an unknown type or action fails that command with its error;
+ * in continue mode the others run, with stop_on_error the patch stops there, and a dry run
+ * says it would fail. */
+START_TEST(unknown_command_fails_alone)
+{
+	fx f;
+	fx_init(&f, _i);
+	const char *text =
+	    "[{\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"one.txt\", "
+	    "\"content\": \"1\\n\"},"
+	    " {\"type\": \"rm_rf\", \"action\": \"run\", \"target\": \"/\"},"
+	    " {\"type\": \"file_edit\", \"action\": \"remove\", \"target\": \"one.txt\"},"
+	    " {\"type\": \"file_edit\", \"action\": \"create\", \"target\": \"two.txt\", "
+	    "\"content\": \"2\\n\"}]";
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.fs = fs_mode(&f);
+	json_t *res = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_worker_run_text(f.b, f.uuid, text, strlen(text), &o, f.log, &res,
+					  &err) == 0,
+		      "%s", err.message);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "executed_cmds")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "failed_cmds")), 2);
+	ck_assert(exists(&f, "one.txt"));
+	ck_assert(exists(&f, "two.txt"));
+	_cleanup_free_ char *dump = json_dumps(res, 0);
+	assert_contains(dump, "patch command at index 1: unknown type \\\"rm_rf\\\"");
+	assert_contains(dump, "patch command at index 2: unknown action \\\"remove\\\"");
+	_cleanup_free_ char *text_out = cae_worker_render(res);
+	assert_contains(text_out, "\u2717 [2]");
+	assert_contains(text_out, "\u2713 [4]");
+	json_decref(res);
+	res = NULL;
+	/* stop_on_error: nothing after the unknown command runs */
+	const char *t2 = "[{\"type\": \"shell_command\", \"action\": \"exec\", \"target\": "
+			 "\"true\"}, {\"type\": \"file_edit\", \"action\": \"create\", "
+			 "\"target\": \"three.txt\", \"content\": \"3\"}]";
+	o.stop_on_error = true;
+	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
+			 0);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	ck_assert(!exists(&f, "three.txt"));
+	json_decref(res);
+	res = NULL;
+	/* a dry run says it would fail, and changes nothing */
+	o.stop_on_error = false;
+	o.dry_run = true;
+	ck_assert_int_eq(cae_worker_run_text(f.b, f.uuid, t2, strlen(t2), &o, f.log, &res, &err),
+			 0);
+	ck_assert(!json_is_true(json_object_get(res, "success")));
+	assert_contains(json_string_value(json_object_get(res, "error")),
+			"command 1: patch command at index 0: unknown action \"exec\"");
+	ck_assert(!exists(&f, "three.txt"));
+	json_decref(res);
 	fx_free(&f);
 }
 END_TEST
@@ -902,6 +957,60 @@ END_TEST
 /* ---------------------------------------------------------------------------------------- */
 /* autoCommitChanges() */
 
+/* The auto-commit's subject: the patch's first meaningful line, never a format marker; else
+ * what the patch does. */
+START_TEST(commit_subjects)
+{
+	static const struct {
+		const char *patch, *want;
+	} cases[] = {
+	    /* Markdown: a heading, without its hashes; prose; never a fence or a marker */
+	    {"## Fix the parser ##\n\n```c:a.c\nint a;\n```\n", "Fix the parser"},
+	    {"\n\nMake twice() handle floats.\n```python:t.py\nx\n```\n",
+	     "Make twice() handle floats."},
+	    {"```python:src/t.py\n# not a heading\n```\n```bash\nmake test\n```\n",
+	     "update 1 file: src/t.py"},
+	    /* the apply_patch form and JSON: no prose, so what it does */
+	    {"*** Begin Patch\n*** Update File: a.txt\n@@\n-a\n+b\n*** Add File: n.txt\n+n\n"
+	     "*** End Patch\n",
+	     "update 2 files: a.txt, n.txt"},
+	    {"*** Begin Patch\n*** Add File: n.txt\n+n\n*** End Patch\n", "add 1 file: n.txt"},
+	    {"*** Begin Patch\n*** Delete File: old.txt\n*** End Patch\n",
+	     "delete 1 file: old.txt"},
+	    {"[{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"a\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"b\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"c\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"update\",\"target\":\"d\",\"content\":\"x\"},"
+	     "{\"type\":\"file_edit\",\"action\":\"append\",\"target\":\"a\",\"content\":\"y\"}]",
+	     "update 4 files: a, b, c, ..."},
+	    {"[{\"type\":\"shell_command\",\"action\":\"run\",\"target\":\"make test\"}]",
+	     "run make test"},
+	    /* a unified diff: a mail's subject, the message of `git show`, else the files */
+	    {"From 1234 Mon Sep 17 00:00:00 2001\nFrom: A <a@b>\nDate: Mon, 1 Jan 2024\n"
+	     "Subject: [PATCH v2 1/3] Speed up the lexer\n\nBody.\n---\n a.c | 2 +-\n\n"
+	     "diff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n@@ -1 +1 @@\n-a\n+b\n",
+	     "Speed up the lexer"},
+	    {"commit 0123456789abcdef\nAuthor: A <a@b>\nDate:   Mon Jan 1 2024\n\n"
+	     "    Handle empty input\n\ndiff --git a/a.c b/a.c\n--- a/a.c\n+++ b/a.c\n"
+	     "@@ -1 +1 @@\n-a\n+b\n",
+	     "Handle empty input"},
+	    {"diff --git a/src/x.c b/src/x.c\n--- a/src/x.c\n+++ b/src/x.c\n@@ -1 +1 @@\n-a\n+b\n",
+	     "update 1 file: src/x.c"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cae_patch *p = NULL;
+		cae_error err = {0};
+		ck_assert_msg(cae_patch_parse(cases[i].patch, strlen(cases[i].patch), &p, &err) == 0,
+			      "case %zu: %s", i, err.message);
+		char *got = cae_worker_commit_subject(cases[i].patch, p);
+		ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "case %zu: got \"%s\"", i,
+			      got ? got : "(null)");
+		free(got);
+		cae_patch_free(p);
+	}
+}
+END_TEST
+
 START_TEST(auto_commit_hash)
 {
 	fx f;
@@ -921,8 +1030,8 @@ START_TEST(auto_commit_hash)
 	char *head = sh(&f, "git rev-parse HEAD; git log -1 --format=%%s; git status --porcelain");
 	char want[512];
 	snprintf(want, sizeof(want),
-		 "%s\n[Worker Auto-Commit] # Implement the twice() helper and make sure that the "
-		 "description of this patch ...\n",
+		 "%s\n[Worker Auto-Commit] Implement the twice() helper and make sure that the "
+		 "description of this patch is...\n",
 		 hash);
 	ck_assert_str_eq(head, want);
 	free(head);
@@ -935,7 +1044,7 @@ START_TEST(auto_commit_hash)
 	o.commit_message_prefix = "[bot]";
 	res = run(&f, "```text:b.txt\nb\n```\n", &o);
 	head = sh(&f, "git log -1 --format=%%s");
-	ck_assert_str_eq(head, "[bot] ```text:b.txt\n");
+	ck_assert_str_eq(head, "[bot] update 1 file: b.txt\n");
 	free(head);
 	json_decref(res);
 	fx_free(&f);
@@ -1958,12 +2067,14 @@ START_TEST(session_tool)
 	ck_assert(res.is_error);
 	assert_contains(res.text, "dry_run must be a boolean");
 	cae_tool_result_clear(&res);
-	res = call(s, json_pack("{s:s}", "patch", "[{\"type\": 1}]"));
+	res = call(s, json_pack("{s:s}", "patch", "[{\"type\": 1}"));
 	ck_assert(res.is_error);
 	assert_contains(res.text, "INVALID_ARGUMENT: patch parse error");
 	cae_tool_result_clear(&res);
+	/* an unknown type is that command's failure (seed 002), not the patch's */
 	res = call(s, json_pack("{s:[{s:s}]}", "patch", "type", "bogus"));
-	ck_assert(res.is_error);
+	ck_assert(!json_is_true(json_object_get(res.structured, "success")));
+	assert_contains(res.text, "unknown type \"bogus\"");
 	cae_tool_result_clear(&res);
 	/* a hunk that does not apply: not applied at all -> isError, nothing changed */
 	res = call(s, json_pack("{s:s}", "patch",
@@ -2613,6 +2724,7 @@ static Suite *worker_suite(void)
 	tcase_set_timeout(env, 600);
 	tcase_add_loop_test(env, json_patch_full, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, parse_json_bad, MODE_FIRST, MODE_LAST);
+	tcase_add_loop_test(env, unknown_command_fails_alone, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, markdown_patch, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, markdown_bad, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, empty_patch, MODE_FIRST, MODE_LAST);
@@ -2622,6 +2734,7 @@ static Suite *worker_suite(void)
 	tcase_add_loop_test(env, shell_timeout, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, git_operations, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, git_timeout, MODE_FIRST, MODE_LAST);
+	tcase_add_test(env, commit_subjects);
 	tcase_add_loop_test(env, auto_commit_hash, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_nothing, MODE_FIRST, MODE_LAST);
 	tcase_add_loop_test(env, auto_commit_error, MODE_FIRST, MODE_LAST);
