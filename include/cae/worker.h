@@ -35,7 +35,10 @@
  *     transaction), nor does a JSON/Markdown patch made only of file edits: it is
  *     checked whole first (cae_patch_check) and applied as one transaction, so a failure
  *     leaves nothing changed ("rolled_back": true) and a crash too. The snapshot lives in
- *     $TMPDIR/cae-snap.<pid>-<start>.XXXXXX; `cae gc` removes those of dead processes.
+ *     $TMPDIR/cae-snap.<pid>-<start>.XXXXXX (in a container, /workspace/tmp); a patch killed
+ *     after it was taken is rolled back by the next patch of the workspace, or `cae gc`,
+ *     and only then is the snapshot removed ("snapshots_restored" in the next result). When
+ *     a rollback itself fails, the snapshot is kept ("snapshot_kept") for them.
  *  6. auto_commit: after a run in which at least one command succeeded (and nothing was
  *     rolled back): `git add -A`, then `git commit -m "<prefix> <first line of the patch,
  *     cut at 80 characters>"` (an identity is given with -c when the repository has none);
@@ -177,6 +180,14 @@ CAE_EXPORT int cae_worker_run_text(cae_backend *b, const char *task_uuid, const 
  * own (one command in it). Returns 0, or < 0 with err set when the environment cannot be
  * reached. */
 CAE_EXPORT int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err);
+
+/* Restores, then removes, every armed rollback snapshot on this host ($TMPDIR and /tmp) of a
+ * cae process that is gone: a patch with rollback killed half-way (of workspace, or of every
+ * workspace when NULL; one whose workspace is gone is only removed). Adds their number to
+ * *restored (may be NULL). cae_worker_run and cae_worker_recover do this for their
+ * environment first (and for the snapshots a killed patch left in a container). */
+CAE_EXPORT int cae_worker_recover_snapshots(const char *workspace, unsigned *restored,
+					    cae_error *err);
 
 /* The human rendering of a result (borrowed): the summary, a blank line, then
  * one line per command

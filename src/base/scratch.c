@@ -104,6 +104,12 @@ static int gc_dir(const char *dir, const char *prefix, int64_t legacy_age_s, uns
 		}
 		if (!dead)
 			continue;
+		/* an armed rollback snapshot protects a half-applied workspace: kept until it
+		 * was restored (cae_worker_recover_snapshots) */
+		char armed[512];
+		snprintf(armed, sizeof(armed), "%s/armed", de->d_name);
+		if (faccessat(dirfd(d), armed, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
 		int r = cae__rm_rf_at(dirfd(d), de->d_name);
 		if (r == 0)
 			(*removed)++;

@@ -360,6 +360,10 @@ int cae_cli_gc(int argc, char **argv)
 		     : 0;
 	/* what killed processes left: journals of local workspaces, scratch directories */
 	unsigned journals = 0, incomplete = 0, scratch = 0;
+	/* rollback snapshots on this host of patches killed half-way (the environments' own,
+	 * in containers, are restored by cae_worker_recover below) */
+	unsigned restored = 0;
+	(void)cae_worker_recover_snapshots(NULL, &restored, NULL);
 	json_t *envs = NULL;
 	cae_error lerr;
 	cae_error_clear(&lerr);
@@ -392,6 +396,8 @@ int cae_cli_gc(int argc, char **argv)
 			      (int)journals, "scratch_removed", (int)scratch);
 	if (incomplete)
 		json_object_set_new(j, "journals_incomplete", json_integer(incomplete));
+	if (restored)
+		json_object_set_new(j, "snapshots_restored", json_integer(restored));
 	if (pool_removed)
 		json_object_set_new(j, "pool_removed", json_integer(pool_removed));
 	if (pr < 0)

@@ -115,13 +115,23 @@ typedef struct wk_snapshot wk_snapshot;
 /* host_path non-NULL: tar on this host into a private temporary directory; else tar in the
  * environment into its scratch directory (the workspace's sibling "tmp", $TMPDIR or /tmp). */
 int cae__wk_snapshot_take(const wk_exec_ctx *ctx, const char *root, const char *host_path,
-			  wk_snapshot **out, cae_error *err);
+			  const char *const *paths, size_t npaths, wk_snapshot **out,
+			  cae_error *err);
 /* Empties the workspace and extracts the snapshot into it, leaving the protected paths
  * (paths[0..n), borrowed) and the directories on the way to them as they are: the
  * environment keeps them read-only, so no patch changed them. */
 int cae__wk_snapshot_restore(wk_snapshot *s, const char *const *paths, size_t n, cae_error *err);
-/* Removes the snapshot's files and frees it. Accepts NULL. */
+/* Removes the snapshot's files (disarmed first) and frees it. Accepts NULL. */
 void cae__wk_snapshot_free(wk_snapshot *s);
+/* Frees it and keeps its files, armed: what it protects is half applied (the restore failed),
+ * and the next patch or `cae gc` restores it. Accepts NULL. */
+void cae__wk_snapshot_keep(wk_snapshot *s);
+const char *cae__wk_snapshot_dir(const wk_snapshot *s); /* borrowed */
+/* Restores, then removes, every armed snapshot in the environment of the workspace root (as
+ * commands see it) whose owner, a process of this boot of this host, is gone; adds their
+ * number to *restored. */
+int cae__wk_snapshot_recover_env(const wk_exec_ctx *ctx, const char *root, unsigned *restored,
+				 cae_error *err);
 
 /* Runs argv in the environment (ctx) or, when host is true, on this host with cwd. The
  * output is capped at max_out bytes per stream. */

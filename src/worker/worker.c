@@ -106,6 +106,33 @@ static void rollback(wk_state *st, wk_snapshot *snap, json_t *out, bool *rolled_
 		   : "the workspace could not be restored");
 }
 
+/* The rollback snapshots of patches killed half-way in this workspace (snapshot.c): restored
+ * before anything else touches it. Failures are logged; the snapshots stay armed. */
+static unsigned recover_snapshots(cae_backend *b, const char *task_uuid, const cae_env_info *info,
+				  cae_log *log)
+{
+	unsigned restored = 0;
+	cae_error e;
+	cae_error_clear(&e);
+	int r = 0;
+	if (info->host_path)
+		r = cae_worker_recover_snapshots(info->host_path, &restored, &e);
+	wk_exec_ctx ctx = {.backend = b, .task_uuid = task_uuid, .timeout_ms = 600000,
+			   .cancel_fd = -1};
+	if (r == 0 && info->workspace_path)
+		r = cae__wk_snapshot_recover_env(&ctx, info->workspace_path, &restored, &e);
+	if (r < 0)
+		cae_log_fields(log, CAE_LOG_ERROR, "worker.snapshot_recovery_failed",
+			       json_pack("{s:s, s:s}", "task_uuid", task_uuid, "error", e.message),
+			       "a patch killed half-way could not be rolled back yet");
+	else if (restored)
+		cae_log_fields(log, CAE_LOG_WARN, "worker.snapshot_restored",
+			       json_pack("{s:s, s:i}", "task_uuid", task_uuid, "snapshots",
+					 (int)restored),
+			       "a patch killed half-way was rolled back");
+	return restored;
+}
+
 static int execute(wk_state *st, json_t *out, cae_error *err)
 {
 	const cae_patch *p = st->p;
@@ -121,7 +148,8 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 	bool all_or_nothing = cae_patch_is_atomic(p) || (o->rollback && files_only);
 	if (o->rollback && !all_or_nothing) {
 		int r = cae__wk_snapshot_take(&st->fs_ctx, st->root,
-					      st->host ? st->info.host_path : NULL, &snap, err);
+					      st->host ? st->info.host_path : NULL,
+					      o->protected_paths, o->n_protected_paths, &snap, err);
 		if (r < 0)
 			return r;
 	}
@@ -143,9 +171,19 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 		rolled_back = true;
 		json_object_set_new(out, "rolled_back", json_true());
 	}
-	if (snap && (failed || st->cancelled))
+	bool restore_failed = false;
+	if (snap && (failed || st->cancelled)) {
 		rollback(st, snap, out, &rolled_back);
-	cae__wk_snapshot_free(snap);
+		restore_failed = !rolled_back;
+	}
+	if (restore_failed) {
+		/* what it protects is half applied: kept, armed, for the next patch or gc */
+		json_object_set_new(out, "snapshot_kept",
+				    json_string(cae__wk_snapshot_dir(snap)));
+		cae__wk_snapshot_keep(snap);
+	} else {
+		cae__wk_snapshot_free(snap);
+	}
 
 	bool success = !failed && !st->cancelled && st->failed == 0;
 	json_object_set_new(out, "success", json_boolean(success));
@@ -269,6 +307,11 @@ int cae_worker_run(cae_backend *b, const char *task_uuid, const cae_patch *p,
 	st.results = json_array();
 	if (r == 0 && (!out || !st.results))
 		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (r == 0 && !o->dry_run) {
+		unsigned restored = recover_snapshots(b, task_uuid, &st.info, log);
+		if (restored)
+			json_object_set_new(out, "snapshots_restored", json_integer(restored));
+	}
 	if (r == 0) {
 		json_object_set_new(out, "format",
 				    json_string(cae_patch_format_name(cae_patch_get_format(p))));
@@ -305,6 +348,8 @@ int cae_worker_recover(cae_backend *b, const char *task_uuid, cae_error *err)
 	if (r == 0 && !info.host_path && info.workspace_path &&
 	    cae__wk_fs_helper_new(b, task_uuid, info.workspace_path, &fs, NULL) == 0)
 		cae__wk_fs_free(TAKE_PTR(fs));
+	if (r == 0)
+		recover_snapshots(b, task_uuid, &info, NULL);
 	cae_env_info_clear(&info);
 	return r;
 }

@@ -2483,6 +2483,113 @@ START_TEST(sigkill_every_json_rollback_point)
 	free(text);
 }
 END_TEST
+/* A mixed patch (files and a command) with rollback, run by a child process. */
+typedef struct mixed_job {
+	fx *f;
+	const char *text;
+} mixed_job;
+
+static int mixed_job_run(void *arg)
+{
+	mixed_job *j = arg;
+	cae_backend *b = make_backend(j->f->cfg, j->f->mode, NULL);
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.rollback = true;
+	o.fs = fs_mode(j->f);
+	json_t *res = NULL;
+	cae_error err = {0};
+	int r = cae_worker_run_text(b, j->f->uuid, j->text, strlen(j->text), &o, NULL, &res, &err);
+	json_decref(res);
+	cae_backend_free(b);
+	return r == 0 ? 0 : 2;
+}
+
+/* Starts the mixed patch in a child and SIGKILLs it while its command runs, with the first
+ * file written: the workspace is half applied. */
+static void kill_mixed_patch(fx *f, const char *text)
+{
+	mixed_job j = {f, text};
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0)
+		_exit(mixed_job_run(&j));
+	while (!exists(f, "started-marker")) {
+		int st;
+		ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the patch ended before its command");
+		usleep(20 * 1000);
+	}
+	ck_assert_int_eq(kill(pid, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+	ck_assert(exists(f, "mixed-a.txt"));
+	ck_assert(!exists(f, "mixed-b.txt"));
+}
+
+/* Issue: a mixed patch run with rollback and killed mid-way stayed half applied, and gc
+ * deleted its snapshot. Now the snapshot stays armed until the next patch of the workspace
+ * (or `cae gc`) restored it: the workspace is as before the killed patch, then the next
+ * patch applies. */
+START_TEST(killed_rollback_patch_is_rolled_back_later)
+{
+	fx f;
+	fx_init(&f, _i);
+	char *scratch = cae__path_join(f.tmp, "scratch");
+	ck_assert_int_eq(cae__mkdir_p(scratch, 0700), 0);
+	setenv("TMPDIR", scratch, 1);
+	free(sh(&f, "echo before > kept.txt"));
+	char *before = tree_hash(&f);
+	const char *text =
+	    "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"mixed-a.txt\","
+	    "\"content\":\"a\\n\"},{\"type\":\"file_edit\",\"action\":\"update\",\"target\":"
+	    "\"kept.txt\",\"content\":\"changed\\n\"},{\"type\":\"shell_command\",\"action\":\"run\","
+	    "\"target\":\"touch started-marker && sleep 600\"},{\"type\":\"file_edit\",\"action\":"
+	    "\"create\",\"target\":\"mixed-b.txt\",\"content\":\"b\\n\"}]";
+	/* 1. the next patch restores first, then applies */
+	kill_mixed_patch(&f, text);
+	cae_worker_options o;
+	cae_worker_options_init(&o);
+	o.fs = fs_mode(&f);
+	json_t *res = run(&f, "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":"
+			      "\"after.txt\",\"content\":\"x\\n\"}]",
+			  &o);
+	ck_assert(rb(res, "success"));
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "snapshots_restored")), 1);
+	json_decref(res);
+	ck_assert(!exists(&f, "mixed-a.txt") && !exists(&f, "started-marker"));
+	char *kept = sh(&f, "cat kept.txt; rm after.txt");
+	ck_assert_str_eq(kept, "before\n");
+	free(kept);
+	char *now = tree_hash(&f);
+	ck_assert_str_eq(now, before);
+	free(now);
+	/* 2. cae gc restores it too, and only then removes the snapshot */
+	kill_mixed_patch(&f, text);
+	char state[PATH_MAX];
+	snprintf(state, sizeof(state), "%s/state", f.tmp);
+	cli_out c = cli(NULL, "gc", "--state-dir", state, "--older-than-hours", "1000", NULL);
+	ck_assert_msg(c.status == 0, "%s%s", c.out, c.err);
+	free(c.out);
+	free(c.err);
+	now = tree_hash(&f);
+	ck_assert_str_eq(now, before);
+	free(now);
+	/* nothing armed is left, on this host or in the environment */
+	char *left = sh(&f, "ls -d ../tmp/cae-snap.* 2>/dev/null | wc -l");
+	ck_assert_str_eq(left, "0\n");
+	free(left);
+	DIR *d = opendir(scratch);
+	ck_assert_ptr_nonnull(d);
+	struct dirent *de;
+	while ((de = readdir(d)))
+		ck_assert_msg(strncmp(de->d_name, "cae-snap.", 9) != 0, "%s left", de->d_name);
+	closedir(d);
+	unsetenv("TMPDIR");
+	free(scratch);
+	free(before);
+	fx_free(&f);
+}
+END_TEST
+
 START_TEST(gc_recovers_and_removes_dead_scratch)
 {
 	fx f;
@@ -2773,6 +2880,7 @@ static Suite *worker_suite(void)
 	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_patch_point);
 	tcase_add_test(crash, sigkill_every_json_rollback_point);
+	tcase_add_loop_test(crash, killed_rollback_patch_is_rolled_back_later, 0, 2);
 	tcase_add_test(crash, sigkill_every_env_patch_point);
 	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
