@@ -2,6 +2,8 @@
  *   <state_dir>/local/<uuid>/meta.json          ContainerInfo + where the workspace is
  *   <state_dir>/local/<uuid>/workspace/project  the clone
  *   <state_dir>/local/<uuid>/workspace/tmp      scratch
+ *   <state_dir>/local/<uuid>/disk.img           the workspace's file system, mounted on
+ *                                               workspace/ (diskfs.h; root only)
  * or an existing directory used as is (prepare option `workspace`). Commands run on this host
  * in a sandbox (sandbox.h): bubblewrap behind `cae-helper --enter`, an unprivileged uid in a
  * user namespace of its own, only system trees, a minimal /etc and the workspace (at
@@ -18,6 +20,7 @@
  * confinement than the environment's (prepare steps that need the network) and hosts without
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
+#include "backend/diskfs.h"
 #include "backend/sandbox.h"
 
 #include "base/chase.h"
@@ -924,6 +927,18 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 	pthread_mutex_unlock(&li->meta_lock);
 }
 
+/* The workspace's own file system mounted again where it is not (after a reboot): returns
+ * 1 when it was, 0 when there was nothing to do (no image, or mounted), -errno. */
+static int disk_remount(struct local_impl *li, const char *uuid, cae_error *err)
+{
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	_cleanup_free_ char *img = dir ? cae__path_join(dir, CAE_DISKFS_IMAGE) : NULL;
+	_cleanup_free_ char *ws = dir ? cae__path_join(dir, "workspace") : NULL;
+	if (!ws)
+		return -ENOMEM;
+	return cae__diskfs_remount(img, ws, err);
+}
+
 static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae_error *err)
 {
 	struct local_impl *li = impl_of(b);
@@ -974,6 +989,10 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		 * stat differs and reads again. */
 		if (have_st)
 			meta_remember(li, uuid, &st, env);
+	}
+	if (!cae__is_dir(env->project) && !env->external && disk_remount(li, uuid, err) < 0) {
+		local_env_clear(env);
+		return -EIO;
 	}
 	if (!cae__is_dir(env->project)) {
 		local_env_clear(env);
@@ -1033,7 +1052,15 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
 	cae__sandbox_cgroup_remove(name);
-	int r = 0;
+	/* the workspace's own file system first: nothing may be removed through its mount */
+	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
+	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
+	if (!img || !ws)
+		return -ENOMEM;
+	int r = cae__diskfs_release(img, ws);
+	if (r < 0)
+		return cae_error_set(err, r, "could not unmount the workspace of task %s: %s",
+				     uuid, strerror(-r));
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae__rm_rf(dir);
 		if (r == 0 && !cae__is_dir(dir))
@@ -1116,6 +1143,56 @@ static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
 	    CAE_SANDBOX_UID);
 }
 
+/* How the workspace's total disk use is bounded (limits.disk): its own file system when this
+ * host can make one (diskfs.h), else nothing, which the warnings say. */
+static json_t *disk_plan(cae_prepare *p, bool external)
+{
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	const char *why = NULL;
+	if (!bytes)
+		why = "command_executor.docker.resources.disk_limit is 0";
+	else if (external)
+		why = "a workspace used as is stays on its own file system";
+	else
+		(void)cae__diskfs_usable(&why);
+	if (why) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s", why);
+		cae__prepare_warn(p, NULL, msg);
+	}
+	return json_pack("{s:s, s:o?}", "mechanism", why ? "none" : "loopfs", "bytes",
+			 why ? NULL : json_integer((json_int_t)bytes));
+}
+
+/* Makes the workspace's file system on root (an empty directory) and its scratch directory;
+ * where that fails, the workspace stays a plain directory and the warnings say so. */
+static int disk_make(cae_prepare *p, const char *dir, const char *root, json_t *limits,
+		     cae_error *err)
+{
+	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
+	_cleanup_free_ char *tmp = cae__path_join(root, "tmp");
+	if (!img || !tmp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	cae_error derr;
+	cae_error_clear(&derr);
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	int r = cae__diskfs_create(img, root, bytes, p->cancel_fd, &derr);
+	if (r == -ECANCELED)
+		return cae_error_set(err, r, "cancelled");
+	if (r < 0) {
+		char msg[sizeof(derr.message) + 64];
+		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s",
+			 derr.message);
+		cae__prepare_warn(p, NULL, msg);
+		(void)cae__diskfs_release(img, root);
+		json_object_set_new(limits, "disk", json_pack("{s:s}", "mechanism", "none"));
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return cae_error_set(err, -errno, "cannot create the environment's directory: %s",
+				     strerror(errno));
+	return 0;
+}
+
 static int local_create(cae_prepare *p, cae_error *err)
 {
 	struct local_impl *li = impl_of(p->b);
@@ -1128,7 +1205,10 @@ static int local_create(cae_prepare *p, cae_error *err)
 	_cleanup_free_ char *tmp = wsroot ? cae__path_join(wsroot, "tmp") : NULL;
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	int r = cae__mkdir_p(workspace ? dir : tmp, 0700);
+	json_t *disk = disk_plan(p, workspace != NULL);
+	bool loopfs = disk && strcmp(json_string_value(json_object_get(disk, "mechanism")),
+				     "loopfs") == 0;
+	int r = cae__mkdir_p(workspace ? dir : loopfs ? wsroot : tmp, 0700);
 	if (r < 0)
 		return cae_error_set(err, r, "cannot create the environment's directory: %s",
 				     strerror(-r));
@@ -1169,7 +1249,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	if (!env->sandbox)
 		env->uid = env->gid = 0;
-	json_t *limits = env->sandbox ? probe_limits(p, env) : NULL;
+	json_t *limits = env->sandbox ? probe_limits(p, env) : json_object();
+	json_object_set_new(limits, "disk", disk);
 	lp->seen_project = inside_project(env);
 	if (!lp->seen_project)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1203,6 +1284,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 	}
 	r = write_meta(li, p->task->uuid, lp->meta, err);
 	if (r < 0)
+		return r;
+	/* after the metadata: a prepare killed from here on is collected with its mount */
+	if (loopfs && (r = disk_make(p, dir, env->root, limits, err)) < 0)
 		return r;
 	p->exec = env_exec_cb;
 	p->exec_ctx = env;
@@ -1286,6 +1370,8 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 	int r = local_info(b, uuid, &info, err);
 	if (r < 0)
 		return r;
+	if (info.host_path && !cae__is_dir(info.host_path))
+		(void)disk_remount(li, uuid, NULL); /* after a reboot */
 	if (!info.host_path || !info.workspace_path || !q->root ||
 	    strcmp(q->root, info.workspace_path) != 0)
 		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",

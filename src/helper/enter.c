@@ -8,8 +8,11 @@
  *      join the environment's cgroups before anything runs in them;
  *   2. set each rlimit (soft = hard; data, nproc, cpu, fsize, core, nofile);
  *   3. --stage (root only): in a mount namespace of our own, mount a small tmpfs on DIR and
- *      bind-mount each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
- *      reach its sources, which may lie below directories only root may cross (/root);
+ *      put each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
+ *      reach its sources, which may lie below directories only root may cross (/root). A
+ *      directory is bind-mounted; a file is copied (content and mode), so that what bwrap
+ *      binds from it names no host path (a bind's root in /proc/self/mountinfo is its
+ *      source's path within its file system: here "/1", "/2" ... of the tmpfs);
  *   4. --user: drop every group and switch to UID:GID for good (no capabilities are kept),
  *      so that bwrap's user namespace maps the sandbox's uid onto an unprivileged host uid,
  *      never onto root.
@@ -25,6 +28,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -89,6 +93,38 @@ static int join_cgroup(const char *procs)
 	return n == 1 ? 0 : fail("cgroup", procs, n < 0 ? e : EIO);
 }
 
+/* Copies the regular file src (content and permission bits) to the new file target. */
+static int stage_copy(const char *src, const char *target)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return fail("stage", src, errno);
+	struct stat st;
+	int out = fstat(in, &st) < 0 ? -1
+				     : open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+					    st.st_mode & 0755);
+	if (out < 0) {
+		int e = errno;
+		close(in);
+		return fail("stage copy", target, e);
+	}
+	int r = 0;
+	for (;;) {
+		ssize_t k = sendfile(out, in, NULL, 1 << 20);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			r = fail("stage copy", src, errno);
+		if (k <= 0)
+			break;
+	}
+	if (r == 0 && fchmod(out, st.st_mode & 0755) < 0)
+		r = fail("stage copy", target, errno);
+	close(in);
+	close(out);
+	return r;
+}
+
 static int stage(const char *dir, char **srcs, int n)
 {
 	if (geteuid() != 0)
@@ -98,7 +134,8 @@ static int stage(const char *dir, char **srcs, int n)
 	/* Nothing we mount here may reach the host; the host's unmounts still reach us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return fail("mount --make-rslave /", NULL, errno);
-	if (mount("cae-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+	/* (sized for the copied files: the helper and the sandbox's passwd and group) */
+	if (mount("cae-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
 		return fail("mount tmpfs on", dir, errno);
 	for (int i = 0; i < n; i++) {
 		struct stat st;
@@ -106,15 +143,16 @@ static int stage(const char *dir, char **srcs, int n)
 			return fail("stage", srcs[i], errno);
 		char target[4096];
 		snprintf(target, sizeof(target), "%s/%d", dir, i);
-		if (S_ISDIR(st.st_mode)) {
-			if (mkdir(target, 0755) < 0)
-				return fail("mkdir", target, errno);
-		} else {
-			int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-			if (fd < 0)
-				return fail("create", target, errno);
-			close(fd);
+		if (S_ISREG(st.st_mode)) {
+			int r = stage_copy(srcs[i], target);
+			if (r != 0)
+				return r;
+			continue;
 		}
+		if (!S_ISDIR(st.st_mode))
+			return fail("stage (neither a file nor a directory)", srcs[i], EINVAL);
+		if (mkdir(target, 0755) < 0)
+			return fail("mkdir", target, errno);
 		if (mount(srcs[i], target, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return fail("bind", srcs[i], errno);
 	}
