@@ -35,6 +35,8 @@ cleanup() {
 	[ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
 	"$CAE" cleanup --backend local A >/dev/null 2>&1
 	"$CAE" cleanup --backend local B >/dev/null 2>&1
+	"$CAE" cleanup --backend local C >/dev/null 2>&1
+	"$CAE" cleanup --backend local D >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -72,6 +74,11 @@ echo "task A's file" > "$work/a/a.txt"
 echo "B-SECRET-CONTENT" > "$work/b/b-secret.txt"
 "$CAE" prepare --workspace "$work/a" --uuid A > "$work/a.json" 2>/dev/null || { echo "prepare A failed"; exit 1; }
 "$CAE" prepare --workspace "$work/b" --uuid B > "$work/b.json" 2>/dev/null || { echo "prepare B failed"; exit 1; }
+# C and D: workspaces of cae's own (cloned), on file systems of their own
+git init -q "$work/repo" && echo "task C" > "$work/repo/c.txt" && git -C "$work/repo" add c.txt &&
+	git -C "$work/repo" -c user.name=t -c user.email=t@t commit -qm c || { echo "repo failed"; exit 1; }
+"$CAE" prepare --repo "$work/repo" --uuid C > "$work/c.json" 2>/dev/null || { echo "prepare C failed"; exit 1; }
+"$CAE" prepare --repo "$work/repo" --uuid D > "$work/d.json" 2>/dev/null || { echo "prepare D failed"; exit 1; }
 
 # run UUID SCRIPT [TIMEOUT]: the command's stdout+stderr (the JSON's fields, joined)
 run() {
@@ -113,6 +120,25 @@ check "no further user namespaces (unshare -U, unshare -r)" '[[ $out == *"unshar
 state_dir=$CAE_STATE_DIR
 out=$(run A "ls '$state_dir' 2>&1; cat '$work/b/b-secret.txt' 2>&1; grep -rs B-SECRET-CONTENT / 2>/dev/null | head -1; echo end")
 check "the state directory and another task's workspace are out of reach" '[[ $out != *B-SECRET-CONTENT* && $out == *"No such file"* ]]' "$out"
+# a bind's root field (4th) and a mount's source name where it comes from on the host
+build_dir=$(dirname "$CAE")
+host_paths() { # the mount table lines of $1 that name a host path (root field, source)
+	awk -v w="$work" -v s="$state_dir" -v b="$build_dir" -v x="${2:-}" '
+		function host(p) { return (index(p, w) == 1 || index(p, s) == 1 || index(p, b) == 1 ||
+			p ~ /^\/(tmp|var\/tmp|root|home)(\/|$)/) && (x == "" || index(p, x) != 1) }
+		FNR == NR { for (i = 7; $i != "-"; i++); if (host($4) || host($(i + 2))) print; next }
+		host($1) { print }' <(sed -n '/^--mountinfo/,/^--mounts/p' <<<"$1" | sed '1d;$d') \
+		<(sed -n '/^--mounts/,$p' <<<"$1" | sed 1d)
+}
+out=$(run C 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /proc/self/mounts')
+leak=$(host_paths "$out")
+check "mountinfo and mounts name no host path (state directory, workspace, build tree, /tmp, /var/tmp, /root, /home)" \
+	'[[ $out == *" /workspace "* && -z $leak ]]' "$leak"
+# a workspace used as is: its own path within its file system stays visible (README)
+out=$(run A 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /proc/self/mounts')
+leak=$(host_paths "$out" "$work/a")
+check "with a workspace used as is, mountinfo names neither the state directory nor the build tree" \
+	'[[ $out == *" /workspace/project "* && -z $leak ]]' "$leak"
 ln -sf /etc/shadow "$work/a/shadow-link"
 out=$(run A 'cat shadow-link 2>&1; echo end')
 check "a symlink to a host file leads nowhere inside" '[[ $out != *root:* ]]' "$out"
@@ -182,6 +208,32 @@ out=$(run A 'head -c 40000000 /dev/zero > /dev/shm/a; head -c 40000000 /dev/zero
 check "/dev/shm is bounded" '[[ $out == *"No space left"* ]]' "$out"
 out=$(run A 'head -c 100000000 /dev/zero > big; echo "exit=$?"; rm -f big' 60)
 check "a file past the per-file bound (disk_limit) is refused" '[[ $out == *"exit=153"* || $out == *"File too large"* ]]' "$out"
+
+
+# --- the workspace's total disk use (disk_limit 64 MiB) -------------------------------------
+check "the result says what bounds the disk (its own file system)" \
+	'[ "$(jq -r .limits.disk.mechanism "$work/c.json")" = loopfs ]' "$(jq -c .limits.disk "$work/c.json")"
+check "a workspace used as is is not bounded, and the warnings say so" \
+	'[ "$(jq -r .limits.disk.mechanism "$work/a.json")" = none ] && jq -r ".warnings[]" "$work/a.json" | grep -q "total disk use is not bounded"' \
+	"$(jq -c '[.limits.disk, .warnings]' "$work/a.json")"
+avail_before=$(df -B1 --output=avail "$state_dir" | tail -1)
+out=$(run C 'touch one; fallocate -l 700M --keep-size one; echo "keep=$?"; fallocate -l 700M two; echo "plain=$?"
+du -sm . | cut -f1; rm -f one two; for i in 1 2 3; do head -c 40000000 /dev/zero > w$i; echo "w$i=$?"; done; du -sm . | cut -f1' 120)
+avail_after=$(df -B1 --output=avail "$state_dir" | tail -1)
+used=$(du -sxB1 "$state_dir/local/C" | cut -f1)
+check "fallocate --keep-size past disk_limit is refused (ENOSPC)" '[[ $out == *keep=1* && $out == *"No space left"* ]]' "$out"
+check "fallocate past disk_limit is refused" '[[ $out == *plain=1* || $out == *plain=153* ]]' "$out"
+check "plain writes past disk_limit fail with ENOSPC" '[[ $out == *w1=0* && $out == *w3=1* ]]' "$out"
+check "the environment takes at most disk_limit of the host's disk (${used} bytes)" '[ "$used" -le $((66 << 20)) ]' "$(du -shx "$state_dir/local/C"/* 2>&1)"
+check "the host's free space is not taken (before $avail_before, after $avail_after)" \
+	'[ $((avail_before - avail_after)) -lt $((300 << 20)) ]'
+out=$(run D 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
+out2=$(run A 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
+check "other environments are unaffected by a full one" '[[ $out == *w=0* && $out2 == *w=0* ]]' "$out $out2"
+"$CAE" cleanup --backend local C >/dev/null 2>&1
+check "cleanup leaves no mount, no loop device and no image" \
+	'! grep -q "$state_dir/local/C" /proc/self/mountinfo && ! grep -qs "$state_dir/local/C" /sys/block/loop*/loop/backing_file && [ ! -e "$state_dir/local/C" ]' \
+	"$(grep "$state_dir" /proc/self/mountinfo /sys/block/loop*/loop/backing_file)"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
