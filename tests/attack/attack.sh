@@ -217,9 +217,9 @@ check "a workspace used as is is not bounded, and the warnings say so" \
 	'[ "$(jq -r .limits.disk.mechanism "$work/a.json")" = none ] && jq -r ".warnings[]" "$work/a.json" | grep -q "total disk use is not bounded"' \
 	"$(jq -c '[.limits.disk, .warnings]' "$work/a.json")"
 avail_before=$(df -B1 --output=avail "$state_dir" | tail -1)
-out=$(run C 'touch one; fallocate -l 700M --keep-size one; echo "keep=$?"; fallocate -l 700M two; echo "plain=$?"
-du -sm . | cut -f1; rm -f one two; for i in 1 2 3; do head -c 40000000 /dev/zero > w$i; echo "w$i=$?"; done; du -sm . | cut -f1' 120)
+out=$(run C 'touch one; fallocate -l 700M --keep-size one; echo "keep=$?"; fallocate -l 700M two; echo "plain=$?"; du -sm . | cut -f1' 120)
 avail_after=$(df -B1 --output=avail "$state_dir" | tail -1)
+out=$out$(run C 'rm -f one two; for i in 1 2 3; do head -c 40000000 /dev/zero > w$i; echo "w$i=$?"; done; du -sm . | cut -f1' 120)
 used=$(du -sxB1 "$state_dir/local/C" | cut -f1)
 check "fallocate --keep-size past disk_limit is refused (ENOSPC)" '[[ $out == *keep=1* && $out == *"No space left"* ]]' "$out"
 check "fallocate past disk_limit is refused" '[[ $out == *plain=1* || $out == *plain=153* ]]' "$out"
