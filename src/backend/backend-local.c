@@ -25,6 +25,7 @@
 
 #include "base/chase.h"
 #include "base/fs.h"
+#include "base/idmap.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/helper.h"
@@ -81,6 +82,9 @@ struct meta_entry {
 	bool external;
 	uid_t uid;
 	gid_t gid;
+	bool idmap;
+	uid_t owner_uid;
+	gid_t owner_gid;
 	char *git_credential;
 };
 
@@ -130,6 +134,9 @@ struct local_env {
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
+	bool idmap;	  /* a workspace used as is, bound idmapped: its owner's files are uid's */
+	uid_t owner_uid;  /* ... that owner on disk */
+	gid_t owner_gid;
 	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
 	struct local_impl *impl;
 	const cae_config *cfg;
@@ -591,6 +598,9 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .argv = argv,
 	    .uid = env->uid,
 	    .gid = env->gid,
+	    .idmap = env->idmap,
+	    .owner_uid = env->owner_uid,
+	    .owner_gid = env->owner_gid,
 	    .cgroup_procs = procs,
 	    .n_cgroup = n,
 	    .limits = &lim,
@@ -886,6 +896,9 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 		env->external = li->meta[i].external;
 		env->uid = li->meta[i].uid;
 		env->gid = li->meta[i].gid;
+		env->idmap = li->meta[i].idmap;
+		env->owner_uid = li->meta[i].owner_uid;
+		env->owner_gid = li->meta[i].owner_gid;
 		env->git_credential =
 		    li->meta[i].git_credential ? strdup(li->meta[i].git_credential) : NULL;
 		hit = env->root && env->project &&
@@ -918,6 +931,9 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->external = env->external;
 		m->uid = env->uid;
 		m->gid = env->gid;
+		m->idmap = env->idmap;
+		m->owner_uid = env->owner_uid;
+		m->owner_gid = env->owner_gid;
 		m->git_credential = env->git_credential ? strdup(env->git_credential) : NULL;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
@@ -978,6 +994,10 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		env->external = json_is_true(json_object_get(meta, "external"));
 		env->uid = (uid_t)json_integer_value(json_object_get(meta, "sandbox_uid"));
 		env->gid = (gid_t)json_integer_value(json_object_get(meta, "sandbox_gid"));
+		json_t *owner = json_object_get(meta, "idmap_owner");
+		env->idmap = json_array_size(owner) == 2;
+		env->owner_uid = (uid_t)json_integer_value(json_array_get(owner, 0));
+		env->owner_gid = (gid_t)json_integer_value(json_array_get(owner, 1));
 		const char *gc = json_string_value(json_object_get(meta, "git_credential"));
 		env->git_credential = gc ? strdup(gc) : NULL;
 		json_decref(meta);
@@ -1193,6 +1213,30 @@ static int disk_make(cae_prepare *p, const char *dir, const char *root, json_t *
 	return 0;
 }
 
+/* Whether a workspace used as is (real, owned by st's uid:gid) can be bound idmapped so that
+ * its owner's files are the sandbox uid's (base/idmap.h): env says so when it can; the
+ * warnings say what happens instead when it cannot. */
+static bool workspace_idmap(cae_prepare *p, struct local_env *env, const char *real,
+			    const struct stat *st)
+{
+	int r = cae__idmap_probe(real, st->st_uid, st->st_gid, env->uid, env->gid);
+	if (r < 0) {
+		char msg[400];
+		snprintf(msg, sizeof(msg),
+			 "the workspace cannot be mapped for the sandbox's user (idmapped mount: "
+			 "%s): %s",
+			 strerror(-r),
+			 st->st_uid == 0 ? "it is given to the sandbox's user instead"
+					 : "commands run as its owner instead");
+		cae__prepare_warn(p, NULL, msg);
+		return false;
+	}
+	env->idmap = true;
+	env->owner_uid = st->st_uid;
+	env->owner_gid = st->st_gid;
+	return true;
+}
+
 static int local_create(cae_prepare *p, cae_error *err)
 {
 	struct local_impl *li = impl_of(p->b);
@@ -1226,8 +1270,11 @@ static int local_create(cae_prepare *p, cae_error *err)
 		if (!realpath(workspace, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 			return cae_error_set(err, -ENOTDIR, "workspace is not a directory: %s",
 					     workspace);
-		/* A directory of another user's: commands run as that user. */
-		if (env->uid != 0 && st.st_uid != 0) {
+		if (env->uid != 0 && env->sandbox && workspace_idmap(p, env, real, &st)) {
+			/* bound idmapped for the sandbox's uid: nothing changes on disk */
+			lp->give_away = false;
+		} else if (env->uid != 0 && st.st_uid != 0) {
+			/* A directory of another user's: commands run as that user. */
 			env->uid = st.st_uid;
 			env->gid = st.st_gid;
 			lp->give_away = false;
@@ -1268,6 +1315,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 	    "limits", limits);
 	if (!lp->meta)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (env->idmap)
+		json_object_set_new(lp->meta, "idmap_owner",
+				    json_pack("[i, i]", (int)env->owner_uid, (int)env->owner_gid));
 	if (!workspace && env->sandbox) {
 		/* where a push from the sandbox may authenticate (the token is asked for then) */
 		char *host = NULL;

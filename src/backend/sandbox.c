@@ -297,6 +297,10 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 				 ARRAY_SIZE(files) + 1);
 			helper = src_helper;
 		}
+		if (s->idmap) {
+			add(&a, "--idmap");
+			addf(&a, "%u:%u", (unsigned)s->owner_uid, (unsigned)s->owner_gid);
+		}
 		add(&a, "--user");
 		addf(&a, "%u:%u", (unsigned)s->uid, (unsigned)s->gid);
 	}

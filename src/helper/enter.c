@@ -1,7 +1,7 @@
 /* cae-helper --enter: the first step of a local sandbox, run on the host before bwrap.
  *
  *   cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]
- *                      [--user UID:GID] -- PROGRAM ARG...
+ *                      [--idmap UID:GID] [--user UID:GID] -- PROGRAM ARG...
  *
  * In this order, then exec PROGRAM (bwrap):
  *   1. write "0" to every FILE (a cgroup's cgroup.procs): this process, and all it starts,
@@ -12,12 +12,17 @@
  *      reach its sources, which may lie below directories only root may cross (/root). A
  *      directory is bind-mounted; a file is copied (content and mode), so that what bwrap
  *      binds from it names no host path (a bind's root in /proc/self/mountinfo is its
- *      source's path within its file system: here "/1", "/2" ... of the tmpfs);
+ *      source's path within its file system: here "/1", "/2" ... of the tmpfs). With
+ *      --idmap, the first SRC (a directory) is mounted idmapped instead (base/idmap.h): its
+ *      files of owner UID:GID on disk are the --user uid's there, and what that uid makes
+ *      in it is the owner's on disk;
  *   4. --user: drop every group and switch to UID:GID for good (no capabilities are kept),
  *      so that bwrap's user namespace maps the sandbox's uid onto an unprivileged host uid,
  *      never onto root.
  * Any failure exits with 125 and a line on stderr; PROGRAM missing exits with 127. */
 #include "helper/enter.h"
+
+#include "base/idmap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -125,7 +130,40 @@ static int stage_copy(const char *src, const char *target)
 	return r;
 }
 
-static int stage(const char *dir, char **srcs, int n)
+static int parse_ids(const char *spec, unsigned long long *uid, unsigned long long *gid)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (parse_u64(buf, uid) < 0 || parse_u64(colon + 1, gid) < 0 || *uid > 0xfffffffeULL ||
+	    *gid > 0xfffffffeULL)
+		return -EINVAL;
+	return 0;
+}
+
+/* src idmapped (owner idmap -> user) on target. */
+static int stage_idmapped(const char *src, const char *target, const char *idmap,
+			  const char *user)
+{
+	unsigned long long ou, og, uu, ug;
+	if (!user || parse_ids(idmap, &ou, &og) < 0 || parse_ids(user, &uu, &ug) < 0)
+		return fail("bad --idmap (it needs --user)", idmap, EINVAL);
+	int ns = cae__idmap_userns((uid_t)ou, (gid_t)og, (uid_t)uu, (gid_t)ug);
+	if (ns < 0)
+		return fail("idmap user namespace", idmap, -ns);
+	int t = cae__idmap_clone(src, ns);
+	close(ns);
+	if (t < 0)
+		return fail("idmapped mount of", src, -t);
+	int r = cae__idmap_attach(t, target);
+	close(t);
+	return r < 0 ? fail("idmapped mount on", target, -r) : 0;
+}
+
+static int stage(const char *dir, char **srcs, int n, const char *idmap, const char *user)
 {
 	if (geteuid() != 0)
 		return fail("--stage needs root", NULL, EPERM);
@@ -153,6 +191,12 @@ static int stage(const char *dir, char **srcs, int n)
 			return fail("stage (neither a file nor a directory)", srcs[i], EINVAL);
 		if (mkdir(target, 0755) < 0)
 			return fail("mkdir", target, errno);
+		if (i == 0 && idmap) {
+			int r = stage_idmapped(srcs[i], target, idmap, user);
+			if (r != 0)
+				return r;
+			continue;
+		}
 		if (mount(srcs[i], target, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return fail("bind", srcs[i], errno);
 	}
@@ -185,7 +229,7 @@ static int become(const char *spec)
 
 int cae__helper_enter_main(int argc, char **argv)
 {
-	const char *stage_dir = NULL, *user = NULL;
+	const char *stage_dir = NULL, *user = NULL, *idmap = NULL;
 	char **stage_srcs = NULL;
 	int n_stage = 0, i = 1, r;
 	if (i < argc && strcmp(argv[i], "--enter") == 0)
@@ -205,6 +249,8 @@ int cae__helper_enter_main(int argc, char **argv)
 				return r;
 		} else if (strcmp(argv[i], "--user") == 0) {
 			user = argv[++i];
+		} else if (strcmp(argv[i], "--idmap") == 0) {
+			idmap = argv[++i];
 		} else if (strcmp(argv[i], "--stage") == 0) {
 			stage_dir = argv[++i];
 			stage_srcs = argv + i + 1;
@@ -218,7 +264,7 @@ int cae__helper_enter_main(int argc, char **argv)
 	}
 	if (i >= argc)
 		return fail("no program after --", NULL, EINVAL);
-	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage)) != 0)
+	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage, idmap, user)) != 0)
 		return r;
 	if (user && (r = become(user)) != 0)
 		return r;

@@ -37,6 +37,7 @@ cleanup() {
 	"$CAE" cleanup --backend local B >/dev/null 2>&1
 	"$CAE" cleanup --backend local C >/dev/null 2>&1
 	"$CAE" cleanup --backend local D >/dev/null 2>&1
+	"$CAE" cleanup --backend local E >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -51,6 +52,7 @@ check() { # name, condition (shell), detail
 # A state directory outside /tmp (as a default install's ~/.local/state/cae would be), small
 # bounds so that the limits can be hit quickly, and the tokens of a real deployment.
 export CAE_STATE_DIR=$work/state
+state_dir=$CAE_STATE_DIR
 TOKEN="ghp_attackSuiteSecret0123456789abcdefXYZ"
 GLTOKEN="glpat-attackSuiteSecret98765"
 export GITHUB_PERSONAL_ACCESS_TOKEN=$TOKEN GITLAB_PERSONAL_ACCESS_TOKEN=$GLTOKEN
@@ -69,10 +71,16 @@ YAML
 export CAE_CONFIG=$work/config.yaml
 unset CAE_LOG_LEVEL
 
-mkdir -p "$work/a" "$work/b"
+mkdir -p "$work/a" "$work/b" "$work/e"
 echo "task A's file" > "$work/a/a.txt"
 echo "B-SECRET-CONTENT" > "$work/b/b-secret.txt"
+# A: a repository root owns (as `cae mcp --workspace DIR` run as root finds it); E: a
+# directory of an unprivileged user's
+git -C "$work/a" init -q && git -C "$work/a" add a.txt && git -C "$work/a" -c user.name=t -c user.email=t@t commit -qm a
+echo "E's file" > "$work/e/e.txt" && chown -R 4242:4243 "$work/e"
+owner_a_before=$(stat -c %u:%g "$work/a") owner_e_before=$(stat -c %u:%g "$work/e")
 "$CAE" prepare --workspace "$work/a" --uuid A > "$work/a.json" 2>/dev/null || { echo "prepare A failed"; exit 1; }
+"$CAE" prepare --workspace "$work/e" --uuid E > "$work/e.json" 2>/dev/null || { echo "prepare E failed"; exit 1; }
 "$CAE" prepare --workspace "$work/b" --uuid B > "$work/b.json" 2>/dev/null || { echo "prepare B failed"; exit 1; }
 # C and D: workspaces of cae's own (cloned), on file systems of their own
 git init -q "$work/repo" && echo "task C" > "$work/repo/c.txt" && git -C "$work/repo" add c.txt &&
@@ -92,9 +100,35 @@ check "commands run as uid 1000 inside" '[[ $out == 1000* ]]' "$out"
 check "no capabilities (CapEff and CapPrm are 0)" \
 	'grep -q "CapEff:.0000000000000000" <<<"$out" && grep -q "CapPrm:.0000000000000000" <<<"$out"' "$out"
 check "no new privileges (setuid programs do not elevate)" 'grep -q "NoNewPrivs:.1" <<<"$out"' "$out"
-run A 'echo x > owned-by.txt' >/dev/null
-check "on the host, files written by commands belong to an unprivileged uid" \
-	'[ "$(stat -c %u "$work/a/owned-by.txt")" != 0 ]' "$(stat -c %u "$work/a/owned-by.txt")"
+run C 'echo x > owned-by.txt' >/dev/null
+check "on the host, files written by commands in a workspace of cae's own belong to an unprivileged uid" \
+	'[ "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")" = 100000 ]' "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")"
+
+# --- a workspace the user owns: mapped for the sandbox, never given away ------------------
+out=$(run A 'echo x > owned-by.txt; mkdir -p made/sub && echo z > made/sub/f; stat -c "%u %n" . a.txt owned-by.txt made/sub; git status --short; echo end')
+check "inside, a workspace root owns is the agent's (uid 1000) and its git works" \
+	'[[ $out == *"1000 ."*"1000 a.txt"*"1000 owned-by.txt"*"1000 made/sub"* && $out == *"?? made/"* && $out != *dubious* ]]' "$out"
+check "its owner on disk stays root's during the environment ($owner_a_before)" \
+	'[ "$owner_a_before" = 0:0 ] && [ "$(stat -c %u:%g "$work/a" "$work/a/a.txt" "$work/a/owned-by.txt" "$work/a/made/sub" | sort -u)" = 0:0 ]' \
+	"$(stat -c "%u:%g %n" "$work/a" "$work/a/a.txt" "$work/a/owned-by.txt" "$work/a/made/sub")"
+out=$(git -C "$work/a" status --short 2>&1)
+check "root's git keeps working on it" '[[ $out == *"?? owned-by.txt"* && $out != *dubious* ]]' "$out"
+out=$(run E 'id -u; echo y > made.txt; stat -c "%u %n" . e.txt made.txt; echo end')
+check "a workspace of an unprivileged user's: the agent is uid 1000 inside and the files are its" \
+	'[[ $out == 1000*"1000 ."*"1000 e.txt"*"1000 made.txt"* ]]' "$out"
+check "... and on disk they stay the user's ($owner_e_before), the file the agent made included" \
+	'[ "$owner_e_before" = 4242:4243 ] && [ "$(stat -c %u:%g "$work/e" "$work/e/e.txt" "$work/e/made.txt" | sort -u)" = 4242:4243 ]' \
+	"$(stat -c "%u:%g %n" "$work/e" "$work/e/e.txt" "$work/e/made.txt")"
+"$CAE" exec --uuid E -- 'sleep 4.321' >/dev/null 2>&1 &
+for _ in $(seq 100); do
+	uid_e=$(ps -eo uid=,args= | awk '$2 == "sleep" && $3 == "4.321" {print $1; exit}')
+	[ -n "$uid_e" ] && break
+	sleep 0.1
+done
+wait $!
+check "... while commands run as the sandbox's uid on the host ($uid_e), not as the user" '[ "$uid_e" = 100000 ]'
+"$CAE" cleanup --backend local E >/dev/null 2>&1
+check "after cleanup the user's directory is still the user's" '[ "$(stat -c %u:%g "$work/e" "$work/e/made.txt" | sort -u)" = 4242:4243 ]'
 
 # --- the host's file system -------------------------------------------------------------
 out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssh /etc/machine-id /etc/gitconfig /etc/pip.conf /etc/npmrc /etc/docker /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
@@ -230,6 +264,10 @@ check "the host's free space is not taken (before $avail_before, after $avail_af
 out=$(run D 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
 out2=$(run A 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
 check "other environments are unaffected by a full one" '[[ $out == *w=0* && $out2 == *w=0* ]]' "$out $out2"
+"$CAE" cleanup --backend local A >/dev/null 2>&1
+check "after cleanup a workspace root owns is still root's, and root's git works on it" \
+	'[ "$(stat -c %u:%g "$work/a" "$work/a/owned-by.txt" "$work/a/made/sub" | sort -u)" = 0:0 ] && git -C "$work/a" status --short >/dev/null 2>&1' \
+	"$(stat -c "%u:%g %n" "$work/a" "$work/a/owned-by.txt"; git -C "$work/a" status 2>&1 | head -3)"
 "$CAE" cleanup --backend local C >/dev/null 2>&1
 check "cleanup leaves no mount, no loop device and no image" \
 	'! grep -q "$state_dir/local/C" /proc/self/mountinfo && ! grep -qs "$state_dir/local/C" /sys/block/loop*/loop/backing_file && [ ! -e "$state_dir/local/C" ]' \
