@@ -46,8 +46,8 @@ static const char *one(cae_backend *b, const char *repo, int i, int64_t *prep, i
 		exit(1);
 	}
 	int64_t t1 = cae__now_ns();
-	const char *m = json_string_value(
-	    json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
+	const char *m =
+	    json_string_value(json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
 	m = m && strcmp(m, "loopfs") == 0 ? "loopfs" : "none";
 	cae_env_info_clear(&info);
 	if (cae_backend_cleanup(b, uuid, &err) < 0) {
@@ -91,7 +91,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	int64_t *pb = calloc((size_t)n, sizeof(int64_t)), *pn = calloc((size_t)n, sizeof(int64_t));
-	int64_t *cbt = calloc((size_t)n, sizeof(int64_t)), *cnt = calloc((size_t)n, sizeof(int64_t));
+	int64_t *cbt = calloc((size_t)n, sizeof(int64_t)),
+		*cnt = calloc((size_t)n, sizeof(int64_t));
 	if (!pb || !pn || !cbt || !cnt)
 		return 1;
 	const char *mech = "none";

@@ -134,8 +134,8 @@ struct local_env {
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
-	bool idmap;	  /* a workspace used as is, bound idmapped: its owner's files are uid's */
-	uid_t owner_uid;  /* ... that owner on disk */
+	bool idmap;	 /* a workspace used as is, bound idmapped: its owner's files are uid's */
+	uid_t owner_uid; /* ... that owner on disk */
 	gid_t owner_gid;
 	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
 	struct local_impl *impl;
@@ -1079,8 +1079,8 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 		return -ENOMEM;
 	int r = cae__diskfs_release(img, ws);
 	if (r < 0)
-		return cae_error_set(err, r, "could not unmount the workspace of task %s: %s",
-				     uuid, strerror(-r));
+		return cae_error_set(err, r, "could not unmount the workspace of task %s: %s", uuid,
+				     strerror(-r));
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae__rm_rf(dir);
 		if (r == 0 && !cae__is_dir(dir))
@@ -1177,7 +1177,8 @@ static json_t *disk_plan(cae_prepare *p, bool external)
 		(void)cae__diskfs_usable(&why);
 	if (why) {
 		char msg[300];
-		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s", why);
+		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s",
+			 why);
 		cae__prepare_warn(p, NULL, msg);
 	}
 	return json_pack("{s:s, s:o?}", "mechanism", why ? "none" : "loopfs", "bytes",
@@ -1250,8 +1251,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	json_t *disk = disk_plan(p, workspace != NULL);
-	bool loopfs = disk && strcmp(json_string_value(json_object_get(disk, "mechanism")),
-				     "loopfs") == 0;
+	bool loopfs =
+	    disk && strcmp(json_string_value(json_object_get(disk, "mechanism")), "loopfs") == 0;
 	int r = cae__mkdir_p(workspace ? dir : loopfs ? wsroot : tmp, 0700);
 	if (r < 0)
 		return cae_error_set(err, r, "cannot create the environment's directory: %s",

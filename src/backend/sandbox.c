@@ -287,7 +287,8 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, s->ws_host);
 		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 			add(&a, src_etc[i]);
-			snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%zu", CAE_SANDBOX_STAGE, i + 1);
+			snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%zu", CAE_SANDBOX_STAGE,
+				 i + 1);
 		}
 		snprintf(src_ws, sizeof(src_ws), "%s/0", CAE_SANDBOX_STAGE);
 		ws = src_ws;

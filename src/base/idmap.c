@@ -115,8 +115,8 @@ int cae__idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid
 
 int cae__idmap_clone(const char *src, int userns_fd)
 {
-	int t = (int)syscall(SYS_open_tree, AT_FDCWD, src,
-			     CAE_OPEN_TREE_CLONE | CAE_OPEN_TREE_CLOEXEC);
+	int t =
+	    (int)syscall(SYS_open_tree, AT_FDCWD, src, CAE_OPEN_TREE_CLONE | CAE_OPEN_TREE_CLOEXEC);
 	if (t < 0)
 		return -errno;
 	struct cae_mount_attr a = {.attr_set = CAE_MOUNT_ATTR_IDMAP,
@@ -131,14 +131,12 @@ int cae__idmap_clone(const char *src, int userns_fd)
 
 int cae__idmap_attach(int tree_fd, const char *target)
 {
-	if (syscall(SYS_move_mount, tree_fd, "", AT_FDCWD, target, CAE_MOVE_MOUNT_F_EMPTY_PATH) <
-	    0)
+	if (syscall(SYS_move_mount, tree_fd, "", AT_FDCWD, target, CAE_MOVE_MOUNT_F_EMPTY_PATH) < 0)
 		return -errno;
 	return 0;
 }
 
-int cae__idmap_probe(const char *src, uid_t from_uid, gid_t from_gid, uid_t to_uid,
-		     gid_t to_gid)
+int cae__idmap_probe(const char *src, uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid)
 {
 	int ns = cae__idmap_userns(from_uid, from_gid, to_uid, to_gid);
 	if (ns < 0)

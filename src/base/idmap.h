@@ -22,7 +22,6 @@ int cae__idmap_clone(const char *src, int userns_fd);
 int cae__idmap_attach(int tree_fd, const char *target);
 
 /* Whether src can be mapped so (the file system and the kernel support it): 0 or -errno. */
-int cae__idmap_probe(const char *src, uid_t from_uid, gid_t from_gid, uid_t to_uid,
-		     gid_t to_gid);
+int cae__idmap_probe(const char *src, uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid);
 
 #endif

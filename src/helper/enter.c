@@ -105,9 +105,9 @@ static int stage_copy(const char *src, const char *target)
 	if (in < 0)
 		return fail("stage", src, errno);
 	struct stat st;
-	int out = fstat(in, &st) < 0 ? -1
-				     : open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
-					    st.st_mode & 0755);
+	int out = fstat(in, &st) < 0
+		      ? -1
+		      : open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0755);
 	if (out < 0) {
 		int e = errno;
 		close(in);
@@ -145,8 +145,7 @@ static int parse_ids(const char *spec, unsigned long long *uid, unsigned long lo
 }
 
 /* src idmapped (owner idmap -> user) on target. */
-static int stage_idmapped(const char *src, const char *target, const char *idmap,
-			  const char *user)
+static int stage_idmapped(const char *src, const char *target, const char *idmap, const char *user)
 {
 	unsigned long long ou, og, uu, ug;
 	if (!user || parse_ids(idmap, &ou, &og) < 0 || parse_ids(user, &uu, &ug) < 0)
