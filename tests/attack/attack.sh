@@ -57,11 +57,12 @@ TOKEN="ghp_attackSuiteSecret0123456789abcdefXYZ"
 GLTOKEN="glpat-attackSuiteSecret98765"
 export GITHUB_PERSONAL_ACCESS_TOKEN=$TOKEN GITLAB_PERSONAL_ACCESS_TOKEN=$GLTOKEN
 # (the rlimit run has a uid of its own: RLIMIT_NPROC counts every process of the uid)
+sandbox_uid=$([ $mode = rlimit ] && echo 100077 || echo 100000)
 cat > "$work/config.yaml" <<YAML
 command_executor:
   backend: local
   local:
-    sandbox_uid: $([ $mode = rlimit ] && echo 100077 || echo 100000)
+    sandbox_uid: $sandbox_uid
   docker:
     resources:
       pids_limit: 64
@@ -102,7 +103,7 @@ check "no capabilities (CapEff and CapPrm are 0)" \
 check "no new privileges (setuid programs do not elevate)" 'grep -q "NoNewPrivs:.1" <<<"$out"' "$out"
 run C 'echo x > owned-by.txt' >/dev/null
 check "on the host, files written by commands in a workspace of cae's own belong to an unprivileged uid" \
-	'[ "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")" = 100000 ]' "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")"
+	'[ "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")" = $sandbox_uid ]' "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")"
 
 # --- a workspace the user owns: mapped for the sandbox, never given away ------------------
 out=$(run A 'echo x > owned-by.txt; mkdir -p made/sub && echo z > made/sub/f; stat -c "%u %n" . a.txt owned-by.txt made/sub; git status --short; echo end')
@@ -126,7 +127,7 @@ for _ in $(seq 100); do
 	sleep 0.1
 done
 wait $!
-check "... while commands run as the sandbox's uid on the host ($uid_e), not as the user" '[ "$uid_e" = 100000 ]'
+check "... while commands run as the sandbox's uid on the host ($uid_e), not as the user" '[ "$uid_e" = $sandbox_uid ]'
 "$CAE" cleanup --backend local E >/dev/null 2>&1
 check "after cleanup the user's directory is still the user's" '[ "$(stat -c %u:%g "$work/e" "$work/e/made.txt" | sort -u)" = 4242:4243 ]'
 
