@@ -1174,6 +1174,17 @@ static int ship_mirror(void *ctx, const char *mirror, char **path, cae_error *er
 
 /* ---- prepare hooks (the lifecycle is src/backend/prepare.c) ---- */
 
+/* What bounds the container's disk, for ContainerInfo's limits: the storage driver's size
+ * option, or nothing (the warnings say why). */
+static void set_disk_limits(cae_prepare *p, bool with_disk)
+{
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	json_decref(p->limits);
+	p->limits =
+	    json_pack("{s:{s:s, s:o?}}", "disk", "mechanism", with_disk ? "storage_opt" : "none",
+		      "bytes", with_disk ? json_integer((json_int_t)bytes) : NULL);
+}
+
 static bool storage_opt_refused(const char *msg)
 {
 	return strstr(msg, "storage-opt") || strstr(msg, "storage opt") ||
@@ -1206,6 +1217,7 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	const __typeof__(cfg->command_executor.docker.resources) *res =
 	    &cfg->command_executor.docker.resources;
 	dp->with_disk = res->disk_bytes > 0 && disk_limit_supported(di);
+	set_disk_limits(p, dp->with_disk);
 	if (res->disk_bytes > 0 && !dp->with_disk) {
 		char w[256];
 		snprintf(w, sizeof(w),
@@ -1254,6 +1266,7 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 		char w[CAE_ERROR_MSG_MAX + 64];
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
 		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		set_disk_limits(p, false);
 		config = container_config(p, false);
 		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
 						err);
@@ -1842,6 +1855,7 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 	}
 	docker_release(&p);
 	json_decref(p.warnings);
+	json_decref(p.limits);
 	return r;
 }
 

@@ -544,6 +544,10 @@ START_TEST(backend_security_and_limits)
 	bool xfs = strstr(ds, "xfs") != NULL;
 	json_decref(dinfo);
 	ck_assert(disk_warning || xfs);
+	/* ... and the result says what bounds the disk */
+	const char *dm =
+	    json_string_value(json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
+	ck_assert_str_eq(dm ? dm : "(no limits.disk)", disk_warning ? "none" : "storage_opt");
 
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
