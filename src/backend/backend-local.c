@@ -44,6 +44,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -1596,6 +1597,16 @@ static json_t *resources_of(const struct proc_scan *sc, json_t *meta)
 			json_object_set(out, "pids_limit", v);
 		if ((v = json_object_get(lim, "mechanism")))
 			json_object_set(out, "mechanism", v);
+		/* the workspace's own file system: what it holds, of what it may */
+		json_t *disk = json_object_get(lim, "disk");
+		struct statvfs vfs;
+		if (json_is_integer(json_object_get(disk, "bytes")) && cae__diskfs_mounted(root) &&
+		    statvfs(root, &vfs) == 0) {
+			json_object_set_new(out, "disk_bytes",
+					    json_integer((json_int_t)((vfs.f_blocks - vfs.f_bfree) *
+								      vfs.f_frsize)));
+			json_object_set(out, "disk_limit_bytes", json_object_get(disk, "bytes"));
+		}
 	}
 	return out;
 }

@@ -548,6 +548,14 @@ START_TEST(list_shows_resources)
 			 cfg->command_executor.docker.resources.pids_limit);
 	ck_assert_int_eq(json_integer_value(json_object_get(idle, "pids")), 0);
 	ck_assert_int_eq(json_integer_value(json_object_get(idle, "memory_bytes")), 0);
+	/* the workspace's own file system (as root): what it holds, of disk_limit */
+	if (geteuid() == 0) {
+		ck_assert_int_gt(json_integer_value(json_object_get(busy, "disk_bytes")), 0);
+		ck_assert_int_lt(json_integer_value(json_object_get(busy, "disk_bytes")),
+				 json_integer_value(json_object_get(busy, "disk_limit_bytes")));
+		ck_assert_int_eq(json_integer_value(json_object_get(busy, "disk_limit_bytes")),
+				 (json_int_t)cfg->command_executor.docker.resources.disk_bytes);
+	}
 	json_decref(list);
 	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
