@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* The image's name in the environment's directory. */
 #define CAE_DISKFS_IMAGE "disk.img"
@@ -47,5 +48,33 @@ bool cae__diskfs_mounted(const char *path);
 /* Unmounts every file system mounted on mountpoint (lazily) and removes image. Returns 0, or
  * -EBUSY when something stays mounted there (then nothing below it may be removed). */
 int cae__diskfs_release(const char *image, const char *mountpoint);
+
+/* ---- a container's workspace (diskfs-container.c) ----
+ * For an engine of this host whose storage driver cannot bound a container's disk: the same
+ * file system in <state_dir>/docker-disk/<uuid>/ (disk.img mounted on workspace/), bound
+ * into the container at /workspace. */
+
+/* <state_dir>/docker-disk/<uuid> (new string), or NULL. */
+char *cae__diskfs_container_dir(const char *state_dir, const char *uuid);
+
+/* Makes dir and its file system of bytes; the workspace's root, project/ and tmp/ belong to
+ * uid:gid (the container's user). *lock_fd gets an flock on dir that keeps the collector
+ * (cae__diskfs_container_sweep) away until the container exists: the prepare closes it.
+ * Returns 0 or -errno (err set). */
+int cae__diskfs_container_make(const char *dir, uint64_t bytes, uid_t uid, gid_t gid, int cancel_fd,
+			       int *lock_fd, cae_error *err);
+
+/* Mounts dir's file system again when its image is there and it is not mounted (before a
+ * stopped container is started again). 0, 1 when it mounted, -errno. */
+int cae__diskfs_container_remount(const char *dir, cae_error *err);
+
+/* Unmounts dir's file system, removes its image and dir. 0 (also when there is no dir) or
+ * -errno. */
+int cae__diskfs_container_release(const char *dir);
+
+/* Releases every directory under <state_dir>/docker-disk whose task has no container
+ * (gone(uuid, ud) true) and that no prepare holds. Returns how many. */
+int cae__diskfs_container_sweep(const char *state_dir, bool (*gone)(const char *uuid, void *ud),
+				void *ud);
 
 #endif

@@ -478,6 +478,7 @@ END_TEST
 START_TEST(backend_security_and_limits)
 {
 	cae_config *cfg = dcfg();
+	bt_cfg_set(cfg, "command_executor.docker.resources.disk_limit", "64m");
 	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
@@ -522,8 +523,21 @@ START_TEST(backend_security_and_limits)
 	ck_assert_int_eq(json_integer_value(json_object_get(hc, "MemorySwap")), 1 << 30);
 	ck_assert_int_eq(json_integer_value(json_object_get(hc, "NanoCpus")), 1000000000);
 	ck_assert_str_eq(json_string_value(json_object_get(hc, "NetworkMode")), "host");
-	ck_assert(json_array_size(json_object_get(hc, "Binds")) == 0);
-	ck_assert(json_array_size(json_object_get(c, "Mounts")) == 0);
+	/* no host mount, but the workspace's own file system where it bounds the disk */
+	const char *dm =
+	    json_string_value(json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
+	bool loopfs = dm && strcmp(dm, "loopfs") == 0;
+	_cleanup_free_ char *disk_dir = NULL;
+	ck_assert_int_ge(
+	    asprintf(&disk_dir, "%s/docker-disk/%s", cfg->command_executor.state_dir, uuid), 0);
+	ck_assert_int_eq(json_array_size(json_object_get(hc, "Binds")), loopfs ? 1 : 0);
+	ck_assert_int_eq(json_array_size(json_object_get(c, "Mounts")), loopfs ? 1 : 0);
+	if (loopfs) {
+		char bind[4200];
+		snprintf(bind, sizeof(bind), "%s/workspace:/workspace", disk_dir);
+		ck_assert_str_eq(json_string_value(json_array_get(json_object_get(hc, "Binds"), 0)),
+				 bind);
+	}
 	/* no Docker init: cae-helper is PID 1 */
 	ck_assert(!json_is_true(json_object_get(hc, "Init")));
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "Config"), "User")),
@@ -543,13 +557,38 @@ START_TEST(backend_security_and_limits)
 	_cleanup_free_ char *ds = json_dumps(json_object_get(dinfo, "DriverStatus"), 0);
 	bool xfs = strstr(ds, "xfs") != NULL;
 	json_decref(dinfo);
-	ck_assert(disk_warning || xfs);
-	/* ... and the result says what bounds the disk */
-	const char *dm =
-	    json_string_value(json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
-	ck_assert_str_eq(dm ? dm : "(no limits.disk)", disk_warning ? "none" : "storage_opt");
+	/* ... and the result says what bounds the disk: here (root, the engine on a unix
+	 * socket, overlay2 on ext4) the workspace's own file system */
+	bool local_root = geteuid() == 0 && !(getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"));
+	ck_assert(disk_warning != (xfs || (local_root && loopfs)));
+	ck_assert_str_eq(dm ? dm : "(no limits.disk)", disk_warning ? "none"
+						       : xfs	    ? "storage_opt"
+								    : "loopfs");
+	if (loopfs) {
+		/* past disk_limit (64m), fallocate (KEEP_SIZE too) and writes are ENOSPC in the
+		 * container, and the host's disk holds at most the image */
+		r = bt_exec(
+		    b, uuid,
+		    "cd /workspace/project && python3 -c 'import ctypes, os\n"
+		    "l = ctypes.CDLL(None, use_errno=True)\n"
+		    "fd = os.open(\"one\", os.O_CREAT | os.O_WRONLY)\n"
+		    "r = l.fallocate(fd, 1, ctypes.c_longlong(0), ctypes.c_longlong(700 << 20))\n"
+		    "print(\"keep\", r, ctypes.get_errno())'; rm -f one; "
+		    "for i in 1 2 3; do head -c 40000000 /dev/zero > w$i 2>/dev/null; "
+		    "echo w$i=$?; done",
+		    60000);
+		ck_assert_msg(strcmp(r.out, "keep -1 28\nw1=0\nw2=1\nw3=1\n") == 0, "%s%s", r.out,
+			      r.err);
+		cae_run_result_clear(&r);
+		tu_sh("[ $(du -sxB1 %s | cut -f1) -le $((66 << 20)) ]", disk_dir);
+	}
 
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* nothing of the workspace's file system is left: no mount, no loop device, no image */
+	tu_sh("for i in $(seq 100); do grep -qs '%s/' /sys/block/loop*/loop/backing_file || "
+	      "break; sleep 0.1; done; ! grep '%s/' /proc/self/mountinfo "
+	      "/sys/block/loop*/loop/backing_file && [ ! -e '%s' ]",
+	      disk_dir, disk_dir, disk_dir);
 	cae_env_info_clear(&info);
 	cae_docker_free(d);
 	cae_backend_free(b);
