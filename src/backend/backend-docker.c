@@ -1402,6 +1402,31 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 
 /* Creates and starts the container, under the creating name until the last step (see the
  * top of this file), or claims one from the warm pool. */
+/* The workspace's own file system (diskfs.h) before its container is created; where it
+ * cannot be made, the container's disk is not bounded and the warnings say so. */
+static int disk_make(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (!dp->disk_dir)
+		return 0;
+	cae_error derr = {0};
+	int r = cae__diskfs_container_make(
+	    dp->disk_dir, p->b->cfg->command_executor.docker.resources.disk_bytes, CONTAINER_UID,
+	    CONTAINER_UID, p->cancel_fd, &dp->disk_lock, &derr);
+	if (r == -ECANCELED)
+		return cae_error_set(err, r, "cancelled");
+	if (r < 0) {
+		char w[CAE_ERROR_MSG_MAX + 64];
+		snprintf(w, sizeof(w), "disk limit not applied: %s", derr.message);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		(void)cae__diskfs_container_release(dp->disk_dir);
+		free(dp->disk_dir);
+		dp->disk_dir = NULL;
+		set_disk_limits(p, false, false);
+	}
+	return 0;
+}
+
 static int docker_create(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
@@ -1410,28 +1435,13 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	int warm = claim_warm(p, err);
 	if (warm != 0)
 		return warm < 0 ? warm : 0;
-	if (dp->disk_dir) {
-		cae_error derr = {0};
-		int r = cae__diskfs_container_make(
-		    dp->disk_dir, p->b->cfg->command_executor.docker.resources.disk_bytes,
-		    CONTAINER_UID, CONTAINER_UID, p->cancel_fd, &dp->disk_lock, &derr);
-		if (r == -ECANCELED)
-			return cae_error_set(err, r, "cancelled");
-		if (r < 0) {
-			char w[CAE_ERROR_MSG_MAX + 64];
-			snprintf(w, sizeof(w), "disk limit not applied: %s", derr.message);
-			cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
-			(void)cae__diskfs_container_release(dp->disk_dir);
-			free(dp->disk_dir);
-			dp->disk_dir = NULL;
-			set_disk_limits(p, false, false);
-		}
-	}
 	int64_t t_wait = cae__now_ms();
 	int slot = engine_slot_take(p->b, p->cancel_fd, err);
 	if (slot < -1)
 		return slot;
-	int r = create_and_start(p, t_wait, err);
+	int r = disk_make(p, err);
+	if (r == 0)
+		r = create_and_start(p, t_wait, err);
 	engine_slot_give(slot);
 	return r;
 }
