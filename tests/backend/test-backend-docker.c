@@ -8,6 +8,7 @@
 #include "dockertest.h"
 
 #include "backend/backend-internal.h"
+#include "backend/diskfs.h"
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -2298,6 +2299,58 @@ static void *slot_prepare_main(void *arg)
 /* With every engine slot of the state directory held (by another process, as far as cae
  * can tell), a prepare waits before it creates its container: cancelled there, it says it
  * was waiting for the engine and leaves nothing; admitted when a slot is given back. */
+/* Nothing of a workspace's own file system (docker-disk/<uuid> of state) stays: no mount,
+ * no loop device backed by its image, no directory. */
+static void no_container_disk_left(const char *dir)
+{
+	tu_sh("for i in $(seq 100); do grep -qs '%s/' /sys/block/loop*/loop/backing_file || "
+	      "break; sleep 0.1; done; ! grep '%s/' /proc/self/mountinfo "
+	      "/sys/block/loop*/loop/backing_file && [ ! -e '%s' ]",
+	      dir, dir, dir);
+}
+
+/* A prepare SIGKILLed once its container exists (its workspace's own file system mounted and
+ * bound), and one killed between making the file system and creating the container (a
+ * directory whose lock its dead preparer no longer holds): `gc` leaves neither's mount,
+ * loop device nor image; one still being made (its lock held) is left alone. */
+START_TEST(disk_of_a_killed_prepare_is_collected)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.docker.resources.disk_limit", "64m");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char uuid[64], orphan[64];
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	bt_task_uuid(orphan, sizeof(orphan), "caetest");
+	_cleanup_free_ char *dir = cae__diskfs_container_dir(state, uuid);
+	_cleanup_free_ char *odir = cae__diskfs_container_dir(state, orphan);
+	_cleanup_free_ char *ows = cae__path_join(odir, "workspace");
+	struct bt_preparer p;
+	cae_task t = bt_http_task(uuid);
+	bt_preparer_start(&p, "docker", cfg, &t, 4);
+	bt_preparer_wait_step(&p, 4);
+	bt_preparer_kill(&p);
+	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
+	ck_assert_msg(cae__diskfs_mounted(ws), "no file system of its own at step 4");
+	int lock = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae__diskfs_container_make(odir, 64 << 20, 1000, 1000, -1, &lock, &err) == 0,
+		      "%s", err.message);
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	no_container_disk_left(dir);
+	ck_assert(cae__diskfs_mounted(ows)); /* its preparer (this test) holds it */
+	close(lock);
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	no_container_disk_left(odir);
+	cae_backend_free(b);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(prepare_waits_for_an_engine_slot)
 {
 	cae_config *cfg = dcfg();
@@ -2712,6 +2765,7 @@ static Suite *make_suite(void)
 	tcase_add_test(m, collector_first_run_docker);
 	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
 	tcase_add_test(m, prepare_waits_for_an_engine_slot);
+	tcase_add_test(m, disk_of_a_killed_prepare_is_collected);
 	tcase_add_test(m, list_shows_resources_docker);
 	tcase_add_test(m, dependencies_in_the_python_image);
 	tcase_add_test(m, many_prepares_at_once_all_succeed);
