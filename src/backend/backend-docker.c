@@ -348,10 +348,14 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "(command_executor.docker.mount_docker_socket): the agent can control "
 		    "the host's Docker engine");
 	}
+	/* the workspace's own file system: a mount (not a bind, which the engine would make as
+	 * an empty directory where it does not see our files) */
 	if (prep_of(p)->disk_dir) {
-		char bind[PATH_MAX + 64];
-		snprintf(bind, sizeof(bind), "%s/workspace:" WORKSPACE, prep_of(p)->disk_dir);
-		json_array_append_new(binds, json_string(bind));
+		char src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/workspace", prep_of(p)->disk_dir);
+		json_object_set_new(hc, "Mounts",
+				    json_pack("[{s:s, s:s, s:s}]", "Type", "bind", "Source", src,
+					      "Target", WORKSPACE));
 	}
 	if (json_array_size(binds) > 0)
 		json_object_set_new(hc, "Binds", binds);
@@ -1298,6 +1302,21 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
 		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
 		set_disk_limits(p, false, dp->disk_dir != NULL);
+		config = container_config(p, false);
+		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
+						err);
+		json_decref(config);
+	}
+	if (r < 0 && dp->disk_dir && strstr(err->message, "bind source path")) {
+		/* the engine does not see this host's files (it runs elsewhere, or in a
+		 * container of its own): the workspace cannot be bound */
+		char w[CAE_ERROR_MSG_MAX + 64];
+		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		(void)cae__diskfs_container_release(dp->disk_dir);
+		free(dp->disk_dir);
+		dp->disk_dir = NULL;
+		set_disk_limits(p, false, false);
 		config = container_config(p, false);
 		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
 						err);
