@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages cae needs that are missing. `build`: what building needs;
-# `test`: also what the test suite needs (bubblewrap, git, clang for fuzzing, valgrind,
+# `test`: also what the test suite needs (bubblewrap and e2fsprogs, for the local sandbox and its
+# workspace file system, are in both; git, clang for fuzzing, valgrind,
 # Docker, the loopback git server, Node for the MCP clients; the Kubernetes cluster's own
 # packages are installed by k8s-local.sh start). Needs root to install; as
 # another user it only names what is missing.
 set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
-      libwebsockets-dev libseccomp-dev check git musl-tools bubblewrap)
+      libwebsockets-dev libseccomp-dev check git musl-tools bubblewrap e2fsprogs)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server

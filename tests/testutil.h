@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -39,6 +40,40 @@ static inline void tu_add_test(TCase *tc, const TTest *tf, int signal, int allow
 #undef tcase_add_loop_test
 #define tcase_add_loop_test(tc, tf, s, e) tu_add_test((tc), (tf), 0, 0, (s), (e))
 
+/* As root, a local environment's workspace is a file system of its own mounted in the host's
+ * mount namespace (src/backend/diskfs.h): what a test leaves prepared would stay mounted,
+ * with its loop device, after the test. When the process that made temporary directories
+ * exits, every mount below them is detached (its loop device then frees itself). */
+#define TU_TEMPS 64
+static char tu_temps[TU_TEMPS][4096];
+static int tu_n_temps;
+static pid_t tu_temps_pid;
+
+static inline void tu_unmount_temps(void)
+{
+	if (getpid() != tu_temps_pid)
+		return; /* a child that exits: the directories are its parent's */
+	for (int pass = 0; pass < 8; pass++) {
+		FILE *f = fopen("/proc/self/mountinfo", "r");
+		if (!f)
+			return;
+		char line[8192], mp[4096];
+		bool any = false;
+		while (fgets(line, sizeof(line), f)) {
+			if (sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1)
+				continue;
+			for (int i = 0; i < tu_n_temps; i++) {
+				size_t n = strlen(tu_temps[i]);
+				if (strncmp(mp, tu_temps[i], n) == 0 && mp[n] == '/')
+					any |= umount2(mp, MNT_DETACH) == 0;
+			}
+		}
+		fclose(f);
+		if (!any)
+			return;
+	}
+}
+
 /* Makes a fresh temporary directory; the caller frees the string. */
 static inline char *tu_mkdtemp(void)
 {
@@ -47,6 +82,13 @@ static inline char *tu_mkdtemp(void)
 	snprintf(tmpl, sizeof(tmpl), "%s/cae-test-XXXXXX", base && *base ? base : "/tmp");
 	char *d = mkdtemp(tmpl);
 	ck_assert_ptr_nonnull(d);
+	if (tu_temps_pid != getpid()) {
+		tu_temps_pid = getpid();
+		tu_n_temps = 0;
+		atexit(tu_unmount_temps);
+	}
+	if (tu_n_temps < TU_TEMPS)
+		snprintf(tu_temps[tu_n_temps++], sizeof(tu_temps[0]), "%s", d);
 	return strdup(d);
 }
 

@@ -15,6 +15,7 @@
  * disk limit where the storage driver takes one, Docker's init as PID 1 (it reaps zombies),
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
+#include "backend/diskfs.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
 
@@ -56,6 +57,7 @@
 #define PROJECT "/workspace/project"
 #define SCRATCH "/workspace/tmp"
 #define CONTAINER_USER "1000:1000"
+#define CONTAINER_UID 1000
 #define STOP_TIMEOUT_S 10
 #define REMOVE_ATTEMPTS 3
 #define AVAILABLE_TIMEOUT_MS 1000
@@ -265,6 +267,8 @@ struct prep_ctx {
 struct docker_prep {
 	const char *image;    /* borrowed from the config */
 	bool with_disk;	      /* the disk limit is applied */
+	char *disk_dir;	      /* the workspace on a file system of its own (diskfs.h); NULL: not */
+	int disk_lock;	      /* its flock while the container is made */
 	char *helper;	      /* the static helper to upload; NULL: none on this host */
 	char *git_credential; /* LABEL_GIT_CREDENTIAL's value, NULL: none */
 	char *id;	      /* the container, once created */
@@ -343,6 +347,15 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "the host Docker socket is mounted into the container "
 		    "(command_executor.docker.mount_docker_socket): the agent can control "
 		    "the host's Docker engine");
+	}
+	/* the workspace's own file system: a mount (not a bind, which the engine would make as
+	 * an empty directory where it does not see our files) */
+	if (prep_of(p)->disk_dir) {
+		char src[PATH_MAX];
+		snprintf(src, sizeof(src), "%s/workspace", prep_of(p)->disk_dir);
+		json_object_set_new(hc, "Mounts",
+				    json_pack("[{s:s, s:s, s:s}]", "Type", "bind", "Source", src,
+					      "Target", WORKSPACE));
 	}
 	if (json_array_size(binds) > 0)
 		json_object_set_new(hc, "Binds", binds);
@@ -501,7 +514,7 @@ static int mux_over(cae_docker_stream *st, cae_helper_mux **m, cae_error *err)
 
 /* A container whose helper ended it after its lifetime without a manager is started again
  * (files and all); true when that was done. */
-static bool restart_expired(cae_backend *b, const char *name)
+static bool restart_expired(cae_backend *b, const char *uuid, const char *name)
 {
 	cae_docker *d = impl_of(b)->d;
 	json_t *c = NULL;
@@ -516,6 +529,11 @@ static bool restart_expired(cae_backend *b, const char *name)
 	if (expired)
 		cae_log_fields(b->log, CAE_LOG_INFO, "docker.restart_expired",
 			       json_pack("{s:s}", "container", name), NULL);
+	/* its workspace's file system first (gone after a reboot): never an empty bind */
+	_cleanup_free_ char *disk =
+	    cae__diskfs_container_dir(b->cfg->command_executor.state_dir, uuid);
+	if (expired && disk && cae__diskfs_container_remount(disk, NULL) < 0)
+		return false;
 	return expired && cae_docker_container_start(d, name, NULL) == 0;
 }
 
@@ -584,7 +602,7 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	cae_docker_stream *st = NULL;
 	int r =
 	    cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st, err);
-	if (r == -EAGAIN && restart_expired(b, name))
+	if (r == -EAGAIN && restart_expired(b, c->uuid, name))
 		r = cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st,
 				      err);
 	if (r < 0)
@@ -763,6 +781,12 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 		r = remove_container(b, uuid, name, stop_s, err);
 	if (r < 0)
 		return r;
+	/* its workspace's own file system, once no container binds it */
+	_cleanup_free_ char *disk =
+	    cae__diskfs_container_dir(b->cfg->command_executor.state_dir, uuid);
+	if (disk && (r = cae__diskfs_container_release(disk)) < 0)
+		return cae_error_set(err, r, "could not remove the workspace of task %s: %s", uuid,
+				     strerror(-r));
 	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
 	char path[192];
 	snprintf(path, sizeof(path), "/networks/%s", name);
@@ -1181,6 +1205,20 @@ static int ship_mirror(void *ctx, const char *mirror, char **path, cae_error *er
 
 /* ---- prepare hooks (the lifecycle is src/backend/prepare.c) ---- */
 
+/* What bounds the container's disk, for ContainerInfo's limits: the storage driver's size
+ * option, or nothing (the warnings say why). */
+static void set_disk_limits(cae_prepare *p, bool with_disk, bool loopfs)
+{
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	json_decref(p->limits);
+	bool bounded = with_disk || loopfs;
+	p->limits = json_pack("{s:{s:s, s:o?}}", "disk", "mechanism",
+			      with_disk ? "storage_opt"
+			      : loopfs	? "loopfs"
+					: "none",
+			      "bytes", bounded ? json_integer((json_int_t)bytes) : NULL);
+}
+
 static bool storage_opt_refused(const char *msg)
 {
 	return strstr(msg, "storage-opt") || strstr(msg, "storage opt") ||
@@ -1194,6 +1232,7 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	struct docker_prep *dp = calloc(1, sizeof(*dp));
 	if (!dp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	dp->disk_lock = -1;
 	p->state = dp;
 	/* a warning before this step (the environment's fallback) is the task's, not the
 	 * pool's: a claim keeps it */
@@ -1213,7 +1252,15 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 	const __typeof__(cfg->command_executor.docker.resources) *res =
 	    &cfg->command_executor.docker.resources;
 	dp->with_disk = res->disk_bytes > 0 && disk_limit_supported(di);
-	if (res->disk_bytes > 0 && !dp->with_disk) {
+	/* where the storage driver cannot bound the container: the workspace on a file system
+	 * of its own, when the engine is this host's (a unix socket), cae is root and no warm
+	 * pool serves the environment (a pool's container has no task to own one yet) */
+	if (res->disk_bytes > 0 && !dp->with_disk && di->socket_path &&
+	    !cae__pool_wanted(cfg, p->environment) && cae__diskfs_usable(NULL) == 0)
+		dp->disk_dir =
+		    cae__diskfs_container_dir(cfg->command_executor.state_dir, p->task->uuid);
+	set_disk_limits(p, dp->with_disk, dp->disk_dir != NULL);
+	if (res->disk_bytes > 0 && !dp->with_disk && !dp->disk_dir) {
 		char w[256];
 		snprintf(w, sizeof(w),
 			 "disk limit %s not applied: storage driver %s%s%s takes no size option",
@@ -1261,6 +1308,22 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 		char w[CAE_ERROR_MSG_MAX + 64];
 		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
 		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		set_disk_limits(p, false, dp->disk_dir != NULL);
+		config = container_config(p, false);
+		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
+						err);
+		json_decref(config);
+	}
+	if (r < 0 && dp->disk_dir && strstr(err->message, "bind source path")) {
+		/* the engine does not see this host's files (it runs elsewhere, or in a
+		 * container of its own): the workspace cannot be bound */
+		char w[CAE_ERROR_MSG_MAX + 64];
+		snprintf(w, sizeof(w), "disk limit not applied: %s", err->message);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		(void)cae__diskfs_container_release(dp->disk_dir);
+		free(dp->disk_dir);
+		dp->disk_dir = NULL;
+		set_disk_limits(p, false, false);
 		config = container_config(p, false);
 		r = cae_docker_container_create(d, creating, config, &dp->id, &engine_warnings,
 						err);
@@ -1365,6 +1428,31 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 
 /* Creates and starts the container, under the creating name until the last step (see the
  * top of this file), or claims one from the warm pool. */
+/* The workspace's own file system (diskfs.h) before its container is created; where it
+ * cannot be made, the container's disk is not bounded and the warnings say so. */
+static int disk_make(cae_prepare *p, cae_error *err)
+{
+	struct docker_prep *dp = prep_of(p);
+	if (!dp->disk_dir)
+		return 0;
+	cae_error derr = {0};
+	int r = cae__diskfs_container_make(
+	    dp->disk_dir, p->b->cfg->command_executor.docker.resources.disk_bytes, CONTAINER_UID,
+	    CONTAINER_UID, p->cancel_fd, &dp->disk_lock, &derr);
+	if (r == -ECANCELED)
+		return cae_error_set(err, r, "cancelled");
+	if (r < 0) {
+		char w[CAE_ERROR_MSG_MAX + 64];
+		snprintf(w, sizeof(w), "disk limit not applied: %s", derr.message);
+		cae__prepare_warn(p, "docker.disk_limit_unsupported", w);
+		(void)cae__diskfs_container_release(dp->disk_dir);
+		free(dp->disk_dir);
+		dp->disk_dir = NULL;
+		set_disk_limits(p, false, false);
+	}
+	return 0;
+}
+
 static int docker_create(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
@@ -1377,7 +1465,9 @@ static int docker_create(cae_prepare *p, cae_error *err)
 	int slot = engine_slot_take(p->b, p->cancel_fd, err);
 	if (slot < -1)
 		return slot;
-	int r = create_and_start(p, t_wait, err);
+	int r = disk_make(p, err);
+	if (r == 0)
+		r = create_and_start(p, t_wait, err);
 	engine_slot_give(slot);
 	return r;
 }
@@ -1683,6 +1773,9 @@ static void docker_release(cae_prepare *p)
 	struct docker_prep *dp = prep_of(p);
 	if (dp) {
 		cae_helper_mux_close(dp->pc.mux);
+		if (dp->disk_lock >= 0)
+			close(dp->disk_lock);
+		free(dp->disk_dir);
 		free(dp->id);
 		free(dp->helper);
 		free(dp->git_credential);
@@ -1802,10 +1895,33 @@ static const cae_envs_ops envs_ops = {
     .what = "container",
 };
 
+/* Whether uuid has no container, finished or unfinished (a workspace's file system left by
+ * a prepare that died before its container was made). */
+static bool no_container(const char *uuid, void *ud)
+{
+	cae_backend *b = ud;
+	char name[160];
+	json_t *c = NULL;
+	container_name(name, sizeof(name), uuid);
+	int r = cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL);
+	json_decref(c);
+	if (r != -ENOENT)
+		return false;
+	c = NULL;
+	creating_name(name, sizeof(name), uuid);
+	r = cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL);
+	json_decref(c);
+	return r == -ENOENT;
+}
+
 static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 				void *filter_ud, int *removed, cae_error *err)
 {
-	return cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
+	int r = cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
+	if (b->cfg->command_executor.state_dir)
+		(void)cae__diskfs_container_sweep(b->cfg->command_executor.state_dir, no_container,
+						  b);
+	return r;
 }
 
 /* ---- what the warm pool (src/backend/pool.c) borrows ---- */
@@ -1849,6 +1965,7 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 	}
 	docker_release(&p);
 	json_decref(p.warnings);
+	json_decref(p.limits);
 	return r;
 }
 

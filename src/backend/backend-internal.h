@@ -24,6 +24,9 @@ typedef struct cae_prepare {
 	char created_at[40];		 /* ISO 8601 UTC, when step 1 began */
 	json_t *warnings;		 /* array of strings: cae__prepare_warn */
 	json_t *deps;			 /* array of objects, filled by the dependency step */
+	/* ContainerInfo's limits, set by a container backend's hooks (owned; NULL: none):
+	 * {disk: {mechanism: "storage_opt"|"emptydir"|"none", bytes}} */
+	json_t *limits;
 	/* Set by the create hook: */
 	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
 	void *exec_ctx;

@@ -607,6 +607,11 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 		kp->image = cfg->command_executor.docker.base_image;
 	if (!kp->image)
 		return cae_error_set(err, -EINVAL, "no image for environment %s", p->environment);
+	/* the workspace's emptyDir has a sizeLimit of disk_limit (the kubelet evicts the pod
+	 * past it) */
+	uint64_t disk = cfg->command_executor.docker.resources.disk_bytes;
+	p->limits = json_pack("{s:{s:s, s:o?}}", "disk", "mechanism", disk ? "emptydir" : "none",
+			      "bytes", disk ? json_integer((json_int_t)disk) : NULL);
 	if (cae_helper_find_static(&kp->helper) < 0) {
 		kp->helper = NULL;
 		cae__prepare_warn(p, "kubernetes.no_helper",
@@ -1300,6 +1305,7 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 	}
 	k8s_release(&p);
 	json_decref(p.warnings);
+	json_decref(p.limits);
 	return r;
 }
 

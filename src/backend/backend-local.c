@@ -2,6 +2,8 @@
  *   <state_dir>/local/<uuid>/meta.json          ContainerInfo + where the workspace is
  *   <state_dir>/local/<uuid>/workspace/project  the clone
  *   <state_dir>/local/<uuid>/workspace/tmp      scratch
+ *   <state_dir>/local/<uuid>/disk.img           the workspace's file system, mounted on
+ *                                               workspace/ (diskfs.h; root only)
  * or an existing directory used as is (prepare option `workspace`). Commands run on this host
  * in a sandbox (sandbox.h): bubblewrap behind `cae-helper --enter`, an unprivileged uid in a
  * user namespace of its own, only system trees, a minimal /etc and the workspace (at
@@ -18,11 +20,13 @@
  * confinement than the environment's (prepare steps that need the network) and hosts without
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
+#include "backend/diskfs.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
+#include "base/idmap.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/helper.h"
@@ -41,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -79,6 +84,9 @@ struct meta_entry {
 	bool external;
 	uid_t uid;
 	gid_t gid;
+	bool idmap;
+	uid_t owner_uid;
+	gid_t owner_gid;
 	char *git_credential;
 };
 
@@ -130,6 +138,9 @@ struct local_env {
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
 	uid_t uid;	  /* host uid of sandboxed commands (0: cae's own, it is not root) */
 	gid_t gid;
+	bool idmap;	 /* a workspace used as is, bound idmapped: its owner's files are uid's */
+	uid_t owner_uid; /* ... that owner on disk */
+	gid_t owner_gid;
 	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
 	struct local_impl *impl;
 	const cae_config *cfg;
@@ -608,6 +619,9 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .argv = argv,
 	    .uid = env->uid,
 	    .gid = env->gid,
+	    .idmap = env->idmap,
+	    .owner_uid = env->owner_uid,
+	    .owner_gid = env->owner_gid,
 	    .cgroup_procs = procs,
 	    .n_cgroup = n,
 	    .limits = &lim,
@@ -904,6 +918,9 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 		env->external = li->meta[i].external;
 		env->uid = li->meta[i].uid;
 		env->gid = li->meta[i].gid;
+		env->idmap = li->meta[i].idmap;
+		env->owner_uid = li->meta[i].owner_uid;
+		env->owner_gid = li->meta[i].owner_gid;
 		env->git_credential =
 		    li->meta[i].git_credential ? strdup(li->meta[i].git_credential) : NULL;
 		hit = env->root && env->project &&
@@ -936,6 +953,9 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->external = env->external;
 		m->uid = env->uid;
 		m->gid = env->gid;
+		m->idmap = env->idmap;
+		m->owner_uid = env->owner_uid;
+		m->owner_gid = env->owner_gid;
 		m->git_credential = env->git_credential ? strdup(env->git_credential) : NULL;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
@@ -943,6 +963,18 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->mtime = st->st_mtim;
 	}
 	pthread_mutex_unlock(&li->meta_lock);
+}
+
+/* The workspace's own file system mounted again where it is not (after a reboot): returns
+ * 1 when it was, 0 when there was nothing to do (no image, or mounted), -errno. */
+static int disk_remount(struct local_impl *li, const char *uuid, cae_error *err)
+{
+	_cleanup_free_ char *dir = task_dir(li, uuid);
+	_cleanup_free_ char *img = dir ? cae__path_join(dir, CAE_DISKFS_IMAGE) : NULL;
+	_cleanup_free_ char *ws = dir ? cae__path_join(dir, "workspace") : NULL;
+	if (!ws)
+		return -ENOMEM;
+	return cae__diskfs_remount(img, ws, err);
 }
 
 static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae_error *err)
@@ -984,6 +1016,10 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		env->external = json_is_true(json_object_get(meta, "external"));
 		env->uid = (uid_t)json_integer_value(json_object_get(meta, "sandbox_uid"));
 		env->gid = (gid_t)json_integer_value(json_object_get(meta, "sandbox_gid"));
+		json_t *owner = json_object_get(meta, "idmap_owner");
+		env->idmap = json_array_size(owner) == 2;
+		env->owner_uid = (uid_t)json_integer_value(json_array_get(owner, 0));
+		env->owner_gid = (gid_t)json_integer_value(json_array_get(owner, 1));
 		const char *gc = json_string_value(json_object_get(meta, "git_credential"));
 		env->git_credential = gc ? strdup(gc) : NULL;
 		json_decref(meta);
@@ -995,6 +1031,10 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		 * stat differs and reads again. */
 		if (have_st)
 			meta_remember(li, uuid, &st, env);
+	}
+	if (!cae__is_dir(env->project) && !env->external && disk_remount(li, uuid, err) < 0) {
+		local_env_clear(env);
+		return -EIO;
 	}
 	if (!cae__is_dir(env->project)) {
 		local_env_clear(env);
@@ -1088,7 +1128,15 @@ static int remove_task_dir(cae_backend *b, const char *uuid, cae_error *err)
 	char name[160];
 	cgroup_name(li, uuid, name, sizeof(name));
 	cae__sandbox_cgroup_remove(name);
-	int r = 0;
+	/* the workspace's own file system first: nothing may be removed through its mount */
+	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
+	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
+	if (!img || !ws)
+		return -ENOMEM;
+	int r = cae__diskfs_release(img, ws);
+	if (r < 0)
+		return cae_error_set(err, r, "could not unmount the workspace of task %s: %s", uuid,
+				     strerror(-r));
 	for (int attempt = 0; attempt < 3; attempt++) {
 		r = cae__rm_rf(dir);
 		if (r == 0 && !cae__is_dir(dir))
@@ -1180,6 +1228,81 @@ static json_t *probe_limits(cae_prepare *p, const struct local_env *env)
 			 CAE_SANDBOX_UID);
 }
 
+/* How the workspace's total disk use is bounded (limits.disk): its own file system when this
+ * host can make one (diskfs.h), else nothing, which the warnings say. */
+static json_t *disk_plan(cae_prepare *p, bool external)
+{
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	const char *why = NULL;
+	if (!bytes)
+		why = "command_executor.docker.resources.disk_limit is 0";
+	else if (external)
+		why = "a workspace used as is stays on its own file system";
+	else
+		(void)cae__diskfs_usable(&why);
+	if (why) {
+		char msg[300];
+		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s",
+			 why);
+		cae__prepare_warn(p, NULL, msg);
+	}
+	return json_pack("{s:s, s:o?}", "mechanism", why ? "none" : "loopfs", "bytes",
+			 why ? NULL : json_integer((json_int_t)bytes));
+}
+
+/* Makes the workspace's file system on root (an empty directory) and its scratch directory;
+ * where that fails, the workspace stays a plain directory and the warnings say so. */
+static int disk_make(cae_prepare *p, const char *dir, const char *root, json_t *limits,
+		     cae_error *err)
+{
+	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
+	_cleanup_free_ char *tmp = cae__path_join(root, "tmp");
+	if (!img || !tmp)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	cae_error derr;
+	cae_error_clear(&derr);
+	uint64_t bytes = p->b->cfg->command_executor.docker.resources.disk_bytes;
+	int r = cae__diskfs_create(img, root, bytes, p->cancel_fd, &derr);
+	if (r == -ECANCELED)
+		return cae_error_set(err, r, "cancelled");
+	if (r < 0) {
+		char msg[sizeof(derr.message) + 64];
+		snprintf(msg, sizeof(msg), "the workspace's total disk use is not bounded: %s",
+			 derr.message);
+		cae__prepare_warn(p, NULL, msg);
+		(void)cae__diskfs_release(img, root);
+		json_object_set_new(limits, "disk", json_pack("{s:s}", "mechanism", "none"));
+	}
+	if (mkdir(tmp, 0700) < 0 && errno != EEXIST)
+		return cae_error_set(err, -errno, "cannot create the environment's directory: %s",
+				     strerror(errno));
+	return 0;
+}
+
+/* Whether a workspace used as is (real, owned by st's uid:gid) can be bound idmapped so that
+ * its owner's files are the sandbox uid's (base/idmap.h): env says so when it can; the
+ * warnings say what happens instead when it cannot. */
+static bool workspace_idmap(cae_prepare *p, struct local_env *env, const char *real,
+			    const struct stat *st)
+{
+	int r = cae__idmap_probe(real, st->st_uid, st->st_gid, env->uid, env->gid);
+	if (r < 0) {
+		char msg[400];
+		snprintf(msg, sizeof(msg),
+			 "the workspace cannot be mapped for the sandbox's user (idmapped mount: "
+			 "%s): %s",
+			 strerror(-r),
+			 st->st_uid == 0 ? "it is given to the sandbox's user instead"
+					 : "commands run as its owner instead");
+		cae__prepare_warn(p, NULL, msg);
+		return false;
+	}
+	env->idmap = true;
+	env->owner_uid = st->st_uid;
+	env->owner_gid = st->st_gid;
+	return true;
+}
+
 static int local_create(cae_prepare *p, cae_error *err)
 {
 	struct local_impl *li = impl_of(p->b);
@@ -1192,7 +1315,10 @@ static int local_create(cae_prepare *p, cae_error *err)
 	_cleanup_free_ char *tmp = wsroot ? cae__path_join(wsroot, "tmp") : NULL;
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	int r = cae__mkdir_p(workspace ? dir : tmp, 0700);
+	json_t *disk = disk_plan(p, workspace != NULL);
+	bool loopfs =
+	    disk && strcmp(json_string_value(json_object_get(disk, "mechanism")), "loopfs") == 0;
+	int r = cae__mkdir_p(workspace ? dir : loopfs ? wsroot : tmp, 0700);
 	if (r < 0)
 		return cae_error_set(err, r, "cannot create the environment's directory: %s",
 				     strerror(-r));
@@ -1210,8 +1336,11 @@ static int local_create(cae_prepare *p, cae_error *err)
 		if (!realpath(workspace, real) || stat(real, &st) < 0 || !S_ISDIR(st.st_mode))
 			return cae_error_set(err, -ENOTDIR, "workspace is not a directory: %s",
 					     workspace);
-		/* A directory of another user's: commands run as that user. */
-		if (env->uid != 0 && st.st_uid != 0) {
+		if (env->uid != 0 && env->sandbox && workspace_idmap(p, env, real, &st)) {
+			/* bound idmapped for the sandbox's uid: nothing changes on disk */
+			lp->give_away = false;
+		} else if (env->uid != 0 && st.st_uid != 0) {
+			/* A directory of another user's: commands run as that user. */
 			env->uid = st.st_uid;
 			env->gid = st.st_gid;
 			lp->give_away = false;
@@ -1233,7 +1362,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	if (!env->sandbox)
 		env->uid = env->gid = 0;
-	json_t *limits = env->sandbox ? probe_limits(p, env) : NULL;
+	json_t *limits = env->sandbox ? probe_limits(p, env) : json_object();
+	json_object_set_new(limits, "disk", disk);
 	lp->seen_project = inside_project(env);
 	if (!lp->seen_project)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -1251,6 +1381,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 	    "limits", limits);
 	if (!lp->meta)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	if (env->idmap)
+		json_object_set_new(lp->meta, "idmap_owner",
+				    json_pack("[i, i]", (int)env->owner_uid, (int)env->owner_gid));
 	if (!workspace && env->sandbox) {
 		/* where a push from the sandbox may authenticate (the token is asked for then) */
 		char *host = NULL;
@@ -1270,6 +1403,9 @@ static int local_create(cae_prepare *p, cae_error *err)
 		return r;
 	r = write_meta(li, p->task->uuid, lp->meta, err);
 	if (r < 0)
+		return r;
+	/* after the metadata: a prepare killed from here on is collected with its mount */
+	if (loopfs && (r = disk_make(p, dir, env->root, limits, err)) < 0)
 		return r;
 	p->exec = env_exec_cb;
 	p->exec_ctx = env;
@@ -1352,6 +1488,8 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 	int r = local_info(b, uuid, &info, err);
 	if (r < 0)
 		return r;
+	if (info.host_path && !cae__is_dir(info.host_path))
+		(void)disk_remount(li, uuid, NULL); /* after a reboot */
 	if (!info.host_path || !info.workspace_path || !q->root ||
 	    strcmp(q->root, info.workspace_path) != 0)
 		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",
@@ -1525,6 +1663,16 @@ static json_t *resources_of(const struct proc_scan *sc, json_t *meta)
 			json_object_set(out, "pids_limit", v);
 		if ((v = json_object_get(lim, "mechanism")))
 			json_object_set(out, "mechanism", v);
+		/* the workspace's own file system: what it holds, of what it may */
+		json_t *disk = json_object_get(lim, "disk");
+		struct statvfs vfs;
+		if (json_is_integer(json_object_get(disk, "bytes")) && cae__diskfs_mounted(root) &&
+		    statvfs(root, &vfs) == 0) {
+			json_object_set_new(out, "disk_bytes",
+					    json_integer((json_int_t)((vfs.f_blocks - vfs.f_bfree) *
+								      vfs.f_frsize)));
+			json_object_set(out, "disk_limit_bytes", json_object_get(disk, "bytes"));
+		}
 	}
 	return out;
 }

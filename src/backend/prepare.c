@@ -170,6 +170,7 @@ out:
 	json_decref(p.create_fields);
 	json_decref(p.warnings);
 	json_decref(p.deps);
+	json_decref(p.limits);
 	free(fallback);
 	return r;
 }

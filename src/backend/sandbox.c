@@ -275,21 +275,33 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	add(&a, "--rlimit");
 	add(&a, "core=0");
 	/* Sources the sandbox uid may not be able to reach by name: staged (root only). */
-	char src_ws[64], src_helper[64], src_etc[64];
-	const char *ws = s->ws_host, *helper = s->helper, *etc = s->etc_dir;
+	/* The files (passwd, group, the helper) are copied there: no bind names a path of the
+	 * state directory or of cae's installation in the sandbox's /proc/self/mountinfo. */
+	const char *files[] = {"passwd", "group"};
+	char src_ws[64], src_helper[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
+	const char *ws = s->ws_host, *helper = s->helper;
+	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
+		snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%s", s->etc_dir, files[i]);
 	if (s->uid != 0) {
 		add(&a, "--stage");
 		add(&a, CAE_SANDBOX_STAGE);
 		add(&a, s->ws_host);
-		add(&a, s->etc_dir);
+		for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
+			add(&a, src_etc[i]);
+			snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%zu", CAE_SANDBOX_STAGE,
+				 i + 1);
+		}
 		snprintf(src_ws, sizeof(src_ws), "%s/0", CAE_SANDBOX_STAGE);
-		snprintf(src_etc, sizeof(src_etc), "%s/1", CAE_SANDBOX_STAGE);
 		ws = src_ws;
-		etc = src_etc;
 		if (s->serve) {
 			add(&a, s->helper);
-			snprintf(src_helper, sizeof(src_helper), "%s/2", CAE_SANDBOX_STAGE);
+			snprintf(src_helper, sizeof(src_helper), "%s/%zu", CAE_SANDBOX_STAGE,
+				 ARRAY_SIZE(files) + 1);
 			helper = src_helper;
+		}
+		if (s->idmap) {
+			add(&a, "--idmap");
+			addf(&a, "%u:%u", (unsigned)s->owner_uid, (unsigned)s->owner_gid);
 		}
 		add(&a, "--user");
 		addf(&a, "%u:%u", (unsigned)s->uid, (unsigned)s->gid);
@@ -324,10 +336,9 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	addf(&a, "%d", CAE_SANDBOX_UID);
 	add_top(&a);
 	add_etc(&a, s->network);
-	const char *files[] = {"passwd", "group"};
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++) {
 		add(&a, "--ro-bind");
-		addf(&a, "%s/%s", etc, files[i]);
+		add(&a, src_etc[i]);
 		addf(&a, "/etc/%s", files[i]);
 	}
 	add(&a, "--proc");

@@ -46,6 +46,11 @@ typedef struct cae_sandbox_spec {
 	const char *const *argv; /* the command, when !serve */
 	uid_t uid;		 /* host uid to switch to (0: stay, cae is not root) */
 	gid_t gid;
+	/* ws_host bound idmapped (uid != 0 only): its files of owner_uid:owner_gid on disk
+	 * are uid:gid's in the sandbox, and what uid makes there is the owner's on disk */
+	bool idmap;
+	uid_t owner_uid;
+	gid_t owner_gid;
 	char **cgroup_procs; /* cgroup.procs files to join (borrowed) */
 	size_t n_cgroup;
 	const cae_sandbox_limits *limits;

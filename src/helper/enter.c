@@ -1,15 +1,21 @@
 /* cae-helper --enter: the first step of a local sandbox, run on the host before bwrap.
  *
  *   cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]
- *                      [--seccomp FILE] [--user UID:GID] -- PROGRAM ARG...
+ *                      [--seccomp FILE] [--idmap UID:GID] [--user UID:GID] -- PROGRAM ARG...
  *
  * In this order, then exec PROGRAM (bwrap):
  *   1. write "0" to every FILE (a cgroup's cgroup.procs): this process, and all it starts,
  *      join the environment's cgroups before anything runs in them;
  *   2. set each rlimit (soft = hard; data, nproc, cpu, fsize, core, nofile);
  *   3. --stage (root only): in a mount namespace of our own, mount a small tmpfs on DIR and
- *      bind-mount each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
- *      reach its sources, which may lie below directories only root may cross (/root);
+ *      put each SRC on DIR/0, DIR/1, ...: bwrap runs as the sandbox uid below and must
+ *      reach its sources, which may lie below directories only root may cross (/root). A
+ *      directory is bind-mounted; a file is copied (content and mode), so that what bwrap
+ *      binds from it names no host path (a bind's root in /proc/self/mountinfo is its
+ *      source's path within its file system: here "/1", "/2" ... of the tmpfs). With
+ *      --idmap, the first SRC (a directory) is mounted idmapped instead (base/idmap.h): its
+ *      files of owner UID:GID on disk are the --user uid's there, and what that uid makes
+ *      in it is the owner's on disk;
  *   4. --seccomp: open FILE (a seccomp filter as a BPF program, which bwrap reads from the
  *      descriptor its own --seccomp names) on CAE_HELPER_ENTER_SECCOMP_FD, inherited by
  *      PROGRAM;
@@ -22,6 +28,8 @@
  * Any failure exits with 125 and a line on stderr; PROGRAM missing exits with 127. */
 #include "helper/enter.h"
 
+#include "base/idmap.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -32,6 +40,7 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -97,7 +106,71 @@ static int join_cgroup(const char *procs)
 	return n == 1 ? 0 : fail("cgroup", procs, n < 0 ? e : EIO);
 }
 
-static int stage(const char *dir, char **srcs, int n)
+/* Copies the regular file src (content and permission bits) to the new file target. */
+static int stage_copy(const char *src, const char *target)
+{
+	int in = open(src, O_RDONLY | O_CLOEXEC);
+	if (in < 0)
+		return fail("stage", src, errno);
+	struct stat st;
+	int out = fstat(in, &st) < 0
+		      ? -1
+		      : open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 0755);
+	if (out < 0) {
+		int e = errno;
+		close(in);
+		return fail("stage copy", target, e);
+	}
+	int r = 0;
+	for (;;) {
+		ssize_t k = sendfile(out, in, NULL, 1 << 20);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			r = fail("stage copy", src, errno);
+		if (k <= 0)
+			break;
+	}
+	if (r == 0 && fchmod(out, st.st_mode & 0755) < 0)
+		r = fail("stage copy", target, errno);
+	close(in);
+	close(out);
+	return r;
+}
+
+static int parse_ids(const char *spec, unsigned long long *uid, unsigned long long *gid)
+{
+	char buf[64];
+	snprintf(buf, sizeof(buf), "%s", spec);
+	char *colon = strchr(buf, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = '\0';
+	if (parse_u64(buf, uid) < 0 || parse_u64(colon + 1, gid) < 0 || *uid > 0xfffffffeULL ||
+	    *gid > 0xfffffffeULL)
+		return -EINVAL;
+	return 0;
+}
+
+/* src idmapped (owner idmap -> user) on target. */
+static int stage_idmapped(const char *src, const char *target, const char *idmap, const char *user)
+{
+	unsigned long long ou, og, uu, ug;
+	if (!user || parse_ids(idmap, &ou, &og) < 0 || parse_ids(user, &uu, &ug) < 0)
+		return fail("bad --idmap (it needs --user)", idmap, EINVAL);
+	int ns = cae__idmap_userns((uid_t)ou, (gid_t)og, (uid_t)uu, (gid_t)ug);
+	if (ns < 0)
+		return fail("idmap user namespace", idmap, -ns);
+	int t = cae__idmap_clone(src, ns);
+	close(ns);
+	if (t < 0)
+		return fail("idmapped mount of", src, -t);
+	int r = cae__idmap_attach(t, target);
+	close(t);
+	return r < 0 ? fail("idmapped mount on", target, -r) : 0;
+}
+
+static int stage(const char *dir, char **srcs, int n, const char *idmap, const char *user)
 {
 	if (geteuid() != 0)
 		return fail("--stage needs root", NULL, EPERM);
@@ -106,7 +179,8 @@ static int stage(const char *dir, char **srcs, int n)
 	/* Nothing we mount here may reach the host; the host's unmounts still reach us. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
 		return fail("mount --make-rslave /", NULL, errno);
-	if (mount("cae-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") < 0)
+	/* (sized for the copied files: the helper and the sandbox's passwd and group) */
+	if (mount("cae-stage", dir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m") < 0)
 		return fail("mount tmpfs on", dir, errno);
 	for (int i = 0; i < n; i++) {
 		struct stat st;
@@ -114,14 +188,21 @@ static int stage(const char *dir, char **srcs, int n)
 			return fail("stage", srcs[i], errno);
 		char target[4096];
 		snprintf(target, sizeof(target), "%s/%d", dir, i);
-		if (S_ISDIR(st.st_mode)) {
-			if (mkdir(target, 0755) < 0)
-				return fail("mkdir", target, errno);
-		} else {
-			int fd = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-			if (fd < 0)
-				return fail("create", target, errno);
-			close(fd);
+		if (S_ISREG(st.st_mode)) {
+			int r = stage_copy(srcs[i], target);
+			if (r != 0)
+				return r;
+			continue;
+		}
+		if (!S_ISDIR(st.st_mode))
+			return fail("stage (neither a file nor a directory)", srcs[i], EINVAL);
+		if (mkdir(target, 0755) < 0)
+			return fail("mkdir", target, errno);
+		if (i == 0 && idmap) {
+			int r = stage_idmapped(srcs[i], target, idmap, user);
+			if (r != 0)
+				return r;
+			continue;
 		}
 		if (mount(srcs[i], target, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return fail("bind", srcs[i], errno);
@@ -178,7 +259,7 @@ static int become(const char *spec)
 
 int cae__helper_enter_main(int argc, char **argv)
 {
-	const char *stage_dir = NULL, *user = NULL, *seccomp = NULL;
+	const char *stage_dir = NULL, *user = NULL, *seccomp = NULL, *idmap = NULL;
 	char **stage_srcs = NULL;
 	int n_stage = 0, i = 1, r;
 	if (i < argc && strcmp(argv[i], "--enter") == 0)
@@ -200,6 +281,8 @@ int cae__helper_enter_main(int argc, char **argv)
 			user = argv[++i];
 		} else if (strcmp(argv[i], "--seccomp") == 0) {
 			seccomp = argv[++i];
+		} else if (strcmp(argv[i], "--idmap") == 0) {
+			idmap = argv[++i];
 		} else if (strcmp(argv[i], "--stage") == 0) {
 			stage_dir = argv[++i];
 			stage_srcs = argv + i + 1;
@@ -213,7 +296,7 @@ int cae__helper_enter_main(int argc, char **argv)
 	}
 	if (i >= argc)
 		return fail("no program after --", NULL, EINVAL);
-	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage)) != 0)
+	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage, idmap, user)) != 0)
 		return r;
 	if (seccomp && (r = open_seccomp(seccomp)) != 0)
 		return r;

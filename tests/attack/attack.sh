@@ -41,6 +41,9 @@ cleanup() {
 	[ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
 	"$CAE" cleanup --backend local A >/dev/null 2>&1
 	"$CAE" cleanup --backend local B >/dev/null 2>&1
+	"$CAE" cleanup --backend local C >/dev/null 2>&1
+	"$CAE" cleanup --backend local D >/dev/null 2>&1
+	"$CAE" cleanup --backend local E >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -55,15 +58,17 @@ check() { # name, condition (shell), detail
 # A state directory outside /tmp (as a default install's ~/.local/state/cae would be), small
 # bounds so that the limits can be hit quickly, and the tokens of a real deployment.
 export CAE_STATE_DIR=$work/state
+state_dir=$CAE_STATE_DIR
 TOKEN="ghp_attackSuiteSecret0123456789abcdefXYZ"
 GLTOKEN="glpat-attackSuiteSecret98765"
 export GITHUB_PERSONAL_ACCESS_TOKEN=$TOKEN GITLAB_PERSONAL_ACCESS_TOKEN=$GLTOKEN
 # (the rlimit run has a uid of its own: RLIMIT_NPROC counts every process of the uid)
+sandbox_uid=$([ $mode = rlimit ] && echo 100077 || echo 100000)
 cat > "$work/config.yaml" <<YAML
 command_executor:
   backend: local
   local:
-    sandbox_uid: $([ $mode = rlimit ] && echo 100077 || echo 100000)
+    sandbox_uid: $sandbox_uid
   docker:
     resources:
       pids_limit: 64
@@ -73,11 +78,22 @@ YAML
 export CAE_CONFIG=$work/config.yaml
 unset CAE_LOG_LEVEL
 
-mkdir -p "$work/a" "$work/b"
+mkdir -p "$work/a" "$work/b" "$work/e"
 echo "task A's file" > "$work/a/a.txt"
 echo "B-SECRET-CONTENT" > "$work/b/b-secret.txt"
+# A: a repository root owns (as `cae mcp --workspace DIR` run as root finds it); E: a
+# directory of an unprivileged user's
+git -C "$work/a" init -q && git -C "$work/a" add a.txt && git -C "$work/a" -c user.name=t -c user.email=t@t commit -qm a
+echo "E's file" > "$work/e/e.txt" && chown -R 4242:4243 "$work/e"
+owner_a_before=$(stat -c %u:%g "$work/a") owner_e_before=$(stat -c %u:%g "$work/e")
 "$CAE" prepare --workspace "$work/a" --uuid A > "$work/a.json" 2>/dev/null || { echo "prepare A failed"; exit 1; }
+"$CAE" prepare --workspace "$work/e" --uuid E > "$work/e.json" 2>/dev/null || { echo "prepare E failed"; exit 1; }
 "$CAE" prepare --workspace "$work/b" --uuid B > "$work/b.json" 2>/dev/null || { echo "prepare B failed"; exit 1; }
+# C and D: workspaces of cae's own (cloned), on file systems of their own
+git init -q "$work/repo" && echo "task C" > "$work/repo/c.txt" && git -C "$work/repo" add c.txt &&
+	git -C "$work/repo" -c user.name=t -c user.email=t@t commit -qm c || { echo "repo failed"; exit 1; }
+"$CAE" prepare --repo "$work/repo" --uuid C > "$work/c.json" 2>/dev/null || { echo "prepare C failed"; exit 1; }
+"$CAE" prepare --repo "$work/repo" --uuid D > "$work/d.json" 2>/dev/null || { echo "prepare D failed"; exit 1; }
 
 # run UUID SCRIPT [TIMEOUT]: the command's stdout+stderr (the JSON's fields, joined)
 run() {
@@ -91,9 +107,35 @@ check "commands run as uid 1000 inside" '[[ $out == 1000* ]]' "$out"
 check "no capabilities (CapEff and CapPrm are 0)" \
 	'grep -q "CapEff:.0000000000000000" <<<"$out" && grep -q "CapPrm:.0000000000000000" <<<"$out"' "$out"
 check "no new privileges (setuid programs do not elevate)" 'grep -q "NoNewPrivs:.1" <<<"$out"' "$out"
-run A 'echo x > owned-by.txt' >/dev/null
-check "on the host, files written by commands belong to an unprivileged uid" \
-	'[ "$(stat -c %u "$work/a/owned-by.txt")" != 0 ]' "$(stat -c %u "$work/a/owned-by.txt")"
+run C 'echo x > owned-by.txt' >/dev/null
+check "on the host, files written by commands in a workspace of cae's own belong to an unprivileged uid" \
+	'[ "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")" = $sandbox_uid ]' "$(stat -c %u "$state_dir/local/C/workspace/project/owned-by.txt")"
+
+# --- a workspace the user owns: mapped for the sandbox, never given away ------------------
+out=$(run A 'echo x > owned-by.txt; mkdir -p made/sub && echo z > made/sub/f; stat -c "%u %n" . a.txt owned-by.txt made/sub; git status --short; echo end')
+check "inside, a workspace root owns is the agent's (uid 1000) and its git works" \
+	'[[ $out == *"1000 ."*"1000 a.txt"*"1000 owned-by.txt"*"1000 made/sub"* && $out == *"?? made/"* && $out != *dubious* ]]' "$out"
+check "its owner on disk stays root's during the environment ($owner_a_before)" \
+	'[ "$owner_a_before" = 0:0 ] && [ "$(stat -c %u:%g "$work/a" "$work/a/a.txt" "$work/a/owned-by.txt" "$work/a/made/sub" | sort -u)" = 0:0 ]' \
+	"$(stat -c "%u:%g %n" "$work/a" "$work/a/a.txt" "$work/a/owned-by.txt" "$work/a/made/sub")"
+out=$(git -C "$work/a" status --short 2>&1)
+check "root's git keeps working on it" '[[ $out == *"?? owned-by.txt"* && $out != *dubious* ]]' "$out"
+out=$(run E 'id -u; echo y > made.txt; stat -c "%u %n" . e.txt made.txt; echo end')
+check "a workspace of an unprivileged user's: the agent is uid 1000 inside and the files are its" \
+	'[[ $out == 1000*"1000 ."*"1000 e.txt"*"1000 made.txt"* ]]' "$out"
+check "... and on disk they stay the user's ($owner_e_before), the file the agent made included" \
+	'[ "$owner_e_before" = 4242:4243 ] && [ "$(stat -c %u:%g "$work/e" "$work/e/e.txt" "$work/e/made.txt" | sort -u)" = 4242:4243 ]' \
+	"$(stat -c "%u:%g %n" "$work/e" "$work/e/e.txt" "$work/e/made.txt")"
+"$CAE" exec --uuid E -- 'sleep 4.321' >/dev/null 2>&1 &
+for _ in $(seq 100); do
+	uid_e=$(ps -eo uid=,args= | awk '$2 == "sleep" && $3 == "4.321" {print $1; exit}')
+	[ -n "$uid_e" ] && break
+	sleep 0.1
+done
+wait $!
+check "... while commands run as the sandbox's uid on the host ($uid_e), not as the user" '[ "$uid_e" = $sandbox_uid ]'
+"$CAE" cleanup --backend local E >/dev/null 2>&1
+check "after cleanup the user's directory is still the user's" '[ "$(stat -c %u:%g "$work/e" "$work/e/made.txt" | sort -u)" = 4242:4243 ]'
 
 # --- the host's file system -------------------------------------------------------------
 out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssh /etc/machine-id /etc/gitconfig /etc/pip.conf /etc/npmrc /etc/docker /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
@@ -119,6 +161,25 @@ check "no further user namespaces (unshare -U, unshare -r: EPERM, the seccomp fi
 state_dir=$CAE_STATE_DIR
 out=$(run A "ls '$state_dir' 2>&1; cat '$work/b/b-secret.txt' 2>&1; grep -rs B-SECRET-CONTENT / 2>/dev/null | head -1; echo end")
 check "the state directory and another task's workspace are out of reach" '[[ $out != *B-SECRET-CONTENT* && $out == *"No such file"* ]]' "$out"
+# a bind's root field (4th) and a mount's source name where it comes from on the host
+build_dir=$(dirname "$CAE")
+host_paths() { # the mount table lines of $1 that name a host path (root field, source)
+	awk -v w="$work" -v s="$state_dir" -v b="$build_dir" -v x="${2:-}" '
+		function host(p) { return (index(p, w) == 1 || index(p, s) == 1 || index(p, b) == 1 ||
+			p ~ /^\/(tmp|var\/tmp|root|home)(\/|$)/) && (x == "" || index(p, x) != 1) }
+		FNR == NR { for (i = 7; $i != "-"; i++); if (host($4) || host($(i + 2))) print; next }
+		host($1) { print }' <(sed -n '/^--mountinfo/,/^--mounts/p' <<<"$1" | sed '1d;$d') \
+		<(sed -n '/^--mounts/,$p' <<<"$1" | sed 1d)
+}
+out=$(run C 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /proc/self/mounts')
+leak=$(host_paths "$out")
+check "mountinfo and mounts name no host path (state directory, workspace, build tree, /tmp, /var/tmp, /root, /home)" \
+	'[[ $out == *" /workspace "* && -z $leak ]]' "$leak"
+# a workspace used as is: its own path within its file system stays visible (README)
+out=$(run A 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /proc/self/mounts')
+leak=$(host_paths "$out" "$work/a")
+check "with a workspace used as is, mountinfo names neither the state directory nor the build tree" \
+	'[[ $out == *" /workspace/project "* && -z $leak ]]' "$leak"
 ln -sf /etc/shadow "$work/a/shadow-link"
 out=$(run A 'cat shadow-link 2>&1; echo end')
 check "a symlink to a host file leads nowhere inside" '[[ $out != *root:* ]]' "$out"
@@ -230,6 +291,36 @@ out=$(run A 'head -c 40000000 /dev/zero > /dev/shm/a; head -c 40000000 /dev/zero
 check "/dev/shm is bounded" '[[ $out == *"No space left"* ]]' "$out"
 out=$(run A 'head -c 100000000 /dev/zero > big; echo "exit=$?"; rm -f big' 60)
 check "a file past the per-file bound (disk_limit) is refused" '[[ $out == *"exit=153"* || $out == *"File too large"* ]]' "$out"
+
+
+# --- the workspace's total disk use (disk_limit 64 MiB) -------------------------------------
+check "the result says what bounds the disk (its own file system)" \
+	'[ "$(jq -r .limits.disk.mechanism "$work/c.json")" = loopfs ]' "$(jq -c .limits.disk "$work/c.json")"
+check "a workspace used as is is not bounded, and the warnings say so" \
+	'[ "$(jq -r .limits.disk.mechanism "$work/a.json")" = none ] && jq -r ".warnings[]" "$work/a.json" | grep -q "total disk use is not bounded"' \
+	"$(jq -c '[.limits.disk, .warnings]' "$work/a.json")"
+avail_before=$(df -B1 --output=avail "$state_dir" | tail -1)
+out=$(run C 'touch one; fallocate -l 700M --keep-size one; echo "keep=$?"; fallocate -l 700M two; echo "plain=$?"; du -sm . | cut -f1' 120)
+avail_after=$(df -B1 --output=avail "$state_dir" | tail -1)
+out=$out$(run C 'rm -f one two; for i in 1 2 3; do head -c 40000000 /dev/zero > w$i; echo "w$i=$?"; done; du -sm . | cut -f1' 120)
+used=$(du -sxB1 "$state_dir/local/C" | cut -f1)
+check "fallocate --keep-size past disk_limit is refused (ENOSPC)" '[[ $out == *keep=1* && $out == *"No space left"* ]]' "$out"
+check "fallocate past disk_limit is refused" '[[ $out == *plain=1* || $out == *plain=153* ]]' "$out"
+check "plain writes past disk_limit fail with ENOSPC" '[[ $out == *w1=0* && $out == *w3=1* ]]' "$out"
+check "the environment takes at most disk_limit of the host's disk (${used} bytes)" '[ "$used" -le $((66 << 20)) ]' "$(du -shx "$state_dir/local/C"/* 2>&1)"
+check "the host's free space is not taken (before $avail_before, after $avail_after)" \
+	'[ $((avail_before - avail_after)) -lt $((300 << 20)) ]'
+out=$(run D 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
+out2=$(run A 'head -c 20000000 /dev/zero > w; echo "w=$?"; rm -f w' 60)
+check "other environments are unaffected by a full one" '[[ $out == *w=0* && $out2 == *w=0* ]]' "$out $out2"
+"$CAE" cleanup --backend local A >/dev/null 2>&1
+check "after cleanup a workspace root owns is still root's, and root's git works on it" \
+	'[ "$(stat -c %u:%g "$work/a" "$work/a/owned-by.txt" "$work/a/made/sub" | sort -u)" = 0:0 ] && git -C "$work/a" status --short >/dev/null 2>&1' \
+	"$(stat -c "%u:%g %n" "$work/a" "$work/a/owned-by.txt"; git -C "$work/a" status 2>&1 | head -3)"
+"$CAE" cleanup --backend local C >/dev/null 2>&1
+check "cleanup leaves no mount, no loop device and no image" \
+	'! grep -q "$state_dir/local/C" /proc/self/mountinfo && ! grep -qs "$state_dir/local/C" /sys/block/loop*/loop/backing_file && [ ! -e "$state_dir/local/C" ]' \
+	"$(grep "$state_dir" /proc/self/mountinfo /sys/block/loop*/loop/backing_file)"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -8,6 +8,7 @@
 #include "dockertest.h"
 
 #include "backend/backend-internal.h"
+#include "backend/diskfs.h"
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -478,6 +479,7 @@ END_TEST
 START_TEST(backend_security_and_limits)
 {
 	cae_config *cfg = dcfg();
+	bt_cfg_set(cfg, "command_executor.docker.resources.disk_limit", "64m");
 	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_docker *d = client();
 	char uuid[64];
@@ -522,8 +524,22 @@ START_TEST(backend_security_and_limits)
 	ck_assert_int_eq(json_integer_value(json_object_get(hc, "MemorySwap")), 1 << 30);
 	ck_assert_int_eq(json_integer_value(json_object_get(hc, "NanoCpus")), 1000000000);
 	ck_assert_str_eq(json_string_value(json_object_get(hc, "NetworkMode")), "host");
-	ck_assert(json_array_size(json_object_get(hc, "Binds")) == 0);
-	ck_assert(json_array_size(json_object_get(c, "Mounts")) == 0);
+	/* no host mount, but the workspace's own file system where it bounds the disk */
+	const char *dm =
+	    json_string_value(json_object_get(json_object_get(info.limits, "disk"), "mechanism"));
+	bool loopfs = dm && strcmp(dm, "loopfs") == 0;
+	_cleanup_free_ char *disk_dir = NULL;
+	ck_assert_int_ge(
+	    asprintf(&disk_dir, "%s/docker-disk/%s", cfg->command_executor.state_dir, uuid), 0);
+	ck_assert_int_eq(json_array_size(json_object_get(hc, "Binds")), 0);
+	ck_assert_int_eq(json_array_size(json_object_get(c, "Mounts")), loopfs ? 1 : 0);
+	if (loopfs) {
+		char src[4200];
+		snprintf(src, sizeof(src), "%s/workspace", disk_dir);
+		json_t *m = json_array_get(json_object_get(hc, "Mounts"), 0);
+		ck_assert_str_eq(json_string_value(json_object_get(m, "Source")), src);
+		ck_assert_str_eq(json_string_value(json_object_get(m, "Target")), "/workspace");
+	}
 	/* no Docker init: cae-helper is PID 1 */
 	ck_assert(!json_is_true(json_object_get(hc, "Init")));
 	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(c, "Config"), "User")),
@@ -543,9 +559,38 @@ START_TEST(backend_security_and_limits)
 	_cleanup_free_ char *ds = json_dumps(json_object_get(dinfo, "DriverStatus"), 0);
 	bool xfs = strstr(ds, "xfs") != NULL;
 	json_decref(dinfo);
-	ck_assert(disk_warning || xfs);
+	/* ... and the result says what bounds the disk: here (root, the engine on a unix
+	 * socket, overlay2 on ext4) the workspace's own file system */
+	bool local_root = geteuid() == 0 && !(getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"));
+	ck_assert_str_eq(dm ? dm : "(no limits.disk)", xfs	    ? "storage_opt"
+						       : local_root ? "loopfs"
+								    : "none");
+	ck_assert(disk_warning == (strcmp(dm, "none") == 0));
+	if (loopfs) {
+		/* past disk_limit (64m), fallocate (KEEP_SIZE too) and writes are ENOSPC in the
+		 * container, and the host's disk holds at most the image */
+		r = bt_exec(
+		    b, uuid,
+		    "cd /workspace/project && python3 -c 'import ctypes, os\n"
+		    "l = ctypes.CDLL(None, use_errno=True)\n"
+		    "fd = os.open(\"one\", os.O_CREAT | os.O_WRONLY)\n"
+		    "r = l.fallocate(fd, 1, ctypes.c_longlong(0), ctypes.c_longlong(700 << 20))\n"
+		    "print(\"keep\", r, ctypes.get_errno())'; rm -f one; "
+		    "for i in 1 2 3; do head -c 40000000 /dev/zero > w$i 2>/dev/null; "
+		    "echo w$i=$?; done",
+		    60000);
+		ck_assert_msg(strcmp(r.out, "keep -1 28\nw1=0\nw2=1\nw3=1\n") == 0, "%s%s", r.out,
+			      r.err);
+		cae_run_result_clear(&r);
+		tu_sh("[ $(du -sxB1 %s | cut -f1) -le $((66 << 20)) ]", disk_dir);
+	}
 
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	/* nothing of the workspace's file system is left: no mount, no loop device, no image */
+	tu_sh("for i in $(seq 100); do grep -qs '%s/' /sys/block/loop*/loop/backing_file || "
+	      "break; sleep 0.1; done; ! grep '%s/' /proc/self/mountinfo "
+	      "/sys/block/loop*/loop/backing_file && [ ! -e '%s' ]",
+	      disk_dir, disk_dir, disk_dir);
 	cae_env_info_clear(&info);
 	cae_docker_free(d);
 	cae_backend_free(b);
@@ -2321,6 +2366,58 @@ static void *slot_prepare_main(void *arg)
 /* With every engine slot of the state directory held (by another process, as far as cae
  * can tell), a prepare waits before it creates its container: cancelled there, it says it
  * was waiting for the engine and leaves nothing; admitted when a slot is given back. */
+/* Nothing of a workspace's own file system (docker-disk/<uuid> of state) stays: no mount,
+ * no loop device backed by its image, no directory. */
+static void no_container_disk_left(const char *dir)
+{
+	tu_sh("for i in $(seq 100); do grep -qs '%s/' /sys/block/loop*/loop/backing_file || "
+	      "break; sleep 0.1; done; ! grep '%s/' /proc/self/mountinfo "
+	      "/sys/block/loop*/loop/backing_file && [ ! -e '%s' ]",
+	      dir, dir, dir);
+}
+
+/* A prepare SIGKILLed once its container exists (its workspace's own file system mounted and
+ * bound), and one killed between making the file system and creating the container (a
+ * directory whose lock its dead preparer no longer holds): `gc` leaves neither's mount,
+ * loop device nor image; one still being made (its lock held) is left alone. */
+START_TEST(disk_of_a_killed_prepare_is_collected)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.docker.resources.disk_limit", "64m");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char uuid[64], orphan[64];
+	bt_task_uuid(uuid, sizeof(uuid), "caetest");
+	bt_task_uuid(orphan, sizeof(orphan), "caetest");
+	_cleanup_free_ char *dir = cae__diskfs_container_dir(state, uuid);
+	_cleanup_free_ char *odir = cae__diskfs_container_dir(state, orphan);
+	_cleanup_free_ char *ows = cae__path_join(odir, "workspace");
+	struct bt_preparer p;
+	cae_task t = bt_http_task(uuid);
+	bt_preparer_start(&p, "docker", cfg, &t, 4);
+	bt_preparer_wait_step(&p, 4);
+	bt_preparer_kill(&p);
+	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
+	ck_assert_msg(cae__diskfs_mounted(ws), "no file system of its own at step 4");
+	int lock = -1;
+	cae_error err = {0};
+	ck_assert_msg(cae__diskfs_container_make(odir, 64 << 20, 1000, 1000, -1, &lock, &err) == 0,
+		      "%s", err.message);
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	no_container_disk_left(dir);
+	ck_assert(cae__diskfs_mounted(ows)); /* its preparer (this test) holds it */
+	close(lock);
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	no_container_disk_left(odir);
+	cae_backend_free(b);
+	cae__rm_rf(state);
+	free(state);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(prepare_waits_for_an_engine_slot)
 {
 	cae_config *cfg = dcfg();
@@ -2735,6 +2832,7 @@ static Suite *make_suite(void)
 	tcase_add_test(m, collector_first_run_docker);
 	tcase_add_test(m, session_end_removes_what_it_prepared_docker);
 	tcase_add_test(m, prepare_waits_for_an_engine_slot);
+	tcase_add_test(m, disk_of_a_killed_prepare_is_collected);
 	tcase_add_test(m, list_shows_resources_docker);
 	tcase_add_test(m, dependencies_in_the_python_image);
 	tcase_add_test(m, many_prepares_at_once_all_succeed);

@@ -102,8 +102,26 @@ START_TEST(protected_paths_hold_in_a_pod)
 	cae_backend *b = prepared(cfg, uuid, &info);
 	ck_assert(!has_warning(&info, "protected_paths"));
 
-	/* the sidecar: root with CAP_CHOWN only, and ended before prepare returned */
+	/* the workspace's emptyDir is bounded by disk_limit, and the result says so */
 	json_t *pod = pod_of(uuid);
+	const char *size_limit = NULL;
+	size_t vi;
+	json_t *vol;
+	json_array_foreach(json_object_get(json_object_get(pod, "spec"), "volumes"), vi, vol)
+	{
+		const char *sl = json_string_value(
+		    json_object_get(json_object_get(vol, "emptyDir"), "sizeLimit"));
+		if (sl)
+			size_limit = sl;
+	}
+	json_t *disk = json_object_get(info.limits, "disk");
+	ck_assert_str_eq(json_string_value(json_object_get(disk, "mechanism")) ?: "(none)",
+			 "emptydir");
+	ck_assert_int_eq(json_integer_value(json_object_get(disk, "bytes")),
+			 (json_int_t)cfg->command_executor.docker.resources.disk_bytes);
+	ck_assert_msg(size_limit != NULL, "the workspace's emptyDir has no sizeLimit");
+
+	/* the sidecar: root with CAP_CHOWN only, and ended before prepare returned */
 	json_t *spec = container(pod, "spec", "containers", "cae-protect");
 	ck_assert_ptr_nonnull(spec);
 	json_t *sc = json_object_get(spec, "securityContext");

@@ -6,6 +6,7 @@
 #include "cae/config.h"
 #include "backend/backend-internal.h"
 #include "backend/seccomp.h"
+#include "backend/diskfs.h"
 #include "runner/proctree.h"
 #include "testutil.h"
 
@@ -13,6 +14,7 @@
 #include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -552,6 +554,14 @@ START_TEST(list_shows_resources)
 			 cfg->command_executor.docker.resources.pids_limit);
 	ck_assert_int_eq(json_integer_value(json_object_get(idle, "pids")), 0);
 	ck_assert_int_eq(json_integer_value(json_object_get(idle, "memory_bytes")), 0);
+	/* the workspace's own file system (as root): what it holds, of disk_limit */
+	if (geteuid() == 0) {
+		ck_assert_int_gt(json_integer_value(json_object_get(busy, "disk_bytes")), 0);
+		ck_assert_int_lt(json_integer_value(json_object_get(busy, "disk_bytes")),
+				 json_integer_value(json_object_get(busy, "disk_limit_bytes")));
+		ck_assert_int_eq(json_integer_value(json_object_get(busy, "disk_limit_bytes")),
+				 (json_int_t)cfg->command_executor.docker.resources.disk_bytes);
+	}
 	json_decref(list);
 	ck_assert_int_eq(write(cancel[1], "x", 1), 1);
 	ck_assert_int_eq(pthread_join(t, NULL), 0);
@@ -844,6 +854,18 @@ START_TEST(sandbox_replaced_when_the_helper_dies)
 }
 END_TEST
 
+/* Nothing of the workspace's own file system of task uuid is left: no mount in
+ * /proc/self/mountinfo, no loop device backed by its image (a device detaches itself once
+ * the mount's last user, a sandbox that was killed, has gone: waited for), no image. */
+static void no_disk_left(const char *uuid)
+{
+	tu_sh("d=%s/local/%s; for i in $(seq 100); do grep -qs \"$d/\" "
+	      "/sys/block/loop*/loop/backing_file || break; sleep 0.1; done; "
+	      "! grep \"$d/\" /proc/self/mountinfo /sys/block/loop*/loop/backing_file && "
+	      "[ ! -e \"$d/" CAE_DISKFS_IMAGE "\" ]",
+	      state, uuid);
+}
+
 static void kill_at_step(void *ud, int step, int total, const char *msg)
 {
 	(void)total;
@@ -930,7 +952,91 @@ START_TEST(prepare_killed_is_never_ready)
 			}
 		}
 		ck_assert_msg(nk == 0, "step %d: %zu left: %s", step, nk, comm);
+		if (step == 7) {
+			b = backend(cfg);
+			ck_assert_int_eq(cae_backend_cleanup(b, "killed", &err), 0);
+			cae_backend_free(b);
+		}
+		no_disk_left("killed");
 	}
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* As root the workspace is a file system of its own (limits.disk.mechanism "loopfs"): a
+ * cleanup killed at any moment (a few delays in, the work being a helper's stop, an unmount,
+ * an unlink and a removal) leaves what the collector then removes, and nothing after it: no
+ * mount, no loop device, no image. */
+START_TEST(cleanup_killed_leaves_no_disk)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	static const int delays_us[] = {0, 500, 2000, 5000, 10000, 30000};
+	for (size_t i = 0; i < ARRAY_SIZE(delays_us); i++) {
+		cae_backend *b = backend(cfg);
+		cae_task t = {.uuid = C("kc"), .repo = repo};
+		cae_prepare_options o = {.cancel_fd = -1};
+		cae_env_info info;
+		cae_error err;
+		ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s",
+			      err.message);
+		ck_assert_str_eq(json_string_value(json_object_get(
+				     json_object_get(info.limits, "disk"), "mechanism")),
+				 "loopfs");
+		cae_env_info_clear(&info);
+		cae_run_result r = run(b, "kc", "echo x > /workspace/project/new.txt");
+		cae_run_result_clear(&r);
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			cae_backend *b2 = backend(cfg);
+			cae_backend_cleanup(b2, "kc", NULL);
+			pause();
+			_exit(0);
+		}
+		usleep((useconds_t)delays_us[i]);
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		cae_backend_free(b); /* its sandbox goes with it */
+		b = backend(cfg);
+		int removed = 0;
+		(void)cae_backend_cleanup_stale(b, 0, &removed, &err);
+		cae_backend_free(b);
+		no_disk_left("kc");
+	}
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* After a reboot (the mount gone, the image kept) the environment is mounted again by its
+ * first use, in any process, with its files. */
+START_TEST(workspace_remounted_after_reboot)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = {.uuid = C("rb"), .repo = repo};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	cae_run_result r = run(b, "rb", "echo kept > kept.txt");
+	cae_run_result_clear(&r);
+	cae_backend_free(b); /* the sandbox ends */
+	_cleanup_free_ char *ws = NULL;
+	ck_assert_int_ge(asprintf(&ws, "%s/local/rb/workspace", state), 0);
+	ck_assert(cae__diskfs_mounted(ws));
+	ck_assert_int_eq(umount2(ws, MNT_DETACH), 0); /* "reboot" */
+	ck_assert(!cae__diskfs_mounted(ws));
+	b = backend(cfg);
+	r = run(b, "rb", "cat kept.txt; df -P /workspace | tail -1 | cut -d' ' -f1");
+	ck_assert_msg(strncmp(r.out, "kept\n/dev/loop", 14) == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert(cae__diskfs_mounted(ws));
+	ck_assert_int_eq(cae_backend_cleanup(b, "rb", &err), 0);
+	cae_backend_free(b);
+	no_disk_left("rb");
 	cae_config_free(cfg);
 }
 END_TEST
@@ -1515,6 +1621,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, sandbox_helper_from_tmp);
 	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
 	tcase_add_test(tc, prepare_killed_is_never_ready);
+	tcase_add_test(tc, cleanup_killed_leaves_no_disk);
+	tcase_add_test(tc, workspace_remounted_after_reboot);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
