@@ -217,10 +217,12 @@ cae_ns prepare --config "$work/ssh-id-local.yaml" --repo "$url" --uuid S3 > "$wo
 r3=$?
 cae_ns prepare --config "$work/ssh-id.yaml" --repo "$url" --uuid S4 > "$work/s4.json" 2> "$work/s4.err"
 r4=$?
+# (the check runs in cae's own mount namespace: a workspace is a file system of its own, mounted
+# where cae runs)
 check "with clone.ssh_identity_file the ssh:// clone succeeds (local clone)" \
-	'[ $r3 = 0 ] && [ -e "$CAE_STATE_DIR/local/S3/workspace/project/.git" ]' "$(cat "$work/s3.json" "$work/s3.err")"
+	'[ $r3 = 0 ] && cae_ns exec --uuid S3 -- "test -d .git" >/dev/null 2>&1' "$(cat "$work/s3.json" "$work/s3.err")"
 check "with clone.ssh_identity_file the ssh:// clone succeeds (mirror cache)" \
-	'[ $r4 = 0 ] && [ -e "$CAE_STATE_DIR/local/S4/workspace/project/.git" ]' "$(cat "$work/s4.json" "$work/s4.err")"
+	'[ $r4 = 0 ] && cae_ns exec --uuid S4 -- "test -d .git" >/dev/null 2>&1' "$(cat "$work/s4.json" "$work/s4.err")"
 check "the operator's GIT_SSH_COMMAND is not cae's" '[ ! -e "$work/git-ssh-command-ran" ]'
 agent_fp=$(ssh-keygen -lf "$work/agent_key.pub" | cut -d' ' -f2)
 cae_fp=$(ssh-keygen -lf "$work/cae_key.pub" | cut -d' ' -f2)
