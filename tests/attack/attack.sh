@@ -35,6 +35,8 @@ cleanup() {
 	[ -n "$listener_pid" ] && kill "$listener_pid" 2>/dev/null
 	"$CAE" cleanup --backend local A >/dev/null 2>&1
 	"$CAE" cleanup --backend local B >/dev/null 2>&1
+	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend local C >/dev/null 2>&1
+	[ -n "${web_pid:-}" ] && kill "$web_pid" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -182,6 +184,62 @@ out=$(run A 'head -c 40000000 /dev/zero > /dev/shm/a; head -c 40000000 /dev/zero
 check "/dev/shm is bounded" '[[ $out == *"No space left"* ]]' "$out"
 out=$(run A 'head -c 100000000 /dev/zero > big; echo "exit=$?"; rm -f big' 60)
 check "a file past the per-file bound (disk_limit) is refused" '[[ $out == *"exit=153"* || $out == *"File too large"* ]]' "$out"
+
+# --- a filtered network (command_executor.docker.network.whitelist_mode) ----------------------
+# Environment C: an allow-list. Named hosts are served on this host's loopback: cae runs in a
+# mount namespace of its own whose /etc/hosts maps them to 127.0.0.x (the proxy resolves
+# names, the sandbox does not), and allowed_addresses lets the proxy reach 127.0.0.1 only.
+python3 - "$work" <<'PY' &
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = b"NET-OK " + self.path.encode() + b"\n"
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+open(sys.argv[1] + "/web-port", "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+web_pid=$!
+for _ in $(seq 50); do [ -s "$work/web-port" ] && break; sleep 0.1; done
+wport=$(cat "$work/web-port")
+{ cat /etc/hosts; echo "127.0.0.1 allowed.test denied.test"; echo "127.0.0.3 loop.test"; } > "$work/hosts"
+sed -e 's/^  docker:$/  docker:\n    network:\n      whitelist_mode: true\n      allowed_domains: [allowed.test, loop.test]\n      allowed_addresses: [127.0.0.1\/32]/' \
+	"$work/config.yaml" > "$work/net.yaml"
+mkdir -p "$work/c"
+# netcae ARGS...: cae with the allow-list, in a mount namespace with the test's /etc/hosts
+netcae() {
+	unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' \
+		"$work/hosts" env CAE_CONFIG="$work/net.yaml" "$CAE" "$@"
+}
+netcae prepare --workspace "$work/c" --uuid C > "$work/c.json" 2>/dev/null || echo "prepare C failed"
+netrun() { netcae exec --uuid C --timeout 60 -- "$1" 2>/dev/null; }
+res=$(netrun "curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 -p http://allowed.test:$wport/tunnel; curl -sS -m 10 -x \"\$ALL_PROXY\" http://allowed.test:$wport/socks")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: an allowed name is reached through the proxy variables (HTTP, CONNECT, SOCKS5)" \
+	'[[ $out == *"NET-OK /plain"* && $out == *"NET-OK /tunnel"* && $out == *"NET-OK /socks"* ]] && [ "$(jq -r ".network_denied // empty" <<<"$res")" = "" ]' "$res"
+res=$(netrun "curl -sS -m 10 http://denied.test:$wport/x; echo; curl -sS -m 10 -x \"\$ALL_PROXY\" http://denied.test:$wport/y; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: a name not listed gets the policy's 403 text, SOCKS5 a refusal" \
+	'[[ $out == *"blocked by cae network policy: denied.test is not in allowed_domains"* && $out != *NET-OK* && $out == *"SOCKS5 connection to denied.test. (2)"* ]]' "$res"
+check "filtered network: the command result reports what was refused (network_denied)" \
+	'[ "$(jq -c "[.network_denied[] | [.host, .port, .count]]" <<<"$res")" = "[[\"denied.test\",$wport,2]]" ]' "$res"
+res=$(netrun "curl -sS -m 10 -x http://127.0.0.1:3128 http://127.0.0.2:$wport/lit; echo; curl -sS -m 10 http://loop.test:$wport/loop; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: an IP literal and a name resolving to loopback outside allowed_addresses are refused" \
+	'[[ $out == *"127.0.0.2 is an IP address, not in allowed_addresses"* && $out == *"loop.test resolves to 127.0.0.3, a loopback address not in allowed_addresses"* && $out != *NET-OK* ]]' "$res"
+res=$(netrun "curl -sS -m 5 --noproxy '*' http://allowed.test:$wport/direct; curl -sS -m 5 --noproxy '*' http://127.0.0.1:$wport/direct; getent hosts allowed.test || echo NO-DNS; python3 -c '
+import socket
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect((\"127.0.0.1\", $wport)); print(\"CONNECTED\")
+except OSError as e:
+    print(\"raw socket refused\", e)
+'; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: no way round the proxy (--noproxy, a raw socket to 127.0.0.1, DNS)" \
+	'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *NO-DNS* && $out == *"raw socket refused"* ]]' "$res"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
