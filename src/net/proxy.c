@@ -68,7 +68,7 @@ void cae_net_proxy_options_init(cae_net_proxy_options *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->max_connections = 64;
-	o->buffer_size = 16384;
+	o->buffer_size = 65536;
 	o->header_timeout_ms = 10000;
 	o->connect_timeout_ms = 10000;
 	o->max_denied = 64;

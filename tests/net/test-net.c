@@ -487,7 +487,7 @@ START_TEST(garbage_is_refused_cleanly)
 	}
 	/* an unfinished head bigger than the buffer */
 	int fd = client(px);
-	char big[20000];
+	char big[70000];
 	memset(big, 'a', sizeof(big));
 	say(fd, "GET /", 5);
 	(void)send(fd, big, sizeof(big), MSG_NOSIGNAL);
