@@ -164,7 +164,8 @@ int main(void)
 	cae_net_proxy *px;
 	cae_error err = {0};
 	if (cae_net_policy_new(&spec, &pol, &err) < 0 ||
-	    cae_net_proxy_new(pol, NULL, NULL, &px, &err) < 0 || cae_net_proxy_listen_fd(px, pfd) < 0) {
+	    cae_net_proxy_new(pol, NULL, NULL, &px, &err) < 0 ||
+	    cae_net_proxy_listen_fd(px, pfd) < 0) {
 		fprintf(stderr, "bench-net: %s\n", err.message);
 		return 1;
 	}

@@ -70,7 +70,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (r.kind == CAE_NET_REQ_CONNECT || r.kind == CAE_NET_REQ_FORWARD ||
 		    r.kind == CAE_NET_REQ_SOCKS_CONNECT) {
 			char why[512];
-			cae_net_verdict v = cae_net_policy_check(p, r.host, r.port, why, sizeof(why));
+			cae_net_verdict v =
+			    cae_net_policy_check(p, r.host, r.port, why, sizeof(why));
 			if ((v == CAE_NET_ALLOW) != (why[0] == '\0'))
 				abort();
 		}

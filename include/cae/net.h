@@ -94,8 +94,8 @@ CAE_EXPORT const char *cae_net_verdict_rule(cae_net_verdict v);
 /* Decides for host (a name or an IP literal, IPv6 without brackets) and port, before any
  * resolution. why (may be NULL) gets the refusal's text without the "blocked by" prefix
  * ("example.org is not in allowed_domains"). */
-CAE_EXPORT cae_net_verdict cae_net_policy_check(const cae_net_policy *p, const char *host,
-						int port, char *why, size_t why_size);
+CAE_EXPORT cae_net_verdict cae_net_policy_check(const cae_net_policy *p, const char *host, int port,
+						char *why, size_t why_size);
 
 /* Whether an address may be connected to: a public unicast address, or one in
  * allowed_addresses. When not, kind (may be NULL) gets what it is ("loopback", "private",
@@ -161,12 +161,12 @@ typedef enum cae_net_request_kind {
 
 typedef struct cae_net_request {
 	cae_net_request_kind kind;
-	size_t consumed; /* bytes of the input this request took */
+	size_t consumed;		 /* bytes of the input this request took */
 	char host[CAE_NET_MAX_NAME + 1]; /* lower case; an IPv6 literal without brackets */
 	int port;
-	bool socks_no_auth;  /* greeting: the client offers "no authentication" */
-	bool socks_literal;  /* SOCKS: the host was given as an address */
-	char *head;	     /* FORWARD: the request head to send upstream (new) */
+	bool socks_no_auth; /* greeting: the client offers "no authentication" */
+	bool socks_literal; /* SOCKS: the host was given as an address */
+	char *head;	    /* FORWARD: the request head to send upstream (new) */
 	size_t head_len;
 } cae_net_request;
 

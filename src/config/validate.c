@@ -119,14 +119,15 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 	static const char *const net_lists[] = {CE "docker.network.allowed_domains",
 						CE "docker.network.denied_domains",
 						CE "docker.network.allowed_addresses"};
-	const cae_config_strlist *net_items[] = {&cfg->command_executor.docker.network.allowed_domains,
-						 &cfg->command_executor.docker.network.denied_domains,
-						 &cfg->command_executor.docker.network.allowed_addresses};
+	const cae_config_strlist *net_items[] = {
+	    &cfg->command_executor.docker.network.allowed_domains,
+	    &cfg->command_executor.docker.network.denied_domains,
+	    &cfg->command_executor.docker.network.allowed_addresses};
 	for (size_t k = 0; k < 3; k++)
 		for (size_t i = 0; i < net_items[k]->n; i++) {
 			const char *e = net_items[k]->items[i];
-			const char *why = k < 2 ? cae_net_domain_entry_error(e)
-						: cae_net_address_entry_error(e);
+			const char *why =
+			    k < 2 ? cae_net_domain_entry_error(e) : cae_net_address_entry_error(e);
 			if (why) {
 				char vbuf[128];
 				cae__cfg_show_value(vbuf, sizeof(vbuf), e, strlen(e));

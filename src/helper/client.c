@@ -385,7 +385,8 @@ int cae_helper_net_listeners(cae_helper *h, int64_t timeout_ms, int *http_fd, in
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
 		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
-	int r = cae_helper_alive(h) ? cae__helper_send_fd(h->ctl, sv[1], CAE_HELPER_FD_NET) : -EPIPE;
+	int r =
+	    cae_helper_alive(h) ? cae__helper_send_fd(h->ctl, sv[1], CAE_HELPER_FD_NET) : -EPIPE;
 	close(sv[1]);
 	int got[2] = {-1, -1};
 	for (int i = 0; r == 0 && i < 2; i++) {

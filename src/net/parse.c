@@ -92,8 +92,8 @@ static bool is_token(const char *s, size_t n)
 /* Header names dropped on the way: the proxy's own and the hop-by-hop ones we replace. */
 static bool header_dropped(const char *name, size_t n)
 {
-	static const char *const drop[] = {"proxy-connection", "proxy-authorization",
-					   "connection", "keep-alive", "host"};
+	static const char *const drop[] = {"proxy-connection", "proxy-authorization", "connection",
+					   "keep-alive", "host"};
 	for (size_t i = 0; i < ARRAY_SIZE(drop); i++)
 		if (strlen(drop[i]) == n && strncasecmp(name, drop[i], n) == 0)
 			return true;

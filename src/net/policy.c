@@ -209,8 +209,8 @@ int cae_net_policy_new(const cae_net_policy_spec *spec, cae_net_policy **out, ca
 	if (!p)
 		return -ENOMEM;
 	p->whitelist_mode = spec->whitelist_mode;
-	int r = parse_list("allowed_domains", spec->allowed_domains, spec->n_allowed, &p->allowed,
-			   err);
+	int r =
+	    parse_list("allowed_domains", spec->allowed_domains, spec->n_allowed, &p->allowed, err);
 	if (r == 0)
 		r = parse_list("denied_domains", spec->denied_domains, spec->n_denied, &p->denied,
 			       err);
@@ -321,8 +321,9 @@ static const char *v6_kind(const unsigned char *a)
 	if (memcmp(a, zero, 15) == 0)
 		return a[15] == 1 ? "loopback" : a[15] == 0 ? "unspecified" : "reserved";
 	if (memcmp(a, mapped, 12) == 0 || memcmp(a, nat64, 12) == 0 || memcmp(a, zero, 12) == 0)
-		return v4_kind(a + 12) ? v4_kind(a + 12) : memcmp(a, zero, 12) == 0 ? "reserved"
-										     : NULL;
+		return v4_kind(a + 12)		  ? v4_kind(a + 12)
+		       : memcmp(a, zero, 12) == 0 ? "reserved"
+						  : NULL;
 	if ((a[0] & 0xfe) == 0xfc)
 		return "unique-local";
 	if (a[0] == 0xfe && (a[1] & 0xc0) == 0x80)
@@ -375,8 +376,8 @@ bool cae_net_policy_address_ok(const cae_net_policy *p, const struct sockaddr *s
 	return k == NULL;
 }
 
-cae_net_verdict cae_net_policy_check(const cae_net_policy *p, const char *host, int port,
-				     char *why, size_t why_size)
+cae_net_verdict cae_net_policy_check(const cae_net_policy *p, const char *host, int port, char *why,
+				     size_t why_size)
 {
 	char dummy[8];
 	if (!why) {

@@ -75,10 +75,14 @@ void cae_net_proxy_options_init(cae_net_proxy_options *o)
 }
 
 static const char *const proxy_env[] = {
-    "HTTP_PROXY=http://127.0.0.1:3128",	  "HTTPS_PROXY=http://127.0.0.1:3128",
-    "ALL_PROXY=socks5h://127.0.0.1:1080", "NO_PROXY=localhost,127.0.0.1,::1",
-    "http_proxy=http://127.0.0.1:3128",	  "https_proxy=http://127.0.0.1:3128",
-    "all_proxy=socks5h://127.0.0.1:1080", "no_proxy=localhost,127.0.0.1,::1",
+    "HTTP_PROXY=http://127.0.0.1:3128",
+    "HTTPS_PROXY=http://127.0.0.1:3128",
+    "ALL_PROXY=socks5h://127.0.0.1:1080",
+    "NO_PROXY=localhost,127.0.0.1,::1",
+    "http_proxy=http://127.0.0.1:3128",
+    "https_proxy=http://127.0.0.1:3128",
+    "all_proxy=socks5h://127.0.0.1:1080",
+    "no_proxy=localhost,127.0.0.1,::1",
     NULL,
 };
 _Static_assert(CAE_NET_HTTP_PORT == 3128 && CAE_NET_SOCKS_PORT == 1080, "proxy_env's ports");
@@ -207,9 +211,8 @@ json_t *cae_net_proxy_take_denied(cae_net_proxy *px)
 		a = json_array();
 		for (size_t i = 0; a && i < px->n_den; i++)
 			json_array_append_new(a, json_pack("{s:s, s:i, s:I}", "host",
-							   px->den[i].host, "port",
-							   px->den[i].port, "count",
-							   px->den[i].count));
+							   px->den[i].host, "port", px->den[i].port,
+							   "count", px->den[i].count));
 	}
 	free(px->den);
 	px->den = NULL;
@@ -284,7 +287,8 @@ static int connect_upstream(cae_net_proxy *px, const char *host, int port, bool 
 			r = wait_fd(s, POLLOUT, deadline);
 			int soerr = 0;
 			socklen_t sl = sizeof(soerr);
-			if (r == 0 && getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr)
+			if (r == 0 && getsockopt(s, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 &&
+			    soerr)
 				r = -soerr;
 			if (r < 0)
 				errno = -r;
@@ -373,8 +377,8 @@ out:
 
 /* Reads into buf[*len..cap) until parse gives a verdict, the buffer is full (bad) or the
  * deadline passes (0 bytes: the client is dropped without an answer). */
-static int read_request(int fd, char *buf, size_t cap, size_t *len, bool socks,
-			int64_t deadline_ns, cae_net_request *req)
+static int read_request(int fd, char *buf, size_t cap, size_t *len, bool socks, int64_t deadline_ns,
+			cae_net_request *req)
 {
 	for (;;) {
 		cae_net_parse_request(buf, *len, socks, req);

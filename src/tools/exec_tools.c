@@ -79,11 +79,11 @@ static json_t *with_warning(json_t *schema)
 {
 	json_t *props = json_object_get(schema, "properties");
 	json_object_set_new(props, "warning", json_pack("{s:s}", "type", "string"));
-	json_object_set_new(
-	    props, "network_denied",
-	    json_pack("{s:s, s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}}", "type", "array", "items",
-		      "type", "object", "properties", "host", "type", "string", "port", "type",
-		      "integer", "count", "type", "integer"));
+	json_object_set_new(props, "network_denied",
+			    json_pack("{s:s, s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}}", "type",
+				      "array", "items", "type", "object", "properties", "host",
+				      "type", "string", "port", "type", "integer", "count", "type",
+				      "integer"));
 	return schema;
 }
 

@@ -876,8 +876,8 @@ START_TEST(network_policy_entries)
 				 bad[i].key, bad[i].value);
 		const char *m = load_err(yaml, no_env, -EINVAL);
 		/* the line of the key (or of the item, for what the YAML walk refuses) */
-		snprintf(want, sizeof(want), "command_executor.docker.network.%s: item 2: ",
-			 bad[i].key);
+		snprintf(want, sizeof(want),
+			 "command_executor.docker.network.%s: item 2: ", bad[i].key);
 		ck_assert_msg(strncmp(m, "config.yaml:", 12) == 0 && strstr(m, want) &&
 				  strstr(m, bad[i].why),
 			      "%zu: %s", i, m);
@@ -890,7 +890,8 @@ START_TEST(network_policy_entries)
 	    no_env);
 	ck_assert_uint_eq(cfg->command_executor.docker.network.allowed_domains.n, 3);
 	ck_assert_uint_eq(cfg->command_executor.docker.network.denied_domains.n, 1);
-	ck_assert_str_eq(cfg->command_executor.docker.network.allowed_addresses.items[1], "fd00::/8");
+	ck_assert_str_eq(cfg->command_executor.docker.network.allowed_addresses.items[1],
+			 "fd00::/8");
 	ck_assert(cae_net_config_filtered(cfg));
 	_cleanup_config_ cae_config *deny_only = load_ok(
 	    "command_executor:\n  docker:\n    network:\n      denied_domains: [x.example]\n",
@@ -900,9 +901,9 @@ START_TEST(network_policy_entries)
 	ck_assert(!cae_net_config_filtered(plain));
 	/* cae_config_set keeps the value before on a bad entry */
 	cae_error err = {0};
-	ck_assert_int_eq(cae_config_set(cfg, "command_executor.docker.network.denied_domains",
-					"http://x", &err),
-			 -EINVAL);
+	ck_assert_int_eq(
+	    cae_config_set(cfg, "command_executor.docker.network.denied_domains", "http://x", &err),
+	    -EINVAL);
 	ck_assert_uint_eq(cfg->command_executor.docker.network.denied_domains.n, 1);
 }
 END_TEST

@@ -20,10 +20,26 @@
 /* ---- policy ---- */
 
 static const char *const bad_domains[] = {
-    "",		    " example.com", "example.com ",	"exa mple.com",	  "*.*",
-    "*",	    "*.com",	    "a.*.example.com",	"http://example.com", "example.com/path",
-    "example.com:0", "example.com:65536", "example.com:x", "example.com:",	  "a..b",
-    "-a.example.com", "1.2.3.4",     "[::1]",		"user@example.com", "exa\tmple.com",
+    "",
+    " example.com",
+    "example.com ",
+    "exa mple.com",
+    "*.*",
+    "*",
+    "*.com",
+    "a.*.example.com",
+    "http://example.com",
+    "example.com/path",
+    "example.com:0",
+    "example.com:65536",
+    "example.com:x",
+    "example.com:",
+    "a..b",
+    "-a.example.com",
+    "1.2.3.4",
+    "[::1]",
+    "user@example.com",
+    "exa\tmple.com",
 };
 
 START_TEST(domain_entries_malformed)
@@ -35,23 +51,25 @@ END_TEST
 
 START_TEST(domain_entries_wellformed)
 {
-	const char *good[] = {"example.com", "*.example.com", "a.example.com:443", "EXAMPLE.com.",
-			      "localhost",   "registry.npmjs.org:1", "x_y.example.com:65535"};
+	const char *good[] = {"example.com",	      "*.example.com", "a.example.com:443",
+			      "EXAMPLE.com.",	      "localhost",     "registry.npmjs.org:1",
+			      "x_y.example.com:65535"};
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
-		ck_assert_msg(cae_net_domain_entry_error(good[i]) == NULL, "refused %s: %s", good[i],
-			      cae_net_domain_entry_error(good[i]));
+		ck_assert_msg(cae_net_domain_entry_error(good[i]) == NULL, "refused %s: %s",
+			      good[i], cae_net_domain_entry_error(good[i]));
 }
 END_TEST
 
 START_TEST(address_entries)
 {
 	const char *good[] = {"127.0.0.1", "10.0.0.0/8", "fd00::/8", "::1", "0.0.0.0/0", "::/0"};
-	const char *bad[] = {"",	  "1.2.3.4/33", "::1/129",   "a.b",	   "10.0.0.0/",
+	const char *bad[] = {"",	   "1.2.3.4/33", "::1/129",	"a.b",	      "10.0.0.0/",
 			     "10.0.0.0/x", "localhost",	 "10.0.0.0/8 ", "1.2.3.4/-1", "1.2.3"};
 	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
 		ck_assert_msg(cae_net_address_entry_error(good[i]) == NULL, "refused %s", good[i]);
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(cae_net_address_entry_error(bad[i]) != NULL, "accepted \"%s\"", bad[i]);
+		ck_assert_msg(cae_net_address_entry_error(bad[i]) != NULL, "accepted \"%s\"",
+			      bad[i]);
 }
 END_TEST
 
@@ -144,12 +162,28 @@ static bool addr_ok(const cae_net_policy *p, const char *a, const char **kind)
 START_TEST(addresses)
 {
 	cae_net_policy *p = policy(true, NULL, 0, NULL, 0, NULL, 0);
-	const char *refused[] = {"127.0.0.1",  "127.8.9.10",	   "10.1.2.3",	 "172.16.0.1",
-				 "172.31.255.255", "192.168.1.1",   "169.254.169.254", "169.254.1.1",
-				 "100.64.0.1", "0.0.0.0",	   "224.0.0.1",	 "255.255.255.255",
-				 "::1",	       "::",		   "fd00::1",	 "fc00::1",
-				 "fe80::1",    "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a00:1",
-				 "ff02::1",    "fd00:ec2::254"};
+	const char *refused[] = {"127.0.0.1",
+				 "127.8.9.10",
+				 "10.1.2.3",
+				 "172.16.0.1",
+				 "172.31.255.255",
+				 "192.168.1.1",
+				 "169.254.169.254",
+				 "169.254.1.1",
+				 "100.64.0.1",
+				 "0.0.0.0",
+				 "224.0.0.1",
+				 "255.255.255.255",
+				 "::1",
+				 "::",
+				 "fd00::1",
+				 "fc00::1",
+				 "fe80::1",
+				 "::ffff:127.0.0.1",
+				 "::ffff:10.0.0.1",
+				 "64:ff9b::a00:1",
+				 "ff02::1",
+				 "fd00:ec2::254"};
 	const char *kind = NULL;
 	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
 		ck_assert_msg(!addr_ok(p, refused[i], &kind) && kind, "reachable: %s", refused[i]);
@@ -201,9 +235,9 @@ static void *server_main(void *arg)
 				break;
 		}
 		char head[256];
-		int hl = snprintf(head, sizeof(head),
-				  "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-				  n);
+		int hl = snprintf(
+		    head, sizeof(head),
+		    "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", n);
 		(void)!write(c, head, (size_t)hl);
 		(void)!write(c, buf, n);
 		close(c);
@@ -305,8 +339,9 @@ START_TEST(http_connect_to_allowed_name)
 	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
 	int fd = client(px);
 	char req[256], buf[4096];
-	int n = snprintf(req, sizeof(req), "CONNECT localhost:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n",
-			 s->port, s->port);
+	int n = snprintf(req, sizeof(req),
+			 "CONNECT localhost:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", s->port,
+			 s->port);
 	say(fd, req, (size_t)n);
 	hear(fd, buf, sizeof(buf), 39);
 	ck_assert_str_eq(buf, "HTTP/1.1 200 Connection established\r\n\r\n");
@@ -435,13 +470,13 @@ START_TEST(refusals)
 				    "allowed_domains"),
 		      "%s", a);
 	a = ask(px, "GET http://example.org/x HTTP/1.1\r\nHost: example.org\r\n\r\n");
-	ck_assert_msg(strstr(a, "403") && strstr(a, "example.org is not in allowed_domains"),
-		      "%s", a);
+	ck_assert_msg(strstr(a, "403") && strstr(a, "example.org is not in allowed_domains"), "%s",
+		      a);
 	char req[256];
 	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", s->port);
 	a = ask(px, req);
 	ck_assert_msg(strstr(a, "403") && strstr(a, "127.0.0.1 is an IP address, not in "
-						     "allowed_addresses"),
+						    "allowed_addresses"),
 		      "%s", a);
 	/* an allowed name that resolves to loopback: refused without allowed_addresses */
 	snprintf(req, sizeof(req), "CONNECT localhost:%d HTTP/1.1\r\n\r\n", s->port);
@@ -459,7 +494,8 @@ START_TEST(refusals)
 	json_decref(d);
 	ck_assert_ptr_null(cae_net_proxy_take_denied(px)); /* taken: reset */
 	const char *log = log_text();
-	ck_assert_msg(strstr(log, "\"network.denied\"") && strstr(log, "\"rule\":\"allowed_domains\"") &&
+	ck_assert_msg(strstr(log, "\"network.denied\"") &&
+			  strstr(log, "\"rule\":\"allowed_domains\"") &&
 			  strstr(log, "\"rule\":\"allowed_addresses\"") &&
 			  strstr(log, "\"task\":\"T1\"") && strstr(log, "\"host\":\"example.org\""),
 		      "%s", log);
@@ -595,8 +631,7 @@ START_TEST(ten_thousand_connections)
 	ck_assert_msg(after - before < 16 * 1024, "memory grew by %ld KiB", after - before);
 	json_t *d = cae_net_proxy_take_denied(px);
 	ck_assert_uint_eq(json_array_size(d), 1);
-	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")),
-			 10000);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 10000);
 	json_decref(d);
 	cae_net_proxy_free(px);
 }
