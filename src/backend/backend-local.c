@@ -59,9 +59,10 @@ struct local_helper {
 	bool network;
 	char cgname[160]; /* its cgroup, removed when it stops (if nothing else uses it) */
 	cae_helper *h;
-	cae_net_proxy *proxy; /* a filtered network's proxy (net-local.c), or NULL */
-	int refs;	      /* commands running through it */
-	bool retired;	      /* out of the list: stopped when the last command ends */
+	/* a filtered network's proxy (net-local.c), or NULL */
+	cae_net_proxy *proxy;
+	int refs;     /* commands running through it */
+	bool retired; /* out of the list: stopped when the last command ends */
 };
 
 /* What exec needs of a ready environment's meta.json, kept while the file is unchanged (same
