@@ -704,6 +704,19 @@ static void helper_release(struct local_impl *li, struct local_helper *lh)
 	helper_free(dead);
 }
 
+/* What the proxy of uuid's sandbox in this process refused since it was last taken. */
+static json_t *local_network_denied(cae_backend *b, const char *uuid)
+{
+	struct local_impl *li = impl_of(b);
+	json_t *d = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	for (struct local_helper *lh = li->helpers; lh && !d; lh = lh->next)
+		if (lh->proxy && strcmp(lh->uuid, uuid) == 0)
+			d = cae_net_proxy_take_denied(lh->proxy);
+	pthread_mutex_unlock(&li->helper_lock);
+	return d;
+}
+
 /* Runs spec in the environment's long-lived sandbox. Returns 1 when there is none to use
  * (the caller starts a sandbox for this command), else the runner's result. */
 static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec *spec,
@@ -1623,6 +1636,7 @@ static const cae_backend_ops local_ops = {
     .cleanup_stale = local_cleanup_stale,
     .list = local_list,
     .info = local_info,
+    .network_denied = local_network_denied,
     .fs = local_fs,
     .free = local_free,
 };
