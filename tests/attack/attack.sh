@@ -189,15 +189,18 @@ check "a file past the per-file bound (disk_limit) is refused" '[[ $out == *"exi
 # Environment C: an allow-list. Named hosts are served on this host's loopback: cae runs in a
 # mount namespace of its own whose /etc/hosts maps them to 127.0.0.x (the proxy resolves
 # names, the sandbox does not), and allowed_addresses lets the proxy reach 127.0.0.1 only.
+mkdir -p "$work/www"
+for p in plain tunnel socks; do echo "NET-OK /$p" > "$work/www/$p"; done
+git init -q --bare "$work/www/repo.git" && git init -q "$work/seed" &&
+	echo "cloned through the proxy" > "$work/seed/README" &&
+	git -C "$work/seed" add README && git -C "$work/seed" -c user.name=t -c user.email=t@t commit -qm seed &&
+	git -C "$work/seed" push -q "$work/www/repo.git" HEAD:refs/heads/main &&
+	git -C "$work/www/repo.git" symbolic-ref HEAD refs/heads/main && git -C "$work/www/repo.git" update-server-info
 python3 - "$work" <<'PY' &
-import http.server, sys
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = b"NET-OK " + self.path.encode() + b"\n"
-        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
-        self.wfile.write(body)
+import functools, http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *a): pass
-s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(H, directory=sys.argv[1] + "/www"))
 open(sys.argv[1] + "/web-port", "w").write(str(s.server_address[1]))
 s.serve_forever()
 PY
@@ -217,6 +220,9 @@ netcae prepare --workspace "$work/c" --uuid C > "$work/c.json" 2>/dev/null || ec
 netrun() { netcae exec --uuid C --timeout 60 -- "$1" 2>/dev/null; }
 res=$(netrun "curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 -p http://allowed.test:$wport/tunnel; curl -sS -m 10 -x \"\$ALL_PROXY\" http://allowed.test:$wport/socks")
 out=$(jq -r '.stdout + .stderr' <<<"$res")
+res2=$(netrun "git clone -q http://allowed.test:$wport/repo.git /tmp/cl 2>&1 && cat /tmp/cl/README")
+check "filtered network: git clone over http from an allowed name, through the proxy variables" \
+	'[[ $(jq -r .stdout <<<"$res2") == *"cloned through the proxy"* ]]' "$res2"
 check "filtered network: an allowed name is reached through the proxy variables (HTTP, CONNECT, SOCKS5)" \
 	'[[ $out == *"NET-OK /plain"* && $out == *"NET-OK /tunnel"* && $out == *"NET-OK /socks"* ]] && [ "$(jq -r ".network_denied // empty" <<<"$res")" = "" ]' "$res"
 res=$(netrun "curl -sS -m 10 http://denied.test:$wport/x; echo; curl -sS -m 10 -x \"\$ALL_PROXY\" http://denied.test:$wport/y; echo end")
