@@ -313,17 +313,51 @@ static int connect_upstream(cae_net_proxy *px, const char *host, int port, bool 
 	return last;
 }
 
+struct dir {
+	int from, to;
+	char *buf;
+	size_t len, off;
+	bool eof;
+};
+
+/* Moves what is there from d->from to d->to without waiting: sends what the buffer holds,
+ * refills it, and again, until a side would block. Returns -1 when the connection is
+ * broken. */
+static int pump(struct dir *d, size_t size)
+{
+	for (int k = 0; k < 64; k++) {
+		if (d->len > d->off) {
+			ssize_t w = send(d->to, d->buf + d->off, d->len - d->off, MSG_NOSIGNAL);
+			if (w < 0)
+				return errno == EAGAIN || errno == EINTR ? 0 : -1;
+			d->off += (size_t)w;
+			if (d->off < d->len)
+				return 0;
+			d->off = d->len = 0;
+		}
+		if (d->eof)
+			return 0;
+		ssize_t r = recv(d->from, d->buf, size, 0);
+		if (r < 0)
+			return errno == EAGAIN || errno == EINTR ? 0 : -1;
+		if (r == 0) {
+			d->eof = true;
+			shutdown(d->to, SHUT_WR);
+			return 0;
+		}
+		d->len = (size_t)r;
+	}
+	return 0;
+}
+
 static void relay(int a, int b, size_t size)
 {
-	struct dir {
-		int from, to;
-		char *buf;
-		size_t len, off;
-		bool eof;
-	} d[2] = {{a, b, malloc(size), 0, 0, false}, {b, a, malloc(size), 0, 0, false}};
+	struct dir d[2] = {{a, b, malloc(size), 0, 0, false}, {b, a, malloc(size), 0, 0, false}};
 	if (!d[0].buf || !d[1].buf)
 		goto out;
 	for (;;) {
+		if (pump(&d[0], size) < 0 || pump(&d[1], size) < 0)
+			break;
 		struct pollfd p[2] = {{.fd = a}, {.fd = b}};
 		bool any = false;
 		for (int i = 0; i < 2; i++) {
@@ -339,36 +373,8 @@ static void relay(int a, int b, size_t size)
 		}
 		if (!any)
 			break;
-		if (poll(p, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
-		}
-		for (int i = 0; i < 2; i++) {
-			if (d[i].len > d[i].off) {
-				ssize_t w = send(d[i].to, d[i].buf + d[i].off, d[i].len - d[i].off,
-						 MSG_NOSIGNAL);
-				if (w < 0 && errno != EAGAIN && errno != EINTR)
-					goto out;
-				if (w > 0)
-					d[i].off += (size_t)w;
-				if (d[i].off == d[i].len) {
-					d[i].off = d[i].len = 0;
-					if (d[i].eof)
-						shutdown(d[i].to, SHUT_WR);
-				}
-			} else if (!d[i].eof) {
-				ssize_t r = recv(d[i].from, d[i].buf, size, 0);
-				if (r < 0 && errno != EAGAIN && errno != EINTR)
-					goto out;
-				if (r == 0) {
-					d[i].eof = true;
-					shutdown(d[i].to, SHUT_WR);
-				}
-				if (r > 0)
-					d[i].len = (size_t)r;
-			}
-		}
 	}
 out:
 	free(d[0].buf);
