@@ -191,10 +191,10 @@ check "a file past the per-file bound (disk_limit) is refused" '[[ $out == *"exi
 # names, the sandbox does not), and allowed_addresses lets the proxy reach 127.0.0.1 only.
 mkdir -p "$work/www"
 for p in plain tunnel socks; do echo "NET-OK /$p" > "$work/www/$p"; done
-git init -q --bare "$work/www/repo.git" && git init -q "$work/seed" &&
-	echo "cloned through the proxy" > "$work/seed/README" &&
-	git -C "$work/seed" add README && git -C "$work/seed" -c user.name=t -c user.email=t@t commit -qm seed &&
-	git -C "$work/seed" push -q "$work/www/repo.git" HEAD:refs/heads/main &&
+git init -q --bare "$work/www/repo.git" && git init -q "$work/upstream" &&
+	echo "cloned through the proxy" > "$work/upstream/README" &&
+	git -C "$work/upstream" add README && git -C "$work/upstream" -c user.name=t -c user.email=t@t commit -qm first &&
+	git -C "$work/upstream" push -q "$work/www/repo.git" HEAD:refs/heads/main &&
 	git -C "$work/www/repo.git" symbolic-ref HEAD refs/heads/main && git -C "$work/www/repo.git" update-server-info
 python3 - "$work" <<'PY' &
 import functools, http.server, sys
