@@ -2,7 +2,8 @@
  * through the session (argument validation, policy, cwd confinement, spawn, capture, JSON
  * result) for `true`, next to a bare posix_spawn + waitpid loop in the same run
  * (target: within 1.5x), unconfined and in the default bubblewrap sandbox (one sandbox per
- * environment, commands forked inside it by cae-helper).
+ * environment, commands forked inside it by cae-helper), and in that sandbox with a domain
+ * allow-list (the filtered network: an empty network namespace and cae's proxy).
  * usage: bench-exec [BUILD_DIR]   (finds cae-helper there unless CAE_HELPER is set) */
 #include "base/fs.h"
 #include "base/timeutil.h"
@@ -10,6 +11,7 @@
 #include "cae/session.h"
 
 #include <spawn.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +31,7 @@ static double median_us(int64_t *v, int n)
 	return v[n / 2] / 1000.0;
 }
 
-static int bench(const char *sandbox, int n, const char *label)
+static int bench(const char *sandbox, int n, const char *label, bool allow_list)
 {
 	char state[] = "/tmp/cae-bench-XXXXXX", ws[] = "/tmp/cae-bench-ws-XXXXXX";
 	if (!mkdtemp(state) || !mkdtemp(ws))
@@ -37,8 +39,11 @@ static int bench(const char *sandbox, int n, const char *label)
 	char yaml[1024];
 	snprintf(yaml, sizeof(yaml),
 		 "command_executor:\n  backend: local\n  state_dir: %s\n  local:\n    sandbox: %s\n"
-		 "    unconfined: %s\n",
-		 state, sandbox, strcmp(sandbox, "none") == 0 ? "true" : "false");
+		 "    unconfined: %s\n%s",
+		 state, sandbox, strcmp(sandbox, "none") == 0 ? "true" : "false",
+		 allow_list ? "  docker:\n    network:\n      whitelist_mode: true\n"
+			      "      allowed_domains: [pypi.org]\n"
+			    : "");
 	cae_config *cfg;
 	cae_session *s;
 	cae_error err;
@@ -95,8 +100,11 @@ int main(int argc, char **argv)
 		snprintf(helper, sizeof(helper), "%s/cae-helper", argv[1]);
 		setenv("CAE_HELPER", helper, 1);
 	}
-	int r = bench("none", n, "none");
+	int r = bench("none", n, "none", false);
 	if (r == 0)
-		r = bench("bubblewrap", n, "bubblewrap");
+		r = bench("bubblewrap", n, "bubblewrap", false);
+	/* the same sandbox with a domain allow-list: its own network namespace and the proxy */
+	if (r == 0)
+		r = bench("bubblewrap", n, "bubblewrap+allow-list", true);
 	return r;
 }

@@ -134,9 +134,14 @@ CAE_EXPORT int cae_backend_prepare(cae_backend *b, const cae_task *task,
 				   const char *environment_name, const cae_prepare_options *opts,
 				   cae_env_info *info, cae_error *err);
 /* Runs one command. -ENOENT: no such environment ("environment not found"), or the program
- * was not found; -ENOTDIR: bad cwd; the result otherwise. */
+ * was not found; -ENOTDIR: bad cwd; the result otherwise. res->network_denied: what the
+ * environment's network proxy refused since it was last taken (cae/net.h). */
 CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_request *req,
 				cae_run_result *res, cae_error *err);
+/* What the environment's network proxy refused since it was last taken (by this call or a
+ * command's result), [{host, port, count}], and resets the record; NULL when nothing was
+ * refused or the environment has no proxy in this process. */
+CAE_EXPORT json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid);
 /* Runs a checked text editor request in an environment that is not on this host (its
  * workspace is edited where commands run, by the environment's helper). -EOPNOTSUPP when
  * the backend or the environment cannot (then err says why), -ENOENT when there is no such

@@ -160,8 +160,21 @@ typedef struct cae_config {
 				 * mode means none; mode none means external_access false. */
 				cae_config_network_mode mode;
 				bool external_access; /* true */
-				bool whitelist_mode;  /* false: only allowed_domains reachable */
-				cae_config_strlist allowed_domains; /* [] */
+				/* One policy for every backend (cae/net.h says what the entries
+				 * are and how they match). whitelist_mode true: only the names
+				 * of allowed_domains are reachable, through cae's filtering
+				 * proxy (enforced by the local backend; docker and kubernetes
+				 * warn that they do not enforce it yet). */
+				bool whitelist_mode;		    /* false */
+				cae_config_strlist allowed_domains; /* [] "example.com",
+								     * "*.example.com:443" */
+				/* names refused even when allowed (non-empty: the proxy is on
+				 * even without whitelist_mode) */
+				cae_config_strlist denied_domains; /* [] */
+				/* addresses (CIDRs) the proxy may connect to although they are
+				 * loopback, private, link-local, unique-local or metadata
+				 * addresses, and IP literals it lets through */
+				cae_config_strlist allowed_addresses; /* [] "127.0.0.1/32" */
 			} network;
 			bool mount_docker_socket; /* false (a warning is due when true) */
 			/* 3600: a container's cae-helper stops it after this long without a
@@ -253,7 +266,12 @@ typedef struct cae_config {
 			/* auto: bubblewrap when it can confine here, else commands are refused
 			 * unless `unconfined` is true. none requires unconfined: true. */
 			cae_config_sandbox sandbox;
-			bool network;	 /* false: no network inside the sandbox */
+			/* false: no network inside the sandbox; true: the host's network
+			 * (the local spelling of docker.network.external_access, whose
+			 * default stays false here). A filtered network (whitelist_mode or
+			 * denied_domains) wins over it: an empty network namespace whose
+			 * one way out is cae's proxy. */
+			bool network;
 			bool unconfined; /* false: never run commands outside a sandbox */
 			/* The host uid (and gid) sandboxed commands run as when cae runs as
 			 * root (100000); inside they are uid 1000. Never 0. */

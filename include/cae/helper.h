@@ -75,6 +75,16 @@ CAE_EXPORT int cae_helper_start(const char *const *argv, const char *const *envp
 CAE_EXPORT int cae_helper_run(cae_helper *h, const cae_run_spec *spec, cae_run_result *res,
 			      cae_error *err);
 
+/* The loopback listeners of the helper's network namespace for the network proxy
+ * (cae/net.h): the helper makes 127.0.0.1:CAE_HELPER_NET_HTTP_PORT and
+ * :CAE_HELPER_NET_SOCKS_PORT and hands them over; the caller accepts on them (both new,
+ * close-on-exec). Ask before the first command (no command may take the ports first).
+ * Returns 0, or -errno with err set (-EADDRINUSE: the ports are taken). */
+#define CAE_HELPER_NET_HTTP_PORT 3128
+#define CAE_HELPER_NET_SOCKS_PORT 1080
+CAE_EXPORT int cae_helper_net_listeners(cae_helper *h, int64_t timeout_ms, int *http_fd,
+					int *socks_fd, cae_error *err);
+
 CAE_EXPORT bool cae_helper_alive(const cae_helper *h);
 CAE_EXPORT pid_t cae_helper_pid(const cae_helper *h);
 

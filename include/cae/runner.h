@@ -92,6 +92,9 @@ typedef struct cae_run_result {
 	int64_t duration_ms;
 	char *warning; /* owned, NULL: none; how the command ran when that is worth saying
 			* (e.g. a container's helper was gone and a plain exec was used) */
+	/* owned, NULL: none; connections the environment's network proxy refused since the
+	 * previous command, a JSON array [{host, port, count}] as text (cae/net.h) */
+	char *network_denied;
 } cae_run_result;
 
 /* Runs spec to completion. Returns 0 when the command ran (whatever its exit status), or

@@ -16,6 +16,7 @@
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
 
@@ -361,11 +362,12 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		json_object_set_new(hc, "Binds", binds);
 	else
 		json_decref(binds);
-	if (dk->network.whitelist_mode)
+	if (cae_net_config_filtered(cfg))
 		cae__prepare_warn(
 		    p, "docker.allowlist_unsupported",
-		    "command_executor.docker.network.whitelist_mode is not enforced by the "
-		    "docker backend: the container has the network mode's full access");
+		    "command_executor.docker.network.whitelist_mode and denied_domains are not "
+		    "enforced by the docker backend yet: the container has the network mode's "
+		    "full access");
 
 	json_t *entry = json_array();
 	if (helper) {

@@ -114,6 +114,8 @@ typedef struct cae_backend_ops {
 			     void *filter_ud, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
+	/* may be NULL: the backend runs no network proxy (cae_backend_network_denied) */
+	json_t *(*network_denied)(cae_backend *b, const char *task_uuid);
 	void (*free)(cae_backend *b);
 } cae_backend_ops;
 

@@ -29,6 +29,7 @@
  * helper on this host the pod runs `sleep infinity` and each command is one exec (the
  * wrapper below). */
 #include "backend/backend-internal.h"
+#include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
 
@@ -629,6 +630,11 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 			    "protect_with_root_sidecar is false, so nothing in the pod can give "
 			    "them to root");
 	}
+	if (cae_net_config_filtered(cfg))
+		cae__prepare_warn(p, "kubernetes.network_policy_unenforced",
+				  "command_executor.docker.network.whitelist_mode and "
+				  "denied_domains are not enforced by the kubernetes backend yet: "
+				  "the pod has the cluster's network");
 	return 0;
 }
 

@@ -21,6 +21,7 @@
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "backend/net-local.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
 
@@ -64,6 +65,8 @@ struct local_helper {
 	bool network;
 	char cgname[160]; /* its cgroup, removed when it stops (if nothing else uses it) */
 	cae_helper *h;
+	/* a filtered network's proxy (net-local.c), or NULL */
+	cae_net_proxy *proxy;
 	int refs;     /* commands running through it */
 	bool retired; /* out of the list: stopped when the last command ends */
 };
@@ -133,6 +136,7 @@ struct local_env {
 	const char *default_cwd;
 	bool sandbox;  /* confine with bubblewrap */
 	bool network;  /* network inside the sandbox */
+	bool filtered; /* no network but cae's proxy (cae_net_config_filtered) */
 	bool external; /* a workspace used as is: bound at /workspace/project */
 	int cancel_fd; /* prepare: cancels every step that has no cancel fd of its own; -1: none */
 	const char *task; /* the task uuid, for the cgroup's name (also while preparing) */
@@ -440,6 +444,7 @@ static void helper_free(struct local_helper *lh)
 	if (!lh)
 		return;
 	cae_helper_stop(lh->h);
+	cae_net_proxy_free(lh->proxy);
 	if (lh->cgname[0])
 		cae__sandbox_cgroup_remove(lh->cgname);
 	free(lh->uuid);
@@ -667,6 +672,8 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 		    ? cae_helper_start((const char *const *)argv, (const char *const *)envp, 10000,
 				       &lh->h, err)
 		    : -ENOMEM;
+	if (r == 0 && env->filtered)
+		r = cae__local_net_start(lh->h, env->cfg, b->log, env->uuid, &lh->proxy, err);
 	if (r < 0) {
 		helper_free(lh);
 		return r;
@@ -732,6 +739,19 @@ static void helper_release(struct local_impl *li, struct local_helper *lh)
 	helper_free(dead);
 }
 
+/* What the proxy of uuid's sandbox in this process refused since it was last taken. */
+static json_t *local_network_denied(cae_backend *b, const char *uuid)
+{
+	struct local_impl *li = impl_of(b);
+	json_t *d = NULL;
+	pthread_mutex_lock(&li->helper_lock);
+	for (struct local_helper *lh = li->helpers; lh && !d; lh = lh->next)
+		if (lh->proxy && strcmp(lh->uuid, uuid) == 0)
+			d = cae_net_proxy_take_denied(lh->proxy);
+	pthread_mutex_unlock(&li->helper_lock);
+	return d;
+}
+
 /* Runs spec in the environment's long-lived sandbox. Returns 1 when there is none to use
  * (the caller starts a sandbox for this command), else the runner's result. */
 static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec *spec,
@@ -753,6 +773,8 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 		} else {
 			r = cae_helper_run(lh->h, spec, res, err);
 		}
+		if (r == 0 && lh->proxy)
+			cae__local_net_report(lh->proxy, res);
 		helper_release(li, lh);
 		/* Gone before the command was sent (it did not run): once more, in a new one. */
 		if (r == -EPIPE && attempt == 0)
@@ -780,7 +802,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -800,6 +822,9 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = "GIT_CONFIG_KEY_1=credential.helper";
 		extra[ne++] = "GIT_CONFIG_VALUE_1=!/.cae/cae-helper --credential";
 	}
+	/* a filtered network: the proxy on the sandbox's loopback, for every command */
+	for (const char *const *e = cae_net_proxy_env(); env->filtered && env->sandbox && *e; e++)
+		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1063,7 +1088,8 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 				     uuid);
 	}
 	cae_error_clear(err);
-	env->network = b->cfg->command_executor.local.network;
+	env->filtered = cae_net_config_filtered(b->cfg);
+	env->network = b->cfg->command_executor.local.network && !env->filtered;
 	env->impl = li;
 	env->cfg = b->cfg;
 	env->uuid = uuid;
@@ -1826,6 +1852,7 @@ static const cae_backend_ops local_ops = {
     .cleanup_stale = local_cleanup_stale,
     .list = local_list,
     .info = local_info,
+    .network_denied = local_network_denied,
     .fs = local_fs,
     .guard = local_guard,
     .free = local_free,

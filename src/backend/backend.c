@@ -183,6 +183,12 @@ int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_reque
 	return b->ops->exec(b, task_uuid, req, res, err);
 }
 
+json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid)
+{
+	return b && b->ops->network_denied && task_uuid ? b->ops->network_denied(b, task_uuid)
+							: NULL;
+}
+
 int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
 		     const cae_editor_request *req, cae_editor_result *res, cae_error *err)
 {

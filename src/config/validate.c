@@ -5,6 +5,8 @@
  * helper's lifetime. */
 #include "config/config-internal.h"
 
+#include "cae/net.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -112,6 +114,28 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 		    c, origin_of(c, CE "docker.network.whitelist_mode"),
 		    cae__cfg_find_key(CE "docker.network.whitelist_mode"),
 		    "a domain allow-list needs external access (the network mode is none)");
+
+	/* network: every entry of the policy's lists is one the proxy can match */
+	static const char *const net_lists[] = {CE "docker.network.allowed_domains",
+						CE "docker.network.denied_domains",
+						CE "docker.network.allowed_addresses"};
+	const cae_config_strlist *net_items[] = {
+	    &cfg->command_executor.docker.network.allowed_domains,
+	    &cfg->command_executor.docker.network.denied_domains,
+	    &cfg->command_executor.docker.network.allowed_addresses};
+	for (size_t k = 0; k < 3; k++)
+		for (size_t i = 0; i < net_items[k]->n; i++) {
+			const char *e = net_items[k]->items[i];
+			const char *why =
+			    k < 2 ? cae_net_domain_entry_error(e) : cae_net_address_entry_error(e);
+			if (why) {
+				char vbuf[128];
+				cae__cfg_show_value(vbuf, sizeof(vbuf), e, strlen(e));
+				return cae__cfg_key_error(c, origin_of(c, net_lists[k]),
+							  cae__cfg_find_key(net_lists[k]),
+							  "item %zu: %s %s", i + 1, vbuf, why);
+			}
+		}
 
 	/* protected paths: inside the workspace, below it, a bounded number */
 	const cae_config_strlist *pp = &cfg->command_executor.protected_paths;

@@ -376,3 +376,45 @@ int cae_helper_open_mux(cae_helper *h, int64_t timeout_ms, cae_helper_mux **out,
 	    .fd = sv[0], .read = sock_read, .write = sock_write, .close = sock_close, .ctx = fd};
 	return cae_helper_mux_open(&link, timeout_ms, out, err);
 }
+
+/* The network proxy's listeners (helper side: net.c). */
+int cae_helper_net_listeners(cae_helper *h, int64_t timeout_ms, int *http_fd, int *socks_fd,
+			     cae_error *err)
+{
+	*http_fd = *socks_fd = -1;
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return cae_error_set(err, -errno, "socketpair: %s", strerror(errno));
+	int r =
+	    cae_helper_alive(h) ? cae__helper_send_fd(h->ctl, sv[1], CAE_HELPER_FD_NET) : -EPIPE;
+	close(sv[1]);
+	int got[2] = {-1, -1};
+	for (int i = 0; r == 0 && i < 2; i++) {
+		struct pollfd p = {.fd = sv[0], .events = POLLIN};
+		if (poll(&p, 1, (int)timeout_ms) <= 0) {
+			r = -ETIMEDOUT;
+			break;
+		}
+		char kind = 0;
+		int fd = cae__helper_recv_fd(sv[0], &kind);
+		if (fd < 0) {
+			r = fd == -1 ? -EPROTO : fd;
+			break;
+		}
+		got[kind == 's'] = fd;
+	}
+	close(sv[0]);
+	if (r == 0 && (got[0] < 0 || got[1] < 0))
+		r = -EPROTO;
+	if (r < 0) {
+		for (int i = 0; i < 2; i++)
+			if (got[i] >= 0)
+				close(got[i]);
+		return cae_error_set(err, r,
+				     "the environment's helper could not listen for the proxy: %s",
+				     strerror(-r));
+	}
+	*http_fd = got[0];
+	*socks_fd = got[1];
+	return 0;
+}

@@ -109,6 +109,10 @@ int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_
  * and input flow while they run. */
 #define CAE_HELPER_FD_COMMAND 'r'
 #define CAE_HELPER_FD_STREAM 's'
+/* The helper makes its loopback listeners for the network proxy and sends them back on the
+ * socket (net.c). */
+#define CAE_HELPER_FD_NET 'n'
+int cae__helper_net_listen(int fd, int http_port, int socks_port);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) and its kind (CAE_HELPER_FD_*) to the
  * other side. Returns 0 or -errno. */

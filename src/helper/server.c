@@ -258,6 +258,9 @@ static void *worker(void *arg)
 		if (kind == CAE_HELPER_FD_STREAM) {
 			if (sv->serve_stream)
 				(void)sv->serve_stream(fd);
+		} else if (kind == CAE_HELPER_FD_NET) {
+			(void)cae__helper_net_listen(fd, CAE_HELPER_NET_HTTP_PORT,
+						     CAE_HELPER_NET_SOCKS_PORT);
 		} else {
 			serve_one(fd);
 		}

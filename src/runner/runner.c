@@ -35,6 +35,7 @@ void cae_run_result_clear(cae_run_result *res)
 	free(res->out);
 	free(res->err);
 	free(res->warning);
+	free(res->network_denied);
 	memset(res, 0, sizeof(*res));
 }
 

@@ -72,12 +72,33 @@ json_t *cae__tool_execute_command_definition(void)
 		      "maximum", EXECUTE_TIMEOUT_MAX_S, "required", "command"));
 }
 
-/* Adds the optional "warning" (how the command ran, when worth saying) to a result schema. */
+/* Adds the optional "warning" (how the command ran, when worth saying) and "network_denied"
+ * (what the environment's network proxy refused since the previous command) to a result
+ * schema. */
 static json_t *with_warning(json_t *schema)
 {
-	json_object_set_new(json_object_get(schema, "properties"), "warning",
-			    json_pack("{s:s}", "type", "string"));
+	json_t *props = json_object_get(schema, "properties");
+	json_object_set_new(props, "warning", json_pack("{s:s}", "type", "string"));
+	json_object_set_new(props, "network_denied",
+			    json_pack("{s:s, s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s}}}}", "type",
+				      "array", "items", "type", "object", "properties", "host",
+				      "type", "string", "port", "type", "integer", "count", "type",
+				      "integer"));
 	return schema;
+}
+
+/* The result's "warning" and "network_denied", when the run has them. */
+static void add_run_notes(json_t *out, const cae_run_result *res)
+{
+	if (!out)
+		return;
+	if (res->warning)
+		json_object_set_new(out, "warning", json_string(res->warning));
+	json_t *denied = res->network_denied ? json_loads(res->network_denied, 0, NULL) : NULL;
+	if (json_is_array(denied))
+		json_object_set_new(out, "network_denied", denied);
+	else
+		json_decref(denied);
 }
 
 json_t *cae__tool_execute_command_output_schema(void)
@@ -411,8 +432,7 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 				"stdout_truncated", out_tr,
 				"stderr_truncated", err_tr, "timed_out", res.timed_out,
 				"duration_ms", (json_int_t)res.duration_ms);
-	if (out && res.warning)
-		json_object_set_new(out, "warning", json_string(res.warning));
+	add_run_notes(out, &res);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
 		       json_pack("{s:i, s:b, s:I}", "exit_code",
 				 res.timed_out ? 124 : res.exit_code, "timed_out", res.timed_out,
@@ -519,8 +539,7 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));
 	}
-	if (out && res.warning)
-		json_object_set_new(out, "warning", json_string(res.warning));
+	add_run_notes(out, &res);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.execute_command",
 		       json_pack("{s:i, s:b, s:I}", "exit_code", res.timed_out ? -1 : res.exit_code,
 				 "timed_out", res.timed_out, "duration_ms",

@@ -65,8 +65,9 @@ struct proc {
 	proc_state state;
 	bool kill_requested;
 	int exit_code, term_signal;
-	char *error;   /* PROC_FAILED: why */
-	char *warning; /* how it ran, when worth saying */
+	char *error;		/* PROC_FAILED: why */
+	char *warning;		/* how it ran, when worth saying */
+	json_t *network_denied; /* refused at its end, not read yet (NULL: none) */
 };
 
 struct cae__procs {
@@ -106,6 +107,7 @@ static void proc_free(struct proc *p)
 	free(p->buf);
 	free(p->error);
 	free(p->warning);
+	json_decref(p->network_denied);
 	free(p);
 }
 
@@ -210,6 +212,8 @@ static void *proc_main(void *arg)
 		p->exit_code = res.timed_out ? 124 : res.exit_code;
 		p->term_signal = res.term_signal;
 		p->warning = res.warning ? strdup(res.warning) : NULL;
+		p->network_denied =
+		    res.network_denied ? json_loads(res.network_denied, 0, NULL) : NULL;
 		cae_run_result_clear(&res);
 	}
 	p->ended_ns = cae__now_ns();
@@ -486,6 +490,44 @@ static void take_page_locked(struct proc *p, size_t max_chars, const cae_secrets
 	json_object_set_new(j, "unread_bytes", json_integer((json_int_t)p->len));
 }
 
+/* Adds the entries of more ([{host, port, count}], stolen) to *into, counts of the same host
+ * and port summed. */
+static void merge_denied(json_t **into, json_t *more)
+{
+	if (!json_is_array(more)) {
+		json_decref(more);
+		return;
+	}
+	if (!*into) {
+		*into = more;
+		return;
+	}
+	size_t i;
+	json_t *m;
+	json_array_foreach(more, i, m)
+	{
+		const char *host = json_string_value(json_object_get(m, "host"));
+		json_int_t port = json_integer_value(json_object_get(m, "port"));
+		json_t *same = NULL, *e;
+		size_t k;
+		json_array_foreach(*into, k, e)
+		{
+			const char *h = json_string_value(json_object_get(e, "host"));
+			if (host && h && strcmp(h, host) == 0 &&
+			    json_integer_value(json_object_get(e, "port")) == port)
+				same = e;
+		}
+		if (same)
+			json_object_set_new(
+			    same, "count",
+			    json_integer(json_integer_value(json_object_get(same, "count")) +
+					 json_integer_value(json_object_get(m, "count"))));
+		else
+			json_array_append(*into, m);
+	}
+	json_decref(more);
+}
+
 json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
 			const cae_secrets *secrets, cae_error *err)
 {
@@ -504,7 +546,20 @@ json_t *cae__procs_read(cae__procs *t, unsigned id, const cae__proc_read *o,
 	json_t *j = status_locked(p);
 	if (j && o->page)
 		take_page_locked(p, o->max_chars, secrets, j);
+	/* what the environment's network proxy refused: since the last read or command */
+	json_t *denied = j ? p->network_denied : NULL;
+	if (j)
+		p->network_denied = NULL;
+	cae_backend *backend = p->backend;
+	char *uuid = j ? strdup(p->task_uuid) : NULL;
 	pthread_mutex_unlock(&t->lock);
+	if (uuid)
+		merge_denied(&denied, cae_backend_network_denied(backend, uuid));
+	free(uuid);
+	if (j && denied)
+		json_object_set_new(j, "network_denied", denied);
+	else
+		json_decref(denied);
 	if (!j)
 		cae_error_set(err, -ENOMEM, "out of memory");
 	return j;

@@ -44,6 +44,8 @@ cleanup() {
 	"$CAE" cleanup --backend local C >/dev/null 2>&1
 	"$CAE" cleanup --backend local D >/dev/null 2>&1
 	"$CAE" cleanup --backend local E >/dev/null 2>&1
+	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend local N >/dev/null 2>&1
+	[ -n "${web_pid:-}" ] && kill "$web_pid" 2>/dev/null
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -321,6 +323,67 @@ check "after cleanup a workspace root owns is still root's, and root's git works
 check "cleanup leaves no mount, no loop device and no image" \
 	'! grep -q "$state_dir/local/C" /proc/self/mountinfo && ! grep -qs "$state_dir/local/C" /sys/block/loop*/loop/backing_file && [ ! -e "$state_dir/local/C" ]' \
 	"$(grep "$state_dir" /proc/self/mountinfo /sys/block/loop*/loop/backing_file)"
+# --- a filtered network (command_executor.docker.network.whitelist_mode) ----------------------
+# Environment N: an allow-list. Named hosts are served on this host's loopback: cae runs in a
+# mount namespace of its own whose /etc/hosts maps them to 127.0.0.x (the proxy resolves
+# names, the sandbox does not), and allowed_addresses lets the proxy reach 127.0.0.1 only.
+mkdir -p "$work/www"
+for p in plain tunnel socks; do echo "NET-OK /$p" > "$work/www/$p"; done
+git init -q --bare "$work/www/repo.git" && git init -q "$work/upstream" &&
+	echo "cloned through the proxy" > "$work/upstream/README" &&
+	git -C "$work/upstream" add README && git -C "$work/upstream" -c user.name=t -c user.email=t@t commit -qm first &&
+	git -C "$work/upstream" push -q "$work/www/repo.git" HEAD:refs/heads/main &&
+	git -C "$work/www/repo.git" symbolic-ref HEAD refs/heads/main && git -C "$work/www/repo.git" update-server-info
+python3 - "$work" <<'PY' &
+import functools, http.server, sys
+class H(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(H, directory=sys.argv[1] + "/www"))
+open(sys.argv[1] + "/web-port", "w").write(str(s.server_address[1]))
+s.serve_forever()
+PY
+web_pid=$!
+for _ in $(seq 50); do [ -s "$work/web-port" ] && break; sleep 0.1; done
+wport=$(cat "$work/web-port")
+{ cat /etc/hosts; echo "127.0.0.1 allowed.test denied.test"; echo "127.0.0.3 loop.test"; } > "$work/hosts"
+sed -e 's/^  docker:$/  docker:\n    network:\n      whitelist_mode: true\n      allowed_domains: [allowed.test, loop.test]\n      allowed_addresses: [127.0.0.1\/32]/' \
+	"$work/config.yaml" > "$work/net.yaml"
+mkdir -p "$work/n"
+# netcae ARGS...: cae with the allow-list, in a mount namespace with the test's /etc/hosts
+netcae() {
+	unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' \
+		"$work/hosts" env CAE_CONFIG="$work/net.yaml" "$CAE" "$@"
+}
+netcae prepare --workspace "$work/n" --uuid N > "$work/n.json" 2>/dev/null || echo "prepare N failed"
+netrun() { netcae exec --uuid N --timeout 60 -- "$1" 2>/dev/null; }
+res=$(netrun "curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 -p http://allowed.test:$wport/tunnel; curl -sS -m 10 -x \"\$ALL_PROXY\" http://allowed.test:$wport/socks")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+res2=$(netrun "git clone -q http://allowed.test:$wport/repo.git /tmp/cl 2>&1 && cat /tmp/cl/README")
+check "filtered network: git clone over http from an allowed name, through the proxy variables" \
+	'[[ $(jq -r .stdout <<<"$res2") == *"cloned through the proxy"* ]]' "$res2"
+check "filtered network: an allowed name is reached through the proxy variables (HTTP, CONNECT, SOCKS5)" \
+	'[[ $out == *"NET-OK /plain"* && $out == *"NET-OK /tunnel"* && $out == *"NET-OK /socks"* ]] && [ "$(jq -r ".network_denied // empty" <<<"$res")" = "" ]' "$res"
+res=$(netrun "curl -sS -m 10 http://denied.test:$wport/x; echo; curl -sS -m 10 -x \"\$ALL_PROXY\" http://denied.test:$wport/y; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: a name not listed gets the policy's 403 text, SOCKS5 a refusal" \
+	'[[ $out == *"blocked by cae network policy: denied.test is not in allowed_domains"* && $out != *NET-OK* && $out == *"SOCKS5 connection to denied.test. (2)"* ]]' "$res"
+check "filtered network: the command result reports what was refused (network_denied)" \
+	'[ "$(jq -c "[.network_denied[] | [.host, .port, .count]]" <<<"$res")" = "[[\"denied.test\",$wport,2]]" ]' "$res"
+res=$(netrun "curl -sS -m 10 -x http://127.0.0.1:3128 http://127.0.0.2:$wport/lit; echo; curl -sS -m 10 http://loop.test:$wport/loop; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: an IP literal and a name resolving to loopback outside allowed_addresses are refused" \
+	'[[ $out == *"127.0.0.2 is an IP address, not in allowed_addresses"* && $out == *"loop.test resolves to 127.0.0.3, a loopback address not in allowed_addresses"* && $out != *NET-OK* ]]' "$res"
+res=$(netrun "curl -sS -m 5 --noproxy '*' http://allowed.test:$wport/direct; curl -sS -m 5 --noproxy '*' http://127.0.0.1:$wport/direct; getent hosts allowed.test || echo NO-DNS; python3 -c '
+import socket
+s = socket.socket(); s.settimeout(3)
+try:
+    s.connect((\"127.0.0.1\", $wport)); print(\"CONNECTED\")
+except OSError as e:
+    print(\"raw socket refused\", e)
+'; echo end")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "filtered network: no way round the proxy (--noproxy, a raw socket to 127.0.0.1, DNS)" \
+	'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *NO-DNS* && $out == *"raw socket refused"* ]]' "$res"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

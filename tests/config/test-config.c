@@ -1,5 +1,6 @@
 #include "cae/config.h"
 #include "base/macro.h"
+#include "cae/net.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -842,6 +843,71 @@ START_TEST(protected_paths)
 }
 END_TEST
 
+/* The network policy's lists (cae/net.h): a malformed entry is an error naming the file, the
+ * line, the key and the item; good entries load, and the filter is on with an allow-list or
+ * a deny-list. */
+START_TEST(network_policy_entries)
+{
+	static const struct {
+		const char *key, *value, *why;
+	} bad[] = {
+	    {"allowed_domains", "\"\"", "empty"},
+	    {"allowed_domains", "\"exa mple.com\"", "blank"},
+	    {"allowed_domains", "\"*.*\"", "'*'"},
+	    {"allowed_domains", "https://example.com", "has a scheme"},
+	    {"allowed_domains", "example.com/x", "has a path"},
+	    {"allowed_domains", "\"example.com:70000\"", "port out of range"},
+	    {"allowed_domains", "\"example.com:0\"", "port out of range"},
+	    {"allowed_domains", "10.0.0.1", "addresses go in allowed_addresses"},
+	    {"denied_domains", "\"*\"", "'*'"},
+	    {"allowed_addresses", "10.0.0.0/33", "prefix length out of range"},
+	    {"allowed_addresses", "localhost", "not an IPv4 or IPv6 address"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		char yaml[512], want[256];
+		snprintf(yaml, sizeof(yaml),
+			 "command_executor:\n  docker:\n    network:\n      whitelist_mode: "
+			 "true\n      %s:\n        - ok.example.com\n        - %s\n",
+			 bad[i].key, bad[i].value);
+		if (strcmp(bad[i].key, "allowed_addresses") == 0)
+			snprintf(yaml, sizeof(yaml),
+				 "command_executor:\n  docker:\n    network:\n      %s:\n        - "
+				 "127.0.0.1\n        - %s\n",
+				 bad[i].key, bad[i].value);
+		const char *m = load_err(yaml, no_env, -EINVAL);
+		/* the line of the key (or of the item, for what the YAML walk refuses) */
+		snprintf(want, sizeof(want),
+			 "command_executor.docker.network.%s: item 2: ", bad[i].key);
+		ck_assert_msg(strncmp(m, "config.yaml:", 12) == 0 && strstr(m, want) &&
+				  strstr(m, bad[i].why),
+			      "%zu: %s", i, m);
+	}
+	_cleanup_config_ cae_config *cfg = load_ok(
+	    "command_executor:\n  docker:\n    network:\n      whitelist_mode: true\n"
+	    "      allowed_domains: [pypi.org, \"*.npmjs.org\", \"github.com:443\"]\n"
+	    "      denied_domains: [evil.npmjs.org]\n      allowed_addresses: [127.0.0.1/32, "
+	    "\"fd00::/8\"]\n",
+	    no_env);
+	ck_assert_uint_eq(cfg->command_executor.docker.network.allowed_domains.n, 3);
+	ck_assert_uint_eq(cfg->command_executor.docker.network.denied_domains.n, 1);
+	ck_assert_str_eq(cfg->command_executor.docker.network.allowed_addresses.items[1],
+			 "fd00::/8");
+	ck_assert(cae_net_config_filtered(cfg));
+	_cleanup_config_ cae_config *deny_only = load_ok(
+	    "command_executor:\n  docker:\n    network:\n      denied_domains: [x.example]\n",
+	    no_env);
+	ck_assert(cae_net_config_filtered(deny_only));
+	_cleanup_config_ cae_config *plain = load_ok("command_executor: {}\n", no_env);
+	ck_assert(!cae_net_config_filtered(plain));
+	/* cae_config_set keeps the value before on a bad entry */
+	cae_error err = {0};
+	ck_assert_int_eq(
+	    cae_config_set(cfg, "command_executor.docker.network.denied_domains", "http://x", &err),
+	    -EINVAL);
+	ck_assert_uint_eq(cfg->command_executor.docker.network.denied_domains.n, 1);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("config");
@@ -864,6 +930,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, parse_sizes_and_bools);
 	tcase_add_test(tc, file_lookup);
 	tcase_add_test(tc, protected_paths);
+	tcase_add_test(tc, network_policy_entries);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1373,6 +1373,58 @@ static char *read_until(cae_session *s, const char *sid, const char *want)
 	return all;
 }
 
+/* A filtered network (a domain allow-list): commands and process sessions get the proxy
+ * variables, a refused name is reported once, in the next result that follows it:
+ * process_read for what a session's command was refused, exec_command for its own. */
+START_TEST(filtered_network_reports_refusals)
+{
+	cae_session *s = open_session("  docker:\n    network:\n      whitelist_mode: true\n"
+				      "      allowed_domains: [allowed.test]\n");
+	bool e;
+	json_t *r = pcall(s, "process_start", &e, "{s:s, s:i}", "command",
+			  "curl -sS -m 10 http://denied.test:7/x; echo; echo curl-done; sleep 60",
+			  "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	/* the start's own page may hold it all already */
+	json_t *denied = json_incref(json_object_get(r, "network_denied"));
+	char out[4096] = "";
+	snprintf(out, sizeof(out), "%s", S(r, "output"));
+	json_decref(r);
+	for (int i = 0; i < 100 && !strstr(out, "curl-done"); i++) {
+		r = pcall(s, "process_read", &e, "{s:s, s:i}", "session_id", "p1", "wait_ms", 200);
+		ck_assert(!e);
+		snprintf(out + strlen(out), sizeof(out) - strlen(out), "%s", S(r, "output"));
+		if (json_object_get(r, "network_denied")) {
+			ck_assert_ptr_null(denied); /* reported once */
+			denied = json_incref(json_object_get(r, "network_denied"));
+		}
+		json_decref(r);
+	}
+	ck_assert_msg(strstr(out, "blocked by cae network policy: denied.test is not in "
+				  "allowed_domains"),
+		      "%s", out);
+	ck_assert_msg(denied, "no network_denied in process_read");
+	ck_assert_str_eq(S(json_array_get(denied, 0), "host"), "denied.test");
+	ck_assert_int_eq(I(json_array_get(denied, 0), "port"), 7);
+	ck_assert_int_eq(I(json_array_get(denied, 0), "count"), 1);
+	json_decref(denied);
+	r = call(s, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"env | grep -c _PROXY=; curl -sS -m 10 "
+		 "http://other.test:8/; echo\"]}",
+		 &e);
+	ck_assert_msg(!e && strstr(S(r, "stdout"), "other.test is not in allowed_domains") &&
+			  strncmp(S(r, "stdout"), "4\n", 2) == 0,
+		      "%s", json_dumps(r, 0));
+	json_t *d = json_object_get(r, "network_denied");
+	ck_assert_uint_eq(json_array_size(d), 1);
+	ck_assert_str_eq(S(json_array_get(d, 0), "host"), "other.test");
+	json_decref(r);
+	r = pcall(s, "process_kill", &e, "{s:s}", "session_id", "p1");
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
 START_TEST(process_session_input_output_and_end)
 {
 	cae_session *s = open_session(NULL);
@@ -1670,6 +1722,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, limits_stated_and_enforced);
 	tcase_add_test(tc, limits_in_descriptions);
 	tcase_add_test(tc, process_session_input_output_and_end);
+	tcase_add_test(tc, filtered_network_reports_refusals);
 	tcase_add_test(tc, process_session_kill_limit_and_session_end);
 	tcase_add_test(tc, process_session_signal);
 	tcase_add_test(tc, process_session_drops_past_the_buffer);

@@ -1,0 +1,198 @@
+/* The network proxy's cost (issue 24): the connection set-up it adds (a CONNECT through
+ * cae's proxy to a name it resolves and checks, next to a direct connect to the same
+ * loopback server; target <= 1 ms added), and a 100 MB download through the proxy next to
+ * the direct one (target >= 0.8x the direct throughput), measured in the same run.
+ * usage: bench-net [BUILD_DIR]   (CAE_BENCH_NET_ROUNDS: set-ups per side, 2000) */
+#include "cae/net.h"
+#include "benchutil.h"
+
+#include "base/timeutil.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define BULK (100u << 20)
+
+static int listen_any(struct sockaddr_in *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	socklen_t sl = sizeof(*a);
+	memset(a, 0, sizeof(*a));
+	a->sin_family = AF_INET;
+	a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)a, sl) < 0 || listen(fd, 512) < 0 ||
+	    getsockname(fd, (struct sockaddr *)a, &sl) < 0) {
+		perror("listen");
+		exit(1);
+	}
+	return fd;
+}
+
+/* The server: a byte 'p' gets one byte back; a byte 'b' gets BULK bytes; then it closes. */
+static void *serve_one(void *arg)
+{
+	int c = (int)(intptr_t)arg;
+	char b;
+	if (read(c, &b, 1) == 1) {
+		if (b == 'b') {
+			static char chunk[1 << 16];
+			for (size_t sent = 0; sent < BULK;) {
+				ssize_t w = write(c, chunk, sizeof(chunk));
+				if (w <= 0)
+					break;
+				sent += (size_t)w;
+			}
+		} else {
+			(void)!write(c, "k", 1);
+		}
+	}
+	close(c);
+	return NULL;
+}
+
+static void *server_main(void *arg)
+{
+	int fd = (int)(intptr_t)arg;
+	for (;;) {
+		int c = accept(fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		pthread_t t;
+		if (pthread_create(&t, NULL, serve_one, (void *)(intptr_t)c) == 0)
+			pthread_detach(t);
+		else
+			close(c);
+	}
+	return NULL;
+}
+
+static int dial(const struct sockaddr_in *a)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+		perror("connect");
+		exit(1);
+	}
+	return fd;
+}
+
+/* A connection to the server, direct or through the proxy's CONNECT, ready for the byte. */
+static int open_conn(const struct sockaddr_in *server, const struct sockaddr_in *proxy)
+{
+	if (!proxy)
+		return dial(server);
+	int fd = dial(proxy);
+	char req[128], resp[64];
+	int n = snprintf(req, sizeof(req), "CONNECT localhost:%d HTTP/1.1\r\n\r\n",
+			 ntohs(server->sin_port));
+	(void)!write(fd, req, (size_t)n);
+	size_t got = 0;
+	const size_t want = 39; /* "HTTP/1.1 200 Connection established\r\n\r\n" */
+	while (got < want) {
+		ssize_t k = read(fd, resp + got, want - got);
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	if (got != want || strncmp(resp, "HTTP/1.1 200", 12) != 0) {
+		fprintf(stderr, "bench-net: the proxy refused: %.*s\n", (int)got, resp);
+		exit(1);
+	}
+	return fd;
+}
+
+static int64_t one_setup(const struct sockaddr_in *server, const struct sockaddr_in *proxy)
+{
+	int64_t t0 = cae__now_ns();
+	int fd = open_conn(server, proxy);
+	char b;
+	(void)!write(fd, "p", 1);
+	(void)!read(fd, &b, 1);
+	int64_t t = cae__now_ns() - t0;
+	close(fd);
+	return t;
+}
+
+static double bulk_mbps(const struct sockaddr_in *server, const struct sockaddr_in *proxy)
+{
+	int fd = open_conn(server, proxy);
+	int64_t t0 = cae__now_ns();
+	(void)!write(fd, "b", 1);
+	static char buf[1 << 16];
+	size_t got = 0;
+	for (;;) {
+		ssize_t k = read(fd, buf, sizeof(buf));
+		if (k <= 0)
+			break;
+		got += (size_t)k;
+	}
+	double s = (double)(cae__now_ns() - t0) / 1e9;
+	close(fd);
+	if (got != BULK) {
+		fprintf(stderr, "bench-net: %zu of %u bytes\n", got, BULK);
+		exit(1);
+	}
+	return (double)got / (1 << 20) / s;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+int main(void)
+{
+	int rounds = bench_env_int("CAE_BENCH_NET_ROUNDS", 2000);
+	struct sockaddr_in server, proxy;
+	int sfd = listen_any(&server), pfd = listen_any(&proxy);
+	pthread_t t;
+	pthread_create(&t, NULL, server_main, (void *)(intptr_t)sfd);
+	const char *allowed[] = {"localhost"};
+	const char *addrs[] = {"127.0.0.1/32"};
+	cae_net_policy_spec spec = {true, allowed, 1, NULL, 0, addrs, 1};
+	cae_net_policy *pol;
+	cae_net_proxy *px;
+	cae_error err = {0};
+	if (cae_net_policy_new(&spec, &pol, &err) < 0 ||
+	    cae_net_proxy_new(pol, NULL, NULL, &px, &err) < 0 ||
+	    cae_net_proxy_listen_fd(px, pfd) < 0) {
+		fprintf(stderr, "bench-net: %s\n", err.message);
+		return 1;
+	}
+	int64_t *direct = calloc((size_t)rounds, sizeof(int64_t));
+	int64_t *proxied = calloc((size_t)rounds, sizeof(int64_t));
+	/* interleaved, so that both sides see the same machine */
+	for (int i = 0; i < rounds; i++) {
+		direct[i] = one_setup(&server, NULL);
+		proxied[i] = one_setup(&server, &proxy);
+	}
+	double d = bench_p50_ms(direct, rounds), p = bench_p50_ms(proxied, rounds);
+	printf("connection set-up + one round trip (p50 of %d): direct %.3f ms, through the proxy "
+	       "%.3f ms: the proxy adds %.3f ms (target <= 1 ms)\n",
+	       rounds, d, p, p - d);
+	/* throughput: the median of 5 downloads each side, interleaved */
+	double bd[5], bp[5];
+	for (int i = 0; i < 5; i++) {
+		bd[i] = bulk_mbps(&server, NULL);
+		bp[i] = bulk_mbps(&server, &proxy);
+	}
+	qsort(bd, 5, sizeof(double), cmp_double);
+	qsort(bp, 5, sizeof(double), cmp_double);
+	printf("100 MB download (median of 5): direct %.0f MiB/s, through the proxy %.0f MiB/s: "
+	       "%.2fx (target >= 0.8x)\n",
+	       bd[2], bp[2], bp[2] / bd[2]);
+	free(direct);
+	free(proxied);
+	cae_net_proxy_free(px);
+	return 0;
+}

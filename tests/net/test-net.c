@@ -1,0 +1,713 @@
+/* Tests of the network policy and its proxy (include/cae/net.h): entry syntax, matching by the
+ * name asked for, which addresses may be reached; the proxy against real loopback servers
+ * (HTTP CONNECT, plain HTTP, SOCKS5 by name, IPv4 and IPv6), its refusals (a name not
+ * listed, a denied name, an IP literal, a name resolving to loopback), garbage, a silent
+ * client, the per-environment bound, and 10,000 connections with memory bounded. */
+#include "base/macro.h"
+#include "cae/log.h"
+#include "cae/net.h"
+#include "testutil.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+
+/* ---- policy ---- */
+
+static const char *const bad_domains[] = {
+    "",
+    " example.com",
+    "example.com ",
+    "exa mple.com",
+    "*.*",
+    "*",
+    "*.com",
+    "a.*.example.com",
+    "http://example.com",
+    "example.com/path",
+    "example.com:0",
+    "example.com:65536",
+    "example.com:x",
+    "example.com:",
+    "a..b",
+    "-a.example.com",
+    "1.2.3.4",
+    "[::1]",
+    "user@example.com",
+    "exa\tmple.com",
+};
+
+START_TEST(domain_entries_malformed)
+{
+	const char *e = bad_domains[_i];
+	ck_assert_msg(cae_net_domain_entry_error(e) != NULL, "accepted: \"%s\"", e);
+}
+END_TEST
+
+START_TEST(domain_entries_wellformed)
+{
+	const char *good[] = {"example.com",	      "*.example.com", "a.example.com:443",
+			      "EXAMPLE.com.",	      "localhost",     "registry.npmjs.org:1",
+			      "x_y.example.com:65535"};
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		ck_assert_msg(cae_net_domain_entry_error(good[i]) == NULL, "refused %s: %s",
+			      good[i], cae_net_domain_entry_error(good[i]));
+}
+END_TEST
+
+START_TEST(address_entries)
+{
+	const char *good[] = {"127.0.0.1", "10.0.0.0/8", "fd00::/8", "::1", "0.0.0.0/0", "::/0"};
+	const char *bad[] = {"",	   "1.2.3.4/33", "::1/129",	"a.b",	      "10.0.0.0/",
+			     "10.0.0.0/x", "localhost",	 "10.0.0.0/8 ", "1.2.3.4/-1", "1.2.3"};
+	for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+		ck_assert_msg(cae_net_address_entry_error(good[i]) == NULL, "refused %s", good[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+		ck_assert_msg(cae_net_address_entry_error(bad[i]) != NULL, "accepted \"%s\"",
+			      bad[i]);
+}
+END_TEST
+
+static cae_net_policy *policy(bool whitelist, const char *const *allowed, size_t na,
+			      const char *const *denied, size_t nd, const char *const *addrs,
+			      size_t nad)
+{
+	cae_net_policy_spec spec = {whitelist, allowed, na, denied, nd, addrs, nad};
+	cae_net_policy *p = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_net_policy_new(&spec, &p, &err) == 0, "%s", err.message);
+	return p;
+}
+
+START_TEST(matching)
+{
+	const char *allowed[] = {"example.com", "*.npmjs.org", "git.example.net:443"};
+	const char *denied[] = {"bad.npmjs.org"};
+	const char *addrs[] = {"127.0.0.1/32"};
+	cae_net_policy *p = policy(true, allowed, 3, denied, 1, addrs, 1);
+	char why[512];
+	ck_assert_int_eq(cae_net_policy_check(p, "example.com", 80, why, sizeof(why)),
+			 CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "EXAMPLE.COM.", 443, why, sizeof(why)),
+			 CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "sub.example.com", 80, why, sizeof(why)),
+			 CAE_NET_DENY_NOT_ALLOWED);
+	ck_assert_str_eq(why, "sub.example.com is not in allowed_domains");
+	ck_assert_int_eq(cae_net_policy_check(p, "notexample.com", 80, NULL, 0),
+			 CAE_NET_DENY_NOT_ALLOWED);
+	ck_assert_int_eq(cae_net_policy_check(p, "registry.npmjs.org", 443, NULL, 0),
+			 CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "a.b.npmjs.org", 443, NULL, 0), CAE_NET_ALLOW);
+	/* the apex only when listed */
+	ck_assert_int_eq(cae_net_policy_check(p, "npmjs.org", 443, NULL, 0),
+			 CAE_NET_DENY_NOT_ALLOWED);
+	ck_assert_int_eq(cae_net_policy_check(p, "bad.npmjs.org", 443, why, sizeof(why)),
+			 CAE_NET_DENY_DENIED);
+	ck_assert_str_eq(why, "bad.npmjs.org is in denied_domains");
+	ck_assert_int_eq(cae_net_policy_check(p, "git.example.net", 443, NULL, 0), CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "git.example.net", 22, why, sizeof(why)),
+			 CAE_NET_DENY_NOT_ALLOWED);
+	ck_assert_str_eq(why, "git.example.net port 22 is not in allowed_domains");
+	/* IP literals: only what allowed_addresses lists, in every spelling */
+	ck_assert_int_eq(cae_net_policy_check(p, "93.184.216.34", 80, why, sizeof(why)),
+			 CAE_NET_DENY_LITERAL);
+	ck_assert_str_eq(why, "93.184.216.34 is an IP address, not in allowed_addresses");
+	ck_assert_int_eq(cae_net_policy_check(p, "127.0.0.1", 80, NULL, 0), CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "127.1", 80, NULL, 0), CAE_NET_DENY_LITERAL);
+	ck_assert_int_eq(cae_net_policy_check(p, "2130706433", 80, NULL, 0), CAE_NET_DENY_LITERAL);
+	ck_assert_int_eq(cae_net_policy_check(p, "::1", 80, NULL, 0), CAE_NET_DENY_LITERAL);
+	ck_assert_int_eq(cae_net_policy_check(p, "::ffff:127.0.0.1", 80, NULL, 0), CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "example.com", 0, NULL, 0), CAE_NET_DENY_BAD_NAME);
+	ck_assert_int_eq(cae_net_policy_check(p, "exa mple.com", 80, NULL, 0),
+			 CAE_NET_DENY_BAD_NAME);
+	ck_assert_str_eq(cae_net_verdict_rule(CAE_NET_DENY_NOT_ALLOWED), "allowed_domains");
+	cae_net_policy_free(p);
+
+	/* without whitelist_mode: every name but the denied ones */
+	p = policy(false, NULL, 0, denied, 1, NULL, 0);
+	ck_assert_int_eq(cae_net_policy_check(p, "anything.org", 443, NULL, 0), CAE_NET_ALLOW);
+	ck_assert_int_eq(cae_net_policy_check(p, "bad.npmjs.org", 443, NULL, 0),
+			 CAE_NET_DENY_DENIED);
+	cae_net_policy_free(p);
+
+	const char *worse[] = {"ok.example.com", "*.*"};
+	cae_net_policy_spec spec = {true, worse, 2, NULL, 0, NULL, 0};
+	cae_error err = {0};
+	ck_assert_int_eq(cae_net_policy_new(&spec, &p, &err), -EINVAL);
+	ck_assert_ptr_null(p);
+	ck_assert_msg(strstr(err.message, "allowed_domains: item 2"), "%s", err.message);
+}
+END_TEST
+
+static bool addr_ok(const cae_net_policy *p, const char *a, const char **kind)
+{
+	struct sockaddr_storage ss = {0};
+	if (strchr(a, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+		s6->sin6_family = AF_INET6;
+		ck_assert_int_eq(inet_pton(AF_INET6, a, &s6->sin6_addr), 1);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+		s4->sin_family = AF_INET;
+		ck_assert_int_eq(inet_pton(AF_INET, a, &s4->sin_addr), 1);
+	}
+	return cae_net_policy_address_ok(p, (struct sockaddr *)&ss, kind);
+}
+
+START_TEST(addresses)
+{
+	cae_net_policy *p = policy(true, NULL, 0, NULL, 0, NULL, 0);
+	const char *refused[] = {"127.0.0.1",
+				 "127.8.9.10",
+				 "10.1.2.3",
+				 "172.16.0.1",
+				 "172.31.255.255",
+				 "192.168.1.1",
+				 "169.254.169.254",
+				 "169.254.1.1",
+				 "100.64.0.1",
+				 "0.0.0.0",
+				 "224.0.0.1",
+				 "255.255.255.255",
+				 "::1",
+				 "::",
+				 "fd00::1",
+				 "fc00::1",
+				 "fe80::1",
+				 "::ffff:127.0.0.1",
+				 "::ffff:10.0.0.1",
+				 "64:ff9b::a00:1",
+				 "ff02::1",
+				 "fd00:ec2::254"};
+	const char *kind = NULL;
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		ck_assert_msg(!addr_ok(p, refused[i], &kind) && kind, "reachable: %s", refused[i]);
+	ck_assert(!addr_ok(p, "169.254.169.254", &kind));
+	ck_assert_str_eq(kind, "metadata");
+	ck_assert(!addr_ok(p, "127.0.0.1", &kind));
+	ck_assert_str_eq(kind, "loopback");
+	const char *public[] = {"8.8.8.8", "172.32.0.1", "93.184.216.34", "2606:4700::1111"};
+	for (size_t i = 0; i < ARRAY_SIZE(public); i++)
+		ck_assert_msg(addr_ok(p, public[i], NULL), "refused: %s", public[i]);
+	cae_net_policy_free(p);
+	const char *addrs[] = {"127.0.0.0/8", "fd00::/8"};
+	p = policy(true, NULL, 0, NULL, 0, addrs, 2);
+	ck_assert(addr_ok(p, "127.0.0.1", NULL));
+	ck_assert(addr_ok(p, "::ffff:127.0.0.1", NULL));
+	ck_assert(addr_ok(p, "fd00::1", NULL));
+	ck_assert(!addr_ok(p, "::1", NULL));
+	ck_assert(!addr_ok(p, "10.0.0.1", NULL));
+	cae_net_policy_free(p);
+}
+END_TEST
+
+/* ---- the proxy against loopback servers ---- */
+
+/* A server on 127.0.0.1 (or ::1): answers every connection with 200 and the request head it
+ * received, then closes. */
+struct server {
+	int fd;
+	int port;
+	pthread_t t;
+};
+
+static void *server_main(void *arg)
+{
+	struct server *s = arg;
+	for (;;) {
+		int c = accept(s->fd, NULL, NULL);
+		if (c < 0)
+			return NULL;
+		char buf[8192];
+		size_t n = 0;
+		while (n < sizeof(buf) - 1) {
+			ssize_t k = read(c, buf + n, sizeof(buf) - 1 - n);
+			if (k <= 0)
+				break;
+			n += (size_t)k;
+			buf[n] = '\0';
+			if (strstr(buf, "\r\n\r\n"))
+				break;
+		}
+		char head[256];
+		int hl = snprintf(
+		    head, sizeof(head),
+		    "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n", n);
+		(void)!write(c, head, (size_t)hl);
+		(void)!write(c, buf, n);
+		close(c);
+	}
+}
+
+static struct server *server_start(int family)
+{
+	static struct server servers[4];
+	static int used;
+	ck_assert_int_lt(used, 4);
+	struct server *s = &servers[used++];
+	s->fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(s->fd, 0);
+	struct sockaddr_storage ss = {0};
+	socklen_t sl;
+	if (family == AF_INET) {
+		struct sockaddr_in *a = (struct sockaddr_in *)&ss;
+		a->sin_family = AF_INET;
+		a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		sl = sizeof(*a);
+	} else {
+		struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+		a->sin6_family = AF_INET6;
+		a->sin6_addr = in6addr_loopback;
+		sl = sizeof(*a);
+	}
+	ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&ss, sl), 0);
+	ck_assert_int_eq(listen(s->fd, 256), 0);
+	ck_assert_int_eq(getsockname(s->fd, (struct sockaddr *)&ss, &sl), 0);
+	s->port = ntohs(family == AF_INET ? ((struct sockaddr_in *)&ss)->sin_port
+					  : ((struct sockaddr_in6 *)&ss)->sin6_port);
+	ck_assert_int_eq(pthread_create(&s->t, NULL, server_main, s), 0);
+	return s;
+}
+
+static int log_fd = -1;
+static cae_log *test_log;
+
+static cae_net_proxy *proxy_with(const char *const *allowed, size_t na, const char *const *addrs,
+				 size_t nad, const cae_net_proxy_options *o)
+{
+	if (!test_log) {
+		log_fd = memfd_create("log", MFD_CLOEXEC);
+		test_log = cae_log_new(log_fd, CAE_LOG_DEBUG);
+	}
+	cae_net_policy *p = policy(true, allowed, na, NULL, 0, addrs, nad);
+	cae_net_proxy *px = NULL;
+	cae_error err = {0};
+	cae_net_proxy_options def;
+	cae_net_proxy_options_init(&def);
+	def.task = "T1";
+	ck_assert_int_eq(cae_net_proxy_new(p, o ? o : &def, test_log, &px, &err), 0);
+	return px;
+}
+
+static char *log_text(void)
+{
+	static char buf[1 << 16];
+	ssize_t n = pread(log_fd, buf, sizeof(buf) - 1, 0);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+/* A client of px: one end of a socket pair, the other served by the proxy. */
+static int client(cae_net_proxy *px)
+{
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(cae_net_proxy_serve_fd(px, sv[1]), 0);
+	return sv[0];
+}
+
+static void say(int fd, const void *p, size_t n)
+{
+	ck_assert_int_eq(cae__write_all(fd, p, n), 0);
+}
+
+/* Reads until n bytes or end of file. */
+static size_t hear(int fd, char *buf, size_t size, size_t want)
+{
+	size_t n = 0;
+	while (n < want && n < size - 1) {
+		ssize_t k = read(fd, buf + n, size - 1 - n);
+		if (k <= 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = '\0';
+	return n;
+}
+
+static const char *const local_names[] = {"localhost"};
+static const char *const loopback_v4[] = {"127.0.0.1/32"};
+
+START_TEST(http_connect_to_allowed_name)
+{
+	struct server *s = server_start(AF_INET);
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	int fd = client(px);
+	char req[256], buf[4096];
+	int n = snprintf(req, sizeof(req),
+			 "CONNECT localhost:%d HTTP/1.1\r\nHost: localhost:%d\r\n\r\n", s->port,
+			 s->port);
+	say(fd, req, (size_t)n);
+	hear(fd, buf, sizeof(buf), 39);
+	ck_assert_str_eq(buf, "HTTP/1.1 200 Connection established\r\n\r\n");
+	say(fd, "GET /through HTTP/1.1\r\nHost: localhost\r\n\r\n", 42);
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "200 OK") && strstr(buf, "GET /through HTTP/1.1"), "%s", buf);
+	close(fd);
+	ck_assert_ptr_null(cae_net_proxy_take_denied(px));
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+START_TEST(http_forward_rewrites_the_head)
+{
+	struct server *s = server_start(AF_INET);
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	int fd = client(px);
+	char req[512], buf[4096];
+	int n = snprintf(req, sizeof(req),
+			 "GET http://LocalHost:%d/path?q=1 HTTP/1.1\r\nHost: evil.example\r\n"
+			 "Proxy-Connection: keep-alive\r\nProxy-Authorization: Basic eA==\r\n"
+			 "X-Kept: yes\r\n\r\n",
+			 s->port);
+	say(fd, req, (size_t)n);
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	char host[64];
+	snprintf(host, sizeof(host), "Host: localhost:%d\r\n", s->port);
+	ck_assert_msg(strstr(buf, "200 OK") && strstr(buf, "GET /path?q=1 HTTP/1.1\r\n") &&
+			  strstr(buf, host) && strstr(buf, "X-Kept: yes") &&
+			  strstr(buf, "Connection: close") && !strstr(buf, "evil") &&
+			  !strstr(buf, "Proxy-"),
+		      "%s", buf);
+	close(fd);
+	/* origin form with a Host header decides by that Host */
+	fd = client(px);
+	n = snprintf(req, sizeof(req), "GET /o HTTP/1.0\r\nHost: localhost:%d\r\n\r\n", s->port);
+	say(fd, req, (size_t)n);
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "GET /o HTTP/1.0"), "%s", buf);
+	close(fd);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+static void socks_connect(int fd, unsigned char atyp, const void *addr, size_t alen, int port,
+			  unsigned char *reply)
+{
+	say(fd, "\x05\x01\x00", 3);
+	char m[3];
+	ck_assert_uint_eq(hear(fd, m, sizeof(m), 2), 2);
+	ck_assert(m[0] == 5 && m[1] == 0);
+	unsigned char req[300] = {5, 1, 0, atyp};
+	size_t n = 4;
+	if (atyp == 3)
+		req[n++] = (unsigned char)alen;
+	memcpy(req + n, addr, alen);
+	n += alen;
+	req[n++] = (unsigned char)(port >> 8);
+	req[n++] = (unsigned char)port;
+	say(fd, req, n);
+	char r[11];
+	ck_assert_uint_eq(hear(fd, r, sizeof(r), 10), 10);
+	memcpy(reply, r, 10);
+}
+
+START_TEST(socks5_by_name_ipv4_ipv6)
+{
+	struct server *s4 = server_start(AF_INET);
+	struct server *s6 = server_start(AF_INET6);
+	const char *addrs[] = {"127.0.0.1/32", "::1/128"};
+	cae_net_proxy *px = proxy_with(local_names, 1, addrs, 2, NULL);
+	unsigned char rep[10];
+	char buf[4096];
+	int fd = client(px);
+	socks_connect(fd, 3, "localhost", 9, s4->port, rep);
+	ck_assert_int_eq(rep[1], 0);
+	say(fd, "GET /socks HTTP/1.1\r\n\r\n", 23);
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "GET /socks"), "%s", buf);
+	close(fd);
+	unsigned char v4[4] = {127, 0, 0, 1};
+	fd = client(px);
+	socks_connect(fd, 1, v4, 4, s4->port, rep);
+	ck_assert_int_eq(rep[1], 0);
+	close(fd);
+	fd = client(px);
+	socks_connect(fd, 4, &in6addr_loopback, 16, s6->port, rep);
+	ck_assert_int_eq(rep[1], 0);
+	say(fd, "GET /six HTTP/1.1\r\n\r\n", 21);
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "GET /six"), "%s", buf);
+	close(fd);
+	cae_net_proxy_free(px);
+	/* without allowed_addresses, the same literal is refused: "not allowed by ruleset" */
+	px = proxy_with(local_names, 1, NULL, 0, NULL);
+	fd = client(px);
+	socks_connect(fd, 1, v4, 4, s4->port, rep);
+	ck_assert_int_eq(rep[1], 2);
+	close(fd);
+	json_t *d = cae_net_proxy_take_denied(px);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(d, 0), "host")),
+			 "127.0.0.1");
+	json_decref(d);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+/* Sends req, returns the whole answer (the proxy closes after a refusal). */
+static char *ask(cae_net_proxy *px, const char *req)
+{
+	static char buf[8192];
+	int fd = client(px);
+	say(fd, req, strlen(req));
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	close(fd);
+	return buf;
+}
+
+START_TEST(refusals)
+{
+	struct server *s = server_start(AF_INET);
+	cae_net_proxy *px = proxy_with(local_names, 1, NULL, 0, NULL);
+	char *a = ask(px, "CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n");
+	ck_assert_msg(strncmp(a, "HTTP/1.1 403 Forbidden\r\n", 24) == 0 &&
+			  strstr(a, "blocked by cae network policy: example.org is not in "
+				    "allowed_domains"),
+		      "%s", a);
+	a = ask(px, "GET http://example.org/x HTTP/1.1\r\nHost: example.org\r\n\r\n");
+	ck_assert_msg(strstr(a, "403") && strstr(a, "example.org is not in allowed_domains"), "%s",
+		      a);
+	char req[256];
+	snprintf(req, sizeof(req), "CONNECT 127.0.0.1:%d HTTP/1.1\r\n\r\n", s->port);
+	a = ask(px, req);
+	ck_assert_msg(strstr(a, "403") && strstr(a, "127.0.0.1 is an IP address, not in "
+						    "allowed_addresses"),
+		      "%s", a);
+	/* an allowed name that resolves to loopback: refused without allowed_addresses */
+	snprintf(req, sizeof(req), "CONNECT localhost:%d HTTP/1.1\r\n\r\n", s->port);
+	a = ask(px, req);
+	ck_assert_msg(strstr(a, "403") && strstr(a, "localhost resolves to ") &&
+			  strstr(a, "a loopback address not in allowed_addresses"),
+		      "%s", a);
+	json_t *d = cae_net_proxy_take_denied(px);
+	ck_assert_uint_eq(json_array_size(d), 4);
+	ck_assert_str_eq(json_string_value(json_object_get(json_array_get(d, 0), "host")),
+			 "example.org");
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "port")), 443);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 1), "port")), 80);
+	json_decref(d);
+	ck_assert_ptr_null(cae_net_proxy_take_denied(px)); /* taken: reset */
+	const char *log = log_text();
+	ck_assert_msg(strstr(log, "\"network.denied\"") &&
+			  strstr(log, "\"rule\":\"allowed_domains\"") &&
+			  strstr(log, "\"rule\":\"allowed_addresses\"") &&
+			  strstr(log, "\"task\":\"T1\"") && strstr(log, "\"host\":\"example.org\""),
+		      "%s", log);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+START_TEST(garbage_is_refused_cleanly)
+{
+	cae_net_proxy *px = proxy_with(local_names, 1, NULL, 0, NULL);
+	const char *http_bad[] = {
+	    "\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n",
+	    "GET / HTTP/1.1\r\n\r\n", /* no host */
+	    "GET http://user:pw@localhost/ HTTP/1.1\r\n\r\n",
+	    "CONNECT localhost HTTP/1.1\r\n\r\n", /* no port */
+	    "CONNECT localhost:99999 HTTP/1.1\r\n\r\n",
+	    "GET /x HTTP/1.1\r\nHost: a.example\r\nHost: localhost\r\n\r\n",
+	    "\x04\x01\x00\x50\x7f\x00\x00\x01\x00\r\n\r\n", /* SOCKS4 */
+	    "GET https://localhost/ HTTP/1.1\r\n\r\n",
+	    "G\x01T / HTTP/1.1\r\n\r\n",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(http_bad); i++) {
+		char *a = ask(px, http_bad[i]);
+		ck_assert_msg(strncmp(a, "HTTP/1.1 400 Bad Request", 24) == 0, "%zu: %s", i, a);
+	}
+	/* an unfinished head bigger than the buffer */
+	int fd = client(px);
+	char big[70000];
+	memset(big, 'a', sizeof(big));
+	say(fd, "GET /", 5);
+	(void)send(fd, big, sizeof(big), MSG_NOSIGNAL);
+	char buf[512];
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "400"), "%s", buf);
+	close(fd);
+	/* SOCKS5: no acceptable method, a command other than CONNECT */
+	fd = client(px);
+	say(fd, "\x05\x01\x02", 3);
+	ck_assert_uint_eq(hear(fd, buf, sizeof(buf), SIZE_MAX), 2);
+	ck_assert(buf[0] == 5 && (unsigned char)buf[1] == 0xff);
+	close(fd);
+	fd = client(px);
+	say(fd, "\x05\x01\x00\x05\x02\x00\x01\x7f\x00\x00\x01\x00\x50", 13);
+	ck_assert_uint_eq(hear(fd, buf, sizeof(buf), SIZE_MAX), 12);
+	ck_assert_int_eq(buf[3], 7);
+	close(fd);
+	ck_assert_ptr_null(cae_net_proxy_take_denied(px));
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+START_TEST(silent_clients_are_bounded)
+{
+	cae_net_proxy_options o;
+	cae_net_proxy_options_init(&o);
+	o.header_timeout_ms = 300;
+	o.max_connections = 4;
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, &o);
+	cae_net_proxy *other = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	int fds[4];
+	for (int i = 0; i < 4; i++)
+		fds[i] = client(px);
+	/* the fifth is refused at once; another environment's proxy still serves */
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(cae_net_proxy_serve_fd(px, sv[1]), -EAGAIN);
+	close(sv[0]);
+	struct server *s = server_start(AF_INET);
+	char req[128];
+	snprintf(req, sizeof(req), "GET http://localhost:%d/other HTTP/1.1\r\n\r\n", s->port);
+	ck_assert_msg(strstr(ask(other, req), "GET /other"), "the other environment is stalled");
+	/* the silent ones are dropped (end of file, no answer) after the header deadline */
+	for (int i = 0; i < 4; i++) {
+		char b[16];
+		ck_assert_uint_eq(hear(fds[i], b, sizeof(b), SIZE_MAX), 0);
+		close(fds[i]);
+	}
+	while (cae_net_proxy_active(px) > 0)
+		usleep(1000);
+	/* a slot again */
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(cae_net_proxy_serve_fd(px, sv[1]), 0);
+	close(sv[0]);
+	cae_net_proxy_free(other);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+/* In a sanitized build, freed memory waits in a quarantine (256 MiB by default) before it is
+ * reused: a small one, so that resident memory measures what the proxy keeps. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return "quarantine_size_mb=4";
+}
+
+static long rss_kib(void)
+{
+	FILE *f = fopen("/proc/self/status", "r");
+	char line[256];
+	long v = -1;
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v;
+}
+
+START_TEST(ten_thousand_connections)
+{
+	cae_net_proxy_options o;
+	cae_net_proxy_options_init(&o);
+	o.max_connections = 16;
+	cae_net_proxy *px = proxy_with(local_names, 1, NULL, 0, &o);
+	long before = 0;
+	for (int i = 0; i < 10000; i++) {
+		if (i == 200)
+			before = rss_kib();
+		int sv[2];
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		int r;
+		while ((r = cae_net_proxy_serve_fd(px, sv[1])) == -EAGAIN) {
+			/* the bound: wait for a slot (the fd was closed: a new pair) */
+			close(sv[0]);
+			usleep(100);
+			ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		}
+		ck_assert_int_eq(r, 0);
+		ck_assert_int_le(cae_net_proxy_active(px), 16);
+		static const char req[] = "CONNECT denied.example:443 HTTP/1.1\r\n\r\n";
+		say(sv[0], req, sizeof(req) - 1);
+		char buf[512];
+		hear(sv[0], buf, sizeof(buf), SIZE_MAX);
+		ck_assert_msg(strstr(buf, "403"), "%d: %s", i, buf);
+		close(sv[0]);
+	}
+	while (cae_net_proxy_active(px) > 0)
+		usleep(1000);
+	long after = rss_kib();
+	ck_assert_msg(after - before < 16 * 1024, "memory grew by %ld KiB", after - before);
+	json_t *d = cae_net_proxy_take_denied(px);
+	ck_assert_uint_eq(json_array_size(d), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 10000);
+	json_decref(d);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
+START_TEST(listener_and_env)
+{
+	struct server *s = server_start(AF_INET);
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	/* a listening socket handed to the proxy */
+	struct {
+		int fd;
+	} l = {socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)};
+	struct sockaddr_in a = {.sin_family = AF_INET};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(a);
+	ck_assert_int_eq(bind(l.fd, (struct sockaddr *)&a, sl), 0);
+	ck_assert_int_eq(listen(l.fd, 16), 0);
+	ck_assert_int_eq(getsockname(l.fd, (struct sockaddr *)&a, &sl), 0);
+	ck_assert_int_eq(cae_net_proxy_listen_fd(px, l.fd), 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sl), 0);
+	char req[128], buf[4096];
+	snprintf(req, sizeof(req), "GET http://localhost:%d/l HTTP/1.1\r\n\r\n", s->port);
+	say(fd, req, strlen(req));
+	hear(fd, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "GET /l HTTP/1.1"), "%s", buf);
+	close(fd);
+	/* a client still connected when the proxy ends is cut, not waited for */
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sl), 0);
+	cae_net_proxy_free(px);
+	close(fd);
+	const char *const *env = cae_net_proxy_env();
+	bool https = false, no = false;
+	for (; *env; env++) {
+		https |= strcmp(*env, "https_proxy=http://127.0.0.1:3128") == 0;
+		no |= strncmp(*env, "NO_PROXY=", 9) == 0;
+	}
+	ck_assert(https && no);
+}
+END_TEST
+
+static Suite *make_suite(void)
+{
+	Suite *s = suite_create("net");
+	TCase *tc = tcase_create("policy");
+	tcase_add_loop_test(tc, domain_entries_malformed, 0, (int)ARRAY_SIZE(bad_domains));
+	tcase_add_test(tc, domain_entries_wellformed);
+	tcase_add_test(tc, address_entries);
+	tcase_add_test(tc, matching);
+	tcase_add_test(tc, addresses);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("proxy");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, http_connect_to_allowed_name);
+	tcase_add_test(tc, http_forward_rewrites_the_head);
+	tcase_add_test(tc, socks5_by_name_ipv4_ipv6);
+	tcase_add_test(tc, refusals);
+	tcase_add_test(tc, garbage_is_refused_cleanly);
+	tcase_add_test(tc, silent_clients_are_bounded);
+	tcase_add_test(tc, ten_thousand_connections);
+	tcase_add_test(tc, listener_and_env);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	return tu_run(make_suite());
+}
