@@ -943,6 +943,11 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		const char *root = json_string_value(json_object_get(meta, "workspace_root"));
 		const char *project = json_string_value(json_object_get(meta, "host_path"));
 		const char *status = json_string_value(json_object_get(meta, "status"));
+		/* another instance's environment runs nothing of ours */
+		if (!cae__backend_own(b, json_string_value(json_object_get(meta, "instance")))) {
+			json_decref(meta);
+			return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+		}
 		if (!root || !project) {
 			json_decref(meta);
 			return cae_error_set(err, -EINVAL, "environment %s: metadata incomplete",
@@ -1185,6 +1190,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 	    "sandbox", env->sandbox ? "bubblewrap" : "none", "external", workspace != NULL,
 	    "sandbox_uid", (int)env->uid, "sandbox_gid", (int)env->gid, "preparer", preparer,
 	    "limits", limits);
+	if (lp->meta)
+		json_object_set_new(lp->meta, "instance", json_string(p->b->instance));
 	if (!lp->meta)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	if (!workspace && env->sandbox) {
@@ -1512,7 +1519,8 @@ struct stale_ctx {
 static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
-	if (s->filter && !s->filter(uuid, s->filter_ud))
+	if (!cae__backend_sees(b, json_string_value(json_object_get(meta, "instance"))) ||
+	    (s->filter && !s->filter(uuid, s->filter_ud)))
 		return 0;
 	int64_t t = cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
 	/* a preparation that died is collected whatever its age, and so is a ready environment
