@@ -281,17 +281,32 @@ START_TEST(reprepare_starts_clean)
 	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
-	cae_run_result r = sh(b, uuid, "echo x > left.txt && echo y > /workspace/tmp/scratch");
+	cae_run_result r = sh(b, uuid,
+			      "echo x > left.txt && echo y > /workspace/tmp/scratch && "
+			      "echo '# edited' >> calc.py");
 	ck_assert_int_eq(r.exit_code, 0);
 	cae_run_result_clear(&r);
 	cae_env_info_clear(&info);
-	prepare_ok(b, &t, NULL, NULL, &info);
+	/* preparing it again would lose the uncommitted edit and the new file: refused, and
+	 * the refusal says which, until the call says force */
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -EBUSY);
+	ck_assert_msg(strstr(err.message, "calc.py") && strstr(err.message, "left.txt") &&
+			  strstr(err.message, "2 changed files") && strstr(err.message, "force"),
+		      "%s", err.message);
+	r = sh(b, uuid, "cat left.txt; tail -n 1 calc.py");
+	ck_assert_str_eq(r.out, "x\n# edited\n");
+	cae_run_result_clear(&r);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	prepare_ok(b, &t, NULL, &force, &info);
 	r = sh(b, uuid,
 	       "test -e left.txt && echo left; test -e /workspace/tmp/scratch && echo scratch; "
 	       "git status --porcelain; test -f calc.py && echo clone");
 	ck_assert_str_eq(r.out, "clone\n");
 	cae_run_result_clear(&r);
-	cae_error err = {0};
+	/* nothing to lose: no force needed */
+	cae_env_info_clear(&info);
+	prepare_ok(b, &t, NULL, NULL, &info);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	done(b, cfg);
@@ -435,28 +450,68 @@ START_TEST(environment_gone_is_clear)
 }
 END_TEST
 
-/* Stale cleanup removes what is older than the threshold and nothing younger. Ages only
- * grow, so waiting until the environment is surely older than one second is not a race.
- * On docker this removes every environment of the engine older than a second: the docker
- * suites own their engine (they run alone, is_parallel: false; do not point them at an
- * engine with environments you need). */
+/* Stale cleanup removes what is older than the threshold and nothing younger, and only of
+ * its own instance: an environment of another instance (same state directory, same engine)
+ * is not listed, not found, runs nothing, is neither removed nor replaced, and outlives the
+ * collection, with its commands working. Ages only grow, so waiting until the environments
+ * are surely older than one second is not a race. */
 START_TEST(cleanup_stale_by_age)
 {
 	cae_config *cfg = config();
 	cae_backend *b = backend(cfg, NULL);
-	char uuid[64];
+	cae_config *ocfg = cae_config_dup(cfg);
+	char other_instance[64];
+	snprintf(other_instance, sizeof(other_instance), "conf-other-%d", (int)getpid());
+	bt_cfg_set(ocfg, "command_executor.instance", other_instance);
+	cae_backend *ob = backend(ocfg, NULL);
+	char mine[CAE_CONFIG_INSTANCE_MAX];
+	ck_assert_str_ne(cae_config_instance(cfg, mine), other_instance);
+	ck_assert_str_eq(cae_backend_instance(b), mine);
+	char uuid[64], ouuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = bt_http_task(uuid);
-	cae_env_info info;
+	new_uuid(ouuid, sizeof(ouuid));
+	cae_task t = bt_http_task(uuid), ot = bt_http_task(ouuid);
+	cae_env_info info, oinfo;
 	prepare_ok(b, &t, NULL, NULL, &info);
-	int removed = -1;
+	ck_assert_str_eq(info.instance, mine);
+	prepare_ok(ob, &ot, NULL, NULL, &oinfo);
+	ck_assert_str_eq(oinfo.instance, other_instance);
+	/* the other instance's environment is nobody's business here */
+	ck_assert(!listed(b, ouuid));
+	ck_assert(listed(ob, ouuid) && !listed(ob, uuid));
+	cae_env_info seen;
 	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_info(b, ouuid, &seen, &err), -ENOENT);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result rr;
+	ck_assert_int_eq(cae_backend_exec(b, ouuid, &req, &rr, &err), -ENOENT);
+	ck_assert_int_eq(cae_backend_cleanup(b, ouuid, &err), -EPERM);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	ck_assert_int_eq(cae_backend_prepare(b, &ot, NULL, &force, &seen, &err), -EEXIST);
+	ck_assert_msg(strstr(err.message, "another cae instance"), "%s", err.message);
+	/* with every instance: listed (and still not removed, replaced or run) */
+	cae_backend_set_all_instances(b, true);
+	ck_assert(listed(b, ouuid) && listed(b, uuid));
+	ck_assert_int_eq(cae_backend_cleanup(b, ouuid, &err), -EPERM);
+	cae_backend_set_all_instances(b, false);
+
+	int removed = -1;
 	ck_assert_msg(cae_backend_cleanup_stale(b, 3600, &removed, &err) == 0, "%s", err.message);
 	ck_assert(listed(b, uuid));
 	sleep(3);
 	ck_assert_msg(cae_backend_cleanup_stale(b, 1, &removed, &err) == 0, "%s", err.message);
 	ck_assert_int_ge(removed, 1);
 	assert_gone(b, uuid);
+	/* the other instance's environment is older than a second too, and untouched */
+	cae_run_result r = sh(ob, ouuid, "test -f calc.py && echo alive");
+	ck_assert_str_eq(r.out, "alive\n");
+	cae_run_result_clear(&r);
+	ck_assert(listed(ob, ouuid));
+	ck_assert_int_eq(cae_backend_cleanup(ob, ouuid, &err), 0);
+	cae_backend_free(ob);
+	cae_config_free(ocfg);
+	cae_env_info_clear(&oinfo);
 	cae_env_info_clear(&info);
 	done(b, cfg);
 }
