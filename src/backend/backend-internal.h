@@ -146,8 +146,7 @@ bool cae__backend_own(const cae_backend *b, const char *instance);
 bool cae__backend_sees(const cae_backend *b, const char *instance);
 /* The error of an environment of another instance met by uuid (-EPERM), for what must
  * never act on it. */
-int cae__backend_foreign(const cae_backend *b, const char *uuid, const char *what,
-			 cae_error *err);
+int cae__backend_foreign(const cae_backend *b, const char *uuid, cae_error *err);
 
 /* Records info as prepared by b (after a prepare succeeded). */
 void cae__backend_remember(cae_backend *b, const cae_env_info *info);

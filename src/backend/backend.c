@@ -64,14 +64,13 @@ bool cae__backend_sees(const cae_backend *b, const char *instance)
 	return b->all_instances || cae__backend_own(b, instance);
 }
 
-int cae__backend_foreign(const cae_backend *b, const char *uuid, const char *what,
-			 cae_error *err)
+int cae__backend_foreign(const cae_backend *b, const char *uuid, cae_error *err)
 {
 	(void)b;
 	return cae_error_set(err, -EPERM,
-			     "%s: environment %s belongs to another cae instance "
+			     "environment %s belongs to another cae instance "
 			     "(command_executor.instance); it is left alone",
-			     what, uuid);
+			     uuid);
 }
 
 int cae_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out, cae_error *err)
@@ -258,7 +257,7 @@ int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 	if (r == 0)
 		cae_env_info_clear(&info);
 	if (foreign)
-		r = cae__backend_foreign(b, task_uuid, "cleanup", err);
+		r = cae__backend_foreign(b, task_uuid, err);
 	else
 		r = b->ops->remove(b, task_uuid, true, err);
 	if (r == 0)
