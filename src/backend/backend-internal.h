@@ -108,6 +108,10 @@ typedef struct cae_backend_ops {
 			     void *filter_ud, int *removed, cae_error *err);
 	int (*list)(cae_backend *b, json_t **out, cae_error *err);
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
+	/* may be NULL (then prepare counts the helper streams other processes keep in the
+	 * environment): how many live processes other than this one hold uuid's environment,
+	 * named in text ("pid N (comm), ...") */
+	int (*holders)(cae_backend *b, const char *task_uuid, char *text, size_t size);
 	void (*free)(cae_backend *b);
 } cae_backend_ops;
 
@@ -332,6 +336,11 @@ int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int can
  * Returns 1 with its name in name when one was claimed, 0 when none was. */
 int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *name, size_t size,
 			cae_error *err);
+
+/* How many manager processes other than this one run a sandbox helper in the local
+ * environment whose workspace root is workspace_root (src/backend/holders.c), named in
+ * text ("pid N (comm), ..."; at most 8 counted). */
+int cae__sandbox_holders(const char *workspace_root, char *text, size_t size);
 
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes

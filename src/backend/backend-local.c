@@ -1278,6 +1278,18 @@ static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_
 	return r;
 }
 
+static int local_holders(cae_backend *b, const char *uuid, char *text, size_t size)
+{
+	json_t *meta = NULL;
+	text[0] = '\0';
+	if (read_meta(impl_of(b), uuid, &meta, NULL) < 0)
+		return 0;
+	int n = cae__sandbox_holders(json_string_value(json_object_get(meta, "workspace_root")),
+				     text, size);
+	json_decref(meta);
+	return n;
+}
+
 /* The patch worker's file service: the files are on this host, so the requests are answered
  * here, by the code a container's helper runs there. A request names the workspace as
  * commands see it; what is opened is the environment's project directory on this host, with
@@ -1618,6 +1630,7 @@ static const cae_backend_ops local_ops = {
     .cleanup_stale = local_cleanup_stale,
     .list = local_list,
     .info = local_info,
+    .holders = local_holders,
     .fs = local_fs,
     .free = local_free,
 };

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/banned.h"
@@ -90,6 +91,37 @@ static int changed_files(cae_prepare *p, const cae_env_info *info, char *names, 
 	return n;
 }
 
+/* How many other live processes hold the environment ready at info: the backend's own
+ * count (local: other managers' sandboxes in it), else the helper streams in it besides the
+ * one this count runs through (each manager process keeps one). */
+static int other_holders(cae_prepare *p, const cae_env_info *info, char *text, size_t size)
+{
+	text[0] = '\0';
+	if (p->b->ops->holders)
+		return p->b->ops->holders(p->b, p->task->uuid, text, size);
+	const char *argv[] = {
+	    "sh", "-c",
+	    "n=0; for f in /proc/[0-9]*/cmdline; do case \"$(tr '\\000' ' ' <\"$f\" 2>/dev/null)\" "
+	    "in */.cae/cae-helper\\ --stream*) n=$((n+1)) ;; esac; done; echo $n",
+	    NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = info->workspace_path,
+				.timeout_ms = 60000,
+				.max_stdout = 64,
+				.max_stderr = 4096,
+				.cancel_fd = p->cancel_fd};
+	cae_run_result res;
+	if (p->b->ops->exec(p->b, p->task->uuid, &req, &res, NULL) < 0)
+		return 0;
+	long n = res.exit_code == 0 && res.out ? strtol(res.out, NULL, 10) : 0;
+	cae_run_result_clear(&res);
+	if (n <= 1)
+		return 0;
+	snprintf(text, size, "helper streams of %ld other cae process%s", n - 1,
+		 n - 1 == 1 ? "" : "es");
+	return (int)(n - 1);
+}
+
 /* Step 2's guard: the task's environment that exists already is another instance's (never
  * replaced: -EEXIST), or would lose what is not saved anywhere else (its changed files, a
  * prepare another live process is running, what the caller holds in it: -EBUSY unless
@@ -109,13 +141,16 @@ static int check_existing(cae_prepare *p, cae_error *err)
 	}
 	if (p->opts->force)
 		goto out;
-	char names[512] = "";
-	int changed = 0;
+	char names[512] = "", others[512] = "";
+	int changed = 0, held = 0;
 	bool creating = old.status && strcmp(old.status, "creating") == 0;
+	bool ready = old.status && strcmp(old.status, "ready") == 0;
 	/* a workspace given as is stays where it is: re-preparing it loses none of its files */
-	if (!p->opts->workspace && old.status && strcmp(old.status, "ready") == 0)
+	if (!p->opts->workspace && ready)
 		changed = changed_files(p, &old, names, sizeof(names));
-	if (!changed && !creating && !p->opts->holders)
+	if (ready)
+		held = other_holders(p, &old, others, sizeof(others));
+	if (!changed && !creating && !held && !p->opts->holders)
 		goto out;
 	char what[1024];
 	size_t used = 0;
@@ -125,6 +160,13 @@ static int check_existing(cae_prepare *p, cae_error *err)
 				 changed, changed == 1 ? "" : "s", names,
 				 changed > LOST_NAMED ? ", ..." : "");
 		used = w > 0 ? (size_t)w : 0;
+		sep = "; ";
+	}
+	if (held && used < sizeof(what)) {
+		int w = snprintf(what + used, sizeof(what) - used,
+				 "%sthe work of %d other live process%s using it: %s", sep, held,
+				 held == 1 ? "" : "es", others);
+		used += w > 0 ? (size_t)w : 0;
 		sep = "; ";
 	}
 	if (creating && used < sizeof(what)) {
@@ -189,8 +231,9 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		goto fail;
 
 	progress(&p, 2, "remove");
-	if ((r = check_existing(&p, err)) < 0 ||
-	    (r = ops->remove(b, task->uuid, false, err)) < 0) {
+	if ((r = check_existing(&p, err)) < 0)
+		goto fail;
+	if ((r = ops->remove(b, task->uuid, false, err)) < 0) {
 		cae_error_prefix(err, "remove");
 		goto fail;
 	}

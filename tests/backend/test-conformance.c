@@ -23,6 +23,8 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- targets ---- */
 
@@ -272,12 +274,75 @@ START_TEST(prepare_reports_every_step_and_a_ready_environment)
 }
 END_TEST
 
+/* Another process using uuid's environment (as another `cae mcp` or a `cae exec` would):
+ * this program run again as `TARGET --hold STATE UUID INSTANCE` (hold_main), which runs a command
+ * there, says "1" on its fd 3, and keeps its backend (the sandbox, the helper stream)
+ * until its stdin ends. */
+struct holder {
+	pid_t pid;
+	int ready, end;
+};
+
+static const char *hold_args[3]; /* state, uuid, instance */
+
+START_TEST(hold)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	bt_cfg_set(cfg, "command_executor.state_dir", hold_args[0]);
+	bt_cfg_set(cfg, "command_executor.instance", hold_args[2]);
+	T->configure(cfg);
+	cae_backend *hb = backend(cfg, NULL);
+	cae_run_result r = sh(hb, hold_args[1], "true");
+	ck_assert_int_eq(write(3, r.exit_code == 0 ? "1" : "0", 1), 1);
+	cae_run_result_clear(&r);
+	char c;
+	while (read(STDIN_FILENO, &c, 1) > 0)
+		;
+	cae_backend_free(hb);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static int hold_main(const char *st, const char *uuid, const char *instance)
+{
+	hold_args[0] = st;
+	hold_args[1] = uuid;
+	hold_args[2] = instance;
+	Suite *s = suite_create("hold");
+	TCase *tc = tcase_create("hold");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, hold);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
+
+static struct holder holder_start(const char *uuid, const char *instance)
+{
+	int ready[2], end[2];
+	ck_assert(pipe2(ready, O_CLOEXEC) == 0 && pipe2(end, O_CLOEXEC) == 0);
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(end[0], STDIN_FILENO);
+		dup2(ready[1], 3);
+		execl(self, self, T->name, "--hold", state, uuid, instance, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	close(end[0]);
+	return (struct holder){.pid = pid, .ready = ready[0], .end = end[1]};
+}
+
 START_TEST(reprepare_starts_clean)
 {
 	cae_config *cfg = config();
-	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
+	cae_backend *b = backend(cfg, NULL);
 	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
@@ -287,13 +352,24 @@ START_TEST(reprepare_starts_clean)
 	ck_assert_int_eq(r.exit_code, 0);
 	cae_run_result_clear(&r);
 	cae_env_info_clear(&info);
-	/* preparing it again would lose the uncommitted edit and the new file: refused, and
-	 * the refusal says which, until the call says force */
+	/* preparing it again would lose the uncommitted edit and the new file, and the work
+	 * of another live process using it: refused, and the refusal says which, until the
+	 * call says force */
 	cae_error err = {0};
+	char c = 0;
+	struct holder h = holder_start(uuid, cae_backend_instance(b));
+	ck_assert_int_eq(read(h.ready, &c, 1), 1);
+	ck_assert_int_eq(c, '1');
 	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -EBUSY);
 	ck_assert_msg(strstr(err.message, "calc.py") && strstr(err.message, "left.txt") &&
-			  strstr(err.message, "2 changed files") && strstr(err.message, "force"),
+			  strstr(err.message, "2 changed files") && strstr(err.message, "force") &&
+			  strstr(err.message, "1 other live process"),
 		      "%s", err.message);
+	close(h.end);
+	close(h.ready);
+	int status = -1;
+	ck_assert_int_eq(waitpid(h.pid, &status, 0), h.pid);
+	ck_assert_int_eq(status, 0);
 	r = sh(b, uuid, "cat left.txt; tail -n 1 calc.py");
 	ck_assert_str_eq(r.out, "x\n# edited\n");
 	cae_run_result_clear(&r);
@@ -1038,7 +1114,8 @@ static Suite *make_suite(void)
 
 int main(int argc, char **argv)
 {
-	for (size_t i = 0; argc == 2 && i < sizeof(targets) / sizeof(targets[0]); i++)
+	for (size_t i = 0; (argc == 2 || argc == 6) && i < sizeof(targets) / sizeof(targets[0]);
+	     i++)
 		if (strcmp(argv[1], targets[i].name) == 0)
 			T = &targets[i];
 	if (!T) {
@@ -1048,6 +1125,8 @@ int main(int argc, char **argv)
 	if (strcmp(T->name, "kubernetes") == 0 && !bt_k8s_enabled())
 		return 77;
 	bt_init();
+	if (argc == 6 && strcmp(argv[2], "--hold") == 0)
+		return hold_main(argv[3], argv[4], argv[5]);
 	pid_t relay = 0;
 	if (strcmp(T->name, "docker-tcp") == 0) {
 		char host[64];
