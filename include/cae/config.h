@@ -19,6 +19,7 @@
  *        EXECUTOR_MEMORY_LIMIT      command_executor.docker.resources.memory_limit
  *        EXECUTOR_TIMEOUT           command_executor.execution.timeout_seconds
  *        CAE_STATE_DIR              command_executor.state_dir
+ *        CAE_INSTANCE               command_executor.instance
  *        CAE_K8S_NAMESPACE          command_executor.kubernetes.namespace
  *        TEXT_EDITOR_MCP_ENABLED    text_editor_mcp.enabled
  *        PICOCLAW_WORKER_AUTO_COMMIT, PICOCLAW_WORKER_COMMIT_PREFIX,
