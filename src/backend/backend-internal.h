@@ -258,7 +258,8 @@ bool cae__pool_wanted(const cae_config *cfg, const char *environment);
 int64_t cae__pool_seconds(const char *label);
 /* The pool key of spec (a member's create body or pod, without what is the task's) and the
  * static helper a member gets (NULL: none; its path, size and time count), and b's instance
- * (a pool is its instance's): a 64-bit FNV-1a hash in hex, which only tells specs apart. 0, or -ENOMEM. */
+ * (a pool is its instance's): a 64-bit FNV-1a hash in hex, which only tells specs apart. 0, or
+ * -ENOMEM. */
 int cae__pool_key(const cae_backend *b, json_t *spec, const char *helper,
 		  char key[CAE_POOL_KEY_MAX]);
 /* Sets p up for the steps of a prepare of environment up to the create body, as a backend's

@@ -36,10 +36,9 @@ static int info_of(const cae_backend *b, const cae_envs_ops *ops, const cae_env_
 			     : rec->phase == CAE_ENV_FAILED ? "failed"
 							    : rec->status;
 	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s, s:s?}", "container_id",
-			      rec->id, "task_uuid", rec->uuid, "environment_name",
-			      rec->environment, "workspace_path", ops->project, "created_at",
-			      rec->created_at, "status", status, "backend", b->ops->name,
-			      "instance", rec->instance);
+			      rec->id, "task_uuid", rec->uuid, "environment_name", rec->environment,
+			      "workspace_path", ops->project, "created_at", rec->created_at,
+			      "status", status, "backend", b->ops->name, "instance", rec->instance);
 	json_t *w = json_loads(rec->warnings ? rec->warnings : "[]", 0, NULL);
 	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
 	if (!json_is_array(w))
@@ -62,11 +61,11 @@ int cae__env_info(const cae_backend *b, const cae_envs_ops *ops, json_t *obj, ca
 
 int cae__env_ready_info(const cae_prepare *p, const char *id, cae_env_info *info, cae_error *err)
 {
-	json_t *j = json_pack(
-	    "{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "container_id", id, "task_uuid",
-	    p->task->uuid, "environment_name", p->environment, "workspace_path", p->project,
-	    "created_at", p->created_at, "status", "ready", "backend", p->b->ops->name, "warnings",
-	    p->warnings, "deps", p->deps, "instance", p->b->instance);
+	json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:s}", "container_id",
+			      id, "task_uuid", p->task->uuid, "environment_name", p->environment,
+			      "workspace_path", p->project, "created_at", p->created_at, "status",
+			      "ready", "backend", p->b->ops->name, "warnings", p->warnings, "deps",
+			      p->deps, "instance", p->b->instance);
 	int r = cae_env_info_from_json(j, info, err);
 	json_decref(j);
 	return r;

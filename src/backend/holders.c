@@ -109,8 +109,8 @@ int cae__sandbox_holders(const char *workspace_root, char *text, size_t size)
 	for (int i = 0; i < n && used < size; i++) {
 		char comm[32];
 		comm_of(found[i], comm, sizeof(comm));
-		int w = snprintf(text + used, size - used, "%spid %ld (%s)", i ? ", " : "", found[i],
-				 comm);
+		int w = snprintf(text + used, size - used, "%spid %ld (%s)", i ? ", " : "",
+				 found[i], comm);
 		used += w > 0 ? (size_t)w : 0;
 	}
 	return n;

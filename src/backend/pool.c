@@ -286,8 +286,8 @@ static int list_members(cae_backend *b, const cae_pool_ops *ops, const char *key
 		ops->member(json_array_get(out->all, i), &m);
 		/* another instance's members are never claimed, filled or removed; status,
 		 * drain and gc of every instance see them with all_instances */
-		if (!m.name || !(key ? cae__backend_own(b, m.instance)
-				     : cae__backend_sees(b, m.instance)))
+		if (!m.name ||
+		    !(key ? cae__backend_own(b, m.instance) : cae__backend_sees(b, m.instance)))
 			continue;
 		if (m.max_age <= 0)
 			m.max_age = fallback;
@@ -554,11 +554,10 @@ int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err)
 		json_array_append_new(
 		    *out,
 		    json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s?, s:b, s:b, s:s?}",
-			      "name", m->name, "container_id", m->id, "environment",
-			      m->environment, "key", m->key, "created_at",
-			      m->created_at[0] ? m->created_at : NULL, "age_s", (json_int_t)age,
-			      "max_age_s", (json_int_t)m->max_age, "state",
-			      m->state_name[0] ? m->state_name : NULL, "expired",
+			      "name", m->name, "container_id", m->id, "environment", m->environment,
+			      "key", m->key, "created_at", m->created_at[0] ? m->created_at : NULL,
+			      "age_s", (json_int_t)age, "max_age_s", (json_int_t)m->max_age,
+			      "state", m->state_name[0] ? m->state_name : NULL, "expired",
 			      age >= m->max_age, "this_config",
 			      m->key && json_object_get(keys, m->key) != NULL, "instance",
 			      m->instance));

@@ -79,8 +79,8 @@ static int changed_files(cae_prepare *p, const cae_env_info *info, char *names, 
 			if (strlen(line) < 4)
 				continue;
 			if (n++ < LOST_NAMED && used < size) {
-				int w = snprintf(names + used, size - used, "%s%s", n > 1 ? ", " : "",
-						 line + 3);
+				int w = snprintf(names + used, size - used, "%s%s",
+						 n > 1 ? ", " : "", line + 3);
 				used += w > 0 ? (size_t)w : 0;
 			}
 		}
@@ -156,9 +156,9 @@ static int check_existing(cae_prepare *p, cae_error *err)
 	size_t used = 0;
 	const char *sep = "";
 	if (changed) {
-		int w = snprintf(what, sizeof(what), "%d changed file%s not committed (%s%s)",
-				 changed, changed == 1 ? "" : "s", names,
-				 changed > LOST_NAMED ? ", ..." : "");
+		int w =
+		    snprintf(what, sizeof(what), "%d changed file%s not committed (%s%s)", changed,
+			     changed == 1 ? "" : "s", names, changed > LOST_NAMED ? ", ..." : "");
 		used = w > 0 ? (size_t)w : 0;
 		sep = "; ";
 	}

@@ -96,7 +96,7 @@ enum {
 };
 
 #define ALL_INSTANCES_HELP                                                                         \
-	"  --all-instances    every cae instance's environments, not only this one's "          \
+	"  --all-instances    every cae instance's environments, not only this one's "             \
 	"(command_executor.instance)\n"
 
 /* Options that describe a task, shared by prepare and run. */

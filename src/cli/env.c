@@ -149,13 +149,12 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 
 static int usage_env(FILE *f)
 {
-	fprintf(f,
-		"usage: cae env list [--pool] [--all-instances] [options]\n\nLists this cae "
-		"instance's environments (JSON array of "
-		"ContainerInfo); a running one has `resources`: CPU time, memory and processes "
-		"in use next to its limits.\n\noptions:\n"
-		"  --pool             also the warm pool's containers or pods (status \"pool\", "
-		"no task; as `cae pool status`)\n" ALL_INSTANCES_HELP CAE_CLI_COMMON_HELP);
+	fprintf(f, "usage: cae env list [--pool] [--all-instances] [options]\n\nLists this cae "
+		   "instance's environments (JSON array of "
+		   "ContainerInfo); a running one has `resources`: CPU time, memory and processes "
+		   "in use next to its limits.\n\noptions:\n"
+		   "  --pool             also the warm pool's containers or pods (status \"pool\", "
+		   "no task; as `cae pool status`)\n" ALL_INSTANCES_HELP CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 

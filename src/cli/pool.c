@@ -14,21 +14,20 @@ enum { OPT_ALL = OPT_LAST_SHARED };
 static int usage_pool(FILE *f)
 {
 	fprintf(
-	    f,
-	    "usage: cae pool (fill | status | drain [--all]) [options]\n\n"
-	    "The warm pool (command_executor.pool; docker or kubernetes backend): containers "
-	    "or pods started ahead for each pooled environment, claimed by prepares whose "
-	    "container or pod would be the same.\n\n"
-	    "  fill    remove this configuration's pool containers past their maximum age or "
-	    "not running, start new ones until each pooled environment has "
-	    "command_executor.pool.size, print {created}\n"
-	    "  status  print this instance's pool containers (JSON array: name, "
-	    "environment, key, age_s, max_age_s, state, expired, this_config, instance)\n"
-	    "  drain   remove this configuration's pool containers (--all: of every "
-	    "configuration of this instance), print {removed}\n\noptions:\n"
-	    "  --all              drain: every pool container of this instance\n"
-	    "  --all-instances    status, drain: every cae instance's pool containers, not only "
-	    "this one's (command_executor.instance)\n" CAE_CLI_COMMON_HELP);
+	    f, "usage: cae pool (fill | status | drain [--all]) [options]\n\n"
+	       "The warm pool (command_executor.pool; docker or kubernetes backend): containers "
+	       "or pods started ahead for each pooled environment, claimed by prepares whose "
+	       "container or pod would be the same.\n\n"
+	       "  fill    remove this configuration's pool containers past their maximum age or "
+	       "not running, start new ones until each pooled environment has "
+	       "command_executor.pool.size, print {created}\n"
+	       "  status  print this instance's pool containers (JSON array: name, "
+	       "environment, key, age_s, max_age_s, state, expired, this_config, instance)\n"
+	       "  drain   remove this configuration's pool containers (--all: of every "
+	       "configuration of this instance), print {removed}\n\noptions:\n"
+	       "  --all              drain: every pool container of this instance\n"
+	       "  --all-instances    status, drain: every cae instance's pool containers, not only "
+	       "this one's (command_executor.instance)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 

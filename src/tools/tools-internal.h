@@ -113,7 +113,7 @@ bool cae__session_env_exists(cae_session *s, const char *task_uuid);
 /* The refusal of a task uuid that is not the session's: the same words whether another
  * session's environment has it or none does. */
 #define CAE_SESSION_NOT_OWNED                                                                      \
-	"task %s is not one of this session's environments (those it prepared with "            \
+	"task %s is not one of this session's environments (those it prepared with "               \
 	"environment_prepare or was given at start; environment_list shows them)"
 /* The session's table (session.c). */
 cae__procs *cae__session_procs(cae_session *s);

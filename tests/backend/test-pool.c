@@ -3,10 +3,10 @@
  * credentials, no token), two processes claiming from a pool of one get it once, a pool
  * container past its maximum age is never handed out, the collector refills after a
  * claim, drain touches only its own configuration's pool, and another instance with the
- * same configuration has another pool: it neither lists, drains nor collects this one's. Every test's configuration has
- * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
- * no other run's pool container is ever claimed or removed here. The process that filled
- * the pool claims through the helper stream it kept, that stream is closed once another
+ * same configuration has another pool: it neither lists, drains nor collects this one's. Every
+ * test's configuration has a pids limit of its own (runner pid and a sequence number), so its pool
+ * key is its own: no other run's pool container is ever claimed or removed here. The process that
+ * filled the pool claims through the helper stream it kept, that stream is closed once another
  * process claimed the container, the filler racing another process gets it once, and a
  * filler killed (SIGKILL) leaves no stream behind and its container still serves a task. */
 #include "backend-test.h"
@@ -276,8 +276,8 @@ START_TEST(collector_refills_drain_is_own)
 	ck_assert_int_eq(cae_backend_pool_status(xb, &st, &err), 0);
 	size_t k;
 	json_t *x;
-	json_array_foreach(st, k, x) ck_assert_str_ne(
-	    json_string_value(json_object_get(x, "container_id")), first);
+	json_array_foreach(st, k, x)
+	    ck_assert_str_ne(json_string_value(json_object_get(x, "container_id")), first);
 	json_decref(st);
 	int xn = -1;
 	ck_assert_int_eq(cae_backend_pool_drain(xb, true, &xn, &err), 0);

@@ -294,7 +294,12 @@ START_TEST(instance_rules)
 	ck_assert_str_eq(cae_config_instance(c, a), "team-a.1");
 	_cleanup_config_ cae_config *e = load_ok("", ENVP((char *)"CAE_INSTANCE=ci_7"));
 	ck_assert_str_eq(cae_config_instance(e, a), "ci_7");
-	const char *bad[] = {"-x", "x-", "a b", "a/b", "\"\"", "\"a:b\"",
+	const char *bad[] = {"-x",
+			     "x-",
+			     "a b",
+			     "a/b",
+			     "\"\"",
+			     "\"a:b\"",
 			     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char yaml[256];
