@@ -145,11 +145,12 @@ static int check_existing(cae_prepare *p, cae_error *err)
 	int changed = 0, held = 0;
 	bool creating = old.status && strcmp(old.status, "creating") == 0;
 	bool ready = old.status && strcmp(old.status, "ready") == 0;
-	/* a workspace given as is stays where it is: re-preparing it loses none of its files */
-	if (!p->opts->workspace && ready)
+	/* a workspace given as is stays where it is: re-preparing it loses none of its files,
+	 * and it is the operator's to share between processes (`cae mcp --workspace`) */
+	if (!p->opts->workspace && ready) {
 		changed = changed_files(p, &old, names, sizeof(names));
-	if (ready)
 		held = other_holders(p, &old, others, sizeof(others));
+	}
 	if (!changed && !creating && !held && !p->opts->holders)
 		goto out;
 	char what[1024];
