@@ -1305,8 +1305,10 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 	int r = local_info(b, uuid, &info, err);
 	if (r < 0)
 		return r;
-	if (!info.host_path || !info.workspace_path || !q->root ||
-	    strcmp(q->root, info.workspace_path) != 0)
+	if (!cae__backend_own(b, info.instance)) /* another instance's: not ours to open */
+		r = cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	else if (!info.host_path || !info.workspace_path || !q->root ||
+		 strcmp(q->root, info.workspace_path) != 0)
 		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",
 				  q->root ? q->root : "(none)", uuid);
 	else

@@ -562,6 +562,10 @@ START_TEST(cleanup_stale_by_age)
 	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
 	cae_run_result rr;
 	ck_assert_int_eq(cae_backend_exec(b, ouuid, &req, &rr, &err), -ENOENT);
+	cae_fs_request fq = {.op = CAE_FS_OPEN, .root = oinfo.workspace_path};
+	cae_fs_reply frep;
+	ck_assert_int_lt(cae_backend_fs(b, ouuid, &fq, &frep, &err), 0);
+	cae_fs_reply_clear(&frep);
 	ck_assert_int_eq(cae_backend_cleanup(b, ouuid, &err), -EPERM);
 	cae_prepare_options force = {.cancel_fd = -1, .force = true};
 	ck_assert_int_eq(cae_backend_prepare(b, &ot, NULL, &force, &seen, &err), -EEXIST);
