@@ -28,6 +28,16 @@ if [ -x scripts/npm-deps.sh ]; then
   scripts/npm-deps.sh || status=1
 fi
 
+# Another cae instance's environments (local, docker, kubernetes when enabled) live while
+# every suite runs: no test may remove or replace them (scripts/bystander.sh). Made once the
+# first build has a cae, checked after each test run, removed at the end.
+bystander=
+bystander_check() {
+  [ -n "$bystander" ] || return 0
+  step "bystander environments of another instance"
+  scripts/bystander.sh check "$BUILD/cae" "$bystander" || status=1
+}
+
 for b in "$BUILD" "$ASAN_BUILD"; do
   if [ ! -f "$b/build.ninja" ]; then
     if [ "$b" = "$ASAN_BUILD" ]; then
@@ -38,6 +48,11 @@ for b in "$BUILD" "$ASAN_BUILD"; do
   fi
   step "build $b"
   ninja -C "$b" || { status=1; continue; }
+  if [ -z "$bystander" ] && [ -x "$BUILD/cae" ]; then
+    step "bystander environments of another instance"
+    bystander=$(mktemp -d "${TMPDIR:-/tmp}/cae-bystander.XXXXXX")
+    scripts/bystander.sh up "$BUILD/cae" "$bystander" || status=1
+  fi
   step "test $b"
   # LeakSanitizer is part of ASan; UBSan must abort so that a finding fails the test.
   # Sanitized code runs several times slower, and CI's machine may be busy with other work:
@@ -48,6 +63,7 @@ for b in "$BUILD" "$ASAN_BUILD"; do
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C "$b" --print-errorlogs --num-processes 2 --timeout-multiplier "$mult" || status=1
   logs+=("$b/meson-logs/testlog.json")
+  bystander_check
 done
 
 if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
@@ -58,6 +74,11 @@ fi
 if [ -x scripts/lint.sh ]; then
   step "lint"
   scripts/lint.sh || status=1
+fi
+
+if [ -n "$bystander" ]; then
+  bystander_check
+  scripts/bystander.sh down "$BUILD/cae" "$bystander"
 fi
 
 python3 - "${logs[@]}" <<'PY'

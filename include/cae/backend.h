@@ -74,6 +74,9 @@ typedef struct cae_env_info {
 	json_t *deps;	/* array of {manifest, command, success, exit_code, duration_ms, error?} */
 	json_t *limits; /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
 			 * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
+	char *instance; /* the cae instance it belongs to (command_executor.instance); NULL:
+			 * none recorded (made before instances were), nobody's but
+			 * --all-instances' */
 } cae_env_info;
 
 CAE_EXPORT json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
@@ -110,6 +113,14 @@ typedef struct cae_prepare_options {
 	cae_progress_fn progress; /* may be NULL */
 	void *progress_userdata;
 	int cancel_fd; /* readable = stop preparing; -1: none (0 is fd 0: set -1) */
+	/* An environment of the task that exists already is replaced only when nothing would
+	 * be lost: none of its files changed since their last commit (`git status
+	 * --porcelain` in it), no other live process preparing it, and holders NULL. Else
+	 * the prepare fails with -EBUSY and says what would be lost, unless force. */
+	bool force;
+	/* what the caller itself holds in the environment that a prepare would end (its
+	 * process sessions, a text); NULL: nothing */
+	const char *holders;
 } cae_prepare_options;
 
 typedef struct cae_backend cae_backend;
@@ -124,6 +135,15 @@ CAE_EXPORT int cae_backend_new(const struct cae_config *cfg, struct cae_log *log
 CAE_EXPORT int cae_backend_new_named(const char *name, const struct cae_config *cfg,
 				     struct cae_log *log, cae_backend **out, cae_error *err);
 CAE_EXPORT void cae_backend_free(cae_backend *b);
+/* Environments belong to an instance (command_executor.instance, recorded on each): a
+ * backend lists, collects, removes, replaces, claims and runs commands in its own
+ * instance's only; another instance's environment is "not found" to info, exec and list,
+ * and cleanup and prepare of its uuid are refused (-EPERM, -EEXIST). With all set, list,
+ * the stale collection and the pool's status, drain and gc look at every instance's (and
+ * at environments without one); cleanup, prepare and exec still never touch another's. */
+CAE_EXPORT void cae_backend_set_all_instances(cae_backend *b, bool all);
+/* This backend's instance (borrowed, lives as long as b). */
+CAE_EXPORT const char *cae_backend_instance(const cae_backend *b);
 CAE_EXPORT const char *cae_backend_name(const cae_backend *b);
 
 /* Prepares the task's environment: validates the name (unknown: the default, with a warning),

@@ -19,6 +19,7 @@
  *        EXECUTOR_MEMORY_LIMIT      command_executor.docker.resources.memory_limit
  *        EXECUTOR_TIMEOUT           command_executor.execution.timeout_seconds
  *        CAE_STATE_DIR              command_executor.state_dir
+ *        CAE_INSTANCE               command_executor.instance
  *        CAE_K8S_NAMESPACE          command_executor.kubernetes.namespace
  *        TEXT_EDITOR_MCP_ENABLED    text_editor_mcp.enabled
  *        PICOCLAW_WORKER_AUTO_COMMIT, PICOCLAW_WORKER_COMMIT_PREFIX,
@@ -122,6 +123,14 @@ typedef struct cae_config {
 		 * $XDG_STATE_HOME/cae, else $HOME/.local/state/cae, else /var/lib/cae when HOME
 		 * is unset — the same rule for root and other users. A leading "~/" is expanded. */
 		char *state_dir;
+		/* Which cae instance this is (CAE_INSTANCE): recorded on every environment it
+		 * makes (a docker and pod label, the local metadata, pool members), and the
+		 * CLI, `cae gc`, `cae mcp`'s collector and the warm pool act only on their own
+		 * instance's environments: another instance's are never listed, removed,
+		 * replaced or claimed (`--all-instances` widens list, gc and pool drain).
+		 * 1-63 of [A-Za-z0-9._-], a letter or digit at both ends. NULL (the default):
+		 * derived from the state directory (cae_config_instance). */
+		char *instance;
 		/* Directories under which environment_prepare over MCP (the model's request) may
 		 * name a local repository: a path whose real path lies under one of these real
 		 * paths; URLs (https, http, git, ssh, user@host:path) are always accepted, other
@@ -245,6 +254,12 @@ typedef struct cae_config {
 			/* 1048576: output of a session kept unread; past it the oldest is
 			 * dropped (and the next read says how much) */
 			uint64_t buffer_size;
+			/* false: over MCP, the model's tools act only on the session's own
+			 * environments (prepared by it with environment_prepare, or given at
+			 * start with --task/--workspace); another task uuid is refused with
+			 * the message of one that does not exist. true: any environment of
+			 * this instance. */
+			bool share_environments;
 		} sessions;
 		struct {
 			/* 24: `cae mcp` removes stale environments when it starts and then
@@ -334,6 +349,16 @@ CAE_EXPORT int cae_config_load(cae_config **out, const char *path, char *const *
  * empty array ({NULL}) for no environment overrides. */
 CAE_EXPORT int cae_config_load_string(cae_config **out, const char *text, size_t len,
 				      const char *filename, char *const *envp, cae_error *err);
+
+/* True for a label-safe string: 1-63 of [A-Za-z0-9._-], a letter or digit at both ends. */
+CAE_EXPORT bool cae_config_label_valid(const char *s);
+
+#define CAE_CONFIG_INSTANCE_MAX 64 /* an instance name and its NUL */
+/* The instance of cfg (command_executor.instance): as configured, else "s" and 12 hex
+ * digits of a hash of the state directory's real path (its path as written when it does
+ * not exist yet), so that every process using one state directory is one instance unless
+ * configured otherwise. Writes it into out (CAE_CONFIG_INSTANCE_MAX bytes); returns out. */
+CAE_EXPORT const char *cae_config_instance(const cae_config *cfg, char *out);
 
 /* A new deep copy of cfg (NULL on ENOMEM). */
 CAE_EXPORT cae_config *cae_config_dup(const cae_config *cfg);

@@ -86,6 +86,12 @@ CAE_EXPORT int cae_session_use_workspace(cae_session *s, const char *dir, cae_er
  * ContainerInfo as JSON (new reference). ctx (may be NULL) carries progress/cancellation. */
 CAE_EXPORT int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
 				   const cae_call_ctx *ctx, json_t **info, cae_error *err);
+/* cae_session_prepare, and with force an existing environment of the task is replaced even
+ * when that loses its uncommitted changes, the process sessions running in it or a prepare
+ * another live process runs (without force: -EBUSY naming what would be lost). */
+CAE_EXPORT int cae_session_prepare_ex(cae_session *s, const cae_task *task, const char *environment,
+				      bool force, const cae_call_ctx *ctx, json_t **info,
+				      cae_error *err);
 /* Makes an environment prepared earlier (maybe by another process) current. */
 CAE_EXPORT int cae_session_set_current(cae_session *s, const char *task_uuid, cae_error *err);
 /* Removes an environment (NULL: the current one). */

@@ -388,6 +388,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	json_t *labels = json_pack("{s:s, s:s, s:s, s:s, s:s}", LABEL_UUID, p->task->uuid,
 				   LABEL_ENV, p->environment, LABEL_CREATED, p->created_at,
 				   LABEL_WARNINGS, wtext ? wtext : "[]", LABEL_PREPARER, preparer);
+	json_object_set_new(labels, CAE_LABEL_INSTANCE, json_string(p->b->instance));
 	if (helper)
 		json_object_set_new(labels, LABEL_HELPER, json_string("1"));
 	if (prep_of(p)->git_credential)
@@ -425,6 +426,7 @@ static void container_record(const cae_backend *b, json_t *c, cae_env_record *re
 	if (rec->created < 0)
 		rec->created = (int64_t)json_integer_value(json_object_get(c, "Created"));
 	rec->warnings = label(labels, LABEL_WARNINGS);
+	rec->instance = label(labels, CAE_LABEL_INSTANCE);
 }
 
 static const cae_envs_ops envs_ops;
@@ -601,6 +603,16 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 		 : beat > HELPER_HEARTBEAT_S ? HELPER_HEARTBEAT_S
 					     : beat);
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
+	/* another instance's container runs nothing of ours (it is "not found" to us) */
+	json_t *ci = NULL;
+	if (!preparing && cae_docker_container_inspect(impl_of(b)->d, name, &ci, NULL) == 0) {
+		bool own = cae__backend_own(
+		    b, label(json_object_get(json_object_get(ci, "Config"), "Labels"),
+			     CAE_LABEL_INSTANCE));
+		json_decref(ci);
+		if (!own)
+			return cae_error_set(err, -ENOENT, "no environment for task %s", c->uuid);
+	}
 	cae_docker_stream *st = NULL;
 	int r =
 	    cae_docker_attach(impl_of(b)->d, name, argv, NULL, HELPER_OPEN_TIMEOUT_MS, &st, err);
@@ -1955,7 +1967,7 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 		json_object_del(labels, LABEL_PREPARER);
 		json_object_del(labels, LABEL_GIT_CREDENTIAL);
 		/* the helper uploaded is part of the container too */
-		if (cae__pool_key(*body, dp->helper, key) < 0)
+		if (cae__pool_key(b, *body, dp->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
 		*helper = TAKE_PTR(dp->helper);
 	}

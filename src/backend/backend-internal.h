@@ -116,6 +116,10 @@ typedef struct cae_backend_ops {
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
 	/* may be NULL: the backend runs no network proxy (cae_backend_network_denied) */
 	json_t *(*network_denied)(cae_backend *b, const char *task_uuid);
+	/* may be NULL (then prepare counts the helper streams other processes keep in the
+	 * environment): how many live processes other than this one hold uuid's environment,
+	 * named in text ("pid N (comm), ...") */
+	int (*holders)(cae_backend *b, const char *task_uuid, char *text, size_t size);
 	void (*free)(cae_backend *b);
 } cae_backend_ops;
 
@@ -139,7 +143,22 @@ struct cae_backend {
 	/* the helper streams this process opened to the pool members it started, kept for
 	 * its own claims (src/backend/pool.c); under a lock of pool.c */
 	struct cae_pool_kept *kept;
+	/* the instance it acts for (cae_config_instance), and whether it looks at every
+	 * instance's environments (cae_backend_set_all_instances) */
+	char instance[CAE_CONFIG_INSTANCE_MAX];
+	bool all_instances;
 };
+
+/* The label (docker, kubernetes) and metadata field (local) naming an environment's
+ * instance. */
+#define CAE_LABEL_INSTANCE "cae.instance"
+/* True when an environment recording instance (NULL: none) is b's own. */
+bool cae__backend_own(const cae_backend *b, const char *instance);
+/* True when b may look at it: its own, or any when b looks at every instance. */
+bool cae__backend_sees(const cae_backend *b, const char *instance);
+/* The error of an environment of another instance met by uuid (-EPERM), for what must
+ * never act on it. */
+int cae__backend_foreign(const cae_backend *b, const char *uuid, cae_error *err);
 
 /* Records info as prepared by b (after a prepare succeeded). */
 void cae__backend_remember(cae_backend *b, const cae_env_info *info);
@@ -197,6 +216,7 @@ typedef struct cae_pool_member {
 	const char *id;		 /* the engine's id of it (container id, pod uid), or NULL */
 	const char *key;	 /* its pool's key, or NULL */
 	const char *environment; /* or NULL */
+	const char *instance;	 /* the cae instance it belongs to, or NULL */
 	int64_t created;	 /* seconds since the epoch */
 	int64_t max_age;	 /* its own maximum age (s); 0: none (the configured one holds) */
 	cae_pool_state state;
@@ -245,9 +265,11 @@ bool cae__pool_wanted(const cae_config *cfg, const char *environment);
 /* A positive whole number of seconds in a label, else 0. */
 int64_t cae__pool_seconds(const char *label);
 /* The pool key of spec (a member's create body or pod, without what is the task's) and the
- * static helper a member gets (NULL: none; its path, size and time count): a 64-bit FNV-1a
- * hash in hex, which only tells specs apart. 0, or -ENOMEM. */
-int cae__pool_key(json_t *spec, const char *helper, char key[CAE_POOL_KEY_MAX]);
+ * static helper a member gets (NULL: none; its path, size and time count), and b's instance
+ * (a pool is its instance's): a 64-bit FNV-1a hash in hex, which only tells specs apart. 0, or
+ * -ENOMEM. */
+int cae__pool_key(const cae_backend *b, json_t *spec, const char *helper,
+		  char key[CAE_POOL_KEY_MAX]);
 /* Sets p up for the steps of a prepare of environment up to the create body, as a backend's
  * ops->spec runs them: on quiet, a copy of b without its log (their warnings are the body's,
  * not events), for a task of uuid "pool" (task, filled here). 0, or -ENOMEM with err set;
@@ -323,6 +345,11 @@ int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int can
  * Returns 1 with its name in name when one was claimed, 0 when none was. */
 int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *name, size_t size,
 			cae_error *err);
+
+/* How many manager processes other than this one run a sandbox helper in the local
+ * environment whose workspace root is workspace_root (src/backend/holders.c), named in
+ * text ("pid N (comm), ..."; at most 8 counted). */
+int cae__sandbox_holders(const char *workspace_root, char *text, size_t size);
 
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes

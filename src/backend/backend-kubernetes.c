@@ -201,6 +201,7 @@ static void pod_record(const cae_backend *b, json_t *pod, cae_env_record *rec)
 	rec->created_at = meta(pod, "annotations", A_CREATED);
 	rec->created = cae__parse_iso8601(rec->created_at);
 	rec->warnings = meta(pod, "annotations", A_WARNINGS);
+	rec->instance = meta(pod, "labels", CAE_LABEL_INSTANCE);
 }
 
 static const cae_envs_ops envs_ops;
@@ -426,6 +427,11 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	int r = usable(b, c->uuid, preparing, &pod, err);
 	if (r < 0)
 		return r;
+	/* another instance's pod runs nothing of ours (it is "not found" to us) */
+	if (!preparing && !cae__backend_own(b, meta(pod, "labels", CAE_LABEL_INSTANCE))) {
+		json_decref(pod);
+		return cae_error_set(err, -ENOENT, "no environment for task %s", c->uuid);
+	}
 	if (!meta(pod, "annotations", A_HELPER)) {
 		json_decref(pod);
 		return 0;
@@ -735,8 +741,8 @@ static json_t *pod_spec(cae_prepare *p)
 	char preparer[CAE_PREPARER_MAX], epoch[24];
 	cae__preparer_label(preparer, sizeof(preparer));
 	snprintf(epoch, sizeof(epoch), "%lld", (long long)cae__parse_iso8601(p->created_at));
-	json_t *labels =
-	    json_pack("{s:s, s:s, s:s}", L_TASK, "1", L_PHASE, "creating", L_CREATED, epoch);
+	json_t *labels = json_pack("{s:s, s:s, s:s, s:s}", L_TASK, "1", L_PHASE, "creating",
+				   L_CREATED, epoch, CAE_LABEL_INSTANCE, p->b->instance);
 	if (label_value_ok(p->task->uuid))
 		json_object_set_new(labels, L_UUID, json_string(p->task->uuid));
 	if (label_value_ok(p->environment))
@@ -815,7 +821,7 @@ static int claim_warm(cae_prepare *p, json_t *pod, cae_error *err)
 		return 0;
 	int64_t t0 = cae__now_ms();
 	char key[CAE_POOL_KEY_MAX], name[160];
-	if (cae__pool_key(json_object_get(pod, "spec"), kp->helper, key) < 0)
+	if (cae__pool_key(p->b, json_object_get(pod, "spec"), kp->helper, key) < 0)
 		return 0; /* out of memory: a cold create says so if it persists */
 	json_t *md = json_object_get(pod, "metadata");
 	json_t *patch =
@@ -1291,7 +1297,7 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 	if (r == 0 && !(*pod = pod_spec(&p)))
 		r = cae_error_set(err, -ENOMEM, "out of memory");
 	if (r == 0) {
-		if (cae__pool_key(json_object_get(*pod, "spec"), prep_of(&p)->helper, key) < 0)
+		if (cae__pool_key(b, json_object_get(*pod, "spec"), prep_of(&p)->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
 		/* what is the task's is not the pool's */
 		json_t *md = json_object_get(*pod, "metadata");

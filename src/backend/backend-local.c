@@ -1021,6 +1021,11 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		const char *root = json_string_value(json_object_get(meta, "workspace_root"));
 		const char *project = json_string_value(json_object_get(meta, "host_path"));
 		const char *status = json_string_value(json_object_get(meta, "status"));
+		/* another instance's environment runs nothing of ours */
+		if (!cae__backend_own(b, json_string_value(json_object_get(meta, "instance")))) {
+			json_decref(meta);
+			return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+		}
 		if (!root || !project) {
 			json_decref(meta);
 			return cae_error_set(err, -EINVAL, "environment %s: metadata incomplete",
@@ -1405,6 +1410,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 	    "sandbox", env->sandbox ? "bubblewrap" : "none", "external", workspace != NULL,
 	    "sandbox_uid", (int)env->uid, "sandbox_gid", (int)env->gid, "preparer", preparer,
 	    "limits", limits);
+	if (lp->meta)
+		json_object_set_new(lp->meta, "instance", json_string(p->b->instance));
 	if (!lp->meta)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	if (env->idmap)
@@ -1499,6 +1506,18 @@ static int local_info(cae_backend *b, const char *uuid, cae_env_info *info, cae_
 	return r;
 }
 
+static int local_holders(cae_backend *b, const char *uuid, char *text, size_t size)
+{
+	json_t *meta = NULL;
+	text[0] = '\0';
+	if (read_meta(impl_of(b), uuid, &meta, NULL) < 0)
+		return 0;
+	int n = cae__sandbox_holders(json_string_value(json_object_get(meta, "workspace_root")),
+				     text, size);
+	json_decref(meta);
+	return n;
+}
+
 /* The patch worker's file service: the files are on this host, so the requests are answered
  * here, by the code a container's helper runs there. A request names the workspace as
  * commands see it; what is opened is the environment's project directory on this host, with
@@ -1514,10 +1533,13 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 	int r = local_info(b, uuid, &info, err);
 	if (r < 0)
 		return r;
-	if (info.host_path && !cae__is_dir(info.host_path))
+	bool own = cae__backend_own(b, info.instance);
+	if (own && info.host_path && !cae__is_dir(info.host_path))
 		(void)disk_remount(li, uuid, NULL); /* after a reboot */
-	if (!info.host_path || !info.workspace_path || !q->root ||
-	    strcmp(q->root, info.workspace_path) != 0)
+	if (!own) /* another instance's: not ours to open */
+		r = cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	else if (!info.host_path || !info.workspace_path || !q->root ||
+		 strcmp(q->root, info.workspace_path) != 0)
 		r = cae_error_set(err, -EINVAL, "%s is not the workspace of environment %s",
 				  q->root ? q->root : "(none)", uuid);
 	else
@@ -1752,7 +1774,8 @@ struct stale_ctx {
 static int stale_one(cae_backend *b, const char *uuid, json_t *meta, void *ud)
 {
 	struct stale_ctx *s = ud;
-	if (s->filter && !s->filter(uuid, s->filter_ud))
+	if (!cae__backend_sees(b, json_string_value(json_object_get(meta, "instance"))) ||
+	    (s->filter && !s->filter(uuid, s->filter_ud)))
 		return 0;
 	int64_t t = cae__parse_iso8601(json_string_value(json_object_get(meta, "created_at")));
 	/* a preparation that died is collected whatever its age, and so is a ready environment
@@ -1853,6 +1876,7 @@ static const cae_backend_ops local_ops = {
     .list = local_list,
     .info = local_info,
     .network_denied = local_network_denied,
+    .holders = local_holders,
     .fs = local_fs,
     .guard = local_guard,
     .free = local_free,

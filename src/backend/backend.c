@@ -15,8 +15,8 @@
 
 #include "base/banned.h"
 
-int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_log *log,
-			  cae_backend **out, cae_error *err)
+static int backend_new(const char *name, const cae_config *cfg, struct cae_log *log,
+		       cae_backend **out, cae_error *err)
 {
 	if (strcmp(name, "local") == 0)
 		return cae__local_backend_new(cfg, log, out, err);
@@ -33,6 +33,44 @@ int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_lo
 			   : cae__local_backend_new(cfg, log, out, err);
 	return cae_error_set(err, -EINVAL,
 			     "unknown backend \"%s\" (auto, docker, local or kubernetes)", name);
+}
+
+int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_log *log,
+			  cae_backend **out, cae_error *err)
+{
+	int r = backend_new(name, cfg, log, out, err);
+	if (r == 0)
+		cae_config_instance(cfg, (*out)->instance);
+	return r;
+}
+
+void cae_backend_set_all_instances(cae_backend *b, bool all)
+{
+	b->all_instances = all;
+}
+
+const char *cae_backend_instance(const cae_backend *b)
+{
+	return b->instance;
+}
+
+bool cae__backend_own(const cae_backend *b, const char *instance)
+{
+	return instance && strcmp(instance, b->instance) == 0;
+}
+
+bool cae__backend_sees(const cae_backend *b, const char *instance)
+{
+	return b->all_instances || cae__backend_own(b, instance);
+}
+
+int cae__backend_foreign(const cae_backend *b, const char *uuid, cae_error *err)
+{
+	(void)b;
+	return cae_error_set(err, -EPERM,
+			     "environment %s belongs to another cae instance "
+			     "(command_executor.instance); it is left alone",
+			     uuid);
 }
 
 int cae_backend_new(const cae_config *cfg, struct cae_log *log, cae_backend **out, cae_error *err)
@@ -225,7 +263,16 @@ int cae_backend_cleanup(cae_backend *b, const char *task_uuid, cae_error *err)
 {
 	if (!cae_task_uuid_valid(task_uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	int r = b->ops->remove(b, task_uuid, true, err);
+	/* another instance's environment is never removed by this one */
+	cae_env_info info;
+	int r = b->ops->info(b, task_uuid, &info, NULL);
+	bool foreign = r == 0 && !cae__backend_own(b, info.instance);
+	if (r == 0)
+		cae_env_info_clear(&info);
+	if (foreign)
+		r = cae__backend_foreign(b, task_uuid, err);
+	else
+		r = b->ops->remove(b, task_uuid, true, err);
 	if (r == 0)
 		prepared_free(prepared_take(b, task_uuid));
 	if (r == 0)
@@ -405,7 +452,16 @@ void cae_backend_collector_stop(cae_backend_collector *c)
 
 int cae_backend_list(cae_backend *b, json_t **out, cae_error *err)
 {
-	return b->ops->list(b, out, err);
+	int r = b->ops->list(b, out, err);
+	if (r < 0)
+		return r;
+	/* this instance's environments only (every one with all_instances) */
+	for (size_t i = json_array_size(*out); i-- > 0;) {
+		json_t *e = json_array_get(*out, i);
+		if (!cae__backend_sees(b, json_string_value(json_object_get(e, "instance"))))
+			json_array_remove(*out, i);
+	}
+	return 0;
 }
 
 int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err)
@@ -413,7 +469,13 @@ int cae_backend_info(cae_backend *b, const char *task_uuid, cae_env_info *info, 
 	memset(info, 0, sizeof(*info));
 	if (!cae_task_uuid_valid(task_uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	return b->ops->info(b, task_uuid, info, err);
+	int r = b->ops->info(b, task_uuid, info, err);
+	if (r == 0 && !cae__backend_sees(b, info->instance)) {
+		/* another instance's: not there, to this one (the same words as a missing one) */
+		cae_env_info_clear(info);
+		return cae_error_set(err, -ENOENT, "no environment for task %s", task_uuid);
+	}
+	return r;
 }
 
 const char *cae_backend_select_environment(const cae_config *cfg, const char *name, char **warning)

@@ -35,10 +35,10 @@ static int info_of(const cae_backend *b, const cae_envs_ops *ops, const cae_env_
 	const char *status = rec->phase == CAE_ENV_CREATING ? "creating"
 			     : rec->phase == CAE_ENV_FAILED ? "failed"
 							    : rec->status;
-	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s}", "container_id", rec->id,
-			      "task_uuid", rec->uuid, "environment_name", rec->environment,
+	json_t *j = json_pack("{s:s?, s:s, s:s?, s:s, s:s?, s:s, s:s, s:s?}", "container_id",
+			      rec->id, "task_uuid", rec->uuid, "environment_name", rec->environment,
 			      "workspace_path", ops->project, "created_at", rec->created_at,
-			      "status", status, "backend", b->ops->name);
+			      "status", status, "backend", b->ops->name, "instance", rec->instance);
 	json_t *w = json_loads(rec->warnings ? rec->warnings : "[]", 0, NULL);
 	json_object_set_new(j, "warnings", json_is_array(w) ? w : json_array());
 	if (!json_is_array(w))
@@ -61,11 +61,12 @@ int cae__env_info(const cae_backend *b, const cae_envs_ops *ops, json_t *obj, ca
 
 int cae__env_ready_info(const cae_prepare *p, const char *id, cae_env_info *info, cae_error *err)
 {
-	json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O?}",
+	json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O?, s:s}",
 			      "container_id", id, "task_uuid", p->task->uuid, "environment_name",
 			      p->environment, "workspace_path", p->project, "created_at",
 			      p->created_at, "status", "ready", "backend", p->b->ops->name,
-			      "warnings", p->warnings, "deps", p->deps, "limits", p->limits);
+			      "warnings", p->warnings, "deps", p->deps, "limits", p->limits,
+			      "instance", p->b->instance);
 	int r = cae_env_info_from_json(j, info, err);
 	json_decref(j);
 	return r;
@@ -115,7 +116,7 @@ int cae__envs_cleanup_stale(cae_backend *b, const cae_envs_ops *ops, int64_t thr
 		/* An unfinished environment whose preparer is gone goes whatever its age; one
 		 * still being prepared stays (its preparer removes it if it fails). */
 		if (rec.phase == CAE_ENV_NOT_OURS || rec.phase == CAE_ENV_CREATING ||
-		    (filter && !filter(rec.uuid, filter_ud)))
+		    !cae__backend_sees(b, rec.instance) || (filter && !filter(rec.uuid, filter_ud)))
 			continue;
 		bool old = rec.created > 0 && now - rec.created >= threshold_s;
 		bool gone = rec.phase == CAE_ENV_FINAL && ops->gone(b, obj, old);

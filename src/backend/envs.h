@@ -34,6 +34,7 @@ typedef struct cae_env_record {
 	const char *created_at;	 /* ISO 8601 as recorded; NULL: not recorded */
 	int64_t created;	 /* the same in seconds since the epoch; <= 0: unknown */
 	const char *warnings;	 /* a JSON array's text; NULL: none */
+	const char *instance;	 /* the cae instance it belongs to; NULL: none recorded */
 	/* the status of a finished one: "ready" while it can run commands, else the engine's
 	 * word for its state */
 	char status[32];
@@ -80,12 +81,12 @@ int cae__env_ready_info(const cae_prepare *p, const char *id, cae_env_info *info
  * environment of ours. *out is new. */
 int cae__envs_list(cae_backend *b, const cae_envs_ops *ops, json_t **out, cae_error *err);
 
-/* cae_backend_cleanup_stale: removes every environment of ours that filter (NULL: every one)
- * lets us look at and that is older than threshold_s, gone (ops->gone) or left unfinished;
- * one still being prepared stays whatever its age (its preparer removes it if it fails).
- * Each removal is counted in *removed and logged (environment.stale_removed, or
- * environment.stale_remove_failed), the whole as environment.cleanup_stale; -EBUSY when
- * any could not be removed. */
+/* cae_backend_cleanup_stale: removes every environment of ours that is b's to look at (its
+ * instance's, cae__backend_sees), that filter (NULL: every one) lets us look at, and that is older
+ * than threshold_s, gone (ops->gone) or left unfinished; one still being prepared stays whatever
+ * its age (its preparer removes it if it fails). Each removal is counted in *removed and logged
+ * (environment.stale_removed, or environment.stale_remove_failed), the whole as
+ * environment.cleanup_stale; -EBUSY when any could not be removed. */
 int cae__envs_cleanup_stale(cae_backend *b, const cae_envs_ops *ops, int64_t threshold_s,
 			    cae_env_filter_fn filter, void *filter_ud, int *removed,
 			    cae_error *err);

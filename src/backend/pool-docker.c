@@ -75,6 +75,7 @@ static void member(json_t *c, cae_pool_member *m)
 	    .id = json_string_value(json_object_get(c, "Id")),
 	    .key = label(c, CAE_POOL_LABEL),
 	    .environment = label(c, "cae.environment"),
+	    .instance = label(c, CAE_LABEL_INSTANCE),
 	    .created = t >= 0 ? t : (int64_t)json_integer_value(json_object_get(c, "Created")),
 	    .max_age = cae__pool_seconds(label(c, CAE_POOL_LABEL_MAX_AGE)),
 	    .state = !st			  ? CAE_POOL_OTHER

@@ -92,6 +92,7 @@ static void member(json_t *pod, cae_pool_member *m)
 			       .id = json_string_value(json_object_get(md_of(pod), "uid")),
 			       .key = label(pod, CAE_POOL_LABEL),
 			       .environment = label(pod, LABEL_ENV),
+			       .instance = label(pod, CAE_LABEL_INSTANCE),
 			       .created = created_of(pod),
 			       .max_age = cae__pool_seconds(label(pod, CAE_POOL_LABEL_MAX_AGE)),
 			       .state = deleting		     ? CAE_POOL_DELETING

@@ -63,7 +63,8 @@ static uint64_t fnv1a(uint64_t h, const char *text)
 	return h;
 }
 
-int cae__pool_key(json_t *spec, const char *helper, char key[CAE_POOL_KEY_MAX])
+int cae__pool_key(const cae_backend *b, json_t *spec, const char *helper,
+		  char key[CAE_POOL_KEY_MAX])
 {
 	_cleanup_free_ char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS);
 	if (!text)
@@ -73,7 +74,8 @@ int cae__pool_key(json_t *spec, const char *helper, char key[CAE_POOL_KEY_MAX])
 	if (helper && stat(helper, &st) == 0)
 		snprintf(id, sizeof(id), "%s:%lld:%lld", helper, (long long)st.st_size,
 			 (long long)st.st_mtime);
-	uint64_t h = fnv1a(fnv1a(14695981039346656037ULL, text), id);
+	/* a pool is its instance's: another instance's members are never claimed */
+	uint64_t h = fnv1a(fnv1a(fnv1a(14695981039346656037ULL, text), id), b->instance);
 	snprintf(key, CAE_POOL_KEY_MAX, "%016llx", (unsigned long long)h);
 	return 0;
 }
@@ -282,7 +284,10 @@ static int list_members(cae_backend *b, const cae_pool_ops *ops, const char *key
 	for (size_t i = 0; i < total; i++) {
 		cae_pool_member m;
 		ops->member(json_array_get(out->all, i), &m);
-		if (!m.name)
+		/* another instance's members are never claimed, filled or removed; status,
+		 * drain and gc of every instance see them with all_instances */
+		if (!m.name ||
+		    !(key ? cae__backend_own(b, m.instance) : cae__backend_sees(b, m.instance)))
 			continue;
 		if (m.max_age <= 0)
 			m.max_age = fallback;
@@ -548,13 +553,14 @@ int cae_backend_pool_status(cae_backend *b, json_t **out, cae_error *err)
 		int64_t age = now - m->created;
 		json_array_append_new(
 		    *out,
-		    json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s?, s:b, s:b}", "name",
-			      m->name, "container_id", m->id, "environment", m->environment, "key",
-			      m->key, "created_at", m->created_at[0] ? m->created_at : NULL,
+		    json_pack("{s:s, s:s?, s:s?, s:s?, s:s?, s:I, s:I, s:s?, s:b, s:b, s:s?}",
+			      "name", m->name, "container_id", m->id, "environment", m->environment,
+			      "key", m->key, "created_at", m->created_at[0] ? m->created_at : NULL,
 			      "age_s", (json_int_t)age, "max_age_s", (json_int_t)m->max_age,
 			      "state", m->state_name[0] ? m->state_name : NULL, "expired",
 			      age >= m->max_age, "this_config",
-			      m->key && json_object_get(keys, m->key) != NULL));
+			      m->key && json_object_get(keys, m->key) != NULL, "instance",
+			      m->instance));
 	}
 	json_decref(keys);
 	members_clear(&ms);

@@ -5,7 +5,8 @@
  * made when a step fails.
  *
  *   1 validate  the environment name (fallback: a warning), then the backend's checks
- *   2 remove    whatever the same task uuid left behind
+ *   2 remove    whatever the same task uuid left behind: never another instance's, nor,
+ *               unless forced, one with changes not committed or held by a live process
  *   3 create    the environment, under a name or status that says it is not ready
  *   4 clone     the backend fills the workspace (usually cae__git_clone through p->exec)
  *   5 deps      cae__deps_install through p->exec, unless the workspace was given as is
@@ -14,12 +15,14 @@
  */
 #include "backend/backend-internal.h"
 
+#include "base/gitsafe.h"
 #include "base/timeutil.h"
 #include "cae/log.h"
 
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/banned.h"
@@ -48,6 +51,141 @@ void cae__prepare_warn(cae_prepare *p, const char *event, const char *msg)
 		    p->b->log, CAE_LOG_WARN, event,
 		    json_pack("{s:s, s:s}", "task_uuid", p->task->uuid, "backend", p->b->ops->name),
 		    "%s", msg);
+}
+
+/* The files of the environment ready at info that differ from their last commit, as
+ * `git status --porcelain` in it lists them: up to LOST_NAMED named in names, all counted;
+ * 0 when it cannot tell (no git there, the environment cannot run commands). */
+#define LOST_NAMED 5
+static int changed_files(cae_prepare *p, const cae_env_info *info, char *names, size_t size)
+{
+	const char *argv[] = {CAE_GIT_ARGV, "status", "--porcelain", "--ignore-submodules", NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = info->workspace_path,
+				.timeout_ms = 60000,
+				.max_stdout = 1 << 20,
+				.max_stderr = 4096,
+				.cancel_fd = p->cancel_fd};
+	cae_run_result res;
+	names[0] = '\0';
+	if (p->b->ops->exec(p->b, p->task->uuid, &req, &res, NULL) < 0)
+		return 0;
+	int n = 0;
+	size_t used = 0;
+	if (res.exit_code == 0 && res.out) {
+		char *save = NULL;
+		for (char *line = strtok_r(res.out, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			if (strlen(line) < 4)
+				continue;
+			if (n++ < LOST_NAMED && used < size) {
+				int w = snprintf(names + used, size - used, "%s%s",
+						 n > 1 ? ", " : "", line + 3);
+				used += w > 0 ? (size_t)w : 0;
+			}
+		}
+	}
+	cae_run_result_clear(&res);
+	if (used >= size && size > 4)
+		memcpy(names + size - 4, "...", 4);
+	return n;
+}
+
+/* How many other live processes hold the environment ready at info: the backend's own
+ * count (local: other managers' sandboxes in it), else the helper streams in it besides the
+ * one this count runs through (each manager process keeps one). */
+static int other_holders(cae_prepare *p, const cae_env_info *info, char *text, size_t size)
+{
+	text[0] = '\0';
+	if (p->b->ops->holders)
+		return p->b->ops->holders(p->b, p->task->uuid, text, size);
+	const char *argv[] = {
+	    "sh", "-c",
+	    "n=0; for f in /proc/[0-9]*/cmdline; do case \"$(tr '\\000' ' ' <\"$f\" 2>/dev/null)\" "
+	    "in */.cae/cae-helper\\ --stream*) n=$((n+1)) ;; esac; done; echo $n",
+	    NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = info->workspace_path,
+				.timeout_ms = 60000,
+				.max_stdout = 64,
+				.max_stderr = 4096,
+				.cancel_fd = p->cancel_fd};
+	cae_run_result res;
+	if (p->b->ops->exec(p->b, p->task->uuid, &req, &res, NULL) < 0)
+		return 0;
+	long n = res.exit_code == 0 && res.out ? strtol(res.out, NULL, 10) : 0;
+	cae_run_result_clear(&res);
+	if (n <= 1)
+		return 0;
+	snprintf(text, size, "helper streams of %ld other cae process%s", n - 1,
+		 n - 1 == 1 ? "" : "es");
+	return (int)(n - 1);
+}
+
+/* Step 2's guard: the task's environment that exists already is another instance's (never
+ * replaced: -EEXIST), or would lose what is not saved anywhere else (its changed files, a
+ * prepare another live process is running, what the caller holds in it: -EBUSY unless
+ * force). */
+static int check_existing(cae_prepare *p, cae_error *err)
+{
+	cae_env_info old;
+	if (p->b->ops->info(p->b, p->task->uuid, &old, NULL) < 0)
+		return 0; /* none: nothing to lose */
+	int r = 0;
+	if (!cae__backend_own(p->b, old.instance)) {
+		r = cae_error_set(err, -EEXIST,
+				  "task uuid %s is in use by another cae instance's environment, "
+				  "which is left alone: choose another task uuid",
+				  p->task->uuid);
+		goto out;
+	}
+	if (p->opts->force)
+		goto out;
+	char names[512] = "", others[512] = "";
+	int changed = 0, held = 0;
+	bool creating = old.status && strcmp(old.status, "creating") == 0;
+	bool ready = old.status && strcmp(old.status, "ready") == 0;
+	/* a workspace given as is stays where it is: re-preparing it loses none of its files,
+	 * and it is the operator's to share between processes (`cae mcp --workspace`) */
+	if (!p->opts->workspace && ready) {
+		changed = changed_files(p, &old, names, sizeof(names));
+		held = other_holders(p, &old, others, sizeof(others));
+	}
+	if (!changed && !creating && !held && !p->opts->holders)
+		goto out;
+	char what[1024];
+	size_t used = 0;
+	const char *sep = "";
+	if (changed) {
+		int w =
+		    snprintf(what, sizeof(what), "%d changed file%s not committed (%s%s)", changed,
+			     changed == 1 ? "" : "s", names, changed > LOST_NAMED ? ", ..." : "");
+		used = w > 0 ? (size_t)w : 0;
+		sep = "; ";
+	}
+	if (held && used < sizeof(what)) {
+		int w = snprintf(what + used, sizeof(what) - used,
+				 "%sthe work of %d other live process%s using it: %s", sep, held,
+				 held == 1 ? "" : "es", others);
+		used += w > 0 ? (size_t)w : 0;
+		sep = "; ";
+	}
+	if (creating && used < sizeof(what)) {
+		int w = snprintf(what + used, sizeof(what) - used,
+				 "%sthe prepare another live process is running in it", sep);
+		used += w > 0 ? (size_t)w : 0;
+		sep = "; ";
+	}
+	if (p->opts->holders && used < sizeof(what))
+		snprintf(what + used, sizeof(what) - used, "%s%s", sep, p->opts->holders);
+	r = cae_error_set(err, -EBUSY,
+			  "environment %s exists and preparing it again would lose: %s. Commit "
+			  "or stop them first, or prepare with force (force: true, or --force) "
+			  "to replace it anyway",
+			  p->task->uuid, what);
+out:
+	cae_env_info_clear(&old);
+	return r;
 }
 
 /* Between steps: a cancelled prepare stops there. */
@@ -94,6 +232,8 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		goto fail;
 
 	progress(&p, 2, "remove");
+	if ((r = check_existing(&p, err)) < 0)
+		goto fail;
 	if ((r = ops->remove(b, task->uuid, false, err)) < 0) {
 		cae_error_prefix(err, "remove");
 		goto fail;

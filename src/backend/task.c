@@ -170,6 +170,8 @@ json_t *cae_env_info_to_json(const cae_env_info *i)
 	json_object_set_new(j, "deps", i->deps ? json_deep_copy(i->deps) : json_array());
 	if (i->limits)
 		json_object_set_new(j, "limits", json_deep_copy(i->limits));
+	if (i->instance)
+		set_opt(j, "instance", i->instance);
 	return j;
 }
 
@@ -193,6 +195,7 @@ int cae_env_info_from_json(json_t *j, cae_env_info *i, cae_error *err)
 	i->status = dup_field(j, "status");
 	i->backend = dup_field(j, "backend");
 	i->sandbox = dup_field(j, "sandbox");
+	i->instance = dup_field(j, "instance");
 	json_t *w = json_object_get(j, "warnings");
 	i->warnings = json_is_array(w) ? json_deep_copy(w) : json_array();
 	json_t *d = json_object_get(j, "deps");
@@ -219,6 +222,7 @@ void cae_env_info_clear(cae_env_info *i)
 	free(i->status);
 	free(i->backend);
 	free(i->sandbox);
+	free(i->instance);
 	json_decref(i->warnings);
 	json_decref(i->deps);
 	json_decref(i->limits);

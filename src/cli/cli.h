@@ -91,11 +91,19 @@ enum {
 	OPT_ENV,
 	OPT_WORKSPACE,
 	OPT_HOURS,
+	OPT_ALL_INSTANCES, /* list, gc, pool status and drain: every instance's environments */
+	OPT_FORCE,	   /* prepare: replace an environment even if that loses something */
+	OPT_LAST_SHARED,   /* a subcommand's own options start here */
 };
+
+#define ALL_INSTANCES_HELP                                                                         \
+	"  --all-instances    every cae instance's environments, not only this one's "             \
+	"(command_executor.instance)\n"
 
 /* Options that describe a task, shared by prepare and run. */
 typedef struct task_opts {
 	const char *task_file, *repo, *uuid, *kind, *branch, *target, *platform, *env, *workspace;
+	bool force; /* prepare: --force */
 } task_opts;
 
 #define TASK_LONGOPTS                                                                              \

@@ -45,6 +45,9 @@ int cae_cli_task_option(task_opts *t, int opt, const char *arg)
 	case OPT_WORKSPACE:
 		t->workspace = arg;
 		return 1;
+	case OPT_FORCE:
+		t->force = true;
+		return 1;
 	}
 	return 0;
 }
@@ -123,7 +126,8 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 		cae_backend *b = NULL;
 		r = cae_backend_new_named("local", cae_session_config(s), cae_cli_log(), &b, &err);
 		if (r == 0) {
-			cae_prepare_options o = {.workspace = t->workspace, .cancel_fd = -1};
+			cae_prepare_options o = {
+			    .workspace = t->workspace, .cancel_fd = -1, .force = t->force};
 			cae_env_info ei;
 			r = cae_backend_prepare(b, task, t->env, &o, &ei, &err);
 			if (r == 0) {
@@ -136,7 +140,7 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 		struct progress_tty p = {isatty(STDERR_FILENO)};
 		cae_call_ctx ctx = {
 		    .cancel_fd = -1, .progress = progress_print, .progress_userdata = &p};
-		r = cae_session_prepare(s, task, t->env, &ctx, info, &err);
+		r = cae_session_prepare_ex(s, task, t->env, t->force, &ctx, info, &err);
 	}
 	if (r < 0)
 		fprintf(stderr, "cae: prepare: %s\n", err.message);
@@ -145,12 +149,12 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 
 static int usage_env(FILE *f)
 {
-	fprintf(f,
-		"usage: cae env list [--pool] [options]\n\nLists the environments (JSON array of "
-		"ContainerInfo); a running one has `resources`: CPU time, memory and processes "
-		"in use next to its limits.\n\noptions:\n"
-		"  --pool             also the warm pool's containers or pods (status \"pool\", "
-		"no task; as `cae pool status`)\n" CAE_CLI_COMMON_HELP);
+	fprintf(f, "usage: cae env list [--pool] [--all-instances] [options]\n\nLists this cae "
+		   "instance's environments (JSON array of "
+		   "ContainerInfo); a running one has `resources`: CPU time, memory and processes "
+		   "in use next to its limits.\n\noptions:\n"
+		   "  --pool             also the warm pool's containers or pods (status \"pool\", "
+		   "no task; as `cae pool status`)\n" ALL_INSTANCES_HELP CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -174,20 +178,25 @@ static void append_pool(cae_backend *b, json_t *list)
 	json_decref(pool);
 }
 
-enum { OPT_POOL = OPT_HOURS + 1 };
+enum { OPT_POOL = OPT_LAST_SHARED };
 
 int cae_cli_env(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-	    {"pool", no_argument, NULL, OPT_POOL}, CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	    {"pool", no_argument, NULL, OPT_POOL},
+	    {"all-instances", no_argument, NULL, OPT_ALL_INSTANCES},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0}};
 	cae_cli_common c = {0};
-	bool with_pool = false;
+	bool with_pool = false, all_instances = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
 			return usage_env(stdout);
 		if (opt == OPT_POOL)
 			with_pool = true;
+		else if (opt == OPT_ALL_INSTANCES)
+			all_instances = true;
 		else if (!cae_cli_common_option(&c, opt, optarg))
 			return usage_env(stderr);
 	}
@@ -198,6 +207,7 @@ int cae_cli_env(int argc, char **argv)
 		return 1;
 	json_t *list = NULL;
 	cae_error err;
+	cae_backend_set_all_instances(cae_session_backend(s), all_instances);
 	int r = cae_backend_list(cae_session_backend(s), &list, &err);
 	if (r == 0 && with_pool)
 		append_pool(cae_session_backend(s), list);
@@ -215,14 +225,20 @@ static int usage_prepare(FILE *f)
 	fprintf(f,
 		"usage: cae prepare (--task FILE | --repo URL|PATH --uuid UUID | --workspace DIR) "
 		"[options]\n\nPrepares an environment for a task (clone, dependencies) and prints "
-		"its ContainerInfo.\n\noptions:\n" TASK_HELP CAE_CLI_COMMON_HELP);
+		"its ContainerInfo. An existing environment of the task is replaced only when "
+		"nothing is lost (no file changed since its last commit, no other live process "
+		"preparing it); another cae instance's is never replaced.\n\noptions:\n" TASK_HELP
+		"  --force            replace an existing environment of the task even when that "
+		"loses its uncommitted changes\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_prepare(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    TASK_LONGOPTS, CAE_CLI_COMMON_LONGOPTS, {0, 0, 0, 0}};
+	static const struct option longopts[] = {TASK_LONGOPTS,
+						 {"force", no_argument, NULL, OPT_FORCE},
+						 CAE_CLI_COMMON_LONGOPTS,
+						 {0, 0, 0, 0}};
 	cae_cli_common c = {0};
 	task_opts t = {0};
 	int opt;
@@ -256,8 +272,8 @@ int cae_cli_prepare(int argc, char **argv)
 
 static int usage_cleanup(FILE *f)
 {
-	fprintf(f, "usage: cae cleanup [--uuid] UUID [options]\n\nRemoves a task's environment.\n\n"
-		   "options:\n" CAE_CLI_COMMON_HELP);
+	fprintf(f, "usage: cae cleanup [--uuid] UUID [options]\n\nRemoves a task's environment "
+		   "(never another cae instance's).\n\noptions:\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -300,7 +316,8 @@ int cae_cli_cleanup(int argc, char **argv)
 static int usage_gc(FILE *f)
 {
 	fprintf(f,
-		"usage: cae gc [--older-than-hours H] [options]\n\nRemoves every environment older "
+		"usage: cae gc [--older-than-hours H] [--all-instances] [options]\n\nRemoves every "
+		"environment of this cae instance older "
 		"than the threshold (default: command_executor.cleanup.stale_threshold_hours), "
 		"whose prepare died, or that can run nothing any more (its container stopped for "
 		"good, its workspace gone), and prints how many. Then completes or rolls back the "
@@ -312,9 +329,10 @@ static int usage_gc(FILE *f)
 		"process, once older than the threshold and at least an hour). With the docker "
 		"backend it "
 		"also removes the warm pool's containers past their own maximum age or no longer "
-		"running, of any configuration (pool_removed, when there were any).\n\noptions:\n  "
+		"running, of any configuration of this instance (pool_removed, when there were "
+		"any).\n\noptions:\n  "
 		"--older-than-hours H  threshold in hours (0 = "
-		"all)\n" CAE_CLI_COMMON_HELP);
+		"all)\n" ALL_INSTANCES_HELP CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -322,10 +340,12 @@ int cae_cli_gc(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"older-than-hours", required_argument, NULL, OPT_HOURS},
+	    {"all-instances", no_argument, NULL, OPT_ALL_INSTANCES},
 	    CAE_CLI_COMMON_LONGOPTS,
 	    {0, 0, 0, 0}};
 	cae_cli_common c = {0};
 	double hours = -1;
+	bool all_instances = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -335,6 +355,8 @@ int cae_cli_gc(int argc, char **argv)
 			hours = strtod(optarg, &end);
 			if (*end || hours < 0)
 				return usage_gc(stderr);
+		} else if (opt == OPT_ALL_INSTANCES) {
+			all_instances = true;
 		} else if (!cae_cli_common_option(&c, opt, optarg)) {
 			return usage_gc(stderr);
 		}
@@ -346,6 +368,7 @@ int cae_cli_gc(int argc, char **argv)
 		return 1;
 	if (hours < 0)
 		hours = cae_session_config(s)->command_executor.cleanup.stale_threshold_hours;
+	cae_backend_set_all_instances(cae_session_backend(s), all_instances);
 	int removed = 0;
 	cae_error err;
 	cae_error_clear(&err);

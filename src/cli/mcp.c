@@ -32,7 +32,12 @@
 
 #include "base/banned.h"
 
-enum { OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100, OPT_MCP_TASK, OPT_MCP_COMPAT };
+enum {
+	OPT_MCP_WORKSPACE = CAE_CLI_OPT_FIRST_LOCAL + 100,
+	OPT_MCP_TASK,
+	OPT_MCP_COMPAT,
+	OPT_MCP_FORCE
+};
 
 static int usage_mcp(FILE *f)
 {
@@ -46,7 +51,10 @@ static int usage_mcp(FILE *f)
 	    "  --workspace DIR    an existing directory, used as is (local backend)\n"
 	    "  --task FILE        a task to prepare before serving ({uuid, repo, kind, branch,\n"
 	    "                     target_branch, environment}; - = stdin is not allowed here)\n"
-	    "  (neither)          none until the environment_prepare tool makes one\n\n"
+	    "  (neither)          none until the environment_prepare tool makes one\n"
+	    "  --force            --task: replace an existing environment of the task even when\n"
+	    "                     that loses its uncommitted changes (else refused, naming "
+	    "them)\n\n"
 	    "  --editor-compat    text_editor results in the shape of the npm\n"
 	    "                     mcp-server-text-editor: {\"success\",\"message\",\"content\"}\n\n"
 	    "options:\n" CAE_CLI_COMMON_HELP);
@@ -68,12 +76,14 @@ struct lazy_session {
 	cae_config *cfg; /* stolen by the session */
 	const char *workspace;
 	const char *task_file;
+	bool force; /* --force: the --task prepare replaces what it must */
 	bool editor_compat;
 	cae_backend_collector *collector; /* started once the session is open; NULL: none */
 	int cancel[2]; /* readable: the server ended, a --task prepare still running stops */
 };
 
-static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err);
+static int prepare_task(cae_session *s, const char *task_file, bool force, int cancel_fd,
+			cae_error *err);
 static int shutdown_pipe[2] = {-1, -1};
 
 /* Stale environments are collected at once and then every interval_hours (0: never). */
@@ -104,7 +114,8 @@ static void *open_session_thread(void *arg)
 		cae_session_set_editor_compat(s, true);
 	if (r == 0 && l->workspace && (r = cae_session_use_workspace(s, l->workspace, &err)) < 0)
 		cae_error_prefix(&err, "--workspace %s", l->workspace);
-	if (r == 0 && l->task_file && (r = prepare_task(s, l->task_file, l->cancel[0], &err)) < 0)
+	if (r == 0 && l->task_file &&
+	    (r = prepare_task(s, l->task_file, l->force, l->cancel[0], &err)) < 0)
 		cae_error_prefix(&err, "--task %s", l->task_file);
 	if (r == 0)
 		start_collector(l, s);
@@ -278,7 +289,8 @@ static int open_prompts(const cae_config *cfg, cae_prompts **out, cae_error *err
 	return r;
 }
 
-static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, cae_error *err)
+static int prepare_task(cae_session *s, const char *task_file, bool force, int cancel_fd,
+			cae_error *err)
 {
 	cae_call_ctx ctx = {.cancel_fd = cancel_fd};
 	json_t *j = cae_cli_read_json(task_file, err);
@@ -288,9 +300,9 @@ static int prepare_task(cae_session *s, const char *task_file, int cancel_fd, ca
 	int r = cae_task_from_json(j, &task, err);
 	if (r == 0) {
 		json_t *info = NULL;
-		r = cae_session_prepare(s, &task,
-					json_string_value(json_object_get(j, "environment")), &ctx,
-					&info, err);
+		r = cae_session_prepare_ex(s, &task,
+					   json_string_value(json_object_get(j, "environment")),
+					   force, &ctx, &info, err);
 		if (r == 0)
 			cae_log_fields(cae_cli_log(), CAE_LOG_INFO, "mcp.task_prepared", info,
 				       "environment ready for task %s", task.uuid ? task.uuid : "");
@@ -308,12 +320,13 @@ int cae_cli_mcp(int argc, char **argv)
 	    {"workspace", required_argument, NULL, OPT_MCP_WORKSPACE},
 	    {"task", required_argument, NULL, OPT_MCP_TASK},
 	    {"editor-compat", no_argument, NULL, OPT_MCP_COMPAT},
+	    {"force", no_argument, NULL, OPT_MCP_FORCE},
 	    CAE_CLI_COMMON_LONGOPTS,
 	    {0, 0, 0, 0},
 	};
 	cae_cli_common c = {0};
 	const char *workspace = NULL, *task_file = NULL;
-	bool editor_compat = false;
+	bool editor_compat = false, force = false;
 	int opt;
 	while ((opt = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
 		if (opt == 'h')
@@ -324,6 +337,8 @@ int cae_cli_mcp(int argc, char **argv)
 			editor_compat = true;
 		else if (opt == OPT_MCP_TASK)
 			task_file = optarg;
+		else if (opt == OPT_MCP_FORCE)
+			force = true;
 		else if (!cae_cli_common_option(&c, opt, optarg))
 			return usage_mcp(stderr);
 	}
@@ -367,6 +382,7 @@ int cae_cli_mcp(int argc, char **argv)
 	    .cfg = cfg,
 	    .workspace = workspace,
 	    .task_file = task_file,
+	    .force = force,
 	    .editor_compat = editor_compat,
 	};
 	if (pipe2(lazy.cancel, O_CLOEXEC | O_NONBLOCK) < 0) {

@@ -4,12 +4,16 @@
  * (config-internal.h lists them). */
 #include "config/config-internal.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/fs.h"
+#include "base/macro.h"
 #include "base/banned.h"
 
 extern char **environ;
@@ -262,6 +266,39 @@ const char *cae_config_environment_image(const cae_config *cfg, const char *name
 		if (strcmp(cfg->command_executor.environments[i].name, name) == 0)
 			return cfg->command_executor.environments[i].image;
 	return NULL;
+}
+
+bool cae_config_label_valid(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	if (n == 0 || n > 63 || !isalnum((unsigned char)s[0]) || !isalnum((unsigned char)s[n - 1]))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("._-", s[i]))
+			return false;
+	return true;
+}
+
+const char *cae_config_instance(const cae_config *cfg, char *out)
+{
+	const char *set = cfg->command_executor.instance;
+	if (set && cae_config_label_valid(set)) {
+		snprintf(out, CAE_CONFIG_INSTANCE_MAX, "%s", set);
+		return out;
+	}
+	/* FNV-1a (64 bits) of the state directory's real path: stable across processes and
+	 * spellings of the path, short enough for a label */
+	const char *dir = cfg->command_executor.state_dir ? cfg->command_executor.state_dir : "";
+	_cleanup_free_ char *real = realpath(dir, NULL);
+	const char *p = real ? real : dir;
+	uint64_t h = 1469598103934665603ULL;
+	for (; *p; p++) {
+		h ^= (unsigned char)*p;
+		h *= 1099511628211ULL;
+	}
+	snprintf(out, CAE_CONFIG_INSTANCE_MAX, "s%012llx",
+		 (unsigned long long)(h & 0xffffffffffffULL));
+	return out;
 }
 
 void cae_config_free(cae_config *cfg)

@@ -244,6 +244,14 @@ int cae__cfg_set_from_text(struct cfg_ctx *c, int idx, const char *text, size_t 
 			}
 			return cae__cfg_set_string(cfg, k->off, p);
 		}
+		if ((k->flags & F_LABEL) && !cae_config_label_valid(copy)) {
+			char vbuf[128];
+			cae__cfg_show_value(vbuf, sizeof(vbuf), text, len);
+			return cae__cfg_key_error(c, w, idx,
+						  "expected 1 to 63 of A-Z a-z 0-9 . _ -, starting "
+						  "and ending with a letter or digit, got %s",
+						  vbuf);
+		}
 		return cae__cfg_set_string(cfg, k->off, copy);
 	}
 	case V_ENUM: {

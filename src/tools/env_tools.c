@@ -5,6 +5,7 @@
 #include "base/macro.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,13 +35,18 @@ json_t *cae__tool_environment_prepare_definition(void)
 	    "(a URL or a local path), install its dependencies, and make it the current "
 	    "environment for the other tools. Returns its ContainerInfo.",
 	    json_pack("{s:s, s:{s:{s:s, s:{s:{s:s}, s:{s:s}, s:{s:s, s:[s, s]}, s:{s:s}, "
-		      "s:{s:s}}, s:[s, s]}, s:{s:s, s:s}}, s:[s]}",
+		      "s:{s:s}}, s:[s, s]}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s]}",
 		      "type", "object", "properties", "task", "type", "object", "properties",
 		      "uuid", "type", "string", "repo", "type", "string", "kind", "type", "string",
 		      "enum", "issue", "pull_request", "branch", "type", "string", "target_branch",
 		      "type", "string", "required", "uuid", "repo", "environment", "type", "string",
 		      "description",
 		      "Environment name (python, node, java, go, miniforge); default python.",
+		      "force", "type", "boolean", "description",
+		      "Preparing a task's existing environment again replaces it. Without force "
+		      "that is refused when it would lose something (files changed since their "
+		      "last commit, running process sessions), and the refusal names what; "
+		      "true replaces it anyway. Default false.",
 		      "required", "task"));
 }
 
@@ -96,10 +102,28 @@ int cae__tool_call_environment_prepare(const cae_tool_env *env, json_t *args, ca
 		cae_task_clear(&task);
 		return invalid(res, cause.message, err);
 	}
+	json_t *jf = json_object_get(args, "force");
+	if (jf && !json_is_null(jf) && !json_is_boolean(jf)) {
+		cae_task_clear(&task);
+		return invalid(res, "force must be a boolean", err);
+	}
+	/* a uuid the session does not own: prepared over only when no environment has it (one
+	 * of another session or instance is never replaced, and refused in the same words) */
+	char refused[512] = "";
+	if (!cae__session_owns(env->session, task.uuid) &&
+	    cae__session_env_exists(env->session, task.uuid))
+		snprintf(refused, sizeof(refused), CAE_SESSION_NOT_OWNED "; choose another uuid",
+			 task.uuid);
 	json_t *info = NULL;
-	int r = cae_session_prepare(env->session, &task, json_string_value(je), env->ctx, &info,
-				    &cause);
+	int r = refused[0] ? -EPERM
+			   : cae_session_prepare_ex(env->session, &task, json_string_value(je),
+						    json_is_true(jf), env->ctx, &info, &cause);
+	if (r == -EEXIST)
+		snprintf(refused, sizeof(refused), CAE_SESSION_NOT_OWNED "; choose another uuid",
+			 task.uuid);
 	cae_task_clear(&task);
+	if (refused[0])
+		return invalid(res, refused, err);
 	if (r < 0)
 		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
 	model_view(info);
@@ -115,6 +139,11 @@ int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, ca
 	const char *target = json_is_string(ju) ? json_string_value(ju) : env->task_uuid;
 	if (!target || !*target)
 		return invalid(res, "no task_uuid given and no current environment", err);
+	if (!cae__session_owns(env->session, target)) {
+		char msg[512];
+		snprintf(msg, sizeof(msg), CAE_SESSION_NOT_OWNED, target);
+		return invalid(res, msg, err);
+	}
 	cae_error cause;
 	cae_error_clear(&cause);
 	int r = cae_session_cleanup(env->session, target, &cause);

@@ -683,6 +683,33 @@ static void end_matching(cae__procs *t, const char *uuid)
 	pthread_mutex_unlock(&t->lock);
 }
 
+char *cae__procs_running_text(cae__procs *t, const char *task_uuid)
+{
+	if (!t || !task_uuid)
+		return NULL;
+	char text[512];
+	size_t used = 0;
+	int n = 0;
+	pthread_mutex_lock(&t->lock);
+	for (struct proc *p = t->list; p; p = p->next) {
+		if (p->state != PROC_RUNNING || strcmp(p->task_uuid, task_uuid) != 0)
+			continue;
+		if (n++ < 3 && used < sizeof(text)) {
+			int w = snprintf(text + used, sizeof(text) - used, "%sp%u: %.60s",
+					 n > 1 ? ", " : "", p->id, p->command);
+			used += w > 0 ? (size_t)w : 0;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (n == 0)
+		return NULL;
+	char *out = NULL;
+	if (asprintf(&out, "%d running process session%s (%.400s%s)", n, n == 1 ? "" : "s", text,
+		     n > 3 ? ", ..." : "") < 0)
+		return NULL;
+	return out;
+}
+
 void cae__procs_end_env(cae__procs *t, const char *task_uuid)
 {
 	if (t && task_uuid)

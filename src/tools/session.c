@@ -36,7 +36,68 @@ struct cae_session {
 	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
 	bool editor_compat;
 	cae__procs *procs; /* process sessions: ended before their environment goes */
+	/* the task uuids of the environments the session prepared or was given (under lock):
+	 * the only ones its model-facing tools act on (cae__session_owns) */
+	char **owned;
+	size_t n_owned;
 };
+
+static void own_locked(cae_session *s, const char *uuid)
+{
+	for (size_t i = 0; i < s->n_owned; i++)
+		if (strcmp(s->owned[i], uuid) == 0)
+			return;
+	char **more = realloc(s->owned, (s->n_owned + 1) * sizeof(*more));
+	char *copy = strdup(uuid);
+	if (more)
+		s->owned = more;
+	if (!more || !copy) {
+		free(copy);
+		return;
+	}
+	s->owned[s->n_owned++] = copy;
+}
+
+static void disown(cae_session *s, const char *uuid)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n_owned; i++)
+		if (strcmp(s->owned[i], uuid) == 0) {
+			free(s->owned[i]);
+			s->owned[i] = s->owned[--s->n_owned];
+			break;
+		}
+	pthread_mutex_unlock(&s->lock);
+}
+
+bool cae__session_env_exists(cae_session *s, const char *task_uuid)
+{
+	cae_env_info info;
+	cae_backend *bs[] = {s->backend, s->local};
+	for (size_t i = 0; i < 2; i++) {
+		if (!bs[i])
+			continue;
+		int r = cae_backend_info(bs[i], task_uuid, &info, NULL);
+		cae_env_info_clear(&info);
+		if (r != -ENOENT && r != -EINVAL)
+			return true; /* there, or cannot tell: not to be replaced unasked */
+	}
+	return false;
+}
+
+bool cae__session_owns(cae_session *s, const char *task_uuid)
+{
+	if (s->cfg->command_executor.sessions.share_environments)
+		return true;
+	if (!task_uuid)
+		return false;
+	pthread_mutex_lock(&s->lock);
+	bool found = false;
+	for (size_t i = 0; i < s->n_owned && !found; i++)
+		found = strcmp(s->owned[i], task_uuid) == 0;
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
 
 cae_policy *cae_policy_from_config(const cae_config *cfg, cae_error *err)
 {
@@ -110,6 +171,9 @@ void cae_session_free(cae_session *s)
 		free(s->owned_workspace_uuid);
 	}
 	drop_current_locked(s);
+	for (size_t i = 0; i < s->n_owned; i++)
+		free(s->owned[i]);
+	free(s->owned);
 	cae_backend_free(s->local);
 	cae_backend_free(s->backend);
 	cae_policy_free(s->policy);
@@ -155,6 +219,7 @@ int cae_session_add_secret(cae_session *s, const char *secret)
 static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info *info)
 {
 	drop_current_locked(s);
+	own_locked(s, info->task_uuid);
 	s->current = strdup(info->task_uuid);
 	s->workspace_path = strdup(info->workspace_path);
 	s->current_backend = b;
@@ -255,15 +320,28 @@ static void progress_cb(void *ud, int step, int total, const char *msg)
 int cae_session_prepare(cae_session *s, const cae_task *task, const char *environment,
 			const cae_call_ctx *ctx, json_t **info_json, cae_error *err)
 {
+	return cae_session_prepare_ex(s, task, environment, false, ctx, info_json, err);
+}
+
+int cae_session_prepare_ex(cae_session *s, const cae_task *task, const char *environment,
+			   bool force, const cae_call_ctx *ctx, json_t **info_json, cae_error *err)
+{
 	struct progress_bridge pb = {ctx};
+	/* the process sessions running in the environment are lost to a prepare: said, and
+	 * refused, unless forced */
+	_cleanup_free_ char *holders =
+	    task && task->uuid && !force ? cae__procs_running_text(s->procs, task->uuid) : NULL;
 	cae_prepare_options opts = {
 	    .progress = progress_cb,
 	    .progress_userdata = &pb,
 	    .cancel_fd = ctx ? ctx->cancel_fd : -1,
+	    .force = force,
+	    .holders = holders,
 	};
 	cae_env_info info;
-	/* the environment is about to be replaced: its sessions end first */
-	if (task && task->uuid)
+	/* the environment is about to be replaced: its sessions end first (with holders the
+	 * prepare refuses before it replaces anything) */
+	if (task && task->uuid && !holders)
 		cae__procs_end_env(s->procs, task->uuid);
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);
 	if (r < 0)
@@ -307,7 +385,10 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 		free(s->owned_workspace_uuid);
 		s->owned_workspace_uuid = NULL;
 	}
-	return cae_backend_cleanup(b, uuid, err);
+	int r = cae_backend_cleanup(b, uuid, err);
+	if (r == 0)
+		disown(s, uuid);
+	return r;
 }
 
 int cae__session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
@@ -390,6 +471,13 @@ json_t *cae__session_environments(cae_session *s, cae_error *err)
 			json_array_extend(list, more);
 			json_decref(more);
 		}
+	}
+	/* the session's own (every one of the instance when sharing is on) */
+	for (size_t i = json_array_size(list); i-- > 0;) {
+		const char *u =
+		    json_string_value(json_object_get(json_array_get(list, i), "task_uuid"));
+		if (!cae__session_owns(s, u))
+			json_array_remove(list, i);
 	}
 	pthread_mutex_lock(&s->lock);
 	json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current", s->current,

@@ -100,6 +100,21 @@ json_t *cae__procs_list(cae__procs *t);
 int cae__procs_max_per_env(const cae__procs *t);
 /* Ends the sessions of an environment (before it is removed or prepared again). */
 void cae__procs_end_env(cae__procs *t, const char *task_uuid);
+/* "N running process session(s) (p1: command, ...)" of task_uuid's environment (new), or
+ * NULL when none runs there. */
+char *cae__procs_running_text(cae__procs *t, const char *task_uuid);
+/* True when the session's model-facing tools may act on task_uuid's environment: one the
+ * session prepared or was given at start, or any with
+ * command_executor.sessions.share_environments. */
+bool cae__session_owns(cae_session *s, const char *task_uuid);
+/* True when this instance has an environment of task_uuid (or another instance has one
+ * that the uuid would collide with), on the session's backends. */
+bool cae__session_env_exists(cae_session *s, const char *task_uuid);
+/* The refusal of a task uuid that is not the session's: the same words whether another
+ * session's environment has it or none does. */
+#define CAE_SESSION_NOT_OWNED                                                                      \
+	"task %s is not one of this session's environments (those it prepared with "               \
+	"environment_prepare or was given at start; environment_list shows them)"
 /* The session's table (session.c). */
 cae__procs *cae__session_procs(cae_session *s);
 

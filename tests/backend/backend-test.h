@@ -43,8 +43,21 @@ static inline void bt_cfg_set(cae_config *cfg, const char *key, const char *valu
 /* The docker backend on the host network (the engine has no bridge; the git server is on
  * loopback), modest limits with the pids limit given (a test makes it a pool key of its
  * own). DOCKER_HOST, when set, is the engine. */
+/* The test suite is an instance of its own (command_executor.instance): one per test
+ * binary's run, unless the test set one. It never touches another instance's environments
+ * (scripts/bystander.sh proves it during `make check`). */
+static inline void bt_instance(cae_config *cfg)
+{
+	if (cfg->command_executor.instance)
+		return;
+	char inst[64];
+	snprintf(inst, sizeof(inst), "caetest-%d", bt_runner_pid);
+	bt_cfg_set(cfg, "command_executor.instance", inst);
+}
+
 static inline void bt_docker_configure(cae_config *cfg, const char *pids_limit)
 {
+	bt_instance(cfg);
 	bt_cfg_set(cfg, "command_executor.backend", "docker");
 	if (getenv("DOCKER_HOST") && *getenv("DOCKER_HOST"))
 		bt_cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
@@ -59,6 +72,7 @@ static inline void bt_docker_configure(cae_config *cfg, const char *pids_limit)
  * git server). The memory limit is given (a test makes it a pool key of its own). */
 static inline void bt_kubernetes_configure(cae_config *cfg, const char *memory_limit)
 {
+	bt_instance(cfg);
 	bt_cfg_set(cfg, "command_executor.backend", "kubernetes");
 	bt_cfg_set(cfg, "command_executor.kubernetes.namespace", "default");
 	bt_cfg_set(cfg, "command_executor.kubernetes.node_name", "localhost");

@@ -824,13 +824,24 @@ START_TEST(backend_environment_gone)
 }
 END_TEST
 
-/* A container that looks like an environment, made directly with a chosen label. */
+/* This test run's instance (bt_instance's; main exports it as CAE_INSTANCE for the cae
+ * processes the tests start). */
+static const char *instance(void)
+{
+	static char inst[64];
+	snprintf(inst, sizeof(inst), "caetest-%d", bt_runner_pid);
+	return inst;
+}
+
+/* A container that looks like an environment of this run's instance, made directly with a
+ * chosen label. */
 static char *fake_env(cae_docker *d, const char *name, const char *uuid, const char *created)
 {
-	json_t *cfg = json_pack("{s:s, s:[s,s], s:[], s:{s:s, s:s, s:s}, s:{s:s}}", "Image",
-				test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "Labels",
-				"cae.task_uuid", uuid, "cae.environment", "python",
-				"cae.created_at", created, "HostConfig", "NetworkMode", "none");
+	json_t *cfg =
+	    json_pack("{s:s, s:[s,s], s:[], s:{s:s, s:s, s:s, s:s}, s:{s:s}}", "Image",
+		      test_image(), "Entrypoint", "sleep", "infinity", "Cmd", "Labels",
+		      "cae.task_uuid", uuid, "cae.environment", "python", "cae.created_at", created,
+		      "cae.instance", instance(), "HostConfig", "NetworkMode", "none");
 	char *id = NULL;
 	cae_error err = {0};
 	ck_assert_msg(cae_docker_container_create(d, name, cfg, &id, NULL, &err) == 0, "%s",
@@ -2268,11 +2279,11 @@ START_TEST(collector_first_run_docker)
 	char name[160];
 	bt_task_uuid(u_expired, sizeof(u_expired), "caetest");
 	snprintf(name, sizeof(name), "coding-agent-exec-%s", u_expired);
-	json_t *ccfg =
-	    json_pack("{s:s, s:[s,s,s], s:[], s:{s:s, s:s, s:s, s:s}, s:{s:s}}", "Image",
-		      test_image(), "Entrypoint", "sh", "-c", "exit 75", "Cmd", "Labels",
-		      "cae.task_uuid", u_expired, "cae.environment", "python", "cae.created_at",
-		      now, "cae.helper", "1", "HostConfig", "NetworkMode", "none");
+	json_t *ccfg = json_pack("{s:s, s:[s,s,s], s:[], s:{s:s, s:s, s:s, s:s, s:s}, s:{s:s}}",
+				 "Image", test_image(), "Entrypoint", "sh", "-c", "exit 75", "Cmd",
+				 "Labels", "cae.task_uuid", u_expired, "cae.environment", "python",
+				 "cae.created_at", now, "cae.helper", "1", "cae.instance",
+				 instance(), "HostConfig", "NetworkMode", "none");
 	char *x = NULL;
 	ck_assert_msg(cae_docker_container_create(d, name, ccfg, &x, NULL, &err) == 0, "%s",
 		      err.message);
@@ -2852,5 +2863,6 @@ int main(void)
 {
 	dt_init();
 	bt_init();
+	setenv("CAE_INSTANCE", instance(), 1);
 	return tu_run(make_suite());
 }

@@ -23,6 +23,8 @@
 #include <pthread.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* ---- targets ---- */
 
@@ -272,26 +274,115 @@ START_TEST(prepare_reports_every_step_and_a_ready_environment)
 }
 END_TEST
 
+/* Another process using uuid's environment (as another `cae mcp` or a `cae exec` would):
+ * this program run again as `TARGET --hold STATE UUID INSTANCE` (hold_main), which runs a command
+ * there, says "1" on its fd 3, and keeps its backend (the sandbox, the helper stream)
+ * until its stdin ends. */
+struct holder {
+	pid_t pid;
+	int ready, end;
+};
+
+static const char *hold_args[3]; /* state, uuid, instance */
+
+START_TEST(hold)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	bt_cfg_set(cfg, "command_executor.state_dir", hold_args[0]);
+	bt_cfg_set(cfg, "command_executor.instance", hold_args[2]);
+	T->configure(cfg);
+	cae_backend *hb = backend(cfg, NULL);
+	cae_run_result r = sh(hb, hold_args[1], "true");
+	ck_assert_int_eq(write(3, r.exit_code == 0 ? "1" : "0", 1), 1);
+	cae_run_result_clear(&r);
+	char c;
+	while (read(STDIN_FILENO, &c, 1) > 0)
+		;
+	cae_backend_free(hb);
+	cae_config_free(cfg);
+}
+END_TEST
+
+static int hold_main(const char *st, const char *uuid, const char *instance)
+{
+	hold_args[0] = st;
+	hold_args[1] = uuid;
+	hold_args[2] = instance;
+	Suite *s = suite_create("hold");
+	TCase *tc = tcase_create("hold");
+	tcase_set_timeout(tc, 600);
+	tcase_add_test(tc, hold);
+	suite_add_tcase(s, tc);
+	return tu_run(s);
+}
+
+static struct holder holder_start(const char *uuid, const char *instance)
+{
+	int ready[2], end[2];
+	ck_assert(pipe2(ready, O_CLOEXEC) == 0 && pipe2(end, O_CLOEXEC) == 0);
+	char self[4096];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	ck_assert_int_gt(n, 0);
+	self[n] = '\0';
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(end[0], STDIN_FILENO);
+		dup2(ready[1], 3);
+		execl(self, self, T->name, "--hold", state, uuid, instance, (char *)NULL);
+		_exit(127);
+	}
+	close(ready[1]);
+	close(end[0]);
+	return (struct holder){.pid = pid, .ready = ready[0], .end = end[1]};
+}
+
 START_TEST(reprepare_starts_clean)
 {
 	cae_config *cfg = config();
-	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
+	cae_backend *b = backend(cfg, NULL);
 	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
-	cae_run_result r = sh(b, uuid, "echo x > left.txt && echo y > /workspace/tmp/scratch");
+	cae_run_result r = sh(b, uuid,
+			      "echo x > left.txt && echo y > /workspace/tmp/scratch && "
+			      "echo '# edited' >> calc.py");
 	ck_assert_int_eq(r.exit_code, 0);
 	cae_run_result_clear(&r);
 	cae_env_info_clear(&info);
-	prepare_ok(b, &t, NULL, NULL, &info);
+	/* preparing it again would lose the uncommitted edit and the new file, and the work
+	 * of another live process using it: refused, and the refusal says which, until the
+	 * call says force */
+	cae_error err = {0};
+	char c = 0;
+	struct holder h = holder_start(uuid, cae_backend_instance(b));
+	ck_assert_int_eq(read(h.ready, &c, 1), 1);
+	ck_assert_int_eq(c, '1');
+	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -EBUSY);
+	ck_assert_msg(strstr(err.message, "calc.py") && strstr(err.message, "left.txt") &&
+			  strstr(err.message, "2 changed files") && strstr(err.message, "force") &&
+			  strstr(err.message, "1 other live process"),
+		      "%s", err.message);
+	close(h.end);
+	close(h.ready);
+	int status = -1;
+	ck_assert_int_eq(waitpid(h.pid, &status, 0), h.pid);
+	ck_assert_int_eq(status, 0);
+	r = sh(b, uuid, "cat left.txt; tail -n 1 calc.py");
+	ck_assert_str_eq(r.out, "x\n# edited\n");
+	cae_run_result_clear(&r);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	prepare_ok(b, &t, NULL, &force, &info);
 	r = sh(b, uuid,
 	       "test -e left.txt && echo left; test -e /workspace/tmp/scratch && echo scratch; "
 	       "git status --porcelain; test -f calc.py && echo clone");
 	ck_assert_str_eq(r.out, "clone\n");
 	cae_run_result_clear(&r);
-	cae_error err = {0};
+	/* nothing to lose: no force needed */
+	cae_env_info_clear(&info);
+	prepare_ok(b, &t, NULL, NULL, &info);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	done(b, cfg);
@@ -435,28 +526,72 @@ START_TEST(environment_gone_is_clear)
 }
 END_TEST
 
-/* Stale cleanup removes what is older than the threshold and nothing younger. Ages only
- * grow, so waiting until the environment is surely older than one second is not a race.
- * On docker this removes every environment of the engine older than a second: the docker
- * suites own their engine (they run alone, is_parallel: false; do not point them at an
- * engine with environments you need). */
+/* Stale cleanup removes what is older than the threshold and nothing younger, and only of
+ * its own instance: an environment of another instance (same state directory, same engine)
+ * is not listed, not found, runs nothing, is neither removed nor replaced, and outlives the
+ * collection, with its commands working. Ages only grow, so waiting until the environments
+ * are surely older than one second is not a race. */
 START_TEST(cleanup_stale_by_age)
 {
 	cae_config *cfg = config();
 	cae_backend *b = backend(cfg, NULL);
-	char uuid[64];
+	cae_config *ocfg = cae_config_dup(cfg);
+	char other_instance[64];
+	snprintf(other_instance, sizeof(other_instance), "conf-other-%d", (int)getpid());
+	bt_cfg_set(ocfg, "command_executor.instance", other_instance);
+	cae_backend *ob = backend(ocfg, NULL);
+	char mine[CAE_CONFIG_INSTANCE_MAX];
+	ck_assert_str_ne(cae_config_instance(cfg, mine), other_instance);
+	ck_assert_str_eq(cae_backend_instance(b), mine);
+	char uuid[64], ouuid[64];
 	new_uuid(uuid, sizeof(uuid));
-	cae_task t = bt_http_task(uuid);
-	cae_env_info info;
+	new_uuid(ouuid, sizeof(ouuid));
+	cae_task t = bt_http_task(uuid), ot = bt_http_task(ouuid);
+	cae_env_info info, oinfo;
 	prepare_ok(b, &t, NULL, NULL, &info);
-	int removed = -1;
+	ck_assert_str_eq(info.instance, mine);
+	prepare_ok(ob, &ot, NULL, NULL, &oinfo);
+	ck_assert_str_eq(oinfo.instance, other_instance);
+	/* the other instance's environment is nobody's business here */
+	ck_assert(!listed(b, ouuid));
+	ck_assert(listed(ob, ouuid) && !listed(ob, uuid));
+	cae_env_info seen;
 	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_info(b, ouuid, &seen, &err), -ENOENT);
+	const char *argv[] = {"true", NULL};
+	cae_exec_request req = {.argv = argv, .cancel_fd = -1};
+	cae_run_result rr;
+	ck_assert_int_eq(cae_backend_exec(b, ouuid, &req, &rr, &err), -ENOENT);
+	cae_fs_request fq = {.op = CAE_FS_OPEN, .root = oinfo.workspace_path};
+	cae_fs_reply frep;
+	ck_assert_int_lt(cae_backend_fs(b, ouuid, &fq, &frep, &err), 0);
+	cae_fs_reply_clear(&frep);
+	ck_assert_int_eq(cae_backend_cleanup(b, ouuid, &err), -EPERM);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	ck_assert_int_eq(cae_backend_prepare(b, &ot, NULL, &force, &seen, &err), -EEXIST);
+	ck_assert_msg(strstr(err.message, "another cae instance"), "%s", err.message);
+	/* with every instance: listed (and still not removed, replaced or run) */
+	cae_backend_set_all_instances(b, true);
+	ck_assert(listed(b, ouuid) && listed(b, uuid));
+	ck_assert_int_eq(cae_backend_cleanup(b, ouuid, &err), -EPERM);
+	cae_backend_set_all_instances(b, false);
+
+	int removed = -1;
 	ck_assert_msg(cae_backend_cleanup_stale(b, 3600, &removed, &err) == 0, "%s", err.message);
 	ck_assert(listed(b, uuid));
 	sleep(3);
 	ck_assert_msg(cae_backend_cleanup_stale(b, 1, &removed, &err) == 0, "%s", err.message);
 	ck_assert_int_ge(removed, 1);
 	assert_gone(b, uuid);
+	/* the other instance's environment is older than a second too, and untouched */
+	cae_run_result r = sh(ob, ouuid, "test -f calc.py && echo alive");
+	ck_assert_str_eq(r.out, "alive\n");
+	cae_run_result_clear(&r);
+	ck_assert(listed(ob, ouuid));
+	ck_assert_int_eq(cae_backend_cleanup(ob, ouuid, &err), 0);
+	cae_backend_free(ob);
+	cae_config_free(ocfg);
+	cae_env_info_clear(&oinfo);
 	cae_env_info_clear(&info);
 	done(b, cfg);
 }
@@ -1034,7 +1169,8 @@ static Suite *make_suite(void)
 
 int main(int argc, char **argv)
 {
-	for (size_t i = 0; argc == 2 && i < sizeof(targets) / sizeof(targets[0]); i++)
+	for (size_t i = 0; (argc == 2 || argc == 6) && i < sizeof(targets) / sizeof(targets[0]);
+	     i++)
 		if (strcmp(argv[1], targets[i].name) == 0)
 			T = &targets[i];
 	if (!T) {
@@ -1044,6 +1180,8 @@ int main(int argc, char **argv)
 	if (strcmp(T->name, "kubernetes") == 0 && !bt_k8s_enabled())
 		return 77;
 	bt_init();
+	if (argc == 6 && strcmp(argv[2], "--hold") == 0)
+		return hold_main(argv[3], argv[4], argv[5]);
 	pid_t relay = 0;
 	if (strcmp(T->name, "docker-tcp") == 0) {
 		char host[64];

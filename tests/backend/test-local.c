@@ -192,7 +192,11 @@ START_TEST(reprepare_starts_clean_and_second_process_sees_it)
 	cae_env_info_clear(&info);
 	cae_run_result r = run(b, "same", "echo junk > junk.txt");
 	cae_run_result_clear(&r);
-	ck_assert(cae_backend_prepare(b, &t, NULL, NULL, &info, &err) == 0);
+	/* junk.txt would be lost: refused, then forced */
+	ck_assert_int_eq(cae_backend_prepare(b, &t, NULL, NULL, &info, &err), -EBUSY);
+	ck_assert_msg(strstr(err.message, "junk.txt"), "%s", err.message);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	ck_assert(cae_backend_prepare(b, &t, NULL, &force, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	r = run(b, "same", "ls");
 	ck_assert_str_eq(r.out, "a.txt\n");
@@ -700,9 +704,10 @@ START_TEST(sandbox_follows_a_recreated_workspace)
 	_cleanup_free_ char *marker = cae__path_join(info.host_path, "marker.txt");
 	ck_assert_int_eq(access(marker, F_OK), 0);
 	cae_env_info_clear(&info);
-	/* the same backend re-preparing stops its sandbox first */
+	/* the same backend re-preparing stops its sandbox first (forced: marker.txt goes) */
 	cae_task t = {.uuid = C("again"), .repo = repo};
-	ck_assert(cae_backend_prepare(a, &t, NULL, NULL, &info, &err) == 0);
+	cae_prepare_options force = {.cancel_fd = -1, .force = true};
+	ck_assert(cae_backend_prepare(a, &t, NULL, &force, &info, &err) == 0);
 	cae_env_info_clear(&info);
 	r = run(a, "again", "ls");
 	ck_assert_str_eq(r.out, "a.txt\n");

@@ -2,10 +2,11 @@
  * claimed container is the task's as a cold one would be (ContainerInfo, list, push
  * credentials, no token), two processes claiming from a pool of one get it once, a pool
  * container past its maximum age is never handed out, the collector refills after a
- * claim, drain touches only its own configuration's pool. Every test's configuration has
- * a pids limit of its own (runner pid and a sequence number), so its pool key is its own:
- * no other run's pool container is ever claimed or removed here. The process that filled
- * the pool claims through the helper stream it kept, that stream is closed once another
+ * claim, drain touches only its own configuration's pool, and another instance with the
+ * same configuration has another pool: it neither lists, drains nor collects this one's. Every
+ * test's configuration has a pids limit of its own (runner pid and a sequence number), so its pool
+ * key is its own: no other run's pool container is ever claimed or removed here. The process that
+ * filled the pool claims through the helper stream it kept, that stream is closed once another
  * process claimed the container, the filler racing another process gets it once, and a
  * filler killed (SIGKILL) leaves no stream behind and its container still serves a task. */
 #include "backend-test.h"
@@ -263,6 +264,40 @@ START_TEST(collector_refills_drain_is_own)
 	char first[128];
 	snprintf(first, sizeof(first), "%s",
 		 json_string_value(json_object_get(json_array_get(mine, 0), "container_id")));
+	json_decref(mine);
+	/* the same configuration as another instance: b's member is not its pool's (another
+	 * key: never claimed), not in its status, and its drain and gc leave it */
+	cae_config *xcfg = cae_config_dup(cfg);
+	char xinst[64];
+	snprintf(xinst, sizeof(xinst), "pool-other-%d", (int)getpid());
+	bt_cfg_set(xcfg, "command_executor.instance", xinst);
+	cae_backend *xb = pbackend(xcfg);
+	json_t *st = NULL;
+	ck_assert_int_eq(cae_backend_pool_status(xb, &st, &err), 0);
+	size_t k;
+	json_t *x;
+	json_array_foreach(st, k, x)
+	    ck_assert_str_ne(json_string_value(json_object_get(x, "container_id")), first);
+	json_decref(st);
+	int xn = -1;
+	ck_assert_int_eq(cae_backend_pool_drain(xb, true, &xn, &err), 0);
+	ck_assert_int_eq(xn, 0);
+	ck_assert_int_eq(cae_backend_pool_gc(xb, &xn, &err), 0);
+	ck_assert_int_eq(xn, 0);
+	cae_backend_set_all_instances(xb, true);
+	mine = bt_own_pool(xb);
+	ck_assert_int_eq(json_array_size(mine), 0); /* this_config: another key */
+	json_decref(mine);
+	ck_assert_int_eq(cae_backend_pool_status(xb, &st, &err), 0);
+	bool seen = false;
+	json_array_foreach(st, k, x) seen |=
+	    strcmp(json_string_value(json_object_get(x, "container_id")), first) == 0;
+	json_decref(st);
+	ck_assert(seen);
+	cae_backend_free(xb);
+	cae_config_free(xcfg);
+	mine = bt_own_pool(b);
+	ck_assert_int_eq(json_array_size(mine), 1);
 	json_decref(mine);
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), "caetest");

@@ -275,6 +275,44 @@ static void check_full(const cae_config *cfg)
 	ck_assert(!cfg->gitlab.ssl_verify);
 }
 
+/* The instance: label-safe when configured (YAML and CAE_INSTANCE), else derived from the
+ * state directory's real path (the same for two spellings of it, another for another). */
+START_TEST(instance_rules)
+{
+	char a[CAE_CONFIG_INSTANCE_MAX], b[CAE_CONFIG_INSTANCE_MAX];
+	_cleanup_config_ cae_config *d = load_ok("command_executor:\n  state_dir: /tmp\n", no_env);
+	ck_assert_ptr_null(d->command_executor.instance);
+	cae_config_instance(d, a);
+	ck_assert(cae_config_label_valid(a));
+	ck_assert_uint_eq(strlen(a), 13);
+	_cleanup_config_ cae_config *d2 =
+	    load_ok("command_executor:\n  state_dir: /tmp/./\n", no_env);
+	ck_assert_str_eq(cae_config_instance(d2, b), a);
+	_cleanup_config_ cae_config *d3 = load_ok("command_executor:\n  state_dir: /var\n", no_env);
+	ck_assert_str_ne(cae_config_instance(d3, b), a);
+	_cleanup_config_ cae_config *c =
+	    load_ok("command_executor:\n  instance: team-a.1\n", ENVP((char *)"HOME=/h"));
+	ck_assert_str_eq(cae_config_instance(c, a), "team-a.1");
+	_cleanup_config_ cae_config *e = load_ok("", ENVP((char *)"CAE_INSTANCE=ci_7"));
+	ck_assert_str_eq(cae_config_instance(e, a), "ci_7");
+	const char *bad[] = {"-x",
+			     "x-",
+			     "a b",
+			     "a/b",
+			     "\"\"",
+			     "\"a:b\"",
+			     "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char yaml[256];
+		snprintf(yaml, sizeof(yaml), "command_executor:\n  instance: %s\n", bad[i]);
+		const char *m = load_err(yaml, no_env, -EINVAL);
+		ck_assert_contains(m, "command_executor.instance");
+	}
+	ck_assert_int_eq(cae_config_set(c, "command_executor.instance", "x y", NULL), -EINVAL);
+	ck_assert_str_eq(cae_config_instance(c, a), "team-a.1");
+}
+END_TEST
+
 START_TEST(local_repo_roots)
 {
 	/* empty by default */
@@ -916,6 +954,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, default_state_dir_rules);
 	tcase_add_test(tc, every_key);
 	tcase_add_test(tc, local_repo_roots);
+	tcase_add_test(tc, instance_rules);
 	tcase_add_test(tc, json_round_trip);
 	tcase_add_test(tc, aliases_and_anchors);
 	tcase_add_test(tc, env_overrides);

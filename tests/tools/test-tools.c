@@ -1694,6 +1694,157 @@ START_TEST(process_session_server_shares_loopback)
 }
 END_TEST
 
+/* A second session over the same state directory as the last open_session's (another
+ * `cae mcp` of the same instance), with extra_yaml. */
+static cae_session *open_peer(const char *extra_yaml)
+{
+	char yaml[4096];
+	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n%s",
+		 state, extra_yaml ? extra_yaml : "");
+	cae_config *cfg;
+	cae_error err;
+	char *envp[] = {NULL};
+	ck_assert_msg(cae_config_load_string(&cfg, yaml, strlen(yaml), "peer.yaml", envp, &err) ==
+			  0,
+		      "%s", err.message);
+	cae_session *s;
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	return s;
+}
+
+static bool env_listed(cae_session *s, const char *uuid)
+{
+	bool e, found = false;
+	json_t *r = call(s, "environment_list", "{}", &e);
+	ck_assert(!e);
+	size_t i;
+	json_t *x;
+	json_array_foreach(json_object_get(r, "environments"), i, x) found |=
+	    strcmp(S(x, "task_uuid"), uuid) == 0;
+	json_decref(r);
+	return found;
+}
+
+/* The error message of r with every occurrence of uuid replaced by "U" (new string). */
+static char *message_without(json_t *r, const char *uuid)
+{
+	const char *m = S(json_object_get(r, "error"), "message");
+	ck_assert_ptr_nonnull(m);
+	char *out = calloc(1, strlen(m) + 1);
+	for (char *o = out; *m;) {
+		if (strncmp(m, uuid, strlen(uuid)) == 0) {
+			*o++ = 'U';
+			m += strlen(uuid);
+		} else {
+			*o++ = *m++;
+		}
+	}
+	return out;
+}
+
+/* The model's tools act on the session's own environments only: another session's is not
+ * listed, and cleaning it up or preparing over it is refused in the words used for a uuid
+ * nobody has; sharing (sessions.share_environments) lifts that. A prepare over the
+ * session's own environment that would lose its uncommitted edit or a running process
+ * session is refused naming them, until force. */
+START_TEST(sessions_own_their_environments)
+{
+	char *root = tu_mkdtemp();
+	tu_sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
+	      " add . && " GIT " commit -qm c",
+	      root);
+	char yaml[4096], args[9000];
+	snprintf(yaml, sizeof(yaml), "  local_repo_roots: [%s]\n", root);
+	cae_session *a = open_session(yaml);
+	cae_session *b = open_peer(yaml);
+	bool e;
+	snprintf(args, sizeof(args), "{\"task\": {\"uuid\": \"own-a\", \"repo\": \"%s/ok\"}}",
+		 root);
+	json_t *r = call(a, "environment_prepare", args, &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(env_listed(a, "own-a"));
+
+	/* b sees none of a's, and cannot tell a's uuid from one that does not exist */
+	ck_assert(!env_listed(b, "own-a"));
+	r = call(b, "environment_cleanup", "{\"task_uuid\": \"own-a\"}", &e);
+	ck_assert(e);
+	ck_assert_str_eq(error_code(r), "INVALID_ARGUMENT");
+	char *m1 = message_without(r, "own-a");
+	json_decref(r);
+	r = call(b, "environment_cleanup", "{\"task_uuid\": \"nobody-has-it\"}", &e);
+	ck_assert(e);
+	char *m2 = message_without(r, "nobody-has-it");
+	json_decref(r);
+	ck_assert_str_eq(m1, m2);
+	free(m1);
+	free(m2);
+	snprintf(args, sizeof(args),
+		 "{\"task\": {\"uuid\": \"own-a\", \"repo\": \"%s/ok\"}, \"force\": true}", root);
+	r = call(b, "environment_prepare", args, &e);
+	ck_assert_msg(e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(error_code(r), "INVALID_ARGUMENT");
+	m1 = message_without(r, "own-a");
+	ck_assert_msg(strstr(m1, "task U is not one of this session's environments"), "%s", m1);
+	free(m1);
+	json_decref(r);
+	/* a's environment is untouched */
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "hi\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+
+	/* a's own re-prepare: refused while it would lose the edit and the running session */
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo edit >> a.txt\"]}", &e);
+	ck_assert(!e);
+	json_decref(r);
+	r = pcall(a, "process_start", &e, "{s:s, s:i}", "command", "sleep 606.25", "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	snprintf(args, sizeof(args), "{\"task\": {\"uuid\": \"own-a\", \"repo\": \"%s/ok\"}}",
+		 root);
+	r = call(a, "environment_prepare", args, &e);
+	ck_assert(e);
+	const char *msg = S(json_object_get(r, "error"), "message");
+	ck_assert_msg(msg && strstr(msg, "a.txt") && strstr(msg, "1 changed file") &&
+			  strstr(msg, "1 running process session") && strstr(msg, "sleep 606.25") &&
+			  strstr(msg, "force"),
+		      "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "hi\nedit\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = pcall(a, "process_read", &e, "{s:s}", "session_id", "p1");
+	ck_assert_msg(strcmp(S(r, "state"), "running") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	snprintf(args, sizeof(args),
+		 "{\"task\": {\"uuid\": \"own-a\", \"repo\": \"%s/ok\"}, \"force\": true}", root);
+	r = call(a, "environment_prepare", args, &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = pcall(a, "process_read", &e, "{s:s}", "session_id", "p1");
+	ck_assert_msg(strcmp(S(r, "state"), "killed") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(!host_process_with("606.25"));
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "hi\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+
+	/* sharing on: another session of the instance may list and remove it */
+	cae_session *c = open_peer("  sessions:\n    share_environments: true\n");
+	ck_assert(env_listed(c, "own-a"));
+	r = call(c, "environment_cleanup", "{\"task_uuid\": \"own-a\"}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(!env_listed(a, "own-a"));
+	cae_session_free(c);
+	cae_session_free(b);
+	close_session(a);
+	cae__rm_rf(root);
+	free(root);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("tools");
@@ -1728,6 +1879,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, process_session_drops_past_the_buffer);
 	tcase_add_test(tc, process_session_ends_with_its_environment);
 	tcase_add_test(tc, process_session_server_shares_loopback);
+	tcase_add_test(tc, sessions_own_their_environments);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -98,6 +98,8 @@ static char *make_origin(const char *dir)
 }
 
 /* A config for mode with its state in dir (new). */
+static int run_pid; /* this test binary's: the instance of its containers (main sets it) */
+
 static cae_config *make_cfg(const char *dir, int mode)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
@@ -113,6 +115,11 @@ static cae_config *make_cfg(const char *dir, int mode)
 			cfg_set(cfg, "command_executor.docker_host", getenv("DOCKER_HOST"));
 		cfg_set(cfg, "command_executor.docker.network.mode", "none");
 		cfg_set(cfg, "command_executor.docker.resources.memory_limit", "1g");
+		/* one instance for the run: the shared container is every case's, whatever
+		 * state directory the case has */
+		char inst[64];
+		snprintf(inst, sizeof(inst), "worker-%d", run_pid);
+		cfg_set(cfg, "command_executor.instance", inst);
 	} else {
 		cfg_set(cfg, "command_executor.backend", "local");
 	}
@@ -2891,6 +2898,7 @@ static Suite *worker_suite(void)
 int main(int argc, char **argv)
 {
 	cae_exe = argc > 1 ? argv[1] : "cae";
+	run_pid = (int)getpid();
 	/* no identity or hooks from this machine's git configuration */
 	setenv("GIT_CONFIG_GLOBAL", "/dev/null", 1);
 	setenv("GIT_CONFIG_NOSYSTEM", "1", 1);
