@@ -51,6 +51,7 @@ enum cfg_vtype {
 #define F_NONEMPTY 2u /* the empty string is refused */
 #define F_ABSPATH 4u  /* "~/" expanded, then an absolute path is required */
 #define F_URL 8u      /* credentials in the URL are redacted in redacted JSON */
+#define F_LINE 16u    /* one line of text: no control characters */
 
 struct cfg_key {
 	const char *path;
