@@ -242,6 +242,15 @@ typedef struct cae_config {
 						    * unused for longer */
 			} mirror_cache;
 		} clone;
+		/* The identity of the commits an agent makes in an environment (`git commit`
+		 * works as the prompts ask, on every backend): the environment's own git
+		 * configuration (the local sandbox's /etc/gitconfig, a container's or pod's
+		 * ~/.gitconfig when it sets none), never the project's; the agent's own
+		 * `git config` wins. One line each. */
+		struct {
+			char *user_name;  /* "Coding Agent" */
+			char *user_email; /* "coding-agent@localhost" */
+		} git;
 		struct {
 			int timeout_seconds;	      /* 1800 */
 			uint64_t max_output_size;     /* 1048576 bytes per stream */

@@ -246,7 +246,8 @@ static void probe_bwrap(cae_backend *b, struct local_impl *li)
 		snprintf(why, sizeof(why), "bubblewrap (bwrap) is not installed");
 	else if (cae_helper_find(&helper) < 0)
 		snprintf(why, sizeof(why), "cae-helper was not found");
-	else if (cae__sandbox_write_etc(li->etc_dir) < 0)
+	else if (cae__sandbox_write_etc(li->etc_dir, b->cfg->command_executor.git.user_name,
+					b->cfg->command_executor.git.user_email) < 0)
 		snprintf(why, sizeof(why), "cannot write the sandbox's /etc files");
 	if (!*why)
 		probe_seccomp(li);

@@ -188,6 +188,50 @@ out:
 	return r;
 }
 
+/* The identity of the agent's commits (command_executor.git), in the environment's own
+ * global git configuration when that names none: `git commit` works as the prompts ask, the
+ * agent's own `git config` wins, and the project's configuration is never touched. (The
+ * local sandbox also has it as its /etc/gitconfig, which outlives its /tmp home.) A failure
+ * (no git in the image) is a warning. */
+static void set_identity(cae_prepare *p)
+{
+	static const char script[] =
+	    "git config --global --get user.name >/dev/null || "
+	    "git config --global user.name \"$1\" || exit 1\n"
+	    "git config --global --get user.email >/dev/null || "
+	    "git config --global user.email \"$2\"\n";
+	const cae_config *cfg = p->b->cfg;
+	const char *argv[] = {"sh",
+			      "-c",
+			      script,
+			      "cae-git-identity",
+			      cfg->command_executor.git.user_name,
+			      cfg->command_executor.git.user_email,
+			      NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = p->project,
+				.timeout_ms = 30000,
+				.max_stdout = 4096,
+				.max_stderr = 4096,
+				.cancel_fd = p->cancel_fd};
+	cae_run_result res;
+	cae_error e;
+	cae_error_clear(&e);
+	int r = p->exec ? p->exec(p->exec_ctx, &req, &res, &e) : -ENOSYS;
+	if (r == 0 && res.exit_code == 0) {
+		cae_run_result_clear(&res);
+		return;
+	}
+	char msg[1200];
+	snprintf(msg, sizeof(msg),
+		 "the git identity (command_executor.git) could not be set in the environment: "
+		 "%.1000s",
+		 r < 0 ? e.message : res.err ? res.err : "");
+	if (r == 0)
+		cae_run_result_clear(&res);
+	cae__prepare_warn(p, "environment.git_identity_unset", msg);
+}
+
 /* Between steps: a cancelled prepare stops there. */
 static int check_cancel(const cae_prepare *p, cae_error *err)
 {
@@ -266,6 +310,7 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		goto fail;
 
 	progress(&p, 5, "deps");
+	set_identity(&p);
 	if (!p.given_as_is && b->cfg->command_executor.clone.auto_install_deps)
 		cae__deps_install(p.exec, p.exec_ctx, b->log, p.project, p.deps, p.warnings,
 				  p.cancel_fd);

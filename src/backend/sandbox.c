@@ -3,6 +3,7 @@
  * nothing: only what commands need is bound in. */
 #include "backend/sandbox.h"
 
+#include "base/buf.h"
 #include "base/chase.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -277,7 +278,7 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	/* Sources the sandbox uid may not be able to reach by name: staged (root only). */
 	/* The files (passwd, group, the helper) are copied there: no bind names a path of the
 	 * state directory or of cae's installation in the sandbox's /proc/self/mountinfo. */
-	const char *files[] = {"passwd", "group"};
+	const char *files[] = {"passwd", "group", "gitconfig"};
 	char src_ws[64], src_helper[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
 	const char *ws = s->ws_host, *helper = s->helper;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
@@ -421,7 +422,17 @@ char **cae__sandbox_env(const char *const *extra)
 	return a.v;
 }
 
-int cae__sandbox_write_etc(const char *dir)
+/* A git configuration value, quoted: backslash and double quote escaped (one line). */
+static int put_git_value(cae_buf *b, const char *v)
+{
+	int r = cae__buf_puts(b, "\"");
+	for (const char *p = v; r == 0 && *p; p++)
+		r = (*p == '\\' || *p == '"') ? cae__buf_printf(b, "\\%c", *p)
+						 : cae__buf_append(b, p, 1);
+	return r < 0 ? r : cae__buf_puts(b, "\"\n");
+}
+
+int cae__sandbox_write_etc(const char *dir, const char *git_name, const char *git_email)
 {
 	static const char passwd[] = "root:x:0:0:root:/root:/usr/sbin/nologin\n"
 				     "agent:x:1000:1000:agent:/home/agent:/bin/sh\n"
@@ -437,6 +448,24 @@ int cae__sandbox_write_etc(const char *dir)
 	r = cae__write_file_atomic(AT_FDCWD, p, passwd, sizeof(passwd) - 1, 0644, false);
 	if (r == 0)
 		r = cae__write_file_atomic(AT_FDCWD, g, group, sizeof(group) - 1, 0644, false);
+	if (r < 0)
+		return r;
+	cae_buf b;
+	cae__buf_init(&b, 8192);
+	r = cae__buf_puts(&b, "# the environment's git identity (command_executor.git)\n[user]\n"
+			      "\tname = ");
+	if (r == 0)
+		r = put_git_value(&b, git_name ? git_name : "Coding Agent");
+	if (r == 0)
+		r = cae__buf_puts(&b, "\temail = ");
+	if (r == 0)
+		r = put_git_value(&b, git_email ? git_email : "coding-agent@localhost");
+	_cleanup_free_ char *gc = cae__path_join(dir, "gitconfig");
+	if (r == 0 && !gc)
+		r = -ENOMEM;
+	if (r == 0)
+		r = cae__write_file_atomic(AT_FDCWD, gc, b.data, b.len, 0644, false);
+	cae__buf_clear(&b);
 	return r;
 }
 

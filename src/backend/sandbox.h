@@ -90,8 +90,10 @@ char **cae__sandbox_env(const char *const *extra);
 /* Gives every file below root (root included, links not followed) to uid:gid. */
 int cae__sandbox_chown_tree(const char *root, uid_t uid, gid_t gid);
 
-/* Writes passwd and group for the sandbox into dir (created), atomically. */
-int cae__sandbox_write_etc(const char *dir);
+/* Writes passwd, group and gitconfig (the commits' identity: [user] name and email, one
+ * line each, the lowest of git's configurations: the agent's own wins) for the sandbox into
+ * dir (created), atomically. */
+int cae__sandbox_write_etc(const char *dir, const char *git_name, const char *git_email);
 
 /* Cgroups (cgroup.c): makes cae-<name> below this process's cgroup in every hierarchy with
  * pids, memory and cpu, with lim's bounds; *procs gets the cgroup.procs paths (new).

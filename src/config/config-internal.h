@@ -52,6 +52,7 @@ enum cfg_vtype {
 #define F_ABSPATH 4u  /* "~/" expanded, then an absolute path is required */
 #define F_URL 8u      /* credentials in the URL are redacted in redacted JSON */
 #define F_LABEL 16u   /* a label value: 1-63 of [A-Za-z0-9._-], alphanumeric at both ends */
+#define F_LINE 32u    /* one line of text: no control characters */
 
 struct cfg_key {
 	const char *path;

@@ -858,8 +858,11 @@ START_TEST(push_on_demand)
 	char script[2048];
 	size_t half = strlen(git_token) / 2;
 	snprintf(script, sizeof(script),
-		 "set -e; echo change >> a.txt; git -c user.email=a@example.com -c user.name=a "
-		 "commit -qam change; git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
+		 "set -e; echo change >> a.txt; git commit -qam change; "
+		 "[ \"$(git log -1 --format='%%an <%%ae>')\" = 'Coding Agent <coding-agent@localhost>' ] "
+		 "|| { echo no identity; exit 9; }; "
+		 "! git config --local --get-regexp '^user[.]' || { echo in the project; exit 8; }; "
+		 "git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
 		 "a='%.*s'; b='%s'; "
 		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
 		 "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
@@ -871,6 +874,14 @@ START_TEST(push_on_demand)
 		      r.exit_code, r.out, r.err);
 	cae_run_result_clear(&r);
 	tu_sh("git --git-dir=%s/py.git rev-parse --verify -q refs/heads/%s", git_root, uuid);
+	/* the commits' identity is the environment's (command_executor.git), and the agent's
+	 * own configuration wins over it */
+	r = sh(b, uuid,
+	       "git config --global user.name 'Agent Own' && git commit -q --allow-empty -m own "
+	       "&& git log -1 --format='%an <%ae>'");
+	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "Agent Own <coding-agent@localhost>\n") == 0,
+		      "%d: %s%s", r.exit_code, r.out, r.err);
+	cae_run_result_clear(&r);
 	/* another host gets nothing, even asked directly */
 	r = sh(b, uuid,
 	       "printf 'protocol=https\\nhost=evil.example.com\\n\\n' | git credential fill 2>&1 "
