@@ -34,7 +34,7 @@ extern "C" {
 /* Bytes per line: a request as large as the tools document (apply_patch's 64 MiB patch with
  * the escaping JSON adds to ordinary text, text_editor's 10 MiB file_text) fits. */
 #define CAE_JSONRPC_DEFAULT_MAX_MESSAGE ((size_t)96 << 20)
-#define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u		  /* nested arrays/objects */
+#define CAE_JSONRPC_DEFAULT_MAX_DEPTH 64u /* nested arrays/objects */
 
 /* A protocol failure: code is one of the CAE_JSONRPC_* codes, message is what the peer
  * reads in error.message. Fixed size; no allocation on the error path. */

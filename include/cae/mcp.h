@@ -69,11 +69,11 @@ typedef struct cae_mcp_handler {
 } cae_mcp_handler;
 
 typedef struct cae_mcp_options {
-	size_t max_message_size;    /* bytes per incoming line; 0: CAE_JSONRPC_DEFAULT_MAX_MESSAGE */
-	unsigned max_depth;	    /* JSON nesting; 0: 64 */
-	unsigned max_calls;	    /* tool calls running at once; 0: 4 */
-	unsigned max_queued;	    /* requests waiting for a worker; 0: 64 (more: -32000) */
-	const char *server_name;    /* serverInfo.name; NULL: "cae" */
+	size_t max_message_size; /* bytes per incoming line; 0: CAE_JSONRPC_DEFAULT_MAX_MESSAGE */
+	unsigned max_depth;	 /* JSON nesting; 0: 64 */
+	unsigned max_calls;	 /* tool calls running at once; 0: 4 */
+	unsigned max_queued;	 /* requests waiting for a worker; 0: 64 (more: -32000) */
+	const char *server_name; /* serverInfo.name; NULL: "cae" */
 	const char *server_version; /* serverInfo.version; NULL: the cae version */
 	const char *instructions;   /* initialize result's instructions; NULL: none */
 	/* Served by prompts/list and prompts/get, and declared as the prompts capability;

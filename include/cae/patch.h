@@ -90,8 +90,8 @@ typedef enum cae_patch_type {
 	CAE_PATCH_FILE_EDIT,
 	CAE_PATCH_SHELL_COMMAND,
 	CAE_PATCH_GIT_OPERATION,
-	/* a JSON command of an unknown or missing type or action (seed 002): it fails with its
-	 * `invalid` message when its turn comes, and in continue mode the others still run */
+	/* a JSON command of an unknown or missing type or action (the worker's rule): it fails with
+	 * its `invalid` message when its turn comes, and in continue mode the others still run */
 	CAE_PATCH_INVALID,
 } cae_patch_type;
 

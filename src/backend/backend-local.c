@@ -1537,7 +1537,7 @@ static int local_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, c
 	bool own = cae__backend_own(b, info.instance);
 	if (own && info.host_path && !cae__is_dir(info.host_path))
 		(void)disk_remount(li, uuid, NULL); /* after a reboot */
-	if (!own) /* another instance's: not ours to open */
+	if (!own)				    /* another instance's: not ours to open */
 		r = cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	else if (!info.host_path || !info.workspace_path || !q->root ||
 		 strcmp(q->root, info.workspace_path) != 0)

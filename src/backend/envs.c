@@ -61,12 +61,12 @@ int cae__env_info(const cae_backend *b, const cae_envs_ops *ops, json_t *obj, ca
 
 int cae__env_ready_info(const cae_prepare *p, const char *id, cae_env_info *info, cae_error *err)
 {
-	json_t *j = json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O?, s:s}",
-			      "container_id", id, "task_uuid", p->task->uuid, "environment_name",
-			      p->environment, "workspace_path", p->project, "created_at",
-			      p->created_at, "status", "ready", "backend", p->b->ops->name,
-			      "warnings", p->warnings, "deps", p->deps, "limits", p->limits,
-			      "instance", p->b->instance);
+	json_t *j =
+	    json_pack("{s:s?, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:O, s:O?, s:s}", "container_id",
+		      id, "task_uuid", p->task->uuid, "environment_name", p->environment,
+		      "workspace_path", p->project, "created_at", p->created_at, "status", "ready",
+		      "backend", p->b->ops->name, "warnings", p->warnings, "deps", p->deps,
+		      "limits", p->limits, "instance", p->b->instance);
 	int r = cae_env_info_from_json(j, info, err);
 	json_decref(j);
 	return r;

@@ -195,11 +195,12 @@ out:
  * (no git in the image) is a warning. */
 static void set_identity(cae_prepare *p)
 {
-	static const char script[] =
-	    "git config --global --get user.name >/dev/null || "
-	    "git config --global user.name \"$1\" || exit 1\n"
-	    "git config --global --get user.email >/dev/null || "
-	    "git config --global user.email \"$2\"\n";
+	/* $1 name, $2 email, then the git argv (CAE_GIT_ARGV) */
+	static const char script[] = "n=$1 e=$2; shift 2\n"
+				     "\"$@\" config --global --get user.name >/dev/null || "
+				     "\"$@\" config --global user.name \"$n\" || exit 1\n"
+				     "\"$@\" config --global --get user.email >/dev/null || "
+				     "\"$@\" config --global user.email \"$e\"\n";
 	const cae_config *cfg = p->b->cfg;
 	const char *argv[] = {"sh",
 			      "-c",
@@ -207,6 +208,7 @@ static void set_identity(cae_prepare *p)
 			      "cae-git-identity",
 			      cfg->command_executor.git.user_name,
 			      cfg->command_executor.git.user_email,
+			      CAE_GIT_ARGV,
 			      NULL};
 	cae_exec_request req = {.argv = argv,
 				.cwd = p->project,
@@ -226,7 +228,9 @@ static void set_identity(cae_prepare *p)
 	snprintf(msg, sizeof(msg),
 		 "the git identity (command_executor.git) could not be set in the environment: "
 		 "%.1000s",
-		 r < 0 ? e.message : res.err ? res.err : "");
+		 r < 0	   ? e.message
+		 : res.err ? res.err
+			   : "");
 	if (r == 0)
 		cae_run_result_clear(&res);
 	cae__prepare_warn(p, "environment.git_identity_unset", msg);

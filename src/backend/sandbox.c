@@ -428,7 +428,7 @@ static int put_git_value(cae_buf *b, const char *v)
 	int r = cae__buf_puts(b, "\"");
 	for (const char *p = v; r == 0 && *p; p++)
 		r = (*p == '\\' || *p == '"') ? cae__buf_printf(b, "\\%c", *p)
-						 : cae__buf_append(b, p, 1);
+					      : cae__buf_append(b, p, 1);
 	return r < 0 ? r : cae__buf_puts(b, "\"\n");
 }
 

@@ -1,5 +1,5 @@
 /* cae edit: the text editor tool (view, create, str_replace, insert, undo_edit) from the command
- * line (SPEC §9), with the tool's arguments as flags or as one JSON object, and the tool's own
+ * line, with the tool's arguments as flags or as one JSON object, and the tool's own
  * result. */
 #include "cli/cli.h"
 
@@ -33,30 +33,31 @@ static const char *const commands[] = {"view", "create", "str_replace", "insert"
 
 static int usage_edit(FILE *f)
 {
-	fprintf(f,
-		"usage: cae edit [--uuid UUID | --workspace DIR] COMMAND [PATH] [options]\n"
-		"       cae edit [--uuid UUID | --workspace DIR] --json ARGS|- [options]\n\n"
-		"Runs the text editor in a prepared environment, as the text_editor tool does, and "
-		"prints its result.\nCOMMAND is view, create, str_replace, insert or undo_edit; the "
-		"tool's arguments come as flags\nor as one JSON object (--json, - = stdin; flags "
-		"given beside it override its keys), or\nas a JSON array of such objects, run in "
-		"order in one session (results printed as an array).\nThe undo history lives in "
-		"the process: undo_edit undoes an edit of the same invocation\n(an array), never "
-		"one of an earlier `cae edit`. The exit status is 0 on success, 1 when\nthe editor "
-		"refused (its message is the result; for an array, the first refusal stops it),\n"
-		"2 for a usage error.\n\noptions:\n"
-		"  --uuid UUID          the task (default: $CAE_TASK_UUID, or the only environment)\n"
-		"  --workspace DIR      use an existing directory as the workspace (local backend)\n"
-		"  --path P             the file or directory (or the PATH operand)\n"
-		"  --file-text T        create: the content\n"
-		"  --file-text-from F   create: the content from a file (- = stdin)\n"
-		"  --old-str S          str_replace: the text to replace (exactly once)\n"
-		"  --new-str S          str_replace, insert: the new text\n"
-		"  --insert-line N      insert: after line N (0 = top)\n"
-		"  --view-range A,B     view: lines A to B (B = -1: to the end)\n"
-		"  --json ARGS          the tool's arguments as a JSON object (- = stdin)\n"
-		"  --format F           json (default: the tool's structured result) or text (what "
-		"the model reads)\n" CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f,
+	    "usage: cae edit [--uuid UUID | --workspace DIR] COMMAND [PATH] [options]\n"
+	    "       cae edit [--uuid UUID | --workspace DIR] --json ARGS|- [options]\n\n"
+	    "Runs the text editor in a prepared environment, as the text_editor tool does, and "
+	    "prints its result.\nCOMMAND is view, create, str_replace, insert or undo_edit; the "
+	    "tool's arguments come as flags\nor as one JSON object (--json, - = stdin; flags "
+	    "given beside it override its keys), or\nas a JSON array of such objects, run in "
+	    "order in one session (results printed as an array).\nThe undo history lives in "
+	    "the process: undo_edit undoes an edit of the same invocation\n(an array), never "
+	    "one of an earlier `cae edit`. The exit status is 0 on success, 1 when\nthe editor "
+	    "refused (its message is the result; for an array, the first refusal stops it),\n"
+	    "2 for a usage error.\n\noptions:\n"
+	    "  --uuid UUID          the task (default: $CAE_TASK_UUID, or the only environment)\n"
+	    "  --workspace DIR      use an existing directory as the workspace (local backend)\n"
+	    "  --path P             the file or directory (or the PATH operand)\n"
+	    "  --file-text T        create: the content\n"
+	    "  --file-text-from F   create: the content from a file (- = stdin)\n"
+	    "  --old-str S          str_replace: the text to replace (exactly once)\n"
+	    "  --new-str S          str_replace, insert: the new text\n"
+	    "  --insert-line N      insert: after line N (0 = top)\n"
+	    "  --view-range A,B     view: lines A to B (B = -1: to the end)\n"
+	    "  --json ARGS          the tool's arguments as a JSON object (- = stdin)\n"
+	    "  --format F           json (default: the tool's structured result) or text (what "
+	    "the model reads)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -223,8 +224,9 @@ int cae_cli_edit(int argc, char **argv)
 		}
 	} else if (optind < argc) {
 		if (!known_command(argv[optind])) {
-			fprintf(stderr, "cae edit: unknown command %s (view, create, str_replace, "
-					"insert or undo_edit)\n",
+			fprintf(stderr,
+				"cae edit: unknown command %s (view, create, str_replace, "
+				"insert or undo_edit)\n",
 				argv[optind]);
 			return 2;
 		}

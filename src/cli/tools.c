@@ -28,20 +28,21 @@ enum {
 
 static int usage_tools(FILE *f)
 {
-	fprintf(f,
-		"usage: cae tools [--format functions|openai|mcp] [--split-editor] "
-		"[--environment-tools] [options]\n"
-		"       cae tools --filter FILE [options]\n\nPrints the tool definitions for an agent "
-		"(empty when the features are disabled).\nWith --filter, reads a tool list (a JSON "
-		"array in any form, or an MCP tools/list result;\nFILE or - for stdin) and prints it "
-		"without the GitHub/GitLab MCP file tools when the\ntext editor is enabled.\n\n"
-		"options:\n"
-		"  --format F         functions (default), openai (the `tools` array) or mcp\n"
-		"  --split-editor     text_editor_<command> functions instead of one text_editor\n"
-		"  --environment-tools  include "
-		"environment_list/prepare/cleanup\n"
-		"  --filter FILE      filter another server's tool list (see above)\n"
-		CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f,
+	    "usage: cae tools [--format functions|openai|mcp] [--split-editor] "
+	    "[--environment-tools] [options]\n"
+	    "       cae tools --filter FILE [options]\n\nPrints the tool definitions for an agent "
+	    "(empty when the features are disabled).\nWith --filter, reads a tool list (a JSON "
+	    "array in any form, or an MCP tools/list result;\nFILE or - for stdin) and prints it "
+	    "without the GitHub/GitLab MCP file tools when the\ntext editor is enabled.\n\n"
+	    "options:\n"
+	    "  --format F         functions (default), openai (the `tools` array) or mcp\n"
+	    "  --split-editor     text_editor_<command> functions instead of one text_editor\n"
+	    "  --environment-tools  include "
+	    "environment_list/prepare/cleanup\n"
+	    "  --filter FILE      filter another server's tool list (see "
+	    "above)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -57,8 +58,9 @@ static int filter_tools(const cae_config *cfg, const char *path)
 	}
 	json_t *list = json_is_object(in) ? json_object_get(in, "tools") : in;
 	if (!json_is_array(list)) {
-		fprintf(stderr, "cae tools: %s: expected a JSON array of tools or an object with "
-				"\"tools\"\n",
+		fprintf(stderr,
+			"cae tools: %s: expected a JSON array of tools or an object with "
+			"\"tools\"\n",
 			path);
 		return 2;
 	}

@@ -236,8 +236,9 @@ int cae__cfg_set_from_text(struct cfg_ctx *c, int idx, const char *text, size_t 
 			for (size_t i = 0; i < len; i++)
 				if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
 					return cae__cfg_key_error(
-					    c, w, idx, "expected one line of text, without control "
-						       "characters");
+					    c, w, idx,
+					    "expected one line of text, without control "
+					    "characters");
 		if (k->flags & F_ABSPATH) {
 			_cleanup_free_ char *p = expand_home(c, copy);
 			if (!p)

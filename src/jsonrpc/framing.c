@@ -52,8 +52,8 @@ static void scan_feed(idscan *s, const char *p, size_t n)
 		char c = p[i];
 		if (s->in_value && !s->in_str) {
 			/* a number, true, false or null: ends at a delimiter */
-			if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\r' ||
-			    c == '\n')
+			if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' ||
+			    c == '\r' || c == '\n')
 				id_value_end(s);
 			else {
 				id_value_put(s, c);
@@ -146,8 +146,8 @@ struct cae_jsonrpc_framer {
 	size_t cap;
 	size_t scanned; /* bytes from start known to hold no newline */
 	size_t max_line;
-	bool discarding; /* inside an oversized line: skip to its newline */
-	idscan scan;	 /* the oversized line's id, read while it is skipped */
+	bool discarding;    /* inside an oversized line: skip to its newline */
+	idscan scan;	    /* the oversized line's id, read while it is skipped */
 	json_t *dropped_id; /* the id of the last oversized line, or NULL */
 };
 

@@ -69,10 +69,10 @@ struct job {
 	bool progress_message;	/* ... and messages in progress notifications */
 	bool cancelled;
 	bool progress_sent;
-	double last_progress; /* the last value sent, the tool's or a keep-alive's */
-	double last_reported; /* the tool's own last value (0 before one) */
-	int64_t last_sent_ns; /* when the last notification went (or the call started) */
-	unsigned keepalives;  /* sent since the tool's last value */
+	double last_progress;	 /* the last value sent, the tool's or a keep-alive's */
+	double last_reported;	 /* the tool's own last value (0 before one) */
+	int64_t last_sent_ns;	 /* when the last notification went (or the call started) */
+	unsigned keepalives;	 /* sent since the tool's last value */
 	unsigned keepalive_busy; /* keep-alives being written: the answer waits for them */
 	bool answered;		 /* the call returned: no keep-alive starts any more */
 	int cancel_pipe[2];
@@ -91,12 +91,12 @@ struct server {
 	int out_errno;
 
 	pthread_mutex_t lock;
-	pthread_cond_t work; /* a job was queued, or the workers must stop */
+	pthread_cond_t work;	       /* a job was queued, or the workers must stop */
 	pthread_cond_t keepalive_done; /* a keep-alive was written */
 	pthread_cond_t keeper_wake;    /* the keeper must stop */
 	pthread_t keeper;
 	bool keeper_started, keeper_stop;
-	struct job *jobs;    /* every queued or running job, oldest first */
+	struct job *jobs; /* every queued or running job, oldest first */
 	unsigned njobs;
 	unsigned nqueued;
 	size_t line_bytes; /* the line being dispatched (the reader's) */

@@ -383,11 +383,12 @@ static int not_found(const ftext *f, size_t from, size_t from_off, const cae_pat
 			    cae__patch_quote(f->s + miss, cl, 80, q2, sizeof(q2)),
 			    cae__patch_quote(want->text, want->len, 80, q, sizeof(q)));
 		}
-		return cae_error_set(err, -EINVAL,
-				     "hunk %zu of %s did not apply: context not found %s; closest at "
-				     "line %zu, where the file ends and the hunk expects \"%s\"",
-				     hi + 1, op->path, where, pos + 1,
-				     cae__patch_quote(want->text, want->len, 80, q, sizeof(q)));
+		return cae_error_set(
+		    err, -EINVAL,
+		    "hunk %zu of %s did not apply: context not found %s; closest at "
+		    "line %zu, where the file ends and the hunk expects \"%s\"",
+		    hi + 1, op->path, where, pos + 1,
+		    cae__patch_quote(want->text, want->len, 80, q, sizeof(q)));
 	}
 	size_t n;
 	const char *first = hunk_first_old(h, &n);

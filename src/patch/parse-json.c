@@ -120,11 +120,10 @@ static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 	return 0;
 }
 
-/* A command of an unknown or missing type or action (seed 002: "unknown command type" is
+/* A command of an unknown or missing type or action (the worker's rule: "unknown command type" is
  * that command's error when it is executed): kept, with its target and content as given, so
  * that it fails in its turn and, in continue mode, the others run. */
-static int add_invalid(cae_patch *p, const json_t *o, size_t index, const char *why,
-		       cae_error *err)
+static int add_invalid(cae_patch *p, const json_t *o, size_t index, const char *why, cae_error *err)
 {
 	const char *target, *content;
 	size_t tlen, clen;

@@ -95,13 +95,14 @@ json_t *cae_tools_definitions(const cae_config *cfg, const cae_tools_options *o)
  * get_repository_tree. With the text editor on, the editor is the one way to files.
  * tests/mcp/platform-tools.mjs checks this table against the servers' own tools/list. */
 static const char *const platform_file_tools[] = {
-    "compare_file_contents", "create_or_update_file", "delete_file",	     "get_file_blame",
+    "compare_file_contents", "create_or_update_file", "delete_file", "get_file_blame",
     "get_file_contents",     "get_repository_tree",   "push_files",
 };
 
 /* A client names an MCP server's tool with the server's name in front: github_x, github-x,
  * github__x, mcp__github__x (Claude Code), github.x, github/x. Every tool of such a name is a
- * GitHub or GitLab server's: all of them go (seed 004 §5: those servers are not offered). */
+ * GitHub or GitLab server's: all of them go (with the text editor on, those servers are not offered
+ * at all). */
 static bool platform_prefixed(const char *name)
 {
 	if (strncmp(name, "mcp__", 5) == 0)

@@ -429,9 +429,8 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 				"command", jcmd, "exit_code", res.timed_out ? 124 : res.exit_code,
 				"stdout", redacted_output(env->secrets, res.out, res.out_len),
 				"stderr", redacted_output(env->secrets, res.err, res.err_len),
-				"stdout_truncated", out_tr,
-				"stderr_truncated", err_tr, "timed_out", res.timed_out,
-				"duration_ms", (json_int_t)res.duration_ms);
+				"stdout_truncated", out_tr, "stderr_truncated", err_tr, "timed_out",
+				res.timed_out, "duration_ms", (json_int_t)res.duration_ms);
 	add_run_notes(out, &res);
 	cae_log_fields(env->log, CAE_LOG_INFO, "tool.exec_command",
 		       json_pack("{s:i, s:b, s:I}", "exit_code",
@@ -528,14 +527,14 @@ json_t *cae__tool_execute_command(const cae_tool_env *env, json_t *args, bool *i
 	} else if (res.timed_out) {
 		char msg[128];
 		snprintf(msg, sizeof(msg), "Command timeout after %lld seconds", timeout_s);
-		out = exec_result(-1, redacted_output(env->secrets, res.out, res.out_len),
-				  json_string(msg),
-				  res.duration_ms, res.out_truncated, false, true);
+		out =
+		    exec_result(-1, redacted_output(env->secrets, res.out, res.out_len),
+				json_string(msg), res.duration_ms, res.out_truncated, false, true);
 	} else {
-		out = exec_result(res.exit_code,
-				  redacted_output(env->secrets, res.out, res.out_len),
-				  redacted_output(env->secrets, res.err, res.err_len), res.duration_ms,
-				  res.out_truncated, res.err_truncated, false);
+		out =
+		    exec_result(res.exit_code, redacted_output(env->secrets, res.out, res.out_len),
+				redacted_output(env->secrets, res.err, res.err_len),
+				res.duration_ms, res.out_truncated, res.err_truncated, false);
 		if (res.term_signal == 9)
 			json_object_set_new(out, "killed_by_signal", json_integer(9));
 	}

@@ -307,8 +307,9 @@ void cae__wk_snapshot_free(wk_snapshot *s)
 		return;
 	if (s->dir) {
 		/* disarmed first: a kill in between leaves a snapshot that nothing restores */
-		const char *argv[] = {"sh", "-c", "rm -f -- \"$1/armed\" && rm -rf -- \"$1\"",
-				      "cae-snapshot-done", s->dir, NULL};
+		const char *argv[] = {
+		    "sh",   "-c", "rm -f -- \"$1/armed\" && rm -rf -- \"$1\"", "cae-snapshot-done",
+		    s->dir, NULL};
 		cae_run_result res;
 		if (cae__wk_run(&s->ctx, s->host, s->host ? NULL : s->root, argv, NULL, 0, false,
 				4096, &res, NULL) == 0)
@@ -340,8 +341,8 @@ static int recover_one(const wk_exec_ctx *ctx, bool host, const char *cwd, const
 	if (r < 0)
 		return cae_error_prefix(err, "restoring the snapshot %s", dir);
 	if (res.exit_code != 0 || res.timed_out) {
-		r = cae_error_set(err, -EIO, "restoring the snapshot %s: exit status %d: %.400s", dir,
-				  res.exit_code, res.err ? res.err : "");
+		r = cae_error_set(err, -EIO, "restoring the snapshot %s: exit status %d: %.400s",
+				  dir, res.exit_code, res.err ? res.err : "");
 		cae_run_result_clear(&res);
 		return r;
 	}

@@ -33,12 +33,39 @@ static bool diff_starts(const char *s, size_t n)
 static bool header_line(const char *s, size_t n)
 {
 	static const char *const heads[] = {
-	    "From ", "From:", "Date:", "To:", "Cc:", "commit ", "Author:", "AuthorDate:",
-	    "Commit:", "CommitDate:", "Merge:", "index ", "new file mode", "deleted file mode",
-	    "old mode", "new mode", "similarity index", "dissimilarity index", "rename from",
-	    "rename to", "copy from", "copy to", "Signed-off-by:", "Co-authored-by:", "Change-Id:",
-	    "MIME-Version:", "Content-Type:", "Content-Transfer-Encoding:", "Message-Id:",
-	    "Message-ID:", "In-Reply-To:", "References:", "---",
+	    "From ",
+	    "From:",
+	    "Date:",
+	    "To:",
+	    "Cc:",
+	    "commit ",
+	    "Author:",
+	    "AuthorDate:",
+	    "Commit:",
+	    "CommitDate:",
+	    "Merge:",
+	    "index ",
+	    "new file mode",
+	    "deleted file mode",
+	    "old mode",
+	    "new mode",
+	    "similarity index",
+	    "dissimilarity index",
+	    "rename from",
+	    "rename to",
+	    "copy from",
+	    "copy to",
+	    "Signed-off-by:",
+	    "Co-authored-by:",
+	    "Change-Id:",
+	    "MIME-Version:",
+	    "Content-Type:",
+	    "Content-Transfer-Encoding:",
+	    "Message-Id:",
+	    "Message-ID:",
+	    "In-Reply-To:",
+	    "References:",
+	    "---",
 	};
 	for (size_t i = 0; i < ARRAY_SIZE(heads); i++)
 		if (starts(s, n, heads[i]))
@@ -159,7 +186,8 @@ static char *summary(const cae_patch *p)
 		}
 		if (seen)
 			continue;
-		bool add = c->action == CAE_PATCH_CREATE || (c->op && c->op->kind == CAE_PATCH_OP_ADD);
+		bool add =
+		    c->action == CAE_PATCH_CREATE || (c->op && c->op->kind == CAE_PATCH_OP_ADD);
 		bool del = c->action == CAE_PATCH_DELETE;
 		all_add = all_add && add;
 		all_delete = all_delete && del;
@@ -172,13 +200,14 @@ static char *summary(const cae_patch *p)
 	char *out = NULL;
 	if (r == 0 && files) {
 		if (asprintf(&out, "%s %zu file%s: %s",
-			     all_add ? "add" : all_delete ? "delete" : "update", files,
-			     files == 1 ? "" : "s", names.data) < 0)
+			     all_add	  ? "add"
+			     : all_delete ? "delete"
+					  : "update",
+			     files, files == 1 ? "" : "s", names.data) < 0)
 			out = NULL;
 	} else if (r == 0 && n) {
 		const cae_patch_command *c = cae_patch_get(p, 0);
-		int k = c->type == CAE_PATCH_SHELL_COMMAND
-			    ? asprintf(&out, "run %.200s", c->target)
+		int k = c->type == CAE_PATCH_SHELL_COMMAND ? asprintf(&out, "run %.200s", c->target)
 			: c->type == CAE_PATCH_GIT_OPERATION
 			    ? asprintf(&out, "git %s %.200s", cae_patch_action_name(c->action),
 				       c->target)

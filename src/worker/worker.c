@@ -117,8 +117,8 @@ static unsigned recover_snapshots(cae_backend *b, const char *task_uuid, const c
 	int r = 0;
 	if (info->host_path)
 		r = cae_worker_recover_snapshots(info->host_path, &restored, &e);
-	wk_exec_ctx ctx = {.backend = b, .task_uuid = task_uuid, .timeout_ms = 600000,
-			   .cancel_fd = -1};
+	wk_exec_ctx ctx = {
+	    .backend = b, .task_uuid = task_uuid, .timeout_ms = 600000, .cancel_fd = -1};
 	if (r == 0 && info->workspace_path)
 		r = cae__wk_snapshot_recover_env(&ctx, info->workspace_path, &restored, &e);
 	if (r < 0)
@@ -126,10 +126,10 @@ static unsigned recover_snapshots(cae_backend *b, const char *task_uuid, const c
 			       json_pack("{s:s, s:s}", "task_uuid", task_uuid, "error", e.message),
 			       "a patch killed half-way could not be rolled back yet");
 	else if (restored)
-		cae_log_fields(log, CAE_LOG_WARN, "worker.snapshot_restored",
-			       json_pack("{s:s, s:i}", "task_uuid", task_uuid, "snapshots",
-					 (int)restored),
-			       "a patch killed half-way was rolled back");
+		cae_log_fields(
+		    log, CAE_LOG_WARN, "worker.snapshot_restored",
+		    json_pack("{s:s, s:i}", "task_uuid", task_uuid, "snapshots", (int)restored),
+		    "a patch killed half-way was rolled back");
 	return restored;
 }
 
@@ -178,8 +178,7 @@ static int execute(wk_state *st, json_t *out, cae_error *err)
 	}
 	if (restore_failed) {
 		/* what it protects is half applied: kept, armed, for the next patch or gc */
-		json_object_set_new(out, "snapshot_kept",
-				    json_string(cae__wk_snapshot_dir(snap)));
+		json_object_set_new(out, "snapshot_kept", json_string(cae__wk_snapshot_dir(snap)));
 		cae__wk_snapshot_keep(snap);
 	} else {
 		cae__wk_snapshot_free(snap);

@@ -857,18 +857,20 @@ START_TEST(push_on_demand)
 	prepare_ok(b, &t, NULL, NULL, &info);
 	char script[2048];
 	size_t half = strlen(git_token) / 2;
-	snprintf(script, sizeof(script),
-		 "set -e; echo change >> a.txt; git commit -qam change; "
-		 "[ \"$(git log -1 --format='%%an <%%ae>')\" = 'Coding Agent <coding-agent@localhost>' ] "
-		 "|| { echo no identity; exit 9; }; "
-		 "! git config --local --get-regexp '^user[.]' || { echo in the project; exit 8; }; "
-		 "git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
-		 "a='%.*s'; b='%s'; "
-		 "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
-		 "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
-		 "2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /dev/fd/3 3<<EOF || true\n"
-		 "$a$b\nEOF\n",
-		 uuid, (int)half, git_token, git_token + half);
+	snprintf(
+	    script, sizeof(script),
+	    "set -e; echo change >> a.txt; git commit -qam change; "
+	    "[ \"$(git log -1 --format='%%an <%%ae>')\" = 'Coding Agent <coding-agent@localhost>' "
+	    "] "
+	    "|| { echo no identity; exit 9; }; "
+	    "! git config --local --get-regexp '^user[.]' || { echo in the project; exit 8; }; "
+	    "git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
+	    "a='%.*s'; b='%s'; "
+	    "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
+	    "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
+	    "2>/dev/null | tr '\\0' '\\n' | grep -c -F -f /dev/fd/3 3<<EOF || true\n"
+	    "$a$b\nEOF\n",
+	    uuid, (int)half, git_token, git_token + half);
 	cae_run_result r = sh(b, uuid, script);
 	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "pushed\n0\n") == 0, "%d: %s%s",
 		      r.exit_code, r.out, r.err);
@@ -879,7 +881,8 @@ START_TEST(push_on_demand)
 	r = sh(b, uuid,
 	       "git config --global user.name 'Agent Own' && git commit -q --allow-empty -m own "
 	       "&& git log -1 --format='%an <%ae>'");
-	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "Agent Own <coding-agent@localhost>\n") == 0,
+	ck_assert_msg(r.exit_code == 0 &&
+			  strcmp(r.out, "Agent Own <coding-agent@localhost>\n") == 0,
 		      "%d: %s%s", r.exit_code, r.out, r.err);
 	cae_run_result_clear(&r);
 	/* another host gets nothing, even asked directly */

@@ -158,7 +158,7 @@ START_TEST(prepare_exec_cleanup_across_processes)
 }
 END_TEST
 
-/* cae edit (SPEC §9): the text editor tool from the command line, its arguments as flags or
+/* cae edit: the text editor tool from the command line, its arguments as flags or
  * JSON, the tool's result; a refusal is exit 1 with the editor's message, a bad call exit 2. */
 START_TEST(edit_commands)
 {
@@ -204,8 +204,8 @@ START_TEST(edit_commands)
 	/* the undo history is the process's: an earlier invocation's edit is not undone ... */
 	o = cae("edit", "--uuid", "cli-edit", "undo_edit", "notes.txt", NULL);
 	ck_assert_int_eq(o.status, 1);
-	ck_assert_ptr_nonnull(strstr(json_string_value(json_object_get(o.json, "output")),
-				     "No edit history"));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(o.json, "output")), "No edit history"));
 	out_clear(&o);
 	/* ... and an array of calls runs in one session, where undo_edit works */
 	o = cae("edit", "--uuid", "cli-edit", "--json",
@@ -383,16 +383,18 @@ START_TEST(mcp_large_requests)
 			"\"name\":\"t\",\"version\":\"1\"}}}\n"
 			"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
 		/* the editor's maximum file: 10 MiB */
-		put_str(&b, &len, &cap,
-			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
-			"\"text_editor\",\"arguments\":{\"command\":\"create\",\"path\":\"big.txt\","
-			"\"file_text\":\"");
+		put_str(
+		    &b, &len, &cap,
+		    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"text_editor\",\"arguments\":{\"command\":\"create\",\"path\":\"big.txt\","
+		    "\"file_text\":\"");
 		put_fill(&b, &len, &cap, 'a', ((size_t)10 << 20) - 1);
 		put_str(&b, &len, &cap, "\\n\"}}}\n");
 		/* a patch of three 9 MiB files (27 MiB), as an array of commands */
-		put_str(&b, &len, &cap,
-			"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
-			"\"apply_patch\",\"arguments\":{\"patch\":[");
+		put_str(
+		    &b, &len, &cap,
+		    "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":"
+		    "\"apply_patch\",\"arguments\":{\"patch\":[");
 		for (int i = 0; i < 3; i++) {
 			char head[200];
 			snprintf(head, sizeof(head),
@@ -460,8 +462,8 @@ START_TEST(mcp_large_requests)
 		json_t *id = json_object_get(m, "id");
 		json_t *res = json_object_get(m, "result");
 		if (json_is_integer(id) && json_integer_value(id) == 2) {
-			ck_assert_msg(res && !json_is_true(json_object_get(res, "isError")), "%.300s",
-				      line);
+			ck_assert_msg(res && !json_is_true(json_object_get(res, "isError")),
+				      "%.300s", line);
 			seen[0] = true;
 		} else if (json_is_integer(id) && json_integer_value(id) == 3) {
 			json_t *sc = json_object_get(res, "structuredContent");

@@ -1,4 +1,4 @@
-// The GitHub/GitLab MCP tool exclusion (seed 004 §5) against the real servers: the reference
+// The GitHub/GitLab MCP tool exclusion (with the text editor on, those servers are not offered) against the real servers: the reference
 // GitHub and GitLab MCP servers from the npm registry (pinned in package.json) are started
 // with the official SDK client, their tools/list is passed through `cae tools --filter`, and
 // with the text editor on every tool that reads or writes the repository's files must be gone

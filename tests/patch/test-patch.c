@@ -186,7 +186,7 @@ START_TEST(seed_parse_json_bad)
 	/* truncated JSON: the end is named */
 	parse_err("[{\"type\": \"shell_command\", \"action\": \"run\", \"target\": \"ls", &err);
 	ck_assert_msg(strstr(err.message, "invalid JSON at line 1"), "%s", err.message);
-	/* an unknown or missing type or action is not a parse error (seed 002): that command
+	/* an unknown or missing type or action is not a parse error: that command
 	 * is kept as invalid, with its message naming the index, and fails in its turn */
 	const struct {
 		const char *json, *want;
@@ -590,16 +590,18 @@ START_TEST(apply_failure_names_the_differing_line)
 	cae_error err = {0};
 	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
 			 -EINVAL);
-	ck_assert_str_eq(err.message,
-			 "hunk 1 of a did not apply: context not found in the file; closest at "
-			 "line 1, where line 2 of the file is \"two\" and the hunk expects \"TWO\"");
+	ck_assert_str_eq(
+	    err.message,
+	    "hunk 1 of a did not apply: context not found in the file; closest at "
+	    "line 1, where line 2 of the file is \"two\" and the hunk expects \"TWO\"");
 	cae_patch_free(p);
 	p = parse_ok("--- a/a\n+++ b/a\n@@ -3,3 +3,3 @@\n three\n four\n-FIVE\n+5\n");
 	ck_assert_int_eq(cae_patch_apply_hunks(old, strlen(old), first_op(p), &out, &n, &err),
 			 -EINVAL);
-	ck_assert_str_eq(err.message,
-			 "hunk 1 of a did not apply: context not found near line 3; closest at "
-			 "line 3, where line 5 of the file is \"five\" and the hunk expects \"FIVE\"");
+	ck_assert_str_eq(
+	    err.message,
+	    "hunk 1 of a did not apply: context not found near line 3; closest at "
+	    "line 3, where line 5 of the file is \"five\" and the hunk expects \"FIVE\"");
 	cae_patch_free(p);
 	/* past the end of the file */
 	p = parse_ok("--- a/a\n+++ b/a\n@@ -4,3 +4,3 @@\n four\n five\n-six\n+6\n");

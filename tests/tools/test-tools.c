@@ -269,8 +269,8 @@ START_TEST(output_kept_whole_past_nul_bytes)
 	ck_assert_mem_eq(S(r, "stderr"), "x\0y", 3);
 	json_decref(r);
 	/* exec_command, and its character cut counts a NUL as a character */
-	r = call(s, "exec_command",
-		 "{\"cwd\": \".\", \"command\": [\"printf 'a\\\\0b\\\\0c'\"]}", &e);
+	r = call(s, "exec_command", "{\"cwd\": \".\", \"command\": [\"printf 'a\\\\0b\\\\0c'\"]}",
+		 &e);
 	ck_assert(!e);
 	ck_assert_uint_eq(json_string_length(json_object_get(r, "stdout")), 5);
 	ck_assert_mem_eq(S(r, "stdout"), "a\0b\0c", 5);

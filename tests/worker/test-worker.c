@@ -537,7 +537,7 @@ START_TEST(parse_json_bad)
 }
 END_TEST
 
-/* Seed 002: a JSON command of an unknown type or action fails that command with its error;
+/* A JSON command of an unknown type or action fails that command with its error;
  * in continue mode the others run, with stop_on_error the patch stops there, and a dry run
  * says it would fail. */
 START_TEST(unknown_command_fails_alone)
@@ -556,8 +556,8 @@ START_TEST(unknown_command_fails_alone)
 	o.fs = fs_mode(&f);
 	json_t *res = NULL;
 	cae_error err = {0};
-	ck_assert_msg(cae_worker_run_text(f.b, f.uuid, text, strlen(text), &o, f.log, &res,
-					  &err) == 0,
+	ck_assert_msg(cae_worker_run_text(f.b, f.uuid, text, strlen(text), &o, f.log, &res, &err) ==
+			  0,
 		      "%s", err.message);
 	ck_assert(!json_is_true(json_object_get(res, "success")));
 	ck_assert_int_eq(json_integer_value(json_object_get(res, "executed_cmds")), 2);
@@ -1007,7 +1007,8 @@ START_TEST(commit_subjects)
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		cae_patch *p = NULL;
 		cae_error err = {0};
-		ck_assert_msg(cae_patch_parse(cases[i].patch, strlen(cases[i].patch), &p, &err) == 0,
+		ck_assert_msg(cae_patch_parse(cases[i].patch, strlen(cases[i].patch), &p, &err) ==
+				  0,
 			      "case %zu: %s", i, err.message);
 		char *got = cae_worker_commit_subject(cases[i].patch, p);
 		ck_assert_msg(got && strcmp(got, cases[i].want) == 0, "case %zu: got \"%s\"", i,
@@ -2078,7 +2079,7 @@ START_TEST(session_tool)
 	ck_assert(res.is_error);
 	assert_contains(res.text, "INVALID_ARGUMENT: patch parse error");
 	cae_tool_result_clear(&res);
-	/* an unknown type is that command's failure (seed 002), not the patch's */
+	/* an unknown type is that command's failure, not the patch's */
 	res = call(s, json_pack("{s:[{s:s}]}", "patch", "type", "bogus"));
 	ck_assert(!json_is_true(json_object_get(res.structured, "success")));
 	assert_contains(res.text, "unknown type \"bogus\"");
@@ -2523,7 +2524,8 @@ static void kill_mixed_patch(fx *f, const char *text)
 		_exit(mixed_job_run(&j));
 	while (!exists(f, "started-marker")) {
 		int st;
-		ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0, "the patch ended before its command");
+		ck_assert_msg(waitpid(pid, &st, WNOHANG) == 0,
+			      "the patch ended before its command");
 		usleep(20 * 1000);
 	}
 	ck_assert_int_eq(kill(pid, SIGKILL), 0);
@@ -2548,7 +2550,8 @@ START_TEST(killed_rollback_patch_is_rolled_back_later)
 	const char *text =
 	    "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":\"mixed-a.txt\","
 	    "\"content\":\"a\\n\"},{\"type\":\"file_edit\",\"action\":\"update\",\"target\":"
-	    "\"kept.txt\",\"content\":\"changed\\n\"},{\"type\":\"shell_command\",\"action\":\"run\","
+	    "\"kept.txt\",\"content\":\"changed\\n\"},{\"type\":\"shell_command\",\"action\":"
+	    "\"run\","
 	    "\"target\":\"touch started-marker && sleep 600\"},{\"type\":\"file_edit\",\"action\":"
 	    "\"create\",\"target\":\"mixed-b.txt\",\"content\":\"b\\n\"}]";
 	/* 1. the next patch restores first, then applies */
@@ -2556,8 +2559,9 @@ START_TEST(killed_rollback_patch_is_rolled_back_later)
 	cae_worker_options o;
 	cae_worker_options_init(&o);
 	o.fs = fs_mode(&f);
-	json_t *res = run(&f, "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":"
-			      "\"after.txt\",\"content\":\"x\\n\"}]",
+	json_t *res = run(&f,
+			  "[{\"type\":\"file_edit\",\"action\":\"create\",\"target\":"
+			  "\"after.txt\",\"content\":\"x\\n\"}]",
 			  &o);
 	ck_assert(rb(res, "success"));
 	ck_assert_int_eq(json_integer_value(json_object_get(res, "snapshots_restored")), 1);
