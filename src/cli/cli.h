@@ -78,6 +78,12 @@ void cae_cli_log_free(void);
 json_t *cae_cli_read_json(const char *path, cae_error *err);
 /* Pretty-prints JSON on stdout. */
 void cae_cli_print_json(json_t *j);
+/* Prints text (NULL: nothing) on stdout, ending with a newline. */
+void cae_cli_print_text(const char *text);
+/* Makes the session's current environment a workspace used as is (workspace, local backend)
+ * or the environment cae_cli_pick_uuid picks from uuid (*id new); prints why and returns < 0
+ * when neither can be. */
+int cae_cli_use_environment(cae_session *s, const char *uuid, const char *workspace, char **id);
 
 /* Task options shared by prepare and run. */
 enum {

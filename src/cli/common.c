@@ -147,3 +147,31 @@ int cae_cli_pick_uuid(cae_session *s, const char *given, const char *hint, char 
 	json_decref(list);
 	return *out ? 0 : -ENOMEM;
 }
+
+void cae_cli_print_text(const char *text)
+{
+	fputs(text ? text : "", stdout);
+	if (text && *text && text[strlen(text) - 1] != '\n')
+		fputc('\n', stdout);
+	fflush(stdout);
+}
+
+int cae_cli_use_environment(cae_session *s, const char *uuid, const char *workspace, char **id)
+{
+	cae_error err;
+	cae_error_clear(&err);
+	if (workspace) {
+		if (cae_session_use_workspace(s, workspace, &err) < 0) {
+			fprintf(stderr, "cae: %s\n", err.message);
+			return -1;
+		}
+		return 0;
+	}
+	if (cae_cli_pick_uuid(s, uuid, "give --uuid UUID or --workspace DIR", id) < 0)
+		return -1;
+	if (cae_session_set_current(s, *id, &err) < 0) {
+		fprintf(stderr, "cae: %s\n", err.message);
+		return -1;
+	}
+	return 0;
+}

@@ -116,19 +116,8 @@ int cae_cli_patch(int argc, char **argv)
 	cae_error err;
 	cae_error_clear(&err);
 	_cleanup_free_ char *id = NULL;
-	if (workspace) {
-		if (cae_session_use_workspace(s, workspace, &err) < 0) {
-			fprintf(stderr, "cae: %s\n", err.message);
-			goto out;
-		}
-	} else {
-		if (cae_cli_pick_uuid(s, uuid, "give --uuid UUID or --workspace DIR", &id) < 0)
-			goto out;
-		if (cae_session_set_current(s, id, &err) < 0) {
-			fprintf(stderr, "cae: %s\n", err.message);
-			goto out;
-		}
-	}
+	if (cae_cli_use_environment(s, uuid, workspace, &id) < 0)
+		goto out;
 	json_t *args = json_pack("{s:s%}", "patch", text, len);
 	if (!args) {
 		fprintf(stderr, "cae: the patch is not valid UTF-8 text\n");
@@ -151,10 +140,7 @@ int cae_cli_patch(int argc, char **argv)
 		goto out;
 	}
 	if (strcmp(format, "text") == 0) {
-		fputs(res.text ? res.text : "", stdout);
-		if (res.text && *res.text && res.text[strlen(res.text) - 1] != '\n')
-			fputc('\n', stdout);
-		fflush(stdout);
+		cae_cli_print_text(res.text);
 	} else {
 		cae_cli_print_json(res.structured);
 	}

@@ -46,6 +46,17 @@ static void id_value_put(idscan *s, char c)
 	s->val_len++; /* past ID_MAX: too long, dropped at the end */
 }
 
+/* The value after the key "id" begins with c (a quote, a digit, ...): captured unless an id
+ * was found already (the first one counts). */
+static void id_value_start(idscan *s, char c)
+{
+	s->after_id_key = false;
+	s->in_value = !s->found;
+	s->val_len = 0;
+	if (s->in_value)
+		id_value_put(s, c);
+}
+
 static void scan_feed(idscan *s, const char *p, size_t n)
 {
 	for (size_t i = 0; i < n && !s->bad; i++) {
@@ -96,11 +107,7 @@ static void scan_feed(idscan *s, const char *p, size_t n)
 				s->key_len = 0;
 				s->key_ok = true;
 			} else if (s->depth == 1 && s->after_id_key) {
-				s->after_id_key = false;
-				s->in_value = !s->found;
-				s->val_len = 0;
-				if (s->in_value)
-					id_value_put(s, c);
+				id_value_start(s, c);
 			}
 			break;
 		case ':':
@@ -129,11 +136,7 @@ static void scan_feed(idscan *s, const char *p, size_t n)
 			if (s->depth == 0) {
 				s->bad = true;
 			} else if (s->depth == 1 && s->after_id_key) {
-				s->after_id_key = false;
-				s->in_value = !s->found;
-				s->val_len = 0;
-				if (s->in_value)
-					id_value_put(s, c);
+				id_value_start(s, c);
 			}
 		}
 	}

@@ -120,17 +120,22 @@ static int set_git_args(cae_patch_command *c, size_t index, cae_error *err)
 	return 0;
 }
 
-/* A command of an unknown or missing type or action (the worker's rule: "unknown command type" is
- * that command's error when it is executed): kept, with its target and content as given, so
- * that it fails in its turn and, in continue mode, the others run. */
+/* "target" and "content" of command o, as get_string takes them. */
+static int get_target_content(const json_t *o, size_t index, const char **target, size_t *tlen,
+			      const char **content, size_t *clen, cae_error *err)
+{
+	int r = get_string(o, "target", index, target, tlen, err);
+	return r < 0 ? r : get_string(o, "content", index, content, clen, err);
+}
+
+/* A command of an unknown or missing type or action ("unknown command type" is that
+ * command's error when it is executed, the worker's rule): kept, with its target and content as
+ * given, so that it fails in its turn and, in continue mode, the others run. */
 static int add_invalid(cae_patch *p, const json_t *o, size_t index, const char *why, cae_error *err)
 {
 	const char *target, *content;
 	size_t tlen, clen;
-	int r = get_string(o, "target", index, &target, &tlen, err);
-	if (r < 0)
-		return r;
-	r = get_string(o, "content", index, &content, &clen, err);
+	int r = get_target_content(o, index, &target, &tlen, &content, &clen, err);
 	if (r < 0)
 		return r;
 	cae_patch_command *c;
@@ -213,10 +218,7 @@ static int parse_one(cae_patch *p, const json_t *o, size_t index, cae_error *err
 
 	const char *target, *content;
 	size_t tlen, clen;
-	int r = get_string(o, "target", index, &target, &tlen, err);
-	if (r < 0)
-		return r;
-	r = get_string(o, "content", index, &content, &clen, err);
+	int r = get_target_content(o, index, &target, &tlen, &content, &clen, err);
 	if (r < 0)
 		return r;
 	if (memchr(target, '\0', tlen))
