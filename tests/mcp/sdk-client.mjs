@@ -291,9 +291,10 @@ async function prompts() {
   }
 }
 
-// The binary itself, without the SDK: garbage, truncated, oversized (5 MiB, over the 4 MiB
-// bound) and deeply nested messages get JSON-RPC errors and the server keeps serving; every
-// byte on stdout is a protocol message.
+// The binary itself, without the SDK: garbage, truncated, oversized (97 MiB, over the 96 MiB
+// bound: its error carries its id) and deeply nested messages get JSON-RPC errors, a 5 MiB
+// request is served, and the server keeps serving; every byte on stdout is a protocol
+// message.
 async function raw() {
   const { spawn } = await import("node:child_process");
   const child = spawn(cae, ["mcp", "--workspace", ws, "--backend", "local", "--state-dir", state], {
@@ -308,6 +309,7 @@ async function raw() {
     "this is not json",
     '{"jsonrpc":"2.0","id":2,"method":"tools/li',
     '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"pad":"' + "x".repeat(5 << 20) + '"}}',
+    '{"jsonrpc":"2.0","id":7,"method":"ping","params":{"pad":"' + "x".repeat(97 << 20) + '"}}',
     "[".repeat(10000) + "]".repeat(10000),
     '{"jsonrpc":"1.0","id":4,"method":"ping"}',
     '{"jsonrpc":"2.0","id":5,"method":"no/such/method"}',
@@ -328,8 +330,10 @@ async function raw() {
   }
   check(allJson && msgs.every((m) => m.jsonrpc === "2.0"), "raw: stdout carries only JSON-RPC messages", out.slice(0, 300));
   const codes = msgs.map((m) => (m.error ? m.error.code : "ok"));
-  check(JSON.stringify(codes) === JSON.stringify(["ok", -32700, -32700, -32600, -32600, -32600, -32601, "ok"]),
-    "raw: errors for garbage, truncated, oversized, nested, bad version, unknown method; still serving", codes);
+  check(JSON.stringify(codes) === JSON.stringify(["ok", -32700, -32700, "ok", -32600, -32600, -32600, -32601, "ok"]),
+    "raw: errors for garbage, truncated, oversized, nested, bad version, unknown method; a 5 MiB request served; still serving", codes);
+  check(msgs[3]?.id === 3 && msgs[4]?.id === 7, "raw: the 5 MiB ping is answered, the 97 MiB one's error carries its id",
+    msgs.slice(3, 5).map((m) => ({ id: m.id, error: m.error?.code })));
   check(msgs.at(-1)?.id === 6, "raw: the last ping is answered", msgs.at(-1));
 }
 

@@ -931,7 +931,8 @@ START_TEST(git_operations)
 	assert_contains(rs(result_at(res, 6), "error"), "no-such-branch");
 	char *s = sh(&f, "git log -1 --format='%%s|%%an' && git show --stat --format= HEAD | "
 			 "grep -c new.txt && git status --porcelain && git branch --show-current");
-	ck_assert_str_eq(s, "Add new.txt|cae-worker\n1\nfeature\n");
+	/* the environment's identity (command_executor.git) */
+	ck_assert_str_eq(s, "Add new.txt|Coding Agent\n1\nfeature\n");
 	free(s);
 	json_decref(res);
 	fx_free(&f);
