@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
-FUZZ_SECONDS=${FUZZ_SECONDS:-20}
+FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 status=0
 logs=()
 
