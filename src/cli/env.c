@@ -301,9 +301,14 @@ int cae_cli_cleanup(int argc, char **argv)
 		return 1;
 	cae_error err;
 	cae_error_clear(&err);
+	cae_env_info old;
+	bool existed = cae_backend_info(cae_session_backend(s), uuid, &old, NULL) == 0;
+	if (existed)
+		cae_env_info_clear(&old);
 	int r = cae_backend_cleanup(cae_session_backend(s), uuid, &err);
 	if (r == 0) {
-		json_t *j = json_pack("{s:s, s:b}", "task_uuid", uuid, "removed", 1);
+		/* a task already removed is no error, and says it removed nothing */
+		json_t *j = json_pack("{s:s, s:b}", "task_uuid", uuid, "removed", existed);
 		cae_cli_print_json(j);
 		json_decref(j);
 	} else {

@@ -146,9 +146,11 @@ int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, ca
 	}
 	cae_error cause;
 	cae_error_clear(&cause);
+	/* a task already removed (or never prepared) is no error, and says it removed nothing */
+	bool existed = cae__session_env_exists(env->session, target);
 	int r = cae_session_cleanup(env->session, target, &cause);
 	if (r < 0)
 		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
-	return cae__tool_finish(res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", 1),
-				false, err);
+	return cae__tool_finish(
+	    res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", existed), false, err);
 }

@@ -148,6 +148,12 @@ START_TEST(prepare_exec_cleanup_across_processes)
 	out_clear(&o);
 	o = cae("cleanup", "cli-1", NULL);
 	ck_assert_int_eq(o.status, 0);
+	ck_assert(json_is_true(json_object_get(o.json, "removed")));
+	out_clear(&o);
+	/* again: nothing to remove, no error, and it says so */
+	o = cae("cleanup", "cli-1", NULL);
+	ck_assert_int_eq(o.status, 0);
+	ck_assert(json_is_false(json_object_get(o.json, "removed")));
 	out_clear(&o);
 	o = cae("env", "list", NULL);
 	ck_assert_uint_eq(json_array_size(o.json), 0);

@@ -1637,6 +1637,7 @@ START_TEST(process_session_ends_with_its_environment)
 	json_decref(r);
 	r = call(s, "environment_cleanup", "{}", &e);
 	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert(B(r, "removed"));
 	json_decref(r);
 	ck_assert(!host_process_with("603.25"));
 	r = pcall(s, "process_read", &e, "{s:s}", "session_id", "p1");
