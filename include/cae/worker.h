@@ -40,8 +40,9 @@
  *     and only then is the snapshot removed ("snapshots_restored" in the next result). When
  *     a rollback itself fails, the snapshot is kept ("snapshot_kept") for them.
  *  6. auto_commit: after a run in which at least one command succeeded (and nothing was
- *     rolled back): `git add -A`, then `git commit -m "<prefix> <first line of the patch,
- *     cut at 80 characters>"` (an identity is given with -c when the repository has none);
+ *     rolled back): `git add -A`, then `git commit -m "<prefix> <subject>"`, the subject
+ *     being cae_worker_commit_subject's, cut at 80 characters (an identity is given with
+ *     -c when neither the repository nor the environment has one);
  *     "nothing to commit" is not an error. The commit hash goes into `git_commit`.
  *
  * The result (new JSON object):

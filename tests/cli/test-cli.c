@@ -330,6 +330,28 @@ END_TEST
 /* `cae mcp` over real pipes: the protocol on stdout only, and --editor-compat giving the npm
  * mcp-server-text-editor result shape. The client closes its end once it has its answers
  * (end of input cancels calls still running). */
+/* Starts `cae mcp --workspace ws [flag]` over the test's state directory, its stderr
+ * dropped: in[1] writes its input, outp[0] reads its output (the other ends are closed). */
+static pid_t start_mcp(const char *ws, const char *flag, int in[2], int outp[2])
+{
+	setenv("CAE_STATE_DIR", state, 1);
+	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(outp[1], 1);
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(cae_path, cae_path, "mcp", "--workspace", ws, flag, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(outp[1]);
+	return pid;
+}
+
 /* Appends to b (grown with realloc) n bytes of c. */
 static void put_fill(char **b, size_t *len, size_t *cap, char c, size_t n)
 {
@@ -356,22 +378,8 @@ static void put_str(char **b, size_t *len, size_t *cap, const char *s)
 START_TEST(mcp_large_requests)
 {
 	_cleanup_free_ char *ws = tu_mkdtemp();
-	setenv("CAE_STATE_DIR", state, 1);
 	int in[2], outp[2];
-	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(in[0], 0);
-		dup2(outp[1], 1);
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 2);
-		execl(cae_path, cae_path, "mcp", "--workspace", ws, (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(outp[1]);
+	pid_t pid = start_mcp(ws, NULL, in, outp);
 	/* The writer keeps the server's input open until every answer came (done closed):
 	 * the end of input would cancel calls still running. */
 	int done[2];
@@ -513,23 +521,8 @@ START_TEST(mcp_editor_compat)
 	    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
 	    "\"text_editor\",\"arguments\":{\"command\":\"view\",\"path\":\"a.txt\","
 	    "\"description\":\"look\"}}}\n";
-	setenv("CAE_STATE_DIR", state, 1);
 	int in[2], outp[2];
-	ck_assert_int_eq(pipe2(in, O_CLOEXEC), 0);
-	ck_assert_int_eq(pipe2(outp, O_CLOEXEC), 0);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		dup2(in[0], 0);
-		dup2(outp[1], 1);
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 2);
-		execl(cae_path, cae_path, "mcp", "--workspace", ws, "--editor-compat",
-		      (char *)NULL);
-		_exit(127);
-	}
-	close(in[0]);
-	close(outp[1]);
+	pid_t pid = start_mcp(ws, "--editor-compat", in, outp);
 	ck_assert_int_eq(write(in[1], input, strlen(input)), (ssize_t)strlen(input));
 	/* two answers, one line each, nothing else on stdout */
 	char buf[65536];

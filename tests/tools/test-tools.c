@@ -243,18 +243,7 @@ END_TEST
  * masked. */
 START_TEST(output_kept_whole_past_nul_bytes)
 {
-	setenv("GITHUB_PERSONAL_ACCESS_TOKEN", "ghp_nul_secret_value_9", 1);
-	state = tu_mkdtemp();
-	ws = tu_mkdtemp();
-	char yaml[1024];
-	snprintf(yaml, sizeof(yaml), "command_executor:\n  backend: local\n  state_dir: %s\n",
-		 state);
-	cae_config *cfg;
-	cae_error err;
-	ck_assert(cae_config_load_string(&cfg, yaml, strlen(yaml), "t.yaml", NULL, &err) == 0);
-	cae_session *s;
-	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
-	ck_assert_msg(cae_session_use_workspace(s, ws, &err) == 0, "%s", err.message);
+	cae_session *s = open_session("github:\n  token: ghp_nul_secret_value_9\n");
 	bool e;
 	json_t *r = call(s, "command-executor_execute_command",
 			 "{\"command\": \"printf 'a\\\\0b\\\\0hidden ghp_nul_secret_value_9'; "
@@ -285,7 +274,6 @@ START_TEST(output_kept_whole_past_nul_bytes)
 	ck_assert(B(r, "stdout_truncated"));
 	json_decref(r);
 	close_session(s);
-	unsetenv("GITHUB_PERSONAL_ACCESS_TOKEN");
 }
 END_TEST
 
