@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <ftw.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/fs.h"
@@ -43,11 +45,23 @@ static inline void tu_add_test(TCase *tc, const TTest *tf, int signal, int allow
 /* As root, a local environment's workspace is a file system of its own mounted in the host's
  * mount namespace (src/backend/diskfs.h): what a test leaves prepared would stay mounted,
  * with its loop device, after the test. When the process that made temporary directories
- * exits, every mount below them is detached (its loop device then frees itself). */
-#define TU_TEMPS 64
+ * exits, every mount below them is detached (its loop device then frees itself), and then
+ * the directories are removed: a test leaves nothing in /tmp. */
+#define TU_TEMPS 512
 static char tu_temps[TU_TEMPS][4096];
 static int tu_n_temps;
 static pid_t tu_temps_pid;
+
+static inline int tu_remove_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)ftw;
+	if (flag == FTW_DP)
+		(void)rmdir(path);
+	else
+		(void)unlink(path);
+	return 0;
+}
 
 static inline void tu_unmount_temps(void)
 {
@@ -70,8 +84,11 @@ static inline void tu_unmount_temps(void)
 		}
 		fclose(f);
 		if (!any)
-			return;
+			break;
 	}
+	/* never into a mount that could not be detached: it is not ours to empty */
+	for (int i = 0; i < tu_n_temps; i++)
+		(void)nftw(tu_temps[i], tu_remove_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
 /* Makes a fresh temporary directory; the caller frees the string. */

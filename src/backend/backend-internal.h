@@ -359,6 +359,10 @@ int cae__sandbox_holders(const char *workspace_root, char *text, size_t size);
 #define CAE_PREPARER_MAX 256
 void cae__preparer_label(char *out, size_t size);
 bool cae__preparer_alive(const char *label, int64_t created, int timeout_s);
+/* The same for a name (a temporary directory of a prepare): "<pid>.<start>" of this
+ * process, and whether the process a tag names still lives on this host. */
+void cae__preparer_tag(char *out, size_t size);
+bool cae__preparer_tag_alive(const char *tag);
 
 /* A counting semaphore across processes (src/backend/slots.c): n lock files in dir (made
  * when missing), each held by an flock that dies with its holder. Takes a free slot into

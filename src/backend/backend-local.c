@@ -54,6 +54,8 @@
 extern char **environ;
 
 #define META_MAX (1024 * 1024)
+/* <state_dir>/local/.creating.<pid>.<start>.<uuid>: an environment's directory being made */
+#define CREATING_PREFIX ".creating."
 
 /* The sandbox helper of one environment. */
 struct local_helper {
@@ -1335,6 +1337,57 @@ static bool workspace_idmap(cae_prepare *p, struct local_env *env, const char *r
 	return true;
 }
 
+/* The environment's directory with, from its first moment, a record of who makes it: it is
+ * made under a temporary name (CREATING_PREFIX, naming this process) with that record in it
+ * and then renamed into place, so that a prepare killed at any moment leaves an environment
+ * listed as failed and collected, or a temporary directory the stale cleanup removes once
+ * its process is gone: never a directory nobody lists. */
+static int make_task_dir(struct local_impl *li, cae_prepare *p, const char *dir,
+			 const char *workspace, const char *cid, const char *preparer,
+			 cae_error *err)
+{
+	int r = cae__mkdir_p(li->root, 0700);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot create the environment's directory: %s",
+				     strerror(-r));
+	char tag[64];
+	cae__preparer_tag(tag, sizeof(tag));
+	_cleanup_free_ char *tmp = NULL;
+	if (asprintf(&tmp, "%s/" CREATING_PREFIX "%s.%s", li->root, tag, p->task->uuid) < 0)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	(void)cae__rm_rf(tmp);
+	if (mkdir(tmp, 0700) < 0)
+		return cae_error_set(err, -errno, "cannot create the environment's directory: %s",
+				     strerror(errno));
+	json_t *stub =
+	    json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "container_id", cid,
+		      "task_uuid", p->task->uuid, "environment_name", p->environment,
+		      "workspace_path", workspace ? workspace : CAE_SANDBOX_ROOT "/project",
+		      "created_at", p->created_at, "status", "creating", "backend", "local",
+		      "preparer", preparer, "instance", p->b->instance);
+	_cleanup_free_ char *text = stub ? json_dumps(stub, JSON_INDENT(2) | JSON_SORT_KEYS) : NULL;
+	json_decref(stub);
+	_cleanup_free_ char *meta = cae__path_join(tmp, "meta.json");
+	r = text && meta ? cae__write_file_atomic(AT_FDCWD, meta, text, strlen(text), 0600, false)
+			 : -ENOMEM;
+	if (r == 0 && rename(tmp, dir) < 0) {
+		r = -errno;
+		/* what an older cae left (a directory without a record): the record goes in */
+		_cleanup_free_ char *in_place = cae__path_join(dir, "meta.json");
+		if ((r == -EEXIST || r == -ENOTEMPTY) && cae__is_dir(dir))
+			r = in_place ? cae__write_file_atomic(AT_FDCWD, in_place, text,
+							      strlen(text), 0600, false)
+				     : -ENOMEM;
+	}
+	if (r < 0) {
+		(void)cae__rm_rf(tmp);
+		return cae_error_set(err, r, "cannot create the environment's directory: %s",
+				     strerror(-r));
+	}
+	(void)cae__rm_rf(tmp);
+	return 0;
+}
+
 static int local_create(cae_prepare *p, cae_error *err)
 {
 	struct local_impl *li = impl_of(p->b);
@@ -1347,13 +1400,22 @@ static int local_create(cae_prepare *p, cae_error *err)
 	_cleanup_free_ char *tmp = wsroot ? cae__path_join(wsroot, "tmp") : NULL;
 	if (!tmp)
 		return cae_error_set(err, -ENOMEM, "out of memory");
+	char preparer[CAE_PREPARER_MAX];
+	cae__preparer_label(preparer, sizeof(preparer));
+	char cid[128];
+	snprintf(cid, sizeof(cid), "local-%s", p->task->uuid);
+	int r = make_task_dir(li, p, dir, workspace, cid, preparer, err);
+	if (r < 0)
+		return r;
 	json_t *disk = disk_plan(p, workspace != NULL);
 	bool loopfs =
 	    disk && strcmp(json_string_value(json_object_get(disk, "mechanism")), "loopfs") == 0;
-	int r = cae__mkdir_p(workspace ? dir : loopfs ? wsroot : tmp, 0700);
-	if (r < 0)
+	r = workspace ? 0 : cae__mkdir_p(loopfs ? wsroot : tmp, 0700);
+	if (r < 0) {
+		json_decref(disk);
 		return cae_error_set(err, r, "cannot create the environment's directory: %s",
 				     strerror(-r));
+	}
 	env->impl = li;
 	env->cfg = cfg;
 	env->task = p->task->uuid;
@@ -1399,10 +1461,6 @@ static int local_create(cae_prepare *p, cae_error *err)
 	lp->seen_project = inside_project(env);
 	if (!lp->seen_project)
 		return cae_error_set(err, -ENOMEM, "out of memory");
-	char preparer[CAE_PREPARER_MAX];
-	cae__preparer_label(preparer, sizeof(preparer));
-	char cid[128];
-	snprintf(cid, sizeof(cid), "local-%s", p->task->uuid);
 	lp->meta = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:i, s:i, s:s, s:o?}",
 	    "container_id", cid, "task_uuid", p->task->uuid, "environment_name", p->environment,
@@ -1810,12 +1868,47 @@ static bool cgroup_in_use(const char *name, void *ud)
 	return !dir || access(dir, F_OK) == 0;
 }
 
+/* The temporary directories of prepares killed before their environment's directory was in
+ * place (make_task_dir): removed once the process their name tags is gone. */
+static void sweep_creating(cae_backend *b, struct stale_ctx *s)
+{
+	struct local_impl *li = impl_of(b);
+	DIR *d = opendir(li->root);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (strncmp(de->d_name, CREATING_PREFIX, strlen(CREATING_PREFIX)) != 0 ||
+		    cae__preparer_tag_alive(de->d_name + strlen(CREATING_PREFIX)))
+			continue;
+		_cleanup_free_ char *dir = cae__path_join(li->root, de->d_name);
+		_cleanup_free_ char *meta = dir ? cae__path_join(dir, "meta.json") : NULL;
+		_cleanup_free_ char *text = NULL;
+		size_t len;
+		json_t *j = meta && cae__read_file(AT_FDCWD, meta, META_MAX, &text, &len) == 0
+				? json_loadb(text, len, 0, NULL)
+				: NULL;
+		/* another instance's, recorded as such, is left to it */
+		bool theirs =
+		    j && !cae__backend_sees(b, json_string_value(json_object_get(j, "instance")));
+		json_decref(j);
+		if (!dir || theirs)
+			continue;
+		if (cae__rm_rf(dir) == 0)
+			s->removed++;
+		else
+			s->failed++;
+	}
+	closedir(d);
+}
+
 static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			       void *filter_ud, int *removed, cae_error *err)
 {
 	struct stale_ctx s = {
 	    .filter = filter, .filter_ud = filter_ud, .cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
+	sweep_creating(b, &s);
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
 	*removed = s.removed;

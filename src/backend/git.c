@@ -319,8 +319,31 @@ static cae_git_ctx git_ctx_for(const cae_config *cfg, const cae_task *task, cae_
 	};
 }
 
+/* The remote's default branch (what its HEAD names), asked of origin from the clone in dest;
+ * NULL when the remote does not say. The caller frees it. */
+static char *remote_default_branch(const cae_git_ctx *g, const char *dest)
+{
+	const char *argv[] = {CAE_GIT_ARGV, "ls-remote", "--symref", UPLOAD_PACK,
+			      "origin",	    "HEAD",	 NULL};
+	cae_run_result res;
+	cae_error e;
+	if (cae__git_run(g, dest, argv, &res, &e) < 0)
+		return NULL;
+	char *name = NULL;
+	const char *p = res.exit_code == 0 ? strstr(res.out, "ref: refs/heads/") : NULL;
+	if (p) {
+		p += strlen("ref: refs/heads/");
+		size_t n = strcspn(p, "\t\n");
+		if (n > 0 && p[n] == '\t')
+			name = strndup(p, n);
+	}
+	cae_run_result_clear(&res);
+	return name;
+}
+
 /* The clone of task's repository from src into dest with g (the remote, or a mirror of
- * it): the clone, then for a pull request the target branch and the deepening. */
+ * it): the clone, then for a pull request the target branch (the remote's default branch
+ * when the task names none) and the deepening. */
 static int clone_from(const cae_git_ctx *g, const cae_config *cfg, cae_log *log,
 		      const cae_task *task, const char *src, const char *dest, cae_error *err)
 {
@@ -358,13 +381,30 @@ static int clone_from(const cae_git_ctx *g, const cae_config *cfg, cae_log *log,
 	if (r < 0)
 		return r;
 
-	if (pr && task->target_branch) {
+	_cleanup_free_ char *default_branch = NULL;
+	const char *target = task->target_branch;
+	if (pr && !target) {
+		/* git diff origin/<default>...HEAD works as with a target given, and
+		 * origin/HEAD names it */
+		default_branch = remote_default_branch(g, dest);
+		target = default_branch;
+		if (target) {
+			char ref[600];
+			snprintf(ref, sizeof(ref), "refs/remotes/origin/%s", target);
+			const char *set_head[] = {CAE_GIT_ARGV, "symbolic-ref",
+						  "refs/remotes/origin/HEAD", ref, NULL};
+			r = cae__git_step(g, dest, set_head, "git symbolic-ref origin/HEAD", err);
+			if (r < 0)
+				return r;
+		}
+	}
+	if (pr && target) {
 		char refspec[1024], srcspec[1024], mb_ref[600];
-		snprintf(refspec, sizeof(refspec), "+refs/heads/%s:refs/remotes/origin/%s",
-			 task->target_branch, task->target_branch);
+		snprintf(refspec, sizeof(refspec), "+refs/heads/%s:refs/remotes/origin/%s", target,
+			 target);
 		snprintf(srcspec, sizeof(srcspec), "+refs/heads/%s:refs/remotes/origin/%s",
 			 task->branch, task->branch);
-		snprintf(mb_ref, sizeof(mb_ref), "origin/%s", task->target_branch);
+		snprintf(mb_ref, sizeof(mb_ref), "origin/%s", target);
 		const char *fetch[] = {
 		    CAE_GIT_ARGV, "fetch", "--quiet", UPLOAD_PACK, shallow ? depth : "--no-tags",
 		    "origin",	  refspec, NULL};

@@ -68,3 +68,17 @@ bool cae__preparer_alive(const char *label, int64_t created, int timeout_s)
 		return start != 0 && process_start(pid) == start;
 	return created > 0 && (int64_t)time(NULL) - created < timeout_s;
 }
+
+void cae__preparer_tag(char *out, size_t size)
+{
+	snprintf(out, size, "%ld.%llu", (long)getpid(), process_start((long)getpid()));
+}
+
+bool cae__preparer_tag_alive(const char *tag)
+{
+	long pid;
+	unsigned long long start;
+	if (!tag || sscanf(tag, "%ld.%llu", &pid, &start) != 2 || pid <= 0 || start == 0)
+		return false;
+	return process_start(pid) == start;
+}

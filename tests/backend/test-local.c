@@ -17,6 +17,8 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <signal.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/wait.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -131,6 +133,20 @@ START_TEST(prepare_pull_request_diff_against_target)
 	ck_assert_uint_ge(json_array_size(info.warnings), 1);
 	ck_assert_ptr_nonnull(
 	    strstr(json_string_value(json_array_get(info.warnings, 0)), "python"));
+	cae_env_info_clear(&info);
+
+	/* no target given: the remote's default branch is fetched deep enough, and origin/HEAD
+	 * names it */
+	cae_task t2 = {
+	    .uuid = C("pr2"), .repo = repo, .kind = CAE_TASK_PULL_REQUEST, .branch = C("feature")};
+	ck_assert_msg(cae_backend_prepare(b, &t2, NULL, NULL, &info, &err) == 0, "%s", err.message);
+	r = run(b, "pr2",
+		"git rev-parse --abbrev-ref HEAD; "
+		"git diff --name-only origin/main...HEAD; "
+		"git rev-parse --abbrev-ref origin/HEAD; "
+		"git rev-parse --is-shallow-repository");
+	ck_assert_str_eq(r.out, "feature\nf.txt\norigin/main\ntrue\n");
+	cae_run_result_clear(&r);
 	cae_env_info_clear(&info);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -968,6 +984,96 @@ START_TEST(prepare_killed_is_never_ready)
 }
 END_TEST
 
+/* A prepare killed in its first moments (right after each change to the state directory:
+ * inotify tells the test when the prepare made one; then a few delays in, before any
+ * progress step) leaves nothing, or an environment listed as failed that the stale cleanup
+ * collects: never a directory nobody lists, nothing left after the cleanup. */
+START_TEST(prepare_killed_early_is_listed_and_collected)
+{
+	_cleanup_free_ char *repo = make_repo();
+	cae_config *cfg = config(NULL);
+	_cleanup_free_ char *root = NULL, *dir = NULL;
+	ck_assert_int_ge(asprintf(&root, "%s/local", state), 0);
+	ck_assert_int_ge(asprintf(&dir, "%s/early", root), 0);
+	cae_backend_free(backend(cfg)); /* the state directory and its sandbox /etc exist */
+	static const int delays_us[] = {0, 1000, 3000, 10000, 30000, 100000, 200000, 300000};
+	const int n_events = 2, n = n_events + (int)ARRAY_SIZE(delays_us);
+	for (int i = 0; i < n; i++) {
+		int ino = inotify_init1(IN_CLOEXEC);
+		ck_assert_int_ge(ino, 0);
+		ck_assert_int_ge(inotify_add_watch(ino, root, IN_CREATE | IN_MOVED_TO), 0);
+		int done[2];
+		ck_assert_int_eq(pipe2(done, O_CLOEXEC), 0);
+		pid_t pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			cae_backend *b = backend(cfg);
+			cae_task t = {.uuid = C("early"), .repo = repo};
+			cae_prepare_options o = {.cancel_fd = -1};
+			cae_env_info info;
+			cae_error err;
+			if (cae_backend_prepare(b, &t, NULL, &o, &info, &err) == 0)
+				cae_env_info_clear(&info);
+			(void)!write(done[1], "x", 1);
+			pause();
+			_exit(0);
+		}
+		close(done[1]);
+		if (i < n_events) {
+			/* killed right after the (i+1)th entry made in <state>/local (other than
+			 * the sandbox's /etc, made by the first prepare) */
+			int seen = 0;
+			while (seen <= i) {
+				struct pollfd pf[2] = {{.fd = ino, .events = POLLIN},
+						       {.fd = done[0], .events = POLLIN}};
+				ck_assert_int_gt(poll(pf, 2, -1), 0);
+				if (pf[1].revents)
+					break; /* the prepare made fewer: killed once done */
+				char buf[4096];
+				ssize_t k = read(ino, buf, sizeof(buf));
+				for (ssize_t off = 0; off < k;) {
+					const struct inotify_event *ev = (const void *)(buf + off);
+					seen += !ev->len || strcmp(ev->name, ".sandbox-etc") != 0;
+					off += (ssize_t)(sizeof(*ev) + ev->len);
+				}
+			}
+		} else {
+			usleep((useconds_t)delays_us[i - n_events]);
+		}
+		kill(pid, SIGKILL);
+		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+		close(done[0]);
+		close(ino);
+		cae_backend *b = backend(cfg);
+		cae_error err;
+		json_t *list;
+		ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+		bool listed = json_array_size(list) == 1;
+		const char *status =
+		    json_string_value(json_object_get(json_array_get(list, 0), "status"));
+		bool ready = listed && status && strcmp(status, "ready") == 0;
+		ck_assert_msg(listed || !cae__is_dir(dir), "kill %d: %s exists and is not listed",
+			      i, dir);
+		ck_assert_msg(!listed || ready || strcmp(status, "failed") == 0,
+			      "kill %d: listed as %s", i, status);
+		json_decref(list);
+		/* what failed is collected whatever its age; a prepare that finished is removed */
+		int removed = 0;
+		if (ready)
+			ck_assert_int_eq(cae_backend_cleanup(b, "early", &err), 0);
+		else
+			ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+		cae_backend_free(b);
+		while (waitpid(-1, NULL, WNOHANG) > 0)
+			;
+		/* nothing left: the environment's directory, a temporary one, a mount */
+		tu_sh("ls -A %s | grep -v '^.sandbox-etc$' | { ! grep .; }", root);
+		no_disk_left("early");
+	}
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* As root the workspace is a file system of its own (limits.disk.mechanism "loopfs"): a
  * cleanup killed at any moment (a few delays in, the work being a helper's stop, an unmount,
  * an unlink and a removal) leaves what the collector then removes, and nothing after it: no
@@ -1626,6 +1732,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, sandbox_helper_from_tmp);
 	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
 	tcase_add_test(tc, prepare_killed_is_never_ready);
+	tcase_add_test(tc, prepare_killed_early_is_listed_and_collected);
 	tcase_add_test(tc, cleanup_killed_leaves_no_disk);
 	tcase_add_test(tc, workspace_remounted_after_reboot);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
