@@ -16,11 +16,12 @@
 #
 # Podman reads a containers.conf of ours (CONTAINERS_CONF; the host's /etc/containers is not
 # touched), written at each `up`:
-#   - default_ulimits: Podman's defaults for a root container (nofile 1048576, nproc 4194304)
-#     exceed this host's hard limits, and runc then starts no container at all ("error
-#     setting rlimit type 7/6: operation not permitted"). Containers get the limits a Docker
-#     container gets here: the service's own (our hard limits; Podman lowers its own nproc
-#     to kernel.pid_max), soft = hard, as dockerd gives them.
+#   - default_ulimits: Podman's open-file limit for a root container (1048576) exceeds the
+#     hard limit of hosts like these (20000), and runc then starts no container at all
+#     ("error setting rlimit type 7: operation not permitted"); with nofile alone set, nproc
+#     becomes 1048576 and fails the same way (type 6: Podman lowers its own nproc to
+#     kernel.pid_max, 32768 here). Containers get the limits a Docker container gets: our
+#     hard limits (nproc at most kernel.pid_max), soft = hard, as dockerd gives them.
 #   - pids_limit = 0: no limit of Podman's own (its default is 2048; Docker has none), so
 #     cae's configured pids_limit is the only one.
 #   - network: netns = "none" (a container that names no network gets none, never a

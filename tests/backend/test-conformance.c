@@ -155,8 +155,9 @@ static cae_config *config(void)
 /* The backend a target tests ("docker-tcp" and "podman" are the docker backend). */
 static const char *backend_name(void)
 {
-	return strncmp(T->name, "docker", 6) == 0 || strcmp(T->name, "podman") == 0 ? "docker"
-										     : T->name;
+	if (strncmp(T->name, "docker", 6) == 0 || strcmp(T->name, "podman") == 0)
+		return "docker";
+	return T->name;
 }
 
 static cae_backend *backend(cae_config *cfg, cae_log *log)
