@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command (`make check`) after install-deps: every suite in the normal
 # build and in the ASan+UBSan build, the fuzz-corpus replays, a bounded run of every fuzz
-# target, and the engine-backed suites with a real Docker engine. Ends with one line
+# target, and the engine-backed suites with a real Docker engine (the docker conformance suite
+# also against Podman's Docker-compatible API, scripts/podman-env.sh). Ends with one line
 # "N passed, N failed" counted over every Check test and every other test program.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +23,17 @@ if [ -x scripts/docker-env.sh ]; then
     status=1
   fi
   export CAE_TEST_DOCKER=1
+fi
+# The docker backend against Podman's Docker-compatible API (conformance-podman): the
+# service on its own socket, the test image copied from the Docker engine (cached).
+if [ -x scripts/podman-env.sh ]; then
+  step "podman service and test image"
+  if scripts/podman-env.sh up; then
+    export CAE_TEST_PODMAN=1
+  else
+    echo "check: the Podman service could not be started (see above)" >&2
+    status=1
+  fi
 fi
 if [ -x scripts/npm-deps.sh ]; then
   step "npm test clients"

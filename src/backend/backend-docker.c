@@ -120,6 +120,20 @@ static bool ends_with(const char *s, const char *suffix)
 	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
+/* A container's labels and name, from either form: inspect's (Config.Labels, Name) or the
+ * list's (Labels, Names[0]). Podman's list also has "Config": null and "Name": "". */
+static json_t *labels_of(json_t *c)
+{
+	json_t *config = json_object_get(c, "Config");
+	return json_object_get(json_is_object(config) ? config : c, "Labels");
+}
+
+static const char *name_of(json_t *c)
+{
+	const char *n = json_string_value(json_object_get(c, "Name"));
+	return n && *n ? n : json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+}
+
 /* What a container (inspect or list form) is to us: a finished environment (its final
  * name), an unfinished one (the creating name), or none of ours; uuid gets the task's.
  * A container claimed from the warm pool has no task label (labels never change): its
@@ -128,13 +142,10 @@ static bool ends_with(const char *s, const char *suffix)
  * the pool made it (it was claimed younger than that age). */
 static cae_env_phase container_phase(const cae_backend *b, json_t *c, char uuid[UUID_BUF])
 {
-	json_t *config = json_object_get(c, "Config");
-	json_t *labels = json_object_get(config ? config : c, "Labels");
+	json_t *labels = labels_of(c);
 	const char *u = label(labels, LABEL_UUID);
 	const char *pool = label(labels, CAE_POOL_LABEL);
-	const char *n = json_string_value(json_object_get(c, "Name"));
-	if (!n)
-		n = json_string_value(json_array_get(json_object_get(c, "Names"), 0));
+	const char *n = name_of(c);
 	uuid[0] = '\0';
 	if (!n || (!u && !pool))
 		return CAE_ENV_NOT_OURS;
@@ -409,8 +420,7 @@ static void container_record(const cae_backend *b, json_t *c, cae_env_record *re
 	rec->phase = container_phase(b, c, rec->uuid);
 	if (rec->phase == CAE_ENV_NOT_OURS)
 		return;
-	json_t *config = json_object_get(c, "Config");
-	json_t *labels = json_object_get(config ? config : c, "Labels");
+	json_t *labels = labels_of(c);
 	const char *state =
 	    json_string_value(json_object_get(json_object_get(c, "State"), "Status"));
 	if (!state)

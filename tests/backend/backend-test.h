@@ -425,6 +425,26 @@ static inline TCase *bt_tcase(Suite *s, const char *name, int timeout_s, void (*
 	return tc;
 }
 
+/* ---- Podman ---- */
+
+/* Whether Podman's Docker-compatible API is there to test against (CAE_TEST_PODMAN=1, as
+ * make check sets after scripts/podman-env.sh up); says so when not. */
+static inline bool bt_podman_enabled(void)
+{
+	const char *on = getenv("CAE_TEST_PODMAN");
+	if (on && strcmp(on, "1") == 0)
+		return true;
+	fprintf(stderr, "CAE_TEST_PODMAN is not 1: no Podman service to test against (skipped)\n");
+	return false;
+}
+
+/* The endpoint of that service: CAE_PODMAN_HOST, or the socket of scripts/podman-env.sh. */
+static inline const char *bt_podman_host(void)
+{
+	const char *h = getenv("CAE_PODMAN_HOST");
+	return h && *h ? h : "unix:///run/cae-podman/podman.sock";
+}
+
 /* ---- the cluster ---- */
 
 /* Whether the cluster is there to test against (CAE_TEST_K8S=1); says so when not. */

@@ -1,6 +1,7 @@
 /* The backend conformance suite: every scenario a backend must pass, run against the backend
  * named by argv[1] ("local" or "docker"; meson runs it once for each). A new backend is
- * proven by adding its target below and passing (local, docker, docker-tcp, kubernetes). What
+ * proven by adding its target below and passing (local, docker, docker-tcp, podman,
+ * kubernetes). What
  * differs between backends is only how a test makes a config for it and how it destroys an
  * environment behind cae's back.
  *
@@ -118,6 +119,9 @@ static const struct target targets[] = {
     {"docker", docker_configure, docker_destroy},
     /* the docker backend through a tcp:// engine (a loopback relay to the real one) */
     {"docker-tcp", docker_configure, docker_destroy},
+    /* the docker backend against Podman's Docker-compatible API (CAE_TEST_PODMAN=1; the
+     * socket of scripts/podman-env.sh, or CAE_PODMAN_HOST) */
+    {"podman", docker_configure, docker_destroy},
     /* the kubernetes backend against the real cluster (CAE_TEST_K8S=1, its KUBECONFIG) */
     {"kubernetes", kubernetes_configure, kubernetes_destroy},
 };
@@ -148,10 +152,12 @@ static cae_config *config(void)
 	return cfg;
 }
 
-/* The backend a target tests ("docker-tcp" is the docker backend). */
+/* The backend a target tests ("docker-tcp" and "podman" are the docker backend). */
 static const char *backend_name(void)
 {
-	return strncmp(T->name, "docker", 6) == 0 ? "docker" : T->name;
+	if (strncmp(T->name, "docker", 6) == 0 || strcmp(T->name, "podman") == 0)
+		return "docker";
+	return T->name;
 }
 
 static cae_backend *backend(cae_config *cfg, cae_log *log)
@@ -1188,11 +1194,16 @@ int main(int argc, char **argv)
 		if (strcmp(argv[1], targets[i].name) == 0)
 			T = &targets[i];
 	if (!T) {
-		fprintf(stderr, "usage: %s local|docker|docker-tcp|kubernetes\n", argv[0]);
+		fprintf(stderr, "usage: %s local|docker|docker-tcp|podman|kubernetes\n", argv[0]);
 		return 2;
 	}
 	if (strcmp(T->name, "kubernetes") == 0 && !bt_k8s_enabled())
 		return 77;
+	if (strcmp(T->name, "podman") == 0) {
+		if (!bt_podman_enabled())
+			return 77;
+		setenv("DOCKER_HOST", bt_podman_host(), 1);
+	}
 	bt_init();
 	if (argc == 6 && strcmp(argv[2], "--hold") == 0)
 		return hold_main(argv[3], argv[4], argv[5]);
