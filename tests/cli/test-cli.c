@@ -84,7 +84,8 @@ START_TEST(help_everywhere)
 {
 	out o = cae("--help", NULL);
 	ck_assert_int_eq(o.status, 0);
-	const char *subs[] = {"env", "prepare", "exec", "cleanup", "gc", "run", "tools", "prompt"};
+	const char *subs[] = {"env", "prepare", "exec",	  "cleanup", "gc",
+			      "run", "tools",	"prompt", "doctor"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		ck_assert_msg(strstr(o.out, subs[i]), "--help does not list %s", subs[i]);
 		out h = cae(subs[i], "--help", NULL);
