@@ -9,7 +9,9 @@
 #   - the shared library exports only what include/cae/ declares (the library is built with
 #     hidden visibility and the public API marked CAE_EXPORT): no internal function, no
 #     cae__ name, nothing without the cae_ prefix;
-#   - every git argv in src/ starts with CAE_GIT_ARGV (base/gitsafe.h).
+#   - every git argv in src/ starts with CAE_GIT_ARGV (base/gitsafe.h);
+#   - docs/config.md is what the build's `cae config reference` prints (the reference is
+#     generated from the schema; checked with the library, when the build has a cae).
 # usage: scripts/lint.sh [--lib LIBRARY.so] [FILE...]
 #   default: every tracked file, and the build tree's libcae.so ($CAE_BUILD or build/; it is
 #   brought up to date first). With FILEs, the library is checked only when --lib names one.
@@ -112,6 +114,17 @@ if [ -n "$lib" ]; then
     [ -n "$sym" ] || continue
     echo "lint: $lib: exports $sym, which has the internal prefix cae__" >&2; bad=1
   done < <(echo "$exported" | grep -E '^cae__' | comm -12 - <(echo "$declared") || true)
+fi
+# The configuration reference, generated from the schema (src/config/schema.c and
+# schema-doc.c): the committed docs/config.md must be the build's output.
+if [ -n "$lib" ] && [ -x "$(dirname "$lib")/cae" ] && [ -f docs/config.md ]; then
+  if [ -f "$(dirname "$lib")/build.ninja" ]; then
+    ninja -C "$(dirname "$lib")" cae >/dev/null || bad=1
+  fi
+  if ! "$(dirname "$lib")/cae" config reference | cmp -s - docs/config.md; then
+    echo "lint: docs/config.md differs from \`cae config reference\` ($(dirname "$lib")/cae config reference > docs/config.md)" >&2
+    bad=1
+  fi
 fi
 if ! command -v clang-format >/dev/null; then
   echo "lint: clang-format is not installed (Debian package clang-format)" >&2; bad=1

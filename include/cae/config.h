@@ -388,6 +388,15 @@ CAE_EXPORT const char *cae_config_environment_image(const cae_config *cfg, const
  * NULL on ENOMEM. */
 CAE_EXPORT json_t *cae_config_to_json(const cae_config *cfg, bool redact_secrets);
 
+/* The reference of every key, as a new JSON array in the schema's order: sections
+ * {key, type: "section", description} before their keys {key, type (boolean, integer, size,
+ * number, string, enum, list, map), description, default (the text form, a list or a map;
+ * null: none, or computed as the description says), env (the environment variable or null),
+ * min and max (integers, sizes in bytes, numbers), values (enum), aliases, secret,
+ * absolute_path}. -EINVAL (err names it) when a key has no reference text or a text names no
+ * key: `cae config reference` writes docs/config.md from it, and its test keeps the two equal. */
+CAE_EXPORT int cae_config_reference(json_t **out, cae_error *err);
+
 /* Parses a size ("4g", "512m", "1048576", "1.5GiB") into bytes. Returns 0 or -EINVAL. */
 CAE_EXPORT int cae_config_parse_size(const char *s, uint64_t *out);
 /* Parses a boolean (true/false/yes/no/on/off/1/0, any case). Returns 0 or -EINVAL. */

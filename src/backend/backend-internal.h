@@ -171,6 +171,8 @@ int cae__kubernetes_backend_new(const cae_config *cfg, struct cae_log *log, cae_
 				cae_error *err);
 /* True when command_executor.kubernetes names a namespace or a kubeconfig (for "auto"). */
 bool cae__kubernetes_backend_configured(const cae_config *cfg);
+/* cae doctor: runs the local backend's sandbox probe (backend-local.c). */
+int cae__local_probe(cae_backend *b, const char **why, const char **seccomp_why);
 /* True when a Docker engine answers at cfg's DOCKER_HOST (for backend "auto"). */
 bool cae__docker_backend_available(const cae_config *cfg);
 

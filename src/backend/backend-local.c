@@ -324,6 +324,22 @@ static int use_sandbox(cae_backend *b, cae_error *err)
 			     li->probe_error ? li->probe_error : "unknown reason");
 }
 
+/* cae doctor (doctor-local.c): the probe commands get, run now; *why and *seccomp_why
+ * (borrowed from b, NULL when fine) say what failed. 0 when a sandbox starts, else -ENOSYS. */
+int cae__local_probe(cae_backend *b, const char **why, const char **seccomp_why)
+{
+	struct local_impl *li = impl_of(b);
+	pthread_mutex_lock(&li->probe_lock);
+	if (!li->probed) {
+		probe_bwrap(b, li);
+		li->probed = true;
+	}
+	pthread_mutex_unlock(&li->probe_lock);
+	*why = li->bwrap_ok ? NULL : li->probe_error ? li->probe_error : "unknown reason";
+	*seccomp_why = li->seccomp ? NULL : li->seccomp_error ? li->seccomp_error : "not tried";
+	return li->bwrap_ok ? 0 : -ENOSYS;
+}
+
 /* The status an environment's metadata stands for: "creating" only while the process that
  * prepares it lives; a preparation that died is "failed". */
 static const char *meta_status(json_t *meta, int clone_timeout_s)

@@ -20,9 +20,10 @@ static const struct cae_cli_command commands[] = {
     {"tools", "print the tool definitions for an agent", cae_cli_tools},
     {"prompt", "print a system-prompt section", cae_cli_prompt},
     {"plan", "read the planner's environment choice (plan select-env)", cae_cli_plan},
-    {"config", "show the effective configuration (config show)", cae_cli_config},
+    {"config", "show the effective configuration (config show | reference)", cae_cli_config},
     {"mcp", "serve the tools over MCP (JSON-RPC on stdio)", cae_cli_mcp},
     {"images", "build the language images (images build)", cae_cli_images},
+    {"doctor", "say what works on this host, per backend, and what to do", cae_cli_doctor},
     {"version", "print the version", cae_cli_version},
 };
 

@@ -10,6 +10,7 @@
  *   value.c     the value syntax (booleans, sizes, ...) and the messages about bad values
  *   validate.c  rules across keys, after every load and every cae_config_set()
  *   json.c      cae_config_to_json(), secrets redacted on request
+ *   schema-doc.c  what each key means, and reference.c the reference built from both tables
  */
 #ifndef CAE_CONFIG_INTERNAL_H
 #define CAE_CONFIG_INTERNAL_H
@@ -71,6 +72,14 @@ struct cfg_key {
  * order). */
 extern const struct cfg_key cfg_keys[];
 extern const size_t cfg_nkeys;
+
+/* The reference text of the keys and sections (schema-doc.c): what each one means. */
+struct cfg_doc {
+	const char *path;
+	const char *text;
+};
+extern const struct cfg_doc cfg_docs[];
+extern const size_t cfg_ndocs;
 
 /* The index of a key by its dotted path, -1 if unknown. */
 int cae__cfg_find_key(const char *path);

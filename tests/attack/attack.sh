@@ -180,7 +180,7 @@ out=$(run C 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /pro
 leak=$(host_paths "$out")
 check "mountinfo and mounts name no host path (state directory, workspace, build tree, /tmp, /var/tmp, /root, /home)" \
 	'[[ $out == *" /workspace "* && -z $leak ]]' "$leak"
-# a workspace used as is: its own path within its file system stays visible (README)
+# a workspace used as is: its own path within its file system stays visible (docs/security.md)
 out=$(run A 'echo --mountinfo; cat /proc/self/mountinfo; echo --mounts; cat /proc/self/mounts')
 leak=$(host_paths "$out" "$work/a")
 check "with a workspace used as is, mountinfo names neither the state directory nor the build tree" \

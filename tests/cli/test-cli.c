@@ -84,7 +84,8 @@ START_TEST(help_everywhere)
 {
 	out o = cae("--help", NULL);
 	ck_assert_int_eq(o.status, 0);
-	const char *subs[] = {"env", "prepare", "exec", "cleanup", "gc", "run", "tools", "prompt"};
+	const char *subs[] = {"env", "prepare", "exec",	  "cleanup", "gc",
+			      "run", "tools",	"prompt", "doctor"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		ck_assert_msg(strstr(o.out, subs[i]), "--help does not list %s", subs[i]);
 		out h = cae(subs[i], "--help", NULL);
@@ -692,6 +693,201 @@ START_TEST(mcp_session_end_cleanup)
 }
 END_TEST
 
+/* cae doctor: the report's shape is stable (every backend {ok, checks}, every check exactly
+ * {name, ok, detail, fix, required}, fix null exactly when ok), and a check that must fail
+ * does: an engine endpoint that answers nothing makes docker not ok with what to do, and the
+ * exit status follows the default backend only. */
+static void doctor_shape(json_t *j)
+{
+	ck_assert_msg(json_is_object(j), "not JSON");
+	ck_assert(json_is_string(json_object_get(j, "default_backend")));
+	ck_assert(json_is_string(json_object_get(j, "configured_backend")));
+	ck_assert(json_is_boolean(json_object_get(j, "ok")));
+	json_t *backends = json_object_get(j, "backends");
+	ck_assert_int_eq(json_object_size(backends), 3);
+	const char *names[] = {"local", "docker", "kubernetes"};
+	for (size_t i = 0; i < 3; i++) {
+		json_t *b = json_object_get(backends, names[i]);
+		ck_assert_msg(b, "no backend %s", names[i]);
+		ck_assert_int_eq(json_object_size(b), 2);
+		ck_assert(json_is_boolean(json_object_get(b, "ok")));
+		json_t *checks = json_object_get(b, "checks");
+		ck_assert(json_is_array(checks) && json_array_size(checks) > 0);
+		bool all_required_ok = true;
+		size_t k;
+		json_t *c;
+		json_array_foreach(checks, k, c)
+		{
+			ck_assert_int_eq(json_object_size(c), 5);
+			ck_assert(json_is_string(json_object_get(c, "name")));
+			ck_assert(json_is_string(json_object_get(c, "detail")));
+			ck_assert(json_is_boolean(json_object_get(c, "required")));
+			bool ok = json_is_true(json_object_get(c, "ok"));
+			ck_assert(json_is_boolean(json_object_get(c, "ok")));
+			json_t *fix = json_object_get(c, "fix");
+			ck_assert_msg(ok ? json_is_null(fix) : json_string_length(fix) > 0,
+				      "%s/%s: fix %s", names[i],
+				      json_string_value(json_object_get(c, "name")),
+				      ok ? "given although ok" : "missing");
+			if (!ok && json_is_true(json_object_get(c, "required")))
+				all_required_ok = false;
+		}
+		ck_assert_int_eq(json_is_true(json_object_get(b, "ok")), all_required_ok);
+	}
+}
+
+static json_t *doctor_check(json_t *j, const char *backend, const char *name)
+{
+	json_t *checks =
+	    json_object_get(json_object_get(json_object_get(j, "backends"), backend), "checks");
+	size_t i;
+	json_t *c;
+	json_array_foreach(checks, i, c)
+	{
+		if (strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+			return c;
+	}
+	ck_abort_msg("no check %s of %s", name, backend);
+	return NULL;
+}
+
+START_TEST(doctor_reports)
+{
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	tu_write(dir, "c.yaml",
+		 "command_executor:\n  docker_host: unix:///nonexistent/cae-doctor.sock\n"
+		 "  kubernetes:\n    kubeconfig: /nonexistent/cae-doctor-kubeconfig\n");
+	char config[4200];
+	snprintf(config, sizeof(config), "%s/c.yaml", dir);
+	/* the default backend here is local (EXECUTOR_BACKEND), which works on this host */
+	out o = cae("doctor", "--config", config, "--format", "json", NULL);
+	ck_assert_msg(o.status == 0, "status %d: %s%s", o.status, o.out, o.err);
+	doctor_shape(o.json);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "default_backend")), "local");
+	json_t *local = json_object_get(json_object_get(o.json, "backends"), "local");
+	ck_assert(json_is_true(json_object_get(local, "ok")));
+	const char *local_checks[] = {"state directory", "bubblewrap", "cae-helper",
+				      "user namespaces", "sandbox",    "seccomp",
+				      "cgroups",	 "disk bound"};
+	for (size_t i = 0; i < sizeof(local_checks) / sizeof(local_checks[0]); i++)
+		(void)doctor_check(o.json, "local", local_checks[i]);
+	ck_assert(json_is_true(json_object_get(doctor_check(o.json, "local", "sandbox"), "ok")));
+	ck_assert(json_is_true(json_object_get(doctor_check(o.json, "local", "seccomp"), "ok")));
+	json_t *docker = json_object_get(json_object_get(o.json, "backends"), "docker");
+	ck_assert(json_is_false(json_object_get(docker, "ok")));
+	json_t *engine = doctor_check(o.json, "docker", "engine");
+	ck_assert(json_is_false(json_object_get(engine, "ok")));
+	ck_assert(json_is_true(json_object_get(engine, "required")));
+	ck_assert(strstr(json_string_value(json_object_get(engine, "detail")),
+			 "/nonexistent/cae-doctor.sock"));
+	ck_assert(strstr(json_string_value(json_object_get(engine, "fix")), "docker_host"));
+	json_t *kc = doctor_check(o.json, "kubernetes", "kubeconfig");
+	ck_assert(json_is_false(json_object_get(kc, "ok")));
+	ck_assert(strstr(json_string_value(json_object_get(kc, "fix")), "kubeconfig"));
+	out_clear(&o);
+	/* judged on docker, the same host fails, and the text says what to do */
+	o = cae("doctor", "--config", config, "--backend", "docker", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_msg(strstr(o.out, "default backend: docker — does NOT work") &&
+			  strstr(o.out, "docker: does not work") &&
+			  strstr(o.out, "fix: start the Docker engine"),
+		      "%s", o.out);
+	out_clear(&o);
+	o = cae("doctor", "--format", "yaml", NULL);
+	ck_assert_int_eq(o.status, 2);
+	out_clear(&o);
+	cae__rm_rf(dir);
+}
+END_TEST
+
+/* With the engine up: docker is ok, the images it has are present, and an environment whose
+ * image it lacks is reported with the command that builds it; when that is the default
+ * environment, docker does not work. */
+START_TEST(doctor_docker)
+{
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	const char *envs = "command_executor:\n  environments:\n"
+			   "    python: coding-agent-executor-python:latest\n"
+			   "    doctortest: coding-agent-executor-doctortest-missing:latest\n"
+			   "    doctorown: coding-agent-executor-doctorown:latest\n";
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml), "%s", envs);
+	tu_write(dir, "c.yaml", yaml);
+	snprintf(yaml, sizeof(yaml), "%s  default_environment: doctorown\n", envs);
+	tu_write(dir, "own.yaml", yaml);
+	char config[4200];
+	snprintf(config, sizeof(config), "%s/c.yaml", dir);
+	out o = cae("doctor", "--config", config, "--backend", "docker", "--format", "json", NULL);
+	ck_assert_msg(o.status == 0, "status %d: %s%s", o.status, o.out, o.err);
+	doctor_shape(o.json);
+	ck_assert(json_is_true(json_object_get(doctor_check(o.json, "docker", "engine"), "ok")));
+	ck_assert(
+	    json_is_true(json_object_get(doctor_check(o.json, "docker", "engine version"), "ok")));
+	(void)doctor_check(o.json, "docker", "storage driver");
+	ck_assert(
+	    json_is_true(json_object_get(doctor_check(o.json, "docker", "image python"), "ok")));
+	json_t *own = doctor_check(o.json, "docker", "image doctorown");
+	ck_assert(json_is_false(json_object_get(own, "ok")));
+	ck_assert(json_is_false(json_object_get(own, "required")));
+	ck_assert_str_eq(json_string_value(json_object_get(own, "fix")),
+			 "cae images build doctorown");
+	json_t *other = doctor_check(o.json, "docker", "image doctortest");
+	ck_assert(json_is_false(json_object_get(other, "ok")));
+	ck_assert(strstr(json_string_value(json_object_get(other, "fix")),
+			 "docker pull coding-agent-executor-doctortest-missing:latest"));
+	out_clear(&o);
+	snprintf(config, sizeof(config), "%s/own.yaml", dir);
+	o = cae("doctor", "--config", config, "--backend", "docker", "--format", "json", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert(json_is_true(
+	    json_object_get(doctor_check(o.json, "docker", "image doctorown"), "required")));
+	out_clear(&o);
+	cae__rm_rf(dir);
+}
+END_TEST
+
+/* The cluster of CAE_TEST_K8S (its KUBECONFIG): reachable, the namespace's pods visible, its
+ * node has the python image; a namespace that does not exist is reported with the command
+ * that makes it. */
+START_TEST(doctor_kubernetes)
+{
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	tu_write(dir, "c.yaml",
+		 "command_executor:\n  environments:\n"
+		 "    python: coding-agent-executor-python:latest\n"
+		 "    doctorown: coding-agent-executor-doctorown:latest\n"
+		 "  kubernetes:\n    image_pull_policy: Never\n");
+	tu_write(dir, "ns.yaml",
+		 "command_executor:\n  kubernetes:\n    namespace: cae-doctor-no-such-namespace\n");
+	char config[4200];
+	snprintf(config, sizeof(config), "%s/c.yaml", dir);
+	out o =
+	    cae("doctor", "--config", config, "--backend", "kubernetes", "--format", "json", NULL);
+	ck_assert_msg(o.status == 0, "status %d: %s%s", o.status, o.out, o.err);
+	doctor_shape(o.json);
+	const char *ok_checks[] = {"kubeconfig", "cluster", "namespace", "nodes", "image python"};
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_msg(json_is_true(json_object_get(
+				  doctor_check(o.json, "kubernetes", ok_checks[i]), "ok")),
+			      "%s", ok_checks[i]);
+	json_t *own = doctor_check(o.json, "kubernetes", "image doctorown");
+	ck_assert(json_is_false(json_object_get(own, "ok")));
+	ck_assert(
+	    strstr(json_string_value(json_object_get(own, "fix")), "cae images build doctorown"));
+	ck_assert(strstr(json_string_value(json_object_get(own, "detail")), "Never"));
+	out_clear(&o);
+	snprintf(config, sizeof(config), "%s/ns.yaml", dir);
+	o = cae("doctor", "--config", config, "--backend", "kubernetes", "--format", "json", NULL);
+	ck_assert_int_eq(o.status, 1);
+	json_t *ns = doctor_check(o.json, "kubernetes", "namespace");
+	ck_assert(json_is_false(json_object_get(ns, "ok")));
+	ck_assert(strstr(json_string_value(json_object_get(ns, "fix")),
+			 "kubectl create namespace cae-doctor-no-such-namespace"));
+	out_clear(&o);
+	cae__rm_rf(dir);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
@@ -713,6 +909,11 @@ int main(int argc, char **argv)
 	tcase_add_test(tc, mcp_large_requests);
 	tcase_add_test(tc, mcp_collects_at_start);
 	tcase_add_test(tc, mcp_session_end_cleanup);
+	tcase_add_test(tc, doctor_reports);
+	if (getenv("CAE_TEST_DOCKER"))
+		tcase_add_test(tc, doctor_docker);
+	if (getenv("CAE_TEST_K8S"))
+		tcase_add_test(tc, doctor_kubernetes);
 	suite_add_tcase(s, tc);
 	return tu_run(s);
 }

@@ -14,7 +14,7 @@
 //       has one after;
 //   (c) the agent's own git config, commit and push work.
 // cae has no push of its own: a push is the agent's own `git push`, which runs the hooks the
-// agent's own configuration names (it is its command, as README says): that pre-push hook
+// agent's own configuration names (it is its command, as docs/security.md says): that pre-push hook
 // running there is checked as the proof that the planted hooks do run when git is let to,
 // and so that their silence in cae's steps means something; so are the agent's own commit
 // (pre-commit, commit-msg, post-commit) and status (fsmonitor).
@@ -161,7 +161,7 @@ async function main() {
   check(!/credential|ssh/.test(m), "the repository's credential helper and ssh command did not run in the push", m);
   // what the agent's own commands run: its own configuration's hooks (the proof that the
   // planted programs run when git is let to)
-  console.log("# the agent's own git push runs the pre-push hook its own core.hooksPath names: it is its command (README)");
+  console.log("# the agent's own git push runs the pre-push hook its own core.hooksPath names: it is its command (docs/security.md)");
   check(m === "pre-push\n", "the agent's own push ran its pre-push hook (the planted hooks do run when git is let to)", m);
   await sh(`: > ${PLANT}/MARKS`);
   r = await sh("echo more >> mine.txt && git commit -qam more; git status --short >/dev/null; echo rc=$?");
