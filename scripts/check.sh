@@ -50,6 +50,20 @@ bystander_check() {
   scripts/bystander.sh check "$BUILD/cae" "$bystander" || status=1
 }
 
+# The sanitizer build and the fuzz build compile at low priority while the normal build's
+# tests run (most of those wait on an engine, a cluster or a client): the run is shorter by
+# most of their compile time. Each is built again (a no-op when done) before it is used.
+fuzzing=
+[ -x scripts/fuzz.sh ] && command -v clang >/dev/null && fuzzing=1
+FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
+background_builds() {
+  nice -n 10 ninja -C "$ASAN_BUILD" -j1 >"$ASAN_BUILD/background-build.log" 2>&1 || true
+  if [ -n "$fuzzing" ]; then
+    make --no-print-directory "$FUZZ_BUILD/build.ninja" FUZZ_BUILD="$FUZZ_BUILD" >/dev/null 2>&1 &&
+      nice -n 10 ninja -C "$FUZZ_BUILD" -j1 >/dev/null 2>&1 || true
+  fi
+}
+background=
 for b in "$BUILD" "$ASAN_BUILD"; do
   if [ ! -f "$b/build.ninja" ]; then
     if [ "$b" = "$ASAN_BUILD" ]; then
@@ -58,8 +72,18 @@ for b in "$BUILD" "$ASAN_BUILD"; do
       meson setup "$b" --werror >/dev/null || status=1
     fi
   fi
+  if [ "$b" = "$ASAN_BUILD" ] && [ -n "$background" ]; then
+    step "waiting for the background builds"
+    wait "$background"
+  fi
   step "build $b"
   ninja -C "$b" || { status=1; continue; }
+  if [ "$b" = "$BUILD" ]; then
+    [ -f "$ASAN_BUILD/build.ninja" ] ||
+      meson setup "$ASAN_BUILD" --werror -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
+    background_builds &
+    background=$!
+  fi
   if [ -z "$bystander" ] && [ -x "$BUILD/cae" ]; then
     step "bystander environments of another instance"
     bystander=$(mktemp -d "${TMPDIR:-/tmp}/cae-bystander.XXXXXX")
@@ -78,9 +102,9 @@ for b in "$BUILD" "$ASAN_BUILD"; do
   bystander_check
 done
 
-if [ -x scripts/fuzz.sh ] && command -v clang >/dev/null; then
+if [ -n "$fuzzing" ]; then
   step "fuzz targets, ${FUZZ_SECONDS}s each"
-  make --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS" || status=1
+  make --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS" FUZZ_BUILD="$FUZZ_BUILD" || status=1
 fi
 
 if [ -x scripts/lint.sh ]; then
