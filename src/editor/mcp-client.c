@@ -215,32 +215,44 @@ static void handle_line(cae_editor_mcp *c, const char *line, size_t len)
 	json_decref(v);
 }
 
+/* Hands every complete line the framer holds to handle_line (lock held). Returns whether
+ * the framer let go of anything. */
+static bool drain_locked(cae_editor_mcp *c)
+{
+	const char *line;
+	size_t n;
+	int r;
+	bool any = false;
+	while ((r = cae_jsonrpc_framer_next(c->framer, &line, &n)) != 0) {
+		any = true;
+		if (r == -E2BIG) {
+			char what[160];
+			snprintf(what, sizeof(what),
+				 "the text editor server's answer is longer than %zu bytes",
+				 c->max_line);
+			fail_pending_locked(c, what, NULL, 0);
+		} else if (r > 0) {
+			handle_line(c, line, n);
+		}
+	}
+	return any;
+}
+
 void cae_editor_mcp_feed(cae_editor_mcp *c, const char *data, size_t len)
 {
 	pthread_mutex_lock(&c->lock);
 	while (len > 0) {
 		long took = cae_jsonrpc_framer_feed(c->framer, data, len);
-		if (took < 0) {
-			fail_pending_locked(c, "out of memory reading the text editor server", NULL,
-					    0);
+		if (took < 0 || (took == 0 && !drain_locked(c))) {
+			/* out of memory, or a framer that takes nothing more: the rest is lost,
+			 * and so is the answer waited for */
+			fail_pending_locked(c, "the text editor server's output could not be read",
+					    NULL, 0);
 			break;
 		}
 		data += took;
 		len -= (size_t)took;
-		const char *line;
-		size_t n;
-		int r;
-		while ((r = cae_jsonrpc_framer_next(c->framer, &line, &n)) != 0) {
-			if (r == -E2BIG) {
-				char what[160];
-				snprintf(what, sizeof(what),
-					 "the text editor server's answer is longer than %zu bytes",
-					 c->max_line);
-				fail_pending_locked(c, what, NULL, 0);
-			} else if (r > 0) {
-				handle_line(c, line, n);
-			}
-		}
+		drain_locked(c);
 	}
 	pthread_mutex_unlock(&c->lock);
 }
