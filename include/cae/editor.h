@@ -163,7 +163,7 @@ CAE_EXPORT size_t cae_editor_undo_bytes(cae_editor *ed);
 
 /* ---- an MCP stdio text-editor server as the editor (text_editor_mcp.mode: mcp) ----------
  *
- * cae_editor_mcp is the client of seed 004's TextEditorMCPClient: it drives any MCP stdio
+ * cae_editor_mcp is the TextEditorMCPClient of the product's design: it drives any MCP stdio
  * text-editor server (e.g. `npx -y mcp-server-text-editor`) as the text_editor tool. It speaks
  * MCP as a client (initialize, notifications/initialized, tools/list, then tools/call per
  * call) over a byte channel the caller runs: requests are written to a descriptor (the

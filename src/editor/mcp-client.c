@@ -49,13 +49,13 @@ struct cae_editor_mcp {
 	json_int_t pending; /* the id waited for, 0: none */
 	json_t *answer;	    /* its response (result or error member), new reference */
 	bool answer_is_error;
-	int fail;	   /* < 0: the pending call failed (-EPROTO) with fail_why */
+	int fail; /* < 0: the pending call failed (-EPROTO) with fail_why */
 	char fail_why[256];
-	bool closed;	   /* the server is gone */
+	bool closed; /* the server is gone */
 	char why[1024];
-	bool broken;	   /* a call's failure left the server in an unknown state */
-	bool ready;	   /* handshake done */
-	bool split;	   /* <tool>_<command> tools instead of one */
+	bool broken; /* a call's failure left the server in an unknown state */
+	bool ready;  /* handshake done */
+	bool split;  /* <tool>_<command> tools instead of one */
 };
 
 static void cond_init_monotonic(pthread_cond_t *c)
@@ -344,7 +344,8 @@ static int request(cae_editor_mcp *c, const char *method, json_t *params, int64_
 		c->broken = true;
 	} else if (r == 0 || r == -EPIPE) {
 		r = cae_error_set(err, -EPIPE, "%s",
-				  c->closed ? c->why : "the text editor server does not read its input");
+				  c->closed ? c->why
+					    : "the text editor server does not read its input");
 		c->broken = true;
 	} else if (r == -ETIMEDOUT) {
 		r = cae_error_set(err, r,
@@ -386,9 +387,9 @@ static int protocol_error(cae_editor_mcp *c, cae_error *err, const char *msg)
 /* initialize, notifications/initialized, tools/list: which tool form the server has. */
 static int handshake(cae_editor_mcp *c, int64_t deadline_ns, int cancel_fd, cae_error *err)
 {
-	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
-				   MCP_PROTOCOL_VERSION, "capabilities", "clientInfo", "name",
-				   "cae", "version", CAE_VERSION);
+	json_t *params =
+	    json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion", MCP_PROTOCOL_VERSION,
+		      "capabilities", "clientInfo", "name", "cae", "version", CAE_VERSION);
 	if (!params)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	json_t *res = NULL;
@@ -396,7 +397,8 @@ static int handshake(cae_editor_mcp *c, int64_t deadline_ns, int cancel_fd, cae_
 	if (r == 1) {
 		const char *m = json_string_value(json_object_get(res, "message"));
 		size_t l = m ? strlen(m) : 0;
-		_cleanup_free_ char *clean = m ? cae__utf8_sanitize(m, MIN(l, (size_t)200), &l) : NULL;
+		_cleanup_free_ char *clean =
+		    m ? cae__utf8_sanitize(m, MIN(l, (size_t)200), &l) : NULL;
 		char msg[300];
 		snprintf(msg, sizeof(msg), "the text editor server refused initialize: %s",
 			 clean ? clean : "(no message)");
@@ -405,7 +407,8 @@ static int handshake(cae_editor_mcp *c, int64_t deadline_ns, int cancel_fd, cae_
 	}
 	if (r < 0)
 		return r;
-	bool has_tools = json_is_object(res) && json_is_object(json_object_get(res, "capabilities"));
+	bool has_tools =
+	    json_is_object(res) && json_is_object(json_object_get(res, "capabilities"));
 	json_decref(res);
 	if (!has_tools)
 		return protocol_error(c, err,
@@ -448,8 +451,8 @@ static int handshake(cae_editor_mcp *c, int64_t deadline_ns, int cancel_fd, cae_
 	json_decref(res);
 	if (!one && !split) {
 		size_t clean_len;
-		_cleanup_free_ char *clean = cae__utf8_sanitize(names, strnlen(names, sizeof(names)),
-								 &clean_len);
+		_cleanup_free_ char *clean =
+		    cae__utf8_sanitize(names, strnlen(names, sizeof(names)), &clean_len);
 		return cae_error_set(err, -ENOENT,
 				     "the text editor server has no tool %s "
 				     "(text_editor_mcp.mcp_server.tool); it has: %s",
@@ -474,9 +477,9 @@ static json_t *server_args(const cae_editor_mcp *c, const cae_editor_request *q,
 	switch (q->command) {
 	case CAE_EDITOR_CMD_VIEW:
 		if (q->has_range)
-			json_object_set_new(a, "view_range",
-					    json_pack("[I, I]", (json_int_t)q->range[0],
-						      (json_int_t)q->range[1]));
+			json_object_set_new(
+			    a, "view_range",
+			    json_pack("[I, I]", (json_int_t)q->range[0], (json_int_t)q->range[1]));
 		break;
 	case CAE_EDITOR_CMD_CREATE:
 		json_object_set_new(a, "file_text", json_stringn(q->text, q->text_len));
@@ -521,7 +524,8 @@ static int confine(const cae_editor_mcp *c, const cae_editor_request *q, char **
 		    res, "The path contains a NUL character, which no file name can hold.");
 		return r < 0 ? r : 1;
 	case -EILSEQ:
-		r = cae__ed_res_error(res, "The path is not valid UTF-8; give the path as UTF-8 text.");
+		r = cae__ed_res_error(res,
+				      "The path is not valid UTF-8; give the path as UTF-8 text.");
 		return r < 0 ? r : 1;
 	case -EXDEV:
 		r = cae__ed_res_error(res,
@@ -666,8 +670,8 @@ int cae_editor_mcp_call(cae_editor_mcp *c, json_t *args, int cancel_fd, cae_edit
 		/* the server refused the call itself: the agent reads why */
 		const char *m = json_string_value(json_object_get(answer, "message"));
 		size_t l = m ? strlen(m) : 0;
-		_cleanup_free_ char *clean = m ? cae__utf8_sanitize(m, MIN(l, (size_t)1000), &l)
-					       : NULL;
+		_cleanup_free_ char *clean =
+		    m ? cae__utf8_sanitize(m, MIN(l, (size_t)1000), &l) : NULL;
 		r = cae__ed_res_error(res, "The text editor server refused the call: %s",
 				      clean ? clean : "(no message)");
 		json_decref(answer);

@@ -98,8 +98,8 @@ static void *server_main(void *arg)
 		pthread_mutex_unlock(&m->lock);
 		/* the stderr's last line that says something */
 		char *last = clean;
-		while (clean && clean_len > 0 && (clean[clean_len - 1] == '\n' ||
-						  clean[clean_len - 1] == '\r'))
+		while (clean && clean_len > 0 &&
+		       (clean[clean_len - 1] == '\n' || clean[clean_len - 1] == '\r'))
 			clean[--clean_len] = '\0';
 		char *nl = clean ? strrchr(clean, '\n') : NULL;
 		if (nl)
@@ -199,8 +199,9 @@ int cae__mcp_editor_start(const cae_config *cfg, cae_backend *b, const char *tas
 	}
 	if (!ok || m->in_w < 0 || m->cancel_w < 0) {
 		cae__mcp_editor_unref(m);
-		return cae_error_set(err, ok ? -EMFILE : -ENOMEM, "cannot start the text editor "
-								  "server: %s",
+		return cae_error_set(err, ok ? -EMFILE : -ENOMEM,
+				     "cannot start the text editor "
+				     "server: %s",
 				     ok ? "no pipe" : "out of memory");
 	}
 	cae_editor_mcp_options o = {
@@ -216,7 +217,8 @@ int cae__mcp_editor_start(const cae_config *cfg, cae_backend *b, const char *tas
 	}
 	if (pthread_create(&m->thread, NULL, server_main, m) != 0) {
 		cae__mcp_editor_unref(m);
-		return cae_error_set(err, -EAGAIN, "cannot start a thread for the text editor server");
+		return cae_error_set(err, -EAGAIN,
+				     "cannot start a thread for the text editor server");
 	}
 	m->thread_started = true;
 	*out = m;

@@ -32,11 +32,11 @@ struct cae_session {
 	cae_editor *editor;   /* current environment's editor (local environments) */
 	bool remote_editor;   /* ... or its backend edits it (environments elsewhere) */
 	cae_editor_limits editor_limits;
-	bool mcp_mode;		    /* text_editor_mcp.mode mcp: a server is the editor... */
+	bool mcp_mode;		     /* text_editor_mcp.mode mcp: a server is the editor... */
 	cae__mcp_editor *mcp_editor; /* ... its server in the current environment (NULL: not
 				      * started yet, started by the next editor call) */
-	char *editor_error;	    /* why there is no editor */
-	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
+	char *editor_error;	     /* why there is no editor */
+	char *owned_workspace_uuid;  /* environment created by use_workspace: removed at free */
 	bool editor_compat;
 	cae__procs *procs; /* process sessions: ended before their environment goes */
 	/* the task uuids of the environments the session prepared or was given (under lock):
@@ -271,7 +271,8 @@ static void end_mcp_editor(cae_session *s, const char *task_uuid)
 {
 	pthread_mutex_lock(&s->lock);
 	cae__mcp_editor *m = NULL;
-	if (s->mcp_editor && task_uuid && strcmp(cae__mcp_editor_task(s->mcp_editor), task_uuid) == 0)
+	if (s->mcp_editor && task_uuid &&
+	    strcmp(cae__mcp_editor_task(s->mcp_editor), task_uuid) == 0)
 		m = TAKE_PTR(s->mcp_editor);
 	pthread_mutex_unlock(&s->lock);
 	cae__mcp_editor_unref(m);
@@ -478,8 +479,8 @@ int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **e
 		if (r == 0)
 			return 0;
 		free(TAKE_PTR(t->task_uuid));
-		*error = cae__tool_error("INTERNAL", "the text editor is not available: %s",
-					 e.message);
+		*error =
+		    cae__tool_error("INTERNAL", "the text editor is not available: %s", e.message);
 		return -1;
 	} else if (s->remote_editor) {
 		t->backend = s->current_backend;

@@ -857,13 +857,14 @@ START_TEST(tools_behave_the_same)
 	 * command, run inside the environment (python3 is in the local sandbox and the image) */
 	char *server = NULL;
 	size_t server_len = 0;
-	ck_assert_int_eq(cae__read_file(AT_FDCWD, CAE_SOURCE_ROOT "/tests/data/editor-mcp/server.py",
-				       1 << 20, &server, &server_len),
+	ck_assert_int_eq(cae__read_file(AT_FDCWD,
+					CAE_SOURCE_ROOT "/tests/data/editor-mcp/server.py", 1 << 20,
+					&server, &server_len),
 			 0);
-	r = call(s, "exec_command",
-		 json_pack("{s:s, s:[s], s:s}", "cwd", ".", "command", "cat > .ed.py", "stdin",
-			   server),
-		 &e);
+	r = call(
+	    s, "exec_command",
+	    json_pack("{s:s, s:[s], s:s}", "cwd", ".", "command", "cat > .ed.py", "stdin", server),
+	    &e);
 	ck_assert_int_eq(I(r, "exit_code"), 0);
 	json_decref(r);
 	free(server);

@@ -587,7 +587,8 @@ START_TEST(editor_mode_mcp_keys)
 	cae_config *cfg = load_ok("text_editor_mcp:\n  mode: mcp\n", no_env);
 	ck_assert_int_eq(cfg->text_editor_mcp.mode, CAE_CONFIG_EDITOR_MCP);
 	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.command.n, 3);
-	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2], "mcp-server-text-editor");
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2],
+			 "mcp-server-text-editor");
 	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.tool, "text_editor");
 	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.timeout, 60);
 	cae_config_free(cfg);
@@ -598,9 +599,8 @@ START_TEST(editor_mode_mcp_keys)
 	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.tool, "edit");
 	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.timeout, 5);
 	cae_config_free(cfg);
-	const char *m =
-	    load_err("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: []\n", no_env,
-		     -EINVAL);
+	const char *m = load_err("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: []\n",
+				 no_env, -EINVAL);
 	ck_assert_contains(m, "text_editor_mcp.mcp_server.command");
 	m = load_err("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    tool: \"\"\n", no_env,
 		     -EINVAL);

@@ -1891,8 +1891,7 @@ static char *ed_output(json_t *r)
  * native editor stays the default (before: mode mcp was refused at load). */
 START_TEST(editor_mcp_server_forwards_and_confines)
 {
-	cae_session *s =
-	    open_mcp_session("ok", "  protected_paths: [.git/hooks, secret]\n", NULL);
+	cae_session *s = open_mcp_session("ok", "  protected_paths: [.git/hooks, secret]\n", NULL);
 	ck_assert_int_eq(cae_session_add_secret(s, "tok-mcp-0123456789"), 0);
 	bool e;
 	json_t *r = call(s, "text_editor",
@@ -1947,7 +1946,8 @@ START_TEST(editor_mcp_server_forwards_and_confines)
 	const char *outside[] = {
 	    "{\"command\": \"view\", \"path\": \"../../../etc/passwd\"}",
 	    "{\"command\": \"view\", \"path\": \"/etc/passwd\"}",
-	    "{\"command\": \"create\", \"path\": \"/workspace/project/../x\", \"file_text\": \"x\"}",
+	    "{\"command\": \"create\", \"path\": \"/workspace/project/../x\", \"file_text\": "
+	    "\"x\"}",
 	    "{\"command\": \"create\", \"path\": \".GIT/hooks/pre-commit\", \"file_text\": \"x\"}",
 	    "{\"command\": \"str_replace\", \"path\": \"secret/k\", \"old_str\": \"a\"}",
 	    "{\"command\": \"insert\", \"path\": \"pkg/a.py\"}",
@@ -2010,11 +2010,11 @@ START_TEST(editor_mcp_server_faults)
 		tu_sh("printf 'x\\n' > %s/f.txt", ws);
 		for (int round = 0; round < 2; round++) {
 			bool e;
-			json_t *r =
-			    call(s, "text_editor", "{\"command\": \"view\", \"path\": \"f.txt\"}", &e);
+			json_t *r = call(s, "text_editor",
+					 "{\"command\": \"view\", \"path\": \"f.txt\"}", &e);
 			ck_assert_msg(e, "%s: %s", cases[i].mode, json_dumps(r, 0));
-			const char *m =
-			    json_string_value(json_object_get(json_object_get(r, "error"), "message"));
+			const char *m = json_string_value(
+			    json_object_get(json_object_get(r, "error"), "message"));
 			ck_assert_msg(m && strstr(m, cases[i].expect), "%s: %s", cases[i].mode,
 				      json_dumps(r, 0));
 			json_decref(r);
@@ -2024,8 +2024,11 @@ START_TEST(editor_mcp_server_faults)
 		size_t n = 0;
 		for (char *p = calls; (p = strchr(p, '\n')); p++)
 			n++;
-		ck_assert_msg(n == (strcmp(cases[i].mode, "ok") == 0 || strcmp(cases[i].mode, "noinit") == 0 ? 0 : 2),
-			      "%s: %s", cases[i].mode, calls);
+		ck_assert_msg(
+		    n == (strcmp(cases[i].mode, "ok") == 0 || strcmp(cases[i].mode, "noinit") == 0
+			      ? 0
+			      : 2),
+		    "%s: %s", cases[i].mode, calls);
 		free(calls);
 		close_session(s);
 	}
