@@ -206,7 +206,7 @@ CAE_EXPORT void cae_editor_mcp_feed(cae_editor_mcp *c, const char *data, size_t 
  * later one fail with it. */
 CAE_EXPORT void cae_editor_mcp_closed(cae_editor_mcp *c, const char *why);
 /* False once the server is gone, or after a call that timed out, was cancelled or got an
- * answer that is not JSON-RPC (the server's state is unknown then). */
+ * answer that is not JSON-RPC (the server's state is unknown then), or found no such tool. */
 CAE_EXPORT bool cae_editor_mcp_usable(cae_editor_mcp *c);
 /* Runs one text_editor call (args borrowed, as cae_editor_call) through the server.
  * cancel_fd (-1: none) readable = stop waiting. Returns 0 with *res filled (is_error for the

@@ -450,6 +450,10 @@ static int handshake(cae_editor_mcp *c, int64_t deadline_ns, int cancel_fd, cae_
 	}
 	json_decref(res);
 	if (!one && !split) {
+		/* initialized, but of no use: the next call starts a new server */
+		pthread_mutex_lock(&c->lock);
+		c->broken = true;
+		pthread_mutex_unlock(&c->lock);
 		size_t clean_len;
 		_cleanup_free_ char *clean =
 		    cae__utf8_sanitize(names, strnlen(names, sizeof(names)), &clean_len);
