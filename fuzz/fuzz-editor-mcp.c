@@ -6,8 +6,8 @@
  * requests from the pipe that stands for the server's stdin and answers each request
  * (initialize, tools/list, tools/call: ids 1, 2, 3) with the next chunk, fed in pieces of
  * 1 to 64 bytes taken from the chunk's own length; with no chunk left, or no request 50 ms
- * after a chunk, it says the server is gone, so a call never waits for its timeout. The call must end with a result whose text is
- * valid UTF-8, or with an error. */
+ * after a chunk, it says the server is gone, so a call never waits for its timeout. The call must
+ * end with a result whose text is valid UTF-8, or with an error. */
 #include "cae/editor.h"
 
 #include "base/utf8.h"
