@@ -1893,6 +1893,11 @@ START_TEST(editor_mcp_server_forwards_and_confines)
 {
 	cae_session *s = open_mcp_session("ok", "  protected_paths: [.git/hooks, secret]\n", NULL);
 	ck_assert_int_eq(cae_session_add_secret(s, "tok-mcp-0123456789"), 0);
+	/* a view waits for the server: never run on the MCP reader thread */
+	json_t *view = json_pack("{s:s, s:s}", "command", "view", "path", "a");
+	ck_assert(!cae_session_call_is_quick(s, "text_editor", view));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor_view", view));
+	json_decref(view);
 	bool e;
 	json_t *r = call(s, "text_editor",
 			 "{\"command\": \"create\", \"path\": \"pkg/a.py\", \"file_text\": "
