@@ -94,8 +94,9 @@ typedef enum cae_config_sandbox {
 
 typedef enum cae_config_editor_mode {
 	CAE_CONFIG_EDITOR_NATIVE = 0, /* cae's own editor (cae-helper) */
-	CAE_CONFIG_EDITOR_MCP,	      /* a stdio MCP server inside the environment: refused at
-				       * load while the editor is enabled (not supported) */
+	CAE_CONFIG_EDITOR_MCP,	      /* a stdio MCP text-editor server run inside the
+				       * environment (text_editor_mcp.mcp_server.command), driven
+				       * by cae_editor_mcp (cae/editor.h) */
 } cae_config_editor_mode;
 
 /* An owned list of owned strings. */
@@ -309,8 +310,19 @@ typedef struct cae_config {
 		struct {
 			char *name; /* "text-editor" */
 			cae_config_strlist
-			    command; /* ["npx", "-y", "mcp-server-text-editor"] (mode mcp);
-				      * `text_editor_mcp.command` is accepted as an alias */
+			    command; /* ["npx", "-y", "mcp-server-text-editor"] (mode mcp): the
+				      * server's argv, run like a command in the environment's
+				      * workspace (its PATH, confinement and user); its stdio
+				      * is the MCP channel. `text_editor_mcp.command` is
+				      * accepted as an alias */
+			/* mode mcp: the server's tool that text_editor calls are forwarded to
+			 * ("text_editor", with the command as an argument); a server without it
+			 * but with <tool>_view, <tool>_create, ... gets the split form */
+			char *tool;
+			/* mode mcp: seconds a call (the server's start and handshake included)
+			 * may take (60); past it the call fails and the server is ended, to be
+			 * started again by the next call */
+			int timeout;
 		} mcp_server;
 		uint64_t max_file_size;	 /* 10 MiB: larger files are refused for view and edit */
 		int undo_depth;		 /* 10 edits per file (0 = no undo) */

@@ -161,6 +161,63 @@ CAE_EXPORT int cae_editor_undo_edit(cae_editor *ed, const char *path, cae_editor
 /* Bytes of previous contents currently held for undo (for tests and metrics). */
 CAE_EXPORT size_t cae_editor_undo_bytes(cae_editor *ed);
 
+/* ---- an MCP stdio text-editor server as the editor (text_editor_mcp.mode: mcp) ----------
+ *
+ * cae_editor_mcp is the TextEditorMCPClient of the product's design: it drives any MCP stdio
+ * text-editor server (e.g. `npx -y mcp-server-text-editor`) as the text_editor tool. It speaks
+ * MCP as a client (initialize, notifications/initialized, tools/list, then tools/call per
+ * call) over a byte channel the caller runs: requests are written to a descriptor (the
+ * server's stdin) and what the server writes on stdout is fed in (cae_editor_mcp_feed), so
+ * the server can run wherever commands run (src/tools/editor-mcp.c runs it as a command of
+ * the environment, through cae_backend_exec's live io, on every backend).
+ *
+ * Each call's arguments are checked as the native editor checks them (cae_editor_parse) and
+ * its path confined to the workspace before anything is sent: a relative path is made
+ * absolute under display_root, one outside it (absolute elsewhere, `..` above it) is refused
+ * with the native editor's words, and a write at or below a protected path is refused. The
+ * server runs with the confinement of commands, so a link leading out leads where a command
+ * could go, no further. The result is the server's text content (the npm server's
+ * {"success","message","content"} JSON unwrapped: content is the text, message the summary,
+ * success false an error), cut to max_output_chars characters, valid UTF-8.
+ *
+ * What the server sends is untrusted: lines longer than about twice max_file_bytes are
+ * dropped (the JSON-RPC framer), every line is parsed with the JSON-RPC layer's depth bound
+ * and validated; a line that is not JSON-RPC, an answer of the wrong shape, an oversized
+ * answer, a server that ends (cae_editor_mcp_closed), a cancellation or no answer within
+ * timeout_ms fail the call with a clear error, never a hang. After such a failure the server
+ * is in an unknown state: cae_editor_mcp_usable turns false and the caller ends it.
+ * Calls are serialised; feed and closed may be called from another thread. */
+typedef struct cae_editor_mcp cae_editor_mcp;
+
+typedef struct cae_editor_mcp_options {
+	int in_fd;		  /* the server's stdin (borrowed; made non-blocking) */
+	const char *tool;	  /* the server's tool: "text_editor" (copied) */
+	const char *display_root; /* the workspace as the agent and the server see it (copied) */
+	const cae_editor_limits *limits; /* max_file_bytes, max_output_chars, protected paths
+					  * (copied; NULL: defaults) */
+	long long timeout_ms;		 /* a call, the handshake of the first included */
+} cae_editor_mcp_options;
+
+/* A new client (NULL with err set). */
+CAE_EXPORT cae_editor_mcp *cae_editor_mcp_new(const cae_editor_mcp_options *o, cae_error *err);
+/* Bytes the server wrote on its stdout. */
+CAE_EXPORT void cae_editor_mcp_feed(cae_editor_mcp *c, const char *data, size_t len);
+/* The server is gone (why: borrowed, copied, e.g. its exit status): the call waiting and every
+ * later one fail with it. */
+CAE_EXPORT void cae_editor_mcp_closed(cae_editor_mcp *c, const char *why);
+/* False once the server is gone, or after a call that timed out, was cancelled or got an
+ * answer that is not JSON-RPC (the server's state is unknown then), or found no such tool. */
+CAE_EXPORT bool cae_editor_mcp_usable(cae_editor_mcp *c);
+/* Runs one text_editor call (args borrowed, as cae_editor_call) through the server.
+ * cancel_fd (-1: none) readable = stop waiting. Returns 0 with *res filled (is_error for the
+ * tool's errors, the server's included), or -errno with err set and *res cleared: -EPIPE (the
+ * server is gone), -ETIMEDOUT, -ECANCELED, -EPROTO (an answer that is not JSON-RPC or not a
+ * tool result, or too large), -ENOENT (the server has no such tool), -ENOMEM. */
+CAE_EXPORT int cae_editor_mcp_call(cae_editor_mcp *c, json_t *args, int cancel_fd,
+				   cae_editor_result *res, cae_error *err);
+/* Frees the client. Accepts NULL. Nothing may feed it any more. */
+CAE_EXPORT void cae_editor_mcp_free(cae_editor_mcp *c);
+
 #ifdef __cplusplus
 }
 #endif

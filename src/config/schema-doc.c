@@ -165,11 +165,18 @@ const struct cfg_doc cfg_docs[] = {
 			     "root; inside they are uid 1000. Never 0."},
     {"text_editor_mcp", "The text editor tool."},
     {TE "enabled", "The text editor tool is offered."},
-    {TE "mode", "`native`: cae's own editor (cae-helper); `mcp` (a stdio MCP server inside the "
-		"environment) is refused at load while the editor is enabled (not supported)."},
+    {TE "mode", "`native`: cae's own editor (cae-helper); `mcp`: `text_editor` calls are "
+		"forwarded to a stdio MCP text-editor server run inside the environment."},
     {TE "mcp_server", "The external editor server of mode `mcp`."},
     {TE "mcp_server.name", "Its name."},
-    {TE "mcp_server.command", "Its command."},
+    {TE "mcp_server.command", "Its argv, run like a command in the environment's workspace (its "
+			      "PATH, confinement and user); its stdio is the MCP channel."},
+    {TE "mcp_server.tool", "The server's tool that `text_editor` calls are forwarded to (the "
+			   "command an argument); a server with `<tool>_view`, `<tool>_create`, "
+			   "... instead gets those."},
+    {TE "mcp_server.timeout", "Seconds a call (the server's start and handshake included) may "
+			      "take; past it the call fails and the server is ended, to be "
+			      "started again by the next call."},
     {TE "max_file_size", "Larger files are refused for view and edit."},
     {TE "undo_depth", "Edits per file that can be undone (`0`: no undo)."},
     {TE "undo_max_bytes", "Undo history per environment."},

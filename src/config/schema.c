@@ -191,6 +191,8 @@ const struct cfg_key cfg_keys[] = {
     LIST(TE "mcp_server.command", text_editor_mcp.mcp_server.command,
 	 "npx,-y,mcp-server-text-editor"),
     ALIAS(TE "command", TE "mcp_server.command"),
+    STR(TE "mcp_server.tool", text_editor_mcp.mcp_server.tool, 0, "text_editor", NULL),
+    INT(TE "mcp_server.timeout", text_editor_mcp.mcp_server.timeout, 1, 3600, "60", NULL),
     SIZE(TE "max_file_size", text_editor_mcp.max_file_size, 1, GiB, "10m"),
     INT(TE "undo_depth", text_editor_mcp.undo_depth, 0, 1000, "10", NULL),
     SIZE(TE "undo_max_bytes", text_editor_mcp.undo_max_bytes, 0, 16 * GiB, "64m"),

@@ -79,14 +79,19 @@ int cae__cfg_validate(struct cfg_ctx *c, bool warn)
 					  "none runs commands on this host unconfined: it needs "
 					  "command_executor.local.unconfined: true");
 
-	/* an editor mode cae does not run is refused, not accepted and ignored */
-	if (cfg->text_editor_mcp.enabled && cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP)
-		return cae__cfg_key_error(
-		    c, origin_of(c, "text_editor_mcp.mode"),
-		    cae__cfg_find_key("text_editor_mcp.mode"),
-		    "mcp (a stdio MCP editor server inside the environment) is "
-		    "not supported: cae's native editor runs in every environment "
-		    "(local and containers); use mode: native, or enabled: false");
+	/* mode mcp runs the configured server: there must be one */
+	if (cfg->text_editor_mcp.enabled && cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP &&
+	    (cfg->text_editor_mcp.mcp_server.command.n == 0 ||
+	     !cfg->text_editor_mcp.mcp_server.command.items[0][0]))
+		return cae__cfg_key_error(c, origin_of(c, TE "mcp_server.command"),
+					  cae__cfg_find_key(TE "mcp_server.command"),
+					  "mode mcp needs the server's command (e.g. [npx, -y, "
+					  "mcp-server-text-editor])");
+	if (cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP &&
+	    (!cfg->text_editor_mcp.mcp_server.tool || !cfg->text_editor_mcp.mcp_server.tool[0]))
+		return cae__cfg_key_error(c, origin_of(c, TE "mcp_server.tool"),
+					  cae__cfg_find_key(TE "mcp_server.tool"),
+					  "mode mcp needs the server's tool name (text_editor)");
 
 	/* network: mode and external_access describe one thing */
 	struct cae_config_net_view {

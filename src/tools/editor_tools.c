@@ -151,7 +151,22 @@ static int call_editor(const cae_tool_env *env, const char *command, json_t *arg
 		return cae__tool_finish(res, error, true, err);
 	cae_editor_result er;
 	int r;
-	if (t.local) {
+	if (t.mcp) {
+		/* the configured MCP server runs it in the environment (editor_mcp.c) */
+		cae_error e = {0};
+		r = cae__mcp_editor_call(t.mcp, args, env->ctx ? env->ctx->cancel_fd : -1, &er, &e);
+		if (r == 0 && t.backend && er.command != CAE_EDITOR_CMD_VIEW)
+			DISCARD_RESULT(cae_backend_guard(t.backend, t.task_uuid, NULL));
+		if (r < 0 && r != -ENOMEM) {
+			cae__session_editor_release(env->session, &t);
+			cae__tools_hide_host_paths(env->cfg, e.message, sizeof(e.message));
+			return cae__tool_finish(
+			    res,
+			    cae__tool_error(r == -ECANCELED ? "CANCELLED" : "INTERNAL",
+					    "the text editor failed: %s", e.message),
+			    true, err);
+		}
+	} else if (t.local) {
 		r = cae_editor_call(t.local, args, &er);
 		/* a write on this host: .git/config back to the rule (a workspace the user owns) */
 		if (r == 0 && er.command != CAE_EDITOR_CMD_VIEW)

@@ -32,8 +32,11 @@ struct cae_session {
 	cae_editor *editor;   /* current environment's editor (local environments) */
 	bool remote_editor;   /* ... or its backend edits it (environments elsewhere) */
 	cae_editor_limits editor_limits;
-	char *editor_error;	    /* why there is no editor */
-	char *owned_workspace_uuid; /* environment created by use_workspace: removed at free */
+	bool mcp_mode;		     /* text_editor_mcp.mode mcp: a server is the editor... */
+	cae__mcp_editor *mcp_editor; /* ... its server in the current environment (NULL: not
+				      * started yet, started by the next editor call) */
+	char *editor_error;	     /* why there is no editor */
+	char *owned_workspace_uuid;  /* environment created by use_workspace: removed at free */
 	bool editor_compat;
 	cae__procs *procs; /* process sessions: ended before their environment goes */
 	/* the task uuids of the environments the session prepared or was given (under lock):
@@ -154,6 +157,8 @@ static void drop_current_locked(cae_session *s)
 	cae_editor_free(s->editor);
 	s->editor = NULL;
 	s->remote_editor = false;
+	s->mcp_mode = false;
+	cae__mcp_editor_unref(TAKE_PTR(s->mcp_editor));
 	free(s->editor_error);
 	s->editor_error = NULL;
 }
@@ -243,7 +248,12 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 	/* (copied by cae_editor_new; an environment's helper is kept out by ownership) */
 	lim->protected_paths = (const char *const *)s->cfg->command_executor.protected_paths.items;
 	lim->n_protected_paths = s->cfg->command_executor.protected_paths.n;
-	if (info->host_path) {
+	if (s->cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP) {
+		/* the configured server, started in the environment by the first call */
+		if (info->host_path)
+			(void)cae_worker_recover(b, info->task_uuid, NULL);
+		s->mcp_mode = true;
+	} else if (info->host_path) {
 		cae_error e;
 		s->editor = cae_editor_new(info->host_path, info->workspace_path, lim, &e);
 		if (!s->editor)
@@ -253,6 +263,19 @@ static int set_current_locked(cae_session *s, cae_backend *b, const cae_env_info
 		s->remote_editor = true;
 	}
 	return 0;
+}
+
+/* Ends the text-editor server running in task_uuid's environment (before the environment is
+ * prepared again or removed). */
+static void end_mcp_editor(cae_session *s, const char *task_uuid)
+{
+	pthread_mutex_lock(&s->lock);
+	cae__mcp_editor *m = NULL;
+	if (s->mcp_editor && task_uuid &&
+	    strcmp(cae__mcp_editor_task(s->mcp_editor), task_uuid) == 0)
+		m = TAKE_PTR(s->mcp_editor);
+	pthread_mutex_unlock(&s->lock);
+	cae__mcp_editor_unref(m);
 }
 
 static int set_current(cae_session *s, cae_backend *b, const cae_env_info *info)
@@ -291,6 +314,7 @@ int cae_session_use_workspace(cae_session *s, const char *dir, cae_error *err)
 	char uuid[32];
 	workspace_uuid(real, uuid);
 	cae__procs_end_env(s->procs, uuid);
+	end_mcp_editor(s, uuid);
 	cae_task task = {.uuid = uuid, .repo = real};
 	cae_prepare_options opts = {.workspace = real, .cancel_fd = -1};
 	cae_env_info info;
@@ -341,8 +365,10 @@ int cae_session_prepare_ex(cae_session *s, const cae_task *task, const char *env
 	cae_env_info info;
 	/* the environment is about to be replaced: its sessions end first (with holders the
 	 * prepare refuses before it replaces anything) */
-	if (task && task->uuid && !holders)
+	if (task && task->uuid && !holders) {
 		cae__procs_end_env(s->procs, task->uuid);
+		end_mcp_editor(s, task->uuid);
+	}
 	int r = cae_backend_prepare(s->backend, task, environment, &opts, &info, err);
 	if (r < 0)
 		return r;
@@ -435,6 +461,27 @@ int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **e
 		t->backend = s->current_backend;
 		t->task_uuid = strdup(s->current);
 		return 0; /* locked until cae__session_editor_release */
+	} else if (s->mcp_mode) {
+		t->backend = s->current_backend;
+		t->task_uuid = strdup(s->current);
+		/* a server that ended or was left in an unknown state is started again */
+		if (s->mcp_editor && !cae__mcp_editor_usable(s->mcp_editor))
+			cae__mcp_editor_unref(TAKE_PTR(s->mcp_editor));
+		cae_error e = {0};
+		int r = t->task_uuid ? 0 : cae_error_set(&e, -ENOMEM, "out of memory");
+		if (r == 0 && !s->mcp_editor)
+			r = cae__mcp_editor_start(s->cfg, s->current_backend, s->current,
+						  s->workspace_path, &s->editor_limits,
+						  &s->mcp_editor, &e);
+		if (r == 0)
+			t->mcp = cae__mcp_editor_ref(s->mcp_editor);
+		pthread_mutex_unlock(&s->lock);
+		if (r == 0)
+			return 0;
+		free(TAKE_PTR(t->task_uuid));
+		*error =
+		    cae__tool_error("INTERNAL", "the text editor is not available: %s", e.message);
+		return -1;
 	} else if (s->remote_editor) {
 		t->backend = s->current_backend;
 		t->task_uuid = strdup(s->current);
@@ -456,6 +503,7 @@ void cae__session_editor_release(cae_session *s, cae_editor_target *t)
 {
 	if (t->local)
 		pthread_mutex_unlock(&s->lock);
+	cae__mcp_editor_unref(t->mcp);
 	free(t->task_uuid);
 	memset(t, 0, sizeof(*t));
 }

@@ -173,7 +173,12 @@ json_t *cae_session_tool_list(cae_session *s, bool with_output_schema)
 bool cae_session_call_is_quick(const cae_session *s, const char *name, const json_t *args)
 {
 	const cae_tool_def *t = cae__tool_lookup(name);
-	return t && t->quick && t->enabled(cae_session_config(s)) && t->quick(args);
+	const cae_config *cfg = cae_session_config(s);
+	/* a view by an MCP editor server waits for another process: never on the reader */
+	if (t && (t->family & (CAE_TOOL_EDITOR | CAE_TOOL_EDITOR_SPLIT)) &&
+	    cfg->text_editor_mcp.mode == CAE_CONFIG_EDITOR_MCP)
+		return false;
+	return t && t->quick && t->enabled(cfg) && t->quick(args);
 }
 
 /* Every tool's result goes through the same masking, whatever the tool did itself: a

@@ -165,8 +165,10 @@ void cae__tool_env_clear(cae_tool_env *env);
 /* Where the current environment's files are edited: in this process (local, the session
  * locked until release), or by the environment's backend (backend and task_uuid set: an
  * environment elsewhere, its helper runs the editor). */
+typedef struct cae__mcp_editor cae__mcp_editor;
 typedef struct cae_editor_target {
 	cae_editor *local;
+	cae__mcp_editor *mcp; /* text_editor_mcp.mode mcp: the server's client (a reference) */
 	cae_backend *backend;
 	char *task_uuid; /* owned */
 	cae_editor_limits limits;
@@ -179,6 +181,25 @@ void cae__session_editor_release(cae_session *s, cae_editor_target *t);
 /* Every environment of the session's backends: {"environments": [ContainerInfo...],
  * "current": uuid?, "backend": name}. New reference, or NULL with err set. */
 json_t *cae__session_environments(cae_session *s, cae_error *err);
+
+/* ---- text_editor_mcp.mode mcp (editor_mcp.c): the server run in an environment ---------- */
+
+/* Starts cfg's text-editor server in the environment (b borrowed, must outlive it) and a
+ * client for it (cae/editor.h); *out holds one reference. */
+int cae__mcp_editor_start(const cae_config *cfg, cae_backend *b, const char *task_uuid,
+			  const char *workspace_path, const cae_editor_limits *limits,
+			  cae__mcp_editor **out, cae_error *err);
+cae__mcp_editor *cae__mcp_editor_ref(cae__mcp_editor *m);
+/* Drops a reference; the last ends the server, waits for it and frees. Accepts NULL. */
+void cae__mcp_editor_unref(cae__mcp_editor *m);
+/* Asks the server to end (its command is cancelled: its whole tree killed). */
+void cae__mcp_editor_stop(cae__mcp_editor *m);
+/* False once the server ended or a call left it in an unknown state. */
+bool cae__mcp_editor_usable(cae__mcp_editor *m);
+const char *cae__mcp_editor_task(const cae__mcp_editor *m);
+/* cae_editor_mcp_call; a server left in an unknown state is ended. */
+int cae__mcp_editor_call(cae__mcp_editor *m, json_t *args, int cancel_fd, cae_editor_result *res,
+			 cae_error *err);
 
 /* ---- results (result.c) ---------------------------------------------------------------- */
 

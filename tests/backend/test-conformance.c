@@ -757,6 +757,26 @@ static json_t *call(cae_session *s, const char *tool, json_t *args, bool *is_err
 	return out;
 }
 
+/* A session over the same environment (cae_session_set_current) whose text editor is
+ * tests/data/editor-mcp/server.py, in mode, run inside the environment. */
+static cae_session *mcp_editor_session(const char *uuid, const char *mode)
+{
+	cae_config *cfg = cae_config_defaults(NULL);
+	ck_assert_ptr_nonnull(cfg);
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "github.token", git_token);
+	T->configure(cfg);
+	bt_cfg_set(cfg, "text_editor_mcp.mode", "mcp");
+	char cmd[256];
+	snprintf(cmd, sizeof(cmd), "python3,/workspace/project/.ed.py,%s", mode);
+	bt_cfg_set(cfg, "text_editor_mcp.mcp_server.command", cmd);
+	cae_session *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_session_new(cfg, NULL, &s, &err) == 0, "%s", err.message);
+	ck_assert_msg(cae_session_set_current(s, uuid, &err) == 0, "%s", err.message);
+	return s;
+}
+
 START_TEST(tools_behave_the_same)
 {
 	cae_config *cfg = config();
@@ -839,6 +859,62 @@ START_TEST(tools_behave_the_same)
 	ck_assert_ptr_nonnull(strstr(S(r, "stdout"), "calc.py | 2"));
 	ck_assert_ptr_null(strstr(S(r, "stdout"), "/etc/cae-conf\n"));
 	json_decref(r);
+	/* text_editor_mcp.mode mcp: the test's MCP editor server, put in the workspace by a
+	 * command, run inside the environment (python3 is in the local sandbox and the image) */
+	char *server = NULL;
+	size_t server_len = 0;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD,
+					CAE_SOURCE_ROOT "/tests/data/editor-mcp/server.py", 1 << 20,
+					&server, &server_len),
+			 0);
+	r = call(
+	    s, "exec_command",
+	    json_pack("{s:s, s:[s], s:s}", "cwd", ".", "command", "cat > .ed.py", "stdin", server),
+	    &e);
+	ck_assert_int_eq(I(r, "exit_code"), 0);
+	json_decref(r);
+	free(server);
+	cae_session *m = mcp_editor_session(uuid, "ok");
+	r = call(m, "text_editor",
+		 json_pack("{s:s, s:s, s:s}", "command", "create", "path", "pkg/mcp.py",
+			   "file_text", "x = 1\n"),
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "path"), "/workspace/project/pkg/mcp.py");
+	json_decref(r);
+	r = call(m, "text_editor",
+		 json_pack("{s:s, s:s, s:s, s:s}", "command", "str_replace", "path", "pkg/mcp.py",
+			   "old_str", "x = 1", "new_str", "x = 2"),
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(m, "text_editor", json_pack("{s:s, s:s}", "command", "view", "path", "pkg/mcp.py"),
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "output"), "     1\tx = 2\n     2\t");
+	json_decref(r);
+	r = call(m, "text_editor",
+		 json_pack("{s:s, s:s}", "command", "view", "path", "../../../../etc/shadow"), &e);
+	ck_assert(e);
+	json_decref(r);
+	/* written by the server inside the environment, as the user commands run as */
+	r = call(s, "exec_command",
+		 json_pack("{s:s, s:[s]}", "cwd", ".", "command",
+			   "cat pkg/mcp.py; test -O pkg/mcp.py && echo mine"),
+		 &e);
+	ck_assert_str_eq(S(r, "stdout"), "x = 2\nmine\n");
+	json_decref(r);
+	cae_session_free(m);
+	/* a server that dies: its status and last words, here as in a container */
+	m = mcp_editor_session(uuid, "die");
+	r = call(m, "text_editor", json_pack("{s:s, s:s}", "command", "view", "path", "pkg/mcp.py"),
+		 &e);
+	ck_assert(e);
+	text = json_dumps(r, 0);
+	ck_assert_msg(strstr(text, "ended (exit status 3): editor crashed") != NULL, "%s", text);
+	free(text);
+	json_decref(r);
+	cae_session_free(m);
 	ck_assert_int_eq(cae_session_cleanup(s, NULL, &err), 0);
 	cae_session_free(s);
 	cae__rm_rf(state);

@@ -579,16 +579,38 @@ START_TEST(errors_with_file_and_line)
 }
 END_TEST
 
-/* An editor mode cae does not run is an error at load, not a key accepted and ignored. */
-START_TEST(editor_mode_mcp_is_refused)
+/* mode mcp is accepted with its server's command, tool and timeout (defaults: the npm
+ * server, text_editor, 60 s); without a command, or with an empty tool, it is an error at
+ * load naming the key. */
+START_TEST(editor_mode_mcp_keys)
 {
-	const char *m = load_err("text_editor_mcp:\n  mode: mcp\n", no_env, -EINVAL);
-	ck_assert_contains(m, "config.yaml:2: text_editor_mcp.mode: mcp");
-	ck_assert_contains(m, "not supported");
-	/* with the editor off, the mode changes nothing */
-	cae_config *cfg = load_ok("text_editor_mcp:\n  enabled: false\n  mode: mcp\n", no_env);
+	cae_config *cfg = load_ok("text_editor_mcp:\n  mode: mcp\n", no_env);
+	ck_assert_int_eq(cfg->text_editor_mcp.mode, CAE_CONFIG_EDITOR_MCP);
+	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.command.n, 3);
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[2],
+			 "mcp-server-text-editor");
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.tool, "text_editor");
+	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.timeout, 60);
 	cae_config_free(cfg);
-	cfg = load_ok("text_editor_mcp:\n  mode: native\n", no_env);
+	cfg = load_ok("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: [python3, "
+		      "ed.py]\n    tool: edit\n    timeout: 5\n",
+		      no_env);
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.command.items[0], "python3");
+	ck_assert_str_eq(cfg->text_editor_mcp.mcp_server.tool, "edit");
+	ck_assert_int_eq(cfg->text_editor_mcp.mcp_server.timeout, 5);
+	cae_config_free(cfg);
+	const char *m = load_err("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: []\n",
+				 no_env, -EINVAL);
+	ck_assert_contains(m, "text_editor_mcp.mcp_server.command");
+	m = load_err("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    tool: \"\"\n", no_env,
+		     -EINVAL);
+	ck_assert_contains(m, "text_editor_mcp.mcp_server.tool");
+	m = load_err("text_editor_mcp:\n  mcp_server:\n    timeout: 0\n", no_env, -EINVAL);
+	ck_assert_contains(m, "text_editor_mcp.mcp_server.timeout");
+	/* with the editor off, an empty command changes nothing */
+	cfg = load_ok("text_editor_mcp:\n  enabled: false\n  mode: mcp\n  mcp_server:\n    "
+		      "command: []\n",
+		      no_env);
 	cae_config_free(cfg);
 }
 END_TEST
@@ -961,7 +983,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, env_errors_name_the_variable);
 	tcase_add_test(tc, errors_with_file_and_line);
 	tcase_add_test(tc, unknown_keys_warn);
-	tcase_add_test(tc, editor_mode_mcp_is_refused);
+	tcase_add_test(tc, editor_mode_mcp_keys);
 	tcase_add_test(tc, malformed_yaml);
 	tcase_add_test(tc, network_modes);
 	tcase_add_test(tc, secrets_redacted_in_json);

@@ -1834,6 +1834,223 @@ START_TEST(sessions_own_their_environments)
 }
 END_TEST
 
+/* ---- text_editor_mcp.mode: mcp ---- */
+
+#define MCP_SERVER CAE_SOURCE_ROOT "/tests/data/editor-mcp/server.py"
+
+/* A session whose editor is tests/data/editor-mcp/server.py run in the local sandbox (copied
+ * into the workspace, where commands see it) in the given mode; calls are logged to
+ * .calls in the workspace. */
+static cae_session *open_mcp_session(const char *mode, const char *ce_yaml, const char *more_yaml)
+{
+	char yaml[2048];
+	snprintf(yaml, sizeof(yaml),
+		 "%stext_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: [python3, "
+		 "/workspace/project/.ed.py, %s, /workspace/project/.calls]\n%s",
+		 ce_yaml ? ce_yaml : "", mode, more_yaml ? more_yaml : "    timeout: 20\n");
+	cae_session *s = open_session(yaml);
+	tu_sh("cp %s %s/.ed.py", MCP_SERVER, ws);
+	return s;
+}
+
+/* The calls that reached the server (the .calls log), "" when none did. */
+static char *server_calls(void)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/.calls", ws);
+	char *text = NULL;
+	size_t n = 0;
+	if (cae__read_file(AT_FDCWD, path, 1 << 20, &text, &n) < 0)
+		return strdup("");
+	return text;
+}
+
+/* The content of a file of the workspace. */
+static char *ws_file(const char *name)
+{
+	char path[4096];
+	snprintf(path, sizeof(path), "%s/%s", ws, name);
+	char *text = NULL;
+	size_t n = 0;
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 1 << 20, &text, &n), 0);
+	return text;
+}
+
+static char *ed_output(json_t *r)
+{
+	const char *o = S(r, "output");
+	if (o)
+		return strdup(o);
+	return json_dumps(r, 0);
+}
+
+/* The text editor through an MCP stdio server run in the environment: every command reaches
+ * the server with its path made absolute under the workspace and its result comes back in
+ * the tool's shape (the npm server's JSON unwrapped), masked; a path outside the workspace or
+ * under a protected path is refused before it reaches the server; the split tool form; the
+ * native editor stays the default (before: mode mcp was refused at load). */
+START_TEST(editor_mcp_server_forwards_and_confines)
+{
+	cae_session *s = open_mcp_session("ok", "  protected_paths: [.git/hooks, secret]\n", NULL);
+	ck_assert_int_eq(cae_session_add_secret(s, "tok-mcp-0123456789"), 0);
+	/* a view waits for the server: never run on the MCP reader thread */
+	json_t *view = json_pack("{s:s, s:s}", "command", "view", "path", "a");
+	ck_assert(!cae_session_call_is_quick(s, "text_editor", view));
+	ck_assert(!cae_session_call_is_quick(s, "text_editor_view", view));
+	json_decref(view);
+	bool e;
+	json_t *r = call(s, "text_editor",
+			 "{\"command\": \"create\", \"path\": \"pkg/a.py\", \"file_text\": "
+			 "\"a = 1\\nb = 2\\n\"}",
+			 &e);
+	/* pkg/ does not exist: the server's own error comes back as the tool's error */
+	ck_assert_msg(e, "%s", json_dumps(r, 0));
+	char *o = ed_output(r);
+	ck_assert_msg(strstr(o, "No such file") != NULL, "%s", o);
+	free(o);
+	json_decref(r);
+	tu_sh("mkdir %s/pkg", ws);
+	r = call(s, "text_editor",
+		 "{\"command\": \"create\", \"path\": \"pkg/a.py\", \"file_text\": \"a = 1\\nb = "
+		 "2\\n\"}",
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	ck_assert_str_eq(S(r, "command"), "create");
+	ck_assert_str_eq(S(r, "path"), "/workspace/project/pkg/a.py");
+	json_decref(r);
+	r = call(s, "text_editor",
+		 "{\"command\": \"str_replace\", \"path\": \"/workspace/project/pkg/a.py\", "
+		 "\"old_str\": \"b = 2\", \"new_str\": \"b = 3 # tok-mcp-0123456789\"}",
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(s, "text_editor",
+		 "{\"command\": \"insert\", \"path\": \"pkg/a.py\", \"insert_line\": 0, "
+		 "\"new_str\": \"# top\"}",
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	/* a view through the server, masked like every tool result */
+	r = call(s, "text_editor",
+		 "{\"command\": \"view\", \"path\": \"pkg/a.py\", \"view_range\": [1, -1]}", &e);
+	ck_assert(!e);
+	o = ed_output(r);
+	ck_assert_str_eq(o, "     1\t# top\n     2\ta = 1\n     3\tb = 3 # ***\n     4\t");
+	free(o);
+	json_decref(r);
+	char *text = ws_file("pkg/a.py");
+	ck_assert_str_eq(text, "# top\na = 1\nb = 3 # tok-mcp-0123456789\n");
+	free(text);
+	r = call(s, "text_editor", "{\"command\": \"undo_edit\", \"path\": \"pkg/a.py\"}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	text = ws_file("pkg/a.py");
+	ck_assert_str_eq(text, "a = 1\nb = 3 # tok-mcp-0123456789\n");
+	free(text);
+	/* confinement: refused here, never sent */
+	const char *outside[] = {
+	    "{\"command\": \"view\", \"path\": \"../../../etc/passwd\"}",
+	    "{\"command\": \"view\", \"path\": \"/etc/passwd\"}",
+	    "{\"command\": \"create\", \"path\": \"/workspace/project/../x\", \"file_text\": "
+	    "\"x\"}",
+	    "{\"command\": \"create\", \"path\": \".GIT/hooks/pre-commit\", \"file_text\": \"x\"}",
+	    "{\"command\": \"str_replace\", \"path\": \"secret/k\", \"old_str\": \"a\"}",
+	    "{\"command\": \"insert\", \"path\": \"pkg/a.py\"}",
+	};
+	char *before = server_calls();
+	for (size_t i = 0; i < sizeof(outside) / sizeof(outside[0]); i++) {
+		r = call(s, "text_editor", outside[i], &e);
+		ck_assert_msg(e, "%s: %s", outside[i], json_dumps(r, 0));
+		json_decref(r);
+	}
+	char *after = server_calls();
+	ck_assert_str_eq(before, after);
+	/* what reached the server: absolute paths under the workspace */
+	ck_assert_msg(strstr(after, "text_editor create /workspace/project/pkg/a.py\n") &&
+			  strstr(after, "text_editor view /workspace/project/pkg/a.py\n") &&
+			  strstr(after, "text_editor undo_edit /workspace/project/pkg/a.py\n"),
+		      "%s", after);
+	free(before);
+	free(after);
+	/* the native editor is the default: the same call without mode mcp never starts it */
+	close_session(s);
+
+	/* a server with the split form: text_editor_<command> */
+	s = open_mcp_session("split", NULL, NULL);
+	tu_sh("printf 'x\\n' > %s/f.txt", ws);
+	r = call(s, "text_editor", "{\"command\": \"view\", \"path\": \"f.txt\"}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	o = ed_output(r);
+	ck_assert_str_eq(o, "     1\tx\n     2\t");
+	free(o);
+	json_decref(r);
+	after = server_calls();
+	ck_assert_str_eq(after, "text_editor_view view /workspace/project/f.txt\n");
+	free(after);
+	close_session(s);
+}
+END_TEST
+
+/* A server that answers garbage, an oversized or too deep answer, dies, hangs, never answers
+ * initialize, lacks the tool or is not installed: each call fails with a clear error within
+ * the configured timeout, and the next call starts a fresh server (the session ends every
+ * one: no process or memory left, checked by LeakSanitizer and the sandbox's end). */
+START_TEST(editor_mcp_server_faults)
+{
+	static const struct {
+		const char *mode, *yaml, *expect;
+	} cases[] = {
+	    {"garbage", NULL, "not JSON-RPC: \"Traceback (most recent call last): not JSON\""},
+	    {"die", NULL, "ended (exit status 3): editor crashed"},
+	    {"hang", "    timeout: 1\n", "did not answer tools/call within 1 s"},
+	    {"noinit", "    timeout: 1\n", "did not answer initialize within 1 s"},
+	    {"huge", "    timeout: 20\n  max_file_size: 1m\n", "answer is longer than"},
+	    {"deep", NULL, "not JSON-RPC"},
+	    {"ok", "    timeout: 20\n    tool: str_replace_editor\n",
+	     "has no tool str_replace_editor (text_editor_mcp.mcp_server.tool); it has: "
+	     "text_editor"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cae_session *s = open_mcp_session(cases[i].mode, NULL, cases[i].yaml);
+		tu_sh("printf 'x\\n' > %s/f.txt", ws);
+		for (int round = 0; round < 2; round++) {
+			bool e;
+			json_t *r = call(s, "text_editor",
+					 "{\"command\": \"view\", \"path\": \"f.txt\"}", &e);
+			ck_assert_msg(e, "%s: %s", cases[i].mode, json_dumps(r, 0));
+			const char *m = json_string_value(
+			    json_object_get(json_object_get(r, "error"), "message"));
+			ck_assert_msg(m && strstr(m, cases[i].expect), "%s: %s", cases[i].mode,
+				      json_dumps(r, 0));
+			json_decref(r);
+		}
+		char *calls = server_calls();
+		/* the second round reached a new server (none for the missing tool) */
+		size_t n = 0;
+		for (char *p = calls; (p = strchr(p, '\n')); p++)
+			n++;
+		ck_assert_msg(
+		    n == (strcmp(cases[i].mode, "ok") == 0 || strcmp(cases[i].mode, "noinit") == 0
+			      ? 0
+			      : 2),
+		    "%s: %s", cases[i].mode, calls);
+		free(calls);
+		close_session(s);
+	}
+	/* a program the environment does not have */
+	cae_session *s = open_session("text_editor_mcp:\n  mode: mcp\n  mcp_server:\n    command: "
+				      "[no-such-editor-server]\n");
+	bool e;
+	json_t *r = call(s, "text_editor", "{\"command\": \"view\", \"path\": \".\"}", &e);
+	ck_assert(e);
+	char *d = json_dumps(r, 0);
+	ck_assert_msg(strstr(d, "no-such-editor-server") && strstr(d, "not found"), "%s", d);
+	free(d);
+	json_decref(r);
+	close_session(s);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("tools");
@@ -1869,6 +2086,12 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, process_session_ends_with_its_environment);
 	tcase_add_test(tc, process_session_server_shares_loopback);
 	tcase_add_test(tc, sessions_own_their_environments);
+	suite_add_tcase(s, tc);
+	/* the text editor as an MCP server's tool */
+	tc = tcase_create("editor-mcp");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, editor_mcp_server_forwards_and_confines);
+	tcase_add_test(tc, editor_mcp_server_faults);
 	suite_add_tcase(s, tc);
 	return s;
 }
