@@ -280,6 +280,20 @@ START_TEST(backend_missing_image)
 	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	cae_task t = bt_http_task(uuid);
 	expect_prepare_failure(cfg, &t, "ghost", "create", "coding-agent-executor-ghost");
+	/* it says what to do (issue 23: a raw Engine 404 before): the image, the environment,
+	 * and the command that builds a cae image; not found, a user's to fix */
+	bt_cfg_set(cfg, "command_executor.environments",
+		   "python=coding-agent-executor-python:latest,"
+		   "go=coding-agent-executor-go:cae-test-no-such-tag");
+	expect_prepare_failure(cfg, &t, "go", "create",
+			       "image coding-agent-executor-go:cae-test-no-such-tag of environment "
+			       "go is not on the Docker engine: build it with `cae images build go`");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_prepare(b, &t, "go", NULL, &info, &err), -ENOENT);
+	ck_assert_str_eq(cae_error_kind(err.code), "NOT_FOUND");
+	cae_backend_free(b);
 	cae_config_free(cfg);
 }
 END_TEST
