@@ -325,8 +325,9 @@ int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv
 		return cae_error_prefix(err, "%s", what);
 	if (res.exit_code != 0) {
 		_cleanup_free_ char *msg = git_error_text(&res);
-		r = cae_error_set(err, res.timed_out ? -EIO : git_failure_code(msg), "%s: %s%s", what,
-				  res.timed_out ? "timed out: " : "", msg ? msg : "git failed");
+		r = cae_error_set(err, res.timed_out ? -EIO : git_failure_code(msg), "%s: %s%s",
+				  what, res.timed_out ? "timed out: " : "",
+				  msg ? msg : "git failed");
 		cae_run_result_clear(&res);
 		return r;
 	}

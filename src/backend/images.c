@@ -18,14 +18,14 @@
 	"make", "gcc", "g++", "git", "curl", "wget", "jq", "tree", "patch", "grep", "sed", "awk",  \
 	    "find", "tar", "unzip", "xz", "diff", "ps", "less"
 
-static const char *const python_tools[] = {
-    "python", "python3", "pip", "pytest", "black", "flake8", "mypy", COMMON, NULL};
-static const char *const node_tools[] = {
-    "node", "npm", "npx", "yarn", "pnpm", "tsc", "eslint", COMMON, NULL};
+static const char *const python_tools[] = {"python", "python3", "pip",	"pytest", "black",
+					   "flake8", "mypy",	COMMON, NULL};
+static const char *const node_tools[] = {"node", "npm",	   "npx",  "yarn", "pnpm",
+					 "tsc",	 "eslint", COMMON, NULL};
 static const char *const java_tools[] = {"java", "javac", "mvn", "gradle", COMMON, NULL};
 static const char *const go_tools[] = {"go", "gofmt", COMMON, NULL};
-static const char *const miniforge_tools[] = {
-    "conda", "mamba", "python", "python3", "pip", COMMON, NULL};
+static const char *const miniforge_tools[] = {"conda", "mamba", "python", "python3",
+					      "pip",   COMMON,	NULL};
 
 static const struct {
 	const char *name;
@@ -66,8 +66,8 @@ int cae__image_missing_docker(const char *image, const char *environment, cae_er
 	if (cae__image_cae_name(image, name, sizeof(name)))
 		snprintf(how, sizeof(how), "build it with `cae images build %s`", name);
 	else
-		snprintf(how, sizeof(how), "pull it (`docker pull %.120s`) or load it (`docker load`)",
-			 image);
+		snprintf(how, sizeof(how),
+			 "pull it (`docker pull %.120s`) or load it (`docker load`)", image);
 	return cae_error_set(err, -ENOENT,
 			     "image %s of environment %s is not on the Docker engine: %s, then "
 			     "prepare again",

@@ -74,7 +74,8 @@ static const struct {
      {{"mvn test", "gradle test", "./gradlew test"},
       {"mvn -q package", "gradle build", "make"},
       {"mvn -q verify"}}},
-    {"go", {{"go test ./...", "make test"}, {"go build ./...", "make"}, {"go vet ./...", "gofmt -l ."}}},
+    {"go",
+     {{"go test ./...", "make test"}, {"go build ./...", "make"}, {"go vet ./...", "gofmt -l ."}}},
     {"miniforge",
      {{"pytest", "python -m pytest -x", "make test"},
       {"mamba env update -f environment.yml", "make"},
@@ -98,7 +99,7 @@ static int put_examples(cae_buf *b, const char *env, int kind, bool local, const
 		}
 	}
 	if (n == 0)
-		r |= cae__buf_puts(b, kind == 0   ? "the project's own test command"
+		r |= cae__buf_puts(b, kind == 0	  ? "the project's own test command"
 				      : kind == 1 ? "the project's own build command"
 						  : "the project's own linters");
 	return r;
@@ -113,15 +114,17 @@ static int put_tools(cae_buf *b, const char *env, const char *image, bool local,
 				       "The tools of image `%s` are not known to cae: check with "
 				       "`command -v TOOL` before relying on one.",
 				       image ? image : "?");
-	int r = cae__buf_printf(b, "%s: ", local ? "Installed on this host for this environment"
-						  : "Installed in this environment");
+	int r = cae__buf_printf(b, "%s: ",
+				local ? "Installed on this host for this environment"
+				      : "Installed in this environment");
 	int n = 0;
 	for (size_t i = 0; tools[i]; i++)
 		if (offered(tools[i], local, pol, defaults))
 			r |= cae__buf_printf(b, "%s`%s`", n++ ? ", " : "", tools[i]);
 	if (n == 0)
 		r |= cae__buf_puts(b, "none of this environment's usual tools");
-	r |= cae__buf_puts(b, ". Other programs are not installed unless the project installs them.");
+	r |= cae__buf_puts(b,
+			   ". Other programs are not installed unless the project installs them.");
 	return r;
 }
 
@@ -131,9 +134,11 @@ static int put_deps(cae_buf *b, const cae_config *cfg, const json_t *deps)
 		return cae__buf_puts(
 		    b, cfg->command_executor.clone.auto_install_deps
 			   ? "installed when the environment is prepared; the `deps` list of the "
-			     "`environment_prepare` result says for each install whether it succeeded, "
+			     "`environment_prepare` result says for each install whether it "
+			     "succeeded, "
 			     "failed or was skipped (install what failed yourself)"
-			   : "not installed automatically (clone.auto_install_deps is off): install them "
+			   : "not installed automatically (clone.auto_install_deps is off): "
+			     "install them "
 			     "yourself");
 	if (json_array_size(deps) == 0)
 		return cae__buf_puts(b, "none installed (no dependency file cae knows was found)");
@@ -165,8 +170,8 @@ char *cae__prompt_context_fill(const char *text, const cae_config *cfg, const ca
 			       const cae_prompt_context *ctx)
 {
 	const char *backend = ctx && ctx->backend ? ctx->backend : cae_backend_resolve_name(cfg);
-	const char *env = ctx && ctx->environment ? ctx->environment
-						  : cfg->command_executor.default_environment;
+	const char *env =
+	    ctx && ctx->environment ? ctx->environment : cfg->command_executor.default_environment;
 	if (!env)
 		env = "python";
 	bool local = strcmp(backend, "local") == 0;
@@ -191,8 +196,8 @@ char *cae__prompt_context_fill(const char *text, const cae_config *cfg, const ca
 	char *cur = r < 0 ? NULL : strdup(text);
 	for (size_t i = 0; i < ARRAY_SIZE(v); i++) {
 		if (cur) {
-			char *next = cae__prompt_replace(cur, v[i].token,
-							 v[i].b.data ? v[i].b.data : "");
+			char *next =
+			    cae__prompt_replace(cur, v[i].token, v[i].b.data ? v[i].b.data : "");
 			free(cur);
 			cur = next;
 		}

@@ -209,7 +209,8 @@ START_TEST(backend_prepare_pytest_cleanup)
 	cae__buf_init(&check, 1 << 16);
 	for (const char *q = strchr(tl, '`'); q && q < strchr(tl, '\n'); q = strchr(q, '`')) {
 		const char *e = strchr(q + 1, '`');
-		ck_assert_int_eq(cae__buf_printf(&check, "command -v %.*s >/dev/null || echo %.*s; ",
+		ck_assert_int_eq(cae__buf_printf(&check,
+						 "command -v %.*s >/dev/null || echo %.*s; ",
 						 (int)(e - q - 1), q + 1, (int)(e - q - 1), q + 1),
 				 0);
 		q = e + 1;
@@ -319,9 +320,10 @@ START_TEST(backend_missing_image)
 	bt_cfg_set(cfg, "command_executor.environments",
 		   "python=coding-agent-executor-python:latest,"
 		   "go=coding-agent-executor-go:cae-test-no-such-tag");
-	expect_prepare_failure(cfg, &t, "go", "create",
-			       "image coding-agent-executor-go:cae-test-no-such-tag of environment "
-			       "go is not on the Docker engine: build it with `cae images build go`");
+	expect_prepare_failure(
+	    cfg, &t, "go", "create",
+	    "image coding-agent-executor-go:cae-test-no-such-tag of environment "
+	    "go is not on the Docker engine: build it with `cae images build go`");
 	cae_backend *b = bt_backend("docker", cfg, NULL);
 	cae_env_info info;
 	cae_error err = {0};

@@ -337,12 +337,10 @@ START_TEST(missing_image_says_how_to_get_it)
 	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_prepare(b, &t, "go", NULL, &info, &err), -ENOENT);
 	ck_assert_str_eq(cae_error_kind(err.code), "NOT_FOUND");
-	const char *want[] = {"ErrImageNeverPull",
-			      "image coding-agent-executor-go:cae-test-no-such-tag",
-			      "pull policy is Never",
-			      "cae images build go",
-			      "ctr -n k8s.io images import",
-			      "image_pull_policy to IfNotPresent"};
+	const char *want[] = {
+	    "ErrImageNeverPull",	   "image coding-agent-executor-go:cae-test-no-such-tag",
+	    "pull policy is Never",	   "cae images build go",
+	    "ctr -n k8s.io images import", "image_pull_policy to IfNotPresent"};
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
 		ck_assert_msg(strstr(err.message, want[i]), "no \"%s\" in: %s", want[i],
 			      err.message);

@@ -343,7 +343,8 @@ static int warnings_with(const json_t *warnings, const char *needle)
 	int n = 0;
 	size_t i;
 	json_t *w;
-	json_array_foreach((json_t *)warnings, i, w) n += strstr(json_string_value(w), needle) != NULL;
+	json_array_foreach((json_t *)warnings, i, w) n +=
+	    strstr(json_string_value(w), needle) != NULL;
 	return n;
 }
 

@@ -80,7 +80,8 @@ START_TEST(command_executor_prompt_environment)
 		const char *end = tools ? strstr(tools, "### Allowed Commands") : NULL;
 		ck_assert(tools && end);
 		char *list = strndup(tools, (size_t)(end - tools));
-		ck_assert_msg(!strstr(list, "cargo") && !strstr(list, "cmake") && !strstr(list, "mvn"),
+		ck_assert_msg(!strstr(list, "cargo") && !strstr(list, "cmake") &&
+				  !strstr(list, "mvn"),
 			      "%s", list);
 		free(list);
 		free(t);
