@@ -187,13 +187,16 @@ START_TEST(backend_prepare_pytest_cleanup)
 	ck_assert_msg(strstr(r.out, "1 passed") != NULL, "%s", r.out);
 	cae_run_result_clear(&r);
 	/* the image builds native code (issue 23: no make, no C compiler): a C and a C++
-	 * program built with make and run, as the agent (uid 1000) in the scratch directory */
+	 * program built with make and run, as the agent (uid 1000) in the scratch directory,
+	 * and Python's headers for C extensions are there */
 	r = bt_exec(b, uuid,
 		    "cd /workspace/tmp && printf '#include <stdio.h>\\nint main(void) { "
 		    "puts(\"c ok\"); return 0; }\\n' > hello.c && printf '#include <iostream>\\n"
 		    "int main() { std::cout << \"c++ ok\" << std::endl; }\\n' > hello.cc && "
 		    "printf 'all: hello hellocc\\nhellocc: hello.cc\\n\\t$(CXX) -o $@ $<\\n' > "
-		    "Makefile && make -s 2>&1 && ./hello && ./hellocc",
+		    "Makefile && make -s 2>&1 && ./hello && ./hellocc && "
+		    "test -f \"$(python3 -c 'import sysconfig; "
+		    "print(sysconfig.get_paths()[\"include\"])')/Python.h\"",
 		    120000);
 	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "c ok\nc++ ok\n") == 0, "make: %d %s%s",
 		      r.exit_code, r.out, r.err);
