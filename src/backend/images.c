@@ -85,8 +85,9 @@ int cae__image_missing_kubernetes(const char *reason, const char *image, const c
 	return cae_error_set(
 	    err, -ENOENT,
 	    "pod cannot start: %s: the node has not got image %s and its pull policy is %s "
-	    "(command_executor.kubernetes.image_pull_policy)%s%s. %s%s; or push it to a registry "
-	    "the nodes pull from and set image_pull_policy to IfNotPresent",
+	    "(command_executor.kubernetes.image_pull_policy)%s%s; to get it there, %s%s; or "
+	    "push it to a registry the nodes pull from and set image_pull_policy to "
+	    "IfNotPresent",
 	    reason, image ? image : "?", policy ? policy : "unknown", detail ? ": " : "",
 	    detail ? detail : "", build,
 	    never ? "load it into every node's container runtime (`docker save IMAGE | ctr -n "
