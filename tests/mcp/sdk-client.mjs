@@ -239,6 +239,10 @@ async function main() {
   if (has("environment_cleanup")) {
     const r = await client.callTool({ name: "environment_cleanup", arguments: { task_uuid: uuid } });
     check(r.isError !== true, "environment_cleanup", r);
+    const after = await client.callTool({ name: "exec_command", arguments: { cwd: ".", command: ["true"] } });
+    // the current environment removed: no environment is a user's to fix, NOT_FOUND
+    check(after.isError === true && textOf(after).startsWith("NOT_FOUND: no environment is ready"),
+      "exec_command with no environment is NOT_FOUND", after);
   }
 
   // Protocol failures are JSON-RPC errors, not results.
