@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Builds the language images (docker/Dockerfile-executor-*) on a machine with no container
 # registry: the base image coding-agent-executor-base:latest is a Debian root filesystem made
-# by debootstrap and imported with `docker import`, and every language image is built on it
-# with BASE_IMAGE=coding-agent-executor-base:latest, its toolchain from Debian packages.
+# by debootstrap and imported with `docker import`, with the common set of every image
+# (docker/common-packages: git, curl, ..., make, gcc, g++, libc6-dev) installed once, in its
+# one layer; every language image is built on it with
+# BASE_IMAGE=coding-agent-executor-base:latest, its own toolchain from Debian packages.
 #
 #   scripts/build-images.sh [--rebuild] [--base-only] [--official] [NAME...]
 #
@@ -12,8 +14,8 @@
 #   --official  build on the official bases named in the Dockerfiles (needs a registry);
 #               no debootstrap base, and miniforge can be built
 #
-# Caching: the base image is kept while its recipe (the make_base function below and the
-# suite) is unchanged; a language image is kept while the hash of its Dockerfile and of the
+# Caching: the base image is kept while its recipe (the make_base function below, the
+# suite and docker/common-packages) is unchanged; a language image is kept while the hash of its Dockerfile and of the
 # base image ID, stored in the image's label org.cae.build-hash, is unchanged. Otherwise
 # `docker build` runs with its layer cache. Builds use `--network host` (no bridge needed).
 #
@@ -37,7 +39,7 @@ for a in "$@"; do
     --rebuild) rebuild=1 ;;
     --base-only) base_only=1 ;;
     --official) official=1 ;;
-    -h|--help) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     python|node|java|go|miniforge) names+=("$a") ;;
     *) echo "build-images: unknown argument '$a' (names: python node java go miniforge)" >&2; exit 2 ;;
   esac
@@ -76,11 +78,17 @@ host_mirror() {
   done
 }
 
-# Makes the Debian root filesystem in $1 (debootstrap minbase) and trims it like the
-# official slim images: no docs, man pages or locales, apt lists and caches emptied.
+# The common set (docker/common-packages), comma-separated for debootstrap --include.
+common_packages() {
+  sed 's/#.*//' docker/common-packages | tr -s ' \t\n' '\n' | grep . | paste -sd, -
+}
+
+# Makes the Debian root filesystem in $1 (debootstrap minbase with the common set) and trims
+# it like the official slim images: no docs, man pages or locales, apt lists and caches
+# emptied.
 make_base() {
   local dir=$1 mirror=$2 security=$3
-  debootstrap --variant=minbase "$SUITE" "$dir" "$mirror" >&2
+  debootstrap --variant=minbase --include="$(common_packages)" "$SUITE" "$dir" "$mirror" >&2
   # apt sources of the image: the same mirror, with the updates and security suites.
   rm -f "$dir/etc/apt/sources.list"
   {
@@ -124,7 +132,8 @@ unmount_under() {
 }
 
 build_base() {
-  local recipe; recipe=$( { declare -f make_base; echo "$SUITE"; } | sha256sum | cut -c1-16)
+  local recipe
+  recipe=$( { declare -f make_base; echo "$SUITE"; common_packages; } | sha256sum | cut -c1-16)
   if [ $rebuild -eq 0 ] && [ "$(label_of "$BASE")" = "$recipe" ]; then
     say "$BASE is cached"
     return 0
@@ -151,7 +160,7 @@ build_base() {
   tar --numeric-owner -C "$tmp/root" -c . | docker import \
     --change "LABEL $LABEL=$recipe" \
     --change 'LABEL org.opencontainers.image.title=coding-agent-executor-base' \
-    --change "LABEL org.opencontainers.image.description=\"Debian $SUITE minbase (debootstrap) for the cae language images\"" \
+    --change "LABEL org.opencontainers.image.description=\"Debian $SUITE minbase (debootstrap) with the common set of the cae language images\"" \
     --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     --change 'ENV LANG=C.UTF-8' \
     --change 'CMD ["bash"]' \
@@ -194,7 +203,8 @@ build_one() {
   fi
   local ca; ca=$(extra_ca_certs)
   [ -z "$ca" ] || args+=(--build-arg "EXTRA_CA_CERTS=$ca")
-  local hash; hash=$( { cat "$df"; echo "$basekey"; echo "$ca"; } | sha256sum | cut -c1-16)
+  local hash
+  hash=$( { cat "$df" docker/common-packages; echo "$basekey"; echo "$ca"; } | sha256sum | cut -c1-16)
   if [ $rebuild -eq 0 ] && [ "$(label_of "$img")" = "$hash" ]; then
     say "$img is cached"
     return 0

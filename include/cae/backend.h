@@ -131,6 +131,10 @@ typedef struct cae_backend cae_backend;
  * the backend. */
 CAE_EXPORT int cae_backend_new(const struct cae_config *cfg, struct cae_log *log, cae_backend **out,
 			       cae_error *err);
+/* The backend cae_backend_new would create for cfg: "local", "docker" or "kubernetes" (with
+ * "auto": kubernetes when configured, docker when an engine answers, else local); an
+ * unknown name as it is. Static. */
+CAE_EXPORT const char *cae_backend_resolve_name(const struct cae_config *cfg);
 /* Creates a specific backend: "local", "docker" or "kubernetes". */
 CAE_EXPORT int cae_backend_new_named(const char *name, const struct cae_config *cfg,
 				     struct cae_log *log, cae_backend **out, cae_error *err);

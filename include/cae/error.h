@@ -8,9 +8,14 @@
  * Conventional codes, which every interface maps the same way (cae_error_kind()):
  *   -EINVAL   invalid argument           INVALID_ARGUMENT
  *   -ENOTDIR  not a directory / outside  NOT_DIRECTORY
- *   -ENOENT   command or file not found  COMMAND_NOT_FOUND / NOT_FOUND
- *   -EACCES   refused by policy or confinement
- *   -ETIMEDOUT, -ECANCELED, anything else: INTERNAL
+ *   -ENOENT   not found (a file, command, repository, branch, environment, image)
+ *             NOT_FOUND (COMMAND_NOT_FOUND for exec_command's direct mode); -ESRCH too
+ *   -EACCES   refused by policy or confinement  PERMISSION_DENIED
+ *   -EHOSTUNREACH, -ENETUNREACH, -ECONNREFUSED, -ECONNRESET, -EAGAIN: something needed is
+ *             not reachable or not ready now (a remote, an engine)  UNAVAILABLE
+ *   -ETIMEDOUT TIMEOUT, -ECANCELED CANCELLED; anything else: INTERNAL (cae's own failure)
+ * Tool results, MCP results and the CLI's messages say the kind in front of a message a user
+ * can act on ("NOT_FOUND: ..."), so that a user's mistake never reads as cae's.
  */
 #ifndef CAE_ERROR_H
 #define CAE_ERROR_H

@@ -22,9 +22,28 @@
 extern "C" {
 #endif
 
+/* What the command-executor section says of the environment commands run in. */
+typedef struct cae_prompt_context {
+	/* "docker", "local" or "kubernetes"; NULL: the configured backend, "auto" resolved as
+	 * cae_backend_new resolves it */
+	const char *backend;
+	/* the environment's name (python, node, java, go, miniforge, or a configured custom
+	 * one); NULL: the default environment */
+	const char *environment;
+	/* a prepared environment's ContainerInfo "deps" (borrowed): the section says what each
+	 * install did; NULL: before a prepare (it says how to learn that) */
+	const json_t *deps;
+} cae_prompt_context;
+
 /* system_prompt_command_executor.txt with {allowed_commands_list} filled from the policy
- * (one line per category). Returns a new string; "" when the command executor is disabled; NULL on
- * ENOMEM. */
+ * (one line per category) and the environment of ctx (NULL: all defaults): the backend
+ * named as it is (a Docker container, a Kubernetes pod, a sandbox on this host), the tools
+ * that exist there (cae's image's tool list; on the local backend those of it this host
+ * has; the policy's exclusions left out), examples with them, and the dependency step as it
+ * went. Returns a new string; "" when the command executor is disabled; NULL on ENOMEM. */
+CAE_EXPORT char *cae_prompt_command_executor_for(const cae_config *cfg, const cae_policy *policy,
+						 const cae_prompt_context *ctx);
+/* cae_prompt_command_executor_for with no context. */
 CAE_EXPORT char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy);
 
 /* system_prompt_text_editor.txt: the text editor tool and the git workflow.

@@ -15,6 +15,7 @@
  * disk limit where the storage driver takes one, Docker's init as PID 1 (it reaps zombies),
  * and no host mount unless the Docker socket is configured (with a warning). */
 #include "backend/backend-internal.h"
+#include "backend/images.h"
 #include "backend/diskfs.h"
 #include "cae/net.h"
 #include "backend/chan.h"
@@ -1284,7 +1285,9 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 		dp->disk_dir =
 		    cae__diskfs_container_dir(cfg->command_executor.state_dir, p->task->uuid);
 	set_disk_limits(p, dp->with_disk, dp->disk_dir != NULL);
-	if (res->disk_bytes > 0 && !dp->with_disk && !dp->disk_dir) {
+	/* true of every prepare on this engine: said once per engine per process */
+	if (res->disk_bytes > 0 && !dp->with_disk && !dp->disk_dir &&
+	    cae__engine_warning_first(cae_docker_host(di->d), "docker.disk_limit_unsupported")) {
 		char w[256];
 		snprintf(w, sizeof(w),
 			 "disk limit %s not applied: storage driver %s%s%s takes no size option",
@@ -1353,13 +1356,16 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 						err);
 		json_decref(config);
 	}
+	if (r == -ENOENT && strstr(err->message, "No such image"))
+		return cae__image_missing_docker(dp->image, p->environment, err);
 	if (r < 0)
 		return r;
 	size_t wi;
 	json_t *wv;
 	json_array_foreach(engine_warnings, wi, wv)
 	{
-		if (json_is_string(wv) && *json_string_value(wv))
+		if (json_is_string(wv) && *json_string_value(wv) &&
+		    cae__engine_warning_first(cae_docker_host(d), json_string_value(wv)))
 			cae__prepare_warn(p, "docker.engine_warning", json_string_value(wv));
 	}
 	json_decref(engine_warnings);

@@ -35,6 +35,16 @@ static int backend_new(const char *name, const cae_config *cfg, struct cae_log *
 			     "unknown backend \"%s\" (auto, docker, local or kubernetes)", name);
 }
 
+const char *cae_backend_resolve_name(const cae_config *cfg)
+{
+	const char *name = cae_config_backend_name(cfg->command_executor.backend);
+	if (strcmp(name, "auto") != 0)
+		return name;
+	if (cae__kubernetes_backend_configured(cfg))
+		return "kubernetes";
+	return cae__docker_backend_available(cfg) ? "docker" : "local";
+}
+
 int cae_backend_new_named(const char *name, const cae_config *cfg, struct cae_log *log,
 			  cae_backend **out, cae_error *err)
 {

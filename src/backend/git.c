@@ -285,6 +285,37 @@ static char *git_error_text(cae_run_result *res)
 	return red;
 }
 
+/* The class of a git failure from its words, for errors a user can act on: a repository or
+ * branch that is not there (-ENOENT), a remote that cannot be reached (-EHOSTUNREACH),
+ * credentials refused (-EACCES); anything else -EIO. */
+static int git_failure_code(const char *msg)
+{
+	static const struct {
+		const char *words;
+		int code;
+	} classes[] = {
+	    {"not found", -ENOENT},
+	    {"does not appear to be a git repository", -ENOENT},
+	    {"does not exist", -ENOENT},
+	    {"couldn't find remote ref", -ENOENT},
+	    {"not a valid object name", -ENOENT},
+	    {"did not match any file(s) known to git", -ENOENT},
+	    {"Could not resolve host", -EHOSTUNREACH},
+	    {"Connection refused", -EHOSTUNREACH},
+	    {"Connection timed out", -EHOSTUNREACH},
+	    {"Failed to connect", -EHOSTUNREACH},
+	    {"Network is unreachable", -EHOSTUNREACH},
+	    {"Could not read from remote repository", -EHOSTUNREACH},
+	    {"Authentication failed", -EACCES},
+	    {"could not read Username", -EACCES},
+	    {"Permission denied", -EACCES},
+	};
+	for (size_t i = 0; msg && i < ARRAY_SIZE(classes); i++)
+		if (strcasestr(msg, classes[i].words))
+			return classes[i].code;
+	return -EIO;
+}
+
 int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv, const char *what,
 		  cae_error *err)
 {
@@ -294,7 +325,8 @@ int cae__git_step(const cae_git_ctx *g, const char *cwd, const char *const *argv
 		return cae_error_prefix(err, "%s", what);
 	if (res.exit_code != 0) {
 		_cleanup_free_ char *msg = git_error_text(&res);
-		r = cae_error_set(err, -EIO, "%s: %s%s", what, res.timed_out ? "timed out: " : "",
+		r = cae_error_set(err, res.timed_out ? -EIO : git_failure_code(msg), "%s: %s%s",
+				  what, res.timed_out ? "timed out: " : "",
 				  msg ? msg : "git failed");
 		cae_run_result_clear(&res);
 		return r;
@@ -569,9 +601,10 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 			break;
 		}
 		r = clone_from_mirror(&eg, cfg, log, task, &m, url, dest, ship, ship_ctx, &me);
-		if (r == 0 || r != -EIO)
+		if (r == 0 || (r != -EIO && r != -ENOENT))
 			break;
-		/* git failed reading the mirror (a corrupt object, most likely): never trust it */
+		/* git failed reading the mirror (a corrupt or missing object, most likely): never
+		 * trust it */
 		cae_log_fields(log, CAE_LOG_WARN, "git.mirror_rebuild",
 			       json_pack("{s:s, s:s}", "reason", "a clone from the mirror failed",
 					 "error", me.message),

@@ -63,7 +63,14 @@ const char *cae_error_kind(int code)
 	case -ENOTDIR:
 		return "NOT_DIRECTORY";
 	case -ENOENT:
+	case -ESRCH:
 		return "NOT_FOUND";
+	case -EHOSTUNREACH:
+	case -ENETUNREACH:
+	case -ECONNREFUSED:
+	case -ECONNRESET:
+	case -EAGAIN:
+		return "UNAVAILABLE";
 	case -EACCES:
 	case -EPERM:
 		return "PERMISSION_DENIED";

@@ -77,6 +77,9 @@ cae_log *cae_cli_log(void);
 void cae_cli_log_free(void);
 /* Reads a JSON document from a file or "-" (stdin). New reference or NULL with err set. */
 json_t *cae_cli_read_json(const char *path, cae_error *err);
+/* Prints "cae: WHAT: KIND: message" on stderr (what NULL: no "WHAT: "), KIND the error's
+ * class (cae_error_kind: NOT_FOUND, INVALID_ARGUMENT, UNAVAILABLE, ..., INTERNAL). */
+void cae_cli_error(const char *what, const cae_error *err);
 /* Pretty-prints JSON on stdout. */
 void cae_cli_print_json(json_t *j);
 /* Prints text (NULL: nothing) on stdout, ending with a newline. */

@@ -131,14 +131,14 @@ int cae_cli_pick_uuid(cae_session *s, const char *given, const char *hint, char 
 	json_t *list = NULL;
 	cae_error err;
 	if (cae_backend_list(cae_session_backend(s), &list, &err) < 0) {
-		fprintf(stderr, "cae: %s\n", err.message);
+		cae_cli_error(NULL, &err);
 		return -EIO;
 	}
 	size_t n = json_array_size(list);
 	if (n != 1) {
 		fprintf(stderr, "cae: %s: %s\n",
-			n == 0 ? "no environment exists (cae prepare first)"
-			       : "several environments exist",
+			n == 0 ? "NOT_FOUND: no environment exists (cae prepare first)"
+			       : "INVALID_ARGUMENT: several environments exist",
 			hint);
 		json_decref(list);
 		return -EINVAL;
@@ -146,6 +146,12 @@ int cae_cli_pick_uuid(cae_session *s, const char *given, const char *hint, char 
 	*out = strdup(json_string_value(json_object_get(json_array_get(list, 0), "task_uuid")));
 	json_decref(list);
 	return *out ? 0 : -ENOMEM;
+}
+
+void cae_cli_error(const char *what, const cae_error *err)
+{
+	fprintf(stderr, "cae: %s%s%s: %s\n", what ? what : "", what ? ": " : "",
+		cae_error_kind(err->code), err->message);
 }
 
 void cae_cli_print_text(const char *text)
@@ -162,7 +168,7 @@ int cae_cli_use_environment(cae_session *s, const char *uuid, const char *worksp
 	cae_error_clear(&err);
 	if (workspace) {
 		if (cae_session_use_workspace(s, workspace, &err) < 0) {
-			fprintf(stderr, "cae: %s\n", err.message);
+			cae_cli_error(NULL, &err);
 			return -1;
 		}
 		return 0;
@@ -170,7 +176,7 @@ int cae_cli_use_environment(cae_session *s, const char *uuid, const char *worksp
 	if (cae_cli_pick_uuid(s, uuid, "give --uuid UUID or --workspace DIR", id) < 0)
 		return -1;
 	if (cae_session_set_current(s, *id, &err) < 0) {
-		fprintf(stderr, "cae: %s\n", err.message);
+		cae_cli_error(NULL, &err);
 		return -1;
 	}
 	return 0;

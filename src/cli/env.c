@@ -143,7 +143,7 @@ int cae_cli_do_prepare(cae_session *s, const task_opts *t, const cae_task *task,
 		r = cae_session_prepare_ex(s, task, t->env, t->force, &ctx, info, &err);
 	}
 	if (r < 0)
-		fprintf(stderr, "cae: prepare: %s\n", err.message);
+		cae_cli_error("prepare", &err);
 	return r;
 }
 
@@ -312,7 +312,7 @@ int cae_cli_cleanup(int argc, char **argv)
 		cae_cli_print_json(j);
 		json_decref(j);
 	} else {
-		fprintf(stderr, "cae: cleanup: %s\n", err.message);
+		cae_cli_error("cleanup", &err);
 	}
 	cae_session_free(s);
 	return r == 0 ? 0 : 1;

@@ -194,7 +194,7 @@ static int run_tool(cae_session *s, const exec_opts *e, int argc, char **argv, j
 	int r = cae_session_call_tool(s, tool, args, &ctx, &res, &err);
 	json_decref(args);
 	if (r < 0) {
-		fprintf(stderr, "cae: %s\n", err.message);
+		cae_cli_error(NULL, &err);
 		return 1;
 	}
 	*result = json_incref(res.structured);
@@ -259,7 +259,7 @@ int cae_cli_exec(int argc, char **argv)
 		cae_error err;
 		cae_error_clear(&err);
 		if (cae_session_set_current(s, id, &err) < 0) {
-			fprintf(stderr, "cae: %s\n", err.message);
+			cae_cli_error(NULL, &err);
 		} else {
 			json_t *result = NULL;
 			status = run_tool(s, &e, argc - optind, argv + optind, &result);
@@ -324,7 +324,7 @@ int cae_cli_run(int argc, char **argv)
 		cae_error err;
 		cae_error_clear(&err);
 		if (t.workspace && cae_session_set_current(s, task.uuid, &err) < 0) {
-			fprintf(stderr, "cae: %s\n", err.message);
+			cae_cli_error(NULL, &err);
 		} else {
 			json_t *result = NULL;
 			status = run_tool(s, &e, argc - optind, argv + optind, &result);

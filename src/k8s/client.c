@@ -3,6 +3,8 @@
  * certificate and key given as in-memory blobs, a bearer token in a header. */
 #include "k8s/k8s-internal.h"
 
+#include "backend/images.h"
+
 #include "base/buf.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
@@ -286,8 +288,9 @@ int cae_k8s_pod_delete(cae_k8s *k, const char *ns, const char *name, int grace_s
 	return r;
 }
 
-/* A container status's waiting reason that will not pass by itself. */
-static const char *stuck_reason(json_t *statuses)
+/* A container status (borrowed) whose waiting reason will not pass by itself, its reason in
+ * *reason. */
+static json_t *stuck_status(json_t *statuses, const char **reason)
 {
 	static const char *const stuck[] = {"ErrImageNeverPull",
 					    "ErrImagePull",
@@ -305,8 +308,27 @@ static const char *stuck_reason(json_t *statuses)
 		const char *r = json_string_value(json_object_get(
 		    json_object_get(json_object_get(c, "state"), "waiting"), "reason"));
 		for (size_t k = 0; r && stuck[k]; k++)
-			if (strcmp(r, stuck[k]) == 0)
-				return r;
+			if (strcmp(r, stuck[k]) == 0) {
+				*reason = r;
+				return c;
+			}
+	}
+	return NULL;
+}
+
+/* The imagePullPolicy of the pod's container (or init container) named name. */
+static const char *pull_policy(json_t *pod, const char *name)
+{
+	const char *lists[] = {"containers", "initContainers"};
+	for (size_t l = 0; name && l < 2; l++) {
+		size_t i;
+		json_t *c;
+		json_array_foreach(json_object_get(json_object_get(pod, "spec"), lists[l]), i, c)
+		{
+			if (json_is_string(json_object_get(c, "name")) &&
+			    strcmp(json_string_value(json_object_get(c, "name")), name) == 0)
+				return json_string_value(json_object_get(c, "imagePullPolicy"));
+		}
 	}
 	return NULL;
 }
@@ -322,10 +344,19 @@ int cae_k8s_pod_running(json_t *pod, void *ud, cae_error *err)
 		const char *m = json_string_value(json_object_get(st, "message"));
 		return cae_error_set(err, -ECHILD, "pod %s%s%s", phase, m ? ": " : "", m ? m : "");
 	}
-	const char *r = stuck_reason(json_object_get(st, "initContainerStatuses"));
-	if (!r)
-		r = stuck_reason(json_object_get(st, "containerStatuses"));
-	if (r)
+	const char *r = NULL;
+	json_t *c = stuck_status(json_object_get(st, "initContainerStatuses"), &r);
+	if (!c)
+		c = stuck_status(json_object_get(st, "containerStatuses"), &r);
+	if (c && (strstr(r, "Image") || strcmp(r, "ErrImagePull") == 0))
+		/* the image is not on the node: say which, and how to get it there */
+		return cae__image_missing_kubernetes(
+		    r, json_string_value(json_object_get(c, "image")),
+		    pull_policy(pod, json_string_value(json_object_get(c, "name"))),
+		    json_string_value(json_object_get(
+			json_object_get(json_object_get(c, "state"), "waiting"), "message")),
+		    err);
+	if (c)
 		return cae_error_set(err, -ECHILD, "pod cannot start: %s", r);
 	return 0;
 }

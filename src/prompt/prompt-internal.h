@@ -8,13 +8,22 @@
 #include <stddef.h>
 
 #include "cae/error.h"
+#include "cae/prompt.h"
 
 /* Replaces every occurrence of token (non-empty) in text with value. New string, NULL on
  * ENOMEM. */
 char *cae__prompt_replace(const char *text, const char *token, const char *value);
 
-/* An argument of a section: given, its value replaces every `token` in the section's text;
- * absent, the text keeps the token. check (may be NULL) returns why a value is refused, or
+/* text (the command-executor section, its policy list filled) with the tokens of the
+ * environment filled (context.c): {execution_environment}, {environment_name},
+ * {environment_tools}, {dependencies}, {test_examples}, {build_examples}, {lint_examples}.
+ * ctx may be NULL. New string, NULL on ENOMEM. */
+char *cae__prompt_context_fill(const char *text, const cae_config *cfg, const cae_policy *policy,
+			       const cae_prompt_context *ctx);
+
+/* An argument of a section: given, its value replaces every `token` in the section's text
+ * (token NULL: the argument chooses the text instead, see cae_prompts_get); absent, the text
+ * keeps the token. check (may be NULL) returns why a value is refused, or
  * NULL. */
 typedef struct cae_prompt_arg {
 	const char *name;

@@ -50,17 +50,25 @@ char *cae_prompt_fill(const char *tpl, const char *name, const char *value)
 	return cae__prompt_replace(tpl, key, value);
 }
 
-char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy)
+char *cae_prompt_command_executor_for(const cae_config *cfg, const cae_policy *policy,
+				      const cae_prompt_context *ctx)
 {
 	if (!cfg->command_executor.enabled)
 		return strdup("");
 	char *list = cae_policy_allowed_text(policy);
 	if (!list)
 		return NULL;
-	char *out = cae_prompt_fill(cae_embedded_system_prompt_command_executor,
-				    "allowed_commands_list", list);
+	char *filled = cae_prompt_fill(cae_embedded_system_prompt_command_executor,
+				       "allowed_commands_list", list);
 	free(list);
+	char *out = filled ? cae__prompt_context_fill(filled, cfg, policy, ctx) : NULL;
+	free(filled);
 	return out;
+}
+
+char *cae_prompt_command_executor(const cae_config *cfg, const cae_policy *policy)
+{
+	return cae_prompt_command_executor_for(cfg, policy, NULL);
 }
 
 char *cae_prompt_text_editor(const cae_config *cfg)

@@ -6,6 +6,7 @@
 #include "prompt/prompt-internal.h"
 
 #include "base/macro.h"
+#include "cae/backend.h"
 #include "base/utf8.h"
 
 #include <errno.h>
@@ -49,6 +50,23 @@ static const cae_prompt_arg text_editor_args[] = {
     },
 };
 
+static const char *check_environment(const char *v)
+{
+	return *v && strlen(v) <= 64 ? NULL : "an environment name is 1 to 64 bytes";
+}
+
+static const cae_prompt_arg command_executor_args[] = {
+    {
+	.name = "environment",
+	.description = "The environment the commands run in (python, node, java, go, miniforge "
+		       "or a configured one): the section lists its tools (default: the "
+		       "default environment).",
+	.required = false,
+	.token = NULL, /* chooses the text rather than filling it in */
+	.check = check_environment,
+    },
+};
+
 enum { SEC_COMMAND_EXECUTOR, SEC_TEXT_EDITOR, SEC_ENVIRONMENT_SELECTION, SEC_COUNT };
 
 static const cae_prompt_section SECTIONS[SEC_COUNT] = {
@@ -59,6 +77,8 @@ static const cae_prompt_section SECTIONS[SEC_COUNT] = {
 	    .description = "System-prompt section for the command executor: the isolated "
 			   "execution environment, the command-executor_execute_command tool "
 			   "and the commands the policy allows.",
+	    .args = command_executor_args,
+	    .nargs = ARRAY_SIZE(command_executor_args),
 	},
     [SEC_TEXT_EDITOR] =
 	{
@@ -83,6 +103,10 @@ static const cae_prompt_section SECTIONS[SEC_COUNT] = {
 struct cae_prompts {
 	char *text[SEC_COUNT]; /* rendered for the configuration; "" when disabled */
 	bool enabled[SEC_COUNT];
+	/* the command-executor section for each configured environment (its "environment"
+	 * argument), n_envs of them */
+	char **env_names, **env_text;
+	size_t n_envs;
 	char *instructions; /* NULL when neither section it joins is enabled */
 };
 
@@ -100,6 +124,12 @@ void cae_prompts_free(cae_prompts *p)
 		return;
 	for (int i = 0; i < SEC_COUNT; i++)
 		free(p->text[i]);
+	for (size_t i = 0; i < p->n_envs; i++) {
+		free(p->env_names[i]);
+		free(p->env_text[i]);
+	}
+	free(p->env_names);
+	free(p->env_text);
 	free(p->instructions);
 	free(p);
 }
@@ -139,11 +169,27 @@ int cae_prompts_new(const cae_config *cfg, const cae_policy *policy, cae_prompts
 	p->enabled[SEC_COMMAND_EXECUTOR] = cfg->command_executor.enabled;
 	p->enabled[SEC_TEXT_EDITOR] = cfg->text_editor_mcp.enabled;
 	p->enabled[SEC_ENVIRONMENT_SELECTION] = cfg->command_executor.enabled;
-	p->text[SEC_COMMAND_EXECUTOR] = cae_prompt_command_executor(cfg, policy);
+	/* the backend resolved once for all the environments (auto probes the engine) */
+	const char *backend = cfg->command_executor.enabled ? cae_backend_resolve_name(cfg) : NULL;
+	cae_prompt_context dc = {.backend = backend};
+	p->text[SEC_COMMAND_EXECUTOR] = cae_prompt_command_executor_for(cfg, policy, &dc);
 	p->text[SEC_TEXT_EDITOR] = cae_prompt_text_editor(cfg);
 	p->text[SEC_ENVIRONMENT_SELECTION] = cae_prompt_environment_selection(cfg);
+	size_t ne = cfg->command_executor.enabled ? cfg->command_executor.n_environments : 0;
+	p->env_names = calloc(ne + 1, sizeof(char *));
+	p->env_text = calloc(ne + 1, sizeof(char *));
+	bool whole = p->env_names && p->env_text;
+	if (whole)
+		p->n_envs = ne;
+	for (size_t i = 0; whole && i < ne; i++) {
+		const char *name = cfg->command_executor.environments[i].name;
+		cae_prompt_context c = {.backend = backend, .environment = name};
+		p->env_names[i] = strdup(name);
+		p->env_text[i] = cae_prompt_command_executor_for(cfg, policy, &c);
+		whole = p->env_names[i] && p->env_text[i];
+	}
 	for (int i = 0; i < SEC_COUNT; i++) {
-		if (!p->text[i]) {
+		if (!p->text[i] || !whole) {
 			cae_prompts_free(p);
 			return cae_error_set(err, -ENOMEM, "out of memory");
 		}
@@ -254,7 +300,7 @@ int cae__prompt_apply_args(const cae_prompt_section *s, const char *text, const 
 	char *cur = strdup(text);
 	for (size_t k = 0; cur && k < s->nargs; k++) {
 		const char *value = json_string_value(json_object_get(args, s->args[k].name));
-		if (!value)
+		if (!value || !s->args[k].token)
 			continue;
 		char *next = cae__prompt_replace(cur, s->args[k].token, value);
 		free(cur);
@@ -277,5 +323,24 @@ int cae_prompts_get(const cae_prompts *p, const char *name, const json_t *args, 
 		    "unknown prompt \"%.100s\" (the sections are command-executor, "
 		    "text-editor and environment-selection)",
 		    name ? name : "");
-	return cae__prompt_apply_args(&SECTIONS[i], p->text[i], args, text, err);
+	const char *base = p->text[i];
+	const char *env = json_string_value(json_object_get(args, "environment"));
+	if (i == SEC_COMMAND_EXECUTOR && env && p->enabled[i]) {
+		base = NULL;
+		for (size_t k = 0; k < p->n_envs && !base; k++)
+			if (strcmp(p->env_names[k], env) == 0)
+				base = p->env_text[k];
+		if (!base) {
+			char names[256] = "";
+			size_t o = 0;
+			for (size_t k = 0; k < p->n_envs && o < sizeof(names); k++)
+				o += (size_t)snprintf(names + o, sizeof(names) - o, "%s%s",
+						      k ? ", " : "", p->env_names[k]);
+			return cae_error_set(err, -EINVAL,
+					     "argument environment of prompt command-executor: no "
+					     "environment \"%.64s\" is configured (there are %s)",
+					     env, names);
+		}
+	}
+	return cae__prompt_apply_args(&SECTIONS[i], base, args, text, err);
 }

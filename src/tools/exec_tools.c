@@ -353,7 +353,8 @@ json_t *cae__tool_exec_command(const cae_tool_env *env, json_t *args, bool *is_e
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error(
-		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
+		    "NOT_FOUND",
+		    "no environment is ready: prepare one first (environment_prepare)");
 	/* Strings of the argument array: borrowed from args for the call. */
 	_cleanup_free_ const char **argv = calloc(argc + 1, sizeof(char *));
 	if (!argv)

@@ -83,7 +83,7 @@ int cae__tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_r
 		    true, err);
 	if (!env->task_uuid)
 		return cae__tool_finish(res,
-					cae__tool_error("INTERNAL",
+					cae__tool_error("NOT_FOUND",
 							"no environment is ready: prepare "
 							"one first (environment_prepare)"),
 					true, err);

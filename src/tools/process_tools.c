@@ -290,7 +290,8 @@ static json_t *process_start(const cae_tool_env *env, json_t *args)
 		return error;
 	if (!env->task_uuid)
 		return cae__tool_error(
-		    "INTERNAL", "no environment is ready: prepare one first (environment_prepare)");
+		    "NOT_FOUND",
+		    "no environment is ready: prepare one first (environment_prepare)");
 	if (env->policy) {
 		cae_policy_verdict v;
 		cae_policy_check(env->policy, command, &v);

@@ -64,6 +64,9 @@ int cae__tool_finish_error(const cae_tool_env *env, cae_tool_result *res, const 
 			   cae_error *cause, cae_error *err)
 {
 	cae__tools_hide_host_paths(env->cfg, cause->message, sizeof(cause->message));
+	/* a cause a user can act on (not found, invalid, unavailable, ...) says so */
+	if (strcmp(code, "INTERNAL") == 0 && cause->code < 0)
+		code = cae_error_kind(cause->code);
 	return cae__tool_finish(res, cae__tool_error(code, "%s", cause->message), true, err);
 }
 

@@ -453,8 +453,8 @@ int cae__session_editor_acquire(cae_session *s, cae_editor_target *t, json_t **e
 	memset(t, 0, sizeof(*t));
 	pthread_mutex_lock(&s->lock);
 	if (!s->current) {
-		*error = cae__tool_error("INTERNAL", "no environment is ready: prepare one first "
-						     "(environment_prepare)");
+		*error = cae__tool_error("NOT_FOUND", "no environment is ready: prepare one first "
+						      "(environment_prepare)");
 	} else if (s->editor) {
 		t->local = s->editor;
 		/* for cae_backend_guard after a write (NULL when out of memory: no guard) */

@@ -19,6 +19,8 @@
 #include "cae/editor.h"
 #include "cae/helper.h"
 #include "cae/log.h"
+#include "cae/policy.h"
+#include "cae/prompt.h"
 #include "cae/session.h"
 #include "cae/worker.h"
 #include "docker/docker-internal.h"
@@ -184,6 +186,42 @@ START_TEST(backend_prepare_pytest_cleanup)
 	ck_assert_msg(r.exit_code == 0, "pytest: %s", r.out);
 	ck_assert_msg(strstr(r.out, "1 passed") != NULL, "%s", r.out);
 	cae_run_result_clear(&r);
+	/* the image builds native code (issue 23: no make, no C compiler): a C and a C++
+	 * program built with make and run, as the agent (uid 1000) in the scratch directory,
+	 * and Python's headers for C extensions are there */
+	r = bt_exec(b, uuid,
+		    "cd /workspace/tmp && printf '#include <stdio.h>\\nint main(void) { "
+		    "puts(\"c ok\"); return 0; }\\n' > hello.c && printf '#include <iostream>\\n"
+		    "int main() { std::cout << \"c++ ok\" << std::endl; }\\n' > hello.cc && "
+		    "printf 'all: hello hellocc\\nhellocc: hello.cc\\n\\t$(CXX) -o $@ $<\\n' > "
+		    "Makefile && make -s 2>&1 && ./hello && ./hellocc && "
+		    "test -f \"$(python3 -c 'import sysconfig; "
+		    "print(sysconfig.get_paths()[\"include\"])')/Python.h\"",
+		    120000);
+	ck_assert_msg(r.exit_code == 0 && strcmp(r.out, "c ok\nc++ ok\n") == 0, "make: %d %s%s",
+		      r.exit_code, r.out, r.err);
+	cae_run_result_clear(&r);
+	/* every tool the command-executor section lists for this environment is there */
+	cae_policy *pol = cae_policy_from_config(cfg, &err);
+	cae_prompt_context pc = {.backend = "docker", .environment = "python"};
+	_cleanup_free_ char *prompt = cae_prompt_command_executor_for(cfg, pol, &pc);
+	cae_policy_free(pol);
+	const char *tl = prompt ? strstr(prompt, "Installed in this environment: ") : NULL;
+	ck_assert_msg(tl && strstr(tl, "`make`, `gcc`, `g++`"), "%s", prompt);
+	cae_buf check;
+	cae__buf_init(&check, 1 << 16);
+	for (const char *q = strchr(tl, '`'); q && q < strchr(tl, '\n'); q = strchr(q, '`')) {
+		const char *e = strchr(q + 1, '`');
+		ck_assert_int_eq(cae__buf_printf(&check,
+						 "command -v %.*s >/dev/null || echo %.*s; ",
+						 (int)(e - q - 1), q + 1, (int)(e - q - 1), q + 1),
+				 0);
+		q = e + 1;
+	}
+	r = bt_exec(b, uuid, check.data, 60000);
+	ck_assert_msg(r.exit_code == 0 && r.out[0] == '\0', "listed but missing: %s", r.out);
+	cae_run_result_clear(&r);
+	cae__buf_clear(&check);
 	r = bt_exec(b, uuid, "pwd; git remote get-url origin; ls /workspace", 30000);
 	char expect[1024];
 	snprintf(expect, sizeof(expect), "/workspace/project\n%s\nproject\ntmp\n", bt_repo_url);
@@ -280,6 +318,21 @@ START_TEST(backend_missing_image)
 	bt_task_uuid(uuid, sizeof(uuid), "caetest");
 	cae_task t = bt_http_task(uuid);
 	expect_prepare_failure(cfg, &t, "ghost", "create", "coding-agent-executor-ghost");
+	/* it says what to do (issue 23: a raw Engine 404 before): the image, the environment,
+	 * and the command that builds a cae image; not found, a user's to fix */
+	bt_cfg_set(cfg, "command_executor.environments",
+		   "python=coding-agent-executor-python:latest,"
+		   "go=coding-agent-executor-go:cae-test-no-such-tag");
+	expect_prepare_failure(
+	    cfg, &t, "go", "create",
+	    "image coding-agent-executor-go:cae-test-no-such-tag of environment "
+	    "go is not on the Docker engine: build it with `cae images build go`");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_prepare(b, &t, "go", NULL, &info, &err), -ENOENT);
+	ck_assert_str_eq(cae_error_kind(err.code), "NOT_FOUND");
+	cae_backend_free(b);
 	cae_config_free(cfg);
 }
 END_TEST

@@ -318,6 +318,43 @@ START_TEST(without_the_helper_each_command_is_one_exec)
 }
 END_TEST
 
+/* An environment whose image the node has not got (pull policy Never, as on this cluster):
+ * the prepare fails, not found, naming the image, the pull policy, how to get the image to
+ * the nodes and the command that builds it (issue 23: "pod cannot start: ErrImageNeverPull",
+ * naming no image), and leaves no pod. */
+START_TEST(missing_image_says_how_to_get_it)
+{
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.environments",
+		   "python=coding-agent-executor-python:latest,"
+		   "go=coding-agent-executor-go:cae-test-no-such-tag");
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_task t = bt_http_task(uuid);
+	cae_env_info info;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_prepare(b, &t, "go", NULL, &info, &err), -ENOENT);
+	ck_assert_str_eq(cae_error_kind(err.code), "NOT_FOUND");
+	const char *want[] = {
+	    "ErrImageNeverPull",	   "image coding-agent-executor-go:cae-test-no-such-tag",
+	    "pull policy is Never",	   "cae images build go",
+	    "ctr -n k8s.io images import", "image_pull_policy to IfNotPresent"};
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++)
+		ck_assert_msg(strstr(err.message, want[i]), "no \"%s\" in: %s", want[i],
+			      err.message);
+	char name[160];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	json_t *pod = bt_k8s_pod(name);
+	ck_assert_msg(pod == NULL, "pod %s left", name);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -330,6 +367,7 @@ static Suite *make_suite(void)
 	TCase *pr = bt_tcase(s, "protected", 600, sweep);
 	tcase_add_test(pr, protected_paths_hold_in_a_pod);
 	tcase_add_test(pr, no_sidecar_is_said_or_not_needed);
+	tcase_add_test(pr, missing_image_says_how_to_get_it);
 	TCase *nh = bt_tcase(s, "no-helper", 600, sweep);
 	tcase_add_test(nh, without_the_helper_each_command_is_one_exec);
 	return s;

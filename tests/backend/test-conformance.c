@@ -343,6 +343,17 @@ static struct holder holder_start(const char *uuid, const char *instance)
 	return (struct holder){.pid = pid, .ready = ready[0], .end = end[1]};
 }
 
+/* How many of warnings mention needle. */
+static int warnings_with(const json_t *warnings, const char *needle)
+{
+	int n = 0;
+	size_t i;
+	json_t *w;
+	json_array_foreach((json_t *)warnings, i, w) n +=
+	    strstr(json_string_value(w), needle) != NULL;
+	return n;
+}
+
 START_TEST(reprepare_starts_clean)
 {
 	cae_config *cfg = config();
@@ -352,6 +363,10 @@ START_TEST(reprepare_starts_clean)
 	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
+	/* a warning true of every prepare on the engine (the storage driver takes no size
+	 * option: docker through tcp here) is said once per engine per process, not again in
+	 * the prepares below (issue 23) */
+	ck_assert_int_le(warnings_with(info.warnings, "disk limit"), 1);
 	cae_run_result r = sh(b, uuid,
 			      "echo x > left.txt && echo y > /workspace/tmp/scratch && "
 			      "echo '# edited' >> calc.py");
@@ -381,6 +396,8 @@ START_TEST(reprepare_starts_clean)
 	cae_run_result_clear(&r);
 	cae_prepare_options force = {.cancel_fd = -1, .force = true};
 	prepare_ok(b, &t, NULL, &force, &info);
+	ck_assert_msg(warnings_with(info.warnings, "disk limit") == 0, "said again: %s",
+		      json_string_value(json_array_get(info.warnings, 0)));
 	r = sh(b, uuid,
 	       "test -e left.txt && echo left; test -e /workspace/tmp/scratch && echo scratch; "
 	       "git status --porcelain; test -f calc.py && echo clone");
@@ -389,6 +406,7 @@ START_TEST(reprepare_starts_clean)
 	/* nothing to lose: no force needed */
 	cae_env_info_clear(&info);
 	prepare_ok(b, &t, NULL, NULL, &info);
+	ck_assert_int_eq(warnings_with(info.warnings, "disk limit"), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	done(b, cfg);

@@ -161,6 +161,27 @@ START_TEST(prepare_exec_cleanup_across_processes)
 	out_clear(&o);
 	o = cae("exec", "--uuid", "cli-1", "--", "true", NULL);
 	ck_assert_int_ne(o.status, 0);
+	ck_assert_msg(strstr(o.err, "cae: NOT_FOUND: no environment for task cli-1"), "%s", o.err);
+	out_clear(&o);
+	/* errors a user can fix say their class, never INTERNAL (issue 23): a repository or a
+	 * branch that is not there, a remote that does not answer (a closed loopback port) */
+	char missing[4096];
+	snprintf(missing, sizeof(missing), "%s/no-such-repo", repo);
+	o = cae("prepare", "--repo", missing, "--uuid", "cli-2", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_msg(strstr(o.err, "cae: prepare: NOT_FOUND: clone: repository not found"), "%s",
+		      o.err);
+	out_clear(&o);
+	o = cae("prepare", "--repo", repo, "--uuid", "cli-2", "--kind", "pull_request", "--branch",
+		"no-such-branch", "--target-branch", "main", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_msg(strstr(o.err, "cae: prepare: NOT_FOUND: ") && strstr(o.err, "no-such-branch"),
+		      "%s", o.err);
+	out_clear(&o);
+	o = cae("prepare", "--repo", "http://127.0.0.1:1/nothing.git", "--uuid", "cli-2", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_msg(strstr(o.err, "cae: prepare: UNAVAILABLE: "), "%s", o.err);
+	ck_assert_ptr_null(strstr(o.err, "INTERNAL"));
 	out_clear(&o);
 }
 END_TEST

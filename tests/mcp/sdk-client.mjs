@@ -219,9 +219,30 @@ async function main() {
         `environment_prepare: host path ${hostPath} outside local_repo_roots is refused`, r2);
     }
   }
+  if (has("environment_prepare")) {
+    // Errors a user can fix carry their class, never INTERNAL (issue 23): a repository or a
+    // branch that is not there, a remote that does not answer (a closed loopback port).
+    // (a local path that does not exist is refused as outside local_repo_roots, so as not
+    // to tell the model what exists on the host: a directory with no repository in it)
+    execFileSync("mkdir", ["-p", join(tmp, "not-a-repo")]);
+    const cases = [
+      ["a missing repository", { uuid: `${uuid}-e1`, repo: join(tmp, "not-a-repo") }, "NOT_FOUND"],
+      ["a missing branch", { uuid: `${uuid}-e2`, repo, kind: "pull_request", branch: "no-such-branch", target_branch: "main" }, "NOT_FOUND"],
+      ["a remote that does not answer", { uuid: `${uuid}-e3`, repo: "http://127.0.0.1:1/nothing.git" }, "UNAVAILABLE"],
+    ];
+    for (const [what, task, code] of cases) {
+      const r2 = await client.callTool({ name: "environment_prepare", arguments: { task } }, undefined, { timeout: 120000 });
+      check(r2.isError === true && textOf(r2).startsWith(`${code}: `),
+        `environment_prepare: ${what} is ${code}`, r2);
+    }
+  }
   if (has("environment_cleanup")) {
     const r = await client.callTool({ name: "environment_cleanup", arguments: { task_uuid: uuid } });
     check(r.isError !== true, "environment_cleanup", r);
+    const after = await client.callTool({ name: "exec_command", arguments: { cwd: ".", command: ["true"] } });
+    // the current environment removed: no environment is a user's to fix, NOT_FOUND
+    check(after.isError === true && textOf(after).startsWith("NOT_FOUND: no environment is ready"),
+      "exec_command with no environment is NOT_FOUND", after);
   }
 
   // Protocol failures are JSON-RPC errors, not results.
@@ -270,6 +291,14 @@ async function prompts() {
     const withBranch = caePrompt("text-editor", "--arg", "branch=feature/x-1");
     check(withBranch.includes("git push origin feature/x-1\n"), `${label}: cae prompt --arg branch fills in the branch`);
     check(r.messages?.[0]?.content?.text === withBranch, `${label}: prompts/get with an argument is cae prompt --arg`);
+    if (label === "default") {
+      // the section names the backend as it is and lists the environment's tools
+      check(ce.includes("isolated sandbox on this host") && !ce.includes("Docker"), "default: the section names the local backend", ce.slice(0, 300));
+      const go = await c.getPrompt({ name: "command-executor", arguments: { environment: "go" } });
+      const goText = caePrompt("command-executor", "--arg", "environment=go");
+      check(goText.includes("- Environment: `go`"), "default: cae prompt --arg environment=go is the go environment's", goText.slice(0, 600));
+      check(go.messages?.[0]?.content?.text === goText, "default: prompts/get with environment is cae prompt --arg environment");
+    }
     if (label === "custom") {
       check(ce.includes("frobnicate") && !/\\bcurl\\b/.test(ce.split("### Key Features")[0]), "custom: the allow-list is the configured one");
       check(caePrompt("environment-selection").includes("| rust | example/rust:1 |"), "custom: the configured environments");

@@ -1345,7 +1345,12 @@ START_TEST(prompt_errors)
 	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":\"a b\"}}", "branch"},
 	    {"{\"name\":\"text-editor\",\"arguments\":{\"branch\":\"main\\n## New rules\"}}",
 	     "branch"},
-	    {"{\"name\":\"command-executor\",\"arguments\":{\"branch\":\"main\"}}", "takes none"},
+	    {"{\"name\":\"command-executor\",\"arguments\":{\"branch\":\"main\"}}",
+	     "takes environment"},
+	    {"{\"name\":\"command-executor\",\"arguments\":{\"environment\":\"rust\"}}",
+	     "no environment \\\"rust\\\" is configured"},
+	    {"{\"name\":\"environment-selection\",\"arguments\":{\"branch\":\"main\"}}",
+	     "takes none"},
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char msg[512];

@@ -52,6 +52,96 @@ START_TEST(command_executor_prompt_filled)
 }
 END_TEST
 
+/* The section for an environment lists the tools that exist there (cae's image's list; on
+ * the local backend those of it this host has), names the backend as it is, and says how the
+ * dependency step went (issue 23: it said "Docker" on every backend, "Dependencies:
+ * Automatically installed" after a failed install, and make, cmake and cargo everywhere). */
+START_TEST(command_executor_prompt_environment)
+{
+	cae_config *cfg = cfg_from("command_executor:\n  state_dir: /tmp\n");
+	cae_error err;
+	cae_policy *p = cae_policy_from_config(cfg, &err);
+	const char *const backends[] = {"docker", "kubernetes", "local"};
+	const char *const names[] = {"Docker container", "Kubernetes pod", "sandbox on this host"};
+	for (size_t i = 0; i < 3; i++) {
+		cae_prompt_context c = {.backend = backends[i], .environment = "go"};
+		char *t = cae_prompt_command_executor_for(cfg, p, &c);
+		ck_assert_msg(strstr(t, names[i]) != NULL, "%s: %s", backends[i], t);
+		if (strcmp(backends[i], "docker") != 0)
+			ck_assert_msg(strstr(t, "Docker") == NULL, "%s: %s", backends[i], t);
+		ck_assert_ptr_null(strstr(t, "Automatically installed"));
+		ck_assert_ptr_null(strstr(t, "{environment_tools}"));
+		if (i < 2) { /* cae's go image: go and the toolchain, no cargo, no mvn */
+			ck_assert_msg(strstr(t, "`go`, `gofmt`, `make`, `gcc`, `g++`"), "%s", t);
+			ck_assert_ptr_nonnull(strstr(t, "`go test ./...`"));
+		}
+		/* the tools list names no tool the image lacks (cargo, cmake, mvn) */
+		const char *tools = strstr(t, "### Tools in This Environment");
+		const char *end = tools ? strstr(tools, "### Allowed Commands") : NULL;
+		ck_assert(tools && end);
+		char *list = strndup(tools, (size_t)(end - tools));
+		ck_assert_msg(!strstr(list, "cargo") && !strstr(list, "cmake") &&
+				  !strstr(list, "mvn"),
+			      "%s", list);
+		free(list);
+		free(t);
+	}
+	/* java has mvn and gradle; a custom image's tools are not claimed */
+	cae_prompt_context c = {.backend = "docker", .environment = "java"};
+	char *t = cae_prompt_command_executor_for(cfg, p, &c);
+	ck_assert_ptr_nonnull(strstr(t, "`java`, `javac`, `mvn`, `gradle`, `make`"));
+	free(t);
+	c.environment = "custom";
+	t = cae_prompt_command_executor_for(cfg, p, &c);
+	ck_assert_ptr_nonnull(strstr(t, "are not known to cae"));
+	free(t);
+	/* the dependency step as it went: a failure is said, with what to do */
+	json_t *deps = json_loads("[{\"manifest\": \"package.json\", \"command\": \"npm ci\", "
+				  "\"success\": false, \"exit_code\": 1, \"error\": "
+				  "\"dependency install `npm ci` failed with exit code 1\"}]",
+				  0, NULL);
+	c = (cae_prompt_context){.backend = "docker", .environment = "node", .deps = deps};
+	t = cae_prompt_command_executor_for(cfg, p, &c);
+	ck_assert_msg(strstr(t, "- Dependencies: `npm ci` (package.json): FAILED"), "%s", t);
+	ck_assert_ptr_nonnull(strstr(t, "Install what failed or was skipped yourself"));
+	free(t);
+	json_decref(deps);
+	deps = json_array();
+	c.deps = deps;
+	t = cae_prompt_command_executor_for(cfg, p, &c);
+	ck_assert_ptr_nonnull(strstr(t, "- Dependencies: none installed"));
+	free(t);
+	json_decref(deps);
+	cae_policy_free(p);
+	cae_config_free(cfg);
+	/* off: said so */
+	cfg = cfg_from("command_executor:\n  state_dir: /tmp\n  clone:\n    auto_install_deps: "
+		       "false\n");
+	p = cae_policy_from_config(cfg, &err);
+	t = cae_prompt_command_executor_for(cfg, p, &c);
+	ck_assert_ptr_nonnull(strstr(t, "- Dependencies: none installed"));
+	free(t);
+	t = cae_prompt_command_executor(cfg, p);
+	ck_assert_ptr_nonnull(strstr(t, "- Dependencies: not installed automatically"));
+	free(t);
+	/* the prompts' environment argument chooses the environment */
+	cae_prompts *ps = NULL;
+	ck_assert_int_eq(cae_prompts_new(cfg, p, &ps, &err), 0);
+	json_t *a = json_pack("{s:s}", "environment", "go");
+	ck_assert_int_eq(cae_prompts_get(ps, "command-executor", a, &t, &err), 0);
+	ck_assert_ptr_nonnull(strstr(t, "`go`, `gofmt`"));
+	free(t);
+	json_decref(a);
+	a = json_pack("{s:s}", "environment", "rust");
+	ck_assert_int_eq(cae_prompts_get(ps, "command-executor", a, &t, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.message, "no environment \"rust\""));
+	json_decref(a);
+	cae_prompts_free(ps);
+	cae_policy_free(p);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(text_editor_prompt)
 {
 	cae_config *cfg = cfg_from("command_executor:\n  state_dir: /tmp\n");
@@ -330,8 +420,11 @@ START_TEST(prompt_arguments)
 	ck_assert_int_eq(cae_prompts_get(ps, "text-editor", a, &t, &err), -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "255"));
 	json_decref(a);
-	/* a section without arguments takes none */
+	/* a section takes only its own arguments (command-executor: environment) */
 	ck_assert_int_eq(get(ps, "command-executor", "{\"branch\": \"main\"}", &t, &err), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err.message, "takes environment"));
+	ck_assert_int_eq(get(ps, "environment-selection", "{\"branch\": \"main\"}", &t, &err),
+			 -EINVAL);
 	ck_assert_ptr_nonnull(strstr(err.message, "takes none"));
 	/* unknown names */
 	ck_assert_int_eq(get(ps, "no-such-section", NULL, &t, &err), -ENOENT);
@@ -377,6 +470,7 @@ static Suite *make_suite(void)
 	Suite *s = suite_create("prompt");
 	TCase *tc = tcase_create("core");
 	tcase_add_test(tc, command_executor_prompt_filled);
+	tcase_add_test(tc, command_executor_prompt_environment);
 	tcase_add_test(tc, text_editor_prompt);
 	tcase_add_test(tc, environment_table_from_config);
 	tcase_add_test(tc, select_environment);
