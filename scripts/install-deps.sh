@@ -3,7 +3,8 @@
 # `test`: also what the test suite needs (bubblewrap and e2fsprogs, for the local sandbox and its
 # workspace file system, are in both; git, clang for fuzzing, valgrind,
 # Docker, the loopback git server, Node for the MCP clients; the Kubernetes cluster's own
-# packages are installed by k8s-local.sh start). Needs root to install; as
+# packages are installed by k8s-local.sh start; python3-venv and maven for the local
+# environments' virtual environment and /etc-configured toolchains). Needs root to install; as
 # another user it only names what is missing.
 set -euo pipefail
 what=${1:-build}
@@ -12,7 +13,7 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server
-         openssh-client)
+         openssh-client python3-venv maven)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -15,6 +15,15 @@ typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_r
 
 /* One prepare in progress: what the lifecycle (src/backend/prepare.c) and a backend's hooks
  * share. The lifecycle owns the arrays and the strings; hooks add to them. */
+/* How a backend wants dependencies installed (cae__deps_install). */
+typedef struct cae_deps_opts {
+	/* A Python virtual environment (a path as commands see it; NULL: none) that pip's
+	 * installs go into, made (with the system's site packages visible) when missing: the
+	 * host's Python is "externally managed" (PEP 668) where the environment's tools are the
+	 * host's. Commands must find its bin/ first on PATH. */
+	const char *python_venv;
+} cae_deps_opts;
+
 typedef struct cae_prepare {
 	cae_backend *b;
 	const cae_task *task;
@@ -31,6 +40,7 @@ typedef struct cae_prepare {
 	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
 	void *exec_ctx;
 	const char *project;   /* where the project is, as commands see it */
+	cae_deps_opts deps_opts; /* how dependencies are installed (zero: as the image says) */
 	bool given_as_is;      /* a workspace used as is: no clone, no dependency install */
 	json_t *create_fields; /* more fields for the environment.create event (owned) */
 	void *state;	       /* the backend's own; its release hook frees it */
@@ -503,10 +513,11 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 			  cae_mirror_ship_fn ship, void *ship_ctx, int cancel_fd, cae_error *err);
 
 /* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
- * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
- * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the
- * preparation. */
+ * install with a 600 s timeout, as opts says (NULL: the environment's defaults); every outcome
+ * is appended to deps (array of objects) and each failure also as a line to warnings;
+ * cancel_fd (-1: none) cancels. Never fails the preparation. */
 void cae__deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
+		       const cae_deps_opts *opts,
 		       json_t *deps, json_t *warnings, int cancel_fd);
 
 #endif

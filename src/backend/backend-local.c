@@ -21,6 +21,7 @@
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "backend/envtools.h"
 #include "backend/net-local.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
@@ -788,6 +789,19 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 	return 1;
 }
 
+/* The environment's Python virtual environment (deps.c installs Python dependencies into
+ * it): .venv in the workspace root, beside the project rather than in it (no clone, status
+ * or commit of the project sees it), in the workspace's file system (its disk bound counts
+ * it), gone with the environment; the host's own Python refuses pip installs (PEP 668).
+ * None for a workspace used as is (its root is the project). out: as commands see it. */
+static bool venv_of(const struct local_env *env, char *out, size_t size)
+{
+	if (env->external)
+		return false;
+	snprintf(out, size, "%s/.venv", env->sandbox ? CAE_SANDBOX_ROOT : env->root);
+	return true;
+}
+
 /* b may be NULL when env has no uuid (prepare steps). */
 static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_request *req,
 			  cae_run_result *res, cae_error *err)
@@ -803,7 +817,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -826,11 +840,25 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	/* a filtered network: the proxy on the sandbox's loopback, for every command */
 	for (const char *const *e = cae_net_proxy_env(); env->filtered && env->sandbox && *e; e++)
 		extra[ne++] = *e;
+	/* the virtual environment, once made, first on PATH (after the caller's own PATH) */
+	char venv[PATH_MAX], host_bin[PATH_MAX * 2], venv_env[PATH_MAX + 16],
+	    path_env[PATH_MAX * 2 + 16];
+	struct stat vst;
+	if (venv_of(env, venv, sizeof(venv)) &&
+	    (snprintf(host_bin, sizeof(host_bin), "%s/.venv/bin", env->root),
+	     lstat(host_bin, &vst) == 0 && S_ISDIR(vst.st_mode))) {
+		const char *base = getenv("PATH");
+		snprintf(path_env, sizeof(path_env), "PATH=%s/bin:%s", venv,
+			 env->sandbox ? CAE_SANDBOX_PATH : base ? base : "/usr/bin:/bin");
+		snprintf(venv_env, sizeof(venv_env), "VIRTUAL_ENV=%s", venv);
+		extra[ne++] = path_env;
+		extra[ne++] = venv_env;
+	}
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
 	else
-		plain_env = build_env(req->extra_env, env->cfg);
+		plain_env = build_env(extra, env->cfg);
 	char **envp = env->sandbox ? sandbox_env : plain_env;
 	if (!envp)
 		return -ENOMEM;
@@ -1194,6 +1222,7 @@ struct local_prep {
 	json_t *meta;	      /* meta.json as written at create */
 	char *seen_project;   /* the project as commands see it */
 	bool give_away;	      /* the workspace becomes the sandbox uid's */
+	char venv[PATH_MAX];  /* the Python virtual environment as commands see it (venv_of) */
 };
 
 static struct local_prep *prep_of(cae_prepare *p)
@@ -1444,6 +1473,8 @@ static int local_create(cae_prepare *p, cae_error *err)
 	p->exec = env_exec_cb;
 	p->exec_ctx = env;
 	p->project = lp->seen_project;
+	if (venv_of(env, lp->venv, sizeof(lp->venv)))
+		p->deps_opts.python_venv = lp->venv;
 	p->create_fields = json_pack("{s:s}", "sandbox", env->sandbox ? "bubblewrap" : "none");
 	return 0;
 }
@@ -1469,6 +1500,8 @@ static int local_populate(cae_prepare *p, cae_error *err)
 					     "cannot give the workspace to the sandbox's user: %s",
 					     strerror(-r));
 	}
+	/* the host's tools are the environment's: say which of its name's are missing */
+	cae__env_tools_check(p);
 	return 0;
 }
 

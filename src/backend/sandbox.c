@@ -87,6 +87,17 @@ static const char *const etc_names[] = {
 };
 static const char *const etc_prefixes[] = {"java-", "python", "perl", "ca-certificates"};
 
+/* Toolchains whose configuration directory under /etc also holds files where operators keep
+ * credentials: only the named entries of it (Maven's m2.conf, which its launcher reads
+ * through /usr/share/maven/bin/m2.conf, and its logging and toolchains files; never
+ * settings.xml, whose <servers> hold repository passwords). */
+static const struct {
+	const char *dir;
+	const char *const entries[4];
+} etc_parts[] = {
+    {"maven", {"m2.conf", "logging", "toolchains.xml", NULL}},
+};
+
 static bool etc_wanted(const char *name, bool network)
 {
 	if (network && (strcmp(name, "hosts") == 0 || strcmp(name, "resolv.conf") == 0))
@@ -116,6 +127,20 @@ static void add_etc(struct argl *a, bool network)
 		addf(a, "/etc/%s", de->d_name);
 	}
 	closedir(d);
+	for (size_t i = 0; i < ARRAY_SIZE(etc_parts); i++) {
+		char dir[64];
+		struct stat st;
+		snprintf(dir, sizeof(dir), "/etc/%s", etc_parts[i].dir);
+		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		add(a, "--dir");
+		add(a, dir);
+		for (const char *const *e = etc_parts[i].entries; *e; e++) {
+			add(a, "--ro-bind-try");
+			addf(a, "%s/%s", dir, *e);
+			addf(a, "%s/%s", dir, *e);
+		}
+	}
 }
 
 /* /bin, /lib, ... as on the host: links into /usr (merged /usr) or read-only trees. */
@@ -395,7 +420,7 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 char **cae__sandbox_env(const char *const *extra)
 {
 	struct argl a = {0};
-	const char *fixed[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	const char *fixed[] = {"PATH=" CAE_SANDBOX_PATH,
 			       ("HOME=" CAE_SANDBOX_HOME),
 			       "USER=agent",
 			       "LOGNAME=agent",

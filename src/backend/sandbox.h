@@ -23,6 +23,8 @@
 #define CAE_SANDBOX_HELPER "/.cae/cae-helper"
 #define CAE_SANDBOX_UID 1000
 #define CAE_SANDBOX_HOME "/home/agent"
+/* Commands' PATH (cae__sandbox_env) */
+#define CAE_SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 typedef struct cae_sandbox_limits {
 	int pids;	       /* processes (cgroup) or the sandbox uid's processes (rlimit) */

@@ -1603,6 +1603,65 @@ START_TEST(seccomp_filter_refuses_each_call)
 }
 END_TEST
 
+/* The local backend takes environments seriously: a requirements.txt project's packages go
+ * into the workspace's virtual environment (the host's Python refuses pip installs, PEP 668)
+ * that commands find first on PATH; Maven, whose m2.conf is under /etc/maven, runs in the
+ * sandbox while /etc/maven/settings.xml (where repository passwords live) stays out; Python
+ * writes unbuffered; and the prepare says which tools of the environment's name the host
+ * lacks. The package is a wheel in the repository: no index is reachable. */
+START_TEST(environment_venv_etc_and_tools)
+{
+	_cleanup_free_ char *repo = make_repo();
+	tu_sh("cd %s && mkdir wheels && python3 -c \"import zipfile; z = "
+	      "zipfile.ZipFile('wheels/caetestpkg-1.0-py3-none-any.whl', 'w'); "
+	      "d = 'caetestpkg-1.0.dist-info/'; "
+	      "z.writestr('caetestpkg/__init__.py', 'VALUE = 42\\n'); "
+	      "z.writestr(d + 'METADATA', 'Metadata-Version: 2.1\\nName: caetestpkg\\nVersion: "
+	      "1.0\\n'); "
+	      "z.writestr(d + 'WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: "
+	      "true\\nTag: py3-none-any\\n'); "
+	      "z.writestr(d + 'RECORD', 'caetestpkg/__init__.py,,\\n' + d + 'METADATA,,\\n' + d "
+	      "+ 'WHEEL,,\\n' + d + 'RECORD,,\\n'); z.close()\" && "
+	      "echo ./wheels/caetestpkg-1.0-py3-none-any.whl > requirements.txt && " GIT
+	      " add . && " GIT " commit -qm deps",
+	      repo);
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = {.uuid = C("envs"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, "go", NULL, &info, &err) == 0, "%s", err.message);
+	json_t *d = dep_of(info.deps, "requirements.txt");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s",
+		      json_string_value(json_object_get(d, "output")));
+	cae_run_result r = run(b, "envs",
+			       "command -v python3; python3 -c 'import caetestpkg; "
+			       "print(caetestpkg.VALUE)'; echo $VIRTUAL_ENV $PYTHONUNBUFFERED; "
+			       "git status --porcelain");
+	ck_assert_str_eq(r.out, "/workspace/.venv/bin/python3\n42\n/workspace/.venv 1\n");
+	cae_run_result_clear(&r);
+	r = run(b, "envs",
+		"mvn -v >/dev/null && echo mvn-ok; test -e /etc/maven/m2.conf && echo m2; "
+		"test -e /etc/maven/settings.xml || echo no-settings");
+	ck_assert_msg(strcmp(r.out, "mvn-ok\nm2\nno-settings\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* go: named in a warning exactly when the sandbox has none */
+	r = run(b, "envs", "command -v go >/dev/null || echo missing");
+	bool missing = strcmp(r.out, "missing\n") == 0, said = false;
+	cae_run_result_clear(&r);
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) said =
+	    said || strstr(json_string_value(w), "lacks go for environment go");
+	ck_assert_msg(said == missing, "missing: %d, said: %d", missing, said);
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, "envs", &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -1631,6 +1690,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
+	tcase_add_test(tc, environment_venv_etc_and_tools);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
