@@ -22,6 +22,10 @@ typedef struct cae_deps_opts {
 	 * host's Python is "externally managed" (PEP 668) where the environment's tools are the
 	 * host's. Commands must find its bin/ first on PATH. */
 	const char *python_venv;
+	/* npm's cache is the shared one (pkgcache.h): `npm ci`, whose lock file pins every
+	 * tarball's integrity and which reads no metadata, takes what the cache has without
+	 * asking the registry (npm_config_prefer_offline) */
+	bool npm_cache_shared;
 } cae_deps_opts;
 
 typedef struct cae_prepare {

@@ -23,6 +23,7 @@
 #include "backend/diskfs.h"
 #include "backend/envtools.h"
 #include "backend/net-local.h"
+#include "backend/pkgcache.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
 
@@ -603,6 +604,21 @@ static void cred_forget(struct local_impl *li, const char *uuid)
 /* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
  * here (else rlimits), its uid, its file system. serve: cae-helper inside, else argv.
  * New array (cae__sandbox_argv_free). */
+/* The shared npm cache of env's sandbox uid (pkgcache.h), made when make is set; 1 with out
+ * set, 0 when there is none (caches off, unconfined, a workspace used as is). */
+static int npm_cache_of(const struct local_env *env, bool make, char *out, size_t size,
+			cae_error *err)
+{
+	if (!env->sandbox || env->external)
+		return 0;
+	/* uid 0: commands run as cae's own user (it is not root) */
+	uid_t uid = env->uid ? env->uid : getuid();
+	gid_t gid = env->uid ? env->gid : getgid();
+	char owner[32];
+	snprintf(owner, sizeof(owner), "local-%u", (unsigned)uid);
+	return cae__pkgcache_npm_dir(env->cfg, owner, uid, gid, make, out, size, err);
+}
+
 static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			       bool serve, const char *const *argv, bool die_with_parent)
 {
@@ -639,6 +655,11 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 		(const char *const *)env->cfg->command_executor.protected_paths.items,
 	    .n_protected = env->cfg->command_executor.protected_paths.n,
 	};
+	char cache[PATH_MAX];
+	if (npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1) {
+		spec.npm_cache = cache;
+		spec.npm_cache_inside = CAE_PKGCACHE_NPM;
+	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
 	snprintf(project, sizeof(project), "%s%s", env->root, env->external ? "" : "/project");
@@ -817,7 +838,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 4, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -854,6 +875,11 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = path_env;
 		extra[ne++] = venv_env;
 	}
+	/* the shared package caches, when the sandbox binds them */
+	char cache[PATH_MAX];
+	for (const char *const *e = cae__pkgcache_env();
+	     *e && npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1; e++)
+		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1475,6 +1501,17 @@ static int local_create(cae_prepare *p, cae_error *err)
 	p->project = lp->seen_project;
 	if (venv_of(env, lp->venv, sizeof(lp->venv)))
 		p->deps_opts.python_venv = lp->venv;
+	char cache[PATH_MAX];
+	cae_error cerr;
+	cae_error_clear(&cerr);
+	int cr = npm_cache_of(env, true, cache, sizeof(cache), &cerr);
+	p->deps_opts.npm_cache_shared = cr == 1;
+	if (cr < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared package cache is not used: %.1100s",
+			 cerr.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
 	p->create_fields = json_pack("{s:s}", "sandbox", env->sandbox ? "bubblewrap" : "none");
 	return 0;
 }

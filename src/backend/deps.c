@@ -135,8 +135,11 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 "127; }; %s",
 			 pre, in->tool, in->tool, in->command);
 	const char *argv[] = {"sh", "-c", script, NULL};
+	static const char *const offline_env[] = {"npm_config_prefer_offline=true", NULL};
+	bool offline = opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
 	cae_exec_request req = {
 	    .argv = argv,
+	    .extra_env = offline ? offline_env : NULL,
 	    .cwd = project,
 	    .timeout_ms = DEPS_TIMEOUT_MS,
 	    .max_stdout = 64 * 1024,
@@ -149,6 +152,24 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_error err;
 	cae_error_clear(&err);
 	int r = exec(ctx, &req, &res, &err);
+	/* A shared cache with an entry that fails its integrity check (another environment
+	 * changed it: npm refuses it, EINTEGRITY): once more with a cache of this environment's
+	 * own, so that a bad entry costs a download, never the install. */
+	bool bypassed = false;
+	if (offline && r >= 0 && res.exit_code != 0 && !res.timed_out &&
+	    ((res.err && strstr(res.err, "EINTEGRITY")) ||
+	     (res.out && strstr(res.out, "EINTEGRITY")))) {
+		char again[sizeof(script) + 96];
+		snprintf(again, sizeof(again),
+			 "npm_config_cache=\"${HOME:-/tmp}/.npm-own\"; export npm_config_cache; %s",
+			 script);
+		argv[2] = again;
+		req.extra_env = NULL;
+		cae_run_result_clear(&res);
+		r = exec(ctx, &req, &res, &err);
+		argv[2] = script;
+		bypassed = true;
+	}
 	/* with a fallback, what ran is known from the marker */
 	bool fell_back = fb && r >= 0 && said_missing(res.err, in->tool);
 	const struct installer *ran = fell_back ? fb : in;
@@ -162,6 +183,13 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	}
 	if (fb && strcmp(in->manifest, fb->manifest) != 0)
 		json_object_set_new(d, "lock_file", json_string(in->manifest));
+	if (bypassed) {
+		json_array_append_new(
+		    warnings, json_string("the shared npm cache has an entry that fails its "
+					  "integrity check: `npm ci` ran again with this "
+					  "environment's own cache (command_executor.package_cache)"));
+		json_object_set_new(d, "shared_cache_bypassed", json_true());
+	}
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));

@@ -67,6 +67,10 @@ typedef struct cae_sandbox_spec {
 	 * to put a writable one in its place. */
 	const char *const *protected_paths;
 	size_t n_protected;
+	/* A host directory bound read-write at npm_cache_inside (the shared package cache,
+	 * pkgcache.h); NULL: none */
+	const char *npm_cache;
+	const char *npm_cache_inside;
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new

@@ -1638,8 +1638,11 @@ START_TEST(environment_venv_etc_and_tools)
 	cae_run_result r = run(b, "envs",
 			       "command -v python3; python3 -c 'import caetestpkg; "
 			       "print(caetestpkg.VALUE)'; echo $VIRTUAL_ENV $PYTHONUNBUFFERED; "
-			       "git status --porcelain");
-	ck_assert_str_eq(r.out, "/workspace/.venv/bin/python3\n42\n/workspace/.venv 1\n");
+			       "git status --porcelain; test -e /cache || echo no-cache; "
+			       "echo \"npm:$npm_config_cache\"");
+	/* (the shared package caches are off by default) */
+	ck_assert_str_eq(r.out,
+			 "/workspace/.venv/bin/python3\n42\n/workspace/.venv 1\nno-cache\nnpm:\n");
 	cae_run_result_clear(&r);
 	r = run(b, "envs",
 		"mvn -v >/dev/null && echo mvn-ok; test -e /etc/maven/m2.conf && echo m2; "
@@ -1657,6 +1660,66 @@ START_TEST(environment_venv_etc_and_tools)
 	ck_assert_msg(said == missing, "missing: %d, said: %d", missing, said);
 	cae_env_info_clear(&info);
 	ck_assert_int_eq(cae_backend_cleanup(b, "envs", &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The shared npm cache (command_executor.package_cache): task A fills it with its prepare's
+ * `npm ci`, then, as an attacker, overwrites the cached tarball with one whose code is its
+ * own; task B's `npm ci` of the same lock file never installs that code (cacache checks the
+ * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
+ * with a cache of its own; B's cache is the same directory. */
+START_TEST(package_cache_shared_and_unpoisoned)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *npmtmp = tu_mkdtemp();
+	tu_sh("cd %s && printf '{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":"
+	      "{\"is-number\":\"7.0.0\"}}\\n' > package.json && npm install --package-lock-only "
+	      "--ignore-scripts --no-audit --no-fund --cache %s/c >/dev/null 2>&1 && " GIT
+	      " add . && " GIT " commit -qm npm",
+	      repo, npmtmp);
+	cae_config *cfg = config("  local:\n    network: true\n  package_cache:\n"
+				 "    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("cache-a"), .repo = repo}, tb = {.uuid = C("cache-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	json_t *d = dep_of(info.deps, "package-lock.json");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
+	cae_env_info_clear(&info);
+	/* A: the cache is there, filled; every content file becomes a poisoned is-number */
+	cae_run_result r = run(b, "cache-a",
+			       "echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
+			       "cp /workspace/project/node_modules/is-number/package.json "
+			       "p/package/ && echo 'module.exports = () => \"POISONED\"' > "
+			       "p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
+			       "for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
+			       "chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
+			       "[ $n -gt 0 ] && echo poisoned");
+	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	d = dep_of(info.deps, "package-lock.json");
+	ck_assert_ptr_nonnull(d);
+	const char *out = json_string_value(json_object_get(d, "output"));
+	r = run(b, "cache-b",
+		"echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
+		"2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
+	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
+	 * package, and the result says why */
+	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
+	ck_assert(json_is_true(json_object_get(d, "shared_cache_bypassed")));
+	ck_assert_msg(strcmp(r.out, "/cache/npm\ntrue\n") == 0, "%s", r.out);
+	cae_run_result_clear(&r);
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, "cache-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "cache-b", &err), 0);
+	cae__rm_rf(npmtmp);
 	cae_backend_free(b);
 	cae_config_free(cfg);
 }
@@ -1691,6 +1754,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_venv_etc_and_tools);
+	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
