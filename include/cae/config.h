@@ -249,9 +249,9 @@ typedef struct cae_config {
 		 * are shared (npm's: content-addressed, integrity-checked): pip's, Maven's
 		 * and Go's are not, since nothing checks them. */
 		struct {
-			bool enabled;	   /* false */
-			int max_age_hours; /* 168: `cae cache prune` removes caches unused
-					    * for longer */
+			bool enabled;	    /* false */
+			int max_age_hours;  /* 168: `cae cache prune` removes caches unused
+					     * for longer */
 			uint64_t max_bytes; /* max_size, 10g: ... then the least recently
 					     * used ones until the rest take at most this
 					     * (0: no bound) */

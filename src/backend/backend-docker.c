@@ -432,10 +432,10 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	if (prep_of(p)->git_credential)
 		json_object_set_new(labels, LABEL_GIT_CREDENTIAL,
 				    json_string(prep_of(p)->git_credential));
-	json_t *body = json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image",
-				 prep_of(p)->image, "Entrypoint", entry, "Cmd", "User",
-				 CONTAINER_USER, "WorkingDir", PROJECT, "Labels", labels,
-				 "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
+	json_t *body =
+	    json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
+		      "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
+		      "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
 	if (env)
 		json_object_set_new(body, "Env", env);
 	return body;

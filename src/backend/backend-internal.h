@@ -43,11 +43,11 @@ typedef struct cae_prepare {
 	/* Set by the create hook: */
 	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
 	void *exec_ctx;
-	const char *project;   /* where the project is, as commands see it */
+	const char *project;	 /* where the project is, as commands see it */
 	cae_deps_opts deps_opts; /* how dependencies are installed (zero: as the image says) */
-	bool given_as_is;      /* a workspace used as is: no clone, no dependency install */
-	json_t *create_fields; /* more fields for the environment.create event (owned) */
-	void *state;	       /* the backend's own; its release hook frees it */
+	bool given_as_is;	 /* a workspace used as is: no clone, no dependency install */
+	json_t *create_fields;	 /* more fields for the environment.create event (owned) */
+	void *state;		 /* the backend's own; its release hook frees it */
 } cae_prepare;
 
 /* Adds a warning to the environment's ContainerInfo and, when event is set, logs it. */
@@ -521,7 +521,6 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
  * is appended to deps (array of objects) and each failure also as a line to warnings;
  * cancel_fd (-1: none) cancels. Never fails the preparation. */
 void cae__deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
-		       const cae_deps_opts *opts,
-		       json_t *deps, json_t *warnings, int cancel_fd);
+		       const cae_deps_opts *opts, json_t *deps, json_t *warnings, int cancel_fd);
 
 #endif

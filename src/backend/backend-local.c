@@ -870,7 +870,9 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	     lstat(host_bin, &vst) == 0 && S_ISDIR(vst.st_mode))) {
 		const char *base = getenv("PATH");
 		snprintf(path_env, sizeof(path_env), "PATH=%s/bin:%s", venv,
-			 env->sandbox ? CAE_SANDBOX_PATH : base ? base : "/usr/bin:/bin");
+			 env->sandbox ? CAE_SANDBOX_PATH
+			 : base	      ? base
+				      : "/usr/bin:/bin");
 		snprintf(venv_env, sizeof(venv_env), "VIRTUAL_ENV=%s", venv);
 		extra[ne++] = path_env;
 		extra[ne++] = venv_env;

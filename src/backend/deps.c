@@ -34,8 +34,7 @@ struct installer {
  * offline environment has not; with it when the project's backend is not installed. */
 static const struct installer pip_project = {
     "pyproject.toml", "python3",
-    "python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .", NULL,
-    true};
+    "python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .", NULL, true};
 
 /* The lock file names the tool; the first row whose lock file is there is used. */
 static const struct installer python_installers[] = {
@@ -105,13 +104,14 @@ static void venv_prefix(char *out, size_t size, const char *venv)
 		out[0] = '\0';
 		return;
 	}
-	snprintf(out, size,
-		 "V='%s'; if command -v python3 >/dev/null 2>&1 && { [ -x \"$V/bin/python3\" ] "
-		 "|| python3 -m venv --system-site-packages \"$V\" >&2; }; then "
-		 "PATH=\"$V/bin:$PATH\" VIRTUAL_ENV=\"$V\" UV_PROJECT_ENVIRONMENT=\"$V\" "
-		 "PIP_DISABLE_PIP_VERSION_CHECK=1; "
-		 "export PATH VIRTUAL_ENV UV_PROJECT_ENVIRONMENT PIP_DISABLE_PIP_VERSION_CHECK; fi; ",
-		 venv);
+	snprintf(
+	    out, size,
+	    "V='%s'; if command -v python3 >/dev/null 2>&1 && { [ -x \"$V/bin/python3\" ] "
+	    "|| python3 -m venv --system-site-packages \"$V\" >&2; }; then "
+	    "PATH=\"$V/bin:$PATH\" VIRTUAL_ENV=\"$V\" UV_PROJECT_ENVIRONMENT=\"$V\" "
+	    "PIP_DISABLE_PIP_VERSION_CHECK=1; "
+	    "export PATH VIRTUAL_ENV UV_PROJECT_ENVIRONMENT PIP_DISABLE_PIP_VERSION_CHECK; fi; ",
+	    venv);
 }
 
 static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
@@ -185,9 +185,10 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 		json_object_set_new(d, "lock_file", json_string(in->manifest));
 	if (bypassed) {
 		json_array_append_new(
-		    warnings, json_string("the shared npm cache has an entry that fails its "
-					  "integrity check: `npm ci` ran again with this "
-					  "environment's own cache (command_executor.package_cache)"));
+		    warnings,
+		    json_string("the shared npm cache has an entry that fails its "
+				"integrity check: `npm ci` ran again with this "
+				"environment's own cache (command_executor.package_cache)"));
 		json_object_set_new(d, "shared_cache_bypassed", json_true());
 	}
 	if (r < 0) {
@@ -267,8 +268,8 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 	if (has_line(res.out, "package.json"))
 		for (size_t i = 0; i < ARRAY_SIZE(node_installers); i++)
 			if (has_line(res.out, node_installers[i].manifest)) {
-				install_one(exec, ctx, log, project, opts, &node_installers[i], deps,
-					    warnings, cancel_fd);
+				install_one(exec, ctx, log, project, opts, &node_installers[i],
+					    deps, warnings, cancel_fd);
 				break;
 			}
 	if (has_line(res.out, "pyproject.toml")) {

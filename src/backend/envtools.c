@@ -13,8 +13,9 @@ static const struct {
 	const char *name;
 	const char *tools; /* space-separated programs, as found on PATH */
 } env_tools[] = {
-    {"python", "python3"}, {"miniforge", "conda python3"}, {"node", "node npm"},
-    {"java", "java javac mvn"}, {"go", "go"},
+    {"python", "python3"}, {"miniforge", "conda python3"},
+    {"node", "node npm"},  {"java", "java javac mvn"},
+    {"go", "go"},
 };
 
 const char *cae__env_tools(const char *environment)
@@ -47,8 +48,9 @@ void cae__env_tools_check(cae_prepare *p)
 	cae_error_clear(&err);
 	char msg[1200];
 	if (p->exec(p->exec_ctx, &req, &res, &err) < 0) {
-		snprintf(msg, sizeof(msg), "could not look for the tools of environment %s: %.1000s",
-			 p->environment, err.message);
+		snprintf(msg, sizeof(msg),
+			 "could not look for the tools of environment %s: %.1000s", p->environment,
+			 err.message);
 		cae__prepare_warn(p, "environment.tools_unknown", msg);
 		return;
 	}

@@ -39,8 +39,8 @@ static int root_dir(const cae_config *cfg, char *out, size_t size)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid,
-			  bool make, char *out, size_t size, cae_error *err)
+int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid, bool make,
+			  char *out, size_t size, cae_error *err)
 {
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
@@ -173,8 +173,9 @@ int cae__pkgcache_prune(const cae_config *cfg, int64_t max_age_s, uint64_t max_b
 	if (all_instances) {
 		DIR *d = opendir(root);
 		if (!d)
-			return errno == ENOENT ? 0 : cae_error_set(err, -errno, "%s: %s", root,
-								   strerror(errno));
+			return errno == ENOENT
+				   ? 0
+				   : cae_error_set(err, -errno, "%s: %s", root, strerror(errno));
 		struct dirent *e;
 		while (r == 0 && (e = readdir(d))) {
 			if (e->d_name[0] == '.')

@@ -31,8 +31,8 @@
  * npm given to uid:gid, 0700) when make is set, and its last use recorded; without make,
  * only when it exists. 1: out is set; 0: caches are off (or, without make, it is not there);
  * -errno with err set when it cannot be made. */
-int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid,
-			  bool make, char *out, size_t size, cae_error *err);
+int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid, bool make,
+			  char *out, size_t size, cae_error *err);
 
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);

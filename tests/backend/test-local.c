@@ -1682,7 +1682,8 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	cae_config *cfg = config("  local:\n    network: true\n  package_cache:\n"
 				 "    enabled: true\n");
 	cae_backend *b = backend(cfg);
-	cae_task ta = {.uuid = C("cache-a"), .repo = repo}, tb = {.uuid = C("cache-b"), .repo = repo};
+	cae_task ta = {.uuid = C("cache-a"), .repo = repo},
+		 tb = {.uuid = C("cache-b"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &ta, "node", NULL, &info, &err) == 0, "%s",
@@ -1707,9 +1708,10 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	d = dep_of(info.deps, "package-lock.json");
 	ck_assert_ptr_nonnull(d);
 	const char *out = json_string_value(json_object_get(d, "output"));
-	r = run(b, "cache-b",
-		"echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
-		"2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
+	r = run(
+	    b, "cache-b",
+	    "echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
+	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
 	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
 	 * package, and the result says why */
 	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
