@@ -7,10 +7,12 @@
 #include "backend/backend-internal.h"
 #include "backend/seccomp.h"
 #include "backend/diskfs.h"
+#include "backend/pkgcache.h"
 #include "runner/proctree.h"
 #include "testutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -1727,6 +1729,55 @@ START_TEST(package_cache_shared_and_unpoisoned)
 }
 END_TEST
 
+/* The package caches' directories and their prune: off by default (nothing made), made per
+ * owner with the owner's uid, and pruned by age, then by size (least recently used first),
+ * this instance's only. */
+START_TEST(package_cache_dirs_and_prune)
+{
+	cae_config *off = config(NULL);
+	char dir[PATH_MAX], dir2[PATH_MAX];
+	cae_error err = {0};
+	ck_assert_int_eq(cae__pkgcache_npm_dir(off, "local-1", 1, 1, true, dir, sizeof(dir), &err),
+			 0);
+	_cleanup_free_ char *none = cae__path_join(state, "package-cache");
+	ck_assert_int_eq(access(none, F_OK), -1);
+	cae_config_free(off);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n    max_size: 1m\n");
+	_cleanup_free_ char *root = cae__path_join(state, "package-cache");
+	ck_assert_int_eq(cae__pkgcache_npm_dir(cfg, "local-1", 1, 1, true, dir, sizeof(dir), &err),
+			 1);
+	ck_assert_int_eq(
+	    cae__pkgcache_npm_dir(cfg, "docker", 1000, 1000, true, dir2, sizeof(dir2), &err), 1);
+	struct stat st;
+	ck_assert_int_eq(lstat(dir, &st), 0);
+	ck_assert_int_eq(st.st_uid, 1);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	tu_sh("head -c 2000000 /dev/urandom > %s/blob && mkdir -p %s/other-instance/docker/npm && "
+	      "touch -d '8 days ago' %s/../.used",
+	      dir2, root, dir);
+	/* by age: local-1 (unused for 8 days), not docker nor another instance's */
+	json_t *removed = json_array();
+	int count = 0;
+	ck_assert_int_eq(
+	    cae__pkgcache_prune(cfg, 168 * 3600, 0, false, false, removed, &count, &err), 0);
+	ck_assert_int_eq(count, 1);
+	ck_assert_int_eq(access(dir, F_OK), -1);
+	ck_assert_int_eq(access(dir2, F_OK), 0);
+	/* by size: docker holds 2 MB, more than max_size */
+	ck_assert_int_eq(cae__pkgcache_prune(cfg, 168 * 3600,
+					     cfg->command_executor.package_cache.max_bytes, false,
+					     false, removed, &count, &err),
+			 0);
+	ck_assert_int_eq(count, 1);
+	ck_assert_int_eq(access(dir2, F_OK), -1);
+	_cleanup_free_ char *other = cae__path_join(root, "other-instance/docker/npm");
+	ck_assert_int_eq(access(other, F_OK), 0);
+	ck_assert_uint_eq(json_array_size(removed), 2);
+	json_decref(removed);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -1757,6 +1808,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_venv_etc_and_tools);
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
+	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
