@@ -1742,6 +1742,8 @@ START_TEST(package_cache_dirs_and_prune)
 	_cleanup_free_ char *none = cae__path_join(state, "package-cache");
 	ck_assert_int_eq(access(none, F_OK), -1);
 	cae_config_free(off);
+	cae__rm_rf(state);
+	free(state);
 	cae_config *cfg = config("  package_cache:\n    enabled: true\n    max_size: 1m\n");
 	_cleanup_free_ char *root = cae__path_join(state, "package-cache");
 	ck_assert_int_eq(cae__pkgcache_npm_dir(cfg, "local-1", 1, 1, true, dir, sizeof(dir), &err),
