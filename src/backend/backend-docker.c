@@ -326,7 +326,6 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 		}
 		return NULL;
 	}
-	p->deps_opts.npm_cache_shared = true;
 	snprintf(bind, sizeof(bind), "%s:%s", dir, CAE_PKGCACHE_NPM);
 	json_array_append_new(binds, json_string(bind));
 	json_t *env = json_array();
@@ -1290,6 +1289,10 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	dp->disk_lock = -1;
 	p->state = dp;
+	/* the shared npm cache is bound at create (cache_binds), or was into a warm pool's
+	 * container made by the same configuration (its key covers the binds) */
+	p->deps_opts.npm_cache_shared =
+	    cfg->command_executor.package_cache.enabled && di->socket_path;
 	/* a warning before this step (the environment's fallback) is the task's, not the
 	 * pool's: a claim keeps it */
 	dp->task_warnings = json_array_size(p->warnings);
