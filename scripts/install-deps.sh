@@ -4,7 +4,8 @@
 # workspace file system, are in both; git, clang for fuzzing, valgrind,
 # Docker, Podman (its Docker-compatible API, scripts/podman-env.sh), the loopback git server,
 # Node for the MCP clients; the Kubernetes cluster's own
-# packages are installed by k8s-local.sh start). Needs root to install; as
+# packages are installed by k8s-local.sh start; python3-venv and maven for the local
+# environments' virtual environment and /etc-configured toolchains). Needs root to install; as
 # another user it only names what is missing.
 set -euo pipefail
 what=${1:-build}
@@ -13,7 +14,7 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server
-         openssh-client podman)
+         openssh-client podman python3-venv maven)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -243,6 +243,20 @@ typedef struct cae_config {
 						    * unused for longer */
 			} mirror_cache;
 		} clone;
+		/* Package caches shared by this instance's environments on this host
+		 * (<state_dir>/package-cache/<instance>/, src/backend/pkgcache.h), read and
+		 * filled by the environments' installs; the local and docker backends (a
+		 * docker engine on this host). Only caches whose tool verifies what it reads
+		 * are shared (npm's: content-addressed, integrity-checked): pip's, Maven's
+		 * and Go's are not, since nothing checks them. */
+		struct {
+			bool enabled;	    /* false */
+			int max_age_hours;  /* 168: `cae cache prune` removes caches unused
+					     * for longer */
+			uint64_t max_bytes; /* max_size, 10g: ... then the least recently
+					     * used ones until the rest take at most this
+					     * (0: no bound) */
+		} package_cache;
 		/* The identity of the commits an agent makes in an environment (`git commit`
 		 * works as the prompts ask, on every backend): the environment's own git
 		 * configuration (the local sandbox's /etc/gitconfig, a container's or pod's

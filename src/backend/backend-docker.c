@@ -17,6 +17,7 @@
 #include "backend/backend-internal.h"
 #include "backend/images.h"
 #include "backend/diskfs.h"
+#include "backend/pkgcache.h"
 #include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
@@ -310,6 +311,41 @@ static const char *network_mode(const cae_config *cfg)
 	}
 }
 
+/* The shared package caches (pkgcache.h): this host's directory bound in when the engine is
+ * this host's, owned by the container's user (uid 1000); the variables that point commands
+ * at it (new; NULL: none). */
+static json_t *cache_binds(cae_prepare *p, json_t *binds)
+{
+	const cae_config *cfg = p->b->cfg;
+	if (!cfg->command_executor.package_cache.enabled)
+		return NULL;
+	if (!impl_of(p->b)->socket_path) {
+		cae__prepare_warn(p, "package_cache.unavailable",
+				  "the shared package cache is not used: the engine is not this "
+				  "host's (command_executor.docker.socket)");
+		return NULL;
+	}
+	char dir[PATH_MAX], bind[PATH_MAX + 64];
+	cae_error err;
+	cae_error_clear(&err);
+	int r = cae__pkgcache_npm_dir(cfg, "docker", 1000, 1000, true, dir, sizeof(dir), &err);
+	if (r <= 0) {
+		if (r < 0) {
+			char w[1200];
+			snprintf(w, sizeof(w), "the shared package cache is not used: %.1100s",
+				 err.message);
+			cae__prepare_warn(p, "package_cache.unavailable", w);
+		}
+		return NULL;
+	}
+	snprintf(bind, sizeof(bind), "%s:%s", dir, CAE_PKGCACHE_NPM);
+	json_array_append_new(binds, json_string(bind));
+	json_t *env = json_array();
+	for (const char *const *e = cae__pkgcache_env(); *e; e++)
+		json_array_append_new(env, json_string(*e));
+	return env;
+}
+
 /* Builds the create body. Warnings about what could not be applied go to warnings. */
 static json_t *container_config(cae_prepare *p, bool with_disk)
 {
@@ -361,6 +397,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "(command_executor.docker.mount_docker_socket): the agent can control "
 		    "the host's Docker engine");
 	}
+	json_t *env = cache_binds(p, binds);
 	/* the workspace's own file system: a mount (not a bind, which the engine would make as
 	 * an empty directory where it does not see our files) */
 	if (prep_of(p)->disk_dir) {
@@ -406,9 +443,13 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	if (prep_of(p)->git_credential)
 		json_object_set_new(labels, LABEL_GIT_CREDENTIAL,
 				    json_string(prep_of(p)->git_credential));
-	return json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
-			 "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
-			 "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
+	json_t *body =
+	    json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
+		      "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
+		      "Labels", labels, "StopTimeout", STOP_TIMEOUT_S, "HostConfig", hc);
+	if (env)
+		json_object_set_new(body, "Env", env);
+	return body;
 }
 
 /* ---- the engine's view of an environment ---- */
@@ -1259,6 +1300,10 @@ static int docker_validate(cae_prepare *p, cae_error *err)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	dp->disk_lock = -1;
 	p->state = dp;
+	/* the shared npm cache is bound at create (cache_binds), or was into a warm pool's
+	 * container made by the same configuration (its key covers the binds) */
+	p->deps_opts.npm_cache_shared =
+	    cfg->command_executor.package_cache.enabled && di->socket_path;
 	/* a warning before this step (the environment's fallback) is the task's, not the
 	 * pool's: a claim keeps it */
 	dp->task_warnings = json_array_size(p->warnings);

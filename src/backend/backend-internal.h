@@ -15,6 +15,19 @@ typedef int (*cae_env_exec_fn)(void *ctx, const cae_exec_request *req, cae_run_r
 
 /* One prepare in progress: what the lifecycle (src/backend/prepare.c) and a backend's hooks
  * share. The lifecycle owns the arrays and the strings; hooks add to them. */
+/* How a backend wants dependencies installed (cae__deps_install). */
+typedef struct cae_deps_opts {
+	/* A Python virtual environment (a path as commands see it; NULL: none) that pip's
+	 * installs go into, made (with the system's site packages visible) when missing: the
+	 * host's Python is "externally managed" (PEP 668) where the environment's tools are the
+	 * host's. Commands must find its bin/ first on PATH. */
+	const char *python_venv;
+	/* npm's cache is the shared one (pkgcache.h): `npm ci`, whose lock file pins every
+	 * tarball's integrity and which reads no metadata, takes what the cache has without
+	 * asking the registry (npm_config_prefer_offline) */
+	bool npm_cache_shared;
+} cae_deps_opts;
+
 typedef struct cae_prepare {
 	cae_backend *b;
 	const cae_task *task;
@@ -30,10 +43,11 @@ typedef struct cae_prepare {
 	/* Set by the create hook: */
 	cae_env_exec_fn exec; /* runs a command in the environment being prepared */
 	void *exec_ctx;
-	const char *project;   /* where the project is, as commands see it */
-	bool given_as_is;      /* a workspace used as is: no clone, no dependency install */
-	json_t *create_fields; /* more fields for the environment.create event (owned) */
-	void *state;	       /* the backend's own; its release hook frees it */
+	const char *project;	 /* where the project is, as commands see it */
+	cae_deps_opts deps_opts; /* how dependencies are installed (zero: as the image says) */
+	bool given_as_is;	 /* a workspace used as is: no clone, no dependency install */
+	json_t *create_fields;	 /* more fields for the environment.create event (owned) */
+	void *state;		 /* the backend's own; its release hook frees it */
 } cae_prepare;
 
 /* Adds a warning to the environment's ContainerInfo and, when event is set, logs it. */
@@ -509,10 +523,10 @@ int cae__git_clone_cached(cae_env_exec_fn exec, void *ctx, const cae_config *cfg
 			  cae_mirror_ship_fn ship, void *ship_ctx, int cancel_fd, cae_error *err);
 
 /* Installs dependencies: detects manifests in project (a path as commands see it) and runs each
- * install with a 600 s timeout; every outcome is appended to deps (array of objects) and
- * each failure also as a line to warnings; cancel_fd (-1: none) cancels. Never fails the
- * preparation. */
+ * install with a 600 s timeout, as opts says (NULL: the environment's defaults); every outcome
+ * is appended to deps (array of objects) and each failure also as a line to warnings;
+ * cancel_fd (-1: none) cancels. Never fails the preparation. */
 void cae__deps_install(cae_env_exec_fn exec, void *ctx, struct cae_log *log, const char *project,
-		       json_t *deps, json_t *warnings, int cancel_fd);
+		       const cae_deps_opts *opts, json_t *deps, json_t *warnings, int cancel_fd);
 
 #endif

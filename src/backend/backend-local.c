@@ -21,7 +21,9 @@
  * cae-helper get a sandbox of their own per command. */
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "backend/envtools.h"
 #include "backend/net-local.h"
+#include "backend/pkgcache.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
 
@@ -620,6 +622,21 @@ static void cred_forget(struct local_impl *li, const char *uuid)
 /* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
  * here (else rlimits), its uid, its file system. serve: cae-helper inside, else argv.
  * New array (cae__sandbox_argv_free). */
+/* The shared npm cache of env's sandbox uid (pkgcache.h), made when make is set; 1 with out
+ * set, 0 when there is none (caches off, unconfined, a workspace used as is). */
+static int npm_cache_of(const struct local_env *env, bool make, char *out, size_t size,
+			cae_error *err)
+{
+	if (!env->sandbox || env->external)
+		return 0;
+	/* uid 0: commands run as cae's own user (it is not root) */
+	uid_t uid = env->uid ? env->uid : getuid();
+	gid_t gid = env->uid ? env->gid : getgid();
+	char owner[32];
+	snprintf(owner, sizeof(owner), "local-%u", (unsigned)uid);
+	return cae__pkgcache_npm_dir(env->cfg, owner, uid, gid, make, out, size, err);
+}
+
 static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			       bool serve, const char *const *argv, bool die_with_parent)
 {
@@ -656,6 +673,11 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 		(const char *const *)env->cfg->command_executor.protected_paths.items,
 	    .n_protected = env->cfg->command_executor.protected_paths.n,
 	};
+	char cache[PATH_MAX];
+	if (npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1) {
+		spec.npm_cache = cache;
+		spec.npm_cache_inside = CAE_PKGCACHE_NPM;
+	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
 	snprintf(project, sizeof(project), "%s%s", env->root, env->external ? "" : "/project");
@@ -806,6 +828,19 @@ static int helper_exec(cae_backend *b, struct local_env *env, const cae_run_spec
 	return 1;
 }
 
+/* The environment's Python virtual environment (deps.c installs Python dependencies into
+ * it): .venv in the workspace root, beside the project rather than in it (no clone, status
+ * or commit of the project sees it), in the workspace's file system (its disk bound counts
+ * it), gone with the environment; the host's own Python refuses pip installs (PEP 668).
+ * None for a workspace used as is (its root is the project). out: as commands see it. */
+static bool venv_of(const struct local_env *env, char *out, size_t size)
+{
+	if (env->external)
+		return false;
+	snprintf(out, size, "%s/.venv", env->sandbox ? CAE_SANDBOX_ROOT : env->root);
+	return true;
+}
+
 /* b may be NULL when env has no uuid (prepare steps). */
 static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_request *req,
 			  cae_run_result *res, cae_error *err)
@@ -821,7 +856,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 4, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -844,11 +879,32 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	/* a filtered network: the proxy on the sandbox's loopback, for every command */
 	for (const char *const *e = cae_net_proxy_env(); env->filtered && env->sandbox && *e; e++)
 		extra[ne++] = *e;
+	/* the virtual environment, once made, first on PATH (after the caller's own PATH) */
+	char venv[PATH_MAX], host_bin[PATH_MAX * 2], venv_env[PATH_MAX + 16],
+	    path_env[PATH_MAX * 2 + 16];
+	struct stat vst;
+	if (venv_of(env, venv, sizeof(venv)) &&
+	    (snprintf(host_bin, sizeof(host_bin), "%s/.venv/bin", env->root),
+	     lstat(host_bin, &vst) == 0 && S_ISDIR(vst.st_mode))) {
+		const char *base = getenv("PATH");
+		snprintf(path_env, sizeof(path_env), "PATH=%s/bin:%s", venv,
+			 env->sandbox ? CAE_SANDBOX_PATH
+			 : base	      ? base
+				      : "/usr/bin:/bin");
+		snprintf(venv_env, sizeof(venv_env), "VIRTUAL_ENV=%s", venv);
+		extra[ne++] = path_env;
+		extra[ne++] = venv_env;
+	}
+	/* the shared package caches, when the sandbox binds them */
+	char cache[PATH_MAX];
+	for (const char *const *e = cae__pkgcache_env();
+	     *e && npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1; e++)
+		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
 	else
-		plain_env = build_env(req->extra_env, env->cfg);
+		plain_env = build_env(extra, env->cfg);
 	char **envp = env->sandbox ? sandbox_env : plain_env;
 	if (!envp)
 		return -ENOMEM;
@@ -1212,6 +1268,7 @@ struct local_prep {
 	json_t *meta;	      /* meta.json as written at create */
 	char *seen_project;   /* the project as commands see it */
 	bool give_away;	      /* the workspace becomes the sandbox uid's */
+	char venv[PATH_MAX];  /* the Python virtual environment as commands see it (venv_of) */
 };
 
 static struct local_prep *prep_of(cae_prepare *p)
@@ -1518,6 +1575,19 @@ static int local_create(cae_prepare *p, cae_error *err)
 	p->exec = env_exec_cb;
 	p->exec_ctx = env;
 	p->project = lp->seen_project;
+	if (venv_of(env, lp->venv, sizeof(lp->venv)))
+		p->deps_opts.python_venv = lp->venv;
+	char cache[PATH_MAX];
+	cae_error cerr;
+	cae_error_clear(&cerr);
+	int cr = npm_cache_of(env, true, cache, sizeof(cache), &cerr);
+	p->deps_opts.npm_cache_shared = cr == 1;
+	if (cr < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared package cache is not used: %.1100s",
+			 cerr.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
 	p->create_fields = json_pack("{s:s}", "sandbox", env->sandbox ? "bubblewrap" : "none");
 	return 0;
 }
@@ -1543,6 +1613,8 @@ static int local_populate(cae_prepare *p, cae_error *err)
 					     "cannot give the workspace to the sandbox's user: %s",
 					     strerror(-r));
 	}
+	/* the host's tools are the environment's: say which of its name's are missing */
+	cae__env_tools_check(p);
 	return 0;
 }
 

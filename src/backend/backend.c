@@ -4,6 +4,7 @@
  * filled). */
 #include "backend/backend-internal.h"
 
+#include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/log.h"
 
@@ -228,7 +229,23 @@ int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae_exec_reque
 	memset(res, 0, sizeof(*res));
 	if (!req->argv || !req->argv[0])
 		return cae_error_set(err, -EINVAL, "no command to run");
-	return b->ops->exec(b, task_uuid, req, res, err);
+	/* Python's output as it is written, not when a pipe's buffer fills or the program
+	 * ends (live output, process sessions), on every backend; the caller's value wins. */
+	size_t n = 0;
+	bool has = false;
+	for (const char *const *e = req->extra_env; e && *e; e++, n++)
+		has = has || strncmp(*e, "PYTHONUNBUFFERED=", 17) == 0;
+	if (has)
+		return b->ops->exec(b, task_uuid, req, res, err);
+	_cleanup_free_ const char **env = calloc(n + 2, sizeof(char *));
+	if (!env)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		env[i] = req->extra_env[i];
+	env[n] = "PYTHONUNBUFFERED=1";
+	cae_exec_request q = *req;
+	q.extra_env = env;
+	return b->ops->exec(b, task_uuid, &q, res, err);
 }
 
 json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid)

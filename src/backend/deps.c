@@ -26,6 +26,7 @@ struct installer {
 	const char *command;  /* sh -c text */
 	/* run instead when tool is missing (a warning says so); NULL: skipped */
 	const struct installer *fallback;
+	bool pip; /* installs with pip: into the backend's virtual environment, if any */
 };
 
 /* pip installs the project editable (the agent's changes are what imports see). Without
@@ -33,7 +34,7 @@ struct installer {
  * offline environment has not; with it when the project's backend is not installed. */
 static const struct installer pip_project = {
     "pyproject.toml", "python3",
-    "python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .", NULL};
+    "python3 -m pip install --no-build-isolation -e . || python3 -m pip install -e .", NULL, true};
 
 /* The lock file names the tool; the first row whose lock file is there is used. */
 static const struct installer python_installers[] = {
@@ -58,7 +59,7 @@ static const struct installer node_installers[] = {
 };
 
 static const struct installer other_installers[] = {
-    {"requirements.txt", "python3", "python3 -m pip install -r requirements.txt"},
+    {"requirements.txt", "python3", "python3 -m pip install -r requirements.txt", NULL, true},
     {"environment.yml", "mamba", "mamba env update -p " CONDA_PREFIX " -f environment.yml",
      &conda_env},
     {"condaenv.yaml", "mamba", "mamba env update -p " CONDA_PREFIX " -f condaenv.yaml",
@@ -94,26 +95,51 @@ static bool said_missing(const char *err, const char *tool)
 	return err && strstr(err, marker);
 }
 
-static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
-			const struct installer *in, json_t *deps, json_t *warnings, int cancel_fd)
+/* The shell text that makes the virtual environment venv (when python3 is there and it is
+ * missing) and puts it first on PATH for what follows; uv is told to use it too. When it
+ * cannot be made, pip's own error says why the install failed. */
+static void venv_prefix(char *out, size_t size, const char *venv)
 {
-	char script[1024];
+	if (!venv) {
+		out[0] = '\0';
+		return;
+	}
+	snprintf(
+	    out, size,
+	    "V='%s'; if command -v python3 >/dev/null 2>&1 && { [ -x \"$V/bin/python3\" ] "
+	    "|| python3 -m venv --system-site-packages \"$V\" >&2; }; then "
+	    "PATH=\"$V/bin:$PATH\" VIRTUAL_ENV=\"$V\" UV_PROJECT_ENVIRONMENT=\"$V\" "
+	    "PIP_DISABLE_PIP_VERSION_CHECK=1; "
+	    "export PATH VIRTUAL_ENV UV_PROJECT_ENVIRONMENT PIP_DISABLE_PIP_VERSION_CHECK; fi; ",
+	    venv);
+}
+
+static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
+			const cae_deps_opts *opts, const struct installer *in, json_t *deps,
+			json_t *warnings, int cancel_fd)
+{
+	char script[2048], pre[512];
 	const struct installer *fb = in->fallback;
+	venv_prefix(pre, sizeof(pre),
+		    opts && (in->pip || (fb && fb->pip)) ? opts->python_venv : NULL);
 	/* 127 with a marker: the tool is missing in this environment. */
 	if (fb)
 		snprintf(script, sizeof(script),
-			 "if command -v %s >/dev/null 2>&1; then %s; else echo 'cae: %s not "
+			 "%sif command -v %s >/dev/null 2>&1; then %s; else echo 'cae: %s not "
 			 "found' >&2; command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' "
 			 ">&2; exit 127; }; %s; fi",
-			 in->tool, in->command, in->tool, fb->tool, fb->tool, fb->command);
+			 pre, in->tool, in->command, in->tool, fb->tool, fb->tool, fb->command);
 	else
 		snprintf(script, sizeof(script),
-			 "command -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit "
+			 "%scommand -v %s >/dev/null 2>&1 || { echo 'cae: %s not found' >&2; exit "
 			 "127; }; %s",
-			 in->tool, in->tool, in->command);
+			 pre, in->tool, in->tool, in->command);
 	const char *argv[] = {"sh", "-c", script, NULL};
+	static const char *const offline_env[] = {"npm_config_prefer_offline=true", NULL};
+	bool offline = opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
 	cae_exec_request req = {
 	    .argv = argv,
+	    .extra_env = offline ? offline_env : NULL,
 	    .cwd = project,
 	    .timeout_ms = DEPS_TIMEOUT_MS,
 	    .max_stdout = 64 * 1024,
@@ -126,6 +152,24 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_error err;
 	cae_error_clear(&err);
 	int r = exec(ctx, &req, &res, &err);
+	/* A shared cache with an entry that fails its integrity check (another environment
+	 * changed it: npm refuses it, EINTEGRITY): once more with a cache of this environment's
+	 * own, so that a bad entry costs a download, never the install. */
+	bool bypassed = false;
+	if (offline && r >= 0 && res.exit_code != 0 && !res.timed_out &&
+	    ((res.err && strstr(res.err, "EINTEGRITY")) ||
+	     (res.out && strstr(res.out, "EINTEGRITY")))) {
+		char again[sizeof(script) + 96];
+		snprintf(again, sizeof(again),
+			 "npm_config_cache=\"${HOME:-/tmp}/.npm-own\"; export npm_config_cache; %s",
+			 script);
+		argv[2] = again;
+		req.extra_env = NULL;
+		cae_run_result_clear(&res);
+		r = exec(ctx, &req, &res, &err);
+		argv[2] = script;
+		bypassed = true;
+	}
 	/* with a fallback, what ran is known from the marker */
 	bool fell_back = fb && r >= 0 && said_missing(res.err, in->tool);
 	const struct installer *ran = fell_back ? fb : in;
@@ -139,6 +183,14 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	}
 	if (fb && strcmp(in->manifest, fb->manifest) != 0)
 		json_object_set_new(d, "lock_file", json_string(in->manifest));
+	if (bypassed) {
+		json_array_append_new(
+		    warnings,
+		    json_string("the shared npm cache has an entry that fails its "
+				"integrity check: `npm ci` ran again with this "
+				"environment's own cache (command_executor.package_cache)"));
+		json_object_set_new(d, "shared_cache_bypassed", json_true());
+	}
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));
@@ -189,7 +241,7 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 }
 
 void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char *project,
-		       json_t *deps, json_t *warnings, int cancel_fd)
+		       const cae_deps_opts *opts, json_t *deps, json_t *warnings, int cancel_fd)
 {
 	/* One round trip lists the manifests present. */
 	static const char list_script[] =
@@ -216,8 +268,8 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 	if (has_line(res.out, "package.json"))
 		for (size_t i = 0; i < ARRAY_SIZE(node_installers); i++)
 			if (has_line(res.out, node_installers[i].manifest)) {
-				install_one(exec, ctx, log, project, &node_installers[i], deps,
-					    warnings, cancel_fd);
+				install_one(exec, ctx, log, project, opts, &node_installers[i],
+					    deps, warnings, cancel_fd);
 				break;
 			}
 	if (has_line(res.out, "pyproject.toml")) {
@@ -227,7 +279,7 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 				py = &python_installers[i];
 				break;
 			}
-		install_one(exec, ctx, log, project, py, deps, warnings, cancel_fd);
+		install_one(exec, ctx, log, project, opts, py, deps, warnings, cancel_fd);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(other_installers); i++) {
 		const struct installer *in = &other_installers[i];
@@ -240,7 +292,7 @@ void cae__deps_install(cae_env_exec_fn exec, void *ctx, cae_log *log, const char
 		if (strcmp(in->manifest, "build.gradle.kts") == 0 &&
 		    has_line(res.out, "build.gradle"))
 			continue;
-		install_one(exec, ctx, log, project, in, deps, warnings, cancel_fd);
+		install_one(exec, ctx, log, project, opts, in, deps, warnings, cancel_fd);
 	}
 	cae_run_result_clear(&res);
 }

@@ -316,8 +316,8 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 	progress(&p, 5, "deps");
 	set_identity(&p);
 	if (!p.given_as_is && b->cfg->command_executor.clone.auto_install_deps)
-		cae__deps_install(p.exec, p.exec_ctx, b->log, p.project, p.deps, p.warnings,
-				  p.cancel_fd);
+		cae__deps_install(p.exec, p.exec_ctx, b->log, p.project, &p.deps_opts, p.deps,
+				  p.warnings, p.cancel_fd);
 	if ((r = check_cancel(&p, err)) < 0)
 		goto fail;
 

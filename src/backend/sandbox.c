@@ -87,6 +87,17 @@ static const char *const etc_names[] = {
 };
 static const char *const etc_prefixes[] = {"java-", "python", "perl", "ca-certificates"};
 
+/* Toolchains whose configuration directory under /etc also holds files where operators keep
+ * credentials: only the named entries of it (Maven's m2.conf, which its launcher reads
+ * through /usr/share/maven/bin/m2.conf, and its logging and toolchains files; never
+ * settings.xml, whose <servers> hold repository passwords). */
+static const struct {
+	const char *dir;
+	const char *const entries[4];
+} etc_parts[] = {
+    {"maven", {"m2.conf", "logging", "toolchains.xml", NULL}},
+};
+
 static bool etc_wanted(const char *name, bool network)
 {
 	if (network && (strcmp(name, "hosts") == 0 || strcmp(name, "resolv.conf") == 0))
@@ -116,6 +127,20 @@ static void add_etc(struct argl *a, bool network)
 		addf(a, "/etc/%s", de->d_name);
 	}
 	closedir(d);
+	for (size_t i = 0; i < ARRAY_SIZE(etc_parts); i++) {
+		char dir[64];
+		struct stat st;
+		snprintf(dir, sizeof(dir), "/etc/%s", etc_parts[i].dir);
+		if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		add(a, "--dir");
+		add(a, dir);
+		for (const char *const *e = etc_parts[i].entries; *e; e++) {
+			add(a, "--ro-bind-try");
+			addf(a, "%s/%s", dir, *e);
+			addf(a, "%s/%s", dir, *e);
+		}
+	}
 }
 
 /* /bin, /lib, ... as on the host: links into /usr (merged /usr) or read-only trees. */
@@ -279,8 +304,8 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	/* The files (passwd, group, the helper) are copied there: no bind names a path of the
 	 * state directory or of cae's installation in the sandbox's /proc/self/mountinfo. */
 	const char *files[] = {"passwd", "group", "gitconfig"};
-	char src_ws[64], src_helper[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
-	const char *ws = s->ws_host, *helper = s->helper;
+	char src_ws[64], src_helper[64], src_cache[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
+	const char *ws = s->ws_host, *helper = s->helper, *cache = s->npm_cache;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%s", s->etc_dir, files[i]);
 	if (s->uid != 0) {
@@ -299,6 +324,12 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 			snprintf(src_helper, sizeof(src_helper), "%s/%zu", CAE_SANDBOX_STAGE,
 				 ARRAY_SIZE(files) + 1);
 			helper = src_helper;
+		}
+		if (cache) {
+			add(&a, s->npm_cache);
+			snprintf(src_cache, sizeof(src_cache), "%s/%zu", CAE_SANDBOX_STAGE,
+				 ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0));
+			cache = src_cache;
 		}
 		if (s->idmap) {
 			add(&a, "--idmap");
@@ -369,6 +400,11 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, CAE_SANDBOX_ROOT "/tmp");
 	}
 	add_protected(&a, s, ws);
+	if (cache) {
+		add(&a, "--bind");
+		add(&a, cache);
+		add(&a, s->npm_cache_inside);
+	}
 	if (s->serve) {
 		add(&a, "--ro-bind");
 		add(&a, helper);
@@ -395,7 +431,7 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 char **cae__sandbox_env(const char *const *extra)
 {
 	struct argl a = {0};
-	const char *fixed[] = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+	const char *fixed[] = {"PATH=" CAE_SANDBOX_PATH,
 			       ("HOME=" CAE_SANDBOX_HOME),
 			       "USER=agent",
 			       "LOGNAME=agent",

@@ -23,6 +23,8 @@
 #define CAE_SANDBOX_HELPER "/.cae/cae-helper"
 #define CAE_SANDBOX_UID 1000
 #define CAE_SANDBOX_HOME "/home/agent"
+/* Commands' PATH (cae__sandbox_env) */
+#define CAE_SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 typedef struct cae_sandbox_limits {
 	int pids;	       /* processes (cgroup) or the sandbox uid's processes (rlimit) */
@@ -65,6 +67,10 @@ typedef struct cae_sandbox_spec {
 	 * to put a writable one in its place. */
 	const char *const *protected_paths;
 	size_t n_protected;
+	/* A host directory bound read-write at npm_cache_inside (the shared package cache,
+	 * pkgcache.h); NULL: none */
+	const char *npm_cache;
+	const char *npm_cache_inside;
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new

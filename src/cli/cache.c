@@ -1,9 +1,12 @@
 /* cae cache prune: removes the host's mirrors of remote repositories (src/backend/mirror.c)
  * that no task used for longer than command_executor.clone.mirror_cache.max_age_hours, or
- * all of them; a mirror a clone is reading is left alone. */
+ * all of them; a mirror a clone is reading is left alone. Then this instance's package caches
+ * (src/backend/pkgcache.h) unused for longer than command_executor.package_cache.max_age_hours
+ * and, least recently used first, those beyond package_cache.max_size. */
 #include "cli/cli.h"
 
 #include "backend/backend-internal.h"
+#include "backend/pkgcache.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +23,11 @@ static int usage_cache(FILE *f)
 		   "mirrors of remote repositories (<state_dir>/mirrors/) that no clone used for "
 		   "longer than H hours (default: "
 		   "command_executor.clone.mirror_cache.max_age_hours), or every one with --all, "
-		   "each under its lock (one in use is kept), and prints what it removed.\n\n"
+		   "each under its lock (one in use is kept); then this instance's package caches "
+		   "(<state_dir>/package-cache/) unused for longer than H hours (default: "
+		   "command_executor.package_cache.max_age_hours) and, least recently used "
+		   "first, those beyond package_cache.max_size, or every one with --all; prints "
+		   "what it removed.\n\n"
 		   "options:\n"
 		   "  --all                 every mirror not in use\n"
 		   "  --older-than-hours H  unused for longer than H hours\n" CAE_CLI_COMMON_HELP);
@@ -64,6 +71,7 @@ int cae_cli_cache(int argc, char **argv)
 	cae_config *cfg;
 	if (cae_cli_load_config(&c, &cfg) < 0)
 		return 1;
+	double pkg_hours = hours >= 0 ? hours : cfg->command_executor.package_cache.max_age_hours;
 	if (hours < 0)
 		hours = cfg->command_executor.clone.mirror_cache.max_age_hours;
 	json_t *removed = json_array();
@@ -83,6 +91,22 @@ int cae_cli_cache(int argc, char **argv)
 	}
 	printf("removed %d mirror%s\n", count, count == 1 ? "" : "s");
 	json_decref(removed);
+	if (r >= 0) {
+		removed = json_array();
+		r = removed ? cae__pkgcache_prune(cfg, (int64_t)(pkg_hours * 3600),
+						  cfg->command_executor.package_cache.max_bytes,
+						  all, false, removed, &count, &err)
+			    : cae_error_set(&err, -ENOMEM, "out of memory");
+		json_array_foreach(removed, i, m)
+		{
+			printf("removed %s (%lld bytes)\n",
+			       json_string_value(json_object_get(m, "cache")),
+			       (long long)json_integer_value(json_object_get(m, "bytes")));
+		}
+		if (r >= 0)
+			printf("removed %d package cache%s\n", count, count == 1 ? "" : "s");
+		json_decref(removed);
+	}
 	cae_config_free(cfg);
 	if (r < 0) {
 		fprintf(stderr, "cae: cache prune: %s\n", err.message);

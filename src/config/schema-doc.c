@@ -119,6 +119,15 @@ const struct cfg_doc cfg_docs[] = {
     {CE "clone.mirror_cache.enabled", "The mirror cache is used."},
     {CE "clone.mirror_cache.max_age_hours", "`cae cache prune` removes mirrors unused for "
 					    "longer."},
+    {CE "package_cache", "Package caches shared by this instance's environments on this host "
+			 "(`<state_dir>/package-cache/<instance>/`), read and filled by the "
+			 "environments' installs (local and docker with the engine on this host). "
+			 "Only caches whose tool verifies what it reads are shared (npm's); pip's, "
+			 "Maven's and Go's are not."},
+    {CE "package_cache.enabled", "Share the package caches (off: each environment has its own)."},
+    {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
+    {CE "package_cache.max_size", "... then the least recently used ones until the rest take at "
+				  "most this (`0`: no bound)."},
     {CE "git",
      "The identity of the commits an agent makes in an environment (`git commit` works as the "
      "prompts ask, on every backend): the environment's own git configuration (the local "

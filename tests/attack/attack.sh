@@ -140,8 +140,8 @@ check "... while commands run as the sandbox's uid on the host ($uid_e), not as 
 check "after cleanup the user's directory is still the user's" '[ "$(stat -c %u:%g "$work/e" "$work/e/made.txt" | sort -u)" = 4242:4243 ]'
 
 # --- the host's file system -------------------------------------------------------------
-out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssh /etc/machine-id /etc/pip.conf /etc/npmrc /etc/docker /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
-check "/etc/shadow, ssh, credentials in /etc, /root, /run, /var/run, /var/lib are absent; /home has only the agent" '[[ $out != *PRESENT* && $out == agent$'"'\n'"'end* ]]' "$out"
+out=$(run A 'for p in /etc/shadow /etc/gshadow /etc/sudoers /etc/ssh /etc/machine-id /etc/pip.conf /etc/npmrc /etc/maven/settings.xml /etc/docker /root /run /var/run /boot /srv /mnt /media /opt /var/lib; do [ -e $p ] && echo PRESENT $p; done; ls /home; echo end')
+check "/etc/shadow, ssh, credentials in /etc (Maven's settings.xml too), /root, /run, /var/run, /var/lib are absent; /home has only the agent" '[[ $out != *PRESENT* && $out == agent$'"'\n'"'end* ]]' "$out"
 out=$(run A 'git config --system --list; echo end')
 check "/etc/gitconfig is the sandbox's own: the commits' identity, nothing of the host's" \
 	'[[ $out == "user.name=Coding Agent"$'"'\n'"'"user.email=coding-agent@localhost"$'"'\n'"'end* ]]' "$out"

@@ -1131,6 +1131,27 @@ START_TEST(live_output_and_input)
 	ck_assert_str_eq(y.res.out, "fed\ndone\n");
 	ck_assert_str_eq(y.seen[0], "fed\ndone\n");
 	cae_run_result_clear(&y.res);
+	/* Python's output to a pipe arrives as it prints, not when it exits (a session): it
+	 * waits for its input line, which comes only after its first line was seen */
+	int pin[2];
+	ck_assert_int_eq(pipe2(pin, O_CLOEXEC), 0);
+	struct live_run z = {.b = b,
+			     .uuid = uuid,
+			     .script = "exec python3 -c 'import sys; print(\"py-ready\"); "
+				       "print(\"py-got-\" + sys.stdin.readline().strip())'",
+			     .io = {.output = live_output, .ud = &z, .stdin_fd = pin[0]}};
+	pthread_mutex_init(&z.lock, NULL);
+	pthread_cond_init(&z.cond, NULL);
+	ck_assert_int_eq(pthread_create(&th, NULL, live_main, &z), 0);
+	bool early = live_wait(&z, "py-ready\n");
+	ck_assert_int_eq(write(pin[1], "x\n", 2), 2);
+	close(pin[1]);
+	pthread_join(th, NULL);
+	close(pin[0]);
+	ck_assert_msg(z.r == 0, "%s", z.err.message);
+	ck_assert_msg(early, "python's output came only at its exit: %s", z.res.out);
+	ck_assert_str_eq(z.res.out, "py-ready\npy-got-x\n");
+	cae_run_result_clear(&z.res);
 	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
 	cae_env_info_clear(&info);
 	done(b, cfg);

@@ -7,10 +7,12 @@
 #include "backend/backend-internal.h"
 #include "backend/seccomp.h"
 #include "backend/diskfs.h"
+#include "backend/pkgcache.h"
 #include "runner/proctree.h"
 #include "testutil.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -1709,6 +1711,181 @@ START_TEST(seccomp_filter_refuses_each_call)
 }
 END_TEST
 
+/* The local backend takes environments seriously: a requirements.txt project's packages go
+ * into the workspace's virtual environment (the host's Python refuses pip installs, PEP 668)
+ * that commands find first on PATH; Maven, whose m2.conf is under /etc/maven, runs in the
+ * sandbox while /etc/maven/settings.xml (where repository passwords live) stays out; Python
+ * writes unbuffered; and the prepare says which tools of the environment's name the host
+ * lacks. The package is a wheel in the repository: no index is reachable. */
+START_TEST(environment_venv_etc_and_tools)
+{
+	_cleanup_free_ char *repo = make_repo();
+	tu_sh("cd %s && mkdir wheels && python3 -c \"import zipfile; z = "
+	      "zipfile.ZipFile('wheels/caetestpkg-1.0-py3-none-any.whl', 'w'); "
+	      "d = 'caetestpkg-1.0.dist-info/'; "
+	      "z.writestr('caetestpkg/__init__.py', 'VALUE = 42\\n'); "
+	      "z.writestr(d + 'METADATA', 'Metadata-Version: 2.1\\nName: caetestpkg\\nVersion: "
+	      "1.0\\n'); "
+	      "z.writestr(d + 'WHEEL', 'Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: "
+	      "true\\nTag: py3-none-any\\n'); "
+	      "z.writestr(d + 'RECORD', 'caetestpkg/__init__.py,,\\n' + d + 'METADATA,,\\n' + d "
+	      "+ 'WHEEL,,\\n' + d + 'RECORD,,\\n'); z.close()\" && "
+	      "echo ./wheels/caetestpkg-1.0-py3-none-any.whl > requirements.txt && " GIT
+	      " add . && " GIT " commit -qm deps",
+	      repo);
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	cae_task t = {.uuid = C("envs"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &t, "go", NULL, &info, &err) == 0, "%s", err.message);
+	json_t *d = dep_of(info.deps, "requirements.txt");
+	ck_assert_ptr_nonnull(d);
+	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s",
+		      json_string_value(json_object_get(d, "output")));
+	cae_run_result r = run(b, "envs",
+			       "command -v python3; python3 -c 'import caetestpkg; "
+			       "print(caetestpkg.VALUE)'; echo $VIRTUAL_ENV $PYTHONUNBUFFERED; "
+			       "git status --porcelain; test -e /cache || echo no-cache; "
+			       "echo \"npm:$npm_config_cache\"");
+	/* (the shared package caches are off by default) */
+	ck_assert_str_eq(r.out,
+			 "/workspace/.venv/bin/python3\n42\n/workspace/.venv 1\nno-cache\nnpm:\n");
+	cae_run_result_clear(&r);
+	r = run(b, "envs",
+		"mvn -v >/dev/null && echo mvn-ok; test -e /etc/maven/m2.conf && echo m2; "
+		"test -e /etc/maven/settings.xml || echo no-settings");
+	ck_assert_msg(strcmp(r.out, "mvn-ok\nm2\nno-settings\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* go: named in a warning exactly when the sandbox has none */
+	r = run(b, "envs", "command -v go >/dev/null || echo missing");
+	bool missing = strcmp(r.out, "missing\n") == 0, said = false;
+	cae_run_result_clear(&r);
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) said =
+	    said || strstr(json_string_value(w), "lacks go for environment go");
+	ck_assert_msg(said == missing, "missing: %d, said: %d", missing, said);
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, "envs", &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The shared npm cache (command_executor.package_cache): task A fills it with its prepare's
+ * `npm ci`, then, as an attacker, overwrites the cached tarball with one whose code is its
+ * own; task B's `npm ci` of the same lock file never installs that code (cacache checks the
+ * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
+ * with a cache of its own; B's cache is the same directory. */
+START_TEST(package_cache_shared_and_unpoisoned)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *npmtmp = tu_mkdtemp();
+	tu_sh("cd %s && printf '{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":"
+	      "{\"is-number\":\"7.0.0\"}}\\n' > package.json && npm install --package-lock-only "
+	      "--ignore-scripts --no-audit --no-fund --cache %s/c >/dev/null 2>&1 && " GIT
+	      " add . && " GIT " commit -qm npm",
+	      repo, npmtmp);
+	cae_config *cfg = config("  local:\n    network: true\n  package_cache:\n"
+				 "    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("cache-a"), .repo = repo},
+		 tb = {.uuid = C("cache-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	json_t *d = dep_of(info.deps, "package-lock.json");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
+	cae_env_info_clear(&info);
+	/* A: the cache is there, filled; every content file becomes a poisoned is-number */
+	cae_run_result r = run(b, "cache-a",
+			       "echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
+			       "cp /workspace/project/node_modules/is-number/package.json "
+			       "p/package/ && echo 'module.exports = () => \"POISONED\"' > "
+			       "p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
+			       "for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
+			       "chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
+			       "[ $n -gt 0 ] && echo poisoned");
+	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	d = dep_of(info.deps, "package-lock.json");
+	ck_assert_ptr_nonnull(d);
+	const char *out = json_string_value(json_object_get(d, "output"));
+	r = run(
+	    b, "cache-b",
+	    "echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
+	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
+	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
+	 * package, and the result says why */
+	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
+	ck_assert(json_is_true(json_object_get(d, "shared_cache_bypassed")));
+	ck_assert_msg(strcmp(r.out, "/cache/npm\ntrue\n") == 0, "%s", r.out);
+	cae_run_result_clear(&r);
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(cae_backend_cleanup(b, "cache-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "cache-b", &err), 0);
+	cae__rm_rf(npmtmp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The package caches' directories and their prune: off by default (nothing made), made per
+ * owner with the owner's uid, and pruned by age, then by size (least recently used first),
+ * this instance's only. */
+START_TEST(package_cache_dirs_and_prune)
+{
+	cae_config *off = config(NULL);
+	char dir[PATH_MAX], dir2[PATH_MAX];
+	cae_error err = {0};
+	ck_assert_int_eq(cae__pkgcache_npm_dir(off, "local-1", 1, 1, true, dir, sizeof(dir), &err),
+			 0);
+	_cleanup_free_ char *none = cae__path_join(state, "package-cache");
+	ck_assert_int_eq(access(none, F_OK), -1);
+	cae_config_free(off);
+	cae__rm_rf(state);
+	free(state);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n    max_size: 1m\n");
+	_cleanup_free_ char *root = cae__path_join(state, "package-cache");
+	ck_assert_int_eq(cae__pkgcache_npm_dir(cfg, "local-1", 1, 1, true, dir, sizeof(dir), &err),
+			 1);
+	ck_assert_int_eq(
+	    cae__pkgcache_npm_dir(cfg, "docker", 1000, 1000, true, dir2, sizeof(dir2), &err), 1);
+	struct stat st;
+	ck_assert_int_eq(lstat(dir, &st), 0);
+	ck_assert_int_eq(st.st_uid, 1);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	tu_sh("head -c 2000000 /dev/urandom > %s/blob && mkdir -p %s/other-instance/docker/npm && "
+	      "touch -d '8 days ago' %s/../.used",
+	      dir2, root, dir);
+	/* by age: local-1 (unused for 8 days), not docker nor another instance's */
+	json_t *removed = json_array();
+	int count = 0;
+	ck_assert_int_eq(
+	    cae__pkgcache_prune(cfg, 168 * 3600, 0, false, false, removed, &count, &err), 0);
+	ck_assert_int_eq(count, 1);
+	ck_assert_int_eq(access(dir, F_OK), -1);
+	ck_assert_int_eq(access(dir2, F_OK), 0);
+	/* by size: docker holds 2 MB, more than max_size */
+	ck_assert_int_eq(cae__pkgcache_prune(cfg, 168 * 3600,
+					     cfg->command_executor.package_cache.max_bytes, false,
+					     false, removed, &count, &err),
+			 0);
+	ck_assert_int_eq(count, 1);
+	ck_assert_int_eq(access(dir2, F_OK), -1);
+	_cleanup_free_ char *other = cae__path_join(root, "other-instance/docker/npm");
+	ck_assert_int_eq(access(other, F_OK), 0);
+	ck_assert_uint_eq(json_array_size(removed), 2);
+	json_decref(removed);
+	cae_config_free(cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-local");
@@ -1738,6 +1915,9 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
 	tcase_add_test(tc, dependency_failure_is_a_warning);
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
+	tcase_add_test(tc, environment_venv_etc_and_tools);
+	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
+	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);

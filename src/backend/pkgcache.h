@@ -1,0 +1,47 @@
+/* Internal to src/backend: the shared package caches (command_executor.package_cache), one
+ * per host, cae instance and owner (the uid that writes it: the local sandbox's, a
+ * container's user), that the environments of that instance read and fill:
+ *   <state_dir>/package-cache/<instance key>/<owner>/.used   mtime: its last prepare
+ *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
+ * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
+ * variables of cae__pkgcache_env.
+ *
+ * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
+ * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
+ * against the lock file's integrity; packument metadata, which no lock file pins, is
+ * revalidated with the registry on every use (npm_config_prefer_online). pip's http cache
+ * and Maven's ~/.m2 verify nothing, and Go's build cache checks sizes, not contents: they are
+ * not shared (each environment keeps its own, as without the cache). */
+#ifndef CAE_BACKEND_PKGCACHE_H
+#define CAE_BACKEND_PKGCACHE_H
+
+#include "cae/config.h"
+#include "cae/error.h"
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CAE_PKGCACHE_INSIDE "/cache"
+#define CAE_PKGCACHE_NPM CAE_PKGCACHE_INSIDE "/npm"
+
+/* owner's npm cache directory on this host into out: made (the owner directory root's 0755,
+ * npm given to uid:gid, 0700) when make is set, and its last use recorded; without make,
+ * only when it exists. 1: out is set; 0: caches are off (or, without make, it is not there);
+ * -errno with err set when it cannot be made. */
+int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid, bool make,
+			  char *out, size_t size, cae_error *err);
+
+/* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
+const char *const *cae__pkgcache_env(void);
+
+/* cae cache prune: removes this instance's owner caches (every instance's with all_instances)
+ * unused for longer than max_age_s, then the least recently used ones until the rest take at
+ * most max_bytes (0: no bound); with all, every one. Each removal is appended to removed
+ * ({"cache": path, "bytes": n}) and counted in *count. */
+int cae__pkgcache_prune(const cae_config *cfg, int64_t max_age_s, uint64_t max_bytes, bool all,
+			bool all_instances, json_t *removed, int *count, cae_error *err);
+
+#endif
