@@ -860,8 +860,25 @@ static int init_running(json_t *pod, void *ud, cae_error *err)
 	return r == 1 ? cae_error_set(err, -ECHILD, "pod runs without its helper") : r;
 }
 
+/* The init container ended well: it ends (0) only once HELPER_PATH is there. */
+static int init_done(json_t *pod, void *ud, cae_error *err)
+{
+	(void)ud;
+	json_t *ic = json_array_get(
+	    json_object_get(json_object_get(pod, "status"), "initContainerStatuses"), 0);
+	json_t *term = json_object_get(json_object_get(ic, "state"), "terminated");
+	if (!term)
+		return 0;
+	return json_integer_value(json_object_get(term, "exitCode")) == 0
+		   ? 1
+		   : cae_error_set(err, -ECHILD, "the helper's init container failed");
+}
+
 /* Fills the emptyDir through the init container: `head -c SIZE` takes the helper's bytes
- * (the exec protocol v4 cannot end stdin), then it becomes HELPER_PATH, mode 0555. */
+ * (the exec protocol v4 cannot end stdin), then it becomes HELPER_PATH, mode 0555. The init
+ * container ends as soon as it sees HELPER_PATH, and its end kills what still runs in it:
+ * the delivery's shell, between its `mv` and its exit, may then be killed (137) though the
+ * helper is in place, which the init container's own exit 0 says. */
 static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(p->b);
@@ -885,6 +902,9 @@ static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 	free(data);
 	if (r < 0)
 		return cae_error_prefix(err, "cae-helper delivery");
+	if (res.exit_code == 128 + 9 && !res.timed_out && !res.cancelled &&
+	    cae_k8s_pod_wait(ki->k, ki->ns, pod, init_done, NULL, 30000, NULL, NULL) == 0)
+		res.exit_code = 0;
 	if (res.exit_code != 0 || res.timed_out || res.cancelled)
 		r = res.cancelled ? cae_error_set(err, -ECANCELED, "cancelled")
 		    : res.timed_out
