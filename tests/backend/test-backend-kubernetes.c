@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #define TASK_PREFIX "caetest-k8sprot"
@@ -340,9 +341,10 @@ static json_t *ended_pod(const char *uuid)
 	return NULL;
 }
 
-/* The mock GitLab (tests/backend/mock-gitlab.py) serving repository team/tool, a copy of
- * py.git, beside its projects API: its pid, its port in *port. */
-static pid_t mock_gitlab(int *port)
+/* Starts the mock GitLab (tests/backend/mock-gitlab.py) serving repository team/tool, a copy
+ * of py.git, beside its projects API: its pid; *out gets the pipe on which it says its port
+ * once it listens (mock_port). */
+static pid_t mock_gitlab(int *out)
 {
 	tu_sh(
 	    "rm -rf %s/team && mkdir -p %s/team && git clone -q --bare %s/py.git %s/team/tool.git",
@@ -352,18 +354,24 @@ static pid_t mock_gitlab(int *port)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test leaves no server behind */
 		dup2(p[1], 1);
 		execlp("python3", "python3", CAE_SOURCE_ROOT "/tests/backend/mock-gitlab.py",
 		       git_token, git_root, (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
-	char buf[16] = "";
-	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
-	close(p[0]);
-	ck_assert_int_gt(n, 0);
-	*port = (int)strtol(buf, NULL, 10);
+	*out = p[0];
 	return pid;
+}
+
+static int mock_port(int fd)
+{
+	char buf[16] = "";
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	return (int)strtol(buf, NULL, 10);
 }
 
 /* protect_with_root_sidecar false (a cluster that refuses root containers): no sidecar, and
@@ -375,6 +383,8 @@ static pid_t mock_gitlab(int *port)
  * {platform, owner, name}, whose pushes authenticate as those of a URL's. */
 START_TEST(no_sidecar_is_said_or_not_needed)
 {
+	int says;
+	pid_t gl = mock_gitlab(&says); /* started first: it is ready when needed */
 	char *state;
 	cae_config *cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.kubernetes.protect_with_root_sidecar", "false");
@@ -407,12 +417,10 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	ck_assert_msg(strstr(err.message, "helper_lifetime_seconds"), "%s", err.message);
 	finish(b, uuid, &info, cfg, state);
 
-	int port;
-	pid_t gl = mock_gitlab(&port);
 	cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.protected_paths", "");
 	char api[128];
-	snprintf(api, sizeof(api), "http://127.0.0.1:%d/api/v4", port);
+	snprintf(api, sizeof(api), "http://127.0.0.1:%d/api/v4", mock_port(says));
 	bt_cfg_set(cfg, "gitlab.api_url", api);
 	bt_cfg_set(cfg, "gitlab.token", git_token);
 	b = bt_backend("kubernetes", cfg, NULL);
