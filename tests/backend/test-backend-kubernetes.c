@@ -376,9 +376,9 @@ static int mock_port(int fd)
 
 /* protect_with_root_sidecar false (a cluster that refuses root containers): no sidecar, and
  * the environment's warnings say that the protected paths are not read-only to commands
- * (they are not: a command writes a hook). Its helper has a lifetime of 4 s
- * (docker.helper_lifetime_seconds): kept while this process's stream beats, the pod ends by
- * itself once nobody talks to it (exit code 75), and a command then says why.
+ * (they are not: a command writes a hook). Its helper has a lifetime of 6 s
+ * (docker.helper_lifetime_seconds): once its backend is freed (its stream closed), nobody
+ * talks to the pod and it ends by itself (exit code 75); a command then says why.
  * protected_paths empty: no sidecar, no warning; that one is a GitLab task given as
  * {platform, owner, name}, whose pushes authenticate as those of a URL's. */
 START_TEST(no_sidecar_is_said_or_not_needed)
@@ -388,7 +388,7 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	char *state;
 	cae_config *cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.kubernetes.protect_with_root_sidecar", "false");
-	bt_cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "4");
+	bt_cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "6");
 	char uuid[64];
 	cae_env_info info;
 	cae_backend *b = prepared(cfg, uuid, &info);
