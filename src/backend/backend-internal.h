@@ -401,7 +401,9 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
 			       const char **user, const char **token, cae_error *err);
 
 /* What an environment records of cae__git_credential_target for task: "host user forge"
- * (forge: "github" or "gitlab", whose token answers), new; NULL when no token applies. */
+ * (forge: "github" or "gitlab", whose token answers), new; NULL when no token applies.
+ * Every form of the task's repository (a URL, {platform, owner, name}, a local path: NULL)
+ * is its business, not the caller's. */
 char *cae__git_credential_record(const cae_config *cfg, const cae_task *task);
 
 /* The answer to git's credential request (git's text protocol) from a command of uuid's

@@ -15,8 +15,9 @@
  * paths, which ends before the environment is ready: see "protected paths" below); CPU and memory
  * limits (and requests) from command_executor.docker.resources, the workspace an emptyDir with
  * sizeLimit from its disk_limit; no service-account token (automountServiceAccountToken false, no
- * service links); activeDeadlineSeconds bounds the pod's life. The pod API has no pids limit (that
- * is the kubelet's --pod-max-pids): said in the log, not pretended. Tokens never enter the
+ * service links); activeDeadlineSeconds bounds the pod's life, and the helper ends a pod after
+ * docker.helper_lifetime_seconds without a manager, as in containers. The pod API has no pids limit
+ * (that is the kubelet's --pod-max-pids): said in the log, not pretended. Tokens never enter the
  * pod spec, its environment or files: the clone's and a push's credentials travel on the
  * helper's channel, as in containers.
  *
@@ -83,6 +84,8 @@
 #define OPEN_TIMEOUT_MS 30000
 #define HELPER_OPEN_TIMEOUT_MS 10000
 #define HELPER_HEARTBEAT_S 10
+#define STOP_TIMEOUT_MS 10000 /* cleanup: a graceful stop of at most 10 s, then the kill */
+#define STATS_TIMEOUT_MS 10000
 
 static const char *const pull_policy[] = {"IfNotPresent", "Always", "Never"};
 
@@ -176,6 +179,28 @@ static cae_env_phase pod_phase(const cae_backend *b, json_t *pod, const char **u
 static const char *pod_state(json_t *pod)
 {
 	return json_string_value(json_object_get(json_object_get(pod, "status"), "phase"));
+}
+
+/* Whether the pod ended (Succeeded, Failed: it can run nothing any more). */
+static bool pod_ended(json_t *pod)
+{
+	const char *st = pod_state(pod);
+	return st && (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
+}
+
+/* The main container's state "terminated" in the pod's status (borrowed), or NULL. */
+static json_t *main_terminated(json_t *pod)
+{
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(json_object_get(pod, "status"), "containerStatuses"), i,
+			   c)
+	{
+		const char *n = json_string_value(json_object_get(c, "name"));
+		if (n && strcmp(n, MAIN) == 0)
+			return json_object_get(json_object_get(c, "state"), "terminated");
+	}
+	return NULL;
 }
 
 /* What a pod records (cae_envs_ops.record). */
@@ -406,8 +431,16 @@ static int usable(cae_backend *b, const char *uuid, bool preparing, json_t **pod
 	const char *u;
 	cae_env_phase ph = pod_phase(b, *pod, &u);
 	const char *st = pod_state(*pod);
+	json_t *term = main_terminated(*pod);
 	if (!preparing && (ph == CAE_ENV_CREATING || ph == CAE_ENV_FAILED))
 		r = cae__env_not_ready(uuid, ph, err);
+	else if (pod_ended(*pod))
+		r = cae_error_set(
+		    err, -ENOENT, "environment gone: the pod of task %s has ended%s", uuid,
+		    json_integer_value(json_object_get(term, "exitCode")) == CAE_HELPER_INIT_EXPIRED
+			? " (its helper ended it after command_executor.docker."
+			  "helper_lifetime_seconds without a manager)"
+			: "");
 	else if (!st || strcmp(st, "Running") != 0)
 		r = cae_error_set(err, -EAGAIN, "environment %s is not ready: its pod is %s", uuid,
 				  st ? st : "unknown");
@@ -439,7 +472,13 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	char name[160], hb[16];
 	snprintf(name, sizeof(name), "%s",
 		 json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
-	snprintf(hb, sizeof(hb), "%d", HELPER_HEARTBEAT_S);
+	/* well within the helper's lifetime, so that a live manager always keeps its pod */
+	int life = b->cfg->command_executor.docker.helper_lifetime_seconds;
+	int beat = life > 0 ? life / 3 : HELPER_HEARTBEAT_S;
+	snprintf(hb, sizeof(hb), "%d",
+		 beat < 1		     ? 1
+		 : beat > HELPER_HEARTBEAT_S ? HELPER_HEARTBEAT_S
+					     : beat);
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	cae_k8s_stream *st = NULL;
 	cae_error e = {0};
@@ -560,10 +599,55 @@ static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
 	}
 }
 
+static int main_ended(json_t *pod, void *ud, cae_error *err)
+{
+	(void)ud;
+	(void)err;
+	return pod_ended(pod) || main_terminated(pod) ? 1 : 0;
+}
+
+/* The graceful stop of uuid's pod: its helper (PID 1) is sent SIGTERM, which it passes on
+ * to every process (a command's trap runs) and kills what is left after its grace, as on a
+ * `docker stop`; then this waits until the API says the main container ended, at most
+ * STOP_TIMEOUT_MS. Deleting with a grace period instead would cost the kubelet's status
+ * sync (10-60 s here) however fast the pod stops. A pod without the helper, or not running,
+ * has nothing to stop. */
+static void stop_helper(cae_backend *b, const char *uuid)
+{
+	struct k8s_impl *ki = impl_of(b);
+	json_t *pod = NULL;
+	if (get_pod(b, uuid, &pod, NULL) < 0)
+		return;
+	const char *st = pod_state(pod);
+	char name[160];
+	snprintf(name, sizeof(name), "%s",
+		 json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
+	bool stop = meta(pod, "annotations", A_HELPER) && st && strcmp(st, "Running") == 0 &&
+		    !main_terminated(pod) &&
+		    !json_object_get(json_object_get(pod, "metadata"), "deletionTimestamp");
+	json_decref(pod);
+	if (!stop)
+		return;
+	const char *argv[] = {"sh", "-c", "kill -TERM 1", NULL};
+	cae_run_result res;
+	cae_error e = {0};
+	if (cae_k8s_exec(ki->k, ki->ns, name, MAIN, argv, NULL, 0, OPEN_TIMEOUT_MS, 0, 0, -1, &res,
+			 &e) < 0)
+		return;
+	cae_run_result_clear(&res);
+	if (cae_k8s_pod_wait(ki->k, ki->ns, name, main_ended, NULL, STOP_TIMEOUT_MS, NULL, &e) < 0)
+		cae_log_fields(b->log, CAE_LOG_WARN, "kubernetes.stop_incomplete",
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "pod", name),
+			       "%s: deleting it at once", e.message);
+}
+
+/* cleanup (graceful): the helper's stop, then the delete; a re-prepare's removal (not
+ * graceful) deletes at once. */
 static int k8s_remove(cae_backend *b, const char *uuid, bool graceful, cae_error *err)
 {
-	(void)graceful;
 	cae__chan_forget(&impl_of(b)->chans, uuid);
+	if (graceful)
+		stop_helper(b, uuid);
 	return remove_pod(b, uuid, err);
 }
 
@@ -697,8 +781,12 @@ static json_t *pod_spec(cae_prepare *p)
 		json_object_set_new(ws, "sizeLimit", json_string(disk));
 	}
 	const char *pull = pull_policy[cfg->command_executor.kubernetes.image_pull_policy % 3];
+	/* the helper ends the pod after its lifetime without a manager, as in containers */
+	char lifetime[24];
+	snprintf(lifetime, sizeof(lifetime), "%d",
+		 cfg->command_executor.docker.helper_lifetime_seconds);
 	json_t *cmd = kp->helper
-			  ? json_pack("[s, s, s, s]", HELPER_PATH, "--init", "--lifetime", "0")
+			  ? json_pack("[s, s, s, s]", HELPER_PATH, "--init", "--lifetime", lifetime)
 			  : json_pack("[s, s]", "sleep", "infinity");
 	json_t *mounts = json_pack("[{s:s, s:s}]", "name", "workspace", "mountPath", WORKSPACE);
 	if (kp->helper)
@@ -772,8 +860,25 @@ static int init_running(json_t *pod, void *ud, cae_error *err)
 	return r == 1 ? cae_error_set(err, -ECHILD, "pod runs without its helper") : r;
 }
 
+/* The init container ended well: it ends (0) only once HELPER_PATH is there. */
+static int init_done(json_t *pod, void *ud, cae_error *err)
+{
+	(void)ud;
+	json_t *ic = json_array_get(
+	    json_object_get(json_object_get(pod, "status"), "initContainerStatuses"), 0);
+	json_t *term = json_object_get(json_object_get(ic, "state"), "terminated");
+	if (!term)
+		return 0;
+	return json_integer_value(json_object_get(term, "exitCode")) == 0
+		   ? 1
+		   : cae_error_set(err, -ECHILD, "the helper's init container failed");
+}
+
 /* Fills the emptyDir through the init container: `head -c SIZE` takes the helper's bytes
- * (the exec protocol v4 cannot end stdin), then it becomes HELPER_PATH, mode 0555. */
+ * (the exec protocol v4 cannot end stdin), then it becomes HELPER_PATH, mode 0555. The init
+ * container ends as soon as it sees HELPER_PATH, and its end kills what still runs in it:
+ * the delivery's shell, between its `mv` and its exit, may then be killed (137) though the
+ * helper is in place, which the init container's own exit 0 says. */
 static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(p->b);
@@ -797,6 +902,9 @@ static int deliver_helper(cae_prepare *p, const char *pod, cae_error *err)
 	free(data);
 	if (r < 0)
 		return cae_error_prefix(err, "cae-helper delivery");
+	if (res.exit_code == 128 + 9 && !res.timed_out && !res.cancelled &&
+	    cae_k8s_pod_wait(ki->k, ki->ns, pod, init_done, NULL, 30000, NULL, NULL) == 0)
+		res.exit_code = 0;
 	if (res.exit_code != 0 || res.timed_out || res.cancelled)
 		r = res.cancelled ? cae_error_set(err, -ECANCELED, "cancelled")
 		    : res.timed_out
@@ -868,9 +976,8 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 {
 	struct k8s_prep *kp = prep_of(p);
 	struct k8s_impl *ki = impl_of(p->b);
-	if (p->task->repo && (strstr(p->task->repo, "://") ||
-			      (strchr(p->task->repo, '@') && strchr(p->task->repo, ':'))))
-		kp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
+	/* a URL or {platform, owner, name} alike: where a push may authenticate */
+	kp->git_credential = cae__git_credential_record(p->b->cfg, p->task);
 	if (p->b->cfg->command_executor.docker.resources.pids_limit > 0)
 		cae_log_fields(
 		    p->b->log, CAE_LOG_INFO, "kubernetes.pids_limit_unsupported",
@@ -1154,8 +1261,7 @@ static bool pod_stopped(cae_backend *b, json_t *pod, bool old)
 {
 	(void)b;
 	(void)old;
-	const char *st = pod_state(pod);
-	return st && (strcmp(st, "Succeeded") == 0 || strcmp(st, "Failed") == 0);
+	return pod_ended(pod);
 }
 
 /* The gc's removal (cae_envs_ops.remove): this process's channel to the pod goes too. */
@@ -1165,9 +1271,103 @@ static int remove_stale(cae_backend *b, const char *uuid, cae_error *err)
 	return remove_pod(b, uuid, err);
 }
 
+/* ---- resources ----
+ * What a running pod uses, from its main container's cgroup as the container sees it
+ * (/sys/fs/cgroup: v1 or v2), read by one exec of a shell that uses builtins only, so that
+ * it adds one process (itself) and no more. Chosen over the kubelet's summary
+ * (nodes/proxy/stats/summary): that needs a cluster-wide permission the backend otherwise
+ * never does, has no process count per container and lags by the kubelet's housekeeping
+ * period; the cgroup is current, exact and reached with the pod exec the backend has. */
+static const char stats_script[] =
+    "cd /sys/fs/cgroup || exit 3\n"
+    "v() { [ -r \"$2\" ] && read -r l < \"$2\" && echo \"$1 $l\"; }\n"
+    "k() { [ -r \"$3\" ] && while read -r a n; do [ \"$a\" = \"$2\" ] && echo \"$1 $n\"; "
+    "done < \"$3\"; }\n"
+    "if [ -e cgroup.controllers ]; then\n"
+    "  k cpu_us usage_usec cpu.stat; v mem memory.current; v mem_max memory.max\n"
+    "  k inactive inactive_file memory.stat; v pids pids.current; v pids_max pids.max\n"
+    "  v cpu_max cpu.max\n"
+    "else\n"
+    "  v cpu_ns cpuacct/cpuacct.usage; v mem memory/memory.usage_in_bytes\n"
+    "  v mem_max memory/memory.limit_in_bytes\n"
+    "  k inactive total_inactive_file memory/memory.stat\n"
+    "  v pids pids/pids.current; v pids_max pids/pids.max\n"
+    "  v quota cpu/cpu.cfs_quota_us; v period cpu/cpu.cfs_period_us\n"
+    "fi\n"
+    "exit 0\n";
+
+/* The value of "key N" in text (-1 when absent or not a number); key "cpu_max" has two. */
+static long long stat_value(const char *text, const char *key, long long *second)
+{
+	size_t n = strlen(key);
+	for (const char *l = text, *nl; *l; l = nl ? nl + 1 : l + strlen(l)) {
+		nl = strchr(l, '\n');
+		if (strncmp(l, key, n) != 0 || l[n] != ' ')
+			continue;
+		long long v = -1, w = -1;
+		int got = sscanf(l + n + 1, "%lld %lld", &v, &w);
+		if (second)
+			*second = got == 2 ? w : -1;
+		return got >= 1 ? v : -1;
+	}
+	return -1;
+}
+
+/* {cpu_seconds, memory_bytes, memory_limit_bytes, pids, cpus_limit, pids_limit} of a
+ * running pod (cae_docker_stats_summary's shape), or NULL. */
+static json_t *resources_of(cae_backend *b, const char *name)
+{
+	struct k8s_impl *ki = impl_of(b);
+	const char *argv[] = {"sh", "-c", stats_script, NULL};
+	cae_run_result res;
+	cae_error e = {0};
+	if (cae_k8s_exec(ki->k, ki->ns, name, MAIN, argv, NULL, 0, STATS_TIMEOUT_MS, 4096, 4096, -1,
+			 &res, &e) < 0)
+		return NULL;
+	json_t *out = NULL;
+	const char *t = res.out ? res.out : "";
+	long long cpu_ns = stat_value(t, "cpu_ns", NULL), cpu_us = stat_value(t, "cpu_us", NULL);
+	long long mem = stat_value(t, "mem", NULL), inactive = stat_value(t, "inactive", NULL);
+	long long pids = stat_value(t, "pids", NULL), mem_max = stat_value(t, "mem_max", NULL);
+	long long period = -1, quota = stat_value(t, "cpu_max", &period);
+	if (quota < 0) {
+		quota = stat_value(t, "quota", NULL);
+		period = stat_value(t, "period", NULL);
+	}
+	if (res.exit_code == 0 && mem >= 0 && pids >= 1 && (cpu_ns >= 0 || cpu_us >= 0)) {
+		/* not counted: the reading shell (pids) and the page cache (memory), as docker */
+		out = json_pack("{s:f, s:I, s:I}", "cpu_seconds",
+				cpu_ns >= 0 ? (double)cpu_ns / 1e9 : (double)cpu_us / 1e6,
+				"memory_bytes", (json_int_t)(mem > inactive ? mem - inactive : mem),
+				"pids", (json_int_t)(pids - 1));
+		/* v1 says "no limit" with a huge number, v2 with "max" (no number) */
+		if (out && mem_max > 0 && mem_max < (1LL << 62))
+			json_object_set_new(out, "memory_limit_bytes", json_integer(mem_max));
+		if (out && quota > 0 && period > 0)
+			json_object_set_new(out, "cpus_limit", json_real((double)quota / period));
+		long long pmax = stat_value(t, "pids_max", NULL);
+		if (out && pmax > 0)
+			json_object_set_new(out, "pids_limit", json_integer(pmax));
+	}
+	cae_run_result_clear(&res);
+	return out;
+}
+
+/* A running pod's entry of the list gets its resources (cae_envs_ops.extra). */
+static void add_resources(cae_backend *b, json_t *pod, json_t *entry)
+{
+	const char *st = json_string_value(json_object_get(entry, "status"));
+	const char *name =
+	    json_string_value(json_object_get(json_object_get(pod, "metadata"), "name"));
+	json_t *res = st && strcmp(st, "ready") == 0 && name ? resources_of(b, name) : NULL;
+	if (res)
+		json_object_set_new(entry, "resources", res);
+}
+
 static const cae_envs_ops envs_ops = {
     .list = list_pods,
     .record = pod_record,
+    .extra = add_resources,
     .gone = pod_stopped,
     .remove = remove_stale,
     .project = PROJECT,

@@ -58,8 +58,9 @@ int cae__git_credential_target(const cae_config *cfg, const cae_task *task, char
 	int r = cae__git_clone_source(cfg, task, &url, token, user, err);
 	if (r < 0 || !*token || !**token)
 		return r;
+	/* a repository on this host (a path, file://) is read from here: no push target */
 	const char *p = strstr(url, "://");
-	if (!p)
+	if (!p || strncmp(url, "file://", 7) == 0)
 		return 0;
 	p += 3;
 	size_t n = strcspn(p, "/?#");

@@ -3,12 +3,20 @@
  * which a pod's commands cannot give to root themselves, made root's by the short-lived root
  * sidecar (cae-protect) at the ready step; and, with protect_with_root_sidecar false, no
  * sidecar and a warning that says so. And the backend without its helper: one API-server
- * exec per command, its arguments on stdin.
+ * exec per command, its arguments on stdin. On the environments those tests prepare anyway:
+ * a listed pod's resources, cleanup's graceful stop, the helper's idle lifetime, and a push
+ * of a task given as {platform, owner, name}.
  *
  * Needs CAE_TEST_K8S=1 and the cluster's KUBECONFIG (skipped, exit 77, otherwise); every
  * test removes the environments it prepared, and the teardown the pods of this run's tasks
  * that a failed test left (no other pod). */
 #include "backend-test.h"
+
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 
 #define TASK_PREFIX "caetest-k8sprot"
 
@@ -86,6 +94,121 @@ static void finish(cae_backend *b, const char *uuid, cae_env_info *info, cae_con
 	cae_config_free(cfg);
 	cae__rm_rf(state);
 	free(state);
+}
+
+/* A listener on 127.0.0.1 (the pods have the host's network): its fd, its port in *port. */
+static int listener(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* What the next connection to l says, once one came within timeout_ms ("" when none did). */
+static void heard(int l, int timeout_ms, char *buf, size_t size)
+{
+	buf[0] = '\0';
+	struct pollfd p = {.fd = l, .events = POLLIN};
+	if (poll(&p, 1, timeout_ms) != 1)
+		return;
+	int c = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(c, 0);
+	size_t have = 0;
+	ssize_t n;
+	while (have < size - 1 && (n = read(c, buf + have, size - 1 - have)) > 0)
+		have += (size_t)n;
+	buf[have] = '\0';
+	close(c);
+}
+
+/* uuid's entry of b's list (new reference). */
+static json_t *listed(cae_backend *b, const char *uuid)
+{
+	json_t *list = NULL, *mine = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_list(b, &list, &err) == 0, "%s", err.message);
+	size_t i;
+	json_t *e;
+	json_array_foreach(list, i, e)
+	{
+		if (strcmp(json_string_value(json_object_get(e, "task_uuid")), uuid) == 0)
+			mine = json_incref(e);
+	}
+	json_decref(list);
+	ck_assert_msg(mine != NULL, "%s is not listed", uuid);
+	return mine;
+}
+
+/* A command run on a backend of its own (its own stream to the pod's helper), on a thread. */
+struct runner {
+	cae_backend *b;
+	const char *uuid;
+	const char *script;
+};
+
+static void *run_script(void *ud)
+{
+	struct runner *rn = ud;
+	const char *argv[] = {"sh", "-c", rn->script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 300000, .cancel_fd = -1};
+	cae_run_result r;
+	cae_error e = {0};
+	if (cae_backend_exec(rn->b, rn->uuid, &req, &r, &e) == 0)
+		cae_run_result_clear(&r);
+	return NULL;
+}
+
+/* While a command of uuid's environment runs three sleeps, the list gives the pod's
+ * resources as the other backends do (its limits from the configuration: 1 CPU, 1 GiB);
+ * then cleanup stops the pod gracefully: the command, run by another backend over its own
+ * stream, gets SIGTERM and its trap (a second's work, then a word to this test) has run when
+ * cleanup returns. Deleting the pod with grace 0 (before) returned first. */
+static void resources_then_graceful_cleanup(cae_backend *b, const cae_config *cfg, const char *uuid)
+{
+	int port;
+	int l = listener(&port);
+	char script[1024];
+	snprintf(script, sizeof(script),
+		 "say() { python3 -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", "
+		 "%d)).sendall(sys.argv[1].encode())' \"$1\"; }\n"
+		 "trap 'sleep 1; say term; exit 0' TERM\n"
+		 "sleep 300 & sleep 300 & sleep 300 &\n"
+		 "say started; wait\n",
+		 port);
+	struct runner rn = {
+	    .b = bt_backend("kubernetes", cfg, NULL), .uuid = uuid, .script = script};
+	pthread_t th;
+	ck_assert_int_eq(pthread_create(&th, NULL, run_script, &rn), 0);
+	char what[64];
+	heard(l, 120000, what, sizeof(what));
+	ck_assert_str_eq(what, "started");
+
+	json_t *e = listed(b, uuid);
+	json_t *res = json_object_get(e, "resources");
+	ck_assert_msg(json_is_object(res), "no resources in %s", json_dumps(e, 0));
+	ck_assert(json_real_value(json_object_get(res, "cpu_seconds")) > 0);
+	ck_assert_int_gt(json_integer_value(json_object_get(res, "memory_bytes")), 0);
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "memory_limit_bytes")),
+			 1024LL * 1024 * 1024);
+	ck_assert(json_real_value(json_object_get(res, "cpus_limit")) == 1.0);
+	/* PID 1, two stream helpers, the command's shell and its three sleeps */
+	ck_assert_int_ge(json_integer_value(json_object_get(res, "pids")), 7);
+	json_decref(e);
+
+	cae_error err = {0};
+	ck_assert_msg(cae_backend_cleanup(b, uuid, &err) == 0, "%s", err.message);
+	heard(l, 0, what, sizeof(what));
+	ck_assert_msg(strcmp(what, "term") == 0,
+		      "the command's SIGTERM trap had not run when cleanup returned (%s)", what);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	cae_backend_free(rn.b);
+	close(l);
 }
 
 /* .git/hooks (the default protected path) in a pod: root's, and every directory on the way
@@ -194,18 +317,78 @@ START_TEST(protected_paths_hold_in_a_pod)
 	ck_assert_msg(r.exit_code == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	free(before);
-	finish(b, uuid, &info, cfg, state);
+	resources_then_graceful_cleanup(b, cfg, uuid);
+	cae_env_info_clear(&info);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
 }
 END_TEST
 
+/* The pod of uuid once its main container ended (new reference), read until then. */
+static json_t *ended_pod(const char *uuid)
+{
+	for (int i = 0; i < 600; i++) {
+		json_t *pod = pod_of(uuid);
+		json_t *c = container(pod, "status", "containerStatuses", "main");
+		if (json_object_get(json_object_get(c, "state"), "terminated"))
+			return pod;
+		json_decref(pod);
+		nanosleep(&(struct timespec){0, 100000000L}, NULL);
+	}
+	ck_abort_msg("the pod of %s still runs a minute after its helper's lifetime", uuid);
+	return NULL;
+}
+
+/* Starts the mock GitLab (tests/backend/mock-gitlab.py) serving repository team/tool, a copy
+ * of py.git, beside its projects API: its pid; *out gets the pipe on which it says its port
+ * once it listens (mock_port). */
+static pid_t mock_gitlab(int *out)
+{
+	tu_sh(
+	    "rm -rf %s/team && mkdir -p %s/team && git clone -q --bare %s/py.git %s/team/tool.git",
+	    git_root, git_root, git_root, git_root);
+	int p[2];
+	ck_assert_int_eq(pipe(p), 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM); /* a failed test leaves no server behind */
+		dup2(p[1], 1);
+		execlp("python3", "python3", CAE_SOURCE_ROOT "/tests/backend/mock-gitlab.py",
+		       git_token, git_root, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	*out = p[0];
+	return pid;
+}
+
+static int mock_port(int fd)
+{
+	char buf[16] = "";
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_int_gt(n, 0);
+	return (int)strtol(buf, NULL, 10);
+}
+
 /* protect_with_root_sidecar false (a cluster that refuses root containers): no sidecar, and
  * the environment's warnings say that the protected paths are not read-only to commands
- * (they are not: a command writes a hook). protected_paths empty: no sidecar, no warning. */
+ * (they are not: a command writes a hook). Its helper has a lifetime of 6 s
+ * (docker.helper_lifetime_seconds): once its backend is freed (its stream closed), nobody
+ * talks to the pod and it ends by itself (exit code 75); a command then says why.
+ * protected_paths empty: no sidecar, no warning; that one is a GitLab task given as
+ * {platform, owner, name}, whose pushes authenticate as those of a URL's. */
 START_TEST(no_sidecar_is_said_or_not_needed)
 {
+	int says;
+	pid_t gl = mock_gitlab(&says); /* started first: it is ready when needed */
 	char *state;
 	cae_config *cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.kubernetes.protect_with_root_sidecar", "false");
+	bt_cfg_set(cfg, "command_executor.docker.helper_lifetime_seconds", "6");
 	char uuid[64];
 	cae_env_info info;
 	cae_backend *b = prepared(cfg, uuid, &info);
@@ -218,15 +401,46 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	cae_run_result r = kexec(b, uuid, "echo x > .git/hooks/pre-commit && echo written");
 	ck_assert_str_eq(r.out, "written\n");
 	cae_run_result_clear(&r);
+	/* nobody talks to the pod any more: its helper ends it after its lifetime */
+	cae_backend_free(b);
+	pod = ended_pod(uuid);
+	json_t *term = json_object_get(
+	    json_object_get(container(pod, "status", "containerStatuses", "main"), "state"),
+	    "terminated");
+	ck_assert_int_eq(json_integer_value(json_object_get(term, "exitCode")), 75);
+	json_decref(pod);
+	b = bt_backend("kubernetes", cfg, NULL);
+	const char *tr[] = {"true", NULL};
+	cae_exec_request req = {.argv = tr, .timeout_ms = 60000, .cancel_fd = -1};
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_exec(b, uuid, &req, &r, &err), -ENOENT);
+	ck_assert_msg(strstr(err.message, "helper_lifetime_seconds"), "%s", err.message);
 	finish(b, uuid, &info, cfg, state);
 
 	cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.protected_paths", "");
-	b = prepared(cfg, uuid, &info);
+	char api[128];
+	snprintf(api, sizeof(api), "http://127.0.0.1:%d/api/v4", mock_port(says));
+	bt_cfg_set(cfg, "gitlab.api_url", api);
+	bt_cfg_set(cfg, "gitlab.token", git_token);
+	b = bt_backend("kubernetes", cfg, NULL);
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_task t = {.uuid = uuid,
+		      .platform = (char *)"gitlab",
+		      .owner = (char *)"team",
+		      .name = (char *)"tool"};
+	cae_prepare_options o = {.cancel_fd = -1};
+	ck_assert_msg(cae_backend_prepare(b, &t, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
 	ck_assert(!has_warning(&info, "protected_paths"));
 	pod = pod_of(uuid);
 	ck_assert_ptr_null(container(pod, "spec", "containers", "cae-protect"));
 	json_decref(pod);
+	bt_agent_git_works(b, uuid, "", 120000);
+	tu_sh("git --git-dir=%s/team/tool.git rev-parse -q --verify refs/heads/protected-%s",
+	      git_root, uuid);
+	kill(gl, SIGTERM);
+	waitpid(gl, NULL, 0);
 	finish(b, uuid, &info, cfg, state);
 }
 END_TEST
