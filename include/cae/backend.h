@@ -162,6 +162,13 @@ CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae
  * command's result), [{host, port, count}], and resets the record; NULL when nothing was
  * refused or the environment has no proxy in this process. */
 CAE_EXPORT json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid);
+/* A port forward: *host_port gets a port on the host's 127.0.0.1 whose connections this
+ * process carries to 127.0.0.1:port in the environment, over its helper's channel (any
+ * network mode, none included). It lasts as long as the environment's channel in this
+ * process (until the environment is cleaned up or the backend freed); asking again for the
+ * same port gives the same one. -ENOENT: no such environment; -EOPNOTSUPP: no helper. */
+CAE_EXPORT int cae_backend_port_forward(cae_backend *b, const char *task_uuid, int port,
+					int *host_port, cae_error *err);
 /* Runs a checked text editor request in an environment that is not on this host (its
  * workspace is edited where commands run, by the environment's helper). -EOPNOTSUPP when
  * the backend or the environment cannot (then err says why), -ENOENT when there is no such

@@ -287,6 +287,9 @@ static struct docker_prep *prep_of(cae_prepare *p)
 
 static const char *network_mode(const cae_config *cfg)
 {
+	/* a filtered network: no route out but the helper's tunnels to cae's proxy */
+	if (cae_net_config_filtered(cfg))
+		return "none";
 	switch (cfg->command_executor.docker.network.mode) {
 	case CAE_CONFIG_NETWORK_NONE:
 		return "none";
@@ -362,12 +365,11 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		json_object_set_new(hc, "Binds", binds);
 	else
 		json_decref(binds);
-	if (cae_net_config_filtered(cfg))
-		cae__prepare_warn(
-		    p, "docker.allowlist_unsupported",
-		    "command_executor.docker.network.whitelist_mode and denied_domains are not "
-		    "enforced by the docker backend yet: the container has the network mode's "
-		    "full access");
+	if (cae_net_config_filtered(cfg) && !helper)
+		cae__prepare_warn(p, "docker.network_proxy_unavailable",
+				  "the container has no cae-helper: with "
+				  "command_executor.docker.network filtered it has no network at "
+				  "all (network none)");
 
 	json_t *entry = json_array();
 	if (helper) {
@@ -687,6 +689,17 @@ static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, 
 		     cae_error *err)
 {
 	return cae__chan_fs(&impl_of(b)->chans, uuid, q, rep, err);
+}
+
+static json_t *docker_network_denied(cae_backend *b, const char *uuid)
+{
+	return cae__chan_network_denied(&impl_of(b)->chans, uuid);
+}
+
+static int docker_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			       cae_error *err)
+{
+	return cae__chan_port_forward(&impl_of(b)->chans, uuid, port, host_port, err);
 }
 
 int cae__docker_open_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
@@ -1750,7 +1763,8 @@ static int docker_populate(cae_prepare *p, cae_error *err)
 	const cae_config *cfg = p->b->cfg;
 	/* a container without a network clones nothing from a remote, cached or not */
 	bool offline = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
-		       !cfg->command_executor.docker.network.external_access;
+		       !cfg->command_executor.docker.network.external_access ||
+		       cae_net_config_filtered(cfg);
 	if (!is_local_repo(p->task->repo) && offline)
 		return cae__git_clone(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT, err);
 	if (!is_local_repo(p->task->repo))
@@ -2032,6 +2046,8 @@ static const cae_backend_ops docker_ops = {
     .exec = docker_exec,
     .edit = docker_edit,
     .fs = docker_fs,
+    .network_denied = docker_network_denied,
+    .port_forward = docker_port_forward,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,
