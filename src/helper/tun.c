@@ -38,6 +38,7 @@ struct tun {
 	bool peer_eof;	/* the peer's direction ended: shut fd's write side once drained */
 	bool closed;	/* the peer closed it, or the set ends: nothing more is sent */
 	bool violated;	/* the peer sent beyond the window: reset */
+	bool discard;	/* fd cannot be written any more: the peer's data is dropped */
 	char open_type; /* sent first by the thread */
 	char *open_p;
 	size_t open_n;
@@ -164,17 +165,29 @@ static void *tun_main(void *arg)
 		pthread_mutex_unlock(&s->lock);
 		if (violated)
 			break;
-		if (closed) {
-			send_close = false;
-			break;
-		}
-		ssize_t w = drain_queue(t);
-		if (w < 0)
-			break;
-		unacked += (size_t)w;
+		ssize_t w = wr_shut ? 0 : drain_queue(t);
 		pthread_mutex_lock(&s->lock);
+		if (w < 0) {
+			/* the socket's reader is gone: what it was sent is dropped, what it
+			 * wrote is still read */
+			free_chunks(t);
+			t->discard = true;
+			wr_shut = true;
+			w = 0;
+		}
 		bool empty = t->qhead == NULL;
 		pthread_mutex_unlock(&s->lock);
+		/* the peer closed: what it sent before is still written, nothing more read */
+		if (closed) {
+			send_close = false;
+			if (empty || wr_shut)
+				break;
+			struct pollfd p = {.fd = t->fd, .events = POLLOUT};
+			if (poll(&p, 1, 1000) <= 0 || (p.revents & (POLLERR | POLLHUP)))
+				break;
+			continue;
+		}
+		unacked += (size_t)w;
 		if (unacked >= CREDIT_STEP || (empty && unacked > 0)) {
 			send_u32(t, CAE_MUX_TUN_WINDOW, (uint32_t)unacked);
 			unacked = 0;
@@ -318,6 +331,8 @@ void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n
 		struct chunk *c = n ? calloc(1, sizeof(*c)) : NULL;
 		if (n == 0) {
 			t->peer_eof = true;
+		} else if (t->discard) {
+			/* dropped */
 		} else if (t->peer_eof || t->queued + n > CAE_TUN_WINDOW || !c) {
 			t->violated = true;
 			free(c);

@@ -14,6 +14,10 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 backend=${1:?backend}
 CAE=$(realpath "${2:-$here/../../build/cae}")
+if [ "$backend" = kubernetes ] && [ -z "${CAE_TEST_K8S:-}" ]; then
+	echo "skipped: CAE_TEST_K8S is not set"
+	exit 77
+fi
 
 mkdir -p /var/tmp
 work=$(mktemp -d /var/tmp/cae-net-XXXXXX)
