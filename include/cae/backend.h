@@ -77,6 +77,10 @@ typedef struct cae_env_info {
 	char *instance; /* the cae instance it belongs to (command_executor.instance); NULL:
 			 * none recorded (made before instances were), nobody's but
 			 * --all-instances' */
+	json_t *network; /* {access: "full"|"none"|"filtered", proxy: {http, socks5} when
+			  * commands reach out through cae's proxy, forge: "host:port" the
+			  * environment may reach under none (the forge it was cloned from)};
+			  * NULL: not known */
 } cae_env_info;
 
 CAE_EXPORT json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */

@@ -91,6 +91,7 @@ struct meta_entry {
 	uid_t owner_uid;
 	gid_t owner_gid;
 	char *git_credential;
+	char *forge;
 };
 
 /* The credential channel of one environment in this process: a socket in the workspace root
@@ -146,6 +147,7 @@ struct local_env {
 	uid_t owner_uid; /* ... that owner on disk */
 	gid_t owner_gid;
 	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
+	char *forge;	      /* the forge it was cloned from ("host:port"), or NULL */
 	struct local_impl *impl;
 	const cae_config *cfg;
 };
@@ -155,6 +157,7 @@ static void local_env_clear(struct local_env *e)
 	free(e->root);
 	free(e->project);
 	free(e->git_credential);
+	free(e->forge);
 	memset(e, 0, sizeof(*e));
 	e->cancel_fd = -1;
 }
@@ -674,7 +677,8 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 				       &lh->h, err)
 		    : -ENOMEM;
 	if (r == 0 && env->filtered)
-		r = cae__local_net_start(lh->h, env->cfg, b->log, env->uuid, &lh->proxy, err);
+		r = cae__local_net_start(lh->h, env->cfg, b->log, env->uuid, env->forge, &lh->proxy,
+					 err);
 	if (r < 0) {
 		helper_free(lh);
 		return r;
@@ -919,6 +923,7 @@ static void meta_entry_clear(struct meta_entry *m)
 	free(m->root);
 	free(m->project);
 	free(m->git_credential);
+	free(m->forge);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -949,8 +954,10 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 		env->owner_gid = li->meta[i].owner_gid;
 		env->git_credential =
 		    li->meta[i].git_credential ? strdup(li->meta[i].git_credential) : NULL;
+		env->forge = li->meta[i].forge ? strdup(li->meta[i].forge) : NULL;
 		hit = env->root && env->project &&
-		      (!li->meta[i].git_credential || env->git_credential);
+		      (!li->meta[i].git_credential || env->git_credential) &&
+		      (!li->meta[i].forge || env->forge);
 		if (!hit)
 			local_env_clear(env);
 	}
@@ -983,6 +990,7 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->owner_uid = env->owner_uid;
 		m->owner_gid = env->owner_gid;
 		m->git_credential = env->git_credential ? strdup(env->git_credential) : NULL;
+		m->forge = env->forge ? strdup(env->forge) : NULL;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
 		m->size = st->st_size;
@@ -1053,6 +1061,8 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		env->owner_gid = (gid_t)json_integer_value(json_array_get(owner, 1));
 		const char *gc = json_string_value(json_object_get(meta, "git_credential"));
 		env->git_credential = gc ? strdup(gc) : NULL;
+		const char *fg = json_string_value(json_object_get(meta, "forge"));
+		env->forge = fg ? strdup(fg) : NULL;
 		json_decref(meta);
 		if (!env->root || !env->project) {
 			local_env_clear(env);
@@ -1094,7 +1104,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 				     uuid);
 	}
 	cae_error_clear(err);
-	env->filtered = cae_net_config_filtered(b->cfg);
+	env->filtered = cae__net_proxied(b->cfg, "local", env->forge);
 	env->network = b->cfg->command_executor.local.network && !env->filtered;
 	env->impl = li;
 	env->cfg = b->cfg;
@@ -1431,6 +1441,10 @@ static int local_create(cae_prepare *p, cae_error *err)
 			free(v);
 		}
 		free(host);
+		/* the forge a push goes to, reached through the proxy under network none */
+		_cleanup_free_ char *forge = cae__net_forge(cfg, p->task);
+		if (forge)
+			json_object_set_new(lp->meta, "forge", json_string(forge));
 	}
 	/* the user's own .git/config, which commands may not add to (gitconfig-guard.c) */
 	if (workspace && (r = cae__gitguard_record(env->project, dir, err)) < 0)

@@ -25,6 +25,7 @@ static void chan_free(cae_chan *c)
 		cae_helper_mux_close(c->m);
 		cae__chan_net_free(c);
 		free(c->target);
+		free(c->forge);
 		free(c->uuid);
 		free(c->why);
 		free(c);

@@ -28,6 +28,7 @@ typedef struct cae_chan {
 	int refs;	   /* commands using it */
 	bool retired;	   /* out of the table: closed when the last command ends */
 	cae_net_proxy *px; /* the filtering proxy its helper's connections go to; NULL: none */
+	char *forge;	   /* the forge it was cloned from ("host:port"; the forge rule) */
 	cae_helper_forward **fwd; /* port forwards, under the table's lock */
 	size_t n_fwd;
 } cae_chan;

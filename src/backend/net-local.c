@@ -13,11 +13,11 @@
 #include "base/banned.h"
 
 int cae__local_net_start(cae_helper *h, const cae_config *cfg, cae_log *log, const char *task,
-			 cae_net_proxy **out, cae_error *err)
+			 const char *forge, cae_net_proxy **out, cae_error *err)
 {
 	*out = NULL;
 	cae_net_policy *pol = NULL;
-	int r = cae_net_policy_from_config(cfg, &pol, err);
+	int r = cae_net_policy_for_forge(cfg, forge, &pol, err);
 	if (r < 0)
 		return r;
 	cae_net_proxy_options o;
