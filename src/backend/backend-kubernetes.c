@@ -1199,6 +1199,17 @@ static void k8s_free(cae_backend *b)
 	free(b);
 }
 
+static json_t *k8s_network_denied(cae_backend *b, const char *uuid)
+{
+	return cae__chan_network_denied(&impl_of(b)->chans, uuid);
+}
+
+static int k8s_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			    cae_error *err)
+{
+	return cae__chan_port_forward(&impl_of(b)->chans, uuid, port, host_port, err);
+}
+
 static const cae_backend_ops k8s_ops = {
     .name = "kubernetes",
     .validate = k8s_validate,
@@ -1210,6 +1221,8 @@ static const cae_backend_ops k8s_ops = {
     .exec = k8s_exec,
     .edit = k8s_edit,
     .fs = k8s_fs,
+    .network_denied = k8s_network_denied,
+    .port_forward = k8s_port_forward,
     .cleanup_stale = k8s_cleanup_stale,
     .list = k8s_list,
     .info = k8s_info,

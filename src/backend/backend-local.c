@@ -67,6 +67,7 @@ struct local_helper {
 	cae_helper *h;
 	/* a filtered network's proxy (net-local.c), or NULL */
 	cae_net_proxy *proxy;
+	cae__local_fwd *fwd; /* its port forwards (net-local.c) */
 	int refs;     /* commands running through it */
 	bool retired; /* out of the list: stopped when the last command ends */
 };
@@ -447,6 +448,7 @@ static void helper_free(struct local_helper *lh)
 {
 	if (!lh)
 		return;
+	cae__local_fwd_free(lh->fwd);
 	cae_helper_stop(lh->h);
 	cae_net_proxy_free(lh->proxy);
 	if (lh->cgname[0])
@@ -671,6 +673,7 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 	lh->uuid = strdup(env->uuid);
 	lh->root = strdup(env->root);
 	lh->network = env->network;
+	lh->fwd = cae__local_fwd_new();
 	cgroup_name(env->impl, env->task, lh->cgname, sizeof(lh->cgname));
 	int r = lh->uuid && lh->root
 		    ? cae_helper_start((const char *const *)argv, (const char *const *)envp, 10000,
@@ -1137,6 +1140,29 @@ static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 	r = local_env_exec(b, &env, req, res, err);
 	if (env.external)
 		guard_env(b, uuid, &env);
+	local_env_clear(&env);
+	return r;
+}
+
+static int local_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			      cae_error *err)
+{
+	struct local_env env;
+	int r = load_env(b, uuid, &env, err);
+	if (r < 0)
+		return r;
+	if (!env.sandbox || env.network) {
+		/* the host's network: the port is this host's already */
+		*host_port = port;
+		local_env_clear(&env);
+		return 0;
+	}
+	struct local_helper *lh;
+	r = helper_acquire(b, &env, &lh, err);
+	if (r == 0) {
+		r = cae__local_fwd_open(lh->fwd, lh->h, port, host_port, err);
+		helper_release(impl_of(b), lh);
+	}
 	local_env_clear(&env);
 	return r;
 }
@@ -1891,6 +1917,7 @@ static const cae_backend_ops local_ops = {
     .list = local_list,
     .info = local_info,
     .network_denied = local_network_denied,
+    .port_forward = local_port_forward,
     .holders = local_holders,
     .fs = local_fs,
     .guard = local_guard,

@@ -16,6 +16,15 @@
 int cae__local_net_start(cae_helper *h, const cae_config *cfg, cae_log *log, const char *task,
 			 const char *forge, cae_net_proxy **out, cae_error *err);
 
+/* A sandbox's port forwards (cae_backend_port_forward), over a stream of its helper h. */
+typedef struct cae__local_fwd cae__local_fwd;
+cae__local_fwd *cae__local_fwd_new(void); /* NULL: out of memory */
+/* The forward of port (an existing one, or a new one): *host_port on the host's 127.0.0.1. */
+int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port,
+			cae_error *err);
+/* Closes every forward and the stream (before the helper stops). Accepts NULL. */
+void cae__local_fwd_free(cae__local_fwd *f);
+
 /* Moves px's refusals since the last command into res->network_denied (JSON text). */
 void cae__local_net_report(cae_net_proxy *px, cae_run_result *res);
 

@@ -108,5 +108,37 @@ out=$(jq -r '.stdout + .stderr' <<<"$res")
 check "no way round the proxy (--noproxy, a raw socket to the host's 127.0.0.1)" \
 	'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
 
+# --- port forwards: a server in the environment (network none) reached from this host ---------
+# (a server the test starts beside cae's commands; `cae port-forward` carries each connection
+# over the helper's stream to the environment's 127.0.0.1)
+fport=$((20000 + $$ % 20000))
+serve="mkdir -p /tmp/fwd && printf served-in-the-environment > /tmp/fwd/fwd.txt && cd /tmp/fwd && exec python3 -m http.server $fport --bind 127.0.0.1"
+if [ "$backend" = docker ]; then
+	cid=$(docker ps -q --filter "label=cae.task_uuid=$uuid" | head -1)
+	docker exec -d -u 1000 "$cid" sh -c "$serve"
+else
+	pod=$(kubectl get pods -A -l "cae.task_uuid=$uuid" -o jsonpath='{.items[0].metadata.namespace} {.items[0].metadata.name}')
+	kubectl exec -n "${pod% *}" "${pod#* }" -- sh -c "($serve) >/dev/null 2>&1 &"
+fi
+for _ in $(seq 50); do
+	[ "$(netrun "curl -s -o /dev/null -w %{http_code} --noproxy '*' http://127.0.0.1:$fport/fwd.txt" | jq -r .stdout)" = 200 ] && break
+	sleep 0.2
+done
+coproc FWD { CAE_CONFIG=$work/net.yaml exec "$CAE" port-forward --backend "$backend" "$uuid" "$fport" 2>"$work/fwd.err"; }
+fwd_pid=$FWD_PID
+fwd_json=
+while IFS= read -r -t 30 line <&"${FWD[0]}"; do
+	fwd_json+=$line
+	[ "$line" = "}" ] && break
+done
+hport=$(jq -r '.host_port // empty' <<<"$fwd_json")
+got=$( [ -n "$hport" ] && curl -sS -m 10 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
+check "cae port-forward reaches a server on the environment's loopback under network none" \
+	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' "$fwd_json $got $(cat "$work/fwd.err")"
+kill "$fwd_pid" 2>/dev/null
+wait "$fwd_pid" 2>/dev/null
+got=$( [ -n "$hport" ] && curl -sS -m 5 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
+check "the forward ends with the process that made it" '[[ -n $hport && $got != *served-in* ]]' "$got"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
