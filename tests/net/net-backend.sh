@@ -26,6 +26,8 @@ web_pid=
 cleanup() {
 	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid" >/dev/null 2>&1
 	[ -n "$web_pid" ] && kill "$web_pid" 2>/dev/null
+	[ -n "${kube_pid:-}" ] && kill "$kube_pid" 2>/dev/null
+	[ -d "$work/git" ] && "$here/../../scripts/git-server.sh" stop "$work/git" >/dev/null 2>&1
 	rm -rf "$work"
 }
 trap cleanup EXIT
@@ -52,26 +54,42 @@ web_pid=$!
 for _ in $(seq 50); do [ -s "$work/web-port" ] && break; sleep 0.1; done
 wport=$(cat "$work/web-port")
 { cat /etc/hosts; echo "127.0.0.1 allowed.test denied.test"; echo "127.0.0.3 loop.test"; } > "$work/hosts"
+# The test cluster (scripts/k8s-env.sh) has no CNI: its pods run on the host network (the
+# same settings as the kubernetes suites'), so what isolation would give there (no route
+# but the helper's) cannot be shown; the proxy's path through the exec stream can.
+mode=bridge # (the default: a filtered network makes it none)
+[ "$backend" = kubernetes ] && mode=host
 cat > "$work/net.yaml" <<YAML
 command_executor:
   backend: $backend
   docker:
     network:
+      mode: $mode
       whitelist_mode: true
       allowed_domains: [allowed.test, loop.test]
       allowed_addresses: [127.0.0.1/32]
+  kubernetes:
+    namespace: default
+    node_name: localhost
+    image_pull_policy: Never
 YAML
-if [ -n "${CAE_TEST_K8S_CONFIG:-}" ]; then cat "$CAE_TEST_K8S_CONFIG" >> "$work/net.yaml"; fi
 # netcae ARGS...: cae with the allow-list, in a mount namespace with the test's /etc/hosts
 netcae() {
 	unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' \
 		"$work/hosts" env CAE_CONFIG="$work/net.yaml" "$CAE" "$@"
 }
 git init -q "$work/repo" && echo "net" > "$work/repo/README" && git -C "$work/repo" add README &&
-	git -C "$work/repo" -c user.name=t -c user.email=t@t commit -qm first
+	git -C "$work/repo" -c user.name=t -c user.email=t@t commit -qm first &&
+	git clone -q --bare "$work/repo" "$work/git/repo.git"
+repo=$work/repo
+# (a pod clones over the network only: the repository served by the loopback git server)
+if [ "$backend" = kubernetes ]; then
+	git_urls=$("$here/../../scripts/git-server.sh" start "$work/git") || { echo "git server failed"; exit 1; }
+	repo=$(sed -n 's/^GIT_HTTP_PUBLIC_URL=//p' <<<"$git_urls")repo.git
+fi
 # (prepared outside the mount namespace: the workspace's file system cae mounts must be
 # seen by the engine)
-CAE_CONFIG=$work/net.yaml "$CAE" prepare --backend "$backend" --repo "$work/repo" --uuid "$uuid" > "$work/prep.json" 2>"$work/prep.err" ||
+CAE_CONFIG=$work/net.yaml "$CAE" prepare --backend "$backend" --repo "$repo" --uuid "$uuid" > "$work/prep.json" 2>"$work/prep.err" ||
 	{ echo "prepare failed: $(cat "$work/prep.err" "$work/prep.json")"; exit 1; }
 netrun() { netcae exec --backend "$backend" --uuid "$uuid" --timeout 60 -- "$1" 2>/dev/null; }
 
@@ -105,20 +123,24 @@ except OSError as e:
     print(\"raw socket refused\", e)
 '; echo end")
 out=$(jq -r '.stdout + .stderr' <<<"$res")
-check "no way round the proxy (--noproxy, a raw socket to the host's 127.0.0.1)" \
-	'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
+if [ "$backend" = docker ]; then
+	check "no way round the proxy (--noproxy, a raw socket to the host's 127.0.0.1)" \
+		'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
+fi
 
 # --- port forwards: a server in the environment (network none) reached from this host ---------
 # (a server the test starts beside cae's commands; `cae port-forward` carries each connection
 # over the helper's stream to the environment's 127.0.0.1)
 fport=$((20000 + $$ % 20000))
-serve="mkdir -p /tmp/fwd && printf served-in-the-environment > /tmp/fwd/fwd.txt && cd /tmp/fwd && exec python3 -m http.server $fport --bind 127.0.0.1"
+serve="mkdir -p /workspace/fwd && printf served-in-the-environment > /workspace/fwd/fwd.txt && cd /workspace/fwd && exec python3 -m http.server $fport --bind 127.0.0.1"
 if [ "$backend" = docker ]; then
 	cid=$(docker ps -q --filter "label=cae.task_uuid=$uuid" | head -1)
 	docker exec -d -u 1000 "$cid" sh -c "$serve"
 else
 	pod=$(kubectl get pods -A -l "cae.task_uuid=$uuid" -o jsonpath='{.items[0].metadata.namespace} {.items[0].metadata.name}')
-	kubectl exec -n "${pod% *}" "${pod#* }" -- sh -c "($serve) >/dev/null 2>&1 &"
+	# (held by a kubectl exec of the test's: the pod's init ends what an ended exec leaves)
+	kubectl exec -n "${pod% *}" -c main "${pod#* }" -- sh -c "$serve" </dev/null >/dev/null 2>&1 &
+	kube_pid=$!
 fi
 for _ in $(seq 50); do
 	[ "$(netrun "curl -s -o /dev/null -w %{http_code} --noproxy '*' http://127.0.0.1:$fport/fwd.txt" | jq -r .stdout)" = 200 ] && break
@@ -133,7 +155,7 @@ while IFS= read -r -t 30 line <&"${FWD[0]}"; do
 done
 hport=$(jq -r '.host_port // empty' <<<"$fwd_json")
 got=$( [ -n "$hport" ] && curl -sS -m 10 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
-check "cae port-forward reaches a server on the environment's loopback under network none" \
+check "cae port-forward reaches a server on the environment's loopback (docker: under network none)" \
 	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' "$fwd_json $got $(cat "$work/fwd.err")"
 kill "$fwd_pid" 2>/dev/null
 wait "$fwd_pid" 2>/dev/null
