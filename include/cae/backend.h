@@ -71,12 +71,12 @@ typedef struct cae_env_info {
 	char *backend;	      /* "local" | "docker" | "kubernetes" */
 	char *sandbox;	      /* local: "bubblewrap" | "none"; docker, kubernetes: NULL */
 	json_t *warnings;     /* array of strings (owned reference) */
-	json_t *deps;	/* array of {manifest, command, success, exit_code, duration_ms, error?} */
-	json_t *limits; /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
-			 * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
-	char *instance; /* the cae instance it belongs to (command_executor.instance); NULL:
-			 * none recorded (made before instances were), nobody's but
-			 * --all-instances' */
+	json_t *deps;	 /* array of {manifest, command, success, exit_code, duration_ms, error?} */
+	json_t *limits;	 /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
+			  * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
+	char *instance;	 /* the cae instance it belongs to (command_executor.instance); NULL:
+			  * none recorded (made before instances were), nobody's but
+			  * --all-instances' */
 	json_t *network; /* {access: "full"|"none"|"filtered", proxy: {http, socks5} when
 			  * commands reach out through cae's proxy, forge: "host:port" the
 			  * environment may reach under none (the forge it was cloned from)};

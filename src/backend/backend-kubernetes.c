@@ -641,11 +641,12 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 			    "them to root");
 	}
 	if (cae_net_config_filtered(cfg))
-		cae__prepare_warn(p, "kubernetes.egress_unenforced",
-				  "command_executor.docker.network is filtered: commands get cae's "
-				  "proxy (the pod's helper carries it over the exec stream), but the "
-				  "pod keeps the cluster's network: a program that ignores the proxy "
-				  "variables is not stopped (cae makes no NetworkPolicy)");
+		cae__prepare_warn(
+		    p, "kubernetes.egress_unenforced",
+		    "command_executor.docker.network is filtered: commands get cae's "
+		    "proxy (the pod's helper carries it over the exec stream), but the "
+		    "pod keeps the cluster's network: a program that ignores the proxy "
+		    "variables is not stopped (cae makes no NetworkPolicy)");
 	return 0;
 }
 

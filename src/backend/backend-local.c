@@ -68,8 +68,8 @@ struct local_helper {
 	/* a filtered network's proxy (net-local.c), or NULL */
 	cae_net_proxy *proxy;
 	cae__local_fwd *fwd; /* its port forwards (net-local.c) */
-	int refs;     /* commands running through it */
-	bool retired; /* out of the list: stopped when the last command ends */
+	int refs;	     /* commands running through it */
+	bool retired;	     /* out of the list: stopped when the last command ends */
 };
 
 /* What exec needs of a ready environment's meta.json, kept while the file is unchanged (same

@@ -78,13 +78,13 @@ json_t *cae__net_info(const cae_config *cfg, const char *backend, const cae_task
 	_cleanup_free_ char *forge = cae__net_forge(cfg, task);
 	bool proxied = cae__net_proxied(cfg, backend, forge);
 	json_t *j = json_pack("{s:s}", "access",
-			      cae_net_config_filtered(cfg) ? "filtered"
+			      cae_net_config_filtered(cfg)  ? "filtered"
 			      : cae__net_none(cfg, backend) ? "none"
 							    : "full");
 	if (j && proxied) {
 		json_object_set_new(j, "proxy",
-				    json_pack("{s:s, s:s}", "http", "http://127.0.0.1:3128", "socks5",
-					      "socks5h://127.0.0.1:1080"));
+				    json_pack("{s:s, s:s}", "http", "http://127.0.0.1:3128",
+					      "socks5", "socks5h://127.0.0.1:1080"));
 		if (forge)
 			json_object_set_new(j, "forge", json_string(forge));
 	}

@@ -79,8 +79,7 @@ cae__local_fwd *cae__local_fwd_new(void)
 	return f;
 }
 
-int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port,
-			cae_error *err)
+int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port, cae_error *err)
 {
 	if (!f)
 		return cae_error_set(err, -ENOMEM, "out of memory");

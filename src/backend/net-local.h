@@ -20,8 +20,7 @@ int cae__local_net_start(cae_helper *h, const cae_config *cfg, cae_log *log, con
 typedef struct cae__local_fwd cae__local_fwd;
 cae__local_fwd *cae__local_fwd_new(void); /* NULL: out of memory */
 /* The forward of port (an existing one, or a new one): *host_port on the host's 127.0.0.1. */
-int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port,
-			cae_error *err);
+int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port, cae_error *err);
 /* Closes every forward and the stream (before the helper stops). Accepts NULL. */
 void cae__local_fwd_free(cae__local_fwd *f);
 

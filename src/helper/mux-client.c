@@ -54,7 +54,7 @@ struct cae_helper_mux {
 	bool greeted;
 	cae_helper_credential_fn cred_fn; /* under lock */
 	void *cred_ud;
-	cae_tun_set *tun;		/* the network's tunnels */
+	cae_tun_set *tun;	    /* the network's tunnels */
 	cae_helper_conn_fn conn_fn; /* under lock: who serves the helper's connections */
 	void *conn_ud;
 	atomic_bool dead;
@@ -637,9 +637,14 @@ int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 	pthread_mutex_unlock(&m->lock);
 	cae_buf q;
 	cae__buf_init(&q, 65536);
-	unsigned char hdr[CAE_HELPER_FRAME_HEADER + 4] = {
-	    0, 0, 0, 0, (unsigned char)http_port, (unsigned char)(http_port >> 8),
-	    (unsigned char)socks_port, (unsigned char)(socks_port >> 8)};
+	unsigned char hdr[CAE_HELPER_FRAME_HEADER + 4] = {0,
+							  0,
+							  0,
+							  0,
+							  (unsigned char)http_port,
+							  (unsigned char)(http_port >> 8),
+							  (unsigned char)socks_port,
+							  (unsigned char)(socks_port >> 8)};
 	int r = cae__buf_append(&q, hdr, sizeof(hdr));
 	for (const char *const *e = env; r == 0 && e && *e; e++)
 		r = cae__buf_append(&q, *e, strlen(*e) + 1);
@@ -673,8 +678,8 @@ int cae_helper_mux_connect(cae_helper_mux *m, int port, int fd, cae_error *err)
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	}
 	unsigned char p[2] = {(unsigned char)port, (unsigned char)(port >> 8)};
-	int r = cae__tun_start(m->tun, cae__tun_next_id(m->tun), fd, CAE_MUX_TUN_CONNECT, p,
-			       sizeof(p));
+	int r =
+	    cae__tun_start(m->tun, cae__tun_next_id(m->tun), fd, CAE_MUX_TUN_CONNECT, p, sizeof(p));
 	return r < 0 ? cae_error_set(err, r, "cannot open a connection through cae-helper: %s",
 				     strerror(-r))
 		     : 0;

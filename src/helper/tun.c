@@ -200,7 +200,8 @@ static void *tun_main(void *arg)
 			break;
 		/* read what the window allows, then look again before sleeping */
 		if (credit > 0 && !rd_eof) {
-			ssize_t n = recv(t->fd, buf, MIN(credit, (size_t)CAE_TUN_CHUNK), MSG_DONTWAIT);
+			ssize_t n =
+			    recv(t->fd, buf, MIN(credit, (size_t)CAE_TUN_CHUNK), MSG_DONTWAIT);
 			if (n > 0) {
 				pthread_mutex_lock(&s->lock);
 				t->credit -= (size_t)n;

@@ -67,10 +67,9 @@ json_t *cae__tool_environment_port_forward_definition(void)
 	    "on the host's loopback that is forwarded to that port on the environment's "
 	    "127.0.0.1 (whatever its network mode). It lasts until the environment is cleaned "
 	    "up or this session ends; asking again for the same port gives the same one.",
-	    json_pack("{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:[s]}", "type", "object",
-		      "properties", "port", "type", "integer", "minimum", 1, "maximum", 65535,
-		      "description", "The port the server listens on in the environment.",
-		      "required", "port"));
+	    json_pack("{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:[s]}", "type", "object", "properties",
+		      "port", "type", "integer", "minimum", 1, "maximum", 65535, "description",
+		      "The port the server listens on in the environment.", "required", "port"));
 }
 
 /* What the model sees of an environment: where things are as commands see them, not where
@@ -182,8 +181,8 @@ int cae__tool_call_environment_port_forward(const cae_tool_env *env, json_t *arg
 	cae_error cause;
 	cae_error_clear(&cause);
 	int host_port = 0;
-	int r = cae_backend_port_forward(env->backend, env->task_uuid, (int)port, &host_port,
-					 &cause);
+	int r =
+	    cae_backend_port_forward(env->backend, env->task_uuid, (int)port, &host_port, &cause);
 	if (r < 0)
 		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
 	return cae__tool_finish(res,

@@ -853,7 +853,8 @@ START_TEST(push_on_demand)
 	bool none = strcmp(T->name, "kubernetes") != 0;
 	if (none) {
 		bt_cfg_set(cfg, "command_executor.docker.network.mode", "none");
-		bt_cfg_set(cfg, "command_executor.docker.network.allowed_addresses", "127.0.0.1/32");
+		bt_cfg_set(cfg, "command_executor.docker.network.allowed_addresses",
+			   "127.0.0.1/32");
 	}
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
@@ -866,14 +867,16 @@ START_TEST(push_on_demand)
 		unsigned port = 0;
 		ck_assert_int_eq(sscanf(git_http, "http://127.0.0.1:%u/", &port), 1);
 		snprintf(forge, sizeof(forge), "127.0.0.1:%u", port);
-		ck_assert_msg(info.network &&
-				  strcmp(json_string_value(json_object_get(info.network, "access")) ?: "",
-					 "none") == 0 &&
-				  strcmp(json_string_value(json_object_get(info.network, "forge")) ?: "",
-					 forge) == 0,
-			      "%s", info.network ? json_dumps(info.network, 0) : "no network");
+		ck_assert_msg(
+		    info.network &&
+			strcmp(json_string_value(json_object_get(info.network, "access")) ?: "",
+			       "none") == 0 &&
+			strcmp(json_string_value(json_object_get(info.network, "forge")) ?: "",
+			       forge) == 0,
+		    "%s", info.network ? json_dumps(info.network, 0) : "no network");
 		/* nothing else is reachable: the same server by another loopback address */
-		cae_run_result d = sh(b, uuid, "git ls-remote http://127.0.0.2:1/x.git >/dev/null 2>&1; echo rc=$?");
+		cae_run_result d = sh(
+		    b, uuid, "git ls-remote http://127.0.0.2:1/x.git >/dev/null 2>&1; echo rc=$?");
 		ck_assert_msg(strstr(d.out, "rc=0") == NULL, "%s", d.out);
 		cae_run_result_clear(&d);
 	}

@@ -1720,8 +1720,8 @@ START_TEST(process_session_server_shares_loopback)
 	ck_assert(e);
 	json_decref(r);
 	r = pcall(s, "environment_port_forward", &e, "{s:i}", "port", port);
-	ck_assert_msg(!e && strcmp(S(r, "host"), "127.0.0.1") == 0 && I(r, "host_port") > 0,
-		      "%s", json_dumps(r, 0));
+	ck_assert_msg(!e && strcmp(S(r, "host"), "127.0.0.1") == 0 && I(r, "host_port") > 0, "%s",
+		      json_dumps(r, 0));
 	int host_port = (int)I(r, "host_port");
 	json_decref(r);
 	r = pcall(s, "environment_port_forward", &e, "{s:i}", "port", port);
