@@ -524,7 +524,10 @@ START_TEST(tunnels_are_flow_controlled)
 	while (n < sizeof(got) - 1 && (k = read(fds[1], got + n, sizeof(got) - 1 - n)) > 0)
 		n += (size_t)k;
 	ck_assert_str_eq(got, "pong ping1");
-	ck_assert_int_eq(cae_helper_mux_tunnels(m), 1); /* B's ended; A's waits */
+	/* B's tunnel ends (its CLOSE may still be on the way); A's waits */
+	for (int i = 0; i < 100 && cae_helper_mux_tunnels(m) != 1; i++)
+		usleep(50000);
+	ck_assert_int_eq(cae_helper_mux_tunnels(m), 1);
 	close(fds[0]);
 	close(fds[1]);
 	pthread_join(t, NULL);
