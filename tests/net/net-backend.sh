@@ -128,6 +128,20 @@ if [ "$backend" = docker ]; then
 		'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
 fi
 
+# 10,000 connections in a loop (every other one refused) leave the proxy serving
+res=$(netrun "python3 -c '
+import socket
+for i in range(10000):
+    s = socket.create_connection((\"127.0.0.1\", 3128))
+    if i % 2:
+        s.sendall(b\"GET http://flood.test/ HTTP/1.0\\r\\n\\r\\n\"); s.recv(100)
+    s.close()
+print(\"looped\")
+'; curl -sS -m 10 http://allowed.test:$wport/plain")
+out=$(jq -r '.stdout + .stderr' <<<"$res")
+check "10,000 connections in a loop, then an allowed name still answers" \
+	'[[ $out == *looped*"NET-OK /plain"* ]] && [ "$(jq -c "[.network_denied[] | [.host, .count]]" <<<"$res")" = "[[\"flood.test\",5000]]" ]' "$res"
+
 # --- port forwards: a server in the environment (network none) reached from this host ---------
 # (a server the test starts beside cae's commands; `cae port-forward` carries each connection
 # over the helper's stream to the environment's 127.0.0.1)
