@@ -71,12 +71,16 @@ typedef struct cae_env_info {
 	char *backend;	      /* "local" | "docker" | "kubernetes" */
 	char *sandbox;	      /* local: "bubblewrap" | "none"; docker, kubernetes: NULL */
 	json_t *warnings;     /* array of strings (owned reference) */
-	json_t *deps;	/* array of {manifest, command, success, exit_code, duration_ms, error?} */
-	json_t *limits; /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
-			 * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
-	char *instance; /* the cae instance it belongs to (command_executor.instance); NULL:
-			 * none recorded (made before instances were), nobody's but
-			 * --all-instances' */
+	json_t *deps;	 /* array of {manifest, command, success, exit_code, duration_ms, error?} */
+	json_t *limits;	 /* local sandbox: {mechanism: "cgroup"|"rlimit", pids, memory_bytes,
+			  * cpus, cpu_seconds, tmp_bytes, file_bytes, uid}; else NULL */
+	char *instance;	 /* the cae instance it belongs to (command_executor.instance); NULL:
+			  * none recorded (made before instances were), nobody's but
+			  * --all-instances' */
+	json_t *network; /* {access: "full"|"none"|"filtered", proxy: {http, socks5} when
+			  * commands reach out through cae's proxy, forge: "host:port" the
+			  * environment may reach under none (the forge it was cloned from)};
+			  * NULL: not known */
 } cae_env_info;
 
 CAE_EXPORT json_t *cae_env_info_to_json(const cae_env_info *info); /* new reference */
@@ -166,6 +170,13 @@ CAE_EXPORT int cae_backend_exec(cae_backend *b, const char *task_uuid, const cae
  * command's result), [{host, port, count}], and resets the record; NULL when nothing was
  * refused or the environment has no proxy in this process. */
 CAE_EXPORT json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid);
+/* A port forward: *host_port gets a port on the host's 127.0.0.1 whose connections this
+ * process carries to 127.0.0.1:port in the environment, over its helper's channel (any
+ * network mode, none included). It lasts as long as the environment's channel in this
+ * process (until the environment is cleaned up or the backend freed); asking again for the
+ * same port gives the same one. -ENOENT: no such environment; -EOPNOTSUPP: no helper. */
+CAE_EXPORT int cae_backend_port_forward(cae_backend *b, const char *task_uuid, int port,
+					int *host_port, cae_error *err);
 /* Runs a checked text editor request in an environment that is not on this host (its
  * workspace is edited where commands run, by the environment's helper). -EOPNOTSUPP when
  * the backend or the environment cannot (then err says why), -ENOENT when there is no such

@@ -196,6 +196,38 @@ CAE_EXPORT int cae_helper_open_mux(cae_helper *h, int64_t timeout_ms, cae_helper
  * may be running. Accepts NULL. */
 CAE_EXPORT void cae_helper_mux_close(cae_helper_mux *m);
 
+/* ---- the network through the stream (src/helper/tun.c) ---- */
+
+/* Serves one connection the helper accepted (kind 'h': its HTTP proxy port, 's': its SOCKS5
+ * port): fd is the manager's end of it (a connected stream socket, taken over). Called on
+ * the mux's reader thread: it must not block. */
+typedef int (*cae_helper_conn_fn)(void *ud, char kind, int fd);
+/* Makes the helper listen on 127.0.0.1:http_port and :socks_port in the environment (with
+ * SO_REUSEPORT: another process's stream to the same environment may listen too) and add
+ * env ("K=V", NULL-ended; may be NULL) to the environment of every command run through m
+ * from now on; each connection accepted there is carried over the stream and handed to fn.
+ * Once per stream (-EALREADY). 0 or -errno (err set). */
+CAE_EXPORT int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
+					 const char *const *env, cae_helper_conn_fn fn, void *ud,
+					 cae_error *err);
+/* Carries fd (a connected stream socket, taken over) to a connection the helper makes to
+ * 127.0.0.1:port in the environment (a port forward); a refused one ends fd's. */
+CAE_EXPORT int cae_helper_mux_connect(cae_helper_mux *m, int port, int fd, cae_error *err);
+/* Connections carried over m now. */
+CAE_EXPORT int cae_helper_mux_tunnels(cae_helper_mux *m);
+
+/* A port forward: a listening socket on 127.0.0.1 of the host (an ephemeral port) whose
+ * connections are carried over m to 127.0.0.1:port in the environment, each in its own
+ * tunnel. Must be closed before m. */
+typedef struct cae_helper_forward cae_helper_forward;
+CAE_EXPORT int cae_helper_forward_open(cae_helper_mux *m, int port, cae_helper_forward **out,
+				       int *host_port, cae_error *err);
+/* The environment's port and the host's. */
+CAE_EXPORT int cae_helper_forward_port(const cae_helper_forward *f);
+CAE_EXPORT int cae_helper_forward_host_port(const cae_helper_forward *f);
+/* Stops accepting (connections already carried end with the stream). Accepts NULL. */
+CAE_EXPORT void cae_helper_forward_close(cae_helper_forward *f);
+
 #ifdef __cplusplus
 }
 #endif

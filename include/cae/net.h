@@ -76,6 +76,14 @@ CAE_EXPORT int cae_net_policy_new(const cae_net_policy_spec *spec, cae_net_polic
 /* The same from command_executor.docker.network. */
 CAE_EXPORT int cae_net_policy_from_config(const cae_config *cfg, cae_net_policy **out,
 					  cae_error *err);
+/* The forge rule: the policy of an environment that may reach forge ("host:port", the forge
+ * it was cloned from; NULL: none) besides what the configuration allows. Without an
+ * allow-list or denied_domains configured (a network that is otherwise none), only forge
+ * passes; with an allow-list, forge is added to it; denied_domains still wins, and the
+ * address rules hold for forge too (an IP literal or a loopback or private forge passes only
+ * through allowed_addresses). */
+CAE_EXPORT int cae_net_policy_for_forge(const cae_config *cfg, const char *forge,
+					cae_net_policy **out, cae_error *err);
 CAE_EXPORT void cae_net_policy_free(cae_net_policy *p); /* accepts NULL */
 
 typedef enum cae_net_verdict {

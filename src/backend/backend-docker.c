@@ -21,6 +21,7 @@
 #include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
+#include "backend/net-local.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -78,6 +79,7 @@
 /* "host user forge": where a push may authenticate, and as whom; the token itself is never
  * in the container: the helper asks for it when git does (docker_credential) */
 #define LABEL_GIT_CREDENTIAL "cae.git_credential"
+#define LABEL_FORGE "cae.forge" /* the forge rule's "host:port" (net-local.h) */
 #define HELPER_HEARTBEAT_S 10
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
@@ -275,6 +277,9 @@ struct prep_ctx {
 	 * (plain execs) */
 	cae_helper_mux *mux;
 	bool mux_tried;
+	char *forge;	   /* the forge rule's (net-local.h) */
+	cae_net_proxy *px; /* the network of the prepare's own stream (a clone under none) */
+	bool net_tried;
 };
 
 /* One docker prepare in progress. */
@@ -300,6 +305,9 @@ static struct docker_prep *prep_of(cae_prepare *p)
 
 static const char *network_mode(const cae_config *cfg)
 {
+	/* a filtered network: no route out but the helper's tunnels to cae's proxy */
+	if (cae_net_config_filtered(cfg))
+		return "none";
 	switch (cfg->command_executor.docker.network.mode) {
 	case CAE_CONFIG_NETWORK_NONE:
 		return "none";
@@ -411,12 +419,11 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		json_object_set_new(hc, "Binds", binds);
 	else
 		json_decref(binds);
-	if (cae_net_config_filtered(cfg))
-		cae__prepare_warn(
-		    p, "docker.allowlist_unsupported",
-		    "command_executor.docker.network.whitelist_mode and denied_domains are not "
-		    "enforced by the docker backend yet: the container has the network mode's "
-		    "full access");
+	if (cae_net_config_filtered(cfg) && !helper)
+		cae__prepare_warn(p, "docker.network_proxy_unavailable",
+				  "the container has no cae-helper: with "
+				  "command_executor.docker.network filtered it has no network at "
+				  "all (network none)");
 
 	json_t *entry = json_array();
 	if (helper) {
@@ -443,6 +450,10 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 	if (prep_of(p)->git_credential)
 		json_object_set_new(labels, LABEL_GIT_CREDENTIAL,
 				    json_string(prep_of(p)->git_credential));
+	char *forge = cae__net_forge(cfg, p->task);
+	if (forge)
+		json_object_set_new(labels, LABEL_FORGE, json_string(forge));
+	free(forge);
 	json_t *body =
 	    json_pack("{s:s, s:o, s:[], s:s, s:s, s:o, s:i, s:o}", "Image", prep_of(p)->image,
 		      "Entrypoint", entry, "Cmd", "User", CONTAINER_USER, "WorkingDir", PROJECT,
@@ -624,6 +635,18 @@ static char *claimed_credential(cae_backend *b, const char *name)
 	return v;
 }
 
+/* A label of the container, new; NULL: none. */
+static char *container_label(cae_backend *b, const char *name, const char *key)
+{
+	json_t *c = NULL;
+	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
+		return NULL;
+	const char *v = label(json_object_get(json_object_get(c, "Config"), "Labels"), key);
+	char *s = v ? strdup(v) : NULL;
+	json_decref(c);
+	return s;
+}
+
 /* Where a push from the container may authenticate ("host user forge", its label, or the
  * claim's file for one from the warm pool), new; NULL: nowhere. */
 static char *credential_target(cae_backend *b, const char *name)
@@ -677,6 +700,7 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	if (mux_over(st, &c->m, &e) == 0) {
 		_cleanup_free_ char *target = credential_target(b, name);
 		cae__chan_credentials(c, target);
+		c->forge = container_label(b, name, LABEL_FORGE);
 	} else {
 		c->m = NULL;
 		if (has_helper(b, name))
@@ -741,6 +765,17 @@ static int docker_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, 
 	return cae__chan_fs(&impl_of(b)->chans, uuid, q, rep, err);
 }
 
+static json_t *docker_network_denied(cae_backend *b, const char *uuid)
+{
+	return cae__chan_network_denied(&impl_of(b)->chans, uuid);
+}
+
+static int docker_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			       cae_error *err)
+{
+	return cae__chan_port_forward(&impl_of(b)->chans, uuid, port, host_port, err);
+}
+
 int cae__docker_open_stream(cae_backend *b, const char *name, cae_helper_mux **mux)
 {
 	*mux = NULL;
@@ -769,6 +804,10 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	if (!p->mux_tried && p->id && p->has_helper) {
 		p->mux_tried = true;
 		p->mux = prep_mux_open(p);
+	}
+	if (p->mux && !p->net_tried) {
+		p->net_tried = true;
+		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true);
 	}
 	if (p->mux && cae_helper_mux_alive(p->mux)) {
 		cae_run_spec rs = cae__backend_run_spec(req, req->cwd ? req->cwd : WORKSPACE, NULL);
@@ -1425,6 +1464,7 @@ static int create_and_start(cae_prepare *p, int64_t t_wait, cae_error *err)
 	    network_mode(p->b->cfg), "slot_wait_ms", (json_int_t)(t_create - t_wait), "create_ms",
 	    (json_int_t)(t_start - t_create), "start_ms", (json_int_t)(t_started - t_start));
 	dp->pc = (struct prep_ctx){.b = p->b,
+				   .forge = cae__net_forge(p->b->cfg, p->task),
 				   .uuid = p->task->uuid,
 				   .id = dp->id,
 				   .cancel_fd = p->cancel_fd,
@@ -1487,6 +1527,7 @@ static int claim_warm(cae_prepare *p, cae_error *err)
 				     dp->image, "network", network_mode(p->b->cfg), "pool", 1,
 				     "pool_key", key, "claim_ms", (json_int_t)(cae__now_ms() - t0));
 	dp->pc = (struct prep_ctx){.b = p->b,
+				   .forge = cae__net_forge(p->b->cfg, p->task),
 				   .uuid = p->task->uuid,
 				   .id = dp->id,
 				   .cancel_fd = p->cancel_fd,
@@ -1811,7 +1852,8 @@ static int docker_populate(cae_prepare *p, cae_error *err)
 	const cae_config *cfg = p->b->cfg;
 	/* a container without a network clones nothing from a remote, cached or not */
 	bool offline = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
-		       !cfg->command_executor.docker.network.external_access;
+		       !cfg->command_executor.docker.network.external_access ||
+		       cae_net_config_filtered(cfg);
 	if (!is_local_repo(p->task->repo) && offline)
 		return cae__git_clone(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT, err);
 	if (!is_local_repo(p->task->repo))
@@ -1848,6 +1890,8 @@ static void docker_release(cae_prepare *p)
 	struct docker_prep *dp = prep_of(p);
 	if (dp) {
 		cae_helper_mux_close(dp->pc.mux);
+		cae_net_proxy_free(dp->pc.px);
+		free(dp->pc.forge);
 		if (dp->disk_lock >= 0)
 			close(dp->disk_lock);
 		free(dp->disk_dir);
@@ -2093,6 +2137,8 @@ static const cae_backend_ops docker_ops = {
     .exec = docker_exec,
     .edit = docker_edit,
     .fs = docker_fs,
+    .network_denied = docker_network_denied,
+    .port_forward = docker_port_forward,
     .cleanup_stale = docker_cleanup_stale,
     .list = docker_list,
     .info = docker_info,

@@ -130,6 +130,9 @@ typedef struct cae_backend_ops {
 	int (*info)(cae_backend *b, const char *task_uuid, cae_env_info *info, cae_error *err);
 	/* may be NULL: the backend runs no network proxy (cae_backend_network_denied) */
 	json_t *(*network_denied)(cae_backend *b, const char *task_uuid);
+	/* may be NULL: no port forwards (cae_backend_port_forward) */
+	int (*port_forward)(cae_backend *b, const char *task_uuid, int port, int *host_port,
+			    cae_error *err);
 	/* may be NULL (then prepare counts the helper streams other processes keep in the
 	 * environment): how many live processes other than this one hold uuid's environment,
 	 * named in text ("pid N (comm), ...") */

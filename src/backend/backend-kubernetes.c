@@ -32,6 +32,7 @@
 #include "backend/backend-internal.h"
 #include "cae/net.h"
 #include "backend/chan.h"
+#include "backend/net-local.h"
 #include "backend/envs.h"
 
 #include "base/buf.h"
@@ -70,6 +71,7 @@
 #define A_PREPARER "cae.preparer"
 #define A_HELPER "cae.helper"
 #define A_GIT_CREDENTIAL "cae.git_credential"
+#define A_FORGE "cae.forge" /* the forge rule's "host:port" (net-local.h) */
 #define WORKSPACE "/workspace"
 #define PROJECT "/workspace/project"
 #define SCRATCH "/workspace/tmp"
@@ -494,6 +496,8 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	}
 	if (r == 0) {
 		cae__chan_credentials(c, meta(pod, "annotations", A_GIT_CREDENTIAL));
+		const char *forge = meta(pod, "annotations", A_FORGE);
+		c->forge = forge ? strdup(forge) : NULL;
 	} else {
 		c->m = NULL;
 		cae__chan_unanswered(c, &e);
@@ -721,10 +725,12 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 			    "them to root");
 	}
 	if (cae_net_config_filtered(cfg))
-		cae__prepare_warn(p, "kubernetes.network_policy_unenforced",
-				  "command_executor.docker.network.whitelist_mode and "
-				  "denied_domains are not enforced by the kubernetes backend yet: "
-				  "the pod has the cluster's network");
+		cae__prepare_warn(
+		    p, "kubernetes.egress_unenforced",
+		    "command_executor.docker.network is filtered: commands get cae's "
+		    "proxy (the pod's helper carries it over the exec stream), but the "
+		    "pod keeps the cluster's network: a program that ignores the proxy "
+		    "variables is not stopped (cae makes no NetworkPolicy)");
 	return 0;
 }
 
@@ -842,6 +848,10 @@ static json_t *pod_spec(cae_prepare *p)
 		json_object_set_new(ann, A_HELPER, json_string("1"));
 	if (kp->git_credential)
 		json_object_set_new(ann, A_GIT_CREDENTIAL, json_string(kp->git_credential));
+	char *forge = cae__net_forge(cfg, p->task);
+	if (forge)
+		json_object_set_new(ann, A_FORGE, json_string(forge));
+	free(forge);
 	return json_pack("{s:s, s:s, s:{s:s, s:o, s:o}, s:o}", "apiVersion", "v1", "kind", "Pod",
 			 "metadata", "name", name, "labels", labels, "annotations", ann, "spec",
 			 spec);
@@ -1399,6 +1409,17 @@ static void k8s_free(cae_backend *b)
 	free(b);
 }
 
+static json_t *k8s_network_denied(cae_backend *b, const char *uuid)
+{
+	return cae__chan_network_denied(&impl_of(b)->chans, uuid);
+}
+
+static int k8s_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			    cae_error *err)
+{
+	return cae__chan_port_forward(&impl_of(b)->chans, uuid, port, host_port, err);
+}
+
 static const cae_backend_ops k8s_ops = {
     .name = "kubernetes",
     .validate = k8s_validate,
@@ -1410,6 +1431,8 @@ static const cae_backend_ops k8s_ops = {
     .exec = k8s_exec,
     .edit = k8s_edit,
     .fs = k8s_fs,
+    .network_denied = k8s_network_denied,
+    .port_forward = k8s_port_forward,
     .cleanup_stale = k8s_cleanup_stale,
     .list = k8s_list,
     .info = k8s_info,

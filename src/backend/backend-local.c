@@ -71,8 +71,9 @@ struct local_helper {
 	cae_helper *h;
 	/* a filtered network's proxy (net-local.c), or NULL */
 	cae_net_proxy *proxy;
-	int refs;     /* commands running through it */
-	bool retired; /* out of the list: stopped when the last command ends */
+	cae__local_fwd *fwd; /* its port forwards (net-local.c) */
+	int refs;	     /* commands running through it */
+	bool retired;	     /* out of the list: stopped when the last command ends */
 };
 
 /* What exec needs of a ready environment's meta.json, kept while the file is unchanged (same
@@ -95,6 +96,7 @@ struct meta_entry {
 	uid_t owner_uid;
 	gid_t owner_gid;
 	char *git_credential;
+	char *forge;
 };
 
 /* The credential channel of one environment in this process: a socket in the workspace root
@@ -150,6 +152,7 @@ struct local_env {
 	uid_t owner_uid; /* ... that owner on disk */
 	gid_t owner_gid;
 	char *git_credential; /* where a push may authenticate ("host user forge"), or NULL */
+	char *forge;	      /* the forge it was cloned from ("host:port"), or NULL */
 	struct local_impl *impl;
 	const cae_config *cfg;
 };
@@ -159,6 +162,7 @@ static void local_env_clear(struct local_env *e)
 	free(e->root);
 	free(e->project);
 	free(e->git_credential);
+	free(e->forge);
 	memset(e, 0, sizeof(*e));
 	e->cancel_fd = -1;
 }
@@ -464,6 +468,7 @@ static void helper_free(struct local_helper *lh)
 {
 	if (!lh)
 		return;
+	cae__local_fwd_free(lh->fwd);
 	cae_helper_stop(lh->h);
 	cae_net_proxy_free(lh->proxy);
 	if (lh->cgname[0])
@@ -708,13 +713,15 @@ static int helper_launch(cae_backend *b, struct local_env *env, struct local_hel
 	lh->uuid = strdup(env->uuid);
 	lh->root = strdup(env->root);
 	lh->network = env->network;
+	lh->fwd = cae__local_fwd_new();
 	cgroup_name(env->impl, env->task, lh->cgname, sizeof(lh->cgname));
 	int r = lh->uuid && lh->root
 		    ? cae_helper_start((const char *const *)argv, (const char *const *)envp, 10000,
 				       &lh->h, err)
 		    : -ENOMEM;
 	if (r == 0 && env->filtered)
-		r = cae__local_net_start(lh->h, env->cfg, b->log, env->uuid, &lh->proxy, err);
+		r = cae__local_net_start(lh->h, env->cfg, b->log, env->uuid, env->forge, &lh->proxy,
+					 err);
 	if (r < 0) {
 		helper_free(lh);
 		return r;
@@ -993,6 +1000,7 @@ static void meta_entry_clear(struct meta_entry *m)
 	free(m->root);
 	free(m->project);
 	free(m->git_credential);
+	free(m->forge);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -1023,8 +1031,10 @@ static bool meta_cached(struct local_impl *li, const char *uuid, const struct st
 		env->owner_gid = li->meta[i].owner_gid;
 		env->git_credential =
 		    li->meta[i].git_credential ? strdup(li->meta[i].git_credential) : NULL;
+		env->forge = li->meta[i].forge ? strdup(li->meta[i].forge) : NULL;
 		hit = env->root && env->project &&
-		      (!li->meta[i].git_credential || env->git_credential);
+		      (!li->meta[i].git_credential || env->git_credential) &&
+		      (!li->meta[i].forge || env->forge);
 		if (!hit)
 			local_env_clear(env);
 	}
@@ -1057,6 +1067,7 @@ static void meta_remember(struct local_impl *li, const char *uuid, const struct 
 		m->owner_uid = env->owner_uid;
 		m->owner_gid = env->owner_gid;
 		m->git_credential = env->git_credential ? strdup(env->git_credential) : NULL;
+		m->forge = env->forge ? strdup(env->forge) : NULL;
 		m->dev = st->st_dev;
 		m->ino = st->st_ino;
 		m->size = st->st_size;
@@ -1127,6 +1138,8 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 		env->owner_gid = (gid_t)json_integer_value(json_array_get(owner, 1));
 		const char *gc = json_string_value(json_object_get(meta, "git_credential"));
 		env->git_credential = gc ? strdup(gc) : NULL;
+		const char *fg = json_string_value(json_object_get(meta, "forge"));
+		env->forge = fg ? strdup(fg) : NULL;
 		json_decref(meta);
 		if (!env->root || !env->project) {
 			local_env_clear(env);
@@ -1168,7 +1181,7 @@ static int load_env(cae_backend *b, const char *uuid, struct local_env *env, cae
 				     uuid);
 	}
 	cae_error_clear(err);
-	env->filtered = cae_net_config_filtered(b->cfg);
+	env->filtered = cae__net_proxied(b->cfg, "local", env->forge);
 	env->network = b->cfg->command_executor.local.network && !env->filtered;
 	env->impl = li;
 	env->cfg = b->cfg;
@@ -1201,6 +1214,29 @@ static int local_exec(cae_backend *b, const char *uuid, const cae_exec_request *
 	r = local_env_exec(b, &env, req, res, err);
 	if (env.external)
 		guard_env(b, uuid, &env);
+	local_env_clear(&env);
+	return r;
+}
+
+static int local_port_forward(cae_backend *b, const char *uuid, int port, int *host_port,
+			      cae_error *err)
+{
+	struct local_env env;
+	int r = load_env(b, uuid, &env, err);
+	if (r < 0)
+		return r;
+	if (!env.sandbox || env.network) {
+		/* the host's network: the port is this host's already */
+		*host_port = port;
+		local_env_clear(&env);
+		return 0;
+	}
+	struct local_helper *lh;
+	r = helper_acquire(b, &env, &lh, err);
+	if (r == 0) {
+		r = cae__local_fwd_open(lh->fwd, lh->h, port, host_port, err);
+		helper_release(impl_of(b), lh);
+	}
 	local_env_clear(&env);
 	return r;
 }
@@ -1562,6 +1598,10 @@ static int local_create(cae_prepare *p, cae_error *err)
 			free(v);
 		}
 		free(host);
+		/* the forge a push goes to, reached through the proxy under network none */
+		_cleanup_free_ char *forge = cae__net_forge(cfg, p->task);
+		if (forge)
+			json_object_set_new(lp->meta, "forge", json_string(forge));
 	}
 	/* the user's own .git/config, which commands may not add to (gitconfig-guard.c) */
 	if (workspace && (r = cae__gitguard_record(env->project, dir, err)) < 0)
@@ -2058,6 +2098,7 @@ static const cae_backend_ops local_ops = {
     .list = local_list,
     .info = local_info,
     .network_denied = local_network_denied,
+    .port_forward = local_port_forward,
     .holders = local_holders,
     .fs = local_fs,
     .guard = local_guard,

@@ -254,6 +254,20 @@ json_t *cae_backend_network_denied(cae_backend *b, const char *task_uuid)
 							: NULL;
 }
 
+int cae_backend_port_forward(cae_backend *b, const char *task_uuid, int port, int *host_port,
+			     cae_error *err)
+{
+	*host_port = 0;
+	if (!cae_task_uuid_valid(task_uuid))
+		return cae_error_set(err, -EINVAL, "invalid task uuid");
+	if (port < 1 || port > 65535)
+		return cae_error_set(err, -EINVAL, "port must be 1-65535, not %d", port);
+	if (!b->ops->port_forward)
+		return cae_error_set(err, -EOPNOTSUPP, "the %s backend has no port forwards",
+				     b->ops->name);
+	return b->ops->port_forward(b, task_uuid, port, host_port, err);
+}
+
 int cae_backend_edit(cae_backend *b, const char *task_uuid, const cae_editor_limits *limits,
 		     const cae_editor_request *req, cae_editor_result *res, cae_error *err)
 {

@@ -21,8 +21,11 @@
 static void chan_free(cae_chan *c)
 {
 	if (c) {
+		cae__chan_net_close_forwards(c);
 		cae_helper_mux_close(c->m);
+		cae__chan_net_free(c);
 		free(c->target);
+		free(c->forge);
 		free(c->uuid);
 		free(c->why);
 		free(c);
@@ -110,6 +113,8 @@ static cae_chan *chan_acquire(cae_chan_table *t, const char *uuid, bool preparin
 		chan_free(c);
 		return NULL;
 	}
+	if (c->m)
+		cae__chan_net_start(c);
 	pthread_mutex_lock(&t->lock);
 	c->refs = 1;
 	c->next = t->list;
@@ -223,6 +228,8 @@ static int helper_run(cae_chan_table *t, const char *uuid, bool preparing, cae_c
 					     ops->failed_note);
 		return r;
 	}
+	if (r == 0)
+		cae__chan_net_report(*cp, res);
 	chan_release(t, *cp, false);
 	return r;
 }
@@ -287,6 +294,16 @@ static cae_chan *helper_for(cae_chan_table *t, const char *uuid, int *r, cae_err
 				   t->ops->what);
 	chan_release(t, c, false);
 	return NULL;
+}
+
+cae_chan *cae__chan_helper_for(cae_chan_table *t, const char *uuid, int *r, cae_error *err)
+{
+	return helper_for(t, uuid, r, err);
+}
+
+void cae__chan_release(cae_chan_table *t, cae_chan *c)
+{
+	chan_release(t, c, false);
 }
 
 /* The end of a call (r) on uuid's channel c: a stream that failed retires it. */

@@ -13,6 +13,8 @@
 
 #include "backend/backend-internal.h"
 
+#include "cae/net.h"
+
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -25,6 +27,10 @@ typedef struct cae_chan {
 	char *target;	   /* push credentials: "host user forge"; NULL: none */
 	int refs;	   /* commands using it */
 	bool retired;	   /* out of the table: closed when the last command ends */
+	cae_net_proxy *px; /* the filtering proxy its helper's connections go to; NULL: none */
+	char *forge;	   /* the forge it was cloned from ("host:port"; the forge rule) */
+	cae_helper_forward **fwd; /* port forwards, under the table's lock */
+	size_t n_fwd;
 } cae_chan;
 
 typedef struct cae_chan_ops {
@@ -90,5 +96,28 @@ int cae__chan_edit(cae_chan_table *t, const char *uuid, const cae_editor_limits 
 /* The patch worker's file operations, run by uuid's helper (-EOPNOTSUPP without one). */
 int cae__chan_fs(cae_chan_table *t, const char *uuid, const cae_fs_request *q, cae_fs_reply *rep,
 		 cae_error *err);
+
+/* uuid's channel with its helper for one use (cae__chan_release after): NULL with *r (and
+ * err) set when it could not be had or has no helper. */
+cae_chan *cae__chan_helper_for(cae_chan_table *t, const char *uuid, int *r, cae_error *err);
+void cae__chan_release(cae_chan_table *t, cae_chan *c);
+
+/* ---- the network (net-chan.c) ---- */
+
+/* After c's stream opened: with a filtered network, the helper listens on the
+ * environment's loopback and its connections go to a proxy of c's (c->px), and every
+ * command gets the proxy variables. A failure is logged (<backend>.network_unavailable):
+ * the environment then has no network at all. */
+void cae__chan_net_start(cae_chan *c);
+/* Moves c's proxy's refusals into res->network_denied. */
+void cae__chan_net_report(cae_chan *c, cae_run_result *res);
+/* uuid's refusals since they were last taken (cae_backend_network_denied). */
+json_t *cae__chan_network_denied(cae_chan_table *t, const char *uuid);
+/* A port forward to port in uuid's environment (cae_backend_port_forward). */
+int cae__chan_port_forward(cae_chan_table *t, const char *uuid, int port, int *host_port,
+			   cae_error *err);
+/* c's forwards and proxy (before and after its stream is closed). */
+void cae__chan_net_close_forwards(cae_chan *c);
+void cae__chan_net_free(cae_chan *c);
 
 #endif

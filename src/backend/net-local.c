@@ -6,6 +6,8 @@
  * a connection costs a thread here and nothing in the sandbox. */
 #include "backend/net-local.h"
 
+#include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,11 +15,11 @@
 #include "base/banned.h"
 
 int cae__local_net_start(cae_helper *h, const cae_config *cfg, cae_log *log, const char *task,
-			 cae_net_proxy **out, cae_error *err)
+			 const char *forge, cae_net_proxy **out, cae_error *err)
 {
 	*out = NULL;
 	cae_net_policy *pol = NULL;
-	int r = cae_net_policy_from_config(cfg, &pol, err);
+	int r = cae_net_policy_for_forge(cfg, forge, &pol, err);
 	if (r < 0)
 		return r;
 	cae_net_proxy_options o;
@@ -58,4 +60,69 @@ void cae__local_net_report(cae_net_proxy *px, cae_run_result *res)
 	free(res->network_denied);
 	res->network_denied = json_dumps(d, JSON_COMPACT);
 	json_decref(d);
+}
+
+/* A sandbox's port forwards: one stream to its helper (opened on the first), carrying the
+ * forwards' connections (cae_helper_forward). */
+struct cae__local_fwd {
+	pthread_mutex_t lock;
+	cae_helper_mux *m;
+	cae_helper_forward **f;
+	size_t n;
+};
+
+cae__local_fwd *cae__local_fwd_new(void)
+{
+	cae__local_fwd *f = calloc(1, sizeof(*f));
+	if (f)
+		pthread_mutex_init(&f->lock, NULL);
+	return f;
+}
+
+int cae__local_fwd_open(cae__local_fwd *f, cae_helper *h, int port, int *host_port, cae_error *err)
+{
+	if (!f)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	pthread_mutex_lock(&f->lock);
+	int r = 0;
+	for (size_t i = 0; i < f->n; i++) {
+		if (cae_helper_forward_port(f->f[i]) == port) {
+			*host_port = cae_helper_forward_host_port(f->f[i]);
+			pthread_mutex_unlock(&f->lock);
+			return 0;
+		}
+	}
+	if (!f->m || !cae_helper_mux_alive(f->m)) {
+		/* (a dead stream's forwards go with it) */
+		for (size_t i = 0; i < f->n; i++)
+			cae_helper_forward_close(f->f[i]);
+		f->n = 0;
+		cae_helper_mux_close(f->m);
+		f->m = NULL;
+		r = cae_helper_open_mux(h, 10000, &f->m, err);
+	}
+	cae_helper_forward **nf = r == 0 ? realloc(f->f, (f->n + 1) * sizeof(*nf)) : NULL;
+	if (r == 0 && !nf)
+		r = cae_error_set(err, -ENOMEM, "out of memory");
+	if (nf)
+		f->f = nf;
+	cae_helper_forward *one = NULL;
+	if (r == 0)
+		r = cae_helper_forward_open(f->m, port, &one, host_port, err);
+	if (r == 0)
+		f->f[f->n++] = one;
+	pthread_mutex_unlock(&f->lock);
+	return r;
+}
+
+void cae__local_fwd_free(cae__local_fwd *f)
+{
+	if (!f)
+		return;
+	for (size_t i = 0; i < f->n; i++)
+		cae_helper_forward_close(f->f[i]);
+	free(f->f);
+	cae_helper_mux_close(f->m);
+	pthread_mutex_destroy(&f->lock);
+	free(f);
 }

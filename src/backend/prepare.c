@@ -14,6 +14,7 @@
  *   7 ready     the backend marks it ready and fills ContainerInfo
  */
 #include "backend/backend-internal.h"
+#include "backend/net-local.h"
 
 #include "base/gitsafe.h"
 #include "base/timeutil.h"
@@ -333,6 +334,8 @@ int cae__prepare_run(cae_backend *b, const cae_task *task, const char *env_name,
 		cae_error_prefix(err, "ready");
 		goto fail;
 	}
+	if (!info->network)
+		info->network = cae__net_info(b->cfg, ops->name, task);
 	cae__backend_remember(b, info);
 	progress(&p, 7, "ready");
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.ready",

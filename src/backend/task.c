@@ -172,6 +172,8 @@ json_t *cae_env_info_to_json(const cae_env_info *i)
 		json_object_set_new(j, "limits", json_deep_copy(i->limits));
 	if (i->instance)
 		set_opt(j, "instance", i->instance);
+	if (i->network)
+		json_object_set_new(j, "network", json_deep_copy(i->network));
 	return j;
 }
 
@@ -202,6 +204,8 @@ int cae_env_info_from_json(json_t *j, cae_env_info *i, cae_error *err)
 	i->deps = json_is_array(d) ? json_deep_copy(d) : json_array();
 	json_t *l = json_object_get(j, "limits");
 	i->limits = json_is_object(l) ? json_deep_copy(l) : NULL;
+	json_t *nw = json_object_get(j, "network");
+	i->network = json_is_object(nw) ? json_deep_copy(nw) : NULL;
 	if (!i->task_uuid || !i->workspace_path) {
 		cae_env_info_clear(i);
 		return cae_error_set(err, -EINVAL, "environment metadata: missing fields");
@@ -226,6 +230,7 @@ void cae_env_info_clear(cae_env_info *i)
 	json_decref(i->warnings);
 	json_decref(i->deps);
 	json_decref(i->limits);
+	json_decref(i->network);
 	memset(i, 0, sizeof(*i));
 }
 

@@ -35,6 +35,7 @@ int cae_cli_mcp(int argc, char **argv);
 int cae_cli_patch(int argc, char **argv);
 int cae_cli_edit(int argc, char **argv);
 int cae_cli_doctor(int argc, char **argv);
+int cae_cli_port_forward(int argc, char **argv);
 
 /* Options every subcommand that opens a session accepts. */
 enum {

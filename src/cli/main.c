@@ -13,6 +13,7 @@ static const struct cae_cli_command commands[] = {
     {"patch", "apply a patch in an environment (apply_patch)", cae_cli_patch},
     {"edit", "view or edit a file in an environment (text_editor)", cae_cli_edit},
     {"cleanup", "remove a task's environment", cae_cli_cleanup},
+    {"port-forward", "reach a port of an environment from this host", cae_cli_port_forward},
     {"gc", "remove stale environments", cae_cli_gc},
     {"pool", "the docker warm pool (pool fill | status | drain)", cae_cli_pool},
     {"cache", "remove unused repository mirrors (cache prune)", cae_cli_cache},

@@ -11,6 +11,7 @@
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "helper/mux.h"
+#include "helper/tun.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -53,6 +54,9 @@ struct cae_helper_mux {
 	bool greeted;
 	cae_helper_credential_fn cred_fn; /* under lock */
 	void *cred_ud;
+	cae_tun_set *tun;	    /* the network's tunnels */
+	cae_helper_conn_fn conn_fn; /* under lock: who serves the helper's connections */
+	void *conn_ud;
 	atomic_bool dead;
 	char why[128]; /* why the stream ended */
 };
@@ -106,6 +110,33 @@ static void end_stream(cae_helper_mux *m, const char *why)
 
 static int send_frame(cae_helper_mux *m, char type, uint32_t id, const void *p, size_t n);
 
+static int tun_send(void *ud, char type, uint32_t id, const void *p, size_t n)
+{
+	return send_frame(ud, type, id, p, n);
+}
+
+/* A connection the helper accepted on its loopback: one end of a socket pair is the tunnel's,
+ * the other goes to whoever serves them (the proxy); without one, the tunnel is closed. */
+static void tun_open(cae_helper_mux *m, uint32_t id, char kind)
+{
+	pthread_mutex_lock(&m->lock);
+	cae_helper_conn_fn fn = m->conn_fn;
+	void *ud = m->conn_ud;
+	pthread_mutex_unlock(&m->lock);
+	int sp[2];
+	if (!fn || (kind != 'h' && kind != 's') ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
+		(void)send_frame(m, CAE_MUX_TUN_CLOSE, id, NULL, 0);
+		return;
+	}
+	if (cae__tun_start(m->tun, id, sp[0], 0, NULL, 0) < 0) {
+		close(sp[1]);
+		(void)send_frame(m, CAE_MUX_TUN_CLOSE, id, NULL, 0);
+		return;
+	}
+	(void)fn(ud, kind, sp[1]); /* taken over */
+}
+
 static void *reader_main(void *arg)
 {
 	cae_helper_mux *m = arg;
@@ -144,6 +175,16 @@ static void *reader_main(void *arg)
 			end_stream(m, r == -EPIPE ? "end of file" : strerror(-r));
 			return NULL;
 		}
+		if (type == CAE_MUX_TUN_DATA || type == CAE_MUX_TUN_WINDOW ||
+		    type == CAE_MUX_TUN_CLOSE) {
+			cae__tun_frame(m->tun, type, id, body, n);
+			continue;
+		}
+		if (type == CAE_MUX_TUN_OPEN) {
+			tun_open(m, id, n == 1 ? body[0] : '?');
+			free(body);
+			continue;
+		}
 		if (type == CAE_MUX_CREDENTIAL) {
 			pthread_mutex_lock(&m->lock);
 			cae_helper_credential_fn fn = m->cred_fn;
@@ -174,7 +215,8 @@ static void *reader_main(void *arg)
 			signal_call(c);
 		} else if (c &&
 			   (type == CAE_MUX_RESULT || type == CAE_MUX_PONG ||
-			    type == CAE_MUX_EDIT_RESULT || type == CAE_MUX_FS_RESULT) &&
+			    type == CAE_MUX_EDIT_RESULT || type == CAE_MUX_FS_RESULT ||
+			    type == CAE_MUX_NET_READY) &&
 			   !c->done) {
 			c->done = true;
 			c->acked = true;
@@ -212,6 +254,12 @@ int cae_helper_mux_open(const cae_helper_link *link, int64_t timeout_ms, cae_hel
 	}
 	m->link = *link;
 	m->next_id = 1;
+	m->tun = cae__tun_set_new(tun_send, m, 0);
+	if (!m->tun) {
+		link->close(link->ctx);
+		free(m);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
 	pthread_mutex_init(&m->lock, NULL);
 	pthread_mutex_init(&m->wlock, NULL);
 	pthread_condattr_t ca;
@@ -562,6 +610,7 @@ void cae_helper_mux_close(cae_helper_mux *m)
 	(void)shutdown(m->link.fd, SHUT_RDWR);
 	if (m->reader_started)
 		pthread_join(m->reader, NULL);
+	cae__tun_set_free(m->tun);
 	m->link.close(m->link.ctx);
 	while (m->calls) {
 		struct call *c = m->calls;
@@ -574,4 +623,69 @@ void cae_helper_mux_close(cae_helper_mux *m)
 	pthread_mutex_destroy(&m->wlock);
 	pthread_cond_destroy(&m->cond);
 	free(m);
+}
+
+int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
+			      const char *const *env, cae_helper_conn_fn fn, void *ud,
+			      cae_error *err)
+{
+	if (!cae_helper_mux_alive(m))
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	pthread_mutex_lock(&m->lock);
+	m->conn_fn = fn;
+	m->conn_ud = ud;
+	pthread_mutex_unlock(&m->lock);
+	cae_buf q;
+	cae__buf_init(&q, 65536);
+	unsigned char hdr[CAE_HELPER_FRAME_HEADER + 4] = {0,
+							  0,
+							  0,
+							  0,
+							  (unsigned char)http_port,
+							  (unsigned char)(http_port >> 8),
+							  (unsigned char)socks_port,
+							  (unsigned char)(socks_port >> 8)};
+	int r = cae__buf_append(&q, hdr, sizeof(hdr));
+	for (const char *const *e = env; r == 0 && e && *e; e++)
+		r = cae__buf_append(&q, *e, strlen(*e) + 1);
+	if (r < 0) {
+		cae__buf_clear(&q);
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	}
+	struct call *c = round_trip(m, CAE_MUX_NET_LISTEN, CAE_MUX_NET_READY, &q, 4,
+				    "the network's set-up", &r, err);
+	if (!c)
+		return r;
+	const unsigned char *b = (const unsigned char *)c->body;
+	int32_t v = c->len == 4 ? (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 |
+					    (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24)
+				: -EPROTO;
+	call_free(m, c);
+	if (v > 0 || v < -4095)
+		v = -EPROTO;
+	if (v < 0)
+		return cae_error_set(err, v,
+				     "cae-helper could not listen on 127.0.0.1:%d and :%d in the "
+				     "environment: %s",
+				     http_port, socks_port, strerror(-v));
+	return 0;
+}
+
+int cae_helper_mux_connect(cae_helper_mux *m, int port, int fd, cae_error *err)
+{
+	if (!cae_helper_mux_alive(m)) {
+		close(fd);
+		return cae_error_set(err, -EPIPE, "cae-helper is gone");
+	}
+	unsigned char p[2] = {(unsigned char)port, (unsigned char)(port >> 8)};
+	int r =
+	    cae__tun_start(m->tun, cae__tun_next_id(m->tun), fd, CAE_MUX_TUN_CONNECT, p, sizeof(p));
+	return r < 0 ? cae_error_set(err, r, "cannot open a connection through cae-helper: %s",
+				     strerror(-r))
+		     : 0;
+}
+
+int cae_helper_mux_tunnels(cae_helper_mux *m)
+{
+	return cae__tun_count(m->tun);
 }

@@ -48,6 +48,23 @@ enum cae_mux_type {
 	 * ignores it. */
 	CAE_MUX_SIGNAL = 'S',
 	CAE_MUX_OUTPUT = 'O',
+	/* The network (tun.h). NET_LISTEN, manager -> helper: listen on 127.0.0.1 at the two
+	 * little-endian u16 ports of the payload (HTTP proxy, SOCKS5), with SO_REUSEPORT (other
+	 * managers' streams may listen too), and add the NUL-separated "K=V" strings that follow
+	 * to every command's environment; answered by NET_READY (payload: a little-endian i32,
+	 * 0 or -errno). Each connection accepted there is a tunnel the helper opens with
+	 * TUN_OPEN (payload: 'h' or 's', the listener). TUN_CONNECT, manager -> helper: a tunnel
+	 * to 127.0.0.1 at the u16 port of the payload in the environment (a port forward); a
+	 * refused connection is answered with TUN_CLOSE. Then, either way: TUN_DATA (bytes; an
+	 * empty one is the end of that direction), TUN_WINDOW (a u32 of credit returned),
+	 * TUN_CLOSE (the tunnel is gone). Tunnel ids the helper opens have the high bit set. */
+	CAE_MUX_NET_LISTEN = 'N',
+	CAE_MUX_NET_READY = 'n',
+	CAE_MUX_TUN_OPEN = 'T',
+	CAE_MUX_TUN_CONNECT = 'C',
+	CAE_MUX_TUN_DATA = 'D',
+	CAE_MUX_TUN_WINDOW = 'W',
+	CAE_MUX_TUN_CLOSE = 'Z',
 };
 
 /* Fills a frame header for a payload of n bytes. */

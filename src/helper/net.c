@@ -1,9 +1,11 @@
-/* The helper's half of an environment's filtered network (cae/net.h): asked over the
+/* The helper's half of an environment's filtered network (cae/net.h). In the local
+ * sandbox (CAE_HELPER_FD_NET): asked over the
  * channel, the helper (inside the environment's empty network namespace) makes the
  * listening sockets 127.0.0.1:3128 (HTTP proxy) and 127.0.0.1:1080 (SOCKS5) and hands them
  * to the manager, which accepts on them and runs the proxy: no connection passes through
  * the helper, and none is made by it. The manager's half is cae_helper_net_listeners
- * (client.c). */
+ * (client.c). In a container or pod, the stream helper listens itself and carries each
+ * connection over its channel (stream.c, tun.c). */
 #include "cae/helper.h"
 
 #include "base/macro.h"
@@ -19,11 +21,18 @@
 
 #include "base/banned.h"
 
-static int listen_loopback(int port)
+int cae__helper_listen_loopback(int port, bool reuse)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
+	int one = 1;
+	if (reuse && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+		      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || listen(fd, 128) < 0) {
@@ -36,10 +45,10 @@ static int listen_loopback(int port)
 
 int cae__helper_net_listen(int fd, int http_port, int socks_port)
 {
-	int h = listen_loopback(http_port);
+	int h = cae__helper_listen_loopback(http_port, false);
 	if (h < 0)
 		return h;
-	int s = listen_loopback(socks_port);
+	int s = cae__helper_listen_loopback(socks_port, false);
 	int r = s < 0 ? s : cae__helper_send_fd(fd, h, 'h');
 	if (r == 0)
 		r = cae__helper_send_fd(fd, s, 's');

@@ -113,6 +113,8 @@ int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_
  * socket (net.c). */
 #define CAE_HELPER_FD_NET 'n'
 int cae__helper_net_listen(int fd, int http_port, int socks_port);
+/* A socket listening on 127.0.0.1:port (reuse: SO_REUSEADDR and SO_REUSEPORT), or -errno. */
+int cae__helper_listen_loopback(int port, bool reuse);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) and its kind (CAE_HELPER_FD_*) to the
  * other side. Returns 0 or -errno. */

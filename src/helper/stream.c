@@ -5,6 +5,7 @@
  * the stream or died) cancels every command, and the helper exits: nothing it started is
  * left. While connected it tells PID 1 (cae-helper --init) that a manager is there. */
 #include "helper/mux.h"
+#include "helper/tun.h"
 
 #include "base/buf.h"
 #include "base/fs.h"
@@ -26,6 +27,8 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
 #include <time.h>
 #include <limits.h>
 #include <unistd.h>
@@ -33,6 +36,7 @@
 #include "base/banned.h"
 
 #define MAX_PIDS 4096
+#define NET_ENV_MAX 16
 #define END_WAIT_MS 3000
 
 /* A request being served: its cancel pipe, and for a live run its command's stdin (-1:
@@ -62,8 +66,16 @@ struct stream {
 	char cred_dir[64];
 	uint32_t cred_next;
 	struct cred *creds; /* under lock, signalled on cond */
-	const char *env[8]; /* what every command gets added to its environment */
+	/* what every command gets added to its environment: the credential variables, then the
+	 * network's (NET_LISTEN) */
+	const char *env[6 + NET_ENV_MAX + 1];
 	char env_store[6][PATH_MAX + 64];
+	char *net_env; /* the network's strings, NUL-separated */
+	cae_tun_set *tun;
+	int net_fd[2];	 /* the loopback listeners (-1: none) */
+	int net_stop[2]; /* a pipe: closing its write end ends the accepting thread */
+	pthread_t net_thread;
+	bool net_started;
 	pthread_mutex_t ed_lock; /* the editor below */
 	cae_editor *ed;		 /* opened on the first edit, for ed_root */
 	char *ed_root;
@@ -549,10 +561,121 @@ int cae__helper_credential_main(int argc, char **argv)
 	return cae__write_all(1, buf, n) < 0 ? 1 : 0;
 }
 
+static int tun_send(void *ud, char type, uint32_t id, const void *p, size_t n)
+{
+	return send_frame(ud, type, id, p, n);
+}
+
+/* Accepts on the loopback listeners; each connection is a tunnel to the manager's proxy. */
+static void *net_accept_main(void *arg)
+{
+	struct stream *st = arg;
+	for (;;) {
+		struct pollfd p[3] = {{.fd = st->net_stop[0], .events = POLLIN},
+				      {.fd = st->net_fd[0], .events = POLLIN},
+				      {.fd = st->net_fd[1], .events = POLLIN}};
+		if (poll(p, 3, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return NULL;
+		}
+		if (p[0].revents)
+			return NULL;
+		for (int i = 0; i < 2; i++) {
+			if (!(p[i + 1].revents & POLLIN))
+				continue;
+			int fd = accept4(st->net_fd[i], NULL, NULL, SOCK_CLOEXEC);
+			if (fd < 0)
+				continue;
+			char kind = i == 0 ? 'h' : 's';
+			(void)cae__tun_start(st->tun, cae__tun_next_id(st->tun), fd,
+					     CAE_MUX_TUN_OPEN, &kind, 1);
+		}
+	}
+}
+
+/* NET_LISTEN: the listeners, the accepting thread, and the variables every command gets.
+ * Returns 0 or -errno. */
+static int net_listen(struct stream *st, const char *body, size_t n)
+{
+	if (st->net_started)
+		return -EALREADY;
+	if (n < 4 || !st->tun)
+		return -EINVAL;
+	const unsigned char *b = (const unsigned char *)body;
+	int ports[2] = {b[0] | b[1] << 8, b[2] | b[3] << 8};
+	size_t env_len = n - 4;
+	st->net_env = malloc(env_len + 1);
+	if (!st->net_env)
+		return -ENOMEM;
+	memcpy(st->net_env, body + 4, env_len);
+	st->net_env[env_len] = '\0';
+	int k = 0;
+	while (st->env[k])
+		k++;
+	for (size_t off = 0; off < env_len && k < 6 + NET_ENV_MAX;) {
+		const char *e = st->net_env + off;
+		size_t l = strlen(e);
+		if (l && strchr(e, '='))
+			st->env[k++] = e;
+		off += l + 1;
+	}
+	for (int i = 0; i < 2; i++) {
+		st->net_fd[i] = cae__helper_listen_loopback(ports[i], true);
+		if (st->net_fd[i] < 0) {
+			int e = st->net_fd[i];
+			if (i == 1)
+				close(st->net_fd[0]);
+			st->net_fd[0] = st->net_fd[1] = -1;
+			return e;
+		}
+	}
+	if (pipe2(st->net_stop, O_CLOEXEC) < 0 ||
+	    pthread_create(&st->net_thread, NULL, net_accept_main, st) != 0) {
+		for (int i = 0; i < 2; i++) {
+			close(st->net_fd[i]);
+			st->net_fd[i] = -1;
+		}
+		return -EAGAIN;
+	}
+	st->net_started = true;
+	return 0;
+}
+
+/* TUN_CONNECT: a tunnel to 127.0.0.1:port here; a refused one is closed at once. */
+static void tun_connect(struct stream *st, uint32_t id, const char *body, size_t n)
+{
+	const unsigned char *b = (const unsigned char *)body;
+	int port = n == 2 ? (b[0] | b[1] << 8) : 0;
+	int fd = port > 0 ? socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd < 0 || !st->tun || cae__tun_start(st->tun, id, fd, 0, NULL, 0) < 0)
+		(void)send_frame(st, CAE_MUX_TUN_CLOSE, id, NULL, 0);
+}
+
+static void net_end(struct stream *st)
+{
+	if (st->net_started) {
+		close(st->net_stop[1]);
+		pthread_join(st->net_thread, NULL);
+		close(st->net_stop[0]);
+		close(st->net_fd[0]);
+		close(st->net_fd[1]);
+	}
+	cae__tun_set_free(st->tun);
+	st->tun = NULL;
+	free(st->net_env);
+}
+
 int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 {
 	cae__proctree_init();
-	struct stream st = {.out = out, .cred_fd = -1};
+	struct stream st = {.out = out, .cred_fd = -1, .net_fd = {-1, -1}};
 	pthread_mutex_init(&st.ed_lock, NULL);
 	cae__wk_fs_table_init(&st.fs);
 	pthread_mutex_init(&st.wlock, NULL);
@@ -564,6 +687,7 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 	pthread_condattr_destroy(&ca);
 	if (!embedded)
 		cred_setup(&st);
+	st.tun = cae__tun_set_new(tun_send, &st, 0x80000000u);
 
 	char hello[32];
 	int hl = snprintf(hello, sizeof(hello), "cae-helper %d", CAE_HELPER_PROTOCOL);
@@ -673,11 +797,32 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 			(void)send_frame(&st, CAE_MUX_PONG, id, NULL, 0);
 			free(body);
 			break;
+		case CAE_MUX_NET_LISTEN: {
+			int32_t v = net_listen(&st, body, n);
+			unsigned char a[4] = {(unsigned char)v, (unsigned char)(v >> 8),
+					      (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
+			(void)send_frame(&st, CAE_MUX_NET_READY, id, a, sizeof(a));
+			free(body);
+			break;
+		}
+		case CAE_MUX_TUN_CONNECT:
+			tun_connect(&st, id, body, n);
+			free(body);
+			break;
+		case CAE_MUX_TUN_DATA:
+		case CAE_MUX_TUN_WINDOW:
+		case CAE_MUX_TUN_CLOSE:
+			if (st.tun)
+				cae__tun_frame(st.tun, type, id, body, n);
+			else
+				free(body);
+			break;
 		default:
 			free(body); /* a newer manager's frame */
 		}
 	}
-	/* The manager is gone (or broke the protocol): every command ends. */
+	/* The manager is gone (or broke the protocol): every command and connection ends. */
+	net_end(&st);
 	cancel(&st, 0, true);
 	pthread_mutex_lock(&st.lock);
 	int64_t deadline = cae__now_ns() + END_WAIT_MS * 1000000LL;

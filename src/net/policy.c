@@ -251,6 +251,35 @@ int cae_net_policy_from_config(const cae_config *cfg, cae_net_policy **out, cae_
 	return cae_net_policy_new(&spec, out, err);
 }
 
+int cae_net_policy_for_forge(const cae_config *cfg, const char *forge, cae_net_policy **out,
+			     cae_error *err)
+{
+	const __typeof__(cfg->command_executor.docker.network) *n =
+	    &cfg->command_executor.docker.network;
+	/* an IP literal is reached through allowed_addresses only, as any other */
+	bool name = forge && cae_net_domain_entry_error(forge) == NULL;
+	const char **allowed = calloc(n->allowed_domains.n + 1, sizeof(*allowed));
+	if (!allowed)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	for (size_t i = 0; i < n->allowed_domains.n; i++)
+		allowed[i] = n->allowed_domains.items[i];
+	if (name)
+		allowed[n->allowed_domains.n] = forge;
+	cae_net_policy_spec spec = {
+	    /* without an allow-list of its own, the environment has no network but the forge */
+	    .whitelist_mode = n->whitelist_mode || !cae_net_config_filtered(cfg),
+	    .allowed_domains = allowed,
+	    .n_allowed = n->allowed_domains.n + (name ? 1 : 0),
+	    .denied_domains = (const char *const *)n->denied_domains.items,
+	    .n_denied = n->denied_domains.n,
+	    .allowed_addresses = (const char *const *)n->allowed_addresses.items,
+	    .n_addresses = n->allowed_addresses.n,
+	};
+	int r = cae_net_policy_new(&spec, out, err);
+	free(allowed);
+	return r;
+}
+
 const char *cae_net_verdict_rule(cae_net_verdict v)
 {
 	switch (v) {

@@ -17,6 +17,7 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,20 +314,39 @@ static int connect_upstream(cae_net_proxy *px, const char *host, int port, bool 
 	return last;
 }
 
+#define SPLICE_PIPE (64u << 10)
+
 struct dir {
 	int from, to;
 	char *buf;
 	size_t len, off;
 	bool eof;
+	/* a pipe to splice through (the bytes stay in the kernel), or -1: the buffer */
+	int pr, pw;
+	size_t inpipe;
 };
 
-/* Moves what is there from d->from to d->to without waiting: sends what the buffer holds,
- * refills it, and again, until a side would block. Returns -1 when the connection is
- * broken. */
+/* Whether d holds bytes not yet sent on. */
+static bool pending(const struct dir *d)
+{
+	return d->pr >= 0 ? d->inpipe > 0 : d->len > d->off;
+}
+
+/* Moves what is there from d->from to d->to without waiting: sends what the buffer (or
+ * pipe) holds, refills it, and again, until a side would block. Returns -1 when the
+ * connection is broken. */
 static int pump(struct dir *d, size_t size)
 {
+	const unsigned fl = SPLICE_F_NONBLOCK | SPLICE_F_MOVE;
 	for (int k = 0; k < 64; k++) {
-		if (d->len > d->off) {
+		if (d->pr >= 0 && d->inpipe > 0) {
+			ssize_t w = splice(d->pr, NULL, d->to, NULL, d->inpipe, fl);
+			if (w < 0)
+				return errno == EAGAIN || errno == EINTR ? 0 : -1;
+			d->inpipe -= (size_t)w;
+			if (d->inpipe > 0)
+				return 0;
+		} else if (d->len > d->off) {
 			ssize_t w = send(d->to, d->buf + d->off, d->len - d->off, MSG_NOSIGNAL);
 			if (w < 0)
 				return errno == EAGAIN || errno == EINTR ? 0 : -1;
@@ -337,7 +357,8 @@ static int pump(struct dir *d, size_t size)
 		}
 		if (d->eof)
 			return 0;
-		ssize_t r = recv(d->from, d->buf, size, 0);
+		ssize_t r = d->pr >= 0 ? splice(d->from, NULL, d->pw, NULL, size, fl)
+				       : recv(d->from, d->buf, size, 0);
 		if (r < 0)
 			return errno == EAGAIN || errno == EINTR ? 0 : -1;
 		if (r == 0) {
@@ -345,25 +366,51 @@ static int pump(struct dir *d, size_t size)
 			shutdown(d->to, SHUT_WR);
 			return 0;
 		}
-		d->len = (size_t)r;
+		if (d->pr >= 0)
+			d->inpipe = (size_t)r;
+		else
+			d->len = (size_t)r;
 	}
 	return 0;
 }
 
+/* A pipe of size bytes for d (the copying buffer stays the fallback). */
+static void splice_pipe(struct dir *d, size_t size)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) < 0)
+		return;
+	(void)fcntl(p[1], F_SETPIPE_SZ, (int)size);
+	d->pr = p[0];
+	d->pw = p[1];
+}
+
 static void relay(int a, int b, size_t size)
 {
-	struct dir d[2] = {{a, b, malloc(size), 0, 0, false}, {b, a, malloc(size), 0, 0, false}};
+	struct dir d[2] = {{a, b, malloc(size), 0, 0, false, -1, -1, 0},
+			   {b, a, malloc(size), 0, 0, false, -1, -1, 0}};
+	/* splice has no MSG_NOSIGNAL: a peer gone raises SIGPIPE at this thread (one of the
+	 * proxy's own), held blocked here and taken before the thread goes on */
+	sigset_t pipe_set, old;
+	sigemptyset(&pipe_set);
+	sigaddset(&pipe_set, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
 	if (!d[0].buf || !d[1].buf)
 		goto out;
+	/* a pipe holds its pages only while bytes pass through it */
+	size_t psize = MAX(size, (size_t)SPLICE_PIPE);
+	splice_pipe(&d[0], psize);
+	splice_pipe(&d[1], psize);
 	for (;;) {
-		if (pump(&d[0], size) < 0 || pump(&d[1], size) < 0)
+		if (pump(&d[0], d[0].pr >= 0 ? psize : size) < 0 ||
+		    pump(&d[1], d[1].pr >= 0 ? psize : size) < 0)
 			break;
 		struct pollfd p[2] = {{.fd = a}, {.fd = b}};
 		bool any = false;
 		for (int i = 0; i < 2; i++) {
 			struct pollfd *pf = d[i].from == a ? &p[0] : &p[1];
 			struct pollfd *pt = d[i].to == a ? &p[0] : &p[1];
-			if (d[i].len > d[i].off) {
+			if (pending(&d[i])) {
 				pt->events |= POLLOUT;
 				any = true;
 			} else if (!d[i].eof) {
@@ -377,8 +424,17 @@ static void relay(int a, int b, size_t size)
 			break;
 	}
 out:
-	free(d[0].buf);
-	free(d[1].buf);
+	for (int i = 0; i < 2; i++) {
+		free(d[i].buf);
+		if (d[i].pr >= 0) {
+			close(d[i].pr);
+			close(d[i].pw);
+		}
+	}
+	sigset_t waiting;
+	if (sigpending(&waiting) == 0 && sigismember(&waiting, SIGPIPE))
+		(void)sigtimedwait(&pipe_set, NULL, &(struct timespec){0, 0});
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
 /* Reads into buf[*len..cap) until parse gives a verdict, the buffer is full (bad) or the

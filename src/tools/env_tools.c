@@ -1,5 +1,5 @@
-/* The environment tools: environment_list, environment_prepare and environment_cleanup,
- * their definitions and calls, over the session's environments. */
+/* The environment tools: environment_list, environment_prepare, environment_cleanup and
+ * environment_port_forward, their definitions and calls, over the session's environments. */
 #include "tools/tools-internal.h"
 
 #include "base/macro.h"
@@ -56,6 +56,20 @@ json_t *cae__tool_environment_cleanup_definition(void)
 				  "Remove an execution environment (default: the current one).",
 				  json_pack("{s:s, s:{s:{s:s}}}", "type", "object", "properties",
 					    "task_uuid", "type", "string"));
+}
+
+json_t *cae__tool_environment_port_forward_definition(void)
+{
+	return cae__tool_function(
+	    "environment_port_forward",
+	    "Make a port of the current environment reachable from the host (e.g. a server "
+	    "started with process_start): returns {host: \"127.0.0.1\", host_port}, a port "
+	    "on the host's loopback that is forwarded to that port on the environment's "
+	    "127.0.0.1 (whatever its network mode). It lasts until the environment is cleaned "
+	    "up or this session ends; asking again for the same port gives the same one.",
+	    json_pack("{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:[s]}", "type", "object", "properties",
+		      "port", "type", "integer", "minimum", 1, "maximum", 65535, "description",
+		      "The port the server listens on in the environment.", "required", "port"));
 }
 
 /* What the model sees of an environment: where things are as commands see them, not where
@@ -153,4 +167,26 @@ int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, ca
 		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
 	return cae__tool_finish(
 	    res, json_pack("{s:s, s:b}", "task_uuid", target, "removed", existed), false, err);
+}
+
+int cae__tool_call_environment_port_forward(const cae_tool_env *env, json_t *args,
+					    cae_tool_result *res, cae_error *err)
+{
+	json_t *jp = json_object_get(args, "port");
+	json_int_t port = json_is_integer(jp) ? json_integer_value(jp) : 0;
+	if (port < 1 || port > 65535)
+		return invalid(res, "port must be an integer from 1 to 65535", err);
+	if (!env->backend || !env->task_uuid)
+		return invalid(res, "no current environment: prepare one first", err);
+	cae_error cause;
+	cae_error_clear(&cause);
+	int host_port = 0;
+	int r =
+	    cae_backend_port_forward(env->backend, env->task_uuid, (int)port, &host_port, &cause);
+	if (r < 0)
+		return cae__tool_finish_error(env, res, "INTERNAL", &cause, err);
+	return cae__tool_finish(res,
+				json_pack("{s:s, s:i, s:I, s:s}", "host", "127.0.0.1", "host_port",
+					  host_port, "port", port, "task_uuid", env->task_uuid),
+				false, err);
 }

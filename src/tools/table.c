@@ -100,6 +100,13 @@ const cae_tool_def cae__tool_table[] = {
 	.call = cae__tool_call_environment_cleanup,
     },
     {
+	.name = "environment_port_forward",
+	.family = CAE_TOOL_ENVIRONMENT,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_port_forward_definition,
+	.call = cae__tool_call_environment_port_forward,
+    },
+    {
 	.name = "process_start",
 	.family = CAE_TOOL_PROCESS,
 	.enabled = cae__tool_process_enabled,

@@ -267,7 +267,8 @@ json_t *cae__tool_apply_patch_definition(void);
 int cae__tool_call_apply_patch(const cae_tool_env *env, json_t *args, cae_tool_result *res,
 			       cae_error *err);
 
-/* env_tools.c: environment_list, environment_prepare, environment_cleanup. */
+/* env_tools.c: environment_list, environment_prepare, environment_cleanup,
+ * environment_port_forward. */
 bool cae__tool_environment_enabled(const cae_config *cfg); /* always */
 json_t *cae__tool_environment_list_definition(void);
 int cae__tool_call_environment_list(const cae_tool_env *env, json_t *args, cae_tool_result *res,
@@ -276,6 +277,9 @@ json_t *cae__tool_environment_prepare_definition(void);
 int cae__tool_call_environment_prepare(const cae_tool_env *env, json_t *args, cae_tool_result *res,
 				       cae_error *err);
 json_t *cae__tool_environment_cleanup_definition(void);
+json_t *cae__tool_environment_port_forward_definition(void);
+int cae__tool_call_environment_port_forward(const cae_tool_env *env, json_t *args,
+					    cae_tool_result *res, cae_error *err);
 int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
 				       cae_error *err);
 

@@ -943,18 +943,43 @@ END_TEST
 /* git push from an environment: the token is asked for when git needs it, for the clone's
  * host only, and is nowhere in the environment's files, environment or process list (the
  * search pattern is given to grep on a descriptor: its own command line would hold it);
- * without a token the error says so. */
+ * without a token the error says so. The environment has no network (local: the default;
+ * docker: network none): the push reaches the forge it was cloned from through cae's proxy
+ * (the forge rule; a loopback forge only through allowed_addresses), and the prepare result
+ * says so. */
 START_TEST(push_on_demand)
 {
 	cae_config *cfg = config();
-	/* the local sandbox reaches the loopback git server only with the network on */
-	bt_cfg_set(cfg, "command_executor.local.network", "true");
+	bool none = strcmp(T->name, "kubernetes") != 0;
+	if (none) {
+		bt_cfg_set(cfg, "command_executor.docker.network.mode", "none");
+		bt_cfg_set(cfg, "command_executor.docker.network.allowed_addresses",
+			   "127.0.0.1/32");
+	}
 	cae_backend *b = backend(cfg, NULL);
 	char uuid[64];
 	new_uuid(uuid, sizeof(uuid));
 	cae_task t = bt_http_task(uuid);
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
+	if (none) {
+		char forge[64];
+		unsigned port = 0;
+		ck_assert_int_eq(sscanf(git_http, "http://127.0.0.1:%u/", &port), 1);
+		snprintf(forge, sizeof(forge), "127.0.0.1:%u", port);
+		ck_assert_msg(
+		    info.network &&
+			strcmp(json_string_value(json_object_get(info.network, "access")) ?: "",
+			       "none") == 0 &&
+			strcmp(json_string_value(json_object_get(info.network, "forge")) ?: "",
+			       forge) == 0,
+		    "%s", info.network ? json_dumps(info.network, 0) : "no network");
+		/* nothing else is reachable: the same server by another loopback address */
+		cae_run_result d = sh(
+		    b, uuid, "git ls-remote http://127.0.0.2:1/x.git >/dev/null 2>&1; echo rc=$?");
+		ck_assert_msg(strstr(d.out, "rc=0") == NULL, "%s", d.out);
+		cae_run_result_clear(&d);
+	}
 	char script[2048];
 	size_t half = strlen(git_token) / 2;
 	snprintf(
@@ -964,7 +989,9 @@ START_TEST(push_on_demand)
 	    "] "
 	    "|| { echo no identity; exit 9; }; "
 	    "! git config --local --get-regexp '^user[.]' || { echo in the project; exit 8; }; "
-	    "git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
+	    /* (the loopback test forge is in NO_PROXY, which names the environment's own
+	     * loopback: not for this push) */
+	    "env -u NO_PROXY -u no_proxy git push -q origin HEAD:refs/heads/%s 2>&1; echo pushed; "
 	    "a='%.*s'; b='%s'; "
 	    "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev \"$a$b\" / "
 	    "2>/dev/null || true; (env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline) "
@@ -1295,9 +1322,14 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, cleanup_stale_by_age);
 	tcase_add_test(tc, commands_behave_the_same);
 	tcase_add_test(tc, tools_behave_the_same);
-	tcase_add_test(tc, push_on_demand);
 	tcase_add_test(tc, file_service_behaves_the_same);
 	tcase_add_test(tc, live_output_and_input);
+	suite_add_tcase(s, tc);
+	/* a case of its own (CK_RUN_CASE=push runs it alone) */
+	tc = tcase_create("push");
+	tcase_set_timeout(tc, 600);
+	tcase_add_unchecked_fixture(tc, gs_setup, gs_teardown);
+	tcase_add_test(tc, push_on_demand);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,11 +10,15 @@
 #include "runner/proctree.h"
 #include "testutil.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -68,6 +72,8 @@ static pid_t helper_pid;
 static int stream_fd; /* the manager's end of the last stream opened */
 
 /* Starts `cae-helper --stream` on a socket pair and opens a mux over it. */
+static bool mux_netns; /* the next open_mux's helper: a network namespace of its own */
+
 static cae_helper_mux *open_mux(void)
 {
 	int sv[2];
@@ -75,6 +81,19 @@ static cae_helper_mux *open_mux(void)
 	pid_t pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
+		if (mux_netns) {
+			/* (its loopback up: ports of its own, none of the host's) */
+			struct ifreq ifr = {0};
+			snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "lo");
+			int s = -1;
+			if (unshare(CLONE_NEWNET) < 0 ||
+			    (s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0 ||
+			    ioctl(s, SIOCGIFFLAGS, &ifr) < 0)
+				_exit(126);
+			ifr.ifr_flags |= IFF_UP;
+			if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+				_exit(126);
+		}
 		dup2(sv[1], 0);
 		dup2(sv[1], 1);
 		execl(helper_path(), "cae-helper", "--stream", (char *)NULL);
@@ -402,6 +421,161 @@ START_TEST(init_as_pid1)
 }
 END_TEST
 
+/* The network's tunnels (tun.c): the helper listens on its loopback (NET_LISTEN) and hands
+ * each connection to the manager; a client that reads nothing fills its own tunnel's window
+ * and stalls nobody else: another connection's bytes still pass both ways. Then a port
+ * forward's tunnel (TUN_CONNECT) to a server of the helper's loopback. */
+struct conns {
+	pthread_mutex_t lock;
+	int fd[4];
+	int n;
+};
+
+static int take_conn(void *ud, char kind, int fd)
+{
+	struct conns *c = ud;
+	pthread_mutex_lock(&c->lock);
+	if (kind == 'h' && c->n < 4)
+		c->fd[c->n++] = fd;
+	else
+		close(fd);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+struct net_run {
+	cae_helper_mux *m;
+	const char *script;
+	cae_run_result r;
+	int rc;
+};
+
+static void *net_bg_main(void *arg)
+{
+	struct net_run *b = arg;
+	cae_error err = {0};
+	b->rc = run_sh(b->m, b->script, 60000, &b->r, &err);
+	return NULL;
+}
+
+START_TEST(tunnels_are_flow_controlled)
+{
+	mux_netns = true;
+	cae_helper_mux *m = open_mux();
+	mux_netns = false;
+	struct conns c = {.lock = PTHREAD_MUTEX_INITIALIZER};
+	const char *env[] = {"CAE_NET_TEST=1", NULL};
+	cae_error err = {0};
+	ck_assert_msg(cae_helper_mux_net_listen(m, 3128, 1080, env, take_conn, &c, &err) == 0, "%s",
+		      err.message);
+	ck_assert_int_eq(cae_helper_mux_net_listen(m, 3128, 1080, env, take_conn, &c, &err),
+			 -EALREADY);
+	/* A connects and reads nothing; B gets a greeting, answers it, and ends */
+	struct net_run b = {
+	    .m = m,
+	    .script = "python3 -c '\n"
+		      "import os, socket, time\n"
+		      "a = socket.create_connection((\"127.0.0.1\", 3128))\n"
+		      "time.sleep(0.5)\n"
+		      "b = socket.create_connection((\"127.0.0.1\", 3128))\n"
+		      "got = b.recv(64)\n"
+		      "b.sendall(b\"pong \" + got + os.environ[\"CAE_NET_TEST\"].encode())\n"
+		      "b.close()\n"
+		      "'"};
+	pthread_t t;
+	ck_assert_int_eq(pthread_create(&t, NULL, net_bg_main, &b), 0);
+	int fds[2] = {-1, -1};
+	for (int i = 0; i < 200; i++) {
+		pthread_mutex_lock(&c.lock);
+		int n = c.n;
+		if (n == 2) {
+			fds[0] = c.fd[0];
+			fds[1] = c.fd[1];
+		}
+		pthread_mutex_unlock(&c.lock);
+		if (n == 2)
+			break;
+		usleep(50000);
+	}
+	ck_assert_msg(fds[1] >= 0, "the helper handed over no two connections");
+	/* A: as much as will go without the client reading (its window, and the buffers) */
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	static char chunk[65536];
+	size_t sent = 0;
+	for (int idle = 0; idle < 20;) {
+		ssize_t w = send(fds[0], chunk, sizeof(chunk), MSG_NOSIGNAL);
+		if (w > 0) {
+			sent += (size_t)w;
+			idle = 0;
+		} else {
+			idle++;
+			usleep(20000);
+		}
+		ck_assert_msg(sent < (64u << 20),
+			      "no bound on what a client that reads nothing gets");
+	}
+	/* B still passes both ways */
+	ck_assert_int_eq(write(fds[1], "ping", 4), 4);
+	char got[64] = "";
+	size_t n = 0;
+	ssize_t k;
+	struct timeval tv = {20, 0};
+	setsockopt(fds[1], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	while (n < sizeof(got) - 1 && (k = read(fds[1], got + n, sizeof(got) - 1 - n)) > 0)
+		n += (size_t)k;
+	ck_assert_str_eq(got, "pong ping1");
+	/* B's tunnel ends (its CLOSE may still be on the way); A's waits */
+	for (int i = 0; i < 100 && cae_helper_mux_tunnels(m) != 1; i++)
+		usleep(50000);
+	ck_assert_int_eq(cae_helper_mux_tunnels(m), 1);
+	close(fds[0]);
+	close(fds[1]);
+	pthread_join(t, NULL);
+	ck_assert_msg(b.rc == 0 && b.r.exit_code == 0, "%d %d %s", b.rc, b.r.exit_code, b.r.err);
+	cae_run_result_clear(&b.r);
+
+	/* a port forward to a server of the helper's loopback, and one to a closed port */
+	b = (struct net_run){.m = m,
+			     .script = "python3 -c '\n"
+				       "import socket\n"
+				       "s = socket.socket(); s.bind((\"127.0.0.1\", 8099)); "
+				       "s.listen(1)\n"
+				       "c, _ = s.accept(); c.sendall(b\"forwarded\"); c.close()\n"
+				       "'"};
+	ck_assert_int_eq(pthread_create(&t, NULL, net_bg_main, &b), 0);
+	cae_helper_forward *f = NULL, *closed = NULL;
+	int hp = 0, hp2 = 0;
+	ck_assert_msg(cae_helper_forward_open(m, 8099, &f, &hp, &err) == 0, "%s", err.message);
+	ck_assert_int_eq(cae_helper_forward_open(m, 8100, &closed, &hp2, &err), 0);
+	char out[64] = "";
+	for (int i = 0; i < 100 && !strstr(out, "forwarded"); i++) {
+		usleep(50000);
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hp)};
+		sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+		memset(out, 0, sizeof(out));
+		n = 0;
+		while (n < sizeof(out) - 1 && (k = read(fd, out + n, sizeof(out) - 1 - n)) > 0)
+			n += (size_t)k;
+		close(fd);
+	}
+	ck_assert_str_eq(out, "forwarded");
+	pthread_join(t, NULL);
+	cae_run_result_clear(&b.r);
+	/* nothing listens on 8100 there: the host's connection ends at once, with nothing */
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)hp2)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_le(read(fd, out, sizeof(out)), 0);
+	close(fd);
+	cae_helper_forward_close(f);
+	cae_helper_forward_close(closed);
+	close_mux(m);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("helper-mux");
@@ -414,6 +588,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, helper_killed_mid_command_is_an_error);
 	tcase_add_test(tc, end_of_stream_ends_everything);
 	tcase_add_test(tc, init_as_pid1);
+	tcase_add_test(tc, tunnels_are_flow_controlled);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -14,6 +14,9 @@
 #include <stdarg.h>
 #include <signal.h>
 #include <fcntl.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 static char *state, *ws;
@@ -843,7 +846,7 @@ START_TEST(tool_table_rows)
 				 -ENOENT);
 		ck_assert_ptr_nonnull(strstr(err.message, "(disabled)"));
 	}
-	ck_assert_uint_eq(json_array_size(list), 3);
+	ck_assert_uint_eq(json_array_size(list), 4);
 	json_decref(list);
 	ck_assert(!cae_session_call_is_quick(s, "text_editor_view", NULL));
 	ck_assert(!cae_session_call_is_quick(s, "text_editor", view));
@@ -1017,6 +1020,7 @@ static const struct {
     {"process_read", "max_chars", "{\"session_id\": \"new\"}"},
     {"process_wait", "timeout_ms", "{\"session_id\": \"new\"}"},
     {"process_wait", "max_chars", "{\"session_id\": \"new\"}"},
+    {"environment_port_forward", "port", "{}"},
 };
 
 /* One probe: tool with base and arg = v (stolen). Returns the call's text; *refused when it
@@ -1654,8 +1658,40 @@ START_TEST(process_session_ends_with_its_environment)
 }
 END_TEST
 
+/* GET path from 127.0.0.1:port of this host: the response (new), or NULL when nothing
+ * answers (the connection refused or closed before a response). */
+static char *host_get(int port, const char *path)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(fd, 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	struct timeval tv = {10, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		close(fd);
+		return NULL;
+	}
+	char req[256];
+	int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: x\r\n\r\n", path);
+	ck_assert_int_eq(write(fd, req, (size_t)n), n);
+	char *out = calloc(1, 65536);
+	size_t len = 0;
+	ssize_t k;
+	while (len < 65535 && (k = read(fd, out + len, 65535 - len)) > 0)
+		len += (size_t)k;
+	close(fd);
+	if (len == 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
+}
+
 /* A server a session starts answers the environment's later commands on loopback: they share
- * the sandbox. */
+ * the sandbox. It is reached from the host through environment_port_forward (the sandbox
+ * has no network: the forward goes over the helper's channel), and the forward ends with
+ * the session. */
 START_TEST(process_session_server_shares_loopback)
 {
 	cae_session *s = open_session(NULL);
@@ -1679,7 +1715,26 @@ START_TEST(process_session_server_shares_loopback)
 	ck_assert_msg(I(r, "exit_code") == 0, "%s", json_dumps(r, 0));
 	ck_assert_str_eq(S(r, "stdout"), "served-by-session\n");
 	json_decref(r);
+	/* from the host: a forward to the session's server */
+	r = pcall(s, "environment_port_forward", &e, "{s:s}", "port", "x");
+	ck_assert(e);
+	json_decref(r);
+	r = pcall(s, "environment_port_forward", &e, "{s:i}", "port", port);
+	ck_assert_msg(!e && strcmp(S(r, "host"), "127.0.0.1") == 0 && I(r, "host_port") > 0, "%s",
+		      json_dumps(r, 0));
+	int host_port = (int)I(r, "host_port");
+	json_decref(r);
+	r = pcall(s, "environment_port_forward", &e, "{s:i}", "port", port);
+	ck_assert_int_eq(I(r, "host_port"), host_port); /* the same one again */
+	json_decref(r);
+	for (int i = 0; i < 3; i++) {
+		_cleanup_free_ char *got = host_get(host_port, "/index.html");
+		ck_assert_msg(got && strstr(got, " 200 ") && strstr(got, "served-by-session"), "%s",
+			      got ? got : "(nothing answered)");
+	}
 	close_session(s);
+	_cleanup_free_ char *after = host_get(host_port, "/index.html");
+	ck_assert_msg(!after, "the forward outlived its session: %s", after);
 }
 END_TEST
 
