@@ -158,9 +158,10 @@ async function project(pkg) {
     { timeout: 120000, resetTimeoutOnProgress: true, maxTotalTimeout: 900000 });
   const sh = (command) => call("command-executor_execute_command", { command });
   const L = `${backend} ${pkg} ${p.version}`;
+  const uuid = `corpus-${pkg}-${backend}-${process.pid}`;
+  let cleaned = false;
   try {
     await client.connect(transport);
-    const uuid = `corpus-${pkg}-${backend}-${process.pid}`;
     const task = { uuid, repo: `${httpUrl}${pkg}.git`, platform: "github" };
     if (p.pr) Object.assign(task, { kind: "pull_request", branch: p.pr.branch, target_branch: "main" });
     let r = await call("environment_prepare", { task, environment: backend === "local" ? p.env : "python" });
@@ -214,13 +215,20 @@ async function project(pkg) {
       `${L}: process_wait: the session's tests passed`, { ...sc(r), output: (sc(r).output ?? "").slice(-800) });
 
     r = await call("environment_cleanup", { task_uuid: uuid });
-    check(r.isError !== true, `${L}: environment_cleanup`, r);
+    cleaned = check(r.isError !== true, `${L}: environment_cleanup`, r);
     r = await call("environment_list", {});
     check(!(sc(r).environments ?? []).some((e) => JSON.stringify(e).includes(uuid)), `${L}: the environment is gone`, sc(r));
   } catch (e) {
     check(false, `${L}: no exception`, String(e?.stack ?? e));
   } finally {
     await client.close().catch(() => {});
+    // after a failure half-way: nothing of this run is left behind
+    if (!cleaned) {
+      try {
+        execFileSync(cae, ["cleanup", "--uuid", uuid, "--backend", backend, "--state-dir", state],
+          { env: { ...process.env, CAE_CONFIG: config, CAE_LOG_LEVEL: "error" }, stdio: "pipe" });
+      } catch {}
+    }
   }
 }
 
