@@ -585,9 +585,13 @@ static bool cred_channel(cae_backend *b, const struct local_env *env, char *insi
 		struct sockaddr_un sa = {.sun_family = AF_UNIX};
 		c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 		c->b = b;
-		ok = owned && strlen(c->path) < sizeof(sa.sun_path) && c->fd >= 0;
+		/* bound through the directory's descriptor: a state directory's path, with a long
+		 * task uuid, may be longer than sun_path's 108 bytes */
+		_cleanup_close_ int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		ok = owned && c->fd >= 0 && dfd >= 0 &&
+		     snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, name) <
+			 (int)sizeof(sa.sun_path);
 		if (ok) {
-			memcpy(sa.sun_path, c->path, strlen(c->path) + 1);
 			ok = bind(c->fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
 			     chown(c->path, env->uid, env->gid) == 0 && chmod(c->path, 0600) == 0 &&
 			     listen(c->fd, 8) == 0 &&
