@@ -13,6 +13,11 @@
  *   -EACCES   refused by policy or confinement  PERMISSION_DENIED
  *   -EHOSTUNREACH, -ENETUNREACH, -ECONNREFUSED, -ECONNRESET, -EAGAIN: something needed is
  *             not reachable or not ready now (a remote, an engine)  UNAVAILABLE
+ *   -EEXIST   something of that name exists and is not to be replaced (a task uuid another
+ *             cae instance uses)  ALREADY_EXISTS
+ *   -EBUSY    not in the state the operation needs (an environment whose re-prepare would
+ *             lose uncommitted files or running work; a mount still in use)
+ *             FAILED_PRECONDITION
  *   -ETIMEDOUT TIMEOUT, -ECANCELED CANCELLED; anything else: INTERNAL (cae's own failure)
  * Tool results, MCP results and the CLI's messages say the kind in front of a message a user
  * can act on ("NOT_FOUND: ..."), so that a user's mistake never reads as cae's.

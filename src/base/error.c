@@ -74,6 +74,10 @@ const char *cae_error_kind(int code)
 	case -EACCES:
 	case -EPERM:
 		return "PERMISSION_DENIED";
+	case -EEXIST:
+		return "ALREADY_EXISTS";
+	case -EBUSY:
+		return "FAILED_PRECONDITION";
 	case -ETIMEDOUT:
 		return "TIMEOUT";
 	case -ECANCELED:

@@ -1854,6 +1854,8 @@ START_TEST(sessions_own_their_environments)
 			  strstr(msg, "1 running process session") && strstr(msg, "sleep 606.25") &&
 			  strstr(msg, "force"),
 		      "%s", json_dumps(r, 0));
+	/* the caller can act on it: not cae's own failure */
+	ck_assert_str_eq(S(json_object_get(r, "error"), "code"), "FAILED_PRECONDITION");
 	json_decref(r);
 	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"a.txt\"]}", &e);
 	ck_assert_msg(!e && strcmp(S(r, "stdout"), "hi\nedit\n") == 0, "%s", json_dumps(r, 0));
