@@ -79,6 +79,11 @@ typedef struct cae_mcp_options {
 	/* Served by prompts/list and prompts/get, and declared as the prompts capability;
 	 * NULL: no prompts (those methods are not found). Borrowed for the serve. */
 	const cae_prompts *prompts;
+	/* May be NULL. prompts/get of a section without arguments asks it first: a new text for
+	 * the caller's state (the command-executor section of the environment its session
+	 * prepared), or NULL to serve the rendered one. Called on the reader thread. */
+	char *(*prompt_text)(void *userdata, const char *name);
+	void *prompt_userdata;
 	/* When readable (a signal's self-pipe, say): cancel running calls, drop queued ones,
 	 * and return. -1: none (0 is fd 0: set -1). */
 	int shutdown_fd;

@@ -98,6 +98,11 @@ CAE_EXPORT int cae_session_set_current(cae_session *s, const char *task_uuid, ca
 CAE_EXPORT int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err);
 /* The current environment's task uuid (borrowed, NULL when none). */
 CAE_EXPORT const char *cae_session_current(cae_session *s);
+/* The command-executor system-prompt section for the session's current environment as it
+ * was prepared (its backend, its environment's tools, what each dependency install did), or
+ * NULL when there is none or its prepare installed nothing (the configuration's own section,
+ * cae_prompt_command_executor, then says the same). A new string. */
+CAE_EXPORT char *cae_session_prompt_command_executor(cae_session *s);
 /* Borrowed accessors. */
 CAE_EXPORT cae_backend *cae_session_backend(cae_session *s);
 CAE_EXPORT const cae_config *cae_session_config(const cae_session *s);

@@ -204,6 +204,19 @@ static int session_call(void *userdata, const char *name, json_t *args, const ca
 	return cae_session_call_tool(s, name, args, ctx, res, err);
 }
 
+/* prompts/get of command-executor: the section of the environment the session prepared, as
+ * it went (NULL, the configuration's section, before the session is open or prepares). */
+static char *session_prompt(void *userdata, const char *name)
+{
+	struct lazy_session *l = userdata;
+	if (strcmp(name, "command-executor") != 0)
+		return NULL;
+	pthread_mutex_lock(&l->lock);
+	cae_session *s = l->ready ? l->s : NULL;
+	pthread_mutex_unlock(&l->lock);
+	return s ? cae_session_prompt_command_executor(s) : NULL;
+}
+
 /* A call the session declares quick (a text editor view) runs on the reader thread. Not
  * before the session is open: that can take long. */
 static bool session_call_is_quick(void *userdata, const char *name, const json_t *args)
@@ -399,6 +412,8 @@ int cae_cli_mcp(int argc, char **argv)
 	cae_mcp_options o = {
 	    .instructions = cae_prompts_instructions(prompts),
 	    .prompts = prompts,
+	    .prompt_text = session_prompt,
+	    .prompt_userdata = &lazy,
 	    .shutdown_fd = shutdown_pipe[0],
 	    .log = server_log,
 	    .log_enabled = server_log_enabled,

@@ -681,7 +681,11 @@ static void handle_prompts_get(struct server *srv, const cae_jsonrpc_msg *m, str
 	cae_error err;
 	cae_error_clear(&err);
 	char *text = NULL;
-	int r = cae_prompts_get(srv->o.prompts, name, args, &text, &err);
+	int r = 0;
+	if (srv->o.prompt_text && json_object_size(args) == 0)
+		text = srv->o.prompt_text(srv->o.prompt_userdata, name);
+	if (!text)
+		r = cae_prompts_get(srv->o.prompts, name, args, &text, &err);
 	json_t *result =
 	    r == 0 ? cae__mcp_prompt_result(cae_prompts_description(name), text) : NULL;
 	free(text);

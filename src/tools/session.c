@@ -5,6 +5,7 @@
 
 #include "base/macro.h"
 #include "cae/editor.h"
+#include "cae/prompt.h"
 #include "cae/worker.h"
 #include "tools/tools-internal.h"
 
@@ -196,6 +197,32 @@ cae__procs *cae__session_procs(cae_session *s)
 const char *cae_session_current(cae_session *s)
 {
 	return s->current;
+}
+
+char *cae_session_prompt_command_executor(cae_session *s)
+{
+	pthread_mutex_lock(&s->lock);
+	char *uuid = s->current ? strdup(s->current) : NULL;
+	cae_backend *b = s->current_backend;
+	pthread_mutex_unlock(&s->lock);
+	if (!uuid || !b) {
+		free(uuid);
+		return NULL;
+	}
+	cae_env_info info;
+	cae_error err;
+	char *text = NULL;
+	if (cae_backend_info(b, uuid, &info, &err) == 0) {
+		if (json_array_size(info.deps) > 0) {
+			cae_prompt_context ctx = {.backend = info.backend,
+						  .environment = info.environment_name,
+						  .deps = info.deps};
+			text = cae_prompt_command_executor_for(s->cfg, s->policy, &ctx);
+		}
+		cae_env_info_clear(&info);
+	}
+	free(uuid);
+	return text;
 }
 
 cae_backend *cae_session_backend(cae_session *s)

@@ -245,6 +245,32 @@ async function main() {
       "exec_command with no environment is NOT_FOUND", after);
   }
 
+  if (has("environment_prepare") && has("environment_cleanup")) {
+    // prompts/get command-executor says what the session's prepare did: a dependency
+    // install that failed is named FAILED (a requirement pip cannot find, offline); before
+    // the prepare and after its cleanup, the configuration's own section
+    const depsRepo = join(tmp, "deps-repo");
+    execFileSync("mkdir", ["-p", depsRepo]);
+    const dgit = (...args) => execFileSync("git", args, { cwd: depsRepo, stdio: "pipe" });
+    dgit("init", "-q", "-b", "main");
+    writeFileSync(join(depsRepo, "requirements.txt"), "./no-such-package-dir\n");
+    dgit("add", "requirements.txt");
+    dgit("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "deps");
+    const sectionText = async () => (await client.getPrompt({ name: "command-executor" })).messages?.[0]?.content?.text ?? "";
+    const before = await sectionText();
+    const r = await client.callTool({ name: "environment_prepare", arguments: { task: { uuid: `${uuid}-deps`, repo: depsRepo } } },
+      undefined, { timeout: 180000 });
+    check(r.isError !== true && (r.structuredContent?.deps ?? []).some((d) => d.success === false),
+      "environment_prepare: a failed dependency install is in deps", r.structuredContent);
+    const prepared = await sectionText();
+    check(/requirements\.txt\): FAILED/.test(prepared) && prepared.includes("Install what failed"),
+      "prompts/get command-executor says the install FAILED", prepared.split("\n").filter((l) => l.includes("Dependencies")));
+    check(!before.includes("FAILED"), "before the prepare: the configuration's section", before.slice(0, 200));
+    const c2 = await client.callTool({ name: "environment_cleanup", arguments: { task_uuid: `${uuid}-deps` } });
+    check(c2.isError !== true, "environment_cleanup of the deps task", c2);
+    check((await sectionText()) === before, "after its cleanup: the configuration's section again");
+  }
+
   // Protocol failures are JSON-RPC errors, not results.
   try {
     await client.callTool({ name: "no_such_tool", arguments: {} });
