@@ -80,7 +80,6 @@
  * in the container: the helper asks for it when git does (docker_credential) */
 #define LABEL_GIT_CREDENTIAL "cae.git_credential"
 #define LABEL_FORGE "cae.forge" /* the forge rule's "host:port" (net-local.h) */
-#define HELPER_HEARTBEAT_S 10
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
@@ -670,13 +669,7 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 {
 	char name[128], hb[16];
 	container_name(name, sizeof(name), c->uuid);
-	/* well within the lifetime, so that a live manager always keeps its container */
-	int life = b->cfg->command_executor.docker.helper_lifetime_seconds;
-	int beat = life > 0 ? life / 3 : HELPER_HEARTBEAT_S;
-	snprintf(hb, sizeof(hb), "%d",
-		 beat < 1		     ? 1
-		 : beat > HELPER_HEARTBEAT_S ? HELPER_HEARTBEAT_S
-					     : beat);
+	cae__chan_heartbeat(b->cfg, hb, sizeof(hb));
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	/* another instance's container runs nothing of ours (it is "not found" to us) */
 	json_t *ci = NULL;

@@ -85,7 +85,6 @@
 #define DELETE_TIMEOUT_MS 120000
 #define OPEN_TIMEOUT_MS 30000
 #define HELPER_OPEN_TIMEOUT_MS 10000
-#define HELPER_HEARTBEAT_S 10
 #define STOP_TIMEOUT_MS 10000 /* cleanup: a graceful stop of at most 10 s, then the kill */
 #define STATS_TIMEOUT_MS 10000
 
@@ -474,13 +473,7 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	char name[160], hb[16];
 	snprintf(name, sizeof(name), "%s",
 		 json_string_value(json_object_get(json_object_get(pod, "metadata"), "name")));
-	/* well within the helper's lifetime, so that a live manager always keeps its pod */
-	int life = b->cfg->command_executor.docker.helper_lifetime_seconds;
-	int beat = life > 0 ? life / 3 : HELPER_HEARTBEAT_S;
-	snprintf(hb, sizeof(hb), "%d",
-		 beat < 1		     ? 1
-		 : beat > HELPER_HEARTBEAT_S ? HELPER_HEARTBEAT_S
-					     : beat);
+	cae__chan_heartbeat(b->cfg, hb, sizeof(hb));
 	const char *argv[] = {HELPER_PATH, "--stream", "--heartbeat", hb, NULL};
 	cae_k8s_stream *st = NULL;
 	cae_error e = {0};

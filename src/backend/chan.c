@@ -17,6 +17,7 @@
 
 /* The longest credential target ("host user forge") an environment may record. */
 #define TARGET_MAX 399
+#define CHAN_HEARTBEAT_MAX_S 10 /* a stream helper's heartbeat, at most (cae__chan_heartbeat) */
 
 static void chan_free(cae_chan *c)
 {
@@ -335,4 +336,11 @@ int cae__chan_fs(cae_chan_table *t, const char *uuid, const cae_fs_request *q, c
 		return r;
 	r = cae_helper_mux_fs(c->m, q, rep, err);
 	return helper_done(t, uuid, c, r, err);
+}
+
+void cae__chan_heartbeat(const cae_config *cfg, char *out, size_t size)
+{
+	int life = cfg->command_executor.docker.helper_lifetime_seconds;
+	int beat = life > 0 ? life / 3 : CHAN_HEARTBEAT_MAX_S;
+	snprintf(out, size, "%d", MAX(1, MIN(beat, CHAN_HEARTBEAT_MAX_S)));
 }

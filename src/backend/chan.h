@@ -61,6 +61,11 @@ typedef struct cae_chan_ops {
 	bool reopen_plain;
 } cae_chan_ops;
 
+/* The heartbeat interval (seconds, as text for the helper's --heartbeat) of a stream helper
+ * whose idle lifetime is cfg's docker.helper_lifetime_seconds: well within it, so that a
+ * live manager always keeps its container or pod; at most 10 s, at least 1. */
+void cae__chan_heartbeat(const cae_config *cfg, char *out, size_t size);
+
 /* One backend's channels. */
 typedef struct cae_chan_table {
 	cae_backend *b;
