@@ -236,10 +236,17 @@ static void probe_engine(struct docker_impl *di)
 		return;
 	pthread_mutex_lock(&di->lock);
 	di->ncpu = (int)json_integer_value(json_object_get(info, "NCPU"));
-	snprintf(di->driver, sizeof(di->driver), "%s",
-		 json_string_value(json_object_get(info, "Driver"))
-		     ? json_string_value(json_object_get(info, "Driver"))
-		     : "");
+	const char *backing;
+	snprintf(di->driver, sizeof(di->driver), "%s", cae__docker_driver(info, &backing));
+	snprintf(di->backing, sizeof(di->backing), "%s", backing);
+	di->probed = true;
+	pthread_mutex_unlock(&di->lock);
+	json_decref(info);
+}
+
+const char *cae__docker_driver(json_t *info, const char **backing)
+{
+	*backing = "";
 	size_t i;
 	json_t *kv;
 	json_array_foreach(json_object_get(info, "DriverStatus"), i, kv)
@@ -247,21 +254,23 @@ static void probe_engine(struct docker_impl *di)
 		const char *k = json_string_value(json_array_get(kv, 0));
 		const char *v = json_string_value(json_array_get(kv, 1));
 		if (k && v && strcmp(k, "Backing Filesystem") == 0)
-			snprintf(di->backing, sizeof(di->backing), "%s", v);
+			*backing = v;
 	}
-	di->probed = true;
-	pthread_mutex_unlock(&di->lock);
-	json_decref(info);
+	const char *driver = json_string_value(json_object_get(info, "Driver"));
+	return driver ? driver : "";
 }
 
-/* True when the storage driver takes a size option (overlay2 only on xfs with pquota, which
- * cannot be seen from here: tried, and dropped with a warning when the engine refuses). */
+bool cae__docker_driver_sized(const char *driver, const char *backing)
+{
+	if (strcmp(driver, "overlay2") == 0)
+		return strcmp(backing, "xfs") == 0;
+	return strcmp(driver, "btrfs") == 0 || strcmp(driver, "zfs") == 0 ||
+	       strcmp(driver, "devicemapper") == 0 || strcmp(driver, "windowsfilter") == 0;
+}
+
 static bool disk_limit_supported(struct docker_impl *di)
 {
-	if (strcmp(di->driver, "overlay2") == 0)
-		return strcmp(di->backing, "xfs") == 0;
-	return strcmp(di->driver, "btrfs") == 0 || strcmp(di->driver, "zfs") == 0 ||
-	       strcmp(di->driver, "devicemapper") == 0 || strcmp(di->driver, "windowsfilter") == 0;
+	return cae__docker_driver_sized(di->driver, di->backing);
 }
 
 /* The context of the exec callback of the shared prepare steps (clone, dependencies). */

@@ -370,6 +370,14 @@ int cae__k8s_pool_claim(cae_backend *b, const char *key, json_t *patch, char *na
  * text ("pid N (comm), ..."; at most 8 counted). */
 int cae__sandbox_holders(const char *workspace_root, char *text, size_t size);
 
+/* An engine's storage driver from its GET /info (borrowed from info; "" when not said) and,
+ * in *backing, the file system under it ("" when not said); whether that driver takes a size
+ * option, so that disk_limit bounds a container (overlay2 only on xfs with pquota, which
+ * cannot be seen from here: tried, and dropped with a warning when the engine refuses). In
+ * backend-docker.c; cae doctor says the same. */
+const char *cae__docker_driver(json_t *info, const char **backing);
+bool cae__docker_driver_sized(const char *driver, const char *backing);
+
 /* The process preparing an environment (src/backend/preparer.c). The label names this
  * process: "<boot id>/<pid namespace>/<pid>/<start time>", at most CAE_PREPARER_MAX bytes
  * with the NUL. Alive: on this host and PID namespace, /proc/<pid> is still that process;

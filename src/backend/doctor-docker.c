@@ -3,6 +3,7 @@
  * cae-helper-static, and the image of every configured environment. */
 #include "backend/doctor.h"
 
+#include "backend/backend-internal.h"
 #include "backend/diskfs.h"
 #include "cae/docker.h"
 #include "cae/helper.h"
@@ -27,23 +28,11 @@ static void check_storage(const cae_config *cfg, cae_docker *d, json_t *checks)
 				"GET /info failed: %s", err.message);
 		return;
 	}
-	const char *driver = json_string_value(json_object_get(info, "Driver"));
-	const char *backing = "";
-	size_t i;
-	json_t *kv;
-	json_array_foreach(json_object_get(info, "DriverStatus"), i, kv)
-	{
-		const char *k = json_string_value(json_array_get(kv, 0));
-		const char *v = json_string_value(json_array_get(kv, 1));
-		if (k && v && strcmp(k, "Backing Filesystem") == 0)
-			backing = v;
-	}
-	if (!driver)
+	const char *backing;
+	const char *driver = cae__docker_driver(info, &backing);
+	bool sized = cae__docker_driver_sized(driver, backing);
+	if (!*driver)
 		driver = "(unknown)";
-	bool sized = strcmp(driver, "overlay2") == 0
-			 ? strcmp(backing, "xfs") == 0
-			 : strcmp(driver, "btrfs") == 0 || strcmp(driver, "zfs") == 0 ||
-			       strcmp(driver, "devicemapper") == 0;
 	bool local = strncmp(cae_docker_host(d), "unix://", 7) == 0;
 	bool loopfs = local && cae__diskfs_usable(NULL) == 0;
 	bool off = cfg->command_executor.docker.resources.disk_bytes == 0;
