@@ -2073,6 +2073,9 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 		json_object_del(labels, LABEL_CREATED);
 		json_object_del(labels, LABEL_PREPARER);
 		json_object_del(labels, LABEL_GIT_CREDENTIAL);
+		/* nor are the warnings of a prepare: some are said once per engine and process
+		 * (images.c), so they would make the same pool's key differ between calls */
+		json_object_del(labels, LABEL_WARNINGS);
 		/* the helper uploaded is part of the container too */
 		if (cae__pool_key(b, *body, dp->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");

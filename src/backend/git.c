@@ -126,6 +126,8 @@ int cae__git_clone_source(const cae_config *cfg, const cae_task *task, char **ur
 	*token = NULL;
 	*user = NULL;
 	const char *platform = task->platform;
+	if (!task->repo && (!task->owner || !task->name))
+		return cae_error_set(err, -EINVAL, "the task names no repository");
 	if (task->repo) {
 		if (is_local_path(task->repo)) {
 			char real[PATH_MAX];

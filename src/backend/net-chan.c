@@ -24,7 +24,17 @@ char *cae__net_forge(const cae_config *cfg, const cae_task *task)
 {
 	_cleanup_free_ char *url = NULL;
 	const char *token = NULL, *user = NULL;
-	if (cae__git_clone_source(cfg, task, &url, &token, &user, NULL) < 0 || !url)
+	/* a warm pool's container is made for no task (its forge is recorded when claimed); a
+	 * GitLab project named by owner and name is on gitlab.api_url's host (no API request
+	 * for its path here) */
+	if (!task || (!task->repo && (!task->owner || !task->name)))
+		return NULL;
+	if (!task->repo && task->platform && strcmp(task->platform, "gitlab") == 0)
+		url =
+		    strdup(cfg->gitlab.api_url ? cfg->gitlab.api_url : "https://gitlab.com/api/v4");
+	else if (cae__git_clone_source(cfg, task, &url, &token, &user, NULL) < 0)
+		return NULL;
+	if (!url)
 		return NULL;
 	int port;
 	const char *p;
