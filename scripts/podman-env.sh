@@ -147,6 +147,12 @@ start_service() {
     # a service of ours that read an older file is restarted
     stop_service
   fi
+  # conmon starts no container for a service whose working directory was removed (a
+  # checkout it was started from): such a service is restarted, and one is started in /
+  if our_service && case "$(readlink "/proc/$(cat "$PIDFILE")/cwd")" in *" (deleted)") true ;; *) false ;; esac; then
+    say "podman system service's working directory is gone; restarting"
+    stop_service
+  fi
   answers && return 0
   if our_service; then
     say "podman system service is running (pid $(cat "$PIDFILE")) but does not answer; restarting"
@@ -156,7 +162,7 @@ start_service() {
   local t0; t0=$(now)
   say "starting podman system service on unix://$SOCK (log: $LOG)"
   # setsid: the service outlives this script; 9>&-: it must not hold this script's lock.
-  setsid podman system service --time=0 "unix://$SOCK" </dev/null >>"$LOG" 2>&1 9>&- &
+  (cd / && exec setsid podman system service --time=0 "unix://$SOCK" </dev/null >>"$LOG" 2>&1 9>&-) &
   echo $! >"$PIDFILE"
   local deadline=$(( $(date +%s) + 60 ))
   while ! answers; do
