@@ -12,7 +12,8 @@
 # default bridge network does not exist. Images are cached between runs (see
 # scripts/build-images.sh), so `up` takes about a second when everything is in place.
 #
-# Environment: CAE_TEST_IMAGES (default "python") names the language images the tests need;
+# Environment: CAE_TEST_IMAGES (default "python go": the go image for the real-project corpus,
+# ~40 s on the shared base) names the language images the tests need;
 # CAE_DOCKERD_LOG overrides the engine's log file; CAE_DOCKERD_ROOT=DIR runs a private engine
 # beside the system one, its data, exec root, pid files and log under DIR (use it with
 # DOCKER_HOST=unix://DIR/docker.sock).
@@ -42,7 +43,7 @@ elif [ -w /var/log ]; then
 else
   LOG=${TMPDIR:-/tmp}/cae-dockerd.log
 fi
-IMAGES=${CAE_TEST_IMAGES:-python}
+IMAGES=${CAE_TEST_IMAGES:-python go}
 
 say() { echo "docker-env: $*" >&2; }
 now() { date +%s.%N; }

@@ -13,8 +13,10 @@
 //   - golang-github-cespare-xxhash (Go module without dependencies, `go test`);
 //   - bzip2 (C, make: builds and compresses/decompresses its samples, `make test`).
 // local: all four (needs golang-go, scripts/install-deps.sh); docker: colorama and bzip2
-// (the python image has Python, make and gcc; there is no node or go image to spare the
-// time of building one); kubernetes: colorama (the pod clones from the loopback server).
+// (the python image has Python, make and gcc) and xxhash (the go image, which
+// scripts/docker-env.sh builds for it: ~40 s on the shared base; there is no node image,
+// to spare the minutes of building one); kubernetes: colorama (the pod clones from the
+// loopback server).
 //
 // Every check fails when the workflow breaks: tests that ran (a count or named results) and
 // fail when the editor breaks the code (they test the workspace, not an installed copy); the
@@ -88,7 +90,7 @@ const PROJECTS = {
     patched: /(^|\n)corpus-roundtrip-ok\n$/,
   },
 };
-const ON = { local: Object.keys(PROJECTS), docker: ["python-colorama", "bzip2"], kubernetes: ["python-colorama"] };
+const ON = { local: Object.keys(PROJECTS), docker: ["python-colorama", "bzip2", "golang-github-cespare-xxhash"], kubernetes: ["python-colorama"] };
 // CAE_CORPUS_PROJECTS=a,b: only those (to look at one)
 const names = ON[backend].filter((n) => !process.env.CAE_CORPUS_PROJECTS || process.env.CAE_CORPUS_PROJECTS.split(",").includes(n));
 
@@ -164,7 +166,8 @@ async function project(pkg) {
     await client.connect(transport);
     const task = { uuid, repo: `${httpUrl}${pkg}.git`, platform: "github" };
     if (p.pr) Object.assign(task, { kind: "pull_request", branch: p.pr.branch, target_branch: "main" });
-    let r = await call("environment_prepare", { task, environment: backend === "local" ? p.env : "python" });
+    // every project in its own environment (its image on docker; colorama on kubernetes is python)
+    let r = await call("environment_prepare", { task, environment: p.env });
     if (!check(r.isError !== true && sc(r).status === "ready", `${L}: environment_prepare`, r)) return;
     if (p.pr) {
       r = await sh("git rev-parse HEAD; git diff --name-only origin/main...HEAD");
