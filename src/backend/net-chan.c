@@ -24,6 +24,9 @@ char *cae__net_forge(const cae_config *cfg, const cae_task *task)
 {
 	_cleanup_free_ char *url = NULL;
 	const char *token = NULL, *user = NULL;
+	/* a warm pool's spec has no task (no repository, owner or name): no forge */
+	if (!task->repo && (!task->owner || !task->name))
+		return NULL;
 	if (cae__git_clone_source(cfg, task, &url, &token, &user, NULL) < 0 || !url)
 		return NULL;
 	int port;
