@@ -650,7 +650,9 @@ static void task_records(cae_backend *b, const char *name, char **target, char *
 	bool pool = label(labels, CAE_POOL_LABEL) != NULL;
 	*target = v ? strdup(v) : pool ? claimed_record(b, name, CAE_POOL_CLAIM_CREDENTIAL) : NULL;
 	bool netted = cae__net_none(b->cfg, "docker") || cae_net_config_filtered(b->cfg);
-	*forge = f ? strdup(f) : pool && netted ? claimed_record(b, name, CAE_POOL_CLAIM_FORGE) : NULL;
+	*forge = f		  ? strdup(f)
+		 : pool && netted ? claimed_record(b, name, CAE_POOL_CLAIM_FORGE)
+				  : NULL;
 	json_decref(c);
 }
 

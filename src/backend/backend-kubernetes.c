@@ -758,12 +758,13 @@ static int deny_egress(cae_prepare *p, cae_error *err)
 				     name, ki->ns, e.message);
 	bool host = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_HOST;
 	if (r < 0)
-		snprintf(msg, sizeof(msg),
-			 "the pod's egress is not denied: NetworkPolicy %s could not be made (it "
-			 "needs networkpolicies create and delete in namespace %s): %.512s. Commands "
-			 "get cae's proxy (the pod's helper carries it over the exec stream), but "
-			 "a program that ignores the proxy variables keeps the cluster's network",
-			 name, ki->ns, e.message);
+		snprintf(
+		    msg, sizeof(msg),
+		    "the pod's egress is not denied: NetworkPolicy %s could not be made (it "
+		    "needs networkpolicies create and delete in namespace %s): %.512s. Commands "
+		    "get cae's proxy (the pod's helper carries it over the exec stream), but "
+		    "a program that ignores the proxy variables keeps the cluster's network",
+		    name, ki->ns, e.message);
 	else
 		snprintf(msg, sizeof(msg),
 			 "NetworkPolicy %s denies the pod's egress (its way out is cae's proxy, "
@@ -771,11 +772,10 @@ static int deny_egress(cae_prepare *p, cae_error *err)
 			 "NetworkPolicy applies it%s: cae cannot tell whether this cluster's does; "
 			 "where it does not, a program that ignores the proxy variables keeps the "
 			 "cluster's network",
-			 name, host ? ", and none does for a pod on the host's network (mode host)"
-				    : "");
-	cae__prepare_warn(p, r < 0 ? "kubernetes.network_policy_failed"
-				   : "kubernetes.egress_unenforced",
-			  msg);
+			 name,
+			 host ? ", and none does for a pod on the host's network (mode host)" : "");
+	cae__prepare_warn(
+	    p, r < 0 ? "kubernetes.network_policy_failed" : "kubernetes.egress_unenforced", msg);
 	return 0;
 }
 

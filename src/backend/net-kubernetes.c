@@ -57,12 +57,12 @@ int cae__k8s_egress_create(cae_k8s *k, const char *ns, const char *name, const c
 	char value[64];
 	cae__k8s_egress_label(name, value, sizeof(value));
 	_cleanup_free_ char *path = policy_path(ns, NULL);
-	json_t *np = json_pack(
-	    "{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:{s:{s:s}}, s:[s], s:[]}}",
-	    "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy", "metadata", "name",
-	    name, "labels", "cae.task", "1", CAE_LABEL_INSTANCE, instance, "annotations",
-	    "cae.task_uuid", uuid, "spec", "podSelector", "matchLabels", CAE_K8S_EGRESS_LABEL,
-	    value, "policyTypes", "Egress", "egress");
+	json_t *np =
+	    json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}, s:{s:s}}, s:{s:{s:{s:s}}, s:[s], s:[]}}",
+		      "apiVersion", "networking.k8s.io/v1", "kind", "NetworkPolicy", "metadata",
+		      "name", name, "labels", "cae.task", "1", CAE_LABEL_INSTANCE, instance,
+		      "annotations", "cae.task_uuid", uuid, "spec", "podSelector", "matchLabels",
+		      CAE_K8S_EGRESS_LABEL, value, "policyTypes", "Egress", "egress");
 	int r = !path || !np ? cae_error_set(err, -ENOMEM, "out of memory")
 			     : cae_k8s_call(k, "POST", path, np, NULL, err);
 	json_decref(np);
