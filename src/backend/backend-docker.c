@@ -2074,9 +2074,14 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 		json_object_del(labels, LABEL_CREATED);
 		json_object_del(labels, LABEL_PREPARER);
 		json_object_del(labels, LABEL_GIT_CREDENTIAL);
-		/* the helper uploaded is part of the container too */
-		if (cae__pool_key(b, *body, dp->helper, key) < 0)
+		/* the helper uploaded is part of the container too; the warnings are not (an
+		 * engine-wide one is said once per process: the fill's spec has it, the status's
+		 * and the claim's not, which gave the same container two keys) */
+		json_t *keyed = json_deep_copy(*body);
+		json_object_del(json_object_get(keyed, "Labels"), LABEL_WARNINGS);
+		if (!keyed || cae__pool_key(b, keyed, dp->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
+		json_decref(keyed);
 		*helper = TAKE_PTR(dp->helper);
 	}
 	if (r < 0) {
