@@ -52,8 +52,7 @@ static void *serve_one(void *arg)
 			/* the request's head, up to its empty line */
 			char h[4096];
 			size_t n = 0;
-			while (n < sizeof(h) &&
-			       (n < 4 || memcmp(h + n - 4, "\r\n\r\n", 4) != 0) &&
+			while (n < sizeof(h) && (n < 4 || memcmp(h + n - 4, "\r\n\r\n", 4) != 0) &&
 			       read(c, h + n, 1) == 1)
 				n++;
 			char head[128];
@@ -201,8 +200,8 @@ static int container_bench(const char *build, int port)
 		return -1;
 	}
 	snprintf(uuid, sizeof(uuid), "bench-net-%d", (int)getpid());
-	snprintf(env, sizeof(env), "CAE_CONFIG=%s/net.yaml CAE_STATE_DIR=%s/state %s/cae", dir,
-		 dir, build);
+	snprintf(env, sizeof(env), "CAE_CONFIG=%s/net.yaml CAE_STATE_DIR=%s/state %s/cae", dir, dir,
+		 build);
 	snprintf(cmd, sizeof(cmd),
 		 "set -e; cd %s; printf 'command_executor:\n  backend: docker\n  docker:\n"
 		 "    network:\n      whitelist_mode: true\n"
@@ -211,8 +210,10 @@ static int container_bench(const char *build, int port)
 		 "git -c user.name=b -c user.email=b@b commit -qm b",
 		 dir);
 	int r = bench_sh(cmd);
-	snprintf(cmd, sizeof(cmd), "%s prepare --backend docker --repo %s/repo --uuid %s "
-		 ">%s/prep.json 2>&1", env, dir, uuid, dir);
+	snprintf(cmd, sizeof(cmd),
+		 "%s prepare --backend docker --repo %s/repo --uuid %s "
+		 ">%s/prep.json 2>&1",
+		 env, dir, uuid, dir);
 	if (r != 0 || bench_sh(cmd) != 0) {
 		snprintf(cmd, sizeof(cmd), "cat %s/prep.json >&2", dir);
 		bench_sh(cmd);
@@ -227,11 +228,12 @@ static int container_bench(const char *build, int port)
 			 port);
 		bd[i] = curl_mbps(cmd, false);
 		/* (NO_PROXY names localhost: --noproxy '' lifts it for this one) */
-		snprintf(cmd, sizeof(cmd),
-			 "%s exec --backend docker --uuid %s --timeout 300 -- curl -sS -o /dev/null "
-			 "-w '%%{speed_download}' --noproxy '' -p -x http://127.0.0.1:3128 "
-			 "http://localhost:%d/bulk 2>/dev/null",
-			 env, uuid, port);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "%s exec --backend docker --uuid %s --timeout 300 -- curl -sS -o /dev/null "
+		    "-w '%%{speed_download}' --noproxy '' -p -x http://127.0.0.1:3128 "
+		    "http://localhost:%d/bulk 2>/dev/null",
+		    env, uuid, port);
 		bc[i] = curl_mbps(cmd, true);
 		if (bd[i] <= 0 || bc[i] <= 0)
 			r = -1;
@@ -239,10 +241,11 @@ static int container_bench(const char *build, int port)
 	if (r == 0) {
 		qsort(bd, 5, sizeof(double), cmp_double);
 		qsort(bc, 5, sizeof(double), cmp_double);
-		printf("100 MB download by curl (median of 5): on this host direct %.0f MiB/s, in a "
-		       "docker container (network none) through the helper's stream and the proxy "
-		       "%.0f MiB/s: %.2fx (target >= 0.8x)\n",
-		       bd[2], bc[2], bc[2] / bd[2]);
+		printf(
+		    "100 MB download by curl (median of 5): on this host direct %.0f MiB/s, in a "
+		    "docker container (network none) through the helper's stream and the proxy "
+		    "%.0f MiB/s: %.2fx (target >= 0.8x)\n",
+		    bd[2], bc[2], bc[2] / bd[2]);
 	}
 	snprintf(cmd, sizeof(cmd), "%s cleanup --backend docker %s >/dev/null 2>&1; rm -rf %s", env,
 		 uuid, dir);
