@@ -1584,6 +1584,7 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 		json_object_del(labels, L_UUID);
 		json_object_del(labels, L_PHASE);
 		json_object_del(labels, L_CREATED);
+		json_object_del(labels, CAE_K8S_EGRESS_LABEL); /* the claim's patch sets it */
 		json_object_del(ann, A_UUID);
 		json_object_del(ann, A_CREATED);
 		json_object_del(ann, A_WARNINGS);
