@@ -221,6 +221,9 @@ typedef struct cae_config {
 							 * false (clusters that refuse root
 							 * containers): not enforced for commands,
 							 * with a warning */
+			bool require_network_policy;	/* false: a pod's NetworkPolicy that could
+							 * not be made is a warning; true: a
+							 * failed prepare */
 		} kubernetes;
 		struct {
 			bool shallow;		/* true */

@@ -623,11 +623,12 @@ static bool has_helper(cae_backend *b, const char *name)
 	return h;
 }
 
-/* A container claimed from the warm pool keeps its task's credential target in a file of
- * root's that the claim wrote (the user can read it, not change it); NULL: none. */
-static char *claimed_credential(cae_backend *b, const char *name)
+/* A container claimed from the warm pool keeps its task's credential target and forge in
+ * files of root's that the claim wrote (the user can read them, not change them): path's
+ * text; NULL: none. */
+static char *claimed_record(cae_backend *b, const char *name, const char *path)
 {
-	const char *argv[] = {"cat", CAE_POOL_CLAIM_CREDENTIAL, NULL};
+	const char *argv[] = {"cat", path, NULL};
 	cae_docker_exec_spec spec = {.argv = argv,
 				     .user = "0:0",
 				     .raw = true,
@@ -643,32 +644,24 @@ static char *claimed_credential(cae_backend *b, const char *name)
 	return v;
 }
 
-/* A label of the container, new; NULL: none. */
-static char *container_label(cae_backend *b, const char *name, const char *key)
+/* Where a push from the container may authenticate ("host user forge") and the forge rule's
+ * "host:port" (net-local.h): their labels, or the claim's files for one from the warm pool
+ * (the forge only when it matters: a network none or filtered); new, NULL: none. */
+static void task_records(cae_backend *b, const char *name, char **target, char **forge)
 {
+	*target = *forge = NULL;
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
-		return NULL;
-	const char *v = label(json_object_get(json_object_get(c, "Config"), "Labels"), key);
-	char *s = v ? strdup(v) : NULL;
-	json_decref(c);
-	return s;
-}
-
-/* Where a push from the container may authenticate ("host user forge", its label, or the
- * claim's file for one from the warm pool), new; NULL: nowhere. */
-static char *credential_target(cae_backend *b, const char *name)
-{
-	json_t *c = NULL;
-	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
-		return NULL;
+		return;
 	json_t *labels = json_object_get(json_object_get(c, "Config"), "Labels");
-	const char *v = label(labels, LABEL_GIT_CREDENTIAL);
-	char *target = v			       ? strdup(v)
-		       : label(labels, CAE_POOL_LABEL) ? claimed_credential(b, name)
-						       : NULL;
+	const char *v = label(labels, LABEL_GIT_CREDENTIAL), *f = label(labels, LABEL_FORGE);
+	bool pool = label(labels, CAE_POOL_LABEL) != NULL;
+	*target = v ? strdup(v) : pool ? claimed_record(b, name, CAE_POOL_CLAIM_CREDENTIAL) : NULL;
+	bool netted = cae__net_none(b->cfg, "docker") || cae_net_config_filtered(b->cfg);
+	*forge = f		  ? strdup(f)
+		 : pool && netted ? claimed_record(b, name, CAE_POOL_CLAIM_FORGE)
+				  : NULL;
 	json_decref(c);
-	return target;
 }
 
 /* The channel to uuid's helper (cae_chan_ops.open): a stream, or none with why set when the
@@ -700,9 +693,9 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 		return r;
 	cae_error e = {0};
 	if (mux_over(st, &c->m, &e) == 0) {
-		_cleanup_free_ char *target = credential_target(b, name);
+		_cleanup_free_ char *target = NULL;
+		task_records(b, name, &target, &c->forge);
 		cae__chan_credentials(c, target);
-		c->forge = container_label(b, name, LABEL_FORGE);
 	} else {
 		c->m = NULL;
 		if (has_helper(b, name))
@@ -1643,25 +1636,34 @@ struct root_upload {
 	const char *names;
 	bool record;
 	const char *credential;
+	const char *forge;
 	const struct bytes *tail; /* a checked tar (cae__tar_confined) after ours, or NULL */
 };
 
-/* The claim's record, root's: the directory and its credential target. */
-static int write_record(int fd, const struct root_upload *u)
+/* One file of the claim's record, root's, with text. */
+static int write_record_file(int fd, const char *path, const char *text)
 {
-	int r = write_tar_entry(fd, &CAE_POOL_CLAIM_DIR[1], '5', 0755, 0, "root", -1, 0);
-	if (r < 0 || !u->credential)
-		return r;
 	_cleanup_close_ int m = memfd_create("cae-claim", MFD_CLOEXEC);
-	size_t n = strlen(u->credential);
+	size_t n = strlen(text);
+	int r;
 	if (m < 0)
 		return -errno;
-	if ((r = cae__write_all(m, u->credential, n)) < 0)
+	if ((r = cae__write_all(m, text, n)) < 0)
 		return r;
 	if (lseek(m, 0, SEEK_SET) < 0)
 		return -errno;
-	return write_tar_entry(fd, &CAE_POOL_CLAIM_CREDENTIAL[1], '0', 0644, 0, "root", m,
-			       (uint64_t)n);
+	return write_tar_entry(fd, &path[1], '0', 0644, 0, "root", m, (uint64_t)n);
+}
+
+/* The claim's record, root's: the directory, its credential target and its forge. */
+static int write_record(int fd, const struct root_upload *u)
+{
+	int r = write_tar_entry(fd, &CAE_POOL_CLAIM_DIR[1], '5', 0755, 0, "root", -1, 0);
+	if (r == 0 && u->credential)
+		r = write_record_file(fd, CAE_POOL_CLAIM_CREDENTIAL, u->credential);
+	if (r == 0 && u->forge)
+		r = write_record_file(fd, CAE_POOL_CLAIM_FORGE, u->forge);
+	return r;
 }
 
 /* The directories on the way to each kept path, from /workspace down, as root's with mode
@@ -1807,7 +1809,8 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
 	const cae_config_strlist *pp = &p->b->cfg->command_executor.protected_paths;
-	struct root_upload ru = {.record = dp->claimed, .credential = dp->git_credential};
+	struct root_upload ru = {
+	    .record = dp->claimed, .credential = dp->git_credential, .forge = dp->pc.forge};
 	if (!pp->n)
 		return ru.record ? put_tar(p->b, dp->id, "/", "the claim's record", write_ancestors,
 					   &ru, err)
@@ -2073,12 +2076,14 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
 		json_object_del(labels, LABEL_CREATED);
 		json_object_del(labels, LABEL_PREPARER);
 		json_object_del(labels, LABEL_GIT_CREDENTIAL);
-		/* nor are the warnings of a prepare: some are said once per engine and process
-		 * (images.c), so they would make the same pool's key differ between calls */
-		json_object_del(labels, LABEL_WARNINGS);
-		/* the helper uploaded is part of the container too */
-		if (cae__pool_key(b, *body, dp->helper, key) < 0)
+		/* the helper uploaded is part of the container too; the warnings are not (an
+		 * engine-wide one is said once per process: the fill's spec has it, the status's
+		 * and the claim's not, which gave the same container two keys) */
+		json_t *keyed = json_deep_copy(*body);
+		json_object_del(json_object_get(keyed, "Labels"), LABEL_WARNINGS);
+		if (!keyed || cae__pool_key(b, keyed, dp->helper, key) < 0)
 			r = cae_error_set(err, -ENOMEM, "out of memory");
+		json_decref(keyed);
 		*helper = TAKE_PTR(dp->helper);
 	}
 	if (r < 0) {

@@ -219,6 +219,8 @@ bool cae__docker_backend_available(const cae_config *cfg);
 #define CAE_POOL_CLAIM_DIR "/.cae-claim"
 /* the push-credential target of the task that claimed it (the label a cold prepare sets) */
 #define CAE_POOL_CLAIM_CREDENTIAL CAE_POOL_CLAIM_DIR "/git_credential"
+/* the forge rule's "host:port" of that task (the label cae.forge of a cold prepare) */
+#define CAE_POOL_CLAIM_FORGE CAE_POOL_CLAIM_DIR "/forge"
 #define CAE_POOL_KEY_MAX 17 /* 16 hex digits and the NUL */
 
 /* A pool member as the policy sees it: what the backend's list entry says. */

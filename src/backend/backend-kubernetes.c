@@ -545,7 +545,7 @@ static int k8s_fs(cae_backend *b, const char *uuid, const cae_fs_request *q, cae
 
 /* Deletes uuid's pod at once (grace 0: its commands are killed) and waits until the API
  * no longer has it, so that the name is free again. A missing pod is success. */
-static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
+static int remove_pod_only(cae_backend *b, const char *uuid, cae_error *err)
 {
 	struct k8s_impl *ki = impl_of(b);
 	char name[160], cold[160];
@@ -594,6 +594,17 @@ static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
 		if (pause_ms < 250)
 			pause_ms += 50;
 	}
+}
+
+/* The pod, then its NetworkPolicy (net-kubernetes.c; named as the cold pod). */
+static int remove_pod(cae_backend *b, const char *uuid, cae_error *err)
+{
+	int r = remove_pod_only(b, uuid, err);
+	if (r < 0)
+		return r;
+	char cold[160];
+	pod_name(cold, sizeof(cold), uuid);
+	return cae__k8s_egress_delete(impl_of(b)->k, impl_of(b)->ns, cold, err);
 }
 
 static int main_ended(json_t *pod, void *ud, cae_error *err)
@@ -717,13 +728,47 @@ static int k8s_validate(cae_prepare *p, cae_error *err)
 			    "protect_with_root_sidecar is false, so nothing in the pod can give "
 			    "them to root");
 	}
-	if (cae_net_config_filtered(cfg))
-		cae__prepare_warn(
-		    p, "kubernetes.egress_unenforced",
-		    "command_executor.docker.network is filtered: commands get cae's "
-		    "proxy (the pod's helper carries it over the exec stream), but the "
-		    "pod keeps the cluster's network: a program that ignores the proxy "
-		    "variables is not stopped (cae makes no NetworkPolicy)");
+	return 0;
+}
+
+/* The NetworkPolicy denying the pod's egress (net-kubernetes.c), before the pod, and what
+ * holds said in the warnings: without it (no permission), the pod keeps the cluster's
+ * network, a failed prepare only when kubernetes.require_network_policy says so. */
+static int deny_egress(cae_prepare *p, cae_error *err)
+{
+	const cae_config *cfg = p->b->cfg;
+	struct k8s_impl *ki = impl_of(p->b);
+	if (!cae__k8s_egress_denied(cfg))
+		return 0;
+	char name[160], msg[2048];
+	pod_name(name, sizeof(name), p->task->uuid);
+	cae_error e = {0};
+	int r = cae__k8s_egress_create(ki->k, ki->ns, name, p->task->uuid, p->b->instance, &e);
+	if (r < 0 && cfg->command_executor.kubernetes.require_network_policy)
+		return cae_error_set(err, r,
+				     "NetworkPolicy %s (kubernetes.require_network_policy; needs "
+				     "networkpolicies create and delete in namespace %s): %s",
+				     name, ki->ns, e.message);
+	bool host = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_HOST;
+	if (r < 0)
+		snprintf(
+		    msg, sizeof(msg),
+		    "the pod's egress is not denied: NetworkPolicy %s could not be made (it "
+		    "needs networkpolicies create and delete in namespace %s): %.512s. Commands "
+		    "get cae's proxy (the pod's helper carries it over the exec stream), but "
+		    "a program that ignores the proxy variables keeps the cluster's network",
+		    name, ki->ns, e.message);
+	else
+		snprintf(msg, sizeof(msg),
+			 "NetworkPolicy %s denies the pod's egress (its way out is cae's proxy, "
+			 "over the helper's exec stream), but only a network plugin that enforces "
+			 "NetworkPolicy applies it%s: cae cannot tell whether this cluster's does; "
+			 "where it does not, a program that ignores the proxy variables keeps the "
+			 "cluster's network",
+			 name,
+			 host ? ", and none does for a pod on the host's network (mode host)" : "");
+	cae__prepare_warn(
+	    p, r < 0 ? "kubernetes.network_policy_failed" : "kubernetes.egress_unenforced", msg);
 	return 0;
 }
 
@@ -834,6 +879,11 @@ static json_t *pod_spec(cae_prepare *p)
 		json_object_set_new(labels, L_UUID, json_string(p->task->uuid));
 	if (label_value_ok(p->environment))
 		json_object_set_new(labels, L_ENV, json_string(p->environment));
+	if (cae__k8s_egress_denied(cfg)) {
+		char egress[64];
+		cae__k8s_egress_label(name, egress, sizeof(egress));
+		json_object_set_new(labels, CAE_K8S_EGRESS_LABEL, json_string(egress));
+	}
 	json_t *ann = json_pack("{s:s, s:s, s:s, s:s, s:s}", A_UUID, p->task->uuid, A_ENV,
 				p->environment, A_CREATED, p->created_at, A_WARNINGS,
 				wtext ? wtext : "[]", A_PREPARER, preparer);
@@ -987,6 +1037,9 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 		    json_pack("{s:s}", "task_uuid", p->task->uuid),
 		    "the pod API has no pids limit (the kubelet's --pod-max-pids "
 		    "applies): command_executor.docker.resources.pids_limit not applied");
+	int r = deny_egress(p, err);
+	if (r < 0)
+		return r;
 	json_t *spec = pod_spec(p);
 	if (!spec)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -998,7 +1051,7 @@ static int k8s_create(cae_prepare *p, cae_error *err)
 	char name[160];
 	pod_name(name, sizeof(name), p->task->uuid);
 	int64_t t0 = cae__now_ms();
-	int r = cae_k8s_pod_create(ki->k, ki->ns, spec, NULL, err);
+	r = cae_k8s_pod_create(ki->k, ki->ns, spec, NULL, err);
 	json_decref(spec);
 	if (r < 0)
 		return cae_error_prefix(err, "create pod %s", name);
@@ -1524,6 +1577,7 @@ int cae__k8s_pool_spec(cae_backend *b, const char *environment, json_t **pod,
 		json_object_del(labels, L_UUID);
 		json_object_del(labels, L_PHASE);
 		json_object_del(labels, L_CREATED);
+		json_object_del(labels, CAE_K8S_EGRESS_LABEL); /* the claim's patch sets it */
 		json_object_del(ann, A_UUID);
 		json_object_del(ann, A_CREATED);
 		json_object_del(ann, A_WARNINGS);

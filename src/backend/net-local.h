@@ -48,4 +48,19 @@ json_t *cae__net_info(const cae_config *cfg, const char *backend, const cae_task
 cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char *uuid,
 				  const char *forge, const char *what, bool prepare);
 
+/* Kubernetes egress (net-kubernetes.c): the NetworkPolicy denying a pod's egress, one per
+ * pod, selecting the pods labelled CAE_K8S_EGRESS_LABEL with cae__k8s_egress_label(name).
+ * Whether cfg's kubernetes environments get one (a filtered network, or none). */
+#define CAE_K8S_EGRESS_LABEL "cae.egress"
+bool cae__k8s_egress_denied(const cae_config *cfg);
+/* The label value of the policy named name: name itself, or its hash when longer than 63. */
+void cae__k8s_egress_label(const char *name, char *buf, size_t size);
+/* Creates the policy name (the task's cold pod name) in ns; one already there is success.
+ * -EACCES: no permission (networkpolicies create in ns). */
+struct cae_k8s;
+int cae__k8s_egress_create(struct cae_k8s *k, const char *ns, const char *name, const char *uuid,
+			   const char *instance, cae_error *err);
+/* Deletes the policy name; none (or no permission to see one) is success. */
+int cae__k8s_egress_delete(struct cae_k8s *k, const char *ns, const char *name, cae_error *err);
+
 #endif

@@ -102,6 +102,10 @@ const struct cfg_doc cfg_docs[] = {
     {CE "kubernetes.protect_with_root_sidecar",
      "`protected_paths` are made root's by a short-lived root container of the pod; false "
      "(clusters that refuse root containers): not enforced for commands, with a warning."},
+    {CE "kubernetes.require_network_policy",
+     "A pod whose network is filtered or none gets a NetworkPolicy denying its egress (it "
+     "needs `networkpolicies` create and delete in the namespace); false: without that "
+     "permission the prepare warns (`kubernetes.network_policy_failed`); true: it fails."},
     {CE "clone", "How a task's repository is cloned."},
     {CE "clone.shallow", "Shallow clones."},
     {CE "clone.depth", "Their depth."},

@@ -133,6 +133,8 @@ const struct cfg_key cfg_keys[] = {
 	 pull_names, "IfNotPresent", NULL),
     BOOL(CE "kubernetes.protect_with_root_sidecar",
 	 command_executor.kubernetes.protect_with_root_sidecar, "true", NULL),
+    BOOL(CE "kubernetes.require_network_policy", command_executor.kubernetes.require_network_policy,
+	 "false", NULL),
     SECTION(CE "clone"),
     BOOL(CE "clone.shallow", command_executor.clone.shallow, "true", NULL),
     INT(CE "clone.depth", command_executor.clone.depth, 1, 1000000, "1", NULL),

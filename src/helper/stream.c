@@ -721,7 +721,9 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 			ret = -EPROTO;
 			break;
 		}
-		char *body = malloc(n ? n : 1);
+		/* (a tunnel's data in a reused buffer: tun.c) */
+		char *body = type == CAE_MUX_TUN_DATA && st.tun ? cae__tun_body(st.tun, n)
+								: malloc(n ? n : 1);
 		if (!body) {
 			ret = -ENOMEM;
 			break;
@@ -810,6 +812,11 @@ int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 			free(body);
 			break;
 		case CAE_MUX_TUN_DATA:
+			if (st.tun)
+				cae__tun_frame_body(st.tun, type, id, body, n);
+			else
+				free(body);
+			break;
 		case CAE_MUX_TUN_WINDOW:
 		case CAE_MUX_TUN_CLOSE:
 			if (st.tun)

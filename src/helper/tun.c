@@ -18,11 +18,16 @@
 
 /* Credit is returned once this much was written (or when nothing is left to write). */
 #define CREDIT_STEP (CAE_TUN_WINDOW / 4)
+/* Frame bodies of CAE_TUN_CHUNK kept for the channel's reader (cae__tun_body): a fresh
+ * allocation per frame is, under musl's allocator (the static helper), a mapping made and
+ * returned each time, with its page faults and TLB shootdowns across the tunnels' threads. */
+#define BODY_CACHE 16
 
 struct chunk {
 	struct chunk *next;
 	char *p;
 	size_t n, off;
+	bool pooled; /* p came from cae__tun_body: it may go back to the cache */
 };
 
 struct tun {
@@ -53,6 +58,8 @@ struct cae_tun_set {
 	struct tun *list;
 	int count;
 	bool ending;
+	char *cache[BODY_CACHE]; /* bodies of CAE_TUN_CHUNK bytes to reuse (under lock) */
+	int ncache;
 };
 
 static void wake(struct tun *t)
@@ -93,12 +100,32 @@ static struct tun *find_locked(cae_tun_set *s, uint32_t id)
 	return NULL;
 }
 
+/* A body done with (s->lock held): back to the cache when it came from it and there is
+ * room, else freed. */
+static void body_put_locked(cae_tun_set *s, char *p, bool pooled)
+{
+	if (p && pooled && !s->ending && s->ncache < BODY_CACHE)
+		s->cache[s->ncache++] = p;
+	else
+		free(p);
+}
+
+char *cae__tun_body(cae_tun_set *s, size_t n)
+{
+	if (n > CAE_TUN_CHUNK)
+		return malloc(n);
+	pthread_mutex_lock(&s->lock);
+	char *p = s->ncache ? s->cache[--s->ncache] : NULL;
+	pthread_mutex_unlock(&s->lock);
+	return p ? p : malloc(CAE_TUN_CHUNK);
+}
+
 static void free_chunks(struct tun *t)
 {
 	while (t->qhead) {
 		struct chunk *c = t->qhead;
 		t->qhead = c->next;
-		free(c->p);
+		body_put_locked(t->s, c->p, c->pooled);
 		free(c);
 	}
 	t->qtail = NULL;
@@ -140,7 +167,7 @@ static ssize_t drain_queue(struct tun *t)
 			t->qhead = c->next;
 			if (!t->qhead)
 				t->qtail = NULL;
-			free(c->p);
+			body_put_locked(s, c->p, c->pooled);
 			free(c);
 		}
 		pthread_mutex_unlock(&s->lock);
@@ -319,13 +346,13 @@ int cae__tun_start(cae_tun_set *s, uint32_t id, int fd, char open_type, const vo
 	return r;
 }
 
-void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n)
+static void frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n, bool pooled)
 {
 	pthread_mutex_lock(&s->lock);
 	struct tun *t = find_locked(s, id);
 	if (!t || t->closed || t->violated) {
+		body_put_locked(s, body, pooled);
 		pthread_mutex_unlock(&s->lock);
-		free(body);
 		return;
 	}
 	if (type == CAE_MUX_TUN_DATA) {
@@ -338,7 +365,7 @@ void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n
 			t->violated = true;
 			free(c);
 		} else {
-			*c = (struct chunk){.p = body, .n = n};
+			*c = (struct chunk){.p = body, .n = n, .pooled = pooled};
 			body = NULL;
 			if (t->qtail)
 				t->qtail->next = c;
@@ -359,8 +386,18 @@ void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n
 		t->closed = true;
 	}
 	wake(t);
+	body_put_locked(s, body, pooled);
 	pthread_mutex_unlock(&s->lock);
-	free(body);
+}
+
+void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n)
+{
+	frame(s, type, id, body, n, false);
+}
+
+void cae__tun_frame_body(cae_tun_set *s, char type, uint32_t id, char *body, size_t n)
+{
+	frame(s, type, id, body, n, true);
 }
 
 int cae__tun_count(cae_tun_set *s)
@@ -386,6 +423,8 @@ void cae__tun_set_free(cae_tun_set *s)
 	}
 	while (s->count > 0)
 		pthread_cond_wait(&s->cond, &s->lock);
+	while (s->ncache > 0)
+		free(s->cache[--s->ncache]);
 	pthread_mutex_unlock(&s->lock);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->cond);

@@ -35,6 +35,11 @@ uint32_t cae__tun_next_id(cae_tun_set *s);
 int cae__tun_start(cae_tun_set *s, uint32_t id, int fd, char open_type, const void *p, size_t n);
 /* A TUN_DATA, TUN_WINDOW or TUN_CLOSE frame from the peer (body taken over). Never blocks. */
 void cae__tun_frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n);
+/* A buffer for a frame body of n bytes (freed by free(), or handed to cae__tun_frame_body,
+ * which may keep it for the next): a reused one of CAE_TUN_CHUNK bytes when n fits. */
+char *cae__tun_body(cae_tun_set *s, size_t n);
+/* cae__tun_frame of a body from cae__tun_body. */
+void cae__tun_frame_body(cae_tun_set *s, char type, uint32_t id, char *body, size_t n);
 /* Tunnels open now. */
 int cae__tun_count(cae_tun_set *s);
 /* Ends every tunnel (sockets closed, nothing more sent), waits for their threads, frees.

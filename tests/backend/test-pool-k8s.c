@@ -99,10 +99,25 @@ static bool only_this(const char *uuid, void *ud)
 /* A claimed pod is the task's as a cold one would be: commands and the editor through its
  * helper, info and list from another process (which finds it by its uuid), no token in its
  * spec, the gc and cleanup remove it by the task's uuid. */
+/* The NetworkPolicy named name in namespace default, new; NULL: none. */
+static json_t *egress_policy(cae_k8s *k, const char *name)
+{
+	char path[256];
+	snprintf(path, sizeof(path),
+		 "/apis/networking.k8s.io/v1/namespaces/default/networkpolicies/%s", name);
+	json_t *np = NULL;
+	return cae_k8s_call(k, "GET", path, NULL, &np, NULL) == 0 ? np : NULL;
+}
+
 START_TEST(claimed_pod_is_the_tasks)
 {
 	cfg_seq = 3;
 	cae_config *cfg = pcfg("1", "600");
+	/* an allow-list: the claimed pod gets the NetworkPolicy denying its egress (the clone
+	 * goes through the proxy, to the loopback forge by allowed_addresses) */
+	bt_cfg_set(cfg, "command_executor.docker.network.whitelist_mode", "true");
+	bt_cfg_set(cfg, "command_executor.docker.network.allowed_domains", "allowed.test");
+	bt_cfg_set(cfg, "command_executor.docker.network.allowed_addresses", "127.0.0.1/32");
 	cae_backend *b = pbackend(cfg);
 	char pool_uid[128], pool_name[160];
 	bt_pool_filled(b, pool_uid, sizeof(pool_uid), pool_name, sizeof(pool_name));
@@ -115,11 +130,13 @@ START_TEST(claimed_pod_is_the_tasks)
 	ck_assert_ptr_null(strstr(text, git_token));
 	ck_assert_ptr_null(strstr(text, "cae.task_uuid"));
 	ck_assert_ptr_null(strstr(text, "cae.git_credential"));
+	ck_assert_ptr_null(strstr(text, "cae.egress"));
 	free(text);
 	json_decref(pod);
 
-	char uuid[64];
+	char uuid[64], cold[160];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	snprintf(cold, sizeof(cold), "coding-agent-exec-%s", uuid);
 	cae_env_info info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info.container_id, pool_uid);
 	ck_assert_str_eq(info.status, "ready");
@@ -129,6 +146,18 @@ START_TEST(claimed_pod_is_the_tasks)
 	ck_assert_ptr_null(json_object_get(labels, "cae.pool"));
 	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.task_uuid")), uuid);
 	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.phase")), "ready");
+	/* the claim labelled it for its policy, named as the task's cold pod */
+	ck_assert_str_eq(json_string_value(json_object_get(labels, "cae.egress")) ?: "", cold);
+	json_t *np = egress_policy(k, cold);
+	ck_assert_msg(np, "no NetworkPolicy %s", cold);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(
+		json_object_get(json_object_get(json_object_get(np, "spec"), "podSelector"),
+				"matchLabels"),
+		"cae.egress"))
+		?: "",
+	    cold);
+	json_decref(np);
 	/* the deadline is a cold pod's from the claim on, not the pool's longer one */
 	json_int_t dl = json_integer_value(
 	    json_object_get(json_object_get(pod, "spec"), "activeDeadlineSeconds"));
@@ -194,6 +223,8 @@ START_TEST(claimed_pod_is_the_tasks)
 			 0);
 	ck_assert_int_eq(removed, 1);
 	ck_assert(!bt_k8s_pod_exists(pool_name));
+	np = egress_policy(k, cold);
+	ck_assert_msg(!np, "the gc left NetworkPolicy %s", cold);
 	/* the task prepared again elsewhere, cold (the pool is empty): the first process, which
 	 * remembers the pool pod, finds the cold one, and removes it */
 	cae_env_info_clear(&info);

@@ -87,11 +87,15 @@ END_TEST
 
 /* A warm prepare hands out the pool's container, and the result is the task's as a cold
  * prepare's: its ContainerInfo from any process, its files, its push credentials (asked
- * of the claim's record, never a token in the container's spec). */
+ * of the claim's record, never a token in the container's spec), and under network none the
+ * forge rule (the claim's record too: the pool container has no forge label), so that a push
+ * from another process reaches the loopback forge through the proxy. */
 START_TEST(warm_prepare_is_the_tasks)
 {
 	cfg_seq = 1;
 	cae_config *cfg = pcfg("1", "600");
+	bt_cfg_set(cfg, "command_executor.docker.network.mode", "none");
+	bt_cfg_set(cfg, "command_executor.docker.network.allowed_addresses", "127.0.0.1/32");
 	cae_backend *b = pbackend(cfg);
 	cae_docker *d = client();
 	char pool_id[128], pool_name[160], pool_created[64];
@@ -159,10 +163,14 @@ START_TEST(warm_prepare_is_the_tasks)
 				   120000);
 	ck_assert_msg(strcmp(r.out, "1000\nkept\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	/* a push asks for the token (from another process): the target the claim recorded */
+	/* a push asks for the token (from another process): the target the claim recorded; it
+	 * reaches the forge through the proxy, the forge the claim recorded (the loopback test
+	 * forge is in NO_PROXY, which names the environment's own loopback: not for this push) */
 	char script[512];
 	snprintf(script, sizeof(script),
-		 "git push -q origin HEAD:refs/heads/pool-%s 2>&1 && echo pushed", uuid);
+		 "env -u NO_PROXY -u no_proxy git push -q origin HEAD:refs/heads/pool-%s 2>&1 && "
+		 "echo pushed",
+		 uuid);
 	r = bt_exec(b2, uuid, script, 120000);
 	ck_assert_msg(strcmp(r.out, "pushed\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);

@@ -25,6 +25,7 @@ uuid=net-$backend-$$
 web_pid=
 cleanup() {
 	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid" >/dev/null 2>&1
+	[ -n "${uuid2:-}" ] && CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid2" >/dev/null 2>&1
 	[ -n "$web_pid" ] && kill "$web_pid" 2>/dev/null
 	[ -n "${kube_pid:-}" ] && kill "$kube_pid" 2>/dev/null
 	[ -d "$work/git" ] && "$here/../../scripts/git-server.sh" stop "$work/git" >/dev/null 2>&1
@@ -92,6 +93,18 @@ fi
 CAE_CONFIG=$work/net.yaml "$CAE" prepare --backend "$backend" --repo "$repo" --uuid "$uuid" > "$work/prep.json" 2>"$work/prep.err" ||
 	{ echo "prepare failed: $(cat "$work/prep.err" "$work/prep.json")"; exit 1; }
 netrun() { netcae exec --backend "$backend" --uuid "$uuid" --timeout 60 -- "$1" 2>/dev/null; }
+
+# kubernetes: the NetworkPolicy denying the pod's egress, named as the pod, selecting it by its
+# own label; the test cluster has no CNI (nothing enforces it: the warning says so)
+if [ "$backend" = kubernetes ]; then
+	pod=$(kubectl get pods -n default -l "cae.task_uuid=$uuid" -o json | jq -c '.items[0].metadata | {name, egress: .labels["cae.egress"]}')
+	pname=$(jq -r .name <<<"$pod")
+	np=$(kubectl get networkpolicy -n default "$pname" -o json 2>&1)
+	check "the pod has a NetworkPolicy denying all its egress, selecting the pod by its own label" \
+		'[ "$(jq -c "[.spec.podSelector.matchLabels, .spec.policyTypes, (.spec.egress // [])]" <<<"$np")" = "[{\"cae.egress\":$(jq .egress <<<"$pod")},[\"Egress\"],[]]" ] && [ "$(jq -r .egress <<<"$pod")" = "$pname" ]' "$pod $np"
+	check "the prepare says the policy exists but may not be enforced" \
+		'grep -q "NetworkPolicy $pname denies the pod.s egress.*cae cannot tell whether this cluster.s does" "$work/prep.json"' "$(cat "$work/prep.json")"
+fi
 
 if [ "$backend" = docker ]; then
 	mode=$(docker inspect -f '{{.HostConfig.NetworkMode}}' "$(jq -r '.container_id // .id // empty' "$work/prep.json")" 2>/dev/null ||
@@ -175,6 +188,28 @@ kill "$fwd_pid" 2>/dev/null
 wait "$fwd_pid" 2>/dev/null
 got=$( [ -n "$hport" ] && curl -sS -m 5 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
 check "the forward ends with the process that made it" '[[ -n $hport && $got != *served-in* ]]' "$got"
+
+if [ "$backend" = kubernetes ]; then
+	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid" >/dev/null 2>&1
+	check "cleanup removes the pod's NetworkPolicy" \
+		'! kubectl get networkpolicy -n default "$pname" >/dev/null 2>&1 && [ -n "$pname" ]'
+	# a prepare killed once its pod exists (a failed one): gc removes its pod and its policy
+	uuid2=$uuid-gc
+	(CAE_CONFIG=$work/net.yaml exec "$CAE" prepare --backend "$backend" --repo "$repo" --uuid "$uuid2" >/dev/null 2>&1) &
+	prep_pid=$!
+	for _ in $(seq 300); do
+		[ -n "$(kubectl get pods -n default -l "cae.task_uuid=$uuid2" -o name 2>/dev/null)" ] && break
+		sleep 0.1
+	done
+	kill -9 "$prep_pid" 2>/dev/null
+	wait "$prep_pid" 2>/dev/null
+	pname2=$(kubectl get pods -n default -l "cae.task_uuid=$uuid2" -o jsonpath='{.items[0].metadata.name}')
+	had=$(kubectl get networkpolicy -n default "$pname2" -o name 2>&1)
+	CAE_CONFIG=$work/net.yaml "$CAE" gc --backend "$backend" >"$work/gc.out" 2>&1
+	left=$(kubectl get networkpolicy,pods -n default -o name 2>&1 | grep -F "/$pname2")
+	check "gc of a failed prepare removes its pod and its NetworkPolicy" \
+		'[ -n "$pname2" ] && [[ $had == *"networkpolicy"*"$pname2"* ]] && [ -z "$left" ]' "had: $had left: $left gc: $(cat "$work/gc.out")"
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
