@@ -34,6 +34,14 @@
 int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid, bool make,
 			  char *out, size_t size, cae_error *err);
 
+/* Go's build cache for an environment at dest (made; its directories given to uid:gid): a
+ * copy of the shared one (filled first when this Go toolchain has not filled it), hard
+ * links to its read-only files, or copies of them when copy is set (the sandbox runs as
+ * cae's own uid, which could write through a link) or dest is on another file system.
+ * 1: made; 0: caches off or no `go` on the sandbox's PATH; -errno with err set. */
+int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
+		     cae_error *err);
+
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);
 
