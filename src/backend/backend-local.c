@@ -663,8 +663,13 @@ static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
 	gid_t gid = env->uid ? env->gid : getgid();
 	char parent[PATH_MAX + 16];
 	snprintf(parent, sizeof(parent), "%s/.cache", env->root);
-	if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || lchown(parent, uid, gid) < 0)
+	struct stat st;
+	if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || lstat(parent, &st) < 0)
 		return cae_error_set(err, -errno, "cannot make %s: %s", parent, strerror(errno));
+	/* made by cae before any command of this environment ran: a directory, never a link */
+	if (!S_ISDIR(st.st_mode) || lchown(parent, uid, gid) < 0)
+		return cae_error_set(err, -ENOTDIR, "cannot use %s: not a directory of cae's",
+				     parent);
 	/* the sandbox as cae's own uid could write through a link: copies */
 	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
 }
