@@ -1848,8 +1848,8 @@ START_TEST(package_cache_go_shared_read_only)
 	      "'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) string { return "
 	      "strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
 	      "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
-	      "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && " GIT
-	      " add . && " GIT " commit -qm go",
+	      "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && " GIT " add . && " GIT
+	      " commit -qm go",
 	      repo);
 	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
@@ -1857,13 +1857,11 @@ START_TEST(package_cache_go_shared_read_only)
 		 tb = {.uuid = C("gocache-b"), .repo = repo};
 	cae_env_info info;
 	cae_error err;
-	ck_assert_msg(cae_backend_prepare(b, &ta, "go", NULL, &info, &err) == 0, "%s",
-		      err.message);
+	ck_assert_msg(cae_backend_prepare(b, &ta, "go", NULL, &info, &err) == 0, "%s", err.message);
 	size_t i;
 	json_t *w;
-	json_array_foreach(info.warnings, i, w)
-	    ck_assert_msg(!strstr(json_string_value(w), "Go build cache"), "%s",
-			  json_string_value(w));
+	json_array_foreach(info.warnings, i, w) ck_assert_msg(
+	    !strstr(json_string_value(w), "Go build cache"), "%s", json_string_value(w));
 	cae_env_info_clear(&info);
 	const char *attack =
 	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
@@ -1877,15 +1875,13 @@ START_TEST(package_cache_go_shared_read_only)
 			  0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s",
-		      err.message);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
 	cae_env_info_clear(&info);
 	r = run(b, "gocache-b",
 		"echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
 		"seeded; grep -rl POISON \"$GOCACHE\"; GOFLAGS=-mod=mod GOPROXY=off go test ./... "
 		"2>&1 | awk '{print $1, $2}'");
-	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\n") ==
-			  0,
+	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\n") == 0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the shared files: none of A's, every one read-only */
