@@ -646,6 +646,34 @@ static int npm_cache_of(const struct local_env *env, bool make, char *out, size_
 	return cae__pkgcache_npm_dir(env->cfg, owner, uid, gid, make, out, size, err);
 }
 
+/* Go's build cache of env (pkgcache.h): <root>/.cache/go-build, seeded from the shared one
+ * when the project has a go.mod; inside, GOCACHE_INSIDE. Made when make is set (1, 0: none,
+ * -errno); without make, 1 when it exists. */
+#define GOCACHE_INSIDE CAE_SANDBOX_ROOT "/.cache/go-build"
+static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
+{
+	if (!env->sandbox || env->external || !env->cfg->command_executor.package_cache.enabled)
+		return 0;
+	char dir[PATH_MAX + 32], mod[PATH_MAX + 16];
+	snprintf(dir, sizeof(dir), "%s/.cache/go-build", env->root);
+	snprintf(mod, sizeof(mod), "%s/go.mod", env->project);
+	if (!make || access(mod, F_OK) < 0)
+		return !make && cae__is_dir(dir);
+	uid_t uid = env->uid ? env->uid : getuid();
+	gid_t gid = env->uid ? env->gid : getgid();
+	char parent[PATH_MAX + 16];
+	snprintf(parent, sizeof(parent), "%s/.cache", env->root);
+	struct stat st;
+	if ((mkdir(parent, 0755) < 0 && errno != EEXIST) || lstat(parent, &st) < 0)
+		return cae_error_set(err, -errno, "cannot make %s: %s", parent, strerror(errno));
+	/* made by cae before any command of this environment ran: a directory, never a link */
+	if (!S_ISDIR(st.st_mode) || lchown(parent, uid, gid) < 0)
+		return cae_error_set(err, -ENOTDIR, "cannot use %s: not a directory of cae's",
+				     parent);
+	/* the sandbox as cae's own uid could write through a link: copies */
+	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
+}
+
 static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			       bool serve, const char *const *argv, bool die_with_parent)
 {
@@ -867,7 +895,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 4, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 5, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -911,6 +939,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	for (const char *const *e = cae__pkgcache_env();
 	     *e && npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1; e++)
 		extra[ne++] = *e;
+	if (go_cache_of(env, false, NULL) == 1)
+		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1656,6 +1686,14 @@ static int local_populate(cae_prepare *p, cae_error *err)
 			return cae_error_set(err, r,
 					     "cannot give the workspace to the sandbox's user: %s",
 					     strerror(-r));
+	}
+	cae_error gerr;
+	cae_error_clear(&gerr);
+	if (go_cache_of(env, true, &gerr) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s",
+			 gerr.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 	/* the host's tools are the environment's: say which of its name's are missing */
 	cae__env_tools_check(p);

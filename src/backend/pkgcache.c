@@ -2,8 +2,10 @@
  * their prune. */
 #include "backend/pkgcache.h"
 
+#include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "cae/runner.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +87,293 @@ int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, g
 		futimens(fd, NULL);
 		close(fd);
 	}
+	return 1;
+}
+
+/* ---- Go's build cache ---- */
+
+#define GO_FILL_TIMEOUT_MS (15 * 60 * 1000)
+
+/* Runs argv (go ...) in dir with envp; 0 when it exited 0, else -EIO with err set (its
+ * output's end). *out (NULL: not kept) receives its standard output. */
+static int go_run(const char *const *argv, const char *const *envp, const char *dir, char **out,
+		  cae_error *err)
+{
+	cae_run_spec spec = {.argv = argv,
+			     .envp = envp,
+			     .cwd = dir,
+			     .timeout_ms = GO_FILL_TIMEOUT_MS,
+			     .max_stdout = 4u << 20,
+			     .cancel_fd = -1};
+	cae_run_result res = {0};
+	int r = cae_runner_run(&spec, &res, err);
+	if (r < 0)
+		return r;
+	if (res.exit_code != 0) {
+		size_t n = strlen(res.err);
+		r = cae_error_set(err, -EIO,
+				  "go %s (filling the shared Go build cache): exit %d: %s", argv[1],
+				  res.exit_code, res.err + (n > 600 ? n - 600 : 0));
+	} else if (out) {
+		*out = res.out;
+		res.out = NULL;
+	}
+	cae_run_result_clear(&res);
+	return r;
+}
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 400];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0644, false);
+}
+
+/* Files under dfd (one tree level at a time): mode 0444, directories 0755. */
+static int go_seal(int dfd)
+{
+	DIR *d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd(d), e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub < 0 || fchmodat(dirfd(d), e->d_name, 0755, 0) < 0)
+				r = -errno;
+			else
+				r = go_seal(sub);
+		} else if (S_ISREG(st.st_mode) && (st.st_mode & 07777) != 0444 &&
+			   fchmodat(dirfd(d), e->d_name, 0444, 0) < 0) {
+			r = -errno;
+		} else if (!S_ISREG(st.st_mode)) {
+			unlinkat(dirfd(d), e->d_name, 0); /* the go command makes none */
+		}
+	}
+	closedir(d);
+	return r;
+}
+
+/* What identifies the Go toolchain commands run: the go program's path, inode, size and
+ * mtime. */
+static int go_stamp(const char *const *envp, char *out, size_t size)
+{
+	_cleanup_free_ char *prog = NULL;
+	if (cae_runner_find_program("go", envp, &prog) < 0)
+		return 0;
+	_cleanup_free_ char *real = realpath(prog, NULL);
+	struct stat st;
+	if (!real || stat(real, &st) < 0)
+		return 0;
+	snprintf(out, size, "%s %llu %lld %lld\n", real, (unsigned long long)st.st_ino,
+		 (long long)st.st_size, (long long)st.st_mtime);
+	return 1;
+}
+
+/* Fills dir/build for this toolchain unless dir/.filled says it is done. Under dir/.lock:
+ * concurrent prepares wait for one fill. 1: filled; 0: no go; -errno. */
+static int go_fill(const char *dir, cae_error *err)
+{
+	char build[PATH_MAX + 300], pkg[PATH_MAX + 300], home[PATH_MAX + 300], lock[PATH_MAX + 300];
+	snprintf(build, sizeof(build), "%s/build", dir);
+	snprintf(pkg, sizeof(pkg), "%s/fill", dir);
+	snprintf(home, sizeof(home), "%s/home", dir);
+	snprintf(lock, sizeof(lock), "%s/.lock", dir);
+	char e_cache[PATH_MAX + 320], e_home[PATH_MAX + 320];
+	snprintf(e_cache, sizeof(e_cache), "GOCACHE=%s", build);
+	snprintf(e_home, sizeof(e_home), "HOME=%s", home);
+	/* what the sandbox's commands find on PATH; nothing of any task's configuration */
+	const char *envp[] = {"PATH=" CAE_SANDBOX_PATH,
+			      e_home,
+			      e_cache,
+			      "GOENV=off",
+			      "GOFLAGS=",
+			      "GOPROXY=off",
+			      "GOWORK=off",
+			      "GO111MODULE=on",
+			      "LANG=C.UTF-8",
+			      NULL};
+	char stamp[PATH_MAX + 100];
+	if (!go_stamp(envp, stamp, sizeof(stamp)))
+		return 0;
+	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
+		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
+	char filled[PATH_MAX + 300];
+	snprintf(filled, sizeof(filled), "%s/.filled", dir);
+	_cleanup_free_ char *had = NULL;
+	size_t hl = 0;
+	if (cae__read_file(AT_FDCWD, filled, 1 << 16, &had, &hl) == 0 && strcmp(had, stamp) == 0)
+		return 1;
+	int r;
+	if ((r = cae__mkdir_p(pkg, 0755)) < 0 || (r = cae__mkdir_p(home, 0755)) < 0 ||
+	    (r = cae__mkdir_p(build, 0755)) < 0 ||
+	    (r = write_text(pkg, "go.mod", "module cae.invalid/fill\n")) < 0 ||
+	    (r = write_text(
+		 pkg, "fill_test.go",
+		 "package fill\n\nimport \"testing\"\n\nfunc TestFill(t *testing.T) {}\n")) < 0)
+		return cae_error_set(err, r, "cannot make %s: %s", pkg, strerror(-r));
+	/* every package of the standard library a program may import */
+	_cleanup_free_ char *list = NULL;
+	const char *list_argv[] = {"go", "list", "std", NULL};
+	if ((r = go_run(list_argv, envp, pkg, &list, err)) < 0)
+		return r;
+	size_t cap = strlen(list) * 2 + 64, n = 0;
+	_cleanup_free_ char *src = malloc(cap);
+	if (!src)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	n += (size_t)snprintf(src + n, cap - n, "package fill\n\nimport (\n");
+	for (char *save = NULL, *l = strtok_r(list, "\n", &save); l;
+	     l = strtok_r(NULL, "\n", &save)) {
+		if (strstr(l, "internal") || strncmp(l, "vendor/", 7) == 0 ||
+		    strcmp(l, "unsafe") == 0 || strcmp(l, "syscall/js") == 0 ||
+		    strcmp(l, "runtime/cgo") == 0 || strchr(l, '"') || strlen(l) + 8 > cap - n - 8)
+			continue;
+		n += (size_t)snprintf(src + n, cap - n, "\t_ \"%s\"\n", l);
+	}
+	snprintf(src + n, cap - n, ")\n");
+	if ((r = write_text(pkg, "fill.go", src)) < 0)
+		return cae_error_set(err, r, "cannot write %s/fill.go: %s", pkg, strerror(-r));
+	/* the compile, cgo and vet outputs a project's go test takes from the cache */
+	const char *test_argv[] = {"go", "test", "-count=1", "-run", "^$", ".", NULL};
+	if ((r = go_run(test_argv, envp, pkg, NULL, err)) < 0)
+		return r;
+	int bfd = open(build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (bfd < 0 || (r = go_seal(bfd)) < 0)
+		return cae_error_set(err, bfd < 0 ? -errno : r, "cannot seal %s: %s", build,
+				     strerror(bfd < 0 ? errno : -r));
+	if ((r = cae__write_file_atomic(AT_FDCWD, filled, stamp, strlen(stamp), 0644, false)) < 0)
+		return cae_error_set(err, r, "cannot write %s: %s", filled, strerror(-r));
+	return 1;
+}
+
+static int copy_file(int sdfd, const char *name, int ddfd)
+{
+	_cleanup_close_ int in = openat(sdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	_cleanup_close_ int out =
+	    openat(ddfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (out < 0)
+		return -errno;
+	char buf[65536];
+	ssize_t k;
+	while ((k = read(in, buf, sizeof(buf))) > 0) {
+		int r = cae__write_all(out, buf, (size_t)k);
+		if (r < 0)
+			return r;
+	}
+	return k < 0 ? -errno : 0;
+}
+
+/* The tree under sdfd into ddfd: directories made and given to uid:gid, files linked (or
+ * copied). Both descriptors are consumed. */
+static int go_link(int sdfd, int ddfd, uid_t uid, gid_t gid, bool *copy, int depth)
+{
+	DIR *d = fdopendir(sdfd);
+	if (!d) {
+		close(sdfd);
+		close(ddfd);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode) && depth < 4) {
+			if ((mkdirat(ddfd, e->d_name, 0755) < 0 && errno != EEXIST) ||
+			    fchownat(ddfd, e->d_name, uid, gid, AT_SYMLINK_NOFOLLOW) < 0) {
+				r = -errno;
+				break;
+			}
+			int s = openat(dirfd(d), e->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int t = openat(ddfd, e->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (s < 0 || t < 0) {
+				r = -errno;
+				if (s >= 0)
+					close(s);
+				if (t >= 0)
+					close(t);
+				break;
+			}
+			r = go_link(s, t, uid, gid, copy, depth + 1);
+		} else if (S_ISREG(st.st_mode) && (st.st_mode & 0222) == 0) {
+			/* only sealed files: one the fill is writing is not shared */
+			if (!*copy && linkat(dirfd(d), e->d_name, ddfd, e->d_name, 0) < 0) {
+				if (errno == EEXIST)
+					continue;
+				if (errno != EXDEV) {
+					r = -errno;
+					break;
+				}
+				*copy = true;
+			}
+			if (*copy && (r = copy_file(dirfd(d), e->d_name, ddfd)) == -EEXIST)
+				r = 0;
+		}
+	}
+	closedir(d);
+	close(ddfd);
+	return r;
+}
+
+int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
+		     cae_error *err)
+{
+	if (!cfg->command_executor.package_cache.enabled)
+		return 0;
+	char inst[CAE_CONFIG_INSTANCE_MAX], root[PATH_MAX], dir[PATH_MAX + 100];
+	cae_config_instance(cfg, inst);
+	if (root_dir(cfg, root, sizeof(root)) < 0)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	snprintf(dir, sizeof(dir), "%s/%s/go", root, inst);
+	int r = cae__mkdir_p(dir, 0755);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot make the package cache %s: %s", dir,
+				     strerror(-r));
+	if ((r = go_fill(dir, err)) <= 0)
+		return r;
+	char used[PATH_MAX + 120];
+	snprintf(used, sizeof(used), "%s/.used", dir);
+	int fd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (fd >= 0) {
+		futimens(fd, NULL);
+		close(fd);
+	}
+	if ((r = cae__mkdir_p(dest, 0755)) < 0 || lchown(dest, uid, gid) < 0)
+		return cae_error_set(err, r < 0 ? r : -errno, "cannot make %s: %s", dest,
+				     strerror(r < 0 ? -r : errno));
+	char build[PATH_MAX + 120];
+	snprintf(build, sizeof(build), "%s/build", dir);
+	int s = open(build, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int t = open(dest, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s < 0 || t < 0) {
+		r = -errno;
+		if (s >= 0)
+			close(s);
+		if (t >= 0)
+			close(t);
+		return cae_error_set(err, r, "cannot open %s: %s", s < 0 ? build : dest,
+				     strerror(-r));
+	}
+	if ((r = go_link(s, t, uid, gid, &copy, 0)) < 0)
+		return cae_error_set(err, r, "cannot copy the shared Go build cache to %s: %s",
+				     dest, strerror(-r));
 	return 1;
 }
 

@@ -10,8 +10,20 @@
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
  * against the lock file's integrity; packument metadata, which no lock file pins, is
  * revalidated with the registry on every use (npm_config_prefer_online). pip's http cache
- * and Maven's ~/.m2 verify nothing, and Go's build cache checks sizes, not contents: they are
- * not shared (each environment keeps its own, as without the cache). */
+ * (and the wheels it keeps, checked against hashes only with --require-hashes) and Maven's
+ * ~/.m2 verify nothing: they are not shared (each environment keeps its own, as without the
+ * cache), nor are Go's module cache and its proxy downloads.
+ *
+ * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
+ * task writes what another reads. The shared one,
+ *   <state_dir>/package-cache/<instance key>/go/build   GOCACHE of the fill, cae's files
+ * is filled by cae alone, once per Go toolchain (go/.filled), on the host, with a package of
+ * its own that imports the whole standard library (`go test` of it: the compile, cgo and vet
+ * outputs a project's `go test` takes of the standard library), no task's code or
+ * configuration (GOENV off, an empty HOME, the sandbox's PATH); an environment's GOCACHE is
+ * a copy of it made of hard links to those files, sealed read-only (0444, cae's uid: a
+ * sandbox uid other than cae's can neither write nor chmod them), in directories it owns:
+ * its own builds add to and remove from its copy only. */
 #ifndef CAE_BACKEND_PKGCACHE_H
 #define CAE_BACKEND_PKGCACHE_H
 
@@ -33,6 +45,14 @@
  * -errno with err set when it cannot be made. */
 int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, gid_t gid, bool make,
 			  char *out, size_t size, cae_error *err);
+
+/* Go's build cache for an environment at dest (made; its directories given to uid:gid): a
+ * copy of the shared one (filled first when this Go toolchain has not filled it), hard
+ * links to its read-only files, or copies of them when copy is set (the sandbox runs as
+ * cae's own uid, which could write through a link) or dest is on another file system.
+ * 1: made; 0: caches off or no `go` on the sandbox's PATH; -errno with err set. */
+int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
+		     cae_error *err);
 
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);

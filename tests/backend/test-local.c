@@ -1835,6 +1835,67 @@ START_TEST(package_cache_shared_and_unpoisoned)
 }
 END_TEST
 
+/* Go's shared build cache (pkgcache.h): filled by cae alone, an environment's GOCACHE is a
+ * copy of links to read-only files of cae's. Task A, as an attacker, writes into every
+ * file of its cache in place (refused: not its files, and it cannot chmod them), then
+ * replaces each one with garbage (its own directory: allowed, A's copy only); task B's
+ * cache has the standard library's entries, none of A's garbage, and its go test passes;
+ * the shared files are unchanged and read-only. Failed before: no GOCACHE, nothing shared. */
+START_TEST(package_cache_go_shared_read_only)
+{
+	_cleanup_free_ char *repo = make_repo();
+	tu_sh("cd %s && printf 'module example.com/g\\n\\ngo 1.19\\n' > go.mod && printf "
+	      "'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) string { return "
+	      "strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
+	      "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
+	      "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && " GIT " add . && " GIT
+	      " commit -qm go",
+	      repo);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("gocache-a"), .repo = repo},
+		 tb = {.uuid = C("gocache-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "go", NULL, &info, &err) == 0, "%s", err.message);
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w) ck_assert_msg(
+	    !strstr(json_string_value(w), "Go build cache"), "%s", json_string_value(w));
+	cae_env_info_clear(&info);
+	const char *attack =
+	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
+	    "seeded; w=0; for f in $(find \"$GOCACHE\" -type f); do { chmod u+w \"$f\" || "
+	    "chmod 666 \"$f\"; printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); done; "
+	    "echo written:$w; r=0; for f in $(find \"$GOCACHE\" -type f); do "
+	    "rm -f \"$f\" && printf POISON > \"$f\" && r=$((r+1)); done; [ $r -eq $n ] && "
+	    "echo replaced";
+	cae_run_result r = run(b, "gocache-a", attack);
+	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nwritten:0\nreplaced\n") ==
+			  0,
+		      "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
+	cae_env_info_clear(&info);
+	r = run(b, "gocache-b",
+		"echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
+		"seeded; grep -rl POISON \"$GOCACHE\"; GOFLAGS=-mod=mod GOPROXY=off go test ./... "
+		"2>&1 | awk '{print $1, $2}'");
+	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\n") == 0,
+		      "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the shared files: none of A's, every one read-only */
+	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/go/build/*' -type f -perm "
+	      "/222)\" && test -n \"$(find %s -path '*/go/build/*' -type f)\"",
+	      shared, shared, shared);
+	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-b", &err), 0);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* The package caches' directories and their prune: off by default (nothing made), made per
  * owner with the owner's uid, and pruned by age, then by size (least recently used first),
  * this instance's only. */
@@ -1917,6 +1978,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_venv_etc_and_tools);
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
+	tcase_add_test(tc, package_cache_go_shared_read_only);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
