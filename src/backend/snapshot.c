@@ -35,6 +35,7 @@
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -241,6 +242,54 @@ static uint64_t disk_use(const char *path)
 	return n;
 }
 
+/* Tells the guard that the file system was thawed by its process, and reaps it. */
+static void freeze_guard_end(pid_t guard, int done)
+{
+	if (guard <= 0)
+		return;
+	(void)cae__write_all(done, "d", 1);
+	close(done);
+	while (waitpid(guard, NULL, 0) < 0 && errno == EINTR)
+		;
+}
+
+/* Freezes the file system of fd (FIFREEZE) under a guard: a child process that thaws it if
+ * this process dies before freeze_guard_end (its end of the pipe closes with it, SIGKILL
+ * included), so that a snapshot killed half-way never leaves a workspace whose writes hang.
+ * Returns the guard's pid (*done: the pipe's end to write "done" to) or -errno. */
+static pid_t freeze_guard(int fd, int *done)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		int e = errno;
+		close(p[0]);
+		close(p[1]);
+		return -e;
+	}
+	if (pid == 0) {
+		close(p[1]);
+		char c;
+		ssize_t n;
+		do
+			n = read(p[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		if (n <= 0) /* end of file: the snapshot's process died while it was frozen */
+			(void)ioctl(fd, FITHAW, 0);
+		_exit(0);
+	}
+	close(p[0]);
+	if (ioctl(fd, FIFREEZE, 0) < 0) {
+		int e = errno;
+		freeze_guard_end(pid, p[1]);
+		return -e;
+	}
+	*done = p[1];
+	return pid;
+}
+
 /* Takes the environment in dir as it is now into dst_dir (made by the caller): its image as
  * dst_dir/disk.img (the file system frozen meanwhile) or its tree as dst_dir/<tree_name>.
  * Under the environment's lock. */
@@ -256,16 +305,23 @@ static int capture(const char *dir, const char *dst_dir, const char *tree_name, 
 	if (access(img, F_OK) == 0) {
 		*kind = "image";
 		_cleanup_close_ int fd = -1;
+		pid_t guard = -1;
+		int done = -1;
 		if (cae__diskfs_mounted(ws)) {
 			fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0 || syncfs(fd) < 0 || ioctl(fd, FIFREEZE, 0) < 0)
-				return cae_error_set(err, -errno,
+			int e = fd < 0 || syncfs(fd) < 0 ? -errno : 0;
+			if (e == 0 && (guard = freeze_guard(fd, &done)) < 0)
+				e = (int)guard;
+			if (e < 0)
+				return cae_error_set(err, e,
 						     "cannot freeze the workspace's file system: %s",
-						     strerror(errno));
+						     strerror(-e));
 		}
 		int r = clone_file(img, dimg, mech, err);
-		if (fd >= 0)
+		if (fd >= 0) {
 			(void)ioctl(fd, FITHAW, 0);
+			freeze_guard_end(guard, done);
+		}
 		return r;
 	}
 	*kind = "tree";

@@ -8,6 +8,8 @@
 #include "cae/worker.h"
 #include "tools/tools-internal.h"
 
+#include "cae/snapshot.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -415,6 +417,37 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	if (r == 0)
 		disown(s, uuid);
 	return r;
+}
+
+int cae__session_restore(cae_session *s, const char *task_uuid, const char *snapshot,
+			  json_t **out, cae_error *err)
+{
+	/* its process sessions and editor server end first (they run in the old files) */
+	_cleanup_free_ char *ended = cae__procs_running_text(s->procs, task_uuid);
+	cae__procs_end_env(s->procs, task_uuid);
+	end_mcp_editor(s, task_uuid);
+	int r = cae_snapshot_restore(s->backend, task_uuid, snapshot, out, err);
+	if (r == 0)
+		json_object_set_new(*out, "sessions_ended", ended ? json_string(ended) : json_null());
+	return r;
+}
+
+int cae__session_fork(cae_session *s, const char *from_uuid, const char *snapshot,
+		      const char *new_uuid, json_t **out, cae_error *err)
+{
+	cae_env_info info;
+	int r = cae_snapshot_fork(s->backend, from_uuid, snapshot, new_uuid, &info, out, err);
+	if (r < 0)
+		return r;
+	/* the fork is the session's, and its current environment */
+	r = set_current(s, s->backend, &info);
+	cae_env_info_clear(&info);
+	if (r < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return cae_error_set(err, r, "out of memory");
+	}
+	return 0;
 }
 
 int cae__session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
