@@ -237,7 +237,8 @@ START_TEST(snapshots_are_bounded)
 END_TEST
 
 /* Runs fn in a child process and SIGKILLs it when an entry whose name starts with prefix
- * appears in dir (inotify): in the middle of the operation, after its temporary exists. */
+ * has appeared in dir and, in it, the image being copied (inotify): in the middle of the
+ * operation, while the source's file system is frozen. */
 static void kill_when_made(const char *dir, const char *prefix, void (*fn)(void))
 {
 	int in = inotify_init1(IN_CLOEXEC);
@@ -249,6 +250,7 @@ static void kill_when_made(const char *dir, const char *prefix, void (*fn)(void)
 		fn();
 		_exit(0);
 	}
+	char tmp[4096] = "", img[4200] = "";
 	bool killed = false;
 	char buf[4096] __attribute__((aligned(8)));
 	while (!killed) {
@@ -256,13 +258,20 @@ static void kill_when_made(const char *dir, const char *prefix, void (*fn)(void)
 		ck_assert_int_eq(poll(&p, 1, 60000), 1);
 		ssize_t n = read(in, buf, sizeof(buf));
 		ck_assert_int_gt(n, 0);
-		for (char *q = buf; q < buf + n;) {
+		for (char *q = buf; q < buf + n && !killed;) {
 			struct inotify_event *ev = (struct inotify_event *)q;
-			if (ev->len && strncmp(ev->name, prefix, strlen(prefix)) == 0) {
+			q += sizeof(*ev) + ev->len;
+			if (!tmp[0] && ev->len && strncmp(ev->name, prefix, strlen(prefix)) == 0) {
+				snprintf(tmp, sizeof(tmp), "%s/%s", dir, ev->name);
+				snprintf(img, sizeof(img), "%s/" CAE_DISKFS_IMAGE, tmp);
+				ck_assert_int_ge(inotify_add_watch(in, tmp, IN_CREATE), 0);
+			} else if (!tmp[0] || (ev->len && strcmp(ev->name, CAE_DISKFS_IMAGE) != 0)) {
+				continue;
+			}
+			if (access(img, F_OK) == 0) {
 				kill(pid, SIGKILL);
 				killed = true;
 			}
-			q += sizeof(*ev) + ev->len;
 		}
 	}
 	close(in);
