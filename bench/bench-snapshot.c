@@ -70,8 +70,8 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	const char *ms = "?", *mf = "?", *mr = "?";
 	static char mech[3][16];
 	for (int i = 0; i < n; i++) {
-		snprintf(cmd, sizeof(cmd), "cp -a %s %s/cp-copy && sync -f %s/cp-copy", info.host_path,
-			 state, state);
+		snprintf(cmd, sizeof(cmd), "cp -a %s %s/cp-copy && sync -f %s/cp-copy",
+			 info.host_path, state, state);
 		int64_t t0 = cae__now_ns();
 		if (bench_sh(cmd) != 0)
 			exit(1);
@@ -155,10 +155,11 @@ int main(void)
 	measure("host-fs", state, repo, mb, n);
 	/* the same on XFS (reflink=1 by default), where the image is cloned */
 	snprintf(xfs, sizeof(xfs), "%s/xfs", dir);
-	snprintf(cmd, sizeof(cmd),
-		 "command -v mkfs.xfs >/dev/null && truncate -s 32G %s.img && mkfs.xfs -q %s.img && "
-		 "mkdir %s && mount -o loop %s.img %s",
-		 xfs, xfs, xfs, xfs, xfs);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "command -v mkfs.xfs >/dev/null && truncate -s 32G %s.img && mkfs.xfs -q %s.img && "
+	    "mkdir %s && mount -o loop %s.img %s",
+	    xfs, xfs, xfs, xfs, xfs);
 	if (geteuid() == 0 && bench_sh(cmd) == 0) {
 		snprintf(state, sizeof(state), "%s/state", xfs);
 		measure("xfs-loop", state, repo, mb, n);

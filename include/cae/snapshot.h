@@ -40,8 +40,8 @@ extern "C" {
 
 /* Records uuid's environment; name (NULL: none) is 1-64 of [A-Za-z0-9_.-] and unique among
  * the environment's snapshots. -ENOSPC past command_executor.snapshots' bounds. */
-CAE_EXPORT int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name,
-				   json_t **out, cae_error *err);
+CAE_EXPORT int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json_t **out,
+				   cae_error *err);
 /* The snapshots of uuid's environment (NULL: of every environment of this instance), oldest
  * first: an array of snapshot objects. */
 CAE_EXPORT int cae_snapshot_list(cae_backend *b, const char *uuid, json_t **out, cae_error *err);

@@ -183,7 +183,8 @@ static int clone_file(const char *src, const char *dst, const char **mech, cae_e
 			hole = st.st_size;
 		off_t o_in = data, o_out = data;
 		while (o_in < hole) {
-			ssize_t n = copy_file_range(in, &o_in, out, &o_out, (size_t)(hole - o_in), 0);
+			ssize_t n =
+			    copy_file_range(in, &o_in, out, &o_out, (size_t)(hole - o_in), 0);
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n <= 0)
@@ -204,11 +205,8 @@ static int copy_tree(const char *src, const char *dst, cae_error *err)
 	const char *argv[] = {"cp", "-a", "--reflink=auto", "--no-target-directory", "--", src,
 			      dst,  NULL};
 	const char *envp[] = {"PATH=/usr/bin:/bin", "LC_ALL=C", NULL};
-	cae_run_spec spec = {.argv = argv,
-			     .envp = envp,
-			     .max_stdout = 4096,
-			     .max_stderr = 4096,
-			     .cancel_fd = -1};
+	cae_run_spec spec = {
+	    .argv = argv, .envp = envp, .max_stdout = 4096, .max_stderr = 4096, .cancel_fd = -1};
 	cae_run_result res;
 	int r = cae_runner_run(&spec, &res, err);
 	if (r < 0)
@@ -313,9 +311,9 @@ static int capture(const char *dir, const char *dst_dir, const char *tree_name, 
 			if (e == 0 && (guard = freeze_guard(fd, &done)) < 0)
 				e = (int)guard;
 			if (e < 0)
-				return cae_error_set(err, e,
-						     "cannot freeze the workspace's file system: %s",
-						     strerror(-e));
+				return cae_error_set(
+				    err, e, "cannot freeze the workspace's file system: %s",
+				    strerror(-e));
 		}
 		int r = clone_file(img, dimg, mech, err);
 		if (fd >= 0) {
@@ -537,8 +535,8 @@ int cae_snapshot_list(cae_backend *b, const char *uuid, json_t **out, cae_error 
 		_cleanup_free_ char *dir = cae__path_join(root, de->d_name);
 		_cleanup_free_ char *mp = dir ? cae__path_join(dir, "meta.json") : NULL;
 		json_t *meta = mp ? read_json(mp) : NULL;
-		bool mine =
-		    meta && cae__backend_sees(b, json_string_value(json_object_get(meta, "instance")));
+		bool mine = meta && cae__backend_sees(
+					b, json_string_value(json_object_get(meta, "instance")));
 		json_decref(meta);
 		if (mine)
 			list_dir(dir, arr);
@@ -740,8 +738,10 @@ int cae_snapshot_fork(cae_backend *b, const char *from_uuid, const char *snapsho
 		} else {
 			snap_id = strdup(json_string_value(json_object_get(s, "id")));
 			_cleanup_free_ char *sd = cae__path_join(sdir, CAE_SNAPSHOT_DIR);
-			_cleanup_free_ char *one = sd && snap_id ? cae__path_join(sd, snap_id) : NULL;
-			_cleanup_free_ char *simg = one ? cae__path_join(one, CAE_DISKFS_IMAGE) : NULL;
+			_cleanup_free_ char *one =
+			    sd && snap_id ? cae__path_join(sd, snap_id) : NULL;
+			_cleanup_free_ char *simg =
+			    one ? cae__path_join(one, CAE_DISKFS_IMAGE) : NULL;
 			_cleanup_free_ char *stree = one ? cae__path_join(one, "tree") : NULL;
 			_cleanup_free_ char *dimg = cae__path_join(tmp, CAE_DISKFS_IMAGE);
 			_cleanup_free_ char *dtree = cae__path_join(tmp, "workspace");
@@ -785,15 +785,16 @@ int cae_snapshot_fork(cae_backend *b, const char *from_uuid, const char *snapsho
 	json_object_set_new(meta, "workspace_root", json_string(wsroot));
 	json_object_set_new(meta, "host_path", json_string(project));
 	json_object_set_new(meta, "instance", json_string(b->instance));
-	json_object_set_new(meta, "forked_from", json_pack("{s:s, s:s?}", "task_uuid", src_uuid,
-							   "snapshot", snap_id));
+	json_object_set_new(meta, "forked_from",
+			    json_pack("{s:s, s:s?}", "task_uuid", src_uuid, "snapshot", snap_id));
 	free(snap_id);
 	_cleanup_free_ char *mpath = cae__path_join(tmp, "meta.json");
 	if (r == 0)
 		r = mpath ? write_json(mpath, meta) : -ENOMEM;
 	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, ndir, RENAME_NOREPLACE) < 0)
-		r = cae_error_set(err, -errno, errno == EEXIST ? "task %s has an environment already"
-							      : "cannot put the fork in place: %s",
+		r = cae_error_set(err, -errno,
+				  errno == EEXIST ? "task %s has an environment already"
+						  : "cannot put the fork in place: %s",
 				  errno == EEXIST ? new_uuid : strerror(errno));
 	if (r < 0) {
 		(void)cae__rm_rf(tmp);
@@ -863,8 +864,8 @@ int cae__snapshot_sweep(cae_backend *b, const char *root)
 		_cleanup_free_ char *sd = dir ? cae__path_join(dir, CAE_SNAPSHOT_DIR) : NULL;
 		_cleanup_free_ char *ws = dir ? cae__path_join(dir, "workspace") : NULL;
 		json_t *meta = mp ? read_json(mp) : NULL;
-		bool mine =
-		    meta && cae__backend_sees(b, json_string_value(json_object_get(meta, "instance")));
+		bool mine = meta && cae__backend_sees(
+					b, json_string_value(json_object_get(meta, "instance")));
 		json_decref(meta);
 		if (!mine || !sd || !ws)
 			continue;

@@ -21,7 +21,8 @@ static int usage_snapshot(FILE *f)
 		"and ignored files, .git, modes, links; not processes) and prints the snapshot "
 		"({id, name, bytes, mechanism: reflink|copy, ...}). list prints the snapshots of "
 		"one environment or of every one; rm removes one. Local backend.\n\noptions:\n"
-		"  --name N           a name to restore it by (unique in the environment)\n" CAE_CLI_COMMON_HELP);
+		"  --name N           a name to restore it by (unique in the "
+		"environment)\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
@@ -109,32 +110,34 @@ int cae_cli_restore(int argc, char **argv)
 	cae_error err;
 	cae_error_clear(&err);
 	json_t *j = NULL;
-	int r = cae_snapshot_restore(cae_session_backend(s), argv[optind], argv[optind + 1], &j,
-				     &err);
+	int r =
+	    cae_snapshot_restore(cae_session_backend(s), argv[optind], argv[optind + 1], &j, &err);
 	return finish(s, "restore", r, j, &err);
 }
 
 static int usage_fork(FILE *f)
 {
-	fprintf(f,
-		"usage: cae fork (--from UUID [--snapshot S] | --snapshot ID) --uuid NEW [options]\n\n"
-		"Makes a new environment NEW from UUID's environment as it is now, or from one of "
-		"its snapshots (with --snapshot alone: a snapshot id of any environment), and "
-		"prints its ContainerInfo with forked_from and mechanism (reflink|copy). It has "
-		"its own workspace, sandbox and limits: nothing writable is shared.\n\noptions:\n"
-		"  --from UUID        the environment to fork\n"
-		"  --snapshot S       a snapshot (id or name) to start from\n"
-		"  --uuid NEW         the new environment's task uuid\n" CAE_CLI_COMMON_HELP);
+	fprintf(
+	    f,
+	    "usage: cae fork (--from UUID [--snapshot S] | --snapshot ID) --uuid NEW [options]\n\n"
+	    "Makes a new environment NEW from UUID's environment as it is now, or from one of "
+	    "its snapshots (with --snapshot alone: a snapshot id of any environment), and "
+	    "prints its ContainerInfo with forked_from and mechanism (reflink|copy). It has "
+	    "its own workspace, sandbox and limits: nothing writable is shared.\n\noptions:\n"
+	    "  --from UUID        the environment to fork\n"
+	    "  --snapshot S       a snapshot (id or name) to start from\n"
+	    "  --uuid NEW         the new environment's task uuid\n" CAE_CLI_COMMON_HELP);
 	return f == stdout ? 0 : 2;
 }
 
 int cae_cli_fork(int argc, char **argv)
 {
-	static const struct option longopts[] = {{"from", required_argument, NULL, OPT_FROM},
-						 {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-						 {"uuid", required_argument, NULL, OPT_UUID},
-						 CAE_CLI_COMMON_LONGOPTS,
-						 {0, 0, 0, 0}};
+	static const struct option longopts[] = {
+	    {"from", required_argument, NULL, OPT_FROM},
+	    {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+	    {"uuid", required_argument, NULL, OPT_UUID},
+	    CAE_CLI_COMMON_LONGOPTS,
+	    {0, 0, 0, 0}};
 	cae_cli_common c = {0};
 	const char *from = NULL, *snap = NULL, *uuid = NULL;
 	int opt;

@@ -419,8 +419,8 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	return r;
 }
 
-int cae__session_restore(cae_session *s, const char *task_uuid, const char *snapshot,
-			  json_t **out, cae_error *err)
+int cae__session_restore(cae_session *s, const char *task_uuid, const char *snapshot, json_t **out,
+			 cae_error *err)
 {
 	/* its process sessions and editor server end first (they run in the old files) */
 	_cleanup_free_ char *ended = cae__procs_running_text(s->procs, task_uuid);
@@ -428,7 +428,8 @@ int cae__session_restore(cae_session *s, const char *task_uuid, const char *snap
 	end_mcp_editor(s, task_uuid);
 	int r = cae_snapshot_restore(s->backend, task_uuid, snapshot, out, err);
 	if (r == 0)
-		json_object_set_new(*out, "sessions_ended", ended ? json_string(ended) : json_null());
+		json_object_set_new(*out, "sessions_ended",
+				    ended ? json_string(ended) : json_null());
 	return r;
 }
 

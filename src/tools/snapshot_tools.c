@@ -86,8 +86,8 @@ static const char *target(const cae_tool_env *env, const char *given, char *msg,
 	return t;
 }
 
-int cae__tool_call_environment_snapshot(const cae_tool_env *env, json_t *args,
-					cae_tool_result *res, cae_error *err)
+int cae__tool_call_environment_snapshot(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+					cae_error *err)
 {
 	bool bad = false;
 	const char *name = opt_string(args, "name", &bad);
@@ -107,8 +107,8 @@ int cae__tool_call_environment_snapshot(const cae_tool_env *env, json_t *args,
 	return cae__tool_finish(res, out, false, err);
 }
 
-int cae__tool_call_environment_restore(const cae_tool_env *env, json_t *args,
-				       cae_tool_result *res, cae_error *err)
+int cae__tool_call_environment_restore(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err)
 {
 	bool bad = false;
 	const char *snap = opt_string(args, "snapshot", &bad);

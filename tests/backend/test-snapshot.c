@@ -28,7 +28,7 @@ static cae_config *cfg;
 /* What a workspace is, as text: every path with its type, mode, owner, size, link target
  * and content hash, and HEAD. */
 #define MANIFEST                                                                                   \
-	"cd /workspace/project && find . -path ./.git/index.lock -prune -o -printf '%p %y %m %U "   \
+	"cd /workspace/project && find . -path ./.git/index.lock -prune -o -printf '%p %y %m %U "  \
 	"%G %s %l\\n' | LC_ALL=C sort && find . -type f -exec sha256sum {} + | LC_ALL=C sort && "  \
 	"git rev-parse HEAD"
 
@@ -82,8 +82,8 @@ static void prepare(cae_backend *b, const char *uuid)
 static char *sh(cae_backend *b, const char *uuid, const char *script)
 {
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 60000, .cancel_fd = -1,
-				.max_stdout = 4 << 20};
+	cae_exec_request req = {
+	    .argv = argv, .timeout_ms = 60000, .cancel_fd = -1, .max_stdout = 4 << 20};
 	cae_run_result r;
 	cae_error err = {0};
 	ck_assert_msg(cae_backend_exec(b, uuid, &req, &r, &err) == 0, "%s: %s", script,
@@ -149,9 +149,9 @@ START_TEST(restore_is_exact_and_forks_are_independent)
 	ck_assert_msg(cae_snapshot_fork(b, "src", NULL, "live", &info, &res, &err) == 0, "%s",
 		      err.message);
 	ck_assert_str_eq(info.task_uuid, "live");
-	ck_assert_str_eq(json_string_value(json_object_get(json_object_get(res, "forked_from"),
-							   "task_uuid")),
-			 "src");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(res, "forked_from"), "task_uuid")),
+	    "src");
 	ck_assert_str_ne(info.host_path, "");
 	ck_assert_ptr_null(strstr(info.host_path, "/src/"));
 	cae_env_info_clear(&info);
@@ -183,7 +183,8 @@ START_TEST(restore_is_exact_and_forks_are_independent)
 	ck_assert_str_eq(lf, "a.txt\nempty\nignored.log\nlink\nonly-fork\nuntracked.txt\n"
 			     "hi\nmore\n");
 	_cleanup_free_ char *ll = sh(b, "live", "ls; cat a.txt");
-	ck_assert_str_eq(ll, "a.txt\nadded.txt\nignored.log\nlink\nonly-live\nrun.sh\nhi\nmore\nL\n");
+	ck_assert_str_eq(ll,
+			 "a.txt\nadded.txt\nignored.log\nlink\nonly-live\nrun.sh\nhi\nmore\nL\n");
 	/* the snapshot itself is unchanged by what the environment did since */
 	ck_assert_msg(cae_snapshot_restore(b, "src", id, NULL, &err) == 0, "%s", err.message);
 	_cleanup_free_ char *m5 = sh(b, "src", MANIFEST);
@@ -265,7 +266,8 @@ static void kill_when_made(const char *dir, const char *prefix, void (*fn)(void)
 				snprintf(tmp, sizeof(tmp), "%s/%s", dir, ev->name);
 				snprintf(img, sizeof(img), "%s/" CAE_DISKFS_IMAGE, tmp);
 				ck_assert_int_ge(inotify_add_watch(in, tmp, IN_CREATE), 0);
-			} else if (!tmp[0] || (ev->len && strcmp(ev->name, CAE_DISKFS_IMAGE) != 0)) {
+			} else if (!tmp[0] ||
+				   (ev->len && strcmp(ev->name, CAE_DISKFS_IMAGE) != 0)) {
 				continue;
 			}
 			if (access(img, F_OK) == 0) {

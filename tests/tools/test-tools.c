@@ -1960,29 +1960,32 @@ START_TEST(snapshot_tools_own_and_restore_ends_sessions)
 	ck_assert(!e);
 	json_decref(r);
 	r = call(a, "environment_restore", "{\"snapshot\": \"base\"}", &e);
-	ck_assert_msg(!e && S(r, "sessions_ended") && strstr(S(r, "sessions_ended"), "sleep 707.25"),
+	ck_assert_msg(!e && S(r, "sessions_ended") &&
+			  strstr(S(r, "sessions_ended"), "sleep 707.25"),
 		      "%s", json_dumps(r, 0));
 	json_decref(r);
 	r = pcall(a, "process_read", &e, "{s:s}", "session_id", "p1");
 	ck_assert_msg(strcmp(S(r, "state"), "killed") == 0, "%s", json_dumps(r, 0));
 	json_decref(r);
 	ck_assert(!host_process_with("707.25"));
-	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"ls; cat a.txt\"]}",
-		 &e);
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"ls; cat a.txt\"]}", &e);
 	ck_assert_msg(!e && strcmp(S(r, "stdout"), "a.txt\nhi\n") == 0, "%s", json_dumps(r, 0));
 	json_decref(r);
 
 	/* a's fork is a's (and current), not b's */
 	r = call(a, "environment_fork",
 		 "{\"task\": {\"uuid\": \"snap-f\"}, \"from\": {\"snapshot\": \"base\"}}", &e);
-	ck_assert_msg(!e && strcmp(S(json_object_get(r, "forked_from"), "task_uuid"), "snap-a") == 0 &&
-			  !json_object_get(r, "host_path"),
-		      "%s", json_dumps(r, 0));
+	ck_assert_msg(
+	    !e && strcmp(S(json_object_get(r, "forked_from"), "task_uuid"), "snap-a") == 0 &&
+		!json_object_get(r, "host_path"),
+	    "%s", json_dumps(r, 0));
 	json_decref(r);
 	ck_assert(env_listed(a, "snap-f"));
 	ck_assert(!env_listed(b, "snap-f"));
-	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo f > "
-				    "only-fork; ls\"]}",
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo f > "
+		 "only-fork; ls\"]}",
 		 &e);
 	ck_assert_msg(!e && strcmp(S(r, "stdout"), "a.txt\nonly-fork\n") == 0, "%s",
 		      json_dumps(r, 0));
