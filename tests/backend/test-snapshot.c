@@ -231,7 +231,15 @@ START_TEST(snapshots_are_bounded)
 	ck_assert_uint_eq(count_listed(b, "bnd"), 1);
 	/* nothing left behind in the snapshots' directory but the one */
 	tu_sh("[ $(ls -A %s/local/bnd/snapshots | wc -l) = 1 ]", state);
-	ck_assert_int_eq(cae_backend_cleanup(b, "bnd", &err), 0);
+	/* cae gc of the environment (older than 0 hours) takes its snapshots with it */
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 0, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	json_t *all = NULL;
+	ck_assert_int_eq(cae_snapshot_list(b, NULL, &all, &err), 0);
+	ck_assert_uint_eq(json_array_size(all), 0);
+	json_decref(all);
+	tu_sh("[ ! -e %s/local/bnd ]", state);
 	cae_backend_free(b);
 	teardown();
 }
