@@ -427,10 +427,19 @@ int cae__session_restore(cae_session *s, const char *task_uuid, const char *snap
 	cae__procs_end_env(s->procs, task_uuid);
 	end_mcp_editor(s, task_uuid);
 	int r = cae_snapshot_restore(s->backend, task_uuid, snapshot, out, err);
-	if (r == 0)
-		json_object_set_new(*out, "sessions_ended",
-				    ended ? json_string(ended) : json_null());
-	return r;
+	if (r < 0)
+		return r;
+	json_object_set_new(*out, "sessions_ended", ended ? json_string(ended) : json_null());
+	/* the editor of the current environment held the old workspace open: a new one */
+	pthread_mutex_lock(&s->lock);
+	cae_env_info info;
+	if (s->current && strcmp(s->current, task_uuid) == 0 &&
+	    cae_backend_info(s->current_backend, task_uuid, &info, NULL) == 0) {
+		(void)set_current_locked(s, s->current_backend, &info);
+		cae_env_info_clear(&info);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
 int cae__session_fork(cae_session *s, const char *from_uuid, const char *snapshot,

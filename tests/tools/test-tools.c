@@ -1972,6 +1972,18 @@ START_TEST(snapshot_tools_own_and_restore_ends_sessions)
 		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"ls; cat a.txt\"]}", &e);
 	ck_assert_msg(!e && strcmp(S(r, "stdout"), "a.txt\nhi\n") == 0, "%s", json_dumps(r, 0));
 	json_decref(r);
+	/* the text editor works on the restored files, and commands see what it writes */
+	r = call(a, "text_editor",
+		 "{\"command\": \"create\", \"path\": \"/workspace/project/ed.txt\", "
+		 "\"file_text\": \"edited\\n\"}",
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"ed.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "edited\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"rm\", \"ed.txt\"]}", &e);
+	json_decref(r);
 
 	/* a's fork is a's (and current), not b's */
 	r = call(a, "environment_fork",
