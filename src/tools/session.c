@@ -567,8 +567,14 @@ json_t *cae__session_environments(cae_session *s, cae_error *err)
 	for (size_t i = json_array_size(list); i-- > 0;) {
 		const char *u =
 		    json_string_value(json_object_get(json_array_get(list, i), "task_uuid"));
-		if (!cae__session_owns(s, u))
+		if (!cae__session_owns(s, u)) {
 			json_array_remove(list, i);
+			continue;
+		}
+		/* its snapshots (environment_restore and environment_fork take their names) */
+		json_t *snaps = NULL;
+		if (cae_snapshot_list(s->backend, u, &snaps, NULL) == 0)
+			json_object_set_new(json_array_get(list, i), "snapshots", snaps);
 	}
 	pthread_mutex_lock(&s->lock);
 	json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current", s->current,

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <poll.h>
+#include <pthread.h>
 
 #define GIT "git -c user.email=t@example.com -c user.name=t -c init.defaultBranch=main"
 #define C(s) ((char *)(s))
@@ -349,6 +350,73 @@ START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
 }
 END_TEST
 
+#define FORKS 16
+
+struct fork_arg {
+	cae_backend *b;
+	int i;
+	int r;
+	char msg[1100];
+};
+
+static void *fork_one(void *p)
+{
+	struct fork_arg *a = p;
+	char uuid[32];
+	snprintf(uuid, sizeof(uuid), "many-%d", a->i);
+	cae_env_info info;
+	cae_error err = {0};
+	a->r = cae_snapshot_fork(a->b, "many", NULL, uuid, &info, NULL, &err);
+	snprintf(a->msg, sizeof(a->msg), "%s", err.message);
+	if (a->r == 0)
+		cae_env_info_clear(&info);
+	return NULL;
+}
+
+/* 16 forks of one environment at once all succeed, and each is its own: what each writes is
+ * seen by none of the others nor by the source. */
+START_TEST(many_forks_at_once_are_independent)
+{
+	setup(NULL);
+	cae_backend *b = backend();
+	prepare(b, "many");
+	pthread_t th[FORKS];
+	struct fork_arg args[FORKS];
+	for (int i = 0; i < FORKS; i++) {
+		args[i] = (struct fork_arg){.b = b, .i = i};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, fork_one, &args[i]), 0);
+	}
+	for (int i = 0; i < FORKS; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_msg(args[i].r == 0, "fork %d: %s", i, args[i].msg);
+	}
+	char uuid[32], script[128];
+	for (int i = 0; i < FORKS; i++) {
+		snprintf(uuid, sizeof(uuid), "many-%d", i);
+		snprintf(script, sizeof(script), "echo %d > mine-%d", i, i);
+		free(sh(b, uuid, script));
+	}
+	for (int i = 0; i < FORKS; i++) {
+		snprintf(uuid, sizeof(uuid), "many-%d", i);
+		char *ls = sh(b, uuid, "ls mine-* | tr '\\n' ' '");
+		snprintf(script, sizeof(script), "mine-%d ", i);
+		ck_assert_str_eq(ls, script);
+		free(ls);
+	}
+	char *src = sh(b, "many", "ls");
+	ck_assert_str_eq(src, "a.txt\nlink\nrun.sh\n");
+	free(src);
+	cae_error err = {0};
+	for (int i = 0; i < FORKS; i++) {
+		snprintf(uuid, sizeof(uuid), "many-%d", i);
+		ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	}
+	ck_assert_int_eq(cae_backend_cleanup(b, "many", &err), 0);
+	cae_backend_free(b);
+	teardown();
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("snapshot");
@@ -357,6 +425,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, restore_is_exact_and_forks_are_independent);
 	tcase_add_test(tc, snapshots_are_bounded);
 	tcase_add_test(tc, killed_snapshot_and_fork_leave_nothing_whole);
+	tcase_add_test(tc, many_forks_at_once_are_independent);
 	suite_add_tcase(s, tc);
 	return s;
 }

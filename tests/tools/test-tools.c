@@ -1995,6 +1995,26 @@ START_TEST(snapshot_tools_own_and_restore_ends_sessions)
 	json_decref(r);
 	ck_assert(env_listed(a, "snap-f"));
 	ck_assert(!env_listed(b, "snap-f"));
+	/* environment_list shows each environment's snapshots */
+	r = call(a, "environment_list", "{}", &e);
+	size_t i;
+	json_t *en;
+	int seen = 0;
+	json_array_foreach(json_object_get(r, "environments"), i, en)
+	{
+		json_t *sn = json_object_get(en, "snapshots");
+		if (strcmp(S(en, "task_uuid"), "snap-a") == 0) {
+			ck_assert_msg(json_array_size(sn) == 1 &&
+					  strcmp(S(json_array_get(sn, 0), "name"), "base") == 0,
+				      "%s", json_dumps(r, 0));
+			seen++;
+		} else if (strcmp(S(en, "task_uuid"), "snap-f") == 0) {
+			ck_assert_uint_eq(json_array_size(sn), 0);
+			seen++;
+		}
+	}
+	ck_assert_int_eq(seen, 2);
+	json_decref(r);
 	r = call(a, "exec_command",
 		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo f > "
 		 "only-fork; ls\"]}",
