@@ -262,6 +262,9 @@ typedef struct cae_config {
 		struct {
 			int max_per_environment; /* 8: a snapshot past this many is refused
 						  * (0: snapshots refused) */
+			int max_age_hours;	 /* 168: `cae gc` and the collector remove
+						  * older ones (0: kept as long as their
+						  * environment) */
 			uint64_t max_bytes;	 /* max_size, 20g: a snapshot that would make
 						  * an environment's snapshots take more of
 						  * the disk is refused (0: no bound) */

@@ -11,7 +11,8 @@
  * the workspace has no file system of its own), so it goes with its environment. Each is made
  * under a temporary name naming its process and renamed into place: a snapshot or fork killed
  * half-way leaves nothing listed, and the collector (cae_backend_cleanup_stale, `cae gc`)
- * removes what a dead process left.
+ * removes what a dead process left, and snapshots older than
+ * command_executor.snapshots.max_age_hours.
  *
  * Cost: an image is cloned (FICLONE) where the state directory's file system shares extents
  * (btrfs, xfs), else copied extent by extent (its holes stay holes); the result's

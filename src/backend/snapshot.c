@@ -849,6 +849,33 @@ static int sweep_prefix(const char *dir, const char *prefix)
 	return n;
 }
 
+/* Removes the snapshots of the environment in dir older than
+ * command_executor.snapshots.max_age_hours (0: none). */
+static int sweep_old(cae_backend *b, const char *dir, const char *sd)
+{
+	int hours = b->cfg->command_executor.snapshots.max_age_hours;
+	if (hours <= 0)
+		return 0;
+	int64_t cutoff = (int64_t)time(NULL) - (int64_t)hours * 3600;
+	json_t *arr = json_array();
+	list_dir(dir, arr);
+	int n = 0;
+	size_t i;
+	json_t *e;
+	json_array_foreach(arr, i, e)
+	{
+		int64_t t = cae__parse_iso8601(json_string_value(json_object_get(e, "created_at")));
+		const char *id = json_string_value(json_object_get(e, "id"));
+		if (t < 0 || t >= cutoff || !name_valid(id))
+			continue;
+		_cleanup_free_ char *one = cae__path_join(sd, id);
+		if (one && cae__rm_rf(one) == 0)
+			n++;
+	}
+	json_decref(arr);
+	return n;
+}
+
 int cae__snapshot_sweep(cae_backend *b, const char *root)
 {
 	DIR *d = opendir(root);
@@ -876,6 +903,7 @@ int cae__snapshot_sweep(cae_backend *b, const char *root)
 		thaw(ws);
 		n += sweep_prefix(sd, TMP_PREFIX);
 		n += sweep_prefix(dir, RESTORE_PREFIX);
+		n += sweep_old(b, dir, sd);
 	}
 	closedir(d);
 	return n;

@@ -132,6 +132,8 @@ const struct cfg_doc cfg_docs[] = {
 		     "in its state directory and removed with it."},
     {CE "snapshots.max_per_environment", "A snapshot past this many of one environment is "
 					 "refused (`0`: no snapshots)."},
+    {CE "snapshots.max_age_hours", "`cae gc` and the collector remove snapshots older than this "
+				   "(`0`: kept as long as their environment)."},
     {CE "snapshots.max_size", "A snapshot that would make one environment's snapshots take more "
 			      "of the disk than this is refused (`0`: no bound)."},
     {CE "git",

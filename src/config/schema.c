@@ -156,6 +156,8 @@ const struct cfg_key cfg_keys[] = {
     SECTION(CE "snapshots"),
     INT(CE "snapshots.max_per_environment", command_executor.snapshots.max_per_environment, 0, 1000,
 	"8", NULL),
+    INT(CE "snapshots.max_age_hours", command_executor.snapshots.max_age_hours, 0, 876000, "168",
+	NULL),
     SIZE(CE "snapshots.max_size", command_executor.snapshots.max_bytes, 0, 1024 * 1024 * TiB,
 	 "20g"),
     SECTION(CE "git"),

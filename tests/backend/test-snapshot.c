@@ -225,6 +225,16 @@ START_TEST(snapshots_are_bounded)
 	ck_assert_int_eq(cae_snapshot_remove(b, "bnd", "one", &err), 0);
 	ck_assert_int_eq(cae_snapshot_remove(b, "bnd", "one", &err), -ENOENT);
 	ck_assert_uint_eq(count_listed(b, "bnd"), 1);
+	/* past max_age_hours (168 by default): collected, the environment stays */
+	tu_sh("cd %s/local/bnd/snapshots/snap-* && sed -i "
+	      "'s/\"created_at\": \"[0-9-]*T/\"created_at\": \"2020-01-01T/' snapshot.json && "
+	      "grep -q 2020-01-01 snapshot.json",
+	      state);
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400 * 365, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	ck_assert_uint_eq(count_listed(b, "bnd"), 0);
+	json_decref(snapshot(b, "bnd", "five"));
 	/* a megabyte more than the bound allows */
 	free(sh(b, "bnd", "head -c 1048576 /dev/urandom > big"));
 	ck_assert_int_eq(cae_snapshot_create(b, "bnd", "four", &s, &err), -ENOSPC);
@@ -233,7 +243,6 @@ START_TEST(snapshots_are_bounded)
 	/* nothing left behind in the snapshots' directory but the one */
 	tu_sh("[ $(ls -A %s/local/bnd/snapshots | wc -l) = 1 ]", state);
 	/* cae gc of the environment (older than 0 hours) takes its snapshots with it */
-	int removed = 0;
 	ck_assert_int_eq(cae_backend_cleanup_stale(b, 0, &removed, &err), 0);
 	ck_assert_int_eq(removed, 1);
 	json_t *all = NULL;
