@@ -8,7 +8,7 @@ status=0
 # the helper that goes into containers, from this build (as the tests find it)
 [ -x "$build/cae-helper-static" ] && export CAE_HELPER_STATIC="$PWD/$build/cae-helper-static"
 [ -x "$build/cae-helper" ] && export CAE_HELPER="$PWD/$build/cae-helper"
-for b in runner exec editor mcp docker helper many prepare sessions clone k8s diskfs net pkgcache; do
+for b in runner exec editor mcp docker helper many prepare sessions clone k8s diskfs net pkgcache snapshot; do
   bin="$build/bench/bench-$b"
   [ -x "$bin" ] || continue
   echo "== bench-$b" >&2

@@ -5,7 +5,8 @@
 # Docker, Podman (its Docker-compatible API, scripts/podman-env.sh), the loopback git server,
 # Node for the MCP clients, Go for the corpus's Go project (tests/mcp/corpus.mjs); the Kubernetes cluster's own
 # packages are installed by k8s-local.sh start; python3-venv and maven for the local
-# environments' virtual environment and /etc-configured toolchains). Needs root to install; as
+# environments' virtual environment and /etc-configured toolchains; xfsprogs for bench-snapshot's
+# state directory on a file system that shares extents). Needs root to install; as
 # another user it only names what is missing.
 set -euo pipefail
 what=${1:-build}
@@ -14,7 +15,7 @@ pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev li
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server
-         openssh-client podman python3-venv maven golang-go)
+         openssh-client podman python3-venv maven golang-go xfsprogs)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

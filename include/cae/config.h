@@ -260,6 +260,18 @@ typedef struct cae_config {
 					     * used ones until the rest take at most this
 					     * (0: no bound) */
 		} package_cache;
+		/* Snapshots of an environment (include/cae/snapshot.h), kept with it and
+		 * removed with it. */
+		struct {
+			int max_per_environment; /* 8: a snapshot past this many is refused
+						  * (0: snapshots refused) */
+			int max_age_hours;	 /* 168: `cae gc` and the collector remove
+						  * older ones (0: kept as long as their
+						  * environment) */
+			uint64_t max_bytes;	 /* max_size, 20g: a snapshot that would make
+						  * an environment's snapshots take more of
+						  * the disk is refused (0: no bound) */
+		} snapshots;
 		/* The identity of the commits an agent makes in an environment (`git commit`
 		 * works as the prompts ask, on every backend): the environment's own git
 		 * configuration (the local sandbox's /etc/gitconfig, a container's or pod's

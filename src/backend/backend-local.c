@@ -26,6 +26,7 @@
 #include "backend/pkgcache.h"
 #include "backend/sandbox.h"
 #include "backend/seccomp.h"
+#include "backend/snapshot.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -626,6 +627,12 @@ static void cred_forget(struct local_impl *li, const char *uuid)
 		}
 	pthread_mutex_unlock(&li->helper_lock);
 	cred_free(dead);
+}
+
+void cae__local_stop_sandbox(cae_backend *b, const char *uuid)
+{
+	helper_forget(impl_of(b), uuid);
+	cred_forget(impl_of(b), uuid);
 }
 
 /* The command line of a sandbox for env: the environment's cgroup when cgroups can be used
@@ -2079,6 +2086,7 @@ static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filt
 	    .filter = filter, .filter_ud = filter_ud, .cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	sweep_creating(b, &s);
+	s.removed += cae__snapshot_sweep(b, impl_of(b)->root); /* killed snapshots' leftovers */
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));
 	*removed = s.removed;

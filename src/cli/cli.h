@@ -36,6 +36,9 @@ int cae_cli_patch(int argc, char **argv);
 int cae_cli_edit(int argc, char **argv);
 int cae_cli_doctor(int argc, char **argv);
 int cae_cli_port_forward(int argc, char **argv);
+int cae_cli_snapshot(int argc, char **argv);
+int cae_cli_restore(int argc, char **argv);
+int cae_cli_fork(int argc, char **argv);
 
 /* Options every subcommand that opens a session accepts. */
 enum {

@@ -134,6 +134,14 @@ const struct cfg_doc cfg_docs[] = {
     {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
     {CE "package_cache.max_size", "... then the least recently used ones until the rest take at "
 				  "most this (`0`: no bound)."},
+    {CE "snapshots", "Snapshots of an environment (`cae snapshot`, `environment_snapshot`), kept "
+		     "in its state directory and removed with it."},
+    {CE "snapshots.max_per_environment", "A snapshot past this many of one environment is "
+					 "refused (`0`: no snapshots)."},
+    {CE "snapshots.max_age_hours", "`cae gc` and the collector remove snapshots older than this "
+				   "(`0`: kept as long as their environment)."},
+    {CE "snapshots.max_size", "A snapshot that would make one environment's snapshots take more "
+			      "of the disk than this is refused (`0`: no bound)."},
     {CE "git",
      "The identity of the commits an agent makes in an environment (`git commit` works as the "
      "prompts ask, on every backend): the environment's own git configuration (the local "

@@ -9,6 +9,8 @@
 #include "cae/worker.h"
 #include "tools/tools-internal.h"
 
+#include "cae/snapshot.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -444,6 +446,47 @@ int cae_session_cleanup(cae_session *s, const char *task_uuid, cae_error *err)
 	return r;
 }
 
+int cae__session_restore(cae_session *s, const char *task_uuid, const char *snapshot, json_t **out,
+			 cae_error *err)
+{
+	/* its process sessions and editor server end first (they run in the old files) */
+	_cleanup_free_ char *ended = cae__procs_running_text(s->procs, task_uuid);
+	cae__procs_end_env(s->procs, task_uuid);
+	end_mcp_editor(s, task_uuid);
+	int r = cae_snapshot_restore(s->backend, task_uuid, snapshot, out, err);
+	if (r < 0)
+		return r;
+	json_object_set_new(*out, "sessions_ended", ended ? json_string(ended) : json_null());
+	/* the editor of the current environment held the old workspace open: a new one */
+	pthread_mutex_lock(&s->lock);
+	cae_env_info info;
+	if (s->current && strcmp(s->current, task_uuid) == 0 &&
+	    cae_backend_info(s->current_backend, task_uuid, &info, NULL) == 0) {
+		(void)set_current_locked(s, s->current_backend, &info);
+		cae_env_info_clear(&info);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+int cae__session_fork(cae_session *s, const char *from_uuid, const char *snapshot,
+		      const char *new_uuid, json_t **out, cae_error *err)
+{
+	cae_env_info info;
+	int r = cae_snapshot_fork(s->backend, from_uuid, snapshot, new_uuid, &info, out, err);
+	if (r < 0)
+		return r;
+	/* the fork is the session's, and its current environment */
+	r = set_current(s, s->backend, &info);
+	cae_env_info_clear(&info);
+	if (r < 0) {
+		json_decref(*out);
+		*out = NULL;
+		return cae_error_set(err, r, "out of memory");
+	}
+	return 0;
+}
+
 int cae__session_snapshot(cae_session *s, const cae_call_ctx *ctx, cae_tool_env *env)
 {
 	*env = (cae_tool_env){
@@ -551,8 +594,14 @@ json_t *cae__session_environments(cae_session *s, cae_error *err)
 	for (size_t i = json_array_size(list); i-- > 0;) {
 		const char *u =
 		    json_string_value(json_object_get(json_array_get(list, i), "task_uuid"));
-		if (!cae__session_owns(s, u))
+		if (!cae__session_owns(s, u)) {
 			json_array_remove(list, i);
+			continue;
+		}
+		/* its snapshots (environment_restore and environment_fork take their names) */
+		json_t *snaps = NULL;
+		if (cae_snapshot_list(s->backend, u, &snaps, NULL) == 0)
+			json_object_set_new(json_array_get(list, i), "snapshots", snaps);
 	}
 	pthread_mutex_lock(&s->lock);
 	json_t *out = json_pack("{s:o, s:s?, s:s}", "environments", list, "current", s->current,

@@ -107,6 +107,27 @@ const cae_tool_def cae__tool_table[] = {
 	.call = cae__tool_call_environment_port_forward,
     },
     {
+	.name = "environment_snapshot",
+	.family = CAE_TOOL_ENVIRONMENT,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_snapshot_definition,
+	.call = cae__tool_call_environment_snapshot,
+    },
+    {
+	.name = "environment_restore",
+	.family = CAE_TOOL_ENVIRONMENT,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_restore_definition,
+	.call = cae__tool_call_environment_restore,
+    },
+    {
+	.name = "environment_fork",
+	.family = CAE_TOOL_ENVIRONMENT,
+	.enabled = cae__tool_environment_enabled,
+	.definition = cae__tool_environment_fork_definition,
+	.call = cae__tool_call_environment_fork,
+    },
+    {
 	.name = "process_start",
 	.family = CAE_TOOL_PROCESS,
 	.enabled = cae__tool_process_enabled,

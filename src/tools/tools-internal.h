@@ -117,6 +117,13 @@ bool cae__session_env_exists(cae_session *s, const char *task_uuid);
 	"environment_prepare or was given at start; environment_list shows them)"
 /* The session's table (session.c). */
 cae__procs *cae__session_procs(cae_session *s);
+/* cae_snapshot_restore of task_uuid after its process sessions and editor server ended;
+ * *out gets sessions_ended (what ended, or null). */
+int cae__session_restore(cae_session *s, const char *task_uuid, const char *snapshot, json_t **out,
+			 cae_error *err);
+/* cae_snapshot_fork; the new environment becomes the session's and its current one. */
+int cae__session_fork(cae_session *s, const char *from_uuid, const char *snapshot,
+		      const char *new_uuid, json_t **out, cae_error *err);
 
 /* Which definitions list offers a tool (cae_tools_options); a bit each. */
 typedef enum cae_tool_family {
@@ -282,6 +289,17 @@ int cae__tool_call_environment_port_forward(const cae_tool_env *env, json_t *arg
 					    cae_tool_result *res, cae_error *err);
 int cae__tool_call_environment_cleanup(const cae_tool_env *env, json_t *args, cae_tool_result *res,
 				       cae_error *err);
+
+/* snapshot_tools.c: environment_snapshot, environment_restore, environment_fork. */
+json_t *cae__tool_environment_snapshot_definition(void);
+int cae__tool_call_environment_snapshot(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+					cae_error *err);
+json_t *cae__tool_environment_restore_definition(void);
+int cae__tool_call_environment_restore(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				       cae_error *err);
+json_t *cae__tool_environment_fork_definition(void);
+int cae__tool_call_environment_fork(const cae_tool_env *env, json_t *args, cae_tool_result *res,
+				    cae_error *err);
 
 /* process_tools.c: process_start, process_read, process_write, process_wait, process_kill,
  * process_list. */

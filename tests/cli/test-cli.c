@@ -84,8 +84,8 @@ START_TEST(help_everywhere)
 {
 	out o = cae("--help", NULL);
 	ck_assert_int_eq(o.status, 0);
-	const char *subs[] = {"env", "prepare", "exec",	  "cleanup", "gc",
-			      "run", "tools",	"prompt", "doctor"};
+	const char *subs[] = {"env",   "prepare", "exec",   "cleanup",	"gc",	   "run",
+			      "tools", "prompt",  "doctor", "snapshot", "restore", "fork"};
 	for (size_t i = 0; i < sizeof(subs) / sizeof(subs[0]); i++) {
 		ck_assert_msg(strstr(o.out, subs[i]), "--help does not list %s", subs[i]);
 		out h = cae(subs[i], "--help", NULL);
@@ -138,6 +138,39 @@ START_TEST(prepare_exec_cleanup_across_processes)
 	out_clear(&o);
 	/* the only environment is the default for exec */
 	o = cae("exec", "--", "echo default", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+	/* snapshot, restore and fork from the command line, each its own process */
+	o = cae("snapshot", "cli-1", "--name", "base", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "name")), "base");
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-1", "--", "echo x > added && rm readme.txt", NULL);
+	ck_assert_int_eq(o.status, 0);
+	out_clear(&o);
+	o = cae("fork", "--from", "cli-1", "--snapshot", "base", "--uuid", "cli-1f", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_object_get(o.json, "forked_from"), "task_uuid")),
+	    "cli-1");
+	out_clear(&o);
+	o = cae("restore", "cli-1", "base", NULL);
+	ck_assert_msg(o.status == 0, "%s", o.err);
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-1", "--", "ls", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "readme.txt\n");
+	out_clear(&o);
+	o = cae("exec", "--uuid", "cli-1f", "--", "cat readme.txt", NULL);
+	ck_assert_str_eq(json_string_value(json_object_get(o.json, "stdout")), "hello\n");
+	out_clear(&o);
+	o = cae("snapshot", "list", NULL);
+	ck_assert_uint_eq(json_array_size(o.json), 1);
+	out_clear(&o);
+	o = cae("restore", "cli-1", "no-such-snapshot", NULL);
+	ck_assert_int_eq(o.status, 1);
+	ck_assert_msg(strstr(o.err, "cae: restore: NOT_FOUND: "), "%s", o.err);
+	out_clear(&o);
+	o = cae("cleanup", "cli-1f", NULL);
 	ck_assert_int_eq(o.status, 0);
 	out_clear(&o);
 	/* another process lists it */

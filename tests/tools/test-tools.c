@@ -846,7 +846,7 @@ START_TEST(tool_table_rows)
 				 -ENOENT);
 		ck_assert_ptr_nonnull(strstr(err.message, "(disabled)"));
 	}
-	ck_assert_uint_eq(json_array_size(list), 4);
+	ck_assert_uint_eq(json_array_size(list), 7); /* the environment_* tools */
 	json_decref(list);
 	ck_assert(!cae_session_call_is_quick(s, "text_editor_view", NULL));
 	ck_assert(!cae_session_call_is_quick(s, "text_editor", view));
@@ -1891,6 +1891,155 @@ START_TEST(sessions_own_their_environments)
 }
 END_TEST
 
+/* environment_snapshot, environment_restore and environment_fork act on the session's own
+ * environments only (another session's is refused in the words used for a uuid nobody
+ * has); a restore ends the environment's process sessions and says which; a fork is the
+ * session's and its current environment. */
+START_TEST(snapshot_tools_own_and_restore_ends_sessions)
+{
+	char *root = tu_mkdtemp();
+	tu_sh("cd %s && mkdir ok && cd ok && " GIT " init -q && echo hi > a.txt && " GIT
+	      " add . && " GIT " commit -qm c",
+	      root);
+	char yaml[4096], args[9000];
+	snprintf(yaml, sizeof(yaml), "  local_repo_roots: [%s]\n", root);
+	cae_session *a = open_session(yaml);
+	cae_session *b = open_peer(yaml);
+	bool e;
+	snprintf(args, sizeof(args), "{\"task\": {\"uuid\": \"snap-a\", \"repo\": \"%s/ok\"}}",
+		 root);
+	json_t *r = call(a, "environment_prepare", args, &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "environment_snapshot", "{\"name\": \"base\"}", &e);
+	ck_assert_msg(!e && S(r, "id") && strcmp(S(r, "name"), "base") == 0, "%s",
+		      json_dumps(r, 0));
+	json_decref(r);
+
+	/* b may not snapshot, restore or fork a's, and cannot tell it from one nobody has */
+	const char *const refused[][2] = {
+	    {"environment_snapshot", "{\"task_uuid\": \"@\"}"},
+	    {"environment_restore", "{\"task_uuid\": \"@\", \"snapshot\": \"base\"}"},
+	    {"environment_fork", "{\"task\": {\"uuid\": \"snap-b\"}, \"from\": {\"task_uuid\": "
+				 "\"@\", \"snapshot\": \"base\"}}"},
+	    {"environment_fork", "{\"task\": {\"uuid\": \"snap-b\"}, \"from\": {\"task_uuid\": "
+				 "\"@\"}}"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+		char *m[2];
+		const char *uuids[2] = {"snap-a", "nobody-has-it"};
+		for (int k = 0; k < 2; k++) {
+			/* the template with @ for the uuid */
+			const char *at = strchr(refused[i][1], '@');
+			snprintf(args, sizeof(args), "%.*s%s%s", (int)(at - refused[i][1]),
+				 refused[i][1], uuids[k], at + 1);
+			r = call(b, refused[i][0], args, &e);
+			ck_assert_msg(e, "%s %s", refused[i][0], json_dumps(r, 0));
+			ck_assert_str_eq(error_code(r), "INVALID_ARGUMENT");
+			m[k] = message_without(r, uuids[k]);
+			json_decref(r);
+		}
+		ck_assert_str_eq(m[0], m[1]);
+		ck_assert_msg(strstr(m[0], "not one of this session's environments"), "%s", m[0]);
+		free(m[0]);
+		free(m[1]);
+	}
+	ck_assert(!env_listed(b, "snap-b"));
+	/* nor take a's uuid for a fork of its own */
+	r = call(a, "environment_fork",
+		 "{\"task\": {\"uuid\": \"snap-a\"}, \"from\": {\"snapshot\": \"base\"}}", &e);
+	ck_assert_msg(e, "%s", json_dumps(r, 0));
+	json_decref(r);
+
+	/* a's restore ends its process session and says so; the file added is gone */
+	r = pcall(a, "process_start", &e, "{s:s, s:i}", "command", "sleep 707.25", "wait_ms", 0);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo x > added && echo y >> "
+		 "a.txt\"]}",
+		 &e);
+	ck_assert(!e);
+	json_decref(r);
+	r = call(a, "environment_restore", "{\"snapshot\": \"base\"}", &e);
+	ck_assert_msg(!e && S(r, "sessions_ended") &&
+			  strstr(S(r, "sessions_ended"), "sleep 707.25"),
+		      "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = pcall(a, "process_read", &e, "{s:s}", "session_id", "p1");
+	ck_assert_msg(strcmp(S(r, "state"), "killed") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(!host_process_with("707.25"));
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"ls; cat a.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "a.txt\nhi\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	/* the text editor works on the restored files, and commands see what it writes */
+	r = call(a, "text_editor",
+		 "{\"command\": \"create\", \"path\": \"/workspace/project/ed.txt\", "
+		 "\"file_text\": \"edited\\n\"}",
+		 &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"cat\", \"ed.txt\"]}", &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "edited\n") == 0, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "exec_command", "{\"cwd\": \".\", \"command\": [\"rm\", \"ed.txt\"]}", &e);
+	json_decref(r);
+
+	/* a's fork is a's (and current), not b's */
+	r = call(a, "environment_fork",
+		 "{\"task\": {\"uuid\": \"snap-f\"}, \"from\": {\"snapshot\": \"base\"}}", &e);
+	ck_assert_msg(
+	    !e && strcmp(S(json_object_get(r, "forked_from"), "task_uuid"), "snap-a") == 0 &&
+		!json_object_get(r, "host_path"),
+	    "%s", json_dumps(r, 0));
+	json_decref(r);
+	ck_assert(env_listed(a, "snap-f"));
+	ck_assert(!env_listed(b, "snap-f"));
+	/* environment_list shows each environment's snapshots */
+	r = call(a, "environment_list", "{}", &e);
+	size_t i;
+	json_t *en;
+	int seen = 0;
+	json_array_foreach(json_object_get(r, "environments"), i, en)
+	{
+		json_t *sn = json_object_get(en, "snapshots");
+		if (strcmp(S(en, "task_uuid"), "snap-a") == 0) {
+			ck_assert_msg(json_array_size(sn) == 1 &&
+					  strcmp(S(json_array_get(sn, 0), "name"), "base") == 0,
+				      "%s", json_dumps(r, 0));
+			seen++;
+		} else if (strcmp(S(en, "task_uuid"), "snap-f") == 0) {
+			ck_assert_uint_eq(json_array_size(sn), 0);
+			seen++;
+		}
+	}
+	ck_assert_int_eq(seen, 2);
+	json_decref(r);
+	r = call(a, "exec_command",
+		 "{\"cwd\": \".\", \"command\": [\"sh\", \"-c\", \"echo f > "
+		 "only-fork; ls\"]}",
+		 &e);
+	ck_assert_msg(!e && strcmp(S(r, "stdout"), "a.txt\nonly-fork\n") == 0, "%s",
+		      json_dumps(r, 0));
+	json_decref(r);
+	r = call(b, "environment_cleanup", "{\"task_uuid\": \"snap-f\"}", &e);
+	ck_assert(e);
+	json_decref(r);
+	r = call(a, "environment_cleanup", "{\"task_uuid\": \"snap-f\"}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	r = call(a, "environment_cleanup", "{\"task_uuid\": \"snap-a\"}", &e);
+	ck_assert_msg(!e, "%s", json_dumps(r, 0));
+	json_decref(r);
+	cae_session_free(b);
+	close_session(a);
+	cae__rm_rf(root);
+	free(root);
+}
+END_TEST
+
 /* ---- text_editor_mcp.mode: mcp ---- */
 
 #define MCP_SERVER CAE_SOURCE_ROOT "/tests/data/editor-mcp/server.py"
@@ -2143,6 +2292,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, process_session_ends_with_its_environment);
 	tcase_add_test(tc, process_session_server_shares_loopback);
 	tcase_add_test(tc, sessions_own_their_environments);
+	tcase_add_test(tc, snapshot_tools_own_and_restore_ends_sessions);
 	suite_add_tcase(s, tc);
 	/* the text editor as an MCP server's tool */
 	tc = tcase_create("editor-mcp");

@@ -1,0 +1,172 @@
+/* What a snapshot, a restore and a fork of a local environment cost (include/cae/snapshot.h)
+ * next to `cp -a` of the same workspace, in the same run: a prepared environment whose
+ * workspace holds BENCH_SNAPSHOT_MB of files (made by the bench), with the state directory on
+ * this host's file system (ext4 here: the image is copied, "copy") and, as root with mkfs.xfs,
+ * on an XFS file system on a loop device (extents shared: "reflink").
+ *
+ *   bench-snapshot               BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (5) */
+#include "base/fs.h"
+#include "base/timeutil.h"
+#include "cae/backend.h"
+#include "cae/config.h"
+#include "cae/snapshot.h"
+
+#include "benchutil.h"
+
+#include <jansson.h>
+#include <sys/mount.h>
+
+static cae_config *config_for(const char *state)
+{
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "command_executor:\n  backend: local\n  state_dir: %s\n  instance: bench-snap\n"
+		 "  clone:\n    auto_install_deps: false\n",
+		 state);
+	cae_config *cfg = NULL;
+	cae_error err;
+	char *envp[] = {NULL};
+	if (cae_config_load_string(&cfg, yaml, strlen(yaml), "bench.yaml", envp, &err) < 0) {
+		fprintf(stderr, "config: %s\n", err.message);
+		exit(1);
+	}
+	return cfg;
+}
+
+static void die(const char *what, const cae_error *err)
+{
+	fprintf(stderr, "%s: %s\n", what, err->message);
+	exit(1);
+}
+
+/* One state directory: prepare, fill, then runs of cp -a, snapshot, restore, fork. */
+static void measure(const char *label, const char *state, const char *repo, int mb, int n)
+{
+	cae_config *cfg = config_for(state);
+	cae_backend *b = NULL;
+	cae_error err;
+	if (cae_backend_new_named("local", cfg, NULL, &b, &err) < 0)
+		die("backend", &err);
+	cae_task t = {.uuid = (char *)"bench-snap", .repo = (char *)repo};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	if (cae_backend_prepare(b, &t, NULL, &o, &info, &err) < 0)
+		die("prepare", &err);
+	char cmd[4096];
+	/* files of 100 KiB, as a dependency tree's are many and small */
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p node_modules && cd node_modules && i=0; while [ $i -lt %d ]; do "
+		 "mkdir -p d$((i / 100)) && head -c 102400 /dev/urandom > d$((i / 100))/f$i; "
+		 "i=$((i + 1)); done",
+		 mb * 10);
+	const char *argv[] = {"sh", "-c", cmd, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 600000, .cancel_fd = -1};
+	cae_run_result res;
+	if (cae_backend_exec(b, "bench-snap", &req, &res, &err) < 0 || res.exit_code != 0)
+		die("fill", &err);
+	cae_run_result_clear(&res);
+	int64_t *cp = calloc((size_t)n, 8), *sn = calloc((size_t)n, 8), *rs = calloc((size_t)n, 8),
+		*fk = calloc((size_t)n, 8);
+	const char *ms = "?", *mf = "?", *mr = "?";
+	static char mech[3][16];
+	for (int i = 0; i < n; i++) {
+		snprintf(cmd, sizeof(cmd), "cp -a %s %s/cp-copy && sync -f %s/cp-copy",
+			 info.host_path, state, state);
+		int64_t t0 = cae__now_ns();
+		if (bench_sh(cmd) != 0)
+			exit(1);
+		cp[i] = cae__now_ns() - t0;
+		snprintf(cmd, sizeof(cmd), "rm -rf %s/cp-copy", state);
+		(void)bench_sh(cmd);
+
+		json_t *s = NULL;
+		t0 = cae__now_ns();
+		if (cae_snapshot_create(b, "bench-snap", "s", &s, &err) < 0)
+			die("snapshot", &err);
+		sn[i] = cae__now_ns() - t0;
+		snprintf(mech[0], sizeof(mech[0]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		ms = mech[0];
+		json_decref(s);
+
+		t0 = cae__now_ns();
+		if (cae_snapshot_restore(b, "bench-snap", "s", &s, &err) < 0)
+			die("restore", &err);
+		rs[i] = cae__now_ns() - t0;
+		snprintf(mech[1], sizeof(mech[1]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		mr = mech[1];
+		json_decref(s);
+		if (cae_snapshot_remove(b, "bench-snap", "s", &err) < 0)
+			die("remove", &err);
+
+		cae_env_info fi;
+		t0 = cae__now_ns();
+		if (cae_snapshot_fork(b, "bench-snap", NULL, "bench-fork", &fi, &s, &err) < 0)
+			die("fork", &err);
+		fk[i] = cae__now_ns() - t0;
+		snprintf(mech[2], sizeof(mech[2]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		mf = mech[2];
+		json_decref(s);
+		cae_env_info_clear(&fi);
+		if (cae_backend_cleanup(b, "bench-fork", &err) < 0)
+			die("cleanup", &err);
+	}
+	double base = bench_p50_ms(cp, n);
+	printf("local.cp_a_ms state=%s workspace_mb=%d median=%.1f runs=%d\n", label, mb, base, n);
+	printf("local.snapshot_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
+	       label, ms, bench_p50_ms(sn, n), base, n);
+	printf("local.restore_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
+	       label, mr, bench_p50_ms(rs, n), base, n);
+	printf("local.fork_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
+	       label, mf, bench_p50_ms(fk, n), base, n);
+	cae_env_info_clear(&info);
+	if (cae_backend_cleanup(b, "bench-snap", &err) < 0)
+		die("cleanup", &err);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	free(cp);
+	free(sn);
+	free(rs);
+	free(fk);
+}
+
+int main(void)
+{
+	int mb = bench_env_int("BENCH_SNAPSHOT_MB", 200);
+	int n = bench_env_int("BENCH_SNAPSHOT_RUNS", 5);
+	if (mb < 1 || mb > 100000)
+		mb = 200;
+	if (n < 1 || n > 1000)
+		n = 5;
+	char dir[] = "/var/tmp/cae-bench-snapshot-XXXXXX";
+	if (!mkdtemp(dir))
+		return 1;
+	char cmd[4096], state[256], repo[128], xfs[128];
+	snprintf(repo, sizeof(repo), "%s/repo", dir);
+	snprintf(cmd, sizeof(cmd),
+		 "git init -q %s && cd %s && for i in $(seq 1 50); do echo $i > f$i; done && "
+		 "git add . && git -c user.name=b -c user.email=b@b commit -qm x",
+		 repo, repo);
+	if (bench_sh(cmd) != 0)
+		return 1;
+	snprintf(state, sizeof(state), "%s/state", dir);
+	measure("host-fs", state, repo, mb, n);
+	/* the same on XFS (reflink=1 by default), where the image is cloned */
+	snprintf(xfs, sizeof(xfs), "%s/xfs", dir);
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "command -v mkfs.xfs >/dev/null && truncate -s 32G %s.img && mkfs.xfs -q %s.img && "
+	    "mkdir %s && mount -o loop %s.img %s",
+	    xfs, xfs, xfs, xfs, xfs);
+	if (geteuid() == 0 && bench_sh(cmd) == 0) {
+		snprintf(state, sizeof(state), "%s/state", xfs);
+		measure("xfs-loop", state, repo, mb, n);
+		(void)umount2(xfs, MNT_DETACH);
+	} else {
+		printf("# no XFS state directory here (root and mkfs.xfs, xfsprogs, needed)\n");
+	}
+	cae__rm_rf(dir);
+	return 0;
+}
