@@ -169,8 +169,11 @@ else
 	kubectl exec -n "${pod% *}" -c main "${pod#* }" -- sh -c "$serve" </dev/null >/dev/null 2>&1 &
 	kube_pid=$!
 fi
-for _ in $(seq 50); do
-	[ "$(netrun "curl -s -o /dev/null -w %{http_code} --noproxy '*' http://127.0.0.1:$fport/fwd.txt" | jq -r .stdout)" = 200 ] && break
+# (until it answers inside the environment: a sanitized cae on a busy machine is slow to
+# ask, and a forward to a port nobody listens on yet is closed at once, as it must be)
+served=no
+for _ in $(seq 300); do
+	[ "$(netrun "curl -s -o /dev/null -w %{http_code} --noproxy '*' http://127.0.0.1:$fport/fwd.txt" | jq -r .stdout)" = 200 ] && { served=yes; break; }
 	sleep 0.2
 done
 coproc FWD { CAE_CONFIG=$work/net.yaml exec "$CAE" port-forward --backend "$backend" "$uuid" "$fport" 2>"$work/fwd.err"; }
@@ -183,7 +186,7 @@ done
 hport=$(jq -r '.host_port // empty' <<<"$fwd_json")
 got=$( [ -n "$hport" ] && curl -sS -m 10 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
 check "cae port-forward reaches a server on the environment's loopback (docker: under network none)" \
-	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' "$fwd_json $got $(cat "$work/fwd.err")"
+	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' "server answering inside: $served; $fwd_json $got $(cat "$work/fwd.err")"
 kill "$fwd_pid" 2>/dev/null
 wait "$fwd_pid" 2>/dev/null
 got=$( [ -n "$hport" ] && curl -sS -m 5 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
