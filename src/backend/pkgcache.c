@@ -10,9 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,29 +377,6 @@ int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t g
 
 /* ---- prune ---- */
 
-static uint64_t du_total;
-static int du_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)path;
-	(void)flag;
-	(void)ftw;
-	du_total += (uint64_t)st->st_blocks * 512;
-	return 0;
-}
-
-/* The bytes under dir on disk (links not followed). */
-static uint64_t disk_use(const char *dir)
-{
-	/* nftw has no user pointer: one tree at a time */
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&lock);
-	du_total = 0;
-	nftw(dir, du_one, 16, FTW_PHYS | FTW_MOUNT);
-	uint64_t n = du_total;
-	pthread_mutex_unlock(&lock);
-	return n;
-}
-
 struct owner_cache {
 	char path[PATH_MAX + 600];
 	int64_t used; /* seconds since the epoch; 0: never recorded */
@@ -442,7 +417,7 @@ static int collect(const char *idir, struct owner_cache **v, size_t *n, size_t *
 		char used[sizeof(o->path) + 8];
 		snprintf(used, sizeof(used), "%s/.used", o->path);
 		o->used = lstat(used, &st) == 0 ? (int64_t)st.st_mtime : 0;
-		o->bytes = disk_use(o->path);
+		o->bytes = cae__disk_use(o->path);
 		(*n)++;
 	}
 	closedir(d);

@@ -23,9 +23,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <pthread.h>
 #include <linux/fs.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -216,28 +214,6 @@ static int copy_tree(const char *src, const char *dst, cae_error *err)
 				  res.err ? res.err : "");
 	cae_run_result_clear(&res);
 	return r;
-}
-
-static uint64_t du_total;
-static int du_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)path;
-	(void)flag;
-	(void)ftw;
-	du_total += (uint64_t)st->st_blocks * 512;
-	return 0;
-}
-
-/* The disk a file or tree takes (allocated blocks). */
-static uint64_t disk_use(const char *path)
-{
-	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-	pthread_mutex_lock(&lock);
-	du_total = 0;
-	(void)nftw(path, du_one, 32, FTW_PHYS | FTW_MOUNT);
-	uint64_t n = du_total;
-	pthread_mutex_unlock(&lock);
-	return n;
 }
 
 /* Tells the guard that the file system was thawed by its process, and reaps it. */
@@ -468,7 +444,7 @@ int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json
 		thaw(ws); /* one a killed snapshot left frozen */
 	const char *kind = NULL, *mech = NULL;
 	r = ws ? capture(dir, tmp, "tree", &kind, &mech, err) : -ENOMEM;
-	uint64_t bytes = r == 0 ? disk_use(tmp) : 0;
+	uint64_t bytes = r == 0 ? cae__disk_use(tmp) : 0;
 	if (r == 0 && max_bytes && used + bytes > max_bytes)
 		r = cae_error_set(err, -ENOSPC,
 				  "the snapshot would make environment %s's snapshots take %llu "

@@ -3,6 +3,8 @@
 #include "base/macro.h"
 
 #include <dirent.h>
+#include <ftw.h>
+#include <pthread.h>
 #include <errno.h>
 #include <limits.h>
 #include <fcntl.h>
@@ -362,4 +364,26 @@ char *cae__fd_path(int fd)
 		return NULL;
 	buf[n] = '\0';
 	return strdup(buf);
+}
+
+static uint64_t du_total;
+static int du_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)path;
+	(void)flag;
+	(void)ftw;
+	du_total += (uint64_t)st->st_blocks * 512;
+	return 0;
+}
+
+uint64_t cae__disk_use(const char *path)
+{
+	/* nftw has no user pointer: one tree at a time */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	pthread_mutex_lock(&lock);
+	du_total = 0;
+	(void)nftw(path, du_one, 16, FTW_PHYS | FTW_MOUNT);
+	uint64_t n = du_total;
+	pthread_mutex_unlock(&lock);
+	return n;
 }

@@ -3,6 +3,7 @@
 #define CAE_BASE_FS_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stddef.h>
 #include <sys/types.h>
 
@@ -61,6 +62,10 @@ int cae__mkdir_p(const char *path, mode_t mode);
 int cae__rm_rf(const char *path);
 /* rm -rf of the entries below dirfd/name (name removed too). */
 int cae__rm_rf_at(int dirfd, const char *name);
+
+/* The bytes a file or tree takes on disk (allocated blocks; links not followed, other
+ * mounts not entered); 0 when it cannot be read. */
+uint64_t cae__disk_use(const char *path);
 
 /* Joins two path parts with one '/'. Returns a new string or NULL. */
 char *cae__path_join(const char *a, const char *b);
