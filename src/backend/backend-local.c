@@ -943,8 +943,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	}
 	/* the shared package caches, when the sandbox binds them */
 	char cache[PATH_MAX];
-	for (const char *const *e = cae__pkgcache_env();
-	     *e && npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1; e++)
+	bool npm = npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1;
+	for (const char *const *e = cae__pkgcache_env(); npm && *e; e++)
 		extra[ne++] = *e;
 	if (go_cache_of(env, false, NULL) == 1)
 		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
