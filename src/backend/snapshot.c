@@ -523,6 +523,24 @@ int cae_snapshot_list(cae_backend *b, const char *uuid, json_t **out, cae_error 
 	return 0;
 }
 
+/* The environment in dir locked (waiting for another snapshot, restore or fork of it) and its
+ * snapshot named snapshot into *s: the lock's descriptor, or -errno with err set. */
+static int locked_snapshot(const char *dir, const char *uuid, const char *snapshot, json_t **s,
+			   cae_error *err)
+{
+	int lock = lock_env(dir, true);
+	if (lock < 0)
+		return cae_error_set(err, lock, "cannot lock environment %s: %s", uuid,
+				     strerror(-lock));
+	*s = snapshot ? find_snapshot(dir, snapshot) : NULL;
+	if (!*s) {
+		close(lock);
+		return cae_error_set(err, -ENOENT, "environment %s has no snapshot %s", uuid,
+				     snapshot ? snapshot : "");
+	}
+	return lock;
+}
+
 int cae_snapshot_remove(cae_backend *b, const char *uuid, const char *snapshot, cae_error *err)
 {
 	json_t *meta = NULL;
@@ -533,14 +551,10 @@ int cae_snapshot_remove(cae_backend *b, const char *uuid, const char *snapshot, 
 	_cleanup_free_ char *dir = env_dir(b, uuid);
 	if (!dir)
 		return -ENOMEM;
-	_cleanup_close_ int lock = lock_env(dir, true);
+	json_t *s = NULL;
+	_cleanup_close_ int lock = locked_snapshot(dir, uuid, snapshot, &s, err);
 	if (lock < 0)
-		return cae_error_set(err, lock, "cannot lock environment %s: %s", uuid,
-				     strerror(-lock));
-	json_t *s = snapshot ? find_snapshot(dir, snapshot) : NULL;
-	if (!s)
-		return cae_error_set(err, -ENOENT, "environment %s has no snapshot %s", uuid,
-				     snapshot ? snapshot : "");
+		return lock;
 	_cleanup_free_ char *sd = cae__path_join(dir, CAE_SNAPSHOT_DIR);
 	_cleanup_free_ char *one =
 	    sd ? cae__path_join(sd, json_string_value(json_object_get(s, "id"))) : NULL;
@@ -565,14 +579,10 @@ int cae_snapshot_restore(cae_backend *b, const char *uuid, const char *snapshot,
 	_cleanup_free_ char *dir = env_dir(b, uuid);
 	if (!dir || !wsroot)
 		return -ENOMEM;
-	_cleanup_close_ int lock = lock_env(dir, true);
+	json_t *s = NULL;
+	_cleanup_close_ int lock = locked_snapshot(dir, uuid, snapshot, &s, err);
 	if (lock < 0)
-		return cae_error_set(err, lock, "cannot lock environment %s: %s", uuid,
-				     strerror(-lock));
-	json_t *s = snapshot ? find_snapshot(dir, snapshot) : NULL;
-	if (!s)
-		return cae_error_set(err, -ENOENT, "environment %s has no snapshot %s", uuid,
-				     snapshot ? snapshot : "");
+		return lock;
 	_cleanup_free_ char *id = strdup(json_string_value(json_object_get(s, "id")));
 	bool image = strcmp(json_string_value(json_object_get(s, "kind")) ?: "", "image") == 0;
 	json_decref(s);
