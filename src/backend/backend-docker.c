@@ -22,6 +22,7 @@
 #include "backend/chan.h"
 #include "backend/envs.h"
 #include "backend/net-local.h"
+#include "backend/snapshot.h"
 
 #include "base/chase.h"
 #include "base/fs.h"
@@ -887,6 +888,7 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 	if (disk && (r = cae__diskfs_container_release(disk)) < 0)
 		return cae_error_set(err, r, "could not remove the workspace of task %s: %s", uuid,
 				     strerror(-r));
+	(void)cae__snapshot_docker_drop(b, uuid, NULL); /* its snapshots and base image */
 	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
 	char path[192];
 	snprintf(path, sizeof(path), "/networks/%s", name);
@@ -2045,6 +2047,8 @@ static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_fil
 	if (b->cfg->command_executor.state_dir)
 		(void)cae__diskfs_container_sweep(b->cfg->command_executor.state_dir, no_container,
 						  b);
+	if (b->cfg->command_executor.state_dir)
+		(void)cae__snapshot_sweep(b, NULL); /* killed snapshots' and forks' leftovers */
 	return r;
 }
 
@@ -2118,6 +2122,11 @@ int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, c
 int cae__docker_remove(cae_backend *b, const char *id, cae_error *err)
 {
 	return remove_container(b, id, id, -1, err);
+}
+
+void cae__docker_forget(cae_backend *b, const char *uuid)
+{
+	cae__chan_forget(&impl_of(b)->chans, uuid);
 }
 
 /* ---- life ---- */

@@ -332,6 +332,8 @@ int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, c
 /* Stops (no grace) and removes a container by id or name, in an engine slot; a missing one
  * is success. */
 int cae__docker_remove(cae_backend *b, const char *id, cae_error *err);
+/* Closes this process's stream to uuid's helper (its container is about to go). */
+void cae__docker_forget(cae_backend *b, const char *uuid);
 /* Whether tar (n bytes, made in a container: untrusted) holds only regular files and
  * directories named beneath prefix (e.g. "workspace/project/") without a ".." component,
  * in headers read as the engine's extraction reads them (POSIX ustar or GNU, octal

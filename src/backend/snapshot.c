@@ -1,14 +1,17 @@
-/* Snapshots, restores and forks of a local environment (include/cae/snapshot.h):
- *   <state_dir>/local/<uuid>/snapshots/<id>/snapshot.json   what it is
- *   <state_dir>/local/<uuid>/snapshots/<id>/disk.img        the workspace's file system, or
- *   <state_dir>/local/<uuid>/snapshots/<id>/tree/           a copy of the workspace's tree
- *   <state_dir>/local/<uuid>/snapshot.lock                  one snapshot, restore or live
- *                                                           fork of it at a time (flock)
- * A snapshot is made in snapshots/.tmp.<tag>.<id> and renamed into place; a restore's image
- * or tree in <uuid>/.restore.<tag>.*; a fork in <state_dir>/local/.creating.<tag>.<uuid>, the
- * prepare's own temporary name: each names its process (cae__preparer_tag), so whatever a
- * killed one left is a temporary the sweep removes once that process is gone, never a
- * snapshot or environment that looks whole. */
+/* Snapshots, restores and forks of an environment (include/cae/snapshot.h): what every
+ * backend shares. Each environment's snapshots are records in a directory of its own (its
+ * backend's env_dir):
+ *   <env dir>/snapshots/<id>/snapshot.json   what it is (and what its backend keeps there:
+ *                                            the local backend's image or tree, docker's
+ *                                            workspace image; see snapshot-local.c and
+ *                                            snapshot-docker.c)
+ *   <env dir>/snapshot.lock                  one snapshot, restore or live fork of it at a
+ *                                            time (flock)
+ * Here: names and ids, the bounds (command_executor.snapshots: per environment and in
+ * bytes), listing, the temporary name a snapshot is made under (snapshots/.tmp.<tag>.<id>,
+ * renamed into place after its snapshot.json: a snapshot killed half-way is never listed),
+ * the results and events, and the sweep of what dead processes left and of snapshots past
+ * their maximum age. The backend's storage is behind cae__snapshot_ops (snapshot.h). */
 #include "backend/snapshot.h"
 
 #include "backend/backend-internal.h"
@@ -30,7 +33,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/ioctl.h>
-#include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -39,25 +41,11 @@
 #include "base/banned.h"
 
 #define META_MAX (1024 * 1024)
-#define TMP_PREFIX ".tmp."
-#define RESTORE_PREFIX ".restore."
-#define CREATING_PREFIX ".creating."
 #define LOCK_NAME "snapshot.lock"
 
-/* ---- paths and records ---- */
+/* ---- records ---- */
 
-static char *local_root(cae_backend *b)
-{
-	return cae__path_join(b->cfg->command_executor.state_dir, "local");
-}
-
-static char *env_dir(cae_backend *b, const char *uuid)
-{
-	_cleanup_free_ char *root = local_root(b);
-	return root ? cae__path_join(root, uuid) : NULL;
-}
-
-static json_t *read_json(const char *path)
+json_t *cae__snapshot_read_json(const char *path)
 {
 	_cleanup_free_ char *text = NULL;
 	size_t len;
@@ -66,47 +54,32 @@ static json_t *read_json(const char *path)
 	return json_loadb(text, len, 0, NULL);
 }
 
-static int write_json(const char *path, json_t *j)
+int cae__snapshot_write_json(const char *path, json_t *j)
 {
 	_cleanup_free_ char *text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
 	return text ? cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0600, false)
 		    : -ENOMEM;
 }
 
-/* uuid's metadata, when the environment is this instance's, ready, and in the state
- * directory (not a workspace used as is). */
-static int load_meta(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
+/* The storage of b's backend, or NULL (-EOPNOTSUPP with err set). */
+static const cae__snapshot_ops *ops_of(cae_backend *b, cae_error *err)
 {
-	if (strcmp(cae_backend_name(b), "local") != 0)
-		return cae_error_set(err, -EOPNOTSUPP,
-				     "snapshots are not available on the %s backend yet",
-				     cae_backend_name(b));
+	const char *n = cae_backend_name(b);
+	if (strcmp(n, "local") == 0)
+		return &cae__snapshot_local_ops;
+	if (strcmp(n, "docker") == 0)
+		return &cae__snapshot_docker_ops;
+	cae_error_set(err, -EOPNOTSUPP, "snapshots are not available on the %s backend yet", n);
+	return NULL;
+}
+
+/* uuid's environment checked (ours, ready) through its backend: 0 with *meta, or -errno. */
+static int load_meta(cae_backend *b, const cae__snapshot_ops *ops, const char *uuid,
+		     json_t **meta, cae_error *err)
+{
 	if (!uuid || !cae_task_uuid_valid(uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
-	_cleanup_free_ char *dir = env_dir(b, uuid);
-	_cleanup_free_ char *path = dir ? cae__path_join(dir, "meta.json") : NULL;
-	if (!path)
-		return -ENOMEM;
-	json_t *meta = read_json(path);
-	if (!meta || !cae__backend_own(b, json_string_value(json_object_get(meta, "instance")))) {
-		json_decref(meta);
-		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
-	}
-	const char *status = json_string_value(json_object_get(meta, "status"));
-	int r = 0;
-	if (!status || strcmp(status, "ready") != 0)
-		r = cae_error_set(err, -EAGAIN, "environment %s is not ready", uuid);
-	else if (json_is_true(json_object_get(meta, "external")))
-		r = cae_error_set(err, -EOPNOTSUPP,
-				  "environment %s is a workspace used as is (the user's own "
-				  "directory): snapshot it with the user's own tools",
-				  uuid);
-	if (r < 0) {
-		json_decref(meta);
-		return r;
-	}
-	*out = meta;
-	return 0;
+	return ops->check(b, uuid, meta, err);
 }
 
 static bool name_valid(const char *s)
@@ -115,7 +88,7 @@ static bool name_valid(const char *s)
 }
 
 /* The environment's lock (snapshot.lock), held while its files are taken or replaced. */
-static int lock_env(const char *dir, bool wait)
+int cae__snapshot_lock(const char *dir, bool wait)
 {
 	_cleanup_free_ char *path = cae__path_join(dir, LOCK_NAME);
 	if (!path)
@@ -133,7 +106,7 @@ static int lock_env(const char *dir, bool wait)
 
 /* Thaws the workspace's file system (one a killed snapshot left frozen; harmless on one that
  * is not). Under the environment's lock only. */
-static void thaw(const char *ws)
+void cae__snapshot_thaw(const char *ws)
 {
 	if (!cae__diskfs_mounted(ws))
 		return;
@@ -147,7 +120,7 @@ static void thaw(const char *ws)
 /* Copies the file src to dst (made, must not exist): a clone (FICLONE) where the file
  * system shares extents, else its data extents copied (holes stay holes). *mech says
  * which. */
-static int clone_file(const char *src, const char *dst, const char **mech, cae_error *err)
+int cae__snapshot_clone_file(const char *src, const char *dst, const char **mech, cae_error *err)
 {
 	_cleanup_close_ int in = open(src, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
@@ -198,7 +171,7 @@ static int clone_file(const char *src, const char *dst, const char **mech, cae_e
 }
 
 /* cp -a --reflink=auto src dst (dst must not exist): a tree with its modes, owners, links. */
-static int copy_tree(const char *src, const char *dst, cae_error *err)
+int cae__snapshot_copy_tree(const char *src, const char *dst, cae_error *err)
 {
 	const char *argv[] = {"cp", "-a", "--reflink=auto", "--no-target-directory", "--", src,
 			      dst,  NULL};
@@ -267,7 +240,7 @@ static pid_t freeze_guard(int fd, int *done)
 /* Takes the environment in dir as it is now into dst_dir (made by the caller): its image as
  * dst_dir/disk.img (the file system frozen meanwhile) or its tree as dst_dir/<tree_name>.
  * Under the environment's lock. */
-static int capture(const char *dir, const char *dst_dir, const char *tree_name, const char **kind,
+int cae__snapshot_capture(const char *dir, const char *dst_dir, const char *tree_name, const char **kind,
 		   const char **mech, cae_error *err)
 {
 	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
@@ -291,7 +264,7 @@ static int capture(const char *dir, const char *dst_dir, const char *tree_name, 
 				    err, e, "cannot freeze the workspace's file system: %s",
 				    strerror(-e));
 		}
-		int r = clone_file(img, dimg, mech, err);
+		int r = cae__snapshot_clone_file(img, dimg, mech, err);
 		if (fd >= 0) {
 			(void)ioctl(fd, FITHAW, 0);
 			freeze_guard_end(guard, done);
@@ -300,7 +273,7 @@ static int capture(const char *dir, const char *dst_dir, const char *tree_name, 
 	}
 	*kind = "tree";
 	*mech = "copy";
-	return copy_tree(ws, dtree, err);
+	return cae__snapshot_copy_tree(ws, dtree, err);
 }
 
 /* ---- snapshots ---- */
@@ -342,7 +315,7 @@ static void list_dir(const char *dir, json_t *arr)
 			continue;
 		_cleanup_free_ char *one = cae__path_join(sd, de->d_name);
 		_cleanup_free_ char *path = one ? cae__path_join(one, "snapshot.json") : NULL;
-		json_t *j = path ? read_json(path) : NULL;
+		json_t *j = path ? cae__snapshot_read_json(path) : NULL;
 		if (j && json_is_object(j))
 			json_array_append_new(arr, j);
 		else
@@ -381,27 +354,43 @@ static json_t *find_snapshot(const char *dir, const char *s)
 	return found;
 }
 
+/* The directory of snapshot rec of the environment in dir (new string). */
+static char *snap_path(const char *dir, json_t *rec)
+{
+	const char *id = json_string_value(json_object_get(rec, "id"));
+	char *p = NULL;
+	if (!name_valid(id) || asprintf(&p, "%s/" CAE_SNAPSHOT_DIR "/%s", dir, id) < 0)
+		return NULL;
+	return p;
+}
+
 int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json_t **out,
 			cae_error *err)
 {
 	int64_t t0 = cae__now_ms();
+	const cae__snapshot_ops *ops = ops_of(b, err);
+	if (!ops)
+		return -EOPNOTSUPP;
 	json_t *meta = NULL;
-	int r = load_meta(b, uuid, &meta, err);
+	int r = load_meta(b, ops, uuid, &meta, err);
 	if (r < 0)
 		return r;
-	json_decref(meta);
+	_cleanup_(json_decrefp) json_t *m = meta;
 	if (name && !name_valid(name))
 		return cae_error_set(err, -EINVAL,
 				     "invalid snapshot name (1-64 of A-Z a-z 0-9 _ . -, not "
 				     "starting with . or -)");
-	_cleanup_free_ char *dir = env_dir(b, uuid);
+	_cleanup_free_ char *dir = ops->env_dir(b, uuid);
 	_cleanup_free_ char *sd = dir ? cae__path_join(dir, CAE_SNAPSHOT_DIR) : NULL;
 	if (!sd)
 		return -ENOMEM;
 	const struct cae_config *cfg = b->cfg;
 	int max = cfg->command_executor.snapshots.max_per_environment;
 	uint64_t max_bytes = cfg->command_executor.snapshots.max_bytes;
-	_cleanup_close_ int lock = lock_env(dir, true);
+	r = cae__mkdir_p(sd, 0700);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot make %s: %s", sd, strerror(-r));
+	_cleanup_close_ int lock = cae__snapshot_lock(dir, true);
 	if (lock < 0)
 		return cae_error_set(err, lock, "cannot lock environment %s: %s", uuid,
 				     strerror(-lock));
@@ -428,44 +417,44 @@ int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json
 				     "command_executor.snapshots.max_per_environment allows: "
 				     "remove one first",
 				     uuid, count);
-	r = cae__mkdir_p(sd, 0700);
-	if (r < 0)
-		return cae_error_set(err, r, "cannot make %s: %s", sd, strerror(-r));
 	char id[64], tag[64];
 	new_id(id, sizeof(id));
 	cae__preparer_tag(tag, sizeof(tag));
 	_cleanup_free_ char *tmp = NULL, *final = cae__path_join(sd, id);
-	if (!final || asprintf(&tmp, "%s/" TMP_PREFIX "%s.%s", sd, tag, id) < 0)
+	if (!final || asprintf(&tmp, "%s/" CAE_SNAPSHOT_TMP_PREFIX "%s.%s", sd, tag, id) < 0)
 		return -ENOMEM;
 	if (mkdir(tmp, 0700) < 0)
 		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
-	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
-	if (ws)
-		thaw(ws); /* one a killed snapshot left frozen */
-	const char *kind = NULL, *mech = NULL;
-	r = ws ? capture(dir, tmp, "tree", &kind, &mech, err) : -ENOMEM;
+	char created[40];
+	cae__iso8601_now(created, sizeof(created));
+	json_t *rec = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", name, "task_uuid",
+				uuid, "created_at", created);
+	if (!rec) {
+		(void)cae__rm_rf(tmp);
+		return -ENOMEM;
+	}
+	r = ops->capture(b, uuid, meta, tmp, id, rec, err);
 	uint64_t bytes = r == 0 ? cae__disk_use(tmp) : 0;
+	bytes += (uint64_t)json_integer_value(json_object_get(rec, "outside_bytes"));
+	json_object_del(rec, "outside_bytes");
 	if (r == 0 && max_bytes && used + bytes > max_bytes)
 		r = cae_error_set(err, -ENOSPC,
 				  "the snapshot would make environment %s's snapshots take %llu "
 				  "bytes, more than command_executor.snapshots.max_size (%llu)",
 				  uuid, (unsigned long long)(used + bytes),
 				  (unsigned long long)max_bytes);
-	char created[40];
-	cae__iso8601_now(created, sizeof(created));
-	json_t *rec = NULL;
 	if (r == 0) {
-		rec = json_pack("{s:s, s:s?, s:s, s:s, s:I, s:s, s:s}", "id", id, "name", name,
-				"task_uuid", uuid, "created_at", created, "bytes",
-				(json_int_t)bytes, "mechanism", mech, "kind", kind);
+		json_object_set_new(rec, "bytes", json_integer((json_int_t)bytes));
 		_cleanup_free_ char *path = cae__path_join(tmp, "snapshot.json");
-		r = rec && path ? write_json(path, rec) : -ENOMEM;
+		r = path ? cae__snapshot_write_json(path, rec) : -ENOMEM;
 		if (r == 0 && rename(tmp, final) < 0)
 			r = -errno;
 		if (r < 0)
 			cae_error_set(err, r, "cannot record the snapshot: %s", strerror(-r));
 	}
 	if (r < 0) {
+		if (ops->discard)
+			ops->discard(b, rec);
 		json_decref(rec);
 		(void)cae__rm_rf(tmp);
 		return r;
@@ -484,37 +473,38 @@ int cae_snapshot_list(cae_backend *b, const char *uuid, json_t **out, cae_error 
 	json_t *arr = json_array();
 	if (!arr)
 		return -ENOMEM;
+	cae_error quiet = {0};
+	const cae__snapshot_ops *ops = ops_of(b, uuid ? err : &quiet);
+	if (!ops) {
+		if (!uuid) {
+			*out = arr;
+			return 0;
+		}
+		json_decref(arr);
+		return -EOPNOTSUPP;
+	}
 	if (uuid) {
 		json_t *meta = NULL;
-		int r = load_meta(b, uuid, &meta, err);
+		int r = load_meta(b, ops, uuid, &meta, err);
 		if (r < 0 && r != -EAGAIN) {
 			json_decref(arr);
 			return r;
 		}
 		json_decref(meta);
-		_cleanup_free_ char *dir = env_dir(b, uuid);
+		_cleanup_free_ char *dir = ops->env_dir(b, uuid);
 		if (dir)
 			list_dir(dir, arr);
 		*out = arr;
 		return 0;
 	}
-	if (strcmp(cae_backend_name(b), "local") != 0) {
-		*out = arr;
-		return 0;
-	}
-	_cleanup_free_ char *root = local_root(b);
+	_cleanup_free_ char *root = ops->root(b);
 	DIR *d = root ? opendir(root) : NULL;
 	struct dirent *de;
 	while (d && (de = readdir(d))) {
-		if (!cae_task_uuid_valid(de->d_name))
+		if (!cae_task_uuid_valid(de->d_name) || !ops->sees(b, de->d_name))
 			continue;
 		_cleanup_free_ char *dir = cae__path_join(root, de->d_name);
-		_cleanup_free_ char *mp = dir ? cae__path_join(dir, "meta.json") : NULL;
-		json_t *meta = mp ? read_json(mp) : NULL;
-		bool mine = meta && cae__backend_sees(
-					b, json_string_value(json_object_get(meta, "instance")));
-		json_decref(meta);
-		if (mine)
+		if (dir)
 			list_dir(dir, arr);
 	}
 	if (d)
@@ -528,13 +518,14 @@ int cae_snapshot_list(cae_backend *b, const char *uuid, json_t **out, cae_error 
 static int locked_snapshot(const char *dir, const char *uuid, const char *snapshot, json_t **s,
 			   cae_error *err)
 {
-	int lock = lock_env(dir, true);
-	if (lock < 0)
+	int lock = cae__snapshot_lock(dir, true);
+	if (lock < 0 && lock != -ENOENT)
 		return cae_error_set(err, lock, "cannot lock environment %s: %s", uuid,
 				     strerror(-lock));
-	*s = snapshot ? find_snapshot(dir, snapshot) : NULL;
+	*s = snapshot && lock >= 0 ? find_snapshot(dir, snapshot) : NULL;
 	if (!*s) {
-		close(lock);
+		if (lock >= 0)
+			close(lock);
 		return cae_error_set(err, -ENOENT, "environment %s has no snapshot %s", uuid,
 				     snapshot ? snapshot : "");
 	}
@@ -543,23 +534,30 @@ static int locked_snapshot(const char *dir, const char *uuid, const char *snapsh
 
 int cae_snapshot_remove(cae_backend *b, const char *uuid, const char *snapshot, cae_error *err)
 {
+	const cae__snapshot_ops *ops = ops_of(b, err);
+	if (!ops)
+		return -EOPNOTSUPP;
 	json_t *meta = NULL;
-	int r = load_meta(b, uuid, &meta, err);
+	int r = load_meta(b, ops, uuid, &meta, err);
 	if (r < 0)
 		return r;
 	json_decref(meta);
-	_cleanup_free_ char *dir = env_dir(b, uuid);
+	_cleanup_free_ char *dir = ops->env_dir(b, uuid);
 	if (!dir)
 		return -ENOMEM;
 	json_t *s = NULL;
 	_cleanup_close_ int lock = locked_snapshot(dir, uuid, snapshot, &s, err);
 	if (lock < 0)
 		return lock;
-	_cleanup_free_ char *sd = cae__path_join(dir, CAE_SNAPSHOT_DIR);
-	_cleanup_free_ char *one =
-	    sd ? cae__path_join(sd, json_string_value(json_object_get(s, "id"))) : NULL;
+	_cleanup_free_ char *one = snap_path(dir, s);
+	/* its record first: a removal killed half-way leaves nothing listed */
+	_cleanup_free_ char *rec = one ? cae__path_join(one, "snapshot.json") : NULL;
+	r = rec ? unlink(rec) < 0 && errno != ENOENT ? -errno : 0 : -ENOMEM;
+	if (r == 0 && ops->discard)
+		ops->discard(b, s);
 	json_decref(s);
-	r = one ? cae__rm_rf(one) : -ENOMEM;
+	if (r == 0)
+		r = cae__rm_rf(one);
 	return r < 0 ? cae_error_set(err, r, "cannot remove the snapshot: %s", strerror(-r)) : 0;
 }
 
@@ -569,76 +567,35 @@ int cae_snapshot_restore(cae_backend *b, const char *uuid, const char *snapshot,
 			 cae_error *err)
 {
 	int64_t t0 = cae__now_ms();
+	const cae__snapshot_ops *ops = ops_of(b, err);
+	if (!ops)
+		return -EOPNOTSUPP;
 	json_t *meta = NULL;
-	int r = load_meta(b, uuid, &meta, err);
+	int r = load_meta(b, ops, uuid, &meta, err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *wsroot =
-	    strdup(json_string_value(json_object_get(meta, "workspace_root")) ?: "");
-	json_decref(meta);
-	_cleanup_free_ char *dir = env_dir(b, uuid);
-	if (!dir || !wsroot)
+	_cleanup_(json_decrefp) json_t *m = meta;
+	_cleanup_free_ char *dir = ops->env_dir(b, uuid);
+	if (!dir)
 		return -ENOMEM;
 	json_t *s = NULL;
 	_cleanup_close_ int lock = locked_snapshot(dir, uuid, snapshot, &s, err);
 	if (lock < 0)
 		return lock;
-	_cleanup_free_ char *id = strdup(json_string_value(json_object_get(s, "id")));
-	bool image = strcmp(json_string_value(json_object_get(s, "kind")) ?: "", "image") == 0;
-	json_decref(s);
-	char holders[512];
-	if (cae__sandbox_holders(wsroot, holders, sizeof(holders)) > 0)
-		return cae_error_set(err, -EBUSY,
-				     "environment %s runs commands of other processes (%s): "
-				     "end them first",
-				     uuid, holders);
-	/* what runs in this process's sandbox of it ends: the sandbox binds the old files */
-	cae__local_stop_sandbox(b, uuid);
-	char tag[64];
-	cae__preparer_tag(tag, sizeof(tag));
-	_cleanup_free_ char *sd = cae__path_join(dir, CAE_SNAPSHOT_DIR);
-	_cleanup_free_ char *one = sd && id ? cae__path_join(sd, id) : NULL;
-	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
-	_cleanup_free_ char *tmp = NULL, *old = NULL;
-	if (!one || !ws || asprintf(&tmp, "%s/" RESTORE_PREFIX "%s.new", dir, tag) < 0 ||
-	    asprintf(&old, "%s/" RESTORE_PREFIX "%s.old", dir, tag) < 0)
+	_cleanup_(json_decrefp) json_t *rec = s;
+	_cleanup_free_ char *one = snap_path(dir, s);
+	json_t *res = json_pack("{s:s, s:s}", "task_uuid", uuid, "snapshot",
+				json_string_value(json_object_get(s, "id")));
+	if (!one || !res) {
+		json_decref(res);
 		return -ENOMEM;
-	const char *mech = "copy";
-	(void)cae__rm_rf(tmp);
-	if (image) {
-		thaw(ws);
-		_cleanup_free_ char *src = cae__path_join(one, CAE_DISKFS_IMAGE);
-		_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
-		if (!src || !img)
-			return -ENOMEM;
-		r = clone_file(src, tmp, &mech, err);
-		/* Unmounted, then the image replaced, then mounted: killed in between, the next
-		 * use mounts whichever image is in place, the old or the new, each whole. */
-		for (int i = 0; r == 0 && i < 16 && cae__diskfs_mounted(ws); i++)
-			if (umount2(ws, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
-				r = cae_error_set(err, -errno, "cannot unmount the workspace: %s",
-						  strerror(errno));
-		if (r == 0 && rename(tmp, img) < 0)
-			r = cae_error_set(err, -errno, "cannot put the image in place: %s",
-					  strerror(errno));
-		if (r == 0 && (r = cae__diskfs_remount(img, ws, err)) > 0)
-			r = 0;
-		if (r < 0)
-			(void)unlink(tmp);
-	} else {
-		_cleanup_free_ char *src = cae__path_join(one, "tree");
-		r = src ? copy_tree(src, tmp, err) : -ENOMEM;
-		/* one exchange: the workspace is the old tree or the new one, never neither */
-		if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, ws, RENAME_EXCHANGE) < 0)
-			r = cae_error_set(err, -errno, "cannot put the workspace in place: %s",
-					  strerror(errno));
-		(void)cae__rm_rf(tmp); /* the old tree after the exchange */
 	}
-	if (r < 0)
+	r = ops->restore(b, uuid, meta, one, s, res, err);
+	if (r < 0) {
+		json_decref(res);
 		return r;
-	json_t *res = json_pack("{s:s, s:s, s:s, s:I, s:b}", "task_uuid", uuid, "snapshot", id,
-				"mechanism", mech, "duration_ms", (json_int_t)(cae__now_ms() - t0),
-				"sandbox_stopped", true);
+	}
+	json_object_set_new(res, "duration_ms", json_integer(cae__now_ms() - t0));
 	cae_log_fields(b->log, CAE_LOG_INFO, "environment.restore", json_deep_copy(res), NULL);
 	if (out)
 		*out = res;
@@ -651,9 +608,9 @@ int cae_snapshot_restore(cae_backend *b, const char *uuid, const char *snapshot,
 
 /* The environment id snapshot belongs to (new string), looking in every environment of
  * this instance, or NULL. */
-static char *owner_of_snapshot(cae_backend *b, const char *snapshot)
+static char *owner_of_snapshot(cae_backend *b, const cae__snapshot_ops *ops, const char *snapshot)
 {
-	_cleanup_free_ char *root = local_root(b);
+	_cleanup_free_ char *root = ops->root(b);
 	DIR *d = root ? opendir(root) : NULL;
 	char *found = NULL;
 	struct dirent *de;
@@ -663,7 +620,7 @@ static char *owner_of_snapshot(cae_backend *b, const char *snapshot)
 		_cleanup_free_ char *dir = cae__path_join(root, de->d_name);
 		_cleanup_free_ char *sd = dir ? cae__path_join(dir, CAE_SNAPSHOT_DIR) : NULL;
 		_cleanup_free_ char *one = sd ? cae__path_join(sd, snapshot) : NULL;
-		if (one && name_valid(snapshot) && cae__is_dir(one))
+		if (one && name_valid(snapshot) && cae__is_dir(one) && ops->sees(b, de->d_name))
 			found = strdup(de->d_name);
 	}
 	if (d)
@@ -676,135 +633,53 @@ int cae_snapshot_fork(cae_backend *b, const char *from_uuid, const char *snapsho
 {
 	int64_t t0 = cae__now_ms();
 	memset(info, 0, sizeof(*info));
+	const cae__snapshot_ops *ops = ops_of(b, err);
+	if (!ops)
+		return -EOPNOTSUPP;
 	if (!new_uuid || !cae_task_uuid_valid(new_uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid for the fork");
 	_cleanup_free_ char *src_uuid = from_uuid ? strdup(from_uuid) : NULL;
-	if (!src_uuid && snapshot && strcmp(cae_backend_name(b), "local") == 0)
-		src_uuid = owner_of_snapshot(b, snapshot);
+	if (!src_uuid && snapshot)
+		src_uuid = owner_of_snapshot(b, ops, snapshot);
 	if (!src_uuid)
 		return cae_error_set(err, from_uuid || snapshot ? -ENOENT : -EINVAL,
 				     snapshot ? "no snapshot %s" : "nothing to fork from%s",
 				     snapshot ? snapshot : "");
 	json_t *meta = NULL;
-	int r = load_meta(b, src_uuid, &meta, err);
+	int r = load_meta(b, ops, src_uuid, &meta, err);
 	if (r < 0)
 		return r;
-	_cleanup_free_ char *root = local_root(b);
-	_cleanup_free_ char *sdir = env_dir(b, src_uuid);
-	_cleanup_free_ char *ndir = root ? cae__path_join(root, new_uuid) : NULL;
-	char real[PATH_MAX];
-	if (!sdir || !ndir || !realpath(root, real)) {
-		json_decref(meta);
-		return cae_error_set(err, -ENOMEM, "the state directory: %s", strerror(errno));
-	}
-	if (access(ndir, F_OK) == 0) {
-		json_decref(meta);
-		return cae_error_set(err, -EEXIST, "task %s has an environment already", new_uuid);
-	}
-	char tag[64];
-	cae__preparer_tag(tag, sizeof(tag));
-	_cleanup_free_ char *tmp = NULL;
-	if (asprintf(&tmp, "%s/" CREATING_PREFIX "%s.%s", root, tag, new_uuid) < 0) {
-		json_decref(meta);
+	_cleanup_(json_decrefp) json_t *m = meta;
+	_cleanup_free_ char *sdir = ops->env_dir(b, src_uuid);
+	if (!sdir)
 		return -ENOMEM;
-	}
-	(void)cae__rm_rf(tmp);
-	if (mkdir(tmp, 0700) < 0) {
-		r = cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
-		json_decref(meta);
-		return r;
-	}
-	const char *kind = NULL, *mech = NULL;
-	char *snap_id = NULL;
+	_cleanup_(json_decrefp) json_t *s = NULL;
+	_cleanup_free_ char *one = NULL;
 	if (snapshot) {
-		json_t *s = find_snapshot(sdir, snapshot);
-		if (!s) {
-			r = cae_error_set(err, -ENOENT, "environment %s has no snapshot %s",
-					  src_uuid, snapshot);
-		} else {
-			snap_id = strdup(json_string_value(json_object_get(s, "id")));
-			_cleanup_free_ char *sd = cae__path_join(sdir, CAE_SNAPSHOT_DIR);
-			_cleanup_free_ char *one =
-			    sd && snap_id ? cae__path_join(sd, snap_id) : NULL;
-			_cleanup_free_ char *simg =
-			    one ? cae__path_join(one, CAE_DISKFS_IMAGE) : NULL;
-			_cleanup_free_ char *stree = one ? cae__path_join(one, "tree") : NULL;
-			_cleanup_free_ char *dimg = cae__path_join(tmp, CAE_DISKFS_IMAGE);
-			_cleanup_free_ char *dtree = cae__path_join(tmp, "workspace");
-			kind = json_string_value(json_object_get(s, "kind"));
-			if (!simg || !stree || !dimg || !dtree)
-				r = -ENOMEM;
-			else if (kind && strcmp(kind, "image") == 0)
-				r = clone_file(simg, dimg, &mech, err);
-			else {
-				mech = "copy";
-				r = copy_tree(stree, dtree, err);
-			}
-			kind = NULL;
-			json_decref(s);
-		}
-	} else {
-		_cleanup_close_ int lock = lock_env(sdir, true);
-		_cleanup_free_ char *ws = cae__path_join(sdir, "workspace");
-		if (lock < 0)
-			r = cae_error_set(err, lock, "cannot lock environment %s", src_uuid);
-		else if (!ws)
-			r = -ENOMEM;
-		else {
-			thaw(ws);
-			r = capture(sdir, tmp, "workspace", &kind, &mech, err);
-		}
+		s = find_snapshot(sdir, snapshot);
+		if (!s)
+			return cae_error_set(err, -ENOENT, "environment %s has no snapshot %s",
+					     src_uuid, snapshot);
+		if (!(one = snap_path(sdir, s)))
+			return -ENOMEM;
 	}
-	_cleanup_free_ char *nimg = cae__path_join(tmp, CAE_DISKFS_IMAGE);
-	_cleanup_free_ char *nws = cae__path_join(tmp, "workspace");
-	if (r == 0 && nimg && nws && access(nimg, F_OK) == 0 && mkdir(nws, 0700) < 0)
-		r = cae_error_set(err, -errno, "cannot make the workspace: %s", strerror(errno));
-	/* its own metadata: the source's, with its own name, paths and creation time */
-	char created[40], cid[128], wsroot[PATH_MAX + 128], project[PATH_MAX + 160];
-	cae__iso8601_now(created, sizeof(created));
-	snprintf(cid, sizeof(cid), "local-%s", new_uuid);
-	snprintf(wsroot, sizeof(wsroot), "%s/%s/workspace", real, new_uuid);
-	snprintf(project, sizeof(project), "%s/project", wsroot);
-	json_object_set_new(meta, "task_uuid", json_string(new_uuid));
-	json_object_set_new(meta, "container_id", json_string(cid));
-	json_object_set_new(meta, "created_at", json_string(created));
-	json_object_set_new(meta, "workspace_root", json_string(wsroot));
-	json_object_set_new(meta, "host_path", json_string(project));
-	json_object_set_new(meta, "instance", json_string(b->instance));
-	json_object_set_new(meta, "forked_from",
-			    json_pack("{s:s, s:s?}", "task_uuid", src_uuid, "snapshot", snap_id));
-	free(snap_id);
-	_cleanup_free_ char *mpath = cae__path_join(tmp, "meta.json");
-	if (r == 0)
-		r = mpath ? write_json(mpath, meta) : -ENOMEM;
-	if (r == 0 && renameat2(AT_FDCWD, tmp, AT_FDCWD, ndir, RENAME_NOREPLACE) < 0)
-		r = cae_error_set(err, -errno,
-				  errno == EEXIST ? "task %s has an environment already"
-						  : "cannot put the fork in place: %s",
-				  errno == EEXIST ? new_uuid : strerror(errno));
-	if (r < 0) {
-		(void)cae__rm_rf(tmp);
-		json_decref(meta);
-		return r;
-	}
-	/* mounted now (else by its first use) */
-	_cleanup_free_ char *img = cae__path_join(ndir, CAE_DISKFS_IMAGE);
-	_cleanup_free_ char *ws = cae__path_join(ndir, "workspace");
-	if (img && ws)
-		(void)cae__diskfs_remount(img, ws, NULL);
-	r = cae_env_info_from_json(meta, info, err);
+	json_t *from = json_pack("{s:s, s:s?}", "task_uuid", src_uuid, "snapshot",
+				 json_string_value(json_object_get(s, "id")));
+	if (!from)
+		return -ENOMEM;
+	const char *mech = NULL;
+	r = ops->fork(b, src_uuid, meta, one, s, new_uuid, from, info, &mech, err);
 	json_t *res = r == 0 ? cae_env_info_to_json(info) : NULL;
 	if (res) {
-		json_object_set(res, "forked_from", json_object_get(meta, "forked_from"));
+		json_object_set(res, "forked_from", from);
 		json_object_set_new(res, "mechanism", json_string(mech ? mech : "copy"));
 		json_object_set_new(res, "duration_ms", json_integer(cae__now_ms() - t0));
 		cae_log_fields(b->log, CAE_LOG_INFO, "environment.fork",
 			       json_pack("{s:s, s:O, s:s}", "task_uuid", new_uuid, "forked_from",
-					 json_object_get(meta, "forked_from"), "mechanism",
-					 mech ? mech : "copy"),
+					 from, "mechanism", mech ? mech : "copy"),
 			       NULL);
 	}
-	json_decref(meta);
+	json_decref(from);
 	if (out)
 		*out = res;
 	else
@@ -837,7 +712,7 @@ static int sweep_prefix(const char *dir, const char *prefix)
 
 /* Removes the snapshots of the environment in dir older than
  * command_executor.snapshots.max_age_hours (0: none). */
-static int sweep_old(cae_backend *b, const char *dir, const char *sd)
+static int sweep_old(cae_backend *b, const cae__snapshot_ops *ops, const char *dir)
 {
 	int hours = b->cfg->command_executor.snapshots.max_age_hours;
 	if (hours <= 0)
@@ -851,11 +726,15 @@ static int sweep_old(cae_backend *b, const char *dir, const char *sd)
 	json_array_foreach(arr, i, e)
 	{
 		int64_t t = cae__parse_iso8601(json_string_value(json_object_get(e, "created_at")));
-		const char *id = json_string_value(json_object_get(e, "id"));
-		if (t < 0 || t >= cutoff || !name_valid(id))
+		if (t < 0 || t >= cutoff)
 			continue;
-		_cleanup_free_ char *one = cae__path_join(sd, id);
-		if (one && cae__rm_rf(one) == 0)
+		_cleanup_free_ char *one = snap_path(dir, e);
+		_cleanup_free_ char *rec = one ? cae__path_join(one, "snapshot.json") : NULL;
+		if (!rec || (unlink(rec) < 0 && errno != ENOENT))
+			continue;
+		if (ops->discard)
+			ops->discard(b, e);
+		if (cae__rm_rf(one) == 0)
 			n++;
 	}
 	json_decref(arr);
@@ -864,33 +743,35 @@ static int sweep_old(cae_backend *b, const char *dir, const char *sd)
 
 int cae__snapshot_sweep(cae_backend *b, const char *root)
 {
-	DIR *d = opendir(root);
-	if (!d)
+	const cae__snapshot_ops *ops = ops_of(b, NULL);
+	if (!ops)
 		return 0;
+	_cleanup_free_ char *own = root ? NULL : ops->root(b);
+	if (!root && !(root = own))
+		return 0;
+	DIR *d = opendir(root);
 	int n = 0;
 	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!cae_task_uuid_valid(de->d_name))
+	while (d && (de = readdir(d))) {
+		if (!cae_task_uuid_valid(de->d_name) || !ops->sees(b, de->d_name))
 			continue;
 		_cleanup_free_ char *dir = cae__path_join(root, de->d_name);
-		_cleanup_free_ char *mp = dir ? cae__path_join(dir, "meta.json") : NULL;
 		_cleanup_free_ char *sd = dir ? cae__path_join(dir, CAE_SNAPSHOT_DIR) : NULL;
-		_cleanup_free_ char *ws = dir ? cae__path_join(dir, "workspace") : NULL;
-		json_t *meta = mp ? read_json(mp) : NULL;
-		bool mine = meta && cae__backend_sees(
-					b, json_string_value(json_object_get(meta, "instance")));
-		json_decref(meta);
-		if (!mine || !sd || !ws)
+		if (!sd)
 			continue;
 		/* busy: a snapshot, restore or fork of it is running now */
-		_cleanup_close_ int lock = lock_env(dir, false);
+		_cleanup_close_ int lock = cae__snapshot_lock(dir, false);
 		if (lock < 0)
 			continue;
-		thaw(ws);
-		n += sweep_prefix(sd, TMP_PREFIX);
-		n += sweep_prefix(dir, RESTORE_PREFIX);
-		n += sweep_old(b, dir, sd);
+		if (ops->tidy)
+			ops->tidy(b, de->d_name);
+		n += sweep_prefix(sd, CAE_SNAPSHOT_TMP_PREFIX);
+		n += sweep_prefix(dir, CAE_SNAPSHOT_RESTORE_PREFIX);
+		n += sweep_old(b, ops, dir);
 	}
-	closedir(d);
+	if (d)
+		closedir(d);
+	if (ops->sweep)
+		n += ops->sweep(b);
 	return n;
 }
