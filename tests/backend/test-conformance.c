@@ -19,6 +19,7 @@
 #include "cae/k8s.h"
 #include "cae/log.h"
 #include "cae/session.h"
+#include "cae/snapshot.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -1307,6 +1308,196 @@ START_TEST(file_service_behaves_the_same)
 }
 END_TEST
 
+/* ---- snapshots, restores and forks ---- */
+
+/* The snapshot images of the engine whose cae.snapshot label or base tag names uuid. */
+static int engine_images_of(const char *uuid)
+{
+	if (strcmp(backend_name(), "docker") != 0)
+		return 0;
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_docker_new(getenv("DOCKER_HOST"), &d, &err) == 0, "%s", err.message);
+	json_t *imgs = NULL;
+	ck_assert_msg(cae_docker_call(d, "GET", "/images/json", NULL, &imgs, &err) >= 0, "%s",
+		      err.message);
+	int n = 0;
+	size_t i, j;
+	json_t *im, *t;
+	size_t ul = strlen(uuid);
+	json_array_foreach(imgs, i, im)
+	{
+		const char *l = S(json_object_get(im, "Labels"), "cae.snapshot");
+		bool hit = l && strncmp(l, uuid, ul) == 0 && l[ul] == '/';
+		json_array_foreach(json_object_get(im, "RepoTags"), j, t)
+		{
+			const char *tag = json_string_value(t);
+			hit |= tag && strncmp(tag, "cae-base:", 9) == 0 && strcmp(tag + 9, uuid) == 0;
+		}
+		n += hit;
+	}
+	json_decref(imgs);
+	cae_docker_free(d);
+	return n;
+}
+
+static json_t *snap_ok(cae_backend *b, const char *uuid, const char *name)
+{
+	json_t *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_snapshot_create(b, uuid, name, &s, &err) == 0, "snapshot: %s",
+		      err.message);
+	return s;
+}
+
+static void out_is(cae_backend *b, const char *uuid, const char *script, const char *want)
+{
+	cae_run_result r = sh(b, uuid, script);
+	ck_assert_msg(r.exit_code == 0 && r.out && strcmp(r.out, want) == 0,
+		      "%s: exit %d, out [%s] err [%s], want [%s]", script, r.exit_code,
+		      r.out ? r.out : "", r.err ? r.err : "", want);
+	cae_run_result_clear(&r);
+}
+
+/* What the whole state holds: tracked, untracked and ignored files, a link, modes, .git,
+ * and (containers) a file a command wrote outside the workspace, in the user's home. */
+#define STATE_SCRIPT                                                                           \
+	"cat tracked.txt; readlink lnk; stat -c %%a run.sh; cat untracked.txt ignored.log; "     \
+	"git log -1 --format=%%s; git status --porcelain --ignored | sort | tr '\\n' ' '; "      \
+	"echo; ls added 2>&1 | head -c 0; [ -e added ] && echo added-present; "                 \
+	"[ -z \"$CONF_OUTSIDE\" ] || cat \"$HOME/.conf-outside\"; echo end"
+
+static const char *outside(void)
+{
+	return strcmp(backend_name(), "docker") == 0 ? "CONF_OUTSIDE=1; " : "";
+}
+
+static void state_is(cae_backend *b, const char *uuid, const char *want)
+{
+	char script[2048];
+	snprintf(script, sizeof(script), "%s" STATE_SCRIPT, outside());
+	out_is(b, uuid, script, want);
+}
+
+/* Snapshot, restore and fork on one prepared environment: what a snapshot holds comes back
+ * exactly (added files gone), forks start from the source's state or a snapshot and share
+ * nothing writable with it (both ways), and the environments' removal takes their
+ * snapshots (records, disks and the engine's images) with them. The backends without
+ * snapshots (kubernetes) say so clearly. */
+START_TEST(snapshot_restore_and_fork)
+{
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	cae_error err = {0};
+	json_t *s = NULL;
+	if (strcmp(backend_name(), "kubernetes") == 0) {
+		ck_assert_int_eq(cae_snapshot_create(b, "conf-none", NULL, &s, &err), -EOPNOTSUPP);
+		ck_assert_msg(strstr(err.message, "not available on the kubernetes backend"),
+			      "%s", err.message);
+		cae_env_info fi;
+		ck_assert_int_eq(cae_snapshot_fork(b, "conf-none", NULL, "conf-none2", &fi, NULL,
+						   &err),
+				 -EOPNOTSUPP);
+		done(b, cfg);
+		return;
+	}
+	char a[64], f1[64], f2[64];
+	new_uuid(a, sizeof(a));
+	new_uuid(f1, sizeof(f1));
+	new_uuid(f2, sizeof(f2));
+	cae_task t = bt_http_task(a);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	char script[2048];
+	snprintf(script, sizeof(script),
+		 "%sset -e; git config user.email t@e; git config user.name t; "
+		 "echo v1 > tracked.txt; printf '#!/bin/sh\\n' > run.sh; chmod 750 run.sh; "
+		 "ln -s tracked.txt lnk; git add tracked.txt run.sh lnk; git commit -qm snap-commit; "
+		 "echo u > untracked.txt; echo '*.log' >> .git/info/exclude; echo i > ignored.log; "
+		 "[ -z \"$CONF_OUTSIDE\" ] || echo home-pkg > \"$HOME/.conf-outside\"",
+		 outside());
+	cae_run_result r = sh(b, a, script);
+	ck_assert_msg(r.exit_code == 0, "%s", r.err);
+	cae_run_result_clear(&r);
+	char want[512];
+	snprintf(want, sizeof(want),
+		 "v1\ntracked.txt\n750\nu\ni\nsnap-commit\n!! ignored.log ?? untracked.txt \n%send\n",
+		 *outside() ? "home-pkg\n" : "");
+	state_is(b, a, want);
+	s = snap_ok(b, a, "base");
+	ck_assert_str_eq(S(s, "name"), "base");
+	ck_assert_int_gt(I(s, "bytes"), 0);
+	printf("snapshot: kind %s, mechanism %s\n", S(s, "kind"), S(s, "mechanism"));
+	_cleanup_free_ char *id = strdup(S(s, "id"));
+	json_decref(s);
+	/* everything changed, then put back: added files gone */
+	snprintf(script, sizeof(script),
+		 "%sset -e; echo v2 > tracked.txt; rm lnk untracked.txt; chmod 700 run.sh; "
+		 "git commit -qam later; echo new > added; rm ignored.log; "
+		 "[ -z \"$CONF_OUTSIDE\" ] || rm \"$HOME/.conf-outside\"",
+		 outside());
+	r = sh(b, a, script);
+	ck_assert_msg(r.exit_code == 0, "%s", r.err);
+	cae_run_result_clear(&r);
+	json_t *res = NULL;
+	ck_assert_msg(cae_snapshot_restore(b, a, "base", &res, &err) == 0, "restore: %s",
+		      err.message);
+	ck_assert(json_is_true(json_object_get(res, "sandbox_stopped")));
+	json_decref(res);
+	state_is(b, a, want);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_snapshot_list(b, a, &list, &err), 0);
+	ck_assert_uint_eq(json_array_size(list), 1);
+	json_decref(list);
+	/* a fork of the live environment and one of the snapshot */
+	r = sh(b, a, "echo live > live.txt");
+	cae_run_result_clear(&r);
+	cae_env_info i1, i2;
+	json_t *fo = NULL;
+	ck_assert_msg(cae_snapshot_fork(b, a, NULL, f1, &i1, &fo, &err) == 0, "fork: %s",
+		      err.message);
+	ck_assert_str_eq(S(json_object_get(fo, "forked_from"), "task_uuid"), a);
+	ck_assert_str_eq(i1.task_uuid, f1);
+	ck_assert_str_ne(i1.container_id, info.container_id);
+	json_decref(fo);
+	ck_assert_msg(cae_snapshot_fork(b, a, id, f2, &i2, &fo, &err) == 0, "fork: %s",
+		      err.message);
+	ck_assert_str_eq(S(json_object_get(fo, "forked_from"), "snapshot"), id);
+	json_decref(fo);
+	state_is(b, f2, want);
+	out_is(b, f2, "ls live.txt 2>/dev/null; echo x", "x\n");
+	out_is(b, f1, "cat live.txt tracked.txt", "live\nv1\n");
+	/* nothing writable shared, both ways, outside the workspace too */
+	r = sh(b, f1, "echo from-fork > tracked.txt; echo f > only-fork; echo f > $HOME/.only-fork");
+	cae_run_result_clear(&r);
+	r = sh(b, a, "echo from-source > untracked.txt; echo s > only-source");
+	cae_run_result_clear(&r);
+	out_is(b, a, "cat tracked.txt; ls only-fork $HOME/.only-fork 2>/dev/null; echo .",
+	       "v1\n.\n");
+	out_is(b, f1, "cat untracked.txt; ls only-source 2>/dev/null; echo .", "u\n.\n");
+	out_is(b, f2, "cat tracked.txt untracked.txt; ls only-fork only-source 2>/dev/null; echo .",
+	       "v1\nu\n.\n");
+	/* a fork's uuid is its own: taken is refused */
+	cae_env_info i3;
+	ck_assert_int_eq(cae_snapshot_fork(b, a, NULL, f1, &i3, NULL, &err), -EEXIST);
+	/* removal takes the snapshots with the environment: records, disks, images */
+	ck_assert_int_eq(cae_backend_cleanup(b, f1, &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, f2, &err), 0);
+	if (strcmp(backend_name(), "docker") == 0)
+		ck_assert_int_gt(engine_images_of(a), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, a, &err), 0);
+	ck_assert_int_eq(engine_images_of(a), 0);
+	ck_assert_int_eq(engine_images_of(f1), 0);
+	ck_assert_int_eq(engine_images_of(f2), 0);
+	tu_sh("! ls -A %s/docker-disk %s/docker-snapshots %s/local 2>/dev/null | grep -q conf-",
+	      state, state, state);
+	cae_env_info_clear(&i1);
+	cae_env_info_clear(&i2);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create(T->name);
@@ -1324,6 +1515,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, tools_behave_the_same);
 	tcase_add_test(tc, file_service_behaves_the_same);
 	tcase_add_test(tc, live_output_and_input);
+	tcase_add_test(tc, snapshot_restore_and_fork);
 	suite_add_tcase(s, tc);
 	/* a case of its own (CK_RUN_CASE=push runs it alone) */
 	tc = tcase_create("push");
