@@ -24,6 +24,9 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1498,6 +1501,128 @@ START_TEST(snapshot_restore_and_fork)
 }
 END_TEST
 
+/* Runs fn(uuid, arg) in a child process with a backend of its own and SIGKILLs it when an
+ * entry of dir starting with prefix has appeared and, when sub is given, sub in it
+ * (inotify): a point in the middle of a snapshot or fork. */
+static void kill_when(const char *dir, const char *prefix, const char *sub,
+		      void (*fn)(cae_backend *b, const char *uuid, const char *arg),
+		      const char *uuid, const char *arg)
+{
+	int in = inotify_init1(IN_CLOEXEC);
+	ck_assert_int_ge(in, 0);
+	ck_assert_msg(inotify_add_watch(in, dir, IN_CREATE) >= 0, "%s", dir);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		cae_config *cfg = cae_config_defaults(NULL);
+		bt_cfg_set(cfg, "command_executor.state_dir", state);
+		T->configure(cfg);
+		fn(backend(cfg, NULL), uuid, arg);
+		_exit(0);
+	}
+	char entry[4096] = "", want[4400] = "";
+	bool killed = false;
+	char buf[4096] __attribute__((aligned(8)));
+	while (!killed) {
+		struct pollfd p = {.fd = in, .events = POLLIN};
+		ck_assert_int_eq(poll(&p, 1, 120000), 1);
+		ssize_t n = read(in, buf, sizeof(buf));
+		ck_assert_int_gt(n, 0);
+		for (char *q = buf; q < buf + n && !killed;) {
+			struct inotify_event *ev = (struct inotify_event *)q;
+			q += sizeof(*ev) + ev->len;
+			if (!entry[0] && ev->len && strncmp(ev->name, prefix, strlen(prefix)) == 0) {
+				snprintf(entry, sizeof(entry), "%s/%s", dir, ev->name);
+				snprintf(want, sizeof(want), "%s/%s", entry, sub ? sub : "");
+				if (sub)
+					ck_assert_int_ge(inotify_add_watch(in, entry, IN_CREATE), 0);
+			} else if (!entry[0] || (ev->len && sub && strcmp(ev->name, sub) != 0)) {
+				continue;
+			}
+			if (!sub || access(want, F_OK) == 0) {
+				kill(pid, SIGKILL);
+				killed = true;
+			}
+		}
+	}
+	close(in);
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the operation ended first");
+}
+
+static void child_snapshot(cae_backend *b, const char *uuid, const char *arg)
+{
+	json_t *s = NULL;
+	cae_snapshot_create(b, uuid, arg, &s, NULL);
+}
+
+static void child_fork(cae_backend *b, const char *uuid, const char *arg)
+{
+	cae_env_info info;
+	cae_snapshot_fork(b, uuid, NULL, arg, &info, NULL, NULL);
+}
+
+/* Docker: a snapshot and a fork SIGKILLed at several points (the commit under way, the
+ * workspace's image being copied; the fork's records made, its disk being copied) leave no
+ * snapshot and no environment listed, a source whose writes do not hang, and leftovers
+ * (records, disks, the engine's images) that `cae gc` removes. (The local backend's:
+ * tests/backend/test-snapshot.c.) */
+START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
+{
+	if (strcmp(T->name, "docker") != 0)
+		return;
+	cae_config *cfg = config();
+	cae_backend *b = backend(cfg, NULL);
+	cae_error err = {0};
+	char a[64], f1[64], f2[64];
+	new_uuid(a, sizeof(a));
+	new_uuid(f1, sizeof(f1));
+	new_uuid(f2, sizeof(f2));
+	cae_task t = bt_http_task(a);
+	cae_env_info info;
+	prepare_ok(b, &t, NULL, NULL, &info);
+	/* enough data that the workspace image's copy takes a while */
+	out_is(b, a, "head -c 100000000 /dev/urandom > big && echo ok", "ok\n");
+	json_decref(snap_ok(b, a, "ok"));
+	_cleanup_free_ char *sd = NULL, *root = NULL, *disks = NULL;
+	ck_assert_int_ge(asprintf(&root, "%s/docker-snapshots", state), 0);
+	ck_assert_int_ge(asprintf(&sd, "%s/%s/snapshots", root, a), 0);
+	ck_assert_int_ge(asprintf(&disks, "%s/docker-disk", state), 0);
+	kill_when(sd, ".tmp.", NULL, child_snapshot, a, "k1");
+	kill_when(sd, ".tmp.", "disk.img", child_snapshot, a, "k2");
+	kill_when(root, f1, NULL, child_fork, a, f1);
+	kill_when(disks, f2, "disk.img", child_fork, a, f2);
+	json_t *list = NULL;
+	ck_assert_int_eq(cae_snapshot_list(b, a, &list, &err), 0);
+	ck_assert_uint_eq(json_array_size(list), 1);
+	json_decref(list);
+	cae_env_info fi;
+	ck_assert_int_eq(cae_backend_info(b, f1, &fi, &err), -ENOENT);
+	ck_assert_int_eq(cae_backend_info(b, f2, &fi, &err), -ENOENT);
+	/* writes go on (a frozen file system would hang this command until its timeout) */
+	out_is(b, a, "echo after > w && sync -f w && cat w", "after\n");
+	/* what they left is there until the collection, then gone */
+	tu_sh("ls -A %s | grep -q '^.tmp.' && [ -e %s/%s ]", sd, disks, f2);
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	tu_sh("! ls -A %s | grep -q '^.tmp.' && [ ! -e %s/%s ] && [ ! -e %s/%s ] && "
+	      "[ ! -e %s/%s ] && [ ! -e %s/%s ]",
+	      sd, disks, f2, disks, f1, root, f1, root, f2);
+	ck_assert_int_eq(engine_images_of(f1), 0);
+	ck_assert_int_eq(engine_images_of(f2), 0);
+	ck_assert_int_eq(engine_images_of(a), 1); /* "ok" only */
+	/* and it still snapshots and restores */
+	out_is(b, a, "rm big w; echo ok", "ok\n");
+	ck_assert_msg(cae_snapshot_restore(b, a, "ok", NULL, &err) == 0, "%s", err.message);
+	out_is(b, a, "ls big; ls w 2>/dev/null; echo .", "big\n.\n");
+	ck_assert_int_eq(cae_backend_cleanup(b, a, &err), 0);
+	ck_assert_int_eq(engine_images_of(a), 0);
+	cae_env_info_clear(&info);
+	done(b, cfg);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create(T->name);
@@ -1516,6 +1641,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, file_service_behaves_the_same);
 	tcase_add_test(tc, live_output_and_input);
 	tcase_add_test(tc, snapshot_restore_and_fork);
+	tcase_add_test(tc, killed_snapshot_and_fork_leave_nothing_whole);
 	suite_add_tcase(s, tc);
 	/* a case of its own (CK_RUN_CASE=push runs it alone) */
 	tc = tcase_create("push");
