@@ -4,7 +4,15 @@
  * this host's file system (ext4 here: the image is copied, "copy") and, as root with mkfs.xfs,
  * on an XFS file system on a loop device (extents shared: "reflink").
  *
- *   bench-snapshot               BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (5) */
+ *   bench-snapshot               BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (5)
+ *
+ * The docker backend's (a commit of the container, the workspace's `loopfs` image cloned or
+ * copied) next to a cold prepare of the same measured in the same run (the prepare, and the
+ * prepare with the command that fills the workspace, as a dependency install would), and
+ * 16 forks of one environment at once, each checked independent:
+ *
+ *   bench-snapshot docker        BENCH_SNAPSHOT_MB (1024), BENCH_SNAPSHOT_RUNS (3),
+ *                                DOCKER_HOST */
 #include "base/fs.h"
 #include "base/timeutil.h"
 #include "cae/backend.h"
@@ -14,6 +22,7 @@
 #include "benchutil.h"
 
 #include <jansson.h>
+#include <pthread.h>
 #include <sys/mount.h>
 
 static cae_config *config_for(const char *state)
@@ -132,10 +141,204 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	free(fk);
 }
 
-int main(void)
+/* ---- docker ---- */
+
+static cae_config *docker_config(const char *state)
 {
-	int mb = bench_env_int("BENCH_SNAPSHOT_MB", 200);
-	int n = bench_env_int("BENCH_SNAPSHOT_RUNS", 5);
+	char yaml[1024];
+	const char *dh = getenv("DOCKER_HOST");
+	snprintf(yaml, sizeof(yaml),
+		 "command_executor:\n  backend: docker\n  state_dir: %s\n  instance: bench-snap\n"
+		 "  docker:\n    network:\n      mode: host\n    resources:\n      disk_limit: 4g\n"
+		 "      pids_limit: 512\n  clone:\n    auto_install_deps: false\n",
+		 state);
+	cae_config *cfg = NULL;
+	cae_error err;
+	char *envp[] = {NULL};
+	if (cae_config_load_string(&cfg, yaml, strlen(yaml), "bench.yaml", envp, &err) < 0 ||
+	    (dh && *dh && cae_config_set(cfg, "command_executor.docker_host", dh, &err) < 0)) {
+		fprintf(stderr, "config: %s\n", err.message);
+		exit(1);
+	}
+	return cfg;
+}
+
+static int exec_sh(cae_backend *b, const char *uuid, const char *script, char **out)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 1200000, .cancel_fd = -1};
+	cae_run_result res;
+	cae_error err;
+	if (cae_backend_exec(b, uuid, &req, &res, &err) < 0)
+		die("exec", &err);
+	int code = res.exit_code;
+	if (out)
+		*out = strdup(res.out ? res.out : "");
+	cae_run_result_clear(&res);
+	return code;
+}
+
+#define FORKS 16
+
+struct forker {
+	cae_backend *b;
+	char uuid[64];
+	int r;
+	char msg[CAE_ERROR_MSG_MAX];
+};
+
+static void *fork_main(void *arg)
+{
+	struct forker *f = arg;
+	cae_env_info info;
+	cae_error err = {0};
+	f->r = cae_snapshot_fork(f->b, "bench-dsnap", NULL, f->uuid, &info, NULL, &err);
+	if (f->r < 0)
+		snprintf(f->msg, sizeof(f->msg), "%s", err.message);
+	else
+		cae_env_info_clear(&info);
+	return NULL;
+}
+
+/* FORKS forks of uuid at once: how many succeeded, each independent (its own file seen by
+ * it only), and how long they took together. */
+static void many_forks(cae_backend *b)
+{
+	struct forker f[FORKS];
+	pthread_t th[FORKS];
+	int64_t t0 = cae__now_ns();
+	for (int i = 0; i < FORKS; i++) {
+		f[i] = (struct forker){.b = b};
+		snprintf(f[i].uuid, sizeof(f[i].uuid), "bench-dfork-%d", i);
+		pthread_create(&th[i], NULL, fork_main, &f[i]);
+	}
+	int ok = 0;
+	for (int i = 0; i < FORKS; i++) {
+		pthread_join(th[i], NULL);
+		if (f[i].r == 0)
+			ok++;
+		else
+			fprintf(stderr, "fork %d: %s\n", i, f[i].msg);
+	}
+	int64_t all = cae__now_ns() - t0;
+	char cmd[256];
+	for (int i = 0; i < FORKS; i++)
+		if (f[i].r == 0) {
+			snprintf(cmd, sizeof(cmd), "echo %d > mine-%d", i, i);
+			(void)exec_sh(b, f[i].uuid, cmd, NULL);
+		}
+	int independent = 0;
+	for (int i = 0; i < FORKS; i++) {
+		char *out = NULL;
+		if (f[i].r == 0 && exec_sh(b, f[i].uuid, "cat mine-* | tr '\\n' ' '", &out) == 0) {
+			char want[32];
+			snprintf(want, sizeof(want), "%d ", i);
+			independent += strcmp(out, want) == 0;
+		}
+		free(out);
+	}
+	char *src = NULL;
+	(void)exec_sh(b, "bench-dsnap", "ls mine-* 2>/dev/null | wc -l", &src);
+	printf("docker.forks_at_once n=%d succeeded=%d independent=%d source_untouched=%s "
+	       "total_ms=%.0f\n",
+	       FORKS, ok, independent, src && atoi(src) == 0 ? "yes" : "no", (double)all / 1e6);
+	free(src);
+	cae_error err;
+	for (int i = 0; i < FORKS; i++)
+		if (f[i].r == 0 && cae_backend_cleanup(b, f[i].uuid, &err) < 0)
+			die("cleanup", &err);
+}
+
+static void measure_docker(const char *label, const char *state, const char *repo, int mb, int n,
+			   bool forks)
+{
+	cae_config *cfg = docker_config(state);
+	cae_backend *b = NULL;
+	cae_error err;
+	if (cae_backend_new_named("docker", cfg, NULL, &b, &err) < 0)
+		die("backend", &err);
+	cae_task t = {.uuid = (char *)"bench-dsnap", .repo = (char *)repo};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	int64_t t0 = cae__now_ns();
+	if (cae_backend_prepare(b, &t, NULL, &o, &info, &err) < 0)
+		die("prepare", &err);
+	int64_t prep = cae__now_ns() - t0;
+	if (forks)
+		many_forks(b); /* a small workspace: FORKS copies of 1 GB are not the point */
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p node_modules && cd node_modules && i=0; while [ $i -lt %d ]; do "
+		 "mkdir -p d$((i / 100)) && head -c 102400 /dev/urandom > d$((i / 100))/f$i; "
+		 "i=$((i + 1)); done",
+		 mb * 10);
+	t0 = cae__now_ns();
+	if (exec_sh(b, "bench-dsnap", cmd, NULL) != 0) {
+		fprintf(stderr, "fill failed\n");
+		exit(1);
+	}
+	int64_t fill = cae__now_ns() - t0;
+	int64_t *sn = calloc((size_t)n, 8), *rs = calloc((size_t)n, 8), *fk = calloc((size_t)n, 8);
+	static char mech[3][32];
+	for (int i = 0; i < n; i++) {
+		json_t *s = NULL;
+		t0 = cae__now_ns();
+		if (cae_snapshot_create(b, "bench-dsnap", "s", &s, &err) < 0)
+			die("snapshot", &err);
+		sn[i] = cae__now_ns() - t0;
+		snprintf(mech[0], sizeof(mech[0]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		json_decref(s);
+		t0 = cae__now_ns();
+		if (cae_snapshot_restore(b, "bench-dsnap", "s", &s, &err) < 0)
+			die("restore", &err);
+		rs[i] = cae__now_ns() - t0;
+		snprintf(mech[1], sizeof(mech[1]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		json_decref(s);
+		if (cae_snapshot_remove(b, "bench-dsnap", "s", &err) < 0)
+			die("remove", &err);
+		cae_env_info fi;
+		t0 = cae__now_ns();
+		if (cae_snapshot_fork(b, "bench-dsnap", NULL, "bench-dfork", &fi, &s, &err) < 0)
+			die("fork", &err);
+		fk[i] = cae__now_ns() - t0;
+		snprintf(mech[2], sizeof(mech[2]), "%s",
+			 json_string_value(json_object_get(s, "mechanism")));
+		json_decref(s);
+		cae_env_info_clear(&fi);
+		if (cae_backend_cleanup(b, "bench-dfork", &err) < 0)
+			die("cleanup", &err);
+	}
+	double cold = (double)prep / 1e6, cold_full = (double)(prep + fill) / 1e6;
+	printf("docker.prepare_cold_ms state=%s %.0f (clone), with the workspace filled (%d MB, "
+	       "as a dependency install) %.0f\n",
+	       label, cold, mb, cold_full);
+	printf("docker.snapshot_ms state=%s workspace_mb=%d mechanism=%s median=%.0f "
+	       "target<=1500 baseline(cold prepare+fill)=%.0f runs=%d\n",
+	       label, mb, mech[0], bench_p50_ms(sn, n), cold_full, n);
+	printf("docker.restore_ms state=%s workspace_mb=%d mechanism=%s median=%.0f "
+	       "target<=1500 baseline(cold prepare+fill)=%.0f runs=%d\n",
+	       label, mb, mech[1], bench_p50_ms(rs, n), cold_full, n);
+	printf("docker.fork_ms state=%s workspace_mb=%d mechanism=%s median=%.0f target<=1500 "
+	       "baseline(cold prepare)=%.0f (+fill %.0f) runs=%d\n",
+	       label, mb, mech[2], bench_p50_ms(fk, n), cold, cold_full, n);
+	fflush(stdout);
+	cae_env_info_clear(&info);
+	if (cae_backend_cleanup(b, "bench-dsnap", &err) < 0)
+		die("cleanup", &err);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	free(sn);
+	free(rs);
+	free(fk);
+}
+
+int main(int argc, char **argv)
+{
+	bool docker = argc > 1 && strcmp(argv[1], "docker") == 0;
+	int mb = bench_env_int("BENCH_SNAPSHOT_MB", docker ? 1024 : 200);
+	int n = bench_env_int("BENCH_SNAPSHOT_RUNS", docker ? 3 : 5);
 	if (mb < 1 || mb > 100000)
 		mb = 200;
 	if (n < 1 || n > 1000)
@@ -152,7 +355,10 @@ int main(void)
 	if (bench_sh(cmd) != 0)
 		return 1;
 	snprintf(state, sizeof(state), "%s/state", dir);
-	measure("host-fs", state, repo, mb, n);
+	if (docker)
+		measure_docker("host-fs", state, repo, mb, n, true);
+	else
+		measure("host-fs", state, repo, mb, n);
 	/* the same on XFS (reflink=1 by default), where the image is cloned */
 	snprintf(xfs, sizeof(xfs), "%s/xfs", dir);
 	snprintf(
@@ -162,7 +368,10 @@ int main(void)
 	    xfs, xfs, xfs, xfs, xfs);
 	if (geteuid() == 0 && bench_sh(cmd) == 0) {
 		snprintf(state, sizeof(state), "%s/state", xfs);
-		measure("xfs-loop", state, repo, mb, n);
+		if (docker)
+			measure_docker("xfs-loop", state, repo, mb, n, false);
+		else
+			measure("xfs-loop", state, repo, mb, n);
 		(void)umount2(xfs, MNT_DETACH);
 	} else {
 		printf("# no XFS state directory here (root and mkfs.xfs, xfsprogs, needed)\n");
