@@ -47,6 +47,7 @@
 #define BASE_REPO "cae-base"
 #define LABEL_SNAPSHOT "cae.snapshot"
 #define LABEL_FORKED_FROM "cae.forked_from"
+#define LABEL_STATE "cae.state_dir" /* whose records say whether an image is whole */
 #define WORKSPACE "/workspace"
 #define CREATING_SUFFIX ".creating"
 
@@ -189,14 +190,16 @@ static char *image_id(cae_backend *b, const char *ref, int64_t *size, bool *tagg
 	return r;
 }
 
-/* Commits container id as repo:tag with label (k = v); the container is paused meanwhile. */
+/* Commits container id as repo:tag labelled cae.snapshot (snap) and with this state
+ * directory; the container is paused meanwhile. */
 static int commit(cae_backend *b, const char *id, const char *repo, const char *tag,
-		  const char *k, const char *v, cae_error *err)
+		  const char *snap, cae_error *err)
 {
 	char path[512];
 	snprintf(path, sizeof(path), "/commit?container=%s&repo=%s&tag=%s&pause=1", id, repo,
 		 tag);
-	json_t *body = json_pack("{s:{s:s}}", "Labels", k, v);
+	json_t *body = json_pack("{s:{s:s, s:s}}", "Labels", LABEL_SNAPSHOT, snap, LABEL_STATE,
+				 b->cfg->command_executor.state_dir);
 	json_t *out = NULL;
 	int r = body ? cae_docker_call(cae__docker_client(b), "POST", path, body, &out, err)
 		     : -ENOMEM;
@@ -216,7 +219,7 @@ static int docker_capture(cae_backend *b, const char *uuid, json_t *meta, const 
 	snprintf(ref, sizeof(ref), SNAP_REPO ":%s", id);
 	snprintf(label, sizeof(label), "%s/%s", uuid, id);
 	json_object_set_new(rec, "image", json_string(ref));
-	int r = cid ? commit(b, cid, SNAP_REPO, id, LABEL_SNAPSHOT, label, err) : -ENOENT;
+	int r = cid ? commit(b, cid, SNAP_REPO, id, label, err) : -ENOENT;
 	if (r < 0)
 		return r;
 	int64_t size = 0, base_size = 0;
@@ -456,7 +459,7 @@ static int docker_fork(cae_backend *b, const char *src, json_t *meta, const char
 			r = cae_error_set(err, slock, "cannot lock environment %s", src);
 		const char *cid = json_string_value(json_object_get(meta, "Id"));
 		if (r == 0)
-			r = commit(b, cid ? cid : "", BASE_REPO, new_uuid, LABEL_SNAPSHOT, "", err);
+			r = commit(b, cid ? cid : "", BASE_REPO, new_uuid, "", err);
 		if (r == 0 && ndisk) {
 			_cleanup_free_ char *sws = cae__path_join(sdisk, "workspace");
 			_cleanup_free_ char *nws = cae__path_join(ndisk, "workspace");
@@ -515,25 +518,40 @@ static void tidy_disk(cae_backend *b, const char *uuid)
 		cae__snapshot_thaw(ws);
 }
 
+/* Whether an image (list form) is this instance's, recorded in this state directory (another
+ * process of the same instance may keep its records elsewhere). */
+static bool ours(cae_backend *b, json_t *im)
+{
+	json_t *labels = json_object_get(im, "Labels");
+	const char *sdir = json_string_value(json_object_get(labels, LABEL_STATE));
+	return cae__backend_own(b, json_string_value(json_object_get(labels, CAE_LABEL_INSTANCE))) &&
+	       sdir && strcmp(sdir, b->cfg->command_executor.state_dir) == 0;
+}
+
 /* Removes the images of uuid's snapshots and its base tag, and its records. */
 static void drop(cae_backend *b, const char *uuid, json_t *images)
 {
-	size_t i;
-	json_t *im;
+	size_t i, j;
+	json_t *im, *t;
 	size_t ul = strlen(uuid);
 	json_array_foreach(images, i, im)
 	{
+		if (!ours(b, im))
+			continue;
 		const char *l =
 		    json_string_value(json_object_get(json_object_get(im, "Labels"), LABEL_SNAPSHOT));
-		if (!l || strncmp(l, uuid, ul) != 0 || l[ul] != '/')
-			continue;
-		char ref[160];
-		snprintf(ref, sizeof(ref), SNAP_REPO ":%s", l + ul + 1);
-		(void)image_untag(b, ref);
+		json_array_foreach(json_object_get(im, "RepoTags"), j, t)
+		{
+			const char *tag = json_string_value(t);
+			bool snap = tag && l && strncmp(l, uuid, ul) == 0 && l[ul] == '/' &&
+				    strncmp(tag, SNAP_REPO ":", strlen(SNAP_REPO) + 1) == 0 &&
+				    strcmp(tag + strlen(SNAP_REPO) + 1, l + ul + 1) == 0;
+			bool base = tag && strncmp(tag, BASE_REPO ":", strlen(BASE_REPO) + 1) == 0 &&
+				    strcmp(tag + strlen(BASE_REPO) + 1, uuid) == 0;
+			if (snap || base)
+				(void)image_untag(b, tag);
+		}
 	}
-	char base[160];
-	snprintf(base, sizeof(base), BASE_REPO ":%s", uuid);
-	(void)image_untag(b, base);
 	_cleanup_free_ char *dir = env_dir(b, uuid);
 	if (dir)
 		(void)cae__rm_rf(dir);
@@ -598,7 +616,7 @@ static int docker_sweep(cae_backend *b)
 	json_array_foreach(images, i, im)
 	{
 		json_t *labels = json_object_get(im, "Labels");
-		if (!cae__backend_sees(b, json_string_value(json_object_get(labels, CAE_LABEL_INSTANCE))))
+		if (!ours(b, im))
 			continue;
 		size_t j;
 		json_t *t;

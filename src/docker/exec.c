@@ -470,6 +470,30 @@ static void kill_step(struct killer *k, const char *sig)
 		k->info->restarted = true;
 }
 
+/* A container the engine pauses (a commit: an environment's snapshot or fork) answers an
+ * exec with 409 until the commit ends: wait_unpaused says whether that was why (the
+ * engine's message, or the container paused now) and waits (up to PAUSED_WAIT_MS) until it
+ * is not paused any more: true to try again. */
+#define PAUSED_TRIES 3
+#define PAUSED_WAIT_MS 30000
+
+static bool wait_unpaused(cae_docker *d, const char *container, const cae_error *err)
+{
+	bool was = err && strstr(err->message, "paused") != NULL;
+	for (int64_t t0 = cae__now_ms(); cae__now_ms() - t0 < PAUSED_WAIT_MS;) {
+		json_t *c = NULL;
+		if (cae_docker_container_inspect(d, container, &c, NULL) < 0)
+			return false;
+		bool paused = json_is_true(json_object_get(json_object_get(c, "State"), "Paused"));
+		json_decref(c);
+		if (!paused)
+			return was;
+		was = true;
+		nanosleep(&(struct timespec){0, 50000000L}, NULL);
+	}
+	return false;
+}
+
 int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_spec *spec,
 		    cae_run_result *res, cae_docker_exec_info *info_out, cae_error *err)
 {
@@ -489,16 +513,24 @@ int cae_docker_exec(cae_docker *d, const char *container, const cae_docker_exec_
 	bool send_stdin = spec->has_stdin && spec->stdin_len > 0;
 
 	int64_t t0 = cae__now_ns();
-	int r =
-	    exec_create(d, container, spec, send_stdin, info->exec_id, sizeof(info->exec_id), err);
-	if (r < 0)
-		return r;
-
+	int r;
 	cae_docker_conn conn = {.sock = CURL_SOCKET_BAD};
 	cae_buf early;
-	cae__buf_init(&early, HEAD_MAX);
-	/* The start call answers at once (the stream follows): the API call timeout applies. */
-	r = exec_start(d, info->exec_id, &conn, &early, CAE_DOCKER_DEFAULT_TIMEOUT_MS, err);
+	for (int tries = 0;; tries++) {
+		r = exec_create(d, container, spec, send_stdin, info->exec_id,
+				sizeof(info->exec_id), err);
+		if (r == -EAGAIN && tries < PAUSED_TRIES && wait_unpaused(d, container, err))
+			continue;
+		if (r < 0)
+			return r;
+		cae__buf_init(&early, HEAD_MAX);
+		/* The start call answers at once (the stream follows): the API call timeout
+		 * applies. */
+		r = exec_start(d, info->exec_id, &conn, &early, CAE_DOCKER_DEFAULT_TIMEOUT_MS, err);
+		if (r != -EEXIST || tries >= PAUSED_TRIES || !wait_unpaused(d, container, err))
+			break;
+		cae__buf_clear(&early);
+	}
 	if (r == -EEXIST)
 		r = cae_error_set(err, -EAGAIN, "container %s is not running", container);
 	if (r < 0) {
@@ -736,7 +768,12 @@ int cae_docker_attach(cae_docker *d, const char *container, const char *const *a
 {
 	cae_docker_exec_spec spec = {.argv = argv, .user = user, .cancel_fd = -1, .raw = true};
 	char exec_id[80];
-	int r = exec_create(d, container, &spec, true, exec_id, sizeof(exec_id), err);
+	int r;
+	for (int tries = 0;; tries++) {
+		r = exec_create(d, container, &spec, true, exec_id, sizeof(exec_id), err);
+		if (r != -EAGAIN || tries >= PAUSED_TRIES || !wait_unpaused(d, container, err))
+			break;
+	}
 	if (r < 0)
 		return r;
 	cae_docker_stream *s = calloc(1, sizeof(*s));

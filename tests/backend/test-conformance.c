@@ -1551,6 +1551,40 @@ static void kill_when(const char *dir, const char *prefix, const char *sub,
 	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the operation ended first");
 }
 
+static void *unpause_later(void *arg)
+{
+	usleep(700000);
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_new(getenv("DOCKER_HOST"), &d, &err), 0);
+	char path[256];
+	snprintf(path, sizeof(path), "/containers/%s/unpause", (const char *)arg);
+	ck_assert_msg(cae_docker_call(d, "POST", path, NULL, NULL, &err) >= 0, "%s", err.message);
+	cae_docker_free(d);
+	return NULL;
+}
+
+/* A command while the engine has the container paused (the commit of a snapshot or fork,
+ * which goes on after its process was killed) waits for the commit to end: a new stream
+ * to the helper (another process's first command) included. */
+static void command_waits_for_unpause(cae_config *cfg, const char *uuid)
+{
+	char name[128], path[256];
+	snprintf(name, sizeof(name), "coding-agent-exec-%s", uuid);
+	snprintf(path, sizeof(path), "/containers/%s/pause", name);
+	cae_docker *d = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_docker_new(getenv("DOCKER_HOST"), &d, &err), 0);
+	ck_assert_msg(cae_docker_call(d, "POST", path, NULL, NULL, &err) >= 0, "%s", err.message);
+	cae_docker_free(d);
+	pthread_t th;
+	pthread_create(&th, NULL, unpause_later, name);
+	cae_backend *other = backend(cfg, NULL);
+	out_is(other, uuid, "echo during-pause", "during-pause\n");
+	cae_backend_free(other);
+	pthread_join(th, NULL);
+}
+
 static void child_snapshot(cae_backend *b, const char *uuid, const char *arg)
 {
 	json_t *s = NULL;
@@ -1600,8 +1634,10 @@ START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
 	cae_env_info fi;
 	ck_assert_int_eq(cae_backend_info(b, f1, &fi, &err), -ENOENT);
 	ck_assert_int_eq(cae_backend_info(b, f2, &fi, &err), -ENOENT);
-	/* writes go on (a frozen file system would hang this command until its timeout) */
+	/* writes go on (a frozen file system would hang this command until its timeout; a
+	 * commit the engine goes on with after its process was killed pauses it meanwhile) */
 	out_is(b, a, "echo after > w && sync -f w && cat w", "after\n");
+	command_waits_for_unpause(cfg, a);
 	/* what they left is there until the collection, then gone */
 	tu_sh("ls -A %s | grep -q '^.tmp.' && [ -e %s/%s ]", sd, disks, f2);
 	int removed = 0;
