@@ -129,8 +129,31 @@ static bool docker_sees(cae_backend *b, const char *uuid)
 	return mine;
 }
 
+/* Whether the engine is Podman's Docker-compatible API (GET /version names it): its commit
+ * takes no labels and its inspect is not what its create takes back. */
+static bool podman(cae_backend *b)
+{
+	json_t *v = NULL;
+	if (cae_docker_call(cae__docker_client(b), "GET", "/version", NULL, &v, NULL) < 0)
+		return false;
+	bool p = false;
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(v, "Components"), i, c)
+	{
+		const char *n = json_string_value(json_object_get(c, "Name"));
+		p |= n && strstr(n, "Podman") != NULL;
+	}
+	json_decref(v);
+	return p;
+}
+
 static int docker_check(cae_backend *b, const char *uuid, json_t **out, cae_error *err)
 {
+	if (podman(b))
+		return cae_error_set(err, -EOPNOTSUPP,
+				     "snapshots are not available on Podman's Docker-compatible "
+				     "API yet (its commit takes no labels)");
 	json_t *c = inspect_env(b, uuid);
 	if (!c || !cae__backend_own(b, json_string_value(json_object_get(labels_of(c),
 									  CAE_LABEL_INSTANCE)))) {
@@ -260,30 +283,56 @@ static void docker_discard(cae_backend *b, json_t *rec)
  * disk disk (NULL: none), labels (owned) its own. */
 static json_t *body_like(json_t *meta, const char *image, const char *disk, json_t *labels)
 {
+	/* the host configuration cae gives a container (container_config in backend-docker.c),
+	 * not all that inspect reports: Podman's is not what its create takes back (a CPU limit
+	 * also as CpuPeriod/CpuQuota, ulimits named RLIMIT_*) */
+	static const char *const keep[] = {
+	    "Init",	"CapDrop",  "SecurityOpt", "NetworkMode", "RestartPolicy", "NanoCpus",
+	    "Memory",	"MemorySwap", "PidsLimit", "StorageOpt",  "Mounts",	   "Binds",
+	    NULL};
 	json_t *body = json_deep_copy(json_object_get(meta, "Config"));
-	json_t *hc = json_deep_copy(json_object_get(meta, "HostConfig"));
+	json_t *from = json_object_get(meta, "HostConfig");
+	json_t *hc = json_object();
 	if (!body || !hc) {
 		json_decref(body);
 		json_decref(hc);
 		json_decref(labels);
 		return NULL;
 	}
+	for (const char *const *k = keep; *k; k++) {
+		json_t *v = json_object_get(from, *k);
+		if (v && !json_is_null(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
+			json_object_set_new(hc, *k, json_deep_copy(v));
+	}
 	json_object_del(body, "Hostname");
 	json_object_set_new(body, "Image", json_string(image));
 	json_object_set_new(body, "Labels", labels);
-	json_t *mounts = json_object_get(hc, "Mounts");
+	/* the workspace's disk is its own: never the source's */
+	char src[4096];
+	snprintf(src, sizeof(src), "%s/workspace", disk ? disk : "");
+	int moved = 0, binds = 0;
 	size_t i;
 	json_t *m;
-	json_array_foreach(mounts, i, m)
+	json_array_foreach(json_object_get(hc, "Mounts"), i, m)
 	{
 		const char *t = json_string_value(json_object_get(m, "Target"));
-		if (disk && t && strcmp(t, WORKSPACE) == 0) {
-			char src[4096];
-			snprintf(src, sizeof(src), "%s/workspace", disk);
+		if (t && strcmp(t, WORKSPACE) == 0) {
 			json_object_set_new(m, "Source", json_string(src));
+			moved++;
 		}
 	}
+	json_array_foreach(json_object_get(hc, "Binds"), i, m)
+	{
+		const char *bnd = json_string_value(m), *c = bnd ? strchr(bnd, ':') : NULL;
+		if (c && strncmp(c + 1, WORKSPACE, strlen(WORKSPACE)) == 0 &&
+		    (c[1 + strlen(WORKSPACE)] == '\0' || c[1 + strlen(WORKSPACE)] == ':'))
+			binds++;
+	}
 	json_object_set_new(body, "HostConfig", hc);
+	if (binds || (disk && moved != 1)) {
+		json_decref(body);
+		return NULL;
+	}
 	return body;
 }
 
@@ -358,7 +407,8 @@ static int docker_restore(cae_backend *b, const char *uuid, json_t *meta, const 
 	snprintf(base, sizeof(base), BASE_REPO ":%s", uuid);
 	json_t *body = r == 0 ? body_like(meta, base, disk, labels) : (json_decref(labels), NULL);
 	if (r == 0 && !body)
-		r = -ENOMEM;
+		r = cae_error_set(err, -EINVAL,
+				  "environment %s's workspace is not the mount cae made", uuid);
 	if (r == 0)
 		r = image_tag(b, ref, BASE_REPO, uuid, err);
 	/* every process of the container ends with it: its helper, commands, sessions */
@@ -493,7 +543,8 @@ static int docker_fork(cae_backend *b, const char *src, json_t *meta, const char
 	json_object_del(labels, LABEL_SNAPSHOT);
 	json_t *body = body_like(meta, base, ndisk, labels);
 	if (r == 0 && !body)
-		r = -ENOMEM;
+		r = cae_error_set(err, -EINVAL,
+				  "environment %s's workspace is not the mount cae made", src);
 	if (r == 0)
 		r = create_named(b, new_uuid, body, err);
 	json_decref(body);
