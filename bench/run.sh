@@ -14,4 +14,9 @@ for b in runner exec editor mcp docker helper many prepare sessions clone k8s di
   echo "== bench-$b" >&2
   "$bin" "$build" || status=1
 done
+# the docker backend's snapshots, restores and forks (without an engine it says so)
+if [ -x "$build/bench/bench-snapshot" ]; then
+  echo "== bench-snapshot docker" >&2
+  "$build/bench/bench-snapshot" docker || status=1
+fi
 exit $status

@@ -17,7 +17,9 @@ json_t *cae__tool_environment_snapshot_definition(void)
 	return cae__tool_function(
 	    "environment_snapshot",
 	    "Record the files of the current environment (the whole workspace: tracked, "
-	    "untracked and ignored files, .git, modes, links; not processes), to go back to "
+	    "untracked and ignored files, .git, modes, links; in a container also what "
+	    "commands changed outside it, such as installed packages; not processes), to go "
+	    "back to "
 	    "with environment_restore or start new environments from with environment_fork. "
 	    "Returns {id, name, bytes, mechanism, ...}.",
 	    json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}}", "type", "object", "properties",
