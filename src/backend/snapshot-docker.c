@@ -123,8 +123,9 @@ static int has_container(cae_backend *b, const char *uuid)
 static bool docker_sees(cae_backend *b, const char *uuid)
 {
 	json_t *c = inspect_env(b, uuid);
-	bool mine = c && cae__backend_sees(b, json_string_value(json_object_get(
-						  labels_of(c), CAE_LABEL_INSTANCE)));
+	bool mine =
+	    c && cae__backend_sees(
+		     b, json_string_value(json_object_get(labels_of(c), CAE_LABEL_INSTANCE)));
 	json_decref(c);
 	return mine;
 }
@@ -155,16 +156,15 @@ static int docker_check(cae_backend *b, const char *uuid, json_t **out, cae_erro
 				     "snapshots are not available on Podman's Docker-compatible "
 				     "API yet (its commit takes no labels)");
 	json_t *c = inspect_env(b, uuid);
-	if (!c || !cae__backend_own(b, json_string_value(json_object_get(labels_of(c),
-									  CAE_LABEL_INSTANCE)))) {
+	if (!c || !cae__backend_own(
+		      b, json_string_value(json_object_get(labels_of(c), CAE_LABEL_INSTANCE)))) {
 		json_decref(c);
 		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
 	}
 	if (!json_is_true(json_object_get(json_object_get(c, "State"), "Running"))) {
 		json_decref(c);
-		return cae_error_set(err, -EAGAIN,
-				     "environment %s is not running: run a command in it first",
-				     uuid);
+		return cae_error_set(
+		    err, -EAGAIN, "environment %s is not running: run a command in it first", uuid);
 	}
 	*out = c;
 	return 0;
@@ -219,13 +219,12 @@ static int commit(cae_backend *b, const char *id, const char *repo, const char *
 		  const char *snap, cae_error *err)
 {
 	char path[512];
-	snprintf(path, sizeof(path), "/commit?container=%s&repo=%s&tag=%s&pause=1", id, repo,
-		 tag);
+	snprintf(path, sizeof(path), "/commit?container=%s&repo=%s&tag=%s&pause=1", id, repo, tag);
 	json_t *body = json_pack("{s:{s:s, s:s}}", "Labels", LABEL_SNAPSHOT, snap, LABEL_STATE,
 				 b->cfg->command_executor.state_dir);
 	json_t *out = NULL;
-	int r = body ? cae_docker_call(cae__docker_client(b), "POST", path, body, &out, err)
-		     : -ENOMEM;
+	int r =
+	    body ? cae_docker_call(cae__docker_client(b), "POST", path, body, &out, err) : -ENOMEM;
 	json_decref(body);
 	json_decref(out);
 	return r < 0 ? cae_error_prefix(err, "commit") : 0;
@@ -287,9 +286,9 @@ static json_t *body_like(json_t *meta, const char *image, const char *disk, json
 	 * not all that inspect reports: Podman's is not what its create takes back (a CPU limit
 	 * also as CpuPeriod/CpuQuota, ulimits named RLIMIT_*) */
 	static const char *const keep[] = {
-	    "Init",	"CapDrop",  "SecurityOpt", "NetworkMode", "RestartPolicy", "NanoCpus",
-	    "Memory",	"MemorySwap", "PidsLimit", "StorageOpt",  "Mounts",	   "Binds",
-	    NULL};
+	    "Init",	"CapDrop", "SecurityOpt", "NetworkMode", "RestartPolicy",
+	    "NanoCpus", "Memory",  "MemorySwap",  "PidsLimit",	 "StorageOpt",
+	    "Mounts",	"Binds",   NULL};
 	json_t *body = json_deep_copy(json_object_get(meta, "Config"));
 	json_t *from = json_object_get(meta, "HostConfig");
 	json_t *hc = json_object();
@@ -375,7 +374,8 @@ static int docker_restore(cae_backend *b, const char *uuid, json_t *meta, const 
 {
 	const char *ref = json_string_value(json_object_get(rec, "image"));
 	const char *cid = json_string_value(json_object_get(meta, "Id"));
-	_cleanup_free_ char *old_image = strdup(json_string_value(json_object_get(meta, "Image")) ?: "");
+	_cleanup_free_ char *old_image =
+	    strdup(json_string_value(json_object_get(meta, "Image")) ?: "");
 	_cleanup_free_ char *disk = disk_of(b, uuid);
 	_cleanup_free_ char *dir = env_dir(b, uuid);
 	if (!ref || !cid || !old_image || !dir)
@@ -387,7 +387,8 @@ static int docker_restore(cae_backend *b, const char *uuid, json_t *meta, const 
 		return -ENOMEM;
 	(void)cae__rm_rf(tmp);
 	const char *mech = "commit";
-	bool image = strcmp(json_string_value(json_object_get(rec, "kind")) ?: "", "commit+image") == 0;
+	bool image =
+	    strcmp(json_string_value(json_object_get(rec, "kind")) ?: "", "commit+image") == 0;
 	int r = 0;
 	/* the workspace's image first (the container still runs on the old one) */
 	if (image && disk) {
@@ -453,8 +454,8 @@ static int docker_restore(cae_backend *b, const char *uuid, json_t *meta, const 
 
 /* ---- fork ---- */
 
-static int docker_fork(cae_backend *b, const char *src, json_t *meta, const char *one,
-		       json_t *s, const char *new_uuid, json_t *forked_from, cae_env_info *info,
+static int docker_fork(cae_backend *b, const char *src, json_t *meta, const char *one, json_t *s,
+		       const char *new_uuid, json_t *forked_from, cae_env_info *info,
 		       const char **mechp, cae_error *err)
 {
 	if (has_container(b, new_uuid) != 0)
@@ -517,7 +518,7 @@ static int docker_fork(cae_backend *b, const char *src, json_t *meta, const char
 			if (sws)
 				cae__snapshot_thaw(sws);
 			r = sws && nws ? cae__snapshot_capture(sdisk, ndisk, "workspace", &kind,
-							     &mech, err)
+							       &mech, err)
 				       : -ENOMEM;
 			if (r == 0 && mkdir(nws, 0700) < 0 && errno != EEXIST)
 				r = -errno;
@@ -575,7 +576,8 @@ static bool ours(cae_backend *b, json_t *im)
 {
 	json_t *labels = json_object_get(im, "Labels");
 	const char *sdir = json_string_value(json_object_get(labels, LABEL_STATE));
-	return cae__backend_own(b, json_string_value(json_object_get(labels, CAE_LABEL_INSTANCE))) &&
+	return cae__backend_own(b,
+				json_string_value(json_object_get(labels, CAE_LABEL_INSTANCE))) &&
 	       sdir && strcmp(sdir, b->cfg->command_executor.state_dir) == 0;
 }
 
@@ -589,15 +591,16 @@ static void drop(cae_backend *b, const char *uuid, json_t *images)
 	{
 		if (!ours(b, im))
 			continue;
-		const char *l =
-		    json_string_value(json_object_get(json_object_get(im, "Labels"), LABEL_SNAPSHOT));
+		const char *l = json_string_value(
+		    json_object_get(json_object_get(im, "Labels"), LABEL_SNAPSHOT));
 		json_array_foreach(json_object_get(im, "RepoTags"), j, t)
 		{
 			const char *tag = json_string_value(t);
 			bool snap = tag && l && strncmp(l, uuid, ul) == 0 && l[ul] == '/' &&
 				    strncmp(tag, SNAP_REPO ":", strlen(SNAP_REPO) + 1) == 0 &&
 				    strcmp(tag + strlen(SNAP_REPO) + 1, l + ul + 1) == 0;
-			bool base = tag && strncmp(tag, BASE_REPO ":", strlen(BASE_REPO) + 1) == 0 &&
+			bool base = tag &&
+				    strncmp(tag, BASE_REPO ":", strlen(BASE_REPO) + 1) == 0 &&
 				    strcmp(tag + strlen(BASE_REPO) + 1, uuid) == 0;
 			if (snap || base)
 				(void)image_untag(b, tag);
@@ -683,15 +686,17 @@ static int docker_sweep(cae_backend *b)
 				orphan = cae_task_uuid_valid(uuid) && !held(b, uuid) &&
 					 has_container(b, uuid) == 0;
 			} else if (strncmp(tag, SNAP_REPO ":", strlen(SNAP_REPO) + 1) == 0) {
-				const char *l = json_string_value(json_object_get(labels, LABEL_SNAPSHOT));
+				const char *l =
+				    json_string_value(json_object_get(labels, LABEL_SNAPSHOT));
 				const char *slash = l ? strchr(l, '/') : NULL;
 				if (!slash || (size_t)(slash - l) >= sizeof(uuid))
 					continue;
 				snprintf(uuid, sizeof(uuid), "%.*s", (int)(slash - l), l);
 				_cleanup_free_ char *dir = env_dir(b, uuid);
 				char *rec = NULL;
-				if (!dir || asprintf(&rec, "%s/" CAE_SNAPSHOT_DIR "/%s/snapshot.json",
-						     dir, slash + 1) < 0)
+				if (!dir ||
+				    asprintf(&rec, "%s/" CAE_SNAPSHOT_DIR "/%s/snapshot.json", dir,
+					     slash + 1) < 0)
 					continue;
 				orphan = cae_task_uuid_valid(uuid) && access(rec, F_OK) < 0 &&
 					 !held(b, uuid);

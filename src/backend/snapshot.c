@@ -74,8 +74,8 @@ static const cae__snapshot_ops *ops_of(cae_backend *b, cae_error *err)
 }
 
 /* uuid's environment checked (ours, ready) through its backend: 0 with *meta, or -errno. */
-static int load_meta(cae_backend *b, const cae__snapshot_ops *ops, const char *uuid,
-		     json_t **meta, cae_error *err)
+static int load_meta(cae_backend *b, const cae__snapshot_ops *ops, const char *uuid, json_t **meta,
+		     cae_error *err)
 {
 	if (!uuid || !cae_task_uuid_valid(uuid))
 		return cae_error_set(err, -EINVAL, "invalid task uuid");
@@ -240,8 +240,8 @@ static pid_t freeze_guard(int fd, int *done)
 /* Takes the environment in dir as it is now into dst_dir (made by the caller): its image as
  * dst_dir/disk.img (the file system frozen meanwhile) or its tree as dst_dir/<tree_name>.
  * Under the environment's lock. */
-int cae__snapshot_capture(const char *dir, const char *dst_dir, const char *tree_name, const char **kind,
-		   const char **mech, cae_error *err)
+int cae__snapshot_capture(const char *dir, const char *dst_dir, const char *tree_name,
+			  const char **kind, const char **mech, cae_error *err)
 {
 	_cleanup_free_ char *img = cae__path_join(dir, CAE_DISKFS_IMAGE);
 	_cleanup_free_ char *ws = cae__path_join(dir, "workspace");
@@ -427,8 +427,8 @@ int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json
 		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
 	char created[40];
 	cae__iso8601_now(created, sizeof(created));
-	json_t *rec = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", name, "task_uuid",
-				uuid, "created_at", created);
+	json_t *rec = json_pack("{s:s, s:s?, s:s, s:s}", "id", id, "name", name, "task_uuid", uuid,
+				"created_at", created);
 	if (!rec) {
 		(void)cae__rm_rf(tmp);
 		return -ENOMEM;

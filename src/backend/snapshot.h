@@ -66,8 +66,7 @@ int cae__snapshot_lock(const char *dir, bool wait);
 /* Copies the file src to dst (made, must not exist): a clone (FICLONE) where the file
  * system shares extents, else its data extents copied (holes stay holes). *mech:
  * "reflink" or "copy". */
-int cae__snapshot_clone_file(const char *src, const char *dst, const char **mech,
-			     cae_error *err);
+int cae__snapshot_clone_file(const char *src, const char *dst, const char **mech, cae_error *err);
 /* cp -a --reflink=auto src dst (dst must not exist). */
 int cae__snapshot_copy_tree(const char *src, const char *dst, cae_error *err);
 /* Takes the workspace of dir (dir/disk.img mounted at dir/workspace, or the tree

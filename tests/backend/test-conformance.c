@@ -1335,7 +1335,8 @@ static int engine_images_of(const char *uuid)
 		json_array_foreach(json_object_get(im, "RepoTags"), j, t)
 		{
 			const char *tag = json_string_value(t);
-			hit |= tag && strncmp(tag, "cae-base:", 9) == 0 && strcmp(tag + 9, uuid) == 0;
+			hit |=
+			    tag && strncmp(tag, "cae-base:", 9) == 0 && strcmp(tag + 9, uuid) == 0;
 		}
 		n += hit;
 	}
@@ -1364,10 +1365,10 @@ static void out_is(cae_backend *b, const char *uuid, const char *script, const c
 
 /* What the whole state holds: tracked, untracked and ignored files, a link, modes, .git,
  * and (containers) a file a command wrote outside the workspace, in the user's home. */
-#define STATE_SCRIPT                                                                           \
-	"cat tracked.txt; readlink lnk; stat -c %%a run.sh; cat untracked.txt ignored.log; "     \
-	"git log -1 --format=%%s; git status --porcelain --ignored | sort | tr '\\n' ' '; "      \
-	"echo; ls added 2>&1 | head -c 0; [ -e added ] && echo added-present; "                 \
+#define STATE_SCRIPT                                                                               \
+	"cat tracked.txt; readlink lnk; stat -c %%a run.sh; cat untracked.txt ignored.log; "       \
+	"git log -1 --format=%%s; git status --porcelain --ignored | sort | tr '\\n' ' '; "        \
+	"echo; ls added 2>&1 | head -c 0; [ -e added ] && echo added-present; "                    \
 	"[ -z \"$CONF_OUTSIDE\" ] || cat \"$HOME/.conf-outside\"; echo end"
 
 static const char *outside(void)
@@ -1400,9 +1401,9 @@ START_TEST(snapshot_restore_and_fork)
 						      : "not available on the kubernetes backend"),
 			      "%s", err.message);
 		cae_env_info fi;
-		ck_assert_int_eq(cae_snapshot_fork(b, "conf-none", NULL, "conf-none2", &fi, NULL,
-						   &err),
-				 -EOPNOTSUPP);
+		ck_assert_int_eq(
+		    cae_snapshot_fork(b, "conf-none", NULL, "conf-none2", &fi, NULL, &err),
+		    -EOPNOTSUPP);
 		done(b, cfg);
 		return;
 	}
@@ -1414,20 +1415,22 @@ START_TEST(snapshot_restore_and_fork)
 	cae_env_info info;
 	prepare_ok(b, &t, NULL, NULL, &info);
 	char script[2048];
-	snprintf(script, sizeof(script),
-		 "%sset -e; git config user.email t@e; git config user.name t; "
-		 "echo v1 > tracked.txt; printf '#!/bin/sh\\n' > run.sh; chmod 750 run.sh; "
-		 "ln -s tracked.txt lnk; git add tracked.txt run.sh lnk; git commit -qm snap-commit; "
-		 "echo u > untracked.txt; echo '*.log' >> .git/info/exclude; echo i > ignored.log; "
-		 "[ -z \"$CONF_OUTSIDE\" ] || echo home-pkg > \"$HOME/.conf-outside\"",
-		 outside());
+	snprintf(
+	    script, sizeof(script),
+	    "%sset -e; git config user.email t@e; git config user.name t; "
+	    "echo v1 > tracked.txt; printf '#!/bin/sh\\n' > run.sh; chmod 750 run.sh; "
+	    "ln -s tracked.txt lnk; git add tracked.txt run.sh lnk; git commit -qm snap-commit; "
+	    "echo u > untracked.txt; echo '*.log' >> .git/info/exclude; echo i > ignored.log; "
+	    "[ -z \"$CONF_OUTSIDE\" ] || echo home-pkg > \"$HOME/.conf-outside\"",
+	    outside());
 	cae_run_result r = sh(b, a, script);
 	ck_assert_msg(r.exit_code == 0, "%s", r.err);
 	cae_run_result_clear(&r);
 	char want[512];
-	snprintf(want, sizeof(want),
-		 "v1\ntracked.txt\n750\nu\ni\nsnap-commit\n!! ignored.log ?? untracked.txt \n%send\n",
-		 *outside() ? "home-pkg\n" : "");
+	snprintf(
+	    want, sizeof(want),
+	    "v1\ntracked.txt\n750\nu\ni\nsnap-commit\n!! ignored.log ?? untracked.txt \n%send\n",
+	    *outside() ? "home-pkg\n" : "");
 	state_is(b, a, want);
 	s = snap_ok(b, a, "base");
 	ck_assert_str_eq(S(s, "name"), "base");
@@ -1473,7 +1476,8 @@ START_TEST(snapshot_restore_and_fork)
 	out_is(b, f2, "ls live.txt 2>/dev/null; echo x", "x\n");
 	out_is(b, f1, "cat live.txt tracked.txt", "live\nv1\n");
 	/* nothing writable shared, both ways, outside the workspace too */
-	r = sh(b, f1, "echo from-fork > tracked.txt; echo f > only-fork; echo f > $HOME/.only-fork");
+	r = sh(b, f1,
+	       "echo from-fork > tracked.txt; echo f > only-fork; echo f > $HOME/.only-fork");
 	cae_run_result_clear(&r);
 	r = sh(b, a, "echo from-source > untracked.txt; echo s > only-source");
 	cae_run_result_clear(&r);
@@ -1533,11 +1537,13 @@ static void kill_when(const char *dir, const char *prefix, const char *sub,
 		for (char *q = buf; q < buf + n && !killed;) {
 			struct inotify_event *ev = (struct inotify_event *)q;
 			q += sizeof(*ev) + ev->len;
-			if (!entry[0] && ev->len && strncmp(ev->name, prefix, strlen(prefix)) == 0) {
+			if (!entry[0] && ev->len &&
+			    strncmp(ev->name, prefix, strlen(prefix)) == 0) {
 				snprintf(entry, sizeof(entry), "%s/%s", dir, ev->name);
 				snprintf(want, sizeof(want), "%s/%s", entry, sub ? sub : "");
 				if (sub)
-					ck_assert_int_ge(inotify_add_watch(in, entry, IN_CREATE), 0);
+					ck_assert_int_ge(inotify_add_watch(in, entry, IN_CREATE),
+							 0);
 			} else if (!entry[0] || (ev->len && sub && strcmp(ev->name, sub) != 0)) {
 				continue;
 			}
