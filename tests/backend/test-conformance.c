@@ -1486,6 +1486,20 @@ START_TEST(snapshot_restore_and_fork)
 	out_is(b, f1, "cat untracked.txt; ls only-source 2>/dev/null; echo .", "u\n.\n");
 	out_is(b, f2, "cat tracked.txt untracked.txt; ls only-fork only-source 2>/dev/null; echo .",
 	       "v1\nu\n.\n");
+	/* the fork's workspace is a file system of its own, not the source's seen again (a
+	 * command in it that looks for the source's finds no mount of it) */
+	if (strcmp(backend_name(), "docker") == 0) {
+		cae_run_result da = sh(b, a,
+				       "stat -c %d /workspace; grep -c ' /workspace ' "
+				       "/proc/self/mountinfo");
+		cae_run_result df = sh(b, f1,
+				       "stat -c %d /workspace; grep -c ' /workspace ' "
+				       "/proc/self/mountinfo");
+		ck_assert_msg(da.out && df.out && strcmp(da.out, df.out) != 0, "[%s] [%s]",
+			      da.out ? da.out : "", df.out ? df.out : "");
+		cae_run_result_clear(&da);
+		cae_run_result_clear(&df);
+	}
 	/* a fork's uuid is its own: taken is refused */
 	cae_env_info i3;
 	ck_assert_int_eq(cae_snapshot_fork(b, a, NULL, f1, &i3, NULL, &err), -EEXIST);
