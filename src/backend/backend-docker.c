@@ -21,6 +21,7 @@
 #include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
+#include "backend/net-handover.h"
 #include "backend/net-local.h"
 
 #include "base/chase.h"
@@ -362,6 +363,32 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 	return env;
 }
 
+/* The environment's directory for the proxy's listeners (net-handover.h) when the engine is
+ * this host's (new; NULL: none). */
+static char *net_dir_of(cae_backend *b, const char *uuid)
+{
+	return impl_of(b)->socket_path
+		   ? cae__net_handover_dir(b->cfg->command_executor.state_dir, uuid)
+		   : NULL;
+}
+
+/* A container whose connections go to cae's proxy gets its own directory for the handover
+ * of the helper's listeners, read-only; a warm pool's (made for no task: uuid "pool") does
+ * not: its helper tunnels over the stream. Without it, so does every helper. */
+static void net_binds(cae_prepare *p, json_t *binds)
+{
+	const cae_config *cfg = p->b->cfg;
+	_cleanup_free_ char *forge = cae__net_forge(cfg, p->task);
+	_cleanup_free_ char *dir = NULL;
+	if (!impl_of(p->b)->socket_path || strcmp(p->task->uuid, "pool") == 0 ||
+	    !cae__net_proxied(cfg, "docker", forge) ||
+	    cae__net_handover_dir_make(cfg->command_executor.state_dir, p->task->uuid, &dir) < 0)
+		return;
+	char bind[PATH_MAX + 64];
+	snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_NET_HANDOVER_MOUNT);
+	json_array_append_new(binds, json_string(bind));
+}
+
 /* Builds the create body. Warnings about what could not be applied go to warnings. */
 static json_t *container_config(cae_prepare *p, bool with_disk)
 {
@@ -414,6 +441,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "the host's Docker engine");
 	}
 	json_t *env = cache_binds(p, binds);
+	net_binds(p, binds);
 	/* the workspace's own file system: a mount (not a bind, which the engine would make as
 	 * an empty directory where it does not see our files) */
 	if (prep_of(p)->disk_dir) {
@@ -696,6 +724,7 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 		_cleanup_free_ char *target = NULL;
 		task_records(b, name, &target, &c->forge);
 		cae__chan_credentials(c, target);
+		c->net_dir = net_dir_of(b, c->uuid);
 	} else {
 		c->m = NULL;
 		if (has_helper(b, name))
@@ -802,7 +831,9 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	}
 	if (p->mux && !p->net_tried) {
 		p->net_tried = true;
-		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true);
+		_cleanup_free_ char *dir = net_dir_of(p->b, p->uuid);
+		p->px =
+		    cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true, dir);
 	}
 	if (p->mux && cae_helper_mux_alive(p->mux)) {
 		cae_run_spec rs = cae__backend_run_spec(req, req->cwd ? req->cwd : WORKSPACE, NULL);
@@ -887,6 +918,7 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 	if (disk && (r = cae__diskfs_container_release(disk)) < 0)
 		return cae_error_set(err, r, "could not remove the workspace of task %s: %s", uuid,
 				     strerror(-r));
+	cae__net_handover_dir_remove(b->cfg->command_executor.state_dir, uuid);
 	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
 	char path[192];
 	snprintf(path, sizeof(path), "/networks/%s", name);
