@@ -28,6 +28,7 @@ cleanup() {
 	[ -n "${uuid2:-}" ] && CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid2" >/dev/null 2>&1
 	[ -n "$web_pid" ] && kill "$web_pid" 2>/dev/null
 	[ -n "${kube_pid:-}" ] && kill "$kube_pid" 2>/dev/null
+	[ -n "${other_pid:-}" ] && kill "$other_pid" 2>/dev/null
 	[ -d "$work/git" ] && "$here/../../scripts/git-server.sh" stop "$work/git" >/dev/null 2>&1
 	rm -rf "$work"
 }
@@ -139,6 +140,53 @@ out=$(jq -r '.stdout + .stderr' <<<"$res")
 if [ "$backend" = docker ]; then
 	check "no way round the proxy (--noproxy, a raw socket to the host's 127.0.0.1)" \
 		'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
+fi
+
+# docker, an engine on this host: the helper hands its listeners to cae over a unix socket
+# in the container's own directory (src/backend/net-handover.h). What an agent could try
+# with that directory: write to it, list it, reach another environment's socket through it
+# (one made here, in a directory beside its own, recording whoever connects) or by the
+# host's path; and the allow-list holds for connections through the new path.
+if [ "$backend" = docker ]; then
+	hdir=$CAE_STATE_DIR/net/$uuid
+	other=$CAE_STATE_DIR/net/$uuid-other
+	mkdir -p "$other" && chmod 0711 "$other"
+	python3 - "$other/p-0123456789abcdef" "$work/other-hit" <<'PY' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(8)
+while True:
+    c, _ = s.accept()
+    open(sys.argv[2], "a").write("connected\n")
+    c.close()
+PY
+	other_pid=$!
+	for _ in $(seq 50); do [ -S "$other/p-0123456789abcdef" ] && break; sleep 0.1; done
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid" --timeout 60 -- "grep ' /run/cae-net ' /proc/self/mountinfo | cut -d' ' -f4,5,6; touch /run/cae-net/x 2>&1; ls -A /run/cae-net 2>&1 | sed 's/^/listing: /'; find / \\( -path /proc -o -path /sys \\) -prune -o -type s -name 'p-*' -print 2>/dev/null | sed 's/^/socket: /'; python3 -c '
+import socket
+for p in (\"/run/cae-net/../$uuid-other/p-0123456789abcdef\", \"/run/cae-net/$uuid-other/p-0123456789abcdef\", \"$other/p-0123456789abcdef\", \"/run/cae-net/p-0123456789abcdef\"):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p); print(\"REACHED\", p)
+    except OSError as e:
+        print(\"unreachable\", e.strerror)
+'; curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/hand.err")
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "the container's proxy connections come through the handed-over listeners, not the stream" \
+		'grep -q "\"event\":\"docker.network_path\".*\"path\":\"socket\"" "$work/hand.err"' "$(grep -i network "$work/hand.err")"
+	check "the allow-list holds through them: an allowed name answers, a denied one gets the 403 text" \
+		'[[ $out == *"NET-OK /plain"* && $out == *"blocked by cae network policy: denied.test is not in allowed_domains"* ]]' "$res"
+	check "the container has its own directory only, read-only, empty while it runs (not even listable)" \
+		'[[ $out == *"/net/$uuid /run/cae-net ro,"* && $out == *"Read-only file system"* && $out == *"listing: ls: cannot open directory"* && $out != *socket:* ]] && [ -z "$(ls -A "$hdir")" ]' "$res $(ls -la "$hdir")"
+	check "another environment's socket cannot be reached from the container, by any path" \
+		'[[ $(grep -c "^unreachable No such file or directory" <<<"$out") == 4 && $out != *REACHED* ]] && [ ! -e "$work/other-hit" ]' "$res"
+	# the fallback (as with a remote engine): no directory, so the stream's tunnels
+	mv "$hdir" "$hdir.off"
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid" --timeout 60 -- "curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/fall.err")
+	mv "$hdir.off" "$hdir"
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "without the directory the stream carries them, under the same allow-list" \
+		'[[ $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && ! grep -q network_path "$work/fall.err"' "$res $(cat "$work/fall.err")"
 fi
 
 # 10,000 connections in a loop (every other one refused) leave the proxy serving
