@@ -263,10 +263,11 @@ static int container_bench(const char *build, int port, const char *backend)
 	snprintf(repo, sizeof(repo), "%s/repo", dir);
 	if (r == 0 && k8s) {
 		/* a pod clones over the network only: the loopback git server's public URL */
-		snprintf(cmd, sizeof(cmd),
-			 "git clone -q --bare %s/repo %s/git/repo.git && scripts/git-server.sh start "
-			 "%s/git | sed -n 's/^GIT_HTTP_PUBLIC_URL=//p'",
-			 dir, dir, dir);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "git clone -q --bare %s/repo %s/git/repo.git && scripts/git-server.sh start "
+		    "%s/git | sed -n 's/^GIT_HTTP_PUBLIC_URL=//p'",
+		    dir, dir, dir);
 		FILE *p = popen(cmd, "r");
 		char url[512] = "";
 		if (!p || !fgets(url, sizeof(url), p))
@@ -292,12 +293,11 @@ static int container_bench(const char *build, int port, const char *backend)
 			 port);
 		bd[i] = curl_mbps(cmd, false);
 		/* (NO_PROXY names localhost: --noproxy '' lifts it for this one) */
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "CAE_LOG_LEVEL=debug %s exec --backend %s --uuid %s --timeout 300 -- curl "
-		    "-sS -o /dev/null -w '%%{speed_download}' --noproxy '' -p -x "
-		    "http://127.0.0.1:3128 http://localhost:%d/bulk 2>>%s/paths.log",
-		    env, backend, uuid, port, dir);
+		snprintf(cmd, sizeof(cmd),
+			 "CAE_LOG_LEVEL=debug %s exec --backend %s --uuid %s --timeout 300 -- curl "
+			 "-sS -o /dev/null -w '%%{speed_download}' --noproxy '' -p -x "
+			 "http://127.0.0.1:3128 http://localhost:%d/bulk 2>>%s/paths.log",
+			 env, backend, uuid, port, dir);
 		bc[i] = curl_mbps(cmd, true);
 		bs[i] = 1;
 		if (!k8s) {
@@ -319,16 +319,20 @@ static int container_bench(const char *build, int port, const char *backend)
 		qsort(bc, 5, sizeof(double), cmp_double);
 		qsort(bs, 5, sizeof(double), cmp_double);
 		if (k8s)
-			printf("100 MB download by curl (median of 5): on this host direct %.0f MiB/s, "
-			       "in a %s through the helper's stream and the proxy %.0f MiB/s: %.2fx "
-			       "(target >= 0.8x)\n",
-			       bd[2], what, bc[2], bc[2] / bd[2]);
+			printf(
+			    "100 MB download by curl (median of 5): on this host direct %.0f "
+			    "MiB/s, "
+			    "in a %s through the helper's stream and the proxy %.0f MiB/s: %.2fx "
+			    "(target >= 0.8x)\n",
+			    bd[2], what, bc[2], bc[2] / bd[2]);
 		else
-			printf("100 MB download by curl (median of 5): on this host direct %.0f MiB/s, "
-			       "in a %s through the handed-over listeners and the proxy %.0f MiB/s: "
-			       "%.2fx (target >= 0.8x); through the helper's stream instead (the "
-			       "fallback) %.0f MiB/s: %.2fx\n",
-			       bd[2], what, bc[2], bc[2] / bd[2], bs[2], bs[2] / bd[2]);
+			printf(
+			    "100 MB download by curl (median of 5): on this host direct %.0f "
+			    "MiB/s, "
+			    "in a %s through the handed-over listeners and the proxy %.0f MiB/s: "
+			    "%.2fx (target >= 0.8x); through the helper's stream instead (the "
+			    "fallback) %.0f MiB/s: %.2fx\n",
+			    bd[2], what, bc[2], bc[2] / bd[2], bs[2], bs[2] / bd[2]);
 		/* each side took the path it measures */
 		snprintf(cmd, sizeof(cmd),
 			 "cd %s; s=$(grep -c '\"path\":\"socket\"' paths.log); "
@@ -337,7 +341,8 @@ static int container_bench(const char *build, int port, const char *backend)
 			 "stream, of $n)\"; [ \"$s\" = %d ] && [ \"$n\" = %d ]",
 			 dir, k8s ? 0 : 5, k8s ? 0 : 5);
 		if (bench_sh(cmd) != 0) {
-			fprintf(stderr, "bench-net: a download did not take the path it measures\n");
+			fprintf(stderr,
+				"bench-net: a download did not take the path it measures\n");
 			r = -1;
 		}
 	}
@@ -370,21 +375,25 @@ static int container_bench(const char *build, int port, const char *backend)
 		qsort(sc, 3, sizeof(double), cmp_double);
 		qsort(ss, 3, sizeof(double), cmp_double);
 		if (k8s)
-			printf("connection set-up + one round trip from a %s (python, p50 of 300, "
-			       "median of 3 runs): on this host direct %.3f ms, through the helper's "
-			       "stream and the proxy %.3f ms: adds %.3f ms (target <= 1 ms)\n",
-			       what, sd[1], sc[1], sc[1] - sd[1]);
+			printf(
+			    "connection set-up + one round trip from a %s (python, p50 of 300, "
+			    "median of 3 runs): on this host direct %.3f ms, through the helper's "
+			    "stream and the proxy %.3f ms: adds %.3f ms (target <= 1 ms)\n",
+			    what, sd[1], sc[1], sc[1] - sd[1]);
 		else
-			printf("connection set-up + one round trip from a %s (python, p50 of 300, "
-			       "median of 3 runs): on this host direct %.3f ms, through the "
-			       "handed-over listeners and the proxy %.3f ms: adds %.3f ms (target <= "
-			       "1 ms); through the helper's stream %.3f ms: adds %.3f ms\n",
-			       what, sd[1], sc[1], sc[1] - sd[1], ss[1], ss[1] - sd[1]);
+			printf(
+			    "connection set-up + one round trip from a %s (python, p50 of 300, "
+			    "median of 3 runs): on this host direct %.3f ms, through the "
+			    "handed-over listeners and the proxy %.3f ms: adds %.3f ms (target <= "
+			    "1 ms); through the helper's stream %.3f ms: adds %.3f ms\n",
+			    what, sd[1], sc[1], sc[1] - sd[1], ss[1], ss[1] - sd[1]);
 	}
-	snprintf(cmd, sizeof(cmd), "%s cleanup --backend %s %s >/dev/null 2>&1", env, backend, uuid);
+	snprintf(cmd, sizeof(cmd), "%s cleanup --backend %s %s >/dev/null 2>&1", env, backend,
+		 uuid);
 	bench_sh(cmd);
 	if (k8s) {
-		snprintf(cmd, sizeof(cmd), "scripts/git-server.sh stop %s/git >/dev/null 2>&1", dir);
+		snprintf(cmd, sizeof(cmd), "scripts/git-server.sh stop %s/git >/dev/null 2>&1",
+			 dir);
 		bench_sh(cmd);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

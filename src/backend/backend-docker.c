@@ -832,8 +832,7 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	if (p->mux && !p->net_tried) {
 		p->net_tried = true;
 		_cleanup_free_ char *dir = net_dir_of(p->b, p->uuid);
-		p->px =
-		    cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true, dir);
+		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true, dir);
 	}
 	if (p->mux && cae_helper_mux_alive(p->mux)) {
 		cae_run_spec rs = cae__backend_run_spec(req, req->cwd ? req->cwd : WORKSPACE, NULL);

@@ -139,9 +139,9 @@ cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char 
 						       env, hand ? h.path : NULL,
 						       hand ? h.token : NULL, serve_conn, px, &e);
 	if (hand) {
-		int direct = r == 0 ? cae__net_handover_take(&h, px, CAE_NET_HTTP_PORT,
-							     CAE_NET_SOCKS_PORT)
-				    : 0;
+		int direct =
+		    r == 0 ? cae__net_handover_take(&h, px, CAE_NET_HTTP_PORT, CAE_NET_SOCKS_PORT)
+			   : 0;
 		cae__net_handover_close(&h);
 		char event[64];
 		snprintf(event, sizeof(event), "%s.network_path", b->ops->name);

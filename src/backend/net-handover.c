@@ -175,8 +175,10 @@ static int receive(int c, const char *token, int fds[2])
 		char buf[CMSG_SPACE(4 * sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr m = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
 	ssize_t n = recvmsg(c, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 	int got[4], k = 0;
 	for (struct cmsghdr *h = n >= 0 ? CMSG_FIRSTHDR(&m) : NULL; h; h = CMSG_NXTHDR(&m, h)) {
@@ -206,8 +208,7 @@ static int receive(int c, const char *token, int fds[2])
 	return 0;
 }
 
-int cae__net_handover_take(cae__net_handover *h, cae_net_proxy *px, int http_port,
-			   int socks_port)
+int cae__net_handover_take(cae__net_handover *h, cae_net_proxy *px, int http_port, int socks_port)
 {
 	int done = 0;
 	/* the helper connected and sent before it answered: its connection is waiting */
@@ -220,7 +221,8 @@ int cae__net_handover_take(cae__net_handover *h, cae_net_proxy *px, int http_por
 			close(c);
 			continue;
 		}
-		if (!loopback_listener(fds[0], http_port) || !loopback_listener(fds[1], socks_port)) {
+		if (!loopback_listener(fds[0], http_port) ||
+		    !loopback_listener(fds[1], socks_port)) {
 			close(fds[0]);
 			close(fds[1]);
 			close(c);

@@ -34,7 +34,7 @@ void cae__net_handover_dir_remove(const char *state_dir, const char *uuid);
 
 typedef struct cae__net_handover {
 	int dirfd, lfd;
-	char name[24];				       /* the socket's, in the directory */
+	char name[24];					/* the socket's, in the directory */
 	char path[sizeof(CAE_NET_HANDOVER_MOUNT) + 24]; /* ... as the container sees it */
 	char token[33];
 } cae__net_handover;
@@ -46,8 +46,7 @@ int cae__net_handover_open(const char *dir, cae__net_handover *h);
  * connection already waiting, with the token; others are closed unread) into px. 1: handed
  * over (and acknowledged: the helper accepts no more); 0: not (the helper goes on
  * tunnelling). Either way the socket is closed and removed. */
-int cae__net_handover_take(cae__net_handover *h, cae_net_proxy *px, int http_port,
-			   int socks_port);
+int cae__net_handover_take(cae__net_handover *h, cae_net_proxy *px, int http_port, int socks_port);
 /* Closes and removes h's socket (cae__net_handover_take does). */
 void cae__net_handover_close(cae__net_handover *h);
 

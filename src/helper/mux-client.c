@@ -629,14 +629,13 @@ int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 			      const char *const *env, cae_helper_conn_fn fn, void *ud,
 			      cae_error *err)
 {
-	return cae_helper_mux_net_listen_handover(m, http_port, socks_port, env, NULL, NULL, fn,
-						  ud, err);
+	return cae_helper_mux_net_listen_handover(m, http_port, socks_port, env, NULL, NULL, fn, ud,
+						  err);
 }
 
 int cae_helper_mux_net_listen_handover(cae_helper_mux *m, int http_port, int socks_port,
-				       const char *const *env, const char *path,
-				       const char *token, cae_helper_conn_fn fn, void *ud,
-				       cae_error *err)
+				       const char *const *env, const char *path, const char *token,
+				       cae_helper_conn_fn fn, void *ud, cae_error *err)
 {
 	if (!cae_helper_mux_alive(m))
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");

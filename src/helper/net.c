@@ -76,8 +76,10 @@ int cae__helper_net_handover(const char *path, const char *token, int hfd, int s
 		char buf[CMSG_SPACE(2 * sizeof(int))];
 	} u;
 	memset(&u, 0, sizeof(u));
-	struct msghdr m = {
-	    .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof(u.buf)};
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
 	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
 	h->cmsg_level = SOL_SOCKET;
 	h->cmsg_type = SCM_RIGHTS;

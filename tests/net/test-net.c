@@ -762,8 +762,8 @@ static bool dir_empty(const char *dir)
  * (any uid of the container may reach the socket): a wrong token with listeners of its
  * own; the token (had it read it) with the proxy's listeners swapped, a UDP socket, a
  * connected socket, a pipe, three descriptors, none. Returns their connections. */
-static void forge_handovers(const char *path, const char *token, int ph, int ps, int hfd,
-			    int sfd, int conns[8])
+static void forge_handovers(const char *path, const char *token, int ph, int ps, int hfd, int sfd,
+			    int conns[8])
 {
 	int a1, a2;
 	int ah = bound(SOCK_STREAM, 0, &a1), as = bound(SOCK_STREAM, 0, &a2);
