@@ -81,6 +81,8 @@
  * in the container: the helper asks for it when git does (docker_credential) */
 #define LABEL_GIT_CREDENTIAL "cae.git_credential"
 #define LABEL_FORGE "cae.forge" /* the forge rule's "host:port" (net-local.h) */
+/* a warm pool container's handover directory's name (net-handover.h; others': the uuid) */
+#define LABEL_NET_DIR "cae.net_dir"
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
@@ -364,12 +366,35 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 }
 
 /* The environment's directory for the proxy's listeners (net-handover.h) when the engine is
- * this host's (new; NULL: none). */
+ * this host's (new; NULL: none): named by the uuid, or for a container made in the warm
+ * pool by its label. */
 static char *net_dir_of(cae_backend *b, const char *uuid)
 {
 	return impl_of(b)->socket_path
 		   ? cae__net_handover_dir(b->cfg->command_executor.state_dir, uuid)
 		   : NULL;
+}
+
+json_t *cae__docker_pool_net_body(cae_backend *b, json_t *body, const char *name)
+{
+	const char *mode =
+	    json_string_value(json_object_get(json_object_get(body, "HostConfig"), "NetworkMode"));
+	_cleanup_free_ char *dir = NULL;
+	if (!impl_of(b)->socket_path || !mode || strcmp(mode, "none") != 0 ||
+	    cae__net_handover_dir_make(b->cfg->command_executor.state_dir, name, &dir) < 0)
+		return NULL;
+	json_t *own = json_deep_copy(body);
+	json_t *hc = json_object_get(own, "HostConfig");
+	json_t *binds = json_object_get(hc, "Binds");
+	if (!binds) {
+		binds = json_array();
+		json_object_set_new(hc, "Binds", binds);
+	}
+	char bind[PATH_MAX + 64];
+	snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_NET_HANDOVER_MOUNT);
+	json_array_append_new(binds, json_string(bind));
+	json_object_set_new(json_object_get(own, "Labels"), LABEL_NET_DIR, json_string(name));
+	return own;
 }
 
 /* A container whose connections go to cae's proxy gets its own directory for the handover
@@ -675,9 +700,10 @@ static char *claimed_record(cae_backend *b, const char *name, const char *path)
 /* Where a push from the container may authenticate ("host user forge") and the forge rule's
  * "host:port" (net-local.h): their labels, or the claim's files for one from the warm pool
  * (the forge only when it matters: a network none or filtered); new, NULL: none. */
-static void task_records(cae_backend *b, const char *name, char **target, char **forge)
+static void task_records(cae_backend *b, const char *name, char **target, char **forge,
+			 char **net_dir)
 {
-	*target = *forge = NULL;
+	*target = *forge = *net_dir = NULL;
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
 		return;
@@ -689,6 +715,8 @@ static void task_records(cae_backend *b, const char *name, char **target, char *
 	*forge = f		  ? strdup(f)
 		 : pool && netted ? claimed_record(b, name, CAE_POOL_CLAIM_FORGE)
 				  : NULL;
+	const char *nd = label(labels, LABEL_NET_DIR);
+	*net_dir = nd ? net_dir_of(b, nd) : NULL;
 	json_decref(c);
 }
 
@@ -722,9 +750,10 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	cae_error e = {0};
 	if (mux_over(st, &c->m, &e) == 0) {
 		_cleanup_free_ char *target = NULL;
-		task_records(b, name, &target, &c->forge);
+		task_records(b, name, &target, &c->forge, &c->net_dir);
 		cae__chan_credentials(c, target);
-		c->net_dir = net_dir_of(b, c->uuid);
+		if (!c->net_dir)
+			c->net_dir = net_dir_of(b, c->uuid);
 	} else {
 		c->m = NULL;
 		if (has_helper(b, name))
@@ -831,7 +860,20 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	}
 	if (p->mux && !p->net_tried) {
 		p->net_tried = true;
-		_cleanup_free_ char *dir = net_dir_of(p->b, p->uuid);
+		/* (a container claimed from the warm pool has its directory by its label) */
+		_cleanup_free_ char *dir = NULL;
+		if (cae__net_proxied(p->b->cfg, "docker", p->forge)) {
+			json_t *c = NULL;
+			if (cae_docker_container_inspect(impl_of(p->b)->d, p->id, &c, NULL) == 0) {
+				const char *nd =
+				    label(json_object_get(json_object_get(c, "Config"), "Labels"),
+					  LABEL_NET_DIR);
+				dir = nd ? net_dir_of(p->b, nd) : NULL;
+			}
+			json_decref(c);
+		}
+		if (!dir)
+			dir = net_dir_of(p->b, p->uuid);
 		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true, dir);
 	}
 	if (p->mux && cae_helper_mux_alive(p->mux)) {
@@ -868,6 +910,10 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	/* nothing to remove (a prepare's clean start, mostly) needs no engine slot */
 	json_t *c = NULL;
 	r = cae_docker_container_inspect(d, name, &c, NULL);
+	/* a warm pool container's handover directory goes with it */
+	const char *nd =
+	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_NET_DIR);
+	_cleanup_free_ char *net_dir = nd ? strdup(nd) : NULL;
 	json_decref(c);
 	if (r == -ENOENT)
 		return 0;
@@ -895,6 +941,8 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	if (r < 0)
 		return cae_error_set(err, r, "could not remove container %s after %d attempts: %s",
 				     name, REMOVE_ATTEMPTS, e.message);
+	if (net_dir)
+		cae__net_handover_dir_remove(b->cfg->command_executor.state_dir, net_dir);
 	return 0;
 }
 

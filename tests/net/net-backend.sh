@@ -26,6 +26,10 @@ web_pid=
 cleanup() {
 	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid" >/dev/null 2>&1
 	[ -n "${uuid2:-}" ] && CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid2" >/dev/null 2>&1
+	if [ -n "${uuid3:-}" ]; then
+		CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend "$backend" "$uuid3" >/dev/null 2>&1
+		CAE_CONFIG=$work/pool.yaml "$CAE" pool drain >/dev/null 2>&1
+	fi
 	[ -n "$web_pid" ] && kill "$web_pid" 2>/dev/null
 	[ -n "${kube_pid:-}" ] && kill "$kube_pid" 2>/dev/null
 	[ -n "${other_pid:-}" ] && kill "$other_pid" 2>/dev/null
@@ -187,6 +191,19 @@ for p in (\"/run/cae-net/../$uuid-other/p-0123456789abcdef\", \"/run/cae-net/$uu
 	out=$(jq -r '.stdout + .stderr' <<<"$res")
 	check "without the directory the stream carries them, under the same allow-list" \
 		'[[ $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && ! grep -q network_path "$work/fall.err"' "$res $(cat "$work/fall.err")"
+	# a container of the warm pool, made before its task: its directory is named as the
+	# container (its label says which), and goes with it
+	{ cat "$work/net.yaml"; printf '  pool:\n    size: 1\n'; } > "$work/pool.yaml"
+	uuid3=$uuid-pool
+	CAE_CONFIG=$work/pool.yaml "$CAE" pool fill >"$work/fill.out" 2>&1
+	CAE_CONFIG=$work/pool.yaml CAE_LOG_LEVEL=debug "$CAE" prepare --backend docker --repo "$repo" --uuid "$uuid3" >"$work/prep3.json" 2>"$work/prep3.err"
+	pdir=$(docker ps -q --filter "name=coding-agent-exec-$uuid3" | head -1 | xargs -r docker inspect -f '{{index .Config.Labels "cae.net_dir"}}')
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid3" --timeout 60 -- "grep ' /run/cae-net ' /proc/self/mountinfo | cut -d' ' -f4; curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/pool.err")
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "a container claimed from the warm pool: its own directory, the handover, the allow-list" \
+		'grep -q "\"event\":\"pool.claimed\"" "$work/prep3.err" && [[ $pdir == coding-agent-pool-* && $out == *"/net/$pdir"* && $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && grep -q "\"path\":\"socket\"" "$work/pool.err"' "pdir: $pdir $res $(cat "$work/fill.out" "$work/prep3.err" "$work/pool.err")"
+	CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend docker "$uuid3" >/dev/null 2>&1
+	check "its directory goes with it" '[ -n "$pdir" ] && [ ! -e "$CAE_STATE_DIR/net/$pdir" ]' "$(ls -la "$CAE_STATE_DIR/net")"
 fi
 
 # 10,000 connections in a loop (every other one refused) leave the proxy serving
