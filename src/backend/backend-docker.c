@@ -379,9 +379,12 @@ json_t *cae__docker_pool_net_body(cae_backend *b, json_t *body, const char *name
 {
 	const char *mode =
 	    json_string_value(json_object_get(json_object_get(body, "HostConfig"), "NetworkMode"));
+	/* ('@' is in no task uuid: never the directory of an environment of that name) */
+	char dn[160];
+	snprintf(dn, sizeof(dn), "pool@%s", name);
 	_cleanup_free_ char *dir = NULL;
 	if (!impl_of(b)->socket_path || !mode || strcmp(mode, "none") != 0 ||
-	    cae__net_handover_dir_make(b->cfg->command_executor.state_dir, name, &dir) < 0)
+	    cae__net_handover_dir_make(b->cfg->command_executor.state_dir, dn, &dir) < 0)
 		return NULL;
 	json_t *own = json_deep_copy(body);
 	json_t *hc = json_object_get(own, "HostConfig");
@@ -393,13 +396,14 @@ json_t *cae__docker_pool_net_body(cae_backend *b, json_t *body, const char *name
 	char bind[PATH_MAX + 64];
 	snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_NET_HANDOVER_MOUNT);
 	json_array_append_new(binds, json_string(bind));
-	json_object_set_new(json_object_get(own, "Labels"), LABEL_NET_DIR, json_string(name));
+	json_object_set_new(json_object_get(own, "Labels"), LABEL_NET_DIR, json_string(dn));
 	return own;
 }
 
 /* A container whose connections go to cae's proxy gets its own directory for the handover
- * of the helper's listeners, read-only; a warm pool's (made for no task: uuid "pool") does
- * not: its helper tunnels over the stream. Without it, so does every helper. */
+ * of the helper's listeners, read-only; the warm pool's spec (made for no task: uuid "pool")
+ * does not: each pool container gets its own when it is made (cae__docker_pool_net_body).
+ * Without one, the helper tunnels over the stream. */
 static void net_binds(cae_prepare *p, json_t *binds)
 {
 	const cae_config *cfg = p->b->cfg;

@@ -201,7 +201,7 @@ for p in (\"/run/cae-net/../$uuid-other/p-0123456789abcdef\", \"/run/cae-net/$uu
 	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid3" --timeout 60 -- "grep ' /run/cae-net ' /proc/self/mountinfo | cut -d' ' -f4; curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/pool.err")
 	out=$(jq -r '.stdout + .stderr' <<<"$res")
 	check "a container claimed from the warm pool: its own directory, the handover, the allow-list" \
-		'grep -q "\"event\":\"pool.claimed\"" "$work/prep3.err" && [[ $pdir == coding-agent-pool-* && $out == *"/net/$pdir"* && $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && grep -q "\"path\":\"socket\"" "$work/pool.err"' "pdir: $pdir $res $(cat "$work/fill.out" "$work/prep3.err" "$work/pool.err")"
+		'grep -q "\"event\":\"pool.claimed\"" "$work/prep3.err" && [[ $pdir == pool@coding-agent-pool-* && $out == *"/net/$pdir"* && $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && grep -q "\"path\":\"socket\"" "$work/pool.err"' "pdir: $pdir $res $(cat "$work/fill.out" "$work/prep3.err" "$work/pool.err")"
 	CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend docker "$uuid3" >/dev/null 2>&1
 	check "its directory goes with it" '[ -n "$pdir" ] && [ ! -e "$CAE_STATE_DIR/net/$pdir" ]' "$(ls -la "$CAE_STATE_DIR/net")"
 fi
