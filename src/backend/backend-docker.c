@@ -2121,13 +2121,27 @@ static bool no_container(const char *uuid, void *ud)
 	return r == -ENOENT;
 }
 
+/* Whether a handover directory's container is gone (pool@NAME: a pool container's). */
+static bool net_dir_gone(const char *name, void *ud)
+{
+	cae_backend *b = ud;
+	if (strncmp(name, "pool@", 5) != 0)
+		return cae_task_uuid_valid(name) && no_container(name, b);
+	json_t *c = NULL;
+	int r = cae_docker_container_inspect(impl_of(b)->d, name + 5, &c, NULL);
+	json_decref(c);
+	return r == -ENOENT;
+}
+
 static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 				void *filter_ud, int *removed, cae_error *err)
 {
 	int r = cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
-	if (b->cfg->command_executor.state_dir)
+	if (b->cfg->command_executor.state_dir) {
 		(void)cae__diskfs_container_sweep(b->cfg->command_executor.state_dir, no_container,
 						  b);
+		(void)cae__net_handover_sweep(b->cfg->command_executor.state_dir, net_dir_gone, b);
+	}
 	return r;
 }
 

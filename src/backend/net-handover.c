@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -83,6 +84,31 @@ void cae__net_handover_dir_remove(const char *state_dir, const char *uuid)
 			(void)unlinkat(dirfd(dir), e->d_name, 0);
 	closedir(dir);
 	(void)rmdir(d);
+}
+
+int cae__net_handover_sweep(const char *state_dir, bool (*gone)(const char *name, void *ud),
+			    void *ud)
+{
+	_cleanup_free_ char *root = NULL;
+	if (!state_dir || asprintf(&root, "%s/net", state_dir) < 0)
+		return 0;
+	DIR *d = opendir(root);
+	if (!d)
+		return 0;
+	int n = 0;
+	time_t now = time(NULL);
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		struct stat st;
+		if (e->d_name[0] == '.' ||
+		    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+		    !S_ISDIR(st.st_mode) || now - st.st_mtime < 60 || !gone(e->d_name, ud))
+			continue;
+		cae__net_handover_dir_remove(state_dir, e->d_name);
+		n++;
+	}
+	closedir(d);
+	return n;
 }
 
 static void hex(char *out, const unsigned char *b, size_t n)

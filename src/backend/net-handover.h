@@ -18,6 +18,7 @@
 
 #include "cae/net.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Where a container sees its directory. */
@@ -31,6 +32,11 @@ char *cae__net_handover_dir(const char *state_dir, const char *uuid);
 int cae__net_handover_dir_make(const char *state_dir, const char *uuid, char **out);
 /* Removes it and whatever a manager that died left in it. */
 void cae__net_handover_dir_remove(const char *state_dir, const char *uuid);
+/* Removes the directories of <state_dir>/net whose environment is gone (gone(name, ud):
+ * true), except those made in the last minute (a prepare may be making its container).
+ * Returns how many. */
+int cae__net_handover_sweep(const char *state_dir, bool (*gone)(const char *name, void *ud),
+			    void *ud);
 
 typedef struct cae__net_handover {
 	int dirfd, lfd;

@@ -204,6 +204,13 @@ for p in (\"/run/cae-net/../$uuid-other/p-0123456789abcdef\", \"/run/cae-net/$uu
 		'grep -q "\"event\":\"pool.claimed\"" "$work/prep3.err" && [[ $pdir == pool@coding-agent-pool-* && $out == *"/net/$pdir"* && $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && grep -q "\"path\":\"socket\"" "$work/pool.err"' "pdir: $pdir $res $(cat "$work/fill.out" "$work/prep3.err" "$work/pool.err")"
 	CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend docker "$uuid3" >/dev/null 2>&1
 	check "its directory goes with it" '[ -n "$pdir" ] && [ ! -e "$CAE_STATE_DIR/net/$pdir" ]' "$(ls -la "$CAE_STATE_DIR/net")"
+	# what a cae that died left: gc removes a directory whose container is gone, not one
+	# whose container runs
+	mkdir "$CAE_STATE_DIR/net/$uuid-gone" "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone"
+	touch -d '-2 min' "$CAE_STATE_DIR/net/$uuid-gone" "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone" "$hdir"
+	CAE_CONFIG=$work/net.yaml "$CAE" gc --backend docker >"$work/gc.out" 2>&1
+	check "gc removes the handover directories of containers that are gone, not a live one's" \
+		'[ ! -e "$CAE_STATE_DIR/net/$uuid-gone" ] && [ ! -e "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone" ] && [ -d "$hdir" ]' "$(ls -la "$CAE_STATE_DIR/net"; cat "$work/gc.out")"
 fi
 
 # 10,000 connections in a loop (every other one refused) leave the proxy serving

@@ -877,6 +877,13 @@ START_TEST(handover_takes_the_helpers_listeners)
 }
 END_TEST
 
+static bool name_gone(const char *name, void *ud)
+{
+	(void)ud;
+	size_t n = strlen(name);
+	return n > 5 && strcmp(name + n - 5, "-gone") == 0;
+}
+
 START_TEST(handover_directory)
 {
 	char st[] = "/tmp/cae-test-handover-XXXXXX";
@@ -911,6 +918,25 @@ START_TEST(handover_directory)
 	ck_assert_int_ne(stat(d, &sb), 0);
 	cae__net_handover_close(&h);
 	free(d);
+	/* the sweep: an old directory whose environment is gone goes, a live one and one made
+	 * in the last minute (its container may be being made) stay */
+	const char *names[] = {"old-gone", "old-live", "new-gone"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		ck_assert_int_eq(cae__net_handover_dir_make(st, names[i], &d), 0);
+		if (strncmp(names[i], "old", 3) == 0) {
+			struct timespec t[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+			ck_assert_int_eq(utimensat(AT_FDCWD, d, t, 0), 0);
+		}
+		free(d);
+	}
+	ck_assert_int_eq(cae__net_handover_sweep(st, name_gone, NULL), 1);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/net/%s", st, names[i]);
+		ck_assert_int_eq(stat(p, &sb) == 0, i != 0);
+		if (i != 0)
+			cae__net_handover_dir_remove(st, names[i]);
+	}
 	ck_assert_int_eq(unlink(link), 0);
 	ck_assert_int_eq(rmdir(other), 0);
 	ck_assert_int_eq(rmdir(parent), 0);
