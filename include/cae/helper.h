@@ -210,6 +210,13 @@ typedef int (*cae_helper_conn_fn)(void *ud, char kind, int fd);
 CAE_EXPORT int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 					 const char *const *env, cae_helper_conn_fn fn, void *ud,
 					 cae_error *err);
+/* The same, and the helper also sends its two listeners with token to the unix socket path
+ * (as the environment sees it; src/backend/net-handover.h) before it answers; until the
+ * manager acknowledges them there, it accepts and carries connections over m as above. */
+CAE_EXPORT int cae_helper_mux_net_listen_handover(cae_helper_mux *m, int http_port, int socks_port,
+						  const char *const *env, const char *path,
+						  const char *token, cae_helper_conn_fn fn,
+						  void *ud, cae_error *err);
 /* Carries fd (a connected stream socket, taken over) to a connection the helper makes to
  * 127.0.0.1:port in the environment (a port forward); a refused one ends fd's. */
 CAE_EXPORT int cae_helper_mux_connect(cae_helper_mux *m, int port, int fd, cae_error *err);

@@ -21,6 +21,7 @@
 #include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/envs.h"
+#include "backend/net-handover.h"
 #include "backend/net-local.h"
 #include "backend/snapshot.h"
 
@@ -81,6 +82,8 @@
  * in the container: the helper asks for it when git does (docker_credential) */
 #define LABEL_GIT_CREDENTIAL "cae.git_credential"
 #define LABEL_FORGE "cae.forge" /* the forge rule's "host:port" (net-local.h) */
+/* a warm pool container's handover directory's name (net-handover.h; others': the uuid) */
+#define LABEL_NET_DIR "cae.net_dir"
 #define HELPER_OPEN_TIMEOUT_MS 10000
 static const char *const pid1_argv[] = {"sleep", "infinity", NULL};
 
@@ -363,6 +366,59 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 	return env;
 }
 
+/* The environment's directory for the proxy's listeners (net-handover.h) when the engine is
+ * this host's (new; NULL: none): named by the uuid, or for a container made in the warm
+ * pool by its label. */
+static char *net_dir_of(cae_backend *b, const char *uuid)
+{
+	return impl_of(b)->socket_path
+		   ? cae__net_handover_dir(b->cfg->command_executor.state_dir, uuid)
+		   : NULL;
+}
+
+json_t *cae__docker_pool_net_body(cae_backend *b, json_t *body, const char *name)
+{
+	const char *mode =
+	    json_string_value(json_object_get(json_object_get(body, "HostConfig"), "NetworkMode"));
+	/* ('@' is in no task uuid: never the directory of an environment of that name) */
+	char dn[160];
+	snprintf(dn, sizeof(dn), "pool@%s", name);
+	_cleanup_free_ char *dir = NULL;
+	if (!impl_of(b)->socket_path || !mode || strcmp(mode, "none") != 0 ||
+	    cae__net_handover_dir_make(b->cfg->command_executor.state_dir, dn, &dir) < 0)
+		return NULL;
+	json_t *own = json_deep_copy(body);
+	json_t *hc = json_object_get(own, "HostConfig");
+	json_t *binds = json_object_get(hc, "Binds");
+	if (!binds) {
+		binds = json_array();
+		json_object_set_new(hc, "Binds", binds);
+	}
+	char bind[PATH_MAX + 64];
+	snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_NET_HANDOVER_MOUNT);
+	json_array_append_new(binds, json_string(bind));
+	json_object_set_new(json_object_get(own, "Labels"), LABEL_NET_DIR, json_string(dn));
+	return own;
+}
+
+/* A container whose connections go to cae's proxy gets its own directory for the handover
+ * of the helper's listeners, read-only; the warm pool's spec (made for no task: uuid "pool")
+ * does not: each pool container gets its own when it is made (cae__docker_pool_net_body).
+ * Without one, the helper tunnels over the stream. */
+static void net_binds(cae_prepare *p, json_t *binds)
+{
+	const cae_config *cfg = p->b->cfg;
+	_cleanup_free_ char *forge = cae__net_forge(cfg, p->task);
+	_cleanup_free_ char *dir = NULL;
+	if (!impl_of(p->b)->socket_path || strcmp(p->task->uuid, "pool") == 0 ||
+	    !cae__net_proxied(cfg, "docker", forge) ||
+	    cae__net_handover_dir_make(cfg->command_executor.state_dir, p->task->uuid, &dir) < 0)
+		return;
+	char bind[PATH_MAX + 64];
+	snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_NET_HANDOVER_MOUNT);
+	json_array_append_new(binds, json_string(bind));
+}
+
 /* Builds the create body. Warnings about what could not be applied go to warnings. */
 static json_t *container_config(cae_prepare *p, bool with_disk)
 {
@@ -415,6 +471,7 @@ static json_t *container_config(cae_prepare *p, bool with_disk)
 		    "the host's Docker engine");
 	}
 	json_t *env = cache_binds(p, binds);
+	net_binds(p, binds);
 	/* the workspace's own file system: a mount (not a bind, which the engine would make as
 	 * an empty directory where it does not see our files) */
 	if (prep_of(p)->disk_dir) {
@@ -648,9 +705,10 @@ static char *claimed_record(cae_backend *b, const char *name, const char *path)
 /* Where a push from the container may authenticate ("host user forge") and the forge rule's
  * "host:port" (net-local.h): their labels, or the claim's files for one from the warm pool
  * (the forge only when it matters: a network none or filtered); new, NULL: none. */
-static void task_records(cae_backend *b, const char *name, char **target, char **forge)
+static void task_records(cae_backend *b, const char *name, char **target, char **forge,
+			 char **net_dir)
 {
-	*target = *forge = NULL;
+	*target = *forge = *net_dir = NULL;
 	json_t *c = NULL;
 	if (cae_docker_container_inspect(impl_of(b)->d, name, &c, NULL) < 0)
 		return;
@@ -662,6 +720,8 @@ static void task_records(cae_backend *b, const char *name, char **target, char *
 	*forge = f		  ? strdup(f)
 		 : pool && netted ? claimed_record(b, name, CAE_POOL_CLAIM_FORGE)
 				  : NULL;
+	const char *nd = label(labels, LABEL_NET_DIR);
+	*net_dir = nd ? net_dir_of(b, nd) : NULL;
 	json_decref(c);
 }
 
@@ -695,8 +755,10 @@ static int chan_open(cae_backend *b, cae_chan *c, bool preparing, cae_error *err
 	cae_error e = {0};
 	if (mux_over(st, &c->m, &e) == 0) {
 		_cleanup_free_ char *target = NULL;
-		task_records(b, name, &target, &c->forge);
+		task_records(b, name, &target, &c->forge, &c->net_dir);
 		cae__chan_credentials(c, target);
+		if (!c->net_dir)
+			c->net_dir = net_dir_of(b, c->uuid);
 	} else {
 		c->m = NULL;
 		if (has_helper(b, name))
@@ -803,7 +865,21 @@ static int prep_exec(void *ctx, const cae_exec_request *req, cae_run_result *res
 	}
 	if (p->mux && !p->net_tried) {
 		p->net_tried = true;
-		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true);
+		/* (a container claimed from the warm pool has its directory by its label) */
+		_cleanup_free_ char *dir = NULL;
+		if (cae__net_proxied(p->b->cfg, "docker", p->forge)) {
+			json_t *c = NULL;
+			if (cae_docker_container_inspect(impl_of(p->b)->d, p->id, &c, NULL) == 0) {
+				const char *nd =
+				    label(json_object_get(json_object_get(c, "Config"), "Labels"),
+					  LABEL_NET_DIR);
+				dir = nd ? net_dir_of(p->b, nd) : NULL;
+			}
+			json_decref(c);
+		}
+		if (!dir)
+			dir = net_dir_of(p->b, p->uuid);
+		p->px = cae__net_mux_start(p->b, p->mux, p->uuid, p->forge, "container", true, dir);
 	}
 	if (p->mux && cae_helper_mux_alive(p->mux)) {
 		cae_run_spec rs = cae__backend_run_spec(req, req->cwd ? req->cwd : WORKSPACE, NULL);
@@ -839,6 +915,10 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	/* nothing to remove (a prepare's clean start, mostly) needs no engine slot */
 	json_t *c = NULL;
 	r = cae_docker_container_inspect(d, name, &c, NULL);
+	/* a warm pool container's handover directory goes with it */
+	const char *nd =
+	    label(json_object_get(json_object_get(c, "Config"), "Labels"), LABEL_NET_DIR);
+	_cleanup_free_ char *net_dir = nd ? strdup(nd) : NULL;
 	json_decref(c);
 	if (r == -ENOENT)
 		return 0;
@@ -866,6 +946,8 @@ static int remove_container(cae_backend *b, const char *uuid, const char *name, 
 	if (r < 0)
 		return cae_error_set(err, r, "could not remove container %s after %d attempts: %s",
 				     name, REMOVE_ATTEMPTS, e.message);
+	if (net_dir)
+		cae__net_handover_dir_remove(b->cfg->command_executor.state_dir, net_dir);
 	return 0;
 }
 
@@ -889,6 +971,7 @@ static int remove_env(cae_backend *b, const char *uuid, int stop_s, cae_error *e
 		return cae_error_set(err, r, "could not remove the workspace of task %s: %s", uuid,
 				     strerror(-r));
 	(void)cae__snapshot_docker_drop(b, uuid, NULL); /* its snapshots and base image */
+	cae__net_handover_dir_remove(b->cfg->command_executor.state_dir, uuid);
 	/* cae makes no per-task network, but one of the task's name is the task's: remove it. */
 	char path[192];
 	snprintf(path, sizeof(path), "/networks/%s", name);
@@ -2040,15 +2123,28 @@ static bool no_container(const char *uuid, void *ud)
 	return r == -ENOENT;
 }
 
+/* Whether a handover directory's container is gone (pool@NAME: a pool container's). */
+static bool net_dir_gone(const char *name, void *ud)
+{
+	cae_backend *b = ud;
+	if (strncmp(name, "pool@", 5) != 0)
+		return cae_task_uuid_valid(name) && no_container(name, b);
+	json_t *c = NULL;
+	int r = cae_docker_container_inspect(impl_of(b)->d, name + 5, &c, NULL);
+	json_decref(c);
+	return r == -ENOENT;
+}
+
 static int docker_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 				void *filter_ud, int *removed, cae_error *err)
 {
 	int r = cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
-	if (b->cfg->command_executor.state_dir)
+	if (b->cfg->command_executor.state_dir) {
 		(void)cae__diskfs_container_sweep(b->cfg->command_executor.state_dir, no_container,
 						  b);
-	if (b->cfg->command_executor.state_dir)
+		(void)cae__net_handover_sweep(b->cfg->command_executor.state_dir, net_dir_gone, b);
 		(void)cae__snapshot_sweep(b, NULL); /* killed snapshots' and forks' leftovers */
+	}
 	return r;
 }
 

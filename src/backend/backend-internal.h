@@ -329,6 +329,10 @@ int cae__docker_pool_spec(cae_backend *b, const char *environment, json_t **body
  * in an engine slot; *id is new. On failure the container is removed. */
 int cae__docker_create_started(cae_backend *b, const char *name, json_t *body, const char *helper,
 			       int cancel_fd, char **id, cae_error *err);
+/* A warm pool container's body (new; NULL: body as it is): body with the container's own
+ * directory for the handover of its proxy listeners (net-handover.h), pool@NAME, since its
+ * task is not known yet. */
+json_t *cae__docker_pool_net_body(cae_backend *b, json_t *body, const char *name);
 /* Stops (no grace) and removes a container by id or name, in an engine slot; a missing one
  * is success. */
 int cae__docker_remove(cae_backend *b, const char *id, cae_error *err);

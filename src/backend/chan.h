@@ -29,6 +29,7 @@ typedef struct cae_chan {
 	bool retired;	   /* out of the table: closed when the last command ends */
 	cae_net_proxy *px; /* the filtering proxy its helper's connections go to; NULL: none */
 	char *forge;	   /* the forge it was cloned from ("host:port"; the forge rule) */
+	char *net_dir;	   /* its listeners' handover directory (net-handover.h); NULL: none */
 	cae_helper_forward **fwd; /* port forwards, under the table's lock */
 	size_t n_fwd;
 } cae_chan;

@@ -4,9 +4,12 @@
  * it accepts is carried over the stream it already has to this process (src/helper/tun.c),
  * where the channel's proxy (cae/net.h) decides and connects from the host's network. A
  * command is still one request on the stream; a connection costs a thread on each side.
- * Port forwards go the other way over the same stream. */
+ * With an engine on this host the helper hands its listeners to this process instead
+ * (net-handover.h): the proxy accepts on them, and the connections' bytes never cross the
+ * stream. Port forwards go the other way over the same stream. */
 #include "backend/chan.h"
 
+#include "backend/net-handover.h"
 #include "backend/net-local.h"
 #include "base/macro.h"
 #include "cae/log.h"
@@ -108,7 +111,8 @@ static int serve_conn(void *ud, char kind, int fd)
 }
 
 cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char *uuid,
-				  const char *forge, const char *what, bool prepare)
+				  const char *forge, const char *what, bool prepare,
+				  const char *net_dir)
 {
 	if (!m || !cae__net_proxied(b->cfg, b->ops->name, forge))
 		return NULL;
@@ -128,9 +132,26 @@ cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char 
 	for (const char *const *v = cae_net_proxy_env(); *v && k < 15; v++)
 		if (!prepare || strncasecmp(*v, "no_proxy=", 9) != 0)
 			env[k++] = *v;
+	cae__net_handover h = {.dirfd = -1, .lfd = -1};
+	bool hand = r == 0 && net_dir && cae__net_handover_open(net_dir, &h) == 0;
 	if (r == 0)
-		r = cae_helper_mux_net_listen(m, CAE_NET_HTTP_PORT, CAE_NET_SOCKS_PORT, env,
-					      serve_conn, px, &e);
+		r = cae_helper_mux_net_listen_handover(m, CAE_NET_HTTP_PORT, CAE_NET_SOCKS_PORT,
+						       env, hand ? h.path : NULL,
+						       hand ? h.token : NULL, serve_conn, px, &e);
+	if (hand) {
+		int direct =
+		    r == 0 ? cae__net_handover_take(&h, px, CAE_NET_HTTP_PORT, CAE_NET_SOCKS_PORT)
+			   : 0;
+		cae__net_handover_close(&h);
+		char event[64];
+		snprintf(event, sizeof(event), "%s.network_path", b->ops->name);
+		cae_log_fields(b->log, CAE_LOG_DEBUG, event,
+			       json_pack("{s:s, s:s}", "task_uuid", uuid, "path",
+					 direct ? "socket" : "stream"),
+			       "the %s's proxy connections come %s", what,
+			       direct ? "through its handed-over listeners"
+				      : "through the helper's stream");
+	}
 	if (r < 0) {
 		char event[64];
 		snprintf(event, sizeof(event), "%s.network_unavailable", b->ops->name);
@@ -145,7 +166,8 @@ cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char 
 
 void cae__chan_net_start(cae_chan *c)
 {
-	c->px = cae__net_mux_start(c->t->b, c->m, c->uuid, c->forge, c->t->ops->what, false);
+	c->px = cae__net_mux_start(c->t->b, c->m, c->uuid, c->forge, c->t->ops->what, false,
+				   c->net_dir);
 }
 
 void cae__chan_net_report(cae_chan *c, cae_run_result *res)
@@ -221,4 +243,6 @@ void cae__chan_net_free(cae_chan *c)
 {
 	cae_net_proxy_free(c->px);
 	c->px = NULL;
+	free(c->net_dir);
+	c->net_dir = NULL;
 }

@@ -44,9 +44,12 @@ json_t *cae__net_info(const cae_config *cfg, const char *backend, const cae_task
  * connections go to the proxy returned (free it after closing m); NULL when it gets none,
  * or the proxy could not start (logged: <backend>.network_unavailable; its commands then
  * have no network). what: "container", "pod". prepare: the prepare's own stream, whose
- * steps get no NO_PROXY (everything they reach goes through the proxy). */
+ * steps get no NO_PROXY (everything they reach goes through the proxy). net_dir: the
+ * environment's handover directory on this host (net-handover.h; NULL: none), through
+ * which the helper's listeners come to the proxy when it can. */
 cae_net_proxy *cae__net_mux_start(cae_backend *b, cae_helper_mux *m, const char *uuid,
-				  const char *forge, const char *what, bool prepare);
+				  const char *forge, const char *what, bool prepare,
+				  const char *net_dir);
 
 /* Kubernetes egress (net-kubernetes.c): the NetworkPolicy denying a pod's egress, one per
  * pod, selecting the pods labelled CAE_K8S_EGRESS_LABEL with cae__k8s_egress_label(name).

@@ -97,7 +97,11 @@ static int create(cae_backend *b, json_t *body, const char *key, const char *nam
 	json_object_set_new(labels, CAE_POOL_LABEL_MAX_AGE, json_string(age_s));
 	json_object_set_new(labels, CAE_DOCKER_LABEL_CREATED, json_string(at));
 	_cleanup_free_ char *id = NULL;
-	return cae__docker_create_started(b, name, body, helper, cancel_fd, &id, err);
+	/* (its own directory for the proxy's listeners: backend-docker.c) */
+	json_t *own = cae__docker_pool_net_body(b, body, name);
+	int r = cae__docker_create_started(b, name, own ? own : body, helper, cancel_fd, &id, err);
+	json_decref(own);
+	return r;
 }
 
 /* CAE_POOL_CLAIM_MARK made through the helper's stream m: 0 when this caller made it,

@@ -629,6 +629,14 @@ int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 			      const char *const *env, cae_helper_conn_fn fn, void *ud,
 			      cae_error *err)
 {
+	return cae_helper_mux_net_listen_handover(m, http_port, socks_port, env, NULL, NULL, fn, ud,
+						  err);
+}
+
+int cae_helper_mux_net_listen_handover(cae_helper_mux *m, int http_port, int socks_port,
+				       const char *const *env, const char *path, const char *token,
+				       cae_helper_conn_fn fn, void *ud, cae_error *err)
+{
 	if (!cae_helper_mux_alive(m))
 		return cae_error_set(err, -EPIPE, "cae-helper is gone");
 	pthread_mutex_lock(&m->lock);
@@ -648,6 +656,13 @@ int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 	int r = cae__buf_append(&q, hdr, sizeof(hdr));
 	for (const char *const *e = env; r == 0 && e && *e; e++)
 		r = cae__buf_append(&q, *e, strlen(*e) + 1);
+	if (r == 0 && path && token) {
+		r = cae__buf_append(&q, "", 1);
+		if (r == 0)
+			r = cae__buf_append(&q, path, strlen(path) + 1);
+		if (r == 0)
+			r = cae__buf_append(&q, token, strlen(token) + 1);
+	}
 	if (r < 0) {
 		cae__buf_clear(&q);
 		return cae_error_set(err, -ENOMEM, "out of memory");

@@ -51,8 +51,11 @@ enum cae_mux_type {
 	/* The network (tun.h). NET_LISTEN, manager -> helper: listen on 127.0.0.1 at the two
 	 * little-endian u16 ports of the payload (HTTP proxy, SOCKS5), with SO_REUSEPORT (other
 	 * managers' streams may listen too), and add the NUL-separated "K=V" strings that follow
-	 * to every command's environment; answered by NET_READY (payload: a little-endian i32,
-	 * 0 or -errno). Each connection accepted there is a tunnel the helper opens with
+	 * to every command's environment; after an empty string, optionally, a unix socket's
+	 * path and a token: the helper sends the token and both listeners there (SCM_RIGHTS;
+	 * src/backend/net-handover.h) before it answers, and stops accepting once the manager
+	 * writes 'k' back on that connection. Answered by NET_READY (payload: a little-endian
+	 * i32, 0 or -errno). Each connection accepted there is a tunnel the helper opens with
 	 * TUN_OPEN (payload: 'h' or 's', the listener). TUN_CONNECT, manager -> helper: a tunnel
 	 * to 127.0.0.1 at the u16 port of the payload in the environment (a port forward); a
 	 * refused connection is answered with TUN_CLOSE. Then, either way: TUN_DATA (bytes; an

@@ -5,7 +5,8 @@
  * to the manager, which accepts on them and runs the proxy: no connection passes through
  * the helper, and none is made by it. The manager's half is cae_helper_net_listeners
  * (client.c). In a container or pod, the stream helper listens itself and carries each
- * connection over its channel (stream.c, tun.c). */
+ * connection over its channel (stream.c, tun.c), unless its manager takes the listeners
+ * over a unix socket it can reach (cae__helper_net_handover; src/backend/net-handover.h). */
 #include "cae/helper.h"
 
 #include "base/macro.h"
@@ -17,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "base/banned.h"
@@ -56,4 +58,40 @@ int cae__helper_net_listen(int fd, int http_port, int socks_port)
 	if (s >= 0)
 		close(s);
 	return r;
+}
+
+int cae__helper_net_handover(const char *path, const char *token, int hfd, int sfd)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	size_t pl = strlen(path), tl = strlen(token);
+	if (pl >= sizeof(sa.sun_path) || tl == 0 || tl > 64)
+		return -EINVAL;
+	memcpy(sa.sun_path, path, pl);
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (c < 0)
+		return -errno;
+	struct iovec iov = {.iov_base = (void *)token, .iov_len = tl};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(2 * sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = {.msg_iov = &iov,
+			   .msg_iovlen = 1,
+			   .msg_control = u.buf,
+			   .msg_controllen = sizeof(u.buf)};
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN(2 * sizeof(int));
+	int fds[2] = {hfd, sfd};
+	memcpy(CMSG_DATA(h), fds, sizeof(fds));
+	/* a unix connection is made at once (or refused: a full backlog, no manager there) */
+	if (connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    sendmsg(c, &m, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)tl) {
+		int e = -errno;
+		close(c);
+		return e < 0 ? e : -EIO;
+	}
+	return c;
 }

@@ -115,6 +115,11 @@ int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_
 int cae__helper_net_listen(int fd, int http_port, int socks_port);
 /* A socket listening on 127.0.0.1:port (reuse: SO_REUSEADDR and SO_REUSEPORT), or -errno. */
 int cae__helper_listen_loopback(int port, bool reuse);
+/* A container's listeners handed to its manager (src/backend/net-handover.h): connects to
+ * the unix socket path and sends token with hfd and sfd (SCM_RIGHTS), without blocking.
+ * Returns the connection (the manager's acknowledgement, a byte 'k', comes on it), or
+ * -errno. */
+int cae__helper_net_handover(const char *path, const char *token, int hfd, int sfd);
 
 /* The channel: one message carrying fd (SCM_RIGHTS) and its kind (CAE_HELPER_FD_*) to the
  * other side. Returns 0 or -errno. */

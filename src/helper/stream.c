@@ -74,6 +74,7 @@ struct stream {
 	cae_tun_set *tun;
 	int net_fd[2];	 /* the loopback listeners (-1: none) */
 	int net_stop[2]; /* a pipe: closing its write end ends the accepting thread */
+	int net_hand;	 /* the handover's connection, until acknowledged or refused (-1) */
 	pthread_t net_thread;
 	bool net_started;
 	pthread_mutex_t ed_lock; /* the editor below */
@@ -566,21 +567,36 @@ static int tun_send(void *ud, char type, uint32_t id, const void *p, size_t n)
 	return send_frame(ud, type, id, p, n);
 }
 
-/* Accepts on the loopback listeners; each connection is a tunnel to the manager's proxy. */
+/* Accepts on the loopback listeners; each connection is a tunnel to the manager's proxy.
+ * Ends when the manager acknowledges the listeners' handover: it accepts on them itself. */
 static void *net_accept_main(void *arg)
 {
 	struct stream *st = arg;
 	for (;;) {
-		struct pollfd p[3] = {{.fd = st->net_stop[0], .events = POLLIN},
+		struct pollfd p[4] = {{.fd = st->net_stop[0], .events = POLLIN},
 				      {.fd = st->net_fd[0], .events = POLLIN},
-				      {.fd = st->net_fd[1], .events = POLLIN}};
-		if (poll(p, 3, -1) < 0) {
+				      {.fd = st->net_fd[1], .events = POLLIN},
+				      {.fd = st->net_hand, .events = POLLIN}};
+		if (poll(p, 4, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return NULL;
 		}
 		if (p[0].revents)
 			return NULL;
+		if (p[3].revents) {
+			char ack = 0;
+			bool taken = read(st->net_hand, &ack, 1) == 1 && ack == 'k';
+			close(st->net_hand);
+			st->net_hand = -1;
+			if (taken) {
+				for (int i = 0; i < 2; i++) {
+					close(st->net_fd[i]);
+					st->net_fd[i] = -1;
+				}
+				return NULL;
+			}
+		}
 		for (int i = 0; i < 2; i++) {
 			if (!(p[i + 1].revents & POLLIN))
 				continue;
@@ -594,8 +610,9 @@ static void *net_accept_main(void *arg)
 	}
 }
 
-/* NET_LISTEN: the listeners, the accepting thread, and the variables every command gets.
- * Returns 0 or -errno. */
+/* NET_LISTEN: the listeners, the accepting thread, and the variables every command gets;
+ * after an empty string, the manager's handover socket and token (net-handover.h), to which
+ * the listeners are sent at once. Returns 0 or -errno. */
 static int net_listen(struct stream *st, const char *body, size_t n)
 {
 	if (st->net_started)
@@ -613,12 +630,21 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 	int k = 0;
 	while (st->env[k])
 		k++;
-	for (size_t off = 0; off < env_len && k < 6 + NET_ENV_MAX;) {
+	size_t off = 0;
+	while (off < env_len) {
 		const char *e = st->net_env + off;
 		size_t l = strlen(e);
-		if (l && strchr(e, '='))
-			st->env[k++] = e;
 		off += l + 1;
+		if (l == 0)
+			break;
+		if (strchr(e, '=') && k < 6 + NET_ENV_MAX)
+			st->env[k++] = e;
+	}
+	const char *hand_path = off < env_len ? st->net_env + off : NULL;
+	const char *hand_token = NULL;
+	if (hand_path) {
+		off += strlen(hand_path) + 1;
+		hand_token = off < env_len ? st->net_env + off : NULL;
 	}
 	for (int i = 0; i < 2; i++) {
 		st->net_fd[i] = cae__helper_listen_loopback(ports[i], true);
@@ -630,12 +656,21 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 			return e;
 		}
 	}
+	/* no manager there (a remote engine, no mount): the tunnels below */
+	st->net_hand = hand_token ? cae__helper_net_handover(hand_path, hand_token, st->net_fd[0],
+							     st->net_fd[1])
+				  : -1;
+	if (st->net_hand < 0)
+		st->net_hand = -1;
 	if (pipe2(st->net_stop, O_CLOEXEC) < 0 ||
 	    pthread_create(&st->net_thread, NULL, net_accept_main, st) != 0) {
 		for (int i = 0; i < 2; i++) {
 			close(st->net_fd[i]);
 			st->net_fd[i] = -1;
 		}
+		if (st->net_hand >= 0)
+			close(st->net_hand);
+		st->net_hand = -1;
 		return -EAGAIN;
 	}
 	st->net_started = true;
@@ -664,8 +699,11 @@ static void net_end(struct stream *st)
 		close(st->net_stop[1]);
 		pthread_join(st->net_thread, NULL);
 		close(st->net_stop[0]);
-		close(st->net_fd[0]);
-		close(st->net_fd[1]);
+		for (int i = 0; i < 2; i++)
+			if (st->net_fd[i] >= 0)
+				close(st->net_fd[i]);
+		if (st->net_hand >= 0)
+			close(st->net_hand);
 	}
 	cae__tun_set_free(st->tun);
 	st->tun = NULL;
@@ -675,7 +713,7 @@ static void net_end(struct stream *st)
 int cae__helper_serve_stream(int in, int out, int heartbeat_s, bool embedded)
 {
 	cae__proctree_init();
-	struct stream st = {.out = out, .cred_fd = -1, .net_fd = {-1, -1}};
+	struct stream st = {.out = out, .cred_fd = -1, .net_fd = {-1, -1}, .net_hand = -1};
 	pthread_mutex_init(&st.ed_lock, NULL);
 	cae__wk_fs_table_init(&st.fs);
 	pthread_mutex_init(&st.wlock, NULL);

@@ -3,6 +3,7 @@
  * docker backend uses them through an exec. Runner semantics through the channel, many
  * requests at once, cancellation, the helper's end, confinement of the working directory
  * and `--init` as a PID 1 would run. */
+#include "backend/net-handover.h"
 #include "base/macro.h"
 #include "base/timeutil.h"
 #include "cae/helper.h"
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sched.h>
@@ -576,6 +578,79 @@ START_TEST(tunnels_are_flow_controlled)
 }
 END_TEST
 
+/* NET_LISTEN with a handover socket (src/backend/net-handover.h): the helper sends its two
+ * listeners there before it answers; once taken and acknowledged it accepts no more (no
+ * connection reaches the stream), and the proxy that took them serves the environment's
+ * connections under its policy. */
+/* A connection the helper tunnelled after all: counted, and served by the same proxy. */
+struct served {
+	pthread_mutex_t lock;
+	cae_net_proxy *px;
+	int n;
+};
+
+static int serve_conn(void *ud, char kind, int fd)
+{
+	(void)kind;
+	struct served *sv = ud;
+	pthread_mutex_lock(&sv->lock);
+	sv->n++;
+	pthread_mutex_unlock(&sv->lock);
+	return cae_net_proxy_serve_fd(sv->px, fd);
+}
+
+START_TEST(listeners_handed_over)
+{
+	mux_netns = true;
+	cae_helper_mux *m = open_mux();
+	mux_netns = false;
+	char dir[] = "/tmp/cae-test-mux-hand-XXXXXX", path[PATH_MAX];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	const char *allowed[] = {"allowed.example"};
+	cae_net_policy_spec spec = {true, allowed, 1, NULL, 0, NULL, 0};
+	cae_net_policy *pol = NULL;
+	cae_net_proxy *px = NULL;
+	cae_error err = {0};
+	ck_assert_int_eq(cae_net_policy_new(&spec, &pol, &err), 0);
+	ck_assert_int_eq(cae_net_proxy_new(pol, NULL, NULL, &px, &err), 0);
+	cae__net_handover h;
+	ck_assert_int_eq(cae__net_handover_open(dir, &h), 0);
+	/* (the helper here sees the host's paths) */
+	snprintf(path, sizeof(path), "%s/%s", dir, h.name);
+	struct served sv = {.lock = PTHREAD_MUTEX_INITIALIZER, .px = px};
+	ck_assert_msg(cae_helper_mux_net_listen_handover(m, 3128, 1080, NULL, path, h.token,
+							 serve_conn, &sv, &err) == 0,
+		      "%s", err.message);
+	ck_assert_int_eq(cae__net_handover_take(&h, px, 3128, 1080), 1);
+	/* the helper's accepting thread ends on the acknowledgement: from then on the
+	 * connections are the proxy's own (the first may race the acknowledgement, and be
+	 * tunnelled: served all the same) */
+	cae_run_result r;
+	char script[512];
+	snprintf(script, sizeof(script),
+		 "for i in 1 2 3 4 5 6 7 8; do printf 'CONNECT denied.example:443 "
+		 "HTTP/1.1\\r\\n\\r\\n' | timeout 5 python3 -c '\n"
+		 "import socket, sys\n"
+		 "s = socket.create_connection((\"127.0.0.1\", 3128))\n"
+		 "s.sendall(sys.stdin.buffer.read())\n"
+		 "print(s.recv(200).decode(errors=\"replace\").splitlines()[0])\n"
+		 "'; done");
+	ck_assert_int_eq(run_sh(m, script, 60000, &r, &err), 0);
+	ck_assert_msg(r.exit_code == 0 && strstr(r.out, "403"), "%s %s", r.out, r.err);
+	pthread_mutex_lock(&sv.lock);
+	int tunnelled = sv.n;
+	pthread_mutex_unlock(&sv.lock);
+	ck_assert_int_le(tunnelled, 1);
+	cae_run_result_clear(&r);
+	json_t *d = cae_net_proxy_take_denied(px);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_array_get(d, 0), "count")), 8);
+	json_decref(d);
+	close_mux(m);
+	cae_net_proxy_free(px);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("helper-mux");
@@ -589,6 +664,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, end_of_stream_ends_everything);
 	tcase_add_test(tc, init_as_pid1);
 	tcase_add_test(tc, tunnels_are_flow_controlled);
+	tcase_add_test(tc, listeners_handed_over);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,8 +26,13 @@ web_pid=
 cleanup() {
 	CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid" >/dev/null 2>&1
 	[ -n "${uuid2:-}" ] && CAE_CONFIG=$work/net.yaml "$CAE" cleanup --backend "$backend" "$uuid2" >/dev/null 2>&1
+	if [ -n "${uuid3:-}" ]; then
+		CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend "$backend" "$uuid3" >/dev/null 2>&1
+		CAE_CONFIG=$work/pool.yaml "$CAE" pool drain >/dev/null 2>&1
+	fi
 	[ -n "$web_pid" ] && kill "$web_pid" 2>/dev/null
 	[ -n "${kube_pid:-}" ] && kill "$kube_pid" 2>/dev/null
+	[ -n "${other_pid:-}" ] && kill "$other_pid" 2>/dev/null
 	[ -d "$work/git" ] && "$here/../../scripts/git-server.sh" stop "$work/git" >/dev/null 2>&1
 	rm -rf "$work"
 }
@@ -139,6 +144,73 @@ out=$(jq -r '.stdout + .stderr' <<<"$res")
 if [ "$backend" = docker ]; then
 	check "no way round the proxy (--noproxy, a raw socket to the host's 127.0.0.1)" \
 		'[[ $out != *NET-OK* && $out != *CONNECTED* && $out == *"raw socket refused"* && $out == *end* ]]' "$res"
+fi
+
+# docker, an engine on this host: the helper hands its listeners to cae over a unix socket
+# in the container's own directory (src/backend/net-handover.h). What an agent could try
+# with that directory: write to it, list it, reach another environment's socket through it
+# (one made here, in a directory beside its own, recording whoever connects) or by the
+# host's path; and the allow-list holds for connections through the new path.
+if [ "$backend" = docker ]; then
+	hdir=$CAE_STATE_DIR/net/$uuid
+	other=$CAE_STATE_DIR/net/$uuid-other
+	mkdir -p "$other" && chmod 0711 "$other"
+	python3 - "$other/p-0123456789abcdef" "$work/other-hit" <<'PY' &
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o666); s.listen(8)
+while True:
+    c, _ = s.accept()
+    open(sys.argv[2], "a").write("connected\n")
+    c.close()
+PY
+	other_pid=$!
+	for _ in $(seq 50); do [ -S "$other/p-0123456789abcdef" ] && break; sleep 0.1; done
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid" --timeout 60 -- "grep ' /run/cae-net ' /proc/self/mountinfo | cut -d' ' -f4,5,6; touch /run/cae-net/x 2>&1; ls -A /run/cae-net 2>&1 | sed 's/^/listing: /'; find / \\( -path /proc -o -path /sys \\) -prune -o -type s -name 'p-*' -print 2>/dev/null | sed 's/^/socket: /'; python3 -c '
+import socket
+for p in (\"/run/cae-net/../$uuid-other/p-0123456789abcdef\", \"/run/cae-net/$uuid-other/p-0123456789abcdef\", \"$other/p-0123456789abcdef\", \"/run/cae-net/p-0123456789abcdef\"):
+    s = socket.socket(socket.AF_UNIX)
+    try:
+        s.connect(p); print(\"REACHED\", p)
+    except OSError as e:
+        print(\"unreachable\", e.strerror)
+'; curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/hand.err")
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "the container's proxy connections come through the handed-over listeners, not the stream" \
+		'grep -q "\"event\":\"docker.network_path\".*\"path\":\"socket\"" "$work/hand.err"' "$(grep -i network "$work/hand.err")"
+	check "the allow-list holds through them: an allowed name answers, a denied one gets the 403 text" \
+		'[[ $out == *"NET-OK /plain"* && $out == *"blocked by cae network policy: denied.test is not in allowed_domains"* ]]' "$res"
+	check "the container has its own directory only, read-only, empty while it runs (not even listable)" \
+		'[[ $out == *"/net/$uuid /run/cae-net ro,"* && $out == *"Read-only file system"* && $out == *"listing: ls: cannot open directory"* && $out != *socket:* ]] && [ -z "$(ls -A "$hdir")" ]' "$res $(ls -la "$hdir")"
+	check "another environment's socket cannot be reached from the container, by any path" \
+		'[[ $(grep -c "^unreachable No such file or directory" <<<"$out") == 4 && $out != *REACHED* ]] && [ ! -e "$work/other-hit" ]' "$res"
+	# the fallback (as with a remote engine): no directory, so the stream's tunnels
+	mv "$hdir" "$hdir.off"
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid" --timeout 60 -- "curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/fall.err")
+	mv "$hdir.off" "$hdir"
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "without the directory the stream carries them, under the same allow-list" \
+		'[[ $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && ! grep -q network_path "$work/fall.err"' "$res $(cat "$work/fall.err")"
+	# a container of the warm pool, made before its task: its directory is named as the
+	# container (its label says which), and goes with it
+	{ cat "$work/net.yaml"; printf '  pool:\n    size: 1\n'; } > "$work/pool.yaml"
+	uuid3=$uuid-pool
+	CAE_CONFIG=$work/pool.yaml "$CAE" pool fill >"$work/fill.out" 2>&1
+	CAE_CONFIG=$work/pool.yaml CAE_LOG_LEVEL=debug "$CAE" prepare --backend docker --repo "$repo" --uuid "$uuid3" >"$work/prep3.json" 2>"$work/prep3.err"
+	pdir=$(docker ps -q --filter "name=coding-agent-exec-$uuid3" | head -1 | xargs -r docker inspect -f '{{index .Config.Labels "cae.net_dir"}}')
+	res=$(CAE_LOG_LEVEL=debug netcae exec --backend docker --uuid "$uuid3" --timeout 60 -- "grep ' /run/cae-net ' /proc/self/mountinfo | cut -d' ' -f4; curl -sS -m 10 http://allowed.test:$wport/plain; curl -sS -m 10 http://denied.test:$wport/x; echo end" 2>"$work/pool.err")
+	out=$(jq -r '.stdout + .stderr' <<<"$res")
+	check "a container claimed from the warm pool: its own directory, the handover, the allow-list" \
+		'grep -q "\"event\":\"pool.claimed\"" "$work/prep3.err" && [[ $pdir == pool@coding-agent-pool-* && $out == *"/net/$pdir"* && $out == *"NET-OK /plain"* && $out == *"denied.test is not in allowed_domains"* ]] && grep -q "\"path\":\"socket\"" "$work/pool.err"' "pdir: $pdir $res $(cat "$work/fill.out" "$work/prep3.err" "$work/pool.err")"
+	CAE_CONFIG=$work/pool.yaml "$CAE" cleanup --backend docker "$uuid3" >/dev/null 2>&1
+	check "its directory goes with it" '[ -n "$pdir" ] && [ ! -e "$CAE_STATE_DIR/net/$pdir" ]' "$(ls -la "$CAE_STATE_DIR/net")"
+	# what a cae that died left: gc removes a directory whose container is gone, not one
+	# whose container runs
+	mkdir "$CAE_STATE_DIR/net/$uuid-gone" "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone"
+	touch -d '-2 min' "$CAE_STATE_DIR/net/$uuid-gone" "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone" "$hdir"
+	CAE_CONFIG=$work/net.yaml "$CAE" gc --backend docker >"$work/gc.out" 2>&1
+	check "gc removes the handover directories of containers that are gone, not a live one's" \
+		'[ ! -e "$CAE_STATE_DIR/net/$uuid-gone" ] && [ ! -e "$CAE_STATE_DIR/net/pool@coding-agent-pool-gone" ] && [ -d "$hdir" ]' "$(ls -la "$CAE_STATE_DIR/net"; cat "$work/gc.out")"
 fi
 
 # 10,000 connections in a loop (every other one refused) leave the proxy serving

@@ -2,8 +2,13 @@
  * name asked for, which addresses may be reached; the proxy against real loopback servers
  * (HTTP CONNECT, plain HTTP, SOCKS5 by name, IPv4 and IPv6), its refusals (a name not
  * listed, a denied name, an IP literal, a name resolving to loopback), garbage, a silent
- * client, the per-environment bound, and 10,000 connections with memory bounded. */
+ * client, the per-environment bound, and 10,000 connections with memory bounded. And the
+ * handover of a container's listeners over a unix socket (src/backend/net-handover.h), as an
+ * attacker in the container would try it: a wrong token, listeners that are not the
+ * proxy's, more descriptors, none are taken. */
+#include "backend/net-handover.h"
 #include "base/macro.h"
+#include "helper/proto.h"
 #include "cae/log.h"
 #include "cae/net.h"
 #include "testutil.h"
@@ -14,8 +19,10 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <dirent.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 
 /* ---- policy ---- */
 
@@ -683,6 +690,260 @@ START_TEST(listener_and_env)
 }
 END_TEST
 
+/* ---- the handover of a container's listeners (net-handover.h) ---- */
+
+/* A TCP socket on 127.0.0.1 (port 0: any), listening or (type SOCK_DGRAM) only bound. */
+static int bound(int type, int port, int *got)
+{
+	int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t sl = sizeof(a);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sl), 0);
+	if (type == SOCK_STREAM)
+		ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+	if (got)
+		*got = ntohs(a.sin_port);
+	return fd;
+}
+
+/* What an attacker in the container would send to the manager's socket: data, n fds. */
+static int send_to(const char *path, const char *data, const int *fds, size_t n)
+{
+	int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	struct iovec iov = {.iov_base = (void *)data, .iov_len = strlen(data)};
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1};
+	if (n) {
+		m.msg_control = u.buf;
+		m.msg_controllen = CMSG_SPACE(n * sizeof(int));
+		struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(n * sizeof(int));
+		memcpy(CMSG_DATA(h), fds, n * sizeof(int));
+	}
+	ck_assert_int_eq(sendmsg(c, &m, MSG_NOSIGNAL), (ssize_t)strlen(data));
+	return c;
+}
+
+static int open_fds(void)
+{
+	int n = 0;
+	DIR *d = opendir("/proc/self/fd");
+	while (d && readdir(d))
+		n++;
+	if (d)
+		closedir(d);
+	return n;
+}
+
+static bool dir_empty(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+	while (d && (e = readdir(d)))
+		n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+	if (d)
+		closedir(d);
+	return d && n == 0;
+}
+
+/* The forged handovers an attacker in the container could make while the manager waits
+ * (any uid of the container may reach the socket): a wrong token with listeners of its
+ * own; the token (had it read it) with the proxy's listeners swapped, a UDP socket, a
+ * connected socket, a pipe, three descriptors, none. Returns their connections. */
+static void forge_handovers(const char *path, const char *token, int ph, int ps, int hfd, int sfd,
+			    int conns[8])
+{
+	int a1, a2;
+	int ah = bound(SOCK_STREAM, 0, &a1), as = bound(SOCK_STREAM, 0, &a2);
+	int udp = bound(SOCK_DGRAM, ph, NULL);
+	int cl = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	/* (connected to a listener of its own: one the proxy may serve would count) */
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)a2)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(cl, (struct sockaddr *)&a, sizeof(a)), 0);
+	int pp[2];
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	char wrong[33];
+	snprintf(wrong, sizeof(wrong), "%s", token);
+	wrong[0] = wrong[0] == '0' ? '1' : '0';
+	int k = 0;
+	conns[k++] = send_to(path, wrong, (int[]){ah, as}, 2);
+	conns[k++] = send_to(path, token, (int[]){sfd, hfd}, 2);
+	conns[k++] = send_to(path, token, (int[]){udp, sfd}, 2);
+	conns[k++] = send_to(path, token, (int[]){hfd, cl}, 2);
+	conns[k++] = send_to(path, token, (int[]){pp[0], sfd}, 2);
+	conns[k++] = send_to(path, token, (int[]){hfd, sfd, ah}, 3);
+	conns[k++] = send_to(path, token, NULL, 0);
+	conns[k++] = send_to(path, "", (int[]){hfd, sfd}, 2);
+	int mine[] = {ah, as, udp, cl, pp[0], pp[1]};
+	for (size_t i = 0; i < ARRAY_SIZE(mine); i++)
+		close(mine[i]);
+}
+
+START_TEST(handover_refuses_forgeries)
+{
+	char dir[] = "/tmp/cae-test-handover-XXXXXX", path[PATH_MAX];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	int ph, ps;
+	int hfd = bound(SOCK_STREAM, 0, &ph), sfd = bound(SOCK_STREAM, 0, &ps);
+	cae__net_handover h;
+	ck_assert_int_eq(cae__net_handover_open(dir, &h), 0);
+	ck_assert_str_eq(h.path + strlen(h.path) - strlen(h.name), h.name);
+	snprintf(path, sizeof(path), "%s/%s", dir, h.name);
+	int conns[8];
+	forge_handovers(path, h.token, ph, ps, hfd, sfd, conns);
+	int before = open_fds() - 2; /* (h's socket and directory: take closes them) */
+	/* none of them is taken, nothing they sent is kept, and the socket is gone */
+	ck_assert_int_eq(cae__net_handover_take(&h, px, ph, ps), 0);
+	ck_assert_int_eq(open_fds(), before);
+	ck_assert(dir_empty(dir));
+	for (int i = 0; i < 8; i++) {
+		char b;
+		ck_assert_int_eq(read(conns[i], &b, 1), 0); /* closed, not acknowledged */
+		close(conns[i]);
+	}
+	/* ... and the proxy serves no listener: a connection waits for us to accept it */
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ph)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	int got = accept4(hfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(got, 0);
+	close(got);
+	close(c);
+	cae_net_proxy_free(px);
+	close(hfd);
+	close(sfd);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+START_TEST(handover_takes_the_helpers_listeners)
+{
+	char dir[] = "/tmp/cae-test-handover-XXXXXX", path[PATH_MAX];
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	int ph, ps;
+	int hfd = bound(SOCK_STREAM, 0, &ph), sfd = bound(SOCK_STREAM, 0, &ps);
+	cae__net_handover h;
+	ck_assert_int_eq(cae__net_handover_open(dir, &h), 0);
+	snprintf(path, sizeof(path), "%s/%s", dir, h.name);
+	/* the forgeries come first (an attacker racing the helper), the helper's after */
+	int conns[8];
+	forge_handovers(path, h.token, ph, ps, hfd, sfd, conns);
+	int hc = cae__helper_net_handover(path, h.token, hfd, sfd);
+	ck_assert_int_ge(hc, 0);
+	int before = open_fds() - 2; /* (h's socket and directory: take closes them) */
+	ck_assert_int_eq(cae__net_handover_take(&h, px, ph, ps), 1);
+	/* the two listeners, nothing else the forgeries sent */
+	ck_assert_int_eq(open_fds(), before + 2);
+	ck_assert(dir_empty(dir));
+	struct pollfd p = {.fd = hc, .events = POLLIN};
+	ck_assert_int_eq(poll(&p, 1, 10000), 1);
+	char b = 0;
+	ck_assert_int_eq(read(hc, &b, 1), 1);
+	ck_assert_int_eq(b, 'k');
+	close(hc);
+	for (int i = 0; i < 8; i++)
+		close(conns[i]);
+	/* the helper closes its copies: the proxy accepts, and its policy holds */
+	close(hfd);
+	close(sfd);
+	int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)ph)};
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	static const char req[] = "CONNECT denied.example:443 HTTP/1.1\r\n\r\n";
+	say(c, req, sizeof(req) - 1);
+	char buf[512];
+	hear(c, buf, sizeof(buf), SIZE_MAX);
+	ck_assert_msg(strstr(buf, "403") && strstr(buf, "denied.example"), "%s", buf);
+	close(c);
+	cae_net_proxy_free(px);
+	ck_assert_int_eq(rmdir(dir), 0);
+}
+END_TEST
+
+static bool name_gone(const char *name, void *ud)
+{
+	(void)ud;
+	size_t n = strlen(name);
+	return n > 5 && strcmp(name + n - 5, "-gone") == 0;
+}
+
+START_TEST(handover_directory)
+{
+	char st[] = "/tmp/cae-test-handover-XXXXXX";
+	ck_assert_ptr_nonnull(mkdtemp(st));
+	/* a uuid that would leave the directory is none */
+	ck_assert_ptr_null(cae__net_handover_dir(st, "../x"));
+	ck_assert_ptr_null(cae__net_handover_dir(st, ".."));
+	ck_assert_ptr_null(cae__net_handover_dir(st, ""));
+	char *d = NULL;
+	ck_assert_int_eq(cae__net_handover_dir_make(st, "u1", &d), 0);
+	struct stat sb;
+	ck_assert_int_eq(stat(d, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 07777, 0711);
+	char parent[PATH_MAX];
+	snprintf(parent, sizeof(parent), "%s/net", st);
+	ck_assert_int_eq(stat(parent, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 07777, 0700);
+	/* a symlink where an environment's directory should be is not followed */
+	char other[PATH_MAX], link[PATH_MAX];
+	snprintf(other, sizeof(other), "%s/elsewhere", st);
+	snprintf(link, sizeof(link), "%s/net/u2", st);
+	ck_assert_int_eq(mkdir(other, 0755), 0);
+	ck_assert_int_eq(symlink(other, link), 0);
+	char *d2 = NULL;
+	ck_assert_int_lt(cae__net_handover_dir_make(st, "u2", &d2), 0);
+	cae__net_handover h;
+	ck_assert_int_lt(cae__net_handover_open(link, &h), 0);
+	ck_assert(dir_empty(other));
+	/* removal takes what a dead manager left */
+	ck_assert_int_eq(cae__net_handover_open(d, &h), 0);
+	cae__net_handover_dir_remove(st, "u1");
+	ck_assert_int_ne(stat(d, &sb), 0);
+	cae__net_handover_close(&h);
+	free(d);
+	/* the sweep: an old directory whose environment is gone goes, a live one and one made
+	 * in the last minute (its container may be being made) stay */
+	const char *names[] = {"old-gone", "old-live", "new-gone"};
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		ck_assert_int_eq(cae__net_handover_dir_make(st, names[i], &d), 0);
+		if (strncmp(names[i], "old", 3) == 0) {
+			struct timespec t[2] = {{time(NULL) - 120, 0}, {time(NULL) - 120, 0}};
+			ck_assert_int_eq(utimensat(AT_FDCWD, d, t, 0), 0);
+		}
+		free(d);
+	}
+	ck_assert_int_eq(cae__net_handover_sweep(st, name_gone, NULL), 1);
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		char p[PATH_MAX];
+		snprintf(p, sizeof(p), "%s/net/%s", st, names[i]);
+		ck_assert_int_eq(stat(p, &sb) == 0, i != 0);
+		if (i != 0)
+			cae__net_handover_dir_remove(st, names[i]);
+	}
+	ck_assert_int_eq(unlink(link), 0);
+	ck_assert_int_eq(rmdir(other), 0);
+	ck_assert_int_eq(rmdir(parent), 0);
+	ck_assert_int_eq(rmdir(st), 0);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("net");
@@ -703,6 +964,11 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, silent_clients_are_bounded);
 	tcase_add_test(tc, ten_thousand_connections);
 	tcase_add_test(tc, listener_and_env);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("handover");
+	tcase_add_test(tc, handover_refuses_forgeries);
+	tcase_add_test(tc, handover_takes_the_helpers_listeners);
+	tcase_add_test(tc, handover_directory);
 	suite_add_tcase(s, tc);
 	return s;
 }
