@@ -118,12 +118,24 @@ async function main() {
     check(JSON.stringify(r).includes("NOT_DIRECTORY"), "exec_command: NOT_DIRECTORY named", r);
     // live output: with a progress token, the output comes in progress notifications while
     // the command runs (the first as soon as there is output), and the result is unchanged
+    // (the command goes on only once the client has seen its first line as progress: the
+    // client's handler touches a file the command waits for. Without the wait a progress
+    // notification read in the same chunk as the result is dropped by the SDK, which
+    // handles notifications a microtask after responses.)
     const live = [];
+    let touched = null;
     r = await client.callTool(
-      { name: "exec_command", arguments: { cwd: "/workspace/project", command: ["sh", "-c", "echo live-1; echo live-2; echo live-3"], shell_mode: "direct" } },
+      { name: "exec_command", arguments: { cwd: "/workspace/project", command: ["sh", "-c", "echo live-1; while [ ! -e .live-seen ]; do sleep 0.05; done; rm -f .live-seen; echo live-2; echo live-3"], shell_mode: "direct", timeout_ms: 60000 } },
       undefined,
-      { onprogress: (p) => live.push(p), timeout: 120000 },
+      {
+        onprogress: (p) => {
+          live.push(p);
+          touched ??= client.callTool({ name: "exec_command", arguments: { cwd: "/workspace/project", command: ["touch", ".live-seen"] } });
+        },
+        timeout: 120000,
+      },
     );
+    check(touched !== null && (await touched).structuredContent?.exit_code === 0, "exec_command: a call runs while another's live output flows");
     check(r.structuredContent?.stdout === "live-1\nlive-2\nlive-3\n", "exec_command: the result is the same with live output", r.structuredContent);
     check(live.length > 0 && /live-1/.test(live[0].message ?? ""), "exec_command: live output arrives as progress", live);
     check(live.every((p, i) => i === 0 || p.progress > live[i - 1].progress), "exec_command: live progress increases", live);
