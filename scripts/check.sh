@@ -52,55 +52,98 @@ bystander_check() {
 
 # The sanitizer build and the fuzz build compile at low priority while the normal build's
 # tests run (most of those wait on an engine, a cluster or a client): the run is shorter by
-# most of their compile time. Each is built again (a no-op when done) before it is used.
+# most of their compile time. The sanitizer build's status goes to a file the test lanes
+# wait for; the fuzz build is built again (a no-op when done) before it is used.
 fuzzing=
 [ -x scripts/fuzz.sh ] && command -v clang >/dev/null && fuzzing=1
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
-background_builds() {
-  nice -n 10 ninja -C "$ASAN_BUILD" -j1 >"$ASAN_BUILD/background-build.log" 2>&1 || true
+for b in "$BUILD" "$ASAN_BUILD"; do
+  [ -f "$b/build.ninja" ] && continue
+  if [ "$b" = "$ASAN_BUILD" ]; then
+    meson setup "$b" --werror -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
+  else
+    meson setup "$b" --werror >/dev/null || status=1
+  fi
+done
+step "build $BUILD"
+if ! ninja -C "$BUILD"; then
+  echo "check: the build failed: no test runs" >&2
+  exit 1
+fi
+asan_rc=$ASAN_BUILD/.check-build-status
+rm -f "$asan_rc"
+(
+  nice -n 10 ninja -C "$ASAN_BUILD" -j2 >"$ASAN_BUILD/background-build.log" 2>&1
+  echo $? >"$asan_rc.tmp" && mv "$asan_rc.tmp" "$asan_rc"
   if [ -n "$fuzzing" ]; then
     make --no-print-directory "$FUZZ_BUILD/build.ninja" FUZZ_BUILD="$FUZZ_BUILD" >/dev/null 2>&1 &&
       nice -n 10 ninja -C "$FUZZ_BUILD" -j1 >/dev/null 2>&1 || true
   fi
-}
-background=
-for b in "$BUILD" "$ASAN_BUILD"; do
-  if [ ! -f "$b/build.ninja" ]; then
-    if [ "$b" = "$ASAN_BUILD" ]; then
-      meson setup "$b" --werror -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
-    else
-      meson setup "$b" --werror >/dev/null || status=1
-    fi
-  fi
-  if [ "$b" = "$ASAN_BUILD" ] && [ -n "$background" ]; then
-    step "waiting for the background builds"
-    wait "$background"
-  fi
-  step "build $b"
-  ninja -C "$b" || { status=1; continue; }
-  if [ "$b" = "$BUILD" ]; then
-    [ -f "$ASAN_BUILD/build.ninja" ] ||
-      meson setup "$ASAN_BUILD" --werror -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug >/dev/null || status=1
-    background_builds &
-    background=$!
-  fi
-  if [ -z "$bystander" ] && [ -x "$BUILD/cae" ]; then
-    step "bystander environments of another instance"
-    bystander=$(mktemp -d "${TMPDIR:-/tmp}/cae-bystander.XXXXXX")
-    scripts/bystander.sh up "$BUILD/cae" "$bystander" || status=1
-  fi
-  step "test $b"
-  # LeakSanitizer is part of ASan; UBSan must abort so that a finding fails the test.
-  # Sanitized code runs several times slower, and CI's machine may be busy with other work:
-  # the sanitizer build gets a timeout multiplier (no test depends on timing to pass).
-  mult=1
+) &
+background=$!
+
+if [ -x "$BUILD/cae" ]; then
+  step "bystander environments of another instance"
+  bystander=$(mktemp -d "${TMPDIR:-/tmp}/cae-bystander.XXXXXX")
+  scripts/bystander.sh up "$BUILD/cae" "$bystander" || status=1
+fi
+
+# Two lanes run side by side, each the normal build's tests and then the sanitizer build's:
+# the kubernetes suites one at a time (the cluster's API server and kubelet are one small
+# node), every other suite three at a time (most wait on an engine, a client or a child).
+# Every test makes and removes only its own environments, so the lanes share the engine.
+# LeakSanitizer is part of ASan; UBSan must abort so that a finding fails the test.
+# Sanitized code runs several times slower, and CI's machine may be busy with other work:
+# the sanitizer build gets a timeout multiplier (no test depends on timing to pass), and the
+# normal build a smaller one since two lanes share the machine.
+lane_tests() { # BUILD LOGBASE PROCESSES MESON-TEST-ARGS...
+  local b=$1 base=$2 procs=$3 mult=${NORMAL_TIMEOUT_MULTIPLIER:-2}
+  shift 3
   [ "$b" = "$ASAN_BUILD" ] && mult=${ASAN_TIMEOUT_MULTIPLIER:-4}
+  echo "== [$((SECONDS - check_start))s] test $b ($base)"
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
     UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    meson test -C "$b" --print-errorlogs --num-processes 2 --timeout-multiplier "$mult" || status=1
-  logs+=("$b/meson-logs/testlog.json")
-  bystander_check
+    meson test -C "$b" --print-errorlogs --logbase "$base" --num-processes "$procs" \
+    --timeout-multiplier "$mult" "$@"
+}
+lane() { # NAME PROCESSES MESON-TEST-ARGS...
+  local name=$1 procs=$2 rc=0
+  shift 2
+  lane_tests "$BUILD" "testlog-$name" "$procs" "$@" || rc=1
+  while [ ! -e "$asan_rc" ]; do sleep 2; done
+  if [ "$(cat "$asan_rc")" != 0 ]; then
+    echo "check: the $ASAN_BUILD build failed (its log: $ASAN_BUILD/background-build.log)"
+    return 1
+  fi
+  lane_tests "$ASAN_BUILD" "testlog-$name" "$procs" "$@" || rc=1
+  echo "== [$((SECONDS - check_start))s] lane $name done"
+  return $rc
+}
+lanes=(kubernetes rest)
+for b in "$BUILD" "$ASAN_BUILD"; do
+  for l in "${lanes[@]}"; do
+    rm -f "$b/meson-logs/testlog-$l.json"
+    logs+=("$b/meson-logs/testlog-$l.json")
+  done
 done
+step "tests: lanes ${lanes[*]} (output at each lane's end)"
+lane kubernetes 1 --suite kubernetes >"$BUILD/check-lane-kubernetes.log" 2>&1 &
+lane_k=$!
+lane rest 3 --no-suite kubernetes >"$BUILD/check-lane-rest.log" 2>&1 &
+lane_r=$!
+wait "$lane_r" || status=1
+step "lane rest"
+cat "$BUILD/check-lane-rest.log"
+wait "$lane_k" || status=1
+step "lane kubernetes"
+cat "$BUILD/check-lane-kubernetes.log"
+wait "$background"
+if [ "$(cat "$asan_rc" 2>/dev/null)" != 0 ]; then
+  step "build $ASAN_BUILD (failed)"
+  tail -50 "$ASAN_BUILD/background-build.log"
+  status=1
+fi
+bystander_check
 
 if [ -n "$fuzzing" ]; then
   step "fuzz targets, ${FUZZ_SECONDS}s each"

@@ -11,7 +11,9 @@
 #     cae__ name, nothing without the cae_ prefix;
 #   - every git argv in src/ starts with CAE_GIT_ARGV (base/gitsafe.h);
 #   - docs/config.md is what the build's `cae config reference` prints (the reference is
-#     generated from the schema; checked with the library, when the build has a cae).
+#     generated from the schema; checked with the library, when the build has a cae);
+#   - a test program that meson.build runs one case at a time (CK_RUN_CASE) has each of its
+#     cases in that meson.build's list: a case left out would never run.
 # usage: scripts/lint.sh [--lib LIBRARY.so] [FILE...]
 #   default: every tracked file, and the build tree's libcae.so ($CAE_BUILD or build/; it is
 #   brought up to date first). With FILEs, the library is checked only when --lib names one.
@@ -114,6 +116,23 @@ if [ -n "$lib" ]; then
     [ -n "$sym" ] || continue
     echo "lint: $lib: exports $sym, which has the internal prefix cae__" >&2; bad=1
   done < <(echo "$exported" | grep -E '^cae__' | comm -12 - <(echo "$declared") || true)
+fi
+# Test programs split by case: meson.build's foreach list names every tcase_create of the
+# source (the list is the line "foreach c : [...]" just above the source's executable or
+# test that sets CK_RUN_CASE; the test's source names its cases literally).
+if [ $# -eq 0 ]; then
+  while IFS= read -r mb; do
+    dir=$(dirname "$mb")
+    for src in $(grep -o "'test-[a-z0-9-]*\.c'" "$mb" | tr -d "'" | sort -u); do
+      list=$(awk -v src="'$src'" 'index($0, src) { found = 1; next } found && /^test\(/ { exit } found && /^foreach c : \[/ { print; exit }' "$mb")
+      [ -n "$list" ] || continue
+      for c in $(grep -o 'tcase_create("[^"]*")' "$dir/$src" | sed 's/tcase_create("\(.*\)")/\1/'); do
+        if ! grep -q "'$c'" <<<"$list"; then
+          echo "lint: $mb: case $c of $src is in no CK_RUN_CASE test: it would never run" >&2; bad=1
+        fi
+      done
+    done
+  done < <(git ls-files '*/meson.build' | xargs grep -l CK_RUN_CASE)
 fi
 # The configuration reference, generated from the schema (src/config/schema.c and
 # schema-doc.c): the committed docs/config.md must be the build's output.

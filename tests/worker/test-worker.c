@@ -2888,11 +2888,18 @@ static Suite *worker_suite(void)
 	tcase_add_test(unit, session_tool);
 	tcase_add_test(unit, cli_patch);
 	suite_add_tcase(s, unit);
-	TCase *crash = tcase_create("crash");
+	/* the SIGKILL cases in three parts that meson runs side by side (CK_RUN_CASE) */
+	TCase *crash = tcase_create("crash-patch");
 	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_patch_point);
+	suite_add_tcase(s, crash);
+	crash = tcase_create("crash-json");
+	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_json_rollback_point);
 	tcase_add_loop_test(crash, killed_rollback_patch_is_rolled_back_later, 0, 2);
+	suite_add_tcase(s, crash);
+	crash = tcase_create("crash-env");
+	tcase_set_timeout(crash, 900);
 	tcase_add_test(crash, sigkill_every_env_patch_point);
 	tcase_add_test(crash, gc_recovers_and_removes_dead_scratch);
 	suite_add_tcase(s, crash);
