@@ -12,7 +12,8 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-15}
 status=0
 logs=()
 
-step() { echo "== $*" >&2; }
+check_start=$SECONDS
+step() { echo "== [$((SECONDS - check_start))s] $*" >&2; }
 
 # Engine-backed tests need a Docker engine and the test images; the script starts and
 # builds what is missing (and caches images between runs).
