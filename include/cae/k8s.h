@@ -132,7 +132,8 @@ CAE_EXPORT void cae_k8s_stream_close(cae_k8s_stream *s);
  * kept up to max_stdout / max_stderr (0: 1 MiB), the exit code comes from the status
  * channel. At timeout_ms (<= 0: none) or when cancel_fd (-1: none) is readable the stream
  * is closed and res->timed_out / res->cancelled is set (the command itself is then ended
- * by the kubelet's stream teardown, not by signal). */
+ * by the kubelet's stream teardown, not by signal); a timeout_ms that passes before the API
+ * server opened the exec is a timeout too. */
 CAE_EXPORT int cae_k8s_exec(cae_k8s *k, const char *ns, const char *pod, const char *container,
 			    const char *const *argv, const char *stdin_data, size_t stdin_len,
 			    int64_t timeout_ms, size_t max_stdout, size_t max_stderr, int cancel_fd,

@@ -818,14 +818,21 @@ int cae_k8s_exec(cae_k8s *k, const char *ns, const char *pod, const char *contai
 	cae_k8s_stream *s = NULL;
 	int64_t open_ms = timeout_ms > 0 && timeout_ms < 30000 ? timeout_ms : 30000;
 	int r = stream_open(k, ns, pod, container, argv, open_ms, &errc, &s, err);
-	if (r < 0)
+	if (r == -ETIMEDOUT && timeout_ms > 0 && timeout_ms <= open_ms) {
+		/* the command's own deadline passed before the API server answered (a busy
+		 * cluster): the command timed out, as one that ran too long does */
+		res->timed_out = true;
+		r = 0;
+		cae_error_clear(err);
+	} else if (r < 0) {
 		goto out;
-	if (stdin_len)
+	}
+	if (s && stdin_len)
 		r = cae_k8s_stream_write(s, stdin_data, stdin_len);
-	if (r == 0 && stdin_data)
+	if (s && r == 0 && stdin_data)
 		(void)cae_k8s_stream_close_stdin(s);
 	char buf[CHUNK];
-	while (r == 0) {
+	while (s && r == 0) {
 		ssize_t n = cae_k8s_stream_read(s, buf, sizeof(buf));
 		if (n > 0) {
 			r = cae__capture_add(&out, buf, (size_t)n);
