@@ -171,7 +171,8 @@ int main(void)
 		    "mkdir -p %s && cd %s && git init -q && printf '{\"name\":\"b\","
 		    "\"version\":\"1.0.0\",\"dependencies\":{\"express\":\"4.21.2\"}}\\n' > "
 		    "package.json && npm install --package-lock-only --ignore-scripts "
-		    "--no-audit --no-fund --cache %s/npm >/dev/null 2>&1 && git add . && git -c "
+		    "--no-audit --no-fund --omit-lockfile-registry-resolved=false --cache "
+		    "%s/npm >/dev/null 2>&1 && git add . && git -c "
 		    "user.name=b -c user.email=b@b commit -qm lock",
 		    repo, repo, root);
 		if (bench_sh(cmd) != 0) {

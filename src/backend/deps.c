@@ -135,11 +135,20 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 "127; }; %s",
 			 pre, in->tool, in->tool, in->command);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	static const char *const offline_env[] = {"npm_config_prefer_offline=true", NULL};
-	bool offline = opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
+	/* npm's audit (a request the registry answers per install, whose report nobody reads
+	 * here: an agent runs `npm audit` itself), its funding note and its update check are
+	 * left out of the prepare's install; with the shared cache, `npm ci` (the lock file pins
+	 * every tarball by its integrity, and no metadata is read) takes the cache offline */
+	static const char *const npm_env[] = {"npm_config_audit=false", "npm_config_fund=false",
+					      "npm_config_update_notifier=false", NULL};
+	static const char *const offline_env[] = {
+	    "npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false",
+	    "npm_config_prefer_offline=true", NULL};
+	bool npm = strcmp(in->tool, "npm") == 0;
+	bool offline = npm && opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
 	cae_exec_request req = {
 	    .argv = argv,
-	    .extra_env = offline ? offline_env : NULL,
+	    .extra_env = offline ? offline_env : npm ? npm_env : NULL,
 	    .cwd = project,
 	    .timeout_ms = DEPS_TIMEOUT_MS,
 	    .max_stdout = 64 * 1024,
@@ -164,7 +173,7 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 "npm_config_cache=\"${HOME:-/tmp}/.npm-own\"; export npm_config_cache; %s",
 			 script);
 		argv[2] = again;
-		req.extra_env = NULL;
+		req.extra_env = npm_env;
 		cae_run_result_clear(&res);
 		r = exec(ctx, &req, &res, &err);
 		argv[2] = script;
