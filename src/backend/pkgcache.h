@@ -54,6 +54,32 @@ int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, g
 int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
 		     cae_error *err);
 
+/* Docker (pkgcache-docker.c): Go's build cache of each Go image, filled by cae alone in a
+ * container of its own (no network, no task's code, the fill package above) into
+ *   <state_dir>/package-cache/<instance key>/go-docker/<image id>/build
+ * sealed like the local one (files 0444, directories 0755, cae's uid) and bound read-only
+ * into every container of the instance at CAE_PKGCACHE_GO_DOCKER; a container whose project
+ * has a go.mod gets a copy of its image's in its own GOCACHE before its first command (cp
+ * as the container's user: the copy is its own, the source stays read-only twice over). */
+#define CAE_PKGCACHE_GO_DOCKER CAE_PKGCACHE_INSIDE "/go"
+
+/* The directory bound at CAE_PKGCACHE_GO_DOCKER (made, cae's, 0755) into out. 1: set; 0:
+ * caches off; -errno with err set. */
+int cae__pkgcache_go_docker_dir(const cae_config *cfg, char *out, size_t size, cae_error *err);
+
+/* In the container being prepared (p: docker's prepare, exec its commands as the container's
+ * user): when the project has a go.mod and the image has go, fills image's shared build
+ * cache if this image has not (a container of cae's, under a lock), then copies it into the
+ * container's GOCACHE. 1: seeded; 0: nothing to do; -errno with err set. */
+struct cae_prepare;
+struct cae_docker;
+int cae__pkgcache_go_docker_seed(struct cae_prepare *p, struct cae_docker *d, const char *image,
+				 cae_error *err);
+
+/* dir's tree given to cae's uid and sealed: files 0444, directories 0755 (no other kind
+ * kept). */
+int cae__pkgcache_seal(const char *dir);
+
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);
 
