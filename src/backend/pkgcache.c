@@ -359,7 +359,14 @@ static int go_link(int sdfd, int ddfd, uid_t uid, gid_t gid, bool *copy, int dep
 int cae__pkgcache_seal(const char *dir)
 {
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	return fd < 0 ? -errno : go_seal(fd);
+	if (fd < 0)
+		return -errno;
+	if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0755) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return go_seal(fd);
 }
 
 int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
