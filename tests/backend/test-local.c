@@ -1777,7 +1777,9 @@ END_TEST
  * `npm ci`, then, as an attacker, overwrites the cached tarball with one whose code is its
  * own; task B's `npm ci` of the same lock file never installs that code (cacache checks the
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
- * with a cache of its own; B's cache is the same directory. */
+ * with a cache of its own; B's cache is the same directory. A also plants files in pip's
+ * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
+ * read: B has none of them (not shared, and nothing points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -1808,8 +1810,11 @@ START_TEST(package_cache_shared_and_unpoisoned)
 			       "p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
 			       "for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
 			       "chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
-			       "[ $n -gt 0 ] && echo poisoned");
-	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\n") == 0, "%s%s", r.out, r.err);
+			       "[ $n -gt 0 ] && echo poisoned; for d in ~/.cache/pip/http "
+			       "~/.cache/pip/wheels ~/.m2/repository ~/go/pkg/mod; do mkdir -p $d && "
+			       "echo POISON > $d/planted || exit 1; done; echo planted");
+	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\nplanted\n") == 0, "%s%s", r.out,
+		      r.err);
 	cae_run_result_clear(&r);
 	ck_assert_msg(cae_backend_prepare(b, &tb, "node", NULL, &info, &err) == 0, "%s",
 		      err.message);
@@ -1819,7 +1824,11 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	r = run(
 	    b, "cache-b",
 	    "echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
-	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
+	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1; "
+	    /* pip's, Maven's and Go's module caches are not shared: A's files are not B's */
+	    "cat ~/.cache/pip/http/planted ~/.cache/pip/wheels/planted ~/.m2/repository/planted "
+	    "~/go/pkg/mod/planted 2>/dev/null; env | grep -E "
+	    "'^(PIP_CACHE_DIR|PIP_FIND_LINKS|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
 	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
 	 * package, and the result says why */
 	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
