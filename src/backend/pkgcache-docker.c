@@ -176,6 +176,14 @@ int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *cont
 	json_decref(ins);
 	if (r < 0)
 		return r;
+	/* the last use, for the prune (pkgcache.h) */
+	char used[PATH_MAX + 16];
+	snprintf(used, sizeof(used), "%s/.used", shared);
+	int ufd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+	if (ufd >= 0) {
+		futimens(ufd, NULL);
+		close(ufd);
+	}
 	/* the copy, as the container's user: its own files */
 	_cleanup_free_ char *script = NULL;
 	if (asprintf(&script,

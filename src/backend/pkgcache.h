@@ -9,10 +9,21 @@
  * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
  * against the lock file's integrity; packument metadata, which no lock file pins, is
- * revalidated with the registry on every use (npm_config_prefer_online). pip's http cache
- * (and the wheels it keeps, checked against hashes only with --require-hashes) and Maven's
- * ~/.m2 verify nothing: they are not shared (each environment keeps its own, as without the
- * cache), nor are Go's module cache and its proxy downloads.
+ * revalidated with the registry on every use (npm_config_prefer_online). Not shared (each
+ * environment keeps its own, as without the cache), because what another task wrote would be
+ * used unchecked:
+ *   pip      its HTTP cache holds the index pages that say which files and which hashes
+ *            pip trusts; a page is revalidated (max-age=0) but a 304 reuses the cached body,
+ *            which nothing checks; wheels it built from sdists are reused by name, unchecked
+ *            (hashes are checked only with --require-hashes, and of downloads only).
+ *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
+ *            default), never when an artifact is read from the local repository.
+ *   Go mods  go.sum pins each module's zip and go.mod hash, checked when a module is
+ *            downloaded into the cache; builds read the extracted tree of
+ *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify` does,
+ *            on demand), and GOFLAGS=-mod=mod or a missing go.sum line trusts whatever the
+ *            proxy or the cache holds. A read-only one filled by cae would need a module
+ *            proxy (none is reachable from here) and is not built.
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
