@@ -160,6 +160,16 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_run_result res;
 	cae_error err;
 	cae_error_clear(&err);
+	if (npm && opts && opts->npm_tree_linked && strcmp(in->command, "npm ci") == 0) {
+		/* what `npm ci` would make is already there (pkgcache.h) */
+		json_t *t = json_pack("{s:s, s:s, s:b, s:i, s:I, s:b}", "manifest", in->manifest,
+				      "command", in->command, "success", 1, "exit_code", 0,
+				      "duration_ms", (json_int_t)opts->npm_tree_ms,
+				      "shared_node_modules", 1);
+		cae_log_fields(log, CAE_LOG_INFO, "deps.install", json_deep_copy(t), NULL);
+		json_array_append_new(deps, t);
+		return;
+	}
 	int r = exec(ctx, &req, &res, &err);
 	/* A shared cache with an entry that fails its integrity check (another environment
 	 * changed it: npm refuses it, EINTEGRITY): once more with a cache of this environment's
@@ -200,6 +210,9 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 				"environment's own cache (command_executor.package_cache)"));
 		json_object_set_new(d, "shared_cache_bypassed", json_true());
 	}
+	if (offline && !bypassed && r >= 0 && res.exit_code == 0 && !res.timed_out &&
+	    opts->npm_installed)
+		opts->npm_installed(opts->npm_installed_ctx);
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));

@@ -91,6 +91,22 @@ int cae__pkgcache_go_docker_seed(struct cae_prepare *p, struct cae_docker *d, co
  * kept). */
 int cae__pkgcache_seal(const char *dir);
 
+/* node_modules trees (pkgcache-npm.c), local backend: a project whose `npm ci` runs no code
+ * (no install script in package.json or in any locked package, every package a tarball of
+ * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc or
+ * shrinkwrap, no node_modules in the repository) has its node_modules kept after its first
+ * successful `npm ci`, copied by cae into
+ *   <state_dir>/package-cache/<instance key>/npm-trees/<FNV-1a of the key>/{key,node_modules}
+ * (files 0444 or 0555, cae's uid; key: node's and npm's programs, package.json and the lock
+ * file, compared byte for byte before use). A new environment of the same key gets the tree
+ * as directories of its own holding hard links to those files (copies when copy is set) in
+ * place of its `npm ci`: what npm ci would have made, without running it.
+ * store: 1 kept; 0 not eligible or already there; -errno. link: 1 put in place (the
+ * project's node_modules); 0 none for this key; -errno (nothing left in the project). */
+int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err);
+int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
+				bool copy, cae_error *err);
+
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);
 

@@ -2708,7 +2708,7 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	cae_run_result_clear(&r);
 	/* the shared files: none of A's, every one cae's and read-only */
 	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
-	    "'*/go-docker/*' \\( -perm /222 -type f -o ! -user 0 \\))\" && test -n \"$(find "
+	    "'*/go-docker/*/*' \\( -perm /222 -type f -o ! -user 0 \\))\" && test -n \"$(find "
 	    "%s/package-cache -path '*/go-docker/*/build/*' -type f)\"",
 	    state, state, state);
 	cae_error err = {0};
