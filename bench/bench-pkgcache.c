@@ -6,7 +6,10 @@
  *   first     the cache on and empty (fills it)
  *   second    the cache on, filled by first: a new environment of the same lock file
  *
- * The figure is the install's own duration (deps[].duration_ms of the prepare's result).
+ * The figure is the install's own duration (deps[].duration_ms of the prepare's result): on
+ * the local backend, second's is the link of the shared node_modules tree that first's npm
+ * ci left (pkgcache.h), when the lock file may have one (this one may), and the bench says
+ * how many prepares took one.
  *
  * Then the same three for Go: `go test ./...` of a small module that imports only the
  * standard library (encoding/json, net/http, regexp, strings; GOFLAGS=-mod=mod, GOPROXY=off:
@@ -50,6 +53,9 @@ static cae_config *config(const char *state_dir, bool cache)
 	return cfg;
 }
 
+/* prepares whose node_modules was a shared tree (no npm ci ran) */
+static int trees;
+
 /* One prepare of repo in a new environment: the npm ci's duration in ms, -1 on failure. */
 static int64_t npm_ci_ms(cae_config *cfg, const char *repo, const char *uuid)
 {
@@ -68,6 +74,8 @@ static int64_t npm_ci_ms(cae_config *cfg, const char *repo, const char *uuid)
 		json_t *d = json_array_get(info.deps, 0);
 		if (json_is_true(json_object_get(d, "success")))
 			ms = json_integer_value(json_object_get(d, "duration_ms"));
+		if (json_is_true(json_object_get(d, "shared_node_modules")))
+			trees++;
 		else
 			fprintf(stderr, "bench-pkgcache: npm ci failed: %s\n",
 				json_string_value(json_object_get(d, "output")));
@@ -157,6 +165,9 @@ static void rounds(const char *root, const char *tool, round_fn fn, const char *
 	int64_t mc = median(cv, k), mf = median(fv, k), ms = median(sv, k);
 	printf("%-6s %10lld %10lld %10lld %8.2f   (%s, %d rounds)\n", "median", (long long)mc,
 	       (long long)mf, (long long)ms, ms > 0 ? (double)mc / (double)ms : 0.0, tool, k);
+	if (strcmp(tool, "npm") == 0)
+		printf("(%d of the npm prepares took a shared node_modules tree instead of npm ci)\n",
+		       trees);
 	fflush(stdout);
 }
 

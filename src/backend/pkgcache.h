@@ -25,6 +25,9 @@
  *            proxy or the cache holds. A read-only one filled by cae would need a module
  *            proxy (none is reachable from here) and is not built.
  *
+ * An installed node_modules is checked by nothing either: the trees below are shared
+ * read-only, kept by cae from an npm ci that ran no code.
+ *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
  *   <state_dir>/package-cache/<instance key>/go/build   GOCACHE of the fill, cae's files

@@ -127,7 +127,8 @@ const struct cfg_doc cfg_docs[] = {
 			 "(`<state_dir>/package-cache/<instance>/`), read and filled by the "
 			 "environments' installs (local and docker with the engine on this host). "
 			 "Only caches whose tool verifies what it reads are shared read-write "
-			 "(npm's); Go's build cache is shared read-only (filled by cae alone with "
+			 "(npm's); what `npm ci` installs of a lock file that runs no code is "
+			 "shared read-only (local), and Go's build cache (filled by cae alone with "
 			 "the standard library, on the host for local, in a container of each Go "
 			 "image for docker; each environment gets a copy); pip's, Maven's and Go's "
 			 "module cache are not (nothing checks what they hold when it is read)."},
