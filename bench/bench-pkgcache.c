@@ -166,8 +166,9 @@ static void rounds(const char *root, const char *tool, round_fn fn, const char *
 	printf("%-6s %10lld %10lld %10lld %8.2f   (%s, %d rounds)\n", "median", (long long)mc,
 	       (long long)mf, (long long)ms, ms > 0 ? (double)mc / (double)ms : 0.0, tool, k);
 	if (strcmp(tool, "npm") == 0)
-		printf("(%d of the npm prepares took a shared node_modules tree instead of npm ci)\n",
-		       trees);
+		printf(
+		    "(%d of the npm prepares took a shared node_modules tree instead of npm ci)\n",
+		    trees);
 	fflush(stdout);
 }
 
@@ -189,15 +190,14 @@ int main(void)
 	char repo[4200], cmd[10000];
 	if (strstr(tools, "npm")) {
 		snprintf(repo, sizeof(repo), "%s/repo", root);
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "mkdir -p %s && cd %s && git init -q && printf '{\"name\":\"b\","
-		    "\"version\":\"1.0.0\",\"dependencies\":{\"express\":\"4.21.2\"}}\\n' > "
-		    "package.json && npm install --package-lock-only --ignore-scripts "
-		    "--no-audit --no-fund --omit-lockfile-registry-resolved=false --cache "
-		    "%s/npm >/dev/null 2>&1 && git add . && git -c "
-		    "user.name=b -c user.email=b@b commit -qm lock",
-		    repo, repo, root);
+		snprintf(cmd, sizeof(cmd),
+			 "mkdir -p %s && cd %s && git init -q && printf '{\"name\":\"b\","
+			 "\"version\":\"1.0.0\",\"dependencies\":{\"express\":\"4.21.2\"}}\\n' > "
+			 "package.json && npm install --package-lock-only --ignore-scripts "
+			 "--no-audit --no-fund --omit-lockfile-registry-resolved=false --cache "
+			 "%s/npm >/dev/null 2>&1 && git add . && git -c "
+			 "user.name=b -c user.email=b@b commit -qm lock",
+			 repo, repo, root);
 		if (bench_sh(cmd) != 0) {
 			fprintf(stderr,
 				"bench-pkgcache: could not make the lock file (npm registry?)\n");

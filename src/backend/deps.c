@@ -141,14 +141,16 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	 * every tarball by its integrity, and no metadata is read) takes the cache offline */
 	static const char *const npm_env[] = {"npm_config_audit=false", "npm_config_fund=false",
 					      "npm_config_update_notifier=false", NULL};
-	static const char *const offline_env[] = {
-	    "npm_config_audit=false", "npm_config_fund=false", "npm_config_update_notifier=false",
-	    "npm_config_prefer_offline=true", NULL};
+	static const char *const offline_env[] = {"npm_config_audit=false", "npm_config_fund=false",
+						  "npm_config_update_notifier=false",
+						  "npm_config_prefer_offline=true", NULL};
 	bool npm = strcmp(in->tool, "npm") == 0;
 	bool offline = npm && opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
 	cae_exec_request req = {
 	    .argv = argv,
-	    .extra_env = offline ? offline_env : npm ? npm_env : NULL,
+	    .extra_env = offline ? offline_env
+			 : npm	 ? npm_env
+				 : NULL,
 	    .cwd = project,
 	    .timeout_ms = DEPS_TIMEOUT_MS,
 	    .max_stdout = 64 * 1024,
@@ -162,10 +164,10 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_error_clear(&err);
 	if (npm && opts && opts->npm_tree_linked && strcmp(in->command, "npm ci") == 0) {
 		/* what `npm ci` would make is already there (pkgcache.h) */
-		json_t *t = json_pack("{s:s, s:s, s:b, s:i, s:I, s:b}", "manifest", in->manifest,
-				      "command", in->command, "success", 1, "exit_code", 0,
-				      "duration_ms", (json_int_t)opts->npm_tree_ms,
-				      "shared_node_modules", 1);
+		json_t *t =
+		    json_pack("{s:s, s:s, s:b, s:i, s:I, s:b}", "manifest", in->manifest, "command",
+			      in->command, "success", 1, "exit_code", 0, "duration_ms",
+			      (json_int_t)opts->npm_tree_ms, "shared_node_modules", 1);
 		cae_log_fields(log, CAE_LOG_INFO, "deps.install", json_deep_copy(t), NULL);
 		json_array_append_new(deps, t);
 		return;

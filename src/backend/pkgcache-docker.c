@@ -27,7 +27,8 @@
  * standard package, and the `go test` whose compile, cgo and vet outputs a project's go test
  * takes of the standard library (the local fill's, pkgcache.c) */
 static const char fill_script[] =
-    "set -e; mkdir -p " FILL_INSIDE "/pkg " FILL_INSIDE "/home " FILL_INSIDE "/build; cd " FILL_INSIDE
+    "set -e; mkdir -p " FILL_INSIDE "/pkg " FILL_INSIDE "/home " FILL_INSIDE
+    "/build; cd " FILL_INSIDE
     "/pkg; printf 'module cae.invalid/fill\\n' > go.mod; printf 'package fill\\n\\nimport "
     "\"testing\"\\n\\nfunc TestFill(t *testing.T) {}\\n' > fill_test.go; { printf 'package "
     "fill\\n\\nimport (\\n'; go list std | grep -v -e internal -e '^vendor/' -e '^unsafe$' -e "
@@ -52,8 +53,8 @@ static int run_fill_with(cae_docker *fd, const char *image, const char *key, con
 	    "Image", image, "User", "1000:1000", "Cmd", "sh", "-c", fill_script, "WorkingDir", "/",
 	    "Env", "HOME=" FILL_INSIDE "/home", "GOCACHE=" FILL_INSIDE "/build", "GOENV=off",
 	    "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local",
-	    "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels", "cae.pkgcache_fill", "go",
-	    "HostConfig", "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
+	    "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels", "cae.pkgcache_fill", "go", "HostConfig",
+	    "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
 	    "no-new-privileges");
 	if (!body)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -187,8 +188,9 @@ int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *cont
 	/* the copy, as the container's user: its own files */
 	_cleanup_free_ char *script = NULL;
 	if (asprintf(&script,
-		     "test -d " CAE_PKGCACHE_GO_DOCKER "/%s/build && mkdir -p \"$1\" && cp -r "
-		     CAE_PKGCACHE_GO_DOCKER "/%s/build/. \"$1\"/",
+		     "test -d " CAE_PKGCACHE_GO_DOCKER
+		     "/%s/build && mkdir -p \"$1\" && cp -r " CAE_PKGCACHE_GO_DOCKER
+		     "/%s/build/. \"$1\"/",
 		     key, key) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	const char *copy_argv[] = {"sh", "-c", script, "sh", gocache, NULL};

@@ -41,8 +41,8 @@ static void stamp(const char *name, char *out, size_t size)
 
 static bool has_script(json_t *pkg)
 {
-	static const char *const install[] = {"preinstall", "install",	   "postinstall",
-					      "prepublish", "preprepare", "prepare",
+	static const char *const install[] = {"preinstall",  "install",	    "postinstall",
+					      "prepublish",  "preprepare",  "prepare",
 					      "postprepare", "dependencies"};
 	json_t *scripts = json_object_get(pkg, "scripts");
 	for (size_t i = 0; i < sizeof(install) / sizeof(install[0]); i++)
@@ -201,9 +201,9 @@ static bool bin_link(const char *dir_name, const char *target)
 }
 
 struct walk {
-	bool store;   /* into the shared tree (copies, sealed) or out of it (links) */
-	bool copy;    /* out: copies instead of hard links */
-	uid_t uid;    /* out: the owner of directories and links */
+	bool store; /* into the shared tree (copies, sealed) or out of it (links) */
+	bool copy;  /* out: copies instead of hard links */
+	uid_t uid;  /* out: the owner of directories and links */
 	gid_t gid;
 	long files;
 };

@@ -2687,11 +2687,13 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	cae_run_result r = bt_exec(
 	    b, ua,
 	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && echo seeded; "
-	    "s=$(find /cache/go -path '*/build/*' -type f | wc -l); [ $s -eq $n ] && echo shared || echo \"not shared: $s $n\"; "
+	    "s=$(find /cache/go -path '*/build/*' -type f | wc -l); [ $s -eq $n ] && echo shared "
+	    "|| echo \"not shared: $s $n\"; "
 	    "w=0; for f in $(find /cache/go -type f); do { printf POISON >> \"$f\"; } 2>/dev/null "
 	    "&& w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find "
 	    "/cache/go -type d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); done; "
-	    "echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f \"$f\" && printf POISON > \"$f\" && "
+	    "echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f \"$f\" && printf "
+	    "POISON > \"$f\" && "
 	    "k=$((k+1)); done; [ $k -eq $n ] && echo replaced",
 	    120000);
 	ck_assert_msg(strcmp(r.out, "seeded\nshared\nwritten:0\nreplaced\n") == 0, "%s%s", r.out,
@@ -2699,11 +2701,12 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	cae_run_result_clear(&r);
 	prepare_ok(b, &tb, "go", &info);
 	cae_env_info_clear(&info);
-	r = bt_exec(b, ub,
-		    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && "
-		    "echo seeded; grep -rl POISON \"$C\" /cache/go; GOFLAGS=-mod=mod GOPROXY=off go "
-		    "test ./... 2>&1 | awk '{print $1, $2}'",
-		    120000);
+	r = bt_exec(
+	    b, ub,
+	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && "
+	    "echo seeded; grep -rl POISON \"$C\" /cache/go; GOFLAGS=-mod=mod GOPROXY=off go "
+	    "test ./... 2>&1 | awk '{print $1, $2}'",
+	    120000);
 	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the shared files: none of A's, every one cae's and read-only */

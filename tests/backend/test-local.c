@@ -1804,18 +1804,18 @@ START_TEST(package_cache_shared_and_unpoisoned)
 		      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
 	cae_env_info_clear(&info);
 	/* A: the cache is there, filled; every content file becomes a poisoned is-number */
-	cae_run_result r = run(b, "cache-a",
-			       "echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
-			       "cp /workspace/project/node_modules/is-number/package.json "
-			       "p/package/ && echo 'module.exports = () => \"POISONED\"' > "
-			       "p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
-			       "for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
-			       "chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
-			       "[ $n -gt 0 ] && echo poisoned; for d in ~/.cache/pip/http "
-			       "~/.cache/pip/wheels ~/.m2/repository ~/go/pkg/mod; do mkdir -p $d && "
-			       "echo POISON > $d/planted || exit 1; done; echo planted");
-	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\nplanted\n") == 0, "%s%s", r.out,
-		      r.err);
+	cae_run_result r =
+	    run(b, "cache-a",
+		"echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
+		"cp /workspace/project/node_modules/is-number/package.json "
+		"p/package/ && echo 'module.exports = () => \"POISONED\"' > "
+		"p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
+		"for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
+		"chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
+		"[ $n -gt 0 ] && echo poisoned; for d in ~/.cache/pip/http "
+		"~/.cache/pip/wheels ~/.m2/repository ~/go/pkg/mod; do mkdir -p $d && "
+		"echo POISON > $d/planted || exit 1; done; echo planted");
+	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\nplanted\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	ck_assert_msg(cae_backend_prepare(b, &tb, "node", NULL, &info, &err) == 0, "%s",
 		      err.message);
@@ -1893,7 +1893,8 @@ START_TEST(package_cache_npm_tree_shared_read_only)
 		    "written:$w; k=0; for f in $(find node_modules -type f); do rm -f \"$f\" && "
 		    "case $f in *.json) echo '{\"main\": \"index.js\", \"POISON\": 1}';; *) echo "
 		    "'module.exports = () => \"POISONED\"';; esac > \"$f\" && k=$((k+1)); done; "
-		    "[ $k -eq $n ] && echo replaced; node -e 'console.log(require(\"is-number\")(5))'");
+		    "[ $k -eq $n ] && echo replaced; node -e "
+		    "'console.log(require(\"is-number\")(5))'");
 		ck_assert_msg(strcmp(r.out, "linked\nwritten:0\nreplaced\nPOISONED\n") == 0, "%s%s",
 			      r.out, r.err);
 		cae_run_result_clear(&r);
