@@ -72,10 +72,10 @@ static int64_t npm_ci_ms(cae_config *cfg, const char *repo, const char *uuid)
 		fprintf(stderr, "bench-pkgcache: prepare: %s\n", err.message);
 	} else {
 		json_t *d = json_array_get(info.deps, 0);
-		if (json_is_true(json_object_get(d, "success")))
-			ms = json_integer_value(json_object_get(d, "duration_ms"));
 		if (json_is_true(json_object_get(d, "shared_node_modules")))
 			trees++;
+		if (json_is_true(json_object_get(d, "success")))
+			ms = json_integer_value(json_object_get(d, "duration_ms"));
 		else
 			fprintf(stderr, "bench-pkgcache: npm ci failed: %s\n",
 				json_string_value(json_object_get(d, "output")));
