@@ -308,11 +308,16 @@ int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae
 	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
 	if (cae__is_dir(dir))
 		return 0;
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-%ld", trees, name, (long)getpid());
-	(void)cae__rm_rf(tmp);
-	snprintf(path, sizeof(path), "%s/node_modules", tmp);
-	if (mkdir(tmp, 0755) < 0 || mkdir(path, 0755) < 0)
+	/* a directory of this store's own (prepares of one process run at once) */
+	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-XXXXXX", trees, name);
+	if (!mkdtemp(tmp))
 		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
+	snprintf(path, sizeof(path), "%s/node_modules", tmp);
+	if (chmod(tmp, 0755) < 0 || mkdir(path, 0755) < 0) {
+		r = -errno;
+		(void)cae__rm_rf(tmp);
+		return cae_error_set(err, r, "cannot make %s: %s", path, strerror(-r));
+	}
 	snprintf(path, sizeof(path), "%s/key", tmp);
 	if ((r = cae__write_file_atomic(AT_FDCWD, path, key, klen, 0444, false)) < 0) {
 		(void)cae__rm_rf(tmp);
