@@ -46,7 +46,9 @@ static cae_config *config(const char *state_dir, bool cache)
 	    cae_config_set(cfg, "command_executor.backend", backend_name, &err) < 0 ||
 	    cae_config_set(cfg, "command_executor.state_dir", state_dir, &err) < 0 ||
 	    cae_config_set(cfg, "command_executor.package_cache.enabled", cache ? "true" : "false",
-			   &err) < 0) {
+			   &err) < 0 ||
+	    /* npm's registry from a container: the host's network */
+	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0) {
 		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
 		exit(1);
 	}
