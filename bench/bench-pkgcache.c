@@ -6,7 +6,10 @@
  *   first     the cache on and empty (fills it)
  *   second    the cache on, filled by first: a new environment of the same lock file
  *
- * The figure is the install's own duration (deps[].duration_ms of the prepare's result).
+ * The figure is the install's own duration (deps[].duration_ms of the prepare's result): on
+ * the local backend, second's is the link of the shared node_modules tree that first's npm
+ * ci left (pkgcache.h), when the lock file may have one (this one may), and the bench says
+ * how many prepares took one.
  *
  * Then the same three for Go: `go test ./...` of a small module that imports only the
  * standard library (encoding/json, net/http, regexp, strings; GOFLAGS=-mod=mod, GOPROXY=off:
@@ -16,7 +19,9 @@
  * duration_ms.
  *
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
- *                                 needs bubblewrap, npm and the npm registry, go)
+ *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
+ *                                 registry, go) or docker (the language images, run from the
+ *                                 build directory: its cae-helper-static))
  *
  * Each tool's medians over the rounds are printed beside each other. Targets: second at
  * least 2x faster than cold for npm, 3x for Go. */
@@ -29,26 +34,36 @@
 #include <string.h>
 #include <unistd.h>
 
+/* the backend measured: BENCH_PKGCACHE_BACKEND (local, docker) */
+static const char *backend_name = "local";
+
 static cae_config *config(const char *state_dir, bool cache)
 {
 	cae_config *cfg = cae_config_defaults(NULL);
 	cae_error err = {0};
-	if (cae_config_set(cfg, "command_executor.backend", "local", &err) < 0 ||
+	const char *dh = getenv("DOCKER_HOST");
+	if ((dh && *dh && cae_config_set(cfg, "command_executor.docker_host", dh, &err) < 0) ||
+	    cae_config_set(cfg, "command_executor.backend", backend_name, &err) < 0 ||
 	    cae_config_set(cfg, "command_executor.state_dir", state_dir, &err) < 0 ||
 	    cae_config_set(cfg, "command_executor.package_cache.enabled", cache ? "true" : "false",
-			   &err) < 0) {
+			   &err) < 0 ||
+	    /* npm's registry from a container: the host's network */
+	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0) {
 		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
 		exit(1);
 	}
 	return cfg;
 }
 
+/* prepares whose node_modules was a shared tree (no npm ci ran) */
+static int trees;
+
 /* One prepare of repo in a new environment: the npm ci's duration in ms, -1 on failure. */
 static int64_t npm_ci_ms(cae_config *cfg, const char *repo, const char *uuid)
 {
 	cae_backend *b;
 	cae_error err = {0};
-	if (cae_backend_new_named("local", cfg, NULL, &b, &err) < 0) {
+	if (cae_backend_new_named(backend_name, cfg, NULL, &b, &err) < 0) {
 		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
 		exit(1);
 	}
@@ -59,6 +74,8 @@ static int64_t npm_ci_ms(cae_config *cfg, const char *repo, const char *uuid)
 		fprintf(stderr, "bench-pkgcache: prepare: %s\n", err.message);
 	} else {
 		json_t *d = json_array_get(info.deps, 0);
+		if (json_is_true(json_object_get(d, "shared_node_modules")))
+			trees++;
 		if (json_is_true(json_object_get(d, "success")))
 			ms = json_integer_value(json_object_get(d, "duration_ms"));
 		else
@@ -77,7 +94,7 @@ static int64_t go_test_ms(cae_config *cfg, const char *repo, const char *uuid)
 {
 	cae_backend *b;
 	cae_error err = {0};
-	if (cae_backend_new_named("local", cfg, NULL, &b, &err) < 0) {
+	if (cae_backend_new_named(backend_name, cfg, NULL, &b, &err) < 0) {
 		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
 		exit(1);
 	}
@@ -150,12 +167,21 @@ static void rounds(const char *root, const char *tool, round_fn fn, const char *
 	int64_t mc = median(cv, k), mf = median(fv, k), ms = median(sv, k);
 	printf("%-6s %10lld %10lld %10lld %8.2f   (%s, %d rounds)\n", "median", (long long)mc,
 	       (long long)mf, (long long)ms, ms > 0 ? (double)mc / (double)ms : 0.0, tool, k);
+	if (strcmp(tool, "npm") == 0)
+		printf(
+		    "(%d of the npm prepares took a shared node_modules tree instead of npm ci)\n",
+		    trees);
 	fflush(stdout);
 }
 
 int main(void)
 {
 	int n = bench_env_int("BENCH_PKGCACHE_N", 5);
+	const char *be = getenv("BENCH_PKGCACHE_BACKEND");
+	if (be && strcmp(be, "docker") == 0) {
+		backend_name = "docker";
+		bench_use_static_helper("."); /* the helper that goes into containers */
+	}
 	const char *tools = getenv("BENCH_PKGCACHE_TOOLS");
 	if (!tools || !*tools)
 		tools = "npm,go";
@@ -166,22 +192,22 @@ int main(void)
 	char repo[4200], cmd[10000];
 	if (strstr(tools, "npm")) {
 		snprintf(repo, sizeof(repo), "%s/repo", root);
-		snprintf(
-		    cmd, sizeof(cmd),
-		    "mkdir -p %s && cd %s && git init -q && printf '{\"name\":\"b\","
-		    "\"version\":\"1.0.0\",\"dependencies\":{\"express\":\"4.21.2\"}}\\n' > "
-		    "package.json && npm install --package-lock-only --ignore-scripts "
-		    "--no-audit --no-fund --cache %s/npm >/dev/null 2>&1 && git add . && git -c "
-		    "user.name=b -c user.email=b@b commit -qm lock",
-		    repo, repo, root);
+		snprintf(cmd, sizeof(cmd),
+			 "mkdir -p %s && cd %s && git init -q && printf '{\"name\":\"b\","
+			 "\"version\":\"1.0.0\",\"dependencies\":{\"express\":\"4.21.2\"}}\\n' > "
+			 "package.json && npm install --package-lock-only --ignore-scripts "
+			 "--no-audit --no-fund --omit-lockfile-registry-resolved=false --cache "
+			 "%s/npm >/dev/null 2>&1 && git add . && git -c "
+			 "user.name=b -c user.email=b@b commit -qm lock",
+			 repo, repo, root);
 		if (bench_sh(cmd) != 0) {
 			fprintf(stderr,
 				"bench-pkgcache: could not make the lock file (npm registry?)\n");
 			return 1;
 		}
-		printf("npm ci of express 4.21.2 (its lock file), a new local environment each, "
+		printf("npm ci of express 4.21.2 (its lock file), a new %s environment each, "
 		       "%d rounds\n",
-		       n);
+		       backend_name, n);
 		rounds(root, "npm", npm_ci_ms, repo, n);
 	}
 	if (strstr(tools, "go")) {
@@ -210,8 +236,8 @@ int main(void)
 		}
 		printf(
 		    "go test ./... of a module of the standard library (json, http, regexp), the "
-		    "first command of a new local environment, %d rounds\n",
-		    n);
+		    "first command of a new %s environment, %d rounds\n",
+		    backend_name, n);
 		rounds(root, "go", go_test_ms, repo, n);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);

@@ -250,8 +250,9 @@ typedef struct cae_config {
 		 * (<state_dir>/package-cache/<instance>/, src/backend/pkgcache.h), read and
 		 * filled by the environments' installs; the local and docker backends (a
 		 * docker engine on this host). Only caches whose tool verifies what it reads
-		 * are shared (npm's: content-addressed, integrity-checked): pip's, Maven's
-		 * and Go's are not, since nothing checks them. */
+		 * are shared read-write (npm's: content-addressed, integrity-checked); Go's
+		 * build cache read-only, filled by cae alone; pip's, Maven's and Go's module
+		 * cache are not, since nothing checks them when they are read. */
 		struct {
 			bool enabled;	    /* false */
 			int max_age_hours;  /* 168: `cae cache prune` removes caches unused

@@ -360,6 +360,11 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 	}
 	snprintf(bind, sizeof(bind), "%s:%s", dir, CAE_PKGCACHE_NPM);
 	json_array_append_new(binds, json_string(bind));
+	/* Go's build caches of the images, cae's, read-only (pkgcache-docker.c) */
+	if (cae__pkgcache_go_docker_dir(cfg, dir, sizeof(dir), &err) == 1) {
+		snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_PKGCACHE_GO_DOCKER);
+		json_array_append_new(binds, json_string(bind));
+	}
 	json_t *env = json_array();
 	for (const char *const *e = cae__pkgcache_env(); *e; e++)
 		json_array_append_new(env, json_string(*e));
@@ -1936,7 +1941,7 @@ static int protect_paths(cae_prepare *p, cae_error *err)
 	return r < 0 ? cae_error_prefix(err, "protected paths") : 0;
 }
 
-static int docker_populate(cae_prepare *p, cae_error *err)
+static int docker_clone(cae_prepare *p, cae_error *err)
 {
 	struct docker_prep *dp = prep_of(p);
 	const cae_config *cfg = p->b->cfg;
@@ -1955,6 +1960,29 @@ static int docker_populate(cae_prepare *p, cae_error *err)
 	cae_task local = *p->task;
 	local.repo = (char *)"file://" SOURCE_MIRROR;
 	return cae__git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, &local, PROJECT, err);
+}
+
+/* Step 5b: Go's shared build cache copied in when the project is Go's (pkgcache-docker.c);
+ * a failure costs a cold cache, with a warning. */
+static void docker_go_cache(cae_prepare *p)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled || !impl_of(p->b)->socket_path)
+		return;
+	cae_error e;
+	cae_error_clear(&e);
+	if (cae__pkgcache_go_docker_seed(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s", e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+}
+
+static int docker_populate(cae_prepare *p, cae_error *err)
+{
+	int r = docker_clone(p, err);
+	if (r == 0)
+		docker_go_cache(p);
+	return r;
 }
 
 /* Step 6: the text editor is served by the in-container helper once it lands; nothing to

@@ -26,6 +26,14 @@ typedef struct cae_deps_opts {
 	 * tarball's integrity and which reads no metadata, takes what the cache has without
 	 * asking the registry (npm_config_prefer_offline) */
 	bool npm_cache_shared;
+	/* the project's node_modules is a shared tree of its lock file (pkgcache.h), put in
+	 * place in npm_tree_ms: `npm ci` is not run, its result says so */
+	bool npm_tree_linked;
+	int64_t npm_tree_ms;
+	/* after a successful `npm ci` with the shared cache (NULL: none): the backend keeps
+	 * the project's node_modules as a shared tree when its lock file may have one */
+	void (*npm_installed)(void *ctx);
+	void *npm_installed_ctx;
 } cae_deps_opts;
 
 typedef struct cae_prepare {

@@ -681,6 +681,38 @@ static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
 	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
 }
 
+/* The shared node_modules tree of the project's lock file (pkgcache.h), put in place of
+ * its `npm ci` when there is one. */
+static void npm_tree_put(cae_prepare *p, const struct local_env *env)
+{
+	if (!p->deps_opts.npm_cache_shared)
+		return;
+	uid_t uid = env->uid ? env->uid : getuid();
+	gid_t gid = env->uid ? env->gid : getgid();
+	cae_error e;
+	cae_error_clear(&e);
+	int64_t t0 = cae__now_ms();
+	/* the sandbox as cae's own uid could write through a link: copies */
+	int r = cae__pkgcache_npm_tree_link(env->cfg, env->project, uid, gid, uid == getuid(), &e);
+	p->deps_opts.npm_tree_linked = r == 1;
+	p->deps_opts.npm_tree_ms = cae__now_ms() - t0;
+	if (r < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared node_modules is not used: %.1100s", e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+}
+
+/* After the prepare's `npm ci`: its node_modules kept as the shared tree of its lock file,
+ * when it may be (pkgcache.h); nothing of the environment's ran since. */
+static void npm_tree_keep(void *ctx)
+{
+	const struct local_env *env = ctx;
+	cae_error e;
+	cae_error_clear(&e);
+	(void)cae__pkgcache_npm_tree_store(env->cfg, env->project, &e);
+}
+
 static char **env_sandbox_argv(const struct local_env *env, bool network, const char *dir,
 			       bool serve, const char *const *argv, bool die_with_parent)
 {
@@ -1663,6 +1695,10 @@ static int local_create(cae_prepare *p, cae_error *err)
 	cae_error_clear(&cerr);
 	int cr = npm_cache_of(env, true, cache, sizeof(cache), &cerr);
 	p->deps_opts.npm_cache_shared = cr == 1;
+	if (cr == 1) {
+		p->deps_opts.npm_installed = npm_tree_keep;
+		p->deps_opts.npm_installed_ctx = env;
+	}
 	if (cr < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared package cache is not used: %.1100s",
@@ -1702,6 +1738,7 @@ static int local_populate(cae_prepare *p, cae_error *err)
 			 gerr.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
+	npm_tree_put(p, env);
 	/* the host's tools are the environment's: say which of its name's are missing */
 	cae__env_tools_check(p);
 	return 0;

@@ -135,11 +135,22 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 "127; }; %s",
 			 pre, in->tool, in->tool, in->command);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	static const char *const offline_env[] = {"npm_config_prefer_offline=true", NULL};
-	bool offline = opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
+	/* npm's audit (a request the registry answers per install, whose report nobody reads
+	 * here: an agent runs `npm audit` itself), its funding note and its update check are
+	 * left out of the prepare's install; with the shared cache, `npm ci` (the lock file pins
+	 * every tarball by its integrity, and no metadata is read) takes the cache offline */
+	static const char *const npm_env[] = {"npm_config_audit=false", "npm_config_fund=false",
+					      "npm_config_update_notifier=false", NULL};
+	static const char *const offline_env[] = {"npm_config_audit=false", "npm_config_fund=false",
+						  "npm_config_update_notifier=false",
+						  "npm_config_prefer_offline=true", NULL};
+	bool npm = strcmp(in->tool, "npm") == 0;
+	bool offline = npm && opts && opts->npm_cache_shared && strcmp(in->command, "npm ci") == 0;
 	cae_exec_request req = {
 	    .argv = argv,
-	    .extra_env = offline ? offline_env : NULL,
+	    .extra_env = offline ? offline_env
+			 : npm	 ? npm_env
+				 : NULL,
 	    .cwd = project,
 	    .timeout_ms = DEPS_TIMEOUT_MS,
 	    .max_stdout = 64 * 1024,
@@ -151,6 +162,16 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	cae_run_result res;
 	cae_error err;
 	cae_error_clear(&err);
+	if (npm && opts && opts->npm_tree_linked && strcmp(in->command, "npm ci") == 0) {
+		/* what `npm ci` would make is already there (pkgcache.h) */
+		json_t *t =
+		    json_pack("{s:s, s:s, s:b, s:i, s:I, s:b}", "manifest", in->manifest, "command",
+			      in->command, "success", 1, "exit_code", 0, "duration_ms",
+			      (json_int_t)opts->npm_tree_ms, "shared_node_modules", 1);
+		cae_log_fields(log, CAE_LOG_INFO, "deps.install", json_deep_copy(t), NULL);
+		json_array_append_new(deps, t);
+		return;
+	}
 	int r = exec(ctx, &req, &res, &err);
 	/* A shared cache with an entry that fails its integrity check (another environment
 	 * changed it: npm refuses it, EINTEGRITY): once more with a cache of this environment's
@@ -164,7 +185,7 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 			 "npm_config_cache=\"${HOME:-/tmp}/.npm-own\"; export npm_config_cache; %s",
 			 script);
 		argv[2] = again;
-		req.extra_env = NULL;
+		req.extra_env = npm_env;
 		cae_run_result_clear(&res);
 		r = exec(ctx, &req, &res, &err);
 		argv[2] = script;
@@ -191,6 +212,9 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 				"environment's own cache (command_executor.package_cache)"));
 		json_object_set_new(d, "shared_cache_bypassed", json_true());
 	}
+	if (offline && !bypassed && r >= 0 && res.exit_code == 0 && !res.timed_out &&
+	    opts->npm_installed)
+		opts->npm_installed(opts->npm_installed_ctx);
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));

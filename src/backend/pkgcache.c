@@ -88,6 +88,25 @@ int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, g
 	return 1;
 }
 
+int cae__pkgcache_go_docker_dir(const cae_config *cfg, char *out, size_t size, cae_error *err)
+{
+	if (!cfg->command_executor.package_cache.enabled)
+		return 0;
+	char inst[CAE_CONFIG_INSTANCE_MAX], root[PATH_MAX];
+	cae_config_instance(cfg, inst);
+	if (root_dir(cfg, root, sizeof(root)) < 0)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	int n = snprintf(out, size, "%s/%s/go-docker", root, inst);
+	if (n < 0 || (size_t)n >= size)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	int r = cae__mkdir_p(out, 0755);
+	struct stat st;
+	if (r < 0 || lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+		return cae_error_set(err, r < 0 ? r : -EPERM, "cannot make the package cache %s",
+				     out);
+	return 1;
+}
+
 /* ---- Go's build cache ---- */
 
 #define GO_FILL_TIMEOUT_MS (15 * 60 * 1000)
@@ -127,7 +146,8 @@ static int write_text(const char *dir, const char *name, const char *text)
 	return cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0644, false);
 }
 
-/* Files under dfd (one tree level at a time): mode 0444, directories 0755. */
+/* Files under dfd (one tree level at a time): mode 0444, directories 0755, all of cae's
+ * uid (a fill in a container writes as the container's user). */
 static int go_seal(int dfd)
 {
 	DIR *d = fdopendir(dfd);
@@ -143,6 +163,12 @@ static int go_seal(int dfd)
 		struct stat st;
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
+		if ((S_ISDIR(st.st_mode) || S_ISREG(st.st_mode)) &&
+		    (st.st_uid != getuid() || st.st_gid != getgid()) &&
+		    fchownat(dirfd(d), e->d_name, getuid(), getgid(), AT_SYMLINK_NOFOLLOW) < 0) {
+			r = -errno;
+			break;
+		}
 		if (S_ISDIR(st.st_mode)) {
 			int sub = openat(dirfd(d), e->d_name,
 					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -328,6 +354,19 @@ static int go_link(int sdfd, int ddfd, uid_t uid, gid_t gid, bool *copy, int dep
 	closedir(d);
 	close(ddfd);
 	return r;
+}
+
+int cae__pkgcache_seal(const char *dir)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fchown(fd, getuid(), getgid()) < 0 || fchmod(fd, 0755) < 0) {
+		int r = -errno;
+		close(fd);
+		return r;
+	}
+	return go_seal(fd);
 }
 
 int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,

@@ -9,10 +9,24 @@
  * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
  * against the lock file's integrity; packument metadata, which no lock file pins, is
- * revalidated with the registry on every use (npm_config_prefer_online). pip's http cache
- * (and the wheels it keeps, checked against hashes only with --require-hashes) and Maven's
- * ~/.m2 verify nothing: they are not shared (each environment keeps its own, as without the
- * cache), nor are Go's module cache and its proxy downloads.
+ * revalidated with the registry on every use (npm_config_prefer_online). Not shared (each
+ * environment keeps its own, as without the cache), because what another task wrote would be
+ * used unchecked:
+ *   pip      its HTTP cache holds the index pages that say which files and which hashes
+ *            pip trusts; a page is revalidated (max-age=0) but a 304 reuses the cached body,
+ *            which nothing checks; wheels it built from sdists are reused by name, unchecked
+ *            (hashes are checked only with --require-hashes, and of downloads only).
+ *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
+ *            default), never when an artifact is read from the local repository.
+ *   Go mods  go.sum pins each module's zip and go.mod hash, checked when a module is
+ *            downloaded into the cache; builds read the extracted tree of
+ *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify` does,
+ *            on demand), and GOFLAGS=-mod=mod or a missing go.sum line trusts whatever the
+ *            proxy or the cache holds. A read-only one filled by cae would need a module
+ *            proxy (none is reachable from here) and is not built.
+ *
+ * An installed node_modules is checked by nothing either: the trees below are shared
+ * read-only, kept by cae from an npm ci that ran no code.
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
@@ -53,6 +67,48 @@ int cae__pkgcache_npm_dir(const cae_config *cfg, const char *owner, uid_t uid, g
  * 1: made; 0: caches off or no `go` on the sandbox's PATH; -errno with err set. */
 int cae__pkgcache_go(const cae_config *cfg, const char *dest, uid_t uid, gid_t gid, bool copy,
 		     cae_error *err);
+
+/* Docker (pkgcache-docker.c): Go's build cache of each Go image, filled by cae alone in a
+ * container of its own (no network, no task's code, the fill package above) into
+ *   <state_dir>/package-cache/<instance key>/go-docker/<image id>/build
+ * sealed like the local one (files 0444, directories 0755, cae's uid) and bound read-only
+ * into every container of the instance at CAE_PKGCACHE_GO_DOCKER; a container whose project
+ * has a go.mod gets a copy of its image's in its own GOCACHE before its first command (cp
+ * as the container's user: the copy is its own, the source stays read-only twice over). */
+#define CAE_PKGCACHE_GO_DOCKER CAE_PKGCACHE_INSIDE "/go"
+
+/* The directory bound at CAE_PKGCACHE_GO_DOCKER (made, cae's, 0755) into out. 1: set; 0:
+ * caches off; -errno with err set. */
+int cae__pkgcache_go_docker_dir(const cae_config *cfg, char *out, size_t size, cae_error *err);
+
+/* In the container being prepared (p: docker's prepare, exec its commands as the container's
+ * user): when the project has a go.mod and the image has go, fills image's shared build
+ * cache if this image has not (a container of cae's, under a lock), then copies it into the
+ * container's GOCACHE. 1: seeded; 0: nothing to do; -errno with err set. */
+struct cae_prepare;
+struct cae_docker;
+int cae__pkgcache_go_docker_seed(struct cae_prepare *p, struct cae_docker *d, const char *image,
+				 cae_error *err);
+
+/* dir's tree given to cae's uid and sealed: files 0444, directories 0755 (no other kind
+ * kept). */
+int cae__pkgcache_seal(const char *dir);
+
+/* node_modules trees (pkgcache-npm.c), local backend: a project whose `npm ci` runs no code
+ * (no install script in package.json or in any locked package, every package a tarball of
+ * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc or
+ * shrinkwrap, no node_modules in the repository) has its node_modules kept after its first
+ * successful `npm ci`, copied by cae into
+ *   <state_dir>/package-cache/<instance key>/npm-trees/<FNV-1a of the key>/{key,node_modules}
+ * (files 0444 or 0555, cae's uid; key: node's and npm's programs, package.json and the lock
+ * file, compared byte for byte before use). A new environment of the same key gets the tree
+ * as directories of its own holding hard links to those files (copies when copy is set) in
+ * place of its `npm ci`: what npm ci would have made, without running it.
+ * store: 1 kept; 0 not eligible or already there; -errno. link: 1 put in place (the
+ * project's node_modules); 0 none for this key; -errno (nothing left in the project). */
+int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err);
+int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
+				bool copy, cae_error *err);
 
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);

@@ -127,9 +127,11 @@ const struct cfg_doc cfg_docs[] = {
 			 "(`<state_dir>/package-cache/<instance>/`), read and filled by the "
 			 "environments' installs (local and docker with the engine on this host). "
 			 "Only caches whose tool verifies what it reads are shared read-write "
-			 "(npm's); Go's build cache is shared read-only (local: filled by cae "
-			 "alone with the standard library, each environment a sealed copy); pip's, "
-			 "Maven's and Go's module cache are not."},
+			 "(npm's); what `npm ci` installs of a lock file that runs no code is "
+			 "shared read-only (local), and Go's build cache (filled by cae alone with "
+			 "the standard library, on the host for local, in a container of each Go "
+			 "image for docker; each environment gets a copy); pip's, Maven's and Go's "
+			 "module cache are not (nothing checks what they hold when it is read)."},
     {CE "package_cache.enabled", "Share the package caches (off: each environment has its own)."},
     {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
     {CE "package_cache.max_size", "... then the least recently used ones until the rest take at "

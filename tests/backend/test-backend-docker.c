@@ -2654,6 +2654,78 @@ START_TEST(dependencies_in_the_python_image)
 }
 END_TEST
 
+/* Go's shared build cache on docker (pkgcache-docker.c): filled by cae alone in a container
+ * of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by the
+ * prepare. Task A, as an attacker, writes into, removes and adds to every file of the shared
+ * cache (refused: a read-only bind of cae's files), then replaces every file of its own copy
+ * with garbage (allowed: its copy); task B's cache has the standard library's entries, none
+ * of A's garbage, and its go test passes; the shared files on the host are unchanged, cae's,
+ * read-only. Failed before: no /cache/go, the GOCACHE of a new container empty. */
+START_TEST(go_build_cache_shared_read_only_docker)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char ua[64], ub[64];
+	bt_task_uuid(ua, sizeof(ua), "caetest");
+	bt_task_uuid(ub, sizeof(ub), "caetest");
+	char *work = tu_mkdtemp();
+	shf("set -e; cd %s && git init -q -b main && printf 'module example.com/g\\n\\ngo "
+	    "1.19\\n' > go.mod && printf 'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) "
+	    "string { return strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
+	    "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
+	    "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && git add . && "
+	    "git -c user.email=t@e -c user.name=t commit -qm go",
+	    work);
+	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
+	cae_env_info info;
+	prepare_ok(b, &ta, "go", &info);
+	ck_assert(!warned_with(info.warnings, "Go build cache"));
+	cae_env_info_clear(&info);
+	cae_run_result r = bt_exec(
+	    b, ua,
+	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && echo seeded; "
+	    "s=$(find /cache/go -path '*/build/*' -type f | wc -l); [ $s -eq $n ] && echo shared "
+	    "|| echo \"not shared: $s $n\"; "
+	    "w=0; for f in $(find /cache/go -type f); do { printf POISON >> \"$f\"; } 2>/dev/null "
+	    "&& w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find "
+	    "/cache/go -type d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); done; "
+	    "echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f \"$f\" && printf "
+	    "POISON > \"$f\" && "
+	    "k=$((k+1)); done; [ $k -eq $n ] && echo replaced",
+	    120000);
+	ck_assert_msg(strcmp(r.out, "seeded\nshared\nwritten:0\nreplaced\n") == 0, "%s%s", r.out,
+		      r.err);
+	cae_run_result_clear(&r);
+	prepare_ok(b, &tb, "go", &info);
+	cae_env_info_clear(&info);
+	r = bt_exec(
+	    b, ub,
+	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && "
+	    "echo seeded; grep -rl POISON \"$C\" /cache/go; GOFLAGS=-mod=mod GOPROXY=off go "
+	    "test ./... 2>&1 | awk '{print $1, $2}'",
+	    120000);
+	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the shared files: none of A's, every one cae's and read-only */
+	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
+	    "'*/go-docker/*/*' \\( -perm /222 -type f -o ! -user 0 \\))\" && test -n \"$(find "
+	    "%s/package-cache -path '*/go-docker/*/build/*' -type f)\"",
+	    state, state, state);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, ub, &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(state);
+	free(state);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 #define MANY 32
 
 /* 32 prepares at once (each its own backend, as separate processes would be) on a small
@@ -2909,6 +2981,14 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(pr, NULL, sweep);
 	tcase_add_test(pr, protected_paths_hold_in_a_container);
 	suite_add_tcase(s, pr);
+
+	/* the shared package caches in containers (CK_RUN_CASE=pkgcache) */
+	TCase *pk = tcase_create("pkgcache");
+	tcase_set_timeout(pk, 600);
+	tcase_add_unchecked_fixture(pk, gs_setup, gs_teardown);
+	tcase_add_unchecked_fixture(pk, NULL, sweep);
+	tcase_add_test(pk, go_build_cache_shared_read_only_docker);
+	suite_add_tcase(s, pk);
 	return s;
 }
 

@@ -1777,16 +1777,19 @@ END_TEST
  * `npm ci`, then, as an attacker, overwrites the cached tarball with one whose code is its
  * own; task B's `npm ci` of the same lock file never installs that code (cacache checks the
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
- * with a cache of its own; B's cache is the same directory. */
+ * with a cache of its own; B's cache is the same directory. A also plants files in pip's
+ * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
+ * read: B has none of them (not shared, and nothing points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
 	_cleanup_free_ char *npmtmp = tu_mkdtemp();
 	tu_sh("cd %s && printf '{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":"
 	      "{\"is-number\":\"7.0.0\"}}\\n' > package.json && npm install --package-lock-only "
-	      "--ignore-scripts --no-audit --no-fund --cache %s/c >/dev/null 2>&1 && " GIT
-	      " add . && " GIT " commit -qm npm",
+	      "--ignore-scripts --no-audit --no-fund --omit-lockfile-registry-resolved --cache "
+	      "%s/c >/dev/null 2>&1 && " GIT " add . && " GIT " commit -qm npm",
 	      repo, npmtmp);
+	/* (a lock file without resolved URLs has no shared node_modules tree: B's npm ci runs) */
 	cae_config *cfg = config("  local:\n    network: true\n  package_cache:\n"
 				 "    enabled: true\n");
 	cae_backend *b = backend(cfg);
@@ -1801,15 +1804,18 @@ START_TEST(package_cache_shared_and_unpoisoned)
 		      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
 	cae_env_info_clear(&info);
 	/* A: the cache is there, filled; every content file becomes a poisoned is-number */
-	cae_run_result r = run(b, "cache-a",
-			       "echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
-			       "cp /workspace/project/node_modules/is-number/package.json "
-			       "p/package/ && echo 'module.exports = () => \"POISONED\"' > "
-			       "p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
-			       "for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
-			       "chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
-			       "[ $n -gt 0 ] && echo poisoned");
-	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result r =
+	    run(b, "cache-a",
+		"echo $npm_config_cache; cd /tmp && mkdir -p p/package && "
+		"cp /workspace/project/node_modules/is-number/package.json "
+		"p/package/ && echo 'module.exports = () => \"POISONED\"' > "
+		"p/package/index.js && tar -czf evil.tgz -C p package && n=0 && "
+		"for f in $(find /cache/npm/_cacache/content-v2 -type f); do "
+		"chmod u+w \"$f\" && cp evil.tgz \"$f\" && n=$((n+1)); done; "
+		"[ $n -gt 0 ] && echo poisoned; for d in ~/.cache/pip/http "
+		"~/.cache/pip/wheels ~/.m2/repository ~/go/pkg/mod; do mkdir -p $d && "
+		"echo POISON > $d/planted || exit 1; done; echo planted");
+	ck_assert_msg(strcmp(r.out, "/cache/npm\npoisoned\nplanted\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	ck_assert_msg(cae_backend_prepare(b, &tb, "node", NULL, &info, &err) == 0, "%s",
 		      err.message);
@@ -1819,7 +1825,11 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	r = run(
 	    b, "cache-b",
 	    "echo $npm_config_cache; grep -rl POISONED node_modules /cache/npm/_cacache/index-v5 "
-	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1");
+	    "2>/dev/null; node -e 'console.log(require(\"is-number\")(5))' 2>&1; "
+	    /* pip's, Maven's and Go's module caches are not shared: A's files are not B's */
+	    "cat ~/.cache/pip/http/planted ~/.cache/pip/wheels/planted ~/.m2/repository/planted "
+	    "~/go/pkg/mod/planted 2>/dev/null; env | grep -E "
+	    "'^(PIP_CACHE_DIR|PIP_FIND_LINKS|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
 	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
 	 * package, and the result says why */
 	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
@@ -1829,6 +1839,83 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	cae_env_info_clear(&info);
 	ck_assert_int_eq(cae_backend_cleanup(b, "cache-a", &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, "cache-b", &err), 0);
+	cae__rm_rf(npmtmp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The shared node_modules trees (pkgcache.h): A's `npm ci` of a lock file that runs no code
+ * is kept by cae; B, a new environment of the same lock file, gets that tree instead of an
+ * `npm ci` and, as an attacker, writes into every file of it (refused: cae's files, which it
+ * can neither write nor chmod), then replaces every file with its own code (its own
+ * directories: allowed, its copy only); C, the next one, gets the registry's package, none
+ * of B's code; the kept files are unchanged and read-only. A lock file with an install
+ * script has no tree (D: npm ci runs). Failed before: every environment ran npm ci. */
+START_TEST(package_cache_npm_tree_shared_read_only)
+{
+	_cleanup_free_ char *repo = make_repo(), *repo2 = make_repo();
+	_cleanup_free_ char *npmtmp = tu_mkdtemp();
+	tu_sh("cd %s && printf '{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":"
+	      "{\"is-number\":\"7.0.0\"}}\\n' > package.json && npm install --package-lock-only "
+	      "--ignore-scripts --no-audit --no-fund --omit-lockfile-registry-resolved=false "
+	      "--cache %s/c >/dev/null 2>&1 && " GIT " add . && " GIT " commit -qm npm && cd %s "
+	      "&& cp %s/package-lock.json . && printf '{\"name\":\"t\",\"version\":\"1.0.0\","
+	      "\"scripts\":{\"postinstall\":\"echo ran > ran.txt\"},\"dependencies\":"
+	      "{\"is-number\":\"7.0.0\"}}\\n' > package.json && " GIT " add . && " GIT
+	      " commit -qm npm",
+	      repo, npmtmp, repo2, repo);
+	cae_config *cfg = config("  local:\n    network: true\n  package_cache:\n"
+				 "    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	const char *uuids[] = {"tree-a", "tree-b", "tree-c", "tree-d"};
+	cae_env_info info;
+	cae_error err;
+	for (int i = 0; i < 4; i++) {
+		cae_task t = {.uuid = C(uuids[i]), .repo = i == 3 ? repo2 : repo};
+		ck_assert_msg(cae_backend_prepare(b, &t, "node", NULL, &info, &err) == 0, "%s",
+			      err.message);
+		json_t *d = dep_of(info.deps, "package-lock.json");
+		ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+			      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
+		/* A and D ran npm ci; B and C got A's tree */
+		ck_assert_msg(json_is_true(json_object_get(d, "shared_node_modules")) ==
+				  (i == 1 || i == 2),
+			      "%d: %s", i, json_string_value(json_object_get(d, "command")));
+		cae_env_info_clear(&info);
+		if (i != 1)
+			continue;
+		cae_run_result r = run(
+		    b, uuids[1],
+		    "n=$(find node_modules -type f | wc -l); [ $n -gt 2 ] && echo linked; w=0; "
+		    "for f in $(find node_modules -type f); do { chmod u+w \"$f\" || chmod 666 "
+		    "\"$f\"; printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); done; echo "
+		    "written:$w; k=0; for f in $(find node_modules -type f); do rm -f \"$f\" && "
+		    "case $f in *.json) echo '{\"main\": \"index.js\", \"POISON\": 1}';; *) echo "
+		    "'module.exports = () => \"POISONED\"';; esac > \"$f\" && k=$((k+1)); done; "
+		    "[ $k -eq $n ] && echo replaced; node -e "
+		    "'console.log(require(\"is-number\")(5))'");
+		ck_assert_msg(strcmp(r.out, "linked\nwritten:0\nreplaced\nPOISONED\n") == 0, "%s%s",
+			      r.out, r.err);
+		cae_run_result_clear(&r);
+	}
+	cae_run_result r = run(b, uuids[2],
+			       "grep -rl POISON node_modules; node -e "
+			       "'console.log(require(\"is-number\")(5))'; test -e ran.txt || echo "
+			       "no-script");
+	ck_assert_msg(strcmp(r.out, "true\nno-script\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	r = run(b, uuids[3], "cat ran.txt");
+	ck_assert_msg(strcmp(r.out, "ran\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the kept tree: none of B's code, every file read-only and cae's */
+	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/npm-trees/*/*' \\( -type f "
+	      "-perm /222 -o ! -user %u \\))\" && test -n \"$(find %s -path "
+	      "'*/npm-trees/*/node_modules/is-number/*' -type f)\"",
+	      shared, shared, (unsigned)getuid(), shared);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
 	cae__rm_rf(npmtmp);
 	cae_backend_free(b);
 	cae_config_free(cfg);
@@ -1978,6 +2065,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, dependency_standins_conda_and_cargo);
 	tcase_add_test(tc, environment_venv_etc_and_tools);
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
+	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
