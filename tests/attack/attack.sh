@@ -128,9 +128,10 @@ check "a workspace of an unprivileged user's: the agent is uid 1000 inside and t
 check "... and on disk they stay the user's ($owner_e_before), the file the agent made included" \
 	'[ "$owner_e_before" = 4242:4243 ] && [ "$(stat -c %u:%g "$work/e" "$work/e/e.txt" "$work/e/made.txt" | sort -u)" = 4242:4243 ]' \
 	"$(stat -c "%u:%g %n" "$work/e" "$work/e/e.txt" "$work/e/made.txt")"
-"$CAE" exec --uuid E -- 'sleep 4.321' >/dev/null 2>&1 &
+# (a sleep of this run's own length: another run of this suite may be sleeping beside it)
+"$CAE" exec --uuid E -- "sleep 4.$$" >/dev/null 2>&1 &
 for _ in $(seq 100); do
-	uid_e=$(ps -eo uid=,args= | awk '$2 == "sleep" && $3 == "4.321" {print $1; exit}')
+	uid_e=$(ps -eo uid=,args= | awk -v len="4.$$" '$2 == "sleep" && $3 == len {print $1; exit}')
 	[ -n "$uid_e" ] && break
 	sleep 0.1
 done

@@ -230,11 +230,14 @@ check "10,000 connections in a loop, then an allowed name still answers" \
 # --- port forwards: a server in the environment (network none) reached from this host ---------
 # (a server the test starts beside cae's commands; `cae port-forward` carries each connection
 # over the helper's stream to the environment's 127.0.0.1)
-fport=$((20000 + $$ % 20000))
-serve="mkdir -p /workspace/fwd && printf served-in-the-environment > /workspace/fwd/fwd.txt && cd /workspace/fwd && exec python3 -m http.server $fport --bind 127.0.0.1"
+# (a port below the ephemeral range: the connection loop above leaves thousands of its
+# ports in TIME_WAIT; the server's output in /workspace/fwd/server.log)
+fport=$((20000 + $$ % 12000))
+serve="mkdir -p /workspace/fwd && printf served-in-the-environment > /workspace/fwd/fwd.txt && cd /workspace/fwd && exec python3 -m http.server $fport --bind 127.0.0.1 >/workspace/fwd/server.log 2>&1"
+serve_err=
 if [ "$backend" = docker ]; then
 	cid=$(docker ps -q --filter "label=cae.task_uuid=$uuid" | head -1)
-	docker exec -d -u 1000 "$cid" sh -c "$serve"
+	serve_err=$(docker exec -d -u 1000 "$cid" sh -c "$serve" 2>&1) || serve_err="docker exec -d failed: $serve_err"
 else
 	pod=$(kubectl get pods -A -l "cae.task_uuid=$uuid" -o jsonpath='{.items[0].metadata.namespace} {.items[0].metadata.name}')
 	# (held by a kubectl exec of the test's: the pod's init ends what an ended exec leaves)
@@ -258,7 +261,8 @@ done
 hport=$(jq -r '.host_port // empty' <<<"$fwd_json")
 got=$( [ -n "$hport" ] && curl -sS -m 10 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
 check "cae port-forward reaches a server on the environment's loopback (docker: under network none)" \
-	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' "server answering inside: $served; $fwd_json $got $(cat "$work/fwd.err")"
+	'[[ $(jq -r .host <<<"$fwd_json") == 127.0.0.1 && $got == served-in-the-environment ]]' \
+	"server answering inside: $served ($serve_err; its log: $(netrun 'cat /workspace/fwd/server.log; ps -eo pid,args' | jq -r '.stdout + .stderr')); $fwd_json $got $(cat "$work/fwd.err")"
 kill "$fwd_pid" 2>/dev/null
 wait "$fwd_pid" 2>/dev/null
 got=$( [ -n "$hport" ] && curl -sS -m 5 --noproxy '*' "http://127.0.0.1:$hport/fwd.txt" 2>&1)
