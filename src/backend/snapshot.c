@@ -371,11 +371,10 @@ int cae_snapshot_create(cae_backend *b, const char *uuid, const char *name, json
 	const cae__snapshot_ops *ops = ops_of(b, err);
 	if (!ops)
 		return -EOPNOTSUPP;
-	json_t *meta = NULL;
+	_cleanup_(json_decrefp) json_t *meta = NULL;
 	int r = load_meta(b, ops, uuid, &meta, err);
 	if (r < 0)
 		return r;
-	_cleanup_(json_decrefp) json_t *m = meta;
 	if (name && !name_valid(name))
 		return cae_error_set(err, -EINVAL,
 				     "invalid snapshot name (1-64 of A-Z a-z 0-9 _ . -, not "
@@ -570,19 +569,17 @@ int cae_snapshot_restore(cae_backend *b, const char *uuid, const char *snapshot,
 	const cae__snapshot_ops *ops = ops_of(b, err);
 	if (!ops)
 		return -EOPNOTSUPP;
-	json_t *meta = NULL;
+	_cleanup_(json_decrefp) json_t *meta = NULL;
 	int r = load_meta(b, ops, uuid, &meta, err);
 	if (r < 0)
 		return r;
-	_cleanup_(json_decrefp) json_t *m = meta;
 	_cleanup_free_ char *dir = ops->env_dir(b, uuid);
 	if (!dir)
 		return -ENOMEM;
-	json_t *s = NULL;
+	_cleanup_(json_decrefp) json_t *s = NULL;
 	_cleanup_close_ int lock = locked_snapshot(dir, uuid, snapshot, &s, err);
 	if (lock < 0)
 		return lock;
-	_cleanup_(json_decrefp) json_t *rec = s;
 	_cleanup_free_ char *one = snap_path(dir, s);
 	json_t *res = json_pack("{s:s, s:s}", "task_uuid", uuid, "snapshot",
 				json_string_value(json_object_get(s, "id")));
@@ -645,11 +642,10 @@ int cae_snapshot_fork(cae_backend *b, const char *from_uuid, const char *snapsho
 		return cae_error_set(err, from_uuid || snapshot ? -ENOENT : -EINVAL,
 				     snapshot ? "no snapshot %s" : "nothing to fork from%s",
 				     snapshot ? snapshot : "");
-	json_t *meta = NULL;
+	_cleanup_(json_decrefp) json_t *meta = NULL;
 	int r = load_meta(b, ops, src_uuid, &meta, err);
 	if (r < 0)
 		return r;
-	_cleanup_(json_decrefp) json_t *m = meta;
 	_cleanup_free_ char *sdir = ops->env_dir(b, src_uuid);
 	if (!sdir)
 		return -ENOMEM;
