@@ -91,7 +91,8 @@ fi
 
 # Two lanes run side by side, each the normal build's tests and then the sanitizer build's:
 # the kubernetes suites one at a time (the cluster's API server and kubelet are one small
-# node), every other suite three at a time (most wait on an engine, a client or a child).
+# node), every other suite three at a time (most wait on an engine, a client or a child),
+# the longest of each started first (their priority in meson.build).
 # Every test makes and removes only its own environments, so the lanes share the engine.
 # LeakSanitizer is part of ASan; UBSan must abort so that a finding fails the test.
 # Sanitized code runs several times slower, and CI's machine may be busy with other work:
