@@ -1445,8 +1445,7 @@ static int k8s_list(cae_backend *b, json_t **out, cae_error *err)
 static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err)
 {
-	int r =
-	    cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
+	int r = cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
 	if (b->cfg->command_executor.state_dir)
 		(void)cae__snapshot_sweep(b, NULL); /* killed snapshots' and forks' leftovers */
 	return r;

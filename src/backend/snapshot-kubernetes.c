@@ -81,8 +81,8 @@
 	"set -- workspace\n"                                                                       \
 	"h=${HOME:-}\n"                                                                            \
 	"case $h in /|/workspace|/workspace/*|*/../*|*/..) h= ;; esac\n"                           \
-	"[ -n \"$h\" ] && [ -d \"$h\" ] && [ ! -L \"$h\" ] && set -- \"$@\" \"${h#/}\"\n"         \
-	"for d in usr/local opt; do [ -d \"/$d\" ] && [ ! -L \"/$d\" ] && [ -w \"/$d\" ] && "     \
+	"[ -n \"$h\" ] && [ -d \"$h\" ] && [ ! -L \"$h\" ] && set -- \"$@\" \"${h#/}\"\n"          \
+	"for d in usr/local opt; do [ -d \"/$d\" ] && [ ! -L \"/$d\" ] && [ -w \"/$d\" ] && "      \
 	"set -- \"$@\" \"$d\"; done\n"
 
 /* The archive on stdout. */
@@ -228,8 +228,7 @@ static int archive_out(cae_backend *b, const char *pod, const char *path, uint64
 }
 
 /* The archive at path extracted in pod by extract_script (kill: end every process first). */
-static int archive_in(cae_backend *b, const char *pod, const char *path, bool kill,
-		      cae_error *err)
+static int archive_in(cae_backend *b, const char *pod, const char *path, bool kill, cae_error *err)
 {
 	const char *ns;
 	cae_k8s *k = cae__k8s_client(b, &ns);
@@ -305,8 +304,8 @@ static int k8s_capture(cae_backend *b, const char *uuid, json_t *meta, const cha
 
 /* ---- restore ---- */
 
-static int k8s_restore(cae_backend *b, const char *uuid, json_t *meta, const char *one,
-		       json_t *rec, json_t *res, cae_error *err)
+static int k8s_restore(cae_backend *b, const char *uuid, json_t *meta, const char *one, json_t *rec,
+		       json_t *res, cae_error *err)
 {
 	(void)rec;
 	_cleanup_free_ char *path = cae__path_join(one, ARCHIVE);

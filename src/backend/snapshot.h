@@ -1,6 +1,7 @@
 /* Internal to src/backend: what the snapshots' common part (snapshot.c: records, names,
  * bounds, locks, temporaries, sweeps; include/cae/snapshot.h) and each backend's storage
- * (snapshot-local.c, snapshot-docker.c, snapshot-kubernetes.c) share, and the backends' hooks into them. */
+ * (snapshot-local.c, snapshot-docker.c, snapshot-kubernetes.c) share, and the backends' hooks into
+ * them. */
 #ifndef CAE_BACKEND_SNAPSHOT_H
 #define CAE_BACKEND_SNAPSHOT_H
 

@@ -1391,8 +1391,8 @@ static int pods_of(const char *uuid)
 	json_t *p;
 	json_array_foreach(items, i, p)
 	{
-		const char *u =
-		    S(json_object_get(json_object_get(p, "metadata"), "annotations"), "cae.task_uuid");
+		const char *u = S(json_object_get(json_object_get(p, "metadata"), "annotations"),
+				  "cae.task_uuid");
 		n += u && strcmp(u, uuid) == 0;
 	}
 	json_decref(items);
