@@ -12,7 +12,15 @@
  * 16 forks of one environment at once, each checked independent:
  *
  *   bench-snapshot docker        BENCH_SNAPSHOT_MB (1024), BENCH_SNAPSHOT_RUNS (3),
- *                                DOCKER_HOST */
+ *                                DOCKER_HOST
+ *
+ * The kubernetes backend's (a tar of the workspace and the home streamed out over one API
+ * server exec and back in: "tar-stream"), against the cluster of scripts/k8s-env.sh
+ * (KUBECONFIG; skipped without it), next to a cold prepare of the same project in the same
+ * run, and BENCH_SNAPSHOT_FORKS forks of one pod at once (each a pod of its own):
+ *
+ *   bench-snapshot kubernetes [BUILD]  BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (3),
+ *                                      BENCH_SNAPSHOT_FORKS (4) */
 #include "base/fs.h"
 #include "base/timeutil.h"
 #include "cae/backend.h"
@@ -187,12 +195,14 @@ struct forker {
 	char msg[CAE_ERROR_MSG_MAX];
 };
 
+static const char *fork_src = "bench-dsnap";
+
 static void *fork_main(void *arg)
 {
 	struct forker *f = arg;
 	cae_env_info info;
 	cae_error err = {0};
-	f->r = cae_snapshot_fork(f->b, "bench-dsnap", NULL, f->uuid, &info, NULL, &err);
+	f->r = cae_snapshot_fork(f->b, fork_src, NULL, f->uuid, &info, NULL, &err);
 	if (f->r < 0)
 		snprintf(f->msg, sizeof(f->msg), "%s", err.message);
 	else
@@ -200,20 +210,20 @@ static void *fork_main(void *arg)
 	return NULL;
 }
 
-/* FORKS forks of uuid at once: how many succeeded, each independent (its own file seen by
- * it only), and how long they took together. */
-static void many_forks(cae_backend *b)
+/* nf (at most FORKS) forks of fork_src at once: how many succeeded, each independent (its
+ * own file seen by it only), and how long they took together. */
+static void many_forks(cae_backend *b, const char *what, int nf)
 {
 	struct forker f[FORKS];
 	pthread_t th[FORKS];
 	int64_t t0 = cae__now_ns();
-	for (int i = 0; i < FORKS; i++) {
+	for (int i = 0; i < nf; i++) {
 		f[i] = (struct forker){.b = b};
 		snprintf(f[i].uuid, sizeof(f[i].uuid), "bench-dfork-%d", i);
 		pthread_create(&th[i], NULL, fork_main, &f[i]);
 	}
 	int ok = 0;
-	for (int i = 0; i < FORKS; i++) {
+	for (int i = 0; i < nf; i++) {
 		pthread_join(th[i], NULL);
 		if (f[i].r == 0)
 			ok++;
@@ -222,13 +232,13 @@ static void many_forks(cae_backend *b)
 	}
 	int64_t all = cae__now_ns() - t0;
 	char cmd[256];
-	for (int i = 0; i < FORKS; i++)
+	for (int i = 0; i < nf; i++)
 		if (f[i].r == 0) {
 			snprintf(cmd, sizeof(cmd), "echo %d > mine-%d", i, i);
 			(void)exec_sh(b, f[i].uuid, cmd, NULL);
 		}
 	int independent = 0;
-	for (int i = 0; i < FORKS; i++) {
+	for (int i = 0; i < nf; i++) {
 		char *out = NULL;
 		if (f[i].r == 0 && exec_sh(b, f[i].uuid, "cat mine-* | tr '\\n' ' '", &out) == 0) {
 			char want[32];
@@ -238,13 +248,13 @@ static void many_forks(cae_backend *b)
 		free(out);
 	}
 	char *src = NULL;
-	(void)exec_sh(b, "bench-dsnap", "ls mine-* 2>/dev/null | wc -l", &src);
-	printf("docker.forks_at_once n=%d succeeded=%d independent=%d source_untouched=%s "
+	(void)exec_sh(b, fork_src, "ls mine-* 2>/dev/null | wc -l", &src);
+	printf("%s.forks_at_once n=%d succeeded=%d independent=%d source_untouched=%s "
 	       "total_ms=%.0f\n",
-	       FORKS, ok, independent, src && atoi(src) == 0 ? "yes" : "no", (double)all / 1e6);
+	       what, nf, ok, independent, src && atoi(src) == 0 ? "yes" : "no", (double)all / 1e6);
 	free(src);
 	cae_error err;
-	for (int i = 0; i < FORKS; i++)
+	for (int i = 0; i < nf; i++)
 		if (f[i].r == 0 && cae_backend_cleanup(b, f[i].uuid, &err) < 0)
 			die("cleanup", &err);
 }
@@ -268,7 +278,8 @@ static void measure_docker(const char *label, const char *state, const char *rep
 		die("prepare", &err);
 	int64_t prep = cae__now_ns() - t0;
 	if (forks)
-		many_forks(b); /* a small workspace: FORKS copies of 1 GB are not the point */
+		many_forks(b, "docker",
+			   FORKS); /* a small workspace: FORKS copies of 1 GB are not the point */
 	char cmd[4096];
 	snprintf(cmd, sizeof(cmd),
 		 "mkdir -p node_modules && cd node_modules && i=0; while [ $i -lt %d ]; do "
@@ -337,8 +348,130 @@ static void measure_docker(const char *label, const char *state, const char *rep
 	free(fk);
 }
 
+/* ---- kubernetes ---- */
+
+static int k8s_set(cae_config *cfg, const char *k, const char *v)
+{
+	cae_error err;
+	if (cae_config_set(cfg, k, v, &err) < 0) {
+		fprintf(stderr, "config %s: %s\n", k, err.message);
+		return -1;
+	}
+	return 0;
+}
+
+static int measure_k8s(const char *build, int mb, int n)
+{
+	if (!getenv("KUBECONFIG")) {
+		printf("# kubernetes: no KUBECONFIG (scripts/k8s-env.sh up prints it); skipped\n");
+		return 0;
+	}
+	bench_use_static_helper(build);
+	int nf = bench_env_int("BENCH_SNAPSHOT_FORKS", 4);
+	if (nf < 0 || nf > FORKS)
+		nf = 4;
+	char dir[] = "/tmp/cae-bench-ksnap-XXXXXX", url[512], state[600];
+	if (!mkdtemp(dir) ||
+	    bench_small_repo_start("bench-snapshot", dir, getenv("CAE_SOURCE_ROOT"), url,
+				   sizeof(url)) < 0)
+		return 1;
+	snprintf(state, sizeof(state), "%s/state", dir);
+	cae_config *cfg = cae_config_defaults(NULL);
+	if (!cfg || k8s_set(cfg, "command_executor.state_dir", state) ||
+	    k8s_set(cfg, "command_executor.instance", "bench-snap") ||
+	    k8s_set(cfg, "command_executor.kubernetes.namespace", "default") ||
+	    k8s_set(cfg, "command_executor.kubernetes.node_name", "localhost") ||
+	    k8s_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never") ||
+	    k8s_set(cfg, "command_executor.docker.network.mode", "host") ||
+	    k8s_set(cfg, "command_executor.docker.resources.disk_limit", "4g") ||
+	    k8s_set(cfg, "command_executor.clone.auto_install_deps", "false"))
+		return 1;
+	cae_backend *b = NULL;
+	cae_error err;
+	if (cae_backend_new_named("kubernetes", cfg, NULL, &b, &err) < 0) {
+		printf("# kubernetes: %s\n", err.message);
+		return 0;
+	}
+	fork_src = "bench-ksnap";
+	cae_task t = {.uuid = (char *)"bench-ksnap", .repo = url};
+	cae_env_info info;
+	int64_t t0 = cae__now_ns();
+	if (cae_backend_prepare(b, &t, NULL, NULL, &info, &err) < 0)
+		die("prepare", &err);
+	int64_t prep = cae__now_ns() - t0;
+	if (nf > 0)
+		many_forks(b, "kubernetes", nf); /* a small workspace */
+	char cmd[4096];
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p node_modules && cd node_modules && i=0; while [ $i -lt %d ]; do "
+		 "mkdir -p d$((i / 100)) && head -c 102400 /dev/urandom > d$((i / 100))/f$i; "
+		 "i=$((i + 1)); done",
+		 mb * 10);
+	t0 = cae__now_ns();
+	if (exec_sh(b, "bench-ksnap", cmd, NULL) != 0) {
+		fprintf(stderr, "fill failed\n");
+		exit(1);
+	}
+	int64_t fill = cae__now_ns() - t0;
+	int64_t *sn = calloc((size_t)n, 8), *rs = calloc((size_t)n, 8), *fk = calloc((size_t)n, 8);
+	for (int i = 0; i < n; i++) {
+		json_t *s = NULL;
+		t0 = cae__now_ns();
+		if (cae_snapshot_create(b, "bench-ksnap", "s", &s, &err) < 0)
+			die("snapshot", &err);
+		sn[i] = cae__now_ns() - t0;
+		json_decref(s);
+		t0 = cae__now_ns();
+		if (cae_snapshot_restore(b, "bench-ksnap", "s", &s, &err) < 0)
+			die("restore", &err);
+		rs[i] = cae__now_ns() - t0;
+		json_decref(s);
+		cae_env_info fi;
+		t0 = cae__now_ns();
+		if (cae_snapshot_fork(b, "bench-ksnap", "s", "bench-kfork", &fi, &s, &err) < 0)
+			die("fork", &err);
+		fk[i] = cae__now_ns() - t0;
+		json_decref(s);
+		cae_env_info_clear(&fi);
+		if (cae_snapshot_remove(b, "bench-ksnap", "s", &err) < 0 ||
+		    cae_backend_cleanup(b, "bench-kfork", &err) < 0)
+			die("cleanup", &err);
+	}
+	double cold = (double)prep / 1e6, cold_full = (double)(prep + fill) / 1e6;
+	printf("kubernetes.prepare_cold_ms %.0f (clone), with the workspace filled (%d MB, as a "
+	       "dependency install) %.0f\n",
+	       cold, mb, cold_full);
+	printf("kubernetes.snapshot_ms workspace_mb=%d mechanism=tar-stream median=%.0f "
+	       "baseline(cold prepare+fill)=%.0f runs=%d\n",
+	       mb, bench_p50_ms(sn, n), cold_full, n);
+	printf("kubernetes.restore_ms workspace_mb=%d mechanism=tar-stream median=%.0f "
+	       "baseline(cold prepare+fill)=%.0f runs=%d\n",
+	       mb, bench_p50_ms(rs, n), cold_full, n);
+	printf("kubernetes.fork_ms workspace_mb=%d mechanism=tar-stream (from the snapshot) "
+	       "median=%.0f baseline(cold prepare)=%.0f (+fill %.0f) runs=%d\n",
+	       mb, bench_p50_ms(fk, n), cold, cold_full, n);
+	fflush(stdout);
+	cae_env_info_clear(&info);
+	if (cae_backend_cleanup(b, "bench-ksnap", &err) < 0)
+		die("cleanup", &err);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	free(sn);
+	free(rs);
+	free(fk);
+	bench_small_repo_stop(dir, getenv("CAE_SOURCE_ROOT"));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "kubernetes") == 0) {
+		int kmb = bench_env_int("BENCH_SNAPSHOT_MB", 200);
+		int kn = bench_env_int("BENCH_SNAPSHOT_RUNS", 3);
+		return measure_k8s(argc > 2 ? argv[2] : "build",
+				   kmb < 1 || kmb > 100000 ? 200 : kmb,
+				   kn < 1 || kn > 1000 ? 3 : kn);
+	}
 	bool docker = argc > 1 && strcmp(argv[1], "docker") == 0;
 	int mb = bench_env_int("BENCH_SNAPSHOT_MB", docker ? 1024 : 200);
 	int n = bench_env_int("BENCH_SNAPSHOT_RUNS", docker ? 3 : 5);

@@ -18,5 +18,8 @@ done
 if [ -x "$build/bench/bench-snapshot" ]; then
   echo "== bench-snapshot docker" >&2
   "$build/bench/bench-snapshot" docker || status=1
+  # and the kubernetes backend's (without KUBECONFIG it says so)
+  echo "== bench-snapshot kubernetes" >&2
+  "$build/bench/bench-snapshot" kubernetes "$build" || status=1
 fi
 exit $status

@@ -34,6 +34,7 @@
 #include "backend/chan.h"
 #include "backend/net-local.h"
 #include "backend/envs.h"
+#include "backend/snapshot.h"
 
 #include "base/buf.h"
 #include "base/chase.h"
@@ -656,7 +657,10 @@ static int k8s_remove(cae_backend *b, const char *uuid, bool graceful, cae_error
 	cae__chan_forget(&impl_of(b)->chans, uuid);
 	if (graceful)
 		stop_helper(b, uuid);
-	return remove_pod(b, uuid, err);
+	int r = remove_pod(b, uuid, err);
+	if (r == 0)
+		cae__snapshot_k8s_drop(b, uuid);
+	return r;
 }
 
 /* ---- prepare ---- */
@@ -1324,7 +1328,10 @@ static bool pod_stopped(cae_backend *b, json_t *pod, bool old)
 static int remove_stale(cae_backend *b, const char *uuid, cae_error *err)
 {
 	cae__chan_forget(&impl_of(b)->chans, uuid);
-	return remove_pod(b, uuid, err);
+	int r = remove_pod(b, uuid, err);
+	if (r == 0)
+		cae__snapshot_k8s_drop(b, uuid);
+	return r;
 }
 
 /* ---- resources ----
@@ -1438,7 +1445,10 @@ static int k8s_list(cae_backend *b, json_t **out, cae_error *err)
 static int k8s_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			     void *filter_ud, int *removed, cae_error *err)
 {
-	return cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
+	int r = cae__envs_cleanup_stale(b, &envs_ops, threshold_s, filter, filter_ud, removed, err);
+	if (b->cfg->command_executor.state_dir)
+		(void)cae__snapshot_sweep(b, NULL); /* killed snapshots' and forks' leftovers */
+	return r;
 }
 
 static void k8s_free(cae_backend *b)
@@ -1616,4 +1626,39 @@ int cae__k8s_pool_start(cae_backend *b, json_t *pod, const char *helper, int can
 		(void)cae_k8s_pod_delete(ki->k, ki->ns, name, 0, NULL);
 	}
 	return r;
+}
+
+/* ---- what the snapshots (src/backend/snapshot-kubernetes.c) borrow ---- */
+
+void cae__k8s_pod_name(char *buf, size_t size, const char *uuid)
+{
+	pod_name(buf, size, uuid);
+}
+
+int cae__k8s_get_pod(cae_backend *b, const char *uuid, json_t **pod, cae_error *err)
+{
+	return get_pod(b, uuid, pod, err);
+}
+
+int cae__k8s_env_pod(cae_backend *b, const char *uuid, json_t **pod, cae_error *err)
+{
+	int r = usable(b, uuid, false, pod, err);
+	if (r == 0 && !cae__backend_own(b, meta(*pod, "labels", CAE_LABEL_INSTANCE))) {
+		json_decref(*pod);
+		*pod = NULL;
+		return cae_error_set(err, -ENOENT, "no environment for task %s", uuid);
+	}
+	return r;
+}
+
+void cae__k8s_forget(cae_backend *b, const char *uuid)
+{
+	cae__chan_forget(&impl_of(b)->chans, uuid);
+}
+
+int cae__k8s_protect(cae_backend *b, const char *uuid, const char *pod, cae_error *err)
+{
+	struct k8s_prep kp = {.protect = true, .pc = {.b = b, .uuid = uuid, .cancel_fd = -1}};
+	cae_prepare p = {.b = b, .cancel_fd = -1, .state = &kp};
+	return protect_paths(&p, pod, err);
 }

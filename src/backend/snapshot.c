@@ -69,6 +69,8 @@ static const cae__snapshot_ops *ops_of(cae_backend *b, cae_error *err)
 		return &cae__snapshot_local_ops;
 	if (strcmp(n, "docker") == 0)
 		return &cae__snapshot_docker_ops;
+	if (strcmp(n, "kubernetes") == 0)
+		return &cae__snapshot_kubernetes_ops;
 	cae_error_set(err, -EOPNOTSUPP, "snapshots are not available on the %s backend yet", n);
 	return NULL;
 }

@@ -1,6 +1,7 @@
 /* Internal to src/backend: what the snapshots' common part (snapshot.c: records, names,
  * bounds, locks, temporaries, sweeps; include/cae/snapshot.h) and each backend's storage
- * (snapshot-local.c, snapshot-docker.c) share, and the backends' hooks into them. */
+ * (snapshot-local.c, snapshot-docker.c, snapshot-kubernetes.c) share, and the backends' hooks into
+ * them. */
 #ifndef CAE_BACKEND_SNAPSHOT_H
 #define CAE_BACKEND_SNAPSHOT_H
 
@@ -57,6 +58,7 @@ typedef struct cae__snapshot_ops {
 
 extern const cae__snapshot_ops cae__snapshot_local_ops;
 extern const cae__snapshot_ops cae__snapshot_docker_ops;
+extern const cae__snapshot_ops cae__snapshot_kubernetes_ops;
 
 /* ---- common helpers (snapshot.c), for the backends' storage ---- */
 
@@ -97,5 +99,20 @@ int cae__snapshot_sweep(cae_backend *b, const char *root);
 /* Docker: removes uuid's snapshots (their images and records) and the image its container
  * was forked from, once its containers are gone (remove_env). */
 int cae__snapshot_docker_drop(cae_backend *b, const char *uuid, cae_error *err);
+
+/* Kubernetes: removes uuid's snapshot records (<state>/k8s-snapshots/<uuid>) once its pod is
+ * gone (remove_env, the gc's removal). */
+void cae__snapshot_k8s_drop(cae_backend *b, const char *uuid);
+
+/* What the kubernetes backend lends snapshot-kubernetes.c (backend-kubernetes.c): the cold
+ * pod name of uuid; its pod (any state, -ENOENT); its pod when this instance's and able to
+ * run commands (ready, running: -ENOENT, -EAGAIN otherwise); the end of this process's
+ * channel to its helper; the protected paths' two passes (the user's, then the root
+ * sidecar's, which then ends) in pod, as at a prepare's ready step. */
+void cae__k8s_pod_name(char *buf, size_t size, const char *uuid);
+int cae__k8s_get_pod(cae_backend *b, const char *uuid, json_t **pod, cae_error *err);
+int cae__k8s_env_pod(cae_backend *b, const char *uuid, json_t **pod, cae_error *err);
+void cae__k8s_forget(cae_backend *b, const char *uuid);
+int cae__k8s_protect(cae_backend *b, const char *uuid, const char *pod, cae_error *err);
 
 #endif

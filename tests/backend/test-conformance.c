@@ -1373,7 +1373,52 @@ static void out_is(cae_backend *b, const char *uuid, const char *script, const c
 
 static const char *outside(void)
 {
-	return strcmp(backend_name(), "docker") == 0 ? "CONF_OUTSIDE=1; " : "";
+	return strcmp(backend_name(), "local") != 0 ? "CONF_OUTSIDE=1; " : "";
+}
+
+/* The pods of the cluster whose task uuid is uuid (kubernetes; 0 elsewhere). */
+static int pods_of(const char *uuid)
+{
+	if (strcmp(T->name, "kubernetes") != 0)
+		return 0;
+	cae_k8s *k = bt_k8s_client();
+	cae_error err = {0};
+	json_t *items = NULL;
+	ck_assert_msg(cae_k8s_pod_list(k, "default", "cae.task", &items, &err) == 0, "%s",
+		      err.message);
+	int n = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(items, i, p)
+	{
+		const char *u = S(json_object_get(json_object_get(p, "metadata"), "annotations"),
+				  "cae.task_uuid");
+		n += u && strcmp(u, uuid) == 0;
+	}
+	json_decref(items);
+	cae_k8s_free(k);
+	return n;
+}
+
+/* A command of another manager process's (a backend of its own) that a restore must end. */
+struct long_run {
+	cae_config *cfg;
+	const char *uuid;
+	int rc;
+	cae_run_result res;
+};
+
+static void *long_run_main(void *arg)
+{
+	struct long_run *x = arg;
+	cae_backend *other = backend(x->cfg, NULL);
+	const char *argv[] = {"sh", "-c", "echo started > /workspace/tmp/long; sleep 50; echo late",
+			      NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 120000, .cancel_fd = -1};
+	cae_error err = {0};
+	x->rc = cae_backend_exec(other, x->uuid, &req, &x->res, &err);
+	cae_backend_free(other);
+	return NULL;
 }
 
 static void state_is(cae_backend *b, const char *uuid, const char *want)
@@ -1383,23 +1428,30 @@ static void state_is(cae_backend *b, const char *uuid, const char *want)
 	out_is(b, uuid, script, want);
 }
 
+static void kill_when(const char *dir, const char *prefix, const char *sub,
+		      void (*fn)(cae_backend *b, const char *uuid, const char *arg),
+		      const char *uuid, const char *arg);
+static void child_snapshot(cae_backend *b, const char *uuid, const char *arg);
+static void child_fork(cae_backend *b, const char *uuid, const char *arg);
+
 /* Snapshot, restore and fork on one prepared environment: what a snapshot holds comes back
  * exactly (added files gone), forks start from the source's state or a snapshot and share
  * nothing writable with it (both ways), and the environments' removal takes their
- * snapshots (records, disks and the engine's images) with them. The backends without
- * snapshots (kubernetes) say so clearly. */
+ * snapshots (records, disks, the engine's images, the pods) with them. Podman's API has
+ * no snapshots and says so clearly. Kubernetes: the pod's protected paths (.git/hooks, the
+ * root sidecar's) stay root's through a restore and are root's again in a fork; a command
+ * of another process is ended by a restore; a snapshot and a fork SIGKILLed while the
+ * archive streams leave nothing listed, no pod, and leftovers that the collection removes. */
 START_TEST(snapshot_restore_and_fork)
 {
 	cae_config *cfg = config();
 	cae_backend *b = backend(cfg, NULL);
 	cae_error err = {0};
 	json_t *s = NULL;
-	if (strcmp(T->name, "kubernetes") == 0 || strcmp(T->name, "podman") == 0) {
+	bool k8s = strcmp(T->name, "kubernetes") == 0;
+	if (strcmp(T->name, "podman") == 0) {
 		ck_assert_int_eq(cae_snapshot_create(b, "conf-none", NULL, &s, &err), -EOPNOTSUPP);
-		ck_assert_msg(strstr(err.message, strcmp(T->name, "podman") == 0
-						      ? "not available on Podman"
-						      : "not available on the kubernetes backend"),
-			      "%s", err.message);
+		ck_assert_msg(strstr(err.message, "not available on Podman"), "%s", err.message);
 		cae_env_info fi;
 		ck_assert_int_eq(
 		    cae_snapshot_fork(b, "conf-none", NULL, "conf-none2", &fi, NULL, &err),
@@ -1447,12 +1499,37 @@ START_TEST(snapshot_restore_and_fork)
 	r = sh(b, a, script);
 	ck_assert_msg(r.exit_code == 0, "%s", r.err);
 	cae_run_result_clear(&r);
+	/* kubernetes: a command another process runs in the pod is ended by the restore */
+	struct long_run lr = {.cfg = cfg, .uuid = a, .rc = -1};
+	pthread_t lth;
+	if (k8s) {
+		ck_assert_int_eq(pthread_create(&lth, NULL, long_run_main, &lr), 0);
+		for (int i = 0; i < 600; i++) {
+			cae_run_result w = sh(b, a, "cat /workspace/tmp/long 2>/dev/null; true");
+			bool up = w.out && strcmp(w.out, "started\n") == 0;
+			cae_run_result_clear(&w);
+			if (up)
+				break;
+			usleep(100000);
+		}
+	}
 	json_t *res = NULL;
 	ck_assert_msg(cae_snapshot_restore(b, a, "base", &res, &err) == 0, "restore: %s",
 		      err.message);
 	ck_assert(json_is_true(json_object_get(res, "sandbox_stopped")));
 	json_decref(res);
+	if (k8s) {
+		pthread_join(lth, NULL);
+		ck_assert_msg(lr.rc < 0 || !lr.res.out || !strstr(lr.res.out, "late"),
+			      "the command went on through the restore: [%s]", lr.res.out);
+		if (lr.rc == 0)
+			cae_run_result_clear(&lr.res);
+		out_is(b, a, "ls /workspace/tmp/long 2>/dev/null; echo .", ".\n");
+	}
 	state_is(b, a, want);
+	if (k8s)
+		out_is(b, a, "stat -c %u .git/hooks; touch .git/hooks/x 2>/dev/null || echo ro",
+		       "0\nro\n");
 	json_t *list = NULL;
 	ck_assert_int_eq(cae_snapshot_list(b, a, &list, &err), 0);
 	ck_assert_uint_eq(json_array_size(list), 1);
@@ -1473,6 +1550,11 @@ START_TEST(snapshot_restore_and_fork)
 	ck_assert_str_eq(S(json_object_get(fo, "forked_from"), "snapshot"), id);
 	json_decref(fo);
 	state_is(b, f2, want);
+	if (k8s) {
+		out_is(b, f1, "stat -c %u .git/hooks; touch .git/hooks/x 2>/dev/null || echo ro",
+		       "0\nro\n");
+		ck_assert_int_eq(pods_of(f1), 1);
+	}
 	out_is(b, f2, "ls live.txt 2>/dev/null; echo x", "x\n");
 	out_is(b, f1, "cat live.txt tracked.txt", "live\nv1\n");
 	/* nothing writable shared, both ways, outside the workspace too */
@@ -1503,6 +1585,31 @@ START_TEST(snapshot_restore_and_fork)
 	/* a fork's uuid is its own: taken is refused */
 	cae_env_info i3;
 	ck_assert_int_eq(cae_snapshot_fork(b, a, NULL, f1, &i3, NULL, &err), -EEXIST);
+	if (k8s) {
+		/* a snapshot and a live fork SIGKILLed while the archive streams in: nothing
+		 * listed, no pod, and what they left goes with the collection */
+		char f3[64];
+		new_uuid(f3, sizeof(f3));
+		out_is(b, a, "head -c 30000000 /dev/urandom > big && echo ok", "ok\n");
+		_cleanup_free_ char *root = NULL, *sd = NULL, *nsd = NULL;
+		ck_assert_int_ge(asprintf(&root, "%s/k8s-snapshots", state), 0);
+		ck_assert_int_ge(asprintf(&sd, "%s/%s/snapshots", root, a), 0);
+		ck_assert_int_ge(asprintf(&nsd, "%s/%s/snapshots", root, f3), 0);
+		kill_when(sd, ".tmp.", "snapshot.tar", child_snapshot, a, "k1");
+		tu_sh("mkdir -p %s", nsd); /* watched: the fork makes it again */
+		kill_when(nsd, ".tmp.", "snapshot.tar", child_fork, a, f3);
+		json_t *l2 = NULL;
+		ck_assert_int_eq(cae_snapshot_list(b, a, &l2, &err), 0);
+		ck_assert_uint_eq(json_array_size(l2), 1);
+		json_decref(l2);
+		ck_assert_int_eq(cae_backend_info(b, f3, &i3, &err), -ENOENT);
+		ck_assert_int_eq(pods_of(f3), 0);
+		tu_sh("ls -A %s | grep -q '^.tmp.' && [ -e %s/%s ]", sd, root, f3);
+		int removed = 0;
+		ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+		tu_sh("! ls -A %s | grep -q '^.tmp.' && [ ! -e %s/%s ]", sd, root, f3);
+		out_is(b, a, "rm big; echo ok", "ok\n");
+	}
 	/* removal takes the snapshots with the environment: records, disks, images */
 	ck_assert_int_eq(cae_backend_cleanup(b, f1, &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, f2, &err), 0);
@@ -1512,8 +1619,10 @@ START_TEST(snapshot_restore_and_fork)
 	ck_assert_int_eq(engine_images_of(a), 0);
 	ck_assert_int_eq(engine_images_of(f1), 0);
 	ck_assert_int_eq(engine_images_of(f2), 0);
-	tu_sh("! ls -A %s/docker-disk %s/docker-snapshots %s/local 2>/dev/null | grep -q conf-",
-	      state, state, state);
+	tu_sh("! ls -A %s/docker-disk %s/docker-snapshots %s/k8s-snapshots %s/local 2>/dev/null | "
+	      "grep -q conf-",
+	      state, state, state, state);
+	ck_assert_int_eq(pods_of(a) + pods_of(f1) + pods_of(f2), 0);
 	cae_env_info_clear(&i1);
 	cae_env_info_clear(&i2);
 	cae_env_info_clear(&info);
