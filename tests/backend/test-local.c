@@ -1058,6 +1058,8 @@ START_TEST(prepare_killed_early_is_listed_and_collected)
 			      i, dir);
 		ck_assert_msg(!listed || ready || strcmp(status, "failed") == 0,
 			      "kill %d: listed as %s", i, status);
+		char was[32];
+		snprintf(was, sizeof(was), "%s", listed && status ? status : "not listed");
 		json_decref(list);
 		/* what failed is collected whatever its age; a prepare that finished is removed */
 		int removed = 0;
@@ -1068,8 +1070,12 @@ START_TEST(prepare_killed_early_is_listed_and_collected)
 		cae_backend_free(b);
 		while (waitpid(-1, NULL, WNOHANG) > 0)
 			;
-		/* nothing left: the environment's directory, a temporary one, a mount */
-		tu_sh("ls -A %s | grep -v '^.sandbox-etc$' | { ! grep .; }", root);
+		/* nothing left: the environment's directory, a temporary one, a mount (what is
+		 * left, its record and who holds it said on failure) */
+		tu_sh("if ls -A %s | grep -v '^.sandbox-etc$' | grep .; then echo 'kill %d (%s, "
+		      "removed %d):'; ls -la %s/*; cat %s/*/meta.json; grep %s /proc/self/mountinfo; "
+		      "ls -l /proc/[0-9]*/cwd 2>/dev/null | grep %s; exit 1; fi",
+		      root, i, was, removed, root, root, root, root);
 		no_disk_left("early");
 	}
 	cae_config_free(cfg);
