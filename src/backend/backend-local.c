@@ -2116,6 +2116,36 @@ static void sweep_creating(cae_backend *b, struct stale_ctx *s)
 	closedir(d);
 }
 
+/* Directories named as environments that have no record: a live prepare's directory has
+ * its record from the moment it is in place (make_task_dir renames both at once), so one
+ * without is what a killed prepare's children (a git clone that ran on after cae was killed
+ * recreates the leading directories of what it writes) or an older cae left. The filter
+ * cannot know whose it is: only a run that sees every environment removes them. */
+static void sweep_unrecorded(cae_backend *b, struct stale_ctx *s)
+{
+	struct local_impl *li = impl_of(b);
+	if (s->filter)
+		return;
+	DIR *d = opendir(li->root);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!cae_task_uuid_valid(de->d_name))
+			continue;
+		_cleanup_free_ char *dir = task_dir(li, de->d_name);
+		_cleanup_free_ char *meta = dir ? cae__path_join(dir, "meta.json") : NULL;
+		struct stat st;
+		if (!meta || !cae__is_dir(dir) || lstat(meta, &st) == 0 || errno != ENOENT)
+			continue;
+		if (remove_task_dir(b, de->d_name, NULL) == 0)
+			s->removed++;
+		else
+			s->failed++;
+	}
+	closedir(d);
+}
+
 static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filter_fn filter,
 			       void *filter_ud, int *removed, cae_error *err)
 {
@@ -2123,6 +2153,7 @@ static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filt
 	    .filter = filter, .filter_ud = filter_ud, .cutoff = (int64_t)time(NULL) - threshold_s};
 	int r = for_each_env(b, stale_one, &s);
 	sweep_creating(b, &s);
+	sweep_unrecorded(b, &s);
 	s.removed += cae__snapshot_sweep(b, impl_of(b)->root); /* killed snapshots' leftovers */
 	/* cgroups of sandboxes whose manager died before it could remove them */
 	(void)cae__sandbox_cgroup_sweep(cgroup_in_use, impl_of(b));

@@ -998,6 +998,10 @@ START_TEST(prepare_killed_early_is_listed_and_collected)
 	ck_assert_int_ge(asprintf(&root, "%s/local", state), 0);
 	ck_assert_int_ge(asprintf(&dir, "%s/early", root), 0);
 	cae_backend_free(backend(cfg)); /* the state directory and its sandbox /etc exist */
+	/* what the killed prepare started (a git clone runs on after cae is killed) becomes this
+	 * process's child, so that it can be waited for before gc: gc runs once the last writer
+	 * is gone (one that runs on beside gc is sweep_unrecorded's case, tested below) */
+	ck_assert_int_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
 	static const int delays_us[] = {0, 1000, 3000, 10000, 30000, 100000, 200000, 300000};
 	const int n_events = 2, n = n_events + (int)ARRAY_SIZE(delays_us);
 	for (int i = 0; i < n; i++) {
@@ -1046,6 +1050,17 @@ START_TEST(prepare_killed_early_is_listed_and_collected)
 		ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 		close(done[0]);
 		close(ino);
+		/* its orphans end by themselves (a bound on the wait, not on their time) */
+		bool gone = false;
+		for (int w = 0; w < 1200 && !gone; w++) {
+			pid_t q = waitpid(-1, NULL, WNOHANG);
+			if (q < 0)
+				gone = errno == ECHILD;
+			else if (q == 0)
+				usleep(100000);
+		}
+		ck_assert_msg(gone,
+			      "kill %d: what the prepare started is still running after 120 s", i);
 		cae_backend *b = backend(cfg);
 		cae_error err;
 		json_t *list;
@@ -1072,12 +1087,37 @@ START_TEST(prepare_killed_early_is_listed_and_collected)
 			;
 		/* nothing left: the environment's directory, a temporary one, a mount (what is
 		 * left, its record and who holds it said on failure) */
-		tu_sh("if ls -A %s | grep -v '^.sandbox-etc$' | grep .; then echo 'kill %d (%s, "
-		      "removed %d):'; ls -la %s/*; cat %s/*/meta.json; grep %s /proc/self/mountinfo; "
-		      "ls -l /proc/[0-9]*/cwd 2>/dev/null | grep %s; exit 1; fi",
-		      root, i, was, removed, root, root, root, root);
+		tu_sh(
+		    "if ls -A %s | grep -v '^.sandbox-etc$' | grep .; then echo 'kill %d (%s, "
+		    "removed %d):'; ls -la %s/*; cat %s/*/meta.json; grep %s /proc/self/mountinfo; "
+		    "ls -l /proc/[0-9]*/cwd 2>/dev/null | grep %s; exit 1; fi",
+		    root, i, was, removed, root, root, root, root);
 		no_disk_left("early");
 	}
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A directory named as an environment but without its record (what a killed prepare's git
+ * clone recreates when it runs on past gc, or an older cae's) is removed by gc, and one with
+ * a record is left to its rules; neither is listed. */
+START_TEST(gc_removes_a_directory_without_record)
+{
+	cae_config *cfg = config(NULL);
+	cae_backend *b = backend(cfg);
+	tu_sh("mkdir -p %s/local/debris/workspace/project/.git/objects/ab && "
+	      "touch %s/local/debris/workspace/project/.git/objects/ab/cd",
+	      state, state);
+	cae_error err;
+	json_t *list;
+	ck_assert_int_eq(cae_backend_list(b, &list, &err), 0);
+	ck_assert_uint_eq(json_array_size(list), 0);
+	json_decref(list);
+	int removed = 0;
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	ck_assert_int_eq(removed, 1);
+	tu_sh("[ ! -e %s/local/debris ]", state);
+	cae_backend_free(b);
 	cae_config_free(cfg);
 }
 END_TEST
@@ -2064,6 +2104,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, sandbox_replaced_when_the_helper_dies);
 	tcase_add_test(tc, prepare_killed_is_never_ready);
 	tcase_add_test(tc, prepare_killed_early_is_listed_and_collected);
+	tcase_add_test(tc, gc_removes_a_directory_without_record);
 	tcase_add_test(tc, cleanup_killed_leaves_no_disk);
 	tcase_add_test(tc, workspace_remounted_after_reboot);
 	tcase_add_test(tc, plain_mode_warns_and_is_unconfined);
