@@ -639,12 +639,7 @@ int cae__snapshot_docker_drop(cae_backend *b, const char *uuid, cae_error *err)
 static bool held(cae_backend *b, const char *uuid)
 {
 	_cleanup_free_ char *dir = env_dir(b, uuid);
-	if (!dir || !cae__is_dir(dir))
-		return false;
-	int fd = cae__snapshot_lock(dir, false);
-	if (fd >= 0)
-		close(fd);
-	return fd == -EWOULDBLOCK;
+	return cae__snapshot_held(dir);
 }
 
 /* What killed snapshots and forks left: records of environments without a container,

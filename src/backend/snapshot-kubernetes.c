@@ -517,12 +517,7 @@ void cae__snapshot_k8s_drop(cae_backend *b, const char *uuid)
 static bool held(cae_backend *b, const char *uuid)
 {
 	_cleanup_free_ char *dir = env_dir(b, uuid);
-	if (!dir || !cae__is_dir(dir))
-		return false;
-	int fd = cae__snapshot_lock(dir, false);
-	if (fd >= 0)
-		close(fd);
-	return fd == -EWOULDBLOCK;
+	return cae__snapshot_held(dir);
 }
 
 /* Records of environments without a pod, held by no process. */

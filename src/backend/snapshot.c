@@ -106,6 +106,16 @@ int cae__snapshot_lock(const char *dir, bool wait)
 	return fd;
 }
 
+bool cae__snapshot_held(const char *dir)
+{
+	if (!dir || !cae__is_dir(dir))
+		return false;
+	int fd = cae__snapshot_lock(dir, false);
+	if (fd >= 0)
+		close(fd);
+	return fd == -EWOULDBLOCK;
+}
+
 /* Thaws the workspace's file system (one a killed snapshot left frozen; harmless on one that
  * is not). Under the environment's lock only. */
 void cae__snapshot_thaw(const char *ws)

@@ -65,6 +65,9 @@ extern const cae__snapshot_ops cae__snapshot_kubernetes_ops;
 /* The lock of the environment in dir (snapshot.lock, flock), held while its files are
  * taken or replaced: its descriptor or -errno. */
 int cae__snapshot_lock(const char *dir, bool wait);
+/* Whether a process holds that lock now (a snapshot or a fork of the environment in dir
+ * runs): what the sweeps leave alone. False when dir is NULL or no directory. */
+bool cae__snapshot_held(const char *dir);
 /* Copies the file src to dst (made, must not exist): a clone (FICLONE) where the file
  * system shares extents, else its data extents copied (holes stay holes). *mech:
  * "reflink" or "copy". */
