@@ -2,18 +2,24 @@
  * environment recorded under a name, put back later, or made the start of a new environment.
  *
  * What a snapshot holds: the whole workspace (tracked, untracked and ignored files, .git,
- * modes, owners, symbolic links, empty directories), never processes. The local and docker
- * backends (-EOPNOTSUPP elsewhere), not for a workspace used as is (the user's own
- * directory: -EOPNOTSUPP). On docker also what commands changed outside the workspace (an
- * image the engine commits from the container: the image's paths, the user's home; not
- * volumes or binds), see src/backend/snapshot-docker.c; its mechanism is "commit+copy",
- * "commit+reflink" or "commit" (workspace in the container's layer), its kind
- * "commit+image" or "commit", and a restore ends every process of the container (the result
- * adds container_restarted and processes_ended).
+ * modes, owners, symbolic links, empty directories), never processes. The local, docker and
+ * kubernetes backends (-EOPNOTSUPP against Podman's API, whose commit keeps no labels), not
+ * for a workspace used as is (the user's own directory: -EOPNOTSUPP). On docker also what
+ * commands changed outside the workspace (an image the engine commits from the container:
+ * the image's paths, the user's home; not volumes or binds), see
+ * src/backend/snapshot-docker.c; its mechanism is "commit+copy", "commit+reflink" or "commit"
+ * (workspace in the container's layer), its kind "commit+image" or "commit", and a restore
+ * ends every process of the container (the result adds container_restarted and
+ * processes_ended). On kubernetes a tar of the workspace, the home and the writable /usr/local
+ * and /opt streamed out of the pod over an exec and kept as bytes (extracted only in pods;
+ * not file owners, /tmp or processes; read while commands may run), mechanism "tar-stream",
+ * see src/backend/snapshot-kubernetes.c.
  *
- * Where it is kept (local): <state_dir>/local/<uuid>/snapshots/<id>/ (snapshot.json and the
+ * Where it is kept: <state_dir>/local/<uuid>/snapshots/<id>/ (docker:
+ * <state_dir>/docker-snapshots/<uuid>/..., kubernetes: <state_dir>/k8s-snapshots/<uuid>/...)
+ * with snapshot.json and, on local, the
  * workspace's file system image disk.img, or a copy of the workspace's tree in tree/ when
- * the workspace has no file system of its own), so it goes with its environment. Each is made
+ * the workspace has no file system of its own, so it goes with its environment. Each is made
  * under a temporary name naming its process and renamed into place: a snapshot or fork killed
  * half-way leaves nothing listed, and the collector (cae_backend_cleanup_stale, `cae gc`)
  * removes what a dead process left, and snapshots older than
