@@ -4,7 +4,12 @@
  * this host's file system (ext4 here: the image is copied, "copy") and, as root with mkfs.xfs,
  * on an XFS file system on a loop device (extents shared: "reflink").
  *
- *   bench-snapshot               BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (5)
+ *   bench-snapshot               BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (5),
+ *                                BENCH_SNAPSHOT_STATE (host, xfs; both when unset)
+ *
+ * A snapshot right after the fill is measured once apart (it writes back what the fill left
+ * in the page cache first); the runs snapshot the workspace at rest. Before the fill, 16
+ * forks of the environment at once, each checked independent.
  *
  * The docker backend's (a commit of the container, the workspace's `loopfs` image cloned or
  * copied) next to a cold prepare of the same measured in the same run (the prepare, and the
@@ -56,6 +61,95 @@ static void die(const char *what, const cae_error *err)
 	exit(1);
 }
 
+static int exec_sh(cae_backend *b, const char *uuid, const char *script, char **out)
+{
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv, .timeout_ms = 1200000, .cancel_fd = -1};
+	cae_run_result res;
+	cae_error err;
+	if (cae_backend_exec(b, uuid, &req, &res, &err) < 0)
+		die("exec", &err);
+	int code = res.exit_code;
+	if (out)
+		*out = strdup(res.out ? res.out : "");
+	cae_run_result_clear(&res);
+	return code;
+}
+
+#define FORKS 16
+
+struct forker {
+	cae_backend *b;
+	const char *src;
+	char uuid[64];
+	int r;
+	char msg[CAE_ERROR_MSG_MAX];
+};
+
+static void *fork_main(void *arg)
+{
+	struct forker *f = arg;
+	cae_env_info info;
+	cae_error err = {0};
+	f->r = cae_snapshot_fork(f->b, f->src, NULL, f->uuid, &info, NULL, &err);
+	if (f->r < 0)
+		snprintf(f->msg, sizeof(f->msg), "%s", err.message);
+	else
+		cae_env_info_clear(&info);
+	return NULL;
+}
+
+/* nf (at most FORKS) forks of src at once: how many succeeded, each independent (its own
+ * file seen by it only), and how long they took together. */
+static void many_forks(cae_backend *b, const char *src_uuid, const char *what, const char *label,
+		       int nf)
+{
+	struct forker f[FORKS];
+	pthread_t th[FORKS];
+	int64_t t0 = cae__now_ns();
+	for (int i = 0; i < nf; i++) {
+		f[i] = (struct forker){.b = b, .src = src_uuid};
+		snprintf(f[i].uuid, sizeof(f[i].uuid), "bench-dfork-%d", i);
+		pthread_create(&th[i], NULL, fork_main, &f[i]);
+	}
+	int ok = 0;
+	for (int i = 0; i < nf; i++) {
+		pthread_join(th[i], NULL);
+		if (f[i].r == 0)
+			ok++;
+		else
+			fprintf(stderr, "fork %d: %s\n", i, f[i].msg);
+	}
+	int64_t all = cae__now_ns() - t0;
+	char cmd[256];
+	for (int i = 0; i < nf; i++)
+		if (f[i].r == 0) {
+			snprintf(cmd, sizeof(cmd), "echo %d > mine-%d", i, i);
+			(void)exec_sh(b, f[i].uuid, cmd, NULL);
+		}
+	int independent = 0;
+	for (int i = 0; i < nf; i++) {
+		char *out = NULL;
+		if (f[i].r == 0 && exec_sh(b, f[i].uuid, "cat mine-* | tr '\\n' ' '", &out) == 0) {
+			char want[32];
+			snprintf(want, sizeof(want), "%d ", i);
+			independent += strcmp(out, want) == 0;
+		}
+		free(out);
+	}
+	char *src = NULL;
+	(void)exec_sh(b, src_uuid, "ls mine-* 2>/dev/null | wc -l", &src);
+	printf("%s.forks_at_once %s%s%sn=%d succeeded=%d independent=%d source_untouched=%s "
+	       "total_ms=%.0f\n",
+	       what, label ? "state=" : "", label ? label : "", label ? " " : "", nf, ok,
+	       independent, src && atoi(src) == 0 ? "yes" : "no", (double)all / 1e6);
+	free(src);
+	cae_error err;
+	for (int i = 0; i < nf; i++)
+		if (f[i].r == 0 && cae_backend_cleanup(b, f[i].uuid, &err) < 0)
+			die("cleanup", &err);
+}
+
 /* One state directory: prepare, fill, then runs of cp -a, snapshot, restore, fork. */
 static void measure(const char *label, const char *state, const char *repo, int mb, int n)
 {
@@ -69,6 +163,7 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	cae_env_info info;
 	if (cae_backend_prepare(b, &t, NULL, &o, &info, &err) < 0)
 		die("prepare", &err);
+	many_forks(b, "bench-snap", "local", label, FORKS); /* the workspace still small */
 	char cmd[4096];
 	/* files of 100 KiB, as a dependency tree's are many and small */
 	snprintf(cmd, sizeof(cmd),
@@ -82,6 +177,17 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	if (cae_backend_exec(b, "bench-snap", &req, &res, &err) < 0 || res.exit_code != 0)
 		die("fill", &err);
 	cae_run_result_clear(&res);
+	/* A snapshot taken right after the fill first writes back what the fill left in the
+	 * page cache (its syncfs): that cost is the writes not yet on disk, not the workspace.
+	 * Measured once, apart; the runs below snapshot a workspace at rest. */
+	json_t *s = NULL;
+	int64_t t0 = cae__now_ns();
+	if (cae_snapshot_create(b, "bench-snap", "s", &s, &err) < 0)
+		die("snapshot", &err);
+	double dirty = (double)(cae__now_ns() - t0) / 1e6;
+	json_decref(s);
+	if (cae_snapshot_remove(b, "bench-snap", "s", &err) < 0)
+		die("remove", &err);
 	int64_t *cp = calloc((size_t)n, 8), *sn = calloc((size_t)n, 8), *rs = calloc((size_t)n, 8),
 		*fk = calloc((size_t)n, 8);
 	const char *ms = "?", *mf = "?", *mr = "?";
@@ -89,14 +195,13 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	for (int i = 0; i < n; i++) {
 		snprintf(cmd, sizeof(cmd), "cp -a %s %s/cp-copy && sync -f %s/cp-copy",
 			 info.host_path, state, state);
-		int64_t t0 = cae__now_ns();
+		t0 = cae__now_ns();
 		if (bench_sh(cmd) != 0)
 			exit(1);
 		cp[i] = cae__now_ns() - t0;
 		snprintf(cmd, sizeof(cmd), "rm -rf %s/cp-copy", state);
 		(void)bench_sh(cmd);
 
-		json_t *s = NULL;
 		t0 = cae__now_ns();
 		if (cae_snapshot_create(b, "bench-snap", "s", &s, &err) < 0)
 			die("snapshot", &err);
@@ -134,6 +239,9 @@ static void measure(const char *label, const char *state, const char *repo, int 
 	printf("local.cp_a_ms state=%s workspace_mb=%d median=%.1f runs=%d\n", label, mb, base, n);
 	printf("local.snapshot_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
 	       label, ms, bench_p50_ms(sn, n), base, n);
+	printf("local.snapshot_after_fill_ms state=%s mechanism=%s %.1f (once: the fill's writes "
+	       "flushed first) baseline(cp -a)=%.1f\n",
+	       label, ms, dirty, base);
 	printf("local.restore_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
 	       label, mr, bench_p50_ms(rs, n), base, n);
 	printf("local.fork_ms state=%s mechanism=%s median=%.1f baseline(cp -a)=%.1f runs=%d\n",
@@ -171,94 +279,6 @@ static cae_config *docker_config(const char *state)
 	return cfg;
 }
 
-static int exec_sh(cae_backend *b, const char *uuid, const char *script, char **out)
-{
-	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {.argv = argv, .timeout_ms = 1200000, .cancel_fd = -1};
-	cae_run_result res;
-	cae_error err;
-	if (cae_backend_exec(b, uuid, &req, &res, &err) < 0)
-		die("exec", &err);
-	int code = res.exit_code;
-	if (out)
-		*out = strdup(res.out ? res.out : "");
-	cae_run_result_clear(&res);
-	return code;
-}
-
-#define FORKS 16
-
-struct forker {
-	cae_backend *b;
-	char uuid[64];
-	int r;
-	char msg[CAE_ERROR_MSG_MAX];
-};
-
-static const char *fork_src = "bench-dsnap";
-
-static void *fork_main(void *arg)
-{
-	struct forker *f = arg;
-	cae_env_info info;
-	cae_error err = {0};
-	f->r = cae_snapshot_fork(f->b, fork_src, NULL, f->uuid, &info, NULL, &err);
-	if (f->r < 0)
-		snprintf(f->msg, sizeof(f->msg), "%s", err.message);
-	else
-		cae_env_info_clear(&info);
-	return NULL;
-}
-
-/* nf (at most FORKS) forks of fork_src at once: how many succeeded, each independent (its
- * own file seen by it only), and how long they took together. */
-static void many_forks(cae_backend *b, const char *what, int nf)
-{
-	struct forker f[FORKS];
-	pthread_t th[FORKS];
-	int64_t t0 = cae__now_ns();
-	for (int i = 0; i < nf; i++) {
-		f[i] = (struct forker){.b = b};
-		snprintf(f[i].uuid, sizeof(f[i].uuid), "bench-dfork-%d", i);
-		pthread_create(&th[i], NULL, fork_main, &f[i]);
-	}
-	int ok = 0;
-	for (int i = 0; i < nf; i++) {
-		pthread_join(th[i], NULL);
-		if (f[i].r == 0)
-			ok++;
-		else
-			fprintf(stderr, "fork %d: %s\n", i, f[i].msg);
-	}
-	int64_t all = cae__now_ns() - t0;
-	char cmd[256];
-	for (int i = 0; i < nf; i++)
-		if (f[i].r == 0) {
-			snprintf(cmd, sizeof(cmd), "echo %d > mine-%d", i, i);
-			(void)exec_sh(b, f[i].uuid, cmd, NULL);
-		}
-	int independent = 0;
-	for (int i = 0; i < nf; i++) {
-		char *out = NULL;
-		if (f[i].r == 0 && exec_sh(b, f[i].uuid, "cat mine-* | tr '\\n' ' '", &out) == 0) {
-			char want[32];
-			snprintf(want, sizeof(want), "%d ", i);
-			independent += strcmp(out, want) == 0;
-		}
-		free(out);
-	}
-	char *src = NULL;
-	(void)exec_sh(b, fork_src, "ls mine-* 2>/dev/null | wc -l", &src);
-	printf("%s.forks_at_once n=%d succeeded=%d independent=%d source_untouched=%s "
-	       "total_ms=%.0f\n",
-	       what, nf, ok, independent, src && atoi(src) == 0 ? "yes" : "no", (double)all / 1e6);
-	free(src);
-	cae_error err;
-	for (int i = 0; i < nf; i++)
-		if (f[i].r == 0 && cae_backend_cleanup(b, f[i].uuid, &err) < 0)
-			die("cleanup", &err);
-}
-
 static void measure_docker(const char *label, const char *state, const char *repo, int mb, int n,
 			   bool forks)
 {
@@ -278,7 +298,7 @@ static void measure_docker(const char *label, const char *state, const char *rep
 		die("prepare", &err);
 	int64_t prep = cae__now_ns() - t0;
 	if (forks)
-		many_forks(b, "docker",
+		many_forks(b, "bench-dsnap", "docker", NULL,
 			   FORKS); /* a small workspace: FORKS copies of 1 GB are not the point */
 	char cmd[4096];
 	snprintf(cmd, sizeof(cmd),
@@ -392,7 +412,6 @@ static int measure_k8s(const char *build, int mb, int n)
 		printf("# kubernetes: %s\n", err.message);
 		return 0;
 	}
-	fork_src = "bench-ksnap";
 	cae_task t = {.uuid = (char *)"bench-ksnap", .repo = url};
 	cae_env_info info;
 	int64_t t0 = cae__now_ns();
@@ -400,7 +419,7 @@ static int measure_k8s(const char *build, int mb, int n)
 		die("prepare", &err);
 	int64_t prep = cae__now_ns() - t0;
 	if (nf > 0)
-		many_forks(b, "kubernetes", nf); /* a small workspace */
+		many_forks(b, "bench-ksnap", "kubernetes", NULL, nf); /* a small workspace */
 	char cmd[4096];
 	snprintf(cmd, sizeof(cmd),
 		 "mkdir -p node_modules && cd node_modules && i=0; while [ $i -lt %d ]; do "
@@ -491,9 +510,12 @@ int main(int argc, char **argv)
 	if (bench_sh(cmd) != 0)
 		return 1;
 	snprintf(state, sizeof(state), "%s/state", dir);
-	if (docker)
+	/* BENCH_SNAPSHOT_STATE: "host", "xfs" or both (unset) */
+	const char *only = getenv("BENCH_SNAPSHOT_STATE");
+	bool host = !only || strcmp(only, "xfs") != 0, onxfs = !only || strcmp(only, "host") != 0;
+	if (host && docker)
 		measure_docker("host-fs", state, repo, mb, n, true);
-	else
+	else if (host)
 		measure("host-fs", state, repo, mb, n);
 	/* the same on XFS (reflink=1 by default), where the image is cloned */
 	snprintf(xfs, sizeof(xfs), "%s/xfs", dir);
@@ -502,10 +524,12 @@ int main(int argc, char **argv)
 	    "command -v mkfs.xfs >/dev/null && truncate -s 32G %s.img && mkfs.xfs -q %s.img && "
 	    "mkdir %s && mount -o loop %s.img %s",
 	    xfs, xfs, xfs, xfs, xfs);
-	if (geteuid() == 0 && bench_sh(cmd) == 0) {
+	if (!onxfs) {
+		;
+	} else if (geteuid() == 0 && bench_sh(cmd) == 0) {
 		snprintf(state, sizeof(state), "%s/state", xfs);
 		if (docker)
-			measure_docker("xfs-loop", state, repo, mb, n, false);
+			measure_docker("xfs-loop", state, repo, mb, n, !host);
 		else
 			measure("xfs-loop", state, repo, mb, n);
 		(void)umount2(xfs, MNT_DETACH);

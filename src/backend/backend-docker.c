@@ -2258,6 +2258,7 @@ void cae__docker_forget(cae_backend *b, const char *uuid)
 static void docker_free(cae_backend *b)
 {
 	struct docker_impl *di = b ? impl_of(b) : NULL;
+	cae__diskfs_settle(); /* what its restores let go of */
 	if (di) {
 		cae__chan_table_fini(&di->chans);
 		cae_docker_free(di->d);

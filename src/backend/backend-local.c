@@ -114,7 +114,8 @@ struct local_cred {
 };
 
 struct local_impl {
-	char *root; /* <state_dir>/local */
+	char *root;	 /* <state_dir>/local */
+	char *disk_root; /* <state_dir>/docker-disk (diskfs.h) */
 	pthread_mutex_t meta_lock;
 	struct meta_entry meta[META_CACHE];
 	unsigned meta_next;
@@ -748,6 +749,7 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	    .protected_paths =
 		(const char *const *)env->cfg->command_executor.protected_paths.items,
 	    .n_protected = env->cfg->command_executor.protected_paths.n,
+	    .hide = {li->root, li->disk_root},
 	};
 	char cache[PATH_MAX];
 	if (npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1) {
@@ -2173,6 +2175,7 @@ static int local_cleanup_stale(cae_backend *b, int64_t threshold_s, cae_env_filt
 static void local_free(cae_backend *b)
 {
 	struct local_impl *li = impl_of(b);
+	cae__diskfs_settle(); /* what its restores let go of */
 	if (li) {
 		while (li->helpers) {
 			struct local_helper *lh = li->helpers;
@@ -2191,6 +2194,7 @@ static void local_free(cae_backend *b)
 			meta_entry_clear(&li->meta[i]);
 		pthread_mutex_destroy(&li->meta_lock);
 		free(li->root);
+		free(li->disk_root);
 		free(li->bwrap);
 		free(li->probe_error);
 		free(li->etc_dir);
@@ -2241,13 +2245,14 @@ int cae__local_backend_new(const cae_config *cfg, cae_log *log, cae_backend **ou
 	pthread_mutex_init(&li->meta_lock, NULL);
 	cae__wk_fs_table_init(&li->files);
 	li->root = cae__path_join(state, "local");
+	li->disk_root = cae__path_join(state, CAE_DISKFS_CONTAINER_DIR);
 	li->etc_dir = li->root ? cae__path_join(li->root, ".sandbox-etc") : NULL;
 	li->clone_timeout_s = cfg->command_executor.clone.timeout_seconds;
 	b->ops = &local_ops;
 	b->cfg = cfg;
 	b->log = log;
 	b->impl = li;
-	if (!li->root || !li->etc_dir) {
+	if (!li->root || !li->disk_root || !li->etc_dir) {
 		local_free(b);
 		return -ENOMEM;
 	}

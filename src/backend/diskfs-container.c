@@ -18,12 +18,11 @@
 
 #include "base/banned.h"
 
-#define CONTAINER_DIR "docker-disk"
-
 char *cae__diskfs_container_dir(const char *state_dir, const char *uuid)
 {
 	char *d = NULL;
-	if (!state_dir || !uuid || asprintf(&d, "%s/" CONTAINER_DIR "/%s", state_dir, uuid) < 0)
+	if (!state_dir || !uuid ||
+	    asprintf(&d, "%s/" CAE_DISKFS_CONTAINER_DIR "/%s", state_dir, uuid) < 0)
 		return NULL;
 	return d;
 }
@@ -93,7 +92,7 @@ int cae__diskfs_container_release(const char *dir)
 int cae__diskfs_container_sweep(const char *state_dir, bool (*gone)(const char *uuid, void *ud),
 				void *ud)
 {
-	_cleanup_free_ char *root = cae__path_join(state_dir, CONTAINER_DIR);
+	_cleanup_free_ char *root = cae__path_join(state_dir, CAE_DISKFS_CONTAINER_DIR);
 	if (!root)
 		return 0;
 	DIR *d = opendir(root);

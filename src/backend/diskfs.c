@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/loop.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -206,8 +208,76 @@ int cae__diskfs_remount(const char *image, const char *mountpoint, cae_error *er
 	return r < 0 ? r : 1;
 }
 
+/* The old file systems of swaps not yet ended: each a reference (an O_PATH descriptor of
+ * its root) that a thread lets go of. */
+static pthread_mutex_t ending_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ending_done = PTHREAD_COND_INITIALIZER;
+static unsigned ending;
+
+static void *let_go(void *arg)
+{
+	/* the last reference: the unmount's work (the super block's end, the loop device's
+	 * release) runs on this thread as the close returns */
+	close((int)(intptr_t)arg);
+	pthread_mutex_lock(&ending_lock);
+	ending--;
+	pthread_cond_broadcast(&ending_done);
+	pthread_mutex_unlock(&ending_lock);
+	return NULL;
+}
+
+static void let_go_later(int fd)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	pthread_mutex_lock(&ending_lock);
+	ending++;
+	pthread_mutex_unlock(&ending_lock);
+	if (pthread_attr_init(&a) == 0) {
+		(void)pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		int r = pthread_create(&t, &a, let_go, (void *)(intptr_t)fd);
+		pthread_attr_destroy(&a);
+		if (r == 0)
+			return;
+	}
+	(void)let_go((void *)(intptr_t)fd); /* no thread: here, then */
+}
+
+void cae__diskfs_settle(void)
+{
+	pthread_mutex_lock(&ending_lock);
+	while (ending > 0)
+		pthread_cond_wait(&ending_done, &ending_lock);
+	pthread_mutex_unlock(&ending_lock);
+}
+
+int cae__diskfs_swap(const char *fresh, const char *image, const char *mountpoint, cae_error *err)
+{
+	int r = 0;
+	int old = cae__diskfs_mounted(mountpoint)
+		      ? open(mountpoint, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		      : -1;
+	for (int i = 0; i < 16 && cae__diskfs_mounted(mountpoint); i++)
+		if (umount2(mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL) {
+			r = cae_error_set(err, -errno, "cannot unmount the workspace: %s",
+					  strerror(errno));
+			break;
+		}
+	if (r == 0 && rename(fresh, image) < 0)
+		r = cae_error_set(err, -errno, "cannot put the image in place: %s",
+				  strerror(errno));
+	if (r == 0 && (r = cae__diskfs_remount(image, mountpoint, err)) > 0)
+		r = 0;
+	if (r < 0)
+		(void)unlink(fresh);
+	if (old >= 0)
+		let_go_later(old);
+	return r;
+}
+
 int cae__diskfs_release(const char *image, const char *mountpoint)
 {
+	cae__diskfs_settle(); /* what a restore let go of ends first: nothing left when we return */
 	/* (a sandbox of the environment still running keeps the file system until it ends) */
 	for (int i = 0; i < 16 && cae__diskfs_mounted(mountpoint); i++)
 		if (umount2(mountpoint, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)

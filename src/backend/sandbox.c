@@ -331,6 +331,11 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 				 ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0));
 			cache = src_cache;
 		}
+		for (size_t i = 0; i < ARRAY_SIZE(s->hide); i++)
+			if (s->hide[i]) {
+				add(&a, "--hide");
+				add(&a, s->hide[i]);
+			}
 		if (s->idmap) {
 			add(&a, "--idmap");
 			addf(&a, "%u:%u", (unsigned)s->owner_uid, (unsigned)s->owner_gid);

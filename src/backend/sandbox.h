@@ -71,6 +71,10 @@ typedef struct cae_sandbox_spec {
 	 * pkgcache.h); NULL: none */
 	const char *npm_cache;
 	const char *npm_cache_inside;
+	/* Host directories where environments' workspaces are mounted (the state directory's
+	 * local/ and docker-disk/; NULL: none): their mounts are detached from the sandbox's
+	 * mount namespaces once its sources are staged (uid != 0 only; enter.c) */
+	const char *hide[2];
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new

@@ -420,17 +420,7 @@ static int docker_restore(cae_backend *b, const char *uuid, json_t *meta, const 
 	if (r == 0 && image && disk) {
 		_cleanup_free_ char *ws = cae__path_join(disk, "workspace");
 		_cleanup_free_ char *img = cae__path_join(disk, CAE_DISKFS_IMAGE);
-		if (!ws || !img)
-			r = -ENOMEM;
-		for (int i = 0; r == 0 && i < 16 && cae__diskfs_mounted(ws); i++)
-			if (umount2(ws, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
-				r = cae_error_set(err, -errno, "cannot unmount the workspace: %s",
-						  strerror(errno));
-		if (r == 0 && rename(tmp, img) < 0)
-			r = cae_error_set(err, -errno, "cannot put the image in place: %s",
-					  strerror(errno));
-		if (r == 0 && (r = cae__diskfs_remount(img, ws, err)) > 0)
-			r = 0;
+		r = ws && img ? cae__diskfs_swap(tmp, img, ws, err) : -ENOMEM;
 	}
 	if (r == 0)
 		r = create_named(b, uuid, body, err);

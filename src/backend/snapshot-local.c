@@ -130,18 +130,9 @@ static int local_restore(cae_backend *b, const char *uuid, json_t *meta, const c
 		if (!src || !img)
 			return -ENOMEM;
 		r = cae__snapshot_clone_file(src, tmp, &mech, err);
-		/* Unmounted, then the image replaced, then mounted: killed in between, the next
-		 * use mounts whichever image is in place, the old or the new, each whole. */
-		for (int i = 0; r == 0 && i < 16 && cae__diskfs_mounted(ws); i++)
-			if (umount2(ws, MNT_DETACH | UMOUNT_NOFOLLOW) < 0 && errno != EINVAL)
-				r = cae_error_set(err, -errno, "cannot unmount the workspace: %s",
-						  strerror(errno));
-		if (r == 0 && rename(tmp, img) < 0)
-			r = cae_error_set(err, -errno, "cannot put the image in place: %s",
-					  strerror(errno));
-		if (r == 0 && (r = cae__diskfs_remount(img, ws, err)) > 0)
-			r = 0;
-		if (r < 0)
+		if (r == 0)
+			r = cae__diskfs_swap(tmp, img, ws, err);
+		else
 			(void)unlink(tmp);
 	} else {
 		_cleanup_free_ char *src = cae__path_join(one, "tree");

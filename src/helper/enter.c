@@ -1,7 +1,8 @@
 /* cae-helper --enter: the first step of a local sandbox, run on the host before bwrap.
  *
  *   cae-helper --enter [--cgroup FILE]... [--rlimit NAME=N]... [--stage DIR SRC...]
- *                      [--seccomp FILE] [--idmap UID:GID] [--user UID:GID] -- PROGRAM ARG...
+ *                      [--hide DIR]... [--seccomp FILE] [--idmap UID:GID] [--user UID:GID] --
+ * PROGRAM ARG...
  *
  * In this order, then exec PROGRAM (bwrap):
  *   1. write "0" to every FILE (a cgroup's cgroup.procs): this process, and all it starts,
@@ -15,7 +16,12 @@
  *      source's path within its file system: here "/1", "/2" ... of the tmpfs). With
  *      --idmap, the first SRC (a directory) is mounted idmapped instead (base/idmap.h): its
  *      files of owner UID:GID on disk are the --user uid's there, and what that uid makes
- *      in it is the owner's on disk;
+ *      in it is the owner's on disk. Then, for each --hide DIR (where the state directory
+ *      keeps environments' workspaces), every mount at or below it is detached from this
+ *      namespace (the sources are staged by then): the namespace, and bwrap's made from
+ *      it, hold no copy of another environment's workspace, so that its unmount on the host (a
+ * restore, a cleanup) ends its file system and frees its image's disk at once, not when this
+ * sandbox ends (the host's mounts are private on many machines: unmounts do not propagate);
  *   4. --seccomp: open FILE (a seccomp filter as a BPF program, which bwrap reads from the
  *      descriptor its own --seccomp names) on CAE_HELPER_ENTER_SECCOMP_FD, inherited by
  *      PROGRAM;
@@ -33,6 +39,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <linux/keyctl.h>
 #include <sched.h>
 #include <stdio.h>
@@ -170,7 +177,61 @@ static int stage_idmapped(const char *src, const char *target, const char *idmap
 	return r < 0 ? fail("idmapped mount on", target, -r) : 0;
 }
 
-static int stage(const char *dir, char **srcs, int n, const char *idmap, const char *user)
+/* The mount point field of a /proc/self/mountinfo line, unescaped into out (octal escapes:
+ * \040 for a space, \011, \012, \134). Returns 0, or -1 for a line without one. */
+static int mountinfo_point(const char *line, char *out, size_t size)
+{
+	const char *p = line;
+	for (int f = 0; f < 4; f++) {
+		p = strchr(p, ' ');
+		if (!p)
+			return -1;
+		p++;
+	}
+	size_t n = 0;
+	while (*p && *p != ' ' && *p != '\n' && n + 1 < size) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			out[n++] = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 4;
+		} else {
+			out[n++] = *p++;
+		}
+	}
+	out[n] = '\0';
+	return n > 0 ? 0 : -1;
+}
+
+/* Detaches every mount at or below dir from this mount namespace. */
+static int hide(const char *dir)
+{
+	size_t len = strlen(dir);
+	while (len > 1 && dir[len - 1] == '/')
+		len--;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return fail("hide: /proc/self/mountinfo", NULL, errno);
+	char *line = NULL;
+	size_t cap = 0;
+	char mp[PATH_MAX];
+	int r = 0;
+	while (r == 0 && getline(&line, &cap, f) > 0) {
+		if (mountinfo_point(line, mp, sizeof(mp)) < 0 || strncmp(mp, dir, len) != 0 ||
+		    (mp[len] != '\0' && mp[len] != '/'))
+			continue;
+		/* (one below a mount already detached went with it) */
+		if (umount2(mp, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
+			r = fail("hide", mp, errno);
+	}
+	free(line);
+	fclose(f);
+	return r;
+}
+
+#define HIDE_MAX 4
+
+static int stage(const char *dir, char **srcs, int n, const char *idmap, const char *user,
+		 char *const *hidden, int n_hidden)
 {
 	if (geteuid() != 0)
 		return fail("--stage needs root", NULL, EPERM);
@@ -207,7 +268,10 @@ static int stage(const char *dir, char **srcs, int n, const char *idmap, const c
 		if (mount(srcs[i], target, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return fail("bind", srcs[i], errno);
 	}
-	return 0;
+	int r = 0;
+	for (int i = 0; r == 0 && i < n_hidden; i++)
+		r = hide(hidden[i]);
+	return r;
 }
 
 /* The seccomp filter on the descriptor bwrap is told to read it from. */
@@ -260,8 +324,8 @@ static int become(const char *spec)
 int cae__helper_enter_main(int argc, char **argv)
 {
 	const char *stage_dir = NULL, *user = NULL, *seccomp = NULL, *idmap = NULL;
-	char **stage_srcs = NULL;
-	int n_stage = 0, i = 1, r;
+	char **stage_srcs = NULL, *hidden[HIDE_MAX];
+	int n_stage = 0, n_hidden = 0, i = 1, r;
 	if (i < argc && strcmp(argv[i], "--enter") == 0)
 		i++;
 	for (; i < argc; i++) {
@@ -283,6 +347,14 @@ int cae__helper_enter_main(int argc, char **argv)
 			seccomp = argv[++i];
 		} else if (strcmp(argv[i], "--idmap") == 0) {
 			idmap = argv[++i];
+		} else if (strcmp(argv[i], "--hide") == 0) {
+			if (n_hidden == HIDE_MAX)
+				return fail("too many --hide", argv[i + 1], E2BIG);
+			hidden[n_hidden] = argv[++i];
+			if (hidden[n_hidden][0] != '/' || strcmp(hidden[n_hidden], "/") == 0)
+				return fail("bad --hide (not an absolute path below /)",
+					    hidden[n_hidden], EINVAL);
+			n_hidden++;
 		} else if (strcmp(argv[i], "--stage") == 0) {
 			stage_dir = argv[++i];
 			stage_srcs = argv + i + 1;
@@ -296,7 +368,10 @@ int cae__helper_enter_main(int argc, char **argv)
 	}
 	if (i >= argc)
 		return fail("no program after --", NULL, EINVAL);
-	if (stage_dir && (r = stage(stage_dir, stage_srcs, n_stage, idmap, user)) != 0)
+	if (n_hidden > 0 && !stage_dir)
+		return fail("--hide needs --stage", hidden[0], EINVAL);
+	if (stage_dir &&
+	    (r = stage(stage_dir, stage_srcs, n_stage, idmap, user, hidden, n_hidden)) != 0)
 		return r;
 	if (seccomp && (r = open_seccomp(seccomp)) != 0)
 		return r;

@@ -190,6 +190,14 @@ START_TEST(restore_is_exact_and_forks_are_independent)
 	ck_assert_msg(cae_snapshot_restore(b, "src", id, NULL, &err) == 0, "%s", err.message);
 	_cleanup_free_ char *m5 = sh(b, "src", MANIFEST);
 	ck_assert_str_eq(m0, m5);
+	/* the file systems restores put away end (cae__diskfs_swap lets go of them on a thread;
+	 * the sandbox that bound one ends after its kill): their loop devices go, the one
+	 * mounted now stays */
+	cae__diskfs_settle();
+	tu_sh("for i in $(seq 300); do n=$(cat /sys/block/loop*/loop/backing_file | "
+	      "grep -c '^%s/local/src/disk.img'); [ \"$n\" = 1 ] && exit 0; sleep 0.1; done; "
+	      "grep -H . /sys/block/loop*/loop/backing_file; exit 1",
+	      state);
 
 	/* snapshots go with their environment; the forks stay whole */
 	ck_assert_int_eq(cae_backend_cleanup(b, "src", &err), 0);
