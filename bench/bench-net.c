@@ -1,7 +1,11 @@
 /* The network proxy's cost (issue 24): the connection set-up it adds (a CONNECT through
  * cae's proxy to a name it resolves and checks, next to a direct connect to the same
  * loopback server; target <= 1 ms added), and a 100 MB download through the proxy next to
- * the direct one (target >= 0.8x the direct throughput), measured in the same run.
+ * the direct one (target >= 0.8x the direct throughput), measured in the same run: pairs of
+ * downloads, one each way in alternating order, so that each pair's ratio sees one machine
+ * (the median of the ratios, and how many pairs reach 0.8x), with the CPU time per MiB
+ * (user + system, getrusage) of the server's thread, the client's and the proxy's (the rest
+ * of the process), which a busy machine's noise does not hide as it does the throughput.
  * With a build directory and CAE_BENCH_NET_DOCKER=1, also the whole path of a container's
  * connection: a docker environment of network none with an allow-list (scripts/docker-env.sh
  * up), curl in it downloading 100 MB through the helper's 127.0.0.1:3128, whose listeners the
@@ -11,7 +15,8 @@
  * the attach stream, src/helper/tun.c), interleaved. With CAE_BENCH_NET_K8S=1 (and the test
  * cluster's KUBECONFIG, from the source root), the same in a kubernetes pod, whose
  * connections always cross the exec stream through the API server.
- * usage: bench-net [BUILD_DIR]   (CAE_BENCH_NET_ROUNDS: set-ups per side, 2000) */
+ * usage: bench-net [BUILD_DIR]   (CAE_BENCH_NET_ROUNDS: set-ups per side, 2000, 0 for none;
+ * CAE_BENCH_NET_PAIRS: downloads each way, 15) */
 #include "cae/net.h"
 #include "benchutil.h"
 
@@ -480,16 +485,18 @@ int main(int argc, char **argv)
 	}
 	double d = bench_p50_ms(direct, rounds), p = bench_p50_ms(proxied, rounds);
 	if (rounds > 0)
-		printf("connection set-up + one round trip (p50 of %d): direct %.3f ms, through the proxy "
-	       "%.3f ms: the proxy adds %.3f ms (target <= 1 ms)\n",
-	       rounds, d, p, p - d);
+		printf("connection set-up + one round trip (p50 of %d): direct %.3f ms, through "
+		       "the proxy "
+		       "%.3f ms: the proxy adds %.3f ms (target <= 1 ms)\n",
+		       rounds, d, p, p - d);
 	/* throughput: pairs of downloads, one each way, the order alternating; the median
 	 * of the pairs' ratios (each pair saw the same machine) and the CPU time per MiB of
 	 * each thread */
 	int pairs = bench_env_int("CAE_BENCH_NET_PAIRS", 15);
 	if (pairs < 1)
 		pairs = 1;
-	struct bulk *bd = calloc((size_t)pairs, sizeof(*bd)), *bp = calloc((size_t)pairs, sizeof(*bp));
+	struct bulk *bd = calloc((size_t)pairs, sizeof(*bd)),
+		    *bp = calloc((size_t)pairs, sizeof(*bp));
 	double *ratio = calloc((size_t)pairs, sizeof(double));
 	double *v = calloc((size_t)pairs, sizeof(double));
 	int met = 0;
@@ -504,9 +511,14 @@ int main(int argc, char **argv)
 		ratio[i] = bp[i].mbps / bd[i].mbps;
 		met += ratio[i] >= 0.8;
 	}
-	double dm = median_of(bd, pairs, offsetof(struct bulk, mbps), v), pm = median_of(bp, pairs, offsetof(struct bulk, mbps), v);
-	double ds = median_of(bd, pairs, offsetof(struct bulk, server), v), dc = median_of(bd, pairs, offsetof(struct bulk, client), v), dr = median_of(bd, pairs, offsetof(struct bulk, rest), v);
-	double ps = median_of(bp, pairs, offsetof(struct bulk, server), v), pc = median_of(bp, pairs, offsetof(struct bulk, client), v), pr = median_of(bp, pairs, offsetof(struct bulk, rest), v);
+	double dm = median_of(bd, pairs, offsetof(struct bulk, mbps), v),
+	       pm = median_of(bp, pairs, offsetof(struct bulk, mbps), v);
+	double ds = median_of(bd, pairs, offsetof(struct bulk, server), v),
+	       dc = median_of(bd, pairs, offsetof(struct bulk, client), v),
+	       dr = median_of(bd, pairs, offsetof(struct bulk, rest), v);
+	double ps = median_of(bp, pairs, offsetof(struct bulk, server), v),
+	       pc = median_of(bp, pairs, offsetof(struct bulk, client), v),
+	       pr = median_of(bp, pairs, offsetof(struct bulk, rest), v);
 	qsort(ratio, (size_t)pairs, sizeof(double), cmp_double);
 	printf("100 MB download (%d interleaved pairs): direct %.0f MiB/s, through the proxy %.0f "
 	       "MiB/s (medians); ratio per pair median %.2fx, range %.2f-%.2fx, >= 0.8x in %d of "

@@ -1,7 +1,8 @@
 /* The filtering proxy (see cae/net.h): one thread per client, bounded in number, that reads
  * the request within a deadline, decides by the name asked for, resolves it here, connects
  * to the first resolved address the policy lets through (that very sockaddr: no second
- * resolution), then relays bytes both ways with one fixed buffer per direction. Listeners
+ * resolution), then relays bytes both ways through a pipe per direction (splice: the bytes
+ * stay in the kernel; a fixed buffer when pipes are not to be had). Listeners
  * (a helper's loopback sockets handed over) have a thread each that accepts. */
 #include "cae/net.h"
 
