@@ -118,7 +118,8 @@ typedef struct cae_net_proxy cae_net_proxy;
 typedef struct cae_net_proxy_options {
 	const char *task;	    /* named in events (copied; may be NULL) */
 	int max_connections;	    /* 64: clients served at once; more are closed at once */
-	size_t buffer_size;	    /* 65536 bytes per direction and connection */
+	size_t buffer_size;	    /* 65536 bytes per direction and connection (the splice
+				     * pipe's size, grown to 256 KiB for a bulk transfer) */
 	int64_t header_timeout_ms;  /* 10000: a client's request must arrive within this */
 	int64_t connect_timeout_ms; /* 10000 */
 	size_t max_denied;	    /* 64 distinct (host, port) kept in the refusal record */

@@ -2,7 +2,8 @@
  * name asked for, which addresses may be reached; the proxy against real loopback servers
  * (HTTP CONNECT, plain HTTP, SOCKS5 by name, IPv4 and IPv6), its refusals (a name not
  * listed, a denied name, an IP literal, a name resolving to loopback), garbage, a silent
- * client, the per-environment bound, and 10,000 connections with memory bounded. And the
+ * client, the per-environment bound, and 10,000 connections with memory bounded; megabytes
+ * each way through the relay, whole, with what waits for the client bounded. And the
  * handover of a container's listeners over a unix socket (src/backend/net-handover.h), as an
  * attacker in the container would try it: a wrong token, listeners that are not the
  * proxy's, more descriptors, none are taken. */
@@ -652,6 +653,130 @@ START_TEST(ten_thousand_connections)
 }
 END_TEST
 
+/* ---- a bulk transfer through the relay ---- */
+
+#define BULK_UP (4u << 20)
+#define BULK_DOWN (24u << 20)
+
+static unsigned char pattern(size_t i)
+{
+	return (unsigned char)(i % 251 + i / 65521);
+}
+
+/* One connection: reads BULK_UP bytes of the pattern (counts the wrong ones), then writes
+ * BULK_DOWN of it and closes. */
+struct bulk_server {
+	int fd;
+	int port;
+	size_t wrong_up;
+	pthread_t t;
+};
+
+static void *bulk_main(void *arg)
+{
+	struct bulk_server *b = arg;
+	int c = accept(b->fd, NULL, NULL);
+	if (c < 0)
+		return NULL;
+	static unsigned char buf[1 << 16];
+	size_t got = 0;
+	while (got < BULK_UP) {
+		ssize_t k = read(c, buf, MIN(sizeof(buf), BULK_UP - got));
+		if (k <= 0)
+			break;
+		for (ssize_t i = 0; i < k; i++)
+			b->wrong_up += buf[i] != pattern(got + (size_t)i);
+		got += (size_t)k;
+	}
+	b->wrong_up += BULK_UP - got;
+	for (size_t sent = 0; sent < BULK_DOWN;) {
+		size_t n = MIN(sizeof(buf), BULK_DOWN - sent);
+		for (size_t i = 0; i < n; i++)
+			buf[i] = pattern(sent + i);
+		if (cae__write_all(c, buf, n) < 0)
+			break;
+		sent += n;
+	}
+	close(c);
+	return NULL;
+}
+
+static int listen_loopback(int *port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t sl = sizeof(a);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sl), 0);
+	ck_assert_int_eq(listen(fd, 16), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+	*port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* Megabytes each way over TCP arrive whole and in order through the spliced relay (whose
+ * pipe grows for them), and what the proxy may keep queued for its client stays bounded:
+ * its socket to the client has a fixed send buffer of at most 256 KiB, where the kernel's
+ * autotuning would let a client that does not read pin up to tcp_wmem's maximum (4 MiB). */
+START_TEST(bulk_relay_is_whole_and_bounded)
+{
+	struct bulk_server b = {0};
+	b.fd = listen_loopback(&b.port);
+	ck_assert_int_eq(pthread_create(&b.t, NULL, bulk_main, &b), 0);
+	cae_net_proxy *px = proxy_with(local_names, 1, loopback_v4, 1, NULL);
+	/* the client over TCP, as through a handed-over listener; a second descriptor of the
+	 * proxy's end to look at it */
+	int lport, lfd = listen_loopback(&lport);
+	int cfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in la = {.sin_family = AF_INET,
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+				 .sin_port = htons((uint16_t)lport)};
+	ck_assert_int_eq(connect(cfd, (struct sockaddr *)&la, sizeof(la)), 0);
+	int pfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	ck_assert_int_ge(pfd, 0);
+	int look = dup(pfd);
+	ck_assert_int_ge(look, 0);
+	ck_assert_int_eq(cae_net_proxy_serve_fd(px, pfd), 0);
+	char req[128], buf[1 << 16];
+	int n = snprintf(req, sizeof(req), "CONNECT localhost:%d HTTP/1.1\r\n\r\n", b.port);
+	say(cfd, req, (size_t)n);
+	hear(cfd, buf, sizeof(buf), 39);
+	ck_assert_str_eq(buf, "HTTP/1.1 200 Connection established\r\n\r\n");
+	for (size_t sent = 0; sent < BULK_UP;) {
+		size_t k = MIN(sizeof(buf), BULK_UP - sent);
+		for (size_t i = 0; i < k; i++)
+			buf[i] = (char)pattern(sent + i);
+		say(cfd, buf, k);
+		sent += k;
+	}
+	size_t got = 0, wrong = 0;
+	for (;;) {
+		ssize_t k = read(cfd, buf, sizeof(buf));
+		if (k <= 0)
+			break;
+		for (ssize_t i = 0; i < k; i++)
+			wrong += (unsigned char)buf[i] != pattern(got + (size_t)i);
+		got += (size_t)k;
+	}
+	pthread_join(b.t, NULL);
+	ck_assert_uint_eq(b.wrong_up, 0);
+	ck_assert_uint_eq(got, BULK_DOWN);
+	ck_assert_uint_eq(wrong, 0);
+	int sndbuf = 0;
+	socklen_t sl = sizeof(sndbuf);
+	ck_assert_int_eq(getsockopt(look, SOL_SOCKET, SO_SNDBUF, &sndbuf, &sl), 0);
+	ck_assert_msg(sndbuf <= 256 * 1024, "the proxy's send buffer to its client: %d bytes",
+		      sndbuf);
+	close(look);
+	close(cfd);
+	close(lfd);
+	close(b.fd);
+	while (cae_net_proxy_active(px) > 0)
+		usleep(1000);
+	cae_net_proxy_free(px);
+}
+END_TEST
+
 START_TEST(listener_and_env)
 {
 	struct server *s = server_start(AF_INET);
@@ -963,6 +1088,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, garbage_is_refused_cleanly);
 	tcase_add_test(tc, silent_clients_are_bounded);
 	tcase_add_test(tc, ten_thousand_connections);
+	tcase_add_test(tc, bulk_relay_is_whole_and_bounded);
 	tcase_add_test(tc, listener_and_env);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("handover");
