@@ -202,29 +202,42 @@ static int mountinfo_point(const char *line, char *out, size_t size)
 	return n > 0 ? 0 : -1;
 }
 
-/* Detaches every mount at or below dir from this mount namespace. */
+/* Detaches every mount at or below dir from this mount namespace: passes over
+ * /proc/self/mountinfo until one finds nothing (a mount stacked on another, a line the
+ * file's reader skipped as the table changed under it). */
 static int hide(const char *dir)
 {
 	size_t len = strlen(dir);
 	while (len > 1 && dir[len - 1] == '/')
 		len--;
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return fail("hide: /proc/self/mountinfo", NULL, errno);
 	char *line = NULL;
 	size_t cap = 0;
 	char mp[PATH_MAX];
 	int r = 0;
-	while (r == 0 && getline(&line, &cap, f) > 0) {
-		if (mountinfo_point(line, mp, sizeof(mp)) < 0 || strncmp(mp, dir, len) != 0 ||
-		    (mp[len] != '\0' && mp[len] != '/'))
-			continue;
-		/* (one below a mount already detached went with it) */
-		if (umount2(mp, MNT_DETACH) < 0 && errno != EINVAL && errno != ENOENT)
-			r = fail("hide", mp, errno);
+	for (int pass = 0, detached = 1; r == 0 && detached > 0; pass++) {
+		if (pass == 16) {
+			r = fail("hide: mounts keep coming below", dir, EBUSY);
+			break;
+		}
+		FILE *f = fopen("/proc/self/mountinfo", "re");
+		if (!f) {
+			r = fail("hide: /proc/self/mountinfo", NULL, errno);
+			break;
+		}
+		detached = 0;
+		while (r == 0 && getline(&line, &cap, f) > 0) {
+			if (mountinfo_point(line, mp, sizeof(mp)) < 0 ||
+			    strncmp(mp, dir, len) != 0 || (mp[len] != '\0' && mp[len] != '/'))
+				continue;
+			/* (one below a mount already detached went with it) */
+			if (umount2(mp, MNT_DETACH | UMOUNT_NOFOLLOW) == 0)
+				detached++;
+			else if (errno != EINVAL && errno != ENOENT)
+				r = fail("hide", mp, errno);
+		}
+		fclose(f);
 	}
 	free(line);
-	fclose(f);
 	return r;
 }
 

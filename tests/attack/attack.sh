@@ -231,6 +231,16 @@ ses_b=$("$CAE_HELPER" --enter --user 100000:100000 -- /usr/bin/keyctl show @s 2>
 check "each sandbox has a session keyring of its own (not the caller's, not another's)" \
 	'[[ $ses_a =~ ^[0-9]+$ && $ses_b =~ ^[0-9]+$ && $ses_a != "$ses_b" && $ses_a != "$host_ses" && $ses_b != "$host_ses" ]]' \
 	"caller=$host_ses A=$ses_a B=$ses_b"
+# The first step's staging namespace, where bwrap's own starts, keeps no copy of what is
+# mounted below the state directory (--hide): no other environment's workspace, whose file
+# system a copy would keep after a restore put another in its place.
+hide_dir=$(mktemp -d "$work/hide.XXXXXX")
+mkdir "$hide_dir/ws" "$hide_dir/other"
+mount -t tmpfs cae-attack-hide "$hide_dir/other"
+out=$("$CAE_HELPER" --enter --stage /sys "$hide_dir/ws" --hide "$hide_dir" -- /bin/cat /proc/self/mountinfo 2>&1)
+umount "$hide_dir/other"
+check "a sandbox's staging namespace holds no mount below the state directory (--hide)" \
+	'[[ $out == *" /sys/0 "* && $out != *cae-attack-hide* ]]' "$out"
 
 # --- host sockets, processes, network ----------------------------------------------------
 out=$(run A 'for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/dbus/system_bus_socket; do [ -S $s ] && echo REACHED $s; done; curl -s --max-time 3 --unix-socket /var/run/docker.sock http://x/version 2>&1 | head -c 200; echo end')
