@@ -366,6 +366,13 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 		json_array_append_new(binds, json_string(bind));
 	}
 	json_t *env = json_array();
+	/* Go's module proxy, cae's, read-only (pkgcache-gomod.c) */
+	bool gomod = cae__pkgcache_gomod_dir(cfg, true, dir, sizeof(dir), &err) == 1;
+	if (gomod) {
+		snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_PKGCACHE_GO_MOD);
+		json_array_append_new(binds, json_string(bind));
+		json_array_append_new(env, json_string(cae__pkgcache_gomod_env()));
+	}
 	for (const char *const *e = cae__pkgcache_env(); *e; e++)
 		json_array_append_new(env, json_string(*e));
 	return env;
@@ -1973,6 +1980,13 @@ static void docker_go_cache(cae_prepare *p)
 	if (cae__pkgcache_go_docker_seed(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s", e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
+	if (cae__pkgcache_gomod_docker(p, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
+			 e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 }

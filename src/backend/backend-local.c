@@ -681,6 +681,14 @@ static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
 	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
 }
 
+/* The shared Go module proxy (pkgcache.h), bound read-only into env's sandbox: 1 with out
+ * set (made), 0 when there is none. */
+static int go_mod_of(const struct local_env *env, char *out, size_t size)
+{
+	return env->sandbox && !env->external &&
+	       cae__pkgcache_gomod_dir(env->cfg, true, out, size, NULL) == 1;
+}
+
 /* The shared node_modules tree of the project's lock file (pkgcache.h), put in place of
  * its `npm ci` when there is one. */
 static void npm_tree_put(cae_prepare *p, const struct local_env *env)
@@ -753,6 +761,11 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	if (npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1) {
 		spec.npm_cache = cache;
 		spec.npm_cache_inside = CAE_PKGCACHE_NPM;
+	}
+	char gomod[PATH_MAX];
+	if (go_mod_of(env, gomod, sizeof(gomod))) {
+		spec.go_mod = gomod;
+		spec.go_mod_inside = CAE_PKGCACHE_GO_MOD;
 	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
@@ -934,7 +947,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 5, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 6, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -980,6 +993,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = *e;
 	if (go_cache_of(env, false, NULL) == 1)
 		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
+	if (go_mod_of(env, cache, sizeof(cache)))
+		extra[ne++] = cae__pkgcache_gomod_env();
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1735,6 +1750,15 @@ static int local_populate(cae_prepare *p, cae_error *err)
 	if (go_cache_of(env, true, &gerr) < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s",
+			 gerr.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum before
+	 * anything of the environment ran */
+	if (env->sandbox && !env->external &&
+	    cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
 			 gerr.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}

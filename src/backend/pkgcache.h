@@ -18,12 +18,12 @@
  *            (hashes are checked only with --require-hashes, and of downloads only).
  *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
  *            default), never when an artifact is read from the local repository.
- *   Go mods  go.sum pins each module's zip and go.mod hash, checked when a module is
- *            downloaded into the cache; builds read the extracted tree of
- *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify` does,
- *            on demand), and GOFLAGS=-mod=mod or a missing go.sum line trusts whatever the
- *            proxy or the cache holds. A read-only one filled by cae would need a module
- *            proxy (none is reachable from here) and is not built.
+ *   Go mods  (read-write) go.sum pins each module's zip and go.mod hash, checked when a
+ *            module is downloaded into the cache; builds read the extracted tree of
+ *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify`
+ *            does, on demand). Shared read-only instead, as a module proxy that cae alone
+ *            fills (below): each environment's GOMODCACHE stays its own, and go checks what
+ *            it takes from the proxy against go.sum as it checks a download.
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
  * read-only, kept by cae from an npm ci that ran no code.
@@ -109,6 +109,43 @@ int cae__pkgcache_seal(const char *dir);
 int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err);
 int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
 				bool copy, cae_error *err);
+
+/* Go modules (pkgcache-gomod.c): a module proxy on disk,
+ *   <state_dir>/package-cache/<instance key>/go-mod/<module>/@v/<version>.{info,mod,zip}
+ * files 0444, directories 0755, cae's; bound read-only at CAE_PKGCACHE_GO_MOD (local's
+ * sandbox, every container of the instance) and put first on commands' GOPROXY
+ * (cae__pkgcache_gomod_env): go extracts from it into the environment's own GOMODCACHE and
+ * checks each zip and go.mod against the project's go.sum (or the checksum database), as it
+ * checks a download; what it lacks (a 404 of a file proxy) comes from the operator's proxy.
+ * cae alone fills it, before the prepare's `go mod download`, once per go.mod and go.sum:
+ * `go mod download` of copies of those two files in a directory of its own
+ * (<instance key>/go-mod-fill, 0700), with the host's go, an empty HOME, GOENV and GOWORK
+ * off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod, and the operator's GOPROXY, GOSUMDB, GONOSUMDB,
+ * GOPRIVATE, GONOPROXY, GOINSECURE, GOVCS and proxy variables from cae's own environment,
+ * never the task's (a download runs no code). The versions it downloaded and checked are
+ * then published: each file copied under a temporary name, sealed, and linked into place
+ * unless one is there (a version's files never change). The `list` of versions is not
+ * published: @latest is the operator's proxy's answer, never this cache's. */
+#define CAE_PKGCACHE_GO_MOD CAE_PKGCACHE_INSIDE "/go-mod"
+
+/* The shared module proxy's directory into out (made, cae's, 0755, when make is set). 1:
+ * set; 0: caches off (or, without make, not there); -errno with err set. */
+int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t size,
+			    cae_error *err);
+
+/* "GOPROXY=file://CAE_PKGCACHE_GO_MOD,<cae's GOPROXY, or Go's default>" (static). */
+const char *cae__pkgcache_gomod_env(void);
+
+/* The fill for go.mod's text and go.sum's (NULL: none). 1: filled; 0: caches off, no go on
+ * the host, or already done for these files; -errno with err set (what was downloaded is
+ * published all the same). */
+int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const char *gosum,
+			     cae_error *err);
+/* The fill for the go.mod and go.sum of project on this host (regular files, not links). */
+int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project, cae_error *err);
+/* The fill for the go.mod and go.sum of the container being prepared (p, read with its
+ * exec before any of the task's commands ran there). */
+int cae__pkgcache_gomod_docker(struct cae_prepare *p, cae_error *err);
 
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);

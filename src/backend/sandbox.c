@@ -304,8 +304,9 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	/* The files (passwd, group, the helper) are copied there: no bind names a path of the
 	 * state directory or of cae's installation in the sandbox's /proc/self/mountinfo. */
 	const char *files[] = {"passwd", "group", "gitconfig"};
-	char src_ws[64], src_helper[64], src_cache[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
-	const char *ws = s->ws_host, *helper = s->helper, *cache = s->npm_cache;
+	char src_ws[64], src_helper[64], src_cache[64], src_gomod[64],
+	    src_etc[ARRAY_SIZE(files)][PATH_MAX];
+	const char *ws = s->ws_host, *helper = s->helper, *cache = s->npm_cache, *gomod = s->go_mod;
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%s", s->etc_dir, files[i]);
 	if (s->uid != 0) {
@@ -330,6 +331,12 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 			snprintf(src_cache, sizeof(src_cache), "%s/%zu", CAE_SANDBOX_STAGE,
 				 ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0));
 			cache = src_cache;
+		}
+		if (gomod) {
+			add(&a, s->go_mod);
+			snprintf(src_gomod, sizeof(src_gomod), "%s/%zu", CAE_SANDBOX_STAGE,
+				 ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0) + (cache ? 1 : 0));
+			gomod = src_gomod;
 		}
 		if (s->idmap) {
 			add(&a, "--idmap");
@@ -404,6 +411,11 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "--bind");
 		add(&a, cache);
 		add(&a, s->npm_cache_inside);
+	}
+	if (gomod) {
+		add(&a, "--ro-bind");
+		add(&a, gomod);
+		add(&a, s->go_mod_inside);
 	}
 	if (s->serve) {
 		add(&a, "--ro-bind");

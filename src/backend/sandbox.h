@@ -71,6 +71,10 @@ typedef struct cae_sandbox_spec {
 	 * pkgcache.h); NULL: none */
 	const char *npm_cache;
 	const char *npm_cache_inside;
+	/* A host directory bound read-only at go_mod_inside (the shared Go module proxy,
+	 * pkgcache.h); NULL: none */
+	const char *go_mod;
+	const char *go_mod_inside;
 } cae_sandbox_spec;
 
 /* The full command line (enter step + bwrap + program), a NULL-terminated array of new

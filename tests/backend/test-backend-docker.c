@@ -2654,13 +2654,19 @@ START_TEST(dependencies_in_the_python_image)
 }
 END_TEST
 
-/* Go's shared build cache on docker (pkgcache-docker.c): filled by cae alone in a container
- * of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by the
- * prepare. Task A, as an attacker, writes into, removes and adds to every file of the shared
- * cache (refused: a read-only bind of cae's files), then replaces every file of its own copy
- * with garbage (allowed: its copy); task B's cache has the standard library's entries, none
- * of A's garbage, and its go test passes; the shared files on the host are unchanged, cae's,
- * read-only. Failed before: no /cache/go, the GOCACHE of a new container empty. */
+/* Go's shared caches on docker. Build cache (pkgcache-docker.c): filled by cae alone in a
+ * container of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by
+ * the prepare. Modules (pkgcache-gomod.c): cae's fill put the project's module (from the
+ * operator's GOPROXY, a directory of this host) in the shared proxy bound read-only at
+ * /cache/go-mod, first on the container's GOPROXY. Task A, as an attacker, writes into,
+ * removes and adds to every file of both shared trees (refused: read-only binds of cae's
+ * files), replaces every file of its own build cache copy with garbage and plants its own
+ * code in the module as its go extracted it (its own: allowed). Then the operator's proxy
+ * is gone: task B's go mod download (its prepare's) and go test, into an empty GOMODCACHE
+ * too, take the module from the shared proxy alone, the module's own code; B's build cache
+ * has the standard library's entries, none of A's garbage, and its go test passes; the
+ * shared files on the host are unchanged, cae's, read-only. Failed before: no /cache/go,
+ * the GOCACHE of a new container empty; no /cache/go-mod, B's module not found. */
 START_TEST(go_build_cache_shared_read_only_docker)
 {
 	cae_config *cfg = dcfg();
@@ -2671,54 +2677,90 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	char ua[64], ub[64];
 	bt_task_uuid(ua, sizeof(ua), "caetest");
 	bt_task_uuid(ub, sizeof(ub), "caetest");
-	char *work = tu_mkdtemp();
-	shf("set -e; cd %s && git init -q -b main && printf 'module example.com/g\\n\\ngo "
-	    "1.19\\n' > go.mod && printf 'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) "
-	    "string { return strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
-	    "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
-	    "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && git add . && "
+	char *work = tu_mkdtemp(), *gp = tu_mkdtemp();
+	/* a module proxy on disk holding example.com/caedep, and a project that requires it
+	 * (its go.sum made by go from that proxy: no network) */
+	shf("set -e; P=%s; V=$P/m/example.com/caedep@v1.0.0; D=$P/proxy/example.com/caedep/@v; "
+	    "mkdir -p $V $D; printf 'module example.com/caedep\\n\\ngo 1.19\\n' > $V/go.mod; "
+	    "printf 'package caedep\\n\\nfunc Word() string { return \"pristine\" }\\n' > "
+	    "$V/dep.go; (cd $P/m && zip -qr $D/v1.0.0.zip example.com/caedep@v1.0.0); cp "
+	    "$V/go.mod $D/v1.0.0.mod; printf '{\"Version\":\"v1.0.0\"}' > $D/v1.0.0.info; "
+	    "cd %s && git init -q -b main && printf 'module example.com/g\\n\\ngo "
+	    "1.19\\n\\nrequire example.com/caedep v1.0.0\\n' > go.mod && printf 'package "
+	    "g\\n\\nimport (\\n\\t\"strings\"\\n\\n\\t\"example.com/caedep\"\\n)\\n\\nfunc Up() "
+	    "string { return strings.ToUpper(caedep.Word()) }\\n' > g.go && printf 'package "
+	    "g\\n\\nimport \"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up() != "
+	    "\"PRISTINE\" {\\n\\t\\tt.Fatal(Up())\\n\\t}\\n}\\n' > g_test.go && HOME=$P/h "
+	    "GOMODCACHE=$P/gm GOCACHE=$P/gc GOFLAGS='-mod=mod -modcacherw' GOPROXY=file://$P/proxy "
+	    "GOSUMDB=off go mod tidy && test -s go.sum && rm -rf $P/gm $P/gc $P/h && git add . && "
 	    "git -c user.email=t@e -c user.name=t commit -qm go",
-	    work);
+	    gp, work);
+	/* the operator's proxy: cae's environment */
+	char proxy[PATH_MAX + 16];
+	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	setenv("GOPROXY", proxy, 1);
 	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
 	cae_env_info info;
 	prepare_ok(b, &ta, "go", &info);
 	ck_assert(!warned_with(info.warnings, "Go build cache"));
+	ck_assert(!warned_with(info.warnings, "Go module"));
 	cae_env_info_clear(&info);
 	cae_run_result r = bt_exec(
 	    b, ua,
 	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && echo seeded; "
 	    "s=$(find /cache/go -path '*/build/*' -type f | wc -l); [ $s -eq $n ] && echo shared "
-	    "|| echo \"not shared: $s $n\"; "
-	    "w=0; for f in $(find /cache/go -type f); do { printf POISON >> \"$f\"; } 2>/dev/null "
-	    "&& w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find "
-	    "/cache/go -type d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); done; "
-	    "echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f \"$f\" && printf "
-	    "POISON > \"$f\" && "
-	    "k=$((k+1)); done; [ $k -eq $n ] && echo replaced",
+	    "|| echo \"not shared: $s $n\"; echo ${GOPROXY%%,*}; test -f "
+	    "/cache/go-mod/example.com/caedep/@v/v1.0.0.zip && echo module; "
+	    "w=0; for f in $(find /cache/go /cache/go-mod -type f); do { printf POISON >> \"$f\"; "
+	    "} 2>/dev/null && w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in "
+	    "$(find /cache/go /cache/go-mod -type d); do touch \"$d/POISON\" 2>/dev/null && "
+	    "w=$((w+1)); done; echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f "
+	    "\"$f\" && printf POISON > \"$f\" && k=$((k+1)); done; [ $k -eq $n ] && echo replaced; "
+	    "M=$(go env GOMODCACHE); chmod -R u+w $M/example.com && printf 'package "
+	    "caedep\\nfunc Word() string { return \"POISON\" }\\n' > "
+	    "$M/example.com/caedep@v1.0.0/dep.go && go test ./... 2>&1 | grep -q POISON && echo "
+	    "planted",
 	    120000);
-	ck_assert_msg(strcmp(r.out, "seeded\nshared\nwritten:0\nreplaced\n") == 0, "%s%s", r.out,
-		      r.err);
+	ck_assert_msg(strcmp(r.out, "seeded\nshared\nfile:///cache/go-mod\nmodule\nwritten:0\n"
+				    "replaced\nplanted\n") == 0,
+		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
+	/* the operator's proxy unreachable from here on */
+	shf("rm -rf %s/proxy", gp);
 	prepare_ok(b, &tb, "go", &info);
+	json_t *d = NULL;
+	size_t i;
+	json_array_foreach(
+	    info.deps, i,
+	    d) if (strcmp(json_string_value(json_object_get(d, "manifest")), "go.mod") == 0) break;
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
 	cae_env_info_clear(&info);
 	r = bt_exec(
 	    b, ub,
 	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && "
-	    "echo seeded; grep -rl POISON \"$C\" /cache/go; GOFLAGS=-mod=mod GOPROXY=off go "
-	    "test ./... 2>&1 | awk '{print $1, $2}'",
+	    "echo seeded; grep -rl POISON \"$C\" /cache/go /cache/go-mod; go test ./... 2>&1 | "
+	    "awk '!/^go: downloading/ {print $1, $2}'; GOMODCACHE=/tmp/fresh GOFLAGS=-modcacherw "
+	    "go test -count=1 ./... 2>&1 | awk '!/^go: downloading/ {print $1, $2}'; grep -rl "
+	    "POISON /tmp/fresh",
 	    120000);
-	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\n") == 0, "%s%s", r.out, r.err);
+	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\nok example.com/g\n") == 0, "%s%s",
+		      r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the shared files: none of A's, every one cae's and read-only */
-	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
-	    "'*/go-docker/*/*' \\( -perm /222 -type f -o ! -user 0 \\))\" && test -n \"$(find "
-	    "%s/package-cache -path '*/go-docker/*/build/*' -type f)\"",
-	    state, state, state);
+	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache \\( -path "
+	    "'*/go-docker/*/*' -o -path '*/go-mod/*' \\) \\( -perm /222 -type f -o ! -user 0 "
+	    "\\))\" "
+	    "&& test -n \"$(find %s/package-cache -path '*/go-docker/*/build/*' -type f)\" && test "
+	    "-f \"$(echo %s/package-cache/*/go-mod/example.com/caedep/@v/v1.0.0.zip)\"",
+	    state, state, state, state);
 	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, ub, &err), 0);
 	cae__rm_rf(work);
 	free(work);
+	cae__rm_rf(gp);
+	free(gp);
 	cae__rm_rf(state);
 	free(state);
 	cae_backend_free(b);

@@ -1968,22 +1968,52 @@ START_TEST(package_cache_npm_tree_shared_read_only)
 }
 END_TEST
 
-/* Go's shared build cache (pkgcache.h): filled by cae alone, an environment's GOCACHE is a
- * copy of links to read-only files of cae's. Task A, as an attacker, writes into every
- * file of its cache in place (refused: not its files, and it cannot chmod them), then
- * replaces each one with garbage (its own directory: allowed, A's copy only); task B's
- * cache has the standard library's entries, none of A's garbage, and its go test passes;
- * the shared files are unchanged and read-only. Failed before: no GOCACHE, nothing shared. */
+/* A module proxy on disk (dir/proxy) holding example.com/caedep v1.0.0, whose Word() says
+ * "pristine", and a Go project in repo that requires it, its go.sum made by go from that
+ * proxy (no network: the module is ours). */
+static void go_module_project(const char *dir, const char *repo)
+{
+	tu_sh(
+	    "set -e; P=%s; V=$P/m/example.com/caedep@v1.0.0; D=$P/proxy/example.com/caedep/@v; "
+	    "mkdir -p $V $D; printf 'module example.com/caedep\\n\\ngo 1.19\\n' > $V/go.mod; "
+	    "printf 'package caedep\\n\\nfunc Word() string { return \"pristine\" }\\n' > "
+	    "$V/dep.go; (cd $P/m && zip -qr $D/v1.0.0.zip example.com/caedep@v1.0.0); cp "
+	    "$V/go.mod $D/v1.0.0.mod; printf '{\"Version\":\"v1.0.0\"}' > $D/v1.0.0.info; "
+	    "printf 'v1.0.0\\n' > $D/list; cd %s; printf 'module example.com/g\\n\\ngo "
+	    "1.19\\n\\nrequire example.com/caedep v1.0.0\\n' > go.mod; printf 'package "
+	    "g\\n\\nimport (\\n\\t\"strings\"\\n\\n\\t\"example.com/caedep\"\\n)\\n\\nfunc Up() "
+	    "string { return strings.ToUpper(caedep.Word()) }\\n' > g.go; printf 'package "
+	    "g\\n\\nimport \"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up() != "
+	    "\"PRISTINE\" {\\n\\t\\tt.Fatal(Up())\\n\\t}\\n}\\n' > g_test.go; HOME=$P/h "
+	    "GOMODCACHE=$P/gm GOCACHE=$P/gc GOFLAGS='-mod=mod -modcacherw' GOPROXY=file://$P/proxy "
+	    "GOSUMDB=off go mod tidy; test -s go.sum; rm -rf $P/gm $P/gc $P/h; " GIT
+	    " add . && " GIT " commit -qm go",
+	    dir, repo);
+}
+
+/* Go's shared caches (pkgcache.h), filled by cae alone, read-only to every task.
+ * Build cache: an environment's GOCACHE is a copy of links to read-only files of cae's. Task
+ * A, as an attacker, writes into every file of its cache in place (refused: not its files,
+ * and it cannot chmod them), then replaces each one with garbage (its own directory:
+ * allowed, A's copy only). Modules: cae's fill put the project's module (from the operator's
+ * GOPROXY, here a directory) in the shared proxy bound at /cache/go-mod, first on A's
+ * GOPROXY; A writes into, removes, chmods and adds to every file and directory of it
+ * (refused: a read-only bind of cae's files), and plants its own code in the module as its
+ * go extracted it (its own GOMODCACHE: allowed). Then the operator's proxy is gone: B, a new
+ * environment of the same project, gets the module from the shared proxy alone (its
+ * prepare's go mod download, and again into an empty GOMODCACHE), the module's own code,
+ * none of A's garbage, and its go test passes; the shared files are unchanged, cae's and
+ * read-only. Failed before: no GOCACHE and no /cache/go-mod shared, B's prepare could not
+ * download the module. */
 START_TEST(package_cache_go_shared_read_only)
 {
 	_cleanup_free_ char *repo = make_repo();
-	tu_sh("cd %s && printf 'module example.com/g\\n\\ngo 1.19\\n' > go.mod && printf "
-	      "'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) string { return "
-	      "strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
-	      "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
-	      "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && " GIT " add . && " GIT
-	      " commit -qm go",
-	      repo);
+	_cleanup_free_ char *gp = tu_mkdtemp();
+	go_module_project(gp, repo);
+	/* the operator's proxy: cae's environment */
+	char proxy[PATH_MAX + 16];
+	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	setenv("GOPROXY", proxy, 1);
 	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
 	cae_task ta = {.uuid = C("gocache-a"), .repo = repo},
@@ -1994,7 +2024,11 @@ START_TEST(package_cache_go_shared_read_only)
 	size_t i;
 	json_t *w;
 	json_array_foreach(info.warnings, i, w) ck_assert_msg(
-	    !strstr(json_string_value(w), "Go build cache"), "%s", json_string_value(w));
+	    !strstr(json_string_value(w), "Go build") && !strstr(json_string_value(w), "Go mod"),
+	    "%s", json_string_value(w));
+	json_t *d = dep_of(info.deps, "go.mod");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
 	cae_env_info_clear(&info);
 	const char *attack =
 	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
@@ -2008,22 +2042,50 @@ START_TEST(package_cache_go_shared_read_only)
 			  0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
-	cae_env_info_clear(&info);
-	r = run(b, "gocache-b",
-		"echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
-		"seeded; grep -rl POISON \"$GOCACHE\"; GOFLAGS=-mod=mod GOPROXY=off go test ./... "
-		"2>&1 | awk '{print $1, $2}'");
-	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\n") == 0,
+	r = run(
+	    b, "gocache-a",
+	    "echo ${GOPROXY%%,*}; test -f /cache/go-mod/example.com/caedep/@v/v1.0.0.zip && "
+	    "echo shared; w=0; for f in $(find /cache/go-mod -type f); do { printf POISON >> "
+	    "\"$f\"; } 2>/dev/null && w=$((w+1)); chmod 666 \"$f\" 2>/dev/null && w=$((w+1)); "
+	    "rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find /cache/go-mod -type "
+	    "d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); mkdir \"$d/example.com\" "
+	    "2>/dev/null && w=$((w+1)); mv \"$d\" /tmp/moved 2>/dev/null && w=$((w+1)); done; "
+	    "echo written:$w; M=$(go env GOMODCACHE); go mod download && chmod -R u+w "
+	    "$M/example.com $M/cache && printf 'package caedep\\nfunc Word() string { "
+	    "return \"POISON\" }\\n' > $M/example.com/caedep@v1.0.0/dep.go && for z in $(find "
+	    "$M/cache -name '*.zip'); do printf POISON > $z; done && go test ./... 2>&1 | grep -q "
+	    "POISON && echo planted");
+	ck_assert_msg(strcmp(r.out, "file:///cache/go-mod\nshared\nwritten:0\nplanted\n") == 0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	/* the shared files: none of A's, every one read-only */
+	/* the operator's proxy unreachable from here on */
+	tu_sh("rm -rf %s/proxy", gp);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
+	d = dep_of(info.deps, "go.mod");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
+	cae_env_info_clear(&info);
+	r = run(
+	    b, "gocache-b",
+	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
+	    "seeded; grep -rl POISON \"$GOCACHE\" /cache/go-mod; go test ./... 2>&1 | awk "
+	    "'!/^go: downloading/ {print $1, $2}'; GOMODCACHE=/tmp/fresh GOFLAGS=-modcacherw go "
+	    "test -count=1 ./... 2>&1 | awk '!/^go: downloading/ {print $1, $2}'; grep -rl "
+	    "POISON /tmp/fresh");
+	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\nok "
+				    "example.com/g\n") == 0,
+		      "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the shared files: none of A's, every one read-only, cae's */
 	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
-	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/go/build/*' -type f -perm "
-	      "/222)\" && test -n \"$(find %s -path '*/go/build/*' -type f)\"",
-	      shared, shared, shared);
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s \\( -path '*/go/build/*' -o -path "
+	      "'*/go-mod/*' \\) -type f -perm /222)\" && test -n \"$(find %s -path '*/go/build/*' "
+	      "-type f)\" && test -z \"$(find %s -path '*/go-mod/*' ! -user %u)\" && test -f "
+	      "\"$(echo %s/*/go-mod/example.com/caedep/@v/v1.0.0.zip)\"",
+	      shared, shared, shared, shared, (unsigned)getuid(), shared);
 	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-a", &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-b", &err), 0);
+	cae__rm_rf(gp);
 	cae_backend_free(b);
 	cae_config_free(cfg);
 }

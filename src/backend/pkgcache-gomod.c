@@ -1,0 +1,387 @@
+/* Go modules' shared cache (pkgcache.h): a module proxy on disk that cae alone fills, with
+ * `go mod download` of a project's go.mod and go.sum in a directory of its own (no task's
+ * code, no task's configuration), read-only to every task, which reads it as the first
+ * entry of its GOPROXY and checks what it reads against its own go.sum. */
+#include "backend/backend-internal.h"
+#include "backend/pkgcache.h"
+
+#include "backend/sandbox.h"
+#include "base/fs.h"
+#include "base/macro.h"
+#include "cae/runner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/banned.h"
+
+#define FILL_TIMEOUT_MS (10 * 60 * 1000)
+#define MANIFEST_MAX (8u << 20)
+/* what Go uses when GOPROXY is not set */
+#define DEFAULT_PROXY "https://proxy.golang.org,direct"
+
+/* The operator's variables (cae's own environment) that the fill passes to go as they are:
+ * where modules come from, which checksum database vouches for them, how to reach them. */
+static const char *const operator_vars[] = {
+    "GOSUMDB",	"GONOSUMDB",   "GOPRIVATE",	"GONOPROXY",	"GOINSECURE",
+    "GOVCS",	"HTTPS_PROXY", "https_proxy",	"HTTP_PROXY",	"http_proxy",
+    "NO_PROXY", "no_proxy",    "SSL_CERT_FILE", "SSL_CERT_DIR",
+};
+
+static const char *operator_proxy(void)
+{
+	const char *p = getenv("GOPROXY");
+	return p && *p ? p : DEFAULT_PROXY;
+}
+
+const char *cae__pkgcache_gomod_env(void)
+{
+	static char env[4096];
+	snprintf(env, sizeof(env), "GOPROXY=file://" CAE_PKGCACHE_GO_MOD ",%s", operator_proxy());
+	return env;
+}
+
+/* <state_dir>/package-cache/<instance key>/<name> into out. */
+static int inst_path(const cae_config *cfg, const char *name, char *out, size_t size)
+{
+	char inst[CAE_CONFIG_INSTANCE_MAX];
+	cae_config_instance(cfg, inst);
+	int n = snprintf(out, size, "%s/package-cache/%s/%s", cfg->command_executor.state_dir, inst,
+			 name);
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t size,
+			    cae_error *err)
+{
+	if (!cfg->command_executor.package_cache.enabled)
+		return 0;
+	if (inst_path(cfg, "go-mod", out, size) < 0)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	struct stat st;
+	if (!make)
+		return lstat(out, &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0;
+	int r = cae__mkdir_p(out, 0755);
+	if (r < 0 || lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
+		return cae_error_set(err, r < 0 ? r : -EPERM, "cannot make the package cache %s",
+				     out);
+	return 1;
+}
+
+/* ---- the publication of a fill's downloads ---- */
+
+/* What a module proxy serves of a version, complete: the version's .info, .mod and .zip
+ * (go writes each under a temporary name and renames it once checked against go.sum or
+ * the checksum database). Not `list`: the versions one fill saw, which would answer
+ * @latest for every task from this cache. */
+static bool served(const char *name)
+{
+	if (name[0] == '.')
+		return false;
+	const char *dot = strrchr(name, '.');
+	return dot &&
+	       (strcmp(dot, ".info") == 0 || strcmp(dot, ".mod") == 0 || strcmp(dot, ".zip") == 0);
+}
+
+/* name of sdfd copied into ddfd under a temporary name, sealed (0444), then linked in
+ * place unless a file of that name is there (kept: what a task reads is checked against
+ * its go.sum anyway). */
+static int publish_file(int sdfd, const char *name, int ddfd)
+{
+	if (faccessat(ddfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		return 0;
+	_cleanup_close_ int in = openat(sdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (in < 0)
+		return -errno;
+	char tmp[NAME_MAX + 40];
+	snprintf(tmp, sizeof(tmp), ".%d.%.200s.tmp", (int)getpid(), name);
+	(void)unlinkat(ddfd, tmp, 0);
+	int out = openat(ddfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (out < 0)
+		return -errno;
+	char buf[65536];
+	ssize_t k;
+	int r = 0;
+	while (r == 0 && (k = read(in, buf, sizeof(buf))) != 0)
+		r = k < 0 ? -errno : cae__write_all(out, buf, (size_t)k);
+	if (r == 0 && (fchmod(out, 0444) < 0 || fsync(out) < 0))
+		r = -errno;
+	close(out);
+	if (r == 0 && linkat(ddfd, tmp, ddfd, name, 0) < 0 && errno != EEXIST)
+		r = -errno;
+	(void)unlinkat(ddfd, tmp, 0);
+	return r;
+}
+
+/* The download tree under sdfd merged into ddfd (both consumed): directories made 0755,
+ * cae's; served files published. */
+static int publish_tree(int sdfd, int ddfd, int depth)
+{
+	DIR *d = fdopendir(sdfd);
+	if (!d) {
+		close(sdfd);
+		close(ddfd);
+		return -errno;
+	}
+	int r = 0;
+	struct dirent *e;
+	while (r == 0 && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		/* the checksum database's tiles: go's own, not a proxy's */
+		if (depth == 0 && strcmp(e->d_name, "sumdb") == 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISREG(st.st_mode) && served(e->d_name)) {
+			r = publish_file(dirfd(d), e->d_name, ddfd);
+		} else if (S_ISDIR(st.st_mode) && depth < 64) {
+			if (mkdirat(ddfd, e->d_name, 0755) < 0 && errno != EEXIST) {
+				r = -errno;
+				break;
+			}
+			int s = openat(dirfd(d), e->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int t = openat(ddfd, e->d_name,
+				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (s < 0 || t < 0) {
+				r = -errno;
+				if (s >= 0)
+					close(s);
+				if (t >= 0)
+					close(t);
+				break;
+			}
+			r = publish_tree(s, t, depth + 1);
+		}
+	}
+	closedir(d);
+	close(ddfd);
+	return r;
+}
+
+/* ---- the fill ---- */
+
+static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)s[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+static int write_text(const char *dir, const char *name, const char *text)
+{
+	char path[PATH_MAX + 300];
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	return cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0644, false);
+}
+
+/* `go mod download` in work/src (go.mod and go.sum there), into work/mod, from the shared
+ * proxy first, then the operator's; its output's end in err when it fails. */
+static int download(const char *shared, const char *work, cae_error *err)
+{
+	char src[PATH_MAX + 100], e_home[PATH_MAX + 100], e_mod[PATH_MAX + 100],
+	    e_cache[PATH_MAX + 100], e_proxy[PATH_MAX + 4200];
+	snprintf(src, sizeof(src), "%s/src", work);
+	snprintf(e_home, sizeof(e_home), "HOME=%s/home", work);
+	snprintf(e_mod, sizeof(e_mod), "GOMODCACHE=%s/mod", work);
+	snprintf(e_cache, sizeof(e_cache), "GOCACHE=%s/build", work);
+	snprintf(e_proxy, sizeof(e_proxy), "GOPROXY=file://%s,%s", shared, operator_proxy());
+	const char *envp[16 + ARRAY_SIZE(operator_vars)] = {
+	    "PATH=" CAE_SANDBOX_PATH,
+	    e_home,
+	    e_mod,
+	    e_cache,
+	    e_proxy,
+	    "GOENV=off",
+	    "GOFLAGS=-mod=mod -modcacherw",
+	    "GOWORK=off",
+	    "GOTOOLCHAIN=local",
+	    "GO111MODULE=on",
+	    "LANG=C.UTF-8",
+	};
+	size_t n = 11;
+	char vars[ARRAY_SIZE(operator_vars)][4200];
+	for (size_t i = 0; i < ARRAY_SIZE(operator_vars); i++) {
+		const char *v = getenv(operator_vars[i]);
+		if (v && strlen(v) < 4000) {
+			snprintf(vars[i], sizeof(vars[i]), "%s=%s", operator_vars[i], v);
+			envp[n++] = vars[i];
+		}
+	}
+	envp[n] = NULL;
+	const char *argv[] = {"go", "mod", "download", NULL};
+	cae_run_spec spec = {.argv = argv,
+			     .envp = envp,
+			     .cwd = src,
+			     .timeout_ms = FILL_TIMEOUT_MS,
+			     .max_stdout = 64 << 10,
+			     .cancel_fd = -1};
+	cae_run_result res = {0};
+	int r = cae_runner_run(&spec, &res, err);
+	if (r < 0)
+		return r;
+	if (res.exit_code != 0) {
+		size_t l = res.err ? strlen(res.err) : 0;
+		r = cae_error_set(
+		    err, -EIO, "go mod download (filling the shared Go module cache): exit %d: %s",
+		    res.exit_code, l ? res.err + (l > 600 ? l - 600 : 0) : "");
+	}
+	cae_run_result_clear(&res);
+	return r;
+}
+
+int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const char *gosum,
+			     cae_error *err)
+{
+	char shared[PATH_MAX], fill[PATH_MAX];
+	int r = cae__pkgcache_gomod_dir(cfg, true, shared, sizeof(shared), err);
+	if (r <= 0)
+		return r;
+	if (inst_path(cfg, "go-mod-fill", fill, sizeof(fill)) < 0)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	/* a go on the host (the sandbox's PATH) */
+	const char *penv[] = {"PATH=" CAE_SANDBOX_PATH, NULL};
+	_cleanup_free_ char *prog = NULL;
+	if (cae_runner_find_program("go", penv, &prog) < 0)
+		return 0;
+	/* the fill's own files are out of the bound tree (0700) */
+	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
+		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
+	/* done once per go.mod and go.sum */
+	uint64_t h = fnv1a(0xcbf29ce484222325ULL, "cae-go-mod 1\n", 13);
+	h = fnv1a(h, gomod, strlen(gomod) + 1);
+	h = fnv1a(h, gosum ? gosum : "", gosum ? strlen(gosum) + 1 : 0);
+	char done[PATH_MAX + 40], lock[PATH_MAX + 40], work[PATH_MAX + 40];
+	snprintf(done, sizeof(done), "%s/%016llx.done", fill, (unsigned long long)h);
+	snprintf(lock, sizeof(lock), "%s/.lock", fill);
+	if (access(done, F_OK) == 0)
+		return 0;
+	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
+		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
+	if (access(done, F_OK) == 0)
+		return 0; /* another prepare filled it meanwhile */
+	snprintf(work, sizeof(work), "%s/work", fill);
+	(void)cae__rm_rf(work);
+	char src[PATH_MAX + 60], home[PATH_MAX + 60], dl[PATH_MAX + 60];
+	snprintf(src, sizeof(src), "%s/src", work);
+	snprintf(home, sizeof(home), "%s/home", work);
+	snprintf(dl, sizeof(dl), "%s/mod/cache/download", work);
+	if ((r = cae__mkdir_p(src, 0700)) < 0 || (r = cae__mkdir_p(home, 0700)) < 0 ||
+	    (r = write_text(src, "go.mod", gomod)) < 0 ||
+	    (gosum && (r = write_text(src, "go.sum", gosum)) < 0))
+		return cae_error_set(err, r, "cannot make %s: %s", work, strerror(-r));
+	int dr = download(shared, work, err);
+	/* what was downloaded and checked is published, even when some module was not */
+	int s = open(dl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int t = open(shared, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (s >= 0 && t >= 0) {
+		r = publish_tree(s, t, 0);
+	} else {
+		r = s < 0 && errno == ENOENT ? 0 : -errno;
+		if (s >= 0)
+			close(s);
+		if (t >= 0)
+			close(t);
+	}
+	(void)cae__rm_rf(work);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot publish the Go modules into %s: %s", shared,
+				     strerror(-r));
+	if (dr < 0)
+		return dr;
+	(void)write_text(fill, strrchr(done, '/') + 1, "");
+	char used[PATH_MAX + 16];
+	snprintf(used, sizeof(used), "%s/.used", shared);
+	int ufd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (ufd >= 0) {
+		futimens(ufd, NULL);
+		close(ufd);
+	}
+	return 1;
+}
+
+/* A manifest of the project: a regular file (no link), at most MANIFEST_MAX. 0 with *out
+ * NULL when there is none. */
+static int read_manifest(const char *project, const char *name, char **out)
+{
+	*out = NULL;
+	char path[PATH_MAX + 32];
+	snprintf(path, sizeof(path), "%s/%s", project, name);
+	_cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return -EINVAL;
+	size_t len = 0;
+	return cae__read_fd(fd, MANIFEST_MAX, out, &len);
+}
+
+int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project, cae_error *err)
+{
+	if (!cfg->command_executor.package_cache.enabled)
+		return 0;
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	int r = read_manifest(project, "go.mod", &mod);
+	if (r == 0 && mod)
+		r = read_manifest(project, "go.sum", &sum);
+	if (r < 0)
+		return cae_error_set(err, r, "cannot read the project's go.mod or go.sum: %s",
+				     strerror(-r));
+	return mod ? cae__pkgcache_gomod_fill(cfg, mod, sum, err) : 0;
+}
+
+/* One file of the container's project (cat as the container's user; nothing of the task's
+ * has run in it yet): 0 with *out NULL when there is none. */
+static int container_manifest(cae_prepare *p, const char *name, char **out, cae_error *err)
+{
+	*out = NULL;
+	char script[200];
+	snprintf(script, sizeof(script),
+		 "f=/workspace/project/%s; [ -f \"$f\" ] && [ ! -L \"$f\" ] || exit 3; cat \"$f\"",
+		 name);
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = "/",
+				.timeout_ms = 60000,
+				.max_stdout = MANIFEST_MAX,
+				.max_stderr = 8192,
+				.cancel_fd = -1};
+	cae_run_result res = {0};
+	int r = p->exec(p->exec_ctx, &req, &res, err);
+	if (r < 0)
+		return r;
+	if (res.exit_code == 0 && res.out && !res.out_truncated) {
+		*out = res.out;
+		res.out = NULL;
+	}
+	cae_run_result_clear(&res);
+	return 0;
+}
+
+int cae__pkgcache_gomod_docker(cae_prepare *p, cae_error *err)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled)
+		return 0;
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	int r = container_manifest(p, "go.mod", &mod, err);
+	if (r == 0 && mod)
+		r = container_manifest(p, "go.sum", &sum, err);
+	if (r < 0)
+		return r;
+	return mod ? cae__pkgcache_gomod_fill(p->b->cfg, mod, sum, err) : 0;
+}
