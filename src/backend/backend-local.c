@@ -681,12 +681,18 @@ static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
 	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
 }
 
-/* The shared Go module proxy (pkgcache.h), bound read-only into env's sandbox: 1 with out
- * set (made), 0 when there is none. */
+/* The shared Go module proxy and pip's wheels (pkgcache.h), bound read-only into env's
+ * sandbox: 1 with out set (made), 0 when there is none. */
 static int go_mod_of(const struct local_env *env, char *out, size_t size)
 {
 	return env->sandbox && !env->external &&
 	       cae__pkgcache_gomod_dir(env->cfg, true, out, size, NULL) == 1;
+}
+
+static int pip_wheels_of(const struct local_env *env, char *out, size_t size)
+{
+	return env->sandbox && !env->external &&
+	       cae__pkgcache_pip_dir(env->cfg, true, out, size, NULL) == 1;
 }
 
 /* The shared node_modules tree of the project's lock file (pkgcache.h), put in place of
@@ -762,10 +768,14 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 		spec.npm_cache = cache;
 		spec.npm_cache_inside = CAE_PKGCACHE_NPM;
 	}
-	char gomod[PATH_MAX];
+	char gomod[PATH_MAX], wheels[PATH_MAX];
 	if (go_mod_of(env, gomod, sizeof(gomod))) {
-		spec.go_mod = gomod;
-		spec.go_mod_inside = CAE_PKGCACHE_GO_MOD;
+		spec.ro_cache[0] = gomod;
+		spec.ro_cache_inside[0] = CAE_PKGCACHE_GO_MOD;
+	}
+	if (pip_wheels_of(env, wheels, sizeof(wheels))) {
+		spec.ro_cache[1] = wheels;
+		spec.ro_cache_inside[1] = CAE_PKGCACHE_PIP_WHEELS;
 	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
@@ -947,7 +957,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 6, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 8, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -995,6 +1005,9 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
 	if (go_mod_of(env, cache, sizeof(cache)))
 		extra[ne++] = cae__pkgcache_gomod_env();
+	for (const char *const *e = cae__pkgcache_pip_env();
+	     pip_wheels_of(env, cache, sizeof(cache)) && *e; e++)
+		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1753,14 +1766,20 @@ static int local_populate(cae_prepare *p, cae_error *err)
 			 gerr.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
-	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum before
-	 * anything of the environment ran */
-	if (env->sandbox && !env->external &&
-	    cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+	/* cae's fills of the shared Go modules and pip wheels, from the clone's go.mod, go.sum
+	 * and requirements.txt before anything of the environment ran */
+	if (env->sandbox && !env->external) {
 		char w[1200];
-		snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
-			 gerr.message);
-		cae__prepare_warn(p, "package_cache.unavailable", w);
+		if (cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+			snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
+				 gerr.message);
+			cae__prepare_warn(p, "package_cache.unavailable", w);
+		}
+		if (cae__pkgcache_pip_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+			snprintf(w, sizeof(w), "the shared pip wheels are not filled: %.1100s",
+				 gerr.message);
+			cae__prepare_warn(p, "package_cache.unavailable", w);
+		}
 	}
 	npm_tree_put(p, env);
 	/* the host's tools are the environment's: say which of its name's are missing */

@@ -50,8 +50,7 @@ const char *cae__pkgcache_gomod_env(void)
 	return env;
 }
 
-/* <state_dir>/package-cache/<instance key>/<name> into out. */
-static int inst_path(const cae_config *cfg, const char *name, char *out, size_t size)
+int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size)
 {
 	char inst[CAE_CONFIG_INSTANCE_MAX];
 	cae_config_instance(cfg, inst);
@@ -65,7 +64,7 @@ int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t 
 {
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
-	if (inst_path(cfg, "go-mod", out, size) < 0)
+	if (cae__pkgcache_path(cfg, "go-mod", out, size) < 0)
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
 	struct stat st;
 	if (!make)
@@ -92,10 +91,7 @@ static bool served(const char *name)
 	       (strcmp(dot, ".info") == 0 || strcmp(dot, ".mod") == 0 || strcmp(dot, ".zip") == 0);
 }
 
-/* name of sdfd copied into ddfd under a temporary name, sealed (0444), then linked in
- * place unless a file of that name is there (kept: what a task reads is checked against
- * its go.sum anyway). */
-static int publish_file(int sdfd, const char *name, int ddfd)
+int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd)
 {
 	if (faccessat(ddfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 		return 0;
@@ -144,7 +140,7 @@ static int publish_tree(int sdfd, int ddfd, int depth)
 		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISREG(st.st_mode) && served(e->d_name)) {
-			r = publish_file(dirfd(d), e->d_name, ddfd);
+			r = cae__pkgcache_publish_file(dirfd(d), e->d_name, ddfd);
 		} else if (S_ISDIR(st.st_mode) && depth < 64) {
 			if (mkdirat(ddfd, e->d_name, 0755) < 0 && errno != EEXIST) {
 				r = -errno;
@@ -172,7 +168,7 @@ static int publish_tree(int sdfd, int ddfd, int depth)
 
 /* ---- the fill ---- */
 
-static uint64_t fnv1a(uint64_t h, const char *s, size_t n)
+uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		h ^= (unsigned char)s[i];
@@ -250,7 +246,7 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 	int r = cae__pkgcache_gomod_dir(cfg, true, shared, sizeof(shared), err);
 	if (r <= 0)
 		return r;
-	if (inst_path(cfg, "go-mod-fill", fill, sizeof(fill)) < 0)
+	if (cae__pkgcache_path(cfg, "go-mod-fill", fill, sizeof(fill)) < 0)
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
 	/* a go on the host (the sandbox's PATH) */
 	const char *penv[] = {"PATH=" CAE_SANDBOX_PATH, NULL};
@@ -261,9 +257,9 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
 		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
 	/* done once per go.mod and go.sum */
-	uint64_t h = fnv1a(0xcbf29ce484222325ULL, "cae-go-mod 1\n", 13);
-	h = fnv1a(h, gomod, strlen(gomod) + 1);
-	h = fnv1a(h, gosum ? gosum : "", gosum ? strlen(gosum) + 1 : 0);
+	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-go-mod 1\n", 13);
+	h = cae__pkgcache_fnv1a(h, gomod, strlen(gomod) + 1);
+	h = cae__pkgcache_fnv1a(h, gosum ? gosum : "", gosum ? strlen(gosum) + 1 : 0);
 	char done[PATH_MAX + 40], lock[PATH_MAX + 40], work[PATH_MAX + 40];
 	snprintf(done, sizeof(done), "%s/%016llx.done", fill, (unsigned long long)h);
 	snprintf(lock, sizeof(lock), "%s/.lock", fill);
@@ -314,9 +310,7 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 	return 1;
 }
 
-/* A manifest of the project: a regular file (no link), at most MANIFEST_MAX. 0 with *out
- * NULL when there is none. */
-static int read_manifest(const char *project, const char *name, char **out)
+int cae__pkgcache_manifest(const char *project, const char *name, char **out)
 {
 	*out = NULL;
 	char path[PATH_MAX + 32];
@@ -336,18 +330,16 @@ int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project,
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
 	_cleanup_free_ char *mod = NULL, *sum = NULL;
-	int r = read_manifest(project, "go.mod", &mod);
+	int r = cae__pkgcache_manifest(project, "go.mod", &mod);
 	if (r == 0 && mod)
-		r = read_manifest(project, "go.sum", &sum);
+		r = cae__pkgcache_manifest(project, "go.sum", &sum);
 	if (r < 0)
 		return cae_error_set(err, r, "cannot read the project's go.mod or go.sum: %s",
 				     strerror(-r));
 	return mod ? cae__pkgcache_gomod_fill(cfg, mod, sum, err) : 0;
 }
 
-/* One file of the container's project (cat as the container's user; nothing of the task's
- * has run in it yet): 0 with *out NULL when there is none. */
-static int container_manifest(cae_prepare *p, const char *name, char **out, cae_error *err)
+int cae__pkgcache_container_manifest(cae_prepare *p, const char *name, char **out, cae_error *err)
 {
 	*out = NULL;
 	char script[200];
@@ -378,9 +370,9 @@ int cae__pkgcache_gomod_docker(cae_prepare *p, cae_error *err)
 	if (!p->b->cfg->command_executor.package_cache.enabled)
 		return 0;
 	_cleanup_free_ char *mod = NULL, *sum = NULL;
-	int r = container_manifest(p, "go.mod", &mod, err);
+	int r = cae__pkgcache_container_manifest(p, "go.mod", &mod, err);
 	if (r == 0 && mod)
-		r = container_manifest(p, "go.sum", &sum, err);
+		r = cae__pkgcache_container_manifest(p, "go.sum", &sum, err);
 	if (r < 0)
 		return r;
 	return mod ? cae__pkgcache_gomod_fill(p->b->cfg, mod, sum, err) : 0;

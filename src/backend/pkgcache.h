@@ -147,6 +147,52 @@ int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project,
  * exec before any of the task's commands ran there). */
 int cae__pkgcache_gomod_docker(struct cae_prepare *p, cae_error *err);
 
+/* pip's wheels (pkgcache-pip.c): a flat directory of wheels,
+ *   <state_dir>/package-cache/<instance key>/pip-wheels/<name>-<version>-<tags>.whl
+ * files 0444, cae's; bound read-only at CAE_PKGCACHE_PIP_WHEELS (local's sandbox, every
+ * container) and named by PIP_FIND_LINKS (cae__pkgcache_pip_env), the index still the
+ * configured one (PIP_INDEX_URL of cae's environment when it has one): pip takes a wheel
+ * from there before an equal one of the index. cae alone fills it, before the prepare's
+ * install, once per requirements.txt: `pip download --only-binary=:all:` (wheels only: no
+ * build, no code of any package runs) of the requirement lines it keeps (a name, extras,
+ * version specifiers, markers and --hash options: no option, URL, path, file or variable,
+ * which could make the fill take a wheel from elsewhere than the operator's index), with
+ * the host's python3, an empty HOME and the operator's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+ * PIP_TRUSTED_HOST, PIP_CERT and proxy variables from cae's own environment, never the
+ * task's; the wheels are then published like Go's modules. What protects it: only cae
+ * writes it, from the operator's index. pip checks a wheel's hash only where the project
+ * pins hashes (--hash, --require-hashes); a wheel is otherwise trusted by its name, as the
+ * index's would be. */
+#define CAE_PKGCACHE_PIP_WHEELS CAE_PKGCACHE_INSIDE "/pip-wheels"
+
+/* The shared wheels' directory into out (made, cae's, 0755, when make is set). 1: set; 0:
+ * caches off (or, without make, not there); -errno with err set. */
+int cae__pkgcache_pip_dir(const cae_config *cfg, bool make, char *out, size_t size, cae_error *err);
+/* "PIP_FIND_LINKS=CAE_PKGCACHE_PIP_WHEELS" and PIP_INDEX_URL of cae's environment, when
+ * it has one (NULL-terminated, static). */
+const char *const *cae__pkgcache_pip_env(void);
+/* The fill for requirements.txt's text. 1: filled; 0: caches off, no python3 with pip on
+ * the host, nothing to fill, or already done for this text; -errno with err set (what was
+ * downloaded is published all the same). */
+int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err);
+/* The fill for the requirements.txt of project on this host, or of the container being
+ * prepared. */
+int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err);
+int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
+
+/* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
+ * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
+ * sealed (0444), then linked in place unless a file of that name is there (a version's
+ * files never change); FNV-1a of n bytes of s from h; a manifest of the project (a regular
+ * file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
+ * before any of the task's commands): 0 with *out NULL when there is none. */
+int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size);
+int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd);
+uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n);
+int cae__pkgcache_manifest(const char *project, const char *name, char **out);
+int cae__pkgcache_container_manifest(struct cae_prepare *p, const char *name, char **out,
+				     cae_error *err);
+
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);
 

@@ -1825,7 +1825,8 @@ END_TEST
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
  * with a cache of its own; B's cache is the same directory. A also plants files in pip's
  * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
- * read: B has none of them (not shared, and nothing points B's tools elsewhere). */
+ * read: B has none of them (each environment's own; what is shared of pip's and Go's is
+ * read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -1875,7 +1876,7 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	    /* pip's, Maven's and Go's module caches are not shared: A's files are not B's */
 	    "cat ~/.cache/pip/http/planted ~/.cache/pip/wheels/planted ~/.m2/repository/planted "
 	    "~/go/pkg/mod/planted 2>/dev/null; env | grep -E "
-	    "'^(PIP_CACHE_DIR|PIP_FIND_LINKS|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
+	    "'^(PIP_CACHE_DIR|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
 	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
 	 * package, and the result says why */
 	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
@@ -2091,6 +2092,103 @@ START_TEST(package_cache_go_shared_read_only)
 }
 END_TEST
 
+/* A wheel of our own (caewheel 1.0, whose WORD is "pristine") in a package index on disk
+ * (dir/simple, file:// URLs: no network), and a project in repo whose requirements.txt
+ * names it. */
+static void pip_wheel_project(const char *dir, const char *repo)
+{
+	tu_sh(
+	    "set -e; P=%s; mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = "
+	    "\"pristine\"' > $P/src/caewheel/__init__.py; printf 'from setuptools import "
+	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
+	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
+	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
+	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
+	    "$P/simple/caewheel/index.html; cd %s; printf 'caewheel==1.0\\n' > "
+	    "requirements.txt; " GIT " add . && " GIT " commit -qm pip",
+	    dir, repo);
+}
+
+/* pip's shared wheels (pkgcache.h): cae's fill put the project's wheel (from the operator's
+ * index, PIP_INDEX_URL of cae's environment, here a directory) in the shared directory
+ * bound read-only at /cache/pip-wheels and named by PIP_FIND_LINKS. Task A, as an
+ * attacker, writes into, chmods, removes, renames and adds to every file and directory of
+ * it, and copies its own wheel of the same name there (all refused: a read-only bind of
+ * cae's files). Then the operator's index is gone: B, a new environment of the same
+ * project, installs the wheel from the shared directory alone (its prepare's pip install,
+ * and again with --no-index), the package's own code; the shared files are cae's,
+ * read-only, none of A's. Failed before: no PIP_FIND_LINKS, no /cache/pip-wheels, B's
+ * install could not find caewheel. */
+START_TEST(package_cache_pip_wheels_read_only)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *pp = tu_mkdtemp();
+	pip_wheel_project(pp, repo);
+	char index[PATH_MAX + 16];
+	snprintf(index, sizeof(index), "file://%s/simple", pp);
+	setenv("PIP_INDEX_URL", index, 1);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("pip-a"), .repo = repo}, tb = {.uuid = C("pip-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	    ck_assert_msg(!strstr(json_string_value(w), "pip wheels"), "%s", json_string_value(w));
+	json_t *d = dep_of(info.deps, "requirements.txt");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no pip install");
+	cae_env_info_clear(&info);
+	cae_run_result r = run(
+	    b, "pip-a",
+	    "echo $PIP_FIND_LINKS; ls /cache/pip-wheels; w=0; for f in $(find /cache/pip-wheels "
+	    "-type f); do { printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); chmod 666 \"$f\" "
+	    "2>/dev/null && w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); mv \"$f\" "
+	    "\"$f.x\" 2>/dev/null && w=$((w+1)); done; touch /cache/pip-wheels/POISON "
+	    "2>/dev/null && w=$((w+1)); mkdir /cache/pip-wheels/x 2>/dev/null && w=$((w+1)); "
+	    "mkdir -p /tmp/e/caewheel && echo 'WORD = \"POISON\"' > /tmp/e/caewheel/__init__.py "
+	    "&& (cd /tmp/e && zip -qr /tmp/caewheel-1.0-py3-none-any.whl caewheel) && echo built "
+	    "&& cp "
+	    "/tmp/caewheel-1.0-py3-none-any.whl /cache/pip-wheels/caewheel-1.0-py3-none-any.whl "
+	    "2>/dev/null && w=$((w+1)); cp /tmp/caewheel-1.0-py3-none-any.whl "
+	    "/cache/pip-wheels/caewheel-1.0-py2.py3-none-any.whl 2>/dev/null && w=$((w+1)); "
+	    "echo written:$w");
+	ck_assert_msg(
+	    strcmp(r.out, "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nbuilt\nwritten:0\n") ==
+		0,
+	    "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the operator's index unreachable from here on */
+	tu_sh("rm -rf %s/simple %s/wheels", pp, pp);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	d = dep_of(info.deps, "requirements.txt");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no pip install");
+	cae_env_info_clear(&info);
+	r = run(
+	    b, "pip-b",
+	    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)'; python3 -m pip install "
+	    "-q --no-index --target /tmp/t caewheel==1.0 >/dev/null 2>&1 && cat "
+	    "/tmp/t/caewheel/__init__.py; grep -rl POISON /cache/pip-wheels");
+	ck_assert_msg(strcmp(r.out, "pristine\nWORD = \"pristine\"\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/pip-wheels/*' \\( -perm /222 "
+	      "-o ! -user %u \\))\" && test -f \"$(echo "
+	      "%s/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
+	      shared, shared, (unsigned)getuid(), shared);
+	ck_assert_int_eq(cae_backend_cleanup(b, "pip-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "pip-b", &err), 0);
+	cae__rm_rf(pp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 /* The package caches' directories and their prune: off by default (nothing made), made per
  * owner with the owner's uid, and pruned by age, then by size (least recently used first),
  * this instance's only. */
@@ -2176,6 +2274,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
 	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
+	tcase_add_test(tc, package_cache_pip_wheels_read_only);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
