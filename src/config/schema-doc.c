@@ -135,7 +135,11 @@ const struct cfg_doc cfg_docs[] = {
      "module proxy on disk at `/cache/go-mod`, first on `GOPROXY`, filled by "
      "cae alone with `go mod download` of the project's `go.mod` and `go.sum` "
      "and the host's go, from the operator's `GOPROXY`; go checks what it takes "
-     "against `go.sum`); pip's and Maven's are not (nothing checks what they "
+     "against `go.sum`), and pip's wheels (`/cache/pip-wheels`, named by "
+     "`PIP_FIND_LINKS`, filled by cae alone with `pip download "
+     "--only-binary=:all:` of the project's `requirements.txt` from the "
+     "operator's `PIP_INDEX_URL`; checked only where the project pins hashes); "
+     "pip's HTTP cache and Maven's repository are not (nothing checks what they "
      "hold when it is read)."},
     {CE "package_cache.enabled", "Share the package caches (off: each environment has its own)."},
     {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
