@@ -2092,10 +2092,12 @@ START_TEST(package_cache_go_shared_read_only)
 }
 END_TEST
 
-/* A wheel of our own (caewheel 1.0, whose WORD is "pristine") in a package index on disk
- * (dir/simple, file:// URLs: no network), and a project in repo whose requirements.txt
- * names it. */
-static void pip_wheel_project(const char *dir, const char *repo)
+/* A wheel of our own (caewheel 1.0, whose WORD is "pristine") in a package index served on
+ * 127.0.0.1:port from dir (dir/simple; python3's http.server, a child of ours known to the
+ * runner: its pid is returned), and a project in repo whose requirements.txt names it, and also
+ * names, as an attacker's project would, a directory of its own (dir/evil) holding a caewheel 1.0
+ * wheel whose WORD is "POISON" (pip prefers a --find-links file to an equal one of an index). */
+static pid_t pip_wheel_project(const char *dir, const char *repo, int port)
 {
 	tu_sh(
 	    "set -e; P=%s; mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = "
@@ -2103,18 +2105,46 @@ static void pip_wheel_project(const char *dir, const char *repo)
 	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
 	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
 	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
-	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
-	    "$P/simple/caewheel/index.html; cd %s; printf 'caewheel==1.0\\n' > "
-	    "requirements.txt; " GIT " add . && " GIT " commit -qm pip",
-	    dir, repo);
+	    "$P/wheels); printf '<a href=\"http://127.0.0.1:%d/wheels/%%s\">%%s</a>\\n' $W $W > "
+	    "$P/simple/caewheel/index.html; echo 'WORD = \"POISON\"' > "
+	    "$P/src/caewheel/__init__.py; sed -i 's/1[.]0/9.0/' $P/src/setup.py; rm -rf "
+	    "$P/src/build $P/src/*.egg-info; (cd $P && "
+	    "HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q --no-deps --no-build-isolation "
+	    "--no-index -w $P/evil ./src) >/dev/null 2>&1; test -f "
+	    "$P/evil/caewheel-9.0-py3-none-any.whl; cd "
+	    "%s; printf -- '--find-links file://%%s/evil\\ncaewheel\\n' $P > requirements.txt; " GIT
+	    " add . && " GIT " commit -qm pip",
+	    dir, port, repo);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		char p[16];
+		snprintf(p, sizeof(p), "%d", port);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* ours: the runner reaps children it does not know of */
+	cae__proctree_lock();
+	cae__proctree_register(pid);
+	cae__proctree_unlock();
+	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:%d/simple/caewheel/ "
+	      "&& exit 0; sleep 0.1; done; exit 1",
+	      port);
+	return pid;
 }
 
 /* pip's shared wheels (pkgcache.h): cae's fill put the project's wheel (from the operator's
- * index, PIP_INDEX_URL of cae's environment, here a directory) in the shared directory
+ * index, PIP_INDEX_URL of cae's environment, here one on the loopback) in the shared directory
  * bound read-only at /cache/pip-wheels and named by PIP_FIND_LINKS. Task A, as an
  * attacker, writes into, chmods, removes, renames and adds to every file and directory of
  * it, and copies its own wheel of the same name there (all refused: a read-only bind of
- * cae's files). Then the operator's index is gone: B, a new environment of the same
+ * cae's files); the shared wheel is the index's, never the one the project's own
+ * --find-links line offers (the fill keeps no option). Then the operator's index is gone
+ * (and the project's directory): B, a new environment of the same
  * project, installs the wheel from the shared directory alone (its prepare's pip install,
  * and again with --no-index), the package's own code; the shared files are cae's,
  * read-only, none of A's. Failed before: no PIP_FIND_LINKS, no /cache/pip-wheels, B's
@@ -2123,9 +2153,10 @@ START_TEST(package_cache_pip_wheels_read_only)
 {
 	_cleanup_free_ char *repo = make_repo();
 	_cleanup_free_ char *pp = tu_mkdtemp();
-	pip_wheel_project(pp, repo);
-	char index[PATH_MAX + 16];
-	snprintf(index, sizeof(index), "file://%s/simple", pp);
+	int port = 20000 + (int)(getpid() % 20000);
+	pid_t server = pip_wheel_project(pp, repo, port);
+	char index[64];
+	snprintf(index, sizeof(index), "http://127.0.0.1:%d/simple", port);
 	setenv("PIP_INDEX_URL", index, 1);
 	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
@@ -2155,14 +2186,16 @@ START_TEST(package_cache_pip_wheels_read_only)
 	    "/tmp/caewheel-1.0-py3-none-any.whl /cache/pip-wheels/caewheel-1.0-py3-none-any.whl "
 	    "2>/dev/null && w=$((w+1)); cp /tmp/caewheel-1.0-py3-none-any.whl "
 	    "/cache/pip-wheels/caewheel-1.0-py2.py3-none-any.whl 2>/dev/null && w=$((w+1)); "
-	    "echo written:$w");
+	    "echo written:$w; unzip -p /cache/pip-wheels/caewheel-1.0-py3-none-any.whl "
+	    "caewheel/__init__.py");
 	ck_assert_msg(
-	    strcmp(r.out, "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nbuilt\nwritten:0\n") ==
-		0,
+	    strcmp(r.out,
+		   "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nbuilt\nwritten:0\nWORD = "
+		   "\"pristine\"\n") == 0,
 	    "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the operator's index unreachable from here on */
-	tu_sh("rm -rf %s/simple %s/wheels", pp, pp);
+	tu_sh("rm -rf %s/simple %s/wheels %s/evil", pp, pp, pp);
 	ck_assert_msg(cae_backend_prepare(b, &tb, "python", NULL, &info, &err) == 0, "%s",
 		      err.message);
 	d = dep_of(info.deps, "requirements.txt");
@@ -2172,7 +2205,7 @@ START_TEST(package_cache_pip_wheels_read_only)
 	r = run(
 	    b, "pip-b",
 	    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)'; python3 -m pip install "
-	    "-q --no-index --target /tmp/t caewheel==1.0 >/dev/null 2>&1 && cat "
+	    "-q --no-index --target /tmp/t caewheel >/dev/null 2>&1 && cat "
 	    "/tmp/t/caewheel/__init__.py; grep -rl POISON /cache/pip-wheels");
 	ck_assert_msg(strcmp(r.out, "pristine\nWORD = \"pristine\"\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
@@ -2183,6 +2216,9 @@ START_TEST(package_cache_pip_wheels_read_only)
 	      shared, shared, (unsigned)getuid(), shared);
 	ck_assert_int_eq(cae_backend_cleanup(b, "pip-a", &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, "pip-b", &err), 0);
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
 	cae__rm_rf(pp);
 	cae_backend_free(b);
 	cae_config_free(cfg);
