@@ -2768,6 +2768,84 @@ START_TEST(go_build_cache_shared_read_only_docker)
 }
 END_TEST
 
+/* pip's shared wheels on docker (pkgcache-pip.c): cae's fill, on the host, put the wheel a
+ * container's requirements.txt names (from the operator's index, PIP_INDEX_URL of cae's
+ * environment, here a directory of this host) in the shared directory bound read-only at
+ * /cache/pip-wheels, named by the container's PIP_FIND_LINKS. Task A, as an attacker,
+ * appends to, removes, renames and adds files there, its own wheel of the same name among
+ * them (refused: a read-only bind of root's files); then the operator's index is gone, and
+ * task B's prepare installs the package's own wheel from the shared directory alone. Failed
+ * before: no /cache/pip-wheels, no PIP_FIND_LINKS, the install found no caewheel. */
+START_TEST(pip_wheels_shared_read_only_docker)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char ua[64], ub[64];
+	bt_task_uuid(ua, sizeof(ua), "caetest");
+	bt_task_uuid(ub, sizeof(ub), "caetest");
+	char *work = tu_mkdtemp(), *pp = tu_mkdtemp();
+	shf("set -e; P=%s; mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = "
+	    "\"pristine\"' > $P/src/caewheel/__init__.py; printf 'from setuptools import "
+	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
+	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
+	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
+	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
+	    "$P/simple/caewheel/index.html; cd %s && git init -q -b main && printf "
+	    "'caewheel==1.0\\n' > requirements.txt && git add . && git -c user.email=t@e -c "
+	    "user.name=t commit -qm pip",
+	    pp, work);
+	char index[PATH_MAX + 16];
+	snprintf(index, sizeof(index), "file://%s/simple", pp);
+	setenv("PIP_INDEX_URL", index, 1);
+	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
+	cae_env_info info;
+	prepare_ok(b, &ta, "python", &info);
+	ck_assert(!warned_with(info.warnings, "pip wheels"));
+	cae_env_info_clear(&info);
+	cae_run_result r = bt_exec(
+	    b, ua,
+	    "echo $PIP_FIND_LINKS; ls /cache/pip-wheels; w=0; for f in $(find /cache/pip-wheels "
+	    "-type f); do { printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); rm -f \"$f\" "
+	    "2>/dev/null && w=$((w+1)); mv \"$f\" \"$f.x\" 2>/dev/null && w=$((w+1)); done; touch "
+	    "/cache/pip-wheels/POISON 2>/dev/null && w=$((w+1)); echo POISON > /tmp/x.whl; cp "
+	    "/tmp/x.whl /cache/pip-wheels/caewheel-1.0-py2.py3-none-any.whl 2>/dev/null && "
+	    "w=$((w+1)); echo written:$w",
+	    120000);
+	ck_assert_msg(
+	    strcmp(r.out, "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nwritten:0\n") == 0,
+	    "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the operator's index gone */
+	shf("rm -rf %s/simple %s/wheels", pp, pp);
+	prepare_ok(b, &tb, "python", &info);
+	cae_env_info_clear(&info);
+	r = bt_exec(b, ub,
+		    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)'; grep -rl POISON "
+		    "/cache/pip-wheels",
+		    120000);
+	ck_assert_msg(strcmp(r.out, "pristine\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
+	    "'*/pip-wheels/*' \\( -perm /222 -o ! -user 0 \\))\" && test -f \"$(echo "
+	    "%s/package-cache/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
+	    state, state, state);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, ub, &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(pp);
+	free(pp);
+	cae__rm_rf(state);
+	free(state);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 #define MANY 32
 
 /* 32 prepares at once (each its own backend, as separate processes would be) on a small
@@ -3030,6 +3108,7 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(pk, gs_setup, gs_teardown);
 	tcase_add_unchecked_fixture(pk, NULL, sweep);
 	tcase_add_test(pk, go_build_cache_shared_read_only_docker);
+	tcase_add_test(pk, pip_wheels_shared_read_only_docker);
 	suite_add_tcase(s, pk);
 	return s;
 }
