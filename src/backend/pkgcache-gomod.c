@@ -177,6 +177,32 @@ uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n)
 	return h;
 }
 
+bool cae__pkgcache_filled(const char *shared, uint64_t h, bool set)
+{
+	char p[PATH_MAX + 64];
+	snprintf(p, sizeof(p), "%s/.filled", shared);
+	if (set)
+		(void)mkdir(p, 0755);
+	snprintf(p, sizeof(p), "%s/.filled/%016llx", shared, (unsigned long long)h);
+	if (!set)
+		return access(p, F_OK) == 0;
+	int fd = open(p, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd >= 0)
+		close(fd);
+	return fd >= 0;
+}
+
+void cae__pkgcache_used(const char *shared)
+{
+	char used[PATH_MAX + 16];
+	snprintf(used, sizeof(used), "%s/.used", shared);
+	int fd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
+	if (fd >= 0) {
+		futimens(fd, NULL);
+		close(fd);
+	}
+}
+
 static int write_text(const char *dir, const char *name, const char *text)
 {
 	char path[PATH_MAX + 300];
@@ -248,6 +274,8 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 		return r;
 	if (cae__pkgcache_path(cfg, "go-mod-fill", fill, sizeof(fill)) < 0)
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	/* used by this prepare, filled or not (the prune's age) */
+	cae__pkgcache_used(shared);
 	/* a go on the host (the sandbox's PATH) */
 	const char *penv[] = {"PATH=" CAE_SANDBOX_PATH, NULL};
 	_cleanup_free_ char *prog = NULL;
@@ -260,15 +288,14 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-go-mod 1\n", 13);
 	h = cae__pkgcache_fnv1a(h, gomod, strlen(gomod) + 1);
 	h = cae__pkgcache_fnv1a(h, gosum ? gosum : "", gosum ? strlen(gosum) + 1 : 0);
-	char done[PATH_MAX + 40], lock[PATH_MAX + 40], work[PATH_MAX + 40];
-	snprintf(done, sizeof(done), "%s/%016llx.done", fill, (unsigned long long)h);
+	char lock[PATH_MAX + 40], work[PATH_MAX + 40];
 	snprintf(lock, sizeof(lock), "%s/.lock", fill);
-	if (access(done, F_OK) == 0)
+	if (cae__pkgcache_filled(shared, h, false))
 		return 0;
 	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
 		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
-	if (access(done, F_OK) == 0)
+	if (cae__pkgcache_filled(shared, h, false))
 		return 0; /* another prepare filled it meanwhile */
 	snprintf(work, sizeof(work), "%s/work", fill);
 	(void)cae__rm_rf(work);
@@ -299,14 +326,7 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 				     strerror(-r));
 	if (dr < 0)
 		return dr;
-	(void)write_text(fill, strrchr(done, '/') + 1, "");
-	char used[PATH_MAX + 16];
-	snprintf(used, sizeof(used), "%s/.used", shared);
-	int ufd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
-	if (ufd >= 0) {
-		futimens(ufd, NULL);
-		close(ufd);
-	}
+	(void)cae__pkgcache_filled(shared, h, true);
 	return 1;
 }
 

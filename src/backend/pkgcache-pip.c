@@ -249,6 +249,8 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 		return r;
 	if (cae__pkgcache_path(cfg, "pip-fill", fill, sizeof(fill)) < 0)
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	/* used by this prepare, filled or not (the prune's age) */
+	cae__pkgcache_used(shared);
 	_cleanup_free_ char *kept = kept_lines(requirements);
 	if (!kept)
 		return cae_error_set(err, -ENOMEM, "out of memory");
@@ -258,15 +260,14 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
 	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-pip 1\n", 10);
 	h = cae__pkgcache_fnv1a(h, kept, strlen(kept));
-	char done[PATH_MAX + 40], lock[PATH_MAX + 40], work[PATH_MAX + 40];
-	snprintf(done, sizeof(done), "%s/%016llx.done", fill, (unsigned long long)h);
+	char lock[PATH_MAX + 40], work[PATH_MAX + 40];
 	snprintf(lock, sizeof(lock), "%s/.lock", fill);
-	if (access(done, F_OK) == 0)
+	if (cae__pkgcache_filled(shared, h, false))
 		return 0;
 	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
 		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
-	if (access(done, F_OK) == 0)
+	if (cae__pkgcache_filled(shared, h, false))
 		return 0; /* another prepare filled it meanwhile */
 	snprintf(work, sizeof(work), "%s/work", fill);
 	(void)cae__rm_rf(work);
@@ -285,14 +286,7 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 				     strerror(-r));
 	if (dr != 0)
 		return dr < 0 ? dr : 0;
-	(void)write_text(fill, strrchr(done, '/') + 1, "");
-	char used[PATH_MAX + 16];
-	snprintf(used, sizeof(used), "%s/.used", shared);
-	int ufd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0444);
-	if (ufd >= 0) {
-		futimens(ufd, NULL);
-		close(ufd);
-	}
+	(void)cae__pkgcache_filled(shared, h, true);
 	return 1;
 }
 

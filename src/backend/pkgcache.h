@@ -187,6 +187,11 @@ int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
  * file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
  * before any of the task's commands): 0 with *out NULL when there is none. */
 int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size);
+/* Whether the fill of hash h is recorded in shared/.filled (recorded when set): in the
+ * shared tree, so that a prune of the tree forgets its fills with it. */
+bool cae__pkgcache_filled(const char *shared, uint64_t h, bool set);
+/* shared/.used's mtime set to now (the prune's last use). */
+void cae__pkgcache_used(const char *shared);
 int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd);
 uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n);
 int cae__pkgcache_manifest(const char *project, const char *name, char **out);

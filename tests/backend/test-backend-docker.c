@@ -2829,7 +2829,7 @@ START_TEST(pip_wheels_shared_read_only_docker)
 	ck_assert_msg(strcmp(r.out, "pristine\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
-	    "'*/pip-wheels/*' \\( -perm /222 -o ! -user 0 \\))\" && test -f \"$(echo "
+	    "'*/pip-wheels/*' \\( -type f -perm /222 -o ! -user 0 \\))\" && test -f \"$(echo "
 	    "%s/package-cache/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
 	    state, state, state);
 	cae_error err = {0};

@@ -2210,7 +2210,8 @@ START_TEST(package_cache_pip_wheels_read_only)
 	ck_assert_msg(strcmp(r.out, "pristine\nWORD = \"pristine\"\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
-	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/pip-wheels/*' \\( -perm /222 "
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/pip-wheels/*' \\( -type f "
+	      "-perm /222 "
 	      "-o ! -user %u \\))\" && test -f \"$(echo "
 	      "%s/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
 	      shared, shared, (unsigned)getuid(), shared);
@@ -2221,6 +2222,44 @@ START_TEST(package_cache_pip_wheels_read_only)
 	waitpid(server, NULL, 0);
 	cae__rm_rf(pp);
 	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The Go module fill (pkgcache.h) without a prepare: nothing made while no fill ran, once
+ * per go.mod and go.sum (a second fill of the same files does nothing), and again after a
+ * prune took the shared tree (its record of the fills goes with it: a record kept beside
+ * the tree would leave every later fill skipped and the tree empty). */
+START_TEST(package_cache_go_mod_fill_after_prune)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *gp = tu_mkdtemp();
+	go_module_project(gp, repo);
+	char proxy[PATH_MAX + 16];
+	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	setenv("GOPROXY", proxy, 1);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	ck_assert_int_eq(cae__pkgcache_manifest(repo, "go.mod", &mod), 0);
+	ck_assert_int_eq(cae__pkgcache_manifest(repo, "go.sum", &sum), 0);
+	ck_assert(mod && sum);
+	cae_error err;
+	char dir[PATH_MAX], zip[PATH_MAX + 64];
+	ck_assert_int_eq(cae__pkgcache_gomod_dir(cfg, false, dir, sizeof(dir), &err), 0);
+	ck_assert_msg(cae__pkgcache_gomod_fill(cfg, mod, sum, &err) == 1, "%s", err.message);
+	ck_assert_int_eq(cae__pkgcache_gomod_dir(cfg, false, dir, sizeof(dir), &err), 1);
+	snprintf(zip, sizeof(zip), "%s/example.com/caedep/@v/v1.0.0.zip", dir);
+	ck_assert_int_eq(access(zip, F_OK), 0);
+	ck_assert_int_eq(cae__pkgcache_gomod_fill(cfg, mod, sum, &err), 0);
+	json_t *removed = json_array();
+	int count = 0;
+	ck_assert_int_eq(
+	    cae__pkgcache_prune(cfg, 168 * 3600, 0, true, false, removed, &count, &err), 0);
+	json_decref(removed);
+	ck_assert_int_ne(access(zip, F_OK), 0);
+	ck_assert_msg(cae__pkgcache_gomod_fill(cfg, mod, sum, &err) == 1, "%s", err.message);
+	ck_assert_int_eq(access(zip, F_OK), 0);
+	cae__rm_rf(gp);
 	cae_config_free(cfg);
 }
 END_TEST
@@ -2311,6 +2350,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
 	tcase_add_test(tc, package_cache_pip_wheels_read_only);
+	tcase_add_test(tc, package_cache_go_mod_fill_after_prune);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
