@@ -1991,7 +1991,7 @@ static void docker_go_cache(cae_prepare *p)
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
-	if (cae__pkgcache_gomod_docker(p, &e) < 0) {
+	if (cae__pkgcache_gomod_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
 			 e.message);

@@ -8,6 +8,7 @@
 #include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "cae/docker.h"
 #include "cae/runner.h"
 
 #include <dirent.h>
@@ -212,8 +213,9 @@ static int write_text(const char *dir, const char *name, const char *text)
 
 /* `go mod download` in work/src (go.mod and go.sum there), into work/mod, from the shared
  * proxy first, then the operator's; its output's end in err when it fails. */
-static int download(const char *shared, const char *work, cae_error *err)
+static int host_download(const char *shared, const char *work, void *ctx, cae_error *err)
 {
+	(void)ctx;
 	char src[PATH_MAX + 100], e_home[PATH_MAX + 100], e_mod[PATH_MAX + 100],
 	    e_cache[PATH_MAX + 100], e_proxy[PATH_MAX + 4200];
 	snprintf(src, sizeof(src), "%s/src", work);
@@ -265,8 +267,11 @@ static int download(const char *shared, const char *work, cae_error *err)
 	return r;
 }
 
-int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const char *gosum,
-			     cae_error *err)
+/* How a fill downloads: into work/mod from work/src (go.mod, go.sum), shared first. */
+typedef int (*download_fn)(const char *shared, const char *work, void *ctx, cae_error *err);
+
+static int fill_with(const cae_config *cfg, const char *gomod, const char *gosum,
+		     download_fn download, void *ctx, cae_error *err)
 {
 	char shared[PATH_MAX], fill[PATH_MAX];
 	int r = cae__pkgcache_gomod_dir(cfg, true, shared, sizeof(shared), err);
@@ -276,11 +281,6 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
 	/* used by this prepare, filled or not (the prune's age) */
 	cae__pkgcache_used(shared);
-	/* a go on the host (the sandbox's PATH) */
-	const char *penv[] = {"PATH=" CAE_SANDBOX_PATH, NULL};
-	_cleanup_free_ char *prog = NULL;
-	if (cae_runner_find_program("go", penv, &prog) < 0)
-		return 0;
 	/* the fill's own files are out of the bound tree (0700) */
 	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
 		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
@@ -307,7 +307,7 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 	    (r = write_text(src, "go.mod", gomod)) < 0 ||
 	    (gosum && (r = write_text(src, "go.sum", gosum)) < 0))
 		return cae_error_set(err, r, "cannot make %s: %s", work, strerror(-r));
-	int dr = download(shared, work, err);
+	int dr = download(shared, work, ctx, err);
 	/* what was downloaded and checked is published, even when some module was not */
 	int s = open(dl, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int t = open(shared, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -328,6 +328,22 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 		return dr;
 	(void)cae__pkgcache_filled(shared, h, true);
 	return 1;
+}
+
+/* A go on the host (the sandbox's PATH). */
+static bool host_go(void)
+{
+	const char *penv[] = {"PATH=" CAE_SANDBOX_PATH, NULL};
+	_cleanup_free_ char *prog = NULL;
+	return cae_runner_find_program("go", penv, &prog) == 0;
+}
+
+int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const char *gosum,
+			     cae_error *err)
+{
+	if (!cfg->command_executor.package_cache.enabled || !host_go())
+		return 0;
+	return fill_with(cfg, gomod, gosum, host_download, NULL, err);
 }
 
 int cae__pkgcache_manifest(const char *project, const char *name, char **out)
@@ -385,7 +401,92 @@ int cae__pkgcache_container_manifest(cae_prepare *p, const char *name, char **ou
 	return 0;
 }
 
-int cae__pkgcache_gomod_docker(cae_prepare *p, cae_error *err)
+/* ---- the fill in a container (docker, no go on the host) ---- */
+
+bool cae__pkgcache_gomod_in_container;
+
+#define FILL_INSIDE "/fill"
+
+struct container_fill {
+	cae_docker *d;
+	const char *image; /* its id */
+};
+
+/* `go mod download` in a container of the image (its go, its user 1000, the host's network
+ * to reach the operator's proxy, no capabilities), work bound at FILL_INSIDE and the shared
+ * proxy read-only at CAE_PKGCACHE_GO_MOD: nothing of a task's but the two files. */
+static int container_download(const char *shared, const char *work, void *ctx, cae_error *err)
+{
+	struct container_fill *cf = ctx;
+	static const char *const dirs[] = {"", "/src", "/src/go.mod", "/src/go.sum", "/home"};
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		char p[PATH_MAX + 40];
+		snprintf(p, sizeof(p), "%s%s", work, dirs[i]);
+		if (lchown(p, 1000, 1000) < 0 && errno != ENOENT)
+			return cae_error_set(err, -errno, "cannot give %s to uid 1000: %s", p,
+					     strerror(errno));
+	}
+	char b_work[PATH_MAX + 40], b_shared[PATH_MAX + 40], e_proxy[4200];
+	snprintf(b_work, sizeof(b_work), "%s:" FILL_INSIDE, work);
+	snprintf(b_shared, sizeof(b_shared), "%s:" CAE_PKGCACHE_GO_MOD ":ro", shared);
+	snprintf(e_proxy, sizeof(e_proxy), "GOPROXY=file://" CAE_PKGCACHE_GO_MOD ",%s",
+		 operator_proxy());
+	json_t *env = json_pack("[s,s,s,s,s,s,s,s,s,s]", "HOME=" FILL_INSIDE "/home",
+				"GOMODCACHE=" FILL_INSIDE "/mod", "GOCACHE=" FILL_INSIDE "/build",
+				e_proxy, "GOENV=off", "GOFLAGS=-mod=mod -modcacherw", "GOWORK=off",
+				"GOTOOLCHAIN=local", "GO111MODULE=on", "LANG=C.UTF-8");
+	for (size_t i = 0; env && i < ARRAY_SIZE(operator_vars); i++) {
+		const char *v = getenv(operator_vars[i]);
+		char kv[4200];
+		if (v && strlen(v) < 4000) {
+			snprintf(kv, sizeof(kv), "%s=%s", operator_vars[i], v);
+			json_array_append_new(env, json_string(kv));
+		}
+	}
+	json_t *body = env ? json_pack("{s:s, s:s, s:[s,s,s], s:s, s:o, s:{s:s}, s:{s:[s,s], s:s, "
+				       "s:[s], s:[s]}}",
+				       "Image", cf->image, "User", "1000:1000", "Cmd", "sh", "-c",
+				       "cd " FILL_INSIDE "/src && go mod download", "WorkingDir",
+				       "/", "Env", env, "Labels", "cae.pkgcache_fill", "go-mod",
+				       "HostConfig", "Binds", b_work, b_shared, "NetworkMode",
+				       "host", "CapDrop", "ALL", "SecurityOpt", "no-new-privileges")
+			   : NULL;
+	if (!body)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	cae_docker *fd = NULL;
+	int r = cae_docker_new(cae_docker_host(cf->d), &fd, err);
+	if (r < 0) {
+		json_decref(body);
+		return r;
+	}
+	cae_docker_set_timeout(fd, FILL_TIMEOUT_MS);
+	char name[96];
+	snprintf(name, sizeof(name), "cae-gomodfill-%.24s", cf->image);
+	(void)cae_docker_container_remove(fd, name, true, true, NULL);
+	_cleanup_free_ char *id = NULL;
+	r = cae_docker_container_create(fd, name, body, &id, NULL, err);
+	json_decref(body);
+	if (r >= 0) {
+		json_t *res = NULL;
+		char path[200];
+		snprintf(path, sizeof(path), "/containers/%s/wait", id);
+		if ((r = cae_docker_container_start(fd, id, err)) >= 0 &&
+		    (r = cae_docker_call(fd, "POST", path, NULL, &res, err)) >= 0) {
+			json_t *c = json_object_get(res, "StatusCode");
+			if (!json_is_integer(c) || json_integer_value(c) != 0)
+				r = cae_error_set(err, -EIO,
+						  "go mod download (filling the shared Go module "
+						  "cache) in a container of %s: exit %lld",
+						  cf->image, (long long)json_integer_value(c));
+		}
+		json_decref(res);
+		(void)cae_docker_container_remove(fd, id, true, true, NULL);
+	}
+	cae_docker_free(fd);
+	return r < 0 ? r : 0;
+}
+
+int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *container, cae_error *err)
 {
 	if (!p->b->cfg->command_executor.package_cache.enabled)
 		return 0;
@@ -395,5 +496,21 @@ int cae__pkgcache_gomod_docker(cae_prepare *p, cae_error *err)
 		r = cae__pkgcache_container_manifest(p, "go.sum", &sum, err);
 	if (r < 0)
 		return r;
-	return mod ? cae__pkgcache_gomod_fill(p->b->cfg, mod, sum, err) : 0;
+	if (!mod)
+		return 0;
+	if (host_go() && !cae__pkgcache_gomod_in_container)
+		return fill_with(p->b->cfg, mod, sum, host_download, NULL, err);
+	/* the image's go: the image's id, from the container */
+	json_t *ins = NULL;
+	if ((r = cae_docker_container_inspect(d, container, &ins, err)) < 0)
+		return r;
+	const char *image = json_string_value(json_object_get(ins, "Image"));
+	const char *hex = image ? strchr(image, ':') : NULL;
+	char key[80];
+	snprintf(key, sizeof(key), "%.64s", hex ? hex + 1 : image ? image : "");
+	json_decref(ins);
+	if (!key[0] || strspn(key, "0123456789abcdef") != strlen(key))
+		return cae_error_set(err, -EINVAL, "the container's image has no id");
+	struct container_fill cf = {.d = d, .image = key};
+	return fill_with(p->b->cfg, mod, sum, container_download, &cf, err);
 }

@@ -119,7 +119,8 @@ int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_
  * checks a download; what it lacks (a 404 of a file proxy) comes from the operator's proxy.
  * cae alone fills it, before the prepare's `go mod download`, once per go.mod and go.sum:
  * `go mod download` of copies of those two files in a directory of its own
- * (<instance key>/go-mod-fill, 0700), with the host's go, an empty HOME, GOENV and GOWORK
+ * (<instance key>/go-mod-fill, 0700), with the host's go (docker, without one: the image's
+ * go in a container of cae's, cae__pkgcache_gomod_docker), an empty HOME, GOENV and GOWORK
  * off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod, and the operator's GOPROXY, GOSUMDB, GONOSUMDB,
  * GOPRIVATE, GONOPROXY, GOINSECURE, GOVCS and proxy variables from cae's own environment,
  * never the task's (a download runs no code). The versions it downloaded and checked are
@@ -144,8 +145,13 @@ int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const cha
 /* The fill for the go.mod and go.sum of project on this host (regular files, not links). */
 int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project, cae_error *err);
 /* The fill for the go.mod and go.sum of the container being prepared (p, read with its
- * exec before any of the task's commands ran there). */
-int cae__pkgcache_gomod_docker(struct cae_prepare *p, cae_error *err);
+ * exec before any of the task's commands ran there; container: its id on d): with the
+ * host's go, or, without one (or with cae__pkgcache_gomod_in_container set, for the
+ * tests), with the image's go in a container of cae's (the image's user, the host's
+ * network, no capabilities, the fill's directory and the shared tree, read-only, bound). */
+int cae__pkgcache_gomod_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
+			       cae_error *err);
+extern bool cae__pkgcache_gomod_in_container;
 
 /* pip's wheels (pkgcache-pip.c): a flat directory of wheels,
  *   <state_dir>/package-cache/<instance key>/pip-wheels/<name>-<version>-<tags>.whl

@@ -9,6 +9,7 @@
 
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "backend/pkgcache.h"
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -24,6 +25,7 @@
 #include "cae/session.h"
 #include "cae/worker.h"
 #include "docker/docker-internal.h"
+#include "runner/proctree.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -2656,8 +2658,10 @@ END_TEST
 
 /* Go's shared caches on docker. Build cache (pkgcache-docker.c): filled by cae alone in a
  * container of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by
- * the prepare. Modules (pkgcache-gomod.c): cae's fill put the project's module (from the
- * operator's GOPROXY, a directory of this host) in the shared proxy bound read-only at
+ * the prepare. Modules (pkgcache-gomod.c): cae's fill, in a container of the Go image as on
+ * a host without go (the local tests fill with the host's), put the project's module (from
+ * the operator's GOPROXY: a module proxy on the host's loopback, which the fill's container
+ * reaches over the host's network) in the shared proxy bound read-only at
  * /cache/go-mod, first on the container's GOPROXY. Task A, as an attacker, writes into,
  * removes and adds to every file of both shared trees (refused: read-only binds of cae's
  * files), replaces every file of its own build cache copy with garbage and plants its own
@@ -2695,10 +2699,35 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	    "GOSUMDB=off go mod tidy && test -s go.sum && rm -rf $P/gm $P/gc $P/h && git add . && "
 	    "git -c user.email=t@e -c user.name=t commit -qm go",
 	    gp, work);
-	/* the operator's proxy: cae's environment */
-	char proxy[PATH_MAX + 16];
-	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	/* the operator's proxy: cae's environment; served on the loopback by a child of ours
+	 * known to the runner (which reaps children it does not know of) */
+	int port = 20000 + (int)(getpid() % 20000);
+	pid_t server = fork();
+	ck_assert_int_ge(server, 0);
+	if (server == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		char pa[16], dir[PATH_MAX + 16];
+		snprintf(pa, sizeof(pa), "%d", port);
+		snprintf(dir, sizeof(dir), "%s/proxy", gp);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", pa,
+		      (char *)NULL);
+		_exit(127);
+	}
+	cae__proctree_lock();
+	cae__proctree_register(server);
+	cae__proctree_unlock();
+	shf("for i in $(seq 100); do curl -sf -o /dev/null "
+	    "http://127.0.0.1:%d/example.com/caedep/@v/v1.0.0.info && exit 0; sleep 0.1; done; "
+	    "exit 1",
+	    port);
+	char proxy[64];
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", port);
 	setenv("GOPROXY", proxy, 1);
+	/* the fill as on a host without go: the image's, in a container of cae's (the local
+	 * tests fill with the host's) */
+	cae__pkgcache_gomod_in_container = true;
 	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
 	cae_env_info info;
 	prepare_ok(b, &ta, "go", &info);
@@ -2726,6 +2755,9 @@ START_TEST(go_build_cache_shared_read_only_docker)
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the operator's proxy unreachable from here on */
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
 	shf("rm -rf %s/proxy", gp);
 	prepare_ok(b, &tb, "go", &info);
 	json_t *d = NULL;
