@@ -1005,8 +1005,8 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
 	if (go_mod_of(env, cache, sizeof(cache)))
 		extra[ne++] = cae__pkgcache_gomod_env();
-	for (const char *const *e = cae__pkgcache_pip_env();
-	     pip_wheels_of(env, cache, sizeof(cache)) && *e; e++)
+	bool wheels = pip_wheels_of(env, cache, sizeof(cache));
+	for (const char *const *e = cae__pkgcache_pip_env(); wheels && *e; e++)
 		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)

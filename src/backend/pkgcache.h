@@ -4,7 +4,11 @@
  *   <state_dir>/package-cache/<instance key>/<owner>/.used   mtime: its last prepare
  *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
  * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
- * variables of cae__pkgcache_env.
+ * variables of cae__pkgcache_env (npm), cae__pkgcache_gomod_env (Go modules) and
+ * cae__pkgcache_pip_env (pip's wheels). What protects each one: npm's, its own checks;
+ * every other one, being read-only to every task and written by cae alone, from no task's
+ * code or configuration; Go's modules besides, go.sum (or GOSUMDB) checked on extraction;
+ * pip's wheels, only the project's own hashes where it pins them.
  *
  * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
@@ -16,6 +20,8 @@
  *            pip trusts; a page is revalidated (max-age=0) but a 304 reuses the cached body,
  *            which nothing checks; wheels it built from sdists are reused by name, unchecked
  *            (hashes are checked only with --require-hashes, and of downloads only).
+ *            Downloaded wheels are shared read-only instead, in a directory that cae alone
+ *            fills from the operator's index (below).
  *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
  *            default), never when an artifact is read from the local repository.
  *   Go mods  (read-write) go.sum pins each module's zip and go.mod hash, checked when a
