@@ -23,7 +23,9 @@
  *            Downloaded wheels are shared read-only instead, in a directory that cae alone
  *            fills from the operator's index (below).
  *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
- *            default), never when an artifact is read from the local repository.
+ *            default), never when an artifact is read from the local repository. Not
+ *            filled by cae either: resolving a project's dependencies runs Maven plugins
+ *            and the build extensions its pom.xml names (code), where go and pip download.
  *   Go mods  (read-write) go.sum pins each module's zip and go.mod hash, checked when a
  *            module is downloaded into the cache; builds read the extracted tree of
  *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify`
