@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,11 +45,20 @@ static const char *operator_proxy(void)
 	return p && *p ? p : DEFAULT_PROXY;
 }
 
+static char gomod_env[4096];
+
+static void gomod_env_once(void)
+{
+	snprintf(gomod_env, sizeof(gomod_env), "GOPROXY=file://" CAE_PKGCACHE_GO_MOD ",%s",
+		 operator_proxy());
+}
+
+/* (made once: commands of many threads read it) */
 const char *cae__pkgcache_gomod_env(void)
 {
-	static char env[4096];
-	snprintf(env, sizeof(env), "GOPROXY=file://" CAE_PKGCACHE_GO_MOD ",%s", operator_proxy());
-	return env;
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, gomod_env_once);
+	return gomod_env;
 }
 
 int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size)

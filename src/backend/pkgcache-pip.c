@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,19 +34,27 @@ static const char *const operator_vars[] = {
     "SSL_CERT_FILE", "SSL_CERT_DIR",	    "REQUESTS_CA_BUNDLE",
 };
 
-const char *const *cae__pkgcache_pip_env(void)
+static char pip_index[4200];
+static const char *pip_env[3];
+
+static void pip_env_once(void)
 {
-	static char index[4200];
-	static const char *env[3];
 	size_t n = 0;
-	env[n++] = "PIP_FIND_LINKS=" CAE_PKGCACHE_PIP_WHEELS;
+	pip_env[n++] = "PIP_FIND_LINKS=" CAE_PKGCACHE_PIP_WHEELS;
 	const char *i = getenv("PIP_INDEX_URL");
 	if (i && *i && strlen(i) < 4000) {
-		snprintf(index, sizeof(index), "PIP_INDEX_URL=%s", i);
-		env[n++] = index;
+		snprintf(pip_index, sizeof(pip_index), "PIP_INDEX_URL=%s", i);
+		pip_env[n++] = pip_index;
 	}
-	env[n] = NULL;
-	return env;
+	pip_env[n] = NULL;
+}
+
+/* (made once: commands of many threads read it) */
+const char *const *cae__pkgcache_pip_env(void)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, pip_env_once);
+	return pip_env;
 }
 
 int cae__pkgcache_pip_dir(const cae_config *cfg, bool make, char *out, size_t size, cae_error *err)
