@@ -366,6 +366,20 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 		json_array_append_new(binds, json_string(bind));
 	}
 	json_t *env = json_array();
+	/* Go's module proxy, cae's, read-only (pkgcache-gomod.c) */
+	bool gomod = cae__pkgcache_gomod_dir(cfg, true, dir, sizeof(dir), &err) == 1;
+	if (gomod) {
+		snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_PKGCACHE_GO_MOD);
+		json_array_append_new(binds, json_string(bind));
+		json_array_append_new(env, json_string(cae__pkgcache_gomod_env()));
+	}
+	/* pip's wheels, cae's, read-only (pkgcache-pip.c) */
+	if (cae__pkgcache_pip_dir(cfg, true, dir, sizeof(dir), &err) == 1) {
+		snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_PKGCACHE_PIP_WHEELS);
+		json_array_append_new(binds, json_string(bind));
+		for (const char *const *e = cae__pkgcache_pip_env(); *e; e++)
+			json_array_append_new(env, json_string(*e));
+	}
 	for (const char *const *e = cae__pkgcache_env(); *e; e++)
 		json_array_append_new(env, json_string(*e));
 	return env;
@@ -1962,7 +1976,8 @@ static int docker_clone(cae_prepare *p, cae_error *err)
 	return cae__git_clone(prep_exec, &dp->pc, p->b->cfg, p->b->log, &local, PROJECT, err);
 }
 
-/* Step 5b: Go's shared build cache copied in when the project is Go's (pkgcache-docker.c);
+/* Step 5b: Go's shared build cache copied in when the project is Go's (pkgcache-docker.c),
+ * cae's fills of the shared Go modules and pip wheels (pkgcache-gomod.c, pkgcache-pip.c);
  * a failure costs a cold cache, with a warning. */
 static void docker_go_cache(cae_prepare *p)
 {
@@ -1973,6 +1988,18 @@ static void docker_go_cache(cae_prepare *p)
 	if (cae__pkgcache_go_docker_seed(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s", e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
+	if (cae__pkgcache_gomod_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
+			 e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	if (cae__pkgcache_pip_docker(p, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared pip wheels are not filled: %.1100s", e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 }

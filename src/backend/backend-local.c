@@ -682,6 +682,20 @@ static int go_cache_of(const struct local_env *env, bool make, cae_error *err)
 	return cae__pkgcache_go(env->cfg, dir, uid, gid, uid == getuid(), err);
 }
 
+/* The shared Go module proxy and pip's wheels (pkgcache.h), bound read-only into env's
+ * sandbox: 1 with out set (made), 0 when there is none. */
+static int go_mod_of(const struct local_env *env, char *out, size_t size)
+{
+	return env->sandbox && !env->external &&
+	       cae__pkgcache_gomod_dir(env->cfg, true, out, size, NULL) == 1;
+}
+
+static int pip_wheels_of(const struct local_env *env, char *out, size_t size)
+{
+	return env->sandbox && !env->external &&
+	       cae__pkgcache_pip_dir(env->cfg, true, out, size, NULL) == 1;
+}
+
 /* The shared node_modules tree of the project's lock file (pkgcache.h), put in place of
  * its `npm ci` when there is one. */
 static void npm_tree_put(cae_prepare *p, const struct local_env *env)
@@ -755,6 +769,15 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	if (npm_cache_of(env, false, cache, sizeof(cache), NULL) == 1) {
 		spec.npm_cache = cache;
 		spec.npm_cache_inside = CAE_PKGCACHE_NPM;
+	}
+	char gomod[PATH_MAX], wheels[PATH_MAX];
+	if (go_mod_of(env, gomod, sizeof(gomod))) {
+		spec.ro_cache[0] = gomod;
+		spec.ro_cache_inside[0] = CAE_PKGCACHE_GO_MOD;
+	}
+	if (pip_wheels_of(env, wheels, sizeof(wheels))) {
+		spec.ro_cache[1] = wheels;
+		spec.ro_cache_inside[1] = CAE_PKGCACHE_PIP_WHEELS;
 	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
@@ -936,7 +959,7 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 	size_t ne = 0;
 	for (const char *const *e = req->extra_env; e && *e; e++)
 		ne++;
-	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 5, sizeof(char *));
+	_cleanup_free_ const char **extra = calloc(ne + 7 + 8 + 2 + 8, sizeof(char *));
 	if (!extra)
 		return -ENOMEM;
 	ne = 0;
@@ -982,6 +1005,11 @@ static int local_env_exec(cae_backend *b, struct local_env *env, const cae_exec_
 		extra[ne++] = *e;
 	if (go_cache_of(env, false, NULL) == 1)
 		extra[ne++] = "GOCACHE=" GOCACHE_INSIDE;
+	if (go_mod_of(env, cache, sizeof(cache)))
+		extra[ne++] = cae__pkgcache_gomod_env();
+	bool wheels = pip_wheels_of(env, cache, sizeof(cache));
+	for (const char *const *e = cae__pkgcache_pip_env(); wheels && *e; e++)
+		extra[ne++] = *e;
 	extra[ne] = NULL;
 	if (env->sandbox)
 		sandbox_env = cae__sandbox_env(extra);
@@ -1739,6 +1767,21 @@ static int local_populate(cae_prepare *p, cae_error *err)
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s",
 			 gerr.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	/* cae's fills of the shared Go modules and pip wheels, from the clone's go.mod, go.sum
+	 * and requirements.txt before anything of the environment ran */
+	if (env->sandbox && !env->external) {
+		char w[1200];
+		if (cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+			snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",
+				 gerr.message);
+			cae__prepare_warn(p, "package_cache.unavailable", w);
+		}
+		if (cae__pkgcache_pip_fill_project(p->b->cfg, env->project, &gerr) < 0) {
+			snprintf(w, sizeof(w), "the shared pip wheels are not filled: %.1100s",
+				 gerr.message);
+			cae__prepare_warn(p, "package_cache.unavailable", w);
+		}
 	}
 	npm_tree_put(p, env);
 	/* the host's tools are the environment's: say which of its name's are missing */

@@ -4,7 +4,11 @@
  *   <state_dir>/package-cache/<instance key>/<owner>/.used   mtime: its last prepare
  *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
  * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
- * variables of cae__pkgcache_env.
+ * variables of cae__pkgcache_env (npm), cae__pkgcache_gomod_env (Go modules) and
+ * cae__pkgcache_pip_env (pip's wheels). What protects each one: npm's, its own checks;
+ * every other one, being read-only to every task and written by cae alone, from no task's
+ * code or configuration; Go's modules besides, go.sum (or GOSUMDB) checked on extraction;
+ * pip's wheels, only the project's own hashes where it pins them.
  *
  * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
@@ -16,14 +20,18 @@
  *            pip trusts; a page is revalidated (max-age=0) but a 304 reuses the cached body,
  *            which nothing checks; wheels it built from sdists are reused by name, unchecked
  *            (hashes are checked only with --require-hashes, and of downloads only).
+ *            Downloaded wheels are shared read-only instead, in a directory that cae alone
+ *            fills from the operator's index (below).
  *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
- *            default), never when an artifact is read from the local repository.
- *   Go mods  go.sum pins each module's zip and go.mod hash, checked when a module is
- *            downloaded into the cache; builds read the extracted tree of
- *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify` does,
- *            on demand), and GOFLAGS=-mod=mod or a missing go.sum line trusts whatever the
- *            proxy or the cache holds. A read-only one filled by cae would need a module
- *            proxy (none is reachable from here) and is not built.
+ *            default), never when an artifact is read from the local repository. Not
+ *            filled by cae either: resolving a project's dependencies runs Maven plugins
+ *            and the build extensions its pom.xml names (code), where go and pip download.
+ *   Go mods  (read-write) go.sum pins each module's zip and go.mod hash, checked when a
+ *            module is downloaded into the cache; builds read the extracted tree of
+ *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify`
+ *            does, on demand). Shared read-only instead, as a module proxy that cae alone
+ *            fills (below): each environment's GOMODCACHE stays its own, and go checks what
+ *            it takes from the proxy against go.sum as it checks a download.
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
  * read-only, kept by cae from an npm ci that ran no code.
@@ -109,6 +117,100 @@ int cae__pkgcache_seal(const char *dir);
 int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err);
 int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
 				bool copy, cae_error *err);
+
+/* Go modules (pkgcache-gomod.c): a module proxy on disk,
+ *   <state_dir>/package-cache/<instance key>/go-mod/<module>/@v/<version>.{info,mod,zip}
+ * files 0444, directories 0755, cae's; bound read-only at CAE_PKGCACHE_GO_MOD (local's
+ * sandbox, every container of the instance) and put first on commands' GOPROXY
+ * (cae__pkgcache_gomod_env): go extracts from it into the environment's own GOMODCACHE and
+ * checks each zip and go.mod against the project's go.sum (or the checksum database), as it
+ * checks a download; what it lacks (a 404 of a file proxy) comes from the operator's proxy.
+ * cae alone fills it, before the prepare's `go mod download`, once per go.mod and go.sum:
+ * `go mod download` of copies of those two files in a directory of its own
+ * (<instance key>/go-mod-fill, 0700), with the host's go (docker, without one: the image's
+ * go in a container of cae's, cae__pkgcache_gomod_docker), an empty HOME, GOENV and GOWORK
+ * off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod, and the operator's GOPROXY, GOSUMDB, GONOSUMDB,
+ * GOPRIVATE, GONOPROXY, GOINSECURE, GOVCS and proxy variables from cae's own environment,
+ * never the task's (a download runs no code). The versions it downloaded and checked are
+ * then published: each file copied under a temporary name, sealed, and linked into place
+ * unless one is there (a version's files never change). The `list` of versions is not
+ * published: @latest is the operator's proxy's answer, never this cache's. */
+#define CAE_PKGCACHE_GO_MOD CAE_PKGCACHE_INSIDE "/go-mod"
+
+/* The shared module proxy's directory into out (made, cae's, 0755, when make is set). 1:
+ * set; 0: caches off (or, without make, not there); -errno with err set. */
+int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t size,
+			    cae_error *err);
+
+/* "GOPROXY=file://CAE_PKGCACHE_GO_MOD,<cae's GOPROXY, or Go's default>" (static). */
+const char *cae__pkgcache_gomod_env(void);
+
+/* The fill for go.mod's text and go.sum's (NULL: none). 1: filled; 0: caches off, no go on
+ * the host, or already done for these files; -errno with err set (what was downloaded is
+ * published all the same). */
+int cae__pkgcache_gomod_fill(const cae_config *cfg, const char *gomod, const char *gosum,
+			     cae_error *err);
+/* The fill for the go.mod and go.sum of project on this host (regular files, not links). */
+int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project, cae_error *err);
+/* The fill for the go.mod and go.sum of the container being prepared (p, read with its
+ * exec before any of the task's commands ran there; container: its id on d): with the
+ * host's go, or, without one (or with cae__pkgcache_gomod_in_container set, for the
+ * tests), with the image's go in a container of cae's (the image's user, the host's
+ * network, no capabilities, the fill's directory and the shared tree, read-only, bound). */
+int cae__pkgcache_gomod_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
+			       cae_error *err);
+extern bool cae__pkgcache_gomod_in_container;
+
+/* pip's wheels (pkgcache-pip.c): a flat directory of wheels,
+ *   <state_dir>/package-cache/<instance key>/pip-wheels/<name>-<version>-<tags>.whl
+ * files 0444, cae's; bound read-only at CAE_PKGCACHE_PIP_WHEELS (local's sandbox, every
+ * container) and named by PIP_FIND_LINKS (cae__pkgcache_pip_env), the index still the
+ * configured one (PIP_INDEX_URL of cae's environment when it has one): pip takes a wheel
+ * from there before an equal one of the index. cae alone fills it, before the prepare's
+ * install, once per requirements.txt: `pip download --only-binary=:all:` (wheels only: no
+ * build, no code of any package runs) of the requirement lines it keeps (a name, extras,
+ * version specifiers, markers and --hash options: no option, URL, path, file or variable,
+ * which could make the fill take a wheel from elsewhere than the operator's index), with
+ * the host's python3, an empty HOME and the operator's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
+ * PIP_TRUSTED_HOST, PIP_CERT and proxy variables from cae's own environment, never the
+ * task's; the wheels are then published like Go's modules. What protects it: only cae
+ * writes it, from the operator's index. pip checks a wheel's hash only where the project
+ * pins hashes (--hash, --require-hashes); a wheel is otherwise trusted by its name, as the
+ * index's would be. */
+#define CAE_PKGCACHE_PIP_WHEELS CAE_PKGCACHE_INSIDE "/pip-wheels"
+
+/* The shared wheels' directory into out (made, cae's, 0755, when make is set). 1: set; 0:
+ * caches off (or, without make, not there); -errno with err set. */
+int cae__pkgcache_pip_dir(const cae_config *cfg, bool make, char *out, size_t size, cae_error *err);
+/* "PIP_FIND_LINKS=CAE_PKGCACHE_PIP_WHEELS" and PIP_INDEX_URL of cae's environment, when
+ * it has one (NULL-terminated, static). */
+const char *const *cae__pkgcache_pip_env(void);
+/* The fill for requirements.txt's text. 1: filled; 0: caches off, no python3 with pip on
+ * the host, nothing to fill, or already done for this text; -errno with err set (what was
+ * downloaded is published all the same). */
+int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err);
+/* The fill for the requirements.txt of project on this host, or of the container being
+ * prepared. */
+int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err);
+int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
+
+/* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
+ * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
+ * sealed (0444), then linked in place unless a file of that name is there (a version's
+ * files never change); FNV-1a of n bytes of s from h; a manifest of the project (a regular
+ * file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
+ * before any of the task's commands): 0 with *out NULL when there is none. */
+int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size);
+/* Whether the fill of hash h is recorded in shared/.filled (recorded when set): in the
+ * shared tree, so that a prune of the tree forgets its fills with it. */
+bool cae__pkgcache_filled(const char *shared, uint64_t h, bool set);
+/* shared/.used's mtime set to now (the prune's last use). */
+void cae__pkgcache_used(const char *shared);
+int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd);
+uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n);
+int cae__pkgcache_manifest(const char *project, const char *name, char **out);
+int cae__pkgcache_container_manifest(struct cae_prepare *p, const char *name, char **out,
+				     cae_error *err);
 
 /* The "K=V" entries (NULL-terminated, static) that point commands at the caches. */
 const char *const *cae__pkgcache_env(void);

@@ -304,8 +304,12 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 	/* The files (passwd, group, the helper) are copied there: no bind names a path of the
 	 * state directory or of cae's installation in the sandbox's /proc/self/mountinfo. */
 	const char *files[] = {"passwd", "group", "gitconfig"};
-	char src_ws[64], src_helper[64], src_cache[64], src_etc[ARRAY_SIZE(files)][PATH_MAX];
-	const char *ws = s->ws_host, *helper = s->helper, *cache = s->npm_cache;
+	char src_ws[64], src_helper[64], src_cache[64], src_ro[CAE_SANDBOX_RO_CACHES][64],
+	    src_etc[ARRAY_SIZE(files)][PATH_MAX];
+	const char *ws = s->ws_host, *helper = s->helper, *cache = s->npm_cache,
+		   *ro[CAE_SANDBOX_RO_CACHES];
+	for (size_t i = 0; i < CAE_SANDBOX_RO_CACHES; i++)
+		ro[i] = s->ro_cache[i];
 	for (size_t i = 0; i < ARRAY_SIZE(files); i++)
 		snprintf(src_etc[i], sizeof(src_etc[i]), "%s/%s", s->etc_dir, files[i]);
 	if (s->uid != 0) {
@@ -330,6 +334,14 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 			snprintf(src_cache, sizeof(src_cache), "%s/%zu", CAE_SANDBOX_STAGE,
 				 ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0));
 			cache = src_cache;
+		}
+		size_t next = ARRAY_SIZE(files) + 1 + (s->serve ? 1 : 0) + (cache ? 1 : 0);
+		for (size_t i = 0; i < CAE_SANDBOX_RO_CACHES; i++) {
+			if (!ro[i])
+				continue;
+			add(&a, s->ro_cache[i]);
+			snprintf(src_ro[i], sizeof(src_ro[i]), "%s/%zu", CAE_SANDBOX_STAGE, next++);
+			ro[i] = src_ro[i];
 		}
 		for (size_t i = 0; i < ARRAY_SIZE(s->hide); i++)
 			if (s->hide[i]) {
@@ -409,6 +421,13 @@ char **cae__sandbox_argv(const cae_sandbox_spec *s)
 		add(&a, "--bind");
 		add(&a, cache);
 		add(&a, s->npm_cache_inside);
+	}
+	for (size_t i = 0; i < CAE_SANDBOX_RO_CACHES; i++) {
+		if (!ro[i])
+			continue;
+		add(&a, "--ro-bind");
+		add(&a, ro[i]);
+		add(&a, s->ro_cache_inside[i]);
 	}
 	if (s->serve) {
 		add(&a, "--ro-bind");

@@ -123,15 +123,24 @@ const struct cfg_doc cfg_docs[] = {
     {CE "clone.mirror_cache.enabled", "The mirror cache is used."},
     {CE "clone.mirror_cache.max_age_hours", "`cae cache prune` removes mirrors unused for "
 					    "longer."},
-    {CE "package_cache", "Package caches shared by this instance's environments on this host "
-			 "(`<state_dir>/package-cache/<instance>/`), read and filled by the "
-			 "environments' installs (local and docker with the engine on this host). "
-			 "Only caches whose tool verifies what it reads are shared read-write "
-			 "(npm's); what `npm ci` installs of a lock file that runs no code is "
-			 "shared read-only (local), and Go's build cache (filled by cae alone with "
-			 "the standard library, on the host for local, in a container of each Go "
-			 "image for docker; each environment gets a copy); pip's, Maven's and Go's "
-			 "module cache are not (nothing checks what they hold when it is read)."},
+    {CE "package_cache",
+     "Package caches shared by this instance's environments on this host "
+     "(`<state_dir>/package-cache/<instance>/`), read and filled by the "
+     "environments' installs (local and docker with the engine on this host). "
+     "Only caches whose tool verifies what it reads are shared read-write "
+     "(npm's); what `npm ci` installs of a lock file that runs no code is "
+     "shared read-only (local), and Go's build cache (filled by cae alone with "
+     "the standard library, on the host for local, in a container of each Go "
+     "image for docker; each environment gets a copy), and Go's modules (a "
+     "module proxy on disk at `/cache/go-mod`, first on `GOPROXY`, filled by "
+     "cae alone with `go mod download` of the project's `go.mod` and `go.sum` "
+     "and the host's go, from the operator's `GOPROXY`; go checks what it takes "
+     "against `go.sum`), and pip's wheels (`/cache/pip-wheels`, named by "
+     "`PIP_FIND_LINKS`, filled by cae alone with `pip download "
+     "--only-binary=:all:` of the project's `requirements.txt` from the "
+     "operator's `PIP_INDEX_URL`; checked only where the project pins hashes); "
+     "pip's HTTP cache and Maven's repository are not (nothing checks what they "
+     "hold when it is read)."},
     {CE "package_cache.enabled", "Share the package caches (off: each environment has its own)."},
     {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
     {CE "package_cache.max_size", "... then the least recently used ones until the rest take at "

@@ -9,6 +9,7 @@
 
 #include "backend/backend-internal.h"
 #include "backend/diskfs.h"
+#include "backend/pkgcache.h"
 #include "base/buf.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -24,6 +25,7 @@
 #include "cae/session.h"
 #include "cae/worker.h"
 #include "docker/docker-internal.h"
+#include "runner/proctree.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -2654,13 +2656,21 @@ START_TEST(dependencies_in_the_python_image)
 }
 END_TEST
 
-/* Go's shared build cache on docker (pkgcache-docker.c): filled by cae alone in a container
- * of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by the
- * prepare. Task A, as an attacker, writes into, removes and adds to every file of the shared
- * cache (refused: a read-only bind of cae's files), then replaces every file of its own copy
- * with garbage (allowed: its copy); task B's cache has the standard library's entries, none
- * of A's garbage, and its go test passes; the shared files on the host are unchanged, cae's,
- * read-only. Failed before: no /cache/go, the GOCACHE of a new container empty. */
+/* Go's shared caches on docker. Build cache (pkgcache-docker.c): filled by cae alone in a
+ * container of its own, bound read-only at /cache/go, copied into a Go project's GOCACHE by
+ * the prepare. Modules (pkgcache-gomod.c): cae's fill, in a container of the Go image as on
+ * a host without go (the local tests fill with the host's), put the project's module (from
+ * the operator's GOPROXY: a module proxy on the host's loopback, which the fill's container
+ * reaches over the host's network) in the shared proxy bound read-only at
+ * /cache/go-mod, first on the container's GOPROXY. Task A, as an attacker, writes into,
+ * removes and adds to every file of both shared trees (refused: read-only binds of cae's
+ * files), replaces every file of its own build cache copy with garbage and plants its own
+ * code in the module as its go extracted it (its own: allowed). Then the operator's proxy
+ * is gone: task B's go mod download (its prepare's) and go test, into an empty GOMODCACHE
+ * too, take the module from the shared proxy alone, the module's own code; B's build cache
+ * has the standard library's entries, none of A's garbage, and its go test passes; the
+ * shared files on the host are unchanged, cae's, read-only. Failed before: no /cache/go,
+ * the GOCACHE of a new container empty; no /cache/go-mod, B's module not found. */
 START_TEST(go_build_cache_shared_read_only_docker)
 {
 	cae_config *cfg = dcfg();
@@ -2671,54 +2681,196 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	char ua[64], ub[64];
 	bt_task_uuid(ua, sizeof(ua), "caetest");
 	bt_task_uuid(ub, sizeof(ub), "caetest");
-	char *work = tu_mkdtemp();
-	shf("set -e; cd %s && git init -q -b main && printf 'module example.com/g\\n\\ngo "
-	    "1.19\\n' > go.mod && printf 'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) "
-	    "string { return strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
-	    "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
-	    "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && git add . && "
+	char *work = tu_mkdtemp(), *gp = tu_mkdtemp();
+	/* a module proxy on disk holding example.com/caedep, and a project that requires it
+	 * (its go.sum made by go from that proxy: no network) */
+	shf("set -e; P=%s; V=$P/m/example.com/caedep@v1.0.0; D=$P/proxy/example.com/caedep/@v; "
+	    "mkdir -p $V $D; printf 'module example.com/caedep\\n\\ngo 1.19\\n' > $V/go.mod; "
+	    "printf 'package caedep\\n\\nfunc Word() string { return \"pristine\" }\\n' > "
+	    "$V/dep.go; (cd $P/m && zip -qr $D/v1.0.0.zip example.com/caedep@v1.0.0); cp "
+	    "$V/go.mod $D/v1.0.0.mod; printf '{\"Version\":\"v1.0.0\"}' > $D/v1.0.0.info; "
+	    "cd %s && git init -q -b main && printf 'module example.com/g\\n\\ngo "
+	    "1.19\\n\\nrequire example.com/caedep v1.0.0\\n' > go.mod && printf 'package "
+	    "g\\n\\nimport (\\n\\t\"strings\"\\n\\n\\t\"example.com/caedep\"\\n)\\n\\nfunc Up() "
+	    "string { return strings.ToUpper(caedep.Word()) }\\n' > g.go && printf 'package "
+	    "g\\n\\nimport \"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up() != "
+	    "\"PRISTINE\" {\\n\\t\\tt.Fatal(Up())\\n\\t}\\n}\\n' > g_test.go && HOME=$P/h "
+	    "GOMODCACHE=$P/gm GOCACHE=$P/gc GOFLAGS='-mod=mod -modcacherw' GOPROXY=file://$P/proxy "
+	    "GOSUMDB=off go mod tidy && test -s go.sum && rm -rf $P/gm $P/gc $P/h && git add . && "
 	    "git -c user.email=t@e -c user.name=t commit -qm go",
-	    work);
+	    gp, work);
+	/* the operator's proxy: cae's environment; served on the loopback by a child of ours
+	 * known to the runner (which reaps children it does not know of) */
+	int port = 20000 + (int)(getpid() % 20000);
+	pid_t server = fork();
+	ck_assert_int_ge(server, 0);
+	if (server == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		char pa[16], dir[PATH_MAX + 16];
+		snprintf(pa, sizeof(pa), "%d", port);
+		snprintf(dir, sizeof(dir), "%s/proxy", gp);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", pa,
+		      (char *)NULL);
+		_exit(127);
+	}
+	cae__proctree_lock();
+	cae__proctree_register(server);
+	cae__proctree_unlock();
+	shf("for i in $(seq 100); do curl -sf -o /dev/null "
+	    "http://127.0.0.1:%d/example.com/caedep/@v/v1.0.0.info && exit 0; sleep 0.1; done; "
+	    "exit 1",
+	    port);
+	char proxy[64];
+	snprintf(proxy, sizeof(proxy), "http://127.0.0.1:%d", port);
+	setenv("GOPROXY", proxy, 1);
+	/* the fill as on a host without go: the image's, in a container of cae's (the local
+	 * tests fill with the host's) */
+	cae__pkgcache_gomod_in_container = true;
 	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
 	cae_env_info info;
 	prepare_ok(b, &ta, "go", &info);
 	ck_assert(!warned_with(info.warnings, "Go build cache"));
+	ck_assert(!warned_with(info.warnings, "Go module"));
 	cae_env_info_clear(&info);
 	cae_run_result r = bt_exec(
 	    b, ua,
 	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && echo seeded; "
 	    "s=$(find /cache/go -path '*/build/*' -type f | wc -l); [ $s -eq $n ] && echo shared "
-	    "|| echo \"not shared: $s $n\"; "
-	    "w=0; for f in $(find /cache/go -type f); do { printf POISON >> \"$f\"; } 2>/dev/null "
-	    "&& w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find "
-	    "/cache/go -type d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); done; "
-	    "echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f \"$f\" && printf "
-	    "POISON > \"$f\" && "
-	    "k=$((k+1)); done; [ $k -eq $n ] && echo replaced",
+	    "|| echo \"not shared: $s $n\"; echo ${GOPROXY%%,*}; test -f "
+	    "/cache/go-mod/example.com/caedep/@v/v1.0.0.zip && echo module; "
+	    "w=0; for f in $(find /cache/go /cache/go-mod -type f); do { printf POISON >> \"$f\"; "
+	    "} 2>/dev/null && w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in "
+	    "$(find /cache/go /cache/go-mod -type d); do touch \"$d/POISON\" 2>/dev/null && "
+	    "w=$((w+1)); done; echo written:$w; k=0; for f in $(find \"$C\" -type f); do rm -f "
+	    "\"$f\" && printf POISON > \"$f\" && k=$((k+1)); done; [ $k -eq $n ] && echo replaced; "
+	    "M=$(go env GOMODCACHE); chmod -R u+w $M/example.com && printf 'package "
+	    "caedep\\nfunc Word() string { return \"POISON\" }\\n' > "
+	    "$M/example.com/caedep@v1.0.0/dep.go && go test ./... 2>&1 | grep -q POISON && echo "
+	    "planted",
 	    120000);
-	ck_assert_msg(strcmp(r.out, "seeded\nshared\nwritten:0\nreplaced\n") == 0, "%s%s", r.out,
-		      r.err);
+	ck_assert_msg(strcmp(r.out, "seeded\nshared\nfile:///cache/go-mod\nmodule\nwritten:0\n"
+				    "replaced\nplanted\n") == 0,
+		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
+	/* the operator's proxy unreachable from here on */
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	shf("rm -rf %s/proxy", gp);
 	prepare_ok(b, &tb, "go", &info);
+	json_t *d = NULL;
+	size_t i;
+	json_array_foreach(
+	    info.deps, i,
+	    d) if (strcmp(json_string_value(json_object_get(d, "manifest")), "go.mod") == 0) break;
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
 	cae_env_info_clear(&info);
 	r = bt_exec(
 	    b, ub,
 	    "C=$(go env GOCACHE); n=$(find \"$C\" -type f | wc -l); [ $n -gt 300 ] && "
-	    "echo seeded; grep -rl POISON \"$C\" /cache/go; GOFLAGS=-mod=mod GOPROXY=off go "
-	    "test ./... 2>&1 | awk '{print $1, $2}'",
+	    "echo seeded; grep -rl POISON \"$C\" /cache/go /cache/go-mod; go test ./... 2>&1 | "
+	    "awk '!/^go: downloading/ {print $1, $2}'; GOMODCACHE=/tmp/fresh GOFLAGS=-modcacherw "
+	    "go test -count=1 ./... 2>&1 | awk '!/^go: downloading/ {print $1, $2}'; grep -rl "
+	    "POISON /tmp/fresh",
 	    120000);
-	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\n") == 0, "%s%s", r.out, r.err);
+	ck_assert_msg(strcmp(r.out, "seeded\nok example.com/g\nok example.com/g\n") == 0, "%s%s",
+		      r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the shared files: none of A's, every one cae's and read-only */
+	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache \\( -path "
+	    "'*/go-docker/*/*' -o -path '*/go-mod/*' \\) \\( -perm /222 -type f -o ! -user 0 "
+	    "\\))\" "
+	    "&& test -n \"$(find %s/package-cache -path '*/go-docker/*/build/*' -type f)\" && test "
+	    "-f \"$(echo %s/package-cache/*/go-mod/example.com/caedep/@v/v1.0.0.zip)\"",
+	    state, state, state, state);
+	cae_error err = {0};
+	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, ub, &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(gp);
+	free(gp);
+	cae__rm_rf(state);
+	free(state);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* pip's shared wheels on docker (pkgcache-pip.c): cae's fill, on the host, put the wheel a
+ * container's requirements.txt names (from the operator's index, PIP_INDEX_URL of cae's
+ * environment, here a directory of this host) in the shared directory bound read-only at
+ * /cache/pip-wheels, named by the container's PIP_FIND_LINKS. Task A, as an attacker,
+ * appends to, removes, renames and adds files there, its own wheel of the same name among
+ * them (refused: a read-only bind of root's files); then the operator's index is gone, and
+ * task B's prepare installs the package's own wheel from the shared directory alone. Failed
+ * before: no /cache/pip-wheels, no PIP_FIND_LINKS, the install found no caewheel. */
+START_TEST(pip_wheels_shared_read_only_docker)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char ua[64], ub[64];
+	bt_task_uuid(ua, sizeof(ua), "caetest");
+	bt_task_uuid(ub, sizeof(ub), "caetest");
+	char *work = tu_mkdtemp(), *pp = tu_mkdtemp();
+	shf("set -e; P=%s; mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = "
+	    "\"pristine\"' > $P/src/caewheel/__init__.py; printf 'from setuptools import "
+	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
+	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
+	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
+	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
+	    "$P/simple/caewheel/index.html; cd %s && git init -q -b main && printf "
+	    "'caewheel==1.0\\n' > requirements.txt && git add . && git -c user.email=t@e -c "
+	    "user.name=t commit -qm pip",
+	    pp, work);
+	char index[PATH_MAX + 16];
+	snprintf(index, sizeof(index), "file://%s/simple", pp);
+	setenv("PIP_INDEX_URL", index, 1);
+	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
+	cae_env_info info;
+	prepare_ok(b, &ta, "python", &info);
+	ck_assert(!warned_with(info.warnings, "pip wheels"));
+	cae_env_info_clear(&info);
+	cae_run_result r = bt_exec(
+	    b, ua,
+	    "echo $PIP_FIND_LINKS; ls /cache/pip-wheels; w=0; for f in $(find /cache/pip-wheels "
+	    "-type f); do { printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); rm -f \"$f\" "
+	    "2>/dev/null && w=$((w+1)); mv \"$f\" \"$f.x\" 2>/dev/null && w=$((w+1)); done; touch "
+	    "/cache/pip-wheels/POISON 2>/dev/null && w=$((w+1)); echo POISON > /tmp/x.whl; cp "
+	    "/tmp/x.whl /cache/pip-wheels/caewheel-1.0-py2.py3-none-any.whl 2>/dev/null && "
+	    "w=$((w+1)); echo written:$w",
+	    120000);
+	ck_assert_msg(
+	    strcmp(r.out, "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nwritten:0\n") == 0,
+	    "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the operator's index gone */
+	shf("rm -rf %s/simple %s/wheels", pp, pp);
+	prepare_ok(b, &tb, "python", &info);
+	cae_env_info_clear(&info);
+	r = bt_exec(b, ub,
+		    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)'; grep -rl POISON "
+		    "/cache/pip-wheels",
+		    120000);
+	ck_assert_msg(strcmp(r.out, "pristine\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
 	shf("! grep -rl POISON %s/package-cache && test -z \"$(find %s/package-cache -path "
-	    "'*/go-docker/*/*' \\( -perm /222 -type f -o ! -user 0 \\))\" && test -n \"$(find "
-	    "%s/package-cache -path '*/go-docker/*/build/*' -type f)\"",
+	    "'*/pip-wheels/*' \\( -type f -perm /222 -o ! -user 0 \\))\" && test -f \"$(echo "
+	    "%s/package-cache/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
 	    state, state, state);
 	cae_error err = {0};
 	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, ub, &err), 0);
 	cae__rm_rf(work);
 	free(work);
+	cae__rm_rf(pp);
+	free(pp);
 	cae__rm_rf(state);
 	free(state);
 	cae_backend_free(b);
@@ -2988,6 +3140,7 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(pk, gs_setup, gs_teardown);
 	tcase_add_unchecked_fixture(pk, NULL, sweep);
 	tcase_add_test(pk, go_build_cache_shared_read_only_docker);
+	tcase_add_test(pk, pip_wheels_shared_read_only_docker);
 	suite_add_tcase(s, pk);
 	return s;
 }

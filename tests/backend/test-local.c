@@ -1832,7 +1832,8 @@ END_TEST
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
  * with a cache of its own; B's cache is the same directory. A also plants files in pip's
  * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
- * read: B has none of them (not shared, and nothing points B's tools elsewhere). */
+ * read: B has none of them (each environment's own; what is shared of pip's and Go's is
+ * read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -1882,7 +1883,7 @@ START_TEST(package_cache_shared_and_unpoisoned)
 	    /* pip's, Maven's and Go's module caches are not shared: A's files are not B's */
 	    "cat ~/.cache/pip/http/planted ~/.cache/pip/wheels/planted ~/.m2/repository/planted "
 	    "~/go/pkg/mod/planted 2>/dev/null; env | grep -E "
-	    "'^(PIP_CACHE_DIR|PIP_FIND_LINKS|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
+	    "'^(PIP_CACHE_DIR|GOMODCACHE|GOPATH|MAVEN_OPTS|MAVEN_ARGS)=' ");
 	/* refused by npm (EINTEGRITY), then installed with a cache of B's own: the registry's
 	 * package, and the result says why */
 	ck_assert_msg(json_is_true(json_object_get(d, "success")), "%s", out);
@@ -1975,22 +1976,52 @@ START_TEST(package_cache_npm_tree_shared_read_only)
 }
 END_TEST
 
-/* Go's shared build cache (pkgcache.h): filled by cae alone, an environment's GOCACHE is a
- * copy of links to read-only files of cae's. Task A, as an attacker, writes into every
- * file of its cache in place (refused: not its files, and it cannot chmod them), then
- * replaces each one with garbage (its own directory: allowed, A's copy only); task B's
- * cache has the standard library's entries, none of A's garbage, and its go test passes;
- * the shared files are unchanged and read-only. Failed before: no GOCACHE, nothing shared. */
+/* A module proxy on disk (dir/proxy) holding example.com/caedep v1.0.0, whose Word() says
+ * "pristine", and a Go project in repo that requires it, its go.sum made by go from that
+ * proxy (no network: the module is ours). */
+static void go_module_project(const char *dir, const char *repo)
+{
+	tu_sh(
+	    "set -e; P=%s; V=$P/m/example.com/caedep@v1.0.0; D=$P/proxy/example.com/caedep/@v; "
+	    "mkdir -p $V $D; printf 'module example.com/caedep\\n\\ngo 1.19\\n' > $V/go.mod; "
+	    "printf 'package caedep\\n\\nfunc Word() string { return \"pristine\" }\\n' > "
+	    "$V/dep.go; (cd $P/m && zip -qr $D/v1.0.0.zip example.com/caedep@v1.0.0); cp "
+	    "$V/go.mod $D/v1.0.0.mod; printf '{\"Version\":\"v1.0.0\"}' > $D/v1.0.0.info; "
+	    "printf 'v1.0.0\\n' > $D/list; cd %s; printf 'module example.com/g\\n\\ngo "
+	    "1.19\\n\\nrequire example.com/caedep v1.0.0\\n' > go.mod; printf 'package "
+	    "g\\n\\nimport (\\n\\t\"strings\"\\n\\n\\t\"example.com/caedep\"\\n)\\n\\nfunc Up() "
+	    "string { return strings.ToUpper(caedep.Word()) }\\n' > g.go; printf 'package "
+	    "g\\n\\nimport \"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up() != "
+	    "\"PRISTINE\" {\\n\\t\\tt.Fatal(Up())\\n\\t}\\n}\\n' > g_test.go; HOME=$P/h "
+	    "GOMODCACHE=$P/gm GOCACHE=$P/gc GOFLAGS='-mod=mod -modcacherw' GOPROXY=file://$P/proxy "
+	    "GOSUMDB=off go mod tidy; test -s go.sum; rm -rf $P/gm $P/gc $P/h; " GIT
+	    " add . && " GIT " commit -qm go",
+	    dir, repo);
+}
+
+/* Go's shared caches (pkgcache.h), filled by cae alone, read-only to every task.
+ * Build cache: an environment's GOCACHE is a copy of links to read-only files of cae's. Task
+ * A, as an attacker, writes into every file of its cache in place (refused: not its files,
+ * and it cannot chmod them), then replaces each one with garbage (its own directory:
+ * allowed, A's copy only). Modules: cae's fill put the project's module (from the operator's
+ * GOPROXY, here a directory) in the shared proxy bound at /cache/go-mod, first on A's
+ * GOPROXY; A writes into, removes, chmods and adds to every file and directory of it
+ * (refused: a read-only bind of cae's files), and plants its own code in the module as its
+ * go extracted it (its own GOMODCACHE: allowed). Then the operator's proxy is gone: B, a new
+ * environment of the same project, gets the module from the shared proxy alone (its
+ * prepare's go mod download, and again into an empty GOMODCACHE), the module's own code,
+ * none of A's garbage, and its go test passes; the shared files are unchanged, cae's and
+ * read-only. Failed before: no GOCACHE and no /cache/go-mod shared, B's prepare could not
+ * download the module. */
 START_TEST(package_cache_go_shared_read_only)
 {
 	_cleanup_free_ char *repo = make_repo();
-	tu_sh("cd %s && printf 'module example.com/g\\n\\ngo 1.19\\n' > go.mod && printf "
-	      "'package g\\n\\nimport \"strings\"\\n\\nfunc Up(s string) string { return "
-	      "strings.ToUpper(s) }\\n' > g.go && printf 'package g\\n\\nimport "
-	      "\"testing\"\\n\\nfunc TestUp(t *testing.T) {\\n\\tif Up(\"a\") != \"A\" "
-	      "{\\n\\t\\tt.Fatal(Up(\"a\"))\\n\\t}\\n}\\n' > g_test.go && " GIT " add . && " GIT
-	      " commit -qm go",
-	      repo);
+	_cleanup_free_ char *gp = tu_mkdtemp();
+	go_module_project(gp, repo);
+	/* the operator's proxy: cae's environment */
+	char proxy[PATH_MAX + 16];
+	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	setenv("GOPROXY", proxy, 1);
 	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
 	cae_task ta = {.uuid = C("gocache-a"), .repo = repo},
@@ -2001,7 +2032,11 @@ START_TEST(package_cache_go_shared_read_only)
 	size_t i;
 	json_t *w;
 	json_array_foreach(info.warnings, i, w) ck_assert_msg(
-	    !strstr(json_string_value(w), "Go build cache"), "%s", json_string_value(w));
+	    !strstr(json_string_value(w), "Go build") && !strstr(json_string_value(w), "Go mod"),
+	    "%s", json_string_value(w));
+	json_t *d = dep_of(info.deps, "go.mod");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
 	cae_env_info_clear(&info);
 	const char *attack =
 	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
@@ -2015,23 +2050,223 @@ START_TEST(package_cache_go_shared_read_only)
 			  0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
-	cae_env_info_clear(&info);
-	r = run(b, "gocache-b",
-		"echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
-		"seeded; grep -rl POISON \"$GOCACHE\"; GOFLAGS=-mod=mod GOPROXY=off go test ./... "
-		"2>&1 | awk '{print $1, $2}'");
-	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\n") == 0,
+	r = run(
+	    b, "gocache-a",
+	    "echo ${GOPROXY%%,*}; test -f /cache/go-mod/example.com/caedep/@v/v1.0.0.zip && "
+	    "echo shared; w=0; for f in $(find /cache/go-mod -type f); do { printf POISON >> "
+	    "\"$f\"; } 2>/dev/null && w=$((w+1)); chmod 666 \"$f\" 2>/dev/null && w=$((w+1)); "
+	    "rm -f \"$f\" 2>/dev/null && w=$((w+1)); done; for d in $(find /cache/go-mod -type "
+	    "d); do touch \"$d/POISON\" 2>/dev/null && w=$((w+1)); mkdir \"$d/example.com\" "
+	    "2>/dev/null && w=$((w+1)); mv \"$d\" /tmp/moved 2>/dev/null && w=$((w+1)); done; "
+	    "echo written:$w; M=$(go env GOMODCACHE); go mod download && chmod -R u+w "
+	    "$M/example.com $M/cache && printf 'package caedep\\nfunc Word() string { "
+	    "return \"POISON\" }\\n' > $M/example.com/caedep@v1.0.0/dep.go && for z in $(find "
+	    "$M/cache -name '*.zip'); do printf POISON > $z; done && go test ./... 2>&1 | grep -q "
+	    "POISON && echo planted");
+	ck_assert_msg(strcmp(r.out, "file:///cache/go-mod\nshared\nwritten:0\nplanted\n") == 0,
 		      "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
-	/* the shared files: none of A's, every one read-only */
+	/* the operator's proxy unreachable from here on */
+	tu_sh("rm -rf %s/proxy", gp);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "go", NULL, &info, &err) == 0, "%s", err.message);
+	d = dep_of(info.deps, "go.mod");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no go mod download");
+	cae_env_info_clear(&info);
+	r = run(
+	    b, "gocache-b",
+	    "echo $GOCACHE; n=$(find \"$GOCACHE\" -type f | wc -l); [ $n -gt 300 ] && echo "
+	    "seeded; grep -rl POISON \"$GOCACHE\" /cache/go-mod; go test ./... 2>&1 | awk "
+	    "'!/^go: downloading/ {print $1, $2}'; GOMODCACHE=/tmp/fresh GOFLAGS=-modcacherw go "
+	    "test -count=1 ./... 2>&1 | awk '!/^go: downloading/ {print $1, $2}'; grep -rl "
+	    "POISON /tmp/fresh");
+	ck_assert_msg(strcmp(r.out, "/workspace/.cache/go-build\nseeded\nok example.com/g\nok "
+				    "example.com/g\n") == 0,
+		      "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the shared files: none of A's, every one read-only, cae's */
 	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
-	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/go/build/*' -type f -perm "
-	      "/222)\" && test -n \"$(find %s -path '*/go/build/*' -type f)\"",
-	      shared, shared, shared);
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s \\( -path '*/go/build/*' -o -path "
+	      "'*/go-mod/*' \\) -type f -perm /222)\" && test -n \"$(find %s -path '*/go/build/*' "
+	      "-type f)\" && test -z \"$(find %s -path '*/go-mod/*' ! -user %u)\" && test -f "
+	      "\"$(echo %s/*/go-mod/example.com/caedep/@v/v1.0.0.zip)\"",
+	      shared, shared, shared, shared, (unsigned)getuid(), shared);
 	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-a", &err), 0);
 	ck_assert_int_eq(cae_backend_cleanup(b, "gocache-b", &err), 0);
+	cae__rm_rf(gp);
 	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* A wheel of our own (caewheel 1.0, whose WORD is "pristine") in a package index served on
+ * 127.0.0.1:port from dir (dir/simple; python3's http.server, a child of ours known to the
+ * runner: its pid is returned), and a project in repo whose requirements.txt names it, and also
+ * names, as an attacker's project would, a directory of its own (dir/evil) holding a caewheel 1.0
+ * wheel whose WORD is "POISON" (pip prefers a --find-links file to an equal one of an index). */
+static pid_t pip_wheel_project(const char *dir, const char *repo, int port)
+{
+	tu_sh(
+	    "set -e; P=%s; mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = "
+	    "\"pristine\"' > $P/src/caewheel/__init__.py; printf 'from setuptools import "
+	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
+	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
+	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
+	    "$P/wheels); printf '<a href=\"http://127.0.0.1:%d/wheels/%%s\">%%s</a>\\n' $W $W > "
+	    "$P/simple/caewheel/index.html; echo 'WORD = \"POISON\"' > "
+	    "$P/src/caewheel/__init__.py; sed -i 's/1[.]0/9.0/' $P/src/setup.py; rm -rf "
+	    "$P/src/build $P/src/*.egg-info; (cd $P && "
+	    "HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q --no-deps --no-build-isolation "
+	    "--no-index -w $P/evil ./src) >/dev/null 2>&1; test -f "
+	    "$P/evil/caewheel-9.0-py3-none-any.whl; cd "
+	    "%s; printf -- '--find-links file://%%s/evil\\ncaewheel\\n' $P > requirements.txt; " GIT
+	    " add . && " GIT " commit -qm pip",
+	    dir, port, repo);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int fd = open("/dev/null", O_RDWR);
+		char p[16];
+		snprintf(p, sizeof(p), "%d", port);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
+		      (char *)NULL);
+		_exit(127);
+	}
+	/* ours: the runner reaps children it does not know of */
+	cae__proctree_lock();
+	cae__proctree_register(pid);
+	cae__proctree_unlock();
+	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:%d/simple/caewheel/ "
+	      "&& exit 0; sleep 0.1; done; exit 1",
+	      port);
+	return pid;
+}
+
+/* pip's shared wheels (pkgcache.h): cae's fill put the project's wheel (from the operator's
+ * index, PIP_INDEX_URL of cae's environment, here one on the loopback) in the shared directory
+ * bound read-only at /cache/pip-wheels and named by PIP_FIND_LINKS. Task A, as an
+ * attacker, writes into, chmods, removes, renames and adds to every file and directory of
+ * it, and copies its own wheel of the same name there (all refused: a read-only bind of
+ * cae's files); the shared wheel is the index's, never the one the project's own
+ * --find-links line offers (the fill keeps no option). Then the operator's index is gone
+ * (and the project's directory): B, a new environment of the same
+ * project, installs the wheel from the shared directory alone (its prepare's pip install,
+ * and again with --no-index), the package's own code; the shared files are cae's,
+ * read-only, none of A's. Failed before: no PIP_FIND_LINKS, no /cache/pip-wheels, B's
+ * install could not find caewheel. */
+START_TEST(package_cache_pip_wheels_read_only)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *pp = tu_mkdtemp();
+	int port = 20000 + (int)(getpid() % 20000);
+	pid_t server = pip_wheel_project(pp, repo, port);
+	char index[64];
+	snprintf(index, sizeof(index), "http://127.0.0.1:%d/simple", port);
+	setenv("PIP_INDEX_URL", index, 1);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("pip-a"), .repo = repo}, tb = {.uuid = C("pip-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	size_t i;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	    ck_assert_msg(!strstr(json_string_value(w), "pip wheels"), "%s", json_string_value(w));
+	json_t *d = dep_of(info.deps, "requirements.txt");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no pip install");
+	cae_env_info_clear(&info);
+	cae_run_result r = run(
+	    b, "pip-a",
+	    "echo $PIP_FIND_LINKS; ls /cache/pip-wheels; w=0; for f in $(find /cache/pip-wheels "
+	    "-type f); do { printf POISON >> \"$f\"; } 2>/dev/null && w=$((w+1)); chmod 666 \"$f\" "
+	    "2>/dev/null && w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); mv \"$f\" "
+	    "\"$f.x\" 2>/dev/null && w=$((w+1)); done; touch /cache/pip-wheels/POISON "
+	    "2>/dev/null && w=$((w+1)); mkdir /cache/pip-wheels/x 2>/dev/null && w=$((w+1)); "
+	    "mkdir -p /tmp/e/caewheel && echo 'WORD = \"POISON\"' > /tmp/e/caewheel/__init__.py "
+	    "&& (cd /tmp/e && zip -qr /tmp/caewheel-1.0-py3-none-any.whl caewheel) && echo built "
+	    "&& cp "
+	    "/tmp/caewheel-1.0-py3-none-any.whl /cache/pip-wheels/caewheel-1.0-py3-none-any.whl "
+	    "2>/dev/null && w=$((w+1)); cp /tmp/caewheel-1.0-py3-none-any.whl "
+	    "/cache/pip-wheels/caewheel-1.0-py2.py3-none-any.whl 2>/dev/null && w=$((w+1)); "
+	    "echo written:$w; unzip -p /cache/pip-wheels/caewheel-1.0-py3-none-any.whl "
+	    "caewheel/__init__.py");
+	ck_assert_msg(
+	    strcmp(r.out,
+		   "/cache/pip-wheels\ncaewheel-1.0-py3-none-any.whl\nbuilt\nwritten:0\nWORD = "
+		   "\"pristine\"\n") == 0,
+	    "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the operator's index unreachable from here on */
+	tu_sh("rm -rf %s/simple %s/wheels %s/evil", pp, pp, pp);
+	ck_assert_msg(cae_backend_prepare(b, &tb, "python", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	d = dep_of(info.deps, "requirements.txt");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no pip install");
+	cae_env_info_clear(&info);
+	r = run(
+	    b, "pip-b",
+	    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)'; python3 -m pip install "
+	    "-q --no-index --target /tmp/t caewheel >/dev/null 2>&1 && cat "
+	    "/tmp/t/caewheel/__init__.py; grep -rl POISON /cache/pip-wheels");
+	ck_assert_msg(strcmp(r.out, "pristine\nWORD = \"pristine\"\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
+	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/pip-wheels/*' \\( -type f "
+	      "-perm /222 "
+	      "-o ! -user %u \\))\" && test -f \"$(echo "
+	      "%s/*/pip-wheels/caewheel-1.0-py3-none-any.whl)\"",
+	      shared, shared, (unsigned)getuid(), shared);
+	ck_assert_int_eq(cae_backend_cleanup(b, "pip-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "pip-b", &err), 0);
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	cae__rm_rf(pp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* The Go module fill (pkgcache.h) without a prepare: nothing made while no fill ran, once
+ * per go.mod and go.sum (a second fill of the same files does nothing), and again after a
+ * prune took the shared tree (its record of the fills goes with it: a record kept beside
+ * the tree would leave every later fill skipped and the tree empty). */
+START_TEST(package_cache_go_mod_fill_after_prune)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *gp = tu_mkdtemp();
+	go_module_project(gp, repo);
+	char proxy[PATH_MAX + 16];
+	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
+	setenv("GOPROXY", proxy, 1);
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	ck_assert_int_eq(cae__pkgcache_manifest(repo, "go.mod", &mod), 0);
+	ck_assert_int_eq(cae__pkgcache_manifest(repo, "go.sum", &sum), 0);
+	ck_assert(mod && sum);
+	cae_error err;
+	char dir[PATH_MAX], zip[PATH_MAX + 64];
+	ck_assert_int_eq(cae__pkgcache_gomod_dir(cfg, false, dir, sizeof(dir), &err), 0);
+	ck_assert_msg(cae__pkgcache_gomod_fill(cfg, mod, sum, &err) == 1, "%s", err.message);
+	ck_assert_int_eq(cae__pkgcache_gomod_dir(cfg, false, dir, sizeof(dir), &err), 1);
+	snprintf(zip, sizeof(zip), "%s/example.com/caedep/@v/v1.0.0.zip", dir);
+	ck_assert_int_eq(access(zip, F_OK), 0);
+	ck_assert_int_eq(cae__pkgcache_gomod_fill(cfg, mod, sum, &err), 0);
+	json_t *removed = json_array();
+	int count = 0;
+	ck_assert_int_eq(
+	    cae__pkgcache_prune(cfg, 168 * 3600, 0, true, false, removed, &count, &err), 0);
+	json_decref(removed);
+	ck_assert_int_ne(access(zip, F_OK), 0);
+	ck_assert_msg(cae__pkgcache_gomod_fill(cfg, mod, sum, &err) == 1, "%s", err.message);
+	ck_assert_int_eq(access(zip, F_OK), 0);
+	cae__rm_rf(gp);
 	cae_config_free(cfg);
 }
 END_TEST
@@ -2121,6 +2356,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
 	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
+	tcase_add_test(tc, package_cache_pip_wheels_read_only);
+	tcase_add_test(tc, package_cache_go_mod_fill_after_prune);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
