@@ -1990,6 +1990,12 @@ static void docker_go_cache(cae_prepare *p)
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s", e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
+	/* cae's fills act for the task: only for a container that has the network itself (a
+	 * Go proxy fetches the module paths a go.mod names from their own hosts) */
+	const cae_config *cfg = p->b->cfg;
+	if (cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
+	    !cfg->command_executor.docker.network.external_access || cae_net_config_filtered(cfg))
+		return;
 	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
 	if (cae__pkgcache_gomod_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];

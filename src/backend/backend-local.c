@@ -1769,8 +1769,12 @@ static int local_populate(cae_prepare *p, cae_error *err)
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 	/* cae's fills of the shared Go modules and pip wheels, from the clone's go.mod, go.sum
-	 * and requirements.txt before anything of the environment ran */
-	if (env->sandbox && !env->external) {
+	 * and requirements.txt before anything of the environment ran; only for an environment
+	 * that has the network itself (the host's, no allow-list): a fill acts for the task,
+	 * and a Go proxy fetches the module paths a go.mod names from their own hosts */
+	bool own_network =
+	    p->b->cfg->command_executor.local.network && !cae_net_config_filtered(p->b->cfg);
+	if (env->sandbox && !env->external && own_network) {
 		char w[1200];
 		if (cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
 			snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",

@@ -221,6 +221,12 @@ static int write_text(const char *dir, const char *name, const char *text)
 	return cae__write_file_atomic(AT_FDCWD, path, text, strlen(text), 0644, false);
 }
 
+/* A fill takes modules from proxies only, never from their version control systems
+ * ("direct": the go.mod's module paths would name the hosts cae's fill reaches, and run
+ * git or another VCS client against them): what is not on a proxy is the task's own to
+ * fetch, under its network policy. */
+#define FILL_VCS "GOVCS=*:off"
+
 /* `go mod download` in work/src (go.mod and go.sum there), into work/mod, from the shared
  * proxy first, then the operator's; its output's end in err when it fails. */
 static int host_download(const char *shared, const char *work, void *ctx, cae_error *err)
@@ -245,8 +251,9 @@ static int host_download(const char *shared, const char *work, void *ctx, cae_er
 	    "GOTOOLCHAIN=local",
 	    "GO111MODULE=on",
 	    "LANG=C.UTF-8",
+	    FILL_VCS,
 	};
-	size_t n = 11;
+	size_t n = 12;
 	char vars[ARRAY_SIZE(operator_vars)][4200];
 	for (size_t i = 0; i < ARRAY_SIZE(operator_vars); i++) {
 		const char *v = getenv(operator_vars[i]);
@@ -441,10 +448,10 @@ static int container_download(const char *shared, const char *work, void *ctx, c
 	snprintf(b_shared, sizeof(b_shared), "%s:" CAE_PKGCACHE_GO_MOD ":ro", shared);
 	snprintf(e_proxy, sizeof(e_proxy), "GOPROXY=file://" CAE_PKGCACHE_GO_MOD ",%s",
 		 operator_proxy());
-	json_t *env = json_pack("[s,s,s,s,s,s,s,s,s,s]", "HOME=" FILL_INSIDE "/home",
+	json_t *env = json_pack("[s,s,s,s,s,s,s,s,s,s,s]", "HOME=" FILL_INSIDE "/home",
 				"GOMODCACHE=" FILL_INSIDE "/mod", "GOCACHE=" FILL_INSIDE "/build",
 				e_proxy, "GOENV=off", "GOFLAGS=-mod=mod -modcacherw", "GOWORK=off",
-				"GOTOOLCHAIN=local", "GO111MODULE=on", "LANG=C.UTF-8");
+				"GOTOOLCHAIN=local", "GO111MODULE=on", "LANG=C.UTF-8", FILL_VCS);
 	for (size_t i = 0; env && i < ARRAY_SIZE(operator_vars); i++) {
 		const char *v = getenv(operator_vars[i]);
 		char kv[4200];

@@ -2022,12 +2022,28 @@ START_TEST(package_cache_go_shared_read_only)
 	char proxy[PATH_MAX + 16];
 	snprintf(proxy, sizeof(proxy), "file://%s/proxy", gp);
 	setenv("GOPROXY", proxy, 1);
-	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	/* an environment without the network gets no fill (cae's fill acts for the task: Go's
+	 * proxy would fetch the module paths its go.mod names from their hosts) */
+	cae_config *cfg0 = config("  package_cache:\n    enabled: true\n");
+	cae_backend *b0 = backend(cfg0);
+	cae_task t0 = {.uuid = C("gocache-0"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b0, &t0, "go", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	cae_env_info_clear(&info);
+	char dir0[PATH_MAX], zip0[PATH_MAX + 64];
+	ck_assert_int_eq(cae__pkgcache_gomod_dir(cfg0, true, dir0, sizeof(dir0), &err), 1);
+	snprintf(zip0, sizeof(zip0), "%s/example.com/caedep/@v/v1.0.0.zip", dir0);
+	ck_assert_msg(access(zip0, F_OK) != 0, "filled for an environment without the network");
+	ck_assert_int_eq(cae_backend_cleanup(b0, "gocache-0", &err), 0);
+	cae_backend_free(b0);
+	cae_config_free(cfg0);
+	cae_config *cfg =
+	    config("  local:\n    network: true\n  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
 	cae_task ta = {.uuid = C("gocache-a"), .repo = repo},
 		 tb = {.uuid = C("gocache-b"), .repo = repo};
-	cae_env_info info;
-	cae_error err;
 	ck_assert_msg(cae_backend_prepare(b, &ta, "go", NULL, &info, &err) == 0, "%s", err.message);
 	size_t i;
 	json_t *w;
@@ -2165,7 +2181,8 @@ START_TEST(package_cache_pip_wheels_read_only)
 	char index[64];
 	snprintf(index, sizeof(index), "http://127.0.0.1:%d/simple", port);
 	setenv("PIP_INDEX_URL", index, 1);
-	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	cae_config *cfg =
+	    config("  local:\n    network: true\n  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
 	cae_task ta = {.uuid = C("pip-a"), .repo = repo}, tb = {.uuid = C("pip-b"), .repo = repo};
 	cae_env_info info;
