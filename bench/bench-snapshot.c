@@ -484,12 +484,13 @@ static int measure_k8s(const char *build, int mb, int n)
 	       "baseline(cold prepare+fill)=%.0f runs=%d\n",
 	       mb, bench_p50_ms(sn, n), cold_full, n);
 	if (kubectl)
-		printf("kubernetes.kubectl_exec_tar_ms workspace_mb=%d out(tar -cf - > file) "
-		       "median=%.0f (%.0f MB/s) in(the same bytes to wc -c) median=%.0f (%.0f MB/s) "
-		       "bytes=%lld (cae's archive %lld) runs=%d\n",
-		       mb, bench_p50_ms(ko, n), (double)kbytes / 1e3 / bench_p50_ms(ko, n),
-		       bench_p50_ms(ki, n), (double)kbytes / 1e3 / bench_p50_ms(ki, n), kbytes,
-		       sbytes, n);
+		printf(
+		    "kubernetes.kubectl_exec_tar_ms workspace_mb=%d out(tar -cf - > file) "
+		    "median=%.0f (%.0f MB/s) in(the same bytes to wc -c) median=%.0f (%.0f MB/s) "
+		    "bytes=%lld (cae's archive %lld) runs=%d\n",
+		    mb, bench_p50_ms(ko, n), (double)kbytes / 1e3 / bench_p50_ms(ko, n),
+		    bench_p50_ms(ki, n), (double)kbytes / 1e3 / bench_p50_ms(ki, n), kbytes, sbytes,
+		    n);
 	else
 		printf("# kubectl: not installed (no baseline)\n");
 	printf("kubernetes.snapshot_MBps workspace_mb=%d %.0f\n", mb,
