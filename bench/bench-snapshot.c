@@ -22,7 +22,9 @@
  * The kubernetes backend's (a tar of the workspace and the home streamed out over one API
  * server exec and back in: "tar-stream"), against the cluster of scripts/k8s-env.sh
  * (KUBECONFIG; skipped without it), next to a cold prepare of the same project in the same
- * run, and BENCH_SNAPSHOT_FORKS forks of one pod at once (each a pod of its own):
+ * run and, as the stream's baseline, `kubectl exec` of the same tar to a file of this host
+ * and of its bytes back into the pod (each run, just before cae's snapshot), and
+ * BENCH_SNAPSHOT_FORKS forks of one pod at once (each a pod of its own):
  *
  *   bench-snapshot kubernetes [BUILD]  BENCH_SNAPSHOT_MB (200), BENCH_SNAPSHOT_RUNS (3),
  *                                      BENCH_SNAPSHOT_FORKS (4) */
@@ -37,6 +39,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 
 static cae_config *config_for(const char *state)
 {
@@ -433,12 +436,48 @@ static int measure_k8s(const char *build, int mb, int n)
 	}
 	int64_t fill = cae__now_ns() - t0;
 	int64_t *sn = calloc((size_t)n, 8), *rs = calloc((size_t)n, 8), *fk = calloc((size_t)n, 8);
+	int64_t *ko = calloc((size_t)n, 8), *ki = calloc((size_t)n, 8);
+	bool kubectl = bench_sh("command -v kubectl >/dev/null 2>&1") == 0;
+	long long kbytes = 0, sbytes = 0;
+	char kfile[700], kout[2048], kin[2048];
+	snprintf(kfile, sizeof(kfile), "%s/kubectl.tar", dir);
+	/* the baseline: the same paths' tar through `kubectl exec` (the API server's exec, as
+	 * cae's stream), to a file of this host, and the same bytes streamed back into the pod
+	 * (counted there, the count checked) */
+	snprintf(kout, sizeof(kout),
+		 "p=$(kubectl get pod -l cae.task_uuid=bench-ksnap -o name) && "
+		 "kubectl exec \"$p\" -c main -- sh -c 'cd / && exec tar -cf - workspace "
+		 "\"${HOME#/}\"' > %s && sync -f %s",
+		 kfile, kfile);
+	snprintf(kin, sizeof(kin),
+		 "p=$(kubectl get pod -l cae.task_uuid=bench-ksnap -o name) && "
+		 "n=$(kubectl exec -i \"$p\" -c main -- sh -c 'exec wc -c' < %s) && "
+		 "[ \"$n\" = \"$(wc -c < %s)\" ]",
+		 kfile, kfile);
 	for (int i = 0; i < n; i++) {
 		json_t *s = NULL;
+		if (kubectl) {
+			t0 = cae__now_ns();
+			if (bench_sh(kout) != 0) {
+				fprintf(stderr, "kubectl exec tar failed\n");
+				exit(1);
+			}
+			ko[i] = cae__now_ns() - t0;
+			struct stat kst;
+			kbytes = stat(kfile, &kst) == 0 ? (long long)kst.st_size : -1;
+			t0 = cae__now_ns();
+			if (bench_sh(kin) != 0) {
+				fprintf(stderr, "kubectl exec -i failed\n");
+				exit(1);
+			}
+			ki[i] = cae__now_ns() - t0;
+			(void)unlink(kfile);
+		}
 		t0 = cae__now_ns();
 		if (cae_snapshot_create(b, "bench-ksnap", "s", &s, &err) < 0)
 			die("snapshot", &err);
 		sn[i] = cae__now_ns() - t0;
+		sbytes = (long long)json_integer_value(json_object_get(s, "bytes"));
 		json_decref(s);
 		t0 = cae__now_ns();
 		if (cae_snapshot_restore(b, "bench-ksnap", "s", &s, &err) < 0)
@@ -463,6 +502,18 @@ static int measure_k8s(const char *build, int mb, int n)
 	printf("kubernetes.snapshot_ms workspace_mb=%d mechanism=tar-stream median=%.0f "
 	       "baseline(cold prepare+fill)=%.0f runs=%d\n",
 	       mb, bench_p50_ms(sn, n), cold_full, n);
+	if (kubectl)
+		printf(
+		    "kubernetes.kubectl_exec_tar_ms workspace_mb=%d out(tar -cf - > file) "
+		    "median=%.0f (%.0f MB/s) in(the same bytes to wc -c) median=%.0f (%.0f MB/s) "
+		    "bytes=%lld (cae's archive %lld) runs=%d\n",
+		    mb, bench_p50_ms(ko, n), (double)kbytes / 1e3 / bench_p50_ms(ko, n),
+		    bench_p50_ms(ki, n), (double)kbytes / 1e3 / bench_p50_ms(ki, n), kbytes, sbytes,
+		    n);
+	else
+		printf("# kubectl: not installed (no baseline)\n");
+	printf("kubernetes.snapshot_MBps workspace_mb=%d %.0f\n", mb,
+	       (double)sbytes / 1e3 / bench_p50_ms(sn, n));
 	printf("kubernetes.restore_ms workspace_mb=%d mechanism=tar-stream median=%.0f "
 	       "baseline(cold prepare+fill)=%.0f runs=%d\n",
 	       mb, bench_p50_ms(rs, n), cold_full, n);
@@ -478,6 +529,8 @@ static int measure_k8s(const char *build, int mb, int n)
 	free(sn);
 	free(rs);
 	free(fk);
+	free(ko);
+	free(ki);
 	bench_small_repo_stop(dir, getenv("CAE_SOURCE_ROOT"));
 	return 0;
 }

@@ -175,8 +175,17 @@ static int send_some(struct cae_k8s_stream *s, struct lws *wsi)
 		memcpy(buf + LWS_PRE + 1, s->in.data + s->in_off, n);
 		s->in_off += n;
 		if (s->in_off == s->in.len) {
-			cae__buf_clear(&s->in);
-			cae__buf_init(&s->in, SIZE_MAX);
+			/* all sent: the queue starts again at its buffer's start */
+			s->in.len = s->in_off = 0;
+			s->in.data[0] = '\0';
+		} else if (s->in_off >= QUEUE_MAX) {
+			/* what is sent leaves the buffer, so that it stays within twice what
+			 * the user may queue however long the stream (a restore's archive
+			 * is written while this drains it, and never all drained before
+			 * its end) */
+			s->in.len -= s->in_off;
+			memmove(s->in.data, s->in.data + s->in_off, s->in.len);
+			s->in.data[s->in.len] = '\0';
 			s->in_off = 0;
 		}
 	} else if (close_now) {
@@ -185,7 +194,10 @@ static int send_some(struct cae_k8s_stream *s, struct lws *wsi)
 		s->close_stdin = false;
 	}
 	bool more = s->in.len > s->in_off || (s->close_stdin && s->v5);
-	pthread_cond_broadcast(&s->cond);
+	/* a writer that waits for room goes on once half the queue is sent (one wake-up per
+	 * QUEUE_MAX / 2 bytes, not one per frame) */
+	if (s->in.len - s->in_off <= QUEUE_MAX / 2)
+		pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	if (n && s->L->write(wsi, buf + LWS_PRE, n + 1, LWS_WRITE_BINARY) < (int)(n + 1))
 		return -1;
@@ -709,8 +721,10 @@ ssize_t cae_k8s_stream_read(cae_k8s_stream *s, char *buf, size_t size)
 int cae_k8s_stream_write(cae_k8s_stream *s, const void *p, size_t n)
 {
 	pthread_mutex_lock(&s->lock);
-	while (s->state == ST_OPEN && !s->stop && s->in.len - s->in_off > QUEUE_MAX)
-		pthread_cond_wait(&s->cond, &s->lock);
+	/* a full queue takes more once half of it is sent */
+	if (s->in.len - s->in_off > QUEUE_MAX)
+		while (s->state == ST_OPEN && !s->stop && s->in.len - s->in_off > QUEUE_MAX / 2)
+			pthread_cond_wait(&s->cond, &s->lock);
 	int r = s->state != ST_OPEN || s->stop ? -EPIPE : cae__buf_append(&s->in, p, n);
 	pthread_mutex_unlock(&s->lock);
 	if (r == 0)

@@ -1,9 +1,10 @@
 /* The Kubernetes client against the real single-node cluster (scripts/k8s-env.sh up; run with
  * CAE_TEST_K8S=1 and its KUBECONFIG, else skipped): pods made, listed by label, read,
  * deleted; exec over WebSocket with stdout, stderr, exit codes, stdin, arguments that no
- * shell may reinterpret, a long-lived stream, streams open at once (one closed while the other
- * goes on: the overlap that once leaked OpenSSL's objects, which the sanitizer build's leak
- * check would report), and the errors of a pod that is not there.
+ * shell may reinterpret, a long-lived stream, a long stdin held in a bounded queue, streams
+ * open at once (one closed while the other goes on: the overlap that once leaked OpenSSL's
+ * objects, which the sanitizer build's leak check would report), and the errors of a pod
+ * that is not there.
  * Pods are named after this process and deleted with no grace, whatever the outcome. */
 #include "testutil.h"
 
@@ -11,7 +12,12 @@
 #include "cae/k8s.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <poll.h>
+#if defined(__SANITIZE_ADDRESS__)
+/* the sanitizer runtime's (GCC installs no header for it) */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #define NS "default"
 
@@ -271,6 +277,70 @@ START_TEST(streams_overlap)
 }
 END_TEST
 
+/* The bytes this process has allocated now (the sanitizer's allocator's count in the
+ * sanitizer build, whose quarantine keeps freed memory resident, so that resident memory
+ * would not say what is in use). */
+static size_t heap_in_use(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	struct mallinfo2 m = mallinfo2();
+	return m.uordblks + m.hblkhd;
+#endif
+}
+
+/* A long stdin (a restore streams a whole archive in, hundreds of MB) arrives whole, and the
+ * stream keeps only a bounded queue of it meanwhile (the heap in use, sampled after every
+ * write, never grows by 40 MiB), however much goes through: what is sent leaves its memory
+ * (before, the queue's buffer grew with every byte written until the queue happened to be
+ * empty, which a writer that keeps up never lets happen: a 1 GB restore held up to 1 GB). */
+START_TEST(long_stdin_bounded)
+{
+	const size_t total = 96u << 20, piece = 256u << 10;
+	char size[32];
+	snprintf(size, sizeof(size), "%zu", total);
+	const char *argv[] = {"sh", "-c", "head -c \"$1\" | wc -c", "long-stdin", size, NULL};
+	cae_k8s_stream *s = NULL;
+	cae_error err = {0};
+	ck_assert_msg(cae_k8s_exec_open(k, NS, pod, NULL, argv, 30000, &s, &err) == 0, "%s",
+		      err.message);
+	char *data = malloc(piece);
+	ck_assert_ptr_nonnull(data);
+	memset(data, 'x', piece);
+	size_t before = heap_in_use(), most = 0;
+	for (size_t sent = 0; sent < total; sent += piece) {
+		ck_assert_int_eq(cae_k8s_stream_write(s, data, piece), 0);
+		size_t now = heap_in_use();
+		if (now > before && now - before > most)
+			most = now - before;
+	}
+	char out[64];
+	size_t n = 0;
+	for (;;) {
+		struct pollfd p = {.fd = cae_k8s_stream_fd(s), .events = POLLIN};
+		ck_assert_int_eq(poll(&p, 1, 60000), 1);
+		ssize_t r = cae_k8s_stream_read(s, out + n, sizeof(out) - 1 - n);
+		if (r == -EAGAIN)
+			continue;
+		ck_assert_int_ge(r, 0);
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	out[n] = '\0';
+	ck_assert_uint_eq(strtoull(out, NULL, 10), total);
+	int code = -1;
+	ck_assert_int_eq(cae_k8s_stream_status(s, &code, &err), 0);
+	ck_assert_int_eq(code, 0);
+	cae_k8s_stream_close(s);
+	free(data);
+	/* the queue holds at most a few MiB (twice its bound): far less than what went through */
+	ck_assert_msg(most < (40u << 20), "the stream held up to %zu KiB for %zu MiB of stdin",
+		      most >> 10, total >> 20);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("k8s-live");
@@ -282,6 +352,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, exec_failures);
 	tcase_add_test(tc, stream_round_trips);
 	tcase_add_test(tc, streams_overlap);
+	tcase_add_test(tc, long_stdin_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
