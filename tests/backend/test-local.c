@@ -2039,6 +2039,8 @@ START_TEST(package_cache_go_shared_read_only)
 	ck_assert_int_eq(cae_backend_cleanup(b0, "gocache-0", &err), 0);
 	cae_backend_free(b0);
 	cae_config_free(cfg0);
+	cae__rm_rf(state); /* config() makes the next one */
+	free(state);
 	cae_config *cfg =
 	    config("  local:\n    network: true\n  package_cache:\n    enabled: true\n");
 	cae_backend *b = backend(cfg);
