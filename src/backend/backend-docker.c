@@ -1960,9 +1960,7 @@ static int docker_clone(cae_prepare *p, cae_error *err)
 	struct docker_prep *dp = prep_of(p);
 	const cae_config *cfg = p->b->cfg;
 	/* a container without a network clones nothing from a remote, cached or not */
-	bool offline = cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
-		       !cfg->command_executor.docker.network.external_access ||
-		       cae_net_config_filtered(cfg);
+	bool offline = !cae__net_full(cfg, "docker");
 	if (!is_local_repo(p->task->repo) && offline)
 		return cae__git_clone(prep_exec, &dp->pc, cfg, p->b->log, p->task, PROJECT, err);
 	if (!is_local_repo(p->task->repo))
@@ -1992,9 +1990,7 @@ static void docker_go_cache(cae_prepare *p)
 	}
 	/* cae's fills act for the task: only for a container that has the network itself (a
 	 * Go proxy fetches the module paths a go.mod names from their own hosts) */
-	const cae_config *cfg = p->b->cfg;
-	if (cfg->command_executor.docker.network.mode == CAE_CONFIG_NETWORK_NONE ||
-	    !cfg->command_executor.docker.network.external_access || cae_net_config_filtered(cfg))
+	if (!cae__net_full(p->b->cfg, "docker"))
 		return;
 	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
 	if (cae__pkgcache_gomod_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {

@@ -1772,9 +1772,7 @@ static int local_populate(cae_prepare *p, cae_error *err)
 	 * and requirements.txt before anything of the environment ran; only for an environment
 	 * that has the network itself (the host's, no allow-list): a fill acts for the task,
 	 * and a Go proxy fetches the module paths a go.mod names from their own hosts */
-	bool own_network =
-	    p->b->cfg->command_executor.local.network && !cae_net_config_filtered(p->b->cfg);
-	if (env->sandbox && !env->external && own_network) {
+	if (env->sandbox && !env->external && cae__net_full(p->b->cfg, "local")) {
 		char w[1200];
 		if (cae__pkgcache_gomod_fill_project(p->b->cfg, env->project, &gerr) < 0) {
 			snprintf(w, sizeof(w), "the shared Go module cache is not filled: %.1100s",

@@ -81,6 +81,11 @@ bool cae__net_none(const cae_config *cfg, const char *backend)
 	       !cfg->command_executor.docker.network.external_access;
 }
 
+bool cae__net_full(const cae_config *cfg, const char *backend)
+{
+	return !cae_net_config_filtered(cfg) && !cae__net_none(cfg, backend);
+}
+
 bool cae__net_proxied(const cae_config *cfg, const char *backend, const char *forge)
 {
 	return cae_net_config_filtered(cfg) || (forge && cae__net_none(cfg, backend));

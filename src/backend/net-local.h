@@ -33,6 +33,10 @@ char *cae__net_forge(const cae_config *cfg, const cae_task *task);
 /* Whether backend's environments have no network of their own (local: local.network off;
  * docker and kubernetes: network mode none or no external_access). */
 bool cae__net_none(const cae_config *cfg, const char *backend);
+
+/* Whether an environment of backend has the network itself: not none, no allow-list (what
+ * cae__net_info calls "full"). */
+bool cae__net_full(const cae_config *cfg, const char *backend);
 /* Whether an environment with forge (may be NULL) gets cae's proxy: a filtered network, or
  * none with a forge to reach. */
 bool cae__net_proxied(const cae_config *cfg, const char *backend, const char *forge);
