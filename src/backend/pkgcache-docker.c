@@ -130,6 +130,22 @@ static int fill(cae_docker *d, const char *shared, const char *image, const char
 	return r;
 }
 
+int cae__pkgcache_image_key(cae_docker *d, const char *container, char *key, size_t size,
+			    cae_error *err)
+{
+	json_t *ins = NULL;
+	int r = cae_docker_container_inspect(d, container, &ins, err);
+	if (r < 0)
+		return r;
+	const char *image = json_string_value(json_object_get(ins, "Image"));
+	const char *hex = image ? strchr(image, ':') : NULL;
+	snprintf(key, size, "%.64s", hex ? hex + 1 : image ? image : "");
+	json_decref(ins);
+	if (!key[0] || strspn(key, "0123456789abcdef") != strlen(key))
+		return cae_error_set(err, -EINVAL, "the container's image has no id");
+	return 0;
+}
+
 int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *container,
 				 cae_error *err)
 {
@@ -162,29 +178,12 @@ int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *cont
 	if (!gocache)
 		return 0;
 	/* the image's id, from the container */
-	json_t *ins = NULL;
-	if ((r = cae_docker_container_inspect(d, container, &ins, err)) < 0)
-		return r;
-	const char *image = json_string_value(json_object_get(ins, "Image"));
 	char key[80];
-	const char *hex = image ? strchr(image, ':') : NULL;
-	snprintf(key, sizeof(key), "%.64s", hex ? hex + 1 : image ? image : "");
-	if (!key[0] || strspn(key, "0123456789abcdef") != strlen(key)) {
-		json_decref(ins);
-		return cae_error_set(err, -EINVAL, "the container's image has no id");
-	}
-	r = fill(d, shared, image, key, err);
-	json_decref(ins);
-	if (r < 0)
+	if ((r = cae__pkgcache_image_key(d, container, key, sizeof(key), err)) < 0)
 		return r;
-	/* the last use, for the prune (pkgcache.h) */
-	char used[PATH_MAX + 16];
-	snprintf(used, sizeof(used), "%s/.used", shared);
-	int ufd = open(used, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-	if (ufd >= 0) {
-		futimens(ufd, NULL);
-		close(ufd);
-	}
+	if ((r = fill(d, shared, key, key, err)) < 0)
+		return r;
+	cae__pkgcache_used(shared); /* the last use, for the prune (pkgcache.h) */
 	/* the copy, as the container's user: its own files */
 	_cleanup_free_ char *script = NULL;
 	if (asprintf(&script,

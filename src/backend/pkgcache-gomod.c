@@ -70,12 +70,12 @@ int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t size,
-			    cae_error *err)
+int cae__pkgcache_shared_dir(const cae_config *cfg, const char *name, bool make, char *out,
+			     size_t size, cae_error *err)
 {
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
-	if (cae__pkgcache_path(cfg, "go-mod", out, size) < 0)
+	if (cae__pkgcache_path(cfg, name, out, size) < 0)
 		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
 	struct stat st;
 	if (!make)
@@ -85,6 +85,12 @@ int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t 
 		return cae_error_set(err, r < 0 ? r : -EPERM, "cannot make the package cache %s",
 				     out);
 	return 1;
+}
+
+int cae__pkgcache_gomod_dir(const cae_config *cfg, bool make, char *out, size_t size,
+			    cae_error *err)
+{
+	return cae__pkgcache_shared_dir(cfg, "go-mod", make, out, size, err);
 }
 
 /* ---- the publication of a fill's downloads ---- */
@@ -157,18 +163,9 @@ static int publish_tree(int sdfd, int ddfd, int depth)
 				r = -errno;
 				break;
 			}
-			int s = openat(dirfd(d), e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int t = openat(ddfd, e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (s < 0 || t < 0) {
-				r = -errno;
-				if (s >= 0)
-					close(s);
-				if (t >= 0)
-					close(t);
+			int s, t;
+			if ((r = cae__pkgcache_open_pair(dirfd(d), ddfd, e->d_name, &s, &t)) < 0)
 				break;
-			}
 			r = publish_tree(s, t, depth + 1);
 		}
 	}
@@ -212,6 +209,39 @@ void cae__pkgcache_used(const char *shared)
 		futimens(fd, NULL);
 		close(fd);
 	}
+}
+
+int cae__pkgcache_fill_dirs(const cae_config *cfg, const char *name, const char *fill_name,
+			    char shared[PATH_MAX], char fill[PATH_MAX], cae_error *err)
+{
+	int r = cae__pkgcache_shared_dir(cfg, name, true, shared, PATH_MAX, err);
+	if (r <= 0)
+		return r;
+	if (cae__pkgcache_path(cfg, fill_name, fill, PATH_MAX) < 0)
+		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
+	/* used by this prepare, filled or not (the prune's age) */
+	cae__pkgcache_used(shared);
+	/* the fill's own files are out of the bound tree (0700) */
+	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
+		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
+	return 1;
+}
+
+int cae__pkgcache_fill_lock(const char *shared, const char *fill, uint64_t h, char *work,
+			    size_t size, int *lfd, cae_error *err)
+{
+	if (cae__pkgcache_filled(shared, h, false))
+		return 0;
+	char lock[PATH_MAX + 40];
+	snprintf(lock, sizeof(lock), "%s/.lock", fill);
+	*lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (*lfd < 0 || flock(*lfd, LOCK_EX) < 0)
+		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
+	if (cae__pkgcache_filled(shared, h, false))
+		return 0; /* another prepare filled it meanwhile */
+	snprintf(work, size, "%s/work", fill);
+	(void)cae__rm_rf(work);
+	return 1;
 }
 
 static int write_text(const char *dir, const char *name, const char *text)
@@ -290,32 +320,17 @@ typedef int (*download_fn)(const char *shared, const char *work, void *ctx, cae_
 static int fill_with(const cae_config *cfg, const char *gomod, const char *gosum,
 		     download_fn download, void *ctx, cae_error *err)
 {
-	char shared[PATH_MAX], fill[PATH_MAX];
-	int r = cae__pkgcache_gomod_dir(cfg, true, shared, sizeof(shared), err);
+	char shared[PATH_MAX], fill[PATH_MAX], work[PATH_MAX + 40];
+	int r = cae__pkgcache_fill_dirs(cfg, "go-mod", "go-mod-fill", shared, fill, err);
 	if (r <= 0)
 		return r;
-	if (cae__pkgcache_path(cfg, "go-mod-fill", fill, sizeof(fill)) < 0)
-		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
-	/* used by this prepare, filled or not (the prune's age) */
-	cae__pkgcache_used(shared);
-	/* the fill's own files are out of the bound tree (0700) */
-	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
-		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
 	/* done once per go.mod and go.sum */
 	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-go-mod 1\n", 13);
 	h = cae__pkgcache_fnv1a(h, gomod, strlen(gomod) + 1);
 	h = cae__pkgcache_fnv1a(h, gosum ? gosum : "", gosum ? strlen(gosum) + 1 : 0);
-	char lock[PATH_MAX + 40], work[PATH_MAX + 40];
-	snprintf(lock, sizeof(lock), "%s/.lock", fill);
-	if (cae__pkgcache_filled(shared, h, false))
-		return 0;
-	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
-		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
-	if (cae__pkgcache_filled(shared, h, false))
-		return 0; /* another prepare filled it meanwhile */
-	snprintf(work, sizeof(work), "%s/work", fill);
-	(void)cae__rm_rf(work);
+	_cleanup_close_ int lfd = -1;
+	if ((r = cae__pkgcache_fill_lock(shared, fill, h, work, sizeof(work), &lfd, err)) <= 0)
+		return r;
 	char src[PATH_MAX + 60], home[PATH_MAX + 60], dl[PATH_MAX + 60];
 	snprintf(src, sizeof(src), "%s/src", work);
 	snprintf(home, sizeof(home), "%s/home", work);
@@ -518,16 +533,9 @@ int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *contai
 	if (host_go() && !cae__pkgcache_gomod_in_container)
 		return fill_with(p->b->cfg, mod, sum, host_download, NULL, err);
 	/* the image's go: the image's id, from the container */
-	json_t *ins = NULL;
-	if ((r = cae_docker_container_inspect(d, container, &ins, err)) < 0)
-		return r;
-	const char *image = json_string_value(json_object_get(ins, "Image"));
-	const char *hex = image ? strchr(image, ':') : NULL;
 	char key[80];
-	snprintf(key, sizeof(key), "%.64s", hex ? hex + 1 : image ? image : "");
-	json_decref(ins);
-	if (!key[0] || strspn(key, "0123456789abcdef") != strlen(key))
-		return cae_error_set(err, -EINVAL, "the container's image has no id");
+	if ((r = cae__pkgcache_image_key(d, container, key, sizeof(key), err)) < 0)
+		return r;
 	struct container_fill cf = {.d = d, .image = key};
 	return fill_with(p->b->cfg, mod, sum, container_download, &cf, err);
 }

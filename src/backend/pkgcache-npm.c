@@ -242,18 +242,9 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 				r = -errno;
 				break;
 			}
-			int s = openat(dirfd(d), e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int t = openat(ddfd, e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (s < 0 || t < 0) {
-				r = -errno;
-				if (s >= 0)
-					close(s);
-				if (t >= 0)
-					close(t);
+			int s, t;
+			if ((r = cae__pkgcache_open_pair(dirfd(d), ddfd, e->d_name, &s, &t)) < 0)
 				break;
-			}
 			r = walk(w, s, t, e->d_name, depth + 1);
 		} else if (S_ISREG(st.st_mode)) {
 			if (w->store)

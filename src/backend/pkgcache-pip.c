@@ -59,18 +59,7 @@ const char *const *cae__pkgcache_pip_env(void)
 
 int cae__pkgcache_pip_dir(const cae_config *cfg, bool make, char *out, size_t size, cae_error *err)
 {
-	if (!cfg->command_executor.package_cache.enabled)
-		return 0;
-	if (cae__pkgcache_path(cfg, "pip-wheels", out, size) < 0)
-		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
-	struct stat st;
-	if (!make)
-		return lstat(out, &st) == 0 && S_ISDIR(st.st_mode) ? 1 : 0;
-	int r = cae__mkdir_p(out, 0755);
-	if (r < 0 || lstat(out, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != getuid())
-		return cae_error_set(err, r < 0 ? r : -EPERM, "cannot make the package cache %s",
-				     out);
-	return 1;
+	return cae__pkgcache_shared_dir(cfg, "pip-wheels", make, out, size, err);
 }
 
 /* One requirement line (comments and continuations gone) kept as it is, or not: a name
@@ -252,34 +241,20 @@ static int publish(const char *dl, const char *shared)
 
 int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err)
 {
-	char shared[PATH_MAX], fill[PATH_MAX];
-	int r = cae__pkgcache_pip_dir(cfg, true, shared, sizeof(shared), err);
+	char shared[PATH_MAX], fill[PATH_MAX], work[PATH_MAX + 40];
+	int r = cae__pkgcache_fill_dirs(cfg, "pip-wheels", "pip-fill", shared, fill, err);
 	if (r <= 0)
 		return r;
-	if (cae__pkgcache_path(cfg, "pip-fill", fill, sizeof(fill)) < 0)
-		return cae_error_set(err, -ENAMETOOLONG, "the package cache's path is too long");
-	/* used by this prepare, filled or not (the prune's age) */
-	cae__pkgcache_used(shared);
 	_cleanup_free_ char *kept = kept_lines(requirements);
 	if (!kept)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	if (!kept[0])
 		return 0;
-	if (mkdir(fill, 0700) < 0 && errno != EEXIST)
-		return cae_error_set(err, -errno, "cannot make %s: %s", fill, strerror(errno));
 	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-pip 1\n", 10);
 	h = cae__pkgcache_fnv1a(h, kept, strlen(kept));
-	char lock[PATH_MAX + 40], work[PATH_MAX + 40];
-	snprintf(lock, sizeof(lock), "%s/.lock", fill);
-	if (cae__pkgcache_filled(shared, h, false))
-		return 0;
-	_cleanup_close_ int lfd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
-		return cae_error_set(err, -errno, "cannot lock %s: %s", lock, strerror(errno));
-	if (cae__pkgcache_filled(shared, h, false))
-		return 0; /* another prepare filled it meanwhile */
-	snprintf(work, sizeof(work), "%s/work", fill);
-	(void)cae__rm_rf(work);
+	_cleanup_close_ int lfd = -1;
+	if ((r = cae__pkgcache_fill_lock(shared, fill, h, work, sizeof(work), &lfd, err)) <= 0)
+		return r;
 	char home[PATH_MAX + 60], dl[PATH_MAX + 60];
 	snprintf(home, sizeof(home), "%s/home", work);
 	snprintf(dl, sizeof(dl), "%s/dl", work);

@@ -187,6 +187,18 @@ static int go_seal(int dfd)
 	return r;
 }
 
+int cae__pkgcache_open_pair(int sdfd, int ddfd, const char *name, int *s, int *t)
+{
+	*s = openat(sdfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	*t = *s < 0 ? -1 : openat(ddfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (*t >= 0)
+		return 0;
+	int r = -errno;
+	if (*s >= 0)
+		close(*s);
+	return r;
+}
+
 /* What identifies the Go toolchain commands run: the go program's path, inode, size and
  * mtime. */
 static int go_stamp(const char *const *envp, char *out, size_t size)
@@ -323,18 +335,9 @@ static int go_link(int sdfd, int ddfd, uid_t uid, gid_t gid, bool *copy, int dep
 				r = -errno;
 				break;
 			}
-			int s = openat(dirfd(d), e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			int t = openat(ddfd, e->d_name,
-				       O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-			if (s < 0 || t < 0) {
-				r = -errno;
-				if (s >= 0)
-					close(s);
-				if (t >= 0)
-					close(t);
+			int s, t;
+			if ((r = cae__pkgcache_open_pair(dirfd(d), ddfd, e->d_name, &s, &t)) < 0)
 				break;
-			}
 			r = go_link(s, t, uid, gid, copy, depth + 1);
 		} else if (S_ISREG(st.st_mode) && (st.st_mode & 0222) == 0) {
 			/* only sealed files: one the fill is writing is not shared */

@@ -53,6 +53,7 @@
 #include "cae/error.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -201,11 +202,32 @@ int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
  * file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
  * before any of the task's commands): 0 with *out NULL when there is none. */
 int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size);
+/* A shared directory of cae's, <state_dir>/package-cache/<instance key>/<name>, into out
+ * (made, cae's, 0755, when make is set). 1: set; 0: caches off (or, without make, not
+ * there); -errno with err set. */
+int cae__pkgcache_shared_dir(const cae_config *cfg, const char *name, bool make, char *out,
+			     size_t size, cae_error *err);
+/* The subdirectory name of sdfd and of ddfd, opened (O_DIRECTORY, O_NOFOLLOW) into *s and
+ * *t for a walk to go down: 0, or -errno with neither left open. */
+int cae__pkgcache_open_pair(int sdfd, int ddfd, const char *name, int *s, int *t);
+/* The id (hex) of the image container runs, into key: 0, or -errno with err set. */
+int cae__pkgcache_image_key(struct cae_docker *d, const char *container, char *key, size_t size,
+			    cae_error *err);
 /* Whether the fill of hash h is recorded in shared/.filled (recorded when set): in the
  * shared tree, so that a prune of the tree forgets its fills with it. */
 bool cae__pkgcache_filled(const char *shared, uint64_t h, bool set);
 /* shared/.used's mtime set to now (the prune's last use). */
 void cae__pkgcache_used(const char *shared);
+/* A fill's directories: the shared one of name (made) into shared, marked used, and the
+ * fill's own (0700, out of the bound tree) of fill_name into fill. 1: go on; 0: caches
+ * off; -errno with err set. */
+int cae__pkgcache_fill_dirs(const cae_config *cfg, const char *name, const char *fill_name,
+			    char shared[PATH_MAX], char fill[PATH_MAX], cae_error *err);
+/* The fill of hash h: 0 when it is recorded (before or after taking fill's lock, held in
+ * *lfd, to be closed by the caller), else 1 with fill/work made empty into work; -errno
+ * with err set. */
+int cae__pkgcache_fill_lock(const char *shared, const char *fill, uint64_t h, char *work,
+			    size_t size, int *lfd, cae_error *err);
 int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd);
 uint64_t cae__pkgcache_fnv1a(uint64_t h, const char *s, size_t n);
 int cae__pkgcache_manifest(const char *project, const char *name, char **out);
