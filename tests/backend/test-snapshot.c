@@ -322,9 +322,19 @@ static void child_fork(void)
 	cae_snapshot_fork(b, "kil", NULL, "kfork", &info, NULL, NULL);
 }
 
+static void child_restore_then_die(void)
+{
+	cae_backend *b = backend();
+	/* SIGKILLed as the restore returns: the old file system's release may still be
+	 * pending on its thread (cae__diskfs_swap) */
+	if (cae_snapshot_restore(b, "kil", "ok", NULL, NULL) == 0)
+		raise(SIGKILL);
+}
+
 /* A snapshot and a fork SIGKILLed in the middle (its temporary made, its image being
  * copied) leave no snapshot and no environment listed, a source whose writes do not hang
- * (the freeze dies with its process), and temporaries the collection removes. */
+ * (the freeze dies with its process), and temporaries the collection removes; a process
+ * SIGKILLed as its restore returns leaves the restored environment and no loop device. */
 START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
 {
 	setup(NULL);
@@ -361,6 +371,27 @@ START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
 	ck_assert_int_eq(cae_snapshot_restore(b, "kil", "ok", NULL, &err), 0);
 	_cleanup_free_ char *w = sh(b, "kil", "cat w; ls big");
 	ck_assert_str_eq(w, "after\nagain\nbig\n");
+	/* a process SIGKILLed right after a restore: the environment is the snapshot's, and
+	 * the file system put away leaves no loop device (the kernel ends what the thread had
+	 * not) */
+	free(sh(b, "kil", "echo later > w"));
+	cae_backend_free(b); /* its sandbox of kil: a restore by another process waits for none */
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		child_restore_then_die();
+		_exit(0);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the restore failed");
+	b = backend();
+	_cleanup_free_ char *w2 = sh(b, "kil", "cat w; ls big");
+	ck_assert_str_eq(w2, "after\nagain\nbig\n");
+	tu_sh("for i in $(seq 300); do n=$(cat /sys/block/loop*/loop/backing_file | "
+	      "grep -c '^%s/local/kil/disk.img'); [ \"$n\" = 1 ] && exit 0; sleep 0.1; done; "
+	      "grep -H . /sys/block/loop*/loop/backing_file; exit 1",
+	      state);
 	ck_assert_int_eq(cae_backend_cleanup(b, "kil", &err), 0);
 	cae_backend_free(b);
 	teardown();
