@@ -34,10 +34,10 @@
 /* The operator's variables (cae's own environment) that the fill passes to go as they are:
  * where modules come from, which checksum database vouches for them, how to reach them. */
 static const char *const operator_vars[] = {
-    "GOSUMDB",	"GONOSUMDB",   "GOPRIVATE",	"GONOPROXY",	"GOINSECURE",
-    "GOVCS",	"HTTPS_PROXY", "https_proxy",	"HTTP_PROXY",	"http_proxy",
-    "NO_PROXY", "no_proxy",    "SSL_CERT_FILE", "SSL_CERT_DIR",
-};
+    "GOSUMDB",	   "GONOSUMDB",	    "GOPRIVATE",    "GONOPROXY",  "GOINSECURE",
+    "HTTPS_PROXY", "https_proxy",   "HTTP_PROXY",   "http_proxy", "NO_PROXY",
+    "no_proxy",	   "SSL_CERT_FILE", "SSL_CERT_DIR",
+}; /* (not GOVCS: the fill's is FILL_VCS) */
 
 static const char *operator_proxy(void)
 {

@@ -126,15 +126,16 @@ int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_
  * (cae__pkgcache_gomod_env): go extracts from it into the environment's own GOMODCACHE and
  * checks each zip and go.mod against the project's go.sum (or the checksum database), as it
  * checks a download; what it lacks (a 404 of a file proxy) comes from the operator's proxy.
- * cae alone fills it, before the prepare's `go mod download`, once per go.mod and go.sum:
+ * cae alone fills it, before the prepare's `go mod download`, once per go.mod and go.sum,
+ * for an environment that has the network itself (cae__net_full; the caller's test):
  * `go mod download` of copies of those two files in a directory of its own
  * (<instance key>/go-mod-fill, 0700), with the host's go (docker, without one: the image's
  * go in a container of cae's, cae__pkgcache_gomod_docker), an empty HOME, GOENV and GOWORK
  * off, GOTOOLCHAIN=local, GOFLAGS=-mod=mod, and the operator's GOPROXY, GOSUMDB, GONOSUMDB,
- * GOPRIVATE, GONOPROXY, GOINSECURE, GOVCS and proxy variables from cae's own environment,
- * never the task's (a download runs no code). The versions it downloaded and checked are
- * then published: each file copied under a temporary name, sealed, and linked into place
- * unless one is there (a version's files never change). The `list` of versions is not
+ * GOPRIVATE, GONOPROXY, GOINSECURE and proxy variables from cae's own environment, never
+ * the task's (a download runs no code), and GOVCS=*:off (proxies only). The versions it downloaded
+ * and checked are then published: each file copied under a temporary name, sealed, and linked into
+ * place unless one is there (a version's files never change). The `list` of versions is not
  * published: @latest is the operator's proxy's answer, never this cache's. */
 #define CAE_PKGCACHE_GO_MOD CAE_PKGCACHE_INSIDE "/go-mod"
 
