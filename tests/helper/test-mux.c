@@ -119,7 +119,9 @@ static void close_mux(cae_helper_mux *m)
 	cae_helper_mux_close(m);
 	int st;
 	ck_assert_int_eq(waitpid(helper_pid, &st, 0), helper_pid);
-	ck_assert(WIFEXITED(st));
+	ck_assert_msg(WIFEXITED(st), "the helper ended by signal %d%s",
+		      WIFSIGNALED(st) ? WTERMSIG(st) : 0,
+		      WIFSIGNALED(st) && WCOREDUMP(st) ? " (core dumped)" : "");
 }
 
 static int run_sh(cae_helper_mux *m, const char *script, int64_t timeout_ms, cae_run_result *r,
