@@ -356,14 +356,14 @@ static void frame(cae_tun_set *s, char type, uint32_t id, char *body, size_t n, 
 		return;
 	}
 	if (type == CAE_MUX_TUN_DATA) {
-		struct chunk *c = n ? calloc(1, sizeof(*c)) : NULL;
+		struct chunk *c = NULL;
 		if (n == 0) {
 			t->peer_eof = true;
 		} else if (t->discard) {
-			/* dropped */
-		} else if (t->peer_eof || t->queued + n > CAE_TUN_WINDOW || !c) {
+			/* dropped (the body with it, below) */
+		} else if (t->peer_eof || t->queued + n > CAE_TUN_WINDOW ||
+			   !(c = calloc(1, sizeof(*c)))) {
 			t->violated = true;
-			free(c);
 		} else {
 			*c = (struct chunk){.p = body, .n = n, .pooled = pooled};
 			body = NULL;
