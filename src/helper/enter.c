@@ -205,8 +205,13 @@ static int mountinfo_point(const char *line, char *out, size_t size)
 /* Detaches every mount at or below dir from this mount namespace: passes over
  * /proc/self/mountinfo until one finds nothing (a mount stacked on another, a line the
  * file's reader skipped as the table changed under it). */
-static int hide(const char *dir)
+static int hide(const char *named)
 {
+	/* the mount table has real paths: a state directory named through a symbolic link (or
+	 * with "..") is looked for by the path it resolves to; none yet, nothing below it */
+	char dir[PATH_MAX];
+	if (!realpath(named, dir))
+		return errno == ENOENT ? 0 : fail("hide", named, errno);
 	size_t len = strlen(dir);
 	while (len > 1 && dir[len - 1] == '/')
 		len--;

@@ -238,9 +238,14 @@ hide_dir=$(mktemp -d "$work/hide.XXXXXX")
 mkdir "$hide_dir/ws" "$hide_dir/other"
 mount -t tmpfs cae-attack-hide "$hide_dir/other"
 out=$("$CAE_HELPER" --enter --stage /sys "$hide_dir/ws" --hide "$hide_dir" -- /bin/cat /proc/self/mountinfo 2>&1)
+# the same state directory named through a symbolic link (the mount table has its real path)
+ln -s "$hide_dir" "$work/hide-link"
+out_link=$("$CAE_HELPER" --enter --stage /sys "$hide_dir/ws" --hide "$work/hide-link/" -- /bin/cat /proc/self/mountinfo 2>&1)
 umount "$hide_dir/other"
 check "a sandbox's staging namespace holds no mount below the state directory (--hide)" \
 	'[[ $out == *" /sys/0 "* && $out != *cae-attack-hide* ]]' "$out"
+check "... nor when the state directory is named through a symbolic link" \
+	'[[ $out_link == *" /sys/0 "* && $out_link != *cae-attack-hide* ]]' "$out_link"
 
 # --- host sockets, processes, network ----------------------------------------------------
 out=$(run A 'for s in /var/run/docker.sock /run/docker.sock /run/containerd/containerd.sock /var/run/dbus/system_bus_socket; do [ -S $s ] && echo REACHED $s; done; curl -s --max-time 3 --unix-socket /var/run/docker.sock http://x/version 2>&1 | head -c 200; echo end')
