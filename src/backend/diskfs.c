@@ -2,6 +2,8 @@
  * the workspace directory (see diskfs.h). */
 #include "backend/diskfs.h"
 
+#include "base/txn.h"
+
 #include "base/macro.h"
 #include "cae/runner.h"
 
@@ -263,9 +265,13 @@ int cae__diskfs_swap(const char *fresh, const char *image, const char *mountpoin
 					  strerror(errno));
 			break;
 		}
+	/* (kill points of the tests: a process killed here leaves the old image unmounted, or
+	 * the fresh one in its place unmounted; the next process mounts what is there) */
+	cae__txn_kill_point();
 	if (r == 0 && rename(fresh, image) < 0)
 		r = cae_error_set(err, -errno, "cannot put the image in place: %s",
 				  strerror(errno));
+	cae__txn_kill_point();
 	if (r == 0 && (r = cae__diskfs_remount(image, mountpoint, err)) > 0)
 		r = 0;
 	if (r < 0)

@@ -121,7 +121,8 @@ size_t cae__txn_count(const cae_txn *t);
  * numbered kill point; with n > 0, the process raises SIGKILL at the n-th one from now on
  * (0: never). Returns the number of kill points passed since the last call. */
 long cae__txn_test_kill_at(long n);
-/* A kill point of another transaction implementation (the worker's in-environment one). */
+/* A kill point of another transaction implementation (the worker's in-environment one), or
+ * of another step that must survive a kill (a restore's swap of images, backend/diskfs.c). */
 void cae__txn_kill_point(void);
 /* With n > 0, the n-th change applied by a commit from now on fails with -EIO (the commit
  * then puts back what it applied). Returns the number of changes applied since the last

@@ -9,6 +9,7 @@
 #include "cae/config.h"
 #include "cae/snapshot.h"
 #include "backend/diskfs.h"
+#include "base/txn.h"
 #include "testutil.h"
 
 #include <errno.h>
@@ -331,6 +332,17 @@ static void child_restore_then_die(void)
 		raise(SIGKILL);
 }
 
+static long restore_kill_at;
+
+static void child_restore_killed(void)
+{
+	cae_backend *b = backend();
+	/* the kill points of the restore's swap (backend/diskfs.c): 1 after the old file
+	 * system's unmount, 2 after the fresh image's rename */
+	cae__txn_test_kill_at(restore_kill_at);
+	(void)cae_snapshot_restore(b, "kil", "ok", NULL, NULL);
+}
+
 /* A snapshot and a fork SIGKILLed in the middle (its temporary made, its image being
  * copied) leave no snapshot and no environment listed, a source whose writes do not hang
  * (the freeze dies with its process), and temporaries the collection removes; a process
@@ -392,6 +404,39 @@ START_TEST(killed_snapshot_and_fork_leave_nothing_whole)
 	      "grep -c '^%s/local/kil/disk.img'); [ \"$n\" = 1 ] && exit 0; sleep 0.1; done; "
 	      "grep -H . /sys/block/loop*/loop/backing_file; exit 1",
 	      state);
+	/* a process SIGKILLed inside the restore's swap, after the old file system's unmount
+	 * (the old image unmounted, the fresh one beside it), then after the fresh one's rename
+	 * (in place, unmounted): the next process mounts what is there, the environment before
+	 * the restore, then the snapshot's, on one loop device each time; the collection
+	 * removes the fresh image left behind */
+	free(sh(b, "kil", "echo later > w"));
+	tu_sh("grep -q ' %s/local/kil/workspace ' /proc/self/mountinfo", state);
+	for (long at = 1; at <= 2; at++) {
+		cae_backend_free(b);
+		restore_kill_at = at;
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			child_restore_killed();
+			_exit(0);
+		}
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL,
+			      "the restore was not killed at its kill point %ld", at);
+		tu_sh("! grep -q ' %s/local/kil/workspace ' /proc/self/mountinfo", state);
+		/* (the one left by the kill at 1 stays until the collection: 2's own is in place)
+		 */
+		tu_sh("[ \"$(ls -A %s/local/kil | grep -c '^[.]restore[.]')\" = 1 ]", state);
+		b = backend();
+		_cleanup_free_ char *w3 = sh(b, "kil", "cat w; ls big");
+		ck_assert_str_eq(w3, at == 1 ? "later\nbig\n" : "after\nagain\nbig\n");
+		tu_sh("for i in $(seq 300); do n=$(cat /sys/block/loop*/loop/backing_file | "
+		      "grep -c '^%s/local/kil/disk.img'); [ \"$n\" = 1 ] && exit 0; sleep 0.1; "
+		      "done; grep -H . /sys/block/loop*/loop/backing_file; exit 1",
+		      state);
+	}
+	ck_assert_int_eq(cae_backend_cleanup_stale(b, 86400, &removed, &err), 0);
+	tu_sh("! ls -A %s/local/kil | grep -q '^[.]restore[.]'", state);
 	ck_assert_int_eq(cae_backend_cleanup(b, "kil", &err), 0);
 	cae_backend_free(b);
 	teardown();
