@@ -212,8 +212,7 @@ static int extract_entry(struct extract *x, struct archive *a, struct archive_en
 	return r;
 }
 
-/* The tar in fd (from its start) into the directory root (borrowed). */
-static int extract(int fd, int root)
+int cae__pkgcache_npm_extract(int fd, int root)
 {
 	struct archive *a = archive_read_new();
 	if (!a)
@@ -280,7 +279,7 @@ int cae__pkgcache_npm_docker_store(cae_prepare *p, cae_docker *d, const char *co
 	if (r == 0 && root < 0)
 		r = -errno;
 	if (r == 0) {
-		r = extract(fd, root);
+		r = cae__pkgcache_npm_extract(fd, root);
 		close(root);
 	}
 	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r)) < 0)

@@ -136,6 +136,12 @@ int cae__pkgcache_npm_docker_store(struct cae_prepare *p, struct cae_docker *d,
 				   const char *container, cae_error *err);
 int cae__pkgcache_npm_docker_put(struct cae_prepare *p, struct cae_docker *d,
 				 const char *container, uid_t uid, gid_t gid, cae_error *err);
+/* The store's extraction: the engine's tar in fd (read from its start) into root (a new
+ * tree's node_modules, borrowed). 0; -EPERM for an entry a tree may not have (outside
+ * node_modules, "..", a link other than a bin link, a hard link, a device, ...), -ELOOP or
+ * -ENOTDIR for one beneath a link, -EEXIST for one given twice, -EFBIG past the bounds,
+ * -EPROTO for what is not a tar: nothing is then made outside root. */
+int cae__pkgcache_npm_extract(int fd, int root);
 
 /* Shared by both (pkgcache-npm.c): a tree's key made of head (what runs npm) and the
  * package.json and lock file's bytes, with its name (new; NULL when the lock file's

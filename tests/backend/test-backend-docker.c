@@ -3103,6 +3103,95 @@ static void tar_hdr(char *h, const char *prefix, const char *name, char type, co
 		memcpy(h + 345, prefix, strlen(prefix));
 }
 
+/* The store's extraction of the engine's tar of a node_modules (pkgcache-npm-docker.c),
+ * given tars an attacker would shape (made with Python's tarfile): only node_modules and
+ * what is beneath it, directories, regular files (sealed) and bin links; nothing through
+ * a link, no "..", no absolute name, no hard link, device or fifo, no entry twice, no other
+ * link. Outside the root (a directory beside it and one a link names) nothing appears. */
+START_TEST(npm_tree_extract_refuses_escapes)
+{
+	char *dir = tu_mkdtemp();
+	/* each case: python lines adding to tar t; the expected result */
+	static const struct {
+		const char *add;
+		int r;
+	} cases[] = {
+	    {"d('node_modules/'); d('node_modules/x/'); f('node_modules/x/index.js', 0o755); "
+	     "d('node_modules/.bin/'); l('node_modules/.bin/x', '../x/index.js')",
+	     0},
+	    {"d('node_modules/'); f('node_modules/../outside/evil')", -EPERM},
+	    {"d('node_modules/'); f('/outside/evil')", -EPERM},
+	    {"d('node_modules/'); f('outside/evil')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/x/'); f('node_modules/x/./../../outside/e')",
+	     -EPERM},
+	    {"d('node_modules/'); l('node_modules/x', 'OUT')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/.bin/'); l('node_modules/.bin/x', '../../out')",
+	     -EPERM},
+	    {"d('node_modules/'); d('node_modules/.bin/'); l('node_modules/.bin/x', 'OUT')",
+	     -EPERM},
+	    /* a bin link that stays inside, then a file through it */
+	    {"d('node_modules/'); d('node_modules/y/'); d('node_modules/.bin/'); "
+	     "l('node_modules/.bin/x', '../y'); f('node_modules/.bin/x/evil')",
+	     -ENOTDIR},
+	    {"d('node_modules/'); f('node_modules/a'); h('node_modules/b', 'node_modules/a')",
+	     -EPERM},
+	    {"d('node_modules/'); o('node_modules/p', tarfile.FIFOTYPE)", -EPERM},
+	    {"d('node_modules/'); o('node_modules/c', tarfile.CHRTYPE)", -EPERM},
+	    {"d('node_modules/'); f('node_modules/a'); f('node_modules/a')", -EEXIST},
+	    /* node_modules itself a link, or a file */
+	    {"l('node_modules', 'OUT')", -EPERM},
+	    {"f('node_modules')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/' + 'd/' * 70); ", -EPERM},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		shf("set -e; cd %s; rm -rf root outside tar && mkdir -p root/node_modules outside && "
+		    "python3 -c \"\nimport io, tarfile\nt = tarfile.open('tar', 'w', "
+		    "format=tarfile.PAX_FORMAT)\ndef e(n, ty, **k):\n  i = tarfile.TarInfo(n); i.type "
+		    "= ty; [setattr(i, a, v) for a, v in k.items()]; t.addfile(i, io.BytesIO(b'x' * "
+		    "i.size) if ty == tarfile.REGTYPE else None)\nd = lambda n: e(n, "
+		    "tarfile.DIRTYPE, mode=0o755)\nf = lambda n, m=0o644: e(n, tarfile.REGTYPE, "
+		    "mode=m, size=3)\nl = lambda n, to: e(n, tarfile.SYMTYPE, "
+		    "linkname=to.replace('OUT', '%s/outside'))\nh = lambda n, to: e(n, "
+		    "tarfile.LNKTYPE, linkname=to)\no = lambda n, ty: e(n, ty)\n%s\nt.close()\n\"",
+		    dir, dir, cases[i].add);
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/tar", dir);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "%s/root/node_modules", dir);
+		int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ck_assert(fd >= 0 && root >= 0);
+		int r = cae__pkgcache_npm_extract(fd, root);
+		close(fd);
+		close(root);
+		ck_assert_msg(r == cases[i].r, "%zu: %d (%s)", i, r, cases[i].add);
+		/* nothing outside; what was made, sealed */
+		shf("cd %s && test -z \"$(ls -A outside)\" && test -z \"$(find root -type f -perm "
+		    "/222)\"",
+		    dir);
+	}
+	/* the good one's tree */
+	shf("cd %s && rm -rf root && mkdir -p root/node_modules && python3 -c \"\nimport io, "
+	    "tarfile\nt = tarfile.open('tar', 'w', format=tarfile.PAX_FORMAT)\nfor n in "
+	    "['node_modules/', 'node_modules/x/']:\n  i = tarfile.TarInfo(n); i.type = "
+	    "tarfile.DIRTYPE; t.addfile(i)\ni = tarfile.TarInfo('node_modules/x/' + 'n' * 200); "
+	    "i.size = 3; i.mode = 0o755; t.addfile(i, io.BytesIO(b'abc'))\nt.close()\n\"",
+	    dir);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/tar", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/root/node_modules", dir);
+	int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_eq(cae__pkgcache_npm_extract(fd, root), 0);
+	close(fd);
+	close(root);
+	shf("cd %s/root/node_modules/x && test \"$(cat n*)\" = abc && test \"$(stat -c %%a n*)\" = "
+	    "555",
+	    dir);
+	cae__rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 /* The one archive extracted at "/" as root carries the container's tar only when it stays
  * beneath the project: a container's user who shaped that tar must not reach the claim's
  * record, the helper or anything else of root's. */
@@ -3187,6 +3276,7 @@ static Suite *make_suite(void)
 	TCase *u = tcase_create("unit");
 	tcase_add_test(u, preparer_alive_or_not);
 	tcase_add_test(u, tar_confined_to_the_project);
+	tcase_add_test(u, npm_tree_extract_refuses_escapes);
 	suite_add_tcase(s, u);
 
 	TCase *b = tcase_create("backend");
