@@ -35,14 +35,16 @@
 #define ARCHIVE_MAX (4ull << 30)
 
 /* The project's files in the container, as its user sees them, before any command of the
- * task's: 0 when npm ci would run as the key says (no .npmrc, no shrinkwrap; before the
- * install no node_modules at all, after it a directory, not a link); 3 otherwise. */
+ * task's: *ok when it has a lock file and npm ci would run as the key says (no .npmrc, no
+ * shrinkwrap; before the install no node_modules at all, after it a directory, not a
+ * link). */
 static int project_check(cae_prepare *p, bool installed, bool *ok, cae_error *err)
 {
 	char script[512];
 	snprintf(script, sizeof(script),
-		 "cd '%s' || exit 3; for f in .npmrc npm-shrinkwrap.json%s; do if [ -e \"$f\" ] "
-		 "|| [ -L \"$f\" ]; then exit 3; fi; done; %s",
+		 "cd '%s' && [ -f package-lock.json ] || exit 3; for f in .npmrc "
+		 "npm-shrinkwrap.json%s; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then exit 3; fi; "
+		 "done; %s",
 		 p->project, installed ? "" : " node_modules",
 		 installed ? "[ -d node_modules ] && [ ! -L node_modules ] || exit 3" : "exit 0");
 	const char *argv[] = {"sh", "-c", script, NULL};
@@ -85,10 +87,17 @@ static int docker_key(cae_prepare *p, cae_docker *d, const char *container, bool
 	return 0;
 }
 
-/* An unnamed file of the store's file system for an archive. */
+/* An unnamed file of the store's file system for an archive (a named one, removed at once,
+ * where the file system has no O_TMPFILE). */
 static int archive_file(const char *trees, cae_error *err)
 {
 	int fd = open(trees, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		char path[PATH_MAX + 32];
+		snprintf(path, sizeof(path), "%s/.archive-XXXXXX", trees);
+		if ((fd = mkostemp(path, O_CLOEXEC)) >= 0)
+			unlink(path);
+	}
 	return fd < 0 ? cae_error_set(err, -errno, "cannot make a file in %s: %s", trees,
 				      strerror(errno))
 		      : fd;

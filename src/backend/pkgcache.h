@@ -34,7 +34,8 @@
  *            it takes from the proxy against go.sum as it checks a download.
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
- * read-only, kept by cae from an npm ci that ran no code.
+ * read-only, kept by cae from an npm ci that ran no code (local: linked into the next
+ * environment; docker: copied into the next container by the engine, the copy its own).
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
