@@ -3143,19 +3143,31 @@ START_TEST(npm_tree_extract_refuses_escapes)
 	    {"f('node_modules')", -EPERM},
 	    {"d('node_modules/'); d('node_modules/' + 'd/' * 70); ", -EPERM},
 	};
+	/* every case's tar (tar-N) made by one python */
+	char py[8192];
+	size_t o = (size_t)snprintf(
+	    py, sizeof(py),
+	    "import io, tarfile\ndef e(n, ty, **k):\n  i = tarfile.TarInfo(n); i.type = ty; "
+	    "[setattr(i, a, v) for a, v in k.items()]; t.addfile(i, io.BytesIO(b'x' * i.size) "
+	    "if ty == tarfile.REGTYPE else None)\nd = lambda n: e(n, tarfile.DIRTYPE, "
+	    "mode=0o755)\nf = lambda n, m=0o644: e(n, tarfile.REGTYPE, mode=m, size=3)\nl = "
+	    "lambda n, to: e(n, tarfile.SYMTYPE, linkname=to.replace('OUT', '%s/outside'))\nh = "
+	    "lambda n, to: e(n, tarfile.LNKTYPE, linkname=to)\no = lambda n, ty: e(n, ty)\n",
+	    dir);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		o += (size_t)snprintf(py + o, sizeof(py) - o,
+				      "t = tarfile.open('tar-%zu', 'w', format=tarfile.PAX_FORMAT)\n"
+				      "%s\nt.close()\n",
+				      i, cases[i].add);
+	ck_assert_uint_lt(o, sizeof(py));
+	char pyfile[PATH_MAX];
+	snprintf(pyfile, sizeof(pyfile), "%s/make.py", dir);
+	ck_assert_int_eq(cae__write_file_atomic(AT_FDCWD, pyfile, py, o, 0644, false), 0);
+	shf("cd %s && python3 make.py", dir);
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
-		shf("set -e; cd %s; rm -rf root outside tar && mkdir -p root/node_modules outside && "
-		    "python3 -c \"\nimport io, tarfile\nt = tarfile.open('tar', 'w', "
-		    "format=tarfile.PAX_FORMAT)\ndef e(n, ty, **k):\n  i = tarfile.TarInfo(n); i.type "
-		    "= ty; [setattr(i, a, v) for a, v in k.items()]; t.addfile(i, io.BytesIO(b'x' * "
-		    "i.size) if ty == tarfile.REGTYPE else None)\nd = lambda n: e(n, "
-		    "tarfile.DIRTYPE, mode=0o755)\nf = lambda n, m=0o644: e(n, tarfile.REGTYPE, "
-		    "mode=m, size=3)\nl = lambda n, to: e(n, tarfile.SYMTYPE, "
-		    "linkname=to.replace('OUT', '%s/outside'))\nh = lambda n, to: e(n, "
-		    "tarfile.LNKTYPE, linkname=to)\no = lambda n, ty: e(n, ty)\n%s\nt.close()\n\"",
-		    dir, dir, cases[i].add);
+		shf("cd %s && rm -rf root && mkdir -p root/node_modules outside", dir);
 		char path[PATH_MAX];
-		snprintf(path, sizeof(path), "%s/tar", dir);
+		snprintf(path, sizeof(path), "%s/tar-%zu", dir, i);
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 		snprintf(path, sizeof(path), "%s/root/node_modules", dir);
 		int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -3274,6 +3286,7 @@ static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
 	TCase *u = tcase_create("unit");
+	tcase_set_timeout(u, 60);
 	tcase_add_test(u, preparer_alive_or_not);
 	tcase_add_test(u, tar_confined_to_the_project);
 	tcase_add_test(u, npm_tree_extract_refuses_escapes);
