@@ -198,8 +198,8 @@ static int extract_entry(struct extract *x, struct archive *a, struct archive_en
 		if (mkdirat(dfd, leaf, 0755) < 0)
 			r = -errno;
 	} else if (type == AE_IFREG) {
-		int fd = openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-				0600);
+		int fd =
+		    openat(dfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			r = -errno;
 		} else {
@@ -458,8 +458,9 @@ int cae__pkgcache_npm_docker_put(cae_prepare *p, cae_docker *d, const char *cont
 	off_t size;
 	if ((r = pack(trees, name, fd, uid, gid)) < 0 || (size = lseek(fd, 0, SEEK_END)) < 0 ||
 	    lseek(fd, 0, SEEK_SET) < 0)
-		return cae_error_set(err, r < 0 ? r : -errno, "cannot read the shared tree %s/%s: %s",
-				     trees, name, strerror(r < 0 ? -r : errno));
+		return cae_error_set(err, r < 0 ? r : -errno,
+				     "cannot read the shared tree %s/%s: %s", trees, name,
+				     strerror(r < 0 ? -r : errno));
 	/* the engine extracts it inside the container, at the project (no node_modules) */
 	if ((r = cae_docker_put_archive(d, container, p->project, fd, (uint64_t)size, err)) < 0) {
 		remove_tree(p);

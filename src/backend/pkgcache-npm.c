@@ -282,8 +282,8 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 	return r;
 }
 
-int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key,
-				 size_t klen, char *tmp, size_t size, cae_error *err)
+int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
+				 char *tmp, size_t size, cae_error *err)
 {
 	char dir[PATH_MAX + 40], path[PATH_MAX + 96];
 	snprintf(dir, sizeof(dir), "%s/%s", trees, name);

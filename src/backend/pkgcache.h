@@ -135,8 +135,8 @@ int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_
  * removed). */
 int cae__pkgcache_npm_docker_store(struct cae_prepare *p, struct cae_docker *d,
 				   const char *container, cae_error *err);
-int cae__pkgcache_npm_docker_put(struct cae_prepare *p, struct cae_docker *d,
-				 const char *container, uid_t uid, gid_t gid, cae_error *err);
+int cae__pkgcache_npm_docker_put(struct cae_prepare *p, struct cae_docker *d, const char *container,
+				 uid_t uid, gid_t gid, cae_error *err);
 /* The store's extraction: the engine's tar in fd (read from its start) into root (a new
  * tree's node_modules, borrowed). 0; -EPERM for an entry a tree may not have (outside
  * node_modules, "..", a link other than a bin link, a hard link, a device, ...), -ELOOP or
@@ -157,8 +157,8 @@ char *cae__pkgcache_npm_key(const char *head, const char *pkg, size_t pl, const 
 			    size_t ll, size_t *len, char name[17]);
 int cae__pkgcache_npm_trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *err);
 bool cae__pkgcache_npm_tree_is(const char *trees, const char *name, const char *key, size_t klen);
-int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key,
-				 size_t klen, char *tmp, size_t size, cae_error *err);
+int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
+				 char *tmp, size_t size, cae_error *err);
 int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r);
 void cae__pkgcache_npm_used(const char *trees);
 bool cae__pkgcache_npm_bin_link(const char *dir_name, const char *target);

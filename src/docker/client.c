@@ -957,9 +957,8 @@ int cae_docker_get_archive(cae_docker *d, const char *id, const char *path, int 
 					     "GET /containers/%s/archive: larger than %llu bytes",
 					     id, (unsigned long long)max);
 		if (dl.failed)
-			return cae_error_set(err, -EIO,
-					     "GET /containers/%s/archive: cannot write the archive",
-					     id);
+			return cae_error_set(
+			    err, -EIO, "GET /containers/%s/archive: cannot write the archive", id);
 		return cae_error_set(err,
 				     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
 				     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT

@@ -2934,8 +2934,9 @@ START_TEST(npm_tree_shared_docker)
 		prepare_ok(b, &t, "node", &info);
 		json_t *d = npm_dep(info.deps);
 		/* (D's npm ci fails: npm removes what node_modules links to, "/" there) */
-		ck_assert_msg(d && json_is_true(json_object_get(d, "success")) == (i != 3), "%d: %s",
-			      i, d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
+		ck_assert_msg(d && json_is_true(json_object_get(d, "success")) == (i != 3),
+			      "%d: %s", i,
+			      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
 		/* only B got A's tree; every other one ran npm ci */
 		ck_assert_msg(json_is_true(json_object_get(d, "shared_node_modules")) == (i == 1),
 			      "%d: %s", i, json_string_value(json_object_get(d, "command")));
@@ -2957,12 +2958,12 @@ START_TEST(npm_tree_shared_docker)
 	    "node_modules ! -user 1000 -o ! -group 1000)\" && echo owned; grep -rl POISON "
 	    "node_modules; node -e 'console.log(require(\"is-number\")(5))'; "
 	    "node_modules/.bin/semver 1.2.3; test -L node_modules/.bin/semver && echo link; w=0; "
-	    "for f in $(find node_modules -type f); do printf POISON >> \"$f\" && w=$((w+1)); done; "
+	    "for f in $(find node_modules -type f); do printf POISON >> \"$f\" && w=$((w+1)); "
+	    "done; "
 	    "[ $w -gt 10 ] && echo written; mkdir node_modules/mine && echo made",
 	    60000);
-	ck_assert_msg(
-	    strcmp(r.out, "tree\nowned\ntrue\n1.2.3\nlink\nwritten\nmade\n") == 0, "%s%s", r.out,
-	    r.err);
+	ck_assert_msg(strcmp(r.out, "tree\nowned\ntrue\n1.2.3\nlink\nwritten\nmade\n") == 0, "%s%s",
+		      r.out, r.err);
 	cae_run_result_clear(&r);
 	/* E's script ran (its npm ci did) */
 	r = bt_exec(b, uuids[4], "cat ran.txt", 60000);
@@ -2971,7 +2972,8 @@ START_TEST(npm_tree_shared_docker)
 	/* the host's directory C's link named: only its own file; the kept tree: one, none of
 	 * A's or B's writes, cae's and read-only, with semver's bin link */
 	shf("test \"$(ls -A %s)\" = marker && test \"$(cat %s/marker)\" = marker", victim, victim);
-	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = 1 && "
+	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = "
+	    "1 && "
 	    "! grep -rl POISON . && test -z \"$(find . -path './*/*' \\( -type f -perm /222 -o ! "
 	    "-user 0 \\))\" && test -f */node_modules/is-number/index.js && test -L "
 	    "*/node_modules/.bin/semver",
@@ -3155,10 +3157,11 @@ START_TEST(npm_tree_extract_refuses_escapes)
 	    "lambda n, to: e(n, tarfile.LNKTYPE, linkname=to)\no = lambda n, ty: e(n, ty)\n",
 	    dir);
 	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
-		o += (size_t)snprintf(py + o, sizeof(py) - o,
-				      "t = tarfile.open('tar-%zu', 'w', format=tarfile.PAX_FORMAT)\n"
-				      "%s\nt.close()\n",
-				      i, cases[i].add);
+		o +=
+		    (size_t)snprintf(py + o, sizeof(py) - o,
+				     "t = tarfile.open('tar-%zu', 'w', format=tarfile.PAX_FORMAT)\n"
+				     "%s\nt.close()\n",
+				     i, cases[i].add);
 	ck_assert_uint_lt(o, sizeof(py));
 	char pyfile[PATH_MAX];
 	snprintf(pyfile, sizeof(pyfile), "%s/make.py", dir);
