@@ -36,14 +36,14 @@
 
 /* The project's files in the container, as its user sees them, before any command of the
  * task's: *ok when it has a lock file and npm ci would run as the key says (no .npmrc, no
- * shrinkwrap; before the install no node_modules at all, after it a directory, not a
- * link). */
+ * shrinkwrap, no lock file of pnpm or yarn, which would install instead (deps.c); before the
+ * install no node_modules at all, after it a directory, not a link). */
 static int project_check(cae_prepare *p, bool installed, bool *ok, cae_error *err)
 {
 	char script[512];
 	snprintf(script, sizeof(script),
 		 "cd '%s' && [ -f package-lock.json ] || exit 3; for f in .npmrc "
-		 "npm-shrinkwrap.json%s; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then exit 3; fi; "
+		 "npm-shrinkwrap.json pnpm-lock.yaml yarn.lock%s; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then exit 3; fi; "
 		 "done; %s",
 		 p->project, installed ? "" : " node_modules",
 		 installed ? "[ -d node_modules ] && [ ! -L node_modules ] || exit 3" : "exit 0");
@@ -438,7 +438,9 @@ static void remove_tree(cae_prepare *p)
 int cae__pkgcache_npm_docker_put(cae_prepare *p, cae_docker *d, const char *container, uid_t uid,
 				 gid_t gid, cae_error *err)
 {
-	if (!p->b->cfg->command_executor.package_cache.enabled || !p->deps_opts.npm_cache_shared)
+	/* (in place of the prepare's npm ci: none without the dependency step) */
+	if (!p->b->cfg->command_executor.package_cache.enabled || !p->deps_opts.npm_cache_shared ||
+	    !p->b->cfg->command_executor.clone.auto_install_deps || p->given_as_is)
 		return 0;
 	int64_t t0 = cae__now_ms();
 	_cleanup_free_ char *key = NULL;

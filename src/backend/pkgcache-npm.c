@@ -121,10 +121,12 @@ static char *tree_key(const char *project, bool installed, size_t *len, char nam
 {
 	char path[PATH_MAX + 32];
 	struct stat st;
-	/* npm's own configuration of the project, a shrinkwrap, or (before the install)
-	 * node_modules in the repository: npm ci as it would run */
-	static const char *const other[] = {".npmrc", "npm-shrinkwrap.json", "node_modules"};
-	for (size_t i = 0; i < (installed ? 2u : 3u); i++) {
+	/* npm's own configuration of the project, a shrinkwrap, a lock file of pnpm or yarn
+	 * (which install instead of npm, deps.c), or (before the install) node_modules in the
+	 * repository: npm ci as it would run */
+	static const char *const other[] = {".npmrc", "npm-shrinkwrap.json", "pnpm-lock.yaml",
+					    "yarn.lock", "node_modules"};
+	for (size_t i = 0; i < (installed ? 4u : 5u); i++) {
 		snprintf(path, sizeof(path), "%s/%s", project, other[i]);
 		if (lstat(path, &st) == 0)
 			return NULL;

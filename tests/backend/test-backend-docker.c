@@ -2898,7 +2898,8 @@ static json_t *npm_dep(json_t *deps)
  * attacker: C's repository has node_modules as a link to a directory of this host (and the
  * same lock file), D's to "/", E's package.json has an install script: none gets the tree
  * (each runs npm ci; D's fails, npm itself removing what the link names, the container's
- * "/"), nothing is written in the host's directory, no other tree is kept.
+ * "/"), nothing is written in the host's directory, no other tree is kept; F has the same
+ * files and a yarn.lock, so yarn is its installer: no node_modules of npm's is put there.
  * The kept tree: cae's, read-only, none of A's or B's writes. Failed before: every
  * container ran npm ci (no shared_node_modules), nothing was kept. */
 START_TEST(npm_tree_shared_docker)
@@ -2911,28 +2912,38 @@ START_TEST(npm_tree_shared_docker)
 		   "python=coding-agent-executor-python:latest,node=cae-test-node:latest");
 	cae_backend *b = bt_backend("docker", cfg, NULL);
 	char *work = tu_mkdtemp(), *victim = tu_mkdtemp();
-	shf("set -e; cd %s; mkdir a c d e; cd a; git init -q -b main; printf "
+	shf("set -e; cd %s; mkdir a c d e f; cd a; git init -q -b main; printf "
 	    "'{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":{\"is-number\":\"7.0.0\","
 	    "\"semver\":\"7.6.3\"}}\\n' > package.json; HOME=%s/h npm install --package-lock-only "
 	    "--ignore-scripts --no-audit --no-fund --cache %s/npmcache >/dev/null 2>&1; test -s "
 	    "package-lock.json; git add .; git -c user.email=t@e -c user.name=t commit -qm npm; "
-	    "for r in c d e; do cp package.json package-lock.json ../$r/; (cd ../$r && git init -q "
+	    "for r in c d e f; do cp package.json package-lock.json ../$r/; (cd ../$r && git init -q "
 	    "-b main); done; echo marker > %s/marker; ln -s %s ../c/node_modules; ln -s / "
 	    "../d/node_modules; sed -i 's/\"version\":\"1.0.0\",/&\"scripts\":{\"postinstall\":"
 	    "\"echo ran > ran.txt\"},/' ../e/package.json; grep -q postinstall ../e/package.json; "
-	    "for r in c d e; do (cd ../$r && git add . && git -c user.email=t@e -c user.name=t "
+	    ": > ../f/yarn.lock; for r in c d e f; do (cd ../$r && git add . && git -c user.email=t@e -c user.name=t "
 	    "commit -qm npm); done",
 	    work, work, work, victim, victim);
-	const char *names[] = {"a", "a", "c", "d", "e"};
-	char uuids[5][64];
+	const char *names[] = {"a", "a", "c", "d", "e", "f"};
+	char uuids[6][64];
 	cae_env_info info;
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 6; i++) {
 		bt_task_uuid(uuids[i], sizeof(uuids[i]), "caetest");
 		char repo[PATH_MAX];
 		snprintf(repo, sizeof(repo), "%s/%s", work, names[i]);
 		cae_task t = {.uuid = uuids[i], .repo = repo};
 		prepare_ok(b, &t, "node", &info);
 		json_t *d = npm_dep(info.deps);
+		if (i == 5) {
+			/* F's installer is yarn (not in the image: skipped), never npm ci */
+			ck_assert(!d);
+			cae_env_info_clear(&info);
+			cae_run_result r = bt_exec(b, uuids[5], "test -e node_modules || echo none",
+						   60000);
+			ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
+			cae_run_result_clear(&r);
+			continue;
+		}
 		/* (D's npm ci fails: npm removes what node_modules links to, "/" there) */
 		ck_assert_msg(d && json_is_true(json_object_get(d, "success")) == (i != 3),
 			      "%d: %s", i,
@@ -2979,7 +2990,7 @@ START_TEST(npm_tree_shared_docker)
 	    "*/node_modules/.bin/semver",
 	    state);
 	cae_error err = {0};
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < 6; i++)
 		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
 	cae__rm_rf(work);
 	free(work);
