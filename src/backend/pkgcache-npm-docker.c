@@ -43,8 +43,8 @@ static int project_check(cae_prepare *p, bool installed, bool *ok, cae_error *er
 	char script[512];
 	snprintf(script, sizeof(script),
 		 "cd '%s' && [ -f package-lock.json ] || exit 3; for f in .npmrc "
-		 "npm-shrinkwrap.json pnpm-lock.yaml yarn.lock%s; do if [ -e \"$f\" ] || [ -L \"$f\" ]; then exit 3; fi; "
-		 "done; %s",
+		 "npm-shrinkwrap.json pnpm-lock.yaml yarn.lock%s; do if [ -e \"$f\" ] || "
+		 "[ -L \"$f\" ]; then exit 3; fi; done; %s",
 		 p->project, installed ? "" : " node_modules",
 		 installed ? "[ -d node_modules ] && [ ! -L node_modules ] || exit 3" : "exit 0");
 	const char *argv[] = {"sh", "-c", script, NULL};
