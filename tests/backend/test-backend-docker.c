@@ -2917,12 +2917,12 @@ START_TEST(npm_tree_shared_docker)
 	    "\"semver\":\"7.6.3\"}}\\n' > package.json; HOME=%s/h npm install --package-lock-only "
 	    "--ignore-scripts --no-audit --no-fund --cache %s/npmcache >/dev/null 2>&1; test -s "
 	    "package-lock.json; git add .; git -c user.email=t@e -c user.name=t commit -qm npm; "
-	    "for r in c d e f; do cp package.json package-lock.json ../$r/; (cd ../$r && git init -q "
-	    "-b main); done; echo marker > %s/marker; ln -s %s ../c/node_modules; ln -s / "
+	    "for r in c d e f; do cp package.json package-lock.json ../$r/; (cd ../$r && git "
+	    "init -q -b main); done; echo marker > %s/marker; ln -s %s ../c/node_modules; ln -s / "
 	    "../d/node_modules; sed -i 's/\"version\":\"1.0.0\",/&\"scripts\":{\"postinstall\":"
 	    "\"echo ran > ran.txt\"},/' ../e/package.json; grep -q postinstall ../e/package.json; "
-	    ": > ../f/yarn.lock; for r in c d e f; do (cd ../$r && git add . && git -c user.email=t@e -c user.name=t "
-	    "commit -qm npm); done",
+	    ": > ../f/yarn.lock; for r in c d e f; do (cd ../$r && git add . && git -c "
+	    "user.email=t@e -c user.name=t commit -qm npm); done",
 	    work, work, work, victim, victim);
 	const char *names[] = {"a", "a", "c", "d", "e", "f"};
 	char uuids[6][64];
