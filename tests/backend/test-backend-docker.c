@@ -2938,8 +2938,8 @@ START_TEST(npm_tree_shared_docker)
 			/* F's installer is yarn (not in the image: skipped), never npm ci */
 			ck_assert(!d);
 			cae_env_info_clear(&info);
-			cae_run_result r = bt_exec(b, uuids[5], "test -e node_modules || echo none",
-						   60000);
+			cae_run_result r =
+			    bt_exec(b, uuids[5], "test -e node_modules || echo none", 60000);
 			ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
 			cae_run_result_clear(&r);
 			continue;
