@@ -106,8 +106,9 @@ int cae__pkgcache_seal(const char *dir);
 
 /* node_modules trees (pkgcache-npm.c), local backend: a project whose `npm ci` runs no code
  * (no install script in package.json or in any locked package, every package a tarball of
- * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc or
- * shrinkwrap, no node_modules in the repository) has its node_modules kept after its first
+ * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc,
+ * shrinkwrap, pnpm or yarn lock file, no node_modules in the repository) has its
+ * node_modules kept after its first
  * successful `npm ci`, copied by cae into
  *   <state_dir>/package-cache/<instance key>/npm-trees/<FNV-1a of the key>/{key,node_modules}
  * (files 0444 or 0555, cae's uid; key: node's and npm's programs, package.json and the lock
