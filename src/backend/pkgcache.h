@@ -108,8 +108,7 @@ int cae__pkgcache_seal(const char *dir);
  * (no install script in package.json or in any locked package, every package a tarball of
  * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc,
  * shrinkwrap, pnpm or yarn lock file, no node_modules in the repository) has its
- * node_modules kept after its first
- * successful `npm ci`, copied by cae into
+ * node_modules kept after its first successful `npm ci`, copied by cae into
  *   <state_dir>/package-cache/<instance key>/npm-trees/<FNV-1a of the key>/{key,node_modules}
  * (files 0444 or 0555, cae's uid; key: node's and npm's programs, package.json and the lock
  * file, compared byte for byte before use). A new environment of the same key gets the tree
