@@ -13,7 +13,8 @@
 # scripts/build-images.sh), so `up` takes about a second when everything is in place.
 #
 # Environment: CAE_TEST_IMAGES (default "python go": the go image for the real-project corpus,
-# ~40 s on the shared base) names the language images the tests need;
+# ~40 s on the shared base) names the language images the tests need (with python, the
+# small cae-test-node image is built on it: node and npm for the tests);
 # CAE_DOCKERD_LOG overrides the engine's log file; CAE_DOCKERD_ROOT=DIR runs a private engine
 # beside the system one, its data, exec root, pid files and log under DIR (use it with
 # DOCKER_HOST=unix://DIR/docker.sock).
@@ -152,6 +153,29 @@ build_busybox_image() {
   say "$img built"
 }
 
+# node and npm for the docker tests of the shared node_modules trees, on the python test
+# image (tests/docker/Dockerfile-test-node: Debian's nodejs, npm's tarball from the npm
+# registry; ~10 s): cached while the Dockerfile and the python image's ID are unchanged.
+build_test_node_image() {
+  local img=cae-test-node:latest base=coding-agent-executor-python:latest
+  local df=tests/docker/Dockerfile-test-node baseid key
+  baseid=$(docker image inspect -f '{{.Id}}' "$base" 2>/dev/null) || {
+    say "$img needs $base (CAE_TEST_IMAGES)"; return 0; }
+  key=$( { cat "$df"; echo "$baseid"; } | sha256sum | cut -c1-16)
+  if [ "$(docker image inspect -f '{{index .Config.Labels "org.cae.build-hash"}}' "$img" 2>/dev/null)" = "$key" ]; then
+    say "$img is cached"
+    return 0
+  fi
+  local t0 old; t0=$(now)
+  old=$(docker image inspect -f '{{.Id}}' "$img" 2>/dev/null || true)
+  docker build -q --network host --force-rm --build-arg "BASE_IMAGE=$base" \
+    --label "org.cae.build-hash=$key" -t "$img" - <"$df" >/dev/null
+  if [ -n "$old" ] && [ "$(docker image inspect -f '{{len .RepoTags}}' "$old" 2>/dev/null)" = 0 ]; then
+    docker image rm "$old" >/dev/null 2>&1 || true
+  fi
+  say "$img built in $(since "$t0")"
+}
+
 cmd_up() {
   local t0; t0=$(now)
   install_docker
@@ -162,6 +186,7 @@ cmd_up() {
   # shellcheck disable=SC2086
   scripts/build-images.sh $IMAGES
   build_busybox_image
+  build_test_node_image
   say "images ready in $(since "$t1") (total $(since "$t0"))"
 }
 

@@ -11,7 +11,7 @@
 set -euo pipefail
 what=${1:-build}
 pkgs=(build-essential meson ninja-build pkg-config libjansson-dev libyaml-dev libcurl4-openssl-dev
-      libwebsockets-dev libseccomp-dev check git musl-tools bubblewrap e2fsprogs)
+      libwebsockets-dev libseccomp-dev libarchive-dev check git musl-tools bubblewrap e2fsprogs)
 if [ "$what" = test ]; then
   pkgs+=(clang clang-format libclang-rt-14-dev valgrind procps python3 jq
          debootstrap nginx fcgiwrap busybox-static keyutils strace gdb openssh-server

@@ -117,6 +117,12 @@ CAE_EXPORT int cae_docker_container_list(cae_docker *d, bool all, json_t *filter
  * the container, which must exist. The call timeout applies to the whole upload. */
 CAE_EXPORT int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd,
 				      uint64_t size, cae_error *err);
+/* GET /containers/{id}/archive?path=PATH: the engine's tar of PATH in the container (the
+ * directory or file itself, by its name, and what is beneath it) written to fd (borrowed),
+ * at most max bytes (-EFBIG beyond); *size (may be NULL) its length. -ENOENT when PATH is
+ * not there. The call timeout applies to the whole download. */
+CAE_EXPORT int cae_docker_get_archive(cae_docker *d, const char *id, const char *path, int fd,
+				      uint64_t max, uint64_t *size, cae_error *err);
 /* GET /info */
 CAE_EXPORT int cae_docker_info(cae_docker *d, json_t **out, cae_error *err);
 

@@ -2006,11 +2006,42 @@ static void docker_go_cache(cae_prepare *p)
 	}
 }
 
+/* After the prepare's `npm ci` (nothing else of the task's ran in the container): its
+ * node_modules kept as the shared tree of its lock file, when it may be (pkgcache.h). */
+static void docker_npm_keep(void *ctx)
+{
+	cae_prepare *p = ctx;
+	cae_error e;
+	cae_error_clear(&e);
+	(void)cae__pkgcache_npm_docker_store(p, impl_of(p->b)->d, prep_of(p)->id, &e);
+}
+
+/* Step 5c: the shared node_modules tree of the project's lock file put in place of its
+ * `npm ci` when there is one, else the tree kept after it (pkgcache-npm-docker.c). */
+static void docker_npm_tree(cae_prepare *p)
+{
+	cae_error e;
+	cae_error_clear(&e);
+	int r = cae__pkgcache_npm_docker_put(p, impl_of(p->b)->d, prep_of(p)->id, CONTAINER_UID,
+					     CONTAINER_UID, &e);
+	if (r < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared node_modules is not used: %.1100s", e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	if (r == 0 && p->deps_opts.npm_cache_shared) {
+		p->deps_opts.npm_installed = docker_npm_keep;
+		p->deps_opts.npm_installed_ctx = p;
+	}
+}
+
 static int docker_populate(cae_prepare *p, cae_error *err)
 {
 	int r = docker_clone(p, err);
-	if (r == 0)
+	if (r == 0) {
 		docker_go_cache(p);
+		docker_npm_tree(p);
+	}
 	return r;
 }
 

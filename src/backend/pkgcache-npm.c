@@ -21,8 +21,6 @@
 #include "base/banned.h"
 
 #define MANIFEST_MAX (16u << 20)
-#define TREE_FILES_MAX 500000
-#define TREE_DEPTH_MAX 64
 #define REGISTRY "https://registry.npmjs.org/"
 
 /* A program of the sandbox's PATH: its real path, inode, size and mtime. */
@@ -93,16 +91,42 @@ static int read_manifest(const char *project, const char *name, char **out, size
 	return cae__read_fd(fd, MANIFEST_MAX, out, len);
 }
 
+char *cae__pkgcache_npm_key(const char *head, const char *pkg, size_t pl, const char *lock,
+			    size_t ll, size_t *len, char name[17])
+{
+	json_t *pj = json_loadb(pkg, pl, 0, NULL), *lj = json_loadb(lock, ll, 0, NULL);
+	bool ok = lock_runs_nothing(pj, lj);
+	json_decref(pj);
+	json_decref(lj);
+	if (!ok)
+		return NULL;
+	size_t hl = strlen(head);
+	char *key = malloc(hl + pl + ll + 2);
+	if (!key)
+		return NULL;
+	memcpy(key, head, hl);
+	memcpy(key + hl, pkg, pl);
+	key[hl + pl] = '\0';
+	memcpy(key + hl + pl + 1, lock, ll);
+	key[hl + pl + 1 + ll] = '\0';
+	*len = hl + pl + ll + 2;
+	snprintf(name, 17, "%016llx",
+		 (unsigned long long)cae__pkgcache_fnv1a(1469598103934665603ull, key, *len));
+	return key;
+}
+
 /* The tree's identity for the project: the bytes it is made from (new; NULL when the
  * project's lock file may not have a shared tree) and their FNV-1a as its name. */
 static char *tree_key(const char *project, bool installed, size_t *len, char name[17])
 {
 	char path[PATH_MAX + 32];
 	struct stat st;
-	/* npm's own configuration of the project, a shrinkwrap, or (before the install)
-	 * node_modules in the repository: npm ci as it would run */
-	static const char *const other[] = {".npmrc", "npm-shrinkwrap.json", "node_modules"};
-	for (size_t i = 0; i < (installed ? 2u : 3u); i++) {
+	/* npm's own configuration of the project, a shrinkwrap, a lock file of pnpm or yarn
+	 * (which install instead of npm, deps.c), or (before the install) node_modules in the
+	 * repository: npm ci as it would run */
+	static const char *const other[] = {".npmrc", "npm-shrinkwrap.json", "pnpm-lock.yaml",
+					    "yarn.lock", "node_modules"};
+	for (size_t i = 0; i < (installed ? 4u : 5u); i++) {
 		snprintf(path, sizeof(path), "%s/%s", project, other[i]);
 		if (lstat(path, &st) == 0)
 			return NULL;
@@ -112,38 +136,17 @@ static char *tree_key(const char *project, bool installed, size_t *len, char nam
 	if (read_manifest(project, "package.json", &pkg, &pl) < 0 ||
 	    read_manifest(project, "package-lock.json", &lock, &ll) < 0)
 		return NULL;
-	json_t *pj = json_loadb(pkg, pl, 0, NULL), *lj = json_loadb(lock, ll, 0, NULL);
-	bool ok = lock_runs_nothing(pj, lj);
-	json_decref(pj);
-	json_decref(lj);
-	if (!ok)
-		return NULL;
 	char node[PATH_MAX + 100], npm[PATH_MAX + 100];
 	stamp("node", node, sizeof(node));
 	stamp("npm", npm, sizeof(npm));
 	if (!node[0] || !npm[0])
 		return NULL;
 	char head[2 * PATH_MAX + 300];
-	int hl = snprintf(head, sizeof(head), "cae-npm-tree 1\n%s\n%s\n", node, npm);
-	char *key = malloc((size_t)hl + pl + ll + 2);
-	if (!key)
-		return NULL;
-	memcpy(key, head, (size_t)hl);
-	memcpy(key + hl, pkg, pl);
-	key[hl + pl] = '\0';
-	memcpy(key + hl + pl + 1, lock, ll);
-	key[hl + pl + 1 + ll] = '\0';
-	*len = (size_t)hl + pl + ll + 2;
-	uint64_t h = 1469598103934665603ull;
-	for (size_t i = 0; i < *len; i++) {
-		h ^= (unsigned char)key[i];
-		h *= 1099511628211ull;
-	}
-	snprintf(name, 17, "%016llx", (unsigned long long)h);
-	return key;
+	snprintf(head, sizeof(head), "cae-npm-tree 1\n%s\n%s\n", node, npm);
+	return cae__pkgcache_npm_key(head, pkg, pl, lock, ll, len, name);
 }
 
-static int trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *err)
+int cae__pkgcache_npm_trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *err)
 {
 	char inst[CAE_CONFIG_INSTANCE_MAX];
 	cae_config_instance(cfg, inst);
@@ -159,7 +162,7 @@ static int trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *e
 	return 0;
 }
 
-static void touch_used(const char *dir)
+void cae__pkgcache_npm_used(const char *dir)
 {
 	char used[PATH_MAX + 16];
 	snprintf(used, sizeof(used), "%s/.used", dir);
@@ -192,9 +195,7 @@ static int copy_file(int sdfd, const char *name, int ddfd, mode_t mode)
 	return fchmod(out, mode) < 0 ? -errno : 0;
 }
 
-/* A symbolic link of the tree: only npm's bin links (in a .bin directory, "../" then a
- * path that goes up no further), which stay inside node_modules. */
-static bool bin_link(const char *dir_name, const char *target)
+bool cae__pkgcache_npm_bin_link(const char *dir_name, const char *target)
 {
 	return strcmp(dir_name, ".bin") == 0 && strncmp(target, "../", 3) == 0 &&
 	       !strstr(target + 3, "..") && !strchr(target, '\n');
@@ -222,7 +223,7 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 	while (r == 0 && (e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
-		if (++w->files > TREE_FILES_MAX) {
+		if (++w->files > CAE_PKGCACHE_NPM_FILES_MAX) {
 			r = -EFBIG;
 			break;
 		}
@@ -232,7 +233,7 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 			break;
 		}
 		if (S_ISDIR(st.st_mode)) {
-			if (depth >= TREE_DEPTH_MAX) {
+			if (depth >= CAE_PKGCACHE_NPM_DEPTH_MAX) {
 				r = -ELOOP;
 				break;
 			}
@@ -268,7 +269,7 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 				break;
 			}
 			target[n] = '\0';
-			if (!bin_link(name, target))
+			if (!cae__pkgcache_npm_bin_link(name, target))
 				r = -EPERM;
 			else if (symlinkat(target, ddfd, e->d_name) < 0 ||
 				 (!w->store && fchownat(ddfd, e->d_name, w->uid, w->gid,
@@ -283,6 +284,43 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 	return r;
 }
 
+int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
+				 char *tmp, size_t size, cae_error *err)
+{
+	char dir[PATH_MAX + 40], path[PATH_MAX + 96];
+	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
+	if (cae__is_dir(dir))
+		return 0;
+	/* a directory of this store's own (prepares of one process run at once) */
+	int n = snprintf(tmp, size, "%s/.tmp-%s-XXXXXX", trees, name);
+	if (n < 0 || (size_t)n >= size || !mkdtemp(tmp))
+		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
+	snprintf(path, sizeof(path), "%s/node_modules", tmp);
+	int r = 0;
+	if (chmod(tmp, 0755) < 0 || mkdir(path, 0755) < 0)
+		r = -errno;
+	snprintf(path, sizeof(path), "%s/key", tmp);
+	if (r == 0)
+		r = cae__write_file_atomic(AT_FDCWD, path, key, klen, 0444, false);
+	if (r < 0) {
+		(void)cae__rm_rf(tmp);
+		return cae_error_set(err, r, "cannot make %s: %s", path, strerror(-r));
+	}
+	return 1;
+}
+
+int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r)
+{
+	char dir[PATH_MAX + 40];
+	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
+	if (r == 0 && rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY)
+		r = -errno;
+	(void)cae__rm_rf(tmp);
+	if (r == 0)
+		cae__pkgcache_npm_used(trees);
+	return r;
+}
+
 int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err)
 {
 	if (!cfg->command_executor.package_cache.enabled)
@@ -292,28 +330,12 @@ int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae
 	_cleanup_free_ char *key = tree_key(project, true, &klen, name);
 	if (!key)
 		return 0;
-	char trees[PATH_MAX], dir[PATH_MAX + 40], tmp[PATH_MAX + 64], path[PATH_MAX + 96];
-	int r = trees_dir(cfg, trees, sizeof(trees), err);
+	char trees[PATH_MAX], tmp[PATH_MAX + 64], path[PATH_MAX + 96];
+	int r = cae__pkgcache_npm_trees_dir(cfg, trees, sizeof(trees), err);
 	if (r < 0)
 		return r;
-	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
-	if (cae__is_dir(dir))
-		return 0;
-	/* a directory of this store's own (prepares of one process run at once) */
-	snprintf(tmp, sizeof(tmp), "%s/.tmp-%s-XXXXXX", trees, name);
-	if (!mkdtemp(tmp))
-		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
-	snprintf(path, sizeof(path), "%s/node_modules", tmp);
-	if (chmod(tmp, 0755) < 0 || mkdir(path, 0755) < 0) {
-		r = -errno;
-		(void)cae__rm_rf(tmp);
-		return cae_error_set(err, r, "cannot make %s: %s", path, strerror(-r));
-	}
-	snprintf(path, sizeof(path), "%s/key", tmp);
-	if ((r = cae__write_file_atomic(AT_FDCWD, path, key, klen, 0444, false)) < 0) {
-		(void)cae__rm_rf(tmp);
-		return cae_error_set(err, r, "cannot write %s: %s", path, strerror(-r));
-	}
+	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), err)) <= 0)
+		return r;
 	char src[PATH_MAX + 32];
 	snprintf(src, sizeof(src), "%s/node_modules", project);
 	snprintf(path, sizeof(path), "%s/node_modules", tmp);
@@ -329,14 +351,20 @@ int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae
 	} else {
 		r = walk(&w, s, t, "node_modules", 0);
 	}
-	if (r == 0 && rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY)
-		r = -errno;
-	(void)cae__rm_rf(tmp);
-	if (r < 0)
+	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r)) < 0)
 		return cae_error_set(err, r, "cannot keep %s as a shared tree: %s", src,
 				     strerror(-r));
-	touch_used(trees);
 	return 1;
+}
+
+bool cae__pkgcache_npm_tree_is(const char *trees, const char *name, const char *key, size_t klen)
+{
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/%s/key", trees, name);
+	_cleanup_free_ char *had = NULL;
+	size_t hl = 0;
+	return cae__read_file(AT_FDCWD, path, klen + 1, &had, &hl) == 0 && hl == klen &&
+	       memcmp(had, key, klen) == 0;
 }
 
 int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
@@ -350,16 +378,12 @@ int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_
 	if (!key)
 		return 0;
 	char trees[PATH_MAX], dir[PATH_MAX + 40], path[PATH_MAX + 96];
-	int r = trees_dir(cfg, trees, sizeof(trees), err);
+	int r = cae__pkgcache_npm_trees_dir(cfg, trees, sizeof(trees), err);
 	if (r < 0)
 		return r;
 	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
 	/* the same bytes, not only the same name */
-	_cleanup_free_ char *had = NULL;
-	size_t hl = 0;
-	snprintf(path, sizeof(path), "%s/key", dir);
-	if (cae__read_file(AT_FDCWD, path, klen + 1, &had, &hl) < 0 || hl != klen ||
-	    memcmp(had, key, klen) != 0)
+	if (!cae__pkgcache_npm_tree_is(trees, name, key, klen))
 		return 0;
 	char dst[PATH_MAX + 32];
 	snprintf(dst, sizeof(dst), "%s/node_modules", project);
@@ -383,6 +407,6 @@ int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_
 		return cae_error_set(err, r, "cannot put the shared tree %s in %s: %s", dir, dst,
 				     strerror(-r));
 	}
-	touch_used(trees);
+	cae__pkgcache_npm_used(trees);
 	return 1;
 }

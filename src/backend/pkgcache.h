@@ -34,7 +34,8 @@
  *            it takes from the proxy against go.sum as it checks a download.
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
- * read-only, kept by cae from an npm ci that ran no code.
+ * read-only, kept by cae from an npm ci that ran no code (local: linked into the next
+ * environment; docker: copied into the next container by the engine, the copy its own).
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
@@ -105,9 +106,9 @@ int cae__pkgcache_seal(const char *dir);
 
 /* node_modules trees (pkgcache-npm.c), local backend: a project whose `npm ci` runs no code
  * (no install script in package.json or in any locked package, every package a tarball of
- * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc or
- * shrinkwrap, no node_modules in the repository) has its node_modules kept after its first
- * successful `npm ci`, copied by cae into
+ * the npm registry pinned by its sha512, no workspace, link or bundle, no .npmrc,
+ * shrinkwrap, pnpm or yarn lock file, no node_modules in the repository) has its
+ * node_modules kept after its first successful `npm ci`, copied by cae into
  *   <state_dir>/package-cache/<instance key>/npm-trees/<FNV-1a of the key>/{key,node_modules}
  * (files 0444 or 0555, cae's uid; key: node's and npm's programs, package.json and the lock
  * file, compared byte for byte before use). A new environment of the same key gets the tree
@@ -118,6 +119,49 @@ int cae__pkgcache_seal(const char *dir);
 int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae_error *err);
 int cae__pkgcache_npm_tree_link(const cae_config *cfg, const char *project, uid_t uid, gid_t gid,
 				bool copy, cae_error *err);
+
+/* Docker (pkgcache-npm-docker.c): the same trees, keyed by the image (its id) in place of
+ * the host's programs, read and written through the engine's archive API. Store: after
+ * the prepare's `npm ci` (nothing else of the task's ran in the container), the
+ * container's node_modules (GET /containers/{id}/archive, a tar of the engine's) is
+ * extracted by cae into the store, every entry beneath node_modules, opened without
+ * following a link, only directories, regular files and npm's bin links, bounded like the
+ * local walk (files, depth) and in bytes. Put: in a new container of the same key, a tar
+ * cae makes of the tree (files 0644 or 0755, everything the container's user's) is
+ * extracted by the engine inside the container (PUT /containers/{id}/archive at the
+ * project, which has no node_modules: checked as the container's user just before) in
+ * place of its `npm ci`. store: 1 kept; 0 not eligible or already there; -errno. put: 1
+ * in place (p->deps_opts says so); 0 none for this key; -errno with err set (what was put
+ * removed). */
+int cae__pkgcache_npm_docker_store(struct cae_prepare *p, struct cae_docker *d,
+				   const char *container, cae_error *err);
+int cae__pkgcache_npm_docker_put(struct cae_prepare *p, struct cae_docker *d, const char *container,
+				 uid_t uid, gid_t gid, cae_error *err);
+/* The store's extraction: the engine's tar in fd (read from its start) into root (a new
+ * tree's node_modules, borrowed). 0; -EPERM for an entry a tree may not have (outside
+ * node_modules, "..", a link other than a bin link, a hard link, a device, ...), -ELOOP or
+ * -ENOTDIR for one beneath a link, -EEXIST for one given twice, -EFBIG past the bounds,
+ * -EPROTO for what is not a tar: nothing is then made outside root. */
+int cae__pkgcache_npm_extract(int fd, int root);
+
+/* Shared by both (pkgcache-npm.c): a tree's key made of head (what runs npm) and the
+ * package.json and lock file's bytes, with its name (new; NULL when the lock file's
+ * `npm ci` may run code); the trees' directory (made); whether trees/name is the tree of
+ * key; a new tree's directory of its own (tmp: the key, an empty node_modules; 0 when one
+ * is there already) and its publication (r: how its filling went; tmp removed); the mark
+ * of the trees' last use; npm's bin links, the only links of a tree (in a .bin directory,
+ * "../" then a path that goes up no further). */
+#define CAE_PKGCACHE_NPM_FILES_MAX 500000
+#define CAE_PKGCACHE_NPM_DEPTH_MAX 64
+char *cae__pkgcache_npm_key(const char *head, const char *pkg, size_t pl, const char *lock,
+			    size_t ll, size_t *len, char name[17]);
+int cae__pkgcache_npm_trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *err);
+bool cae__pkgcache_npm_tree_is(const char *trees, const char *name, const char *key, size_t klen);
+int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
+				 char *tmp, size_t size, cae_error *err);
+int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r);
+void cae__pkgcache_npm_used(const char *trees);
+bool cae__pkgcache_npm_bin_link(const char *dir_name, const char *target);
 
 /* Go modules (pkgcache-gomod.c): a module proxy on disk,
  *   <state_dir>/package-cache/<instance key>/go-mod/<module>/@v/<version>.{info,mod,zip}

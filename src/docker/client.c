@@ -3,6 +3,7 @@
 #include "docker/docker-internal.h"
 
 #include "base/buf.h"
+#include "base/fs.h"
 #include "base/macro.h"
 
 #include <ctype.h>
@@ -880,6 +881,103 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 	cae__buf_clear(&resp.body);
 	return cae_error_set(err, cae__docker_status_errno(status),
 			     "PUT /containers/%s/archive: %s (HTTP %ld)", id,
+			     msg[0] ? msg : "no message", status);
+}
+
+struct download {
+	int fd;
+	uint64_t max, got;
+	bool too_big, failed;
+	cae_buf error; /* the body of an answer that is not a 2xx */
+	long status;
+	CURL *h;
+};
+
+static size_t on_download(char *p, size_t size, size_t nmemb, void *ud)
+{
+	struct download *dl = ud;
+	size_t n = size * nmemb;
+	if (!dl->status)
+		curl_easy_getinfo(dl->h, CURLINFO_RESPONSE_CODE, &dl->status);
+	if (dl->status < 200 || dl->status >= 300)
+		return cae__buf_append(&dl->error, p, n) == 0 ? n : 0;
+	if (dl->got + n > dl->max) {
+		dl->too_big = true;
+		return 0;
+	}
+	if (cae__write_all(dl->fd, p, n) < 0) {
+		dl->failed = true;
+		return 0;
+	}
+	dl->got += n;
+	return n;
+}
+
+int cae_docker_get_archive(cae_docker *d, const char *id, const char *path, int fd, uint64_t max,
+			   uint64_t *size, cae_error *err)
+{
+	char prefix[24];
+	int r = cae__docker_version_prefix(d, prefix, sizeof(prefix), err);
+	if (r < 0)
+		return r;
+	_cleanup_free_ char *eid = cae__docker_escape(id);
+	_cleanup_free_ char *epath = cae__docker_escape(path);
+	_cleanup_free_ char *url = NULL;
+	if (!eid || !epath ||
+	    asprintf(&url, "%s%s/containers/%s/archive?path=%s", d->ep.base_url, prefix, eid,
+		     epath) < 0)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	CURL *h = handle_get(d);
+	if (!h)
+		return cae_error_set(err, -ENOMEM, "out of memory");
+	struct download dl = {.fd = fd, .max = max, .h = h};
+	cae__buf_init(&dl.error, 64 * 1024);
+	char errbuf[CURL_ERROR_SIZE];
+	errbuf[0] = '\0';
+	struct curl_slist *hdrs = curl_slist_append(NULL, "Expect:");
+	set_endpoint(d, h);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)d->timeout_ms);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)MIN(d->timeout_ms, 10000));
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_download);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &dl);
+	CURLcode c = curl_easy_perform(h);
+	curl_slist_free_all(hdrs);
+	long status = 0;
+	if (c == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	if (c != CURLE_OK) {
+		curl_easy_cleanup(h);
+		cae__buf_clear(&dl.error);
+		if (dl.too_big)
+			return cae_error_set(err, -EFBIG,
+					     "GET /containers/%s/archive: larger than %llu bytes",
+					     id, (unsigned long long)max);
+		if (dl.failed)
+			return cae_error_set(
+			    err, -EIO, "GET /containers/%s/archive: cannot write the archive", id);
+		return cae_error_set(err,
+				     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
+				     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+								     : -EIO,
+				     "GET /containers/%s/archive: %s", id,
+				     errbuf[0] ? errbuf : curl_easy_strerror(c));
+	}
+	handle_put(d, h);
+	if (status >= 200 && status < 300) {
+		cae__buf_clear(&dl.error);
+		if (size)
+			*size = dl.got;
+		return 0;
+	}
+	char msg[768];
+	cae__docker_error_message(dl.error.data, dl.error.len, msg, sizeof(msg));
+	cae__buf_clear(&dl.error);
+	return cae_error_set(err, cae__docker_status_errno(status),
+			     "GET /containers/%s/archive: %s (HTTP %ld)", id,
 			     msg[0] ? msg : "no message", status);
 }
 

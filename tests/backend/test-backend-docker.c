@@ -2878,6 +2878,131 @@ START_TEST(pip_wheels_shared_read_only_docker)
 }
 END_TEST
 
+/* The deps entry of package-lock.json in a prepare's result (NULL: none). */
+static json_t *npm_dep(json_t *deps)
+{
+	json_t *d;
+	size_t i;
+	json_array_foreach(deps, i, d) if (strcmp(json_string_value(json_object_get(d, "manifest")),
+						  "package-lock.json") == 0) return d;
+	return NULL;
+}
+
+/* The shared node_modules trees on docker (pkgcache-npm-docker.c), in cae-test-node (node
+ * and npm on the python test image). A's `npm ci` of a lock file that runs no code
+ * (is-number, and semver with its bin link, from the npm registry) is kept by cae, taken out
+ * through the engine's archive API before anything of A's ran; A then appends to every file
+ * of its own node_modules. B, a new container of the same lock file, gets the tree instead
+ * of an `npm ci`: uid 1000's and writable by it, none of A's writes, require and the bin
+ * link work; B then appends to every file of its copy, which reaches no kept file. As an
+ * attacker: C's repository has node_modules as a link to a directory of this host (and the
+ * same lock file), D's to "/", E's package.json has an install script: none gets the tree
+ * (each runs npm ci; D's fails, npm itself removing what the link names, the container's
+ * "/"), nothing is written in the host's directory, no other tree is kept; F has the same
+ * files and a yarn.lock, so yarn is its installer: no node_modules of npm's is put there.
+ * The kept tree: cae's, read-only, none of A's or B's writes. Failed before: every
+ * container ran npm ci (no shared_node_modules), nothing was kept. */
+START_TEST(npm_tree_shared_docker)
+{
+	cae_config *cfg = dcfg();
+	char *state = tu_mkdtemp();
+	bt_cfg_set(cfg, "command_executor.state_dir", state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	bt_cfg_set(cfg, "command_executor.environments",
+		   "python=coding-agent-executor-python:latest,node=cae-test-node:latest");
+	cae_backend *b = bt_backend("docker", cfg, NULL);
+	char *work = tu_mkdtemp(), *victim = tu_mkdtemp();
+	shf("set -e; cd %s; mkdir a c d e f; cd a; git init -q -b main; printf "
+	    "'{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":{\"is-number\":\"7.0.0\","
+	    "\"semver\":\"7.6.3\"}}\\n' > package.json; HOME=%s/h npm install --package-lock-only "
+	    "--ignore-scripts --no-audit --no-fund --cache %s/npmcache >/dev/null 2>&1; test -s "
+	    "package-lock.json; git add .; git -c user.email=t@e -c user.name=t commit -qm npm; "
+	    "for r in c d e f; do cp package.json package-lock.json ../$r/; (cd ../$r && git "
+	    "init -q -b main); done; echo marker > %s/marker; ln -s %s ../c/node_modules; ln -s / "
+	    "../d/node_modules; sed -i 's/\"version\":\"1.0.0\",/&\"scripts\":{\"postinstall\":"
+	    "\"echo ran > ran.txt\"},/' ../e/package.json; grep -q postinstall ../e/package.json; "
+	    ": > ../f/yarn.lock; for r in c d e f; do (cd ../$r && git add . && git -c "
+	    "user.email=t@e -c user.name=t commit -qm npm); done",
+	    work, work, work, victim, victim);
+	const char *names[] = {"a", "a", "c", "d", "e", "f"};
+	char uuids[6][64];
+	cae_env_info info;
+	for (int i = 0; i < 6; i++) {
+		bt_task_uuid(uuids[i], sizeof(uuids[i]), "caetest");
+		char repo[PATH_MAX];
+		snprintf(repo, sizeof(repo), "%s/%s", work, names[i]);
+		cae_task t = {.uuid = uuids[i], .repo = repo};
+		prepare_ok(b, &t, "node", &info);
+		json_t *d = npm_dep(info.deps);
+		if (i == 5) {
+			/* F's installer is yarn (not in the image: skipped), never npm ci */
+			ck_assert(!d);
+			cae_env_info_clear(&info);
+			cae_run_result r =
+			    bt_exec(b, uuids[5], "test -e node_modules || echo none", 60000);
+			ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
+			cae_run_result_clear(&r);
+			continue;
+		}
+		/* (D's npm ci fails: npm removes what node_modules links to, "/" there) */
+		ck_assert_msg(d && json_is_true(json_object_get(d, "success")) == (i != 3),
+			      "%d: %s", i,
+			      d ? json_string_value(json_object_get(d, "output")) : "no npm ci");
+		/* only B got A's tree; every other one ran npm ci */
+		ck_assert_msg(json_is_true(json_object_get(d, "shared_node_modules")) == (i == 1),
+			      "%d: %s", i, json_string_value(json_object_get(d, "command")));
+		ck_assert_msg(!warned_with(info.warnings, "node_modules"), "%d", i);
+		cae_env_info_clear(&info);
+		if (i == 0) {
+			cae_run_result r =
+			    bt_exec(b, uuids[0],
+				    "w=0; for f in $(find node_modules -type f); do printf POISON "
+				    ">> \"$f\" && w=$((w+1)); done; [ $w -gt 10 ] && echo written",
+				    60000);
+			ck_assert_msg(strcmp(r.out, "written\n") == 0, "%s%s", r.out, r.err);
+			cae_run_result_clear(&r);
+		}
+	}
+	cae_run_result r = bt_exec(
+	    b, uuids[1],
+	    "n=$(find node_modules | wc -l); [ $n -gt 10 ] && echo tree; test -z \"$(find "
+	    "node_modules ! -user 1000 -o ! -group 1000)\" && echo owned; grep -rl POISON "
+	    "node_modules; node -e 'console.log(require(\"is-number\")(5))'; "
+	    "node_modules/.bin/semver 1.2.3; test -L node_modules/.bin/semver && echo link; w=0; "
+	    "for f in $(find node_modules -type f); do printf POISON >> \"$f\" && w=$((w+1)); "
+	    "done; "
+	    "[ $w -gt 10 ] && echo written; mkdir node_modules/mine && echo made",
+	    60000);
+	ck_assert_msg(strcmp(r.out, "tree\nowned\ntrue\n1.2.3\nlink\nwritten\nmade\n") == 0, "%s%s",
+		      r.out, r.err);
+	cae_run_result_clear(&r);
+	/* E's script ran (its npm ci did) */
+	r = bt_exec(b, uuids[4], "cat ran.txt", 60000);
+	ck_assert_str_eq(r.out, "ran\n");
+	cae_run_result_clear(&r);
+	/* the host's directory C's link named: only its own file; the kept tree: one, none of
+	 * A's or B's writes, cae's and read-only, with semver's bin link */
+	shf("test \"$(ls -A %s)\" = marker && test \"$(cat %s/marker)\" = marker", victim, victim);
+	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = "
+	    "1 && "
+	    "! grep -rl POISON . && test -z \"$(find . -path './*/*' \\( -type f -perm /222 -o ! "
+	    "-user 0 \\))\" && test -f */node_modules/is-number/index.js && test -L "
+	    "*/node_modules/.bin/semver",
+	    state);
+	cae_error err = {0};
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(victim);
+	free(victim);
+	cae__rm_rf(state);
+	free(state);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+}
+END_TEST
+
 #define MANY 32
 
 /* 32 prepares at once (each its own backend, as separate processes would be) on a small
@@ -2991,6 +3116,108 @@ static void tar_hdr(char *h, const char *prefix, const char *name, char type, co
 		memcpy(h + 345, prefix, strlen(prefix));
 }
 
+/* The store's extraction of the engine's tar of a node_modules (pkgcache-npm-docker.c),
+ * given tars an attacker would shape (made with Python's tarfile): only node_modules and
+ * what is beneath it, directories, regular files (sealed) and bin links; nothing through
+ * a link, no "..", no absolute name, no hard link, device or fifo, no entry twice, no other
+ * link. Outside the root (a directory beside it and one a link names) nothing appears. */
+START_TEST(npm_tree_extract_refuses_escapes)
+{
+	char *dir = tu_mkdtemp();
+	/* each case: python lines adding to tar t; the expected result */
+	static const struct {
+		const char *add;
+		int r;
+	} cases[] = {
+	    {"d('node_modules/'); d('node_modules/x/'); f('node_modules/x/index.js', 0o755); "
+	     "d('node_modules/.bin/'); l('node_modules/.bin/x', '../x/index.js')",
+	     0},
+	    {"d('node_modules/'); f('node_modules/../outside/evil')", -EPERM},
+	    {"d('node_modules/'); f('/outside/evil')", -EPERM},
+	    {"d('node_modules/'); f('outside/evil')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/x/'); f('node_modules/x/./../../outside/e')",
+	     -EPERM},
+	    {"d('node_modules/'); l('node_modules/x', 'OUT')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/.bin/'); l('node_modules/.bin/x', '../../out')",
+	     -EPERM},
+	    {"d('node_modules/'); d('node_modules/.bin/'); l('node_modules/.bin/x', 'OUT')",
+	     -EPERM},
+	    /* a bin link that stays inside, then a file through it */
+	    {"d('node_modules/'); d('node_modules/y/'); d('node_modules/.bin/'); "
+	     "l('node_modules/.bin/x', '../y'); f('node_modules/.bin/x/evil')",
+	     -ENOTDIR},
+	    {"d('node_modules/'); f('node_modules/a'); h('node_modules/b', 'node_modules/a')",
+	     -EPERM},
+	    {"d('node_modules/'); o('node_modules/p', tarfile.FIFOTYPE)", -EPERM},
+	    {"d('node_modules/'); o('node_modules/c', tarfile.CHRTYPE)", -EPERM},
+	    {"d('node_modules/'); f('node_modules/a'); f('node_modules/a')", -EEXIST},
+	    /* node_modules itself a link, or a file */
+	    {"l('node_modules', 'OUT')", -EPERM},
+	    {"f('node_modules')", -EPERM},
+	    {"d('node_modules/'); d('node_modules/' + 'd/' * 70); ", -EPERM},
+	};
+	/* every case's tar (tar-N) made by one python */
+	char py[8192];
+	size_t o = (size_t)snprintf(
+	    py, sizeof(py),
+	    "import io, tarfile\ndef e(n, ty, **k):\n  i = tarfile.TarInfo(n); i.type = ty; "
+	    "[setattr(i, a, v) for a, v in k.items()]; t.addfile(i, io.BytesIO(b'x' * i.size) "
+	    "if ty == tarfile.REGTYPE else None)\nd = lambda n: e(n, tarfile.DIRTYPE, "
+	    "mode=0o755)\nf = lambda n, m=0o644: e(n, tarfile.REGTYPE, mode=m, size=3)\nl = "
+	    "lambda n, to: e(n, tarfile.SYMTYPE, linkname=to.replace('OUT', '%s/outside'))\nh = "
+	    "lambda n, to: e(n, tarfile.LNKTYPE, linkname=to)\no = lambda n, ty: e(n, ty)\n",
+	    dir);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++)
+		o +=
+		    (size_t)snprintf(py + o, sizeof(py) - o,
+				     "t = tarfile.open('tar-%zu', 'w', format=tarfile.PAX_FORMAT)\n"
+				     "%s\nt.close()\n",
+				     i, cases[i].add);
+	ck_assert_uint_lt(o, sizeof(py));
+	char pyfile[PATH_MAX];
+	snprintf(pyfile, sizeof(pyfile), "%s/make.py", dir);
+	ck_assert_int_eq(cae__write_file_atomic(AT_FDCWD, pyfile, py, o, 0644, false), 0);
+	shf("cd %s && python3 make.py", dir);
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		shf("cd %s && rm -rf root && mkdir -p root/node_modules outside", dir);
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/tar-%zu", dir, i);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "%s/root/node_modules", dir);
+		int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ck_assert(fd >= 0 && root >= 0);
+		int r = cae__pkgcache_npm_extract(fd, root);
+		close(fd);
+		close(root);
+		ck_assert_msg(r == cases[i].r, "%zu: %d (%s)", i, r, cases[i].add);
+		/* nothing outside; what was made, sealed */
+		shf("cd %s && test -z \"$(ls -A outside)\" && test -z \"$(find root -type f -perm "
+		    "/222)\"",
+		    dir);
+	}
+	/* the good one's tree */
+	shf("cd %s && rm -rf root && mkdir -p root/node_modules && python3 -c \"\nimport io, "
+	    "tarfile\nt = tarfile.open('tar', 'w', format=tarfile.PAX_FORMAT)\nfor n in "
+	    "['node_modules/', 'node_modules/x/']:\n  i = tarfile.TarInfo(n); i.type = "
+	    "tarfile.DIRTYPE; t.addfile(i)\ni = tarfile.TarInfo('node_modules/x/' + 'n' * 200); "
+	    "i.size = 3; i.mode = 0o755; t.addfile(i, io.BytesIO(b'abc'))\nt.close()\n\"",
+	    dir);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/tar", dir);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/root/node_modules", dir);
+	int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert_int_eq(cae__pkgcache_npm_extract(fd, root), 0);
+	close(fd);
+	close(root);
+	shf("cd %s/root/node_modules/x && test \"$(cat n*)\" = abc && test \"$(stat -c %%a n*)\" = "
+	    "555",
+	    dir);
+	cae__rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 /* The one archive extracted at "/" as root carries the container's tar only when it stays
  * beneath the project: a container's user who shaped that tar must not reach the claim's
  * record, the helper or anything else of root's. */
@@ -3073,8 +3300,10 @@ static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
 	TCase *u = tcase_create("unit");
+	tcase_set_timeout(u, 60);
 	tcase_add_test(u, preparer_alive_or_not);
 	tcase_add_test(u, tar_confined_to_the_project);
+	tcase_add_test(u, npm_tree_extract_refuses_escapes);
 	suite_add_tcase(s, u);
 
 	TCase *b = tcase_create("backend");
@@ -3141,6 +3370,7 @@ static Suite *make_suite(void)
 	tcase_add_unchecked_fixture(pk, NULL, sweep);
 	tcase_add_test(pk, go_build_cache_shared_read_only_docker);
 	tcase_add_test(pk, pip_wheels_shared_read_only_docker);
+	tcase_add_test(pk, npm_tree_shared_docker);
 	suite_add_tcase(s, pk);
 	return s;
 }

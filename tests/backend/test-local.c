@@ -1962,6 +1962,20 @@ START_TEST(package_cache_npm_tree_shared_read_only)
 	r = run(b, uuids[3], "cat ran.txt");
 	ck_assert_msg(strcmp(r.out, "ran\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
+	/* E: A's files and a yarn.lock: yarn is its installer (not on this host: skipped), no
+	 * tree of npm's is put there */
+	_cleanup_free_ char *repo3 = make_repo();
+	tu_sh("cd %s && cp %s/package.json %s/package-lock.json . && : > yarn.lock && " GIT
+	      " add . && " GIT " commit -qm yarn",
+	      repo3, repo, repo);
+	cae_task te = {.uuid = C("tree-e"), .repo = repo3};
+	ck_assert_msg(cae_backend_prepare(b, &te, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	cae_env_info_clear(&info);
+	r = run(b, "tree-e", "test -e node_modules || echo none");
+	ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, "tree-e", &err), 0);
 	/* the kept tree: none of B's code, every file read-only and cae's */
 	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
 	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/npm-trees/*/*' \\( -type f "
