@@ -700,7 +700,9 @@ static int pip_wheels_of(const struct local_env *env, char *out, size_t size)
  * its `npm ci` when there is one. */
 static void npm_tree_put(cae_prepare *p, const struct local_env *env)
 {
-	if (!p->deps_opts.npm_cache_shared)
+	/* (none without the dependency step: there is no npm ci to stand in for) */
+	if (!p->deps_opts.npm_cache_shared || !env->cfg->command_executor.clone.auto_install_deps ||
+	    p->given_as_is)
 		return;
 	uid_t uid = env->uid ? env->uid : getuid();
 	gid_t gid = env->uid ? env->gid : getgid();

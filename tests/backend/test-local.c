@@ -1976,6 +1976,30 @@ START_TEST(package_cache_npm_tree_shared_read_only)
 	ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, "tree-e", &err), 0);
+	/* F: a workspace given as it is (the user's own directory), with A's files and no
+	 * node_modules: cae installs nothing there, so it puts no tree there either */
+	_cleanup_free_ char *given = tu_mkdtemp();
+	tu_sh("cp %s/package.json %s/package-lock.json %s/", repo, repo, given);
+	cae_task tf = {.uuid = C("tree-f")};
+	cae_prepare_options of = {.workspace = given, .cancel_fd = -1};
+	ck_assert_msg(cae_backend_prepare(b, &tf, "node", &of, &info, &err) == 0, "%s",
+		      err.message);
+	cae_env_info_clear(&info);
+	tu_sh("test ! -e %s/node_modules", given);
+	ck_assert_int_eq(cae_backend_cleanup(b, "tree-f", &err), 0);
+	cae__rm_rf(given);
+	/* G: A's repository with the dependency step off (clone.auto_install_deps): no npm ci,
+	 * so no tree in its place either */
+	cfg->command_executor.clone.auto_install_deps = false;
+	cae_task tg = {.uuid = C("tree-g"), .repo = repo};
+	ck_assert_msg(cae_backend_prepare(b, &tg, "node", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	cfg->command_executor.clone.auto_install_deps = true;
+	cae_env_info_clear(&info);
+	r = run(b, "tree-g", "test -e node_modules || echo none");
+	ck_assert_msg(strcmp(r.out, "none\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, "tree-g", &err), 0);
 	/* the kept tree: none of B's code, every file read-only and cae's */
 	_cleanup_free_ char *shared = cae__path_join(state, "package-cache");
 	tu_sh("! grep -rl POISON %s && test -z \"$(find %s -path '*/npm-trees/*/*' \\( -type f "
