@@ -1999,7 +1999,7 @@ static void docker_go_cache(cae_prepare *p)
 			 e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
-	if (cae__pkgcache_pip_docker(p, &e) < 0) {
+	if (cae__pkgcache_pip_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];
 		snprintf(w, sizeof(w), "the shared pip wheels are not filled: %.1100s", e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);

@@ -35,18 +35,64 @@ static const char fill_script[] =
     "'^syscall/js$' -e '^runtime/cgo$' -e '\"' | sed 's/.*/\\t_ \"&\"/'; printf ')\\n'; } > "
     "fill.go; go test -count=1 -run '^$' . >/dev/null";
 
+void cae__pkgcache_env_append(json_t *env, const char *const *names, size_t n)
+{
+	for (size_t i = 0; env && i < n; i++) {
+		const char *v = getenv(names[i]);
+		char kv[4200];
+		if (v && strlen(v) < 4000) {
+			snprintf(kv, sizeof(kv), "%s=%s", names[i], v);
+			json_array_append_new(env, json_string(kv));
+		}
+	}
+}
+
+int cae__pkgcache_docker_fill(struct cae_docker *d, const char *name, const char *image,
+			      json_t *body, int64_t timeout_ms, const char *what, int *exit_code,
+			      cae_error *err)
+{
+	*exit_code = -1;
+	cae_docker *fd = NULL;
+	int r = body ? cae_docker_new(cae_docker_host(d), &fd, err)
+		     : cae_error_set(err, -ENOMEM, "out of memory");
+	if (r < 0) {
+		json_decref(body);
+		return r;
+	}
+	cae_docker_set_timeout(fd, timeout_ms);
+	/* one left by a fill that died with its process */
+	(void)cae_docker_container_remove(fd, name, true, true, NULL);
+	_cleanup_free_ char *id = NULL;
+	r = cae_docker_container_create(fd, name, body, &id, NULL, err);
+	json_decref(body);
+	if (r >= 0) {
+		json_t *res = NULL;
+		char path[200];
+		snprintf(path, sizeof(path), "/containers/%s/wait", id);
+		if ((r = cae_docker_container_start(fd, id, err)) >= 0 &&
+		    (r = cae_docker_call(fd, "POST", path, NULL, &res, err)) >= 0) {
+			json_t *c = json_object_get(res, "StatusCode");
+			if (json_is_integer(c))
+				*exit_code = (int)json_integer_value(c);
+			if (*exit_code != 0)
+				r = cae_error_set(err, -EIO, "%s in a container of %s: exit %d",
+						  what, image, *exit_code);
+		}
+		json_decref(res);
+		(void)cae_docker_container_remove(fd, id, true, true, NULL);
+	}
+	cae_docker_free(fd);
+	return r < 0 ? r : 0;
+}
+
 /* Runs the fill in a container of image (an id) with dir bound at FILL_INSIDE: 0 when it
  * exited 0. */
-static int run_fill_with(cae_docker *fd, const char *image, const char *key, const char *dir,
-			 cae_error *err)
+static int run_fill(cae_docker *d, const char *image, const char *key, const char *dir,
+		    cae_error *err)
 {
-	cae_docker_set_timeout(fd, FILL_TIMEOUT_MS);
-	int r;
 	char name[96], bind[PATH_MAX + 400];
 	snprintf(name, sizeof(name), "cae-gofill-%.24s", key);
 	snprintf(bind, sizeof(bind), "%s:" FILL_INSIDE, dir);
-	/* one left by a fill that died with its process */
-	(void)cae_docker_container_remove(fd, name, true, true, NULL);
 	json_t *body = json_pack(
 	    "{s:s, s:s, s:[s,s,s], s:s, s:[s,s,s,s,s,s,s,s,s], s:b, s:{s:s}, s:{s:[s], s:s, "
 	    "s:[s], s:[s]}}",
@@ -56,41 +102,9 @@ static int run_fill_with(cae_docker *fd, const char *image, const char *key, con
 	    "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels", "cae.pkgcache_fill", "go", "HostConfig",
 	    "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
 	    "no-new-privileges");
-	if (!body)
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	_cleanup_free_ char *id = NULL;
-	r = cae_docker_container_create(fd, name, body, &id, NULL, err);
-	json_decref(body);
-	if (r < 0)
-		return r;
-	json_t *res = NULL;
-	char path[200];
-	snprintf(path, sizeof(path), "/containers/%s/wait", id);
-	if ((r = cae_docker_container_start(fd, id, err)) >= 0 &&
-	    (r = cae_docker_call(fd, "POST", path, NULL, &res, err)) >= 0) {
-		json_int_t code = json_integer_value(json_object_get(res, "StatusCode"));
-		if (!json_is_integer(json_object_get(res, "StatusCode")) || code != 0)
-			r = cae_error_set(err, -EIO,
-					  "filling the shared Go build cache in a container of %s: "
-					  "exit %lld",
-					  image, (long long)code);
-	}
-	json_decref(res);
-	(void)cae_docker_container_remove(fd, id, true, true, NULL);
-	return r < 0 ? r : 0;
-}
-
-/* run_fill_with on a client of its own: the fill outlasts the engine calls' timeout. */
-static int run_fill(cae_docker *d, const char *image, const char *key, const char *dir,
-		    cae_error *err)
-{
-	cae_docker *fd = NULL;
-	int r = cae_docker_new(cae_docker_host(d), &fd, err);
-	if (r < 0)
-		return r;
-	r = run_fill_with(fd, image, key, dir, err);
-	cae_docker_free(fd);
-	return r;
+	int code;
+	return cae__pkgcache_docker_fill(d, name, image, body, FILL_TIMEOUT_MS,
+					 "filling the shared Go build cache", &code, err);
 }
 
 /* <go-docker>/<key>/build for image: filled and sealed unless it is there. */

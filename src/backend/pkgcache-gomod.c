@@ -467,14 +467,7 @@ static int container_download(const char *shared, const char *work, void *ctx, c
 				"GOMODCACHE=" FILL_INSIDE "/mod", "GOCACHE=" FILL_INSIDE "/build",
 				e_proxy, "GOENV=off", "GOFLAGS=-mod=mod -modcacherw", "GOWORK=off",
 				"GOTOOLCHAIN=local", "GO111MODULE=on", "LANG=C.UTF-8", FILL_VCS);
-	for (size_t i = 0; env && i < ARRAY_SIZE(operator_vars); i++) {
-		const char *v = getenv(operator_vars[i]);
-		char kv[4200];
-		if (v && strlen(v) < 4000) {
-			snprintf(kv, sizeof(kv), "%s=%s", operator_vars[i], v);
-			json_array_append_new(env, json_string(kv));
-		}
-	}
+	cae__pkgcache_env_append(env, operator_vars, ARRAY_SIZE(operator_vars));
 	json_t *body = env ? json_pack("{s:s, s:s, s:[s,s,s], s:s, s:o, s:{s:s}, s:{s:[s,s], s:s, "
 				       "s:[s], s:[s]}}",
 				       "Image", cf->image, "User", "1000:1000", "Cmd", "sh", "-c",
@@ -483,39 +476,12 @@ static int container_download(const char *shared, const char *work, void *ctx, c
 				       "HostConfig", "Binds", b_work, b_shared, "NetworkMode",
 				       "host", "CapDrop", "ALL", "SecurityOpt", "no-new-privileges")
 			   : NULL;
-	if (!body)
-		return cae_error_set(err, -ENOMEM, "out of memory");
-	cae_docker *fd = NULL;
-	int r = cae_docker_new(cae_docker_host(cf->d), &fd, err);
-	if (r < 0) {
-		json_decref(body);
-		return r;
-	}
-	cae_docker_set_timeout(fd, FILL_TIMEOUT_MS);
 	char name[96];
 	snprintf(name, sizeof(name), "cae-gomodfill-%.24s", cf->image);
-	(void)cae_docker_container_remove(fd, name, true, true, NULL);
-	_cleanup_free_ char *id = NULL;
-	r = cae_docker_container_create(fd, name, body, &id, NULL, err);
-	json_decref(body);
-	if (r >= 0) {
-		json_t *res = NULL;
-		char path[200];
-		snprintf(path, sizeof(path), "/containers/%s/wait", id);
-		if ((r = cae_docker_container_start(fd, id, err)) >= 0 &&
-		    (r = cae_docker_call(fd, "POST", path, NULL, &res, err)) >= 0) {
-			json_t *c = json_object_get(res, "StatusCode");
-			if (!json_is_integer(c) || json_integer_value(c) != 0)
-				r = cae_error_set(err, -EIO,
-						  "go mod download (filling the shared Go module "
-						  "cache) in a container of %s: exit %lld",
-						  cf->image, (long long)json_integer_value(c));
-		}
-		json_decref(res);
-		(void)cae_docker_container_remove(fd, id, true, true, NULL);
-	}
-	cae_docker_free(fd);
-	return r < 0 ? r : 0;
+	int code;
+	return cae__pkgcache_docker_fill(cf->d, name, cf->image, body, FILL_TIMEOUT_MS,
+					 "go mod download (filling the shared Go module cache)",
+					 &code, err);
 }
 
 int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *container, cae_error *err)

@@ -7,6 +7,7 @@
 #include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "cae/docker.h"
 #include "cae/runner.h"
 
 #include <ctype.h>
@@ -153,8 +154,9 @@ static int write_text(const char *dir, const char *name, const char *text)
 
 /* pip download of work/requirements.txt into work/dl, the shared wheels first. 0, 1 when
  * the host's python3 has no pip, or -EIO with err set. */
-static int download(const char *shared, const char *work, cae_error *err)
+static int host_download(const char *shared, const char *work, void *ctx, cae_error *err)
 {
+	(void)ctx;
 	char e_home[PATH_MAX + 100], req[PATH_MAX + 100], dl[PATH_MAX + 100];
 	snprintf(e_home, sizeof(e_home), "HOME=%s/home", work);
 	snprintf(req, sizeof(req), "%s/requirements.txt", work);
@@ -239,7 +241,12 @@ static int publish(const char *dl, const char *shared)
 	return r;
 }
 
-int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err)
+typedef int (*download_fn)(const char *shared, const char *work, void *ctx, cae_error *err);
+
+/* The fill with download, whose wheels are for the Python that salt names ("" for the
+ * host's) */
+static int fill_with(const cae_config *cfg, const char *requirements, const char *salt,
+		     download_fn download, void *ctx, cae_error *err)
 {
 	char shared[PATH_MAX], fill[PATH_MAX], work[PATH_MAX + 40];
 	int r = cae__pkgcache_fill_dirs(cfg, "pip-wheels", "pip-fill", shared, fill, err);
@@ -251,6 +258,7 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 	if (!kept[0])
 		return 0;
 	uint64_t h = cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, "cae-pip 1\n", 10);
+	h = cae__pkgcache_fnv1a(h, salt, strlen(salt) + 1);
 	h = cae__pkgcache_fnv1a(h, kept, strlen(kept));
 	_cleanup_close_ int lfd = -1;
 	if ((r = cae__pkgcache_fill_lock(shared, fill, h, work, sizeof(work), &lfd, err)) <= 0)
@@ -261,7 +269,7 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 	if ((r = cae__mkdir_p(home, 0700)) < 0 ||
 	    (r = write_text(work, "requirements.txt", kept)) < 0)
 		return cae_error_set(err, r, "cannot make %s: %s", work, strerror(-r));
-	int dr = download(shared, work, err);
+	int dr = download(shared, work, ctx, err);
 	/* what was downloaded is published, even when some requirement was not */
 	r = dr == 1 ? 0 : publish(dl, shared);
 	(void)cae__rm_rf(work);
@@ -272,6 +280,11 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
 		return dr < 0 ? dr : 0;
 	(void)cae__pkgcache_filled(shared, h, true);
 	return 1;
+}
+
+int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err)
+{
+	return fill_with(cfg, requirements, "", host_download, NULL, err);
 }
 
 int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err)
@@ -286,13 +299,77 @@ int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, c
 	return req ? cae__pkgcache_pip_fill(cfg, req, err) : 0;
 }
 
-int cae__pkgcache_pip_docker(cae_prepare *p, cae_error *err)
+/* ---- the fill in a container of the image (docker) ---- */
+
+#define FILL_INSIDE "/fill"
+/* the container's exit status when it has no python3 with pip: nothing to fill with (the
+ * script's "exit 97") */
+#define NO_PIP 97
+
+struct container_fill {
+	cae_docker *d;
+	const char *image; /* its id */
+};
+
+/* pip download in a container of the image (its python3 and pip: wheels for its Python
+ * and platform; its user 1000, the host's network to reach the operator's index, no
+ * capabilities), work bound at FILL_INSIDE and the shared wheels read-only at
+ * CAE_PKGCACHE_PIP_WHEELS: nothing of a task's but the requirement lines kept. */
+static int container_download(const char *shared, const char *work, void *ctx, cae_error *err)
+{
+	struct container_fill *cf = ctx;
+	static const char *const owned[] = {"", "/home", "/requirements.txt"};
+	for (size_t i = 0; i < ARRAY_SIZE(owned); i++) {
+		char p[PATH_MAX + 40];
+		snprintf(p, sizeof(p), "%s%s", work, owned[i]);
+		if (lchown(p, 1000, 1000) < 0)
+			return cae_error_set(err, -errno, "cannot give %s to uid 1000: %s", p,
+					     strerror(errno));
+	}
+	char b_work[PATH_MAX + 40], b_shared[PATH_MAX + 40];
+	snprintf(b_work, sizeof(b_work), "%s:" FILL_INSIDE, work);
+	snprintf(b_shared, sizeof(b_shared), "%s:" CAE_PKGCACHE_PIP_WHEELS ":ro", shared);
+	json_t *env = json_pack("[s,s,s,s]", "HOME=" FILL_INSIDE "/home", "LANG=C.UTF-8",
+				"PIP_DISABLE_PIP_VERSION_CHECK=1", "PYTHONDONTWRITEBYTECODE=1");
+	cae__pkgcache_env_append(env, operator_vars, ARRAY_SIZE(operator_vars));
+	static const char script[] =
+	    "python3 -c 'import pip' >/dev/null 2>&1 || exit 97; exec python3 -m pip download "
+	    "--only-binary=:all: --no-input --progress-bar off "
+	    "--find-links " CAE_PKGCACHE_PIP_WHEELS " -d " FILL_INSIDE "/dl -r " FILL_INSIDE
+	    "/requirements.txt";
+	json_t *body =
+	    env ? json_pack("{s:s, s:s, s:[s,s,s], s:s, s:o, s:{s:s}, s:{s:[s,s], s:s, "
+			    "s:[s], s:[s]}}",
+			    "Image", cf->image, "User", "1000:1000", "Cmd", "sh", "-c", script,
+			    "WorkingDir", FILL_INSIDE, "Env", env, "Labels", "cae.pkgcache_fill",
+			    "pip", "HostConfig", "Binds", b_work, b_shared, "NetworkMode", "host",
+			    "CapDrop", "ALL", "SecurityOpt", "no-new-privileges")
+		: NULL;
+	char name[96];
+	snprintf(name, sizeof(name), "cae-pipfill-%.24s", cf->image);
+	int code;
+	int r =
+	    cae__pkgcache_docker_fill(cf->d, name, cf->image, body, FILL_TIMEOUT_MS,
+				      "pip download (filling the shared pip wheels)", &code, err);
+	if (r == -EIO && code == NO_PIP) {
+		cae_error_clear(err);
+		return 1;
+	}
+	return r;
+}
+
+int cae__pkgcache_pip_docker(cae_prepare *p, cae_docker *d, const char *container, cae_error *err)
 {
 	if (!p->b->cfg->command_executor.package_cache.enabled)
 		return 0;
 	_cleanup_free_ char *req = NULL;
 	int r = cae__pkgcache_container_manifest(p, "requirements.txt", &req, err);
-	if (r < 0)
+	if (r < 0 || !req)
 		return r;
-	return req ? cae__pkgcache_pip_fill(p->b->cfg, req, err) : 0;
+	/* the image's Python: its id */
+	char key[80];
+	if ((r = cae__pkgcache_image_key(d, container, key, sizeof(key), err)) < 0)
+		return r;
+	struct container_fill cf = {.d = d, .image = key};
+	return fill_with(p->b->cfg, req, key, container_download, &cf, err);
 }

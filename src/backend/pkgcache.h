@@ -217,9 +217,10 @@ extern bool cae__pkgcache_gomod_in_container;
  * build, no code of any package runs) of the requirement lines it keeps (a name, extras,
  * version specifiers, markers and --hash options: no option, URL, path, file or variable,
  * which could make the fill take a wheel from elsewhere than the operator's index), with
- * the host's python3, an empty HOME and the operator's PIP_INDEX_URL, PIP_EXTRA_INDEX_URL,
- * PIP_TRUSTED_HOST, PIP_CERT and proxy variables from cae's own environment, never the
- * task's; the wheels are then published like Go's modules. What protects it: only cae
+ * the host's python3 (docker: the image's, in a container of cae's, so that the wheels are
+ * of the image's Python and platform), an empty HOME and the operator's PIP_INDEX_URL,
+ * PIP_EXTRA_INDEX_URL, PIP_TRUSTED_HOST, PIP_CERT and proxy variables from cae's own environment,
+ * never the task's; the wheels are then published like Go's modules. What protects it: only cae
  * writes it, from the operator's index. pip checks a wheel's hash only where the project
  * pins hashes (--hash, --require-hashes); a wheel is otherwise trusted by its name, as the
  * index's would be. */
@@ -235,10 +236,12 @@ const char *const *cae__pkgcache_pip_env(void);
  * the host, nothing to fill, or already done for this text; -errno with err set (what was
  * downloaded is published all the same). */
 int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err);
-/* The fill for the requirements.txt of project on this host, or of the container being
- * prepared. */
+/* The fill for the requirements.txt of project on this host. */
 int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err);
-int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
+/* The fill for the requirements.txt of the container being prepared, in a container of
+ * its image (its Python's wheels). */
+int cae__pkgcache_pip_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
+			     cae_error *err);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
  * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
@@ -255,6 +258,18 @@ int cae__pkgcache_shared_dir(const cae_config *cfg, const char *name, bool make,
 /* The subdirectory name of sdfd and of ddfd, opened (O_DIRECTORY, O_NOFOLLOW) into *s and
  * *t for a walk to go down: 0, or -errno with neither left open. */
 int cae__pkgcache_open_pair(int sdfd, int ddfd, const char *name, int *s, int *t);
+/* "NAME=value" appended to env (a JSON array; NULL: nothing) for each of the n names set
+ * in cae's own environment (values under 4000 bytes): the operator's variables a fill in a
+ * container passes on. */
+void cae__pkgcache_env_append(json_t *env, const char *const *names, size_t n);
+/* A fill in a container of its own (docker): body (a create body of image, consumed) run
+ * as name (one of that name left by a fill that died is removed first) on a client of its
+ * own with timeout_ms, waited for and removed. 0 when it exited 0; -EIO with *exit_code
+ * its status otherwise (-1: none), or -errno, with err set (what: the fill, for the
+ * message). */
+int cae__pkgcache_docker_fill(struct cae_docker *d, const char *name, const char *image,
+			      json_t *body, int64_t timeout_ms, const char *what, int *exit_code,
+			      cae_error *err);
 /* The id (hex) of the image container runs, into key: 0, or -errno with err set. */
 int cae__pkgcache_image_key(struct cae_docker *d, const char *container, char *key, size_t size,
 			    cae_error *err);

@@ -2800,9 +2800,11 @@ START_TEST(go_build_cache_shared_read_only_docker)
 }
 END_TEST
 
-/* pip's shared wheels on docker (pkgcache-pip.c): cae's fill, on the host, put the wheel a
- * container's requirements.txt names (from the operator's index, PIP_INDEX_URL of cae's
- * environment, here a directory of this host) in the shared directory bound read-only at
+/* pip's shared wheels on docker (pkgcache-pip.c): cae's fill, in a container of the
+ * environment's image (its Python's wheels: the engine's events show the fill's container),
+ * put the wheel a container's requirements.txt names (from the operator's index,
+ * PIP_INDEX_URL of cae's environment, here served on this host's loopback, which the fill's
+ * container reaches on the host's network) in the shared directory bound read-only at
  * /cache/pip-wheels, named by the container's PIP_FIND_LINKS. Task A, as an attacker,
  * appends to, removes, renames and adds files there, its own wheel of the same name among
  * them (refused: a read-only bind of root's files); then the operator's index is gone, and
@@ -2824,19 +2826,37 @@ START_TEST(pip_wheels_shared_read_only_docker)
 	    "setup\\nsetup(name=\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > "
 	    "$P/src/setup.py; (cd $P && HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q "
 	    "--no-deps --no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
-	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
+	    "$P/wheels); printf '<a href=\"../../wheels/%%s\">%%s</a>\\n' $W $W > "
 	    "$P/simple/caewheel/index.html; cd %s && git init -q -b main && printf "
 	    "'caewheel==1.0\\n' > requirements.txt && git add . && git -c user.email=t@e -c "
 	    "user.name=t commit -qm pip",
 	    pp, work);
-	char index[PATH_MAX + 16];
-	snprintf(index, sizeof(index), "file://%s/simple", pp);
+	/* the operator's index: $P served on a loopback port */
+	shf("P=%s; python3 -c 'import functools, http.server, sys\n"
+	    "h = functools.partial(http.server.SimpleHTTPRequestHandler, directory=sys.argv[1])\n"
+	    "s = http.server.ThreadingHTTPServer((\"127.0.0.1\", 0), h)\n"
+	    "open(sys.argv[2] + \".new\", \"w\").write(str(s.server_address[1]))\n"
+	    "__import__(\"os\").rename(sys.argv[2] + \".new\", sys.argv[2])\n"
+	    "s.serve_forever()' $P $P/port >/dev/null 2>&1 & echo $! > $P/pid; for i in $(seq "
+	    "300); do [ -s $P/port ] && exit 0; sleep 0.1; done; exit 1",
+	    pp);
+	char index[PATH_MAX + 64], t0[32];
+	_cleanup_free_ char *port = NULL, *portfile = cae__path_join(pp, "port");
+	ck_assert_int_eq(cae__read_file(AT_FDCWD, portfile, 64, &port, NULL), 0);
+	snprintf(index, sizeof(index), "http://127.0.0.1:%s/simple", port);
 	setenv("PIP_INDEX_URL", index, 1);
+	snprintf(t0, sizeof(t0), "%lld", (long long)time(NULL));
 	cae_task ta = {.uuid = ua, .repo = work}, tb = {.uuid = ub, .repo = work};
 	cae_env_info info;
 	prepare_ok(b, &ta, "python", &info);
 	ck_assert(!warned_with(info.warnings, "pip wheels"));
 	cae_env_info_clear(&info);
+	/* the fill ran in a container of the python image, as no other test's does */
+	shf("img=$(docker image inspect -f '{{.Id}}' coding-agent-executor-python:latest | sed "
+	    "'s/^sha256://'); docker events --since %s --until $(($(date +%%s) + 1)) --filter "
+	    "label=cae.pkgcache_fill=pip --filter event=create --format "
+	    "'{{.Actor.Attributes.image}}' | grep -qx \"$img\"",
+	    t0);
 	cae_run_result r = bt_exec(
 	    b, ua,
 	    "echo $PIP_FIND_LINKS; ls /cache/pip-wheels; w=0; for f in $(find /cache/pip-wheels "
@@ -2851,7 +2871,7 @@ START_TEST(pip_wheels_shared_read_only_docker)
 	    "%s%s", r.out, r.err);
 	cae_run_result_clear(&r);
 	/* the operator's index gone */
-	shf("rm -rf %s/simple %s/wheels", pp, pp);
+	shf("kill $(cat %s/pid); rm -rf %s/simple %s/wheels", pp, pp, pp);
 	prepare_ok(b, &tb, "python", &info);
 	cae_env_info_clear(&info);
 	r = bt_exec(b, ub,
