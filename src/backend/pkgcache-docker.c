@@ -47,11 +47,16 @@ void cae__pkgcache_env_append(json_t *env, const char *const *names, size_t n)
 	}
 }
 
-int cae__pkgcache_docker_fill(struct cae_docker *d, const char *name, const char *image,
-			      json_t *body, int64_t timeout_ms, const char *what, int *exit_code,
-			      cae_error *err)
+int cae__pkgcache_docker_fill(struct cae_docker *d, const char *prefix, const char *dir,
+			      const char *image, json_t *body, int64_t timeout_ms, const char *what,
+			      int *exit_code, cae_error *err)
 {
 	*exit_code = -1;
+	/* one name per fill directory: another instance's fill of the same image (another
+	 * state directory) is not this one's to remove */
+	char name[128];
+	snprintf(name, sizeof(name), "%.64s-%016llx", prefix,
+		 (unsigned long long)cae__pkgcache_fnv1a(0xcbf29ce484222325ULL, dir, strlen(dir)));
 	cae_docker *fd = NULL;
 	int r = body ? cae_docker_new(cae_docker_host(d), &fd, err)
 		     : cae_error_set(err, -ENOMEM, "out of memory");
@@ -90,8 +95,7 @@ int cae__pkgcache_docker_fill(struct cae_docker *d, const char *name, const char
 static int run_fill(cae_docker *d, const char *image, const char *key, const char *dir,
 		    cae_error *err)
 {
-	char name[96], bind[PATH_MAX + 400];
-	snprintf(name, sizeof(name), "cae-gofill-%.24s", key);
+	char bind[PATH_MAX + 400];
 	snprintf(bind, sizeof(bind), "%s:" FILL_INSIDE, dir);
 	json_t *body = json_pack(
 	    "{s:s, s:s, s:[s,s,s], s:s, s:[s,s,s,s,s,s,s,s,s], s:b, s:{s:s}, s:{s:[s], s:s, "
@@ -103,7 +107,7 @@ static int run_fill(cae_docker *d, const char *image, const char *key, const cha
 	    "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
 	    "no-new-privileges");
 	int code;
-	return cae__pkgcache_docker_fill(d, name, image, body, FILL_TIMEOUT_MS,
+	return cae__pkgcache_docker_fill(d, "cae-gofill", dir, image, body, FILL_TIMEOUT_MS,
 					 "filling the shared Go build cache", &code, err);
 }
 

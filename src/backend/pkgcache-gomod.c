@@ -476,12 +476,10 @@ static int container_download(const char *shared, const char *work, void *ctx, c
 				       "HostConfig", "Binds", b_work, b_shared, "NetworkMode",
 				       "host", "CapDrop", "ALL", "SecurityOpt", "no-new-privileges")
 			   : NULL;
-	char name[96];
-	snprintf(name, sizeof(name), "cae-gomodfill-%.24s", cf->image);
 	int code;
-	return cae__pkgcache_docker_fill(cf->d, name, cf->image, body, FILL_TIMEOUT_MS,
-					 "go mod download (filling the shared Go module cache)",
-					 &code, err);
+	return cae__pkgcache_docker_fill(
+	    cf->d, "cae-gomodfill", work, cf->image, body, FILL_TIMEOUT_MS,
+	    "go mod download (filling the shared Go module cache)", &code, err);
 }
 
 int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *container, cae_error *err)

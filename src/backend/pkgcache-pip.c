@@ -345,11 +345,9 @@ static int container_download(const char *shared, const char *work, void *ctx, c
 			    "pip", "HostConfig", "Binds", b_work, b_shared, "NetworkMode", "host",
 			    "CapDrop", "ALL", "SecurityOpt", "no-new-privileges")
 		: NULL;
-	char name[96];
-	snprintf(name, sizeof(name), "cae-pipfill-%.24s", cf->image);
 	int code;
 	int r =
-	    cae__pkgcache_docker_fill(cf->d, name, cf->image, body, FILL_TIMEOUT_MS,
+	    cae__pkgcache_docker_fill(cf->d, "cae-pipfill", work, cf->image, body, FILL_TIMEOUT_MS,
 				      "pip download (filling the shared pip wheels)", &code, err);
 	if (r == -EIO && code == NO_PIP) {
 		cae_error_clear(err);

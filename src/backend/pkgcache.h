@@ -263,13 +263,13 @@ int cae__pkgcache_open_pair(int sdfd, int ddfd, const char *name, int *s, int *t
  * container passes on. */
 void cae__pkgcache_env_append(json_t *env, const char *const *names, size_t n);
 /* A fill in a container of its own (docker): body (a create body of image, consumed) run
- * as name (one of that name left by a fill that died is removed first) on a client of its
- * own with timeout_ms, waited for and removed. 0 when it exited 0; -EIO with *exit_code
- * its status otherwise (-1: none), or -errno, with err set (what: the fill, for the
- * message). */
-int cae__pkgcache_docker_fill(struct cae_docker *d, const char *name, const char *image,
-			      json_t *body, int64_t timeout_ms, const char *what, int *exit_code,
-			      cae_error *err);
+ * as prefix-<hash of dir> (dir: the fill's directory on this host; one of that name left by
+ * a fill that died is removed first) on a client of its own with timeout_ms, waited for and
+ * removed. 0 when it exited 0; -EIO with *exit_code its status otherwise (-1: none), or
+ * -errno, with err set (what: the fill, for the message). */
+int cae__pkgcache_docker_fill(struct cae_docker *d, const char *prefix, const char *dir,
+			      const char *image, json_t *body, int64_t timeout_ms, const char *what,
+			      int *exit_code, cae_error *err);
 /* The id (hex) of the image container runs, into key: 0, or -errno with err set. */
 int cae__pkgcache_image_key(struct cae_docker *d, const char *container, char *key, size_t size,
 			    cae_error *err);
