@@ -260,6 +260,9 @@ typedef struct cae_config {
 			uint64_t max_bytes; /* max_size, 10g: ... then the least recently
 					     * used ones until the rest take at most this
 					     * (0: no bound) */
+			char *maven_remote; /* "https://repo.maven.apache.org/maven2/": where
+					     * cae fetches what it puts in the shared Maven
+					     * repository */
 		} package_cache;
 		/* Snapshots of an environment (include/cae/snapshot.h), kept with it and
 		 * removed with it. */
