@@ -40,46 +40,50 @@
  * releases only (a snapshot changes under the same name), checksums required (cae writes
  * each artifact's .sha1); and, as Maven's own settings.xml has it, no plain-HTTP remote
  * but the loopback's. */
-#define REPO(kind)                                                                                 \
-	"      <" kind ">\n"                                                                      \
-	"        <id>cae-package-cache</id>\n"                                                    \
-	"        <url>file://" CAE_PKGCACHE_MAVEN "</url>\n"                                      \
-	"        <releases><enabled>true</enabled><checksumPolicy>fail</checksumPolicy>"          \
-	"</releases>\n"                                                                           \
-	"        <snapshots><enabled>false</enabled></snapshots>\n"                               \
-	"      </" kind ">\n"
-#define SETTINGS(local_repository)                                                                 \
-	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"                                        \
-	"<!-- cae's (command_executor.package_cache): the shared Maven repository, read-only, "  \
-	"is\n     searched before the project's remotes; what Maven takes from it goes into "   \
-	"the\n     environment's own local repository. -->\n"                                    \
-	"<settings xmlns=\"http://maven.apache.org/SETTINGS/1.2.0\">\n" local_repository         \
-	"  <mirrors>\n"                                                                           \
-	"    <mirror>\n"                                                                          \
-	"      <id>maven-default-http-blocker</id>\n"                                             \
-	"      <mirrorOf>external:http:*</mirrorOf>\n"                                            \
-	"      <url>http://0.0.0.0/</url>\n"                                                      \
-	"      <blocked>true</blocked>\n"                                                         \
-	"    </mirror>\n"                                                                         \
-	"  </mirrors>\n"                                                                          \
-	"  <profiles>\n"                                                                          \
-	"    <profile>\n"                                                                         \
-	"      <id>cae-package-cache</id>\n"                                                      \
-	"      <repositories>\n" REPO("repository") "      </repositories>\n"                    \
-	"      <pluginRepositories>\n" REPO("pluginRepository") "      </pluginRepositories>\n"  \
-	"    </profile>\n"                                                                        \
-	"  </profiles>\n"                                                                         \
-	"  <activeProfiles>\n"                                                                    \
-	"    <activeProfile>cae-package-cache</activeProfile>\n"                                  \
-	"  </activeProfiles>\n"                                                                   \
+#define REPO_BODY                                                                                  \
+	"        <id>cae-package-cache</id>\n"                                                     \
+	"        <url>file://" CAE_PKGCACHE_MAVEN "</url>\n"                                       \
+	"        <releases><enabled>true</enabled><checksumPolicy>fail</checksumPolicy>"           \
+	"</releases>\n"                                                                            \
+	"        <snapshots><enabled>false</enabled></snapshots>\n"
+#define SETTINGS_HEAD                                                                              \
+	"<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"                                             \
+	"<!-- cae's (command_executor.package_cache): the shared Maven repository, read-only, "    \
+	"is\n"                                                                                     \
+	"     searched before the project's remotes; what Maven takes from it goes into the\n"     \
+	"     environment's own local repository. -->\n"                                           \
+	"<settings xmlns=\"http://maven.apache.org/SETTINGS/1.2.0\">\n"
+#define SETTINGS_TAIL                                                                              \
+	"  <mirrors>\n"                                                                            \
+	"    <mirror>\n"                                                                           \
+	"      <id>maven-default-http-blocker</id>\n"                                              \
+	"      <mirrorOf>external:http:*</mirrorOf>\n"                                             \
+	"      <url>http://0.0.0.0/</url>\n"                                                       \
+	"      <blocked>true</blocked>\n"                                                          \
+	"    </mirror>\n"                                                                          \
+	"  </mirrors>\n"                                                                           \
+	"  <profiles>\n"                                                                           \
+	"    <profile>\n"                                                                          \
+	"      <id>cae-package-cache</id>\n"                                                       \
+	"      <repositories>\n"                                                                   \
+	"      <repository>\n" REPO_BODY "      </repository>\n"                                   \
+	"      </repositories>\n"                                                                  \
+	"      <pluginRepositories>\n"                                                             \
+	"      <pluginRepository>\n" REPO_BODY "      </pluginRepository>\n"                       \
+	"      </pluginRepositories>\n"                                                            \
+	"    </profile>\n"                                                                         \
+	"  </profiles>\n"                                                                          \
+	"  <activeProfiles>\n"                                                                     \
+	"    <activeProfile>cae-package-cache</activeProfile>\n"                                   \
+	"  </activeProfiles>\n"                                                                    \
 	"</settings>\n"
 /* The local sandbox's home is a file system of each sandbox's own (the prepare's install
  * runs in one of its own): the local repository is kept in the workspace there, as Go's
  * build cache is, by these settings, the sandbox's global ones (the environment's own
  * ~/.m2/settings.xml may say otherwise). */
-static const char settings_local[] =
-    SETTINGS("  <localRepository>" CAE_PKGCACHE_MAVEN_LOCAL_REPO "</localRepository>\n");
-static const char settings_home[] = SETTINGS("");
+static const char settings_local[] = SETTINGS_HEAD
+    "  <localRepository>" CAE_PKGCACHE_MAVEN_LOCAL_REPO "</localRepository>\n" SETTINGS_TAIL;
+static const char settings_home[] = SETTINGS_HEAD SETTINGS_TAIL;
 
 const char *cae__pkgcache_maven_settings(bool workspace_repo)
 {
@@ -92,8 +96,7 @@ int cae__pkgcache_maven_dir(const cae_config *cfg, bool make, char *out, size_t 
 	return cae__pkgcache_shared_dir(cfg, "maven", make, out, size, err);
 }
 
-int cae__pkgcache_maven_settings_file(const cae_config *cfg, char *out, size_t size,
-				      cae_error *err)
+int cae__pkgcache_maven_settings_file(const cae_config *cfg, char *out, size_t size, cae_error *err)
 {
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
@@ -248,7 +251,7 @@ struct item {
 	bool got;	  /* downloaded as work/<index> */
 	int want;	  /* the remote's checksum: 0 none, 1 sha1, 512 sha512 */
 	char want_sum[129];
-	char sha1[41];	  /* what was downloaded */
+	char sha1[41]; /* what was downloaded */
 	char sha512[129];
 };
 
@@ -376,7 +379,8 @@ static size_t wanted(const char *listing, int sfd, char **buf, struct item **out
 	     l = strtok_r(NULL, "\n", &save)) {
 		if (strncmp(l, "./", 2) == 0)
 			l += 2;
-		if (!cae__pkgcache_maven_path_ok(l) || faccessat(sfd, l, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+		if (!cae__pkgcache_maven_path_ok(l) ||
+		    faccessat(sfd, l, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			continue;
 		v[n++].path = l;
 	}
@@ -428,7 +432,8 @@ static int download_all(const char *base, int wfd, struct item *v, size_t n, cae
 		}
 		char name[32];
 		snprintf(name, sizeof(name), "%zu", i);
-		int fd = openat(wfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		int fd =
+		    openat(wfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (fd < 0) {
 			r = cae_error_set(err, -errno, "cannot make a file of the fill: %s",
 					  strerror(errno));
@@ -485,9 +490,10 @@ int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_err
 		return r;
 	_cleanup_free_ char *base = remote_base(cfg);
 	if (!base)
-		return cae_error_set(err, -EINVAL,
-				     "command_executor.package_cache.maven_remote is not an http(s) "
-				     "URL");
+		return cae_error_set(
+		    err, -EINVAL,
+		    "command_executor.package_cache.maven_remote is not an http(s) "
+		    "URL");
 	_cleanup_close_ int sfd = open(shared, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (sfd < 0)
 		return cae_error_set(err, -errno, "cannot open %s: %s", shared, strerror(errno));
@@ -536,10 +542,11 @@ int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_err
 	if (r < 0)
 		return r;
 	if (bad)
-		return cae_error_set(err, -EBADMSG,
-				     "%zu file(s) of %s do not match the checksum it publishes (%s): "
-				     "not shared",
-				     bad, base, bad_path);
+		return cae_error_set(
+		    err, -EBADMSG,
+		    "%zu file(s) of %s do not match the checksum it publishes (%s): "
+		    "not shared",
+		    bad, base, bad_path);
 	if (dr < 0) {
 		if (err)
 			*err = derr;

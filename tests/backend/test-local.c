@@ -1832,8 +1832,8 @@ END_TEST
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
  * with a cache of its own; B's cache is the same directory. A also plants files in pip's
  * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
- * read: B has none of them (each environment's own; what is shared of pip's and Go's is
- * read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
+ * read: B has none of them (each environment's own; what is shared of pip's, Maven's and
+ * Go's is read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -2280,10 +2280,11 @@ static pid_t maven_remote(const char *dir, const char *repo, int port)
 	cae__proctree_lock();
 	cae__proctree_register(pid);
 	cae__proctree_unlock();
-	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null "
-	      "http://127.0.0.1:%d/maven2/javax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
-	      "sleep 0.1; done; exit 1",
-	      port);
+	tu_sh(
+	    "for i in $(seq 100); do curl -sf -o /dev/null "
+	    "http://127.0.0.1:%d/maven2/javax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
+	    "sleep 0.1; done; exit 1",
+	    port);
 	return pid;
 }
 
@@ -2337,20 +2338,21 @@ START_TEST(package_cache_maven_read_only)
 	ck_assert_int_eq(said, 1);
 	cae_env_info_clear(&info);
 	/* the shared repository: the remote's files and checksums, sealed, cae's */
-	tu_sh("S=$(echo %s/package-cache/*/maven); M=%s/www/maven2; for f in "
-	      "javax/inject/javax.inject/1/javax.inject-1.jar "
-	      "javax/inject/javax.inject/1/javax.inject-1.pom "
-	      "org/codehaus/plexus/plexus-utils/3.4.2/plexus-utils-3.4.2.jar "
-	      "cae/test/cae-maven-plugin/1.0/cae-maven-plugin-1.0.jar "
-	      "org/codehaus/plexus/plexus-interpolation/1.26/plexus-interpolation-1.26.jar; do cmp "
-	      "$S/$f $M/$f && test \"$(cat $S/$f.sha1)\" = \"$(cat $M/$f.sha1)\" || exit 1; done; "
-	      "test ! -e $S/org/codehaus/plexus/plexus-interpolation/1.26/"
-	      "plexus-interpolation-1.26.pom && test ! -e $S/org/codehaus/plexus/plexus-classworlds "
-	      "&& ! grep -rl FORGED $S/.. && test -z \"$(find $S/.. -name '*evil*' -o -name "
-	      "'*SNAPSHOT*' -o -name '*escape*' -o -name 'y-1.jar' -o -name 'a')\" && test -z "
-	      "\"$(find $S -path $S/.filled -prune -o -type f -perm /222 -print -o ! -user %u "
-	      "-print)\" && ! grep -E 'escape|evil|SNAPSHOT|/a ' %s/http.log",
-	      state, mp, (unsigned)getuid(), mp);
+	tu_sh(
+	    "S=$(echo %s/package-cache/*/maven); M=%s/www/maven2; for f in "
+	    "javax/inject/javax.inject/1/javax.inject-1.jar "
+	    "javax/inject/javax.inject/1/javax.inject-1.pom "
+	    "org/codehaus/plexus/plexus-utils/3.4.2/plexus-utils-3.4.2.jar "
+	    "cae/test/cae-maven-plugin/1.0/cae-maven-plugin-1.0.jar "
+	    "org/codehaus/plexus/plexus-interpolation/1.26/plexus-interpolation-1.26.jar; do cmp "
+	    "$S/$f $M/$f && test \"$(cat $S/$f.sha1)\" = \"$(cat $M/$f.sha1)\" || exit 1; done; "
+	    "test ! -e $S/org/codehaus/plexus/plexus-interpolation/1.26/"
+	    "plexus-interpolation-1.26.pom && test ! -e $S/org/codehaus/plexus/plexus-classworlds "
+	    "&& ! grep -rl FORGED $S/.. && test -z \"$(find $S/.. -name '*evil*' -o -name "
+	    "'*SNAPSHOT*' -o -name '*escape*' -o -name 'y-1.jar' -o -name 'a')\" && test -z "
+	    "\"$(find $S -path $S/.filled -prune -o -type f -perm /222 -print -o ! -user %u "
+	    "-print)\" && ! grep -E 'escape|evil|SNAPSHOT|/a ' %s/http.log",
+	    state, mp, (unsigned)getuid(), mp);
 	cae_run_result r = run(
 	    b, "maven-a",
 	    "test -f /workspace/.m2/repository/javax/inject/javax.inject/1/javax.inject-1.jar && "
