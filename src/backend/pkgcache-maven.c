@@ -598,3 +598,32 @@ void cae__pkgcache_maven_installed(void *ctx)
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
 }
+
+int cae__pkgcache_maven_docker(cae_prepare *p, cae_error *err)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled || !p->exec)
+		return 0;
+	/* the container's own user settings, when the project is Maven's and it has none (a
+	 * file the task may change: it is read by its own Maven only) */
+	static const char script[] =
+	    "[ -f pom.xml ] && command -v mvn >/dev/null 2>&1 || exit 0; "
+	    "S=\"$HOME/.m2/settings.xml\"; "
+	    "[ -e \"$S\" ] || [ -L \"$S\" ] || { mkdir -p \"$HOME/.m2\" && cat > \"$S\"; }";
+	const char *argv[] = {"sh", "-c", script, NULL};
+	cae_exec_request req = {.argv = argv,
+				.cwd = p->project,
+				.stdin_data = settings_home,
+				.stdin_len = sizeof(settings_home) - 1,
+				.has_stdin = true,
+				.timeout_ms = 60000,
+				.max_stdout = 4096,
+				.max_stderr = 4096,
+				.cancel_fd = -1};
+	cae_run_result res = {0};
+	int r = p->exec(p->exec_ctx, &req, &res, err);
+	if (r == 0 && res.exit_code != 0)
+		r = cae_error_set(err, -EIO, "cannot write ~/.m2/settings.xml: exit %d: %.300s",
+				  res.exit_code, res.err ? res.err : "");
+	cae_run_result_clear(&res);
+	return r < 0 ? r : 1;
+}

@@ -204,16 +204,17 @@ int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
 /* Maven's repository (pkgcache-maven.c): a Maven-layout directory of release artifacts,
  *   <state_dir>/package-cache/<instance key>/maven/<group dirs>/<artifact>/<version>/<file>
  * each .jar and .pom beside a .sha1 of cae's; files 0444, directories 0755, cae's; bound
- * read-only at CAE_PKGCACHE_MAVEN (local's sandbox) and searched first by Maven, for
- * artifacts and plugins, through an active profile of cae's settings.xml
- * (cae__pkgcache_maven_settings), the sandbox's global settings (/etc/maven/settings.xml,
- * where the host's, which may hold credentials, never is), which also keep the local
- * repository in the workspace (CAE_PKGCACHE_MAVEN_LOCAL_REPO): Maven copies what it takes
- * from there into the environment's own local repository, and asks the project's remotes
- * for the rest. cae alone fills it, after the prepare's Maven install, for an environment
- * that has the network itself (cae__net_full; the caller's test): the names of the .jar and
- * .pom files of the environment's local repository (listed with its exec: names only, never
- * a byte of them) that are a release's files in Maven's layout
+ * read-only at CAE_PKGCACHE_MAVEN (local's sandbox, every container) and searched first by
+ * Maven, for artifacts and plugins, through an active profile of cae's settings.xml
+ * (cae__pkgcache_maven_settings): on local, the sandbox's global settings
+ * (/etc/maven/settings.xml, where the host's, which may hold credentials, never is), which
+ * also keep the local repository in the workspace (CAE_PKGCACHE_MAVEN_LOCAL_REPO); on
+ * docker, the container user's ~/.m2/settings.xml, written by the prepare when there is
+ * none. Maven copies what it takes from there into the environment's own local
+ * repository, and asks the project's remotes for the rest. cae alone fills it, after the prepare's
+ * Maven install, for an environment that has the network itself (cae__net_full; the caller's test):
+ * the names of the .jar and .pom files of the environment's local repository (listed with its exec:
+ * names only, never a byte of them) that are a release's files in Maven's layout
  * (cae__pkgcache_maven_path_ok), at most 10000, are fetched with libcurl from the
  * operator's remote (command_executor.package_cache.maven_remote), each checked against the
  * remote's .sha1, else .sha512, where it publishes one (a mismatch is not shared), then
@@ -250,8 +251,14 @@ bool cae__pkgcache_maven_path_ok(const char *path);
  * checked is published all the same). */
 int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_error *err);
 /* cae_deps_opts.maven_installed (ctx: the cae_prepare): the fill for the environment's
- * ~/.m2/repository, listed with p->exec; a failure is the prepare's warning. */
+ * local repository (CAE_PKGCACHE_MAVEN_LOCAL_REPO, or ~/.m2/repository), listed with
+ * p->exec; a failure is the prepare's warning. */
 void cae__pkgcache_maven_installed(void *ctx);
+/* Docker: in the container being prepared, when its project has a pom.xml and the image
+ * has mvn, cae's settings (without <localRepository>: a container's home is its own) as
+ * the user's ~/.m2/settings.xml unless it has one. 1: done (or nothing to do); 0: caches
+ * off; -errno with err set. */
+int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
  * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
