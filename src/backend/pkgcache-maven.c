@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -399,14 +400,12 @@ static char *remote_base(const cae_config *cfg)
 	return asprintf(&b, "%s%s", u, l && u[l - 1] == '/' ? "" : "/") < 0 ? NULL : b;
 }
 
-/* Downloads every item into work (wfd) with its checksum; the first failure in err (what
- * came before it is kept). */
-static int download_all(const char *base, int wfd, struct item *v, size_t n, cae_error *err)
+/* A handle for the fill's requests: http(s) only, redirects too, bounded waits. */
+static CURL *new_handle(void)
 {
 	CURL *c = curl_easy_init();
 	if (!c)
-		return cae_error_set(err, -ENOSYS, "cannot use libcurl: %s",
-				     cae__curl_error() ? cae__curl_error() : "out of memory");
+		return NULL;
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_data);
 	curl_easy_setopt(c, CURLOPT_FAILONERROR, 1L);
 	curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
@@ -418,68 +417,133 @@ static int download_all(const char *base, int wfd, struct item *v, size_t n, cae
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
 	curl_easy_setopt(c, CURLOPT_USERAGENT, "cae (package cache)");
-	int64_t deadline = cae__now_ms() + FILL_TIMEOUT_MS;
-	uint64_t total = 0;
-	int r = 0;
-	char sumbuf[SUM_MAX + 1];
-	for (size_t i = 0; i < n && r == 0; i++) {
-		if (cae__now_ms() > deadline || total >= FILL_MAX) {
-			r = cae_error_set(err, -ETIMEDOUT,
-					  "the fill stopped after %zu of %zu files (time or size "
-					  "bound)",
-					  i, n);
-			break;
-		}
-		char name[32];
-		snprintf(name, sizeof(name), "%zu", i);
-		int fd =
-		    openat(wfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-		if (fd < 0) {
-			r = cae_error_set(err, -errno, "cannot make a file of the fill: %s",
-					  strerror(errno));
-			break;
-		}
-		uint64_t left = FILL_MAX - total;
-		struct sink s = {.fd = fd, .max = left < FILE_MAX ? left : FILE_MAX};
-		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s.max);
-		int g = fetch(c, base, v[i].path, "", &s, err);
-		close(fd);
-		total += s.n;
-		if (g <= 0) {
-			(void)unlinkat(wfd, name, 0);
-			r = g;
+	return c;
+}
+
+/* Item i into work/<i> (at most max bytes) and the remote's checksum of it, where it
+ * publishes one: sha1 (every Maven repository's), else sha512. 0 (it->got says whether the
+ * remote had it), or -errno with err set (nothing of it kept). *bytes: what came. */
+static int fetch_item(CURL *c, const char *base, int wfd, struct item *it, size_t i, uint64_t max,
+		      uint64_t *bytes, cae_error *err)
+{
+	char name[32], sumbuf[SUM_MAX + 1];
+	snprintf(name, sizeof(name), "%zu", i);
+	int fd = openat(wfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return cae_error_set(err, -errno, "cannot make a file of the fill: %s",
+				     strerror(errno));
+	struct sink s = {.fd = fd, .max = max};
+	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)s.max);
+	int r = fetch(c, base, it->path, "", &s, err);
+	close(fd);
+	*bytes = s.n;
+	static const struct {
+		const char *suffix;
+		int kind;
+		size_t hexlen;
+	} sums[] = {{".sha1", 1, 40}, {".sha512", 512, 128}};
+	curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)SUM_MAX);
+	for (size_t k = 0; r == 1 && k < ARRAY_SIZE(sums); k++) {
+		struct sink t = {.fd = -1, .buf = sumbuf, .max = SUM_MAX};
+		sumbuf[0] = '\0';
+		int h = fetch(c, base, it->path, sums[k].suffix, &t, err);
+		if (h < 0)
+			r = h;
+		if (h != 1)
 			continue;
-		}
-		/* the remote's checksum, where it publishes one: sha1 (every Maven repository's),
-		 * else sha512 */
-		curl_easy_setopt(c, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t)SUM_MAX);
-		static const struct {
-			const char *suffix;
-			int kind;
-			size_t hexlen;
-		} sums[] = {{".sha1", 1, 40}, {".sha512", 512, 128}};
-		for (size_t k = 0; k < ARRAY_SIZE(sums) && r == 0; k++) {
-			struct sink t = {.fd = -1, .buf = sumbuf, .max = SUM_MAX};
-			sumbuf[0] = '\0';
-			int h = fetch(c, base, v[i].path, sums[k].suffix, &t, err);
-			if (h < 0) {
-				r = h;
-				break;
-			}
-			if (h == 0)
-				continue;
-			v[i].want = sums[k].kind;
-			/* a checksum file that holds none: nothing matches it */
-			if (!sum_of(sumbuf, sums[k].hexlen, v[i].want_sum))
-				snprintf(v[i].want_sum, sizeof(v[i].want_sum), "unreadable");
-			break;
-		}
-		v[i].got = r == 0;
-		if (r < 0)
-			(void)unlinkat(wfd, name, 0);
+		it->want = sums[k].kind;
+		/* a checksum file that holds none: nothing matches it */
+		if (!sum_of(sumbuf, sums[k].hexlen, it->want_sum))
+			snprintf(it->want_sum, sizeof(it->want_sum), "unreadable");
+		break;
 	}
-	curl_easy_cleanup(c);
-	return r;
+	it->got = r == 1;
+	if (r != 1)
+		(void)unlinkat(wfd, name, 0);
+	return r < 0 ? r : 0;
+}
+
+#define FETCHERS 4
+
+/* The items shared by the fetchers, which take the next one in turn. */
+struct fetchers {
+	const char *base;
+	int wfd;
+	struct item *v;
+	size_t n;
+	int64_t deadline;
+	pthread_mutex_t lock;
+	size_t next;	/* the next item to fetch */
+	uint64_t total; /* bytes fetched */
+	int r;		/* the first failure: no item is taken after it */
+	cae_error err;
+};
+
+static void *fetcher_main(void *arg)
+{
+	struct fetchers *f = arg;
+	CURL *c = new_handle();
+	for (;;) {
+		pthread_mutex_lock(&f->lock);
+		size_t i = f->next;
+		uint64_t left = f->total < FILL_MAX ? FILL_MAX - f->total : 0;
+		bool stop = f->r < 0 || i >= f->n;
+		if (!stop && !c) {
+			f->r =
+			    cae_error_set(&f->err, -ENOSYS, "cannot use libcurl: %s",
+					  cae__curl_error() ? cae__curl_error() : "out of memory");
+			stop = true;
+		} else if (!stop && (cae__now_ms() > f->deadline || left == 0)) {
+			f->r = cae_error_set(&f->err, -ETIMEDOUT,
+					     "the fill stopped after %zu of %zu files (its time or "
+					     "size bound)",
+					     i, f->n);
+			stop = true;
+		}
+		if (!stop)
+			f->next++;
+		pthread_mutex_unlock(&f->lock);
+		if (stop)
+			break;
+		cae_error e;
+		cae_error_clear(&e);
+		uint64_t bytes = 0;
+		int r = fetch_item(c, f->base, f->wfd, &f->v[i], i,
+				   left < FILE_MAX ? left : FILE_MAX, &bytes, &e);
+		pthread_mutex_lock(&f->lock);
+		f->total += bytes;
+		if (r < 0 && f->r == 0) {
+			f->r = r;
+			f->err = e;
+		}
+		pthread_mutex_unlock(&f->lock);
+	}
+	if (c)
+		curl_easy_cleanup(c);
+	return NULL;
+}
+
+/* Downloads every item into work (wfd) with its checksum, FETCHERS at a time; the first
+ * failure in err (what was fetched before it is kept). */
+static int download_all(const char *base, int wfd, struct item *v, size_t n, cae_error *err)
+{
+	struct fetchers f = {
+	    .base = base, .wfd = wfd, .v = v, .n = n, .deadline = cae__now_ms() + FILL_TIMEOUT_MS};
+	pthread_mutex_init(&f.lock, NULL);
+	pthread_t t[FETCHERS - 1];
+	size_t started = 0;
+	for (size_t k = 0; k < ARRAY_SIZE(t) && k + 1 < n; k++) {
+		if (pthread_create(&t[k], NULL, fetcher_main, &f) != 0)
+			break;
+		started++;
+	}
+	fetcher_main(&f);
+	for (size_t k = 0; k < started; k++)
+		pthread_join(t[k], NULL);
+	pthread_mutex_destroy(&f.lock);
+	if (f.r < 0 && err)
+		*err = f.err;
+	return f.r;
 }
 
 int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_error *err)

@@ -139,7 +139,7 @@ const struct cfg_doc cfg_docs[] = {
      "`PIP_FIND_LINKS`, filled by cae alone with `pip download "
      "--only-binary=:all:` of the project's `requirements.txt` from the "
      "operator's `PIP_INDEX_URL`; checked only where the project pins hashes), "
-     "and Maven's release artifacts (local: a repository at `/cache/maven` that "
+     "and Maven's release artifacts (a repository at `/cache/maven` that "
      "cae's `settings.xml` puts first, filled by cae alone with the remote's "
      "bytes, checked against its checksums, of the files an environment with "
      "the network resolved); pip's HTTP cache and each environment's Maven "
