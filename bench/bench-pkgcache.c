@@ -23,9 +23,10 @@
  * /usr/share/maven-repo, served as the project's remote on the loopback, with the tests'
  * plugin of tests/data/maven), cold with the cache off, first with it on (the fill after
  * the install is not in the figure), second in a new environment, which takes every file
- * from the shared repository (/cache/maven). The figure is the install's duration. On a
- * loopback remote Maven's own start and resolution dominate; a distant remote's round trips
- * (hundreds of files) are what the shared repository saves.
+ * from the shared repository (/cache/maven). The figure is the install's duration. The
+ * remote answers each request after BENCH_PKGCACHE_MAVEN_DELAY_MS (30: a distant
+ * repository's round trip; 0: the loopback's, where Maven's own start dominates), which is
+ * what the shared repository saves (Maven 3.8 asks for each file and its checksum in turn).
  *
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
  *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
@@ -41,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* the backend measured: BENCH_PKGCACHE_BACKEND (local, docker) */
@@ -139,6 +141,18 @@ static int64_t go_test_ms(cae_config *cfg, const char *repo, const char *uuid)
 	return ms;
 }
 
+/* The whole prepares of the Maven rounds, cold's and first's (the fill after the install is
+ * in first's), in ms. */
+static int64_t prep_cold[64], prep_first[64];
+static int n_cold, n_first;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 /* One prepare of repo in a new java environment: its `mvn dependency:resolve`'s duration in
  * ms, -1 on failure. */
 static int64_t mvn_ms(cae_config *cfg, const char *repo, const char *uuid)
@@ -152,9 +166,15 @@ static int64_t mvn_ms(cae_config *cfg, const char *repo, const char *uuid)
 	cae_task t = {.uuid = (char *)uuid, .repo = (char *)repo};
 	cae_env_info info;
 	int64_t ms = -1;
+	int64_t t0 = now_ms();
 	if (cae_backend_prepare(b, &t, "java", NULL, &info, &err) < 0) {
 		fprintf(stderr, "bench-pkgcache: prepare: %s\n", err.message);
 	} else {
+		int64_t whole = now_ms() - t0;
+		if (strstr(uuid, "-cold-") && n_cold < 64)
+			prep_cold[n_cold++] = whole;
+		if (strstr(uuid, "-first-") && n_first < 64)
+			prep_first[n_first++] = whole;
 		json_t *d = json_array_get(info.deps, 0);
 		if (json_is_true(json_object_get(d, "success")))
 			ms = json_integer_value(json_object_get(d, "duration_ms"));
@@ -291,6 +311,7 @@ int main(void)
 	}
 	if (strstr(tools, "maven")) {
 		int port = 40000 + (int)(getpid() % 20000);
+		int delay = bench_env_int("BENCH_PKGCACHE_MAVEN_DELAY_MS", 30);
 		char remote[128];
 		snprintf(remote, sizeof(remote), "http://127.0.0.1:%d/maven2/", port);
 		snprintf(repo, sizeof(repo), "%s/mvnrepo", root);
@@ -305,11 +326,12 @@ int main(void)
 		    "-rL "
 		    "/usr/share/maven-repo/. $D/www/maven2/; find $D/www/maven2 -type f ! -name "
 		    "'*.sha1' | while read -r f; do [ -f \"$f.sha1\" ] || sha1sum < \"$f\" | cut "
-		    "-c1-40 > \"$f.sha1\"; done; cd $D/www; python3 -m http.server --bind "
-		    "127.0.0.1 %d >/dev/null 2>&1 & echo $! > $D/pid; for i in $(seq 100); do curl "
+		    "-c1-40 > \"$f.sha1\"; done; cd $D/www; python3 "
+		    "%s/tests/data/maven/serve.py %d %d >/dev/null 2>&1 & echo $! > $D/pid; for i "
+		    "in $(seq 100); do curl "
 		    "-sf -o /dev/null %sjavax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
 		    "sleep 0.1; done; exit 1",
-		    root, repo, CAE_SOURCE_ROOT, port, port, remote);
+		    root, repo, CAE_SOURCE_ROOT, port, CAE_SOURCE_ROOT, port, delay, remote);
 		if (bench_sh(cmd) != 0) {
 			fprintf(stderr, "bench-pkgcache: could not make the Maven remote (mvn, "
 					"javac, /usr/share/maven-repo?)\n");
@@ -317,10 +339,15 @@ int main(void)
 		}
 		maven_remote = remote;
 		printf("mvn dependency:resolve of maven-core 3.8.7 (35 jars) from a remote on the "
-		       "loopback, a new %s environment each, %d rounds\n",
-		       backend_name, n);
+		       "loopback answering each request after %d ms, a new %s environment each, %d "
+		       "rounds\n",
+		       delay, backend_name, n);
 		rounds(root, "maven", mvn_ms, repo, n);
 		maven_remote = NULL;
+		int64_t pc = median(prep_cold, n_cold), pf = median(prep_first, n_first);
+		printf("(whole prepares, medians: cold %lld ms, first %lld ms: the fill after "
+		       "first's install takes about %lld ms)\n",
+		       (long long)pc, (long long)pf, (long long)(pf - pc));
 		snprintf(cmd, sizeof(cmd), "kill $(cat %s/mvn/pid)", root);
 		bench_sh(cmd);
 	}
