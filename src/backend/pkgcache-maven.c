@@ -369,14 +369,17 @@ static int publish(int wfd, size_t i, const struct item *it, int sfd)
 static size_t wanted(const char *listing, int sfd, char **buf, struct item **out)
 {
 	*out = NULL;
+	size_t lines = 1;
+	for (const char *p = strchr(listing, '\n'); p && lines < LIST_MAX; p = strchr(p + 1, '\n'))
+		lines++;
 	*buf = strdup(listing);
-	struct item *v = calloc(LIST_MAX, sizeof(*v));
+	struct item *v = calloc(lines, sizeof(*v));
 	if (!*buf || !v) {
 		free(v);
 		return 0;
 	}
 	size_t n = 0;
-	for (char *save = NULL, *l = strtok_r(*buf, "\n", &save); l && n < LIST_MAX;
+	for (char *save = NULL, *l = strtok_r(*buf, "\n", &save); l && n < lines;
 	     l = strtok_r(NULL, "\n", &save)) {
 		if (strncmp(l, "./", 2) == 0)
 			l += 2;
