@@ -18,6 +18,16 @@
  * it), second in a new environment (the prepare links it). The figure is the command's
  * duration_ms.
  *
+ * And for Maven (BENCH_PKGCACHE_TOOLS=maven; local): the prepare's `mvn dependency:resolve`
+ * of a project that depends on maven-core 3.8.7 (35 jars, 8.5 MB: Debian's
+ * /usr/share/maven-repo, served as the project's remote on the loopback, with the tests'
+ * plugin of tests/data/maven), cold with the cache off, first with it on (the fill after
+ * the install is not in the figure), second in a new environment, which takes every file
+ * from the shared repository (/cache/maven). The figure is the install's duration. The
+ * remote answers each request after BENCH_PKGCACHE_MAVEN_DELAY_MS (30: a distant
+ * repository's round trip; 0: the loopback's, where Maven's own start dominates), which is
+ * what the shared repository saves (Maven 3.8 asks for each file and its checksum in turn).
+ *
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
  *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
  *                                 registry, go) or docker (the language images, run from the
@@ -32,10 +42,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* the backend measured: BENCH_PKGCACHE_BACKEND (local, docker) */
 static const char *backend_name = "local";
+/* the Maven rounds' remote (NULL: not the Maven rounds) */
+static const char *maven_remote;
 
 static cae_config *config(const char *state_dir, bool cache)
 {
@@ -48,7 +61,12 @@ static cae_config *config(const char *state_dir, bool cache)
 	    cae_config_set(cfg, "command_executor.package_cache.enabled", cache ? "true" : "false",
 			   &err) < 0 ||
 	    /* npm's registry from a container: the host's network */
-	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0) {
+	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0 ||
+	    /* Maven's fill: for an environment with the network itself */
+	    (maven_remote &&
+	     (cae_config_set(cfg, "command_executor.local.network", "true", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.package_cache.maven_remote", maven_remote,
+			     &err) < 0))) {
 		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
 		exit(1);
 	}
@@ -117,6 +135,57 @@ static int64_t go_test_ms(cae_config *cfg, const char *repo, const char *uuid)
 		else
 			ms = res.duration_ms;
 		cae_run_result_clear(&res);
+	}
+	cae_backend_cleanup(b, uuid, &err);
+	cae_backend_free(b);
+	return ms;
+}
+
+/* The whole prepares of the Maven rounds, cold's and first's (the fill after the install is
+ * in first's), in ms. */
+static int64_t prep_cold[64], prep_first[64];
+static int n_cold, n_first;
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* One prepare of repo in a new java environment: its `mvn dependency:resolve`'s duration in
+ * ms, -1 on failure. */
+static int64_t mvn_ms(cae_config *cfg, const char *repo, const char *uuid)
+{
+	cae_backend *b;
+	cae_error err = {0};
+	if (cae_backend_new_named(backend_name, cfg, NULL, &b, &err) < 0) {
+		fprintf(stderr, "bench-pkgcache: %s\n", err.message);
+		exit(1);
+	}
+	cae_task t = {.uuid = (char *)uuid, .repo = (char *)repo};
+	cae_env_info info;
+	int64_t ms = -1;
+	int64_t t0 = now_ms();
+	if (cae_backend_prepare(b, &t, "java", NULL, &info, &err) < 0) {
+		fprintf(stderr, "bench-pkgcache: prepare: %s\n", err.message);
+	} else {
+		int64_t whole = now_ms() - t0;
+		if (strstr(uuid, "-cold-") && n_cold < 64)
+			prep_cold[n_cold++] = whole;
+		if (strstr(uuid, "-first-") && n_first < 64)
+			prep_first[n_first++] = whole;
+		json_t *d = json_array_get(info.deps, 0);
+		if (json_is_true(json_object_get(d, "success")))
+			ms = json_integer_value(json_object_get(d, "duration_ms"));
+		else
+			fprintf(stderr, "bench-pkgcache: mvn failed: %s\n",
+				json_string_value(json_object_get(d, "output")));
+		size_t i;
+		json_t *w;
+		json_array_foreach(info.warnings, i, w)
+		    fprintf(stderr, "bench-pkgcache: %s\n", json_string_value(w));
+		cae_env_info_clear(&info);
 	}
 	cae_backend_cleanup(b, uuid, &err);
 	cae_backend_free(b);
@@ -239,6 +308,48 @@ int main(void)
 		    "first command of a new %s environment, %d rounds\n",
 		    backend_name, n);
 		rounds(root, "go", go_test_ms, repo, n);
+	}
+	if (strstr(tools, "maven")) {
+		int port = 40000 + (int)(getpid() % 20000);
+		int delay = bench_env_int("BENCH_PKGCACHE_MAVEN_DELAY_MS", 30);
+		char remote[128];
+		snprintf(remote, sizeof(remote), "http://127.0.0.1:%d/maven2/", port);
+		snprintf(repo, sizeof(repo), "%s/mvnrepo", root);
+		snprintf(
+		    cmd, sizeof(cmd),
+		    "set -e; D=%s/mvn; R=%s; mkdir -p $D $R; cd $R; git init -q; sh "
+		    "%s/tests/data/maven/make.sh $D $R %d >/dev/null; rm forge.sh; sed -i "
+		    "'s|<dependencies>|<dependencies><dependency><groupId>org.apache.maven</"
+		    "groupId>"
+		    "<artifactId>maven-core</artifactId><version>3.8.7</version></dependency>|' "
+		    "pom.xml; git add .; git -c user.name=b -c user.email=b@b commit -qm mvn; cp "
+		    "-rL "
+		    "/usr/share/maven-repo/. $D/www/maven2/; find $D/www/maven2 -type f ! -name "
+		    "'*.sha1' | while read -r f; do [ -f \"$f.sha1\" ] || sha1sum < \"$f\" | cut "
+		    "-c1-40 > \"$f.sha1\"; done; cd $D/www; python3 "
+		    "%s/tests/data/maven/serve.py %d %d >/dev/null 2>&1 & echo $! > $D/pid; for i "
+		    "in $(seq 100); do curl "
+		    "-sf -o /dev/null %sjavax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
+		    "sleep 0.1; done; exit 1",
+		    root, repo, CAE_SOURCE_ROOT, port, CAE_SOURCE_ROOT, port, delay, remote);
+		if (bench_sh(cmd) != 0) {
+			fprintf(stderr, "bench-pkgcache: could not make the Maven remote (mvn, "
+					"javac, /usr/share/maven-repo?)\n");
+			return 1;
+		}
+		maven_remote = remote;
+		printf("mvn dependency:resolve of maven-core 3.8.7 (35 jars) from a remote on the "
+		       "loopback answering each request after %d ms, a new %s environment each, %d "
+		       "rounds\n",
+		       delay, backend_name, n);
+		rounds(root, "maven", mvn_ms, repo, n);
+		maven_remote = NULL;
+		int64_t pc = median(prep_cold, n_cold), pf = median(prep_first, n_first);
+		printf("(whole prepares, medians: cold %lld ms, first %lld ms: the fill after "
+		       "first's install takes about %lld ms)\n",
+		       (long long)pc, (long long)pf, (long long)(pf - pc));
+		snprintf(cmd, sizeof(cmd), "kill $(cat %s/mvn/pid)", root);
+		bench_sh(cmd);
 	}
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	bench_sh(cmd);

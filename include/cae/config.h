@@ -251,8 +251,9 @@ typedef struct cae_config {
 		 * filled by the environments' installs; the local and docker backends (a
 		 * docker engine on this host). Only caches whose tool verifies what it reads
 		 * are shared read-write (npm's: content-addressed, integrity-checked); Go's
-		 * build cache read-only, filled by cae alone; pip's, Maven's and Go's module
-		 * cache are not, since nothing checks them when they are read. */
+		 * build cache and modules, pip's wheels and Maven's release artifacts
+		 * read-only, filled by cae alone; pip's HTTP cache and Maven's local
+		 * repository are not, since nothing checks them when they are read. */
 		struct {
 			bool enabled;	    /* false */
 			int max_age_hours;  /* 168: `cae cache prune` removes caches unused
@@ -260,6 +261,9 @@ typedef struct cae_config {
 			uint64_t max_bytes; /* max_size, 10g: ... then the least recently
 					     * used ones until the rest take at most this
 					     * (0: no bound) */
+			char *maven_remote; /* "https://repo.maven.apache.org/maven2/": where
+					     * cae fetches what it puts in the shared Maven
+					     * repository */
 		} package_cache;
 		/* Snapshots of an environment (include/cae/snapshot.h), kept with it and
 		 * removed with it. */

@@ -380,6 +380,11 @@ static json_t *cache_binds(cae_prepare *p, json_t *binds)
 		for (const char *const *e = cae__pkgcache_pip_env(); *e; e++)
 			json_array_append_new(env, json_string(*e));
 	}
+	/* Maven's repository, cae's, read-only (pkgcache-maven.c) */
+	if (cae__pkgcache_maven_dir(cfg, true, dir, sizeof(dir), &err) == 1) {
+		snprintf(bind, sizeof(bind), "%s:%s:ro", dir, CAE_PKGCACHE_MAVEN);
+		json_array_append_new(binds, json_string(bind));
+	}
 	for (const char *const *e = cae__pkgcache_env(); *e; e++)
 		json_array_append_new(env, json_string(*e));
 	return env;
@@ -1975,8 +1980,9 @@ static int docker_clone(cae_prepare *p, cae_error *err)
 }
 
 /* Step 5b: Go's shared build cache copied in when the project is Go's (pkgcache-docker.c),
- * cae's fills of the shared Go modules and pip wheels (pkgcache-gomod.c, pkgcache-pip.c);
- * a failure costs a cold cache, with a warning. */
+ * cae's fills of the shared Go modules and pip wheels (pkgcache-gomod.c, pkgcache-pip.c),
+ * Maven's settings and its fill after the install (pkgcache-maven.c); a failure costs a
+ * cold cache, with a warning. */
 static void docker_go_cache(cae_prepare *p)
 {
 	if (!p->b->cfg->command_executor.package_cache.enabled || !impl_of(p->b)->socket_path)
@@ -1988,10 +1994,20 @@ static void docker_go_cache(cae_prepare *p)
 		snprintf(w, sizeof(w), "the shared Go build cache is not used: %.1100s", e.message);
 		cae__prepare_warn(p, "package_cache.unavailable", w);
 	}
+	/* Maven: the settings that name the shared repository */
+	if (cae__pkgcache_maven_docker(p, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Maven repository is not used: %.1100s",
+			 e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
 	/* cae's fills act for the task: only for a container that has the network itself (a
-	 * Go proxy fetches the module paths a go.mod names from their own hosts) */
+	 * Go proxy fetches the module paths a go.mod names from their own hosts; Maven's fill
+	 * the paths the container's local repository names) */
 	if (!cae__net_full(p->b->cfg, "docker"))
 		return;
+	p->deps_opts.maven_installed = cae__pkgcache_maven_installed;
+	p->deps_opts.maven_installed_ctx = p;
 	/* cae's fill of the shared Go modules, from the clone's go.mod and go.sum */
 	if (cae__pkgcache_gomod_docker(p, impl_of(p->b)->d, prep_of(p)->id, &e) < 0) {
 		char w[1200];

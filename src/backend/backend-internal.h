@@ -34,6 +34,10 @@ typedef struct cae_deps_opts {
 	 * the project's node_modules as a shared tree when its lock file may have one */
 	void (*npm_installed)(void *ctx);
 	void *npm_installed_ctx;
+	/* after the prepare's Maven install (NULL: none): the backend fills the shared Maven
+	 * repository with what it resolved (pkgcache.h) */
+	void (*maven_installed)(void *ctx);
+	void *maven_installed_ctx;
 } cae_deps_opts;
 
 typedef struct cae_prepare {

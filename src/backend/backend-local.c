@@ -696,6 +696,16 @@ static int pip_wheels_of(const struct local_env *env, char *out, size_t size)
 	       cae__pkgcache_pip_dir(env->cfg, true, out, size, NULL) == 1;
 }
 
+/* Maven's shared repository and cae's settings.xml naming it (Maven's global settings in
+ * the sandbox, where the host's, which may hold credentials, is not), when the host has
+ * Debian's Maven configuration directory. */
+static int maven_of(const struct local_env *env, char *dir, char *settings, size_t size)
+{
+	return env->sandbox && !env->external && cae__is_dir("/etc/maven") &&
+	       cae__pkgcache_maven_dir(env->cfg, true, dir, size, NULL) == 1 &&
+	       cae__pkgcache_maven_settings_file(env->cfg, settings, size, NULL) == 1;
+}
+
 /* The shared node_modules tree of the project's lock file (pkgcache.h), put in place of
  * its `npm ci` when there is one. */
 static void npm_tree_put(cae_prepare *p, const struct local_env *env)
@@ -780,6 +790,13 @@ static char **env_sandbox_argv(const struct local_env *env, bool network, const 
 	if (pip_wheels_of(env, wheels, sizeof(wheels))) {
 		spec.ro_cache[1] = wheels;
 		spec.ro_cache_inside[1] = CAE_PKGCACHE_PIP_WHEELS;
+	}
+	char maven[PATH_MAX], settings[PATH_MAX];
+	if (maven_of(env, maven, settings, PATH_MAX)) {
+		spec.ro_cache[2] = maven;
+		spec.ro_cache_inside[2] = CAE_PKGCACHE_MAVEN;
+		spec.ro_cache[3] = settings;
+		spec.ro_cache_inside[3] = CAE_PKGCACHE_MAVEN_SETTINGS;
 	}
 	/* a missing .git/hooks is made (empty) so that it can be bound read-only too */
 	char project[PATH_MAX];
@@ -1730,6 +1747,12 @@ static int local_create(cae_prepare *p, cae_error *err)
 	if (cr == 1) {
 		p->deps_opts.npm_installed = npm_tree_keep;
 		p->deps_opts.npm_installed_ctx = env;
+	}
+	/* cae's fill of the shared Maven repository after the prepare's Maven install, for an
+	 * environment that has the network itself (the fill fetches the paths it names) */
+	if (env->sandbox && !env->external && cae__net_full(p->b->cfg, "local")) {
+		p->deps_opts.maven_installed = cae__pkgcache_maven_installed;
+		p->deps_opts.maven_installed_ctx = p;
 	}
 	if (cr < 0) {
 		char w[1200];

@@ -215,6 +215,8 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 	if (offline && !bypassed && r >= 0 && res.exit_code == 0 && !res.timed_out &&
 	    opts->npm_installed)
 		opts->npm_installed(opts->npm_installed_ctx);
+	if (r >= 0 && opts && opts->maven_installed && strcmp(in->tool, "mvn") == 0)
+		opts->maven_installed(opts->maven_installed_ctx);
 	if (r < 0) {
 		json_object_set_new(d, "success", json_false());
 		json_object_set_new(d, "error", json_string(err.message));

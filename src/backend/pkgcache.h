@@ -5,10 +5,12 @@
  *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
  * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
  * variables of cae__pkgcache_env (npm), cae__pkgcache_gomod_env (Go modules) and
- * cae__pkgcache_pip_env (pip's wheels). What protects each one: npm's, its own checks;
- * every other one, being read-only to every task and written by cae alone, from no task's
- * code or configuration; Go's modules besides, go.sum (or GOSUMDB) checked on extraction;
- * pip's wheels, only the project's own hashes where it pins them.
+ * cae__pkgcache_pip_env (pip's wheels), and by cae's settings.xml (Maven's artifacts). What
+ * protects each one: npm's, its own checks; every other one, being read-only to every task
+ * and written by cae alone, from no task's code or configuration; Go's modules besides,
+ * go.sum (or GOSUMDB) checked on extraction; pip's wheels, only the project's own hashes
+ * where it pins them; Maven's artifacts, the remote's checksums checked by the fill (a task
+ * names which files, never their bytes).
  *
  * Only caches whose tool verifies what it reads are shared read-write. npm's is: cacache
  * stores content by its sha512 and checks it on every read, and `npm ci` checks every tarball
@@ -22,10 +24,13 @@
  *            (hashes are checked only with --require-hashes, and of downloads only).
  *            Downloaded wheels are shared read-only instead, in a directory that cae alone
  *            fills from the operator's index (below).
- *   Maven    ~/.m2/repository: checksums are compared on download (a mismatch only warns by
- *            default), never when an artifact is read from the local repository. Not
- *            filled by cae either: resolving a project's dependencies runs Maven plugins
- *            and the build extensions its pom.xml names (code), where go and pip download.
+ *   Maven    the local repository: checksums are compared on download (a mismatch only
+ *            warns by default), never when an artifact is read from the local repository;
+ *            and cae cannot fill it by running Maven itself, since resolving a pom.xml runs
+ *            the plugins and build extensions it names (code), where go and pip download.
+ *            Release artifacts are shared read-only instead, in a Maven-layout repository
+ *            that cae alone fills with libcurl from the operator's remote, taking from an
+ *            environment only the names of what its Maven resolved (below).
  *   Go mods  (read-write) go.sum pins each module's zip and go.mod hash, checked when a
  *            module is downloaded into the cache; builds read the extracted tree of
  *            GOMODCACHE/<module>@<version>, which is not hashed again (`go mod verify`
@@ -242,6 +247,65 @@ int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, c
  * its image (its Python's wheels). */
 int cae__pkgcache_pip_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
 			     cae_error *err);
+
+/* Maven's repository (pkgcache-maven.c): a Maven-layout directory of release artifacts,
+ *   <state_dir>/package-cache/<instance key>/maven/<group dirs>/<artifact>/<version>/<file>
+ * each .jar and .pom beside a .sha1 of cae's; files 0444, directories 0755, cae's; bound
+ * read-only at CAE_PKGCACHE_MAVEN (local's sandbox, every container) and searched first by
+ * Maven, for artifacts and plugins, through an active profile of cae's settings.xml
+ * (cae__pkgcache_maven_settings): on local, the sandbox's global settings
+ * (/etc/maven/settings.xml, where the host's, which may hold credentials, never is), which
+ * also keep the local repository in the workspace (CAE_PKGCACHE_MAVEN_LOCAL_REPO); on
+ * docker, the container user's ~/.m2/settings.xml, written by the prepare when there is
+ * none. Maven copies what it takes from there into the environment's own local
+ * repository, and asks the project's remotes for the rest. cae alone fills it, after the prepare's
+ * Maven install, for an environment that has the network itself (cae__net_full; the caller's test):
+ * the names of the .jar and .pom files of the environment's local repository (listed with its exec:
+ * names only, never a byte of them) that are a release's files in Maven's layout
+ * (cae__pkgcache_maven_path_ok), at most 10000, are fetched with libcurl from the
+ * operator's remote (command_executor.package_cache.maven_remote), each checked against the
+ * remote's .sha1, else .sha512, where it publishes one (a mismatch is not shared), then
+ * sealed and linked into place unless one is there (a release's files never change). Never
+ * shared: maven-metadata.xml (which versions exist, the remote's answer) and snapshots.
+ * What protects it: only cae writes it, with the remote's bytes; a task chooses at most
+ * which of the remote's release files are fetched (Maven checks a file of its local
+ * repository against nothing when it reads it). */
+#define CAE_PKGCACHE_MAVEN CAE_PKGCACHE_INSIDE "/maven"
+/* Where the local sandbox has cae's settings.xml (Maven's global settings). */
+#define CAE_PKGCACHE_MAVEN_SETTINGS "/etc/maven/settings.xml"
+
+/* The shared repository's directory into out (made, cae's, 0755, when make is set). 1:
+ * set; 0: caches off (or, without make, not there); -errno with err set. */
+int cae__pkgcache_maven_dir(const cae_config *cfg, bool make, char *out, size_t size,
+			    cae_error *err);
+/* The local sandbox's Maven repository of its own, in the workspace (cae's settings). */
+#define CAE_PKGCACHE_MAVEN_LOCAL_REPO "/workspace/.m2/repository"
+/* cae's settings.xml (static text), with <localRepository> CAE_PKGCACHE_MAVEN_LOCAL_REPO
+ * when workspace_repo is set (local). */
+const char *cae__pkgcache_maven_settings(bool workspace_repo);
+/* The local text in <state_dir>/package-cache/<instance key>/maven-settings.xml (written when
+ * missing or different), its path into out. 1: set; 0: caches off; -errno with err set. */
+int cae__pkgcache_maven_settings_file(const cae_config *cfg, char *out, size_t size,
+				      cae_error *err);
+/* Whether path (relative to a repository's root) names a release's .jar or .pom in Maven's
+ * layout: <group dirs>/<artifactId>/<version>/<artifactId>-<version>[-<classifier>].(jar|pom),
+ * each part of letters, digits and . _ - + (none empty or starting with a dot), no
+ * SNAPSHOT. */
+bool cae__pkgcache_maven_path_ok(const char *path);
+/* The fill for listing (paths relative to a repository's root, one a line, "./" before each
+ * or not): the paths kept and not in the shared repository yet, once per such list. 1:
+ * filled; 0: caches off or nothing to fetch; -errno with err set (what was fetched and
+ * checked is published all the same). */
+int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_error *err);
+/* cae_deps_opts.maven_installed (ctx: the cae_prepare): the fill for the environment's
+ * local repository (CAE_PKGCACHE_MAVEN_LOCAL_REPO, or ~/.m2/repository), listed with
+ * p->exec; a failure is the prepare's warning. */
+void cae__pkgcache_maven_installed(void *ctx);
+/* Docker: in the container being prepared, when its project has a pom.xml and the image
+ * has mvn, cae's settings (without <localRepository>: a container's home is its own) as
+ * the user's ~/.m2/settings.xml unless it has one. 1: done (or nothing to do); 0: caches
+ * off; -errno with err set. */
+int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
  * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,

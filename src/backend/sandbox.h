@@ -24,7 +24,7 @@
 #define CAE_SANDBOX_UID 1000
 #define CAE_SANDBOX_HOME "/home/agent"
 /* how many read-only caches a sandbox may bind (cae_sandbox_spec.ro_cache) */
-#define CAE_SANDBOX_RO_CACHES 2
+#define CAE_SANDBOX_RO_CACHES 4
 /* Commands' PATH (cae__sandbox_env) */
 #define CAE_SANDBOX_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -77,8 +77,9 @@ typedef struct cae_sandbox_spec {
 	 * local/ and docker-disk/; NULL: none): their mounts are detached from the sandbox's
 	 * mount namespaces once its sources are staged (uid != 0 only; enter.c) */
 	const char *hide[2];
-	/* Host directories bound read-only at ro_cache_inside (the shared Go module proxy and
-	 * pip's wheels, pkgcache.h); NULL: none */
+	/* Host directories (or files) bound read-only at ro_cache_inside (the shared Go module
+	 * proxy, pip's wheels, Maven's repository and cae's settings.xml for it, pkgcache.h);
+	 * NULL: none */
 	const char *ro_cache[CAE_SANDBOX_RO_CACHES];
 	const char *ro_cache_inside[CAE_SANDBOX_RO_CACHES];
 } cae_sandbox_spec;

@@ -138,13 +138,20 @@ const struct cfg_doc cfg_docs[] = {
      "against `go.sum`), and pip's wheels (`/cache/pip-wheels`, named by "
      "`PIP_FIND_LINKS`, filled by cae alone with `pip download "
      "--only-binary=:all:` of the project's `requirements.txt` from the "
-     "operator's `PIP_INDEX_URL`; checked only where the project pins hashes); "
-     "pip's HTTP cache and Maven's repository are not (nothing checks what they "
-     "hold when it is read)."},
+     "operator's `PIP_INDEX_URL`; checked only where the project pins hashes), "
+     "and Maven's release artifacts (a repository at `/cache/maven` that "
+     "cae's `settings.xml` puts first, filled by cae alone with the remote's "
+     "bytes, checked against its checksums, of the files an environment with "
+     "the network resolved); pip's HTTP cache and each environment's Maven "
+     "local repository are not (nothing checks what they hold when it is "
+     "read)."},
     {CE "package_cache.enabled", "Share the package caches (off: each environment has its own)."},
     {CE "package_cache.max_age_hours", "`cae cache prune` removes caches unused for longer."},
     {CE "package_cache.max_size", "... then the least recently used ones until the rest take at "
 				  "most this (`0`: no bound)."},
+    {CE "package_cache.maven_remote",
+     "The Maven repository cae fetches the shared Maven artifacts from (http or https): "
+     "every task of the instance reads what it serves to cae."},
     {CE "snapshots", "Snapshots of an environment (`cae snapshot`, `environment_snapshot`), kept "
 		     "in its state directory and removed with it."},
     {CE "snapshots.max_per_environment", "A snapshot past this many of one environment is "

@@ -155,6 +155,8 @@ const struct cfg_key cfg_keys[] = {
 	"168", NULL),
     SIZE(CE "package_cache.max_size", command_executor.package_cache.max_bytes, 0,
 	 1024 * 1024 * TiB, "10g"),
+    STR(CE "package_cache.maven_remote", command_executor.package_cache.maven_remote,
+	F_NONEMPTY | F_URL, "https://repo.maven.apache.org/maven2/", NULL),
     SECTION(CE "snapshots"),
     INT(CE "snapshots.max_per_environment", command_executor.snapshots.max_per_environment, 0, 1000,
 	"8", NULL),

@@ -1832,8 +1832,8 @@ END_TEST
  * content's sha512, npm the lock file's integrity: EINTEGRITY) and succeeds all the same,
  * with a cache of its own; B's cache is the same directory. A also plants files in pip's
  * HTTP and wheel caches, Maven's repository and Go's module cache, which nothing verifies on
- * read: B has none of them (each environment's own; what is shared of pip's and Go's is
- * read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
+ * read: B has none of them (each environment's own; what is shared of pip's, Maven's and
+ * Go's is read-only and cae's, tested below, and nothing else points B's tools elsewhere). */
 START_TEST(package_cache_shared_and_unpoisoned)
 {
 	_cleanup_free_ char *repo = make_repo();
@@ -2290,6 +2290,206 @@ START_TEST(package_cache_pip_wheels_read_only)
 }
 END_TEST
 
+/* A Maven remote of the tests' own served on 127.0.0.1:port from dir/www (python3's
+ * http.server, a child of ours known to the runner, its requests logged in dir/http.log: its
+ * pid is returned), at http://127.0.0.1:port/maven2/, and a project in repo that resolves from
+ * it with a plugin of the tests' own which runs the project's forge.sh, an attacker's code
+ * (tests/data/maven). */
+static pid_t maven_remote(const char *dir, const char *repo, int port)
+{
+	tu_sh("sh " SRCDIR "/../data/maven/make.sh %s %s %d >/dev/null && cd %s && " GIT
+	      " add . && " GIT " commit -qm maven",
+	      dir, repo, port, repo);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char p[16], www[PATH_MAX], log[PATH_MAX];
+		snprintf(p, sizeof(p), "%d", port);
+		snprintf(www, sizeof(www), "%s/www", dir);
+		snprintf(log, sizeof(log), "%s/http.log", dir);
+		int fd = open("/dev/null", O_RDWR);
+		int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd < 0 || lfd < 0 || dup2(fd, 1) < 0 || dup2(lfd, 2) < 0 || chdir(www) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
+		      (char *)NULL);
+		_exit(127);
+	}
+	cae__proctree_lock();
+	cae__proctree_register(pid);
+	cae__proctree_unlock();
+	tu_sh(
+	    "for i in $(seq 100); do curl -sf -o /dev/null "
+	    "http://127.0.0.1:%d/maven2/javax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
+	    "sleep 0.1; done; exit 1",
+	    port);
+	return pid;
+}
+
+/* Maven's shared repository (pkgcache.h). Task A's prepare resolves the project from the
+ * operator's remote (here one on the loopback) and its project's code, as an attacker's,
+ * forges files in its own local repository: an artifact it resolved and one it never used,
+ * each with a checksum of its own, names outside Maven's layout (one that escapes the
+ * repository through a newline in a directory's name: "../escape/..."), a snapshot. cae's fill
+ * after the install took the names and the remote's bytes: the shared repository holds
+ * exactly the remote's files (the resolved ones and the one A only named), none of A's, no
+ * name outside the layout and no request for one, not the file whose checksum the remote gets
+ * wrong. In A, /cache/maven and cae's settings.xml refuse writes, chmod, removals, renames and
+ * new files. B, an environment without the network (no fill: no request at all during its
+ * prepare, though its project names a file the shared repository lacks), resolves everything
+ * from the shared repository, and, with the remote gone, again into an empty local
+ * repository: the remote's bytes. Failed before: no /cache/maven, nothing filled, B's
+ * resolution with the remote gone failed. */
+START_TEST(package_cache_maven_read_only)
+{
+	_cleanup_free_ char *repo = make_repo();
+	_cleanup_free_ char *mp = tu_mkdtemp();
+	int port = 40000 + (int)(getpid() % 20000);
+	pid_t server = maven_remote(mp, repo, port);
+	char extra[512];
+	snprintf(extra, sizeof(extra),
+		 "  local:\n    network: true\n  package_cache:\n    enabled: true\n"
+		 "    maven_remote: http://127.0.0.1:%d/maven2\n",
+		 port);
+	cae_config *cfg = config(extra);
+	cae_backend *b = backend(cfg);
+	cae_task ta = {.uuid = C("maven-a"), .repo = repo},
+		 tb = {.uuid = C("maven-b"), .repo = repo};
+	cae_env_info info;
+	cae_error err;
+	ck_assert_msg(cae_backend_prepare(b, &ta, "java", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	json_t *d = dep_of(info.deps, "pom.xml");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no mvn");
+	/* one warning: the pom whose checksum the remote gets wrong is not shared */
+	size_t i, said = 0;
+	json_t *w;
+	json_array_foreach(info.warnings, i, w)
+	{
+		const char *t = json_string_value(w);
+		if (strstr(t, "Maven"))
+			ck_assert_msg(strstr(t, "plexus-interpolation-1.26.pom") &&
+					  strstr(t, "checksum") && ++said == 1,
+				      "%s", t);
+	}
+	ck_assert_int_eq(said, 1);
+	cae_env_info_clear(&info);
+	/* the shared repository: the remote's files and checksums, sealed, cae's */
+	tu_sh(
+	    "S=$(echo %s/package-cache/*/maven); M=%s/www/maven2; for f in "
+	    "javax/inject/javax.inject/1/javax.inject-1.jar "
+	    "javax/inject/javax.inject/1/javax.inject-1.pom "
+	    "org/codehaus/plexus/plexus-utils/3.4.2/plexus-utils-3.4.2.jar "
+	    "cae/test/cae-maven-plugin/1.0/cae-maven-plugin-1.0.jar "
+	    "org/codehaus/plexus/plexus-interpolation/1.26/plexus-interpolation-1.26.jar; do cmp "
+	    "$S/$f $M/$f && test \"$(cat $S/$f.sha1)\" = \"$(cat $M/$f.sha1)\" || exit 1; done; "
+	    "test ! -e $S/org/codehaus/plexus/plexus-interpolation/1.26/"
+	    "plexus-interpolation-1.26.pom && test ! -e $S/org/codehaus/plexus/plexus-classworlds "
+	    "&& ! grep -rl FORGED $S/.. && test -z \"$(find $S/.. -name '*evil*' -o -name "
+	    "'*SNAPSHOT*' -o -name '*escape*' -o -name 'y-1.jar' -o -name 'a')\" && test -z "
+	    "\"$(find $S -path $S/.filled -prune -o -type f -perm /222 -print -o ! -user %u "
+	    "-print)\" && ! grep -E 'escape|evil|SNAPSHOT|/a ' %s/http.log",
+	    state, mp, (unsigned)getuid(), mp);
+	cae_run_result r = run(
+	    b, "maven-a",
+	    "test -f /workspace/.m2/repository/javax/inject/javax.inject/1/javax.inject-1.jar && "
+	    "echo kept; ls /cache/maven; w=0; for f in $(find /cache/maven -type f) "
+	    "/etc/maven/settings.xml; do { printf FORGED >> \"$f\"; } 2>/dev/null && w=$((w+1)); "
+	    "chmod 666 \"$f\" 2>/dev/null && w=$((w+1)); rm -f \"$f\" 2>/dev/null && w=$((w+1)); "
+	    "mv \"$f\" \"$f.x\" 2>/dev/null && w=$((w+1)); done; for d in $(find /cache/maven "
+	    "-type d); do touch \"$d/planted\" 2>/dev/null && w=$((w+1)); mkdir \"$d/x\" "
+	    "2>/dev/null && w=$((w+1)); done; echo written:$w");
+	ck_assert_msg(strcmp(r.out, "kept\ncae\njavax\norg\nwritten:0\n") == 0, "%s%s", r.out,
+		      r.err);
+	cae_run_result_clear(&r);
+	cae_backend_free(b);
+	/* B: no network of its own, the same state directory */
+	char yaml[1024];
+	snprintf(yaml, sizeof(yaml),
+		 "command_executor:\n  backend: local\n  state_dir: %s\n  package_cache:\n"
+		 "    enabled: true\n    maven_remote: http://127.0.0.1:%d/maven2\n",
+		 state, port);
+	cae_config *cfg0;
+	char *envp[] = {NULL};
+	ck_assert_msg(cae_config_load_string(&cfg0, yaml, strlen(yaml), "t.yaml", envp, &err) == 0,
+		      "%s", err.message);
+	b = backend(cfg0);
+	char log[PATH_MAX + 16];
+	snprintf(log, sizeof(log), "%s/http.log", mp);
+	struct stat st;
+	ck_assert_int_eq(stat(log, &st), 0);
+	off_t before = st.st_size;
+	ck_assert_msg(cae_backend_prepare(b, &tb, "java", NULL, &info, &err) == 0, "%s",
+		      err.message);
+	d = dep_of(info.deps, "pom.xml");
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no mvn");
+	cae_env_info_clear(&info);
+	ck_assert_int_eq(stat(log, &st), 0);
+	ck_assert_msg(st.st_size == before, "requests during B's prepare");
+	/* the remote gone */
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	r = run(b, "maven-b",
+		"test -f /workspace/.m2/repository/org/codehaus/plexus/plexus-classworlds/2.7.0/"
+		"plexus-classworlds-2.7.0.jar && echo named; J=javax/inject/javax.inject/1; cmp "
+		"/workspace/.m2/repository/$J/javax.inject-1.pom /usr/share/maven-repo/$J/"
+		"javax.inject-1.pom && echo resolved; mvn -B -q -Dmaven.repo.local=/tmp/fresh "
+		"dependency:resolve 2>&1 | grep -c '^cp: /tmp/fresh/'$J; cmp /tmp/fresh/$J/"
+		"javax.inject-1.jar /usr/share/maven-repo/$J/javax.inject-1.jar && echo pristine; "
+		"grep -h cae-package-cache /tmp/fresh/$J/_remote.repositories | cut -d'>' -f2");
+	ck_assert_msg(strcmp(r.out, "named\nresolved\n1\npristine\ncae-package-cache=\n"
+				    "cae-package-cache=\n") == 0,
+		      "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, "maven-a", &err), 0);
+	ck_assert_int_eq(cae_backend_cleanup(b, "maven-b", &err), 0);
+	cae__rm_rf(mp);
+	cae_backend_free(b);
+	cae_config_free(cfg0);
+	cae_config_free(cfg);
+}
+END_TEST
+
+/* Which names the Maven fill takes (pkgcache.h): a release's .jar or .pom in Maven's layout,
+ * nothing that could name a file elsewhere on the remote or outside the shared repository. */
+START_TEST(package_cache_maven_paths)
+{
+	static const char *const ok[] = {
+	    "javax/inject/javax.inject/1/javax.inject-1.jar",
+	    "org/codehaus/plexus/plexus-utils/3.4.2/plexus-utils-3.4.2.pom",
+	    "org/x/a-b/1.0+x/a-b-1.0+x-tests.jar",
+	};
+	static const char *const refused[] = {
+	    "",
+	    "../escape/x/1/x-1.jar",
+	    "org/../../x/1/x-1.jar",
+	    "/etc/x/1/x-1.jar",
+	    "./org/x/1/x-1.jar",
+	    "org//x/1/x-1.jar",
+	    "x/1/x-1.jar",
+	    "org/.x/1/.x-1.jar",
+	    "org/x/1/y-1.jar",
+	    "org/x/1/x-2.jar",
+	    "org/x/1/x-1.xml",
+	    "org/x/1/x-1-.jar",
+	    "org/x/1/x-1jar.jar",
+	    "org/x/1/maven-metadata.xml",
+	    "org/x/1.0-SNAPSHOT/x-1.0-SNAPSHOT.jar",
+	    "org/x/1/x-1.jar/",
+	    "org/x y/x/1/x-1.jar",
+	    "org/x%2e%2e/x/1/x-1.jar",
+	    "org/x\n../x/1/x-1.jar",
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+		ck_assert_msg(cae__pkgcache_maven_path_ok(ok[i]), "%s", ok[i]);
+	for (size_t i = 0; i < ARRAY_SIZE(refused); i++)
+		ck_assert_msg(!cae__pkgcache_maven_path_ok(refused[i]), "%s", refused[i]);
+}
+END_TEST
+
 /* The Go module fill (pkgcache.h) without a prepare: nothing made while no fill ran, once
  * per go.mod and go.sum (a second fill of the same files does nothing), and again after a
  * prune took the shared tree (its record of the fills goes with it: a record kept beside
@@ -2414,6 +2614,8 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
 	tcase_add_test(tc, package_cache_pip_wheels_read_only);
+	tcase_add_test(tc, package_cache_maven_read_only);
+	tcase_add_test(tc, package_cache_maven_paths);
 	tcase_add_test(tc, package_cache_go_mod_fill_after_prune);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
 	tcase_add_test(tc, environment_gone_is_clear);
