@@ -539,3 +539,16 @@ int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *contai
 	struct container_fill cf = {.d = d, .image = key};
 	return fill_with(p->b->cfg, mod, sum, container_download, &cf, err);
 }
+
+int cae__pkgcache_gomod_pod(cae_prepare *p, cae_error *err)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled || !host_go())
+		return 0;
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	int r = cae__pkgcache_container_manifest(p, "go.mod", &mod, err);
+	if (r == 0 && mod)
+		r = cae__pkgcache_container_manifest(p, "go.sum", &sum, err);
+	if (r < 0 || !mod)
+		return r;
+	return fill_with(p->b->cfg, mod, sum, host_download, NULL, err);
+}

@@ -162,6 +162,9 @@ int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project,
 int cae__pkgcache_gomod_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
 			       cae_error *err);
 extern bool cae__pkgcache_gomod_in_container;
+/* The fill for the go.mod and go.sum of the pod being prepared (kubernetes): with the
+ * host's go only (0 without one). */
+int cae__pkgcache_gomod_pod(struct cae_prepare *p, cae_error *err);
 
 /* pip's wheels (pkgcache-pip.c): a flat directory of wheels,
  *   <state_dir>/package-cache/<instance key>/pip-wheels/<name>-<version>-<tags>.whl
@@ -195,6 +198,37 @@ int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_
  * prepared. */
 int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err);
 int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
+
+/* Kubernetes (pkgcache-serve.c): a pod is on a node, not on this host, and nothing of the
+ * host is mounted into it (a hostPath volume would need a permission many clusters refuse,
+ * and would break the pod's confinement). The read-only trees above are served to it
+ * instead, over HTTP, by this process, through the channel it already has to the pod: its
+ * helper listens on 127.0.0.1:CAE_PKGCACHE_SERVE_PORT in the pod and carries each
+ * connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
+ * every command run through that stream gets cae__pkgcache_serve_env (GOPROXY with
+ * http://127.0.0.1:PORT/go-mod first, PIP_FIND_LINKS=http://127.0.0.1:PORT/pip-wheels/,
+ * whose page links the wheels). GET and HEAD only, a path of plain components beneath
+ * the tree (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), regular files only, no dot
+ * file: the server reads, never writes, and what it reads only cae wrote. Only for a pod
+ * whose network is its own (a filtered or no network has its helper's listener carrying
+ * the proxy's connections instead: the caches are not served there). The fills are the
+ * local backend's, on this host, with the manifests read from the pod after its clone.
+ * npm's cache, the node_modules trees and Go's build cache are not shared on kubernetes. */
+#define CAE_PKGCACHE_SERVE_PORT 3129
+struct cae_chan;
+/* After c's stream opened (net-chan.c): the listener and the variables, when c's backend
+ * serves the caches (cae_chan_ops.serve_caches), they are on, and c has no proxy. A
+ * failure is logged (<backend>.package_cache_unavailable): commands then go to the
+ * operator's proxy and index alone. */
+void cae__pkgcache_serve_start(struct cae_chan *c);
+/* Serves one connection fd (taken over) in a thread of its own, from the trees of ud (the
+ * cae_config); a cae_helper_conn_fn. */
+int cae__pkgcache_serve_conn(void *ud, char kind, int fd);
+/* The variables ("K=V", NULL-terminated, static). */
+const char *const *cae__pkgcache_serve_env(void);
+/* After the pod's clone: cae's fills of the Go modules and pip wheels, for a pod that has
+ * the network itself; a failure is a warning of p (a cold cache). */
+void cae__pkgcache_pod_fill(struct cae_prepare *p);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
  * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
