@@ -415,8 +415,9 @@ int cae__pkgcache_container_manifest(cae_prepare *p, const char *name, char **ou
 		 "f=/workspace/project/%s; [ -f \"$f\" ] && [ ! -L \"$f\" ] || exit 3; cat \"$f\"",
 		 name);
 	const char *argv[] = {"sh", "-c", script, NULL};
+	/* (the workspace: kubernetes confines a command's working directory beneath it) */
 	cae_exec_request req = {.argv = argv,
-				.cwd = "/",
+				.cwd = "/workspace",
 				.timeout_ms = 60000,
 				.max_stdout = MANIFEST_MAX,
 				.max_stderr = 8192,
