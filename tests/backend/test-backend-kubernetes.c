@@ -12,6 +12,10 @@
  * that a failed test left (no other pod). */
 #include "backend-test.h"
 
+#include "backend/backend-internal.h"
+#include "backend/pkgcache.h"
+
+#include <glob.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -570,6 +574,58 @@ START_TEST(missing_image_says_how_to_get_it)
 }
 END_TEST
 
+/* A pod's manifests as cae__pkgcache_container_manifest reads them: the files of the
+ * directory ctx (exit 3 for one that is not there). */
+static int manifest_exec(void *ctx, const cae_exec_request *req, cae_run_result *res,
+			 cae_error *err)
+{
+	(void)err;
+	memset(res, 0, sizeof(*res));
+	const char *name = strstr(req->argv[2], "/workspace/project/") + 19;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%.*s", (const char *)ctx, (int)strcspn(name, ";"), name);
+	size_t len;
+	res->exit_code = cae__read_file(AT_FDCWD, path, 1 << 20, &res->out, &len) == 0 ? 0 : 3;
+	return 0;
+}
+
+/* cae's fills for a pod of cfg whose project is work, in a state directory of their own:
+ * whether they put anything in the shared trees. */
+static bool pod_fill_fills(const char *net_access, const char *work)
+{
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	bt_cfg_set(cfg, "command_executor.docker.network.external_access", net_access);
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_task t = {.uuid = (char *)"caetest-k8sprot-fill"};
+	cae_prepare p = {.b = b,
+			 .task = &t,
+			 .warnings = json_array(),
+			 .exec = manifest_exec,
+			 .exec_ctx = (void *)work};
+	cae__pkgcache_pod_fill(&p);
+	ck_assert_msg(json_array_size(p.warnings) == 0, "%s",
+		      json_string_value(json_array_get(p.warnings, 0)));
+	json_decref(p.warnings);
+	char pat[PATH_MAX];
+	bool filled = false;
+	static const char *const what[] = {"pip-wheels/caewheel-*.whl",
+					   "go-mod/example.com/caedep/@v/v1.0.0.zip"};
+	for (size_t i = 0; i < ARRAY_SIZE(what); i++) {
+		snprintf(pat, sizeof(pat), "%s/package-cache/*/%s", state, what[i]);
+		glob_t g;
+		if (glob(pat, 0, NULL, &g) == 0)
+			filled = true;
+		globfree(&g);
+	}
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+	return filled;
+}
+
 /* The read-only shared caches on kubernetes (pkgcache-serve.c): a pod is not on this host,
  * so the shared Go module proxy and pip wheels are served by cae over the pod's helper
  * stream, on 127.0.0.1:3129 in the pod. A project with a go.mod requiring example.com/caedep
@@ -701,6 +757,10 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	    "POISON . && test -z \"$(find go-mod pip-wheels \\( -type f -perm /222 -o ! -user 0 "
 	    "\\))\" && test \"$(ls pip-wheels)\" = caewheel-1.0-py3-none-any.whl",
 	    state);
+	/* no fill for a pod whose network is not its own (none on this cluster: a pod off the
+	 * host's network has none at all), as for one that has it */
+	ck_assert(!pod_fill_fills("false", work));
+	ck_assert(pod_fill_fills("true", work));
 	/* the operator's proxy gone: this host's go takes the module through A's listener */
 	shf("set -e; P=%s; rm -rf $P/proxy; cd %s; HOME=$P/h GOMODCACHE=$P/gm GOFLAGS='-mod=mod "
 	    "-modcacherw' GOPROXY=http://127.0.0.1:3129/go-mod,off GOSUMDB=off GOTOOLCHAIN=local "
