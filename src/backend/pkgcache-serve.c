@@ -246,7 +246,7 @@ static void *conn_main(void *ud)
 
 int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 {
-	(void)kind; /* both of the helper's listeners are the cache's port */
+	(void)kind; /* the helper's one listener, the cache's port */
 	const cae_config *cfg = ud;
 	if (atomic_fetch_add(&serving, 1) >= CONN_MAX) {
 		atomic_fetch_sub(&serving, 1);
@@ -321,7 +321,9 @@ void cae__pkgcache_serve_start(cae_chan *c)
 	    !b->cfg->command_executor.package_cache.enabled)
 		return;
 	cae_error e = {0};
-	/* the same port twice (SO_REUSEPORT): the helper has two listeners, both the cache's */
+	/* the same port twice: one listener, which no other socket may share (on a node's
+	 * network, another pod's task of the same uid could otherwise join it with
+	 * SO_REUSEPORT and answer some of this pod's requests) */
 	int r = cae_helper_mux_net_listen(c->m, CAE_PKGCACHE_SERVE_PORT, CAE_PKGCACHE_SERVE_PORT,
 					  cae__pkgcache_serve_env(), cae__pkgcache_serve_conn,
 					  (void *)b->cfg, &e);

@@ -636,7 +636,9 @@ static bool pod_fill_fills(const char *net_access, const char *work)
  * A's pip install takes caewheel from PIP_FIND_LINKS (the served page) alone; then A, as an
  * attacker, asks the server to write (PUT, POST, DELETE: refused), to climb out of the trees
  * (.., %2e%2e, through symbolic links planted in the tree, dot files: not found) while what
- * is in them is served; nothing in the trees changed. Then the operator's proxy is gone,
+ * is in them is served, and to take the port over (a socket of its own joining it with
+ * SO_REUSEPORT, which would get some of the connections: refused, EADDRINUSE); nothing in
+ * the trees changed. Then the operator's proxy is gone,
  * and this host's go (the pods are on the host's network here) downloads and verifies the
  * module through A's GOPROXY alone, the module's own code. Failed before: no PIP_FIND_LINKS
  * or GOPROXY of cae's in a pod, caewheel not found by A's install, nothing on 3129. */
@@ -734,6 +736,13 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	    "\"/go-mod/example.com/out/passwd\", \"/go-mod/example.com/caedep/@v/\", "
 	    "\"/go-mod//etc/passwd\", \"/etc/passwd\", \"http://127.0.0.1/go-mod/../../etc/passwd\"]:\n"
 	    "    print(p, ask(\"GET\", p)[0])\n"
+	    "t = socket.socket()\n"
+	    "t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+	    "t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+	    "try:\n"
+	    "    t.bind((u.hostname, u.port)); print(\"joined\")\n"
+	    "except OSError as e:\n"
+	    "    print(\"bind\", e.errno)\n"
 	    "'",
 	    120000);
 	char *want = NULL;
@@ -747,7 +756,8 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 				  "/pip-wheels/.filled 404\n/go-mod/.used 404\n"
 				  "/pip-wheels/out.whl 404\n/go-mod/example.com/out/passwd 404\n"
 				  "/go-mod/example.com/caedep/@v/ 404\n/go-mod//etc/passwd 404\n"
-				  "/etc/passwd 404\nhttp://127.0.0.1/go-mod/../../etc/passwd 404\n"),
+				  "/etc/passwd 404\nhttp://127.0.0.1/go-mod/../../etc/passwd 404\n"
+				  "bind 98\n"),
 			  0);
 	ck_assert_msg(strcmp(r.out, want) == 0, "%s%s", r.out, r.err);
 	free(want);
