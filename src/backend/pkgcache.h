@@ -3,7 +3,8 @@
  * container's user), that the environments of that instance read and fill:
  *   <state_dir>/package-cache/<instance key>/<owner>/.used   mtime: its last prepare
  *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
- * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
+ * Commands see each tool's cache under CAE_PKGCACHE_INSIDE (kubernetes: the read-only ones
+ * served over HTTP instead, pkgcache-serve.c below) and are pointed at it by the
  * variables of cae__pkgcache_env (npm), cae__pkgcache_gomod_env (Go modules) and
  * cae__pkgcache_pip_env (pip's wheels). What protects each one: npm's, its own checks;
  * every other one, being read-only to every task and written by cae alone, from no task's
@@ -203,8 +204,10 @@ int cae__pkgcache_pip_docker(struct cae_prepare *p, cae_error *err);
  * host is mounted into it (a hostPath volume would need a permission many clusters refuse,
  * and would break the pod's confinement). The read-only trees above are served to it
  * instead, over HTTP, by this process, through the channel it already has to the pod: its
- * helper listens on 127.0.0.1:CAE_PKGCACHE_SERVE_PORT in the pod and carries each
- * connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
+ * helper listens on 127.0.0.1:CAE_PKGCACHE_SERVE_PORT in the pod (one socket, which no
+ * other may share: no SO_REUSEPORT; on the node's network, hostNetwork, the port is the
+ * node's, and a second pod's prepare finds it taken, warns and goes without) and carries
+ * each connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
  * every command run through that stream gets cae__pkgcache_serve_env (GOPROXY with
  * http://127.0.0.1:PORT/go-mod first, PIP_FIND_LINKS=http://127.0.0.1:PORT/pip-wheels/,
  * whose page links the wheels). GET and HEAD only, a path of plain components beneath
