@@ -39,14 +39,14 @@
 #include "base/banned.h"
 
 #define HEAD_MAX 65536
-#define CONN_MAX 64	     /* connections served at once, every environment together */
-#define IO_TIMEOUT_S 30	     /* a client that sends or takes nothing for this long is dropped */
-#define PAGE_MAX (4u << 20)  /* the wheels' page */
+#define CONN_MAX 64	    /* connections served at once, every environment together */
+#define IO_TIMEOUT_S 30	    /* a client that sends or takes nothing for this long is dropped */
+#define PAGE_MAX (4u << 20) /* the wheels' page */
 
 static atomic_int serving;
 
 struct conn {
-	int fd;	   /* the client */
+	int fd;	    /* the client */
 	int dir[2]; /* go-mod, pip-wheels (O_PATH; -1: not there) */
 };
 
@@ -101,8 +101,8 @@ static int open_file(int dir, const char *rel)
 {
 	struct open_how how = {
 	    .flags = O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
-	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
-		       RESOLVE_NO_XDEV,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
 	};
 	long fd;
 	do
@@ -208,7 +208,7 @@ static void serve(struct conn *c)
 		goto out;
 	}
 	target[strcspn(target, "?#")] = '\0';
-	int which = strncmp(target, "/go-mod/", 8) == 0	    ? 0
+	int which = strncmp(target, "/go-mod/", 8) == 0	       ? 0
 		    : strncmp(target, "/pip-wheels/", 12) == 0 ? 1
 							       : -1;
 	const char *rel = which == 0 ? target + 8 : which == 1 ? target + 12 : NULL;
@@ -264,10 +264,10 @@ int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 	static const char *const names[] = {"go-mod", "pip-wheels"};
 	for (int i = 0; i < 2; i++) {
 		char dir[PATH_MAX];
-		c->dir[i] = cae__pkgcache_shared_dir(cfg, names[i], false, dir, sizeof(dir), NULL) ==
-				    1
-				? open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-				: -1;
+		c->dir[i] =
+		    cae__pkgcache_shared_dir(cfg, names[i], false, dir, sizeof(dir), NULL) == 1
+			? open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			: -1;
 	}
 	struct timeval tv = {.tv_sec = IO_TIMEOUT_S};
 	(void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
@@ -295,8 +295,8 @@ static void serve_env_once(void)
 	const char *rest = strchr(gomod, ',');
 	snprintf(serve_env[0], sizeof(serve_env[0]), "GOPROXY=http://127.0.0.1:%d/go-mod%s",
 		 CAE_PKGCACHE_SERVE_PORT, rest ? rest : "");
-	snprintf(serve_env[1], sizeof(serve_env[1]), "PIP_FIND_LINKS=http://127.0.0.1:%d/pip-wheels/",
-		 CAE_PKGCACHE_SERVE_PORT);
+	snprintf(serve_env[1], sizeof(serve_env[1]),
+		 "PIP_FIND_LINKS=http://127.0.0.1:%d/pip-wheels/", CAE_PKGCACHE_SERVE_PORT);
 	size_t n = 0;
 	serve_envp[n++] = serve_env[0];
 	serve_envp[n++] = serve_env[1];
@@ -330,7 +330,8 @@ void cae__pkgcache_serve_start(cae_chan *c)
 	if (r < 0) {
 		char event[64];
 		snprintf(event, sizeof(event), "%s.package_cache_unavailable", b->ops->name);
-		cae_log_fields(b->log, CAE_LOG_WARN, event, json_pack("{s:s}", "task_uuid", c->uuid),
+		cae_log_fields(b->log, CAE_LOG_WARN, event,
+			       json_pack("{s:s}", "task_uuid", c->uuid),
 			       "the %s's shared package caches are not served (%s)",
 			       c->t->ops->what, e.message);
 	}

@@ -663,10 +663,10 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		}
 	}
 	/* no manager there (a remote engine, no mount): the tunnels below */
-	st->net_hand = hand_token && !exclusive ? cae__helper_net_handover(hand_path, hand_token,
-									  st->net_fd[0],
-									  st->net_fd[1])
-						: -1;
+	st->net_hand =
+	    hand_token && !exclusive
+		? cae__helper_net_handover(hand_path, hand_token, st->net_fd[0], st->net_fd[1])
+		: -1;
 	if (st->net_hand < 0)
 		st->net_hand = -1;
 	if (pipe2(st->net_stop, O_CLOEXEC) < 0 ||

@@ -734,7 +734,8 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	    "\"/go-mod/../../../../../../etc/passwd\", \"/pip-wheels/%2e%2e/%2e%2e/etc/passwd\", "
 	    "\"/pip-wheels/.filled\", \"/go-mod/.used\", \"/pip-wheels/out.whl\", "
 	    "\"/go-mod/example.com/out/passwd\", \"/go-mod/example.com/caedep/@v/\", "
-	    "\"/go-mod//etc/passwd\", \"/etc/passwd\", \"http://127.0.0.1/go-mod/../../etc/passwd\"]:\n"
+	    "\"/go-mod//etc/passwd\", \"/etc/passwd\", "
+	    "\"http://127.0.0.1/go-mod/../../etc/passwd\"]:\n"
 	    "    print(p, ask(\"GET\", p)[0])\n"
 	    "t = socket.socket()\n"
 	    "t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
@@ -758,7 +759,7 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 				  "/go-mod/example.com/caedep/@v/ 404\n/go-mod//etc/passwd 404\n"
 				  "/etc/passwd 404\nhttp://127.0.0.1/go-mod/../../etc/passwd 404\n"
 				  "bind 98\n"),
-			  0);
+			 0);
 	ck_assert_msg(strcmp(r.out, want) == 0, "%s%s", r.out, r.err);
 	free(want);
 	cae_run_result_clear(&r);
