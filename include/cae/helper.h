@@ -205,7 +205,9 @@ typedef int (*cae_helper_conn_fn)(void *ud, char kind, int fd);
 /* Makes the helper listen on 127.0.0.1:http_port and :socks_port in the environment (with
  * SO_REUSEPORT: another process's stream to the same environment may listen too) and add
  * env ("K=V", NULL-ended; may be NULL) to the environment of every command run through m
- * from now on; each connection accepted there is carried over the stream and handed to fn.
+ * from now on, once it listens; each connection accepted there is carried over the stream
+ * and handed to fn. The same port twice: one listener on it, without SO_REUSEPORT (no other
+ * socket can share it; a port already taken fails, -EADDRINUSE, and no command gets env).
  * Once per stream (-EALREADY). 0 or -errno (err set). */
 CAE_EXPORT int cae_helper_mux_net_listen(cae_helper_mux *m, int http_port, int socks_port,
 					 const char *const *env, cae_helper_conn_fn fn, void *ud,

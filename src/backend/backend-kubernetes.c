@@ -33,6 +33,7 @@
 #include "cae/net.h"
 #include "backend/chan.h"
 #include "backend/net-local.h"
+#include "backend/pkgcache.h"
 #include "backend/envs.h"
 #include "backend/snapshot.h"
 
@@ -521,6 +522,7 @@ static const cae_chan_ops chan_ops = {
     .what = "pod",
     .plain_how = "one API server exec",
     .reopen_plain = true,
+    .serve_caches = true,
 };
 
 static int k8s_exec(cae_backend *b, const char *uuid, const cae_exec_request *req,
@@ -1105,7 +1107,10 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
 				     "the kubernetes backend clones over the network only: a "
 				     "repository on this host (%s) cannot reach a pod",
 				     p->task->repo);
-	return cae__git_clone(prep_exec, &kp->pc, p->b->cfg, p->b->log, p->task, PROJECT, err);
+	r = cae__git_clone(prep_exec, &kp->pc, p->b->cfg, p->b->log, p->task, PROJECT, err);
+	if (r == 0)
+		cae__pkgcache_pod_fill(p); /* the shared caches' fills (pkgcache-serve.c) */
+	return r;
 }
 
 /* ---- protected paths (command_executor.protected_paths) ----

@@ -60,6 +60,9 @@ typedef struct cae_chan_ops {
 	/* a channel without a helper is opened again for every use (the environment may have
 	 * gone without anything else noticing), rather than kept */
 	bool reopen_plain;
+	/* the shared package caches are not on the environment's file system: with the
+	 * network its own, the helper's loopback listener serves them (pkgcache-serve.c) */
+	bool serve_caches;
 } cae_chan_ops;
 
 /* The heartbeat interval (seconds, as text for the helper's --heartbeat) of a stream helper

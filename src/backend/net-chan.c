@@ -11,6 +11,7 @@
 
 #include "backend/net-handover.h"
 #include "backend/net-local.h"
+#include "backend/pkgcache.h"
 #include "base/macro.h"
 #include "cae/log.h"
 
@@ -173,6 +174,7 @@ void cae__chan_net_start(cae_chan *c)
 {
 	c->px = cae__net_mux_start(c->t->b, c->m, c->uuid, c->forge, c->t->ops->what, false,
 				   c->net_dir);
+	cae__pkgcache_serve_start(c);
 }
 
 void cae__chan_net_report(cae_chan *c, cae_run_result *res)

@@ -415,8 +415,9 @@ int cae__pkgcache_container_manifest(cae_prepare *p, const char *name, char **ou
 		 "f=/workspace/project/%s; [ -f \"$f\" ] && [ ! -L \"$f\" ] || exit 3; cat \"$f\"",
 		 name);
 	const char *argv[] = {"sh", "-c", script, NULL};
+	/* (the workspace: kubernetes confines a command's working directory beneath it) */
 	cae_exec_request req = {.argv = argv,
-				.cwd = "/",
+				.cwd = "/workspace",
 				.timeout_ms = 60000,
 				.max_stdout = MANIFEST_MAX,
 				.max_stderr = 8192,
@@ -502,4 +503,17 @@ int cae__pkgcache_gomod_docker(cae_prepare *p, cae_docker *d, const char *contai
 		return r;
 	struct container_fill cf = {.d = d, .image = key};
 	return fill_with(p->b->cfg, mod, sum, container_download, &cf, err);
+}
+
+int cae__pkgcache_gomod_pod(cae_prepare *p, cae_error *err)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled || !host_go())
+		return 0;
+	_cleanup_free_ char *mod = NULL, *sum = NULL;
+	int r = cae__pkgcache_container_manifest(p, "go.mod", &mod, err);
+	if (r == 0 && mod)
+		r = cae__pkgcache_container_manifest(p, "go.sum", &sum, err);
+	if (r < 0 || !mod)
+		return r;
+	return fill_with(p->b->cfg, mod, sum, host_download, NULL, err);
 }

@@ -299,6 +299,15 @@ int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, c
 	return req ? cae__pkgcache_pip_fill(cfg, req, err) : 0;
 }
 
+int cae__pkgcache_pip_pod(cae_prepare *p, cae_error *err)
+{
+	if (!p->b->cfg->command_executor.package_cache.enabled)
+		return 0;
+	_cleanup_free_ char *req = NULL;
+	int r = cae__pkgcache_container_manifest(p, "requirements.txt", &req, err);
+	return r < 0 || !req ? r : cae__pkgcache_pip_fill(p->b->cfg, req, err);
+}
+
 /* ---- the fill in a container of the image (docker) ---- */
 
 #define FILL_INSIDE "/fill"

@@ -3,7 +3,8 @@
  * container's user), that the environments of that instance read and fill:
  *   <state_dir>/package-cache/<instance key>/<owner>/.used   mtime: its last prepare
  *   <state_dir>/package-cache/<instance key>/<owner>/npm     npm's cache (cacache)
- * Commands see each tool's cache under CAE_PKGCACHE_INSIDE and are pointed at it by the
+ * Commands see each tool's cache under CAE_PKGCACHE_INSIDE (kubernetes: the read-only ones
+ * served over HTTP instead, pkgcache-serve.c below) and are pointed at it by the
  * variables of cae__pkgcache_env (npm), cae__pkgcache_gomod_env (Go modules) and
  * cae__pkgcache_pip_env (pip's wheels), and by cae's settings.xml (Maven's artifacts). What
  * protects each one: npm's, its own checks; every other one, being read-only to every task
@@ -211,6 +212,9 @@ int cae__pkgcache_gomod_fill_project(const cae_config *cfg, const char *project,
 int cae__pkgcache_gomod_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
 			       cae_error *err);
 extern bool cae__pkgcache_gomod_in_container;
+/* The fill for the go.mod and go.sum of the pod being prepared (kubernetes): with the
+ * host's go only (0 without one). */
+int cae__pkgcache_gomod_pod(struct cae_prepare *p, cae_error *err);
 
 /* pip's wheels (pkgcache-pip.c): a flat directory of wheels,
  *   <state_dir>/package-cache/<instance key>/pip-wheels/<name>-<version>-<tags>.whl
@@ -243,6 +247,9 @@ const char *const *cae__pkgcache_pip_env(void);
 int cae__pkgcache_pip_fill(const cae_config *cfg, const char *requirements, cae_error *err);
 /* The fill for the requirements.txt of project on this host. */
 int cae__pkgcache_pip_fill_project(const cae_config *cfg, const char *project, cae_error *err);
+/* The fill for the requirements.txt of the pod being prepared (kubernetes: the host's
+ * python3, as local's). */
+int cae__pkgcache_pip_pod(struct cae_prepare *p, cae_error *err);
 /* The fill for the requirements.txt of the container being prepared, in a container of
  * its image (its Python's wheels). */
 int cae__pkgcache_pip_docker(struct cae_prepare *p, struct cae_docker *d, const char *container,
@@ -306,6 +313,39 @@ void cae__pkgcache_maven_installed(void *ctx);
  * the user's ~/.m2/settings.xml unless it has one. 1: done (or nothing to do); 0: caches
  * off; -errno with err set. */
 int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
+
+/* Kubernetes (pkgcache-serve.c): a pod is on a node, not on this host, and nothing of the
+ * host is mounted into it (a hostPath volume would need a permission many clusters refuse,
+ * and would break the pod's confinement). The read-only trees above are served to it
+ * instead, over HTTP, by this process, through the channel it already has to the pod: its
+ * helper listens on 127.0.0.1:CAE_PKGCACHE_SERVE_PORT in the pod (one socket, which no
+ * other may share: no SO_REUSEPORT; on the node's network, hostNetwork, the port is the
+ * node's, and a second pod's prepare finds it taken, warns and goes without) and carries
+ * each connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
+ * every command run through that stream gets cae__pkgcache_serve_env (GOPROXY with
+ * http://127.0.0.1:PORT/go-mod first, PIP_FIND_LINKS=http://127.0.0.1:PORT/pip-wheels/,
+ * whose page links the wheels). GET and HEAD only, a path of plain components beneath
+ * the tree (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), regular files only, no dot
+ * file: the server reads, never writes, and what it reads only cae wrote. Only for a pod
+ * whose network is its own (a filtered or no network has its helper's listener carrying
+ * the proxy's connections instead: the caches are not served there). The fills are the
+ * local backend's, on this host, with the manifests read from the pod after its clone.
+ * npm's cache, the node_modules trees and Go's build cache are not shared on kubernetes. */
+#define CAE_PKGCACHE_SERVE_PORT 3129
+struct cae_chan;
+/* After c's stream opened (net-chan.c): the listener and the variables, when c's backend
+ * serves the caches (cae_chan_ops.serve_caches), they are on, and c has no proxy. A
+ * failure is logged (<backend>.package_cache_unavailable): commands then go to the
+ * operator's proxy and index alone. */
+void cae__pkgcache_serve_start(struct cae_chan *c);
+/* Serves one connection fd (taken over) in a thread of its own, from the trees of ud (the
+ * cae_config); a cae_helper_conn_fn. */
+int cae__pkgcache_serve_conn(void *ud, char kind, int fd);
+/* The variables ("K=V", NULL-terminated, static). */
+const char *const *cae__pkgcache_serve_env(void);
+/* After the pod's clone: cae's fills of the Go modules and pip wheels, for a pod that has
+ * the network itself; a failure is a warning of p (a cold cache). */
+void cae__pkgcache_pod_fill(struct cae_prepare *p);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
  * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,

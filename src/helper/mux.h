@@ -51,7 +51,9 @@ enum cae_mux_type {
 	/* The network (tun.h). NET_LISTEN, manager -> helper: listen on 127.0.0.1 at the two
 	 * little-endian u16 ports of the payload (HTTP proxy, SOCKS5), with SO_REUSEPORT (other
 	 * managers' streams may listen too), and add the NUL-separated "K=V" strings that follow
-	 * to every command's environment; after an empty string, optionally, a unix socket's
+	 * to every command's environment once it listens (the same port twice: one listener
+	 * on it, without SO_REUSEPORT, that no other socket can share; no handover); after an
+	 * empty string, optionally, a unix socket's
 	 * path and a token: the helper sends the token and both listeners there (SCM_RIGHTS;
 	 * src/backend/net-handover.h) before it answers, and stops accepting once the manager
 	 * writes 'k' back on that connection. Answered by NET_READY (payload: a little-endian

@@ -23,14 +23,14 @@
 
 #include "base/banned.h"
 
-int cae__helper_listen_loopback(int port, bool reuse)
+int cae__helper_listen_loopback(int port, bool share)
 {
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	int one = 1;
-	if (reuse && (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
-		      setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+	    (share && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0)) {
 		int e = -errno;
 		close(fd);
 		return e;

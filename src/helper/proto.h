@@ -113,8 +113,10 @@ int cae__helper_decode_fs_result(const char *body, size_t len, int *status, cae_
  * socket (net.c). */
 #define CAE_HELPER_FD_NET 'n'
 int cae__helper_net_listen(int fd, int http_port, int socks_port);
-/* A socket listening on 127.0.0.1:port (reuse: SO_REUSEADDR and SO_REUSEPORT), or -errno. */
-int cae__helper_listen_loopback(int port, bool reuse);
+/* A socket listening on 127.0.0.1:port (SO_REUSEADDR: a port whose last connections are in
+ * TIME_WAIT is taken, one another socket listens on is not; share: SO_REUSEPORT too, which
+ * lets a socket of the same uid listen on it as well), or -errno. */
+int cae__helper_listen_loopback(int port, bool share);
 /* A container's listeners handed to its manager (src/backend/net-handover.h): connects to
  * the unix socket path and sends token with hfd and sfd (SCM_RIGHTS), without blocking.
  * Returns the connection (the manager's acknowledgement, a byte 'k', comes on it), or

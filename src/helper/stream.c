@@ -610,9 +610,13 @@ static void *net_accept_main(void *arg)
 	}
 }
 
-/* NET_LISTEN: the listeners, the accepting thread, and the variables every command gets;
- * after an empty string, the manager's handover socket and token (net-handover.h), to which
- * the listeners are sent at once. Returns 0 or -errno. */
+/* NET_LISTEN: the listeners, the accepting thread, and the variables every command gets
+ * (only once the listeners are there: a port some other process holds gets no command
+ * pointed at it); after an empty string, the manager's handover socket and token
+ * (net-handover.h), to which the listeners are sent at once. The same port twice: one
+ * listener, without SO_REUSEPORT, which no other socket can then share (on a node's
+ * network, another pod's process of the same uid could otherwise take some of its
+ * connections). Returns 0 or -errno. */
 static int net_listen(struct stream *st, const char *body, size_t n)
 {
 	if (st->net_started)
@@ -621,15 +625,16 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		return -EINVAL;
 	const unsigned char *b = (const unsigned char *)body;
 	int ports[2] = {b[0] | b[1] << 8, b[2] | b[3] << 8};
+	bool exclusive = ports[0] == ports[1];
 	size_t env_len = n - 4;
+	free(st->net_env);
 	st->net_env = malloc(env_len + 1);
 	if (!st->net_env)
 		return -ENOMEM;
 	memcpy(st->net_env, body + 4, env_len);
 	st->net_env[env_len] = '\0';
-	int k = 0;
-	while (st->env[k])
-		k++;
+	const char *add[NET_ENV_MAX];
+	int na = 0;
 	size_t off = 0;
 	while (off < env_len) {
 		const char *e = st->net_env + off;
@@ -637,8 +642,8 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		off += l + 1;
 		if (l == 0)
 			break;
-		if (strchr(e, '=') && k < 6 + NET_ENV_MAX)
-			st->env[k++] = e;
+		if (strchr(e, '=') && na < NET_ENV_MAX)
+			add[na++] = e;
 	}
 	const char *hand_path = off < env_len ? st->net_env + off : NULL;
 	const char *hand_token = NULL;
@@ -646,8 +651,9 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		off += strlen(hand_path) + 1;
 		hand_token = off < env_len ? st->net_env + off : NULL;
 	}
-	for (int i = 0; i < 2; i++) {
-		st->net_fd[i] = cae__helper_listen_loopback(ports[i], true);
+	st->net_fd[1] = -1;
+	for (int i = 0; i < (exclusive ? 1 : 2); i++) {
+		st->net_fd[i] = cae__helper_listen_loopback(ports[i], !exclusive);
 		if (st->net_fd[i] < 0) {
 			int e = st->net_fd[i];
 			if (i == 1)
@@ -657,15 +663,17 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		}
 	}
 	/* no manager there (a remote engine, no mount): the tunnels below */
-	st->net_hand = hand_token ? cae__helper_net_handover(hand_path, hand_token, st->net_fd[0],
-							     st->net_fd[1])
-				  : -1;
+	st->net_hand =
+	    hand_token && !exclusive
+		? cae__helper_net_handover(hand_path, hand_token, st->net_fd[0], st->net_fd[1])
+		: -1;
 	if (st->net_hand < 0)
 		st->net_hand = -1;
 	if (pipe2(st->net_stop, O_CLOEXEC) < 0 ||
 	    pthread_create(&st->net_thread, NULL, net_accept_main, st) != 0) {
 		for (int i = 0; i < 2; i++) {
-			close(st->net_fd[i]);
+			if (st->net_fd[i] >= 0)
+				close(st->net_fd[i]);
 			st->net_fd[i] = -1;
 		}
 		if (st->net_hand >= 0)
@@ -673,6 +681,11 @@ static int net_listen(struct stream *st, const char *body, size_t n)
 		st->net_hand = -1;
 		return -EAGAIN;
 	}
+	int k = 0;
+	while (st->env[k])
+		k++;
+	for (int i = 0; i < na && k < 6 + NET_ENV_MAX; i++)
+		st->env[k++] = add[i];
 	st->net_started = true;
 	return 0;
 }

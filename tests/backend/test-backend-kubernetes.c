@@ -12,6 +12,11 @@
  * that a failed test left (no other pod). */
 #include "backend-test.h"
 
+#include "backend/backend-internal.h"
+#include "backend/pkgcache.h"
+
+#include <glob.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -569,6 +574,224 @@ START_TEST(missing_image_says_how_to_get_it)
 }
 END_TEST
 
+/* A pod's manifests as cae__pkgcache_container_manifest reads them: the files of the
+ * directory ctx (exit 3 for one that is not there). */
+static int manifest_exec(void *ctx, const cae_exec_request *req, cae_run_result *res,
+			 cae_error *err)
+{
+	(void)err;
+	memset(res, 0, sizeof(*res));
+	const char *name = strstr(req->argv[2], "/workspace/project/") + 19;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%.*s", (const char *)ctx, (int)strcspn(name, ";"), name);
+	size_t len;
+	res->exit_code = cae__read_file(AT_FDCWD, path, 1 << 20, &res->out, &len) == 0 ? 0 : 3;
+	return 0;
+}
+
+/* cae's fills for a pod of cfg whose project is work, in a state directory of their own:
+ * whether they put anything in the shared trees. */
+static bool pod_fill_fills(const char *net_access, const char *work)
+{
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	bt_cfg_set(cfg, "command_executor.docker.network.external_access", net_access);
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_task t = {.uuid = (char *)"caetest-k8sprot-fill"};
+	cae_prepare p = {.b = b,
+			 .task = &t,
+			 .warnings = json_array(),
+			 .exec = manifest_exec,
+			 .exec_ctx = (void *)work};
+	cae__pkgcache_pod_fill(&p);
+	ck_assert_msg(json_array_size(p.warnings) == 0, "%s",
+		      json_string_value(json_array_get(p.warnings, 0)));
+	json_decref(p.warnings);
+	char pat[PATH_MAX];
+	bool filled = false;
+	static const char *const what[] = {"pip-wheels/caewheel-*.whl",
+					   "go-mod/example.com/caedep/@v/v1.0.0.zip"};
+	for (size_t i = 0; i < ARRAY_SIZE(what); i++) {
+		snprintf(pat, sizeof(pat), "%s/package-cache/*/%s", state, what[i]);
+		glob_t g;
+		if (glob(pat, 0, NULL, &g) == 0)
+			filled = true;
+		globfree(&g);
+	}
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+	return filled;
+}
+
+/* The read-only shared caches on kubernetes (pkgcache-serve.c): a pod is not on this host,
+ * so the shared Go module proxy and pip wheels are served by cae over the pod's helper
+ * stream, on 127.0.0.1:3129 in the pod. A project with a go.mod requiring example.com/caedep
+ * and a requirements.txt naming caewheel; the operator's Go proxy and pip index are
+ * directories of this host (GOPROXY and PIP_INDEX_URL of cae's environment), which no pod
+ * can see. Pod C, whose network is not its own (external_access false): no fill, nothing
+ * served. Pod A, with the network: cae's fills on this host put both in the shared trees;
+ * A's pip install takes caewheel from PIP_FIND_LINKS (the served page) alone; then A, as an
+ * attacker, asks the server to write (PUT, POST, DELETE: refused), to climb out of the trees
+ * (.., %2e%2e, through symbolic links planted in the tree, dot files: not found) while what
+ * is in them is served, and to take the port over (a socket of its own joining it with
+ * SO_REUSEPORT, which would get some of the connections: refused, EADDRINUSE); nothing in
+ * the trees changed. Then the operator's proxy is gone,
+ * and this host's go (the pods are on the host's network here) downloads and verifies the
+ * module through A's GOPROXY alone, the module's own code. Failed before: no PIP_FIND_LINKS
+ * or GOPROXY of cae's in a pod, caewheel not found by A's install, nothing on 3129. */
+START_TEST(package_caches_served_read_only_to_a_pod)
+{
+	char *gp = tu_mkdtemp(), *work = tu_mkdtemp();
+	char repo[64];
+	snprintf(repo, sizeof(repo), "pkgc-%d.git", (int)getpid());
+	shf("set -e; P=%s; V=$P/m/example.com/caedep@v1.0.0; D=$P/proxy/example.com/caedep/@v; "
+	    "mkdir -p $V $D; printf 'module example.com/caedep\\n\\ngo 1.19\\n' > $V/go.mod; "
+	    "printf 'package caedep\\n\\nfunc Word() string { return \"pristine\" }\\n' > "
+	    "$V/dep.go; (cd $P/m && zip -qr $D/v1.0.0.zip example.com/caedep@v1.0.0); cp "
+	    "$V/go.mod $D/v1.0.0.mod; printf '{\"Version\":\"v1.0.0\"}' > $D/v1.0.0.info; "
+	    "mkdir -p $P/src/caewheel $P/simple/caewheel; echo 'WORD = \"pristine\"' > "
+	    "$P/src/caewheel/__init__.py; printf 'from setuptools import setup\\nsetup(name="
+	    "\"caewheel\", version=\"1.0\", packages=[\"caewheel\"])\\n' > $P/src/setup.py; (cd $P "
+	    "&& HOME=$P/h PATH=/usr/bin:/bin python3 -m pip wheel -q --no-deps "
+	    "--no-build-isolation --no-index -w $P/wheels ./src) >/dev/null 2>&1; W=$(ls "
+	    "$P/wheels); printf '<a href=\"file://%%s/wheels/%%s\">%%s</a>\\n' $P $W $W > "
+	    "$P/simple/caewheel/index.html; cd %s && git init -q -b main && printf 'module "
+	    "example.com/g\\n\\ngo 1.19\\n\\nrequire example.com/caedep v1.0.0\\n' > go.mod && "
+	    "printf 'package g\\n\\nimport \"example.com/caedep\"\\n\\nfunc W() string { return "
+	    "caedep.Word() }\\n' > g.go && HOME=$P/h GOMODCACHE=$P/gm GOFLAGS='-mod=mod "
+	    "-modcacherw' GOPROXY=file://$P/proxy GOSUMDB=off go mod tidy && test -s go.sum && "
+	    "rm -rf $P/gm $P/h && printf 'caewheel==1.0\\n' > requirements.txt && git add . && "
+	    "git -c user.email=t@e -c user.name=t commit -qm pkgc && rm -rf %s/%s && git clone "
+	    "-q --bare . %s/%s",
+	    gp, work, git_root, repo, git_root, repo);
+	char env[PATH_MAX + 32];
+	snprintf(env, sizeof(env), "file://%s/proxy", gp);
+	setenv("GOPROXY", env, 1);
+	snprintf(env, sizeof(env), "file://%s/simple", gp);
+	setenv("PIP_INDEX_URL", env, 1);
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", git_http, repo);
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	cae_error err = {0};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	char ua[64];
+	bt_task_uuid(ua, sizeof(ua), TASK_PREFIX);
+	cae_task ta = {.uuid = ua, .repo = url, .platform = (char *)"github"};
+	ck_assert_msg(cae_backend_prepare(b, &ta, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	char *ws = json_dumps(info.warnings, 0);
+	ck_assert_msg(!has_warning(&info, "not filled"), "%s", ws);
+	free(ws);
+	json_t *d = NULL;
+	size_t i;
+	json_array_foreach(info.deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")), "requirements.txt") ==
+		    0)
+			break;
+	}
+	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
+		      d ? json_string_value(json_object_get(d, "output")) : "no pip install");
+	cae_env_info_clear(&info);
+	cae_run_result r;
+	/* links planted in the trees (as if cae had left them): never followed */
+	shf("cd %s/package-cache/*/pip-wheels && ln -s /etc/passwd out.whl && cd ../go-mod && ln "
+	    "-s /etc example.com/out",
+	    state);
+	r = bt_exec(
+	    b, ua,
+	    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)' && echo \"${GOPROXY%%,*} "
+	    "$PIP_FIND_LINKS\" && python3 -c '\n"
+	    "import os, socket, urllib.parse\n"
+	    "u = urllib.parse.urlparse(os.environ[\"PIP_FIND_LINKS\"])\n"
+	    "def ask(m, p, body=b\"\"):\n"
+	    "    s = socket.create_connection((u.hostname, u.port))\n"
+	    "    s.sendall((\"%s %s HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %d\\r\\n\\r\\n\" "
+	    "% (m, p, len(body))).encode() + body)\n"
+	    "    d = b\"\"\n"
+	    "    while True:\n"
+	    "        c = s.recv(65536)\n"
+	    "        if not c: break\n"
+	    "        d += c\n"
+	    "    h, _, b = d.partition(b\"\\r\\n\\r\\n\")\n"
+	    "    return h.split(b\" \")[1].decode(), b\n"
+	    "M = \"/go-mod/example.com/caedep/@v/v1.0.0.mod\"\n"
+	    "s, b = ask(\"GET\", M); print(\"get\", s, b\"module example.com/caedep\" in b)\n"
+	    "s, b = ask(\"HEAD\", M); print(\"head\", s, len(b))\n"
+	    "s, b = ask(\"GET\", \"/pip-wheels/\"); print(\"page\", s, "
+	    "b\"caewheel-1.0-py3-none-any.whl\" in b, b\"out.whl\" in b)\n"
+	    "for m, p in [(\"PUT\", \"/pip-wheels/caewheel-1.0-py3-none-any.whl\"), (\"POST\", M), "
+	    "(\"DELETE\", M), (\"PUT\", \"/pip-wheels/new.whl\")]:\n"
+	    "    print(m, ask(m, p, b\"POISON\")[0])\n"
+	    "for p in [\"/pip-wheels/../go-mod/example.com/caedep/@v/v1.0.0.mod\", "
+	    "\"/go-mod/../../../../../../etc/passwd\", \"/pip-wheels/%2e%2e/%2e%2e/etc/passwd\", "
+	    "\"/pip-wheels/.filled\", \"/go-mod/.used\", \"/pip-wheels/out.whl\", "
+	    "\"/go-mod/example.com/out/passwd\", \"/go-mod/example.com/caedep/@v/\", "
+	    "\"/go-mod//etc/passwd\", \"/etc/passwd\", "
+	    "\"http://127.0.0.1/go-mod/../../etc/passwd\"]:\n"
+	    "    print(p, ask(\"GET\", p)[0])\n"
+	    "t = socket.socket()\n"
+	    "t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+	    "t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)\n"
+	    "try:\n"
+	    "    t.bind((u.hostname, u.port)); print(\"joined\")\n"
+	    "except OSError as e:\n"
+	    "    print(\"bind\", e.errno)\n"
+	    "'",
+	    120000);
+	char *want = NULL;
+	ck_assert_int_ge(asprintf(&want,
+				  "pristine\nhttp://127.0.0.1:3129/go-mod "
+				  "http://127.0.0.1:3129/pip-wheels/\nget 200 True\nhead 200 0\n"
+				  "page 200 True False\nPUT 405\nPOST 405\nDELETE 405\nPUT 405\n"
+				  "/pip-wheels/../go-mod/example.com/caedep/@v/v1.0.0.mod 404\n"
+				  "/go-mod/../../../../../../etc/passwd 404\n"
+				  "/pip-wheels/%%2e%%2e/%%2e%%2e/etc/passwd 404\n"
+				  "/pip-wheels/.filled 404\n/go-mod/.used 404\n"
+				  "/pip-wheels/out.whl 404\n/go-mod/example.com/out/passwd 404\n"
+				  "/go-mod/example.com/caedep/@v/ 404\n/go-mod//etc/passwd 404\n"
+				  "/etc/passwd 404\nhttp://127.0.0.1/go-mod/../../etc/passwd 404\n"
+				  "bind 98\n"),
+			 0);
+	ck_assert_msg(strcmp(r.out, want) == 0, "%s%s", r.out, r.err);
+	free(want);
+	cae_run_result_clear(&r);
+	/* the trees: cae's, read-only, unchanged */
+	shf("cd %s/package-cache/* && rm pip-wheels/out.whl go-mod/example.com/out && ! grep -rl "
+	    "POISON . && test -z \"$(find go-mod pip-wheels \\( -type f -perm /222 -o ! -user 0 "
+	    "\\))\" && test \"$(ls pip-wheels)\" = caewheel-1.0-py3-none-any.whl",
+	    state);
+	/* no fill for a pod whose network is not its own (none on this cluster: a pod off the
+	 * host's network has none at all), as for one that has it */
+	ck_assert(!pod_fill_fills("false", work));
+	ck_assert(pod_fill_fills("true", work));
+	/* the operator's proxy gone: this host's go takes the module through A's listener */
+	shf("set -e; P=%s; rm -rf $P/proxy; cd %s; HOME=$P/h GOMODCACHE=$P/gm GOFLAGS='-mod=mod "
+	    "-modcacherw' GOPROXY=http://127.0.0.1:3129/go-mod,off GOSUMDB=off GOTOOLCHAIN=local "
+	    "go mod download -x && grep -q pristine $P/gm/example.com/caedep@v1.0.0/dep.go",
+	    gp, work);
+	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
+	unsetenv("GOPROXY");
+	unsetenv("PIP_INDEX_URL");
+	shf("rm -rf %s/%s", git_root, repo);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(gp);
+	free(gp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -584,6 +807,8 @@ static Suite *make_suite(void)
 	tcase_add_test(pr, missing_image_says_how_to_get_it);
 	TCase *nh = bt_tcase(s, "no-helper", 600, sweep);
 	tcase_add_test(nh, without_the_helper_each_command_is_one_exec);
+	TCase *pk = bt_tcase(s, "pkgcache", 600, sweep);
+	tcase_add_test(pk, package_caches_served_read_only_to_a_pod);
 	return s;
 }
 
