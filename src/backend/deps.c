@@ -66,7 +66,7 @@ static const struct installer other_installers[] = {
      &conda_env2},
     {"Cargo.toml", "cargo", "cargo fetch", NULL},
     {"Gemfile", "bundle", "bundle install"},
-    {"pom.xml", "mvn", "mvn -q -B dependency:resolve"},
+    {"pom.xml", "mvn", "mvn -q -B dependency:resolve dependency:resolve-plugins"},
     {"build.gradle", "gradle", "gradle --quiet dependencies"},
     {"build.gradle.kts", "gradle", "gradle --quiet dependencies"},
     {"go.mod", "go", "go mod download"},

@@ -2362,6 +2362,11 @@ START_TEST(package_cache_maven_read_only)
 	json_t *d = dep_of(info.deps, "pom.xml");
 	ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%s",
 		      d ? json_string_value(json_object_get(d, "output")) : "no mvn");
+	/* the prepare resolved the build plugins too (the goal of the tests' plugin leaves its
+	 * mark): what an agent's `mvn test` takes is in the local repository for the fill */
+	cae_run_result rp = run(b, "maven-a", "cat resolve-plugins.ran");
+	ck_assert_msg(strcmp(rp.out, "ran\n") == 0, "%s%s", rp.out, rp.err);
+	cae_run_result_clear(&rp);
 	/* one warning: the pom whose checksum the remote gets wrong is not shared */
 	size_t i, said = 0;
 	json_t *w;

@@ -2,7 +2,7 @@
 #   make.sh DIR REPO PORT
 # DIR/www/maven2: a Maven repository in Maven's layout, real artifacts of Debian's
 # /usr/share/maven-repo (javax.inject 1, plexus-utils 3.4.2, plexus-interpolation 1.26,
-# plexus-classworlds 2.7.0) and the tests' plugin (Resolve.java, plugin.xml), each with its
+# plexus-classworlds 2.7.0) and the tests' plugin (Resolve.java, ResolvePlugins.java, plugin.xml), each with its
 # .sha1 (plexus-interpolation's pom: a wrong one); beside them, files an honest fill never asks for (a name outside the layout, a
 # snapshot, and DIR/www/escape outside the repository). REPO gets a project whose pom.xml
 # names that repository (http://127.0.0.1:PORT/maven2/) as its central, depends on
@@ -20,7 +20,7 @@ copy org/codehaus/plexus/plexus-interpolation/1.26 plexus-interpolation-1.26
 copy org/codehaus/plexus/plexus-classworlds/2.7.0 plexus-classworlds-2.7.0
 P=$M/cae/test/cae-maven-plugin/1.0
 mkdir -p "$P" "$D/plugin/META-INF/maven"
-javac -nowarn -d "$D/plugin" -cp /usr/share/maven/lib/maven-plugin-api-3.x.jar "$HERE/Resolve.java"
+javac -nowarn -d "$D/plugin" -cp /usr/share/maven/lib/maven-plugin-api-3.x.jar "$HERE/Resolve.java" "$HERE/ResolvePlugins.java"
 cp "$HERE/plugin.xml" "$D/plugin/META-INF/maven/plugin.xml"
 (cd "$D/plugin" && jar cf "$P/cae-maven-plugin-1.0.jar" .)
 cat > "$P/cae-maven-plugin-1.0.pom" <<POM
