@@ -5,7 +5,8 @@
 # Docker, Podman (its Docker-compatible API, scripts/podman-env.sh), the loopback git server,
 # Node for the MCP clients, Go for the corpus's Go project (tests/mcp/corpus.mjs); the Kubernetes cluster's own
 # packages are installed by k8s-local.sh start; python3-venv and maven for the local
-# environments' virtual environment and /etc-configured toolchains; xfsprogs for bench-snapshot's
+# environments' virtual environment and /etc-configured toolchains, a JDK for the Maven tests'
+# plugin; xfsprogs for bench-snapshot's
 # state directory on a file system that shares extents). Needs root to install; as
 # another user it only names what is missing.
 set -euo pipefail
@@ -27,6 +28,9 @@ if [ "$what" = test ]; then
   command -v dockerd >/dev/null || missing+=(docker.io)
   command -v node >/dev/null || missing+=(nodejs)
   command -v npm >/dev/null || missing+=(npm)
+  # javac and jar build the Maven tests' plugin (tests/data/maven/make.sh); maven itself
+  # brings only a Java runtime
+  { command -v javac && command -v jar; } >/dev/null || missing+=(default-jdk-headless)
 fi
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
