@@ -4,6 +4,8 @@
  * only in how they reach their helper and what they do without one. */
 #include "backend/chan.h"
 
+#include "backend/pkgcache.h"
+
 #include "base/chase.h"
 #include "base/macro.h"
 #include "cae/log.h"
@@ -24,6 +26,7 @@ static void chan_free(cae_chan *c)
 	if (c) {
 		cae__chan_net_close_forwards(c);
 		cae_helper_mux_close(c->m);
+		cae__pkgcache_serve_stop(c);
 		cae__chan_net_free(c);
 		free(c->target);
 		free(c->forge);

@@ -32,6 +32,7 @@ typedef struct cae_chan {
 	char *net_dir;	   /* its listeners' handover directory (net-handover.h); NULL: none */
 	cae_helper_forward **fwd; /* port forwards, under the table's lock */
 	size_t n_fwd;
+	struct cae_pkgcache_share *share; /* its share of the caches' server; NULL: none */
 } cae_chan;
 
 typedef struct cae_chan_ops {

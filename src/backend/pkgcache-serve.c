@@ -2,7 +2,8 @@
  * module proxy (<instance key>/go-mod) under /go-mod/ and pip's wheels (<instance
  * key>/pip-wheels) under /pip-wheels/, to the connections a pod's helper accepts on
  * 127.0.0.1:CAE_PKGCACHE_SERVE_PORT and carries over its exec stream (src/helper/tun.c).
- * One request per connection (Connection: close), GET and HEAD only, a head of at most
+ * One request per connection (Connection: close), at most CAE_PKGCACHE_SERVE_ENV_CONNS at
+ * once for one environment (its cae_pkgcache_share), GET and HEAD only, a head of at most
  * 64 KiB parsed by the proxy's parser (src/net/parse.c); a path of plain components
  * (letters, digits and - _ . + ! ~ @, none empty or starting with a dot: no "..", none of
  * the trees' .filled, .used or temporary files) opened beneath the tree's directory with
@@ -39,15 +40,39 @@
 #include "base/banned.h"
 
 #define HEAD_MAX 65536
-#define CONN_MAX 64	    /* connections served at once, every environment together */
+
 #define IO_TIMEOUT_S 30	    /* a client that sends or takes nothing for this long is dropped */
 #define PAGE_MAX (4u << 20) /* the wheels' page */
 
-static atomic_int serving;
+static atomic_int serving; /* connections, every environment together */
+
+struct cae_pkgcache_share {
+	const cae_config *cfg;
+	atomic_int conns;
+	atomic_int refs;
+};
+
+cae_pkgcache_share *cae__pkgcache_share_new(const cae_config *cfg)
+{
+	cae_pkgcache_share *s = calloc(1, sizeof(*s));
+	if (s) {
+		s->cfg = cfg;
+		atomic_init(&s->conns, 0);
+		atomic_init(&s->refs, 1);
+	}
+	return s;
+}
+
+void cae__pkgcache_share_unref(cae_pkgcache_share *s)
+{
+	if (s && atomic_fetch_sub(&s->refs, 1) == 1)
+		free(s);
+}
 
 struct conn {
 	int fd;	    /* the client */
 	int dir[2]; /* go-mod, pip-wheels (O_PATH; -1: not there) */
+	cae_pkgcache_share *share;
 };
 
 static bool component_ok(const char *s, size_t n)
@@ -231,6 +256,8 @@ static void conn_free(struct conn *c)
 	for (int i = 0; i < 2; i++)
 		if (c->dir[i] >= 0)
 			close(c->dir[i]);
+	atomic_fetch_sub(&c->share->conns, 1);
+	cae__pkgcache_share_unref(c->share);
 	free(c);
 	atomic_fetch_sub(&serving, 1);
 }
@@ -247,18 +274,28 @@ static void *conn_main(void *ud)
 int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 {
 	(void)kind; /* the helper's one listener, the cache's port */
-	const cae_config *cfg = ud;
-	if (atomic_fetch_add(&serving, 1) >= CONN_MAX) {
+	cae_pkgcache_share *share = ud;
+	const cae_config *cfg = share->cfg;
+	if (atomic_fetch_add(&share->conns, 1) >= CAE_PKGCACHE_SERVE_ENV_CONNS) {
+		atomic_fetch_sub(&share->conns, 1);
+		close(fd);
+		return -EAGAIN;
+	}
+	if (atomic_fetch_add(&serving, 1) >= CAE_PKGCACHE_SERVE_CONNS) {
 		atomic_fetch_sub(&serving, 1);
+		atomic_fetch_sub(&share->conns, 1);
 		close(fd);
 		return -EAGAIN;
 	}
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
 		atomic_fetch_sub(&serving, 1);
+		atomic_fetch_sub(&share->conns, 1);
 		close(fd);
 		return -ENOMEM;
 	}
+	atomic_fetch_add(&share->refs, 1);
+	c->share = share;
 	c->fd = fd;
 	/* the trees' directories now (the thread touches no configuration) */
 	static const char *const names[] = {"go-mod", "pip-wheels"};
@@ -321,12 +358,14 @@ void cae__pkgcache_serve_start(cae_chan *c)
 	    !b->cfg->command_executor.package_cache.enabled)
 		return;
 	cae_error e = {0};
+	if (!c->share && !(c->share = cae__pkgcache_share_new(b->cfg)))
+		return;
 	/* the same port twice: one listener, which no other socket may share (on a node's
 	 * network, another pod's task of the same uid could otherwise join it with
 	 * SO_REUSEPORT and answer some of this pod's requests) */
 	int r = cae_helper_mux_net_listen(c->m, CAE_PKGCACHE_SERVE_PORT, CAE_PKGCACHE_SERVE_PORT,
 					  cae__pkgcache_serve_env(), cae__pkgcache_serve_conn,
-					  (void *)b->cfg, &e);
+					  c->share, &e);
 	if (r < 0) {
 		char event[64];
 		snprintf(event, sizeof(event), "%s.package_cache_unavailable", b->ops->name);
@@ -335,6 +374,12 @@ void cae__pkgcache_serve_start(cae_chan *c)
 			       "the %s's shared package caches are not served (%s)",
 			       c->t->ops->what, e.message);
 	}
+}
+
+void cae__pkgcache_serve_stop(cae_chan *c)
+{
+	cae__pkgcache_share_unref(c->share);
+	c->share = NULL;
 }
 
 void cae__pkgcache_pod_fill(cae_prepare *p)

@@ -338,8 +338,21 @@ struct cae_chan;
  * failure is logged (<backend>.package_cache_unavailable): commands then go to the
  * operator's proxy and index alone. */
 void cae__pkgcache_serve_start(struct cae_chan *c);
-/* Serves one connection fd (taken over) in a thread of its own, from the trees of ud (the
- * cae_config); a cae_helper_conn_fn. */
+/* When c's stream has closed (chan.c: no more connections come): its share of the server
+ * let go (the connections still being served keep it until they end). */
+void cae__pkgcache_serve_stop(struct cae_chan *c);
+/* One environment's share of the server: the configuration whose trees it is served, and
+ * its connections, at most CAE_PKGCACHE_SERVE_ENV_CONNS at once (of CAE_PKGCACHE_SERVE_CONNS
+ * for every environment together), so that an environment holding its connections open
+ * leaves the others theirs. Made with one reference, freed with the last. */
+#define CAE_PKGCACHE_SERVE_ENV_CONNS 16
+#define CAE_PKGCACHE_SERVE_CONNS 256
+typedef struct cae_pkgcache_share cae_pkgcache_share;
+cae_pkgcache_share *cae__pkgcache_share_new(const cae_config *cfg);
+void cae__pkgcache_share_unref(cae_pkgcache_share *s);
+/* Serves one connection fd (taken over) in a thread of its own, from the trees of ud (a
+ * cae_pkgcache_share, which the thread holds a reference to); a cae_helper_conn_fn.
+ * -EAGAIN (fd closed) when the environment or the server has all its connections. */
 int cae__pkgcache_serve_conn(void *ud, char kind, int fd);
 /* The variables ("K=V", NULL-terminated, static). */
 const char *const *cae__pkgcache_serve_env(void);

@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <signal.h>
 #include <poll.h>
@@ -2458,6 +2459,47 @@ START_TEST(package_cache_maven_read_only)
 }
 END_TEST
 
+/* The caches' server of the kubernetes pods (pkgcache-serve.c), as a pod's helper hands it
+ * connections: environment A holds open every connection it can (each one's server waits
+ * for a request that does not come, up to its timeout); it gets its share, no more, and
+ * environment B's request is still answered. Failed before: A took the server's every
+ * connection (64), and B's was refused. */
+START_TEST(package_cache_server_shares_its_connections)
+{
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	cae_pkgcache_share *a = cae__pkgcache_share_new(cfg), *b = cae__pkgcache_share_new(cfg);
+	ck_assert(a && b);
+	enum { HELD = 64 };
+	int held[HELD], taken = 0;
+	for (int i = 0; i < HELD; i++) {
+		int sv[2];
+		ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+		held[i] = sv[0];
+		if (cae__pkgcache_serve_conn(a, 'h', sv[1]) == 0)
+			taken++;
+	}
+	ck_assert_int_eq(taken, CAE_PKGCACHE_SERVE_ENV_CONNS);
+	int sv[2];
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+	ck_assert_int_eq(cae__pkgcache_serve_conn(b, 'h', sv[1]), 0);
+	const char req[] = "GET /go-mod/example.com/x/@v/list HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+	ck_assert_int_eq(write(sv[0], req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+	char got[64] = "";
+	ck_assert_int_gt(read(sv[0], got, sizeof(got) - 1), 0);
+	ck_assert_msg(strncmp(got, "HTTP/1.1 404", 12) == 0, "%s", got);
+	close(sv[0]);
+	/* the held ones end with their clients; the shares with their last connection */
+	for (int i = 0; i < HELD; i++)
+		close(held[i]);
+	cae__pkgcache_share_unref(a);
+	cae__pkgcache_share_unref(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+	state = NULL;
+}
+END_TEST
+
 /* Which names the Maven fill takes (pkgcache.h): a release's .jar or .pom in Maven's layout,
  * nothing that could name a file elsewhere on the remote or outside the shared repository. */
 START_TEST(package_cache_maven_paths)
@@ -2617,6 +2659,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, environment_venv_etc_and_tools);
 	tcase_add_test(tc, package_cache_shared_and_unpoisoned);
 	tcase_add_test(tc, package_cache_npm_tree_shared_read_only);
+	tcase_add_test(tc, package_cache_server_shares_its_connections);
 	tcase_add_test(tc, package_cache_go_shared_read_only);
 	tcase_add_test(tc, package_cache_pip_wheels_read_only);
 	tcase_add_test(tc, package_cache_maven_read_only);
