@@ -815,6 +815,29 @@ static size_t on_read(char *buf, size_t size, size_t nmemb, void *ud)
 	}
 }
 
+/* The archive calls' failures: curl's (the engine unreachable, a timeout, ...) and the
+ * engine's answer that is not a 2xx (its message from body). */
+static int archive_curl_error(CURLcode c, const char *errbuf, const char *method, const char *id,
+			      cae_error *err)
+{
+	return cae_error_set(err,
+			     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
+			     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
+							     : -EIO,
+			     "%s /containers/%s/archive: %s", method, id,
+			     errbuf[0] ? errbuf : curl_easy_strerror(c));
+}
+
+static int archive_status_error(long status, const cae_buf *body, const char *method,
+				const char *id, cae_error *err)
+{
+	char msg[768];
+	cae__docker_error_message(body->data, body->len, msg, sizeof(msg));
+	return cae_error_set(err, cae__docker_status_errno(status),
+			     "%s /containers/%s/archive: %s (HTTP %ld)", method, id,
+			     msg[0] ? msg : "no message", status);
+}
+
 int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int fd, uint64_t size,
 			   cae_error *err)
 {
@@ -864,24 +887,16 @@ int cae_docker_put_archive(cae_docker *d, const char *id, const char *path, int 
 					     "PUT /containers/%s/archive: cannot read the "
 					     "archive",
 					     id);
-		return cae_error_set(err,
-				     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
-				     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-								     : -EIO,
-				     "PUT /containers/%s/archive: %s", id,
-				     errbuf[0] ? errbuf : curl_easy_strerror(c));
+		return archive_curl_error(c, errbuf, "PUT", id, err);
 	}
 	handle_put(d, h);
 	if (status >= 200 && status < 300) {
 		cae__buf_clear(&resp.body);
 		return 0;
 	}
-	char msg[768];
-	cae__docker_error_message(resp.body.data, resp.body.len, msg, sizeof(msg));
+	r = archive_status_error(status, &resp.body, "PUT", id, err);
 	cae__buf_clear(&resp.body);
-	return cae_error_set(err, cae__docker_status_errno(status),
-			     "PUT /containers/%s/archive: %s (HTTP %ld)", id,
-			     msg[0] ? msg : "no message", status);
+	return r;
 }
 
 struct download {
@@ -959,12 +974,7 @@ int cae_docker_get_archive(cae_docker *d, const char *id, const char *path, int 
 		if (dl.failed)
 			return cae_error_set(
 			    err, -EIO, "GET /containers/%s/archive: cannot write the archive", id);
-		return cae_error_set(err,
-				     c == CURLE_COULDNT_CONNECT	     ? -ECONNREFUSED
-				     : c == CURLE_OPERATION_TIMEDOUT ? -ETIMEDOUT
-								     : -EIO,
-				     "GET /containers/%s/archive: %s", id,
-				     errbuf[0] ? errbuf : curl_easy_strerror(c));
+		return archive_curl_error(c, errbuf, "GET", id, err);
 	}
 	handle_put(d, h);
 	if (status >= 200 && status < 300) {
@@ -973,12 +983,9 @@ int cae_docker_get_archive(cae_docker *d, const char *id, const char *path, int 
 			*size = dl.got;
 		return 0;
 	}
-	char msg[768];
-	cae__docker_error_message(dl.error.data, dl.error.len, msg, sizeof(msg));
+	r = archive_status_error(status, &dl.error, "GET", id, err);
 	cae__buf_clear(&dl.error);
-	return cae_error_set(err, cae__docker_status_errno(status),
-			     "GET /containers/%s/archive: %s (HTTP %ld)", id,
-			     msg[0] ? msg : "no message", status);
+	return r;
 }
 
 int cae_docker_info(cae_docker *d, json_t **out, cae_error *err)
