@@ -167,17 +167,24 @@ import json, re, sys
 passed = failed = 0
 pat = re.compile(r'(\d+)%: Checks: (\d+), Failures: (\d+), Errors: (\d+)')
 plain = re.compile(r'^(\d+) passed, (\d+) failed$', re.M)
+# What failed is repeated here, at the very end, so that the last lines of
+# the output (all a CI summary may keep) say which test and why.
+why = []
+check_fail = re.compile(r'^[^:\n]+:\d+:[EF]:.*$', re.M)
 for path in sys.argv[1:]:
     try:
         lines = open(path).read().splitlines()
     except OSError:
         failed += 1
+        why.append(f"{path}: missing (its lane did not run)")
         continue
     for line in lines:
         t = json.loads(line)
-        m = pat.findall(t.get('stdout') or '')
-        p = plain.findall(t.get('stdout') or '')
+        out = t.get('stdout') or ''
+        m = pat.findall(out)
+        p = plain.findall(out)
         ok = t.get('result') in ('OK', 'EXPECTEDFAIL')
+        before = failed
         if p and not m:
             # a script that counts its own checks (the attack suite, the MCP clients)
             good, bad = (int(x) for x in p[-1])
@@ -194,6 +201,14 @@ for path in sys.argv[1:]:
             passed += 1
         else:
             failed += 1
+        if failed != before:
+            build = path.split('/meson-logs/')[0]
+            why.append(f"{build}: {t.get('name')}: {t.get('result')}")
+            found = check_fail.findall(out) + check_fail.findall(t.get('stderr') or '')
+            tail = found or ((t.get('stderr') or '') + out).strip().splitlines()[-8:]
+            why.extend('    ' + l[:400] for l in tail[:8])
+for w in why:
+    print("failed:", w) if not w.startswith('    ') else print(w)
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY
