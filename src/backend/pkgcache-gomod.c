@@ -8,6 +8,7 @@
 #include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/txn.h"
 #include "cae/docker.h"
 #include "cae/runner.h"
 
@@ -108,6 +109,18 @@ static bool served(const char *name)
 	       (strcmp(dot, ".info") == 0 || strcmp(dot, ".mod") == 0 || strcmp(dot, ".zip") == 0);
 }
 
+/* An unnamed file of dir's (O_TMPFILE) linked in as name: 0, or -errno. */
+static int link_unnamed(int fd, int ddfd, const char *name)
+{
+	if (linkat(fd, "", ddfd, name, AT_EMPTY_PATH) == 0)
+		return 0;
+	if (errno != ENOENT && errno != EPERM)
+		return -errno;
+	char proc[64]; /* without CAP_DAC_READ_SEARCH */
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	return linkat(AT_FDCWD, proc, ddfd, name, AT_SYMLINK_FOLLOW) < 0 ? -errno : 0;
+}
+
 int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd)
 {
 	if (faccessat(ddfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
@@ -115,10 +128,15 @@ int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd)
 	_cleanup_close_ int in = openat(sdfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (in < 0)
 		return -errno;
-	char tmp[NAME_MAX + 40];
-	snprintf(tmp, sizeof(tmp), ".%d.%.200s.tmp", (int)getpid(), name);
-	(void)unlinkat(ddfd, tmp, 0);
-	int out = openat(ddfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	/* an unnamed file, named once whole: a fill killed at any point leaves nothing here
+	 * (where a file system has no O_TMPFILE, a temporary of this process's own name) */
+	char tmp[NAME_MAX + 40] = "";
+	int out = openat(ddfd, ".", O_TMPFILE | O_WRONLY | O_CLOEXEC, 0444);
+	if (out < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
+		snprintf(tmp, sizeof(tmp), ".%d.%.200s.tmp", (int)getpid(), name);
+		(void)unlinkat(ddfd, tmp, 0);
+		out = openat(ddfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+	}
 	if (out < 0)
 		return -errno;
 	char buf[65536];
@@ -128,10 +146,14 @@ int cae__pkgcache_publish_file(int sdfd, const char *name, int ddfd)
 		r = k < 0 ? -errno : cae__write_all(out, buf, (size_t)k);
 	if (r == 0 && (fchmod(out, 0444) < 0 || fsync(out) < 0))
 		r = -errno;
+	cae__txn_kill_point();
+	if (r == 0 && !tmp[0] && (r = link_unnamed(out, ddfd, name)) == -EEXIST)
+		r = 0;
 	close(out);
-	if (r == 0 && linkat(ddfd, tmp, ddfd, name, 0) < 0 && errno != EEXIST)
+	if (r == 0 && tmp[0] && linkat(ddfd, tmp, ddfd, name, 0) < 0 && errno != EEXIST)
 		r = -errno;
-	(void)unlinkat(ddfd, tmp, 0);
+	if (tmp[0])
+		(void)unlinkat(ddfd, tmp, 0);
 	return r;
 }
 

@@ -271,13 +271,15 @@ int cae__pkgcache_npm_docker_store(cae_prepare *p, cae_docker *d, const char *co
 	char trees[PATH_MAX], tmp[PATH_MAX + 64], path[PATH_MAX + 96];
 	if ((r = cae__pkgcache_npm_trees_dir(p->b->cfg, trees, sizeof(trees), err)) < 0)
 		return r;
-	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), err)) <= 0)
+	int lock;
+	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), &lock,
+					      err)) <= 0)
 		return r;
 	char src[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/node_modules", p->project);
 	_cleanup_close_ int fd = archive_file(trees, err);
 	if (fd < 0)
-		return cae__pkgcache_npm_tree_end(trees, name, tmp, fd);
+		return cae__pkgcache_npm_tree_end(trees, name, tmp, fd, lock);
 	cae_error gerr;
 	cae_error_clear(&gerr);
 	r = cae_docker_get_archive(d, container, src, fd, ARCHIVE_MAX, NULL, &gerr);
@@ -291,7 +293,7 @@ int cae__pkgcache_npm_docker_store(cae_prepare *p, cae_docker *d, const char *co
 		r = cae__pkgcache_npm_extract(fd, root);
 		close(root);
 	}
-	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r)) < 0)
+	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r, lock)) < 0)
 		return cae_error_set(err, r, "cannot keep the container's %s as a shared tree: %s",
 				     src, gerr.message[0] ? gerr.message : strerror(-r));
 	return 1;

@@ -6,6 +6,7 @@
 #include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
+#include "base/txn.h"
 #include "cae/runner.h"
 
 #include <dirent.h>
@@ -15,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -248,10 +250,11 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 				break;
 			r = walk(w, s, t, e->d_name, depth + 1);
 		} else if (S_ISREG(st.st_mode)) {
-			if (w->store)
+			if (w->store) {
 				r = copy_file(dirfd(d), e->d_name, ddfd,
 					      st.st_mode & 0111 ? 0555 : 0444);
-			else if (w->copy)
+				cae__txn_kill_point();
+			} else if (w->copy)
 				r = copy_file(dirfd(d), e->d_name, ddfd, st.st_mode & 07777);
 			else if (linkat(dirfd(d), e->d_name, ddfd, e->d_name, 0) < 0) {
 				if (errno != EXDEV) {
@@ -284,17 +287,50 @@ static int walk(struct walk *w, int sdfd, int ddfd, const char *name, int depth)
 	return r;
 }
 
+/* The temporaries of name's stores that died (SIGKILL, a crash, a power loss) before their
+ * end: with name's store lock held, no other store of it runs, so each is a dead one's. */
+static void sweep(const char *trees, const char *name)
+{
+	char prefix[40];
+	int pl = snprintf(prefix, sizeof(prefix), ".tmp-%s-", name);
+	DIR *d = opendir(trees);
+	if (!d)
+		return;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strncmp(e->d_name, prefix, (size_t)pl) != 0)
+			continue;
+		char path[PATH_MAX + 300];
+		snprintf(path, sizeof(path), "%s/%s", trees, e->d_name);
+		(void)cae__rm_rf(path);
+	}
+	closedir(d);
+}
+
 int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
-				 char *tmp, size_t size, cae_error *err)
+				 char *tmp, size_t size, int *lock, cae_error *err)
 {
 	char dir[PATH_MAX + 40], path[PATH_MAX + 96];
+	*lock = -1;
 	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
 	if (cae__is_dir(dir))
 		return 0;
-	/* a directory of this store's own (prepares of one process run at once) */
+	/* one store of a tree at once, in every process: another one's is kept, this one not */
+	snprintf(path, sizeof(path), "%s/.lock-%s", trees, name);
+	_cleanup_close_ int lfd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (lfd < 0)
+		return cae_error_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+	if (flock(lfd, LOCK_EX | LOCK_NB) < 0)
+		return errno == EWOULDBLOCK ? 0
+					    : cae_error_set(err, -errno, "cannot lock %s: %s", path,
+							    strerror(errno));
+	if (cae__is_dir(dir))
+		return 0; /* kept meanwhile */
+	sweep(trees, name);
 	int n = snprintf(tmp, size, "%s/.tmp-%s-XXXXXX", trees, name);
 	if (n < 0 || (size_t)n >= size || !mkdtemp(tmp))
 		return cae_error_set(err, -errno, "cannot make %s: %s", tmp, strerror(errno));
+	cae__txn_kill_point();
 	snprintf(path, sizeof(path), "%s/node_modules", tmp);
 	int r = 0;
 	if (chmod(tmp, 0755) < 0 || mkdir(path, 0755) < 0)
@@ -306,16 +342,23 @@ int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char
 		(void)cae__rm_rf(tmp);
 		return cae_error_set(err, r, "cannot make %s: %s", path, strerror(-r));
 	}
+	*lock = lfd;
+	lfd = -1;
 	return 1;
 }
 
-int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r)
+int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r,
+			       int lock)
 {
 	char dir[PATH_MAX + 40];
 	snprintf(dir, sizeof(dir), "%s/%s", trees, name);
+	cae__txn_kill_point();
 	if (r == 0 && rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY)
 		r = -errno;
+	cae__txn_kill_point();
 	(void)cae__rm_rf(tmp);
+	if (lock >= 0)
+		close(lock);
 	if (r == 0)
 		cae__pkgcache_npm_used(trees);
 	return r;
@@ -331,10 +374,12 @@ int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae
 	if (!key)
 		return 0;
 	char trees[PATH_MAX], tmp[PATH_MAX + 64], path[PATH_MAX + 96];
+	int lock;
 	int r = cae__pkgcache_npm_trees_dir(cfg, trees, sizeof(trees), err);
 	if (r < 0)
 		return r;
-	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), err)) <= 0)
+	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), &lock,
+					      err)) <= 0)
 		return r;
 	char src[PATH_MAX + 32];
 	snprintf(src, sizeof(src), "%s/node_modules", project);
@@ -351,7 +396,7 @@ int cae__pkgcache_npm_tree_store(const cae_config *cfg, const char *project, cae
 	} else {
 		r = walk(&w, s, t, "node_modules", 0);
 	}
-	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r)) < 0)
+	if ((r = cae__pkgcache_npm_tree_end(trees, name, tmp, r, lock)) < 0)
 		return cae_error_set(err, r, "cannot keep %s as a shared tree: %s", src,
 				     strerror(-r));
 	return 1;

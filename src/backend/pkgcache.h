@@ -154,7 +154,10 @@ int cae__pkgcache_npm_extract(int fd, int root);
  * package.json and lock file's bytes, with its name (new; NULL when the lock file's
  * `npm ci` may run code); the trees' directory (made); whether trees/name is the tree of
  * key; a new tree's directory of its own (tmp: the key, an empty node_modules; 0 when one
- * is there already) and its publication (r: how its filling went; tmp removed); the mark
+ * is there already or another store of it runs, in any process: *lock holds its store
+ * lock, trees/.lock-<name>, and the temporaries of that name's stores that died are
+ * removed first) and its publication (r: how its filling went; tmp removed, lock closed;
+ * a store killed at any point leaves a temporary the next store of it removes); the mark
  * of the trees' last use; npm's bin links, the only links of a tree (in a .bin directory,
  * "../" then a path that goes up no further). */
 #define CAE_PKGCACHE_NPM_FILES_MAX 500000
@@ -164,8 +167,9 @@ char *cae__pkgcache_npm_key(const char *head, const char *pkg, size_t pl, const 
 int cae__pkgcache_npm_trees_dir(const cae_config *cfg, char *out, size_t size, cae_error *err);
 bool cae__pkgcache_npm_tree_is(const char *trees, const char *name, const char *key, size_t klen);
 int cae__pkgcache_npm_tree_begin(const char *trees, const char *name, const char *key, size_t klen,
-				 char *tmp, size_t size, cae_error *err);
-int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r);
+				 char *tmp, size_t size, int *lock, cae_error *err);
+int cae__pkgcache_npm_tree_end(const char *trees, const char *name, const char *tmp, int r,
+			       int lock);
 void cae__pkgcache_npm_used(const char *trees);
 bool cae__pkgcache_npm_bin_link(const char *dir_name, const char *target);
 
@@ -361,10 +365,11 @@ const char *const *cae__pkgcache_serve_env(void);
 void cae__pkgcache_pod_fill(struct cae_prepare *p);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>
- * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd under a temporary name,
- * sealed (0444), then linked in place unless a file of that name is there (a version's
- * files never change); FNV-1a of n bytes of s from h; a manifest of the project (a regular
- * file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
+ * into out (0, -ENAMETOOLONG); name of sdfd copied into ddfd as an unnamed file (O_TMPFILE;
+ * a file system without it: a temporary name), sealed (0444), then linked in place unless a
+ * file of that name is there (a version's files never change; a fill killed at any point
+ * leaves no file in ddfd but whole ones); FNV-1a of n bytes of s from h; a manifest of the project
+ * (a regular file, not a link, at most 8 MiB), or of the container being prepared (cat as its user,
  * before any of the task's commands): 0 with *out NULL when there is none. */
 int cae__pkgcache_path(const cae_config *cfg, const char *name, char *out, size_t size);
 /* A shared directory of cae's, <state_dir>/package-cache/<instance key>/<name>, into out

@@ -8,9 +8,11 @@
 #include "backend/seccomp.h"
 #include "backend/diskfs.h"
 #include "backend/pkgcache.h"
+#include "base/txn.h"
 #include "runner/proctree.h"
 #include "testutil.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -2578,6 +2580,128 @@ END_TEST
 /* The package caches' directories and their prune: off by default (nothing made), made per
  * owner with the owner's uid, and pruned by age, then by size (least recently used first),
  * this instance's only. */
+/* The entries of dir (but . and ..) into a newline-separated list (new), names starting with
+ * prefix only (NULL: every one). */
+static char *entries_of(const char *dir, const char *prefix)
+{
+	DIR *d = opendir(dir);
+	ck_assert_ptr_nonnull(d);
+	char *out = calloc(1, 1);
+	size_t n = 0;
+	struct dirent *e;
+	while ((e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    (prefix && strncmp(e->d_name, prefix, strlen(prefix)) != 0))
+			continue;
+		size_t l = strlen(e->d_name);
+		out = realloc(out, n + l + 2);
+		memcpy(out + n, e->d_name, l);
+		out[n + l] = '\n';
+		n += l + 1;
+		out[n] = '\0';
+	}
+	closedir(d);
+	return out;
+}
+
+/* The shared caches' writers SIGKILLed at every point (the kill points of cae__txn: each
+ * file of a fill published into a shared tree, npm's tree store from its temporary's making
+ * to its rename and after). Killed anywhere, a publish leaves nothing in the shared directory
+ * (no temporary for the prune to find later), and a store leaves at most its temporary,
+ * which the next store of that tree removes; a tree is there whole or not at all. Failed
+ * before: a publish killed before its link left its ".<pid>.<name>.tmp" in the shared tree,
+ * a store's ".tmp-<name>-*" directory stayed for good (and neither had kill points). */
+START_TEST(package_cache_writers_killed_leave_nothing_behind)
+{
+	cae_config *cfg = config("  package_cache:\n    enabled: true\n");
+	_cleanup_free_ char *dir = tu_mkdtemp();
+	/* a fill's download published into a shared tree */
+	tu_sh("mkdir %s/src %s/dst && head -c 300000 /dev/urandom > %s/src/v1.0.0.zip", dir, dir,
+	      dir);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/src", dir);
+	int sfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "%s/dst", dir);
+	int dfd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	ck_assert(sfd >= 0 && dfd >= 0);
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		cae__txn_test_kill_at(1);
+		_exit(cae__pkgcache_publish_file(sfd, "v1.0.0.zip", dfd) == 0 ? 0 : 1);
+	}
+	int st;
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "the publish was not killed");
+	_cleanup_free_ char *left = entries_of(path, NULL);
+	ck_assert_msg(strcmp(left, "") == 0, "left in the shared tree: %s", left);
+	ck_assert_int_eq(cae__pkgcache_publish_file(sfd, "v1.0.0.zip", dfd), 0);
+	free(left);
+	left = entries_of(path, NULL);
+	ck_assert_str_eq(left, "v1.0.0.zip\n");
+	tu_sh("cmp %s/src/v1.0.0.zip %s/dst/v1.0.0.zip && test \"$(stat -c %%a "
+	      "%s/dst/v1.0.0.zip)\" = 444",
+	      dir, dir, dir);
+	close(sfd);
+	close(dfd);
+
+	/* npm's tree of a project whose lock file runs nothing (a lock file of the tests' own:
+	 * the store copies node_modules as it is, nothing is downloaded) */
+	tu_sh("cd %s && mkdir -p p/node_modules/a/lib p/node_modules/.bin && cd p && printf "
+	      "'{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":{\"a\":\"1.0.0\"}}' > "
+	      "package.json && printf '{\"lockfileVersion\":3,\"packages\":{\"\":{\"name\":\"t\"},"
+	      "\"node_modules/a\":{\"version\":\"1.0.0\",\"resolved\":"
+	      "\"https://registry.npmjs.org/a/-/a-1.0.0.tgz\",\"integrity\":\"sha512-AAAA\"}}}' > "
+	      "package-lock.json && echo '{\"name\":\"a\"}' > node_modules/a/package.json && echo "
+	      "'module.exports = 1' > node_modules/a/index.js && echo x > node_modules/a/lib/x.js "
+	      "&& head -c 200000 /dev/urandom > node_modules/a/lib/blob && ln -s ../a/index.js "
+	      "node_modules/.bin/a",
+	      dir);
+	snprintf(path, sizeof(path), "%s/p", dir);
+	char trees[PATH_MAX];
+	cae_error err = {0};
+	ck_assert_int_eq(cae__pkgcache_npm_trees_dir(cfg, trees, sizeof(trees), &err), 0);
+	int killed = 0;
+	for (long at = 1;; at++) {
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			cae__txn_test_kill_at(at);
+			cae_error e = {0};
+			_exit(cae__pkgcache_npm_tree_store(cfg, path, &e) == 1 ? 0 : 1);
+		}
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		if (!WIFSIGNALED(st)) {
+			ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the store failed");
+			break;
+		}
+		ck_assert_int_eq(WTERMSIG(st), SIGKILL);
+		killed++;
+		/* the tree: whole, or not there */
+		_cleanup_free_ char *names = entries_of(trees, NULL);
+		tu_sh("cd %s && for t in $(ls); do diff -r %s/node_modules $t/node_modules && "
+		      "test -f $t/key || exit 1; done",
+		      trees, path);
+		/* the next store of it: its tree kept whole, no temporary left */
+		int r = cae__pkgcache_npm_tree_store(cfg, path, &err);
+		ck_assert_msg(r >= 0, "%s", err.message);
+		_cleanup_free_ char *tmps = entries_of(trees, ".tmp-");
+		ck_assert_msg(strcmp(tmps, "") == 0, "after a store killed at %ld: %s (%s)", at,
+			      tmps, names);
+		tu_sh(
+		    "cd %s && test $(ls | wc -l) = 1 && diff -r %s/node_modules */node_modules && "
+		    "rm -rf -- */",
+		    trees, path);
+	}
+	/* mkdtemp, five files, before and after the rename */
+	ck_assert_int_ge(killed, 7);
+	tu_sh("cd %s && test $(ls | wc -l) = 1 && diff -r %s/node_modules */node_modules", trees,
+	      path);
+	cae__rm_rf(dir);
+	cae_config_free(cfg);
+}
+END_TEST
+
 START_TEST(package_cache_dirs_and_prune)
 {
 	cae_config *off = config(NULL);
@@ -2666,6 +2790,7 @@ static Suite *make_suite(void)
 	tcase_add_test(tc, package_cache_maven_paths);
 	tcase_add_test(tc, package_cache_go_mod_fill_after_prune);
 	tcase_add_test(tc, package_cache_dirs_and_prune);
+	tcase_add_test(tc, package_cache_writers_killed_leave_nothing_behind);
 	tcase_add_test(tc, environment_gone_is_clear);
 	tcase_add_test(tc, metadata_changes_are_seen);
 	tcase_add_test(tc, external_workspace_used_as_is);
