@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <ftw.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,6 +133,20 @@ static inline void tu_write(const char *dir, const char *name, const char *conte
 	fwrite(content, 1, strlen(content), f);
 	fclose(f);
 	free(p);
+}
+
+/* A TCP port of the loopback that nothing listens on now (the kernel's choice), for a server
+ * of a test's own: a port made of the pid could be another test's, or a connection's. */
+static inline int tu_free_port(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t len = sizeof(a);
+	ck_assert_msg(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+			  getsockname(fd, (struct sockaddr *)&a, &len) == 0,
+		      "no free port on the loopback");
+	close(fd);
+	return ntohs(a.sin_port);
 }
 
 /* Runs a shell command line on the host (test fixtures); it must succeed. */

@@ -2701,7 +2701,7 @@ START_TEST(go_build_cache_shared_read_only_docker)
 	    gp, work);
 	/* the operator's proxy: cae's environment; served on the loopback by a child of ours
 	 * known to the runner (which reaps children it does not know of) */
-	int port = 20000 + (int)(getpid() % 20000);
+	int port = tu_free_port();
 	pid_t server = fork();
 	ck_assert_int_ge(server, 0);
 	if (server == 0) {

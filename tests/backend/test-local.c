@@ -2158,6 +2158,33 @@ START_TEST(package_cache_go_shared_read_only)
 }
 END_TEST
 
+/* www served on 127.0.0.1:port by python3's http.server, a child of ours known to the
+ * runner (which reaps children it does not know of), its requests logged in log (NULL: not
+ * kept); returns once probe (a path under www) is served: its pid. */
+static pid_t serve_http(const char *www, const char *log, int port, const char *probe)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		char p[16];
+		snprintf(p, sizeof(p), "%d", port);
+		int fd = open("/dev/null", O_RDWR);
+		int lfd = log ? open(log, O_WRONLY | O_CREAT | O_APPEND, 0644) : fd;
+		if (fd < 0 || lfd < 0 || dup2(fd, 1) < 0 || dup2(lfd, 2) < 0 || chdir(www) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
+		      (char *)NULL);
+		_exit(127);
+	}
+	cae__proctree_lock();
+	cae__proctree_register(pid);
+	cae__proctree_unlock();
+	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:%d/%s && exit 0; "
+	      "sleep 0.1; done; exit 1",
+	      port, probe);
+	return pid;
+}
+
 /* A wheel of our own (caewheel 1.0, whose WORD is "pristine") in a package index served on
  * 127.0.0.1:port from dir (dir/simple; python3's http.server, a child of ours known to the
  * runner: its pid is returned), and a project in repo whose requirements.txt names it, and also
@@ -2181,26 +2208,7 @@ static pid_t pip_wheel_project(const char *dir, const char *repo, int port)
 	    "%s; printf -- '--find-links file://%%s/evil\\ncaewheel\\n' $P > requirements.txt; " GIT
 	    " add . && " GIT " commit -qm pip",
 	    dir, port, repo);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		int fd = open("/dev/null", O_RDWR);
-		char p[16];
-		snprintf(p, sizeof(p), "%d", port);
-		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(dir) < 0)
-			_exit(127);
-		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
-		      (char *)NULL);
-		_exit(127);
-	}
-	/* ours: the runner reaps children it does not know of */
-	cae__proctree_lock();
-	cae__proctree_register(pid);
-	cae__proctree_unlock();
-	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:%d/simple/caewheel/ "
-	      "&& exit 0; sleep 0.1; done; exit 1",
-	      port);
-	return pid;
+	return serve_http(dir, NULL, port, "simple/caewheel/");
 }
 
 /* pip's shared wheels (pkgcache.h): cae's fill put the project's wheel (from the operator's
@@ -2219,7 +2227,7 @@ START_TEST(package_cache_pip_wheels_read_only)
 {
 	_cleanup_free_ char *repo = make_repo();
 	_cleanup_free_ char *pp = tu_mkdtemp();
-	int port = 20000 + (int)(getpid() % 20000);
+	int port = tu_free_port();
 	pid_t server = pip_wheel_project(pp, repo, port);
 	char index[64];
 	snprintf(index, sizeof(index), "http://127.0.0.1:%d/simple", port);
@@ -2303,30 +2311,10 @@ static pid_t maven_remote(const char *dir, const char *repo, int port)
 	tu_sh("sh " SRCDIR "/../data/maven/make.sh %s %s %d >/dev/null && cd %s && " GIT
 	      " add . && " GIT " commit -qm maven",
 	      dir, repo, port, repo);
-	pid_t pid = fork();
-	ck_assert_int_ge(pid, 0);
-	if (pid == 0) {
-		char p[16], www[PATH_MAX], log[PATH_MAX];
-		snprintf(p, sizeof(p), "%d", port);
-		snprintf(www, sizeof(www), "%s/www", dir);
-		snprintf(log, sizeof(log), "%s/http.log", dir);
-		int fd = open("/dev/null", O_RDWR);
-		int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-		if (fd < 0 || lfd < 0 || dup2(fd, 1) < 0 || dup2(lfd, 2) < 0 || chdir(www) < 0)
-			_exit(127);
-		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
-		      (char *)NULL);
-		_exit(127);
-	}
-	cae__proctree_lock();
-	cae__proctree_register(pid);
-	cae__proctree_unlock();
-	tu_sh(
-	    "for i in $(seq 100); do curl -sf -o /dev/null "
-	    "http://127.0.0.1:%d/maven2/javax/inject/javax.inject/1/javax.inject-1.pom && exit 0; "
-	    "sleep 0.1; done; exit 1",
-	    port);
-	return pid;
+	char www[PATH_MAX], log[PATH_MAX];
+	snprintf(www, sizeof(www), "%s/www", dir);
+	snprintf(log, sizeof(log), "%s/http.log", dir);
+	return serve_http(www, log, port, "maven2/javax/inject/javax.inject/1/javax.inject-1.pom");
 }
 
 /* Maven's shared repository (pkgcache.h). Task A's prepare resolves the project from the
@@ -2347,7 +2335,7 @@ START_TEST(package_cache_maven_read_only)
 {
 	_cleanup_free_ char *repo = make_repo();
 	_cleanup_free_ char *mp = tu_mkdtemp();
-	int port = 40000 + (int)(getpid() % 20000);
+	int port = tu_free_port();
 	pid_t server = maven_remote(mp, repo, port);
 	char extra[512];
 	snprintf(extra, sizeof(extra),

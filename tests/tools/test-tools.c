@@ -1697,7 +1697,7 @@ START_TEST(process_session_server_shares_loopback)
 	cae_session *s = open_session(NULL);
 	tu_sh("printf 'served-by-session' >%s/index.html", ws);
 	bool e;
-	int port = 20000 + (int)(getpid() % 20000);
+	int port = tu_free_port();
 	char cmd[256];
 	snprintf(cmd, sizeof(cmd), "exec python3 -u -m http.server %d --bind 127.0.0.1 2>&1 | cat",
 		 port);
