@@ -41,7 +41,8 @@
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
  * read-only, kept by cae from an npm ci that ran no code (local: linked into the next
- * environment; docker: copied into the next container by the engine, the copy its own).
+ * environment; docker: copied into the next container by the engine, the copy its own;
+ * kubernetes: extracted in the next pod by its tar, as its user, the copy its own).
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
@@ -364,7 +365,8 @@ int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
  * whose network is its own (a filtered or no network has its helper's listener carrying
  * the proxy's connections instead: the caches are not served there). The fills are the
  * local backend's, on this host, with the manifests read from the pod after its clone.
- * npm's cache, the node_modules trees and Go's build cache are not shared on kubernetes. */
+ * npm's cache and Go's build cache are not shared on kubernetes; the node_modules trees
+ * are, through API server execs (pkgcache-npm-kubernetes.c, above). */
 #define CAE_PKGCACHE_SERVE_PORT 3129
 struct cae_chan;
 /* After c's stream opened (net-chan.c): the listener and the variables, when c's backend
