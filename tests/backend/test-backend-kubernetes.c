@@ -5,7 +5,8 @@
  * sidecar and a warning that says so. And the backend without its helper: one API-server
  * exec per command, its arguments on stdin. On the environments those tests prepare anyway:
  * a listed pod's resources, cleanup's graceful stop, the helper's idle lifetime, and a push
- * of a task given as {platform, owner, name}.
+ * of a task given as {platform, owner, name}. The shared package caches served to a pod, and
+ * the shared node_modules trees between two pods (needs cae-test-node in the cluster).
  *
  * Needs CAE_TEST_K8S=1 and the cluster's KUBECONFIG (skipped, exit 77, otherwise); every
  * test removes the environments it prepared, and the teardown the pods of this run's tasks
