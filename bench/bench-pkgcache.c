@@ -1,6 +1,7 @@
 /* bench-pkgcache: the shared package cache (command_executor.package_cache) on the local
- * backend: `npm ci` of one lock file (express 4.21.2: 72 packages, from the npm registry)
- * in a prepare's dependency step, each in a new environment:
+ * backend (or docker's, or kubernetes' for npm: BENCH_PKGCACHE_BACKEND below): `npm ci` of one lock
+ * file (express 4.21.2: 72 packages, from the npm registry) in a prepare's dependency step, each in
+ * a new environment:
  *
  *   cold      the cache off (every package from the registry, npm's own cache empty)
  *   first     the cache on and empty (fills it)
@@ -30,8 +31,18 @@
  *
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
  *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
- *                                 registry, go) or docker (the language images, run from the
- *                                 build directory: its cae-helper-static))
+ *                                 registry, go), docker (the language images, run from the
+ *                                 build directory: its cae-helper-static) or kubernetes (npm:
+ *                                 the cluster of scripts/k8s-env.sh up, its KUBECONFIG, run
+ *                                 from the build directory; the repository served by
+ *                                 scripts/git-server.sh on the loopback, the pods on the
+ *                                 host's network); BENCH_PKGCACHE_NODE_IMAGE: the node
+ *                                 environment's image (kubernetes: cae-test-node:latest, which
+ *                                 CAE_TEST_K8S_IMAGES=cae-test-node scripts/k8s-env.sh up
+ *                                 imports))
+ *
+ * On kubernetes, second's figure is the put of the shared tree that cae took out of
+ * first's pod after its npm ci (pkgcache-npm-kubernetes.c).
  *
  * Each tool's medians over the rounds are printed beside each other. Targets: second at
  * least 2x faster than cold for npm, 3x for Go. */
@@ -49,6 +60,8 @@
 static const char *backend_name = "local";
 /* the Maven rounds' remote (NULL: not the Maven rounds) */
 static const char *maven_remote;
+/* "python=...,node=IMAGE": the environments (NULL: the configuration's) */
+static char *node_image;
 
 static cae_config *config(const char *state_dir, bool cache)
 {
@@ -63,6 +76,13 @@ static cae_config *config(const char *state_dir, bool cache)
 	    /* npm's registry from a container: the host's network */
 	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0 ||
 	    /* Maven's fill: for an environment with the network itself */
+	    (strcmp(backend_name, "kubernetes") == 0 &&
+	     (cae_config_set(cfg, "command_executor.kubernetes.namespace", "default", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.node_name", "localhost", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never", &err) <
+		  0)) ||
+	    (node_image &&
+	     cae_config_set(cfg, "command_executor.environments", node_image, &err) < 0) ||
 	    (maven_remote &&
 	     (cae_config_set(cfg, "command_executor.local.network", "true", &err) < 0 ||
 	      cae_config_set(cfg, "command_executor.package_cache.maven_remote", maven_remote,
@@ -247,9 +267,16 @@ int main(void)
 {
 	int n = bench_env_int("BENCH_PKGCACHE_N", 5);
 	const char *be = getenv("BENCH_PKGCACHE_BACKEND");
-	if (be && strcmp(be, "docker") == 0) {
-		backend_name = "docker";
+	if (be && (strcmp(be, "docker") == 0 || strcmp(be, "kubernetes") == 0)) {
+		backend_name = strcmp(be, "docker") == 0 ? "docker" : "kubernetes";
 		bench_use_static_helper("."); /* the helper that goes into containers */
+	}
+	bool k8s = strcmp(backend_name, "kubernetes") == 0;
+	const char *ni = getenv("BENCH_PKGCACHE_NODE_IMAGE");
+	if ((ni && *ni) || k8s) {
+		if (asprintf(&node_image, "python=coding-agent-executor-python:latest,node=%s",
+			     ni && *ni ? ni : "cae-test-node:latest") < 0)
+			return 1;
 	}
 	const char *tools = getenv("BENCH_PKGCACHE_TOOLS");
 	if (!tools || !*tools)
@@ -273,6 +300,20 @@ int main(void)
 			fprintf(stderr,
 				"bench-pkgcache: could not make the lock file (npm registry?)\n");
 			return 1;
+		}
+		/* a pod clones over the network: the repository served on the loopback */
+		if (k8s) {
+			char url[512];
+			if (bench_small_repo_serve("bench-pkgcache", root,
+						   getenv("CAE_SOURCE_ROOT"),
+						   "GIT_DAEMON_URL=", url, sizeof(url)) < 0)
+				return 1;
+			snprintf(cmd, sizeof(cmd), "git clone -q --bare %s %s/srv/npm.git", repo,
+				 root);
+			if (bench_sh(cmd) != 0)
+				return 1;
+			/* the server's address, npm.git in place of small.git */
+			snprintf(repo, sizeof(repo), "%.*snpm.git", (int)(strlen(url) - 9), url);
 		}
 		printf("npm ci of express 4.21.2 (its lock file), a new %s environment each, "
 		       "%d rounds\n",
@@ -351,7 +392,10 @@ int main(void)
 		snprintf(cmd, sizeof(cmd), "kill $(cat %s/mvn/pid)", root);
 		bench_sh(cmd);
 	}
+	if (k8s)
+		bench_small_repo_stop(root, getenv("CAE_SOURCE_ROOT"));
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	bench_sh(cmd);
+	free(node_image);
 	return 0;
 }

@@ -30,8 +30,9 @@ typedef struct cae_deps_opts {
 	 * place in npm_tree_ms: `npm ci` is not run, its result says so */
 	bool npm_tree_linked;
 	int64_t npm_tree_ms;
-	/* after a successful `npm ci` with the shared cache (NULL: none): the backend keeps
-	 * the project's node_modules as a shared tree when its lock file may have one */
+	/* after a successful `npm ci` (NULL: none; not after one that bypassed the shared
+	 * cache): the backend keeps the project's node_modules as a shared tree when its lock
+	 * file may have one */
 	void (*npm_installed)(void *ctx);
 	void *npm_installed_ctx;
 	/* after the prepare's Maven install (NULL: none): the backend fills the shared Maven

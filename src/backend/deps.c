@@ -212,8 +212,8 @@ static void install_one(cae_env_exec_fn exec, void *ctx, cae_log *log, const cha
 				"environment's own cache (command_executor.package_cache)"));
 		json_object_set_new(d, "shared_cache_bypassed", json_true());
 	}
-	if (offline && !bypassed && r >= 0 && res.exit_code == 0 && !res.timed_out &&
-	    opts->npm_installed)
+	if (npm && opts && strcmp(in->command, "npm ci") == 0 && !bypassed && r >= 0 &&
+	    res.exit_code == 0 && !res.timed_out && opts->npm_installed)
 		opts->npm_installed(opts->npm_installed_ctx);
 	if (r >= 0 && opts && opts->maven_installed && strcmp(in->tool, "mvn") == 0)
 		opts->maven_installed(opts->maven_installed_ctx);

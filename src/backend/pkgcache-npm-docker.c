@@ -31,9 +31,6 @@
 
 #include "base/banned.h"
 
-/* the engine's tar of a node_modules, at most */
-#define ARCHIVE_MAX (4ull << 30)
-
 /* The project's files in the container, as its user sees them, before any command of the
  * task's: *ok when it has a lock file and npm ci would run as the key says (no .npmrc, no
  * shrinkwrap, no lock file of pnpm or yarn, which would install instead (deps.c); before the
@@ -49,7 +46,7 @@ static int project_check(cae_prepare *p, bool installed, bool *ok, cae_error *er
 		 installed ? "[ -d node_modules ] && [ ! -L node_modules ] || exit 3" : "exit 0");
 	const char *argv[] = {"sh", "-c", script, NULL};
 	cae_exec_request req = {.argv = argv,
-				.cwd = "/",
+				.cwd = "/workspace", /* (kubernetes confines it beneath) */
 				.timeout_ms = 60000,
 				.max_stdout = 4096,
 				.max_stderr = 4096,
@@ -63,9 +60,8 @@ static int project_check(cae_prepare *p, bool installed, bool *ok, cae_error *er
 	return 0;
 }
 
-/* The tree's key for the container's project (pkgcache.h): *key NULL when it has none. */
-static int docker_key(cae_prepare *p, cae_docker *d, const char *container, bool installed,
-		      char **key, size_t *len, char name[17], cae_error *err)
+int cae__pkgcache_npm_exec_key(cae_prepare *p, const char *head, bool installed, char **key,
+			       size_t *len, char name[17], cae_error *err)
 {
 	*key = NULL;
 	bool ok = false;
@@ -78,18 +74,25 @@ static int docker_key(cae_prepare *p, cae_docker *d, const char *container, bool
 		return r;
 	if (!pkg || !lock)
 		return 0;
-	/* node and npm are the image's: its id */
-	char image[80], head[160];
-	if ((r = cae__pkgcache_image_key(d, container, image, sizeof(image), err)) < 0)
-		return r;
-	snprintf(head, sizeof(head), "cae-npm-tree-docker 1\n%s\n", image);
 	*key = cae__pkgcache_npm_key(head, pkg, strlen(pkg), lock, strlen(lock), len, name);
 	return 0;
 }
 
-/* An unnamed file of the store's file system for an archive (a named one, removed at once,
- * where the file system has no O_TMPFILE). */
-static int archive_file(const char *trees, cae_error *err)
+/* The tree's key for the container's project (pkgcache.h): *key NULL when it has none. */
+static int docker_key(cae_prepare *p, cae_docker *d, const char *container, bool installed,
+		      char **key, size_t *len, char name[17], cae_error *err)
+{
+	*key = NULL;
+	/* node and npm are the image's: its id */
+	char image[80], head[160];
+	int r = cae__pkgcache_image_key(d, container, image, sizeof(image), err);
+	if (r < 0)
+		return r;
+	snprintf(head, sizeof(head), "cae-npm-tree-docker 1\n%s\n", image);
+	return cae__pkgcache_npm_exec_key(p, head, installed, key, len, name, err);
+}
+
+int cae__pkgcache_npm_archive_file(const char *trees, cae_error *err)
 {
 	int fd = open(trees, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR)) {
@@ -277,12 +280,13 @@ int cae__pkgcache_npm_docker_store(cae_prepare *p, cae_docker *d, const char *co
 		return r;
 	char src[PATH_MAX];
 	snprintf(src, sizeof(src), "%s/node_modules", p->project);
-	_cleanup_close_ int fd = archive_file(trees, err);
+	_cleanup_close_ int fd = cae__pkgcache_npm_archive_file(trees, err);
 	if (fd < 0)
 		return cae__pkgcache_npm_tree_end(trees, name, tmp, fd, lock);
 	cae_error gerr;
 	cae_error_clear(&gerr);
-	r = cae_docker_get_archive(d, container, src, fd, ARCHIVE_MAX, NULL, &gerr);
+	r = cae_docker_get_archive(d, container, src, fd, CAE_PKGCACHE_NPM_ARCHIVE_MAX, NULL,
+				   &gerr);
 	if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
 		r = -errno;
 	snprintf(path, sizeof(path), "%s/node_modules", tmp);
@@ -395,8 +399,7 @@ static int pack_dir(struct pack *k, int dfd, const char *path, const char *dir_n
 	return r;
 }
 
-/* The tar of the tree trees/name/node_modules into fd, its entries uid:gid's. */
-static int pack(const char *trees, const char *name, int fd, uid_t uid, gid_t gid)
+int cae__pkgcache_npm_pack(const char *trees, const char *name, int fd, uid_t uid, gid_t gid)
 {
 	char path[PATH_MAX + 64];
 	snprintf(path, sizeof(path), "%s/%s/node_modules", trees, name);
@@ -423,14 +426,16 @@ static int pack(const char *trees, const char *name, int fd, uid_t uid, gid_t gi
 	return r;
 }
 
-/* node_modules of the project removed, as the container's user (a put that failed). */
-static void remove_tree(cae_prepare *p)
+void cae__pkgcache_npm_exec_remove(cae_prepare *p)
 {
 	char script[PATH_MAX + 64];
 	snprintf(script, sizeof(script), "rm -rf '%s/node_modules'", p->project);
 	const char *argv[] = {"sh", "-c", script, NULL};
-	cae_exec_request req = {
-	    .argv = argv, .cwd = "/", .timeout_ms = 60000, .max_stdout = 4096, .cancel_fd = -1};
+	cae_exec_request req = {.argv = argv,
+				.cwd = "/workspace",
+				.timeout_ms = 60000,
+				.max_stdout = 4096,
+				.cancel_fd = -1};
 	cae_run_result res = {0};
 	cae_error e;
 	if (p->exec(p->exec_ctx, &req, &res, &e) == 0)
@@ -456,18 +461,18 @@ int cae__pkgcache_npm_docker_put(cae_prepare *p, cae_docker *d, const char *cont
 	/* the same bytes, not only the same name */
 	if (!cae__pkgcache_npm_tree_is(trees, name, key, klen))
 		return 0;
-	_cleanup_close_ int fd = archive_file(trees, err);
+	_cleanup_close_ int fd = cae__pkgcache_npm_archive_file(trees, err);
 	if (fd < 0)
 		return fd;
 	off_t size;
-	if ((r = pack(trees, name, fd, uid, gid)) < 0 || (size = lseek(fd, 0, SEEK_END)) < 0 ||
-	    lseek(fd, 0, SEEK_SET) < 0)
+	if ((r = cae__pkgcache_npm_pack(trees, name, fd, uid, gid)) < 0 ||
+	    (size = lseek(fd, 0, SEEK_END)) < 0 || lseek(fd, 0, SEEK_SET) < 0)
 		return cae_error_set(err, r < 0 ? r : -errno,
 				     "cannot read the shared tree %s/%s: %s", trees, name,
 				     strerror(r < 0 ? -r : errno));
 	/* the engine extracts it inside the container, at the project (no node_modules) */
 	if ((r = cae_docker_put_archive(d, container, p->project, fd, (uint64_t)size, err)) < 0) {
-		remove_tree(p);
+		cae__pkgcache_npm_exec_remove(p);
 		return r;
 	}
 	cae__pkgcache_npm_used(trees);

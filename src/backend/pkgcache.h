@@ -41,7 +41,8 @@
  *
  * An installed node_modules is checked by nothing either: the trees below are shared
  * read-only, kept by cae from an npm ci that ran no code (local: linked into the next
- * environment; docker: copied into the next container by the engine, the copy its own).
+ * environment; docker: copied into the next container by the engine, the copy its own;
+ * kubernetes: extracted in the next pod by its tar, as its user, the copy its own).
  *
  * Go's build cache checks an entry's size, not its content, so it is shared read-only: no
  * task writes what another reads. The shared one,
@@ -149,6 +150,40 @@ int cae__pkgcache_npm_docker_put(struct cae_prepare *p, struct cae_docker *d, co
  * -ENOTDIR for one beneath a link, -EEXIST for one given twice, -EFBIG past the bounds,
  * -EPROTO for what is not a tar: nothing is then made outside root. */
 int cae__pkgcache_npm_extract(int fd, int root);
+/* Shared by docker's and kubernetes' (pkgcache-npm-docker.c): the tree's key (above) for
+ * the project of the environment being prepared, read with p->exec as its user before any
+ * of the task's commands (head: what runs npm there; installed: after the `npm ci`, whose
+ * node_modules must be a directory, not a link; before it, no node_modules at all), *key
+ * NULL when it may have none; an unnamed file for an archive in trees; the tar cae makes
+ * of trees/name/node_modules into fd (files 0644 or 0755, every entry uid:gid's); the
+ * project's node_modules removed with p->exec (a put that failed). The store's tar, at
+ * most CAE_PKGCACHE_NPM_ARCHIVE_MAX bytes. */
+#define CAE_PKGCACHE_NPM_ARCHIVE_MAX (4ull << 30)
+int cae__pkgcache_npm_exec_key(struct cae_prepare *p, const char *head, bool installed, char **key,
+			       size_t *len, char name[17], cae_error *err);
+int cae__pkgcache_npm_archive_file(const char *trees, cae_error *err);
+int cae__pkgcache_npm_pack(const char *trees, const char *name, int fd, uid_t uid, gid_t gid);
+void cae__pkgcache_npm_exec_remove(struct cae_prepare *p);
+
+/* Kubernetes (pkgcache-npm-kubernetes.c): the same trees, keyed by the pod's image (the
+ * imageID of its main container's status) in place of the host's programs, read and
+ * written over API server execs into the main container, as the pod's user (the snapshots'
+ * tar stream, snapshot-kubernetes.c). Store: after the prepare's `npm ci` (nothing else of
+ * the task's ran in the pod), `tar -cf - node_modules` of the image's tar at the project
+ * (GNU tar's format, or another's: untrusted all the same) streamed to this host, at most
+ * CAE_PKGCACHE_NPM_ARCHIVE_MAX bytes, and extracted by cae__pkgcache_npm_extract into the
+ * store. Put: in a new pod of the same key, the tar cae makes of the tree (above) sent on
+ * the stdin of an exec that checks, as the pod's user, that the project has no
+ * node_modules just before it extracts it there (`head -c SIZE | tar -x`), in place of
+ * its `npm ci`; a put that fails removes what it put, and `npm ci` runs. cae__pkgcache_npm_k8s
+ * is the prepare's step (after the clone): the put, else, when the lock file may have a
+ * tree, the store after `npm ci` (p->deps_opts.npm_installed); a failure is a warning of p.
+ * cae__pkgcache_npm_k8s_take: the tar of dir's node_modules in pod's main container
+ * extracted into root (a new tree's node_modules): 0, or -errno with err set. */
+struct cae_backend;
+void cae__pkgcache_npm_k8s(struct cae_prepare *p);
+int cae__pkgcache_npm_k8s_take(struct cae_backend *b, const char *pod, const char *dir, int root,
+			       int cancel_fd, cae_error *err);
 
 /* Shared by both (pkgcache-npm.c): a tree's key made of head (what runs npm) and the
  * package.json and lock file's bytes, with its name (new; NULL when the lock file's
@@ -334,7 +369,8 @@ int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
  * whose network is its own (a filtered or no network has its helper's listener carrying
  * the proxy's connections instead: the caches are not served there). The fills are the
  * local backend's, on this host, with the manifests read from the pod after its clone.
- * npm's cache, the node_modules trees and Go's build cache are not shared on kubernetes. */
+ * npm's cache and Go's build cache are not shared on kubernetes; the node_modules trees
+ * are, through API server execs (pkgcache-npm-kubernetes.c, above). */
 #define CAE_PKGCACHE_SERVE_PORT 3129
 struct cae_chan;
 /* After c's stream opened (net-chan.c): the listener and the variables, when c's backend

@@ -3316,6 +3316,61 @@ START_TEST(tar_confined_to_the_project)
 }
 END_TEST
 
+/* The same extraction given GNU tar's own format (the kubernetes store reads the tar the
+ * pod's image's tar writes, GNU tar's on Debian images: names past 100 bytes in its
+ * ././@LongLink records, link targets past 100 in its K records), made by this host's GNU
+ * tar (--format=gnu): a tree of long names and a long bin link comes out whole and sealed;
+ * what an attacker can make GNU tar write (-P and --transform: "..", also inside a long
+ * name, an absolute name; a hard link; node_modules a link to a directory of this host; a
+ * bin link that climbs out in a long target; a fifo) is refused and nothing appears
+ * outside. Failed before: none (GNU's records were read already); the kubernetes store is
+ * the first to read them (pkgcache-npm-kubernetes.c). */
+START_TEST(npm_tree_extract_gnu_tar)
+{
+	char *dir = tu_mkdtemp();
+	shf("set -e; cd %s; L=$(printf 'l%%.0s' $(seq 150)); F=$(printf 'f%%.0s' $(seq 120)); "
+	    "mkdir -p outside g/node_modules/$L g/node_modules/.bin e/node_modules "
+	    "h/node_modules l p/node_modules x/node_modules/.bin; printf abc > "
+	    "g/node_modules/$L/$F; chmod 755 g/node_modules/$L/$F; ln -s ../$L/$F "
+	    "g/node_modules/.bin/t; echo x > e/node_modules/evil; echo a > h/node_modules/a; ln "
+	    "h/node_modules/a h/node_modules/b; ln -s %s/outside l/node_modules; mkfifo "
+	    "p/node_modules/f; ln -s ../$L/../../../outside x/node_modules/.bin/x; G='tar "
+	    "--format=gnu -cf'; (cd g && $G ../t-good node_modules); for w in "
+	    "node_modules/../outside/evil node_modules/$L/../../outside/evil %s/outside/evil; "
+	    "do i=$((${i:-0}+1)); (cd e && $G ../t-e$i -P node_modules --transform "
+	    "\"s,^node_modules/evil,$w,\" 2>/dev/null); done; for t in h l p x; do (cd $t && $G "
+	    "../t-$t node_modules); done; tar -tf t-good | grep -q \"/$F\\$\"",
+	    dir, dir, dir);
+	static const struct {
+		const char *tar;
+		int r;
+	} cases[] = {{"t-e1", -EPERM}, {"t-e2", -EPERM}, {"t-e3", -EPERM}, {"t-h", -EPERM},
+		     {"t-l", -EPERM},  {"t-p", -EPERM},	 {"t-x", -EPERM},  {"t-good", 0}};
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		shf("cd %s && rm -rf root && mkdir -p root/node_modules", dir);
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/%s", dir, cases[i].tar);
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		snprintf(path, sizeof(path), "%s/root/node_modules", dir);
+		int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ck_assert(fd >= 0 && root >= 0);
+		int r = cae__pkgcache_npm_extract(fd, root);
+		close(fd);
+		close(root);
+		ck_assert_msg(r == cases[i].r, "%s: %d", cases[i].tar, r);
+		shf("cd %s && test -z \"$(ls -A outside)\" && test -z \"$(find root -type f -perm "
+		    "/222)\"",
+		    dir);
+	}
+	/* the good one's tree: the long names, sealed, the long bin link */
+	shf("cd %s/root/node_modules && test \"$(cat l*/f*)\" = abc && test \"$(stat -c %%a "
+	    "l*/f*)\" = 555 && test \"$(cat .bin/t)\" = abc && test -L .bin/t",
+	    dir);
+	cae__rm_rf(dir);
+	free(dir);
+}
+END_TEST
+
 static Suite *make_suite(void)
 {
 	Suite *s = suite_create("backend-docker");
@@ -3324,6 +3379,7 @@ static Suite *make_suite(void)
 	tcase_add_test(u, preparer_alive_or_not);
 	tcase_add_test(u, tar_confined_to_the_project);
 	tcase_add_test(u, npm_tree_extract_refuses_escapes);
+	tcase_add_test(u, npm_tree_extract_gnu_tar);
 	suite_add_tcase(s, u);
 
 	TCase *b = tcase_create("backend");

@@ -5,7 +5,8 @@
  * sidecar and a warning that says so. And the backend without its helper: one API-server
  * exec per command, its arguments on stdin. On the environments those tests prepare anyway:
  * a listed pod's resources, cleanup's graceful stop, the helper's idle lifetime, and a push
- * of a task given as {platform, owner, name}.
+ * of a task given as {platform, owner, name}. The shared package caches served to a pod, and
+ * the shared node_modules trees between two pods (needs cae-test-node in the cluster).
  *
  * Needs CAE_TEST_K8S=1 and the cluster's KUBECONFIG (skipped, exit 77, otherwise); every
  * test removes the environments it prepared, and the teardown the pods of this run's tasks
@@ -792,6 +793,216 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 }
 END_TEST
 
+/* The prepare's npm dependency entry (NULL: none). */
+static json_t *npm_entry(const cae_env_info *info)
+{
+	size_t i;
+	json_t *d;
+	json_array_foreach(info->deps, i, d)
+	{
+		if (strcmp(json_string_value(json_object_get(d, "manifest")),
+			   "package-lock.json") == 0)
+			return d;
+	}
+	return NULL;
+}
+
+/* What cae__pkgcache_npm_k8s reads of a project (the fake pod of npm_tree_gate): the
+ * project's checks pass, its manifests are the files of the directory ctx. */
+static int npm_gate_exec(void *ctx, const cae_exec_request *req, cae_run_result *res,
+			 cae_error *err)
+{
+	(void)err;
+	memset(res, 0, sizeof(*res));
+	const char *f = strstr(req->argv[2], "f=/workspace/project/");
+	if (!f)
+		return 0;
+	f += 21;
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/%.*s", (const char *)ctx, (int)strcspn(f, ";"), f);
+	size_t len;
+	res->exit_code = cae__read_file(AT_FDCWD, path, 1 << 20, &res->out, &len) == 0 ? 0 : 3;
+	return 0;
+}
+
+/* cae__pkgcache_npm_k8s for a prepare of uuid's pod whose project's manifests are dir's:
+ * whether `npm ci` is followed by a store (p->deps_opts), and p's warnings (new). */
+static bool npm_tree_gate(cae_backend *b, const char *uuid, const char *dir, json_t **warnings)
+{
+	cae_task t = {.uuid = (char *)uuid};
+	cae_prepare p = {.b = b,
+			 .task = &t,
+			 .warnings = json_array(),
+			 .exec = npm_gate_exec,
+			 .exec_ctx = (void *)dir,
+			 .project = "/workspace/project",
+			 .cancel_fd = -1};
+	cae__pkgcache_npm_k8s(&p);
+	ck_assert(!p.deps_opts.npm_tree_linked);
+	*warnings = p.warnings;
+	return p.deps_opts.npm_installed != NULL;
+}
+
+/* The shared node_modules trees on kubernetes (pkgcache-npm-kubernetes.c), in cae-test-node
+ * (node and npm), with a lock file that runs no code (is-number, and semver with its bin
+ * link, from the npm registry). A's `npm ci` is kept by cae: `tar -cf - node_modules` of
+ * the image's GNU tar streamed out of the pod as its user and extracted on this host; A
+ * then appends to every file of its own node_modules. B, a new pod of the same lock file
+ * and image, gets the tree instead of an `npm ci` (shared_node_modules): the user's and
+ * writable by it, none of A's writes, require and the bin link work. As an attacker, in
+ * A's pod (the same stream and extraction as the store's): node_modules a link to "/", a
+ * link to a directory of this host, a tree with a hard link, with a bin link that climbs
+ * out, with a fifo: each refused, nothing made on this host outside the new tree, and a
+ * tree of names past 100 bytes (GNU tar's long-name records) taken whole. A package.json
+ * with an install script (postinstall) of the same lock file: no store after its npm ci,
+ * no put; the same files for a project that has a node_modules the check before missed
+ * (A's): the pod's own check refuses the put (a warning) and leaves A's tree as it was.
+ * The kept tree: one, cae's, read-only, none of A's or B's writes. Failed before: B ran
+ * npm ci (no shared_node_modules), nothing was kept. */
+START_TEST(npm_tree_shared_in_pods)
+{
+	char *work = tu_mkdtemp(), *victim = tu_mkdtemp(), *scripted = tu_mkdtemp();
+	char repo[64];
+	snprintf(repo, sizeof(repo), "npmt-%d.git", (int)getpid());
+	shf("set -e; cd %s; git init -q -b main; printf "
+	    "'{\"name\":\"t\",\"version\":\"1.0.0\",\"dependencies\":{\"is-number\":\"7.0.0\","
+	    "\"semver\":\"7.6.3\"}}\\n' > package.json; HOME=%s/h npm install --package-lock-only "
+	    "--ignore-scripts --no-audit --no-fund --cache %s/npmcache >/dev/null 2>&1; test -s "
+	    "package-lock.json; rm -rf %s/h %s/npmcache; git add package.json package-lock.json; "
+	    "git -c user.email=t@e -c user.name=t commit -qm npm; rm -rf %s/%s; git clone -q "
+	    "--bare . %s/%s; echo marker > %s/marker; cp package.json package-lock.json %s/; sed "
+	    "-i 's/\"version\":\"1.0.0\",/&\"scripts\":{\"postinstall\":\"echo ran\"},/' "
+	    "%s/package.json; grep -q postinstall %s/package.json",
+	    work, work, work, work, work, git_root, repo, git_root, repo, victim, scripted,
+	    scripted, scripted);
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", git_http, repo);
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	bt_cfg_set(cfg, "command_executor.environments",
+		   "python=coding-agent-executor-python:latest,node=cae-test-node:latest");
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_error err = {0};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	char uuids[2][64];
+	for (int i = 0; i < 2; i++) {
+		bt_task_uuid(uuids[i], sizeof(uuids[i]), TASK_PREFIX);
+		cae_task t = {.uuid = uuids[i], .repo = url, .platform = (char *)"github"};
+		ck_assert_msg(cae_backend_prepare(b, &t, "node", &o, &info, &err) == 0, "%s",
+			      err.message);
+		json_t *d = npm_entry(&info);
+		char *ws = json_dumps(info.warnings, 0);
+		ck_assert_msg(d && json_is_true(json_object_get(d, "success")), "%d: %s %s", i,
+			      d ? json_string_value(json_object_get(d, "output")) : "no npm ci",
+			      ws);
+		/* only B got A's tree */
+		ck_assert_msg(json_is_true(json_object_get(d, "shared_node_modules")) == (i == 1),
+			      "%d: %s", i, ws);
+		ck_assert_msg(!has_warning(&info, "node_modules"), "%d: %s", i, ws);
+		free(ws);
+		cae_env_info_clear(&info);
+		if (i == 0) {
+			shf("test -f "
+			    "%s/package-cache/*/npm-trees/*/node_modules/is-number/index.js",
+			    state);
+			cae_run_result r =
+			    kexec(b, uuids[0],
+				  "w=0; for f in $(find node_modules -type f); do printf POISON >> "
+				  "\"$f\" "
+				  "&& w=$((w+1)); done; [ $w -gt 10 ] && echo written");
+			ck_assert_msg(strcmp(r.out, "written\n") == 0, "%s%s", r.out, r.err);
+			cae_run_result_clear(&r);
+		}
+	}
+	cae_run_result r = kexec(
+	    b, uuids[1],
+	    "n=$(find node_modules | wc -l); [ $n -gt 10 ] && echo tree; test -z \"$(find "
+	    "node_modules ! -user 1000)\" && echo owned; grep -rl POISON node_modules; node -e "
+	    "'console.log(require(\"is-number\")(5))'; node_modules/.bin/semver 1.2.3; test -L "
+	    "node_modules/.bin/semver && echo link; w=0; for f in $(find node_modules -type f); do "
+	    "printf POISON >> \"$f\" && w=$((w+1)); done; [ $w -gt 10 ] && echo written");
+	ck_assert_msg(strcmp(r.out, "tree\nowned\ntrue\n1.2.3\nlink\nwritten\n") == 0, "%s%s",
+		      r.out, r.err);
+	cae_run_result_clear(&r);
+
+	/* the attacker's trees in A's pod, each taken as the store takes the project's */
+	char pod[160];
+	snprintf(pod, sizeof(pod), "coding-agent-exec-%s", uuids[0]);
+	char script[2048];
+	snprintf(script, sizeof(script),
+		 "set -e; cd /workspace; L=$(printf 'l%%.0s' $(seq 150)); mkdir e1 e2 e3 e4 e5 "
+		 "e6; ln -s / e1/node_modules; ln -s %s e2/node_modules; mkdir -p e3/node_modules "
+		 "e4/node_modules/.bin e5/node_modules e6/node_modules/$L/.bin; echo a > "
+		 "e3/node_modules/a; ln e3/node_modules/a e3/node_modules/b; ln -s ../../../etc "
+		 "e4/node_modules/.bin/x; mkfifo e5/node_modules/f; printf good > "
+		 "e6/node_modules/$L/$L.js; ln -s ../$L.js e6/node_modules/$L/.bin/g; echo made",
+		 victim);
+	r = kexec(b, uuids[0], script);
+	ck_assert_msg(strcmp(r.out, "made\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	static const struct {
+		const char *dir;
+		int r;
+	} cases[] = {{"/workspace/e1", -EPERM}, {"/workspace/e2", -EPERM},
+		     {"/workspace/e3", -EPERM}, {"/workspace/e4", -EPERM},
+		     {"/workspace/e5", -EPERM}, {"/workspace/e6", 0}};
+	char *into = tu_mkdtemp();
+	for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+		shf("cd %s && rm -rf t && mkdir -p t/node_modules", into);
+		char path[PATH_MAX];
+		snprintf(path, sizeof(path), "%s/t/node_modules", into);
+		int root = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ck_assert_int_ge(root, 0);
+		cae_error_clear(&err);
+		int got = cae__pkgcache_npm_k8s_take(b, pod, cases[i].dir, root, -1, &err);
+		close(root);
+		ck_assert_msg(got == cases[i].r, "%s: %d %s", cases[i].dir, got, err.message);
+		shf("test \"$(ls -A %s)\" = marker && test \"$(ls -A %s)\" = t", victim, into);
+	}
+	shf("cd %s/t/node_modules && test \"$(cat l*/l*.js)\" = good && test \"$(cat l*/.bin/g)\" "
+	    "= good && test \"$(stat -c %%a l*/l*.js)\" = 444",
+	    into);
+	cae__rm_rf(into);
+	free(into);
+
+	/* an install script: not eligible; A's project (a node_modules already): refused */
+	json_t *w = NULL;
+	ck_assert(!npm_tree_gate(b, uuids[0], scripted, &w));
+	ck_assert_int_eq(json_array_size(w), 0);
+	json_decref(w);
+	ck_assert(!npm_tree_gate(b, uuids[0], work, &w));
+	ck_assert_msg(json_array_size(w) == 1 &&
+			  strstr(json_string_value(json_array_get(w, 0)), "node_modules"),
+		      "%s", json_string_value(json_array_get(w, 0)));
+	json_decref(w);
+	r = kexec(b, uuids[0], "grep -c POISON node_modules/is-number/index.js");
+	ck_assert_msg(strcmp(r.out, "1\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+
+	/* the kept tree: one, none of A's or B's writes, cae's and read-only, the bin link */
+	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = "
+	    "1 && ! grep -rl POISON . && test -z \"$(find . -path './*/*' \\( -type f -perm /222 "
+	    "-o ! -user 0 \\))\" && test -f */node_modules/is-number/index.js && test -L "
+	    "*/node_modules/.bin/semver",
+	    state);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(cae_backend_cleanup(b, uuids[i], &err), 0);
+	shf("rm -rf %s/%s", git_root, repo);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(victim);
+	free(victim);
+	cae__rm_rf(scripted);
+	free(scripted);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -809,6 +1020,8 @@ static Suite *make_suite(void)
 	tcase_add_test(nh, without_the_helper_each_command_is_one_exec);
 	TCase *pk = bt_tcase(s, "pkgcache", 600, sweep);
 	tcase_add_test(pk, package_caches_served_read_only_to_a_pod);
+	TCase *nt = bt_tcase(s, "npm-tree", 900, sweep);
+	tcase_add_test(nt, npm_tree_shared_in_pods);
 	return s;
 }
 
