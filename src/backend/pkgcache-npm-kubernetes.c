@@ -178,7 +178,9 @@ static int k8s_store(cae_prepare *p, cae_error *err)
 	char trees[PATH_MAX], tmp[PATH_MAX + 64], path[PATH_MAX + 96];
 	if ((r = cae__pkgcache_npm_trees_dir(p->b->cfg, trees, sizeof(trees), err)) < 0)
 		return r;
-	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), err)) <= 0)
+	int lock;
+	if ((r = cae__pkgcache_npm_tree_begin(trees, name, key, klen, tmp, sizeof(tmp), &lock,
+					      err)) <= 0)
 		return r;
 	snprintf(path, sizeof(path), "%s/node_modules", tmp);
 	int root = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -188,7 +190,7 @@ static int k8s_store(cae_prepare *p, cae_error *err)
 		r = cae__pkgcache_npm_k8s_take(p->b, pod, p->project, root, p->cancel_fd, err);
 		close(root);
 	}
-	int end = cae__pkgcache_npm_tree_end(trees, name, tmp, r);
+	int end = cae__pkgcache_npm_tree_end(trees, name, tmp, r, lock);
 	if (r == 0 && end < 0)
 		return cae_error_set(err, end, "cannot keep the pod's node_modules: %s",
 				     strerror(-end));
