@@ -3003,7 +3003,8 @@ START_TEST(npm_tree_shared_docker)
 	/* the host's directory C's link named: only its own file; the kept tree: one, none of
 	 * A's or B's writes, cae's and read-only, with semver's bin link */
 	shf("test \"$(ls -A %s)\" = marker && test \"$(cat %s/marker)\" = marker", victim, victim);
-	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = "
+	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v -e '^\\.used$' -e "
+	    "'^\\.lock-' | wc -l)\" = "
 	    "1 && "
 	    "! grep -rl POISON . && test -z \"$(find . -path './*/*' \\( -type f -perm /222 -o ! "
 	    "-user 0 \\))\" && test -f */node_modules/is-number/index.js && test -L "

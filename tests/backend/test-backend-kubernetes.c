@@ -982,7 +982,8 @@ START_TEST(npm_tree_shared_in_pods)
 	cae_run_result_clear(&r);
 
 	/* the kept tree: one, none of A's or B's writes, cae's and read-only, the bin link */
-	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v '^\\.used$' | wc -l)\" = "
+	shf("cd %s/package-cache/*/npm-trees && test \"$(ls -A | grep -v -e '^\\.used$' -e "
+	    "'^\\.lock-' | wc -l)\" = "
 	    "1 && ! grep -rl POISON . && test -z \"$(find . -path './*/*' \\( -type f -perm /222 "
 	    "-o ! -user 0 \\))\" && test -f */node_modules/is-number/index.js && test -L "
 	    "*/node_modules/.bin/semver",
