@@ -8,6 +8,7 @@
 #include "backend/backend-internal.h"
 #include "backend/pkgcache.h"
 
+#include "backend/net-local.h"
 #include "backend/sandbox.h"
 #include "base/fs.h"
 #include "base/macro.h"
@@ -37,13 +38,14 @@
 #define FILL_TIMEOUT_MS (15 * 60 * 1000)
 #define SUM_MAX 1024
 
-/* The profile that puts the shared repository first, for artifacts and plugins alike:
- * releases only (a snapshot changes under the same name), checksums required (cae writes
- * each artifact's .sha1); and, as Maven's own settings.xml has it, no plain-HTTP remote
- * but the loopback's. */
-#define REPO_BODY                                                                                  \
+/* The profile that puts the shared repository (at url) first, for artifacts and plugins
+ * alike: releases only (a snapshot changes under the same name), checksums required (cae
+ * writes each artifact's .sha1); and, as Maven's own settings.xml has it, no plain-HTTP
+ * remote but the loopback's (external:http:* is every http URL whose host is neither
+ * localhost nor 127.0.0.1: the served repository is not blocked). */
+#define REPO_BODY(url)                                                                             \
 	"        <id>cae-package-cache</id>\n"                                                     \
-	"        <url>file://" CAE_PKGCACHE_MAVEN "</url>\n"                                       \
+	"        <url>" url "</url>\n"                                                             \
 	"        <releases><enabled>true</enabled><checksumPolicy>fail</checksumPolicy>"           \
 	"</releases>\n"                                                                            \
 	"        <snapshots><enabled>false</enabled></snapshots>\n"
@@ -54,7 +56,7 @@
 	"     searched before the project's remotes; what Maven takes from it goes into the\n"     \
 	"     environment's own local repository. -->\n"                                           \
 	"<settings xmlns=\"http://maven.apache.org/SETTINGS/1.2.0\">\n"
-#define SETTINGS_TAIL                                                                              \
+#define SETTINGS_MIRRORS                                                                           \
 	"  <mirrors>\n"                                                                            \
 	"    <mirror>\n"                                                                           \
 	"      <id>maven-default-http-blocker</id>\n"                                              \
@@ -62,22 +64,31 @@
 	"      <url>http://0.0.0.0/</url>\n"                                                       \
 	"      <blocked>true</blocked>\n"                                                          \
 	"    </mirror>\n"                                                                          \
-	"  </mirrors>\n"                                                                           \
+	"  </mirrors>\n"
+/* the profile, active as activation says */
+/* clang-format off */
+#define SETTINGS_PROFILE(url, activation)                                                          \
 	"  <profiles>\n"                                                                           \
 	"    <profile>\n"                                                                          \
 	"      <id>cae-package-cache</id>\n"                                                       \
+	activation                                                                                 \
 	"      <repositories>\n"                                                                   \
-	"      <repository>\n" REPO_BODY "      </repository>\n"                                   \
+	"      <repository>\n" REPO_BODY(url) "      </repository>\n"                              \
 	"      </repositories>\n"                                                                  \
 	"      <pluginRepositories>\n"                                                             \
-	"      <pluginRepository>\n" REPO_BODY "      </pluginRepository>\n"                       \
+	"      <pluginRepository>\n" REPO_BODY(url) "      </pluginRepository>\n"                  \
 	"      </pluginRepositories>\n"                                                            \
 	"    </profile>\n"                                                                         \
-	"  </profiles>\n"                                                                          \
+	"  </profiles>\n"
+/* the bound repository: always there, the profile always active */
+#define SETTINGS_TAIL                                                                              \
+	SETTINGS_MIRRORS                                                                           \
+	SETTINGS_PROFILE("file://" CAE_PKGCACHE_MAVEN, "")                                         \
 	"  <activeProfiles>\n"                                                                     \
 	"    <activeProfile>cae-package-cache</activeProfile>\n"                                   \
 	"  </activeProfiles>\n"                                                                    \
 	"</settings>\n"
+/* clang-format on */
 /* The local sandbox's home is a file system of each sandbox's own (the prepare's install
  * runs in one of its own): the local repository is kept in the workspace there, as Go's
  * build cache is, by these settings, the sandbox's global ones (the environment's own
@@ -85,6 +96,27 @@
 static const char settings_local[] = SETTINGS_HEAD
     "  <localRepository>" CAE_PKGCACHE_MAVEN_LOCAL_REPO "</localRepository>\n" SETTINGS_TAIL;
 static const char settings_home[] = SETTINGS_HEAD SETTINGS_TAIL;
+/* The served repository (kubernetes): the profile active only for a Maven whose
+ * environment has CAE_PKGCACHE_SERVE_URL_ENV, which a command gets only from a stream that
+ * serves the caches (a pod whose stream could not listen, or a later stream that cannot,
+ * names no port that another process of the node's network may hold). */
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#define SERVED_URL "http://127.0.0.1:" STR(CAE_PKGCACHE_SERVE_PORT)
+/* clang-format off */
+static const char settings_served[] =
+	SETTINGS_HEAD
+	SETTINGS_MIRRORS
+	SETTINGS_PROFILE(SERVED_URL "/maven",
+			 "      <activation><property><name>env." CAE_PKGCACHE_SERVE_URL_ENV
+			 "</name><value>" SERVED_URL "</value></property></activation>\n")
+	"</settings>\n";
+/* clang-format on */
+
+const char *cae__pkgcache_maven_settings_served(void)
+{
+	return settings_served;
+}
 
 const char *cae__pkgcache_maven_settings(bool workspace_repo)
 {
@@ -170,6 +202,19 @@ bool cae__pkgcache_maven_path_ok(const char *path)
 		return false;
 	/* nothing, or a classifier: -<name> */
 	return rl == 4 || (rl > 5 && rest[0] == '-');
+}
+
+bool cae__pkgcache_maven_file_ok(const char *path)
+{
+	size_t n = strlen(path);
+	char buf[1001];
+	if (n <= 5 || strcmp(path + n - 5, ".sha1") != 0)
+		return cae__pkgcache_maven_path_ok(path);
+	if (n - 5 >= sizeof(buf))
+		return false;
+	memcpy(buf, path, n - 5);
+	buf[n - 5] = '\0';
+	return cae__pkgcache_maven_path_ok(buf);
 }
 
 /* ---- fetching ---- */
@@ -666,21 +711,25 @@ void cae__pkgcache_maven_installed(void *ctx)
 	}
 }
 
-int cae__pkgcache_maven_docker(cae_prepare *p, cae_error *err)
+/* settings as the environment user's ~/.m2/settings.xml, when the project is Maven's and it
+ * has none (a file the task may change: it is read by its own Maven only); served: only
+ * from a stream that serves the caches (the variable says so). Whether the image has mvn
+ * does not matter: a project's Maven wrapper (mvnw), or a Maven the task installs, reads
+ * them too. */
+static int home_settings(cae_prepare *p, const char *settings, bool served, cae_error *err)
 {
 	if (!p->b->cfg->command_executor.package_cache.enabled || !p->exec)
 		return 0;
-	/* the container's own user settings, when the project is Maven's and it has none (a
-	 * file the task may change: it is read by its own Maven only) */
 	static const char script[] =
-	    "[ -f pom.xml ] && command -v mvn >/dev/null 2>&1 || exit 0; "
+	    "[ -f pom.xml ] || exit 0; "
+	    "[ \"$1\" = any ] || [ \"$" CAE_PKGCACHE_SERVE_URL_ENV "\" = \"$1\" ] || exit 0; "
 	    "S=\"$HOME/.m2/settings.xml\"; "
 	    "[ -e \"$S\" ] || [ -L \"$S\" ] || { mkdir -p \"$HOME/.m2\" && cat > \"$S\"; }";
-	const char *argv[] = {"sh", "-c", script, NULL};
+	const char *argv[] = {"sh", "-c", script, "sh", served ? SERVED_URL : "any", NULL};
 	cae_exec_request req = {.argv = argv,
 				.cwd = p->project,
-				.stdin_data = settings_home,
-				.stdin_len = sizeof(settings_home) - 1,
+				.stdin_data = settings,
+				.stdin_len = strlen(settings),
 				.has_stdin = true,
 				.timeout_ms = 60000,
 				.max_stdout = 4096,
@@ -693,4 +742,28 @@ int cae__pkgcache_maven_docker(cae_prepare *p, cae_error *err)
 				  res.exit_code, res.err ? res.err : "");
 	cae_run_result_clear(&res);
 	return r < 0 ? r : 1;
+}
+
+int cae__pkgcache_maven_docker(cae_prepare *p, cae_error *err)
+{
+	return home_settings(p, settings_home, false, err);
+}
+
+void cae__pkgcache_maven_pod(cae_prepare *p)
+{
+	const cae_config *cfg = p->b->cfg;
+	if (!cfg->command_executor.package_cache.enabled)
+		return;
+	cae_error e = {0};
+	if (home_settings(p, settings_served, true, &e) < 0) {
+		char w[1200];
+		snprintf(w, sizeof(w), "the shared Maven repository is not used: %.1100s",
+			 e.message);
+		cae__prepare_warn(p, "package_cache.unavailable", w);
+	}
+	/* cae's fill acts for the task: only for a pod that has the network itself */
+	if (cae__net_full(cfg, p->b->ops->name)) {
+		p->deps_opts.maven_installed = cae__pkgcache_maven_installed;
+		p->deps_opts.maven_installed_ctx = p;
+	}
 }

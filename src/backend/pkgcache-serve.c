@@ -1,6 +1,7 @@
 /* The read-only shared caches served over HTTP (pkgcache.h: kubernetes): the shared Go
- * module proxy (<instance key>/go-mod) under /go-mod/ and pip's wheels (<instance
- * key>/pip-wheels) under /pip-wheels/, to the connections a pod's helper accepts on
+ * module proxy (<instance key>/go-mod) under /go-mod/, pip's wheels (<instance
+ * key>/pip-wheels) under /pip-wheels/ and Maven's repository (<instance key>/maven) under
+ * /maven/, to the connections a pod's helper accepts on
  * 127.0.0.1:CAE_PKGCACHE_SERVE_PORT and carries over its exec stream (src/helper/tun.c).
  * One request per connection (Connection: close), at most CAE_PKGCACHE_SERVE_ENV_CONNS at
  * once for one environment (its cae_pkgcache_share), GET and HEAD only, a head of at most
@@ -9,7 +10,9 @@
  * the trees' .filled, .used or temporary files) opened beneath the tree's directory with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_XDEV), a regular file only;
  * /pip-wheels/ itself is an HTML page of links to its wheels (what pip needs of an http
- * find-links URL). Nothing is ever written: the trees are cae's, filled by cae alone. */
+ * find-links URL); under /maven/, only the names the fill publishes (a release's .jar or
+ * .pom and its .sha1: no maven-metadata.xml, which Maven then asks its other remotes
+ * for). Nothing is ever written: the trees are cae's, filled by cae alone. */
 #include "backend/pkgcache.h"
 
 #include "backend/chan.h"
@@ -69,9 +72,12 @@ void cae__pkgcache_share_unref(cae_pkgcache_share *s)
 		free(s);
 }
 
+/* the trees served, each under /<name>/ (conn.dir's order) */
+static const char *const trees[] = {"go-mod", "pip-wheels", "maven"};
+
 struct conn {
-	int fd;	    /* the client */
-	int dir[2]; /* go-mod, pip-wheels (O_PATH; -1: not there) */
+	int fd;			    /* the client */
+	int dir[ARRAY_SIZE(trees)]; /* the trees' directories (O_PATH; -1: not there) */
 	cae_pkgcache_share *share;
 };
 
@@ -233,15 +239,21 @@ static void serve(struct conn *c)
 		goto out;
 	}
 	target[strcspn(target, "?#")] = '\0';
-	int which = strncmp(target, "/go-mod/", 8) == 0	       ? 0
-		    : strncmp(target, "/pip-wheels/", 12) == 0 ? 1
-							       : -1;
-	const char *rel = which == 0 ? target + 8 : which == 1 ? target + 12 : NULL;
+	int which = -1;
+	const char *rel = NULL;
+	for (int i = 0; i < (int)ARRAY_SIZE(trees) && which < 0; i++) {
+		size_t n = strlen(trees[i]);
+		if (target[0] == '/' && strncmp(target + 1, trees[i], n) == 0 &&
+		    target[n + 1] == '/') {
+			which = i;
+			rel = target + n + 2;
+		}
+	}
 	if (which < 0 || c->dir[which] < 0)
 		(void)fail(c->fd, "404 Not Found");
 	else if (which == 1 && !*rel)
 		(void)wheels_page(c->dir[1], c->fd, head_only);
-	else if (!path_ok(rel))
+	else if (!path_ok(rel) || (which == 2 && !cae__pkgcache_maven_file_ok(rel)))
 		(void)fail(c->fd, "404 Not Found");
 	else
 		(void)serve_file(c->dir[which], rel, c->fd, head_only);
@@ -253,7 +265,7 @@ out:
 static void conn_free(struct conn *c)
 {
 	close(c->fd);
-	for (int i = 0; i < 2; i++)
+	for (size_t i = 0; i < ARRAY_SIZE(c->dir); i++)
 		if (c->dir[i] >= 0)
 			close(c->dir[i]);
 	atomic_fetch_sub(&c->share->conns, 1);
@@ -298,11 +310,10 @@ int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 	c->share = share;
 	c->fd = fd;
 	/* the trees' directories now (the thread touches no configuration) */
-	static const char *const names[] = {"go-mod", "pip-wheels"};
-	for (int i = 0; i < 2; i++) {
+	for (size_t i = 0; i < ARRAY_SIZE(c->dir); i++) {
 		char dir[PATH_MAX];
 		c->dir[i] =
-		    cae__pkgcache_shared_dir(cfg, names[i], false, dir, sizeof(dir), NULL) == 1
+		    cae__pkgcache_shared_dir(cfg, trees[i], false, dir, sizeof(dir), NULL) == 1
 			? open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 			: -1;
 	}
@@ -322,8 +333,8 @@ int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 	return 0;
 }
 
-static char serve_env[2][4200];
-static const char *serve_envp[4];
+static char serve_env[3][4200];
+static const char *serve_envp[5];
 
 static void serve_env_once(void)
 {
@@ -334,9 +345,13 @@ static void serve_env_once(void)
 		 CAE_PKGCACHE_SERVE_PORT, rest ? rest : "");
 	snprintf(serve_env[1], sizeof(serve_env[1]),
 		 "PIP_FIND_LINKS=http://127.0.0.1:%d/pip-wheels/", CAE_PKGCACHE_SERVE_PORT);
+	/* what makes the profile of cae's Maven settings active (pkgcache-maven.c) */
+	snprintf(serve_env[2], sizeof(serve_env[2]),
+		 CAE_PKGCACHE_SERVE_URL_ENV "=http://127.0.0.1:%d", CAE_PKGCACHE_SERVE_PORT);
 	size_t n = 0;
 	serve_envp[n++] = serve_env[0];
 	serve_envp[n++] = serve_env[1];
+	serve_envp[n++] = serve_env[2];
 	/* PIP_INDEX_URL of cae's environment, as the other backends pass it */
 	for (const char *const *e = cae__pkgcache_pip_env(); *e; e++)
 		if (strncmp(*e, "PIP_INDEX_URL=", 14) == 0)

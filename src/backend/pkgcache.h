@@ -303,8 +303,10 @@ int cae__pkgcache_pip_docker(struct cae_prepare *p, struct cae_docker *d, const 
  * (/etc/maven/settings.xml, where the host's, which may hold credentials, never is), which
  * also keep the local repository in the workspace (CAE_PKGCACHE_MAVEN_LOCAL_REPO); on
  * docker, the container user's ~/.m2/settings.xml, written by the prepare when there is
- * none. Maven copies what it takes from there into the environment's own local
- * repository, and asks the project's remotes for the rest. cae alone fills it, after the prepare's
+ * none; on kubernetes, served over HTTP instead (pkgcache-serve.c, under /maven/), the
+ * pod user's ~/.m2/settings.xml naming it the same way. Maven copies what it takes from
+ * there into the environment's own local repository, and asks the project's remotes for the
+ * rest. cae alone fills it, after the prepare's
  * Maven install, for an environment that has the network itself (cae__net_full; the caller's test):
  * the names of the .jar and .pom files of the environment's local repository (listed with its exec:
  * names only, never a byte of them) that are a release's files in Maven's layout
@@ -338,6 +340,9 @@ int cae__pkgcache_maven_settings_file(const cae_config *cfg, char *out, size_t s
  * each part of letters, digits and . _ - + (none empty or starting with a dot), no
  * SNAPSHOT. */
 bool cae__pkgcache_maven_path_ok(const char *path);
+/* Whether path names a file the shared repository holds: such a .jar or .pom, or its .sha1
+ * (what the server gives of it, pkgcache-serve.c; maven-metadata.xml never). */
+bool cae__pkgcache_maven_file_ok(const char *path);
 /* The fill for listing (paths relative to a repository's root, one a line, "./" before each
  * or not): the paths kept and not in the shared repository yet, once per such list. 1:
  * filled; 0: caches off or nothing to fetch; -errno with err set (what was fetched and
@@ -347,11 +352,27 @@ int cae__pkgcache_maven_fill(const cae_config *cfg, const char *listing, cae_err
  * local repository (CAE_PKGCACHE_MAVEN_LOCAL_REPO, or ~/.m2/repository), listed with
  * p->exec; a failure is the prepare's warning. */
 void cae__pkgcache_maven_installed(void *ctx);
-/* Docker: in the container being prepared, when its project has a pom.xml and the image
- * has mvn, cae's settings (without <localRepository>: a container's home is its own) as
- * the user's ~/.m2/settings.xml unless it has one. 1: done (or nothing to do); 0: caches
- * off; -errno with err set. */
+/* Docker: in the container being prepared, when its project has a pom.xml, cae's settings
+ * (without <localRepository>: a container's home is its own) as the user's
+ * ~/.m2/settings.xml unless it has one (whether the image has mvn or not: a project's
+ * Maven wrapper, mvnw, reads them too). 1: done (or nothing to do); 0: caches off; -errno
+ * with err set. */
 int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
+/* Kubernetes, after the pod's clone: the same, with the served repository's settings
+ * (cae__pkgcache_maven_settings_served), written only when the prepare's own stream serves
+ * the caches (its commands have CAE_PKGCACHE_SERVE_URL_ENV); and, for a pod that has the
+ * network itself, cae__pkgcache_maven_installed after its Maven install (p->deps_opts). A
+ * failure is a warning of p. */
+void cae__pkgcache_maven_pod(struct cae_prepare *p);
+/* cae's settings for the repository served on the pod's loopback
+ * (http://127.0.0.1:CAE_PKGCACHE_SERVE_PORT/maven), its profile active only for a Maven
+ * whose environment has CAE_PKGCACHE_SERVE_URL_ENV=http://127.0.0.1:CAE_PKGCACHE_SERVE_PORT,
+ * which only a stream that serves the caches gives its commands: a command of a stream
+ * that could not listen (on the node's network, another pod's listener, or a task's
+ * server, may hold the port) does not ask it (static text). Maven's http blocker
+ * (external:http:*) leaves the loopback alone: only a host other than localhost and
+ * 127.0.0.1 is external. */
+const char *cae__pkgcache_maven_settings_served(void);
 
 /* Kubernetes (pkgcache-serve.c): a pod is on a node, not on this host, and nothing of the
  * host is mounted into it (a hostPath volume would need a permission many clusters refuse,
@@ -363,15 +384,23 @@ int cae__pkgcache_maven_docker(struct cae_prepare *p, cae_error *err);
  * each connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
  * every command run through that stream gets cae__pkgcache_serve_env (GOPROXY with
  * http://127.0.0.1:PORT/go-mod first, PIP_FIND_LINKS=http://127.0.0.1:PORT/pip-wheels/,
- * whose page links the wheels). GET and HEAD only, a path of plain components beneath
- * the tree (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), regular files only, no dot
- * file: the server reads, never writes, and what it reads only cae wrote. Only for a pod
- * whose network is its own (a filtered or no network has its helper's listener carrying
- * the proxy's connections instead: the caches are not served there). The fills are the
- * local backend's, on this host, with the manifests read from the pod after its clone.
- * npm's cache and Go's build cache are not shared on kubernetes; the node_modules trees
- * are, through API server execs (pkgcache-npm-kubernetes.c, above). */
+ * whose page links the wheels, and CAE_PKGCACHE_SERVE_URL_ENV=http://127.0.0.1:PORT, which
+ * makes the profile of cae's Maven settings active: the Maven repository is under
+ * /maven/, its settings written as the pod user's ~/.m2/settings.xml by the prepare,
+ * cae__pkgcache_maven_pod). GET and HEAD only, a path of plain components beneath the tree
+ * (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), regular files only, no dot file; under
+ * /maven/ only what the fill publishes (a release's .jar or .pom and its .sha1,
+ * cae__pkgcache_maven_file_ok: maven-metadata.xml, snapshots and every other name are not
+ * found, and Maven then asks the project's remotes): the server reads, never writes, and
+ * what it reads only cae wrote. Only for a pod whose network is its own (a filtered or no
+ * network has its helper's listener carrying the proxy's connections instead: the caches
+ * are not served there). The fills are the local backend's, on this host: Go's modules and
+ * pip's wheels with the manifests read from the pod after its clone, Maven's with the
+ * names its local repository lists after the prepare's Maven install. npm's cache and Go's
+ * build cache are not shared on kubernetes; the node_modules trees are, through API server
+ * execs (pkgcache-npm-kubernetes.c, above). */
 #define CAE_PKGCACHE_SERVE_PORT 3129
+#define CAE_PKGCACHE_SERVE_URL_ENV "CAE_PACKAGE_CACHE_URL"
 struct cae_chan;
 /* After c's stream opened (net-chan.c): the listener and the variables, when c's backend
  * serves the caches (cae_chan_ops.serve_caches), they are on, and c has no proxy. A
@@ -397,7 +426,8 @@ int cae__pkgcache_serve_conn(void *ud, char kind, int fd);
 /* The variables ("K=V", NULL-terminated, static). */
 const char *const *cae__pkgcache_serve_env(void);
 /* After the pod's clone: cae's fills of the Go modules and pip wheels, for a pod that has
- * the network itself; a failure is a warning of p (a cold cache). */
+ * the network itself; a failure is a warning of p (a cold cache). (Maven's:
+ * cae__pkgcache_maven_pod.) */
 void cae__pkgcache_pod_fill(struct cae_prepare *p);
 
 /* Shared by the fills (pkgcache-gomod.c): <state_dir>/package-cache/<instance key>/<name>

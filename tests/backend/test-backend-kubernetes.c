@@ -15,6 +15,7 @@
 
 #include "backend/backend-internal.h"
 #include "backend/pkgcache.h"
+#include "runner/proctree.h"
 
 #include <glob.h>
 #include <limits.h>
@@ -22,7 +23,9 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sys/prctl.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 
 #define TASK_PREFIX "caetest-k8sprot"
 
@@ -1004,6 +1007,249 @@ START_TEST(npm_tree_shared_in_pods)
 }
 END_TEST
 
+/* Maven's side of a pod being prepared, as cae__pkgcache_maven_pod sees it: the settings
+ * script answered (what it was given kept in ctx), the listing of the local repository
+ * given as the names of ctx. */
+struct maven_pod {
+	const char *listing;
+	char *settings; /* what the settings script got on stdin */
+};
+
+static int maven_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	(void)err;
+	struct maven_pod *m = ctx;
+	memset(res, 0, sizeof(*res));
+	if (strstr(req->argv[2], "settings.xml")) {
+		free(m->settings);
+		m->settings = strndup(req->stdin_data, req->stdin_len);
+	} else {
+		res->out = strdup(m->listing);
+	}
+	return 0;
+}
+
+/* Maven's shared repository on kubernetes (pkgcache-maven.c, pkgcache-serve.c): served
+ * read-only under /maven/ by cae over the pod's helper stream, on 127.0.0.1:3129 in the
+ * pod. A remote of the test's own (http on this host) has caelib 1.0's jar and pom, each
+ * with its .sha1. cae's side of a pod's prepare: for a pod whose network is not its own,
+ * no fill after its Maven install; for one with the network, the fill after it takes the
+ * names its local repository lists (the jar, the pom; a maven-metadata.xml and a snapshot
+ * are not taken) from the remote, checked. Then a pod of the python image (no mvn: the
+ * settings are written all the same, for the project's Maven wrapper or a Maven the task
+ * installs; the install is skipped) whose project has a pom.xml: its ~/.m2/settings.xml is
+ * cae's served settings, byte for byte, and its commands have the variable that activates
+ * their profile; from the pod, over 127.0.0.1:3129/maven/, the jar and pom are the remote's
+ * bytes and their .sha1 the sha1 of what was served; as an attacker, the pod asks the
+ * server to write (PUT, POST, DELETE: refused), for a maven-metadata.xml, a snapshot, an
+ * .md5 and a symbolic link planted in the tree (as if cae had left them), dot files,
+ * climbs out of the tree and directories: not found. Nothing in the tree changed. Failed
+ * before: nothing under /maven/ (404), no settings in the pod, no fill hook for a pod. */
+START_TEST(package_cache_maven_served_to_a_pod)
+{
+	char *mp = tu_mkdtemp(), *work = tu_mkdtemp();
+	const char *lib = "cae/test/caelib/1.0/caelib-1.0";
+	char repo[64];
+	snprintf(repo, sizeof(repo), "mvnc-%d.git", (int)getpid());
+	shf("set -e; M=%s/www/maven2/cae/test/caelib/1.0; mkdir -p $M; head -c 4096 /dev/urandom "
+	    "> $M/caelib-1.0.jar; printf '<project><modelVersion>4.0.0</modelVersion><groupId>"
+	    "cae.test</groupId><artifactId>caelib</artifactId><version>1.0</version></project>\\n'"
+	    " > $M/caelib-1.0.pom; for f in $M/*; do sha1sum < $f | cut -c1-40 > $f.sha1; done; "
+	    "cd %s && git init -q -b main && printf '<project><modelVersion>4.0.0</modelVersion>"
+	    "<groupId>cae.test</groupId><artifactId>app</artifactId><version>1.0</version>"
+	    "<dependencies><dependency><groupId>cae.test</groupId><artifactId>caelib</artifactId>"
+	    "<version>1.0</version></dependency></dependencies></project>\\n' > pom.xml && git add "
+	    ". && git -c user.email=t@e -c user.name=t commit -qm mvnc && rm -rf %s/%s && git "
+	    "clone "
+	    "-q --bare . %s/%s",
+	    mp, work, git_root, repo, git_root, repo);
+	int port = 40000 + (int)(getpid() % 20000);
+	pid_t server = fork();
+	ck_assert_int_ge(server, 0);
+	if (server == 0) {
+		char p[16], www[PATH_MAX];
+		snprintf(p, sizeof(p), "%d", port);
+		snprintf(www, sizeof(www), "%s/www", mp);
+		int fd = open("/dev/null", O_RDWR);
+		if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0 || chdir(www) < 0)
+			_exit(127);
+		execl("/usr/bin/python3", "python3", "-m", "http.server", "--bind", "127.0.0.1", p,
+		      (char *)NULL);
+		_exit(127);
+	}
+	cae__proctree_lock();
+	cae__proctree_register(server);
+	cae__proctree_unlock();
+	tu_sh("for i in $(seq 100); do curl -sf -o /dev/null http://127.0.0.1:%d/maven2/%s.pom "
+	      "&& exit 0; sleep 0.1; done; exit 1",
+	      port, lib);
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	char remote[64];
+	snprintf(remote, sizeof(remote), "http://127.0.0.1:%d/maven2", port);
+	bt_cfg_set(cfg, "command_executor.package_cache.maven_remote", remote);
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+
+	/* cae's side of a pod's prepare: the fill after the install, for a pod with the
+	 * network only */
+	char listing[1024];
+	snprintf(listing, sizeof(listing),
+		 "./%s.jar\n./%s.pom\n./cae/test/caelib/maven-metadata.xml\n"
+		 "./cae/test/caelib/1.1-SNAPSHOT/caelib-1.1-SNAPSHOT.jar\n",
+		 lib, lib);
+	struct maven_pod mpod = {.listing = listing};
+	cae_task t = {.uuid = (char *)"caetest-k8sprot-mvnfill"};
+	const char *const access[] = {"false", "true"};
+	for (size_t i = 0; i < ARRAY_SIZE(access); i++) {
+		bt_cfg_set(cfg, "command_executor.docker.network.external_access", access[i]);
+		cae_prepare p = {.b = b,
+				 .task = &t,
+				 .warnings = json_array(),
+				 .exec = maven_exec,
+				 .exec_ctx = &mpod,
+				 .project = "/workspace/project"};
+		cae__pkgcache_maven_pod(&p);
+		ck_assert_str_eq(mpod.settings, cae__pkgcache_maven_settings_served());
+		ck_assert(i == 1 ? p.deps_opts.maven_installed == cae__pkgcache_maven_installed &&
+				       p.deps_opts.maven_installed_ctx == &p
+				 : p.deps_opts.maven_installed == NULL);
+		if (p.deps_opts.maven_installed)
+			p.deps_opts.maven_installed(p.deps_opts.maven_installed_ctx);
+		ck_assert_msg(json_array_size(p.warnings) == 0, "%s",
+			      json_string_value(json_array_get(p.warnings, 0)));
+		json_decref(p.warnings);
+	}
+	free(mpod.settings);
+	bt_cfg_set(cfg, "command_executor.docker.network.mode", "host"); /* as kcfg has it */
+	shf("set -e; S=$(echo %s/package-cache/*/maven); R=%s/www/maven2; for f in %s.jar %s.pom; "
+	    "do cmp $S/$f $R/$f; test \"$(cat $S/$f.sha1)\" = \"$(cat $R/$f.sha1)\"; done; test -z "
+	    "\"$(find $S -name "
+	    "'*SNAPSHOT*' -o -name maven-metadata.xml)\"",
+	    state, mp, lib, lib);
+
+	/* a pod whose project is Maven's */
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", git_http, repo);
+	cae_error err = {0};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	char ua[64];
+	bt_task_uuid(ua, sizeof(ua), TASK_PREFIX);
+	cae_task ta = {.uuid = ua, .repo = url, .platform = (char *)"github"};
+	ck_assert_msg(cae_backend_prepare(b, &ta, "python", &o, &info, &err) == 0, "%s",
+		      err.message);
+	char *ws = json_dumps(info.warnings, 0);
+	ck_assert_msg(!has_warning(&info, "Maven") && has_warning(&info, "mvn is not installed"),
+		      "%s", ws);
+	free(ws);
+	cae_env_info_clear(&info);
+	cae_run_result r = bt_exec(
+	    b, ua, "cat \"$HOME/.m2/settings.xml\" || echo \"served: $CAE_PACKAGE_CACHE_URL\"",
+	    120000);
+	ck_assert_msg(strcmp(r.out, cae__pkgcache_maven_settings_served()) == 0, "%s%s", r.out,
+		      r.err);
+	cae_run_result_clear(&r);
+	/* planted in the tree, as if cae had left them: never served */
+	shf("set -e; cd %s/package-cache/*/maven/cae/test/caelib; echo META > maven-metadata.xml; "
+	    "echo META > 1.0/maven-metadata.xml; echo MD5 > 1.0/caelib-1.0.jar.md5; mkdir "
+	    "1.1-SNAPSHOT 2.0; echo SNAP > 1.1-SNAPSHOT/caelib-1.1-SNAPSHOT.jar; ln -s /etc/passwd "
+	    "2.0/caelib-2.0.jar; ln -s /etc/passwd 2.0/caelib-2.0.pom.sha1",
+	    state);
+	char script[4096];
+	snprintf(
+	    script, sizeof(script),
+	    "echo \"$CAE_PACKAGE_CACHE_URL\" && python3 -c '\n"
+	    "import hashlib, socket\n"
+	    "def ask(m, p, body=b\"\"):\n"
+	    "    s = socket.create_connection((\"127.0.0.1\", 3129))\n"
+	    "    s.sendall((\"%%s %%s HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %%d\\r\\n\\r\\n\" "
+	    "%% (m, p, len(body))).encode() + body)\n"
+	    "    d = b\"\"\n"
+	    "    while True:\n"
+	    "        c = s.recv(65536)\n"
+	    "        if not c: break\n"
+	    "        d += c\n"
+	    "    h, _, b = d.partition(b\"\\r\\n\\r\\n\")\n"
+	    "    return h.split(b\" \")[1].decode(), b\n"
+	    "L = \"/maven/%s\"\n"
+	    "for x in [\".jar\", \".pom\"]:\n"
+	    "    s, b = ask(\"GET\", L + x)\n"
+	    "    t, c = ask(\"GET\", L + x + \".sha1\")\n"
+	    "    print(x, s, t, hashlib.sha1(b).hexdigest(), c.decode() == "
+	    "hashlib.sha1(b).hexdigest())\n"
+	    "s, b = ask(\"HEAD\", L + \".jar\"); print(\"head\", s, len(b))\n"
+	    "for m in [\"PUT\", \"POST\", \"DELETE\"]:\n"
+	    "    print(m, ask(m, L + \".jar\", b\"POISON\")[0])\n"
+	    "print(\"new\", ask(\"PUT\", \"/maven/cae/test/caelib/9/caelib-9.jar\", "
+	    "b\"POISON\")[0])\n"
+	    "for p in [\"/maven/cae/test/caelib/maven-metadata.xml\", "
+	    "\"/maven/cae/test/caelib/1.0/maven-metadata.xml\", L + \".jar.md5\", "
+	    "\"/maven/cae/test/caelib/1.1-SNAPSHOT/caelib-1.1-SNAPSHOT.jar\", "
+	    "\"/maven/cae/test/caelib/2.0/caelib-2.0.jar\", "
+	    "\"/maven/cae/test/caelib/2.0/caelib-2.0.pom.sha1\", \"/maven/.filled\", "
+	    "\"/maven/.used\", \"/maven/\", \"/maven/cae/test/caelib/1.0/\", "
+	    "\"/maven/../go-mod/.used\", \"/maven/%%2e%%2e/%%2e%%2e/etc/passwd\", "
+	    "\"/maven/cae/../../../etc/passwd\", \"/maven//etc/passwd\", "
+	    "\"/mavenx/cae/test/caelib/1.0/caelib-1.0.jar\"]:\n"
+	    "    print(ask(\"GET\", p)[0], p)\n"
+	    "'",
+	    lib);
+	r = bt_exec(b, ua, script, 120000);
+	char sums[2][41];
+	for (int i = 0; i < 2; i++) {
+		char path[PATH_MAX], *text = NULL;
+		size_t len;
+		snprintf(path, sizeof(path), "%s/www/maven2/%s.%s.sha1", mp, lib,
+			 i == 0 ? "jar" : "pom");
+		ck_assert_int_eq(cae__read_file(AT_FDCWD, path, 100, &text, &len), 0);
+		snprintf(sums[i], sizeof(sums[i]), "%.40s", text);
+		free(text);
+	}
+	char *want = NULL;
+	ck_assert_int_ge(
+	    asprintf(&want,
+		     "http://127.0.0.1:3129\n.jar 200 200 %s True\n.pom 200 200 %s True\n"
+		     "head 200 0\nPUT 405\nPOST 405\nDELETE 405\nnew 405\n"
+		     "404 /maven/cae/test/caelib/maven-metadata.xml\n"
+		     "404 /maven/cae/test/caelib/1.0/maven-metadata.xml\n"
+		     "404 /maven/%s.jar.md5\n"
+		     "404 /maven/cae/test/caelib/1.1-SNAPSHOT/caelib-1.1-SNAPSHOT.jar\n"
+		     "404 /maven/cae/test/caelib/2.0/caelib-2.0.jar\n"
+		     "404 /maven/cae/test/caelib/2.0/caelib-2.0.pom.sha1\n404 /maven/.filled\n"
+		     "404 /maven/.used\n404 /maven/\n404 /maven/cae/test/caelib/1.0/\n"
+		     "404 /maven/../go-mod/.used\n404 /maven/%%2e%%2e/%%2e%%2e/etc/passwd\n"
+		     "404 /maven/cae/../../../etc/passwd\n404 /maven//etc/passwd\n"
+		     "404 /mavenx/cae/test/caelib/1.0/caelib-1.0.jar\n",
+		     sums[0], sums[1], lib),
+	    0);
+	ck_assert_msg(strcmp(r.out, want) == 0, "%s%s", r.out, r.err);
+	free(want);
+	cae_run_result_clear(&r);
+	/* the tree: the remote's bytes, cae's, read-only, nothing new */
+	shf("set -e; S=$(echo %s/package-cache/*/maven); R=%s/www/maven2; cd $S/cae/test/caelib; "
+	    "rm -r maven-metadata.xml 1.0/maven-metadata.xml 1.0/caelib-1.0.jar.md5 1.1-SNAPSHOT "
+	    "2.0; cd $S; for f in %s.jar %s.pom; do cmp $S/$f $R/$f; test \"$(cat $S/$f.sha1)\" = "
+	    "\"$(cat $R/$f.sha1)\"; "
+	    "done; ! grep -rl POISON $S; test \"$(ls $S/cae/test/caelib)\" = 1.0; test -z \"$(find "
+	    "$S/cae \\( -type f -perm /222 -o ! -user 0 \\))\"",
+	    state, mp, lib, lib);
+	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
+	cae__proctree_unregister(server);
+	kill(server, SIGTERM);
+	waitpid(server, NULL, 0);
+	shf("rm -rf %s/%s", git_root, repo);
+	cae__rm_rf(work);
+	free(work);
+	cae__rm_rf(mp);
+	free(mp);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -1021,6 +1267,7 @@ static Suite *make_suite(void)
 	tcase_add_test(nh, without_the_helper_each_command_is_one_exec);
 	TCase *pk = bt_tcase(s, "pkgcache", 600, sweep);
 	tcase_add_test(pk, package_caches_served_read_only_to_a_pod);
+	tcase_add_test(pk, package_cache_maven_served_to_a_pod);
 	TCase *nt = bt_tcase(s, "npm-tree", 900, sweep);
 	tcase_add_test(nt, npm_tree_shared_in_pods);
 	return s;
