@@ -1108,8 +1108,10 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
 				     "repository on this host (%s) cannot reach a pod",
 				     p->task->repo);
 	r = cae__git_clone(prep_exec, &kp->pc, p->b->cfg, p->b->log, p->task, PROJECT, err);
-	if (r == 0)
+	if (r == 0) {
 		cae__pkgcache_pod_fill(p); /* the shared caches' fills (pkgcache-serve.c) */
+		cae__pkgcache_go_pod(p);   /* Go's build cache (pkgcache-go-kubernetes.c) */
+	}
 	return r;
 }
 
