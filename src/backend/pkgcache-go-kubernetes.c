@@ -18,10 +18,13 @@
  *     image would take them unchecked (Go checks an entry's size, not its content).
  *   - a pod of cae's own (chosen, as docker's container of its own): the task's image, on the
  *     task's node (where the image is) with the task pod's resource limits, and nothing of any
- *     task: no workspace, repository, service account token or host network, an emptyDir at
+ *     task: no workspace, repository or service account token, an emptyDir at
  *     CAE_PKGCACHE_GO_FILL_INSIDE, cae's fill package (cae__pkgcache_go_fill_script), an empty
  *     HOME, GOENV and GOWORK off, GOFLAGS empty, GOPROXY off, GOTOOLCHAIN local, as the image's
- *     user 1000 with no capability, no privilege escalation and RuntimeDefault seccomp. Its
+ *     user 1000 with no capability, no privilege escalation and RuntimeDefault seccomp, on the
+ *     task pod's network (the host's when the task's is: a cluster may have no other; the fill
+ *     asks nothing of it, GOPROXY being off and the package importing the standard library
+ *     alone). Its
  *     cost: one pod per image and instance, once (the time of `go test` of the standard
  *     library), deleted when its tar is read; activeDeadlineSeconds ends one whose cae died,
  *     and the next fill of the image deletes it by its name (one per image and instance).
@@ -183,7 +186,9 @@ static json_t *fill_spec(const char *name, json_t *task_pod, const char *instanc
 	    "{s:s, s:b, s:b, s:i, s:i, s:b, s:{s:i, s:i, s:b, s:{s:s}}, s:[{s:s, s:{}}], s:[o]}",
 	    "restartPolicy", "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
 	    "activeDeadlineSeconds", FILL_DEADLINE_S, "terminationGracePeriodSeconds", 0,
-	    "hostNetwork", 0, "securityContext", "runAsUser", 1000, "runAsGroup", 1000,
+	    "hostNetwork", json_is_true(json_object_get(json_object_get(task_pod, "spec"),
+							"hostNetwork")),
+	    "securityContext", "runAsUser", 1000, "runAsGroup", 1000,
 	    "runAsNonRoot", 1, "seccompProfile", "type", "RuntimeDefault", "volumes", "name", FILL,
 	    "emptyDir", "containers", c);
 	if (spec && node)
@@ -348,11 +353,11 @@ int cae__pkgcache_go_pod_seed(cae_prepare *p, cae_error *err)
 	 * no go.mod or go.work of the task's is read) */
 	const char *probe_argv[] = {
 	    "sh", "-c",
-	    "test -f /workspace/project/go.mod && command -v go >/dev/null 2>&1 && "
+	    "test -f /workspace/project/go.mod && command -v go >/dev/null 2>&1 && cd / && "
 	    "GOTOOLCHAIN=local go env GOCACHE",
 	    NULL};
 	cae_exec_request req = {.argv = probe_argv,
-				.cwd = "/",
+				.cwd = "/workspace",
 				.timeout_ms = 60000,
 				.max_stdout = 8192,
 				.max_stderr = 8192,
