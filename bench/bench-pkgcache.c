@@ -30,8 +30,10 @@
  *
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
  *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
- *                                 registry, go) or docker (the language images, run from the
- *                                 build directory: its cae-helper-static))
+ *                                 registry, go), docker (the language images, run from the
+ *                                 build directory: its cae-helper-static) or kubernetes (go:
+ *                                 the cluster of scripts/k8s-env.sh, its KUBECONFIG, the go
+ *                                 image imported; the module served by scripts/git-server.sh))
  *
  * Each tool's medians over the rounds are printed beside each other. Targets: second at
  * least 2x faster than cold for npm, 3x for Go. */
@@ -62,6 +64,12 @@ static cae_config *config(const char *state_dir, bool cache)
 			   &err) < 0 ||
 	    /* npm's registry from a container: the host's network */
 	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0 ||
+	    /* the single-node cluster of scripts/k8s-env.sh, its images imported */
+	    (strcmp(backend_name, "kubernetes") == 0 &&
+	     (cae_config_set(cfg, "command_executor.kubernetes.namespace", "default", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.node_name", "localhost", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never", &err) <
+		  0)) ||
 	    /* Maven's fill: for an environment with the network itself */
 	    (maven_remote &&
 	     (cae_config_set(cfg, "command_executor.local.network", "true", &err) < 0 ||
@@ -247,8 +255,8 @@ int main(void)
 {
 	int n = bench_env_int("BENCH_PKGCACHE_N", 5);
 	const char *be = getenv("BENCH_PKGCACHE_BACKEND");
-	if (be && strcmp(be, "docker") == 0) {
-		backend_name = "docker";
+	if (be && (strcmp(be, "docker") == 0 || strcmp(be, "kubernetes") == 0)) {
+		backend_name = be;
 		bench_use_static_helper("."); /* the helper that goes into containers */
 	}
 	const char *tools = getenv("BENCH_PKGCACHE_TOOLS");
@@ -303,11 +311,35 @@ int main(void)
 			fprintf(stderr, "bench-pkgcache: could not make the Go module\n");
 			return 1;
 		}
+		/* a pod clones over the network: the module served by scripts/git-server.sh */
+		char url[600] = "";
+		if (strcmp(backend_name, "kubernetes") == 0) {
+			snprintf(cmd, sizeof(cmd),
+				 "mkdir -p %s/srv && git clone -q --bare %s %s/srv/go.git && "
+				 "%s/scripts/git-server.sh start %s/srv | sed -n "
+				 "'s/^GIT_DAEMON_URL=//p'",
+				 root, repo, root, CAE_SOURCE_ROOT, root);
+			FILE *p = popen(cmd, "r");
+			if (p && fgets(url, sizeof(url), p))
+				url[strcspn(url, "\n")] = '\0';
+			if (!p || !url[0]) {
+				fprintf(stderr, "bench-pkgcache: git-server.sh did not start\n");
+				return 1;
+			}
+			pclose(p);
+			snprintf(repo, sizeof(repo), "%sgo.git", url);
+		}
 		printf(
 		    "go test ./... of a module of the standard library (json, http, regexp), the "
 		    "first command of a new %s environment, %d rounds\n",
 		    backend_name, n);
 		rounds(root, "go", go_test_ms, repo, n);
+		if (url[0]) {
+			snprintf(cmd, sizeof(cmd),
+				 "%s/scripts/git-server.sh stop %s/srv >/dev/null 2>&1",
+				 CAE_SOURCE_ROOT, root);
+			bench_sh(cmd);
+		}
 	}
 	if (strstr(tools, "maven")) {
 		int port = 40000 + (int)(getpid() % 20000);

@@ -180,8 +180,15 @@ static json_t *fill_spec(const char *name, json_t *task_pod, const char *instanc
 	    "command", "sleep", deadline, "workingDir", "/", "env", env, "volumeMounts", "name",
 	    FILL, "mountPath", CAE_PKGCACHE_GO_FILL_INSIDE, "securityContext",
 	    "allowPrivilegeEscalation", 0, "capabilities", "drop", "ALL");
-	if (c && json_is_object(limits))
-		json_object_set_new(c, "resources", json_pack("{s:O}", "limits", limits));
+	/* requests: small, as the task pods' (a request equal to the limits would not be
+	 * placed beside the task pod on a small node) */
+	json_t *res = json_pack("{s:{s:s, s:s}}", "requests", "cpu", "10m", "memory", "32Mi");
+	if (res && json_is_object(limits))
+		json_object_set(res, "limits", limits);
+	if (c)
+		json_object_set_new(c, "resources", res);
+	else
+		json_decref(res);
 	json_t *spec = json_pack(
 	    "{s:s, s:b, s:b, s:i, s:i, s:b, s:{s:i, s:i, s:b, s:{s:s}}, s:[{s:s, s:{}}], s:[o]}",
 	    "restartPolicy", "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
