@@ -97,12 +97,12 @@ static int run_fill(cae_docker *d, const char *image, const char *key, const cha
 	json_t *body = json_pack(
 	    "{s:s, s:s, s:[s,s,s], s:s, s:[s,s,s,s,s,s,s,s,s], s:b, s:{s:s}, s:{s:[s], s:s, "
 	    "s:[s], s:[s]}}",
-	    "Image", image, "User", "1000:1000", "Cmd", "sh", "-c", cae__pkgcache_go_fill_script, "WorkingDir", "/",
-	    "Env", "HOME=" FILL_INSIDE "/home", "GOCACHE=" FILL_INSIDE "/build", "GOENV=off",
-	    "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local",
-	    "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels", "cae.pkgcache_fill", "go", "HostConfig",
-	    "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
-	    "no-new-privileges");
+	    "Image", image, "User", "1000:1000", "Cmd", "sh", "-c", cae__pkgcache_go_fill_script,
+	    "WorkingDir", "/", "Env", "HOME=" FILL_INSIDE "/home", "GOCACHE=" FILL_INSIDE "/build",
+	    "GOENV=off", "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on",
+	    "GOTOOLCHAIN=local", "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels",
+	    "cae.pkgcache_fill", "go", "HostConfig", "Binds", bind, "NetworkMode", "none",
+	    "CapDrop", "ALL", "SecurityOpt", "no-new-privileges");
 	int code;
 	return cae__pkgcache_docker_fill(d, "cae-gofill", dir, image, body, FILL_TIMEOUT_MS,
 					 "filling the shared Go build cache", &code, err);

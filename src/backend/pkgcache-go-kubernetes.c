@@ -174,12 +174,12 @@ static json_t *fill_spec(const char *name, json_t *task_pod, const char *instanc
 	    "off", "name", "GO111MODULE", "value", "on", "name", "GOTOOLCHAIN", "value", "local",
 	    "name", "LANG", "value", "C.UTF-8", "name", "CAE_GO_FILL", "value",
 	    cae__pkgcache_go_fill_script);
-	json_t *c = json_pack(
-	    "{s:s, s:s, s:s, s:[s, s], s:s, s:o, s:[{s:s, s:s}], s:{s:b, s:{s:[s]}}}",
-	    "name", FILL, "image", image, "imagePullPolicy", pull ? pull : "IfNotPresent",
-	    "command", "sleep", deadline, "workingDir", "/", "env", env, "volumeMounts", "name",
-	    FILL, "mountPath", CAE_PKGCACHE_GO_FILL_INSIDE, "securityContext",
-	    "allowPrivilegeEscalation", 0, "capabilities", "drop", "ALL");
+	json_t *c =
+	    json_pack("{s:s, s:s, s:s, s:[s, s], s:s, s:o, s:[{s:s, s:s}], s:{s:b, s:{s:[s]}}}",
+		      "name", FILL, "image", image, "imagePullPolicy", pull ? pull : "IfNotPresent",
+		      "command", "sleep", deadline, "workingDir", "/", "env", env, "volumeMounts",
+		      "name", FILL, "mountPath", CAE_PKGCACHE_GO_FILL_INSIDE, "securityContext",
+		      "allowPrivilegeEscalation", 0, "capabilities", "drop", "ALL");
 	/* requests: small, as the task pods' (a request equal to the limits would not be
 	 * placed beside the task pod on a small node) */
 	json_t *res = json_pack("{s:{s:s, s:s}}", "requests", "cpu", "10m", "memory", "32Mi");
@@ -193,11 +193,11 @@ static json_t *fill_spec(const char *name, json_t *task_pod, const char *instanc
 	    "{s:s, s:b, s:b, s:i, s:i, s:b, s:{s:i, s:i, s:b, s:{s:s}}, s:[{s:s, s:{}}], s:[o]}",
 	    "restartPolicy", "Never", "automountServiceAccountToken", 0, "enableServiceLinks", 0,
 	    "activeDeadlineSeconds", FILL_DEADLINE_S, "terminationGracePeriodSeconds", 0,
-	    "hostNetwork", json_is_true(json_object_get(json_object_get(task_pod, "spec"),
-							"hostNetwork")),
-	    "securityContext", "runAsUser", 1000, "runAsGroup", 1000,
-	    "runAsNonRoot", 1, "seccompProfile", "type", "RuntimeDefault", "volumes", "name", FILL,
-	    "emptyDir", "containers", c);
+	    "hostNetwork",
+	    json_is_true(json_object_get(json_object_get(task_pod, "spec"), "hostNetwork")),
+	    "securityContext", "runAsUser", 1000, "runAsGroup", 1000, "runAsNonRoot", 1,
+	    "seccompProfile", "type", "RuntimeDefault", "volumes", "name", FILL, "emptyDir",
+	    "containers", c);
 	if (spec && node)
 		json_object_set_new(spec, "nodeName", json_string(node));
 	return json_pack("{s:s, s:s, s:{s:s, s:{s:s, s:s}}, s:o}", "apiVersion", "v1", "kind",
@@ -230,8 +230,8 @@ static int create_fill_pod(cae_k8s *k, const char *ns, const char *name, json_t 
 }
 
 /* The fill in pod name (of task_pod's image, key) streamed into fd. */
-static int run_fill(cae_prepare *p, cae_k8s *k, const char *ns, const char *name,
-		    json_t *task_pod, const char *key, int fd, cae_error *err)
+static int run_fill(cae_prepare *p, cae_k8s *k, const char *ns, const char *name, json_t *task_pod,
+		    const char *key, int fd, cae_error *err)
 {
 	json_t *spec = fill_spec(name, task_pod, p->b->instance);
 	if (!spec)
@@ -317,10 +317,14 @@ static int deliver(cae_prepare *p, cae_k8s *k, const char *ns, const char *pod, 
 	char size[32];
 	snprintf(size, sizeof(size), "%lld", (long long)st.st_size);
 	/* protocol v4 cannot end stdin: head takes the tar's bytes */
-	const char *argv[] = {"sh", "-c",
+	const char *argv[] = {"sh",
+			      "-c",
 			      "mkdir -p \"$1\" && head -c \"$2\" | tar -xf - -C \"$1\" "
 			      "--no-same-owner",
-			      "cae-gocache", gocache, size, NULL};
+			      "cae-gocache",
+			      gocache,
+			      size,
+			      NULL};
 	cae_k8s_stream *s = NULL;
 	int r = cae_k8s_exec_open(k, ns, pod, MAIN, argv, EXEC_OPEN_MS, &s, err);
 	if (r < 0)

@@ -811,20 +811,23 @@ static int pod_exec(void *ctx, const cae_exec_request *req, cae_run_result *res,
  * every standard package it imports are cached: go 1.19, whose standard library is
  * precompiled in GOROOT), and passes. Its copy is its own (every file its user's,
  * writable: it overwrites one) while the store, the fill pod's tar on this host, stays
- * cae's, 0444 and byte for byte what it was; the fill pod is gone. A pod whose project has no
- * go.mod gets nothing (the seed, run in the same pod once go.mod is moved away and its
- * GOCACHE removed: 0, and no GOCACHE made). Failed before: the pod had no GOCACHE before its go test, which ran vet 51
- * times (its package and 50 of the standard library). */
+ * cae's, 0444 and byte for byte what it was. A pod whose project has no go.mod gets nothing
+ * (cae__pkgcache_go_pod_seed, run in the same pod once go.mod is moved away and its GOCACHE
+ * removed: 0, and no GOCACHE made). Failed before: the pod had no GOCACHE before its go test, which
+ * ran vet 51 times (its package and 50 of the standard library). */
 START_TEST(go_build_cache_seeded_into_a_pod)
 {
 	char *work = tu_mkdtemp();
 	char repo[64];
 	snprintf(repo, sizeof(repo), "gobuild-%d.git", (int)getpid());
 	shf("set -e; cd %s && git init -q -b main && printf 'module example.com/gb\\n\\ngo "
-	    "1.19\\n' > go.mod && printf 'package gb\\n\\nimport (\\n\\t\"fmt\"\\n\\t\"strings\"\\n)"
-	    "\\n\\nfunc Word() string { return strings.ToUpper(fmt.Sprint(\"gb\")) }\\n' > gb.go && "
+	    "1.19\\n' > go.mod && printf 'package gb\\n\\nimport "
+	    "(\\n\\t\"fmt\"\\n\\t\"strings\"\\n)"
+	    "\\n\\nfunc Word() string { return strings.ToUpper(fmt.Sprint(\"gb\")) }\\n' > gb.go "
+	    "&& "
 	    "printf 'package gb\\n\\nimport \"testing\"\\n\\nfunc TestWord(t *testing.T) {\\n\\tif "
-	    "Word() != \"GB\" {\\n\\t\\tt.Fatal(Word())\\n\\t}\\n}\\n' > gb_test.go && git add . && "
+	    "Word() != \"GB\" {\\n\\t\\tt.Fatal(Word())\\n\\t}\\n}\\n' > gb_test.go && git add . "
+	    "&& "
 	    "git -c user.email=t@e -c user.name=t commit -qm gb && rm -rf %s/%s && git clone -q "
 	    "--bare . %s/%s",
 	    work, git_root, repo, git_root, repo);
