@@ -32,17 +32,19 @@
  *   build/bench/bench-pkgcache   (BENCH_PKGCACHE_N: rounds, 5; BENCH_PKGCACHE_TOOLS: npm,go;
  *                                 BENCH_PKGCACHE_BACKEND: local (bubblewrap, npm and the npm
  *                                 registry, go), docker (the language images, run from the
- *                                 build directory: its cae-helper-static) or kubernetes (npm:
- *                                 the cluster of scripts/k8s-env.sh up, its KUBECONFIG, run
- *                                 from the build directory; the repository served by
- *                                 scripts/git-server.sh on the loopback, the pods on the
- *                                 host's network); BENCH_PKGCACHE_NODE_IMAGE: the node
- *                                 environment's image (kubernetes: cae-test-node:latest, which
+ *                                 build directory: its cae-helper-static) or kubernetes (npm
+ *                                 and go: the cluster of scripts/k8s-env.sh up, its
+ *                                 KUBECONFIG, run from the build directory; the
+ *                                 repositories served by scripts/git-server.sh on the
+ *                                 loopback, the pods on the host's network);
+ *                                 BENCH_PKGCACHE_NODE_IMAGE: the node environment's image
+ *                                 (kubernetes: cae-test-node:latest, which
  *                                 CAE_TEST_K8S_IMAGES=cae-test-node scripts/k8s-env.sh up
- *                                 imports))
+ *                                 imports; go's: coding-agent-executor-go))
  *
- * On kubernetes, second's figure is the put of the shared tree that cae took out of
- * first's pod after its npm ci (pkgcache-npm-kubernetes.c).
+ * On kubernetes, second's npm figure is the put of the shared tree that cae took out of
+ * first's pod after its npm ci (pkgcache-npm-kubernetes.c), and Go's GOCACHE is the copy
+ * of the image's, filled in a pod of cae's (pkgcache-go-kubernetes.c).
  *
  * Each tool's medians over the rounds are printed beside each other. Targets: second at
  * least 2x faster than cold for npm, 3x for Go. */
@@ -75,6 +77,12 @@ static cae_config *config(const char *state_dir, bool cache)
 			   &err) < 0 ||
 	    /* npm's registry from a container: the host's network */
 	    cae_config_set(cfg, "command_executor.docker.network.mode", "host", &err) < 0 ||
+	    /* the single-node cluster of scripts/k8s-env.sh, its images imported */
+	    (strcmp(backend_name, "kubernetes") == 0 &&
+	     (cae_config_set(cfg, "command_executor.kubernetes.namespace", "default", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.node_name", "localhost", &err) < 0 ||
+	      cae_config_set(cfg, "command_executor.kubernetes.image_pull_policy", "Never", &err) <
+		  0)) ||
 	    /* Maven's fill: for an environment with the network itself */
 	    (strcmp(backend_name, "kubernetes") == 0 &&
 	     (cae_config_set(cfg, "command_executor.kubernetes.namespace", "default", &err) < 0 ||
@@ -263,6 +271,23 @@ static void rounds(const char *root, const char *tool, round_fn fn, const char *
 	fflush(stdout);
 }
 
+/* kubernetes: the repository at repo served on the loopback as <name>.git (the server
+ * started by the first call, in root/srv), its URL into repo. */
+static char served[512];
+static int serve(const char *root, const char *name, char *repo, size_t size)
+{
+	if (!served[0] && bench_small_repo_serve("bench-pkgcache", root, CAE_SOURCE_ROOT,
+						 "GIT_DAEMON_URL=", served, sizeof(served)) < 0)
+		return -1;
+	char cmd[10000];
+	snprintf(cmd, sizeof(cmd), "git clone -q --bare %s %s/srv/%s.git", repo, root, name);
+	if (bench_sh(cmd) != 0)
+		return -1;
+	/* the server's address, <name>.git in place of small.git */
+	snprintf(repo, size, "%.*s%s.git", (int)(strlen(served) - 9), served, name);
+	return 0;
+}
+
 int main(void)
 {
 	int n = bench_env_int("BENCH_PKGCACHE_N", 5);
@@ -274,7 +299,9 @@ int main(void)
 	bool k8s = strcmp(backend_name, "kubernetes") == 0;
 	const char *ni = getenv("BENCH_PKGCACHE_NODE_IMAGE");
 	if ((ni && *ni) || k8s) {
-		if (asprintf(&node_image, "python=coding-agent-executor-python:latest,node=%s",
+		if (asprintf(&node_image,
+			     "python=coding-agent-executor-python:latest,node=%s,"
+			     "go=coding-agent-executor-go:latest",
 			     ni && *ni ? ni : "cae-test-node:latest") < 0)
 			return 1;
 	}
@@ -302,19 +329,8 @@ int main(void)
 			return 1;
 		}
 		/* a pod clones over the network: the repository served on the loopback */
-		if (k8s) {
-			char url[512];
-			if (bench_small_repo_serve("bench-pkgcache", root,
-						   getenv("CAE_SOURCE_ROOT"),
-						   "GIT_DAEMON_URL=", url, sizeof(url)) < 0)
-				return 1;
-			snprintf(cmd, sizeof(cmd), "git clone -q --bare %s %s/srv/npm.git", repo,
-				 root);
-			if (bench_sh(cmd) != 0)
-				return 1;
-			/* the server's address, npm.git in place of small.git */
-			snprintf(repo, sizeof(repo), "%.*snpm.git", (int)(strlen(url) - 9), url);
-		}
+		if (k8s && serve(root, "npm", repo, sizeof(repo)) < 0)
+			return 1;
 		printf("npm ci of express 4.21.2 (its lock file), a new %s environment each, "
 		       "%d rounds\n",
 		       backend_name, n);
@@ -344,6 +360,9 @@ int main(void)
 			fprintf(stderr, "bench-pkgcache: could not make the Go module\n");
 			return 1;
 		}
+		/* a pod clones over the network: the module served on the loopback */
+		if (k8s && serve(root, "go", repo, sizeof(repo)) < 0)
+			return 1;
 		printf(
 		    "go test ./... of a module of the standard library (json, http, regexp), the "
 		    "first command of a new %s environment, %d rounds\n",
@@ -392,8 +411,8 @@ int main(void)
 		snprintf(cmd, sizeof(cmd), "kill $(cat %s/mvn/pid)", root);
 		bench_sh(cmd);
 	}
-	if (k8s)
-		bench_small_repo_stop(root, getenv("CAE_SOURCE_ROOT"));
+	if (served[0])
+		bench_small_repo_stop(root, CAE_SOURCE_ROOT);
 	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
 	bench_sh(cmd);
 	free(node_image);

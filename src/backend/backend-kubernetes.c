@@ -1111,6 +1111,7 @@ static int k8s_populate(cae_prepare *p, cae_error *err)
 	if (r == 0) {
 		cae__pkgcache_pod_fill(p);  /* the shared caches' fills (pkgcache-serve.c) */
 		cae__pkgcache_maven_pod(p); /* Maven's settings and fill (pkgcache-maven.c) */
+		cae__pkgcache_go_pod(p);    /* Go's build cache (pkgcache-go-kubernetes.c) */
 		cae__pkgcache_npm_k8s(p);   /* the shared node_modules tree, or its store after
 					       npm ci (pkgcache-npm-kubernetes.c) */
 	}

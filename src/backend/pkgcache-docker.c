@@ -21,12 +21,9 @@
 #include "base/banned.h"
 
 #define FILL_TIMEOUT_MS (15 * 60 * 1000)
-#define FILL_INSIDE "/fill"
+#define FILL_INSIDE CAE_PKGCACHE_GO_FILL_INSIDE
 
-/* The fill, as the image's user in FILL_INSIDE: a package that imports every importable
- * standard package, and the `go test` whose compile, cgo and vet outputs a project's go test
- * takes of the standard library (the local fill's, pkgcache.c) */
-static const char fill_script[] =
+const char cae__pkgcache_go_fill_script[] =
     "set -e; mkdir -p " FILL_INSIDE "/pkg " FILL_INSIDE "/home " FILL_INSIDE
     "/build; cd " FILL_INSIDE
     "/pkg; printf 'module cae.invalid/fill\\n' > go.mod; printf 'package fill\\n\\nimport "
@@ -100,12 +97,12 @@ static int run_fill(cae_docker *d, const char *image, const char *key, const cha
 	json_t *body = json_pack(
 	    "{s:s, s:s, s:[s,s,s], s:s, s:[s,s,s,s,s,s,s,s,s], s:b, s:{s:s}, s:{s:[s], s:s, "
 	    "s:[s], s:[s]}}",
-	    "Image", image, "User", "1000:1000", "Cmd", "sh", "-c", fill_script, "WorkingDir", "/",
-	    "Env", "HOME=" FILL_INSIDE "/home", "GOCACHE=" FILL_INSIDE "/build", "GOENV=off",
-	    "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on", "GOTOOLCHAIN=local",
-	    "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels", "cae.pkgcache_fill", "go", "HostConfig",
-	    "Binds", bind, "NetworkMode", "none", "CapDrop", "ALL", "SecurityOpt",
-	    "no-new-privileges");
+	    "Image", image, "User", "1000:1000", "Cmd", "sh", "-c", cae__pkgcache_go_fill_script,
+	    "WorkingDir", "/", "Env", "HOME=" FILL_INSIDE "/home", "GOCACHE=" FILL_INSIDE "/build",
+	    "GOENV=off", "GOFLAGS=", "GOPROXY=off", "GOWORK=off", "GO111MODULE=on",
+	    "GOTOOLCHAIN=local", "LANG=C.UTF-8", "NetworkDisabled", 1, "Labels",
+	    "cae.pkgcache_fill", "go", "HostConfig", "Binds", bind, "NetworkMode", "none",
+	    "CapDrop", "ALL", "SecurityOpt", "no-new-privileges");
 	int code;
 	return cae__pkgcache_docker_fill(d, "cae-gofill", dir, image, body, FILL_TIMEOUT_MS,
 					 "filling the shared Go build cache", &code, err);

@@ -107,6 +107,32 @@ struct cae_docker;
 int cae__pkgcache_go_docker_seed(struct cae_prepare *p, struct cae_docker *d, const char *image,
 				 cae_error *err);
 
+/* The fill of docker's and kubernetes' (sh -c, as the image's user, with an empty HOME, GOENV
+ * and GOWORK off, GOFLAGS empty, GOPROXY off, GOCACHE at CAE_PKGCACHE_GO_FILL_INSIDE/build):
+ * in CAE_PKGCACHE_GO_FILL_INSIDE, a package that imports every importable standard package,
+ * and the `go test` whose compile, cgo and vet outputs a project's go test takes of the
+ * standard library (the local fill's). */
+#define CAE_PKGCACHE_GO_FILL_INSIDE "/fill"
+extern const char cae__pkgcache_go_fill_script[];
+
+/* Kubernetes (pkgcache-go-kubernetes.c): Go's build cache of each Go image, filled by cae
+ * alone in a pod of its own and kept on this host as the tar that pod's tar wrote, never
+ * extracted here:
+ *   <state_dir>/package-cache/<instance key>/go-kubernetes/<image digest>.tar   0444, cae's
+ * A pod whose project has a go.mod gets it extracted into its own GOCACHE, as its user,
+ * before any of the task's commands (the tar sent on an exec's stdin: the copy is the
+ * pod's, the store is on this host, which no pod writes). Why a pod of cae's and not the
+ * task's or this host's go: in the file's header. */
+
+/* After the pod's clone (p: kubernetes' prepare): when the project has a go.mod and the
+ * image has go, fills the shared build cache of the pod's image if it is not there (a
+ * pod of cae's, under a lock), then extracts it into the pod's GOCACHE. A failure is a
+ * warning of p (a cold cache). */
+void cae__pkgcache_go_pod(struct cae_prepare *p);
+/* The same, its outcome: 1 seeded; 0 nothing to do (caches off, no go.mod, no go);
+ * -errno with err set. */
+int cae__pkgcache_go_pod_seed(struct cae_prepare *p, cae_error *err);
+
 /* dir's tree given to cae's uid and sealed: files 0444, directories 0755 (no other kind
  * kept). */
 int cae__pkgcache_seal(const char *dir);
@@ -396,9 +422,10 @@ const char *cae__pkgcache_maven_settings_served(void);
  * network has its helper's listener carrying the proxy's connections instead: the caches
  * are not served there). The fills are the local backend's, on this host: Go's modules and
  * pip's wheels with the manifests read from the pod after its clone, Maven's with the
- * names its local repository lists after the prepare's Maven install. npm's cache and Go's
- * build cache are not shared on kubernetes; the node_modules trees are, through API server
- * execs (pkgcache-npm-kubernetes.c, above). */
+ * names its local repository lists after the prepare's Maven install. npm's cache is not
+ * shared on kubernetes; the node_modules trees are, through API server execs
+ * (pkgcache-npm-kubernetes.c, above), and Go's build cache is delivered into the pod's own
+ * GOCACHE at its prepare (pkgcache-go-kubernetes.c, above). */
 #define CAE_PKGCACHE_SERVE_PORT 3129
 #define CAE_PKGCACHE_SERVE_URL_ENV "CAE_PACKAGE_CACHE_URL"
 struct cae_chan;

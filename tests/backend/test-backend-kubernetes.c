@@ -1250,6 +1250,106 @@ START_TEST(package_cache_maven_served_to_a_pod)
 }
 END_TEST
 
+/* The prepare's commands of cae__pkgcache_go_pod_seed, run in uuid's pod by b. */
+struct pod_exec {
+	cae_backend *b;
+	const char *uuid;
+};
+
+static int pod_exec(void *ctx, const cae_exec_request *req, cae_run_result *res, cae_error *err)
+{
+	struct pod_exec *pe = ctx;
+	return cae_backend_exec(pe->b, pe->uuid, req, res, err);
+}
+
+/* Go's shared build cache on kubernetes (pkgcache-go-kubernetes.c): a Go project's pod (the
+ * go image) gets the standard library's compile outputs in its own GOCACHE before its first
+ * command, from a fill pod of cae's own: its `go test -x` compiles no package of the standard
+ * library (no "-std" compile: Go 1.20 on) and runs vet on its own package alone (the facts of
+ * every standard package it imports are cached: go 1.19, whose standard library is
+ * precompiled in GOROOT), and passes. Its copy is its own (every file its user's,
+ * writable: it overwrites one) while the store, the fill pod's tar on this host, stays
+ * cae's, 0444 and byte for byte what it was. A pod whose project has no go.mod gets nothing
+ * (cae__pkgcache_go_pod_seed, run in the same pod once go.mod is moved away and its GOCACHE
+ * removed: 0, and no GOCACHE made). Failed before: the pod had no GOCACHE before its go test, which
+ * ran vet 51 times (its package and 50 of the standard library). */
+START_TEST(go_build_cache_seeded_into_a_pod)
+{
+	char *work = tu_mkdtemp();
+	char repo[64];
+	snprintf(repo, sizeof(repo), "gobuild-%d.git", (int)getpid());
+	shf("set -e; cd %s && git init -q -b main && printf 'module example.com/gb\\n\\ngo "
+	    "1.19\\n' > go.mod && printf 'package gb\\n\\nimport "
+	    "(\\n\\t\"fmt\"\\n\\t\"strings\"\\n)"
+	    "\\n\\nfunc Word() string { return strings.ToUpper(fmt.Sprint(\"gb\")) }\\n' > gb.go "
+	    "&& "
+	    "printf 'package gb\\n\\nimport \"testing\"\\n\\nfunc TestWord(t *testing.T) {\\n\\tif "
+	    "Word() != \"GB\" {\\n\\t\\tt.Fatal(Word())\\n\\t}\\n}\\n' > gb_test.go && git add . "
+	    "&& "
+	    "git -c user.email=t@e -c user.name=t commit -qm gb && rm -rf %s/%s && git clone -q "
+	    "--bare . %s/%s",
+	    work, git_root, repo, git_root, repo);
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", git_http, repo);
+	char *state;
+	cae_config *cfg = kcfg(&state);
+	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
+	cae_error err = {0};
+	cae_prepare_options o = {.cancel_fd = -1};
+	cae_env_info info;
+	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	char uuid[64];
+	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
+	cae_task t = {.uuid = uuid, .repo = url, .platform = (char *)"github"};
+	ck_assert_msg(cae_backend_prepare(b, &t, "go", &o, &info, &err) == 0, "%s", err.message);
+	char *ws = json_dumps(info.warnings, 0);
+	ck_assert_msg(!has_warning(&info, "Go build cache"), "%s", ws);
+	free(ws);
+	cae_env_info_clear(&info);
+	/* the store's bytes before the pod writes (checked below) */
+	shf("cd %s/package-cache/*/go-kubernetes 2>/dev/null && sha256sum *.tar > %s/sum; true",
+	    state, work);
+	cae_run_result r = bt_exec(
+	    b, uuid,
+	    "c=$(go env GOCACHE); test -d \"$c\" || echo no GOCACHE; cd /workspace/project && go "
+	    "test -x -count=1 . > /tmp/x 2>&1; echo rc=$?; echo vet $(grep -c -e '/vet ' /tmp/x); "
+	    "grep -e '/compile ' /tmp/x | grep -e "
+	    "' -std' | sed 's/.* -p \\([^ ]*\\) .*/\\1/' | sort | tr '\\n' ' '; echo; test -z "
+	    "\"$(find \"$c\" ! -user \"$(id -u)\")\" && f=$(find \"$c\" -type f -name '*-d' | "
+	    "head -1) && test -w \"$f\" && echo POISON > \"$f\" && echo own",
+	    600000);
+	ck_assert_msg(strcmp(r.out, "rc=0\nvet 1\n\nown\n") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	/* the store: one tar, cae's, read-only; the pod's writes changed none of its bytes */
+	shf("cd %s/package-cache/*/go-kubernetes && test \"$(ls *.tar | wc -l)\" = 1 && test "
+	    "-z \"$(find . -name '*.tar' \\( -perm /222 -o ! -user 0 \\))\" && test -s %s/sum "
+	    "&& sha256sum -c --quiet %s/sum",
+	    state, work, work);
+	/* no go.mod: nothing */
+	r = bt_exec(b, uuid, "rm -rf \"$(go env GOCACHE)\" && mv /workspace/project/go.mod /tmp/",
+		    60000);
+	ck_assert_msg(r.exit_code == 0, "%s", r.err);
+	cae_run_result_clear(&r);
+	struct pod_exec pe = {.b = b, .uuid = uuid};
+	cae_prepare p = {
+	    .b = b, .task = &t, .warnings = json_array(), .exec = pod_exec, .exec_ctx = &pe};
+	p.cancel_fd = -1;
+	ck_assert_int_eq(cae__pkgcache_go_pod_seed(&p, &err), 0);
+	json_decref(p.warnings);
+	r = bt_exec(b, uuid, "test -e \"$(go env GOCACHE)\" && echo seeded; true", 60000);
+	ck_assert_msg(strcmp(r.out, "") == 0, "%s%s", r.out, r.err);
+	cae_run_result_clear(&r);
+	ck_assert_int_eq(cae_backend_cleanup(b, uuid, &err), 0);
+	shf("rm -rf %s/%s", git_root, repo);
+	cae__rm_rf(work);
+	free(work);
+	cae_backend_free(b);
+	cae_config_free(cfg);
+	cae__rm_rf(state);
+	free(state);
+}
+END_TEST
+
 /* Deletes the pods of this run's tasks (what a failed test left). */
 static void sweep(void)
 {
@@ -1270,6 +1370,8 @@ static Suite *make_suite(void)
 	tcase_add_test(pk, package_cache_maven_served_to_a_pod);
 	TCase *nt = bt_tcase(s, "npm-tree", 900, sweep);
 	tcase_add_test(nt, npm_tree_shared_in_pods);
+	TCase *gb = bt_tcase(s, "pkgcache-go", 900, sweep);
+	tcase_add_test(gb, go_build_cache_seeded_into_a_pod);
 	return s;
 }
 
