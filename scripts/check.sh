@@ -125,10 +125,18 @@ lane() { # NAME PROCESSES MESON-TEST-ARGS...
 # the start of their lane, beside the other lane's tests, rather than before every test: the
 # cluster came up with the images of every suite (Makefile: k8s-env.sh up).
 K8S_LANE_IMAGES=${K8S_LANE_IMAGES-cae-test-node coding-agent-executor-go}
+# The cae-test-maven image (only the kubernetes lane's maven-images uses it, in a container
+# and in a pod) is built here, beside the other lane's tests, not by `docker-env.sh up`.
 kubernetes_lane() {
-  if [ -n "${CAE_TEST_K8S:-}" ] && [ -n "$K8S_LANE_IMAGES" ]; then
-    echo "== [$((SECONDS - check_start))s] import $K8S_LANE_IMAGES into the cluster"
-    CAE_TEST_K8S_IMAGES="$K8S_LANE_IMAGES" scripts/k8s-env.sh up >/dev/null ||
+  local images=$K8S_LANE_IMAGES
+  if [ -n "${CAE_TEST_DOCKER:-}" ]; then
+    echo "== [$((SECONDS - check_start))s] build cae-test-maven"
+    scripts/docker-env.sh maven || { echo "check: cae-test-maven could not be built"; return 1; }
+    images="$images cae-test-maven"
+  fi
+  if [ -n "${CAE_TEST_K8S:-}" ] && [ -n "${images# }" ]; then
+    echo "== [$((SECONDS - check_start))s] import $images into the cluster"
+    CAE_TEST_K8S_IMAGES="$images" scripts/k8s-env.sh up >/dev/null ||
       { echo "check: the kubernetes lane's images could not be imported"; return 1; }
   fi
   lane kubernetes 1 --suite kubernetes

@@ -6,6 +6,8 @@
 #   scripts/docker-env.sh status   say whether an engine answers, list the cae images, and
 #                                  check that --network none and --network host both run
 #   scripts/docker-env.sh down     stop the dockerd this script started (and nothing else)
+#   scripts/docker-env.sh maven    build the cae-test-maven image (not part of `up`; see
+#                                  cmd_maven)
 #
 # The engine is started as `dockerd --iptables=false --bridge=none`: no bridge, no NAT, no
 # firewall rules. Containers can then use only `--network none` or `--network host`; the
@@ -153,12 +155,10 @@ build_busybox_image() {
   say "$img built"
 }
 
-# node and npm for the docker tests of the shared node_modules trees, on the python test
-# image (tests/docker/Dockerfile-test-node: Debian's nodejs, npm's tarball from the npm
-# registry; ~10 s): cached while the Dockerfile and the python image's ID are unchanged.
-build_test_node_image() {
-  local img=cae-test-node:latest base=coding-agent-executor-python:latest
-  local df=tests/docker/Dockerfile-test-node baseid key
+# An image for the tests on the python test image, built from the Dockerfile $2 as $1:
+# cached while that Dockerfile and the python image's ID are unchanged.
+build_test_image() {
+  local img=$1 df=$2 base=coding-agent-executor-python:latest baseid key
   baseid=$(docker image inspect -f '{{.Id}}' "$base" 2>/dev/null) || {
     say "$img needs $base (CAE_TEST_IMAGES)"; return 0; }
   key=$( { cat "$df"; echo "$baseid"; } | sha256sum | cut -c1-16)
@@ -176,6 +176,13 @@ build_test_node_image() {
   say "$img built in $(since "$t0")"
 }
 
+# node and npm for the docker tests of the shared node_modules trees, on the python test
+# image (tests/docker/Dockerfile-test-node: Debian's nodejs, npm's tarball from the npm
+# registry; ~10 s).
+build_test_node_image() {
+  build_test_image cae-test-node:latest tests/docker/Dockerfile-test-node
+}
+
 cmd_up() {
   local t0; t0=$(now)
   install_docker
@@ -188,6 +195,18 @@ cmd_up() {
   build_busybox_image
   build_test_node_image
   say "images ready in $(since "$t1") (total $(since "$t0"))"
+}
+
+# Debian's maven and a headless JDK on the python test image (tests/docker/Dockerfile-test-maven;
+# ~2 min to build, cached after), for tests/backend/test-maven-images.c: not part of `up`,
+# which is on `make check`'s critical path; the kubernetes lane of scripts/check.sh builds it
+# at its start, beside the other lane's tests. Needs the engine and the python image (`up`).
+cmd_maven() {
+  exec 9>"$LOCK"
+  flock 9
+  engine_answers || { say "no engine answers: scripts/docker-env.sh up first"; return 1; }
+  build_test_image cae-test-maven:latest tests/docker/Dockerfile-test-maven
+  docker image inspect cae-test-maven:latest >/dev/null
 }
 
 cmd_down() {
@@ -241,5 +260,6 @@ case "${1:-}" in
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  maven) cmd_maven ;;
+  *) echo "usage: $0 up|down|status|maven" >&2; exit 2 ;;
 esac
