@@ -224,9 +224,11 @@ for path in sys.argv[1:]:
         if failed != before:
             build = path.split('/meson-logs/')[0]
             why.append(f"{build}: {t.get('name')}: {t.get('result')}")
-            found = check_fail.findall(out) + check_fail.findall(t.get('stderr') or '')
-            tail = found or ((t.get('stderr') or '') + out).strip().splitlines()[-8:]
-            why.extend('    ' + l[:400] for l in tail[:8])
+            err = t.get('stderr') or ''
+            found = check_fail.findall(out) + check_fail.findall(err)
+            tail = found[:8] + err.strip().splitlines()[-4:] if found else \
+                (err + out).strip().splitlines()[-8:]
+            why.extend('    ' + l[:400] for l in tail)
 for w in why:
     print("failed:", w) if not w.startswith('    ') else print(w)
 print(f"{passed} passed, {failed} failed")

@@ -86,7 +86,10 @@
 #define POD_START_TIMEOUT_MS 300000
 #define DELETE_TIMEOUT_MS 120000
 #define OPEN_TIMEOUT_MS 30000
-#define HELPER_OPEN_TIMEOUT_MS 10000
+/* the helper's first frame after its exec opened: a node under load may take seconds to start
+ * a process in the pod, and a stream missed here costs the environment its helper (each
+ * command one exec, no proxy, no caches) until the channel is opened again */
+#define HELPER_OPEN_TIMEOUT_MS 30000
 #define STOP_TIMEOUT_MS 10000 /* cleanup: a graceful stop of at most 10 s, then the kill */
 #define STATS_TIMEOUT_MS 10000
 

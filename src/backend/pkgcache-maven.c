@@ -98,18 +98,16 @@ static const char settings_local[] = SETTINGS_HEAD
 static const char settings_home[] = SETTINGS_HEAD SETTINGS_TAIL;
 /* The served repository (kubernetes): the profile active only for a Maven whose
  * environment has CAE_PKGCACHE_SERVE_URL_ENV, which a command gets only from a stream that
- * serves the caches (a pod whose stream could not listen, or a later stream that cannot,
- * names no port that another process of the node's network may hold). */
-#define STR_(x) #x
-#define STR(x) STR_(x)
-#define SERVED_URL "http://127.0.0.1:" STR(CAE_PKGCACHE_SERVE_PORT)
+ * serves the caches, and names the port its pod's helper listens on (a pod whose stream
+ * could not listen, or a later stream that cannot, names no port that another process of
+ * the node's network may hold); Maven puts the variable's value in the URL. */
 /* clang-format off */
 static const char settings_served[] =
 	SETTINGS_HEAD
 	SETTINGS_MIRRORS
-	SETTINGS_PROFILE(SERVED_URL "/maven",
+	SETTINGS_PROFILE("${env." CAE_PKGCACHE_SERVE_URL_ENV "}/maven",
 			 "      <activation><property><name>env." CAE_PKGCACHE_SERVE_URL_ENV
-			 "</name><value>" SERVED_URL "</value></property></activation>\n")
+			 "</name></property></activation>\n")
 	"</settings>\n";
 /* clang-format on */
 
@@ -722,10 +720,10 @@ static int home_settings(cae_prepare *p, const char *settings, bool served, cae_
 		return 0;
 	static const char script[] =
 	    "[ -f pom.xml ] || exit 0; "
-	    "[ \"$1\" = any ] || [ \"$" CAE_PKGCACHE_SERVE_URL_ENV "\" = \"$1\" ] || exit 0; "
+	    "[ \"$1\" = any ] || [ -n \"$" CAE_PKGCACHE_SERVE_URL_ENV "\" ] || exit 0; "
 	    "S=\"$HOME/.m2/settings.xml\"; "
 	    "[ -e \"$S\" ] || [ -L \"$S\" ] || { mkdir -p \"$HOME/.m2\" && cat > \"$S\"; }";
-	const char *argv[] = {"sh", "-c", script, "sh", served ? SERVED_URL : "any", NULL};
+	const char *argv[] = {"sh", "-c", script, "sh", served ? "served" : "any", NULL};
 	cae_exec_request req = {.argv = argv,
 				.cwd = p->project,
 				.stdin_data = settings,

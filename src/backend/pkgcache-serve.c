@@ -333,37 +333,25 @@ int cae__pkgcache_serve_conn(void *ud, char kind, int fd)
 	return 0;
 }
 
-static char serve_env[3][4200];
-static const char *serve_envp[5];
-
-static void serve_env_once(void)
+void cae__pkgcache_serve_env(int port, char env[CAE_PKGCACHE_SERVE_ENV_N][4200],
+			     const char *envp[CAE_PKGCACHE_SERVE_ENV_N + 1])
 {
 	/* the operator's proxy after ours, as on the other backends: what ours lacks (a 404) */
 	const char *gomod = cae__pkgcache_gomod_env();
 	const char *rest = strchr(gomod, ',');
-	snprintf(serve_env[0], sizeof(serve_env[0]), "GOPROXY=http://127.0.0.1:%d/go-mod%s",
-		 CAE_PKGCACHE_SERVE_PORT, rest ? rest : "");
-	snprintf(serve_env[1], sizeof(serve_env[1]),
-		 "PIP_FIND_LINKS=http://127.0.0.1:%d/pip-wheels/", CAE_PKGCACHE_SERVE_PORT);
-	/* what makes the profile of cae's Maven settings active (pkgcache-maven.c) */
-	snprintf(serve_env[2], sizeof(serve_env[2]),
-		 CAE_PKGCACHE_SERVE_URL_ENV "=http://127.0.0.1:%d", CAE_PKGCACHE_SERVE_PORT);
+	snprintf(env[0], 4200, "GOPROXY=http://127.0.0.1:%d/go-mod%s", port, rest ? rest : "");
+	snprintf(env[1], 4200, "PIP_FIND_LINKS=http://127.0.0.1:%d/pip-wheels/", port);
+	/* what makes the profile of cae's Maven settings active, and its URL (pkgcache-maven.c) */
+	snprintf(env[2], 4200, CAE_PKGCACHE_SERVE_URL_ENV "=http://127.0.0.1:%d", port);
 	size_t n = 0;
-	serve_envp[n++] = serve_env[0];
-	serve_envp[n++] = serve_env[1];
-	serve_envp[n++] = serve_env[2];
+	envp[n++] = env[0];
+	envp[n++] = env[1];
+	envp[n++] = env[2];
 	/* PIP_INDEX_URL of cae's environment, as the other backends pass it */
 	for (const char *const *e = cae__pkgcache_pip_env(); *e; e++)
-		if (strncmp(*e, "PIP_INDEX_URL=", 14) == 0)
-			serve_envp[n++] = *e;
-	serve_envp[n] = NULL;
-}
-
-const char *const *cae__pkgcache_serve_env(void)
-{
-	static pthread_once_t once = PTHREAD_ONCE_INIT;
-	pthread_once(&once, serve_env_once);
-	return serve_envp;
+		if (strncmp(*e, "PIP_INDEX_URL=", 14) == 0 && n < CAE_PKGCACHE_SERVE_ENV_N)
+			envp[n++] = *e;
+	envp[n] = NULL;
 }
 
 void cae__pkgcache_serve_start(cae_chan *c)
@@ -377,10 +365,19 @@ void cae__pkgcache_serve_start(cae_chan *c)
 		return;
 	/* the same port twice: one listener, which no other socket may share (on a node's
 	 * network, another pod's task of the same uid could otherwise join it with
-	 * SO_REUSEPORT and answer some of this pod's requests) */
-	int r = cae_helper_mux_net_listen(c->m, CAE_PKGCACHE_SERVE_PORT, CAE_PKGCACHE_SERVE_PORT,
-					  cae__pkgcache_serve_env(), cae__pkgcache_serve_conn,
-					  c->share, &e);
+	 * SO_REUSEPORT and answer some of this pod's requests); on a node's network the ports
+	 * are the node's, and the pods there take the first free one of the range, each
+	 * pointed at its own by its variables */
+	int r = -EADDRINUSE;
+	for (int i = 0; r == -EADDRINUSE && i < CAE_PKGCACHE_SERVE_PORTS; i++) {
+		char env[CAE_PKGCACHE_SERVE_ENV_N][4200];
+		const char *envp[CAE_PKGCACHE_SERVE_ENV_N + 1];
+		int port = CAE_PKGCACHE_SERVE_PORT + i;
+		cae__pkgcache_serve_env(port, env, envp);
+		cae_error_clear(&e);
+		r = cae_helper_mux_net_listen(c->m, port, port, envp, cae__pkgcache_serve_conn,
+					      c->share, &e);
+	}
 	if (r < 0) {
 		char event[64];
 		snprintf(event, sizeof(event), "%s.package_cache_unavailable", b->ops->name);

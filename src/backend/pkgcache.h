@@ -405,8 +405,10 @@ const char *cae__pkgcache_maven_settings_served(void);
  * and would break the pod's confinement). The read-only trees above are served to it
  * instead, over HTTP, by this process, through the channel it already has to the pod: its
  * helper listens on 127.0.0.1:CAE_PKGCACHE_SERVE_PORT in the pod (one socket, which no
- * other may share: no SO_REUSEPORT; on the node's network, hostNetwork, the port is the
- * node's, and a second pod's prepare finds it taken, warns and goes without) and carries
+ * other may share: no SO_REUSEPORT; on the node's network, hostNetwork, the ports are the
+ * node's, and a pod whose port another holds takes the next free one of
+ * CAE_PKGCACHE_SERVE_PORTS, its variables naming its own; with none free it warns and goes
+ * without) and carries
  * each connection over its exec stream (src/helper/tun.c), as it carries the network proxy's;
  * every command run through that stream gets cae__pkgcache_serve_env (GOPROXY with
  * http://127.0.0.1:PORT/go-mod first, PIP_FIND_LINKS=http://127.0.0.1:PORT/pip-wheels/,
@@ -427,6 +429,7 @@ const char *cae__pkgcache_maven_settings_served(void);
  * (pkgcache-npm-kubernetes.c, above), and Go's build cache is delivered into the pod's own
  * GOCACHE at its prepare (pkgcache-go-kubernetes.c, above). */
 #define CAE_PKGCACHE_SERVE_PORT 3129
+#define CAE_PKGCACHE_SERVE_PORTS 32 /* 3129 to 3160: the first free one */
 #define CAE_PKGCACHE_SERVE_URL_ENV "CAE_PACKAGE_CACHE_URL"
 struct cae_chan;
 /* After c's stream opened (net-chan.c): the listener and the variables, when c's backend
@@ -450,8 +453,10 @@ void cae__pkgcache_share_unref(cae_pkgcache_share *s);
  * cae_pkgcache_share, which the thread holds a reference to); a cae_helper_conn_fn.
  * -EAGAIN (fd closed) when the environment or the server has all its connections. */
 int cae__pkgcache_serve_conn(void *ud, char kind, int fd);
-/* The variables ("K=V", NULL-terminated, static). */
-const char *const *cae__pkgcache_serve_env(void);
+/* The variables of a server on port ("K=V" into env, their list NULL-terminated in envp). */
+#define CAE_PKGCACHE_SERVE_ENV_N 4
+void cae__pkgcache_serve_env(int port, char env[CAE_PKGCACHE_SERVE_ENV_N][4200],
+			     const char *envp[CAE_PKGCACHE_SERVE_ENV_N + 1]);
 /* After the pod's clone: cae's fills of the Go modules and pip wheels, for a pod that has
  * the network itself; a failure is a warning of p (a cold cache). (Maven's:
  * cae__pkgcache_maven_pod.) */

@@ -93,6 +93,17 @@ static inline void bt_pool_configure(cae_config *cfg, const char *size, const ch
 }
 
 /* The backend named name (and nothing else) for cfg. */
+/* A log of warnings and errors on stderr (kept by meson in the test's log): what the backend
+ * says went wrong (a helper that did not answer, a cache not served) beside a failed
+ * assertion. One per process, never freed. */
+static inline cae_log *bt_warn_log(void)
+{
+	static cae_log *log;
+	if (!log)
+		log = cae_log_new(2, CAE_LOG_WARN);
+	return log;
+}
+
 static inline cae_backend *bt_backend(const char *name, const cae_config *cfg, cae_log *log)
 {
 	cae_backend *b = NULL;

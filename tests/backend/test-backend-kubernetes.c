@@ -45,7 +45,7 @@ static cae_config *kcfg(char **state)
  * uuid. */
 static cae_backend *prepared(cae_config *cfg, char uuid[64], cae_env_info *info)
 {
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	bt_task_uuid(uuid, 64, TASK_PREFIX);
 	*info = bt_prepare(b, uuid);
 	ck_assert_str_eq(info->status, "ready");
@@ -191,7 +191,7 @@ static void resources_then_graceful_cleanup(cae_backend *b, const cae_config *cf
 		 "say started; wait\n",
 		 port);
 	struct runner rn = {
-	    .b = bt_backend("kubernetes", cfg, NULL), .uuid = uuid, .script = script};
+	    .b = bt_backend("kubernetes", cfg, bt_warn_log()), .uuid = uuid, .script = script};
 	pthread_t th;
 	ck_assert_int_eq(pthread_create(&th, NULL, run_script, &rn), 0);
 	char what[64];
@@ -418,7 +418,7 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	    "terminated");
 	ck_assert_int_eq(json_integer_value(json_object_get(term, "exitCode")), 75);
 	json_decref(pod);
-	b = bt_backend("kubernetes", cfg, NULL);
+	b = bt_backend("kubernetes", cfg, bt_warn_log());
 	const char *tr[] = {"true", NULL};
 	cae_exec_request req = {.argv = tr, .timeout_ms = 60000, .cancel_fd = -1};
 	cae_error err = {0};
@@ -432,7 +432,7 @@ START_TEST(no_sidecar_is_said_or_not_needed)
 	snprintf(api, sizeof(api), "http://127.0.0.1:%d/api/v4", mock_port(says));
 	bt_cfg_set(cfg, "gitlab.api_url", api);
 	bt_cfg_set(cfg, "gitlab.token", git_token);
-	b = bt_backend("kubernetes", cfg, NULL);
+	b = bt_backend("kubernetes", cfg, bt_warn_log());
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
 	cae_task t = {.uuid = uuid,
 		      .platform = (char *)"gitlab",
@@ -552,7 +552,7 @@ START_TEST(missing_image_says_how_to_get_it)
 	bt_cfg_set(cfg, "command_executor.environments",
 		   "python=coding-agent-executor-python:latest,"
 		   "go=coding-agent-executor-go:cae-test-no-such-tag");
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
 	cae_task t = bt_http_task(uuid);
@@ -601,7 +601,7 @@ static bool pod_fill_fills(const char *net_access, const char *work)
 	cae_config *cfg = kcfg(&state);
 	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
 	bt_cfg_set(cfg, "command_executor.docker.network.external_access", net_access);
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	cae_task t = {.uuid = (char *)"caetest-k8sprot-fill"};
 	cae_prepare p = {.b = b,
 			 .task = &t,
@@ -684,7 +684,7 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	cae_error err = {0};
 	cae_prepare_options o = {.cancel_fd = -1};
 	cae_env_info info;
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	char ua[64];
 	bt_task_uuid(ua, sizeof(ua), TASK_PREFIX);
 	cae_task ta = {.uuid = ua, .repo = url, .platform = (char *)"github"};
@@ -712,7 +712,9 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	r = bt_exec(
 	    b, ua,
 	    "cd / && python3 -c 'import caewheel; print(caewheel.WORD)' && echo \"${GOPROXY%%,*} "
-	    "$PIP_FIND_LINKS\" && python3 -c '\n"
+	    "$PIP_FIND_LINKS\" | sed -E "
+	    "'s#127[.]0[.]0[.]1:(3129|31[3-5][0-9]|3160)/#127.0.0.1:PORT/#g' "
+	    "&& python3 -c '\n"
 	    "import os, socket, urllib.parse\n"
 	    "u = urllib.parse.urlparse(os.environ[\"PIP_FIND_LINKS\"])\n"
 	    "def ask(m, p, body=b\"\"):\n"
@@ -752,8 +754,8 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	    120000);
 	char *want = NULL;
 	ck_assert_int_ge(asprintf(&want,
-				  "pristine\nhttp://127.0.0.1:3129/go-mod "
-				  "http://127.0.0.1:3129/pip-wheels/\nget 200 True\nhead 200 0\n"
+				  "pristine\nhttp://127.0.0.1:PORT/go-mod "
+				  "http://127.0.0.1:PORT/pip-wheels/\nget 200 True\nhead 200 0\n"
 				  "page 200 True False\nPUT 405\nPOST 405\nDELETE 405\nPUT 405\n"
 				  "/pip-wheels/../go-mod/example.com/caedep/@v/v1.0.0.mod 404\n"
 				  "/go-mod/../../../../../../etc/passwd 404\n"
@@ -776,11 +778,15 @@ START_TEST(package_caches_served_read_only_to_a_pod)
 	 * host's network has none at all), as for one that has it */
 	ck_assert(!pod_fill_fills("false", work));
 	ck_assert(pod_fill_fills("true", work));
-	/* the operator's proxy gone: this host's go takes the module through A's listener */
+	/* the operator's proxy gone: this host's go takes the module through A's listener (the
+	 * pod is on the host's network: its port is this host's) */
+	r = bt_exec(b, ua, "printf %s \"$CAE_PACKAGE_CACHE_URL\"", 60000);
+	ck_assert_msg(strncmp(r.out, "http://127.0.0.1:", 17) == 0, "%s", r.out);
 	shf("set -e; P=%s; rm -rf $P/proxy; cd %s; HOME=$P/h GOMODCACHE=$P/gm GOFLAGS='-mod=mod "
-	    "-modcacherw' GOPROXY=http://127.0.0.1:3129/go-mod,off GOSUMDB=off GOTOOLCHAIN=local "
+	    "-modcacherw' GOPROXY=%s/go-mod,off GOSUMDB=off GOTOOLCHAIN=local "
 	    "go mod download -x && grep -q pristine $P/gm/example.com/caedep@v1.0.0/dep.go",
-	    gp, work);
+	    gp, work, r.out);
+	cae_run_result_clear(&r);
 	ck_assert_int_eq(cae_backend_cleanup(b, ua, &err), 0);
 	unsetenv("GOPROXY");
 	unsetenv("PIP_INDEX_URL");
@@ -885,7 +891,7 @@ START_TEST(npm_tree_shared_in_pods)
 	bt_cfg_set(cfg, "command_executor.package_cache.enabled", "true");
 	bt_cfg_set(cfg, "command_executor.environments",
 		   "python=coding-agent-executor-python:latest,node=cae-test-node:latest");
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	cae_error err = {0};
 	cae_prepare_options o = {.cancel_fd = -1};
 	cae_env_info info;
@@ -1089,7 +1095,7 @@ START_TEST(package_cache_maven_served_to_a_pod)
 	char remote[64];
 	snprintf(remote, sizeof(remote), "http://127.0.0.1:%d/maven2", port);
 	bt_cfg_set(cfg, "command_executor.package_cache.maven_remote", remote);
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 
 	/* cae's side of a pod's prepare: the fill after the install, for a pod with the
 	 * network only */
@@ -1159,10 +1165,13 @@ START_TEST(package_cache_maven_served_to_a_pod)
 	char script[4096];
 	snprintf(
 	    script, sizeof(script),
-	    "echo \"$CAE_PACKAGE_CACHE_URL\" && python3 -c '\n"
-	    "import hashlib, socket\n"
+	    "echo \"$CAE_PACKAGE_CACHE_URL\" | sed -E "
+	    "'s#^http://127[.]0[.]0[.]1:(3129|31[3-5][0-9]|3160)$#http://127.0.0.1:PORT#' && "
+	    "python3 -c '\n"
+	    "import hashlib, os, socket, urllib.parse\n"
+	    "u = urllib.parse.urlparse(os.environ[\"CAE_PACKAGE_CACHE_URL\"])\n"
 	    "def ask(m, p, body=b\"\"):\n"
-	    "    s = socket.create_connection((\"127.0.0.1\", 3129))\n"
+	    "    s = socket.create_connection((u.hostname, u.port))\n"
 	    "    s.sendall((\"%%s %%s HTTP/1.1\\r\\nHost: x\\r\\nContent-Length: %%d\\r\\n\\r\\n\" "
 	    "%% (m, p, len(body))).encode() + body)\n"
 	    "    d = b\"\"\n"
@@ -1209,7 +1218,7 @@ START_TEST(package_cache_maven_served_to_a_pod)
 	char *want = NULL;
 	ck_assert_int_ge(
 	    asprintf(&want,
-		     "http://127.0.0.1:3129\n.jar 200 200 %s True\n.pom 200 200 %s True\n"
+		     "http://127.0.0.1:PORT\n.jar 200 200 %s True\n.pom 200 200 %s True\n"
 		     "head 200 0\nPUT 405\nPOST 405\nDELETE 405\nnew 405\n"
 		     "404 /maven/cae/test/caelib/maven-metadata.xml\n"
 		     "404 /maven/cae/test/caelib/1.0/maven-metadata.xml\n"
@@ -1297,7 +1306,7 @@ START_TEST(go_build_cache_seeded_into_a_pod)
 	cae_error err = {0};
 	cae_prepare_options o = {.cancel_fd = -1};
 	cae_env_info info;
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	char uuid[64];
 	bt_task_uuid(uuid, sizeof(uuid), TASK_PREFIX);
 	cae_task t = {.uuid = uuid, .repo = url, .platform = (char *)"github"};

@@ -210,7 +210,8 @@ END_TEST
 
 /* Kubernetes, a pod on the host's network: A's pod (the remote up) fills the shared
  * repository; B's pod (the remote gone) resolves, in its prepare and with its own mvn, from
- * cae's server at 127.0.0.1:3129/maven/ ("Downloaded from cae-package-cache"). Failed before
+ * cae's server at 127.0.0.1:3129 (or the next free port)/maven/ ("Downloaded from
+ * cae-package-cache"). Failed before
  * (the caches off): B's prepare could not resolve. */
 START_TEST(maven_in_a_pod)
 {
@@ -222,7 +223,7 @@ START_TEST(maven_in_a_pod)
 	snprintf(url, sizeof(url), "%s%s", git_http, repo);
 	char *state;
 	cae_config *cfg = mcfg("kubernetes", &m, &state);
-	cae_backend *b = bt_backend("kubernetes", cfg, NULL);
+	cae_backend *b = bt_backend("kubernetes", cfg, bt_warn_log());
 	char ua[64], ub[64];
 	bt_task_uuid(ua, sizeof(ua), TASK_PREFIX);
 	bt_task_uuid(ub, sizeof(ub), TASK_PREFIX);
@@ -230,13 +231,13 @@ START_TEST(maven_in_a_pod)
 		 tb = {.uuid = ub, .repo = url, .platform = (char *)"github"};
 	prepare_java(b, &ta);
 	filled_from_the_remote(state, &m);
-	/* (the port 3129 of the host's network is one pod's at a time) */
+	/* (one pod at a time: B's own Maven, not A's, must serve B) */
 	cleanup(b, ua);
 	remote_stop(&m);
 	prepare_java(b, &tb);
 	resolves_from_the_cache(b, ub, &m,
-				"grep -c '^\\[INFO\\] Downloaded from cae-package-cache: "
-				"http://127.0.0.1:3129/maven/" J ".jar ' /tmp/mvn.log",
+				"grep -c \"^\\[INFO\\] Downloaded from cae-package-cache: "
+				"$CAE_PACKAGE_CACHE_URL/maven/" J ".jar \" /tmp/mvn.log",
 				"1\n");
 	cleanup(b, ub);
 	shf("rm -rf %s/%s", git_root, repo);
