@@ -161,6 +161,34 @@ int cae__pkgcache_image_key(cae_docker *d, const char *container, char *key, siz
 	return 0;
 }
 
+int cae__pkgcache_go_probe(cae_prepare *p, char **gocache, cae_error *err)
+{
+	*gocache = NULL;
+	/* where the build cache is, asked out of the project: no go.mod or go.work of the
+	 * task's is read */
+	const char *probe_argv[] = {
+	    "sh", "-c",
+	    "test -f /workspace/project/go.mod && command -v go >/dev/null 2>&1 && cd / && "
+	    "GOTOOLCHAIN=local go env GOCACHE",
+	    NULL};
+	cae_exec_request req = {.argv = probe_argv,
+				.cwd = "/workspace",
+				.timeout_ms = 60000,
+				.max_stdout = 8192,
+				.max_stderr = 8192,
+				.cancel_fd = -1};
+	cae_run_result res = {0};
+	int r = p->exec(p->exec_ctx, &req, &res, err);
+	if (r < 0)
+		return r;
+	if (res.exit_code == 0 && res.out && res.out[0] == '/') {
+		res.out[strcspn(res.out, "\n")] = '\0';
+		*gocache = strdup(res.out);
+	}
+	cae_run_result_clear(&res);
+	return *gocache ? 1 : 0;
+}
+
 int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *container,
 				 cae_error *err)
 {
@@ -168,30 +196,9 @@ int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *cont
 	int r = cae__pkgcache_go_docker_dir(p->b->cfg, shared, sizeof(shared), err);
 	if (r <= 0)
 		return r;
-	/* a project of Go and a go in the image: where its build cache is (out of the
-	 * project: no go.mod or go.work of the task's is read) */
-	const char *probe_argv[] = {
-	    "sh", "-c",
-	    "test -f /workspace/project/go.mod && command -v go >/dev/null 2>&1 && "
-	    "GOTOOLCHAIN=local go env GOCACHE",
-	    NULL};
-	cae_exec_request req = {.argv = probe_argv,
-				.cwd = "/",
-				.timeout_ms = 60000,
-				.max_stdout = 8192,
-				.max_stderr = 8192,
-				.cancel_fd = -1};
-	cae_run_result res = {0};
-	if ((r = p->exec(p->exec_ctx, &req, &res, err)) < 0)
-		return r;
 	_cleanup_free_ char *gocache = NULL;
-	if (res.exit_code == 0 && res.out && res.out[0] == '/') {
-		res.out[strcspn(res.out, "\n")] = '\0';
-		gocache = strdup(res.out);
-	}
-	cae_run_result_clear(&res);
-	if (!gocache)
-		return 0;
+	if ((r = cae__pkgcache_go_probe(p, &gocache, err)) <= 0)
+		return r;
 	/* the image's id, from the container */
 	char key[80];
 	if ((r = cae__pkgcache_image_key(d, container, key, sizeof(key), err)) < 0)
@@ -208,8 +215,13 @@ int cae__pkgcache_go_docker_seed(cae_prepare *p, cae_docker *d, const char *cont
 		     key, key) < 0)
 		return cae_error_set(err, -ENOMEM, "out of memory");
 	const char *copy_argv[] = {"sh", "-c", script, "sh", gocache, NULL};
-	req.argv = copy_argv;
-	req.timeout_ms = 5 * 60000;
+	cae_exec_request req = {.argv = copy_argv,
+				.cwd = "/",
+				.timeout_ms = 5 * 60000,
+				.max_stdout = 8192,
+				.max_stderr = 8192,
+				.cancel_fd = -1};
+	cae_run_result res = {0};
 	if ((r = p->exec(p->exec_ctx, &req, &res, err)) < 0)
 		return r;
 	if (res.exit_code != 0)

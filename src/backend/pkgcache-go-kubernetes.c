@@ -360,30 +360,9 @@ int cae__pkgcache_go_pod_seed(cae_prepare *p, cae_error *err)
 	if (!cfg->command_executor.package_cache.enabled)
 		return 0;
 	int r;
-	/* a project of Go and a go in the image: where its build cache is (out of the project:
-	 * no go.mod or go.work of the task's is read) */
-	const char *probe_argv[] = {
-	    "sh", "-c",
-	    "test -f /workspace/project/go.mod && command -v go >/dev/null 2>&1 && cd / && "
-	    "GOTOOLCHAIN=local go env GOCACHE",
-	    NULL};
-	cae_exec_request req = {.argv = probe_argv,
-				.cwd = "/workspace",
-				.timeout_ms = 60000,
-				.max_stdout = 8192,
-				.max_stderr = 8192,
-				.cancel_fd = -1};
-	cae_run_result res = {0};
-	if ((r = p->exec(p->exec_ctx, &req, &res, err)) < 0)
-		return r;
 	_cleanup_free_ char *gocache = NULL;
-	if (res.exit_code == 0 && res.out && res.out[0] == '/') {
-		res.out[strcspn(res.out, "\n")] = '\0';
-		gocache = strdup(res.out);
-	}
-	cae_run_result_clear(&res);
-	if (!gocache)
-		return 0;
+	if ((r = cae__pkgcache_go_probe(p, &gocache, err)) <= 0)
+		return r;
 	if ((r = cae__pkgcache_shared_dir(cfg, "go-kubernetes", true, shared, sizeof(shared),
 					  err)) <= 0)
 		return r;

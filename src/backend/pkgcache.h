@@ -104,6 +104,10 @@ int cae__pkgcache_go_docker_dir(const cae_config *cfg, char *out, size_t size, c
  * container's GOCACHE. 1: seeded; 0: nothing to do; -errno with err set. */
 struct cae_prepare;
 struct cae_docker;
+/* Where the environment being prepared keeps Go's build cache (`go env GOCACHE` as its
+ * user, asked from /, out of the project) into *gocache (new), when the project has a
+ * go.mod and the image has go. 1: set; 0: not a Go project or no go; -errno with err set. */
+int cae__pkgcache_go_probe(struct cae_prepare *p, char **gocache, cae_error *err);
 int cae__pkgcache_go_docker_seed(struct cae_prepare *p, struct cae_docker *d, const char *image,
 				 cae_error *err);
 
